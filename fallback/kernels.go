@@ -1,0 +1,96 @@
+package fallback
+
+import "math"
+
+// The generic micro-kernels: the portable path, and the twins whose loops
+// the doc comments of the assembly declarations repeat. Their contract is
+// kernels.Set's; the kernels package checks slice lengths before calling.
+
+// QK computes a transposed score tile, keys major:
+//
+//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · qt[d*ldq+r]   for c < nk, r < rows
+func QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
+	for c := 0; c < nk; c++ {
+		sc := s[c*lds : c*lds+rows]
+		clear(sc)
+		kc := k[c*ldk : c*ldk+dk]
+		for d, kv := range kc {
+			qd := qt[d*ldq : d*ldq+rows]
+			for r, qv := range qd {
+				sc[r] += kv * qv
+			}
+		}
+	}
+}
+
+// Softmax applies one online-softmax step to a transposed tile of nk keys
+// by rows, overwriting the scores with the weights P:
+//
+//	x[c]     = softcap(s[c*lds+r])            (when softcap > 0; -Inf stays)
+//	mNew     = max(m[r], max_c x[c])
+//	base     = mNew, or 0 when mNew = -Inf    (no key seen yet: no NaN)
+//	s[c*lds+r] = exp(x[c] - base)
+//	alpha[r] = exp(m[r] - base)               (the rescale of O and l)
+//	l[r]     = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
+func Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+	for r := 0; r < rows; r++ {
+		mNew := m[r]
+		for c := 0; c < nk; c++ {
+			x := s[c*lds+r]
+			if softcap > 0 {
+				x = Softcap32(x, softcap)
+				s[c*lds+r] = x
+			}
+			if x > mNew {
+				mNew = x
+			}
+		}
+		base := mNew
+		if math.IsInf(float64(base), -1) {
+			base = 0
+		}
+		sum := float32(0)
+		for c := 0; c < nk; c++ {
+			p := Exp32(s[c*lds+r] - base)
+			s[c*lds+r] = p
+			sum += p
+		}
+		a := Exp32(m[r] - base)
+		alpha[r] = a
+		l[r] = l[r]*a + sum
+		m[r] = mNew
+	}
+}
+
+// PV rescales an output tile and adds weights times values:
+//
+//	o[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]   for r < rows, j < dv
+//
+// A nil alpha means 1 (plain accumulation), which makes PV the GEMM
+// micro-kernel C += Aᵀ·B of the projections too.
+func PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+	for r := 0; r < rows; r++ {
+		or := o[r*ldo : r*ldo+dv]
+		if alpha != nil {
+			a := alpha[r]
+			for j := range or {
+				or[j] *= a
+			}
+		}
+		for c := 0; c < nk; c++ {
+			pv := p[c*ldp+r]
+			vc := v[c*ldv : c*ldv+dv]
+			for j, x := range vc {
+				or[j] += pv * x
+			}
+		}
+	}
+}
+
+// ExpSlice writes Exp32(src[i]) to dst[i] for i < len(dst).
+func ExpSlice(dst, src []float32) {
+	src = src[:len(dst)]
+	for i, x := range src {
+		dst[i] = Exp32(x)
+	}
+}

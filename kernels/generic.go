@@ -1,0 +1,14 @@
+package kernels
+
+import "github.com/fastattn/fastattn/fallback"
+
+// generic is the pure-Go set: it runs everywhere and is the twin of every
+// assembly set.
+var generic = &Set{
+	Name:    "generic",
+	Lanes:   1,
+	qk:      fallback.QK,
+	softmax: fallback.Softmax,
+	pv:      fallback.PV,
+	exp:     fallback.ExpSlice,
+}

@@ -1,0 +1,128 @@
+// Package kernels holds fastattn's micro-kernel sets, one per instruction
+// set, behind one contract (Set), and picks the best one the CPU can run.
+//
+// The contract is built for register-blocked assembly: scores are kept
+// transposed (keys major, query rows minor), so that
+//   - QK broadcasts one element of a key row (read in place, any stride) and
+//     multiplies it into vectors of consecutive query rows of a packed Qᵀ;
+//   - Softmax reduces over keys with element-wise vector max and add: every
+//     lane is one query row, no horizontal reduction;
+//   - PV broadcasts P[c][r] for a few consecutive rows and multiplies it into
+//     vectors of a value row (read in place, any stride).
+//
+// So K and V are never copied or transposed, only the Q block is (once per
+// work item). PV with a nil rescale is a GEMM micro-kernel C += Aᵀ·B with A
+// stored k-major, which the projections use.
+//
+// Kernels never allocate, never spawn goroutines, and never touch memory
+// outside the slices they are given: the methods of Set check every length
+// before the kernel runs and panic on a broken contract (a bug in the
+// caller, never user input: the mha package validates that).
+package kernels
+
+import "fmt"
+
+// Set is one instruction set's micro-kernels. The zero value is not usable;
+// sets come from Available, Best and Lookup.
+type Set struct {
+	// Name is the set's name for FASTATTN_ISA: generic, avx2, avx512, neon.
+	Name string
+	// Lanes is the float32 vector width. QK and Softmax take a row count
+	// that is a multiple of Lanes (callers pad the query block).
+	Lanes int
+
+	qk      func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int)
+	softmax func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
+	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
+	exp     func(dst, src []float32)
+}
+
+// String returns the set's name.
+func (ks *Set) String() string { return ks.Name }
+
+// span is the number of elements a strided 2-D operand of n rows of width
+// w at stride ld covers.
+func span(n, w, ld int) int { return (n-1)*ld + w }
+
+func check(kernel, operand string, have, need int) {
+	if have < need {
+		panic(fmt.Sprintf("kernels: %s: %s has %d elements, needs %d", kernel, operand, have, need))
+	}
+}
+
+func (ks *Set) checkRows(kernel string, rows int) {
+	if rows%ks.Lanes != 0 {
+		panic(fmt.Sprintf("kernels: %s: rows %d not a multiple of %d lanes", kernel, rows, ks.Lanes))
+	}
+}
+
+// QK computes a transposed score tile, keys major:
+//
+//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · qt[d*ldq+r]   for c < nk, r < rows
+//
+// rows is a multiple of Lanes; qt is the packed, pre-scaled Qᵀ block.
+func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
+	if nk <= 0 || rows <= 0 || dk <= 0 {
+		return
+	}
+	ks.checkRows("QK", rows)
+	check("QK", "s", len(s), span(nk, rows, lds))
+	check("QK", "k", len(k), span(nk, dk, ldk))
+	check("QK", "qt", len(qt), span(dk, rows, ldq))
+	ks.qk(s, lds, k, ldk, qt, ldq, nk, rows, dk)
+}
+
+// Softmax applies one online-softmax step to a transposed tile of nk keys by
+// rows and overwrites the scores with the weights:
+//
+//	x[c]       = softcap>0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays -Inf)
+//	mNew       = max(m[r], max_c x[c]);  base = mNew, or 0 if mNew = -Inf
+//	s[c*lds+r] = exp(x[c] - base)
+//	alpha[r]   = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
+//
+// rows is a multiple of Lanes; m, l and alpha hold at least rows values.
+func (ks *Set) Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+	if nk <= 0 || rows <= 0 {
+		return
+	}
+	ks.checkRows("Softmax", rows)
+	check("Softmax", "s", len(s), span(nk, rows, lds))
+	check("Softmax", "m", len(m), rows)
+	check("Softmax", "l", len(l), rows)
+	check("Softmax", "alpha", len(alpha), rows)
+	ks.softmax(s, lds, m, l, alpha, nk, rows, softcap)
+}
+
+// PV rescales an output tile and adds weights times values:
+//
+//	o[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]   for r < rows, j < dv
+//
+// alpha == nil means 1: then PV is the GEMM micro-kernel C += Aᵀ·B (A
+// stored k-major with stride ldp) that the projections run on. Any rows and
+// dv >= 1 are allowed; nk may be 0 (only the rescale happens).
+func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+	if rows <= 0 || dv <= 0 {
+		return
+	}
+	check("PV", "o", len(o), span(rows, dv, ldo))
+	if alpha != nil {
+		check("PV", "alpha", len(alpha), rows)
+	}
+	if nk > 0 {
+		check("PV", "p", len(p), span(nk, rows, ldp))
+		check("PV", "v", len(v), span(nk, dv, ldv))
+	} else {
+		nk = 0
+	}
+	ks.pv(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+}
+
+// Exp writes exp(src[i]) to dst[i] for i < len(dst), with the algorithm and
+// error bound of fallback.Exp32 (exactly 0 below fallback.ExpMin).
+func (ks *Set) Exp(dst, src []float32) {
+	check("Exp", "src", len(src), len(dst))
+	if len(dst) == 0 {
+		return
+	}
+	ks.exp(dst, src)
+}

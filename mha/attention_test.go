@@ -1,0 +1,162 @@
+package mha
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// optionSet is a named set of options; the bias and key lengths are built
+// for the shape at hand.
+type optionSet struct {
+	causal, window, softcap, scale, kvlens, bias, offset, lse bool
+}
+
+func (f optionSet) build(rng *rand.Rand, s Shape) Options {
+	s, _ = s.resolve()
+	var o Options
+	o.Causal = f.causal || f.window || f.offset
+	if f.window {
+		o.Window = 1 + rng.IntN(s.KVLen+1)
+	}
+	if f.softcap {
+		o.Softcap = 0.5 + 2*rng.Float32()
+	}
+	if f.scale {
+		o.Scale = 0.05 + rng.Float32()
+	}
+	if f.offset {
+		off := rng.IntN(s.KVLen+s.QLen+1) - s.QLen/2 - 1 // negative too
+		o.QueryOffset = &off
+	}
+	if f.kvlens {
+		o.KVLens = make([]int, s.Batch)
+		for b := range o.KVLens {
+			o.KVLens[b] = rng.IntN(s.KVLen + 1) // 0 too: no key at all
+		}
+	}
+	if f.bias {
+		o.BiasBatch, o.BiasHeads = 1, 1
+		if rng.IntN(2) == 0 {
+			o.BiasBatch = s.Batch
+		}
+		if rng.IntN(2) == 0 {
+			o.BiasHeads = s.Heads
+		}
+		o.Bias = random(rng, o.BiasBatch*o.BiasHeads*s.QLen*s.KVLen)
+		for i := range o.Bias {
+			o.Bias[i] *= 4
+			if rng.IntN(10) == 0 {
+				o.Bias[i] = float32(math.Inf(-1))
+			}
+		}
+	}
+	return o
+}
+
+// randomOptions picks each option with probability 1/3.
+func randomOptions(rng *rand.Rand) optionSet {
+	p := func() bool { return rng.IntN(3) == 0 }
+	return optionSet{causal: p(), window: p(), softcap: p(), scale: p(), kvlens: p(), bias: p(), offset: p()}
+}
+
+// randomShape returns a shape with the given head dim and lengths and
+// random batch, heads (MHA, GQA or MQA), value dim and layout.
+func randomShape(rng *rand.Rand, dk, lq, lk int) Shape {
+	hkv := 1 + rng.IntN(2)
+	group := []int{1, 2, 3}[rng.IntN(3)]
+	dv := dk
+	if rng.IntN(2) == 0 {
+		dv = 1 + rng.IntN(40)
+	}
+	return Shape{Batch: 1 + rng.IntN(2), Heads: hkv * group, KVHeads: hkv, QLen: lq, KVLen: lk,
+		HeadDim: dk, ValueDim: dv, Layout: Layout(rng.IntN(2))}
+}
+
+// TestHeadDims covers every head dim 1..130 (every vector tail) with random
+// lengths and options.
+func TestHeadDims(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for dk := 1; dk <= 130; dk++ {
+		s := randomShape(rng, dk, 1+rng.IntN(24), 1+rng.IntN(70))
+		checkCase(t, rng, s, randomOptions(rng).build(rng, s))
+	}
+}
+
+// TestLengths covers query and key lengths 1..300 (every block tail), with
+// Lq = 1 (decode) and Lq != Lk.
+func TestLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lengths := []int{1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 95, 127, 128, 129, 191, 255, 256, 257, 300}
+	if testing.Short() {
+		lengths = lengths[:len(lengths)/2]
+	}
+	for _, lq := range lengths {
+		for _, lk := range []int{1, lq, 1 + rng.IntN(300), 300} {
+			dk := []int{4, 8, 13, 16, 32}[rng.IntN(5)]
+			s := randomShape(rng, dk, lq, lk)
+			checkCase(t, rng, s, randomOptions(rng).build(rng, s))
+		}
+		s := randomShape(rng, 16, 1, lq) // decode against lq keys
+		checkCase(t, rng, s, randomOptions(rng).build(rng, s))
+	}
+}
+
+// TestOptions checks each option alone and combinations, in both layouts,
+// with MHA, GQA and MQA.
+func TestOptions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	sets := map[string]optionSet{
+		"none":    {},
+		"causal":  {causal: true},
+		"window":  {window: true},
+		"offset":  {offset: true},
+		"softcap": {softcap: true},
+		"scale":   {scale: true},
+		"kvlens":  {kvlens: true},
+		"bias":    {bias: true},
+		"all":     {causal: true, window: true, offset: true, softcap: true, scale: true, kvlens: true, bias: true},
+		"decode":  {causal: true, kvlens: true, softcap: true},
+		"sc+bias": {softcap: true, bias: true, causal: true},
+	}
+	heads := []struct{ h, hkv int }{{4, 4}, {4, 2}, {6, 1}}
+	for name, f := range sets {
+		for _, hh := range heads {
+			for _, layout := range []Layout{BSHD, BHSD} {
+				for _, l := range []struct{ lq, lk int }{{37, 37}, {5, 150}, {150, 70}, {1, 200}} {
+					s := Shape{Batch: 2, Heads: hh.h, KVHeads: hh.hkv, QLen: l.lq, KVLen: l.lk,
+						HeadDim: 24, ValueDim: 20, Layout: layout}
+					t.Run(name, func(t *testing.T) { checkCase(t, rng, s, f.build(rng, s)) })
+				}
+			}
+		}
+	}
+}
+
+// TestNoKey: rows that see no key give zeros and LSE -Inf, never NaN.
+func TestNoKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	s := Shape{Batch: 2, Heads: 2, QLen: 9, KVLen: 12, HeadDim: 8}
+	off := -4 // rows 0..3 see nothing
+	checkCase(t, rng, s, Options{Causal: true, QueryOffset: &off})
+	checkCase(t, rng, s, Options{KVLens: []int{0, 5}})
+	checkCase(t, rng, s, Options{Causal: true, KVLens: []int{3, 12}}) // bottom-right: early rows of batch 0 see nothing
+	bias := make([]float32, 9*12)
+	for i := range bias {
+		bias[i] = float32(math.Inf(-1))
+	}
+	checkCase(t, rng, s, Options{Bias: bias})
+}
+
+// TestBigScores: large logits must not overflow the exp (the running max is
+// subtracted) and softcap must bound them.
+func TestBigScores(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	s := Shape{Batch: 1, Heads: 2, QLen: 20, KVLen: 90, HeadDim: 16}
+	checkCase(t, rng, s, Options{Scale: 40})
+	checkCase(t, rng, s, Options{Scale: 40, Softcap: 30, Causal: true})
+}
+
+func TestReportError(t *testing.T) {
+	t.Logf("worst relative error vs float64 oracle so far: out %.3g, lse %.3g (tolerance %.0e)", worstOut, worstLSE, tolOut)
+}

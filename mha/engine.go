@@ -1,0 +1,144 @@
+package mha
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/fastattn/fastattn/kernels"
+	"github.com/fastattn/fastattn/tile"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Threads is the number of worker goroutines; 0 means GOMAXPROCS.
+	Threads int
+	// ISA names the kernel set (generic, avx2, avx512, neon); "" means
+	// kernels.Best(): FASTATTN_ISA if set, else the best this CPU runs.
+	ISA string
+}
+
+// Engine owns a pool of worker goroutines, each with its own scratch, and
+// runs attention calls and MHA layers on it. After the first call of a
+// shape, calls allocate nothing. An Engine is safe for concurrent use; its
+// results are bit for bit the same whatever the thread count.
+type Engine struct {
+	ks     *kernels.Set
+	pool   *pool
+	mu     sync.RWMutex // calls hold it for reading, Close for writing
+	closed bool
+}
+
+// New starts an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Threads < 0 {
+		return nil, fmt.Errorf("%w: Threads = %d, must be >= 0", ErrOption, cfg.Threads)
+	}
+	var ks *kernels.Set
+	var err error
+	if cfg.ISA == "" {
+		ks, err = kernels.Best()
+	} else {
+		ks, err = kernels.Lookup(cfg.ISA)
+	}
+	if err != nil {
+		return nil, err
+	}
+	threads := cfg.Threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	return &Engine{ks: ks, pool: newPool(threads)}, nil
+}
+
+// Kernels returns the name of the kernel set the engine runs.
+func (e *Engine) Kernels() string { return e.ks.Name }
+
+// Threads returns the number of worker goroutines.
+func (e *Engine) Threads() int { return e.pool.size }
+
+// Close stops the workers after the calls in flight return. Later calls
+// return ErrClosed.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	e.pool.close()
+}
+
+// acquire marks a call in flight; release must follow if it succeeds.
+func (e *Engine) acquire() error {
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (e *Engine) release() { e.mu.RUnlock() }
+
+// Attention computes scaled dot-product attention: for each batch b, query
+// head h and query row i,
+//
+//	out[b,i,h,:] = Σ_j softmax_j(s_ij) · v[b,j,h/(H/Hkv),:]
+//
+// with the scores s_ij and masks of Options (see there); opts may be nil.
+// out must not overlap the inputs. Bad input returns an error wrapping
+// ErrShape, ErrBuffer or ErrOption.
+func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
+	p, err := problem(out, q, k, v, shape, opts)
+	if err != nil {
+		return err
+	}
+	threads := 0
+	if opts != nil {
+		threads = opts.Threads
+	}
+	if err := e.acquire(); err != nil {
+		return err
+	}
+	defer e.release()
+	e.attention(&p, threads)
+	return nil
+}
+
+// attention runs a validated problem on the pool.
+func (e *Engine) attention(p *tile.Problem, threads int) {
+	j := e.pool.get()
+	j.attn.p = *p
+	j.attn.plan = tile.NewPlan(&j.attn.p, tile.BlocksFor(p.HeadDim, p.ValueDim))
+	j.t = &j.attn
+	e.pool.run(j, e.ks, j.attn.plan.Items(&j.attn.p), threads)
+}
+
+// gemm runs one projection on the pool.
+func (e *Engine) gemm(g tile.Gemm, threads int) {
+	j := e.pool.get()
+	j.gemm.g = g
+	j.t = &j.gemm
+	e.pool.run(j, e.ks, j.gemm.g.Items(), threads)
+}
+
+var (
+	defaultOnce   sync.Once
+	defaultEngine *Engine
+	defaultErr    error
+)
+
+// Default returns the package's shared Engine (GOMAXPROCS workers, kernel
+// set from kernels.Best), starting it on first use.
+func Default() (*Engine, error) {
+	defaultOnce.Do(func() { defaultEngine, defaultErr = New(Config{}) })
+	return defaultEngine, defaultErr
+}
+
+// Attention computes scaled dot-product attention on the Default engine;
+// see Engine.Attention.
+func Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
+	e, err := Default()
+	if err != nil {
+		return err
+	}
+	return e.Attention(out, q, k, v, shape, opts)
+}

@@ -1,0 +1,28 @@
+package mha
+
+import (
+	"errors"
+
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// Sentinel errors. Every error the package returns wraps exactly one of
+// them, with detail naming the argument and the values at fault; test with
+// errors.Is.
+var (
+	// ErrShape: a dimension is zero or negative, heads do not divide, or a
+	// product of dimensions overflows int.
+	ErrShape = errors.New("mha: bad shape")
+	// ErrBuffer: a slice is shorter (or, for KVLens, of another length)
+	// than the shape requires.
+	ErrBuffer = errors.New("mha: bad buffer")
+	// ErrOption: an option is out of range or conflicts with another.
+	ErrOption = errors.New("mha: bad option")
+	// ErrCacheFull: a KV cache has no room for the new tokens.
+	ErrCacheFull = errors.New("mha: KV cache full")
+	// ErrClosed: the Engine was closed.
+	ErrClosed = errors.New("mha: engine closed")
+	// ErrISA: the kernel set asked for (FASTATTN_ISA or Config.ISA) is
+	// unknown or not supported here. It is kernels.ErrISA.
+	ErrISA = kernels.ErrISA
+)

@@ -1,0 +1,139 @@
+package mha
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// engines holds one Engine per kernel set this CPU runs: every test that
+// checks numbers runs on all of them.
+var engines []*Engine
+
+func TestMain(m *testing.M) {
+	for _, ks := range kernels.Available() {
+		e, err := New(Config{ISA: ks.Name, Threads: 2})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		engines = append(engines, e)
+	}
+	os.Exit(m.Run())
+}
+
+// random returns n uniform values in [-1, 1).
+func random(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = 2*rng.Float32() - 1
+	}
+	return x
+}
+
+// inputs returns random q, k, v and an output buffer for shape s (resolved).
+func inputs(rng *rand.Rand, s Shape) (q, k, v, out []float32) {
+	q = random(rng, s.Batch*s.QLen*s.Heads*s.HeadDim)
+	k = random(rng, s.Batch*s.KVLen*s.KVHeads*s.HeadDim)
+	v = random(rng, s.Batch*s.KVLen*s.KVHeads*s.ValueDim)
+	out = make([]float32, s.Batch*s.QLen*s.Heads*s.ValueDim)
+	return
+}
+
+// specOf is the oracle's view of an attention call.
+func specOf(s Shape, o *Options) fallback.Spec {
+	s, _ = s.resolve()
+	sp := fallback.Spec{
+		Batch: s.Batch, Heads: s.Heads, KVHeads: s.KVHeads, QLen: s.QLen, KVLen: s.KVLen,
+		HeadDim: s.HeadDim, ValueDim: s.ValueDim, HeadsMajor: s.Layout == BHSD,
+		Scale: 1 / math.Sqrt(float64(s.HeadDim)), BiasBatch: 1, BiasHeads: 1,
+	}
+	if o == nil {
+		return sp
+	}
+	if o.Scale != 0 {
+		sp.Scale = float64(o.Scale)
+	}
+	sp.Softcap = float64(o.Softcap)
+	sp.Causal, sp.Window, sp.KVLens = o.Causal, o.Window, o.KVLens
+	if o.QueryOffset != nil {
+		sp.OffsetSet, sp.Offset = true, *o.QueryOffset
+	}
+	if o.Bias != nil {
+		sp.Bias, sp.BiasBatch, sp.BiasHeads = o.Bias, max(o.BiasBatch, 1), max(o.BiasHeads, 1)
+	}
+	return sp
+}
+
+// Tolerance against the float64 oracle. The output is a convex combination
+// of values in [-1, 1]; float32 rounds each score's Dk-term dot product
+// (relative error ~ sqrt(Dk)·2^-24), exp adds at most 2 ulp and the sums over
+// at most a few hundred keys add ~ sqrt(Lk)·2^-24 each. Both stay far below
+// 1e-5 for the shapes tested; softcap (tanh from exp, absolute error ~ c·2^-24
+// on the score) and biases of magnitude up to 4 keep it there. The measured
+// worst case over the whole suite is printed by TestReportError with -v.
+const (
+	tolOut = 2e-5
+	tolLSE = 2e-5
+)
+
+// worst tracks the largest error seen, for the record.
+var worstOut, worstLSE float64
+
+// compare checks out and lse against the oracle and reports the first
+// mismatches.
+func compare(t *testing.T, what string, got []float32, want []float64, tol float64, worst *float64) {
+	t.Helper()
+	bad := 0
+	for i, w := range want {
+		g := float64(got[i])
+		if math.IsInf(w, -1) {
+			if !math.IsInf(g, -1) {
+				t.Errorf("%s[%d] = %v, want -Inf", what, i, g)
+				bad++
+			}
+		} else {
+			err := math.Abs(g-w) / (1 + math.Abs(w))
+			if !(err <= tol) { // NaN fails too
+				t.Errorf("%s[%d] = %v, want %v (err %.3g > %.3g)", what, i, g, w, err, tol)
+				bad++
+			}
+			*worst = max(*worst, err)
+		}
+		if bad >= 5 {
+			t.Fatalf("%s: too many mismatches", what)
+		}
+	}
+}
+
+// checkCase runs one call on every engine and compares it with the oracle.
+func checkCase(t *testing.T, rng *rand.Rand, s Shape, o Options) {
+	t.Helper()
+	rs, err := s.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, k, v, _ := inputs(rng, rs)
+	wantOut, wantLSE := fallback.Attention(specOf(rs, &o), q, k, v)
+	for _, e := range engines {
+		out := make([]float32, len(wantOut))
+		for i := range out {
+			out[i] = float32(math.NaN()) // every element must be written
+		}
+		lse := make([]float32, len(wantLSE))
+		o.LSE = lse
+		if err := e.Attention(out, q, k, v, s, &o); err != nil {
+			t.Fatalf("%s: %+v %+v: %v", e.Kernels(), s, o, err)
+		}
+		compare(t, e.Kernels()+" out", out, wantOut, tolOut, &worstOut)
+		compare(t, e.Kernels()+" lse", lse, wantLSE, tolLSE, &worstLSE)
+		if t.Failed() {
+			t.Fatalf("%s: shape %+v options %+v", e.Kernels(), s, o)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package mha
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/fastattn/fastattn/kernels"
+	"github.com/fastattn/fastattn/tile"
+)
+
+// task is what a job runs: item n, on a worker's workspace.
+type task interface {
+	run(ks *kernels.Set, n int, ws *tile.Workspace)
+}
+
+// attnTask runs the flash loop over a planned problem.
+type attnTask struct {
+	p    tile.Problem
+	plan tile.Plan
+}
+
+func (t *attnTask) run(ks *kernels.Set, n int, ws *tile.Workspace) {
+	tile.Flash(ks, &t.p, &t.plan, n, ws)
+}
+
+// gemmTask runs one projection.
+type gemmTask struct{ g tile.Gemm }
+
+func (t *gemmTask) run(ks *kernels.Set, n int, ws *tile.Workspace) { t.g.Run(ks, n, ws) }
+
+// job is one call's items, handed to up to `workers` workers who take items
+// from a shared counter until none is left. Jobs are recycled through a
+// free list, so a steady stream of calls allocates nothing.
+type job struct {
+	t      task
+	ks     *kernels.Set
+	items  int64
+	next   atomic.Int64 // next item to take
+	active atomic.Int32 // workers still holding the job
+	done   chan struct{}
+
+	attn attnTask // storage for t, reused
+	gemm gemmTask
+}
+
+// pool is a fixed set of worker goroutines, each with its own workspace.
+// Concurrent callers share it: their jobs interleave on the workers.
+type pool struct {
+	size int
+	jobs chan *job
+	quit chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	free []*job
+}
+
+func newPool(size int) *pool {
+	p := &pool{size: size, jobs: make(chan *job, size), quit: make(chan struct{})}
+	for i := 0; i < size; i++ {
+		go p.worker()
+	}
+	return p
+}
+
+func (p *pool) worker() {
+	var ws tile.Workspace
+	for {
+		select {
+		case j := <-p.jobs:
+			for {
+				n := j.next.Add(1) - 1
+				if n >= j.items {
+					break
+				}
+				j.t.run(j.ks, int(n), &ws)
+			}
+			if j.active.Add(-1) == 0 {
+				j.done <- struct{}{}
+			}
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// get returns a cleared job from the free list.
+func (p *pool) get() *job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		j := p.free[n-1]
+		p.free = p.free[:n-1]
+		return j
+	}
+	return &job{done: make(chan struct{}, 1)}
+}
+
+// run executes items 0..items-1 of j on at most threads workers (0: all)
+// and returns when all are done. It recycles j.
+func (p *pool) run(j *job, ks *kernels.Set, items, threads int) {
+	if items > 0 {
+		workers := p.size
+		if threads > 0 {
+			workers = min(workers, threads)
+		}
+		workers = min(workers, items)
+		j.ks, j.items = ks, int64(items)
+		j.next.Store(0)
+		j.active.Store(int32(workers))
+		for i := 0; i < workers; i++ {
+			p.jobs <- j
+		}
+		<-j.done
+	}
+	j.t, j.ks = nil, nil
+	j.attn, j.gemm = attnTask{}, gemmTask{}
+	p.mu.Lock()
+	p.free = append(p.free, j)
+	p.mu.Unlock()
+}
+
+// close stops the workers once; jobs already taken finish first.
+func (p *pool) close() {
+	p.once.Do(func() { close(p.quit) })
+}

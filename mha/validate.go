@@ -1,0 +1,168 @@
+package mha
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fastattn/fastattn/tile"
+)
+
+// maxCoord bounds QueryOffset and Window so that index arithmetic on them
+// (i + off ± Window) cannot overflow int.
+const maxCoord = math.MaxInt / 4
+
+// product multiplies dims and reports false if the product overflows int or
+// exceeds maxCoord (no slice can be that long).
+func product(dims ...int) (int, bool) {
+	p := 1
+	for _, d := range dims {
+		if d != 0 && p > maxCoord/d {
+			return 0, false
+		}
+		p *= d
+	}
+	return p, true
+}
+
+// needLen checks that a slice named name holds the product of dims.
+func needLen(name string, have int, dims ...int) error {
+	n, ok := product(dims...)
+	if !ok {
+		return fmt.Errorf("%w: %s size %v overflows int", ErrShape, name, dims)
+	}
+	if have < n {
+		return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrBuffer, name, have, n)
+	}
+	return nil
+}
+
+// resolve fills in the shape's defaults and checks its dimensions.
+func (s Shape) resolve() (Shape, error) {
+	if s.KVHeads == 0 {
+		s.KVHeads = s.Heads
+	}
+	if s.ValueDim == 0 {
+		s.ValueDim = s.HeadDim
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"Batch", s.Batch}, {"Heads", s.Heads}, {"KVHeads", s.KVHeads}, {"QLen", s.QLen},
+		{"KVLen", s.KVLen}, {"HeadDim", s.HeadDim}, {"ValueDim", s.ValueDim}} {
+		if d.v < 1 {
+			return s, fmt.Errorf("%w: %s = %d, must be >= 1", ErrShape, d.name, d.v)
+		}
+	}
+	if s.Heads%s.KVHeads != 0 {
+		return s, fmt.Errorf("%w: Heads = %d is not a multiple of KVHeads = %d", ErrShape, s.Heads, s.KVHeads)
+	}
+	if s.Layout != BSHD && s.Layout != BHSD {
+		return s, fmt.Errorf("%w: unknown Layout %d", ErrShape, int(s.Layout))
+	}
+	return s, nil
+}
+
+// problem validates one attention call and resolves it for the tile layer.
+func problem(out, q, k, v []float32, shape Shape, opts *Options) (tile.Problem, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	s, err := shape.resolve()
+	if err != nil {
+		return tile.Problem{}, err
+	}
+	B, H, Hkv, Lq, Lk, Dk, Dv := s.Batch, s.Heads, s.KVHeads, s.QLen, s.KVLen, s.HeadDim, s.ValueDim
+	for _, c := range []struct {
+		name string
+		have int
+		dims []int
+	}{
+		{"q", len(q), []int{B, Lq, H, Dk}},
+		{"k", len(k), []int{B, Lk, Hkv, Dk}},
+		{"v", len(v), []int{B, Lk, Hkv, Dv}},
+		{"out", len(out), []int{B, Lq, H, Dv}},
+	} {
+		if err := needLen(c.name, c.have, c.dims...); err != nil {
+			return tile.Problem{}, err
+		}
+	}
+	p := tile.Problem{
+		Q: q, K: k, V: v, Out: out,
+		Batch: B, Heads: H, KVHeads: Hkv, QLen: Lq, KVLen: Lk, HeadDim: Dk, ValueDim: Dv,
+		HeadsMajor: s.Layout == BHSD,
+		Causal:     o.Causal,
+		Window:     o.Window,
+		BiasBatch:  1, BiasHeads: 1,
+	}
+	if err := resolveOptions(&o, &p); err != nil {
+		return tile.Problem{}, err
+	}
+	return p, nil
+}
+
+// resolveOptions checks o against the dimensions already in p and stores
+// the resolved options in p.
+func resolveOptions(o *Options, p *tile.Problem) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrOption}, args...)...)
+	}
+	scale := float64(o.Scale)
+	switch {
+	case math.IsNaN(scale) || math.IsInf(scale, 0) || scale < 0:
+		return bad("Scale = %v, must be finite and >= 0 (0 means 1/sqrt(HeadDim))", o.Scale)
+	case scale == 0:
+		scale = 1 / math.Sqrt(float64(p.HeadDim))
+	}
+	p.Scale = float32(scale)
+	if c := float64(o.Softcap); math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
+		return bad("Softcap = %v, must be finite and >= 0", o.Softcap)
+	}
+	p.Softcap = o.Softcap
+	if o.Window < 0 || o.Window > maxCoord {
+		return bad("Window = %d, must be in [0, %d]", o.Window, maxCoord)
+	}
+	if o.Window > 0 && !o.Causal {
+		return bad("Window = %d needs Causal", o.Window)
+	}
+	if o.QueryOffset != nil {
+		if off := *o.QueryOffset; off < -maxCoord || off > maxCoord {
+			return bad("QueryOffset = %d, must be in [%d, %d]", off, -maxCoord, maxCoord)
+		}
+		p.OffsetSet, p.Offset = true, *o.QueryOffset
+	}
+	if o.Threads < 0 {
+		return bad("Threads = %d, must be >= 0", o.Threads)
+	}
+	if o.KVLens != nil {
+		if len(o.KVLens) != p.Batch {
+			return fmt.Errorf("%w: KVLens has %d entries, Batch is %d", ErrBuffer, len(o.KVLens), p.Batch)
+		}
+		for b, n := range o.KVLens {
+			if n < 0 || n > p.KVLen {
+				return bad("KVLens[%d] = %d, must be in [0, KVLen = %d]", b, n, p.KVLen)
+			}
+		}
+		p.KVLens = o.KVLens
+	}
+	if o.Bias != nil {
+		bb, bh := max(o.BiasBatch, 1), max(o.BiasHeads, 1)
+		if o.BiasBatch < 0 || (bb != 1 && bb != p.Batch) {
+			return bad("BiasBatch = %d, must be 1 or Batch = %d", o.BiasBatch, p.Batch)
+		}
+		if o.BiasHeads < 0 || (bh != 1 && bh != p.Heads) {
+			return bad("BiasHeads = %d, must be 1 or Heads = %d", o.BiasHeads, p.Heads)
+		}
+		if err := needLen("Bias", len(o.Bias), bb, bh, p.QLen, p.KVLen); err != nil {
+			return err
+		}
+		p.Bias, p.BiasBatch, p.BiasHeads = o.Bias, bb, bh
+	}
+	if o.LSE != nil {
+		if err := needLen("LSE", len(o.LSE), p.Batch, p.Heads, p.QLen); err != nil {
+			return err
+		}
+		p.LSE = o.LSE
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package tile turns one attention work item (a block of query rows of one
+// batch and one KV-head group) into calls of a kernels.Set: it packs the Q
+// block, walks the KV blocks with the flash (online-softmax) loop, skips
+// blocks that every row has masked, masks only the edge blocks, and writes
+// the normalized output. It also blocks the projection GEMM.
+package tile
+
+import "github.com/klauspost/cpuid/v2"
+
+// Blocks are the block sizes of the flash loop.
+type Blocks struct {
+	// Rows is the target number of query rows of one work item (the rows of
+	// all query heads of a KV group at a run of positions).
+	Rows int
+	// Keys is the number of keys of one KV block.
+	Keys int
+}
+
+// Cache sizes used when cpuid reports none.
+const (
+	defaultL1 = 32 << 10
+	defaultL2 = 1 << 20
+)
+
+// cacheSizes returns the per-core L1 data and L2 sizes, with sane defaults.
+func cacheSizes() (l1, l2 int) {
+	l1, l2 = cpuid.CPU.Cache.L1D, cpuid.CPU.Cache.L2
+	if l1 <= 0 {
+		l1 = defaultL1
+	}
+	if l2 <= 0 {
+		l2 = defaultL2
+	}
+	return l1, l2
+}
+
+// BlocksFor returns the block sizes for head dims dk, dv on this machine.
+//
+// Rows: 64 query rows (a multiple of every vector width), shrunk when the
+// packed Qᵀ block (dk·Rows floats) would not fit in L1, but never
+// below 16. Keys: the S tile (Keys·Rows), the K and V blocks (Keys·(dk+dv))
+// and the Qᵀ and O blocks (Rows·(dk+dv)) together fill at most half of L2,
+// so a KV block stays in L2 while every row of the item uses it. Keys is a
+// multiple of 16 in [16, 512]. The sizes depend on the shape and the
+// machine only, never on the thread count, so results do not either.
+func BlocksFor(dk, dv int) Blocks {
+	l1, l2 := cacheSizes()
+	rows := 64
+	for rows > 16 && dk*rows*4 > l1 {
+		rows /= 2
+	}
+	budget := l2/2/4 - rows*(dk+dv)
+	keys := budget / (rows + dk + dv)
+	keys = keys / 16 * 16
+	keys = min(max(keys, 16), 512)
+	return Blocks{Rows: rows, Keys: keys}
+}

@@ -1,0 +1,175 @@
+package tile
+
+import (
+	"math"
+
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// Workspace is one worker's scratch: O(rows·(keys + dk + dv)) floats,
+// never O(Lq·Lk). It grows on first use and is then reused, so steady-state
+// calls allocate nothing. A Workspace serves one item at a time.
+type Workspace struct {
+	qt       []float32 // packed, scaled Qᵀ: [dk][rowsPad]
+	s        []float32 // scores, then weights, transposed: [keys][rowsPad]
+	o        []float32 // output accumulator: [rows][dv]
+	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
+	at       []float32 // packed Aᵀ block of the projection GEMM
+}
+
+// grow returns buf with length n, reallocating only when it is too small.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+var negInf = float32(math.Inf(-1))
+
+// Flash runs work item n of plan pl of problem p with kernel set ks: the
+// flash-attention forward of one block of query rows.
+func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
+	it := pl.item(p, n)
+	rows := it.nh * it.nq
+	lanes := ks.Lanes
+	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
+	dk, dv, bc := p.HeadDim, p.ValueDim, pl.Blocks.Keys
+
+	ws.qt = grow(ws.qt, dk*rp)
+	ws.s = grow(ws.s, bc*rp)
+	ws.o = grow(ws.o, rows*dv)
+	ws.m = grow(ws.m, rp)
+	ws.l = grow(ws.l, rp)
+	ws.al = grow(ws.al, rp)
+	packQ(p, it, rp, ws.qt)
+	for r := range ws.m {
+		ws.m[r] = negInf
+	}
+	clear(ws.l)
+	clear(ws.o)
+
+	// The keys any row sees, and the block every row sees whole.
+	lo, hi := p.KVLen, 0
+	allLo, allHi := 0, p.KVLen
+	for i := it.i0; i < it.i0+it.nq; i++ {
+		l, h := p.keyRange(it.b, i)
+		allLo, allHi = max(allLo, l), min(allHi, h)
+		if h > l {
+			lo, hi = min(lo, l), max(hi, h)
+		}
+	}
+
+	kOff, ldk := p.row(it.b, 0, it.g, p.KVHeads, p.KVLen, dk)
+	vOff, ldv := p.row(it.b, 0, it.g, p.KVHeads, p.KVLen, dv)
+	for kb := lo; kb < hi; kb += bc {
+		nk := min(bc, hi-kb)
+		s := ws.s[:nk*rp]
+		ks.QK(s, rp, p.K[kOff+kb*ldk:], ldk, ws.qt, rp, nk, rp, dk)
+		softcap := p.Softcap
+		if p.Bias != nil {
+			if softcap > 0 {
+				applySoftcap(s, rp, nk, rows, softcap)
+				softcap = 0
+			}
+			addBias(p, it, kb, nk, rp, s)
+		}
+		if kb < allLo || kb+nk > allHi {
+			mask(p, it, kb, nk, rp, s)
+		}
+		ks.Softmax(s, rp, ws.m, ws.l, ws.al, nk, rp, softcap)
+		ks.PV(ws.o, dv, s, rp, p.V[vOff+kb*ldv:], ldv, ws.al, rows, nk, dv)
+	}
+	store(p, it, ws)
+}
+
+// packQ writes the item's query rows, times the scale, transposed into qt
+// ([dk][rp]); the padding rows are zero.
+func packQ(p *Problem, it item, rp int, qt []float32) {
+	dk := p.HeadDim
+	for hh := 0; hh < it.nh; hh++ {
+		off, stride := p.row(it.b, it.i0, it.h0+hh, p.Heads, p.QLen, dk)
+		for ii := 0; ii < it.nq; ii++ {
+			r := hh*it.nq + ii
+			q := p.Q[off+ii*stride : off+ii*stride+dk]
+			for d, x := range q {
+				qt[d*rp+r] = x * p.Scale
+			}
+		}
+	}
+	for d := 0; d < dk; d++ {
+		clear(qt[d*rp+it.nh*it.nq : (d+1)*rp])
+	}
+}
+
+// applySoftcap caps the scores of an nk×rows tile (used when a bias must be
+// added between the softcap and the softmax).
+func applySoftcap(s []float32, lds, nk, rows int, c float32) {
+	for k := 0; k < nk; k++ {
+		sk := s[k*lds : k*lds+rows]
+		for r, x := range sk {
+			sk[r] = fallback.Softcap32(x, c)
+		}
+	}
+}
+
+// addBias adds the item's bias entries for keys [kb, kb+nk) to the tile.
+func addBias(p *Problem, it item, kb, nk, lds int, s []float32) {
+	bb := it.b % p.BiasBatch
+	for hh := 0; hh < it.nh; hh++ {
+		bh := (it.h0 + hh) % p.BiasHeads
+		for ii := 0; ii < it.nq; ii++ {
+			r := hh*it.nq + ii
+			off := ((bb*p.BiasHeads+bh)*p.QLen+it.i0+ii)*p.KVLen + kb
+			for c, x := range p.Bias[off : off+nk] {
+				s[c*lds+r] += x
+			}
+		}
+	}
+}
+
+// mask sets to -Inf the scores of keys [kb, kb+nk) that a row may not see.
+func mask(p *Problem, it item, kb, nk, lds int, s []float32) {
+	for ii := 0; ii < it.nq; ii++ {
+		lo, hi := p.keyRange(it.b, it.i0+ii)
+		for c := 0; c < nk; c++ {
+			if j := kb + c; j >= lo && j < hi {
+				continue
+			}
+			for hh := 0; hh < it.nh; hh++ {
+				s[c*lds+hh*it.nq+ii] = negInf
+			}
+		}
+	}
+}
+
+// store divides the accumulated rows by their softmax sums and writes them,
+// and the LSE, to the problem's outputs. A row with no key writes zeros
+// and an LSE of -Inf.
+func store(p *Problem, it item, ws *Workspace) {
+	dv := p.ValueDim
+	for hh := 0; hh < it.nh; hh++ {
+		h := it.h0 + hh
+		off, stride := p.row(it.b, it.i0, h, p.Heads, p.QLen, dv)
+		for ii := 0; ii < it.nq; ii++ {
+			r := hh*it.nq + ii
+			dst := p.Out[off+ii*stride : off+ii*stride+dv]
+			acc := ws.o[r*dv : (r+1)*dv]
+			l := ws.l[r]
+			lse := negInf
+			if l > 0 {
+				inv := 1 / l
+				for d, x := range acc {
+					dst[d] = x * inv
+				}
+				lse = ws.m[r] + float32(math.Log(float64(l)))
+			} else {
+				clear(dst)
+			}
+			if p.LSE != nil {
+				p.LSE[(it.b*p.Heads+h)*p.QLen+it.i0+ii] = lse
+			}
+		}
+	}
+}

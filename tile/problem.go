@@ -1,0 +1,63 @@
+package tile
+
+// Problem is one attention call, validated and with every default resolved
+// by the mha package. Tensors are flat row-major float32: BSHD
+// ([batch][seq][head][dim]) or, with HeadsMajor, BHSD.
+type Problem struct {
+	Q, K, V, Out []float32
+	LSE          []float32 // [B][H][Lq], or nil
+
+	Batch, Heads, KVHeads int
+	QLen, KVLen           int // KVLen is the stored key length (the stride)
+	HeadDim, ValueDim     int
+	HeadsMajor            bool
+
+	Scale   float32 // folded into the packed Q block
+	Softcap float32 // 0 = off
+
+	Causal    bool
+	OffsetSet bool // false: offset = key length of the batch - QLen (bottom-right)
+	Offset    int
+	Window    int // 0 = off; only with Causal
+
+	KVLens []int // per batch, or nil for KVLen everywhere
+
+	Bias                 []float32 // [BiasBatch][BiasHeads][QLen][KVLen], or nil
+	BiasBatch, BiasHeads int       // 1 or Batch / Heads
+}
+
+// row returns the offset of row (b, s, h) of a tensor with n heads, seqLen
+// positions and rows of width dim, and the stride between consecutive
+// positions.
+func (p *Problem) row(b, s, h, n, seqLen, dim int) (off, stride int) {
+	if p.HeadsMajor {
+		return ((b*n+h)*seqLen + s) * dim, dim
+	}
+	return ((b*seqLen+s)*n + h) * dim, n * dim
+}
+
+// keyLen returns the number of valid keys of batch b.
+func (p *Problem) keyLen(b int) int {
+	if p.KVLens != nil {
+		return p.KVLens[b]
+	}
+	return p.KVLen
+}
+
+// keyRange returns the keys [lo, hi) that query position i of batch b may
+// see under the causal, window and key-length rules; hi <= lo means none.
+func (p *Problem) keyRange(b, i int) (lo, hi int) {
+	lk := p.keyLen(b)
+	if !p.Causal {
+		return 0, lk
+	}
+	off := lk - p.QLen
+	if p.OffsetSet {
+		off = p.Offset
+	}
+	hi = min(lk, i+off+1)
+	if p.Window > 0 {
+		lo = max(0, i+off-p.Window+1)
+	}
+	return lo, hi
+}
