@@ -8,9 +8,9 @@ import "math"
 // Spec describes one attention problem for the oracle, with every default
 // already resolved: nothing in it is optional except where it says so.
 type Spec struct {
-	Batch, Heads, KVHeads int // B, H, Hkv; H % Hkv == 0
-	QLen, KVLen           int // Lq; Lk is the stored key length (the stride of K and V)
-	HeadDim, ValueDim     int // Dk (Q and K), Dv (V and the output)
+	Batch, Heads, KVHeads int  // B, H, Hkv; H % Hkv == 0
+	QLen, KVLen           int  // Lq; Lk is the stored key length (the stride of K and V)
+	HeadDim, ValueDim     int  // Dk (Q and K), Dv (V and the output)
 	HeadsMajor            bool // BHSD when true, BSHD when false
 
 	Scale   float64 // multiplies q·k

@@ -91,15 +91,11 @@ func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) e
 	if err != nil {
 		return err
 	}
-	threads := 0
-	if opts != nil {
-		threads = opts.Threads
-	}
 	if err := e.acquire(); err != nil {
 		return err
 	}
 	defer e.release()
-	e.attention(&p, threads)
+	e.attention(&p, threadsOf(opts))
 	return nil
 }
 

@@ -36,8 +36,9 @@ func random(rng *rand.Rand, n int) []float32 {
 	return x
 }
 
-// inputs returns random q, k, v and an output buffer for shape s (resolved).
+// inputs returns random q, k, v and an output buffer for shape s.
 func inputs(rng *rand.Rand, s Shape) (q, k, v, out []float32) {
+	s, _ = s.resolve()
 	q = random(rng, s.Batch*s.QLen*s.Heads*s.HeadDim)
 	k = random(rng, s.Batch*s.KVLen*s.KVHeads*s.HeadDim)
 	v = random(rng, s.Batch*s.KVLen*s.KVHeads*s.ValueDim)

@@ -24,11 +24,17 @@ func product(dims ...int) (int, bool) {
 	return p, true
 }
 
+// overflow is the error for a tensor whose size overflows int. It copies
+// dims so that callers' dims literals do not escape to the heap.
+func overflow(name string, dims []int) error {
+	return fmt.Errorf("%w: %s size %v overflows int", ErrShape, name, append([]int(nil), dims...))
+}
+
 // needLen checks that a slice named name holds the product of dims.
 func needLen(name string, have int, dims ...int) error {
 	n, ok := product(dims...)
 	if !ok {
-		return fmt.Errorf("%w: %s size %v overflows int", ErrShape, name, dims)
+		return overflow(name, dims)
 	}
 	if have < n {
 		return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrBuffer, name, have, n)
@@ -73,19 +79,18 @@ func problem(out, q, k, v []float32, shape Shape, opts *Options) (tile.Problem, 
 		return tile.Problem{}, err
 	}
 	B, H, Hkv, Lq, Lk, Dk, Dv := s.Batch, s.Heads, s.KVHeads, s.QLen, s.KVLen, s.HeadDim, s.ValueDim
-	for _, c := range []struct {
-		name string
-		have int
-		dims []int
-	}{
-		{"q", len(q), []int{B, Lq, H, Dk}},
-		{"k", len(k), []int{B, Lk, Hkv, Dk}},
-		{"v", len(v), []int{B, Lk, Hkv, Dv}},
-		{"out", len(out), []int{B, Lq, H, Dv}},
-	} {
-		if err := needLen(c.name, c.have, c.dims...); err != nil {
-			return tile.Problem{}, err
-		}
+	// Separate calls, not a table: a table of []int literals escapes to the heap.
+	if err := needLen("q", len(q), B, Lq, H, Dk); err != nil {
+		return tile.Problem{}, err
+	}
+	if err := needLen("k", len(k), B, Lk, Hkv, Dk); err != nil {
+		return tile.Problem{}, err
+	}
+	if err := needLen("v", len(v), B, Lk, Hkv, Dv); err != nil {
+		return tile.Problem{}, err
+	}
+	if err := needLen("out", len(out), B, Lq, H, Dv); err != nil {
+		return tile.Problem{}, err
 	}
 	p := tile.Problem{
 		Q: q, K: k, V: v, Out: out,

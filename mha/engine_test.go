@@ -1,0 +1,264 @@
+package mha
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// TestThreadsBitwise: the same call at 1, 2 and 7 threads gives the same
+// bits, on every kernel set, for attention and for the layer.
+func TestThreadsBitwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	s := Shape{Batch: 2, Heads: 6, KVHeads: 2, QLen: 150, KVLen: 170, HeadDim: 40, ValueDim: 24}
+	q, k, v, _ := inputs(rng, s)
+	for _, ks := range engines {
+		e7, err := New(Config{ISA: ks.Kernels(), Threads: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e7.Close()
+		for _, o := range []Options{{}, {Causal: true, Window: 33, Softcap: 5}} {
+			var ref []float32
+			for _, th := range []int{1, 2, 7} {
+				o.Threads = th
+				out := make([]float32, s.Batch*s.QLen*s.Heads*s.ValueDim)
+				if err := e7.Attention(out, q, k, v, s, &o); err != nil {
+					t.Fatal(err)
+				}
+				if ref == nil {
+					ref = out
+					continue
+				}
+				for i := range out {
+					if math.Float32bits(out[i]) != math.Float32bits(ref[i]) {
+						t.Fatalf("%s: threads=%d differs from threads=1 at %d: %v vs %v", ks.Kernels(), th, i, out[i], ref[i])
+					}
+				}
+			}
+		}
+		l, _ := testLayer(t, e7, rng, LayerConfig{DModel: 96, Heads: 4, KVHeads: 2, HeadDim: 24}, true)
+		x := random(rng, 2*80*96)
+		var ref []float32
+		for _, th := range []int{1, 2, 7} {
+			out := make([]float32, len(x))
+			if err := l.Forward(out, x, 2, 80, &Options{Causal: true, Threads: th}); err != nil {
+				t.Fatal(err)
+			}
+			if ref == nil {
+				ref = out
+				continue
+			}
+			for i := range out {
+				if math.Float32bits(out[i]) != math.Float32bits(ref[i]) {
+					t.Fatalf("%s layer: threads=%d differs at %d", ks.Kernels(), th, i)
+				}
+			}
+		}
+	}
+}
+
+// TestBadInput: every kind of bad input is an error wrapping the right
+// sentinel, never a panic.
+func TestBadInput(t *testing.T) {
+	ok := Shape{Batch: 2, Heads: 4, KVHeads: 2, QLen: 3, KVLen: 5, HeadDim: 8, ValueDim: 6}
+	n := func(dims ...int) []float32 {
+		p := 1
+		for _, d := range dims {
+			p *= d
+		}
+		return make([]float32, p)
+	}
+	q, k, v, out := n(2, 3, 4, 8), n(2, 5, 2, 8), n(2, 5, 2, 6), n(2, 3, 4, 6)
+	neg, nan, inf := float32(-1), float32(math.NaN()), float32(math.Inf(1))
+	huge := math.MaxInt
+	with := func(f func(*Shape)) Shape { s := ok; f(&s); return s }
+	cases := []struct {
+		name  string
+		shape Shape
+		opts  *Options
+		q     []float32
+		out   []float32
+		want  error
+	}{
+		{"zero batch", with(func(s *Shape) { s.Batch = 0 }), nil, q, out, ErrShape},
+		{"negative heads", with(func(s *Shape) { s.Heads = -4 }), nil, q, out, ErrShape},
+		{"zero QLen", with(func(s *Shape) { s.QLen = 0 }), nil, q, out, ErrShape},
+		{"zero KVLen", with(func(s *Shape) { s.KVLen = 0 }), nil, q, out, ErrShape},
+		{"negative HeadDim", with(func(s *Shape) { s.HeadDim = -8 }), nil, q, out, ErrShape},
+		{"negative ValueDim", with(func(s *Shape) { s.ValueDim = -1 }), nil, q, out, ErrShape},
+		{"H % Hkv", with(func(s *Shape) { s.KVHeads = 3 }), nil, q, out, ErrShape},
+		{"bad layout", with(func(s *Shape) { s.Layout = 7 }), nil, q, out, ErrShape},
+		{"overflow", with(func(s *Shape) { s.QLen = huge / 2; s.Batch = 4 }), nil, q, out, ErrShape},
+		{"short q", ok, nil, q[:len(q)-1], out, ErrBuffer},
+		{"short out", ok, nil, q, out[:len(out)-1], ErrBuffer},
+		{"nil q", ok, nil, nil, out, ErrBuffer},
+		{"scale NaN", ok, &Options{Scale: nan}, q, out, ErrOption},
+		{"scale negative", ok, &Options{Scale: neg}, q, out, ErrOption},
+		{"scale Inf", ok, &Options{Scale: inf}, q, out, ErrOption},
+		{"softcap NaN", ok, &Options{Softcap: nan}, q, out, ErrOption},
+		{"softcap negative", ok, &Options{Softcap: neg}, q, out, ErrOption},
+		{"window negative", ok, &Options{Causal: true, Window: -1}, q, out, ErrOption},
+		{"window without causal", ok, &Options{Window: 2}, q, out, ErrOption},
+		{"window huge", ok, &Options{Causal: true, Window: huge}, q, out, ErrOption},
+		{"offset huge", ok, &Options{Causal: true, QueryOffset: &huge}, q, out, ErrOption},
+		{"threads negative", ok, &Options{Threads: -1}, q, out, ErrOption},
+		{"kvlens count", ok, &Options{KVLens: []int{5}}, q, out, ErrBuffer},
+		{"kvlens negative", ok, &Options{KVLens: []int{5, -1}}, q, out, ErrOption},
+		{"kvlens past KVLen", ok, &Options{KVLens: []int{6, 5}}, q, out, ErrOption},
+		{"bias short", ok, &Options{Bias: n(3, 4)}, q, out, ErrBuffer},
+		{"bias batch", ok, &Options{Bias: n(3, 3, 5), BiasBatch: 3}, q, out, ErrOption},
+		{"bias heads", ok, &Options{Bias: n(2, 3, 5), BiasHeads: 2}, q, out, ErrOption},
+		{"bias heads negative", ok, &Options{Bias: n(3, 5), BiasHeads: -1}, q, out, ErrOption},
+		{"lse short", ok, &Options{LSE: n(2, 4, 2)}, q, out, ErrBuffer},
+	}
+	for _, c := range cases {
+		for _, e := range engines {
+			err := e.Attention(c.out, c.q, k, v, c.shape, c.opts)
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: %s: got %v, want %v", e.Kernels(), c.name, err, c.want)
+			}
+		}
+	}
+	// The layer's own checks.
+	e := engines[0]
+	if _, err := NewLayer(e, LayerConfig{DModel: 0, Heads: 1, HeadDim: 1}, Weights{}); !errors.Is(err, ErrShape) {
+		t.Errorf("DModel 0: %v", err)
+	}
+	if _, err := NewLayer(e, LayerConfig{DModel: 4, Heads: 2, HeadDim: 2}, Weights{WQ: n(4, 4), WK: n(4, 4), WV: n(4, 4), WO: n(4, 3)}); !errors.Is(err, ErrBuffer) {
+		t.Errorf("short WO: %v", err)
+	}
+	if _, err := NewLayer(e, LayerConfig{DModel: 4, Heads: 2, HeadDim: 2}, Weights{WQ: n(4, 4), WK: n(4, 4), WV: n(4, 4), WO: n(4, 4), BO: n(3)}); !errors.Is(err, ErrBuffer) {
+		t.Errorf("short BO: %v", err)
+	}
+	l, err := NewLayer(e, LayerConfig{DModel: 4, Heads: 2, HeadDim: 2}, Weights{WQ: n(4, 4), WK: n(4, 4), WV: n(4, 4), WO: n(4, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Forward(n(2*3*4), n(2*3*4-1), 2, 3, nil); !errors.Is(err, ErrBuffer) {
+		t.Errorf("short x: %v", err)
+	}
+	if err := l.Forward(n(2*3*4), n(2*3*4), 2, 0, nil); !errors.Is(err, ErrShape) {
+		t.Errorf("zero length: %v", err)
+	}
+	if _, err := l.NewCache(1, 0); !errors.Is(err, ErrShape) {
+		t.Errorf("zero capacity: %v", err)
+	}
+	c, _ := l.NewCache(1, 4)
+	if err := l.Decode(n(4), n(4), c, 1, &Options{KVLens: []int{1}}); !errors.Is(err, ErrOption) {
+		t.Errorf("decode with KVLens: %v", err)
+	}
+	if err := l.Decode(n(5*4), n(5*4), c, 5, nil); !errors.Is(err, ErrCacheFull) {
+		t.Errorf("decode past capacity: %v", err)
+	}
+	other, _ := NewLayer(e, l.Config(), Weights{WQ: n(4, 4), WK: n(4, 4), WV: n(4, 4), WO: n(4, 4)})
+	if err := other.Decode(n(4), n(4), c, 1, nil); !errors.Is(err, ErrOption) {
+		t.Errorf("decode with another layer's cache: %v", err)
+	}
+	if _, err := New(Config{ISA: "sse9"}); !errors.Is(err, ErrISA) {
+		t.Errorf("unknown ISA: %v", err)
+	}
+	closed, _ := New(Config{Threads: 1})
+	closed.Close()
+	if err := closed.Attention(out, q, k, v, ok, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed engine: %v", err)
+	}
+}
+
+// TestConcurrentCallers: many goroutines share engines and a layer (run
+// with -race); every result must equal the one computed alone.
+func TestConcurrentCallers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	s := Shape{Batch: 1, Heads: 4, KVHeads: 2, QLen: 40, KVLen: 90, HeadDim: 16}
+	q, k, v, want := inputs(rng, s)
+	e := engines[0]
+	if err := e.Attention(want, q, k, v, s, &Options{Causal: true}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := testLayer(t, e, rng, LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8}, true)
+	x := random(rng, 2*20*32)
+	wantL := make([]float32, len(x))
+	if err := l.Forward(wantL, x, 2, 20, nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]float32, len(want))
+			outL := make([]float32, len(wantL))
+			for it := 0; it < 10; it++ {
+				if err := e.Attention(out, q, k, v, s, &Options{Causal: true, Threads: 1 + it%3}); err != nil {
+					errs <- err
+					return
+				}
+				if err := Attention(out[:0:0], q, k, v, s, nil); !errors.Is(err, ErrBuffer) {
+					errs <- err
+					return
+				}
+				if err := l.Forward(outL, x, 2, 20, nil); err != nil {
+					errs <- err
+					return
+				}
+				for i := range out {
+					if out[i] != want[i] {
+						errs <- errors.New("concurrent attention result differs")
+						return
+					}
+				}
+				for i := range outL {
+					if outL[i] != wantL[i] {
+						errs <- errors.New("concurrent layer result differs")
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestNoAllocs: steady-state calls allocate nothing.
+func TestNoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	s := Shape{Batch: 1, Heads: 4, KVHeads: 2, QLen: 70, KVLen: 130, HeadDim: 32}
+	q, k, v, out := inputs(rng, s)
+	lse := make([]float32, s.Batch*s.Heads*s.QLen)
+	for _, e := range engines {
+		opts := &Options{Causal: true, Softcap: 3, LSE: lse}
+		if n := testing.AllocsPerRun(20, func() {
+			if err := e.Attention(out, q, k, v, s, opts); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Attention allocates %v times per call", e.Kernels(), n)
+		}
+		l, _ := testLayer(t, e, rng, LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8}, true)
+		x := random(rng, 2*20*32)
+		y := make([]float32, len(x))
+		if n := testing.AllocsPerRun(20, func() {
+			if err := l.Forward(y, x, 2, 20, &Options{Causal: true}); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Layer.Forward allocates %v times per call", e.Kernels(), n)
+		}
+		c, _ := l.NewCache(2, 1000)
+		tok := random(rng, 2*32)
+		if n := testing.AllocsPerRun(20, func() {
+			if err := l.Decode(y[:2*32], tok, c, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Layer.Decode allocates %v times per call", e.Kernels(), n)
+		}
+	}
+}

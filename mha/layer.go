@@ -1,0 +1,212 @@
+package mha
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/fastattn/fastattn/tile"
+)
+
+// LayerConfig is the shape of a multi-head attention layer.
+type LayerConfig struct {
+	DModel   int // model width, the last dimension of the input and output
+	Heads    int // query heads H
+	KVHeads  int // key/value heads; 0 means Heads. Heads % KVHeads == 0 (GQA, MQA)
+	HeadDim  int // Dk of queries and keys
+	ValueDim int // Dv of values; 0 means HeadDim
+}
+
+// Weights are an MHA layer's parameters, row-major [in][out], so that a
+// projection is X·W and its output, [B][L][heads·dim], is already BSHD.
+// Biases are optional (nil).
+type Weights struct {
+	WQ []float32 // [DModel][Heads·HeadDim]
+	WK []float32 // [DModel][KVHeads·HeadDim]
+	WV []float32 // [DModel][KVHeads·ValueDim]
+	WO []float32 // [Heads·ValueDim][DModel]
+
+	BQ []float32 // [Heads·HeadDim]
+	BK []float32 // [KVHeads·HeadDim]
+	BV []float32 // [KVHeads·ValueDim]
+	BO []float32 // [DModel]
+}
+
+// Layer is a multi-head attention layer:
+//
+//	Q = Xq·WQ + BQ, K = Xkv·WK + BK, V = Xkv·WV + BV   (each [B][L][heads][dim])
+//	out = Attention(Q, K, V)·WO + BO                  ([B][Lq][DModel])
+//
+// The projections run on the engine's GEMM kernel and pool. A Layer keeps
+// the weight slices it was given (they must not change while it is used)
+// and its own scratch; it is safe for concurrent use.
+type Layer struct {
+	e   *Engine
+	cfg LayerConfig
+	w   Weights
+
+	mu   sync.Mutex
+	free []*layerScratch
+}
+
+// layerScratch holds one call's projected tensors.
+type layerScratch struct {
+	q, k, v, attn []float32
+}
+
+// NewLayer checks the weights against cfg and returns a layer running on e
+// (nil means Default()).
+func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
+	if e == nil {
+		var err error
+		if e, err = Default(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.KVHeads == 0 {
+		cfg.KVHeads = cfg.Heads
+	}
+	if cfg.ValueDim == 0 {
+		cfg.ValueDim = cfg.HeadDim
+	}
+	s := Shape{Batch: 1, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: 1, KVLen: 1,
+		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
+	if _, err := s.resolve(); err != nil {
+		return nil, err
+	}
+	if cfg.DModel < 1 {
+		return nil, fmt.Errorf("%w: DModel = %d, must be >= 1", ErrShape, cfg.DModel)
+	}
+	dm, qw, kw, vw, ow := cfg.DModel, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim, cfg.Heads*cfg.ValueDim
+	for _, c := range []struct {
+		name     string
+		have     int
+		in, out  int
+		optional bool
+	}{
+		{"WQ", len(w.WQ), dm, qw, false}, {"WK", len(w.WK), dm, kw, false},
+		{"WV", len(w.WV), dm, vw, false}, {"WO", len(w.WO), ow, dm, false},
+		{"BQ", len(w.BQ), 1, qw, true}, {"BK", len(w.BK), 1, kw, true},
+		{"BV", len(w.BV), 1, vw, true}, {"BO", len(w.BO), 1, dm, true},
+	} {
+		if c.optional && c.have == 0 {
+			continue
+		}
+		if err := needLen(c.name, c.have, c.in, c.out); err != nil {
+			return nil, err
+		}
+	}
+	return &Layer{e: e, cfg: cfg, w: w}, nil
+}
+
+// Config returns the layer's configuration, defaults filled in.
+func (l *Layer) Config() LayerConfig { return l.cfg }
+
+func (l *Layer) getScratch() *layerScratch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.free); n > 0 {
+		s := l.free[n-1]
+		l.free = l.free[:n-1]
+		return s
+	}
+	return new(layerScratch)
+}
+
+func (l *Layer) putScratch(s *layerScratch) {
+	l.mu.Lock()
+	l.free = append(l.free, s)
+	l.mu.Unlock()
+}
+
+// project computes c = a·w + bias for m rows on the pool: a is [m][in],
+// w is [in][out], c is [m][out].
+func (l *Layer) project(c, a, w, bias []float32, m, in, out, threads int) {
+	l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, LDB: out, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, threads)
+}
+
+// Forward runs self-attention over x, [batch][seqLen][DModel], into out,
+// [batch][seqLen][DModel]. opts (may be nil) apply to the attention; its
+// Bias and LSE, if set, are shaped for QLen = KVLen = seqLen.
+func (l *Layer) Forward(out, x []float32, batch, seqLen int, opts *Options) error {
+	return l.ForwardCross(out, x, x, batch, seqLen, seqLen, opts)
+}
+
+// ForwardCross runs cross-attention: queries from xq, [batch][qLen][DModel],
+// keys and values from xkv, [batch][kvLen][DModel]; out is
+// [batch][qLen][DModel].
+func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options) error {
+	cfg := l.cfg
+	shape := Shape{Batch: batch, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: qLen, KVLen: kvLen,
+		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
+	if _, err := shape.resolve(); err != nil {
+		return err
+	}
+	dm := cfg.DModel
+	for _, c := range []struct {
+		name string
+		have int
+		rows int
+	}{{"xq", len(xq), qLen}, {"xkv", len(xkv), kvLen}, {"out", len(out), qLen}} {
+		if err := needLen(c.name, c.have, batch, c.rows, dm); err != nil {
+			return err
+		}
+	}
+	// Overflow of the scratch sizes is caught by problem below.
+	sc := l.getScratch()
+	defer l.putScratch(sc)
+	if err := sc.size(shape); err != nil {
+		return err
+	}
+	p, err := problem(sc.attn, sc.q, sc.k, sc.v, shape, opts)
+	if err != nil {
+		return err
+	}
+	if err := l.e.acquire(); err != nil {
+		return err
+	}
+	defer l.e.release()
+	threads := threadsOf(opts)
+	mq, mkv := batch*qLen, batch*kvLen
+	l.project(sc.q, xq, l.w.WQ, l.w.BQ, mq, dm, cfg.Heads*cfg.HeadDim, threads)
+	l.project(sc.k, xkv, l.w.WK, l.w.BK, mkv, dm, cfg.KVHeads*cfg.HeadDim, threads)
+	l.project(sc.v, xkv, l.w.WV, l.w.BV, mkv, dm, cfg.KVHeads*cfg.ValueDim, threads)
+	l.e.attention(&p, threads)
+	l.project(out, sc.attn, l.w.WO, l.w.BO, mq, cfg.Heads*cfg.ValueDim, dm, threads)
+	return nil
+}
+
+// size makes the scratch hold the projections of shape (resolved).
+func (sc *layerScratch) size(s Shape) error {
+	var err error
+	sc.q, err = sized(sc.q, "Q", s.Batch, s.QLen, s.Heads, s.HeadDim)
+	if err == nil {
+		sc.k, err = sized(sc.k, "K", s.Batch, s.KVLen, s.KVHeads, s.HeadDim)
+	}
+	if err == nil {
+		sc.v, err = sized(sc.v, "V", s.Batch, s.KVLen, s.KVHeads, s.ValueDim)
+	}
+	if err == nil {
+		sc.attn, err = sized(sc.attn, "attention output", s.Batch, s.QLen, s.Heads, s.ValueDim)
+	}
+	return err
+}
+
+// sized returns buf with the length the product of dims, reallocating only
+// when it is too small.
+func sized(buf []float32, name string, dims ...int) ([]float32, error) {
+	n, ok := product(dims...)
+	if !ok {
+		return buf, overflow(name, dims)
+	}
+	if cap(buf) < n {
+		return make([]float32, n), nil
+	}
+	return buf[:n], nil
+}
+
+func threadsOf(o *Options) int {
+	if o == nil {
+		return 0
+	}
+	return o.Threads
+}
