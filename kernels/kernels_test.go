@@ -1,0 +1,278 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// Every set in Available() is checked here kernel by kernel, against float64
+// sums or the generic twin, with every operand placed against an unreadable
+// page (before it, then after it) so any access past a slice faults.
+
+// operand is a test operand: random data of n elements in a guarded slice.
+func operand(t *testing.T, rng *rand.Rand, n int, atEnd bool) ([]float32, func()) {
+	s, free := guarded(t, n, atEnd)
+	for i := range s {
+		s[i] = 2*rng.Float32() - 1
+	}
+	return s, free
+}
+
+// dotTol is the error bound of a float32 sum of k products whose absolute
+// values add up to abs: k·2^-24·abs, doubled, plus a floor.
+func dotTol(k int, abs float64) float64 { return 2*float64(k+1)*0x1p-24*abs + 1e-30 }
+
+var (
+	qkDims   = []int{1, 2, 3, 5, 8, 9, 16, 17, 33, 64, 65, 128, 130}
+	keyDims  = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 31, 33}
+	rowMults = []int{1, 2, 3, 4, 5}
+)
+
+func TestQK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, ks := range Available() {
+		for _, atEnd := range []bool{true, false} {
+			for _, nk := range keyDims {
+				for _, rm := range rowMults {
+					for _, dk := range qkDims {
+						rows := rm * ks.Lanes
+						lds, ldk, ldq := rows+rng.IntN(2)*ks.Lanes, dk+rng.IntN(3), rows+rng.IntN(2)*3
+						s, f1 := guarded(t, span(nk, rows, lds), atEnd)
+						k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
+						qt, f3 := operand(t, rng, span(dk, rows, ldq), atEnd)
+						ks.QK(s, lds, k, ldk, qt, ldq, nk, rows, dk)
+						for c := 0; c < nk; c++ {
+							for r := 0; r < rows; r++ {
+								want, abs := 0.0, 0.0
+								for d := 0; d < dk; d++ {
+									x := float64(k[c*ldk+d]) * float64(qt[d*ldq+r])
+									want += x
+									abs += math.Abs(x)
+								}
+								if got := float64(s[c*lds+r]); math.Abs(got-want) > dotTol(dk, abs) {
+									t.Fatalf("%s QK nk=%d rows=%d dk=%d: s[%d][%d] = %v, want %v", ks, nk, rows, dk, c, r, got, want)
+								}
+							}
+						}
+						f1()
+						f2()
+						f3()
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPV(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	dvs := []int{1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 127, 128, 130}
+	for _, ks := range Available() {
+		for _, atEnd := range []bool{true, false} {
+			for rows := 1; rows <= 14; rows++ {
+				for _, nk := range append([]int{0}, keyDims...) {
+					for _, dv := range dvs {
+						ldo, ldp, ldv := dv+rng.IntN(3), rows+rng.IntN(3), dv+rng.IntN(3)
+						o, f1 := operand(t, rng, span(rows, dv, ldo), atEnd)
+						p, f2 := operand(t, rng, max(span(nk, rows, ldp), 0), atEnd)
+						v, f3 := operand(t, rng, max(span(nk, dv, ldv), 0), atEnd)
+						var alpha []float32
+						var f4 func()
+						if rng.IntN(2) == 0 {
+							alpha, f4 = operand(t, rng, rows, atEnd)
+						}
+						before := append([]float32(nil), o...)
+						ks.PV(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+						for r := 0; r < rows; r++ {
+							for j := 0; j < dv; j++ {
+								a := 1.0
+								if alpha != nil {
+									a = float64(alpha[r])
+								}
+								want := a * float64(before[r*ldo+j])
+								abs := math.Abs(want)
+								for c := 0; c < nk; c++ {
+									x := float64(p[c*ldp+r]) * float64(v[c*ldv+j])
+									want += x
+									abs += math.Abs(x)
+								}
+								if got := float64(o[r*ldo+j]); math.Abs(got-want) > dotTol(nk+1, abs) {
+									t.Fatalf("%s PV rows=%d nk=%d dv=%d alpha=%v: o[%d][%d] = %v, want %v", ks, rows, nk, dv, alpha != nil, r, j, got, want)
+								}
+							}
+							// Padding between rows is not touched.
+							for j := dv; j < ldo && r < rows-1; j++ {
+								if o[r*ldo+j] != before[r*ldo+j] {
+									t.Fatalf("%s PV wrote o[%d][%d] past dv=%d", ks, r, j, dv)
+								}
+							}
+						}
+						f1()
+						f2()
+						f3()
+						if f4 != nil {
+							f4()
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	negInf := float32(math.Inf(-1))
+	for _, ks := range Available() {
+		for _, atEnd := range []bool{true, false} {
+			for _, nk := range keyDims {
+				for _, rm := range rowMults {
+					for _, softcap := range []float32{0, 2.5} {
+						rows := rm * ks.Lanes
+						lds := rows + rng.IntN(2)*ks.Lanes
+						s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
+						m, f2 := operand(t, rng, rows, atEnd)
+						l, f3 := operand(t, rng, rows, atEnd)
+						al, f4 := guarded(t, rows, atEnd)
+						for i := range s {
+							s[i] *= 20
+							if rng.IntN(5) == 0 {
+								s[i] = negInf
+							}
+						}
+						for r := range m {
+							l[r] = 3 * (l[r] + 1)
+							switch rng.IntN(3) {
+							case 0:
+								m[r], l[r] = negInf, 0 // nothing seen yet
+							case 1:
+								m[r] *= 30
+							}
+						}
+						// The generic twin on copies is the reference.
+						ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
+						fallback.Softmax(ws, lds, wm, wl, wal, nk, rows, softcap)
+						ks.Softmax(s, lds, m, l, al, nk, rows, softcap)
+						for r := 0; r < rows; r++ {
+							if m[r] != wm[r] && !(math.Abs(float64(m[r]-wm[r])) <= 1e-6*math.Abs(float64(wm[r]))) {
+								t.Fatalf("%s Softmax nk=%d rows=%d: m[%d] = %v, want %v", ks, nk, rows, r, m[r], wm[r])
+							}
+							near(t, ks.Name+" Softmax l", l[r], wl[r], 1e-5)
+							near(t, ks.Name+" Softmax alpha", al[r], wal[r], 1e-5)
+							for c := 0; c < nk; c++ {
+								near(t, ks.Name+" Softmax p", s[c*lds+r], ws[c*lds+r], 1e-5)
+							}
+						}
+						f1()
+						f2()
+						f3()
+						f4()
+					}
+				}
+			}
+		}
+	}
+}
+
+// near fails unless got is within tol of want, relative to max(1, |want|).
+func near(t *testing.T, what string, got, want float32, tol float64) {
+	t.Helper()
+	if got == want {
+		return
+	}
+	if err := math.Abs(float64(got-want)) / math.Max(1, math.Abs(float64(want))); !(err <= tol) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// TestExp checks every set's exp over the whole float32 range against
+// float64 exp: at most 2 ulp where the result is normal, exactly 0 below
+// ExpMin (and for -Inf), NaN for NaN.
+func TestExp(t *testing.T) {
+	var xs []float32
+	step := uint32(997)
+	if testing.Short() {
+		step = 9973
+	}
+	for b := uint32(0); b < 1<<31; b += step { // positive and negative patterns of the whole range
+		xs = append(xs, math.Float32frombits(b), -math.Float32frombits(b))
+	}
+	xs = append(xs, 0, float32(math.Inf(-1)), fallback.ExpMin, fallback.ExpMax, -87.3, 88.3, 1e-30, -1e-30)
+	for _, ks := range Available() {
+		got := make([]float32, len(xs))
+		ks.Exp(got, xs)
+		top := make([]float32, 1)
+		ks.Exp(top, []float32{fallback.ExpMax})
+		worst := 0.0
+		for i, x := range xs {
+			g := got[i]
+			switch {
+			case x != x:
+				if g == g {
+					t.Fatalf("%s: exp(NaN) = %v", ks, g)
+				}
+			case x < fallback.ExpMin:
+				if g != 0 {
+					t.Fatalf("%s: exp(%v) = %v, want 0", ks, x, g)
+				}
+			case x > fallback.ExpMax:
+				if g != top[0] { // clamped
+					t.Fatalf("%s: exp(%v) = %v, want exp(ExpMax)", ks, x, g)
+				}
+			default:
+				want := math.Exp(float64(x))
+				ulp := math.Abs(float64(g)-want) / ulpOf(want)
+				worst = max(worst, ulp)
+				if ulp > 2 {
+					t.Fatalf("%s: exp(%v) = %v, want %v (%.2f ulp)", ks, x, g, want, ulp)
+				}
+			}
+		}
+		t.Logf("%s: exp worst error %.2f ulp over %d inputs", ks, worst, len(xs))
+	}
+}
+
+// ulpOf returns the float32 ulp at x.
+func ulpOf(x float64) float64 {
+	f := float32(x)
+	return float64(math.Nextafter32(f, float32(math.Inf(1))) - f)
+}
+
+// TestExpGuard: the exp kernel reads and writes nothing past its slices.
+func TestExpGuard(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, ks := range Available() {
+		for _, atEnd := range []bool{true, false} {
+			for n := 1; n <= 70; n++ {
+				src, f1 := operand(t, rng, n, atEnd)
+				dst, f2 := guarded(t, n, atEnd)
+				ks.Exp(dst, src)
+				for i := range dst {
+					if dst[i] != fallback.Exp32(src[i]) && math.Abs(float64(dst[i]-fallback.Exp32(src[i]))) > 1e-6 {
+						t.Fatalf("%s: exp(%v) = %v, want %v", ks, src[i], dst[i], fallback.Exp32(src[i]))
+					}
+				}
+				f1()
+				f2()
+			}
+		}
+	}
+}
+
+// TestContractChecks: a kernel called with a short slice panics with a
+// message instead of touching memory.
+func TestContractChecks(t *testing.T) {
+	for _, ks := range Available() {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: QK with a short s did not panic", ks)
+				}
+			}()
+			ks.QK(make([]float32, 3), ks.Lanes, make([]float32, 8), 2, make([]float32, 2*ks.Lanes), ks.Lanes, 4, ks.Lanes, 2)
+		}()
+	}
+}
