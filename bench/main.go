@@ -31,6 +31,15 @@ func (c Case) String() string {
 	return fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
 }
 
+// Short is the case in benchmark-name form: B=1,H=16,L=1024,D=128 for
+// self-attention shapes, with Hkv, Lq and Lk spelled out otherwise.
+func (c Case) Short() string {
+	if c.Lq == c.Lk && c.H == c.Hkv {
+		return fmt.Sprintf("B=%d,H=%d,L=%d,D=%d", c.B, c.H, c.Lq, c.D)
+	}
+	return c.String()
+}
+
 // Pairs returns the (query, key) pairs a call computes: Lq·Lk, or under a
 // causal mask (bottom-right) the pairs with j <= i + Lk - Lq.
 func (c Case) Pairs() float64 {

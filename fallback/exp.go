@@ -7,7 +7,8 @@ import "math"
 //
 //	x = n·ln2 + r, n = round(x·log2(e)), |r| <= ln2/2 (Cody–Waite: ln2 split
 //	in a part with few significant bits, so n·ln2Hi is exact, and the rest)
-//	exp(r) ≈ 1 + r + r²·P(r), P of degree 5 (Cephes expf minimax)
+//	exp(r) ≈ 1 + r + r²·P(r), P of degree 5 (Cephes expf minimax), evaluated
+//	in Horner form as (((((p0·r+p1)·r+p2)·r+p3)·r+p4)·r+p5)·r+1)·r+1
 //	exp(x) = exp(r)·2^n, 2^n built by writing n+127 into the exponent bits.
 //
 // Inputs are clamped to [ExpMin, ExpMax] so 2^n never overflows the
@@ -51,7 +52,8 @@ func Exp32(x float32) float32 {
 	p = p*r + expP3
 	p = p*r + expP4
 	p = p*r + expP5
-	p = p*r*r + r + 1
+	p = p*r + 1
+	p = p*r + 1
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }
 

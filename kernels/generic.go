@@ -12,3 +12,6 @@ var generic = &Set{
 	pv:      fallback.PV,
 	exp:     fallback.ExpSlice,
 }
+
+// fallbackExp is the scalar exp, for the tails of the vector sets.
+var fallbackExp = fallback.Exp32

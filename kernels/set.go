@@ -35,6 +35,7 @@ type Set struct {
 	softmax func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
 	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp     func(dst, src []float32)
+	peak    func(iters int) // nil for generic
 }
 
 // String returns the set's name.
@@ -115,6 +116,22 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 		nk = 0
 	}
 	ks.pv(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+}
+
+// PeakChains is the number of independent vector FMAs per iteration of
+// FMAPeak.
+const PeakChains = 12
+
+// HasPeak reports whether the set has a generated FMA-throughput loop.
+func (ks *Set) HasPeak() bool { return ks.peak != nil }
+
+// FMAPeak runs iters iterations of PeakChains independent register-only
+// vector FMAs: iters·PeakChains·Lanes·2 floating-point operations at the
+// machine's peak rate. It does nothing for a set without one (generic).
+func (ks *Set) FMAPeak(iters int) {
+	if ks.peak != nil && iters > 0 {
+		ks.peak(iters)
+	}
 }
 
 // Exp writes exp(src[i]) to dst[i] for i < len(dst), with the algorithm and

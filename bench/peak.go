@@ -1,0 +1,45 @@
+package main
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// PeakGFLOPS measures a kernel set's FMA throughput with its generated
+// register-only FMA loop on threads goroutines at once: the best of a few
+// runs of about 50 ms each, in GFLOP/s. It returns 0 for a set without a
+// loop (generic).
+func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
+	if !ks.HasPeak() {
+		return 0
+	}
+	flopsPerIter := float64(kernels.PeakChains * ks.Lanes * 2)
+	// Calibrate: iterations for ~50 ms on one thread.
+	iters := 1 << 16
+	for {
+		t0 := time.Now()
+		ks.FMAPeak(iters)
+		if time.Since(t0) > 20*time.Millisecond {
+			iters = int(float64(iters) * float64(50*time.Millisecond) / float64(time.Since(t0)))
+			break
+		}
+		iters *= 4
+	}
+	best := 0.0
+	for run := 0; run < 5; run++ {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for t := 0; t < threads; t++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ks.FMAPeak(iters)
+			}()
+		}
+		wg.Wait()
+		best = max(best, float64(threads)*float64(iters)*flopsPerIter/time.Since(t0).Seconds()/1e9)
+	}
+	return best
+}

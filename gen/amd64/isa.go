@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// isa describes one instruction set's vectors and register blocking.
+type isa struct {
+	name   string // file and FASTATTN_ISA name
+	suffix string // function name suffix
+	lanes  int    // float32 per vector
+	// The FMA tile of QK, PV and the GEMM: mk broadcast rows × nv vectors
+	// of accumulators, plus nv vector operands and one broadcast register.
+	//   AVX-512, 32 zmm: 6×4 = 24 accumulators + 4 + 1 = 29 registers. Per
+	//   step 10 loads feed 24 FMAs: the loads (2-3 per cycle) never limit
+	//   the FMAs (1-2 zmm per cycle), and 24 independent chains cover the
+	//   4-cycle FMA latency twice over.
+	//   AVX2, 16 ymm: 6×2 = 12 accumulators + 2 + 1 (+1 tail mask) = 16.
+	//   8 loads per 12 FMAs (2 per cycle on every AVX2 core).
+	mk, nv int
+	// softNV is the most row vectors one Softmax call processes per key:
+	// independent max/exp chains for the out-of-order core.
+	softNV int
+}
+
+var isas = []isa{
+	{name: "avx512", suffix: "AVX512", lanes: 16, mk: 6, nv: 4, softNV: 4},
+	{name: "avx2", suffix: "AVX2", lanes: 8, mk: 6, nv: 2, softNV: 4},
+}
+
+func (x isa) bytes() int   { return 4 * x.lanes }
+func (x isa) avx512() bool { return x.lanes == 16 }
+
+// gen emits one ISA's kernels into an avo context.
+type gen struct {
+	*build.Context
+	x      isa
+	consts operand.Mem    // the constant table
+	index  map[string]int // constant name → slot
+}
+
+// Constants, each stored as a full vector of identical lanes (so any
+// instruction can take it as a memory operand, no broadcast form needed).
+// The exp constants are those of fallback/exp.go.
+var constants = []struct {
+	name string
+	bits uint32
+}{
+	{"expMin", math.Float32bits(-87.33654475)},
+	{"expMax", math.Float32bits(88.37626)},
+	{"log2e", math.Float32bits(1.44269504088896341)},
+	{"ln2hi", math.Float32bits(0.693359375)},
+	{"ln2lo", math.Float32bits(-2.12194440e-4)},
+	{"p0", math.Float32bits(1.9875691500e-4)},
+	{"p1", math.Float32bits(1.3981999507e-3)},
+	{"p2", math.Float32bits(8.3334519073e-3)},
+	{"p3", math.Float32bits(4.1665795894e-2)},
+	{"p4", math.Float32bits(1.6666665459e-1)},
+	{"p5", math.Float32bits(5.0000001201e-1)},
+	{"one", math.Float32bits(1)},
+	{"minusTwo", math.Float32bits(-2)},
+	{"negMax", math.Float32bits(-math.MaxFloat32)},
+	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
+	{"absMask", 0x7fffffff},
+	{"signMask", 0x80000000},
+	{"bias127", 127},
+	{"zero", 0},
+}
+
+func newGen(c *build.Context, x isa) *gen {
+	g := &gen{Context: c, x: x, index: map[string]int{}}
+	g.consts = c.StaticGlobal("consts" + x.suffix)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	off := 0
+	for i, k := range constants {
+		g.index[k.name] = i
+		for l := 0; l < x.lanes; l++ {
+			c.AddDatum(off, operand.U32(k.bits))
+			off += 4
+		}
+	}
+	if x.avx512() {
+		// Tail masks for KMOVW: entry t (16 bits) is (1 << t) - 1, t = 0..16.
+		for t := 0; t <= 16; t++ {
+			c.AddDatum(off, operand.U16(uint16(1<<t-1)))
+			off += 2
+		}
+	} else {
+		// Tail masks for VMASKMOVPS: 8 all-ones lanes then 8 zero lanes;
+		// the 8 lanes starting at (8 - n) have their first n lanes set.
+		for l := 0; l < 16; l++ {
+			v := uint32(0)
+			if l < 8 {
+				v = 0xffffffff
+			}
+			c.AddDatum(off, operand.U32(v))
+			off += 4
+		}
+	}
+	return g
+}
+
+// cst returns the memory operand of a constant vector.
+func (g *gen) cst(name string) operand.Mem {
+	i, ok := g.index[name]
+	if !ok {
+		panic("no constant " + name)
+	}
+	return g.consts.Offset(i * g.x.bytes())
+}
+
+// maskTable returns the tail-mask table.
+func (g *gen) maskTable() operand.Mem {
+	return g.consts.Offset(len(constants) * g.x.bytes())
+}
+
+// vec allocates a vector register of the ISA's width.
+func (g *gen) vec() reg.VecVirtual {
+	if g.x.avx512() {
+		return g.ZMM()
+	}
+	return g.YMM()
+}
+
+// zero clears v by loading zeros. Not by XOR: avo's liveness analysis
+// takes the XOR's read of v as a use, which would keep every accumulator
+// of the function live from its start and exhaust the registers.
+func (g *gen) zero(v reg.VecVirtual) {
+	g.VMOVUPS(g.cst("zero"), v)
+}
+
+// ret leaves a function, clearing the upper vector state first so later
+// SSE code pays no transition penalty.
+func (g *gen) ret() {
+	g.VZEROUPPER()
+	g.RET()
+}
+
+// fn starts a function with a noescape stub and its doc comment.
+func (g *gen) fn(name, sig string, doc ...string) {
+	g.Function(name + g.x.suffix)
+	g.Attributes(attr.NOSPLIT)
+	g.Pragma("noescape")
+	g.SignatureExpr(sig)
+	g.Doc(append([]string{fmt.Sprintf("%s%s is", name, g.x.suffix)}, doc...)...)
+}
+
+// label returns a label name unique to the ISA's current function.
+func label(parts ...any) string {
+	s := ""
+	for _, p := range parts {
+		s += fmt.Sprint(p)
+	}
+	return s
+}

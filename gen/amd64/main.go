@@ -1,0 +1,71 @@
+// Command amd64 generates fastattn's AVX2+FMA and AVX-512 kernel sets with
+// avo: for each instruction set, asm/<isa>_amd64.s and its Go declarations
+// asm/<isa>_amd64.go.
+//
+//	go run ./amd64 -out ../asm     (from gen/; asm/gen.go has the go:generate line)
+//
+// The output depends only on this program, never on where it is written,
+// so a regeneration into any directory must reproduce the committed files
+// byte for byte.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/pass"
+	"github.com/mmcloughlin/avo/printer"
+)
+
+func main() {
+	// avo's build package owns flag.CommandLine (-out among its flags).
+	fs := flag.NewFlagSet("amd64", flag.ExitOnError)
+	out := fs.String("out", "../asm", "directory to write the .s and .go files to")
+	fs.Parse(os.Args[1:])
+	for _, x := range isas {
+		if err := generate(x, *out); err != nil {
+			log.Fatalf("%s: %v", x.name, err)
+		}
+	}
+}
+
+// generate builds every kernel of x and writes its two files into dir.
+func generate(x isa, dir string) error {
+	c := build.NewContext()
+	c.ConstraintExpr("amd64,!purego")
+	g := newGen(c, x)
+	g.qk()
+	g.pv()
+	g.softmax()
+	g.expKernel()
+	g.peak()
+	f, err := c.Result()
+	if err != nil {
+		return err
+	}
+	if err := pass.Compile.Execute(f); err != nil {
+		return err
+	}
+	// A fixed command line in the header: the files do not depend on -out.
+	cfg := printer.Config{Argv: []string{"go", "run", "./amd64"}, Pkg: "asm"}
+	for _, o := range []struct {
+		name string
+		p    printer.Printer
+	}{
+		{x.name + "_amd64.s", printer.NewGoAsm(cfg)},
+		{x.name + "_amd64.go", printer.NewStubs(cfg)},
+	} {
+		b, err := o.p.Print(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, o.name), b, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", o.name, err)
+		}
+	}
+	return nil
+}

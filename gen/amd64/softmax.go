@@ -1,0 +1,220 @@
+package main
+
+import (
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// exp returns exp(y) in a new register, consuming y (fallback/exp.go is
+// the scalar twin):
+//
+//	keep = !(y < expMin)                 lanes below it give exactly 0; NaN stays
+//	n    = round(y·log2e)                nearest even
+//	r    = y - n·ln2hi - n·ln2lo         Cody–Waite: n·ln2hi is exact
+//	p    = (((((p0·r+p1)·r+p2)·r+p3)·r+p4)·r+p5)·r+1)·r+1
+//	exp  = p·2^n                         VSCALEFPS (AVX-512) or adding n to
+//	                                     the exponent bits (AVX2)
+//
+// With clampHigh, y is first clamped to expMax (so 2^n cannot overflow);
+// Softmax passes y <= 0 and skips it. On AVX2, y is also clamped to expMin
+// so n+127 stays a valid exponent; the lanes below are zeroed at the end.
+func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
+	const nltUQ = 0x15 // not less than, unordered true: NaN lanes are kept
+	var keepK reg.OpmaskVirtual
+	var keepV reg.VecVirtual
+	if g.x.avx512() {
+		keepK = g.K()
+		g.VCMPPS(operand.U8(nltUQ), g.cst("expMin"), y, keepK)
+	} else {
+		keepV = g.vec()
+		g.VCMPPS(operand.U8(nltUQ), g.cst("expMin"), y, keepV)
+		lo := g.vec()
+		g.VMOVUPS(g.cst("expMin"), lo)
+		g.VMAXPS(y, lo, y) // y second: a NaN y is returned as is
+	}
+	if clampHigh {
+		hi := g.vec()
+		g.VMOVUPS(g.cst("expMax"), hi)
+		g.VMINPS(y, hi, y)
+	}
+	n := g.vec()
+	g.VMULPS(g.cst("log2e"), y, n)
+	if g.x.avx512() {
+		g.VRNDSCALEPS(operand.U8(0), n, n)
+	} else {
+		g.VROUNDPS(operand.U8(0), n, n)
+	}
+	g.VFNMADD231PS(g.cst("ln2hi"), n, y)
+	g.VFNMADD231PS(g.cst("ln2lo"), n, y)
+	p := g.vec()
+	g.VMOVUPS(g.cst("p0"), p)
+	for _, c := range []string{"p1", "p2", "p3", "p4", "p5", "one", "one"} {
+		g.VFMADD213PS(g.cst(c), y, p)
+	}
+	if g.x.avx512() {
+		g.VSCALEFPS_Z(n, p, keepK, p)
+		return p
+	}
+	g.VCVTPS2DQ(n, n) // exact: n is integral
+	g.VPADDD(g.cst("bias127"), n, n)
+	g.VPSLLD(operand.U8(23), n, n)
+	g.VMULPS(n, p, p)
+	g.VANDPS(keepV, p, p)
+	return p
+}
+
+// softcap replaces x by c·tanh(x/c), keeping -Inf lanes at -Inf:
+// tanh(|y|) = (1 - e)/(1 + e), e = exp(-2|y|), then the sign of y.
+func (g *gen) softcap(x, c, inv reg.VecVirtual) {
+	y := g.vec()
+	g.VMULPS(inv, x, y)
+	sign := g.vec()
+	g.VANDPS(g.cst("signMask"), y, sign)
+	g.VANDPS(g.cst("absMask"), y, y)
+	g.VMULPS(g.cst("minusTwo"), y, y)
+	e := g.exp(y, false)
+	num, den := g.vec(), g.vec()
+	g.VMOVUPS(g.cst("one"), num)
+	g.VSUBPS(e, num, num) // 1 - e
+	g.VADDPS(g.cst("one"), e, den)
+	g.VDIVPS(den, num, num)
+	g.VORPS(sign, num, num)
+	g.VMULPS(c, num, num)
+	if g.x.avx512() {
+		k := g.K()
+		g.VCMPPS(operand.U8(0), g.cst("negInf"), x, k) // x == -Inf
+		g.VBLENDMPS(x, num, k, x)                        // x = k ? x (-Inf) : capped
+	} else {
+		m := g.vec()
+		g.VCMPPS(operand.U8(0), g.cst("negInf"), x, m)
+		g.VBLENDVPS(m, x, num, x) // x = m ? x (-Inf) : capped
+	}
+}
+
+// softmax emits Softmax<ISA>: one online-softmax step for nv vectors of
+// rows over nk keys.
+func (g *gen) softmax() {
+	x := g.x
+	g.fn("Softmax", "func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)",
+		"",
+		"\tfor r := 0; r < nv*lanes; r++ {",
+		"\t\tx[c] = softcap > 0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays)",
+		"\t\tmNew = max(m[r], max_c x[c]);  base = max(mNew, -MaxFloat32)",
+		"\t\ts[c*lds+r] = exp(x[c] - base)",
+		"\t\talpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew",
+		"",
+		"with nv in 1..4, nk >= 1, lds in elements. base keeps -Inf - -Inf out:",
+		"a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row",
+		"of nv vectors is loaded at once: nv independent max and exp chains.",
+	)
+	sp := g.GP64()
+	g.Load(g.Param("s"), sp)
+	lds := g.GP64()
+	g.Load(g.Param("lds"), lds)
+	g.SHLQ(operand.U8(2), lds)
+	nv := g.GP64()
+	g.Load(g.Param("nv"), nv)
+	for v := x.softNV; v >= 1; v-- {
+		g.CMPQ(nv, operand.Imm(uint64(v)))
+		g.JEQ(operand.LabelRef(label("nv", v)))
+	}
+	g.ret()
+	for v := x.softNV; v >= 1; v-- {
+		g.Label(label("nv", v))
+		g.softmaxPanel(sp, lds, v)
+		g.ret()
+	}
+}
+
+func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
+	b := g.x.bytes()
+	mp, lp, ap := g.GP64(), g.GP64(), g.GP64()
+	g.Load(g.Param("m"), mp)
+	g.Load(g.Param("l"), lp)
+	g.Load(g.Param("alpha"), ap)
+
+	// Pass 1: the new running max, capping the scores first if asked.
+	mx := make([]reg.VecVirtual, nv)
+	for j := range mx {
+		mx[j] = g.vec()
+		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, mx[j])
+	}
+	c, row := g.GP64(), g.GP64()
+	capped := label("nv", nv, "capped")
+	cs, zero := g.XMM(), g.XMM()
+	g.Load(g.Param("softcap"), cs)
+	g.VXORPS(zero, zero, zero)
+	g.VUCOMISS(zero, cs)
+	g.JA(operand.LabelRef(capped))
+	// No softcap.
+	g.Load(g.Param("nk"), c)
+	g.MOVQ(sp, row)
+	g.Label(label("nv", nv, "max"))
+	for j := 0; j < nv; j++ {
+		t := g.vec()
+		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
+		g.VMAXPS(t, mx[j], mx[j])
+	}
+	g.ADDQ(lds, row)
+	g.DECQ(c)
+	g.JNZ(operand.LabelRef(label("nv", nv, "max")))
+	g.JMP(operand.LabelRef(label("nv", nv, "exp")))
+	// With softcap: cap each score in place, then the max.
+	g.Label(capped)
+	cap, inv := g.vec(), g.vec()
+	g.VBROADCASTSS(cs, cap)
+	g.VMOVUPS(g.cst("one"), inv)
+	g.VDIVPS(cap, inv, inv)
+	g.Load(g.Param("nk"), c)
+	g.MOVQ(sp, row)
+	g.Label(label("nv", nv, "capmax"))
+	for j := 0; j < nv; j++ {
+		t := g.vec()
+		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
+		g.softcap(t, cap, inv)
+		g.VMOVUPS(t, operand.Mem{Base: row, Disp: j * b})
+		g.VMAXPS(t, mx[j], mx[j])
+	}
+	g.ADDQ(lds, row)
+	g.DECQ(c)
+	g.JNZ(operand.LabelRef(label("nv", nv, "capmax")))
+
+	// Pass 2: weights and their sums.
+	g.Label(label("nv", nv, "exp"))
+	base := make([]reg.VecVirtual, nv)
+	sum := make([]reg.VecVirtual, nv)
+	for j := range base {
+		base[j] = g.vec()
+		g.VMAXPS(g.cst("negMax"), mx[j], base[j])
+		sum[j] = g.vec()
+		g.zero(sum[j])
+	}
+	g.Load(g.Param("nk"), c)
+	g.MOVQ(sp, row)
+	g.Label(label("nv", nv, "weights"))
+	for j := 0; j < nv; j++ {
+		y := g.vec()
+		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, y)
+		g.VSUBPS(base[j], y, y)
+		p := g.exp(y, false)
+		g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
+		g.VADDPS(p, sum[j], sum[j])
+	}
+	g.ADDQ(lds, row)
+	g.DECQ(c)
+	g.JNZ(operand.LabelRef(label("nv", nv, "weights")))
+
+	// alpha = exp(m - base); l = l·alpha + sum; m = mNew.
+	for j := 0; j < nv; j++ {
+		y := g.vec()
+		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, y)
+		g.VSUBPS(base[j], y, y)
+		a := g.exp(y, false)
+		g.VMOVUPS(a, operand.Mem{Base: ap, Disp: j * b})
+		l := g.vec()
+		g.VMOVUPS(operand.Mem{Base: lp, Disp: j * b}, l)
+		g.VFMADD213PS(sum[j], a, l)
+		g.VMOVUPS(l, operand.Mem{Base: lp, Disp: j * b})
+		g.VMOVUPS(mx[j], operand.Mem{Base: mp, Disp: j * b})
+	}
+}

@@ -1,0 +1,96 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"github.com/fastattn/fastattn/asm"
+	"github.com/klauspost/cpuid/v2"
+)
+
+// The amd64 sets: the generated kernels of asm, behind the Set contract.
+// Each requires exactly the features its code uses; cpuid reports AVX2 and
+// AVX-512 only where the OS saves their register state.
+var (
+	avx2 = &Set{
+		Name: "avx2", Lanes: 8,
+		qk: func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
+			for r0 := 0; r0 < rows; r0 += 16 {
+				asm.QKAVX2(&s[r0], lds, &k[0], ldk, &qt[r0], ldq, nk, dk, min(2, (rows-r0)/8))
+			}
+		},
+		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+			for r0 := 0; r0 < rows; r0 += 32 {
+				asm.SoftmaxAVX2(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(4, (rows-r0)/8), softcap)
+			}
+		},
+		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+			pvPanels(asm.PVAVX2, 8, 2, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+		},
+		exp: func(dst, src []float32) { expVectors(asm.ExpAVX2, 8, dst, src) },
+		peak: asm.FMAPeakAVX2,
+	}
+	avx512 = &Set{
+		Name: "avx512", Lanes: 16,
+		qk: func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
+			for r0 := 0; r0 < rows; r0 += 64 {
+				asm.QKAVX512(&s[r0], lds, &k[0], ldk, &qt[r0], ldq, nk, dk, min(4, (rows-r0)/16))
+			}
+		},
+		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+			for r0 := 0; r0 < rows; r0 += 64 {
+				asm.SoftmaxAVX512(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(4, (rows-r0)/16), softcap)
+			}
+		},
+		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+			pvPanels(asm.PVAVX512, 16, 4, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+		},
+		exp:  func(dst, src []float32) { expVectors(asm.ExpAVX512, 16, dst, src) },
+		peak: asm.FMAPeakAVX512,
+	}
+)
+
+func init() {
+	if cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3) {
+		available = append([]*Set{avx2}, available...)
+	}
+	if cpuid.CPU.Supports(cpuid.AVX512F) {
+		available = append([]*Set{avx512}, available...)
+	}
+}
+
+// pvFunc is the signature of the generated PV kernels.
+type pvFunc func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)
+
+// pvPanels runs a PV kernel over panels of at most maxNV vectors of
+// columns; the last vector of the last panel is tail lanes wide.
+func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+	var ap, pp *float32
+	if alpha != nil {
+		ap = &alpha[0]
+	}
+	if nk > 0 {
+		pp = &p[0]
+	}
+	width := lanes * maxNV
+	for j0 := 0; j0 < dv; j0 += width {
+		w := min(width, dv-j0)
+		nv := (w + lanes - 1) / lanes
+		var vp *float32
+		if nk > 0 {
+			vp = &v[j0]
+		}
+		kernel(&o[j0], ldo, pp, ldp, vp, ldv, ap, rows, nk, nv, w-(nv-1)*lanes)
+	}
+}
+
+// expVectors runs an exp kernel over the whole vectors of src and the
+// generic exp over the rest.
+func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []float32) {
+	n := len(dst) / lanes * lanes
+	if n > 0 {
+		kernel(&dst[0], &src[0], n)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = fallbackExp(src[i])
+	}
+}
