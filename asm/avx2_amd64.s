@@ -383,20 +383,286 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ    tail+80(FP), R9
 	MOVQ    $0x00000008, R10
 	SUBQ    R9, R10
-	LEAQ    constsAVX2<>+608(SB), R9
-	VMOVDQU (R9)(R10*4), Y0
-	MOVQ    nv+72(FP), R9
-	CMPQ    R9, $0x02
-	JEQ     nv2
-	CMPQ    R9, $0x01
-	JEQ     nv1
+	LEAQ    constsAVX2<>+608(SB), R11
+	VMOVDQU (R11)(R10*4), Y0
+	MOVQ    nv+72(FP), R10
+	CMPQ    R9, $0x08
+	JNE     masked
+	CMPQ    R10, $0x02
+	JEQ     nv2mfalse
+	CMPQ    R10, $0x01
+	JEQ     nv1mfalse
 	VZEROUPPER
 	RET
 
-nv2:
-nv2groups:
+masked:
+	CMPQ R10, $0x02
+	JEQ  nv2mtrue
+	CMPQ R10, $0x01
+	JEQ  nv1mtrue
+	VZEROUPPER
+	RET
+
+nv2mfalse:
+nv2mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv2tail
+	JLT          nv2mfalsetail
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y0
+	VMOVUPS      32(R9), Y1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y2
+	VMOVUPS      32(R9), Y3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y4
+	VMOVUPS      32(R9), Y5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y6
+	VMOVUPS      32(R9), Y7
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y8
+	VMOVUPS      32(R9), Y9
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y10
+	VMOVUPS      32(R9), Y11
+	TESTQ        DI, DI
+	JZ           nv2mfalsemr6noscale
+	VBROADCASTSS (DI), Y12
+	VMULPS       Y12, Y0, Y0
+	VMULPS       Y12, Y1, Y1
+	VBROADCASTSS 4(DI), Y12
+	VMULPS       Y12, Y2, Y2
+	VMULPS       Y12, Y3, Y3
+	VBROADCASTSS 8(DI), Y12
+	VMULPS       Y12, Y4, Y4
+	VMULPS       Y12, Y5, Y5
+	VBROADCASTSS 12(DI), Y12
+	VMULPS       Y12, Y6, Y6
+	VMULPS       Y12, Y7, Y7
+	VBROADCASTSS 16(DI), Y12
+	VMULPS       Y12, Y8, Y8
+	VMULPS       Y12, Y9, Y9
+	VBROADCASTSS 20(DI), Y12
+	VMULPS       Y12, Y10, Y10
+	VMULPS       Y12, Y11, Y11
+	ADDQ         $0x18, DI
+
+nv2mfalsemr6noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalsemr6store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalsemr6:
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalsemr6
+
+nv2mfalsemr6store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x18, DX
+	SUBQ    $0x06, R8
+	JMP     nv2mfalsegroups
+
+nv2mfalsetail:
+	TESTQ        R8, R8
+	JZ           nv2mfalsedone
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y0
+	VMOVUPS      32(R9), Y1
+	TESTQ        DI, DI
+	JZ           nv2mfalsemr1noscale
+	VBROADCASTSS (DI), Y2
+	VMULPS       Y2, Y0, Y0
+	VMULPS       Y2, Y1, Y1
+	ADDQ         $0x04, DI
+
+nv2mfalsemr1noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalsemr1store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalsemr1:
+	VMOVUPS      (R10), Y2
+	VMOVUPS      32(R10), Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalsemr1
+
+nv2mfalsemr1store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x04, DX
+	DECQ    R8
+	JMP     nv2mfalsetail
+
+nv2mfalsedone:
+	VZEROUPPER
+	RET
+
+nv1mfalse:
+nv1mfalsegroups:
+	CMPQ         R8, $0x06
+	JLT          nv1mfalsetail
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y0
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y4
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y5
+	TESTQ        DI, DI
+	JZ           nv1mfalsemr6noscale
+	VBROADCASTSS (DI), Y6
+	VMULPS       Y6, Y0, Y0
+	VBROADCASTSS 4(DI), Y6
+	VMULPS       Y6, Y1, Y1
+	VBROADCASTSS 8(DI), Y6
+	VMULPS       Y6, Y2, Y2
+	VBROADCASTSS 12(DI), Y6
+	VMULPS       Y6, Y3, Y3
+	VBROADCASTSS 16(DI), Y6
+	VMULPS       Y6, Y4, Y4
+	VBROADCASTSS 20(DI), Y6
+	VMULPS       Y6, Y5, Y5
+	ADDQ         $0x18, DI
+
+nv1mfalsemr6noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalsemr6store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalsemr6:
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalsemr6
+
+nv1mfalsemr6store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x18, DX
+	SUBQ    $0x06, R8
+	JMP     nv1mfalsegroups
+
+nv1mfalsetail:
+	TESTQ        R8, R8
+	JZ           nv1mfalsedone
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y0
+	TESTQ        DI, DI
+	JZ           nv1mfalsemr1noscale
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y1, Y0, Y0
+	ADDQ         $0x04, DI
+
+nv1mfalsemr1noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalsemr1store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalsemr1:
+	VMOVUPS      (R10), Y1
+	VBROADCASTSS (R11), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalsemr1
+
+nv1mfalsemr1store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x04, DX
+	DECQ    R8
+	JMP     nv1mfalsetail
+
+nv1mfalsedone:
+	VZEROUPPER
+	RET
+
+nv2mtrue:
+nv2mtruegroups:
+	CMPQ         R8, $0x06
+	JLT          nv2mtruetail
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y1
 	VMASKMOVPS   32(R9), Y0, Y2
@@ -416,7 +682,7 @@ nv2groups:
 	VMOVUPS      (R9), Y11
 	VMASKMOVPS   32(R9), Y0, Y12
 	TESTQ        DI, DI
-	JZ           nv2mr6noscale
+	JZ           nv2mtruemr6noscale
 	VBROADCASTSS (DI), Y13
 	VMULPS       Y13, Y1, Y1
 	VMULPS       Y13, Y2, Y2
@@ -437,14 +703,14 @@ nv2groups:
 	VMULPS       Y13, Y12, Y12
 	ADDQ         $0x18, DI
 
-nv2mr6noscale:
+nv2mtruemr6noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mr6store
+	JZ    nv2mtruemr6store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mr6:
+nv2mtruemr6:
 	VMOVUPS      (R10), Y13
 	VMASKMOVPS   32(R10), Y0, Y14
 	VBROADCASTSS (R11), Y15
@@ -468,9 +734,9 @@ nv2mr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mr6
+	JNZ          nv2mtruemr6
 
-nv2mr6store:
+nv2mtruemr6store:
 	VMOVUPS    Y1, (AX)
 	VMASKMOVPS Y2, Y0, 32(AX)
 	ADDQ       CX, AX
@@ -491,29 +757,29 @@ nv2mr6store:
 	ADDQ       CX, AX
 	ADDQ       $0x18, DX
 	SUBQ       $0x06, R8
-	JMP        nv2groups
+	JMP        nv2mtruegroups
 
-nv2tail:
+nv2mtruetail:
 	TESTQ        R8, R8
-	JZ           nv2done
+	JZ           nv2mtruedone
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y1
 	VMASKMOVPS   32(R9), Y0, Y2
 	TESTQ        DI, DI
-	JZ           nv2mr1noscale
+	JZ           nv2mtruemr1noscale
 	VBROADCASTSS (DI), Y3
 	VMULPS       Y3, Y1, Y1
 	VMULPS       Y3, Y2, Y2
 	ADDQ         $0x04, DI
 
-nv2mr1noscale:
+nv2mtruemr1noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mr1store
+	JZ    nv2mtruemr1store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mr1:
+nv2mtruemr1:
 	VMOVUPS      (R10), Y3
 	VMASKMOVPS   32(R10), Y0, Y4
 	VBROADCASTSS (R11), Y5
@@ -522,24 +788,24 @@ nv2mr1:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mr1
+	JNZ          nv2mtruemr1
 
-nv2mr1store:
+nv2mtruemr1store:
 	VMOVUPS    Y1, (AX)
 	VMASKMOVPS Y2, Y0, 32(AX)
 	ADDQ       CX, AX
 	ADDQ       $0x04, DX
 	DECQ       R8
-	JMP        nv2tail
+	JMP        nv2mtruetail
 
-nv2done:
+nv2mtruedone:
 	VZEROUPPER
 	RET
 
-nv1:
-nv1groups:
+nv1mtrue:
+nv1mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv1tail
+	JLT          nv1mtruetail
 	MOVQ         AX, R9
 	VMASKMOVPS   (R9), Y0, Y1
 	ADDQ         CX, R9
@@ -553,7 +819,7 @@ nv1groups:
 	ADDQ         CX, R9
 	VMASKMOVPS   (R9), Y0, Y6
 	TESTQ        DI, DI
-	JZ           nv1mr6noscale
+	JZ           nv1mtruemr6noscale
 	VBROADCASTSS (DI), Y7
 	VMULPS       Y7, Y1, Y1
 	VBROADCASTSS 4(DI), Y7
@@ -568,14 +834,14 @@ nv1groups:
 	VMULPS       Y7, Y6, Y6
 	ADDQ         $0x18, DI
 
-nv1mr6noscale:
+nv1mtruemr6noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mr6store
+	JZ    nv1mtruemr6store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mr6:
+nv1mtruemr6:
 	VMASKMOVPS   (R10), Y0, Y7
 	VBROADCASTSS (R11), Y8
 	VFMADD231PS  Y7, Y8, Y1
@@ -592,9 +858,9 @@ nv1mr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mr6
+	JNZ          nv1mtruemr6
 
-nv1mr6store:
+nv1mtruemr6store:
 	VMASKMOVPS Y1, Y0, (AX)
 	ADDQ       CX, AX
 	VMASKMOVPS Y2, Y0, (AX)
@@ -609,43 +875,43 @@ nv1mr6store:
 	ADDQ       CX, AX
 	ADDQ       $0x18, DX
 	SUBQ       $0x06, R8
-	JMP        nv1groups
+	JMP        nv1mtruegroups
 
-nv1tail:
+nv1mtruetail:
 	TESTQ        R8, R8
-	JZ           nv1done
+	JZ           nv1mtruedone
 	MOVQ         AX, R9
 	VMASKMOVPS   (R9), Y0, Y1
 	TESTQ        DI, DI
-	JZ           nv1mr1noscale
+	JZ           nv1mtruemr1noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x04, DI
 
-nv1mr1noscale:
+nv1mtruemr1noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mr1store
+	JZ    nv1mtruemr1store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mr1:
+nv1mtruemr1:
 	VMASKMOVPS   (R10), Y0, Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y1
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mr1
+	JNZ          nv1mtruemr1
 
-nv1mr1store:
+nv1mtruemr1store:
 	VMASKMOVPS Y1, Y0, (AX)
 	ADDQ       CX, AX
 	ADDQ       $0x04, DX
 	DECQ       R8
-	JMP        nv1tail
+	JMP        nv1mtruetail
 
-nv1done:
+nv1mtruedone:
 	VZEROUPPER
 	RET
 

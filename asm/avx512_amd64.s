@@ -803,54 +803,68 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  tail+80(FP), R9
 	LEAQ  constsAVX512<>+1216(SB), R10
 	KMOVW (R10)(R9*2), K1
-	MOVQ  nv+72(FP), R9
-	CMPQ  R9, $0x04
-	JEQ   nv4
-	CMPQ  R9, $0x03
-	JEQ   nv3
-	CMPQ  R9, $0x02
-	JEQ   nv2
-	CMPQ  R9, $0x01
-	JEQ   nv1
+	MOVQ  nv+72(FP), R10
+	CMPQ  R9, $0x10
+	JNE   masked
+	CMPQ  R10, $0x04
+	JEQ   nv4mfalse
+	CMPQ  R10, $0x03
+	JEQ   nv3mfalse
+	CMPQ  R10, $0x02
+	JEQ   nv2mfalse
+	CMPQ  R10, $0x01
+	JEQ   nv1mfalse
 	VZEROUPPER
 	RET
 
-nv4:
-nv4groups:
+masked:
+	CMPQ R10, $0x04
+	JEQ  nv4mtrue
+	CMPQ R10, $0x03
+	JEQ  nv3mtrue
+	CMPQ R10, $0x02
+	JEQ  nv2mtrue
+	CMPQ R10, $0x01
+	JEQ  nv1mtrue
+	VZEROUPPER
+	RET
+
+nv4mfalse:
+nv4mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv4tail
+	JLT          nv4mfalsetail
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS      128(R9), Z2
-	VMOVUPS.Z    192(R9), K1, Z3
+	VMOVUPS      192(R9), Z3
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Z4
 	VMOVUPS      64(R9), Z5
 	VMOVUPS      128(R9), Z6
-	VMOVUPS.Z    192(R9), K1, Z7
+	VMOVUPS      192(R9), Z7
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Z8
 	VMOVUPS      64(R9), Z9
 	VMOVUPS      128(R9), Z10
-	VMOVUPS.Z    192(R9), K1, Z11
+	VMOVUPS      192(R9), Z11
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Z12
 	VMOVUPS      64(R9), Z13
 	VMOVUPS      128(R9), Z14
-	VMOVUPS.Z    192(R9), K1, Z15
+	VMOVUPS      192(R9), Z15
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Z16
 	VMOVUPS      64(R9), Z17
 	VMOVUPS      128(R9), Z18
-	VMOVUPS.Z    192(R9), K1, Z19
+	VMOVUPS      192(R9), Z19
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Z20
 	VMOVUPS      64(R9), Z21
 	VMOVUPS      128(R9), Z22
-	VMOVUPS.Z    192(R9), K1, Z23
+	VMOVUPS      192(R9), Z23
 	TESTQ        DI, DI
-	JZ           nv4mr6noscale
+	JZ           nv4mfalsemr6noscale
 	VBROADCASTSS (DI), Z24
 	VMULPS       Z24, Z0, Z0
 	VMULPS       Z24, Z1, Z1
@@ -883,14 +897,646 @@ nv4groups:
 	VMULPS       Z24, Z23, Z23
 	ADDQ         $0x18, DI
 
-nv4mr6noscale:
+nv4mfalsemr6noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mr6store
+	JZ    nv4mfalsemr6store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mr6:
+nv4mfalsemr6:
+	VMOVUPS      (R10), Z24
+	VMOVUPS      64(R10), Z25
+	VMOVUPS      128(R10), Z26
+	VMOVUPS      192(R10), Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 4(R11), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 8(R11), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 12(R11), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 16(R11), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 20(R11), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv4mfalsemr6
+
+nv4mfalsemr6store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x18, DX
+	SUBQ    $0x06, R8
+	JMP     nv4mfalsegroups
+
+nv4mfalsetail:
+	TESTQ        R8, R8
+	JZ           nv4mfalsedone
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	VMOVUPS      192(R9), Z3
+	TESTQ        DI, DI
+	JZ           nv4mfalsemr1noscale
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	VMULPS       Z4, Z2, Z2
+	VMULPS       Z4, Z3, Z3
+	ADDQ         $0x04, DI
+
+nv4mfalsemr1noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv4mfalsemr1store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv4mfalsemr1:
+	VMOVUPS      (R10), Z4
+	VMOVUPS      64(R10), Z5
+	VMOVUPS      128(R10), Z6
+	VMOVUPS      192(R10), Z7
+	VBROADCASTSS (R11), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv4mfalsemr1
+
+nv4mfalsemr1store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x04, DX
+	DECQ    R8
+	JMP     nv4mfalsetail
+
+nv4mfalsedone:
+	VZEROUPPER
+	RET
+
+nv3mfalse:
+nv3mfalsegroups:
+	CMPQ         R8, $0x06
+	JLT          nv3mfalsetail
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
+	VMOVUPS      64(R9), Z4
+	VMOVUPS      128(R9), Z5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z6
+	VMOVUPS      64(R9), Z7
+	VMOVUPS      128(R9), Z8
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z9
+	VMOVUPS      64(R9), Z10
+	VMOVUPS      128(R9), Z11
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z12
+	VMOVUPS      64(R9), Z13
+	VMOVUPS      128(R9), Z14
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z15
+	VMOVUPS      64(R9), Z16
+	VMOVUPS      128(R9), Z17
+	TESTQ        DI, DI
+	JZ           nv3mfalsemr6noscale
+	VBROADCASTSS (DI), Z18
+	VMULPS       Z18, Z0, Z0
+	VMULPS       Z18, Z1, Z1
+	VMULPS       Z18, Z2, Z2
+	VBROADCASTSS 4(DI), Z18
+	VMULPS       Z18, Z3, Z3
+	VMULPS       Z18, Z4, Z4
+	VMULPS       Z18, Z5, Z5
+	VBROADCASTSS 8(DI), Z18
+	VMULPS       Z18, Z6, Z6
+	VMULPS       Z18, Z7, Z7
+	VMULPS       Z18, Z8, Z8
+	VBROADCASTSS 12(DI), Z18
+	VMULPS       Z18, Z9, Z9
+	VMULPS       Z18, Z10, Z10
+	VMULPS       Z18, Z11, Z11
+	VBROADCASTSS 16(DI), Z18
+	VMULPS       Z18, Z12, Z12
+	VMULPS       Z18, Z13, Z13
+	VMULPS       Z18, Z14, Z14
+	VBROADCASTSS 20(DI), Z18
+	VMULPS       Z18, Z15, Z15
+	VMULPS       Z18, Z16, Z16
+	VMULPS       Z18, Z17, Z17
+	ADDQ         $0x18, DI
+
+nv3mfalsemr6noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv3mfalsemr6store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv3mfalsemr6:
+	VMOVUPS      (R10), Z18
+	VMOVUPS      64(R10), Z19
+	VMOVUPS      128(R10), Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS 4(R11), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS 8(R11), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS 12(R11), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS 16(R11), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS 20(R11), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv3mfalsemr6
+
+nv3mfalsemr6store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x18, DX
+	SUBQ    $0x06, R8
+	JMP     nv3mfalsegroups
+
+nv3mfalsetail:
+	TESTQ        R8, R8
+	JZ           nv3mfalsedone
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	TESTQ        DI, DI
+	JZ           nv3mfalsemr1noscale
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z3, Z0, Z0
+	VMULPS       Z3, Z1, Z1
+	VMULPS       Z3, Z2, Z2
+	ADDQ         $0x04, DI
+
+nv3mfalsemr1noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv3mfalsemr1store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv3mfalsemr1:
+	VMOVUPS      (R10), Z3
+	VMOVUPS      64(R10), Z4
+	VMOVUPS      128(R10), Z5
+	VBROADCASTSS (R11), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv3mfalsemr1
+
+nv3mfalsemr1store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x04, DX
+	DECQ    R8
+	JMP     nv3mfalsetail
+
+nv3mfalsedone:
+	VZEROUPPER
+	RET
+
+nv2mfalse:
+nv2mfalsegroups:
+	CMPQ         R8, $0x06
+	JLT          nv2mfalsetail
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	VMOVUPS      64(R9), Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z6
+	VMOVUPS      64(R9), Z7
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z8
+	VMOVUPS      64(R9), Z9
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z10
+	VMOVUPS      64(R9), Z11
+	TESTQ        DI, DI
+	JZ           nv2mfalsemr6noscale
+	VBROADCASTSS (DI), Z12
+	VMULPS       Z12, Z0, Z0
+	VMULPS       Z12, Z1, Z1
+	VBROADCASTSS 4(DI), Z12
+	VMULPS       Z12, Z2, Z2
+	VMULPS       Z12, Z3, Z3
+	VBROADCASTSS 8(DI), Z12
+	VMULPS       Z12, Z4, Z4
+	VMULPS       Z12, Z5, Z5
+	VBROADCASTSS 12(DI), Z12
+	VMULPS       Z12, Z6, Z6
+	VMULPS       Z12, Z7, Z7
+	VBROADCASTSS 16(DI), Z12
+	VMULPS       Z12, Z8, Z8
+	VMULPS       Z12, Z9, Z9
+	VBROADCASTSS 20(DI), Z12
+	VMULPS       Z12, Z10, Z10
+	VMULPS       Z12, Z11, Z11
+	ADDQ         $0x18, DI
+
+nv2mfalsemr6noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalsemr6store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalsemr6:
+	VMOVUPS      (R10), Z12
+	VMOVUPS      64(R10), Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS 4(R11), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS 8(R11), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS 12(R11), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS 16(R11), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS 20(R11), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalsemr6
+
+nv2mfalsemr6store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x18, DX
+	SUBQ    $0x06, R8
+	JMP     nv2mfalsegroups
+
+nv2mfalsetail:
+	TESTQ        R8, R8
+	JZ           nv2mfalsedone
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	TESTQ        DI, DI
+	JZ           nv2mfalsemr1noscale
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z2, Z0, Z0
+	VMULPS       Z2, Z1, Z1
+	ADDQ         $0x04, DI
+
+nv2mfalsemr1noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalsemr1store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalsemr1:
+	VMOVUPS      (R10), Z2
+	VMOVUPS      64(R10), Z3
+	VBROADCASTSS (R11), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalsemr1
+
+nv2mfalsemr1store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x04, DX
+	DECQ    R8
+	JMP     nv2mfalsetail
+
+nv2mfalsedone:
+	VZEROUPPER
+	RET
+
+nv1mfalse:
+nv1mfalsegroups:
+	CMPQ         R8, $0x06
+	JLT          nv1mfalsetail
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z5
+	TESTQ        DI, DI
+	JZ           nv1mfalsemr6noscale
+	VBROADCASTSS (DI), Z6
+	VMULPS       Z6, Z0, Z0
+	VBROADCASTSS 4(DI), Z6
+	VMULPS       Z6, Z1, Z1
+	VBROADCASTSS 8(DI), Z6
+	VMULPS       Z6, Z2, Z2
+	VBROADCASTSS 12(DI), Z6
+	VMULPS       Z6, Z3, Z3
+	VBROADCASTSS 16(DI), Z6
+	VMULPS       Z6, Z4, Z4
+	VBROADCASTSS 20(DI), Z6
+	VMULPS       Z6, Z5, Z5
+	ADDQ         $0x18, DI
+
+nv1mfalsemr6noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalsemr6store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalsemr6:
+	VMOVUPS      (R10), Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS 4(R11), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS 8(R11), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS 12(R11), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS 16(R11), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS 20(R11), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalsemr6
+
+nv1mfalsemr6store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x18, DX
+	SUBQ    $0x06, R8
+	JMP     nv1mfalsegroups
+
+nv1mfalsetail:
+	TESTQ        R8, R8
+	JZ           nv1mfalsedone
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	TESTQ        DI, DI
+	JZ           nv1mfalsemr1noscale
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z1, Z0, Z0
+	ADDQ         $0x04, DI
+
+nv1mfalsemr1noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalsemr1store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalsemr1:
+	VMOVUPS      (R10), Z1
+	VBROADCASTSS (R11), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalsemr1
+
+nv1mfalsemr1store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x04, DX
+	DECQ    R8
+	JMP     nv1mfalsetail
+
+nv1mfalsedone:
+	VZEROUPPER
+	RET
+
+nv4mtrue:
+nv4mtruegroups:
+	CMPQ         R8, $0x06
+	JLT          nv4mtruetail
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	VMOVUPS.Z    192(R9), K1, Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	VMOVUPS      128(R9), Z6
+	VMOVUPS.Z    192(R9), K1, Z7
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z8
+	VMOVUPS      64(R9), Z9
+	VMOVUPS      128(R9), Z10
+	VMOVUPS.Z    192(R9), K1, Z11
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z12
+	VMOVUPS      64(R9), Z13
+	VMOVUPS      128(R9), Z14
+	VMOVUPS.Z    192(R9), K1, Z15
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z16
+	VMOVUPS      64(R9), Z17
+	VMOVUPS      128(R9), Z18
+	VMOVUPS.Z    192(R9), K1, Z19
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z20
+	VMOVUPS      64(R9), Z21
+	VMOVUPS      128(R9), Z22
+	VMOVUPS.Z    192(R9), K1, Z23
+	TESTQ        DI, DI
+	JZ           nv4mtruemr6noscale
+	VBROADCASTSS (DI), Z24
+	VMULPS       Z24, Z0, Z0
+	VMULPS       Z24, Z1, Z1
+	VMULPS       Z24, Z2, Z2
+	VMULPS       Z24, Z3, Z3
+	VBROADCASTSS 4(DI), Z24
+	VMULPS       Z24, Z4, Z4
+	VMULPS       Z24, Z5, Z5
+	VMULPS       Z24, Z6, Z6
+	VMULPS       Z24, Z7, Z7
+	VBROADCASTSS 8(DI), Z24
+	VMULPS       Z24, Z8, Z8
+	VMULPS       Z24, Z9, Z9
+	VMULPS       Z24, Z10, Z10
+	VMULPS       Z24, Z11, Z11
+	VBROADCASTSS 12(DI), Z24
+	VMULPS       Z24, Z12, Z12
+	VMULPS       Z24, Z13, Z13
+	VMULPS       Z24, Z14, Z14
+	VMULPS       Z24, Z15, Z15
+	VBROADCASTSS 16(DI), Z24
+	VMULPS       Z24, Z16, Z16
+	VMULPS       Z24, Z17, Z17
+	VMULPS       Z24, Z18, Z18
+	VMULPS       Z24, Z19, Z19
+	VBROADCASTSS 20(DI), Z24
+	VMULPS       Z24, Z20, Z20
+	VMULPS       Z24, Z21, Z21
+	VMULPS       Z24, Z22, Z22
+	VMULPS       Z24, Z23, Z23
+	ADDQ         $0x18, DI
+
+nv4mtruemr6noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv4mtruemr6store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv4mtruemr6:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -928,9 +1574,9 @@ nv4mr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mr6
+	JNZ          nv4mtruemr6
 
-nv4mr6store:
+nv4mtruemr6store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -963,18 +1609,18 @@ nv4mr6store:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv4groups
+	JMP     nv4mtruegroups
 
-nv4tail:
+nv4mtruetail:
 	TESTQ        R8, R8
-	JZ           nv4done
+	JZ           nv4mtruedone
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS      128(R9), Z2
 	VMOVUPS.Z    192(R9), K1, Z3
 	TESTQ        DI, DI
-	JZ           nv4mr1noscale
+	JZ           nv4mtruemr1noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -982,14 +1628,14 @@ nv4tail:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x04, DI
 
-nv4mr1noscale:
+nv4mtruemr1noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mr1store
+	JZ    nv4mtruemr1store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mr1:
+nv4mtruemr1:
 	VMOVUPS      (R10), Z4
 	VMOVUPS      64(R10), Z5
 	VMOVUPS      128(R10), Z6
@@ -1002,9 +1648,9 @@ nv4mr1:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mr1
+	JNZ          nv4mtruemr1
 
-nv4mr1store:
+nv4mtruemr1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1012,16 +1658,16 @@ nv4mr1store:
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 	DECQ    R8
-	JMP     nv4tail
+	JMP     nv4mtruetail
 
-nv4done:
+nv4mtruedone:
 	VZEROUPPER
 	RET
 
-nv3:
-nv3groups:
+nv3mtrue:
+nv3mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv3tail
+	JLT          nv3mtruetail
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
@@ -1047,7 +1693,7 @@ nv3groups:
 	VMOVUPS      64(R9), Z16
 	VMOVUPS.Z    128(R9), K1, Z17
 	TESTQ        DI, DI
-	JZ           nv3mr6noscale
+	JZ           nv3mtruemr6noscale
 	VBROADCASTSS (DI), Z18
 	VMULPS       Z18, Z0, Z0
 	VMULPS       Z18, Z1, Z1
@@ -1074,14 +1720,14 @@ nv3groups:
 	VMULPS       Z18, Z17, Z17
 	ADDQ         $0x18, DI
 
-nv3mr6noscale:
+nv3mtruemr6noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mr6store
+	JZ    nv3mtruemr6store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mr6:
+nv3mtruemr6:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS.Z    128(R10), K1, Z20
@@ -1112,9 +1758,9 @@ nv3mr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mr6
+	JNZ          nv3mtruemr6
 
-nv3mr6store:
+nv3mtruemr6store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -1141,31 +1787,31 @@ nv3mr6store:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv3groups
+	JMP     nv3mtruegroups
 
-nv3tail:
+nv3mtruetail:
 	TESTQ        R8, R8
-	JZ           nv3done
+	JZ           nv3mtruedone
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS.Z    128(R9), K1, Z2
 	TESTQ        DI, DI
-	JZ           nv3mr1noscale
+	JZ           nv3mtruemr1noscale
 	VBROADCASTSS (DI), Z3
 	VMULPS       Z3, Z0, Z0
 	VMULPS       Z3, Z1, Z1
 	VMULPS       Z3, Z2, Z2
 	ADDQ         $0x04, DI
 
-nv3mr1noscale:
+nv3mtruemr1noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mr1store
+	JZ    nv3mtruemr1store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mr1:
+nv3mtruemr1:
 	VMOVUPS      (R10), Z3
 	VMOVUPS      64(R10), Z4
 	VMOVUPS.Z    128(R10), K1, Z5
@@ -1176,25 +1822,25 @@ nv3mr1:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mr1
+	JNZ          nv3mtruemr1
 
-nv3mr1store:
+nv3mtruemr1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 	DECQ    R8
-	JMP     nv3tail
+	JMP     nv3mtruetail
 
-nv3done:
+nv3mtruedone:
 	VZEROUPPER
 	RET
 
-nv2:
-nv2groups:
+nv2mtrue:
+nv2mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv2tail
+	JLT          nv2mtruetail
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS.Z    64(R9), K1, Z1
@@ -1214,7 +1860,7 @@ nv2groups:
 	VMOVUPS      (R9), Z10
 	VMOVUPS.Z    64(R9), K1, Z11
 	TESTQ        DI, DI
-	JZ           nv2mr6noscale
+	JZ           nv2mtruemr6noscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -1235,14 +1881,14 @@ nv2groups:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x18, DI
 
-nv2mr6noscale:
+nv2mtruemr6noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mr6store
+	JZ    nv2mtruemr6store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mr6:
+nv2mtruemr6:
 	VMOVUPS      (R10), Z12
 	VMOVUPS.Z    64(R10), K1, Z13
 	VBROADCASTSS (R11), Z14
@@ -1266,9 +1912,9 @@ nv2mr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mr6
+	JNZ          nv2mtruemr6
 
-nv2mr6store:
+nv2mtruemr6store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -1289,29 +1935,29 @@ nv2mr6store:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv2groups
+	JMP     nv2mtruegroups
 
-nv2tail:
+nv2mtruetail:
 	TESTQ        R8, R8
-	JZ           nv2done
+	JZ           nv2mtruedone
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS.Z    64(R9), K1, Z1
 	TESTQ        DI, DI
-	JZ           nv2mr1noscale
+	JZ           nv2mtruemr1noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x04, DI
 
-nv2mr1noscale:
+nv2mtruemr1noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mr1store
+	JZ    nv2mtruemr1store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mr1:
+nv2mtruemr1:
 	VMOVUPS      (R10), Z2
 	VMOVUPS.Z    64(R10), K1, Z3
 	VBROADCASTSS (R11), Z4
@@ -1320,24 +1966,24 @@ nv2mr1:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mr1
+	JNZ          nv2mtruemr1
 
-nv2mr1store:
+nv2mtruemr1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 	DECQ    R8
-	JMP     nv2tail
+	JMP     nv2mtruetail
 
-nv2done:
+nv2mtruedone:
 	VZEROUPPER
 	RET
 
-nv1:
-nv1groups:
+nv1mtrue:
+nv1mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv1tail
+	JLT          nv1mtruetail
 	MOVQ         AX, R9
 	VMOVUPS.Z    (R9), K1, Z0
 	ADDQ         CX, R9
@@ -1351,7 +1997,7 @@ nv1groups:
 	ADDQ         CX, R9
 	VMOVUPS.Z    (R9), K1, Z5
 	TESTQ        DI, DI
-	JZ           nv1mr6noscale
+	JZ           nv1mtruemr6noscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VBROADCASTSS 4(DI), Z6
@@ -1366,14 +2012,14 @@ nv1groups:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x18, DI
 
-nv1mr6noscale:
+nv1mtruemr6noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mr6store
+	JZ    nv1mtruemr6store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mr6:
+nv1mtruemr6:
 	VMOVUPS.Z    (R10), K1, Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -1390,9 +2036,9 @@ nv1mr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mr6
+	JNZ          nv1mtruemr6
 
-nv1mr6store:
+nv1mtruemr6store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -1407,43 +2053,43 @@ nv1mr6store:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv1groups
+	JMP     nv1mtruegroups
 
-nv1tail:
+nv1mtruetail:
 	TESTQ        R8, R8
-	JZ           nv1done
+	JZ           nv1mtruedone
 	MOVQ         AX, R9
 	VMOVUPS.Z    (R9), K1, Z0
 	TESTQ        DI, DI
-	JZ           nv1mr1noscale
+	JZ           nv1mtruemr1noscale
 	VBROADCASTSS (DI), Z1
 	VMULPS       Z1, Z0, Z0
 	ADDQ         $0x04, DI
 
-nv1mr1noscale:
+nv1mtruemr1noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mr1store
+	JZ    nv1mtruemr1store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mr1:
+nv1mtruemr1:
 	VMOVUPS.Z    (R10), K1, Z1
 	VBROADCASTSS (R11), Z2
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mr1
+	JNZ          nv1mtruemr1
 
-nv1mr1store:
+nv1mtruemr1store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 	DECQ    R8
-	JMP     nv1tail
+	JMP     nv1mtruetail
 
-nv1done:
+nv1mtruedone:
 	VZEROUPPER
 	RET
 

@@ -81,20 +81,28 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 		ks.Softmax(s, rp, ws.m, ws.l, ws.al, nk, rp, softcap)
 		ks.PV(ws.o, dv, s, rp, p.V[vOff+kb*ldv:], ldv, ws.al, rows, nk, dv)
 	}
-	store(p, it, ws)
+	store(ks, p, it, ws)
 }
 
 // packQ writes the item's query rows, times the scale, transposed into qt
-// ([dk][rp]); the padding rows are zero.
+// ([dk][rp]); the padding rows are zero. It walks 16 rows at a time so the
+// rows' cache lines stay in L1 while d advances and each write of qt is a
+// run of 16 consecutive floats.
 func packQ(p *Problem, it item, rp int, qt []float32) {
+	const block = 16
 	dk := p.HeadDim
-	for hh := 0; hh < it.nh; hh++ {
-		off, stride := p.row(it.b, it.i0, it.h0+hh, p.Heads, p.QLen, dk)
-		for ii := 0; ii < it.nq; ii++ {
-			r := hh*it.nq + ii
-			q := p.Q[off+ii*stride : off+ii*stride+dk]
-			for d, x := range q {
-				qt[d*rp+r] = x * p.Scale
+	var rowsOf [block][]float32
+	for r0 := 0; r0 < it.nh*it.nq; r0 += block {
+		n := min(block, it.nh*it.nq-r0)
+		for r := 0; r < n; r++ {
+			hh, ii := (r0+r)/it.nq, (r0+r)%it.nq
+			off, _ := p.row(it.b, it.i0+ii, it.h0+hh, p.Heads, p.QLen, dk)
+			rowsOf[r] = p.Q[off : off+dk]
+		}
+		for d := 0; d < dk; d++ {
+			dst := qt[d*rp+r0 : d*rp+r0+n]
+			for r := range dst {
+				dst[r] = rowsOf[r][d] * p.Scale
 			}
 		}
 	}
@@ -144,31 +152,34 @@ func mask(p *Problem, it item, kb, nk, lds int, s []float32) {
 	}
 }
 
-// store divides the accumulated rows by their softmax sums and writes them,
-// and the LSE, to the problem's outputs. A row with no key writes zeros
-// and an LSE of -Inf.
-func store(p *Problem, it item, ws *Workspace) {
+// store writes the item's output rows: each accumulated row divided by
+// its softmax sum (copied, then scaled in place by the PV kernel with no
+// keys), and the LSE. A row with no key writes zeros and an LSE of -Inf.
+func store(ks *kernels.Set, p *Problem, it item, ws *Workspace) {
 	dv := p.ValueDim
+	rows := it.nh * it.nq
+	for r := 0; r < rows; r++ {
+		ws.al[r] = 0
+		if l := ws.l[r]; l > 0 {
+			ws.al[r] = 1 / l
+		}
+	}
 	for hh := 0; hh < it.nh; hh++ {
 		h := it.h0 + hh
 		off, stride := p.row(it.b, it.i0, h, p.Heads, p.QLen, dv)
 		for ii := 0; ii < it.nq; ii++ {
 			r := hh*it.nq + ii
-			dst := p.Out[off+ii*stride : off+ii*stride+dv]
-			acc := ws.o[r*dv : (r+1)*dv]
-			l := ws.l[r]
-			lse := negInf
-			if l > 0 {
-				inv := 1 / l
-				for d, x := range acc {
-					dst[d] = x * inv
+			copy(p.Out[off+ii*stride:off+ii*stride+dv], ws.o[r*dv:(r+1)*dv])
+		}
+		ks.PV(p.Out[off:], stride, nil, 0, nil, 0, ws.al[hh*it.nq:], it.nq, 0, dv)
+		if p.LSE != nil {
+			lse := p.LSE[(it.b*p.Heads+h)*p.QLen+it.i0:][:it.nq]
+			for ii := range lse {
+				r := hh*it.nq + ii
+				lse[ii] = negInf
+				if l := ws.l[r]; l > 0 {
+					lse[ii] = ws.m[r] + float32(math.Log(float64(l)))
 				}
-				lse = ws.m[r] + float32(math.Log(float64(l)))
-			} else {
-				clear(dst)
-			}
-			if p.LSE != nil {
-				p.LSE[(it.b*p.Heads+h)*p.QLen+it.i0+ii] = lse
 			}
 		}
 	}

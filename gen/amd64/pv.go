@@ -64,29 +64,41 @@ func (g *gen) pv() {
 		r.ymask = g.vec()
 		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: m, Scale: 4}, r.ymask)
 	}
+	// Dispatch on nv, and on whether the last vector is whole (plain loads
+	// and stores, which are faster than masked ones even with a full mask).
 	nv := g.GP64()
 	g.Load(g.Param("nv"), nv)
-	for v := x.nv; v >= 1; v-- {
-		g.CMPQ(nv, operand.Imm(uint64(v)))
-		g.JEQ(operand.LabelRef(label("nv", v)))
-	}
-	g.ret()
-	for v := x.nv; v >= 1; v-- {
-		g.Label(label("nv", v))
-		g.Label(label("nv", v, "groups"))
-		g.CMPQ(rows, operand.Imm(uint64(x.mk)))
-		g.JLT(operand.LabelRef(label("nv", v, "tail")))
-		g.pvBlock(r, x.mk, v, label("nv", v, "mr", x.mk))
-		g.SUBQ(operand.Imm(uint64(x.mk)), rows)
-		g.JMP(operand.LabelRef(label("nv", v, "groups")))
-		g.Label(label("nv", v, "tail"))
-		g.TESTQ(rows, rows)
-		g.JZ(operand.LabelRef(label("nv", v, "done")))
-		g.pvBlock(r, 1, v, label("nv", v, "mr1"))
-		g.DECQ(rows)
-		g.JMP(operand.LabelRef(label("nv", v, "tail")))
-		g.Label(label("nv", v, "done"))
+	g.CMPQ(tail, operand.Imm(uint64(x.lanes)))
+	g.JNE(operand.LabelRef("masked"))
+	for _, masked := range []bool{false, true} {
+		if masked {
+			g.Label("masked")
+		}
+		for v := x.nv; v >= 1; v-- {
+			g.CMPQ(nv, operand.Imm(uint64(v)))
+			g.JEQ(operand.LabelRef(label("nv", v, "m", masked)))
+		}
 		g.ret()
+	}
+	for _, masked := range []bool{false, true} {
+		for v := x.nv; v >= 1; v-- {
+			l := label("nv", v, "m", masked)
+			g.Label(l)
+			g.Label(l + "groups")
+			g.CMPQ(rows, operand.Imm(uint64(x.mk)))
+			g.JLT(operand.LabelRef(l + "tail"))
+			g.pvBlock(r, x.mk, v, masked, l+"mr6")
+			g.SUBQ(operand.Imm(uint64(x.mk)), rows)
+			g.JMP(operand.LabelRef(l + "groups"))
+			g.Label(l + "tail")
+			g.TESTQ(rows, rows)
+			g.JZ(operand.LabelRef(l + "done"))
+			g.pvBlock(r, 1, v, masked, l+"mr1")
+			g.DECQ(rows)
+			g.JMP(operand.LabelRef(l + "tail"))
+			g.Label(l + "done")
+			g.ret()
+		}
 	}
 }
 
@@ -97,10 +109,10 @@ func (g *gen) maskTableBase() reg.GPVirtual {
 	return t
 }
 
-// loadVec loads vector j of nv from m, masking the last one.
-func (g *gen) loadVec(r pvRegs, m operand.Mem, j, nv int, dst reg.VecVirtual) {
+// loadVec loads vector j of nv from m, masking the last one if masked.
+func (g *gen) loadVec(r pvRegs, m operand.Mem, j, nv int, masked bool, dst reg.VecVirtual) {
 	switch {
-	case j < nv-1:
+	case j < nv-1 || !masked:
 		g.VMOVUPS(m, dst)
 	case g.x.avx512():
 		g.VMOVUPS_Z(m, r.kmask, dst)
@@ -109,10 +121,10 @@ func (g *gen) loadVec(r pvRegs, m operand.Mem, j, nv int, dst reg.VecVirtual) {
 	}
 }
 
-// storeVec stores vector j of nv to m, masking the last one.
-func (g *gen) storeVec(r pvRegs, src reg.VecVirtual, m operand.Mem, j, nv int) {
+// storeVec stores vector j of nv to m, masking the last one if masked.
+func (g *gen) storeVec(r pvRegs, src reg.VecVirtual, m operand.Mem, j, nv int, masked bool) {
 	switch {
-	case j < nv-1:
+	case j < nv-1 || !masked:
 		g.VMOVUPS(src, m)
 	case g.x.avx512():
 		g.VMOVUPS(src, r.kmask, m)
@@ -123,7 +135,7 @@ func (g *gen) storeVec(r pvRegs, src reg.VecVirtual, m operand.Mem, j, nv int) {
 
 // pvBlock emits one mr×nv tile: o rows op..op+mr-1, rescaled by alpha and
 // plus P·V, then advances op, pp and alpha by mr rows.
-func (g *gen) pvBlock(r pvRegs, mr, nv int, lbl string) {
+func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	b := g.x.bytes()
 	acc := make([][]reg.VecVirtual, mr)
 	t := g.GP64()
@@ -132,7 +144,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, lbl string) {
 		acc[i] = make([]reg.VecVirtual, nv)
 		for j := range acc[i] {
 			acc[i][j] = g.vec()
-			g.loadVec(r, operand.Mem{Base: t, Disp: j * b}, j, nv, acc[i][j])
+			g.loadVec(r, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
 		}
 		if i < mr-1 {
 			g.ADDQ(r.ldo, t)
@@ -162,7 +174,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, lbl string) {
 	vv := make([]reg.VecVirtual, nv)
 	for j := range vv {
 		vv[j] = g.vec()
-		g.loadVec(r, operand.Mem{Base: vp, Disp: j * b}, j, nv, vv[j])
+		g.loadVec(r, operand.Mem{Base: vp, Disp: j * b}, j, nv, masked, vv[j])
 	}
 	for i := 0; i < mr; i++ {
 		bc := g.vec()
@@ -178,7 +190,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, lbl string) {
 	g.Label(lbl + "store")
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nv; j++ {
-			g.storeVec(r, acc[i][j], operand.Mem{Base: r.op, Disp: j * b}, j, nv)
+			g.storeVec(r, acc[i][j], operand.Mem{Base: r.op, Disp: j * b}, j, nv, masked)
 		}
 		g.ADDQ(r.ldo, r.op)
 	}
