@@ -76,7 +76,7 @@ type Bench struct {
 // NewBench allocates and fills a case's inputs.
 func NewBench(c Case, threads int) *Bench {
 	b := &Bench{c: c}
-	b.shape = mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D}
+	b.shape = mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D, Layout: benchLayout}
 	b.q = fill(c.B * c.Lq * c.H * c.D)
 	b.k = fill(c.B * c.Lk * c.Hkv * c.D)
 	b.v = fill(c.B * c.Lk * c.Hkv * c.D)
@@ -180,3 +180,5 @@ func main() {
 		e.Close()
 	}
 }
+
+var benchLayout = mha.Layout(map[bool]int{true: 1, false: 0}[os.Getenv("BHSD") != ""])

@@ -5,12 +5,7 @@
 // the normalized output. It also blocks the projection GEMM.
 package tile
 
-import (
-	"os"
-	"strconv"
-
-	"github.com/klauspost/cpuid/v2"
-)
+import "github.com/klauspost/cpuid/v2"
 
 // Blocks are the block sizes of the flash loop.
 type Blocks struct {
@@ -58,11 +53,5 @@ func BlocksFor(dk, dv int) Blocks {
 	keys := budget / (rows + dk + dv)
 	keys = keys / 16 * 16
 	keys = min(max(keys, 16), 512)
-	if v := os.Getenv("FA_KEYS"); v != "" {
-		keys, _ = strconv.Atoi(v)
-	}
-	if v := os.Getenv("FA_ROWS"); v != "" {
-		rows, _ = strconv.Atoi(v)
-	}
 	return Blocks{Rows: rows, Keys: keys}
 }
