@@ -26,7 +26,7 @@ var (
 		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 			pvPanels(asm.PVAVX2, 8, 2, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
 		},
-		exp: func(dst, src []float32) { expVectors(asm.ExpAVX2, 8, dst, src) },
+		exp:  func(dst, src []float32) { expVectors(asm.ExpAVX2, 8, dst, src) },
 		peak: asm.FMAPeakAVX2,
 	}
 	avx512 = &Set{

@@ -9,5 +9,3 @@ import "testing"
 func guarded(t *testing.T, n int, atEnd bool) (s []float32, free func()) {
 	return make([]float32, n), func() {}
 }
-
-const guardsAvailable = false

@@ -83,7 +83,7 @@ func (g *gen) softcap(x, c, inv reg.VecVirtual) {
 	if g.x.avx512() {
 		k := g.K()
 		g.VCMPPS(operand.U8(0), g.cst("negInf"), x, k) // x == -Inf
-		g.VBLENDMPS(x, num, k, x)                        // x = k ? x (-Inf) : capped
+		g.VBLENDMPS(x, num, k, x)                      // x = k ? x (-Inf) : capped
 	} else {
 		m := g.vec()
 		g.VCMPPS(operand.U8(0), g.cst("negInf"), x, m)
