@@ -174,32 +174,50 @@ DATA constsAVX2<>+664(SB)/4, $0x00000000
 DATA constsAVX2<>+668(SB)/4, $0x00000000
 GLOBL constsAVX2<>(SB), RODATA|NOPTR, $672
 
-// func QKAVX2(s *float32, lds int, k *float32, ldk int, qt *float32, ldq int, nk int, dk int, nv int)
+// func GemmAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, FMA3
-TEXT ·QKAVX2(SB), NOSPLIT, $0-72
-	MOVQ s+0(FP), AX
-	MOVQ lds+8(FP), CX
-	SHLQ $0x02, CX
-	MOVQ k+16(FP), DX
-	MOVQ ldk+24(FP), BX
-	SHLQ $0x02, BX
-	LEAQ (BX)(BX*2), SI
-	LEAQ (BX)(BX*4), DI
-	MOVQ ldq+40(FP), R8
-	SHLQ $0x02, R8
-	MOVQ nk+48(FP), R9
-	MOVQ nv+64(FP), R10
-	CMPQ R10, $0x02
-	JEQ  nv2
-	CMPQ R10, $0x01
-	JEQ  nv1
+TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
+	MOVQ    c+0(FP), AX
+	MOVQ    ldc+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    a+16(FP), DX
+	MOVQ    lda+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	LEAQ    (BX)(BX*4), DI
+	MOVQ    ldb+40(FP), R8
+	SHLQ    $0x02, R8
+	MOVQ    acc+80(FP), R9
+	MOVQ    m+48(FP), R10
+	MOVQ    tail+72(FP), R11
+	MOVQ    $0x00000008, R12
+	SUBQ    R11, R12
+	LEAQ    constsAVX2<>+608(SB), R13
+	VMOVDQU (R13)(R12*4), Y0
+	MOVQ    nv+64(FP), R12
+	CMPQ    R11, $0x08
+	JNE     masked
+	CMPQ    R12, $0x02
+	JEQ     nv2mfalse
+	CMPQ    R12, $0x01
+	JEQ     nv1mfalse
 	VZEROUPPER
 	RET
 
-nv2:
-nv2groups:
-	CMPQ    R9, $0x06
-	JLT     nv2tail
+masked:
+	CMPQ R12, $0x02
+	JEQ  nv2mtrue
+	CMPQ R12, $0x01
+	JEQ  nv1mtrue
+	VZEROUPPER
+	RET
+
+nv2mfalse:
+nv2mfalsegroups:
+	CMPQ    R10, $0x06
+	JLT     nv2mfalsetail4
+	TESTQ   R9, R9
+	JNZ     nv2mfalsefullload
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
@@ -212,35 +230,58 @@ nv2groups:
 	VMOVUPS constsAVX2<>+576(SB), Y9
 	VMOVUPS constsAVX2<>+576(SB), Y10
 	VMOVUPS constsAVX2<>+576(SB), Y11
-	MOVQ    qt+32(FP), R10
-	MOVQ    DX, R11
-	MOVQ    dk+56(FP), R12
+	JMP     nv2mfalsefullstart
 
-nv2mk6:
-	VMOVUPS      (R10), Y12
-	VMOVUPS      32(R10), Y13
-	VBROADCASTSS (R11), Y14
+nv2mfalsefullload:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R11), Y5
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y6
+	VMOVUPS 32(R11), Y7
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y8
+	VMOVUPS 32(R11), Y9
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y10
+	VMOVUPS 32(R11), Y11
+
+nv2mfalsefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv2mfalsefull:
+	VMOVUPS      (R11), Y12
+	VMOVUPS      32(R11), Y13
+	VBROADCASTSS (R12), Y14
 	VFMADD231PS  Y12, Y14, Y0
 	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS (R11)(BX*1), Y14
+	VBROADCASTSS (R12)(BX*1), Y14
 	VFMADD231PS  Y12, Y14, Y2
 	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS (R11)(BX*2), Y14
+	VBROADCASTSS (R12)(BX*2), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS (R11)(SI*1), Y14
+	VBROADCASTSS (R12)(SI*1), Y14
 	VFMADD231PS  Y12, Y14, Y6
 	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS (R11)(BX*4), Y14
+	VBROADCASTSS (R12)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS (R11)(DI*1), Y14
+	VBROADCASTSS (R12)(DI*1), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         R8, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JNZ          nv2mk6
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv2mfalsefull
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	ADDQ         CX, AX
@@ -260,19 +301,141 @@ nv2mk6:
 	VMOVUPS      Y11, 32(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R9
-	JMP          nv2groups
+	SUBQ         $0x06, R10
+	JMP          nv2mfalsegroups
 
-nv2tail:
+nv2mfalsetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv2mfalsetail2
 	TESTQ   R9, R9
-	JZ      nv2done
+	JNZ     nv2mfalserows4load
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
-	MOVQ    qt+32(FP), SI
-	MOVQ    DX, DI
-	MOVQ    dk+56(FP), R10
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	JMP     nv2mfalserows4start
 
-nv2mk1:
+nv2mfalserows4load:
+	MOVQ    AX, DI
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	ADDQ    CX, DI
+	VMOVUPS (DI), Y2
+	VMOVUPS 32(DI), Y3
+	ADDQ    CX, DI
+	VMOVUPS (DI), Y4
+	VMOVUPS 32(DI), Y5
+	ADDQ    CX, DI
+	VMOVUPS (DI), Y6
+	VMOVUPS 32(DI), Y7
+
+nv2mfalserows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv2mfalserows4:
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv2mfalserows4
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv2mfalsetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv2mfalsetail1
+	TESTQ   R9, R9
+	JNZ     nv2mfalserows2load
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	JMP     nv2mfalserows2start
+
+nv2mfalserows2load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	ADDQ    CX, SI
+	VMOVUPS (SI), Y2
+	VMOVUPS 32(SI), Y3
+
+nv2mfalserows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv2mfalserows2:
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv2mfalserows2
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv2mfalsetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv2mfalsedone
+	TESTQ   R9, R9
+	JNZ     nv2mfalserows1load
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	JMP     nv2mfalserows1start
+
+nv2mfalserows1load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+
+nv2mfalserows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv2mfalserows1:
 	VMOVUPS      (SI), Y2
 	VMOVUPS      32(SI), Y3
 	VBROADCASTSS (DI), Y4
@@ -280,51 +443,68 @@ nv2mk1:
 	VFMADD231PS  Y3, Y4, Y1
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R10
-	JNZ          nv2mk1
+	DECQ         R9
+	JNZ          nv2mfalserows1
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	ADDQ         CX, AX
-	ADDQ         BX, DX
-	DECQ         R9
-	JMP          nv2tail
+	LEAQ         (DX)(BX*1), DX
 
-nv2done:
+nv2mfalsedone:
 	VZEROUPPER
 	RET
 
-nv1:
-nv1groups:
-	CMPQ    R9, $0x06
-	JLT     nv1tail
+nv1mfalse:
+nv1mfalsegroups:
+	CMPQ    R10, $0x06
+	JLT     nv1mfalsetail4
+	TESTQ   R9, R9
+	JNZ     nv1mfalsefullload
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	VMOVUPS constsAVX2<>+576(SB), Y4
 	VMOVUPS constsAVX2<>+576(SB), Y5
-	MOVQ    qt+32(FP), R10
-	MOVQ    DX, R11
-	MOVQ    dk+56(FP), R12
+	JMP     nv1mfalsefullstart
 
-nv1mk6:
-	VMOVUPS      (R10), Y6
-	VBROADCASTSS (R11), Y7
+nv1mfalsefullload:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y4
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y5
+
+nv1mfalsefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv1mfalsefull:
+	VMOVUPS      (R11), Y6
+	VBROADCASTSS (R12), Y7
 	VFMADD231PS  Y6, Y7, Y0
-	VBROADCASTSS (R11)(BX*1), Y7
+	VBROADCASTSS (R12)(BX*1), Y7
 	VFMADD231PS  Y6, Y7, Y1
-	VBROADCASTSS (R11)(BX*2), Y7
+	VBROADCASTSS (R12)(BX*2), Y7
 	VFMADD231PS  Y6, Y7, Y2
-	VBROADCASTSS (R11)(SI*1), Y7
+	VBROADCASTSS (R12)(SI*1), Y7
 	VFMADD231PS  Y6, Y7, Y3
-	VBROADCASTSS (R11)(BX*4), Y7
+	VBROADCASTSS (R12)(BX*4), Y7
 	VFMADD231PS  Y6, Y7, Y4
-	VBROADCASTSS (R11)(DI*1), Y7
+	VBROADCASTSS (R12)(DI*1), Y7
 	VFMADD231PS  Y6, Y7, Y5
-	ADDQ         R8, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JNZ          nv1mk6
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv1mfalsefull
 	VMOVUPS      Y0, (AX)
 	ADDQ         CX, AX
 	VMOVUPS      Y1, (AX)
@@ -338,32 +518,553 @@ nv1mk6:
 	VMOVUPS      Y5, (AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R9
-	JMP          nv1groups
+	SUBQ         $0x06, R10
+	JMP          nv1mfalsegroups
 
-nv1tail:
+nv1mfalsetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv1mfalsetail2
 	TESTQ   R9, R9
-	JZ      nv1done
+	JNZ     nv1mfalserows4load
 	VMOVUPS constsAVX2<>+576(SB), Y0
-	MOVQ    qt+32(FP), SI
-	MOVQ    DX, DI
-	MOVQ    dk+56(FP), R10
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	JMP     nv1mfalserows4start
 
-nv1mk1:
+nv1mfalserows4load:
+	MOVQ    AX, DI
+	VMOVUPS (DI), Y0
+	ADDQ    CX, DI
+	VMOVUPS (DI), Y1
+	ADDQ    CX, DI
+	VMOVUPS (DI), Y2
+	ADDQ    CX, DI
+	VMOVUPS (DI), Y3
+
+nv1mfalserows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv1mfalserows4:
+	VMOVUPS      (DI), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv1mfalserows4
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv1mfalsetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv1mfalsetail1
+	TESTQ   R9, R9
+	JNZ     nv1mfalserows2load
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	JMP     nv1mfalserows2start
+
+nv1mfalserows2load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	ADDQ    CX, SI
+	VMOVUPS (SI), Y1
+
+nv1mfalserows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv1mfalserows2:
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv1mfalserows2
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv1mfalsetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv1mfalsedone
+	TESTQ   R9, R9
+	JNZ     nv1mfalserows1load
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	JMP     nv1mfalserows1start
+
+nv1mfalserows1load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+
+nv1mfalserows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv1mfalserows1:
 	VMOVUPS      (SI), Y1
 	VBROADCASTSS (DI), Y2
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R10
-	JNZ          nv1mk1
+	DECQ         R9
+	JNZ          nv1mfalserows1
 	VMOVUPS      Y0, (AX)
 	ADDQ         CX, AX
-	ADDQ         BX, DX
-	DECQ         R9
-	JMP          nv1tail
+	LEAQ         (DX)(BX*1), DX
 
-nv1done:
+nv1mfalsedone:
+	VZEROUPPER
+	RET
+
+nv2mtrue:
+nv2mtruegroups:
+	CMPQ    R10, $0x06
+	JLT     nv2mtruetail4
+	TESTQ   R9, R9
+	JNZ     nv2mtruefullload
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+576(SB), Y8
+	VMOVUPS constsAVX2<>+576(SB), Y9
+	VMOVUPS constsAVX2<>+576(SB), Y10
+	VMOVUPS constsAVX2<>+576(SB), Y11
+	VMOVUPS constsAVX2<>+576(SB), Y12
+	JMP     nv2mtruefullstart
+
+nv2mtruefullload:
+	MOVQ       AX, R11
+	VMOVUPS    (R11), Y1
+	VMASKMOVPS 32(R11), Y0, Y2
+	ADDQ       CX, R11
+	VMOVUPS    (R11), Y3
+	VMASKMOVPS 32(R11), Y0, Y4
+	ADDQ       CX, R11
+	VMOVUPS    (R11), Y5
+	VMASKMOVPS 32(R11), Y0, Y6
+	ADDQ       CX, R11
+	VMOVUPS    (R11), Y7
+	VMASKMOVPS 32(R11), Y0, Y8
+	ADDQ       CX, R11
+	VMOVUPS    (R11), Y9
+	VMASKMOVPS 32(R11), Y0, Y10
+	ADDQ       CX, R11
+	VMOVUPS    (R11), Y11
+	VMASKMOVPS 32(R11), Y0, Y12
+
+nv2mtruefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv2mtruefull:
+	VMOVUPS      (R11), Y13
+	VMASKMOVPS   32(R11), Y0, Y14
+	VBROADCASTSS (R12), Y15
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VBROADCASTSS (R12)(BX*1), Y15
+	VFMADD231PS  Y13, Y15, Y3
+	VFMADD231PS  Y14, Y15, Y4
+	VBROADCASTSS (R12)(BX*2), Y15
+	VFMADD231PS  Y13, Y15, Y5
+	VFMADD231PS  Y14, Y15, Y6
+	VBROADCASTSS (R12)(SI*1), Y15
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VBROADCASTSS (R12)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y9
+	VFMADD231PS  Y14, Y15, Y10
+	VBROADCASTSS (R12)(DI*1), Y15
+	VFMADD231PS  Y13, Y15, Y11
+	VFMADD231PS  Y14, Y15, Y12
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv2mtruefull
+	VMOVUPS      Y1, (AX)
+	VMASKMOVPS   Y2, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMASKMOVPS   Y4, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	VMASKMOVPS   Y6, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y7, (AX)
+	VMASKMOVPS   Y8, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y9, (AX)
+	VMASKMOVPS   Y10, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y11, (AX)
+	VMASKMOVPS   Y12, Y0, 32(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(SI*2), DX
+	SUBQ         $0x06, R10
+	JMP          nv2mtruegroups
+
+nv2mtruetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv2mtruetail2
+	TESTQ   R9, R9
+	JNZ     nv2mtruerows4load
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+576(SB), Y8
+	JMP     nv2mtruerows4start
+
+nv2mtruerows4load:
+	MOVQ       AX, DI
+	VMOVUPS    (DI), Y1
+	VMASKMOVPS 32(DI), Y0, Y2
+	ADDQ       CX, DI
+	VMOVUPS    (DI), Y3
+	VMASKMOVPS 32(DI), Y0, Y4
+	ADDQ       CX, DI
+	VMOVUPS    (DI), Y5
+	VMASKMOVPS 32(DI), Y0, Y6
+	ADDQ       CX, DI
+	VMOVUPS    (DI), Y7
+	VMASKMOVPS 32(DI), Y0, Y8
+
+nv2mtruerows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv2mtruerows4:
+	VMOVUPS      (DI), Y9
+	VMASKMOVPS   32(DI), Y0, Y10
+	VBROADCASTSS (R11), Y11
+	VFMADD231PS  Y9, Y11, Y1
+	VFMADD231PS  Y10, Y11, Y2
+	VBROADCASTSS (R11)(BX*1), Y11
+	VFMADD231PS  Y9, Y11, Y3
+	VFMADD231PS  Y10, Y11, Y4
+	VBROADCASTSS (R11)(BX*2), Y11
+	VFMADD231PS  Y9, Y11, Y5
+	VFMADD231PS  Y10, Y11, Y6
+	VBROADCASTSS (R11)(SI*1), Y11
+	VFMADD231PS  Y9, Y11, Y7
+	VFMADD231PS  Y10, Y11, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv2mtruerows4
+	VMOVUPS      Y1, (AX)
+	VMASKMOVPS   Y2, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMASKMOVPS   Y4, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	VMASKMOVPS   Y6, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y7, (AX)
+	VMASKMOVPS   Y8, Y0, 32(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv2mtruetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv2mtruetail1
+	TESTQ   R9, R9
+	JNZ     nv2mtruerows2load
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	JMP     nv2mtruerows2start
+
+nv2mtruerows2load:
+	MOVQ       AX, SI
+	VMOVUPS    (SI), Y1
+	VMASKMOVPS 32(SI), Y0, Y2
+	ADDQ       CX, SI
+	VMOVUPS    (SI), Y3
+	VMASKMOVPS 32(SI), Y0, Y4
+
+nv2mtruerows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv2mtruerows2:
+	VMOVUPS      (SI), Y5
+	VMASKMOVPS   32(SI), Y0, Y6
+	VBROADCASTSS (DI), Y7
+	VFMADD231PS  Y5, Y7, Y1
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (DI)(BX*1), Y7
+	VFMADD231PS  Y5, Y7, Y3
+	VFMADD231PS  Y6, Y7, Y4
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv2mtruerows2
+	VMOVUPS      Y1, (AX)
+	VMASKMOVPS   Y2, Y0, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMASKMOVPS   Y4, Y0, 32(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv2mtruetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv2mtruedone
+	TESTQ   R9, R9
+	JNZ     nv2mtruerows1load
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	JMP     nv2mtruerows1start
+
+nv2mtruerows1load:
+	MOVQ       AX, SI
+	VMOVUPS    (SI), Y1
+	VMASKMOVPS 32(SI), Y0, Y2
+
+nv2mtruerows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv2mtruerows1:
+	VMOVUPS      (SI), Y3
+	VMASKMOVPS   32(SI), Y0, Y4
+	VBROADCASTSS (DI), Y5
+	VFMADD231PS  Y3, Y5, Y1
+	VFMADD231PS  Y4, Y5, Y2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv2mtruerows1
+	VMOVUPS      Y1, (AX)
+	VMASKMOVPS   Y2, Y0, 32(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv2mtruedone:
+	VZEROUPPER
+	RET
+
+nv1mtrue:
+nv1mtruegroups:
+	CMPQ    R10, $0x06
+	JLT     nv1mtruetail4
+	TESTQ   R9, R9
+	JNZ     nv1mtruefullload
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	JMP     nv1mtruefullstart
+
+nv1mtruefullload:
+	MOVQ       AX, R11
+	VMASKMOVPS (R11), Y0, Y1
+	ADDQ       CX, R11
+	VMASKMOVPS (R11), Y0, Y2
+	ADDQ       CX, R11
+	VMASKMOVPS (R11), Y0, Y3
+	ADDQ       CX, R11
+	VMASKMOVPS (R11), Y0, Y4
+	ADDQ       CX, R11
+	VMASKMOVPS (R11), Y0, Y5
+	ADDQ       CX, R11
+	VMASKMOVPS (R11), Y0, Y6
+
+nv1mtruefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv1mtruefull:
+	VMASKMOVPS   (R11), Y0, Y7
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS (R12)(BX*1), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS (R12)(BX*2), Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS (R12)(SI*1), Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VBROADCASTSS (R12)(BX*4), Y8
+	VFMADD231PS  Y7, Y8, Y5
+	VBROADCASTSS (R12)(DI*1), Y8
+	VFMADD231PS  Y7, Y8, Y6
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv1mtruefull
+	VMASKMOVPS   Y1, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y2, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y3, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y4, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y5, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y6, Y0, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(SI*2), DX
+	SUBQ         $0x06, R10
+	JMP          nv1mtruegroups
+
+nv1mtruetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv1mtruetail2
+	TESTQ   R9, R9
+	JNZ     nv1mtruerows4load
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	JMP     nv1mtruerows4start
+
+nv1mtruerows4load:
+	MOVQ       AX, DI
+	VMASKMOVPS (DI), Y0, Y1
+	ADDQ       CX, DI
+	VMASKMOVPS (DI), Y0, Y2
+	ADDQ       CX, DI
+	VMASKMOVPS (DI), Y0, Y3
+	ADDQ       CX, DI
+	VMASKMOVPS (DI), Y0, Y4
+
+nv1mtruerows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv1mtruerows4:
+	VMASKMOVPS   (DI), Y0, Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (R11)(BX*1), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS (R11)(BX*2), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS (R11)(SI*1), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv1mtruerows4
+	VMASKMOVPS   Y1, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y2, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y3, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y4, Y0, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv1mtruetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv1mtruetail1
+	TESTQ   R9, R9
+	JNZ     nv1mtruerows2load
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	JMP     nv1mtruerows2start
+
+nv1mtruerows2load:
+	MOVQ       AX, SI
+	VMASKMOVPS (SI), Y0, Y1
+	ADDQ       CX, SI
+	VMASKMOVPS (SI), Y0, Y2
+
+nv1mtruerows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv1mtruerows2:
+	VMASKMOVPS   (SI), Y0, Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS (DI)(BX*1), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv1mtruerows2
+	VMASKMOVPS   Y1, Y0, (AX)
+	ADDQ         CX, AX
+	VMASKMOVPS   Y2, Y0, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv1mtruetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv1mtruedone
+	TESTQ   R9, R9
+	JNZ     nv1mtruerows1load
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	JMP     nv1mtruerows1start
+
+nv1mtruerows1load:
+	MOVQ       AX, SI
+	VMASKMOVPS (SI), Y0, Y1
+
+nv1mtruerows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv1mtruerows1:
+	VMASKMOVPS   (SI), Y0, Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv1mtruerows1
+	VMASKMOVPS   Y1, Y0, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv1mtruedone:
 	VZEROUPPER
 	RET
 
@@ -406,7 +1107,7 @@ masked:
 nv2mfalse:
 nv2mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv2mfalsetail
+	JLT          nv2mfalsetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y0
 	VMOVUPS      32(R9), Y1
@@ -426,7 +1127,7 @@ nv2mfalsegroups:
 	VMOVUPS      (R9), Y10
 	VMOVUPS      32(R9), Y11
 	TESTQ        DI, DI
-	JZ           nv2mfalsemr6noscale
+	JZ           nv2mfalsefullnoscale
 	VBROADCASTSS (DI), Y12
 	VMULPS       Y12, Y0, Y0
 	VMULPS       Y12, Y1, Y1
@@ -447,14 +1148,14 @@ nv2mfalsegroups:
 	VMULPS       Y12, Y11, Y11
 	ADDQ         $0x18, DI
 
-nv2mfalsemr6noscale:
+nv2mfalsefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalsemr6store
+	JZ    nv2mfalsefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalsemr6:
+nv2mfalsefull:
 	VMOVUPS      (R10), Y12
 	VMOVUPS      32(R10), Y13
 	VBROADCASTSS (R11), Y14
@@ -478,9 +1179,9 @@ nv2mfalsemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalsemr6
+	JNZ          nv2mfalsefull
 
-nv2mfalsemr6store:
+nv2mfalsefullstore:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -503,44 +1204,164 @@ nv2mfalsemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv2mfalsegroups
 
-nv2mfalsetail:
-	TESTQ        R8, R8
-	JZ           nv2mfalsedone
+nv2mfalsetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv2mfalsetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y0
 	VMOVUPS      32(R9), Y1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y2
+	VMOVUPS      32(R9), Y3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y4
+	VMOVUPS      32(R9), Y5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y6
+	VMOVUPS      32(R9), Y7
 	TESTQ        DI, DI
-	JZ           nv2mfalsemr1noscale
+	JZ           nv2mfalserows4noscale
+	VBROADCASTSS (DI), Y8
+	VMULPS       Y8, Y0, Y0
+	VMULPS       Y8, Y1, Y1
+	VBROADCASTSS 4(DI), Y8
+	VMULPS       Y8, Y2, Y2
+	VMULPS       Y8, Y3, Y3
+	VBROADCASTSS 8(DI), Y8
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VBROADCASTSS 12(DI), Y8
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	ADDQ         $0x10, DI
+
+nv2mfalserows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalserows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalserows4:
+	VMOVUPS      (R10), Y8
+	VMOVUPS      32(R10), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalserows4
+
+nv2mfalserows4store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv2mfalsetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv2mfalsetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y0
+	VMOVUPS      32(R9), Y1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y2
+	VMOVUPS      32(R9), Y3
+	TESTQ        DI, DI
+	JZ           nv2mfalserows2noscale
+	VBROADCASTSS (DI), Y4
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VBROADCASTSS 4(DI), Y4
+	VMULPS       Y4, Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	ADDQ         $0x08, DI
+
+nv2mfalserows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalserows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalserows2:
+	VMOVUPS      (R10), Y4
+	VMOVUPS      32(R10), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalserows2
+
+nv2mfalserows2store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv2mfalsetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv2mfalsedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Y0
+	VMOVUPS      32(R8), Y1
+	TESTQ        DI, DI
+	JZ           nv2mfalserows1noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y0, Y0
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x04, DI
 
-nv2mfalsemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv2mfalsemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv2mfalserows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv2mfalserows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv2mfalsemr1:
-	VMOVUPS      (R10), Y2
-	VMOVUPS      32(R10), Y3
-	VBROADCASTSS (R11), Y4
+nv2mfalserows1:
+	VMOVUPS      (R8), Y2
+	VMOVUPS      32(R8), Y3
+	VBROADCASTSS (R9), Y4
 	VFMADD231PS  Y2, Y4, Y0
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv2mfalsemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv2mfalserows1
 
-nv2mfalsemr1store:
+nv2mfalserows1store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv2mfalsetail
 
 nv2mfalsedone:
 	VZEROUPPER
@@ -549,7 +1370,7 @@ nv2mfalsedone:
 nv1mfalse:
 nv1mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv1mfalsetail
+	JLT          nv1mfalsetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y0
 	ADDQ         CX, R9
@@ -563,7 +1384,7 @@ nv1mfalsegroups:
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Y5
 	TESTQ        DI, DI
-	JZ           nv1mfalsemr6noscale
+	JZ           nv1mfalsefullnoscale
 	VBROADCASTSS (DI), Y6
 	VMULPS       Y6, Y0, Y0
 	VBROADCASTSS 4(DI), Y6
@@ -578,14 +1399,14 @@ nv1mfalsegroups:
 	VMULPS       Y6, Y5, Y5
 	ADDQ         $0x18, DI
 
-nv1mfalsemr6noscale:
+nv1mfalsefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalsemr6store
+	JZ    nv1mfalsefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalsemr6:
+nv1mfalsefull:
 	VMOVUPS      (R10), Y6
 	VBROADCASTSS (R11), Y7
 	VFMADD231PS  Y6, Y7, Y0
@@ -602,9 +1423,9 @@ nv1mfalsemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalsemr6
+	JNZ          nv1mfalsefull
 
-nv1mfalsemr6store:
+nv1mfalsefullstore:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -621,39 +1442,133 @@ nv1mfalsemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv1mfalsegroups
 
-nv1mfalsetail:
-	TESTQ        R8, R8
-	JZ           nv1mfalsedone
+nv1mfalsetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv1mfalsetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y0
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y3
 	TESTQ        DI, DI
-	JZ           nv1mfalsemr1noscale
+	JZ           nv1mfalserows4noscale
+	VBROADCASTSS (DI), Y4
+	VMULPS       Y4, Y0, Y0
+	VBROADCASTSS 4(DI), Y4
+	VMULPS       Y4, Y1, Y1
+	VBROADCASTSS 8(DI), Y4
+	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS 12(DI), Y4
+	VMULPS       Y4, Y3, Y3
+	ADDQ         $0x10, DI
+
+nv1mfalserows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalserows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalserows4:
+	VMOVUPS      (R10), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalserows4
+
+nv1mfalserows4store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv1mfalsetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv1mfalsetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y0
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y1
+	TESTQ        DI, DI
+	JZ           nv1mfalserows2noscale
+	VBROADCASTSS (DI), Y2
+	VMULPS       Y2, Y0, Y0
+	VBROADCASTSS 4(DI), Y2
+	VMULPS       Y2, Y1, Y1
+	ADDQ         $0x08, DI
+
+nv1mfalserows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalserows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalserows2:
+	VMOVUPS      (R10), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalserows2
+
+nv1mfalserows2store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv1mfalsetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv1mfalsedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Y0
+	TESTQ        DI, DI
+	JZ           nv1mfalserows1noscale
 	VBROADCASTSS (DI), Y1
 	VMULPS       Y1, Y0, Y0
 	ADDQ         $0x04, DI
 
-nv1mfalsemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv1mfalsemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv1mfalserows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv1mfalserows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv1mfalsemr1:
-	VMOVUPS      (R10), Y1
-	VBROADCASTSS (R11), Y2
+nv1mfalserows1:
+	VMOVUPS      (R8), Y1
+	VBROADCASTSS (R9), Y2
 	VFMADD231PS  Y1, Y2, Y0
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv1mfalsemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv1mfalserows1
 
-nv1mfalsemr1store:
+nv1mfalserows1store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv1mfalsetail
 
 nv1mfalsedone:
 	VZEROUPPER
@@ -662,7 +1577,7 @@ nv1mfalsedone:
 nv2mtrue:
 nv2mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv2mtruetail
+	JLT          nv2mtruetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y1
 	VMASKMOVPS   32(R9), Y0, Y2
@@ -682,7 +1597,7 @@ nv2mtruegroups:
 	VMOVUPS      (R9), Y11
 	VMASKMOVPS   32(R9), Y0, Y12
 	TESTQ        DI, DI
-	JZ           nv2mtruemr6noscale
+	JZ           nv2mtruefullnoscale
 	VBROADCASTSS (DI), Y13
 	VMULPS       Y13, Y1, Y1
 	VMULPS       Y13, Y2, Y2
@@ -703,14 +1618,14 @@ nv2mtruegroups:
 	VMULPS       Y13, Y12, Y12
 	ADDQ         $0x18, DI
 
-nv2mtruemr6noscale:
+nv2mtruefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruemr6store
+	JZ    nv2mtruefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mtruemr6:
+nv2mtruefull:
 	VMOVUPS      (R10), Y13
 	VMASKMOVPS   32(R10), Y0, Y14
 	VBROADCASTSS (R11), Y15
@@ -734,9 +1649,9 @@ nv2mtruemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mtruemr6
+	JNZ          nv2mtruefull
 
-nv2mtruemr6store:
+nv2mtruefullstore:
 	VMOVUPS    Y1, (AX)
 	VMASKMOVPS Y2, Y0, 32(AX)
 	ADDQ       CX, AX
@@ -759,44 +1674,164 @@ nv2mtruemr6store:
 	SUBQ       $0x06, R8
 	JMP        nv2mtruegroups
 
-nv2mtruetail:
-	TESTQ        R8, R8
-	JZ           nv2mtruedone
+nv2mtruetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv2mtruetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Y1
 	VMASKMOVPS   32(R9), Y0, Y2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y3
+	VMASKMOVPS   32(R9), Y0, Y4
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y5
+	VMASKMOVPS   32(R9), Y0, Y6
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y7
+	VMASKMOVPS   32(R9), Y0, Y8
 	TESTQ        DI, DI
-	JZ           nv2mtruemr1noscale
+	JZ           nv2mtruerows4noscale
+	VBROADCASTSS (DI), Y9
+	VMULPS       Y9, Y1, Y1
+	VMULPS       Y9, Y2, Y2
+	VBROADCASTSS 4(DI), Y9
+	VMULPS       Y9, Y3, Y3
+	VMULPS       Y9, Y4, Y4
+	VBROADCASTSS 8(DI), Y9
+	VMULPS       Y9, Y5, Y5
+	VMULPS       Y9, Y6, Y6
+	VBROADCASTSS 12(DI), Y9
+	VMULPS       Y9, Y7, Y7
+	VMULPS       Y9, Y8, Y8
+	ADDQ         $0x10, DI
+
+nv2mtruerows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mtruerows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mtruerows4:
+	VMOVUPS      (R10), Y9
+	VMASKMOVPS   32(R10), Y0, Y10
+	VBROADCASTSS (R11), Y11
+	VFMADD231PS  Y9, Y11, Y1
+	VFMADD231PS  Y10, Y11, Y2
+	VBROADCASTSS 4(R11), Y11
+	VFMADD231PS  Y9, Y11, Y3
+	VFMADD231PS  Y10, Y11, Y4
+	VBROADCASTSS 8(R11), Y11
+	VFMADD231PS  Y9, Y11, Y5
+	VFMADD231PS  Y10, Y11, Y6
+	VBROADCASTSS 12(R11), Y11
+	VFMADD231PS  Y9, Y11, Y7
+	VFMADD231PS  Y10, Y11, Y8
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mtruerows4
+
+nv2mtruerows4store:
+	VMOVUPS    Y1, (AX)
+	VMASKMOVPS Y2, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y3, (AX)
+	VMASKMOVPS Y4, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y5, (AX)
+	VMASKMOVPS Y6, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y7, (AX)
+	VMASKMOVPS Y8, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       $0x10, DX
+
+nv2mtruetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv2mtruetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Y1
+	VMASKMOVPS   32(R9), Y0, Y2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Y3
+	VMASKMOVPS   32(R9), Y0, Y4
+	TESTQ        DI, DI
+	JZ           nv2mtruerows2noscale
+	VBROADCASTSS (DI), Y5
+	VMULPS       Y5, Y1, Y1
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 4(DI), Y5
+	VMULPS       Y5, Y3, Y3
+	VMULPS       Y5, Y4, Y4
+	ADDQ         $0x08, DI
+
+nv2mtruerows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mtruerows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mtruerows2:
+	VMOVUPS      (R10), Y5
+	VMASKMOVPS   32(R10), Y0, Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y5, Y7, Y1
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y5, Y7, Y3
+	VFMADD231PS  Y6, Y7, Y4
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mtruerows2
+
+nv2mtruerows2store:
+	VMOVUPS    Y1, (AX)
+	VMASKMOVPS Y2, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y3, (AX)
+	VMASKMOVPS Y4, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       $0x08, DX
+
+nv2mtruetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv2mtruedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Y1
+	VMASKMOVPS   32(R8), Y0, Y2
+	TESTQ        DI, DI
+	JZ           nv2mtruerows1noscale
 	VBROADCASTSS (DI), Y3
 	VMULPS       Y3, Y1, Y1
 	VMULPS       Y3, Y2, Y2
 	ADDQ         $0x04, DI
 
-nv2mtruemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv2mtruemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv2mtruerows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv2mtruerows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv2mtruemr1:
-	VMOVUPS      (R10), Y3
-	VMASKMOVPS   32(R10), Y0, Y4
-	VBROADCASTSS (R11), Y5
+nv2mtruerows1:
+	VMOVUPS      (R8), Y3
+	VMASKMOVPS   32(R8), Y0, Y4
+	VBROADCASTSS (R9), Y5
 	VFMADD231PS  Y3, Y5, Y1
 	VFMADD231PS  Y4, Y5, Y2
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv2mtruemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv2mtruerows1
 
-nv2mtruemr1store:
+nv2mtruerows1store:
 	VMOVUPS    Y1, (AX)
 	VMASKMOVPS Y2, Y0, 32(AX)
 	ADDQ       CX, AX
 	ADDQ       $0x04, DX
-	DECQ       R8
-	JMP        nv2mtruetail
 
 nv2mtruedone:
 	VZEROUPPER
@@ -805,7 +1840,7 @@ nv2mtruedone:
 nv1mtrue:
 nv1mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv1mtruetail
+	JLT          nv1mtruetail4
 	MOVQ         AX, R9
 	VMASKMOVPS   (R9), Y0, Y1
 	ADDQ         CX, R9
@@ -819,7 +1854,7 @@ nv1mtruegroups:
 	ADDQ         CX, R9
 	VMASKMOVPS   (R9), Y0, Y6
 	TESTQ        DI, DI
-	JZ           nv1mtruemr6noscale
+	JZ           nv1mtruefullnoscale
 	VBROADCASTSS (DI), Y7
 	VMULPS       Y7, Y1, Y1
 	VBROADCASTSS 4(DI), Y7
@@ -834,14 +1869,14 @@ nv1mtruegroups:
 	VMULPS       Y7, Y6, Y6
 	ADDQ         $0x18, DI
 
-nv1mtruemr6noscale:
+nv1mtruefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruemr6store
+	JZ    nv1mtruefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mtruemr6:
+nv1mtruefull:
 	VMASKMOVPS   (R10), Y0, Y7
 	VBROADCASTSS (R11), Y8
 	VFMADD231PS  Y7, Y8, Y1
@@ -858,9 +1893,9 @@ nv1mtruemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mtruemr6
+	JNZ          nv1mtruefull
 
-nv1mtruemr6store:
+nv1mtruefullstore:
 	VMASKMOVPS Y1, Y0, (AX)
 	ADDQ       CX, AX
 	VMASKMOVPS Y2, Y0, (AX)
@@ -877,39 +1912,133 @@ nv1mtruemr6store:
 	SUBQ       $0x06, R8
 	JMP        nv1mtruegroups
 
-nv1mtruetail:
-	TESTQ        R8, R8
-	JZ           nv1mtruedone
+nv1mtruetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv1mtruetail2
 	MOVQ         AX, R9
 	VMASKMOVPS   (R9), Y0, Y1
+	ADDQ         CX, R9
+	VMASKMOVPS   (R9), Y0, Y2
+	ADDQ         CX, R9
+	VMASKMOVPS   (R9), Y0, Y3
+	ADDQ         CX, R9
+	VMASKMOVPS   (R9), Y0, Y4
 	TESTQ        DI, DI
-	JZ           nv1mtruemr1noscale
+	JZ           nv1mtruerows4noscale
+	VBROADCASTSS (DI), Y5
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 4(DI), Y5
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 8(DI), Y5
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 12(DI), Y5
+	VMULPS       Y5, Y4, Y4
+	ADDQ         $0x10, DI
+
+nv1mtruerows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mtruerows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mtruerows4:
+	VMASKMOVPS   (R10), Y0, Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS 8(R11), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS 12(R11), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mtruerows4
+
+nv1mtruerows4store:
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y0, (AX)
+	ADDQ       CX, AX
+	ADDQ       $0x10, DX
+
+nv1mtruetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv1mtruetail1
+	MOVQ         AX, R9
+	VMASKMOVPS   (R9), Y0, Y1
+	ADDQ         CX, R9
+	VMASKMOVPS   (R9), Y0, Y2
+	TESTQ        DI, DI
+	JZ           nv1mtruerows2noscale
+	VBROADCASTSS (DI), Y3
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(DI), Y3
+	VMULPS       Y3, Y2, Y2
+	ADDQ         $0x08, DI
+
+nv1mtruerows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mtruerows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mtruerows2:
+	VMASKMOVPS   (R10), Y0, Y3
+	VBROADCASTSS (R11), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS 4(R11), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mtruerows2
+
+nv1mtruerows2store:
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	ADDQ       $0x08, DX
+
+nv1mtruetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv1mtruedone
+	MOVQ         AX, R8
+	VMASKMOVPS   (R8), Y0, Y1
+	TESTQ        DI, DI
+	JZ           nv1mtruerows1noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x04, DI
 
-nv1mtruemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv1mtruemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv1mtruerows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv1mtruerows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv1mtruemr1:
-	VMASKMOVPS   (R10), Y0, Y2
-	VBROADCASTSS (R11), Y3
+nv1mtruerows1:
+	VMASKMOVPS   (R8), Y0, Y2
+	VBROADCASTSS (R9), Y3
 	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv1mtruemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv1mtruerows1
 
-nv1mtruemr1store:
+nv1mtruerows1store:
 	VMASKMOVPS Y1, Y0, (AX)
 	ADDQ       CX, AX
 	ADDQ       $0x04, DX
-	DECQ       R8
-	JMP        nv1mtruetail
 
 nv1mtruedone:
 	VZEROUPPER

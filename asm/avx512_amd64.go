@@ -4,19 +4,20 @@
 
 package asm
 
-// QKAVX512 is
+// GemmAVX512 is
 //
-//	for c := 0; c < nk; c++ {
-//		for r := 0; r < nv*lanes; r++ {
-//			s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · qt[d*ldq+r]
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]
 //
-// with nv in 1..4 (AVX-512) or 1..2 (AVX2), nk >= 0, dk >= 1, strides in
-// elements. Register tile: 6 keys (one broadcast each, read in place
-// from K at stride ldk) × nv vectors of Qᵀ; one key at a time for the
-// last nk%6 keys.
+// with nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements.
+// Nothing past column (nv-1)*lanes+tail of C or B is touched (masked
+// last vector). QK is this with C = Sᵀ, A = K read in place, B = Qᵀ.
+// Register tile: 6 rows of A (one broadcast each, at stride lda) × nv
+// vectors of a B row; the last m%6 rows in tiles of 4, 2 and 1 rows.
 //
 //go:noescape
-func QKAVX512(s *float32, lds int, k *float32, ldk int, qt *float32, ldq int, nk int, dk int, nv int)
+func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 
 // PVAVX512 is
 //
@@ -24,12 +25,11 @@ func QKAVX512(s *float32, lds int, k *float32, ldk int, qt *float32, ldq int, nk
 //		for j := 0; j < (nv-1)*lanes+tail; j++ {
 //			o[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]
 //
-// with alpha == nil meaning 1, nv in 1..4 (AVX-512) or 1..2 (AVX2), tail in
-// 1..lanes, rows >= 0, nk >= 0, strides in elements. The last vector's
-// loads and stores are masked: nothing past column (nv-1)*lanes+tail is
-// read or written. Register tile: 6 rows (broadcasts of consecutive P
-// entries) × nv vectors of a V row read in place at stride ldv; one row
-// at a time for the last rows%6.
+// with alpha == nil meaning 1, nv in 1..4, tail in 1..16, rows >= 0,
+// nk >= 0, strides in elements. Nothing past column (nv-1)*lanes+tail
+// of o or v is touched (masked last vector). Register tile: 6 rows
+// (broadcasts of consecutive P entries) × nv vectors of a V row read in
+// place at stride ldv; the last rows%6 in tiles of 4, 2 and 1 rows.
 //
 //go:noescape
 func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)

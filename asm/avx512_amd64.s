@@ -327,36 +327,56 @@ DATA constsAVX512<>+1246(SB)/2, $0x7fff
 DATA constsAVX512<>+1248(SB)/2, $0xffff
 GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1250
 
-// func QKAVX512(s *float32, lds int, k *float32, ldk int, qt *float32, ldq int, nk int, dk int, nv int)
+// func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, AVX512F
-TEXT ·QKAVX512(SB), NOSPLIT, $0-72
-	MOVQ s+0(FP), AX
-	MOVQ lds+8(FP), CX
-	SHLQ $0x02, CX
-	MOVQ k+16(FP), DX
-	MOVQ ldk+24(FP), BX
-	SHLQ $0x02, BX
-	LEAQ (BX)(BX*2), SI
-	LEAQ (BX)(BX*4), DI
-	MOVQ ldq+40(FP), R8
-	SHLQ $0x02, R8
-	MOVQ nk+48(FP), R9
-	MOVQ nv+64(FP), R10
-	CMPQ R10, $0x04
-	JEQ  nv4
-	CMPQ R10, $0x03
-	JEQ  nv3
-	CMPQ R10, $0x02
-	JEQ  nv2
-	CMPQ R10, $0x01
-	JEQ  nv1
+TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	LEAQ  (BX)(BX*4), DI
+	MOVQ  ldb+40(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  acc+80(FP), R9
+	MOVQ  m+48(FP), R10
+	MOVQ  tail+72(FP), R11
+	LEAQ  constsAVX512<>+1216(SB), R12
+	KMOVW (R12)(R11*2), K1
+	MOVQ  nv+64(FP), R12
+	CMPQ  R11, $0x10
+	JNE   masked
+	CMPQ  R12, $0x04
+	JEQ   nv4mfalse
+	CMPQ  R12, $0x03
+	JEQ   nv3mfalse
+	CMPQ  R12, $0x02
+	JEQ   nv2mfalse
+	CMPQ  R12, $0x01
+	JEQ   nv1mfalse
 	VZEROUPPER
 	RET
 
-nv4:
-nv4groups:
-	CMPQ    R9, $0x06
-	JLT     nv4tail
+masked:
+	CMPQ R12, $0x04
+	JEQ  nv4mtrue
+	CMPQ R12, $0x03
+	JEQ  nv3mtrue
+	CMPQ R12, $0x02
+	JEQ  nv2mtrue
+	CMPQ R12, $0x01
+	JEQ  nv1mtrue
+	VZEROUPPER
+	RET
+
+nv4mfalse:
+nv4mfalsegroups:
+	CMPQ    R10, $0x06
+	JLT     nv4mfalsetail4
+	TESTQ   R9, R9
+	JNZ     nv4mfalsefullload
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
@@ -381,49 +401,84 @@ nv4groups:
 	VMOVUPS constsAVX512<>+1152(SB), Z21
 	VMOVUPS constsAVX512<>+1152(SB), Z22
 	VMOVUPS constsAVX512<>+1152(SB), Z23
-	MOVQ    qt+32(FP), R10
-	MOVQ    DX, R11
-	MOVQ    dk+56(FP), R12
+	JMP     nv4mfalsefullstart
 
-nv4mk6:
-	VMOVUPS      (R10), Z24
-	VMOVUPS      64(R10), Z25
-	VMOVUPS      128(R10), Z26
-	VMOVUPS      192(R10), Z27
-	VBROADCASTSS (R11), Z28
+nv4mfalsefullload:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	VMOVUPS 192(R11), Z3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	VMOVUPS 128(R11), Z6
+	VMOVUPS 192(R11), Z7
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z8
+	VMOVUPS 64(R11), Z9
+	VMOVUPS 128(R11), Z10
+	VMOVUPS 192(R11), Z11
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z12
+	VMOVUPS 64(R11), Z13
+	VMOVUPS 128(R11), Z14
+	VMOVUPS 192(R11), Z15
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z16
+	VMOVUPS 64(R11), Z17
+	VMOVUPS 128(R11), Z18
+	VMOVUPS 192(R11), Z19
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z20
+	VMOVUPS 64(R11), Z21
+	VMOVUPS 128(R11), Z22
+	VMOVUPS 192(R11), Z23
+
+nv4mfalsefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv4mfalsefull:
+	VMOVUPS      (R11), Z24
+	VMOVUPS      64(R11), Z25
+	VMOVUPS      128(R11), Z26
+	VMOVUPS      192(R11), Z27
+	VBROADCASTSS (R12), Z28
 	VFMADD231PS  Z24, Z28, Z0
 	VFMADD231PS  Z25, Z28, Z1
 	VFMADD231PS  Z26, Z28, Z2
 	VFMADD231PS  Z27, Z28, Z3
-	VBROADCASTSS (R11)(BX*1), Z28
+	VBROADCASTSS (R12)(BX*1), Z28
 	VFMADD231PS  Z24, Z28, Z4
 	VFMADD231PS  Z25, Z28, Z5
 	VFMADD231PS  Z26, Z28, Z6
 	VFMADD231PS  Z27, Z28, Z7
-	VBROADCASTSS (R11)(BX*2), Z28
+	VBROADCASTSS (R12)(BX*2), Z28
 	VFMADD231PS  Z24, Z28, Z8
 	VFMADD231PS  Z25, Z28, Z9
 	VFMADD231PS  Z26, Z28, Z10
 	VFMADD231PS  Z27, Z28, Z11
-	VBROADCASTSS (R11)(SI*1), Z28
+	VBROADCASTSS (R12)(SI*1), Z28
 	VFMADD231PS  Z24, Z28, Z12
 	VFMADD231PS  Z25, Z28, Z13
 	VFMADD231PS  Z26, Z28, Z14
 	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS (R11)(BX*4), Z28
+	VBROADCASTSS (R12)(BX*4), Z28
 	VFMADD231PS  Z24, Z28, Z16
 	VFMADD231PS  Z25, Z28, Z17
 	VFMADD231PS  Z26, Z28, Z18
 	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS (R11)(DI*1), Z28
+	VBROADCASTSS (R12)(DI*1), Z28
 	VFMADD231PS  Z24, Z28, Z20
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	ADDQ         R8, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JNZ          nv4mk6
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv4mfalsefull
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	VMOVUPS      Z2, 128(AX)
@@ -455,21 +510,197 @@ nv4mk6:
 	VMOVUPS      Z23, 192(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R9
-	JMP          nv4groups
+	SUBQ         $0x06, R10
+	JMP          nv4mfalsegroups
 
-nv4tail:
+nv4mfalsetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv4mfalsetail2
 	TESTQ   R9, R9
-	JZ      nv4done
+	JNZ     nv4mfalserows4load
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
 	VMOVUPS constsAVX512<>+1152(SB), Z3
-	MOVQ    qt+32(FP), SI
-	MOVQ    DX, DI
-	MOVQ    dk+56(FP), R10
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1152(SB), Z12
+	VMOVUPS constsAVX512<>+1152(SB), Z13
+	VMOVUPS constsAVX512<>+1152(SB), Z14
+	VMOVUPS constsAVX512<>+1152(SB), Z15
+	JMP     nv4mfalserows4start
 
-nv4mk1:
+nv4mfalserows4load:
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z4
+	VMOVUPS 64(DI), Z5
+	VMOVUPS 128(DI), Z6
+	VMOVUPS 192(DI), Z7
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z12
+	VMOVUPS 64(DI), Z13
+	VMOVUPS 128(DI), Z14
+	VMOVUPS 192(DI), Z15
+
+nv4mfalserows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv4mfalserows4:
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VBROADCASTSS (R11), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R11)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R11)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R11)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv4mfalserows4
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, 192(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv4mfalsetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv4mfalsetail1
+	TESTQ   R9, R9
+	JNZ     nv4mfalserows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	JMP     nv4mfalserows2start
+
+nv4mfalserows2load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    CX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+
+nv4mfalserows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv4mfalserows2:
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS      192(SI), Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv4mfalserows2
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, 192(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv4mfalsetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv4mfalsedone
+	TESTQ   R9, R9
+	JNZ     nv4mfalserows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	JMP     nv4mfalserows1start
+
+nv4mfalserows1load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+
+nv4mfalserows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv4mfalserows1:
 	VMOVUPS      (SI), Z4
 	VMOVUPS      64(SI), Z5
 	VMOVUPS      128(SI), Z6
@@ -481,25 +712,25 @@ nv4mk1:
 	VFMADD231PS  Z7, Z8, Z3
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R10
-	JNZ          nv4mk1
+	DECQ         R9
+	JNZ          nv4mfalserows1
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	VMOVUPS      Z2, 128(AX)
 	VMOVUPS      Z3, 192(AX)
 	ADDQ         CX, AX
-	ADDQ         BX, DX
-	DECQ         R9
-	JMP          nv4tail
+	LEAQ         (DX)(BX*1), DX
 
-nv4done:
+nv4mfalsedone:
 	VZEROUPPER
 	RET
 
-nv3:
-nv3groups:
-	CMPQ    R9, $0x06
-	JLT     nv3tail
+nv3mfalse:
+nv3mfalsegroups:
+	CMPQ    R10, $0x06
+	JLT     nv3mfalsetail4
+	TESTQ   R9, R9
+	JNZ     nv3mfalsefullload
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
@@ -518,42 +749,71 @@ nv3groups:
 	VMOVUPS constsAVX512<>+1152(SB), Z15
 	VMOVUPS constsAVX512<>+1152(SB), Z16
 	VMOVUPS constsAVX512<>+1152(SB), Z17
-	MOVQ    qt+32(FP), R10
-	MOVQ    DX, R11
-	MOVQ    dk+56(FP), R12
+	JMP     nv3mfalsefullstart
 
-nv3mk6:
-	VMOVUPS      (R10), Z18
-	VMOVUPS      64(R10), Z19
-	VMOVUPS      128(R10), Z20
-	VBROADCASTSS (R11), Z21
+nv3mfalsefullload:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z3
+	VMOVUPS 64(R11), Z4
+	VMOVUPS 128(R11), Z5
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z6
+	VMOVUPS 64(R11), Z7
+	VMOVUPS 128(R11), Z8
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z9
+	VMOVUPS 64(R11), Z10
+	VMOVUPS 128(R11), Z11
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z12
+	VMOVUPS 64(R11), Z13
+	VMOVUPS 128(R11), Z14
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z15
+	VMOVUPS 64(R11), Z16
+	VMOVUPS 128(R11), Z17
+
+nv3mfalsefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv3mfalsefull:
+	VMOVUPS      (R11), Z18
+	VMOVUPS      64(R11), Z19
+	VMOVUPS      128(R11), Z20
+	VBROADCASTSS (R12), Z21
 	VFMADD231PS  Z18, Z21, Z0
 	VFMADD231PS  Z19, Z21, Z1
 	VFMADD231PS  Z20, Z21, Z2
-	VBROADCASTSS (R11)(BX*1), Z21
+	VBROADCASTSS (R12)(BX*1), Z21
 	VFMADD231PS  Z18, Z21, Z3
 	VFMADD231PS  Z19, Z21, Z4
 	VFMADD231PS  Z20, Z21, Z5
-	VBROADCASTSS (R11)(BX*2), Z21
+	VBROADCASTSS (R12)(BX*2), Z21
 	VFMADD231PS  Z18, Z21, Z6
 	VFMADD231PS  Z19, Z21, Z7
 	VFMADD231PS  Z20, Z21, Z8
-	VBROADCASTSS (R11)(SI*1), Z21
+	VBROADCASTSS (R12)(SI*1), Z21
 	VFMADD231PS  Z18, Z21, Z9
 	VFMADD231PS  Z19, Z21, Z10
 	VFMADD231PS  Z20, Z21, Z11
-	VBROADCASTSS (R11)(BX*4), Z21
+	VBROADCASTSS (R12)(BX*4), Z21
 	VFMADD231PS  Z18, Z21, Z12
 	VFMADD231PS  Z19, Z21, Z13
 	VFMADD231PS  Z20, Z21, Z14
-	VBROADCASTSS (R11)(DI*1), Z21
+	VBROADCASTSS (R12)(DI*1), Z21
 	VFMADD231PS  Z18, Z21, Z15
 	VFMADD231PS  Z19, Z21, Z16
 	VFMADD231PS  Z20, Z21, Z17
-	ADDQ         R8, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JNZ          nv3mk6
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv3mfalsefull
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	VMOVUPS      Z2, 128(AX)
@@ -579,47 +839,14 @@ nv3mk6:
 	VMOVUPS      Z17, 128(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R9
-	JMP          nv3groups
+	SUBQ         $0x06, R10
+	JMP          nv3mfalsegroups
 
-nv3tail:
+nv3mfalsetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv3mfalsetail2
 	TESTQ   R9, R9
-	JZ      nv3done
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	MOVQ    qt+32(FP), SI
-	MOVQ    DX, DI
-	MOVQ    dk+56(FP), R10
-
-nv3mk1:
-	VMOVUPS      (SI), Z3
-	VMOVUPS      64(SI), Z4
-	VMOVUPS      128(SI), Z5
-	VBROADCASTSS (DI), Z6
-	VFMADD231PS  Z3, Z6, Z0
-	VFMADD231PS  Z4, Z6, Z1
-	VFMADD231PS  Z5, Z6, Z2
-	ADDQ         R8, SI
-	ADDQ         $0x04, DI
-	DECQ         R10
-	JNZ          nv3mk1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
-	DECQ         R9
-	JMP          nv3tail
-
-nv3done:
-	VZEROUPPER
-	RET
-
-nv2:
-nv2groups:
-	CMPQ    R9, $0x06
-	JLT     nv2tail
+	JNZ     nv3mfalserows4load
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
@@ -632,35 +859,240 @@ nv2groups:
 	VMOVUPS constsAVX512<>+1152(SB), Z9
 	VMOVUPS constsAVX512<>+1152(SB), Z10
 	VMOVUPS constsAVX512<>+1152(SB), Z11
-	MOVQ    qt+32(FP), R10
-	MOVQ    DX, R11
-	MOVQ    dk+56(FP), R12
+	JMP     nv3mfalserows4start
 
-nv2mk6:
-	VMOVUPS      (R10), Z12
-	VMOVUPS      64(R10), Z13
-	VBROADCASTSS (R11), Z14
-	VFMADD231PS  Z12, Z14, Z0
-	VFMADD231PS  Z13, Z14, Z1
-	VBROADCASTSS (R11)(BX*1), Z14
-	VFMADD231PS  Z12, Z14, Z2
-	VFMADD231PS  Z13, Z14, Z3
-	VBROADCASTSS (R11)(BX*2), Z14
-	VFMADD231PS  Z12, Z14, Z4
-	VFMADD231PS  Z13, Z14, Z5
-	VBROADCASTSS (R11)(SI*1), Z14
-	VFMADD231PS  Z12, Z14, Z6
-	VFMADD231PS  Z13, Z14, Z7
-	VBROADCASTSS (R11)(BX*4), Z14
-	VFMADD231PS  Z12, Z14, Z8
-	VFMADD231PS  Z13, Z14, Z9
-	VBROADCASTSS (R11)(DI*1), Z14
-	VFMADD231PS  Z12, Z14, Z10
-	VFMADD231PS  Z13, Z14, Z11
-	ADDQ         R8, R10
+nv3mfalserows4load:
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z3
+	VMOVUPS 64(DI), Z4
+	VMOVUPS 128(DI), Z5
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z6
+	VMOVUPS 64(DI), Z7
+	VMOVUPS 128(DI), Z8
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z9
+	VMOVUPS 64(DI), Z10
+	VMOVUPS 128(DI), Z11
+
+nv3mfalserows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv3mfalserows4:
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS      128(DI), Z14
+	VBROADCASTSS (R11), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R11)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R11)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R11)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv2mk6
+	JNZ          nv3mfalserows4
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv3mfalsetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv3mfalsetail1
+	TESTQ   R9, R9
+	JNZ     nv3mfalserows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	JMP     nv3mfalserows2start
+
+nv3mfalserows2load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	ADDQ    CX, SI
+	VMOVUPS (SI), Z3
+	VMOVUPS 64(SI), Z4
+	VMOVUPS 128(SI), Z5
+
+nv3mfalserows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv3mfalserows2:
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS      128(SI), Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv3mfalserows2
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv3mfalsetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv3mfalsedone
+	TESTQ   R9, R9
+	JNZ     nv3mfalserows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	JMP     nv3mfalserows1start
+
+nv3mfalserows1load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+
+nv3mfalserows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv3mfalserows1:
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS      128(SI), Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv3mfalserows1
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv3mfalsedone:
+	VZEROUPPER
+	RET
+
+nv2mfalse:
+nv2mfalsegroups:
+	CMPQ    R10, $0x06
+	JLT     nv2mfalsetail4
+	TESTQ   R9, R9
+	JNZ     nv2mfalsefullload
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	JMP     nv2mfalsefullstart
+
+nv2mfalsefullload:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z6
+	VMOVUPS 64(R11), Z7
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z8
+	VMOVUPS 64(R11), Z9
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z10
+	VMOVUPS 64(R11), Z11
+
+nv2mfalsefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv2mfalsefull:
+	VMOVUPS      (R11), Z12
+	VMOVUPS      64(R11), Z13
+	VBROADCASTSS (R12), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R12)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R12)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R12)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R12)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R12)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv2mfalsefull
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	ADDQ         CX, AX
@@ -680,19 +1112,141 @@ nv2mk6:
 	VMOVUPS      Z11, 64(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R9
-	JMP          nv2groups
+	SUBQ         $0x06, R10
+	JMP          nv2mfalsegroups
 
-nv2tail:
+nv2mfalsetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv2mfalsetail2
 	TESTQ   R9, R9
-	JZ      nv2done
+	JNZ     nv2mfalserows4load
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
-	MOVQ    qt+32(FP), SI
-	MOVQ    DX, DI
-	MOVQ    dk+56(FP), R10
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	JMP     nv2mfalserows4start
 
-nv2mk1:
+nv2mfalserows4load:
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z2
+	VMOVUPS 64(DI), Z3
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z4
+	VMOVUPS 64(DI), Z5
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z6
+	VMOVUPS 64(DI), Z7
+
+nv2mfalserows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv2mfalserows4:
+	VMOVUPS      (DI), Z8
+	VMOVUPS      64(DI), Z9
+	VBROADCASTSS (R11), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R11)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R11)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R11)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv2mfalserows4
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv2mfalsetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv2mfalsetail1
+	TESTQ   R9, R9
+	JNZ     nv2mfalserows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	JMP     nv2mfalserows2start
+
+nv2mfalserows2load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	ADDQ    CX, SI
+	VMOVUPS (SI), Z2
+	VMOVUPS 64(SI), Z3
+
+nv2mfalserows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv2mfalserows2:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv2mfalserows2
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv2mfalsetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv2mfalsedone
+	TESTQ   R9, R9
+	JNZ     nv2mfalserows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	JMP     nv2mfalserows1start
+
+nv2mfalserows1load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+
+nv2mfalserows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv2mfalserows1:
 	VMOVUPS      (SI), Z2
 	VMOVUPS      64(SI), Z3
 	VBROADCASTSS (DI), Z4
@@ -700,51 +1254,68 @@ nv2mk1:
 	VFMADD231PS  Z3, Z4, Z1
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R10
-	JNZ          nv2mk1
+	DECQ         R9
+	JNZ          nv2mfalserows1
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	ADDQ         CX, AX
-	ADDQ         BX, DX
-	DECQ         R9
-	JMP          nv2tail
+	LEAQ         (DX)(BX*1), DX
 
-nv2done:
+nv2mfalsedone:
 	VZEROUPPER
 	RET
 
-nv1:
-nv1groups:
-	CMPQ    R9, $0x06
-	JLT     nv1tail
+nv1mfalse:
+nv1mfalsegroups:
+	CMPQ    R10, $0x06
+	JLT     nv1mfalsetail4
+	TESTQ   R9, R9
+	JNZ     nv1mfalsefullload
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	VMOVUPS constsAVX512<>+1152(SB), Z4
 	VMOVUPS constsAVX512<>+1152(SB), Z5
-	MOVQ    qt+32(FP), R10
-	MOVQ    DX, R11
-	MOVQ    dk+56(FP), R12
+	JMP     nv1mfalsefullstart
 
-nv1mk6:
-	VMOVUPS      (R10), Z6
-	VBROADCASTSS (R11), Z7
+nv1mfalsefullload:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z4
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z5
+
+nv1mfalsefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv1mfalsefull:
+	VMOVUPS      (R11), Z6
+	VBROADCASTSS (R12), Z7
 	VFMADD231PS  Z6, Z7, Z0
-	VBROADCASTSS (R11)(BX*1), Z7
+	VBROADCASTSS (R12)(BX*1), Z7
 	VFMADD231PS  Z6, Z7, Z1
-	VBROADCASTSS (R11)(BX*2), Z7
+	VBROADCASTSS (R12)(BX*2), Z7
 	VFMADD231PS  Z6, Z7, Z2
-	VBROADCASTSS (R11)(SI*1), Z7
+	VBROADCASTSS (R12)(SI*1), Z7
 	VFMADD231PS  Z6, Z7, Z3
-	VBROADCASTSS (R11)(BX*4), Z7
+	VBROADCASTSS (R12)(BX*4), Z7
 	VFMADD231PS  Z6, Z7, Z4
-	VBROADCASTSS (R11)(DI*1), Z7
+	VBROADCASTSS (R12)(DI*1), Z7
 	VFMADD231PS  Z6, Z7, Z5
-	ADDQ         R8, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JNZ          nv1mk6
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv1mfalsefull
 	VMOVUPS      Z0, (AX)
 	ADDQ         CX, AX
 	VMOVUPS      Z1, (AX)
@@ -758,32 +1329,1205 @@ nv1mk6:
 	VMOVUPS      Z5, (AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R9
-	JMP          nv1groups
+	SUBQ         $0x06, R10
+	JMP          nv1mfalsegroups
 
-nv1tail:
+nv1mfalsetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv1mfalsetail2
 	TESTQ   R9, R9
-	JZ      nv1done
+	JNZ     nv1mfalserows4load
 	VMOVUPS constsAVX512<>+1152(SB), Z0
-	MOVQ    qt+32(FP), SI
-	MOVQ    DX, DI
-	MOVQ    dk+56(FP), R10
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	JMP     nv1mfalserows4start
 
-nv1mk1:
+nv1mfalserows4load:
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z1
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z2
+	ADDQ    CX, DI
+	VMOVUPS (DI), Z3
+
+nv1mfalserows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv1mfalserows4:
+	VMOVUPS      (DI), Z4
+	VBROADCASTSS (R11), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R11)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R11)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R11)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv1mfalserows4
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv1mfalsetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv1mfalsetail1
+	TESTQ   R9, R9
+	JNZ     nv1mfalserows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	JMP     nv1mfalserows2start
+
+nv1mfalserows2load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	ADDQ    CX, SI
+	VMOVUPS (SI), Z1
+
+nv1mfalserows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv1mfalserows2:
+	VMOVUPS      (SI), Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv1mfalserows2
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv1mfalsetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv1mfalsedone
+	TESTQ   R9, R9
+	JNZ     nv1mfalserows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	JMP     nv1mfalserows1start
+
+nv1mfalserows1load:
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+
+nv1mfalserows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv1mfalserows1:
 	VMOVUPS      (SI), Z1
 	VBROADCASTSS (DI), Z2
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R10
-	JNZ          nv1mk1
+	DECQ         R9
+	JNZ          nv1mfalserows1
 	VMOVUPS      Z0, (AX)
 	ADDQ         CX, AX
-	ADDQ         BX, DX
-	DECQ         R9
-	JMP          nv1tail
+	LEAQ         (DX)(BX*1), DX
 
-nv1done:
+nv1mfalsedone:
+	VZEROUPPER
+	RET
+
+nv4mtrue:
+nv4mtruegroups:
+	CMPQ    R10, $0x06
+	JLT     nv4mtruetail4
+	TESTQ   R9, R9
+	JNZ     nv4mtruefullload
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1152(SB), Z12
+	VMOVUPS constsAVX512<>+1152(SB), Z13
+	VMOVUPS constsAVX512<>+1152(SB), Z14
+	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1152(SB), Z16
+	VMOVUPS constsAVX512<>+1152(SB), Z17
+	VMOVUPS constsAVX512<>+1152(SB), Z18
+	VMOVUPS constsAVX512<>+1152(SB), Z19
+	VMOVUPS constsAVX512<>+1152(SB), Z20
+	VMOVUPS constsAVX512<>+1152(SB), Z21
+	VMOVUPS constsAVX512<>+1152(SB), Z22
+	VMOVUPS constsAVX512<>+1152(SB), Z23
+	JMP     nv4mtruefullstart
+
+nv4mtruefullload:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS   128(R11), Z2
+	VMOVUPS.Z 192(R11), K1, Z3
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z4
+	VMOVUPS   64(R11), Z5
+	VMOVUPS   128(R11), Z6
+	VMOVUPS.Z 192(R11), K1, Z7
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z8
+	VMOVUPS   64(R11), Z9
+	VMOVUPS   128(R11), Z10
+	VMOVUPS.Z 192(R11), K1, Z11
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z12
+	VMOVUPS   64(R11), Z13
+	VMOVUPS   128(R11), Z14
+	VMOVUPS.Z 192(R11), K1, Z15
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z16
+	VMOVUPS   64(R11), Z17
+	VMOVUPS   128(R11), Z18
+	VMOVUPS.Z 192(R11), K1, Z19
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z20
+	VMOVUPS   64(R11), Z21
+	VMOVUPS   128(R11), Z22
+	VMOVUPS.Z 192(R11), K1, Z23
+
+nv4mtruefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv4mtruefull:
+	VMOVUPS      (R11), Z24
+	VMOVUPS      64(R11), Z25
+	VMOVUPS      128(R11), Z26
+	VMOVUPS.Z    192(R11), K1, Z27
+	VBROADCASTSS (R12), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R12)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R12)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R12)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R12)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R12)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv4mtruefull
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z16, (AX)
+	VMOVUPS      Z17, 64(AX)
+	VMOVUPS      Z18, 128(AX)
+	VMOVUPS      Z19, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z20, (AX)
+	VMOVUPS      Z21, 64(AX)
+	VMOVUPS      Z22, 128(AX)
+	VMOVUPS      Z23, K1, 192(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(SI*2), DX
+	SUBQ         $0x06, R10
+	JMP          nv4mtruegroups
+
+nv4mtruetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv4mtruetail2
+	TESTQ   R9, R9
+	JNZ     nv4mtruerows4load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1152(SB), Z12
+	VMOVUPS constsAVX512<>+1152(SB), Z13
+	VMOVUPS constsAVX512<>+1152(SB), Z14
+	VMOVUPS constsAVX512<>+1152(SB), Z15
+	JMP     nv4mtruerows4start
+
+nv4mtruerows4load:
+	MOVQ      AX, DI
+	VMOVUPS   (DI), Z0
+	VMOVUPS   64(DI), Z1
+	VMOVUPS   128(DI), Z2
+	VMOVUPS.Z 192(DI), K1, Z3
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z4
+	VMOVUPS   64(DI), Z5
+	VMOVUPS   128(DI), Z6
+	VMOVUPS.Z 192(DI), K1, Z7
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z8
+	VMOVUPS   64(DI), Z9
+	VMOVUPS   128(DI), Z10
+	VMOVUPS.Z 192(DI), K1, Z11
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z12
+	VMOVUPS   64(DI), Z13
+	VMOVUPS   128(DI), Z14
+	VMOVUPS.Z 192(DI), K1, Z15
+
+nv4mtruerows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv4mtruerows4:
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS.Z    192(DI), K1, Z19
+	VBROADCASTSS (R11), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R11)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R11)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R11)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv4mtruerows4
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv4mtruetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv4mtruetail1
+	TESTQ   R9, R9
+	JNZ     nv4mtruerows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	JMP     nv4mtruerows2start
+
+nv4mtruerows2load:
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      CX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+
+nv4mtruerows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv4mtruerows2:
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS.Z    192(SI), K1, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv4mtruerows2
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv4mtruetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv4mtruedone
+	TESTQ   R9, R9
+	JNZ     nv4mtruerows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	JMP     nv4mtruerows1start
+
+nv4mtruerows1load:
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+
+nv4mtruerows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv4mtruerows1:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS.Z    192(SI), K1, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv4mtruerows1
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv4mtruedone:
+	VZEROUPPER
+	RET
+
+nv3mtrue:
+nv3mtruegroups:
+	CMPQ    R10, $0x06
+	JLT     nv3mtruetail4
+	TESTQ   R9, R9
+	JNZ     nv3mtruefullload
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1152(SB), Z12
+	VMOVUPS constsAVX512<>+1152(SB), Z13
+	VMOVUPS constsAVX512<>+1152(SB), Z14
+	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1152(SB), Z16
+	VMOVUPS constsAVX512<>+1152(SB), Z17
+	JMP     nv3mtruefullstart
+
+nv3mtruefullload:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS.Z 128(R11), K1, Z2
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z3
+	VMOVUPS   64(R11), Z4
+	VMOVUPS.Z 128(R11), K1, Z5
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z6
+	VMOVUPS   64(R11), Z7
+	VMOVUPS.Z 128(R11), K1, Z8
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z9
+	VMOVUPS   64(R11), Z10
+	VMOVUPS.Z 128(R11), K1, Z11
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z12
+	VMOVUPS   64(R11), Z13
+	VMOVUPS.Z 128(R11), K1, Z14
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z15
+	VMOVUPS   64(R11), Z16
+	VMOVUPS.Z 128(R11), K1, Z17
+
+nv3mtruefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv3mtruefull:
+	VMOVUPS      (R11), Z18
+	VMOVUPS      64(R11), Z19
+	VMOVUPS.Z    128(R11), K1, Z20
+	VBROADCASTSS (R12), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R12)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R12)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R12)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R12)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R12)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv3mtruefull
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z15, (AX)
+	VMOVUPS      Z16, 64(AX)
+	VMOVUPS      Z17, K1, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(SI*2), DX
+	SUBQ         $0x06, R10
+	JMP          nv3mtruegroups
+
+nv3mtruetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv3mtruetail2
+	TESTQ   R9, R9
+	JNZ     nv3mtruerows4load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	JMP     nv3mtruerows4start
+
+nv3mtruerows4load:
+	MOVQ      AX, DI
+	VMOVUPS   (DI), Z0
+	VMOVUPS   64(DI), Z1
+	VMOVUPS.Z 128(DI), K1, Z2
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z3
+	VMOVUPS   64(DI), Z4
+	VMOVUPS.Z 128(DI), K1, Z5
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z6
+	VMOVUPS   64(DI), Z7
+	VMOVUPS.Z 128(DI), K1, Z8
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z9
+	VMOVUPS   64(DI), Z10
+	VMOVUPS.Z 128(DI), K1, Z11
+
+nv3mtruerows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv3mtruerows4:
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS.Z    128(DI), K1, Z14
+	VBROADCASTSS (R11), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R11)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R11)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R11)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv3mtruerows4
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv3mtruetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv3mtruetail1
+	TESTQ   R9, R9
+	JNZ     nv3mtruerows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	JMP     nv3mtruerows2start
+
+nv3mtruerows2load:
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      CX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+
+nv3mtruerows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv3mtruerows2:
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS.Z    128(SI), K1, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv3mtruerows2
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv3mtruetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv3mtruedone
+	TESTQ   R9, R9
+	JNZ     nv3mtruerows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	JMP     nv3mtruerows1start
+
+nv3mtruerows1load:
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+
+nv3mtruerows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv3mtruerows1:
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS.Z    128(SI), K1, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv3mtruerows1
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv3mtruedone:
+	VZEROUPPER
+	RET
+
+nv2mtrue:
+nv2mtruegroups:
+	CMPQ    R10, $0x06
+	JLT     nv2mtruetail4
+	TESTQ   R9, R9
+	JNZ     nv2mtruefullload
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1152(SB), Z8
+	VMOVUPS constsAVX512<>+1152(SB), Z9
+	VMOVUPS constsAVX512<>+1152(SB), Z10
+	VMOVUPS constsAVX512<>+1152(SB), Z11
+	JMP     nv2mtruefullstart
+
+nv2mtruefullload:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS.Z 64(R11), K1, Z1
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z2
+	VMOVUPS.Z 64(R11), K1, Z3
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z4
+	VMOVUPS.Z 64(R11), K1, Z5
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z6
+	VMOVUPS.Z 64(R11), K1, Z7
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z8
+	VMOVUPS.Z 64(R11), K1, Z9
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z10
+	VMOVUPS.Z 64(R11), K1, Z11
+
+nv2mtruefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv2mtruefull:
+	VMOVUPS      (R11), Z12
+	VMOVUPS.Z    64(R11), K1, Z13
+	VBROADCASTSS (R12), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R12)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R12)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R12)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R12)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R12)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv2mtruefull
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, K1, 64(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(SI*2), DX
+	SUBQ         $0x06, R10
+	JMP          nv2mtruegroups
+
+nv2mtruetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv2mtruetail2
+	TESTQ   R9, R9
+	JNZ     nv2mtruerows4load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1152(SB), Z6
+	VMOVUPS constsAVX512<>+1152(SB), Z7
+	JMP     nv2mtruerows4start
+
+nv2mtruerows4load:
+	MOVQ      AX, DI
+	VMOVUPS   (DI), Z0
+	VMOVUPS.Z 64(DI), K1, Z1
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z2
+	VMOVUPS.Z 64(DI), K1, Z3
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z4
+	VMOVUPS.Z 64(DI), K1, Z5
+	ADDQ      CX, DI
+	VMOVUPS   (DI), Z6
+	VMOVUPS.Z 64(DI), K1, Z7
+
+nv2mtruerows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv2mtruerows4:
+	VMOVUPS      (DI), Z8
+	VMOVUPS.Z    64(DI), K1, Z9
+	VBROADCASTSS (R11), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R11)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R11)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R11)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv2mtruerows4
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv2mtruetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv2mtruetail1
+	TESTQ   R9, R9
+	JNZ     nv2mtruerows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	JMP     nv2mtruerows2start
+
+nv2mtruerows2load:
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      CX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+
+nv2mtruerows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv2mtruerows2:
+	VMOVUPS      (SI), Z4
+	VMOVUPS.Z    64(SI), K1, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv2mtruerows2
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv2mtruetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv2mtruedone
+	TESTQ   R9, R9
+	JNZ     nv2mtruerows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	JMP     nv2mtruerows1start
+
+nv2mtruerows1load:
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+
+nv2mtruerows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv2mtruerows1:
+	VMOVUPS      (SI), Z2
+	VMOVUPS.Z    64(SI), K1, Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv2mtruerows1
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv2mtruedone:
+	VZEROUPPER
+	RET
+
+nv1mtrue:
+nv1mtruegroups:
+	CMPQ    R10, $0x06
+	JLT     nv1mtruetail4
+	TESTQ   R9, R9
+	JNZ     nv1mtruefullload
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1152(SB), Z4
+	VMOVUPS constsAVX512<>+1152(SB), Z5
+	JMP     nv1mtruefullstart
+
+nv1mtruefullload:
+	MOVQ      AX, R11
+	VMOVUPS.Z (R11), K1, Z0
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z1
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z2
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z3
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z4
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z5
+
+nv1mtruefullstart:
+	MOVQ b+32(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+nv1mtruefull:
+	VMOVUPS.Z    (R11), K1, Z6
+	VBROADCASTSS (R12), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R12)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R12)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R12)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R12)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R12)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          nv1mtruefull
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, K1, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(SI*2), DX
+	SUBQ         $0x06, R10
+	JMP          nv1mtruegroups
+
+nv1mtruetail4:
+	TESTQ   $0x00000004, R10
+	JZ      nv1mtruetail2
+	TESTQ   R9, R9
+	JNZ     nv1mtruerows4load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	JMP     nv1mtruerows4start
+
+nv1mtruerows4load:
+	MOVQ      AX, DI
+	VMOVUPS.Z (DI), K1, Z0
+	ADDQ      CX, DI
+	VMOVUPS.Z (DI), K1, Z1
+	ADDQ      CX, DI
+	VMOVUPS.Z (DI), K1, Z2
+	ADDQ      CX, DI
+	VMOVUPS.Z (DI), K1, Z3
+
+nv1mtruerows4start:
+	MOVQ b+32(FP), DI
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+nv1mtruerows4:
+	VMOVUPS.Z    (DI), K1, Z4
+	VBROADCASTSS (R11), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R11)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R11)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R11)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          nv1mtruerows4
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+
+nv1mtruetail2:
+	TESTQ   $0x00000002, R10
+	JZ      nv1mtruetail1
+	TESTQ   R9, R9
+	JNZ     nv1mtruerows2load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	JMP     nv1mtruerows2start
+
+nv1mtruerows2load:
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      CX, SI
+	VMOVUPS.Z (SI), K1, Z1
+
+nv1mtruerows2start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R11
+
+nv1mtruerows2:
+	VMOVUPS.Z    (SI), K1, Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          nv1mtruerows2
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+
+nv1mtruetail1:
+	TESTQ   $0x00000001, R10
+	JZ      nv1mtruedone
+	TESTQ   R9, R9
+	JNZ     nv1mtruerows1load
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	JMP     nv1mtruerows1start
+
+nv1mtruerows1load:
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+
+nv1mtruerows1start:
+	MOVQ b+32(FP), SI
+	MOVQ DX, DI
+	MOVQ k+56(FP), R9
+
+nv1mtruerows1:
+	VMOVUPS.Z    (SI), K1, Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          nv1mtruerows1
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*1), DX
+
+nv1mtruedone:
 	VZEROUPPER
 	RET
 
@@ -832,7 +2576,7 @@ masked:
 nv4mfalse:
 nv4mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv4mfalsetail
+	JLT          nv4mfalsetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
@@ -864,7 +2608,7 @@ nv4mfalsegroups:
 	VMOVUPS      128(R9), Z22
 	VMOVUPS      192(R9), Z23
 	TESTQ        DI, DI
-	JZ           nv4mfalsemr6noscale
+	JZ           nv4mfalsefullnoscale
 	VBROADCASTSS (DI), Z24
 	VMULPS       Z24, Z0, Z0
 	VMULPS       Z24, Z1, Z1
@@ -897,14 +2641,14 @@ nv4mfalsegroups:
 	VMULPS       Z24, Z23, Z23
 	ADDQ         $0x18, DI
 
-nv4mfalsemr6noscale:
+nv4mfalsefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mfalsemr6store
+	JZ    nv4mfalsefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mfalsemr6:
+nv4mfalsefull:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -942,9 +2686,9 @@ nv4mfalsemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mfalsemr6
+	JNZ          nv4mfalsefull
 
-nv4mfalsemr6store:
+nv4mfalsefullstore:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -979,16 +2723,190 @@ nv4mfalsemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv4mfalsegroups
 
-nv4mfalsetail:
-	TESTQ        R8, R8
-	JZ           nv4mfalsedone
+nv4mfalsetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv4mfalsetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS      128(R9), Z2
 	VMOVUPS      192(R9), Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	VMOVUPS      128(R9), Z6
+	VMOVUPS      192(R9), Z7
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z8
+	VMOVUPS      64(R9), Z9
+	VMOVUPS      128(R9), Z10
+	VMOVUPS      192(R9), Z11
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z12
+	VMOVUPS      64(R9), Z13
+	VMOVUPS      128(R9), Z14
+	VMOVUPS      192(R9), Z15
 	TESTQ        DI, DI
-	JZ           nv4mfalsemr1noscale
+	JZ           nv4mfalserows4noscale
+	VBROADCASTSS (DI), Z16
+	VMULPS       Z16, Z0, Z0
+	VMULPS       Z16, Z1, Z1
+	VMULPS       Z16, Z2, Z2
+	VMULPS       Z16, Z3, Z3
+	VBROADCASTSS 4(DI), Z16
+	VMULPS       Z16, Z4, Z4
+	VMULPS       Z16, Z5, Z5
+	VMULPS       Z16, Z6, Z6
+	VMULPS       Z16, Z7, Z7
+	VBROADCASTSS 8(DI), Z16
+	VMULPS       Z16, Z8, Z8
+	VMULPS       Z16, Z9, Z9
+	VMULPS       Z16, Z10, Z10
+	VMULPS       Z16, Z11, Z11
+	VBROADCASTSS 12(DI), Z16
+	VMULPS       Z16, Z12, Z12
+	VMULPS       Z16, Z13, Z13
+	VMULPS       Z16, Z14, Z14
+	VMULPS       Z16, Z15, Z15
+	ADDQ         $0x10, DI
+
+nv4mfalserows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv4mfalserows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv4mfalserows4:
+	VMOVUPS      (R10), Z16
+	VMOVUPS      64(R10), Z17
+	VMOVUPS      128(R10), Z18
+	VMOVUPS      192(R10), Z19
+	VBROADCASTSS (R11), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS 4(R11), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS 8(R11), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS 12(R11), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv4mfalserows4
+
+nv4mfalserows4store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv4mfalsetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv4mfalsetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	VMOVUPS      192(R9), Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	VMOVUPS      128(R9), Z6
+	VMOVUPS      192(R9), Z7
+	TESTQ        DI, DI
+	JZ           nv4mfalserows2noscale
+	VBROADCASTSS (DI), Z8
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	VBROADCASTSS 4(DI), Z8
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	VMULPS       Z8, Z6, Z6
+	VMULPS       Z8, Z7, Z7
+	ADDQ         $0x08, DI
+
+nv4mfalserows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv4mfalserows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv4mfalserows2:
+	VMOVUPS      (R10), Z8
+	VMOVUPS      64(R10), Z9
+	VMOVUPS      128(R10), Z10
+	VMOVUPS      192(R10), Z11
+	VBROADCASTSS (R11), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS 4(R11), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv4mfalserows2
+
+nv4mfalserows2store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv4mfalsetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv4mfalsedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	VMOVUPS      64(R8), Z1
+	VMOVUPS      128(R8), Z2
+	VMOVUPS      192(R8), Z3
+	TESTQ        DI, DI
+	JZ           nv4mfalserows1noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -996,37 +2914,35 @@ nv4mfalsetail:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x04, DI
 
-nv4mfalsemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv4mfalsemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv4mfalserows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv4mfalserows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv4mfalsemr1:
-	VMOVUPS      (R10), Z4
-	VMOVUPS      64(R10), Z5
-	VMOVUPS      128(R10), Z6
-	VMOVUPS      192(R10), Z7
-	VBROADCASTSS (R11), Z8
+nv4mfalserows1:
+	VMOVUPS      (R8), Z4
+	VMOVUPS      64(R8), Z5
+	VMOVUPS      128(R8), Z6
+	VMOVUPS      192(R8), Z7
+	VBROADCASTSS (R9), Z8
 	VFMADD231PS  Z4, Z8, Z0
 	VFMADD231PS  Z5, Z8, Z1
 	VFMADD231PS  Z6, Z8, Z2
 	VFMADD231PS  Z7, Z8, Z3
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv4mfalsemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv4mfalserows1
 
-nv4mfalsemr1store:
+nv4mfalserows1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
 	VMOVUPS Z3, 192(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv4mfalsetail
 
 nv4mfalsedone:
 	VZEROUPPER
@@ -1035,7 +2951,7 @@ nv4mfalsedone:
 nv3mfalse:
 nv3mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv3mfalsetail
+	JLT          nv3mfalsetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
@@ -1061,7 +2977,7 @@ nv3mfalsegroups:
 	VMOVUPS      64(R9), Z16
 	VMOVUPS      128(R9), Z17
 	TESTQ        DI, DI
-	JZ           nv3mfalsemr6noscale
+	JZ           nv3mfalsefullnoscale
 	VBROADCASTSS (DI), Z18
 	VMULPS       Z18, Z0, Z0
 	VMULPS       Z18, Z1, Z1
@@ -1088,14 +3004,14 @@ nv3mfalsegroups:
 	VMULPS       Z18, Z17, Z17
 	ADDQ         $0x18, DI
 
-nv3mfalsemr6noscale:
+nv3mfalsefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mfalsemr6store
+	JZ    nv3mfalsefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mfalsemr6:
+nv3mfalsefull:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS      128(R10), Z20
@@ -1126,9 +3042,9 @@ nv3mfalsemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mfalsemr6
+	JNZ          nv3mfalsefull
 
-nv3mfalsemr6store:
+nv3mfalsefullstore:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1157,49 +3073,195 @@ nv3mfalsemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv3mfalsegroups
 
-nv3mfalsetail:
-	TESTQ        R8, R8
-	JZ           nv3mfalsedone
+nv3mfalsetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv3mfalsetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS      128(R9), Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
+	VMOVUPS      64(R9), Z4
+	VMOVUPS      128(R9), Z5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z6
+	VMOVUPS      64(R9), Z7
+	VMOVUPS      128(R9), Z8
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z9
+	VMOVUPS      64(R9), Z10
+	VMOVUPS      128(R9), Z11
 	TESTQ        DI, DI
-	JZ           nv3mfalsemr1noscale
+	JZ           nv3mfalserows4noscale
+	VBROADCASTSS (DI), Z12
+	VMULPS       Z12, Z0, Z0
+	VMULPS       Z12, Z1, Z1
+	VMULPS       Z12, Z2, Z2
+	VBROADCASTSS 4(DI), Z12
+	VMULPS       Z12, Z3, Z3
+	VMULPS       Z12, Z4, Z4
+	VMULPS       Z12, Z5, Z5
+	VBROADCASTSS 8(DI), Z12
+	VMULPS       Z12, Z6, Z6
+	VMULPS       Z12, Z7, Z7
+	VMULPS       Z12, Z8, Z8
+	VBROADCASTSS 12(DI), Z12
+	VMULPS       Z12, Z9, Z9
+	VMULPS       Z12, Z10, Z10
+	VMULPS       Z12, Z11, Z11
+	ADDQ         $0x10, DI
+
+nv3mfalserows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv3mfalserows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv3mfalserows4:
+	VMOVUPS      (R10), Z12
+	VMOVUPS      64(R10), Z13
+	VMOVUPS      128(R10), Z14
+	VBROADCASTSS (R11), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS 4(R11), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS 8(R11), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS 12(R11), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv3mfalserows4
+
+nv3mfalserows4store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv3mfalsetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv3mfalsetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
+	VMOVUPS      64(R9), Z4
+	VMOVUPS      128(R9), Z5
+	TESTQ        DI, DI
+	JZ           nv3mfalserows2noscale
+	VBROADCASTSS (DI), Z6
+	VMULPS       Z6, Z0, Z0
+	VMULPS       Z6, Z1, Z1
+	VMULPS       Z6, Z2, Z2
+	VBROADCASTSS 4(DI), Z6
+	VMULPS       Z6, Z3, Z3
+	VMULPS       Z6, Z4, Z4
+	VMULPS       Z6, Z5, Z5
+	ADDQ         $0x08, DI
+
+nv3mfalserows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv3mfalserows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv3mfalserows2:
+	VMOVUPS      (R10), Z6
+	VMOVUPS      64(R10), Z7
+	VMOVUPS      128(R10), Z8
+	VBROADCASTSS (R11), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS 4(R11), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv3mfalserows2
+
+nv3mfalserows2store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv3mfalsetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv3mfalsedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	VMOVUPS      64(R8), Z1
+	VMOVUPS      128(R8), Z2
+	TESTQ        DI, DI
+	JZ           nv3mfalserows1noscale
 	VBROADCASTSS (DI), Z3
 	VMULPS       Z3, Z0, Z0
 	VMULPS       Z3, Z1, Z1
 	VMULPS       Z3, Z2, Z2
 	ADDQ         $0x04, DI
 
-nv3mfalsemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv3mfalsemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv3mfalserows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv3mfalserows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv3mfalsemr1:
-	VMOVUPS      (R10), Z3
-	VMOVUPS      64(R10), Z4
-	VMOVUPS      128(R10), Z5
-	VBROADCASTSS (R11), Z6
+nv3mfalserows1:
+	VMOVUPS      (R8), Z3
+	VMOVUPS      64(R8), Z4
+	VMOVUPS      128(R8), Z5
+	VBROADCASTSS (R9), Z6
 	VFMADD231PS  Z3, Z6, Z0
 	VFMADD231PS  Z4, Z6, Z1
 	VFMADD231PS  Z5, Z6, Z2
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv3mfalsemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv3mfalserows1
 
-nv3mfalsemr1store:
+nv3mfalserows1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv3mfalsetail
 
 nv3mfalsedone:
 	VZEROUPPER
@@ -1208,7 +3270,7 @@ nv3mfalsedone:
 nv2mfalse:
 nv2mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv2mfalsetail
+	JLT          nv2mfalsetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
@@ -1228,7 +3290,7 @@ nv2mfalsegroups:
 	VMOVUPS      (R9), Z10
 	VMOVUPS      64(R9), Z11
 	TESTQ        DI, DI
-	JZ           nv2mfalsemr6noscale
+	JZ           nv2mfalsefullnoscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -1249,14 +3311,14 @@ nv2mfalsegroups:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x18, DI
 
-nv2mfalsemr6noscale:
+nv2mfalsefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalsemr6store
+	JZ    nv2mfalsefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalsemr6:
+nv2mfalsefull:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VBROADCASTSS (R11), Z14
@@ -1280,9 +3342,9 @@ nv2mfalsemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalsemr6
+	JNZ          nv2mfalsefull
 
-nv2mfalsemr6store:
+nv2mfalsefullstore:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -1305,44 +3367,164 @@ nv2mfalsemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv2mfalsegroups
 
-nv2mfalsetail:
-	TESTQ        R8, R8
-	JZ           nv2mfalsedone
+nv2mfalsetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv2mfalsetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	VMOVUPS      64(R9), Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z6
+	VMOVUPS      64(R9), Z7
 	TESTQ        DI, DI
-	JZ           nv2mfalsemr1noscale
+	JZ           nv2mfalserows4noscale
+	VBROADCASTSS (DI), Z8
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VBROADCASTSS 4(DI), Z8
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	VBROADCASTSS 8(DI), Z8
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	VBROADCASTSS 12(DI), Z8
+	VMULPS       Z8, Z6, Z6
+	VMULPS       Z8, Z7, Z7
+	ADDQ         $0x10, DI
+
+nv2mfalserows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalserows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalserows4:
+	VMOVUPS      (R10), Z8
+	VMOVUPS      64(R10), Z9
+	VBROADCASTSS (R11), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS 4(R11), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS 8(R11), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS 12(R11), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalserows4
+
+nv2mfalserows4store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv2mfalsetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv2mfalsetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	VMOVUPS      64(R9), Z3
+	TESTQ        DI, DI
+	JZ           nv2mfalserows2noscale
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	VBROADCASTSS 4(DI), Z4
+	VMULPS       Z4, Z2, Z2
+	VMULPS       Z4, Z3, Z3
+	ADDQ         $0x08, DI
+
+nv2mfalserows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mfalserows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mfalserows2:
+	VMOVUPS      (R10), Z4
+	VMOVUPS      64(R10), Z5
+	VBROADCASTSS (R11), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS 4(R11), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mfalserows2
+
+nv2mfalserows2store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv2mfalsetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv2mfalsedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	VMOVUPS      64(R8), Z1
+	TESTQ        DI, DI
+	JZ           nv2mfalserows1noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x04, DI
 
-nv2mfalsemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv2mfalsemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv2mfalserows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv2mfalserows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv2mfalsemr1:
-	VMOVUPS      (R10), Z2
-	VMOVUPS      64(R10), Z3
-	VBROADCASTSS (R11), Z4
+nv2mfalserows1:
+	VMOVUPS      (R8), Z2
+	VMOVUPS      64(R8), Z3
+	VBROADCASTSS (R9), Z4
 	VFMADD231PS  Z2, Z4, Z0
 	VFMADD231PS  Z3, Z4, Z1
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv2mfalsemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv2mfalserows1
 
-nv2mfalsemr1store:
+nv2mfalserows1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv2mfalsetail
 
 nv2mfalsedone:
 	VZEROUPPER
@@ -1351,7 +3533,7 @@ nv2mfalsedone:
 nv1mfalse:
 nv1mfalsegroups:
 	CMPQ         R8, $0x06
-	JLT          nv1mfalsetail
+	JLT          nv1mfalsetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	ADDQ         CX, R9
@@ -1365,7 +3547,7 @@ nv1mfalsegroups:
 	ADDQ         CX, R9
 	VMOVUPS      (R9), Z5
 	TESTQ        DI, DI
-	JZ           nv1mfalsemr6noscale
+	JZ           nv1mfalsefullnoscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VBROADCASTSS 4(DI), Z6
@@ -1380,14 +3562,14 @@ nv1mfalsegroups:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x18, DI
 
-nv1mfalsemr6noscale:
+nv1mfalsefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalsemr6store
+	JZ    nv1mfalsefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalsemr6:
+nv1mfalsefull:
 	VMOVUPS      (R10), Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -1404,9 +3586,9 @@ nv1mfalsemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalsemr6
+	JNZ          nv1mfalsefull
 
-nv1mfalsemr6store:
+nv1mfalsefullstore:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
@@ -1423,39 +3605,133 @@ nv1mfalsemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv1mfalsegroups
 
-nv1mfalsetail:
-	TESTQ        R8, R8
-	JZ           nv1mfalsedone
+nv1mfalsetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv1mfalsetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
 	TESTQ        DI, DI
-	JZ           nv1mfalsemr1noscale
+	JZ           nv1mfalserows4noscale
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z4, Z0, Z0
+	VBROADCASTSS 4(DI), Z4
+	VMULPS       Z4, Z1, Z1
+	VBROADCASTSS 8(DI), Z4
+	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS 12(DI), Z4
+	VMULPS       Z4, Z3, Z3
+	ADDQ         $0x10, DI
+
+nv1mfalserows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalserows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalserows4:
+	VMOVUPS      (R10), Z4
+	VBROADCASTSS (R11), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS 4(R11), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS 8(R11), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS 12(R11), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalserows4
+
+nv1mfalserows4store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv1mfalsetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv1mfalsetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z1
+	TESTQ        DI, DI
+	JZ           nv1mfalserows2noscale
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z2, Z0, Z0
+	VBROADCASTSS 4(DI), Z2
+	VMULPS       Z2, Z1, Z1
+	ADDQ         $0x08, DI
+
+nv1mfalserows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mfalserows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mfalserows2:
+	VMOVUPS      (R10), Z2
+	VBROADCASTSS (R11), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS 4(R11), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mfalserows2
+
+nv1mfalserows2store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv1mfalsetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv1mfalsedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	TESTQ        DI, DI
+	JZ           nv1mfalserows1noscale
 	VBROADCASTSS (DI), Z1
 	VMULPS       Z1, Z0, Z0
 	ADDQ         $0x04, DI
 
-nv1mfalsemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv1mfalsemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv1mfalserows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv1mfalserows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv1mfalsemr1:
-	VMOVUPS      (R10), Z1
-	VBROADCASTSS (R11), Z2
+nv1mfalserows1:
+	VMOVUPS      (R8), Z1
+	VBROADCASTSS (R9), Z2
 	VFMADD231PS  Z1, Z2, Z0
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv1mfalsemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv1mfalserows1
 
-nv1mfalsemr1store:
+nv1mfalserows1store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv1mfalsetail
 
 nv1mfalsedone:
 	VZEROUPPER
@@ -1464,7 +3740,7 @@ nv1mfalsedone:
 nv4mtrue:
 nv4mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv4mtruetail
+	JLT          nv4mtruetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
@@ -1496,7 +3772,7 @@ nv4mtruegroups:
 	VMOVUPS      128(R9), Z22
 	VMOVUPS.Z    192(R9), K1, Z23
 	TESTQ        DI, DI
-	JZ           nv4mtruemr6noscale
+	JZ           nv4mtruefullnoscale
 	VBROADCASTSS (DI), Z24
 	VMULPS       Z24, Z0, Z0
 	VMULPS       Z24, Z1, Z1
@@ -1529,14 +3805,14 @@ nv4mtruegroups:
 	VMULPS       Z24, Z23, Z23
 	ADDQ         $0x18, DI
 
-nv4mtruemr6noscale:
+nv4mtruefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mtruemr6store
+	JZ    nv4mtruefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mtruemr6:
+nv4mtruefull:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -1574,9 +3850,9 @@ nv4mtruemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mtruemr6
+	JNZ          nv4mtruefull
 
-nv4mtruemr6store:
+nv4mtruefullstore:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1611,16 +3887,190 @@ nv4mtruemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv4mtruegroups
 
-nv4mtruetail:
-	TESTQ        R8, R8
-	JZ           nv4mtruedone
+nv4mtruetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv4mtruetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS      128(R9), Z2
 	VMOVUPS.Z    192(R9), K1, Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	VMOVUPS      128(R9), Z6
+	VMOVUPS.Z    192(R9), K1, Z7
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z8
+	VMOVUPS      64(R9), Z9
+	VMOVUPS      128(R9), Z10
+	VMOVUPS.Z    192(R9), K1, Z11
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z12
+	VMOVUPS      64(R9), Z13
+	VMOVUPS      128(R9), Z14
+	VMOVUPS.Z    192(R9), K1, Z15
 	TESTQ        DI, DI
-	JZ           nv4mtruemr1noscale
+	JZ           nv4mtruerows4noscale
+	VBROADCASTSS (DI), Z16
+	VMULPS       Z16, Z0, Z0
+	VMULPS       Z16, Z1, Z1
+	VMULPS       Z16, Z2, Z2
+	VMULPS       Z16, Z3, Z3
+	VBROADCASTSS 4(DI), Z16
+	VMULPS       Z16, Z4, Z4
+	VMULPS       Z16, Z5, Z5
+	VMULPS       Z16, Z6, Z6
+	VMULPS       Z16, Z7, Z7
+	VBROADCASTSS 8(DI), Z16
+	VMULPS       Z16, Z8, Z8
+	VMULPS       Z16, Z9, Z9
+	VMULPS       Z16, Z10, Z10
+	VMULPS       Z16, Z11, Z11
+	VBROADCASTSS 12(DI), Z16
+	VMULPS       Z16, Z12, Z12
+	VMULPS       Z16, Z13, Z13
+	VMULPS       Z16, Z14, Z14
+	VMULPS       Z16, Z15, Z15
+	ADDQ         $0x10, DI
+
+nv4mtruerows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv4mtruerows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv4mtruerows4:
+	VMOVUPS      (R10), Z16
+	VMOVUPS      64(R10), Z17
+	VMOVUPS      128(R10), Z18
+	VMOVUPS.Z    192(R10), K1, Z19
+	VBROADCASTSS (R11), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS 4(R11), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS 8(R11), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS 12(R11), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv4mtruerows4
+
+nv4mtruerows4store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv4mtruetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv4mtruetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS      128(R9), Z2
+	VMOVUPS.Z    192(R9), K1, Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS      64(R9), Z5
+	VMOVUPS      128(R9), Z6
+	VMOVUPS.Z    192(R9), K1, Z7
+	TESTQ        DI, DI
+	JZ           nv4mtruerows2noscale
+	VBROADCASTSS (DI), Z8
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	VBROADCASTSS 4(DI), Z8
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	VMULPS       Z8, Z6, Z6
+	VMULPS       Z8, Z7, Z7
+	ADDQ         $0x08, DI
+
+nv4mtruerows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv4mtruerows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv4mtruerows2:
+	VMOVUPS      (R10), Z8
+	VMOVUPS      64(R10), Z9
+	VMOVUPS      128(R10), Z10
+	VMOVUPS.Z    192(R10), K1, Z11
+	VBROADCASTSS (R11), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS 4(R11), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv4mtruerows2
+
+nv4mtruerows2store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv4mtruetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv4mtruedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	VMOVUPS      64(R8), Z1
+	VMOVUPS      128(R8), Z2
+	VMOVUPS.Z    192(R8), K1, Z3
+	TESTQ        DI, DI
+	JZ           nv4mtruerows1noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -1628,37 +4078,35 @@ nv4mtruetail:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x04, DI
 
-nv4mtruemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv4mtruemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv4mtruerows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv4mtruerows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv4mtruemr1:
-	VMOVUPS      (R10), Z4
-	VMOVUPS      64(R10), Z5
-	VMOVUPS      128(R10), Z6
-	VMOVUPS.Z    192(R10), K1, Z7
-	VBROADCASTSS (R11), Z8
+nv4mtruerows1:
+	VMOVUPS      (R8), Z4
+	VMOVUPS      64(R8), Z5
+	VMOVUPS      128(R8), Z6
+	VMOVUPS.Z    192(R8), K1, Z7
+	VBROADCASTSS (R9), Z8
 	VFMADD231PS  Z4, Z8, Z0
 	VFMADD231PS  Z5, Z8, Z1
 	VFMADD231PS  Z6, Z8, Z2
 	VFMADD231PS  Z7, Z8, Z3
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv4mtruemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv4mtruerows1
 
-nv4mtruemr1store:
+nv4mtruerows1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
 	VMOVUPS Z3, K1, 192(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv4mtruetail
 
 nv4mtruedone:
 	VZEROUPPER
@@ -1667,7 +4115,7 @@ nv4mtruedone:
 nv3mtrue:
 nv3mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv3mtruetail
+	JLT          nv3mtruetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
@@ -1693,7 +4141,7 @@ nv3mtruegroups:
 	VMOVUPS      64(R9), Z16
 	VMOVUPS.Z    128(R9), K1, Z17
 	TESTQ        DI, DI
-	JZ           nv3mtruemr6noscale
+	JZ           nv3mtruefullnoscale
 	VBROADCASTSS (DI), Z18
 	VMULPS       Z18, Z0, Z0
 	VMULPS       Z18, Z1, Z1
@@ -1720,14 +4168,14 @@ nv3mtruegroups:
 	VMULPS       Z18, Z17, Z17
 	ADDQ         $0x18, DI
 
-nv3mtruemr6noscale:
+nv3mtruefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mtruemr6store
+	JZ    nv3mtruefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mtruemr6:
+nv3mtruefull:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS.Z    128(R10), K1, Z20
@@ -1758,9 +4206,9 @@ nv3mtruemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mtruemr6
+	JNZ          nv3mtruefull
 
-nv3mtruemr6store:
+nv3mtruefullstore:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -1789,49 +4237,195 @@ nv3mtruemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv3mtruegroups
 
-nv3mtruetail:
-	TESTQ        R8, R8
-	JZ           nv3mtruedone
+nv3mtruetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv3mtruetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS      64(R9), Z1
 	VMOVUPS.Z    128(R9), K1, Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
+	VMOVUPS      64(R9), Z4
+	VMOVUPS.Z    128(R9), K1, Z5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z6
+	VMOVUPS      64(R9), Z7
+	VMOVUPS.Z    128(R9), K1, Z8
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z9
+	VMOVUPS      64(R9), Z10
+	VMOVUPS.Z    128(R9), K1, Z11
 	TESTQ        DI, DI
-	JZ           nv3mtruemr1noscale
+	JZ           nv3mtruerows4noscale
+	VBROADCASTSS (DI), Z12
+	VMULPS       Z12, Z0, Z0
+	VMULPS       Z12, Z1, Z1
+	VMULPS       Z12, Z2, Z2
+	VBROADCASTSS 4(DI), Z12
+	VMULPS       Z12, Z3, Z3
+	VMULPS       Z12, Z4, Z4
+	VMULPS       Z12, Z5, Z5
+	VBROADCASTSS 8(DI), Z12
+	VMULPS       Z12, Z6, Z6
+	VMULPS       Z12, Z7, Z7
+	VMULPS       Z12, Z8, Z8
+	VBROADCASTSS 12(DI), Z12
+	VMULPS       Z12, Z9, Z9
+	VMULPS       Z12, Z10, Z10
+	VMULPS       Z12, Z11, Z11
+	ADDQ         $0x10, DI
+
+nv3mtruerows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv3mtruerows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv3mtruerows4:
+	VMOVUPS      (R10), Z12
+	VMOVUPS      64(R10), Z13
+	VMOVUPS.Z    128(R10), K1, Z14
+	VBROADCASTSS (R11), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS 4(R11), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS 8(R11), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS 12(R11), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv3mtruerows4
+
+nv3mtruerows4store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv3mtruetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv3mtruetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS      64(R9), Z1
+	VMOVUPS.Z    128(R9), K1, Z2
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z3
+	VMOVUPS      64(R9), Z4
+	VMOVUPS.Z    128(R9), K1, Z5
+	TESTQ        DI, DI
+	JZ           nv3mtruerows2noscale
+	VBROADCASTSS (DI), Z6
+	VMULPS       Z6, Z0, Z0
+	VMULPS       Z6, Z1, Z1
+	VMULPS       Z6, Z2, Z2
+	VBROADCASTSS 4(DI), Z6
+	VMULPS       Z6, Z3, Z3
+	VMULPS       Z6, Z4, Z4
+	VMULPS       Z6, Z5, Z5
+	ADDQ         $0x08, DI
+
+nv3mtruerows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv3mtruerows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv3mtruerows2:
+	VMOVUPS      (R10), Z6
+	VMOVUPS      64(R10), Z7
+	VMOVUPS.Z    128(R10), K1, Z8
+	VBROADCASTSS (R11), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS 4(R11), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv3mtruerows2
+
+nv3mtruerows2store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv3mtruetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv3mtruedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	VMOVUPS      64(R8), Z1
+	VMOVUPS.Z    128(R8), K1, Z2
+	TESTQ        DI, DI
+	JZ           nv3mtruerows1noscale
 	VBROADCASTSS (DI), Z3
 	VMULPS       Z3, Z0, Z0
 	VMULPS       Z3, Z1, Z1
 	VMULPS       Z3, Z2, Z2
 	ADDQ         $0x04, DI
 
-nv3mtruemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv3mtruemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv3mtruerows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv3mtruerows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv3mtruemr1:
-	VMOVUPS      (R10), Z3
-	VMOVUPS      64(R10), Z4
-	VMOVUPS.Z    128(R10), K1, Z5
-	VBROADCASTSS (R11), Z6
+nv3mtruerows1:
+	VMOVUPS      (R8), Z3
+	VMOVUPS      64(R8), Z4
+	VMOVUPS.Z    128(R8), K1, Z5
+	VBROADCASTSS (R9), Z6
 	VFMADD231PS  Z3, Z6, Z0
 	VFMADD231PS  Z4, Z6, Z1
 	VFMADD231PS  Z5, Z6, Z2
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv3mtruemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv3mtruerows1
 
-nv3mtruemr1store:
+nv3mtruerows1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv3mtruetail
 
 nv3mtruedone:
 	VZEROUPPER
@@ -1840,7 +4434,7 @@ nv3mtruedone:
 nv2mtrue:
 nv2mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv2mtruetail
+	JLT          nv2mtruetail4
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS.Z    64(R9), K1, Z1
@@ -1860,7 +4454,7 @@ nv2mtruegroups:
 	VMOVUPS      (R9), Z10
 	VMOVUPS.Z    64(R9), K1, Z11
 	TESTQ        DI, DI
-	JZ           nv2mtruemr6noscale
+	JZ           nv2mtruefullnoscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -1881,14 +4475,14 @@ nv2mtruegroups:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x18, DI
 
-nv2mtruemr6noscale:
+nv2mtruefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruemr6store
+	JZ    nv2mtruefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mtruemr6:
+nv2mtruefull:
 	VMOVUPS      (R10), Z12
 	VMOVUPS.Z    64(R10), K1, Z13
 	VBROADCASTSS (R11), Z14
@@ -1912,9 +4506,9 @@ nv2mtruemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mtruemr6
+	JNZ          nv2mtruefull
 
-nv2mtruemr6store:
+nv2mtruefullstore:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -1937,44 +4531,164 @@ nv2mtruemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv2mtruegroups
 
-nv2mtruetail:
-	TESTQ        R8, R8
-	JZ           nv2mtruedone
+nv2mtruetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv2mtruetail2
 	MOVQ         AX, R9
 	VMOVUPS      (R9), Z0
 	VMOVUPS.Z    64(R9), K1, Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	VMOVUPS.Z    64(R9), K1, Z3
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z4
+	VMOVUPS.Z    64(R9), K1, Z5
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z6
+	VMOVUPS.Z    64(R9), K1, Z7
 	TESTQ        DI, DI
-	JZ           nv2mtruemr1noscale
+	JZ           nv2mtruerows4noscale
+	VBROADCASTSS (DI), Z8
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VBROADCASTSS 4(DI), Z8
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	VBROADCASTSS 8(DI), Z8
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	VBROADCASTSS 12(DI), Z8
+	VMULPS       Z8, Z6, Z6
+	VMULPS       Z8, Z7, Z7
+	ADDQ         $0x10, DI
+
+nv2mtruerows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mtruerows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mtruerows4:
+	VMOVUPS      (R10), Z8
+	VMOVUPS.Z    64(R10), K1, Z9
+	VBROADCASTSS (R11), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS 4(R11), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS 8(R11), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS 12(R11), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mtruerows4
+
+nv2mtruerows4store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv2mtruetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv2mtruetail1
+	MOVQ         AX, R9
+	VMOVUPS      (R9), Z0
+	VMOVUPS.Z    64(R9), K1, Z1
+	ADDQ         CX, R9
+	VMOVUPS      (R9), Z2
+	VMOVUPS.Z    64(R9), K1, Z3
+	TESTQ        DI, DI
+	JZ           nv2mtruerows2noscale
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	VBROADCASTSS 4(DI), Z4
+	VMULPS       Z4, Z2, Z2
+	VMULPS       Z4, Z3, Z3
+	ADDQ         $0x08, DI
+
+nv2mtruerows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv2mtruerows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv2mtruerows2:
+	VMOVUPS      (R10), Z4
+	VMOVUPS.Z    64(R10), K1, Z5
+	VBROADCASTSS (R11), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS 4(R11), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv2mtruerows2
+
+nv2mtruerows2store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv2mtruetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv2mtruedone
+	MOVQ         AX, R8
+	VMOVUPS      (R8), Z0
+	VMOVUPS.Z    64(R8), K1, Z1
+	TESTQ        DI, DI
+	JZ           nv2mtruerows1noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x04, DI
 
-nv2mtruemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv2mtruemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv2mtruerows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv2mtruerows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv2mtruemr1:
-	VMOVUPS      (R10), Z2
-	VMOVUPS.Z    64(R10), K1, Z3
-	VBROADCASTSS (R11), Z4
+nv2mtruerows1:
+	VMOVUPS      (R8), Z2
+	VMOVUPS.Z    64(R8), K1, Z3
+	VBROADCASTSS (R9), Z4
 	VFMADD231PS  Z2, Z4, Z0
 	VFMADD231PS  Z3, Z4, Z1
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv2mtruemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv2mtruerows1
 
-nv2mtruemr1store:
+nv2mtruerows1store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv2mtruetail
 
 nv2mtruedone:
 	VZEROUPPER
@@ -1983,7 +4697,7 @@ nv2mtruedone:
 nv1mtrue:
 nv1mtruegroups:
 	CMPQ         R8, $0x06
-	JLT          nv1mtruetail
+	JLT          nv1mtruetail4
 	MOVQ         AX, R9
 	VMOVUPS.Z    (R9), K1, Z0
 	ADDQ         CX, R9
@@ -1997,7 +4711,7 @@ nv1mtruegroups:
 	ADDQ         CX, R9
 	VMOVUPS.Z    (R9), K1, Z5
 	TESTQ        DI, DI
-	JZ           nv1mtruemr6noscale
+	JZ           nv1mtruefullnoscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VBROADCASTSS 4(DI), Z6
@@ -2012,14 +4726,14 @@ nv1mtruegroups:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x18, DI
 
-nv1mtruemr6noscale:
+nv1mtruefullnoscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruemr6store
+	JZ    nv1mtruefullstore
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mtruemr6:
+nv1mtruefull:
 	VMOVUPS.Z    (R10), K1, Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -2036,9 +4750,9 @@ nv1mtruemr6:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mtruemr6
+	JNZ          nv1mtruefull
 
-nv1mtruemr6store:
+nv1mtruefullstore:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -2055,39 +4769,133 @@ nv1mtruemr6store:
 	SUBQ    $0x06, R8
 	JMP     nv1mtruegroups
 
-nv1mtruetail:
-	TESTQ        R8, R8
-	JZ           nv1mtruedone
+nv1mtruetail4:
+	TESTQ        $0x00000004, R8
+	JZ           nv1mtruetail2
 	MOVQ         AX, R9
 	VMOVUPS.Z    (R9), K1, Z0
+	ADDQ         CX, R9
+	VMOVUPS.Z    (R9), K1, Z1
+	ADDQ         CX, R9
+	VMOVUPS.Z    (R9), K1, Z2
+	ADDQ         CX, R9
+	VMOVUPS.Z    (R9), K1, Z3
 	TESTQ        DI, DI
-	JZ           nv1mtruemr1noscale
+	JZ           nv1mtruerows4noscale
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z4, Z0, Z0
+	VBROADCASTSS 4(DI), Z4
+	VMULPS       Z4, Z1, Z1
+	VBROADCASTSS 8(DI), Z4
+	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS 12(DI), Z4
+	VMULPS       Z4, Z3, Z3
+	ADDQ         $0x10, DI
+
+nv1mtruerows4noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mtruerows4store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mtruerows4:
+	VMOVUPS.Z    (R10), K1, Z4
+	VBROADCASTSS (R11), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS 4(R11), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS 8(R11), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS 12(R11), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mtruerows4
+
+nv1mtruerows4store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x10, DX
+
+nv1mtruetail2:
+	TESTQ        $0x00000002, R8
+	JZ           nv1mtruetail1
+	MOVQ         AX, R9
+	VMOVUPS.Z    (R9), K1, Z0
+	ADDQ         CX, R9
+	VMOVUPS.Z    (R9), K1, Z1
+	TESTQ        DI, DI
+	JZ           nv1mtruerows2noscale
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z2, Z0, Z0
+	VBROADCASTSS 4(DI), Z2
+	VMULPS       Z2, Z1, Z1
+	ADDQ         $0x08, DI
+
+nv1mtruerows2noscale:
+	MOVQ  nk+64(FP), R9
+	TESTQ R9, R9
+	JZ    nv1mtruerows2store
+	MOVQ  v+32(FP), R10
+	MOVQ  DX, R11
+
+nv1mtruerows2:
+	VMOVUPS.Z    (R10), K1, Z2
+	VBROADCASTSS (R11), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS 4(R11), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	DECQ         R9
+	JNZ          nv1mtruerows2
+
+nv1mtruerows2store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    $0x08, DX
+
+nv1mtruetail1:
+	TESTQ        $0x00000001, R8
+	JZ           nv1mtruedone
+	MOVQ         AX, R8
+	VMOVUPS.Z    (R8), K1, Z0
+	TESTQ        DI, DI
+	JZ           nv1mtruerows1noscale
 	VBROADCASTSS (DI), Z1
 	VMULPS       Z1, Z0, Z0
 	ADDQ         $0x04, DI
 
-nv1mtruemr1noscale:
-	MOVQ  nk+64(FP), R9
-	TESTQ R9, R9
-	JZ    nv1mtruemr1store
-	MOVQ  v+32(FP), R10
-	MOVQ  DX, R11
+nv1mtruerows1noscale:
+	MOVQ  nk+64(FP), DI
+	TESTQ DI, DI
+	JZ    nv1mtruerows1store
+	MOVQ  v+32(FP), R8
+	MOVQ  DX, R9
 
-nv1mtruemr1:
-	VMOVUPS.Z    (R10), K1, Z1
-	VBROADCASTSS (R11), Z2
+nv1mtruerows1:
+	VMOVUPS.Z    (R8), K1, Z1
+	VBROADCASTSS (R9), Z2
 	VFMADD231PS  Z1, Z2, Z0
-	ADDQ         SI, R10
-	ADDQ         BX, R11
-	DECQ         R9
-	JNZ          nv1mtruemr1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	DECQ         DI
+	JNZ          nv1mtruerows1
 
-nv1mtruemr1store:
+nv1mtruerows1store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
-	DECQ    R8
-	JMP     nv1mtruetail
 
 nv1mtruedone:
 	VZEROUPPER

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fastattn/fastattn/kernels"
 	"github.com/fastattn/fastattn/mha"
+	"github.com/fastattn/fastattn/tile"
 )
 
 // BenchmarkAttention runs the default cases on every kernel set, one and
@@ -48,6 +49,32 @@ func BenchmarkAttention(b *testing.B) {
 					})
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkGEMM runs the projection GEMM (tile.Gemm on the PV kernel) on
+// one thread: C[M][N] = A[M][K]·B[K][N], 2·M·N·K FLOPs.
+func BenchmarkGEMM(b *testing.B) {
+	for _, ks := range kernels.Available() {
+		peak := PeakGFLOPS(ks, 1)
+		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {64, 4096, 4096}} {
+			b.Run(fmt.Sprintf("isa=%s/M=%d,N=%d,K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
+				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: fill(s.k * s.n), LDB: s.n,
+					C: make([]float32, s.m*s.n), LDC: s.n, M: s.m, N: s.n, K: s.k}
+				var ws tile.Workspace
+				items := g.Items()
+				for i := 0; i < b.N; i++ {
+					for it := 0; it < items; it++ {
+						g.Run(ks, it, &ws)
+					}
+				}
+				gflops := 2 * float64(s.m*s.n*s.k) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+				b.ReportMetric(gflops, "GFLOP/s")
+				if peak > 0 {
+					b.ReportMetric(100*gflops/peak, "%peak")
+				}
+			})
 		}
 	}
 }

@@ -6,21 +6,29 @@ import "math"
 // the doc comments of the assembly declarations repeat. Their contract is
 // kernels.Set's; the kernels package checks slice lengths before calling.
 
-// QK computes a transposed score tile, keys major:
+// Gemm multiplies row-major matrices, adding to C or overwriting it:
 //
-//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · qt[d*ldq+r]   for c < nk, r < rows
-func QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
-	for c := 0; c < nk; c++ {
-		sc := s[c*lds : c*lds+rows]
-		clear(sc)
-		kc := k[c*ldk : c*ldk+dk]
-		for d, kv := range kc {
-			qd := qt[d*ldq : d*ldq+rows]
-			for r, qv := range qd {
-				sc[r] += kv * qv
+//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]   for i < m, j < n
+func Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+	for i := 0; i < m; i++ {
+		ci := c[i*ldc : i*ldc+n]
+		if !accumulate {
+			clear(ci)
+		}
+		for p, av := range a[i*lda : i*lda+k] {
+			for j, bv := range b[p*ldb : p*ldb+n] {
+				ci[j] += av * bv
 			}
 		}
 	}
+}
+
+// QK computes a transposed score tile, keys major: Gemm with C = Sᵀ, A = K
+// and B = Qᵀ,
+//
+//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · qt[d*ldq+r]   for c < nk, r < rows
+func QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
+	Gemm(s, lds, k, ldk, qt, ldq, nk, rows, dk, false)
 }
 
 // Softmax applies one online-softmax step to a transposed tile of nk keys
@@ -66,8 +74,7 @@ func Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap 
 //
 //	o[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]   for r < rows, j < dv
 //
-// A nil alpha means 1 (plain accumulation), which makes PV the GEMM
-// micro-kernel C += Aᵀ·B of the projections too.
+// A nil alpha means 1 (plain accumulation).
 func PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 	for r := 0; r < rows; r++ {
 		or := o[r*ldo : r*ldo+dv]

@@ -13,10 +13,8 @@ import (
 var (
 	avx2 = &Set{
 		Name: "avx2", Lanes: 8,
-		qk: func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
-			for r0 := 0; r0 < rows; r0 += 16 {
-				asm.QKAVX2(&s[r0], lds, &k[0], ldk, &qt[r0], ldq, nk, dk, min(2, (rows-r0)/8))
-			}
+		gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+			gemmPanels(asm.GemmAVX2, 8, 2, c, ldc, a, lda, b, ldb, m, n, k, accumulate)
 		},
 		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
 			for r0 := 0; r0 < rows; r0 += 32 {
@@ -31,10 +29,8 @@ var (
 	}
 	avx512 = &Set{
 		Name: "avx512", Lanes: 16,
-		qk: func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
-			for r0 := 0; r0 < rows; r0 += 64 {
-				asm.QKAVX512(&s[r0], lds, &k[0], ldk, &qt[r0], ldq, nk, dk, min(4, (rows-r0)/16))
-			}
+		gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+			gemmPanels(asm.GemmAVX512, 16, 4, c, ldc, a, lda, b, ldb, m, n, k, accumulate)
 		},
 		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
 			for r0 := 0; r0 < rows; r0 += 64 {
@@ -55,6 +51,24 @@ func init() {
 	}
 	if cpuid.CPU.Supports(cpuid.AVX512F) {
 		available = append([]*Set{avx512}, available...)
+	}
+}
+
+// gemmFunc is the signature of the generated GEMM kernels.
+type gemmFunc func(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
+
+// gemmPanels runs a GEMM kernel over panels of at most maxNV vectors of
+// columns; the last vector of the last panel is tail lanes wide.
+func gemmPanels(kernel gemmFunc, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	width := lanes * maxNV
+	for j0 := 0; j0 < n; j0 += width {
+		w := min(width, n-j0)
+		nv := (w + lanes - 1) / lanes
+		kernel(&c[j0], ldc, &a[0], lda, &b[j0], ldb, m, k, nv, w-(nv-1)*lanes, acc)
 	}
 }
 

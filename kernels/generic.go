@@ -7,7 +7,7 @@ import "github.com/fastattn/fastattn/fallback"
 var generic = &Set{
 	Name:    "generic",
 	Lanes:   1,
-	qk:      fallback.QK,
+	gemm:    fallback.Gemm,
 	softmax: fallback.Softmax,
 	pv:      fallback.PV,
 	exp:     fallback.ExpSlice,

@@ -11,8 +11,9 @@
 //     vectors of a value row (read in place, any stride).
 //
 // So K and V are never copied or transposed, only the Q block is (once per
-// work item). PV with a nil rescale is a GEMM micro-kernel C += Aᵀ·B with A
-// stored k-major, which the projections use.
+// work item). QK is a GEMM C = A·B of row-major matrices whose A rows are
+// read in place; with accumulation and any width it is Gemm, the kernel of
+// the projections (B pre-packed in panels, A the activations in place).
 //
 // Kernels never allocate, never spawn goroutines, and never touch memory
 // outside the slices they are given: the methods of Set check every length
@@ -31,7 +32,7 @@ type Set struct {
 	// that is a multiple of Lanes (callers pad the query block).
 	Lanes int
 
-	qk      func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int)
+	gemm    func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
 	softmax func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
 	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp     func(dst, src []float32)
@@ -70,7 +71,31 @@ func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq 
 	check("QK", "s", len(s), span(nk, rows, lds))
 	check("QK", "k", len(k), span(nk, dk, ldk))
 	check("QK", "qt", len(qt), span(dk, rows, ldq))
-	ks.qk(s, lds, k, ldk, qt, ldq, nk, rows, dk)
+	ks.gemm(s, lds, k, ldk, qt, ldq, nk, rows, dk, false)
+}
+
+// Gemm multiplies row-major matrices, adding to C or overwriting it:
+//
+//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]   for i < m, j < n
+//
+// Any m, n, k >= 1; nothing of c outside its m×n block is touched. The
+// projections call it with B in the panels of tile.PackB.
+func (ks *Set) Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	if k <= 0 {
+		if !accumulate {
+			for i := 0; i < m; i++ {
+				clear(c[i*ldc : i*ldc+n])
+			}
+		}
+		return
+	}
+	check("Gemm", "c", len(c), span(m, n, ldc))
+	check("Gemm", "a", len(a), span(m, k, lda))
+	check("Gemm", "b", len(b), span(k, n, ldb))
+	ks.gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
 }
 
 // Softmax applies one online-softmax step to a transposed tile of nk keys by

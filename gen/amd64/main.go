@@ -38,7 +38,7 @@ func generate(x isa, dir string) error {
 	c := build.NewContext()
 	c.ConstraintExpr("amd64,!purego")
 	g := newGen(c, x)
-	g.qk()
+	g.gemm()
 	g.pv()
 	g.softmax()
 	g.expKernel()

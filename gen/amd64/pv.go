@@ -1,18 +1,19 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
 
 // pvRegs are the registers a PV panel keeps across row groups.
 type pvRegs struct {
-	op, ldo reg.GPVirtual // o row of the current row group; o row stride in bytes
-	pp, ldp reg.GPVirtual // p column of the current row group; p row stride in bytes
-	ldv     reg.GPVirtual // v row stride in bytes
-	alpha   reg.GPVirtual // alpha of the current row group, or 0
-	kmask   reg.OpmaskVirtual
-	ymask   reg.VecVirtual // AVX2 tail mask
+	op, ldo  reg.GPVirtual // o row of the current row group; o row stride in bytes
+	pp, ldp  reg.GPVirtual // p column of the current row group; p row stride in bytes
+	ldv      reg.GPVirtual // v row stride in bytes
+	alpha    reg.GPVirtual // alpha of the current row group, or 0
+	tailRegs               // the last vector's mask
 }
 
 // pv emits PV<ISA>: nv vectors of o columns (the last one tail lanes wide)
@@ -25,12 +26,11 @@ func (g *gen) pv() {
 		"\t\tfor j := 0; j < (nv-1)*lanes+tail; j++ {",
 		"\t\t\to[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]",
 		"",
-		"with alpha == nil meaning 1, nv in 1..4 (AVX-512) or 1..2 (AVX2), tail in",
-		"1..lanes, rows >= 0, nk >= 0, strides in elements. The last vector's",
-		"loads and stores are masked: nothing past column (nv-1)*lanes+tail is",
-		"read or written. Register tile: 6 rows (broadcasts of consecutive P",
-		"entries) × nv vectors of a V row read in place at stride ldv; one row",
-		"at a time for the last rows%6.",
+		fmt.Sprintf("with alpha == nil meaning 1, nv in 1..%d, tail in 1..%d, rows >= 0,", x.nv, x.lanes),
+		"nk >= 0, strides in elements. Nothing past column (nv-1)*lanes+tail",
+		"of o or v is touched (masked last vector). Register tile: 6 rows",
+		"(broadcasts of consecutive P entries) × nv vectors of a V row read in",
+		"place at stride ldv; the last rows%6 in tiles of 4, 2 and 1 rows.",
 	)
 	var r pvRegs
 	r.op = g.GP64()
@@ -50,87 +50,9 @@ func (g *gen) pv() {
 	g.Load(g.Param("alpha"), r.alpha)
 	rows := g.GP64()
 	g.Load(g.Param("rows"), rows)
-	tail := g.GP64()
-	g.Load(g.Param("tail"), tail)
-	if x.avx512() {
-		// kmask = (1 << tail) - 1, from the table of 16-bit masks.
-		r.kmask = g.K()
-		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: tail, Scale: 2}, r.kmask)
-	} else {
-		// ymask = the 8 table entries from (8 - tail): the first tail lanes set.
-		m := g.GP64()
-		g.MOVQ(operand.U32(8), m)
-		g.SUBQ(tail, m)
-		r.ymask = g.vec()
-		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: m, Scale: 4}, r.ymask)
-	}
-	// Dispatch on nv, and on whether the last vector is whole (plain loads
-	// and stores, which are faster than masked ones even with a full mask).
-	nv := g.GP64()
-	g.Load(g.Param("nv"), nv)
-	g.CMPQ(tail, operand.Imm(uint64(x.lanes)))
-	g.JNE(operand.LabelRef("masked"))
-	for _, masked := range []bool{false, true} {
-		if masked {
-			g.Label("masked")
-		}
-		for v := x.nv; v >= 1; v-- {
-			g.CMPQ(nv, operand.Imm(uint64(v)))
-			g.JEQ(operand.LabelRef(label("nv", v, "m", masked)))
-		}
-		g.ret()
-	}
-	for _, masked := range []bool{false, true} {
-		for v := x.nv; v >= 1; v-- {
-			l := label("nv", v, "m", masked)
-			g.Label(l)
-			g.Label(l + "groups")
-			g.CMPQ(rows, operand.Imm(uint64(x.mk)))
-			g.JLT(operand.LabelRef(l + "tail"))
-			g.pvBlock(r, x.mk, v, masked, l+"mr6")
-			g.SUBQ(operand.Imm(uint64(x.mk)), rows)
-			g.JMP(operand.LabelRef(l + "groups"))
-			g.Label(l + "tail")
-			g.TESTQ(rows, rows)
-			g.JZ(operand.LabelRef(l + "done"))
-			g.pvBlock(r, 1, v, masked, l+"mr1")
-			g.DECQ(rows)
-			g.JMP(operand.LabelRef(l + "tail"))
-			g.Label(l + "done")
-			g.ret()
-		}
-	}
-}
-
-// maskTableBase loads the address of the tail-mask table into a register.
-func (g *gen) maskTableBase() reg.GPVirtual {
-	t := g.GP64()
-	g.LEAQ(g.maskTable(), t)
-	return t
-}
-
-// loadVec loads vector j of nv from m, masking the last one if masked.
-func (g *gen) loadVec(r pvRegs, m operand.Mem, j, nv int, masked bool, dst reg.VecVirtual) {
-	switch {
-	case j < nv-1 || !masked:
-		g.VMOVUPS(m, dst)
-	case g.x.avx512():
-		g.VMOVUPS_Z(m, r.kmask, dst)
-	default:
-		g.VMASKMOVPS(m, r.ymask, dst)
-	}
-}
-
-// storeVec stores vector j of nv to m, masking the last one if masked.
-func (g *gen) storeVec(r pvRegs, src reg.VecVirtual, m operand.Mem, j, nv int, masked bool) {
-	switch {
-	case j < nv-1 || !masked:
-		g.VMOVUPS(src, m)
-	case g.x.avx512():
-		g.VMOVUPS(src, r.kmask, m)
-	default:
-		g.VMASKMOVPS(src, r.ymask, m)
-	}
+	g.panels(&r.tailRegs, func(nv int, masked bool, l string) {
+		g.rowGroups(rows, l, func(mr int, lbl string) { g.pvBlock(r, mr, nv, masked, lbl) })
+	})
 }
 
 // pvBlock emits one mr×nv tile: o rows op..op+mr-1, rescaled by alpha and
@@ -144,7 +66,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 		acc[i] = make([]reg.VecVirtual, nv)
 		for j := range acc[i] {
 			acc[i][j] = g.vec()
-			g.loadVec(r, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
+			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
 		}
 		if i < mr-1 {
 			g.ADDQ(r.ldo, t)
@@ -174,7 +96,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	vv := make([]reg.VecVirtual, nv)
 	for j := range vv {
 		vv[j] = g.vec()
-		g.loadVec(r, operand.Mem{Base: vp, Disp: j * b}, j, nv, masked, vv[j])
+		g.loadVec(r.tailRegs, operand.Mem{Base: vp, Disp: j * b}, j, nv, masked, vv[j])
 	}
 	for i := 0; i < mr; i++ {
 		bc := g.vec()
@@ -190,7 +112,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	g.Label(lbl + "store")
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nv; j++ {
-			g.storeVec(r, acc[i][j], operand.Mem{Base: r.op, Disp: j * b}, j, nv, masked)
+			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.op, Disp: j * b}, j, nv, masked)
 		}
 		g.ADDQ(r.ldo, r.op)
 	}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// gemmRegs are the registers a GEMM panel keeps across row groups.
+type gemmRegs struct {
+	cp, ldc    reg.GPVirtual // C row of the current row group; C row stride in bytes
+	ap         reg.GPVirtual // A row of the current row group
+	lda        reg.GPVirtual // A row stride in bytes
+	lda3, lda5 reg.GPVirtual // 3 and 5 A rows, for the broadcast addressing
+	ldb        reg.GPVirtual // B row stride in bytes
+	acc        reg.GPVirtual // nonzero: add to C
+	tailRegs                 // the last vector's mask
+}
+
+// gemm emits Gemm<ISA>, the kernel of QK and of the projections: one panel
+// of nv vectors of C columns, every row of A.
+func (g *gen) gemm() {
+	x := g.x
+	g.fn("Gemm", "func(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)",
+		"",
+		"\tfor i := 0; i < m; i++ {",
+		"\t\tfor j := 0; j < (nv-1)*lanes+tail; j++ {",
+		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]",
+		"",
+		fmt.Sprintf("with nv in 1..%d, tail in 1..%d, m >= 0, k >= 1, strides in elements.", x.nv, x.lanes),
+		"Nothing past column (nv-1)*lanes+tail of C or B is touched (masked",
+		"last vector). QK is this with C = Sᵀ, A = K read in place, B = Qᵀ.",
+		"Register tile: 6 rows of A (one broadcast each, at stride lda) × nv",
+		"vectors of a B row; the last m%6 rows in tiles of 4, 2 and 1 rows.",
+	)
+	var r gemmRegs
+	r.cp = g.GP64()
+	g.Load(g.Param("c"), r.cp)
+	r.ldc = g.GP64()
+	g.Load(g.Param("ldc"), r.ldc)
+	g.SHLQ(operand.U8(2), r.ldc)
+	r.ap = g.GP64()
+	g.Load(g.Param("a"), r.ap)
+	r.lda = g.GP64()
+	g.Load(g.Param("lda"), r.lda)
+	g.SHLQ(operand.U8(2), r.lda)
+	r.lda3 = g.GP64()
+	g.LEAQ(operand.Mem{Base: r.lda, Index: r.lda, Scale: 2}, r.lda3)
+	r.lda5 = g.GP64()
+	g.LEAQ(operand.Mem{Base: r.lda, Index: r.lda, Scale: 4}, r.lda5)
+	r.ldb = g.GP64()
+	g.Load(g.Param("ldb"), r.ldb)
+	g.SHLQ(operand.U8(2), r.ldb)
+	r.acc = g.GP64()
+	g.Load(g.Param("acc"), r.acc)
+	rows := g.GP64()
+	g.Load(g.Param("m"), rows)
+	g.panels(&r.tailRegs, func(nv int, masked bool, l string) {
+		g.rowGroups(rows, l, func(mr int, lbl string) { g.gemmBlock(r, mr, nv, masked, lbl) })
+	})
+}
+
+// aRow returns the address of element p of row i of the A row group, with
+// aa pointing at element p of row 0: rows 0..5 through base + index·scale.
+func aRow(r gemmRegs, aa reg.GPVirtual, i int) operand.Mem {
+	switch i {
+	case 0:
+		return operand.Mem{Base: aa}
+	case 1:
+		return operand.Mem{Base: aa, Index: r.lda, Scale: 1}
+	case 2:
+		return operand.Mem{Base: aa, Index: r.lda, Scale: 2}
+	case 3:
+		return operand.Mem{Base: aa, Index: r.lda3, Scale: 1}
+	case 4:
+		return operand.Mem{Base: aa, Index: r.lda, Scale: 4}
+	case 5:
+		return operand.Mem{Base: aa, Index: r.lda5, Scale: 1}
+	}
+	panic("aRow: at most 6 rows")
+}
+
+// gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
+// advances cp and ap by mr rows.
+func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
+	b := g.x.bytes()
+	acc := make([][]reg.VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, nv)
+		for j := range acc[i] {
+			acc[i][j] = g.vec()
+		}
+	}
+	// Start from zero, or from C.
+	g.TESTQ(r.acc, r.acc)
+	g.JNZ(operand.LabelRef(lbl + "load"))
+	for i := range acc {
+		for j := range acc[i] {
+			g.zero(acc[i][j])
+		}
+	}
+	g.JMP(operand.LabelRef(lbl + "start"))
+	g.Label(lbl + "load")
+	t := g.GP64()
+	g.MOVQ(r.cp, t)
+	for i := range acc {
+		for j := range acc[i] {
+			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
+		}
+		if i < mr-1 {
+			g.ADDQ(r.ldc, t)
+		}
+	}
+	g.Label(lbl + "start")
+	bp := g.GP64()
+	g.Load(g.Param("b"), bp)
+	aa := g.GP64()
+	g.MOVQ(r.ap, aa)
+	p := g.GP64()
+	g.Load(g.Param("k"), p)
+	g.Label(lbl)
+	bv := make([]reg.VecVirtual, nv)
+	for j := range bv {
+		bv[j] = g.vec()
+		g.loadVec(r.tailRegs, operand.Mem{Base: bp, Disp: j * b}, j, nv, masked, bv[j])
+	}
+	for i := 0; i < mr; i++ {
+		bc := g.vec()
+		g.VBROADCASTSS(aRow(r, aa, i), bc)
+		for j := 0; j < nv; j++ {
+			g.VFMADD231PS(bv[j], bc, acc[i][j])
+		}
+	}
+	g.ADDQ(r.ldb, bp)
+	g.ADDQ(operand.Imm(4), aa)
+	g.DECQ(p)
+	g.JNZ(operand.LabelRef(lbl))
+	// Store the tile row by row; cp ends one row past it.
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nv; j++ {
+			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.cp, Disp: j * b}, j, nv, masked)
+		}
+		g.ADDQ(r.ldc, r.cp)
+	}
+	switch mr {
+	case 6:
+		g.LEAQ(operand.Mem{Base: r.ap, Index: r.lda3, Scale: 2}, r.ap)
+	case 4, 2, 1:
+		g.LEAQ(operand.Mem{Base: r.ap, Index: r.lda, Scale: uint8(mr)}, r.ap)
+	default:
+		panic("gemmBlock: tile height must be 6, 4, 2 or 1")
+	}
+}

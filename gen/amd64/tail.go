@@ -1,0 +1,112 @@
+package main
+
+import (
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// tailRegs hold the mask of a panel's last vector: its first `tail` lanes.
+type tailRegs struct {
+	kmask reg.OpmaskVirtual // AVX-512
+	ymask reg.VecVirtual    // AVX2, for VMASKMOVPS
+}
+
+// panels emits the prologue shared by the panel kernels: it reads the
+// params nv and tail, builds the tail mask, and dispatches to body(nv,
+// masked) for every nv, masked only when the last vector is not whole
+// (plain loads and stores are faster than masked ones even with a full
+// mask). Each body ends the function.
+func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
+	x := g.x
+	tail := g.GP64()
+	g.Load(g.Param("tail"), tail)
+	if x.avx512() {
+		// kmask = (1 << tail) - 1, from the table of 16-bit masks.
+		t.kmask = g.K()
+		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: tail, Scale: 2}, t.kmask)
+	} else {
+		// ymask = the 8 table entries from (8 - tail): the first tail lanes set.
+		m := g.GP64()
+		g.MOVQ(operand.U32(8), m)
+		g.SUBQ(tail, m)
+		t.ymask = g.vec()
+		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: m, Scale: 4}, t.ymask)
+	}
+	nv := g.GP64()
+	g.Load(g.Param("nv"), nv)
+	g.CMPQ(tail, operand.Imm(uint64(x.lanes)))
+	g.JNE(operand.LabelRef("masked"))
+	for _, masked := range []bool{false, true} {
+		if masked {
+			g.Label("masked")
+		}
+		for v := x.nv; v >= 1; v-- {
+			g.CMPQ(nv, operand.Imm(uint64(v)))
+			g.JEQ(operand.LabelRef(label("nv", v, "m", masked)))
+		}
+		g.ret()
+	}
+	for _, masked := range []bool{false, true} {
+		for v := x.nv; v >= 1; v-- {
+			l := label("nv", v, "m", masked)
+			g.Label(l)
+			body(v, masked, l)
+			g.ret()
+		}
+	}
+}
+
+// rowGroups emits a loop over `rows` rows in groups of the tile height
+// (block(mk, label)), then the last rows%mk in blocks of 4, 2 and 1 rows
+// (at most one of each), so a tail runs on tiles as tall as it allows.
+func (g *gen) rowGroups(rows reg.GPVirtual, l string, block func(mr int, lbl string)) {
+	mk := g.x.mk
+	g.Label(l + "groups")
+	g.CMPQ(rows, operand.Imm(uint64(mk)))
+	g.JLT(operand.LabelRef(l + "tail4"))
+	block(mk, l+"full")
+	g.SUBQ(operand.Imm(uint64(mk)), rows)
+	g.JMP(operand.LabelRef(l + "groups"))
+	for _, mr := range []int{4, 2, 1} {
+		g.Label(l + label("tail", mr))
+		g.TESTQ(operand.U32(mr), rows)
+		next := l + label("tail", mr/2)
+		if mr == 1 {
+			next = l + "done"
+		}
+		g.JZ(operand.LabelRef(next))
+		block(mr, l+label("rows", mr))
+	}
+	g.Label(l + "done")
+}
+
+// maskTableBase loads the address of the tail-mask table into a register.
+func (g *gen) maskTableBase() reg.GPVirtual {
+	t := g.GP64()
+	g.LEAQ(g.maskTable(), t)
+	return t
+}
+
+// loadVec loads vector j of nv from m, masking the last one if masked.
+func (g *gen) loadVec(t tailRegs, m operand.Mem, j, nv int, masked bool, dst reg.VecVirtual) {
+	switch {
+	case j < nv-1 || !masked:
+		g.VMOVUPS(m, dst)
+	case g.x.avx512():
+		g.VMOVUPS_Z(m, t.kmask, dst)
+	default:
+		g.VMASKMOVPS(m, t.ymask, dst)
+	}
+}
+
+// storeVec stores vector j of nv to m, masking the last one if masked.
+func (g *gen) storeVec(t tailRegs, src reg.VecVirtual, m operand.Mem, j, nv int, masked bool) {
+	switch {
+	case j < nv-1 || !masked:
+		g.VMOVUPS(src, m)
+	case g.x.avx512():
+		g.VMOVUPS(src, t.kmask, m)
+	default:
+		g.VMASKMOVPS(src, t.ymask, m)
+	}
+}
