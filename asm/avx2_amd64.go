@@ -19,6 +19,19 @@ package asm
 //go:noescape
 func GemmAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 
+// TransposeScaleAVX2 is
+//
+//	for r := 0; r < nr; r++ {
+//		for c := 0; c < nc; c++ {
+//			dst[c*ldd+r] = scale · src[r*lds+c]
+//
+// with nr and nc multiples of 8 (the caller does the edges), strides in
+// elements. Each 8×8 block: 8 row loads, unpack, shuffle and 128-bit
+// permute to columns, 8 multiplies, 8 column stores.
+//
+//go:noescape
+func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
+
 // PVAVX2 is
 //
 //	for r := 0; r < rows; r++ {

@@ -1068,6 +1068,108 @@ nv1mtruedone:
 	VZEROUPPER
 	RET
 
+// func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·TransposeScaleAVX2(SB), NOSPLIT, $0-52
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         lds+24(FP), CX
+	SHLQ         $0x02, CX
+	MOVSS        scale+48(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         nr+32(FP), DX
+	MOVQ         dst+0(FP), BX
+	MOVQ         src+16(FP), SI
+
+rows:
+	CMPQ DX, $0x08
+	JLT  done
+	MOVQ nc+40(FP), DI
+	MOVQ SI, R8
+	MOVQ BX, R9
+
+cols:
+	CMPQ       DI, $0x08
+	JLT        nextrows
+	MOVQ       R8, R10
+	VMOVUPS    (R10), Y1
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y2
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y3
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y4
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y5
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y6
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y7
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y8
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	MOVQ       R9, R10
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VMULPS     Y0, Y7, Y7
+	VMOVUPS    Y7, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x20, Y4, Y2, Y7
+	VMULPS     Y0, Y7, Y7
+	VMOVUPS    Y7, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x20, Y6, Y9, Y7
+	VMULPS     Y0, Y7, Y7
+	VMOVUPS    Y7, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x20, Y5, Y1, Y7
+	VMULPS     Y0, Y7, Y7
+	VMOVUPS    Y7, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMULPS     Y0, Y3, Y3
+	VMOVUPS    Y3, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y6, Y9, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMULPS     Y0, Y1, Y1
+	VMOVUPS    Y1, (R10)
+	ADDQ       $0x20, R8
+	LEAQ       (R9)(AX*8), R9
+	SUBQ       $0x08, DI
+	JMP        cols
+
+nextrows:
+	ADDQ $0x20, BX
+	LEAQ (SI)(CX*8), SI
+	SUBQ $0x08, DX
+	JMP  rows
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, FMA3
 TEXT ·PVAVX2(SB), NOSPLIT, $0-88

@@ -20,7 +20,6 @@ func BenchmarkAttention(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer e.Close()
-		peaks := map[int]float64{}
 		for _, c := range defaultCases {
 			for _, causal := range []bool{false, true} {
 				if causal && c.Lq == 1 {
@@ -30,21 +29,21 @@ func BenchmarkAttention(b *testing.B) {
 				for _, th := range []int{1, e.Threads()} {
 					name := fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", ks.Name, c.Short(), causal, th)
 					b.Run(name, func(b *testing.B) {
-						if _, ok := peaks[th]; !ok {
-							peaks[th] = PeakGFLOPS(ks, th)
-						}
 						bn := NewBench(c, th)
 						if err := bn.Run(e); err != nil {
 							b.Fatal(err)
 						}
-						b.ResetTimer()
-						for i := 0; i < b.N; i++ {
-							bn.Run(e)
-						}
-						gflops := c.FLOPs() * float64(b.N) / b.Elapsed().Seconds() / 1e9
+						gflops, peak := Around(ks, th, func() float64 {
+							b.ResetTimer()
+							for i := 0; i < b.N; i++ {
+								bn.Run(e)
+							}
+							b.StopTimer()
+							return c.FLOPs() * float64(b.N) / b.Elapsed().Seconds() / 1e9
+						})
 						b.ReportMetric(gflops, "GFLOP/s")
-						if p := peaks[th]; p > 0 {
-							b.ReportMetric(100*gflops/p, "%peak")
+						if peak > 0 {
+							b.ReportMetric(100*gflops/peak, "%peak")
 						}
 					})
 				}
@@ -57,19 +56,22 @@ func BenchmarkAttention(b *testing.B) {
 // one thread: C[M][N] = A[M][K]·B[K][N], 2·M·N·K FLOPs.
 func BenchmarkGEMM(b *testing.B) {
 	for _, ks := range kernels.Available() {
-		peak := PeakGFLOPS(ks, 1)
 		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {64, 4096, 4096}} {
 			b.Run(fmt.Sprintf("isa=%s/M=%d,N=%d,K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
 				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: fill(s.k * s.n), LDB: s.n,
 					C: make([]float32, s.m*s.n), LDC: s.n, M: s.m, N: s.n, K: s.k}
 				var ws tile.Workspace
 				items := g.Items()
-				for i := 0; i < b.N; i++ {
-					for it := 0; it < items; it++ {
-						g.Run(ks, it, &ws)
+				gflops, peak := Around(ks, 1, func() float64 {
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						for it := 0; it < items; it++ {
+							g.Run(ks, it, &ws)
+						}
 					}
-				}
-				gflops := 2 * float64(s.m*s.n*s.k) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+					b.StopTimer()
+					return 2 * float64(s.m*s.n*s.k) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+				})
 				b.ReportMetric(gflops, "GFLOP/s")
 				if peak > 0 {
 					b.ReportMetric(100*gflops/peak, "%peak")

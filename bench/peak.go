@@ -10,7 +10,8 @@ import (
 // PeakGFLOPS measures a kernel set's FMA throughput with its generated
 // register-only FMA loop on threads goroutines at once: the best of a few
 // runs of about 50 ms each, in GFLOP/s. It returns 0 for a set without a
-// loop (generic).
+// loop (generic). On a shared machine, measure it right next to what it is
+// compared with (see Around).
 func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 	if !ks.HasPeak() {
 		return 0
@@ -28,7 +29,7 @@ func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 		iters *= 4
 	}
 	best := 0.0
-	for run := 0; run < 5; run++ {
+	for run := 0; run < 3; run++ {
 		var wg sync.WaitGroup
 		t0 := time.Now()
 		for t := 0; t < threads; t++ {
@@ -42,4 +43,14 @@ func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 		best = max(best, float64(threads)*float64(iters)*flopsPerIter/time.Since(t0).Seconds()/1e9)
 	}
 	return best
+}
+
+// Around runs measure between two peak measurements and returns its result
+// and the mean of the two peaks, so that a ratio of the two is taken under
+// the same conditions (a noisy neighbour slows both).
+func Around(ks *kernels.Set, threads int, measure func() float64) (value, peak float64) {
+	before := PeakGFLOPS(ks, threads)
+	value = measure()
+	after := PeakGFLOPS(ks, threads)
+	return value, (before + after) / 2
 }

@@ -101,3 +101,14 @@ func ExpSlice(dst, src []float32) {
 		dst[i] = Exp32(x)
 	}
 }
+
+// TransposeScale writes a scaled transpose:
+//
+//	dst[c*ldd+r] = scale · src[r*lds+c]   for r < nr, c < nc
+func TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
+	for r := 0; r < nr; r++ {
+		for c, x := range src[r*lds : r*lds+nc] {
+			dst[c*ldd+r] = scale * x
+		}
+	}
+}

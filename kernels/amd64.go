@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"github.com/fastattn/fastattn/asm"
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -24,7 +25,10 @@ var (
 		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 			pvPanels(asm.PVAVX2, 8, 2, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
 		},
-		exp:  func(dst, src []float32) { expVectors(asm.ExpAVX2, 8, dst, src) },
+		exp: func(dst, src []float32) { expVectors(asm.ExpAVX2, 8, dst, src) },
+		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
+			transposeBlocks(asm.TransposeScaleAVX2, dst, ldd, src, lds, nr, nc, scale)
+		},
 		peak: asm.FMAPeakAVX2,
 	}
 	avx512 = &Set{
@@ -40,7 +44,10 @@ var (
 		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 			pvPanels(asm.PVAVX512, 16, 4, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
 		},
-		exp:  func(dst, src []float32) { expVectors(asm.ExpAVX512, 16, dst, src) },
+		exp: func(dst, src []float32) { expVectors(asm.ExpAVX512, 16, dst, src) },
+		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
+			transposeBlocks(asm.TransposeScaleAVX512, dst, ldd, src, lds, nr, nc, scale)
+		},
 		peak: asm.FMAPeakAVX512,
 	}
 )
@@ -49,7 +56,8 @@ func init() {
 	if cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3) {
 		available = append([]*Set{avx2}, available...)
 	}
-	if cpuid.CPU.Supports(cpuid.AVX512F) {
+	// The avx512 set's transpose is ymm (AVX2) code.
+	if cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX2) {
 		available = append([]*Set{avx512}, available...)
 	}
 }
@@ -97,6 +105,22 @@ func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32
 	}
 }
 
+// transposeBlocks runs a transpose kernel over the whole 8×8 blocks and
+// the generic code over the edges.
+func transposeBlocks(kernel func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32),
+	dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
+	r8, c8 := nr&^7, nc&^7
+	if r8 > 0 && c8 > 0 {
+		kernel(&dst[0], ldd, &src[0], lds, r8, c8, scale)
+	}
+	if c8 < nc { // right edge, every row
+		fallback.TransposeScale(dst[c8*ldd:], ldd, src[c8:], lds, nr, nc-c8, scale)
+	}
+	if r8 < nr { // bottom edge, the block columns
+		fallback.TransposeScale(dst[r8:], ldd, src[r8*lds:], lds, nr-r8, c8, scale)
+	}
+}
+
 // expVectors runs an exp kernel over the whole vectors of src and the
 // generic exp over the rest.
 func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []float32) {
@@ -105,6 +129,6 @@ func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []flo
 		kernel(&dst[0], &src[0], n)
 	}
 	for i := n; i < len(dst); i++ {
-		dst[i] = fallbackExp(src[i])
+		dst[i] = fallback.Exp32(src[i])
 	}
 }

@@ -11,7 +11,5 @@ var generic = &Set{
 	softmax: fallback.Softmax,
 	pv:      fallback.PV,
 	exp:     fallback.ExpSlice,
+	tr:      fallback.TransposeScale,
 }
-
-// fallbackExp is the scalar exp, for the tails of the vector sets.
-var fallbackExp = fallback.Exp32

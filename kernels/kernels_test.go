@@ -276,3 +276,82 @@ func TestContractChecks(t *testing.T) {
 		}()
 	}
 }
+
+func TestGemm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	ns := []int{1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 48, 63, 64, 65, 100, 130}
+	for _, ks := range Available() {
+		for _, atEnd := range []bool{true, false} {
+			for m := 1; m <= 14; m++ {
+				for _, n := range ns {
+					for _, k := range []int{1, 2, 5, 16, 33} {
+						accumulate := rng.IntN(2) == 0
+						ldc, lda, ldb := n+rng.IntN(3), k+rng.IntN(3), n+rng.IntN(3)
+						c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
+						a, f2 := operand(t, rng, span(m, k, lda), atEnd)
+						b, f3 := operand(t, rng, span(k, n, ldb), atEnd)
+						before := append([]float32(nil), c...)
+						ks.Gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
+						for i := 0; i < m; i++ {
+							for j := 0; j < ldc && i*ldc+j < len(c); j++ {
+								if j >= n {
+									if c[i*ldc+j] != before[i*ldc+j] {
+										t.Fatalf("%s Gemm m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
+									}
+									continue
+								}
+								want, abs := 0.0, 0.0
+								if accumulate {
+									want = float64(before[i*ldc+j])
+									abs = math.Abs(want)
+								}
+								for p := 0; p < k; p++ {
+									x := float64(a[i*lda+p]) * float64(b[p*ldb+j])
+									want += x
+									abs += math.Abs(x)
+								}
+								if got := float64(c[i*ldc+j]); math.Abs(got-want) > dotTol(k+1, abs) {
+									t.Fatalf("%s Gemm m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
+								}
+							}
+						}
+						f1()
+						f2()
+						f3()
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestTransposeScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	dims := []int{1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 64, 65}
+	for _, ks := range Available() {
+		for _, atEnd := range []bool{true, false} {
+			for _, nr := range dims {
+				for _, nc := range dims {
+					ldd, lds := nr+rng.IntN(3), nc+rng.IntN(3)
+					dst, f1 := operand(t, rng, span(nc, nr, ldd), atEnd)
+					src, f2 := operand(t, rng, span(nr, nc, lds), atEnd)
+					before := append([]float32(nil), dst...)
+					ks.TransposeScale(dst, ldd, src, lds, nr, nc, 0.5)
+					for c := 0; c < nc; c++ {
+						for r := 0; r < ldd && c*ldd+r < len(dst); r++ {
+							want := before[c*ldd+r]
+							if r < nr {
+								want = 0.5 * src[r*lds+c]
+							}
+							if dst[c*ldd+r] != want {
+								t.Fatalf("%s TransposeScale nr=%d nc=%d: dst[%d][%d] = %v, want %v", ks, nr, nc, c, r, dst[c*ldd+r], want)
+							}
+						}
+					}
+					f1()
+					f2()
+				}
+			}
+		}
+	}
+}

@@ -36,6 +36,7 @@ type Set struct {
 	softmax func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
 	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp     func(dst, src []float32)
+	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
 	peak    func(iters int) // nil for generic
 }
 
@@ -141,6 +142,18 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 		nk = 0
 	}
 	ks.pv(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+}
+
+// TransposeScale writes a scaled transpose, the packing of a Q block:
+//
+//	dst[c*ldd+r] = scale · src[r*lds+c]   for r < nr, c < nc
+func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
+	if nr <= 0 || nc <= 0 {
+		return
+	}
+	check("TransposeScale", "dst", len(dst), span(nc, nr, ldd))
+	check("TransposeScale", "src", len(src), span(nr, nc, lds))
+	ks.tr(dst, ldd, src, lds, nr, nc, scale)
 }
 
 // PeakChains is the number of independent vector FMAs per iteration of

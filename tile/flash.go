@@ -43,7 +43,7 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 	ws.m = grow(ws.m, rp)
 	ws.l = grow(ws.l, rp)
 	ws.al = grow(ws.al, rp)
-	packQ(p, it, rp, ws.qt)
+	packQ(ks, p, it, rp, ws.qt)
 	for r := range ws.m {
 		ws.m[r] = negInf
 	}
@@ -61,50 +61,56 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 		}
 	}
 
-	kOff, ldk := p.row(it.b, 0, it.g, p.KVHeads, p.KVLen, dk)
-	vOff, ldv := p.row(it.b, 0, it.g, p.KVHeads, p.KVLen, dv)
-	for kb := lo; kb < hi; kb += bc {
-		nk := min(bc, hi-kb)
-		s := ws.s[:nk*rp]
-		ks.QK(s, rp, p.K[kOff+kb*ldk:], ldk, ws.qt, rp, nk, rp, dk)
-		softcap := p.Softcap
-		if p.Bias != nil {
-			if softcap > 0 {
-				applySoftcap(s, rp, nk, rows, softcap)
-				softcap = 0
-			}
-			addBias(p, it, kb, nk, rp, s)
+	// Blocks: keys every row sees whole, [allLo, allHi), run unmasked in
+	// blocks of Bc; the edges below and above (the causal triangle, the
+	// window's far edge) run as their own blocks and are masked. When no key
+	// is seen by every row, everything is edge.
+	if allLo >= allHi {
+		allLo, allHi = hi, hi
+	}
+	allLo, allHi = max(allLo, lo), min(allHi, hi)
+	for _, seg := range [3]struct {
+		from, to int
+		masked   bool
+	}{{lo, allLo, true}, {allLo, allHi, false}, {allHi, hi, true}} {
+		for kb := seg.from; kb < seg.to; kb += bc {
+			flashBlock(ks, p, it, ws, kb, min(bc, seg.to-kb), rp, seg.masked)
 		}
-		if kb < allLo || kb+nk > allHi {
-			mask(p, it, kb, nk, rp, s)
-		}
-		ks.Softmax(s, rp, ws.m, ws.l, ws.al, nk, rp, softcap)
-		ks.PV(ws.o, dv, s, rp, p.V[vOff+kb*ldv:], ldv, ws.al, rows, nk, dv)
 	}
 	store(ks, p, it, ws)
 }
 
+// flashBlock runs one KV block of nk keys from kb: scores, softcap, bias,
+// masks if the block is an edge, the online softmax and the PV update.
+func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge bool) {
+	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
+	kOff, ldk := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dk)
+	vOff, ldv := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dv)
+	s := ws.s[:nk*rp]
+	ks.QK(s, rp, p.K[kOff:], ldk, ws.qt, rp, nk, rp, dk)
+	softcap := p.Softcap
+	if p.Bias != nil {
+		if softcap > 0 {
+			applySoftcap(s, rp, nk, rows, softcap)
+			softcap = 0
+		}
+		addBias(p, it, kb, nk, rp, s)
+	}
+	if edge {
+		mask(p, it, kb, nk, rp, s)
+	}
+	ks.Softmax(s, rp, ws.m, ws.l, ws.al, nk, rp, softcap)
+	ks.PV(ws.o, dv, s, rp, p.V[vOff:], ldv, ws.al, rows, nk, dv)
+}
+
 // packQ writes the item's query rows, times the scale, transposed into qt
-// ([dk][rp]); the padding rows are zero. It walks 16 rows at a time so the
-// rows' cache lines stay in L1 while d advances and each write of qt is a
-// run of 16 consecutive floats.
-func packQ(p *Problem, it item, rp int, qt []float32) {
-	const block = 16
+// ([dk][rp]), one head's run of positions at a time; the padding rows are
+// zero.
+func packQ(ks *kernels.Set, p *Problem, it item, rp int, qt []float32) {
 	dk := p.HeadDim
-	var rowsOf [block][]float32
-	for r0 := 0; r0 < it.nh*it.nq; r0 += block {
-		n := min(block, it.nh*it.nq-r0)
-		for r := 0; r < n; r++ {
-			hh, ii := (r0+r)/it.nq, (r0+r)%it.nq
-			off, _ := p.row(it.b, it.i0+ii, it.h0+hh, p.Heads, p.QLen, dk)
-			rowsOf[r] = p.Q[off : off+dk]
-		}
-		for d := 0; d < dk; d++ {
-			dst := qt[d*rp+r0 : d*rp+r0+n]
-			for r := range dst {
-				dst[r] = rowsOf[r][d] * p.Scale
-			}
-		}
+	for hh := 0; hh < it.nh; hh++ {
+		off, stride := p.row(it.b, it.i0, it.h0+hh, p.Heads, p.QLen, dk)
+		ks.TransposeScale(qt[hh*it.nq:], rp, p.Q[off:], stride, it.nq, dk, p.Scale)
 	}
 	for d := 0; d < dk; d++ {
 		clear(qt[d*rp+it.nh*it.nq : (d+1)*rp])

@@ -39,6 +39,7 @@ func generate(x isa, dir string) error {
 	c.ConstraintExpr("amd64,!purego")
 	g := newGen(c, x)
 	g.gemm()
+	g.transpose()
 	g.pv()
 	g.softmax()
 	g.expKernel()
