@@ -41,8 +41,9 @@ func (x isa) avx512() bool { return x.lanes == 16 }
 type gen struct {
 	*build.Context
 	x      isa
-	consts operand.Mem    // the constant table
-	index  map[string]int // constant name → slot
+	consts operand.Mem               // the constant table
+	index  map[string]int            // constant name → slot
+	held   map[string]reg.VecVirtual // constants held in registers (see hold)
 }
 
 // Constants, each stored as a full vector of identical lanes (so any

@@ -24,7 +24,7 @@ func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
 	var keepV reg.VecVirtual
 	if g.x.avx512() {
 		keepK = g.K()
-		g.VCMPPS(operand.U8(nltUQ), g.cst("expMin"), y, keepK)
+		g.VCMPPS(operand.U8(nltUQ), g.k("expMin"), y, keepK)
 	} else {
 		keepV = g.vec()
 		g.VCMPPS(operand.U8(nltUQ), g.cst("expMin"), y, keepV)
@@ -38,18 +38,18 @@ func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
 		g.VMINPS(y, hi, y)
 	}
 	n := g.vec()
-	g.VMULPS(g.cst("log2e"), y, n)
+	g.VMULPS(g.k("log2e"), y, n)
 	if g.x.avx512() {
 		g.VRNDSCALEPS(operand.U8(0), n, n)
 	} else {
 		g.VROUNDPS(operand.U8(0), n, n)
 	}
-	g.VFNMADD231PS(g.cst("ln2hi"), n, y)
-	g.VFNMADD231PS(g.cst("ln2lo"), n, y)
+	g.VFNMADD231PS(g.k("ln2hi"), n, y)
+	g.VFNMADD231PS(g.k("ln2lo"), n, y)
 	p := g.vec()
-	g.VMOVUPS(g.cst("p0"), p)
+	g.VMOVUPS(g.k("p0"), p)
 	for _, c := range []string{"p1", "p2", "p3", "p4", "p5", "one", "one"} {
-		g.VFMADD213PS(g.cst(c), y, p)
+		g.VFMADD213PS(g.k(c), y, p)
 	}
 	if g.x.avx512() {
 		g.VSCALEFPS_Z(n, p, keepK, p)
@@ -62,6 +62,35 @@ func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
 	g.VANDPS(keepV, p, p)
 	return p
 }
+
+// expConsts are the constants of exp's inner steps.
+var expConsts = []string{"expMin", "log2e", "ln2hi", "ln2lo", "p0", "p1", "p2", "p3", "p4", "p5", "one"}
+
+// k returns a constant as an operand: its register while held, else its
+// memory vector.
+func (g *gen) k(name string) operand.Op {
+	if r, ok := g.held[name]; ok {
+		return r
+	}
+	return g.cst(name)
+}
+
+// hold loads constants into registers for the code that follows, on
+// AVX-512 only (AVX2's 16 registers are all needed by the kernels).
+func (g *gen) hold(names ...string) {
+	if !g.x.avx512() {
+		return
+	}
+	g.held = map[string]reg.VecVirtual{}
+	for _, n := range names {
+		r := g.vec()
+		g.VMOVUPS(g.cst(n), r)
+		g.held[n] = r
+	}
+}
+
+// release ends hold.
+func (g *gen) release() { g.held = nil }
 
 // softcap replaces x by c·tanh(x/c), keeping -Inf lanes at -Inf:
 // tanh(|y|) = (1 - e)/(1 + e), e = exp(-2|y|), then the sign of y.
@@ -179,8 +208,11 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.DECQ(c)
 	g.JNZ(operand.LabelRef(label("nv", nv, "capmax")))
 
-	// Pass 2: weights and their sums.
+	// Pass 2: weights and their sums. With 32 registers the exp constants
+	// stay in registers (no load per use).
 	g.Label(label("nv", nv, "exp"))
+	g.hold(expConsts...)
+	defer g.release()
 	base := make([]reg.VecVirtual, nv)
 	sum := make([]reg.VecVirtual, nv)
 	for j := range base {
