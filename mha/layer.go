@@ -36,13 +36,14 @@ type Weights struct {
 //	Q = Xq·WQ + BQ, K = Xkv·WK + BK, V = Xkv·WV + BV   (each [B][L][heads][dim])
 //	out = Attention(Q, K, V)·WO + BO                  ([B][Lq][DModel])
 //
-// The projections run on the engine's GEMM kernel and pool. A Layer keeps
-// the weight slices it was given (they must not change while it is used)
-// and its own scratch; it is safe for concurrent use.
+// The projections run on the engine's GEMM kernel and pool. NewLayer
+// copies the weights into the kernels' packed panel layout (so later
+// changes to the caller's slices do not affect the layer, and the caller
+// may drop them). A Layer is safe for concurrent use.
 type Layer struct {
 	e   *Engine
 	cfg LayerConfig
-	w   Weights
+	w   Weights // packed WQ..WO (tile.PackB), copied biases
 
 	mu   sync.Mutex
 	free []*layerScratch
@@ -95,7 +96,20 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 			return nil, err
 		}
 	}
-	return &Layer{e: e, cfg: cfg, w: w}, nil
+	packed := Weights{
+		WQ: tile.PackB(w.WQ, dm, qw), WK: tile.PackB(w.WK, dm, kw),
+		WV: tile.PackB(w.WV, dm, vw), WO: tile.PackB(w.WO, ow, dm),
+		BQ: clone(w.BQ, qw), BK: clone(w.BK, kw), BV: clone(w.BV, vw), BO: clone(w.BO, dm),
+	}
+	return &Layer{e: e, cfg: cfg, w: packed}, nil
+}
+
+// clone copies the first n elements of a bias, or returns nil for none.
+func clone(bias []float32, n int) []float32 {
+	if len(bias) == 0 {
+		return nil
+	}
+	return append([]float32(nil), bias[:n]...)
 }
 
 // Config returns the layer's configuration, defaults filled in.
@@ -119,9 +133,9 @@ func (l *Layer) putScratch(s *layerScratch) {
 }
 
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
-// w is [in][out], c is [m][out].
+// w is [in][out] packed by tile.PackB, c is [m][out].
 func (l *Layer) project(c, a, w, bias []float32, m, in, out, threads int) {
-	l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, LDB: out, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, threads)
+	l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, threads)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,

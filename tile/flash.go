@@ -15,7 +15,7 @@ type Workspace struct {
 	s        []float32 // scores, then weights, transposed: [keys][rowsPad]
 	o        []float32 // output accumulator: [rows][dv]
 	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
-	at       []float32 // packed Aᵀ block of the projection GEMM
+	bc       int       // keys per block of the current item
 }
 
 // grow returns buf with length n, reallocating only when it is too small.
@@ -37,6 +37,7 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
 	dk, dv, bc := p.HeadDim, p.ValueDim, pl.Blocks.Keys
 
+	ws.bc = bc
 	ws.qt = grow(ws.qt, dk*rp)
 	ws.s = grow(ws.s, bc*rp)
 	ws.o = grow(ws.o, rows*dv)
@@ -69,29 +70,55 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 		allLo, allHi = hi, hi
 	}
 	allLo, allHi = max(allLo, lo), min(allHi, hi)
-	for _, seg := range [3]struct {
-		from, to int
-		masked   bool
-	}{{lo, allLo, true}, {allLo, allHi, false}, {allHi, hi, true}} {
-		for kb := seg.from; kb < seg.to; kb += bc {
-			flashBlock(ks, p, it, ws, kb, min(bc, seg.to-kb), rp, seg.masked)
-		}
+	for kb := allLo; kb < allHi; kb += bc {
+		flashBlock(ks, p, it, ws, kb, min(bc, allHi-kb), rp, false, 0, rp)
 	}
+	edges(ks, p, it, ws, lo, allLo, rp)
+	edges(ks, p, it, ws, allHi, hi, rp)
 	store(ks, p, it, ws)
 }
 
-// flashBlock runs one KV block of nk keys from kb: scores, softcap, bias,
-// masks if the block is an edge, the online softmax and the PV update.
-func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge bool) {
+// edgeKeys is the key block of the edge segments of a one-head item: the
+// rows that see none of its keys are skipped, so about 1/8 of a causal
+// triangle is computed in vain instead of 1/2.
+const edgeKeys = 16
+
+// edges runs the masked keys [from, to). With one query head per item the
+// rows are consecutive positions, so each block of edgeKeys keys runs only
+// on the rows (whole vectors of them) that see one of its keys.
+func edges(ks *kernels.Set, p *Problem, it item, ws *Workspace, from, to, rp int) {
+	if it.nh > 1 {
+		for kb := from; kb < to; kb += ws.bc {
+			flashBlock(ks, p, it, ws, kb, min(ws.bc, to-kb), rp, true, 0, rp)
+		}
+		return
+	}
+	lanes := ks.Lanes
+	for kb := from; kb < to; kb += edgeKeys {
+		nk := min(edgeKeys, to-kb)
+		first, _ := p.posRange(it.b, kb)
+		_, last := p.posRange(it.b, kb+nk-1)
+		r0 := min(max(first-it.i0, 0), it.nq) / lanes * lanes
+		r1 := (min(max(last-it.i0, 0), it.nq) + lanes - 1) / lanes * lanes
+		if r1 > r0 {
+			flashBlock(ks, p, it, ws, kb, nk, rp, true, r0, r1)
+		}
+	}
+}
+
+// flashBlock runs one KV block of nk keys from kb on rows [r0, r1) (whole
+// vectors; rows outside keep their state): scores, softcap, bias, masks if
+// the block is an edge, the online softmax and the PV update.
+func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge bool, r0, r1 int) {
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
 	kOff, ldk := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dk)
 	vOff, ldv := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dv)
 	s := ws.s[:nk*rp]
-	ks.QK(s, rp, p.K[kOff:], ldk, ws.qt, rp, nk, rp, dk)
+	ks.QK(s[r0:], rp, p.K[kOff:], ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
 	softcap := p.Softcap
 	if p.Bias != nil {
 		if softcap > 0 {
-			applySoftcap(s, rp, nk, rows, softcap)
+			applySoftcap(s, rp, nk, r0, min(r1, rows), softcap)
 			softcap = 0
 		}
 		addBias(p, it, kb, nk, rp, s)
@@ -99,8 +126,8 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 	if edge {
 		mask(p, it, kb, nk, rp, s)
 	}
-	ks.Softmax(s, rp, ws.m, ws.l, ws.al, nk, rp, softcap)
-	ks.PV(ws.o, dv, s, rp, p.V[vOff:], ldv, ws.al, rows, nk, dv)
+	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	ks.PV(ws.o[r0*dv:], dv, s[r0:], rp, p.V[vOff:], ldv, ws.al[r0:], min(r1, rows)-r0, nk, dv)
 }
 
 // packQ writes the item's query rows, times the scale, transposed into qt
@@ -117,11 +144,11 @@ func packQ(ks *kernels.Set, p *Problem, it item, rp int, qt []float32) {
 	}
 }
 
-// applySoftcap caps the scores of an nk×rows tile (used when a bias must be
-// added between the softcap and the softmax).
-func applySoftcap(s []float32, lds, nk, rows int, c float32) {
+// applySoftcap caps the scores of rows [r0, r1) of an nk-key tile (used
+// when a bias must be added between the softcap and the softmax).
+func applySoftcap(s []float32, lds, nk, r0, r1 int, c float32) {
 	for k := 0; k < nk; k++ {
-		sk := s[k*lds : k*lds+rows]
+		sk := s[k*lds+r0 : k*lds+r1]
 		for r, x := range sk {
 			sk[r] = fallback.Softcap32(x, c)
 		}
@@ -143,18 +170,31 @@ func addBias(p *Problem, it item, kb, nk, lds int, s []float32) {
 	}
 }
 
-// mask sets to -Inf the scores of keys [kb, kb+nk) that a row may not see.
+// mask sets to -Inf the scores of keys [kb, kb+nk) that a row may not see:
+// for each key, the positions that see it are one run (posRange), so the
+// rest is two runs per head.
 func mask(p *Problem, it item, kb, nk, lds int, s []float32) {
-	for ii := 0; ii < it.nq; ii++ {
-		lo, hi := p.keyRange(it.b, it.i0+ii)
-		for c := 0; c < nk; c++ {
-			if j := kb + c; j >= lo && j < hi {
-				continue
-			}
-			for hh := 0; hh < it.nh; hh++ {
-				s[c*lds+hh*it.nq+ii] = negInf
-			}
+	lk := p.keyLen(it.b)
+	for c := 0; c < nk; c++ {
+		a, b := 0, 0 // visible positions, item-relative
+		if j := kb + c; j < lk {
+			lo, hi := p.posRange(it.b, j)
+			a, b = min(max(lo-it.i0, 0), it.nq), min(max(hi-it.i0, 0), it.nq)
+			b = max(a, b)
 		}
+		sc := s[c*lds : c*lds+it.nh*it.nq]
+		for hh := 0; hh < it.nh; hh++ {
+			head := sc[hh*it.nq : (hh+1)*it.nq]
+			fill(head[:a], negInf)
+			fill(head[b:], negInf)
+		}
+	}
+}
+
+// fill sets every element of x to v.
+func fill(x []float32, v float32) {
+	for i := range x {
+		x[i] = v
 	}
 }
 

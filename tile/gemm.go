@@ -2,26 +2,45 @@ package tile
 
 import "github.com/fastattn/fastattn/kernels"
 
-// GEMM block sizes: an item computes a gemmRows×gemmCols block of C,
-// walking K in steps of gemmDepth. The packed Aᵀ block (gemmDepth·gemmRows
-// floats, 64 KiB) and the B block it multiplies (gemmDepth·gemmCols
-// floats, 256 KiB) stay in L2 while the kernel sweeps them.
+// Projection GEMM blocking. B (a weight matrix, constant for a layer) is
+// packed once into panels of PanelCols columns, each K×PanelCols
+// contiguous, so the kernel streams it linearly whatever N is. An item
+// computes a gemmRows×gemmCols block of C, walking K in steps of gemmDepth:
+// the A rows it broadcasts (gemmRows·gemmDepth floats, 72 KiB, read in
+// place) and the B panel block (gemmDepth·PanelCols floats, 64 KiB) stay in
+// L2 while the kernel sweeps them. gemmRows is a multiple of the kernels'
+// 6-row tile.
 const (
-	gemmRows  = 64
-	gemmCols  = 256
+	PanelCols = 64
+	gemmRows  = 72
+	gemmCols  = 4 * PanelCols
 	gemmDepth = 256
 )
 
+// PackB returns b, [k][n] row-major, packed for Gemm: panel p holds
+// columns [p·PanelCols, (p+1)·PanelCols) of every row, k rows of PanelCols
+// floats (the last panel zero-padded).
+func PackB(b []float32, k, n int) []float32 {
+	panels := (n + PanelCols - 1) / PanelCols
+	out := make([]float32, panels*k*PanelCols)
+	for p := 0; p < panels; p++ {
+		w := min(PanelCols, n-p*PanelCols)
+		for r := 0; r < k; r++ {
+			copy(out[(p*k+r)*PanelCols:][:w], b[r*n+p*PanelCols:][:w])
+		}
+	}
+	return out
+}
+
 // Gemm is one projection, C = A·B + bias, in row-major float32: A is
-// [M][K] with row stride LDA, B is [K][N] (the [in][out] weight layout)
-// with LDB, C is [M][N] with LDC, Bias is [N] or nil. Each item writes its
-// own block of C and walks K in a fixed order, so results do not depend on
-// the thread count.
+// [M][K] with row stride LDA, B is PackB of a [K][N] matrix (the [in][out]
+// weight layout), C is [M][N] with LDC, Bias is [N] or nil. Each item
+// writes its own block of C and walks K in a fixed order, so results do not
+// depend on the thread count.
 type Gemm struct {
 	A         []float32
 	LDA       int
-	B         []float32
-	LDB       int
+	B         []float32 // packed
 	C         []float32
 	LDC       int
 	Bias      []float32
@@ -42,25 +61,20 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	mc := min(gemmRows, g.M-m0)
 	nc := min(gemmCols, g.N-n0)
 	c := g.C[m0*g.LDC+n0:]
-	for r := 0; r < mc; r++ {
-		row := c[r*g.LDC : r*g.LDC+nc]
-		if g.Bias != nil {
-			copy(row, g.Bias[n0:n0+nc])
-		} else {
-			clear(row)
+	accumulate := g.Bias != nil
+	if accumulate {
+		for r := 0; r < mc; r++ {
+			copy(c[r*g.LDC:r*g.LDC+nc], g.Bias[n0:n0+nc])
 		}
 	}
-	ws.at = grow(ws.at, gemmDepth*mc)
 	for k0 := 0; k0 < g.K; k0 += gemmDepth {
 		kc := min(gemmDepth, g.K-k0)
-		// Aᵀ block, k-major: the kernel broadcasts consecutive rows of it.
-		at := ws.at[:kc*mc]
-		for r := 0; r < mc; r++ {
-			a := g.A[(m0+r)*g.LDA+k0:][:kc]
-			for k, x := range a {
-				at[k*mc+r] = x
-			}
+		a := g.A[m0*g.LDA+k0:]
+		for j := 0; j < nc; j += PanelCols {
+			panel := (n0 + j) / PanelCols
+			b := g.B[(panel*g.K+k0)*PanelCols:]
+			ks.Gemm(c[j:], g.LDC, a, g.LDA, b, PanelCols, mc, min(PanelCols, nc-j), kc, accumulate)
 		}
-		ks.PV(c, g.LDC, at, mc, g.B[k0*g.LDB+n0:], g.LDB, nil, mc, kc, nc)
+		accumulate = true
 	}
 }

@@ -44,6 +44,15 @@ func (p *Problem) keyLen(b int) int {
 	return p.KVLen
 }
 
+// offset returns the causal offset of batch b: query position i sees key
+// j <= i + offset.
+func (p *Problem) offset(b int) int {
+	if p.OffsetSet {
+		return p.Offset
+	}
+	return p.keyLen(b) - p.QLen
+}
+
 // keyRange returns the keys [lo, hi) that query position i of batch b may
 // see under the causal, window and key-length rules; hi <= lo means none.
 func (p *Problem) keyRange(b, i int) (lo, hi int) {
@@ -51,13 +60,24 @@ func (p *Problem) keyRange(b, i int) (lo, hi int) {
 	if !p.Causal {
 		return 0, lk
 	}
-	off := lk - p.QLen
-	if p.OffsetSet {
-		off = p.Offset
-	}
+	off := p.offset(b)
 	hi = min(lk, i+off+1)
 	if p.Window > 0 {
 		lo = max(0, i+off-p.Window+1)
+	}
+	return lo, hi
+}
+
+// posRange returns the query positions [lo, hi) of batch b that see key j
+// (j below the key length): the inverse of keyRange.
+func (p *Problem) posRange(b, j int) (lo, hi int) {
+	if !p.Causal {
+		return 0, p.QLen
+	}
+	off := p.offset(b)
+	lo, hi = max(0, j-off), p.QLen
+	if p.Window > 0 {
+		hi = min(hi, j-off+p.Window)
 	}
 	return lo, hi
 }
