@@ -14,7 +14,7 @@ package asm
 // Nothing past column (nv-1)*lanes+tail of C or B is touched (masked
 // last vector). QK is this with C = Sᵀ, A = K read in place, B = Qᵀ.
 // Register tile: 6 rows of A (one broadcast each, at stride lda) × nv
-// vectors of a B row; the last m%6 rows in tiles of 4, 2 and 1 rows.
+// vectors of a B row; the last m%6 rows in shorter tiles.
 //
 //go:noescape
 func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
@@ -42,7 +42,7 @@ func TransposeScaleAVX512(dst *float32, ldd int, src *float32, lds int, nr int, 
 // nk >= 0, strides in elements. Nothing past column (nv-1)*lanes+tail
 // of o or v is touched (masked last vector). Register tile: 6 rows
 // (broadcasts of consecutive P entries) × nv vectors of a V row read in
-// place at stride ldv; the last rows%6 in tiles of 4, 2 and 1 rows.
+// place at stride ldv; the last rows%6 in shorter tiles.
 //
 //go:noescape
 func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)

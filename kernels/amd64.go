@@ -65,26 +65,41 @@ func init() {
 // gemmFunc is the signature of the generated GEMM kernels.
 type gemmFunc func(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
 
-// gemmPanels runs a GEMM kernel over panels of at most maxNV vectors of
-// columns; the last vector of the last panel is tail lanes wide.
+// panel returns the vectors of panel j0 (in vectors) of n columns split
+// into panels of at most maxNV vectors, as evenly as possible (16 vectors
+// by 3: 3,3,3,3,2,2, not 3,3,3,3,3,1), and the lanes of its last vector.
+func panel(j0, n, lanes, maxNV int) (nv, tail int) {
+	vecs := (n + lanes - 1) / lanes
+	panels := (vecs + maxNV - 1) / maxNV
+	nv = vecs / panels
+	if j0 < vecs%panels*(nv+1) {
+		nv++
+	}
+	tail = lanes
+	if j0+nv == vecs && n%lanes != 0 {
+		tail = n % lanes
+	}
+	return nv, tail
+}
+
+// gemmPanels runs a GEMM kernel over the column panels of C.
 func gemmPanels(kernel gemmFunc, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
 	acc := 0
 	if accumulate {
 		acc = 1
 	}
-	width := lanes * maxNV
-	for j0 := 0; j0 < n; j0 += width {
-		w := min(width, n-j0)
-		nv := (w + lanes - 1) / lanes
-		kernel(&c[j0], ldc, &a[0], lda, &b[j0], ldb, m, k, nv, w-(nv-1)*lanes, acc)
+	for v0 := 0; v0*lanes < n; {
+		nv, tail := panel(v0, n, lanes, maxNV)
+		j0 := v0 * lanes
+		kernel(&c[j0], ldc, &a[0], lda, &b[j0], ldb, m, k, nv, tail, acc)
+		v0 += nv
 	}
 }
 
 // pvFunc is the signature of the generated PV kernels.
 type pvFunc func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)
 
-// pvPanels runs a PV kernel over panels of at most maxNV vectors of
-// columns; the last vector of the last panel is tail lanes wide.
+// pvPanels runs a PV kernel over the column panels of o.
 func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 	var ap, pp *float32
 	if alpha != nil {
@@ -93,15 +108,15 @@ func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32
 	if nk > 0 {
 		pp = &p[0]
 	}
-	width := lanes * maxNV
-	for j0 := 0; j0 < dv; j0 += width {
-		w := min(width, dv-j0)
-		nv := (w + lanes - 1) / lanes
+	for v0 := 0; v0*lanes < dv; {
+		nv, tail := panel(v0, dv, lanes, maxNV)
+		j0 := v0 * lanes
 		var vp *float32
 		if nk > 0 {
 			vp = &v[j0]
 		}
-		kernel(&o[j0], ldo, pp, ldp, vp, ldv, ap, rows, nk, nv, w-(nv-1)*lanes)
+		kernel(&o[j0], ldo, pp, ldp, vp, ldv, ap, rows, nk, nv, tail)
+		v0 += nv
 	}
 }
 

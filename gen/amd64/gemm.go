@@ -31,8 +31,8 @@ func (g *gen) gemm() {
 		fmt.Sprintf("with nv in 1..%d, tail in 1..%d, m >= 0, k >= 1, strides in elements.", x.nv, x.lanes),
 		"Nothing past column (nv-1)*lanes+tail of C or B is touched (masked",
 		"last vector). QK is this with C = Sᵀ, A = K read in place, B = Qᵀ.",
-		"Register tile: 6 rows of A (one broadcast each, at stride lda) × nv",
-		"vectors of a B row; the last m%6 rows in tiles of 4, 2 and 1 rows.",
+		fmt.Sprintf("Register tile: %d rows of A (one broadcast each, at stride lda) × nv", x.mk),
+		fmt.Sprintf("vectors of a B row; the last m%%%d rows in shorter tiles.", x.mk),
 	)
 	var r gemmRegs
 	r.cp = g.GP64()
@@ -146,7 +146,7 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	switch mr {
 	case 6:
 		g.LEAQ(operand.Mem{Base: r.ap, Index: r.lda3, Scale: 2}, r.ap)
-	case 4, 2, 1:
+	case 1, 2, 4:
 		g.LEAQ(operand.Mem{Base: r.ap, Index: r.lda, Scale: uint8(mr)}, r.ap)
 	default:
 		panic("gemmBlock: tile height must be 6, 4, 2 or 1")

@@ -28,9 +28,9 @@ func (g *gen) pv() {
 		"",
 		fmt.Sprintf("with alpha == nil meaning 1, nv in 1..%d, tail in 1..%d, rows >= 0,", x.nv, x.lanes),
 		"nk >= 0, strides in elements. Nothing past column (nv-1)*lanes+tail",
-		"of o or v is touched (masked last vector). Register tile: 6 rows",
+		fmt.Sprintf("of o or v is touched (masked last vector). Register tile: %d rows", x.mk),
 		"(broadcasts of consecutive P entries) × nv vectors of a V row read in",
-		"place at stride ldv; the last rows%6 in tiles of 4, 2 and 1 rows.",
+		fmt.Sprintf("place at stride ldv; the last rows%%%d in shorter tiles.", x.mk),
 	)
 	var r pvRegs
 	r.op = g.GP64()

@@ -8,7 +8,7 @@ import (
 // tailRegs hold the mask of a panel's last vector: its first `tail` lanes.
 type tailRegs struct {
 	kmask reg.OpmaskVirtual // AVX-512
-	ymask reg.VecVirtual    // AVX2, for VMASKMOVPS
+	ymask operand.Mem       // AVX2: the mask vector in the table, loaded where used
 }
 
 // panels emits the prologue shared by the panel kernels: it reads the
@@ -25,12 +25,14 @@ func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
 		t.kmask = g.K()
 		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: tail, Scale: 2}, t.kmask)
 	} else {
-		// ymask = the 8 table entries from (8 - tail): the first tail lanes set.
+		// ymask = the 8 table entries from (8 - tail): the first tail lanes
+		// set. It stays in memory: all 16 registers go to the tile.
 		m := g.GP64()
 		g.MOVQ(operand.U32(8), m)
 		g.SUBQ(tail, m)
-		t.ymask = g.vec()
-		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: m, Scale: 4}, t.ymask)
+		base := g.maskTableBase()
+		g.LEAQ(operand.Mem{Base: base, Index: m, Scale: 4}, base)
+		t.ymask = operand.Mem{Base: base}
 	}
 	nv := g.GP64()
 	g.Load(g.Param("nv"), nv)
@@ -57,22 +59,29 @@ func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
 }
 
 // rowGroups emits a loop over `rows` rows in groups of the tile height
-// (block(mk, label)), then the last rows%mk in blocks of 4, 2 and 1 rows
-// (at most one of each), so a tail runs on tiles as tall as it allows.
+// (block(mk, label)), then the last rows%mk in blocks of the powers of two
+// below mk (at most one of each: 4, 2, 1 for mk = 6), so a tail runs on
+// tiles as tall as it allows.
 func (g *gen) rowGroups(rows reg.GPVirtual, l string, block func(mr int, lbl string)) {
 	mk := g.x.mk
+	var tails []int
+	for mr := 4; mr >= 1; mr /= 2 {
+		if mr < mk {
+			tails = append(tails, mr)
+		}
+	}
 	g.Label(l + "groups")
 	g.CMPQ(rows, operand.Imm(uint64(mk)))
-	g.JLT(operand.LabelRef(l + "tail4"))
+	g.JLT(operand.LabelRef(l + label("tail", tails[0])))
 	block(mk, l+"full")
 	g.SUBQ(operand.Imm(uint64(mk)), rows)
 	g.JMP(operand.LabelRef(l + "groups"))
-	for _, mr := range []int{4, 2, 1} {
+	for i, mr := range tails {
 		g.Label(l + label("tail", mr))
 		g.TESTQ(operand.U32(mr), rows)
-		next := l + label("tail", mr/2)
-		if mr == 1 {
-			next = l + "done"
+		next := l + "done"
+		if i+1 < len(tails) {
+			next = l + label("tail", tails[i+1])
 		}
 		g.JZ(operand.LabelRef(next))
 		block(mr, l+label("rows", mr))
@@ -95,7 +104,8 @@ func (g *gen) loadVec(t tailRegs, m operand.Mem, j, nv int, masked bool, dst reg
 	case g.x.avx512():
 		g.VMOVUPS_Z(m, t.kmask, dst)
 	default:
-		g.VMASKMOVPS(m, t.ymask, dst)
+		g.VMOVDQU(t.ymask, dst) // the mask, then the masked load over it
+		g.VMASKMOVPS(m, dst, dst)
 	}
 }
 
@@ -107,6 +117,8 @@ func (g *gen) storeVec(t tailRegs, src reg.VecVirtual, m operand.Mem, j, nv int,
 	case g.x.avx512():
 		g.VMOVUPS(src, t.kmask, m)
 	default:
-		g.VMASKMOVPS(src, t.ymask, m)
+		mask := g.vec()
+		g.VMOVDQU(t.ymask, mask)
+		g.VMASKMOVPS(src, mask, m)
 	}
 }
