@@ -82,17 +82,30 @@ func panel(j0, n, lanes, maxNV int) (nv, tail int) {
 	return nv, tail
 }
 
+// gemmChunk is the most A rows one kernel call takes when C has several
+// panels: the calls for all panels run on one chunk of A before the next,
+// so the chunk's rows (at most 48·k floats) are read from L1, not again
+// from memory, by every panel.
+const gemmChunk = 48
+
 // gemmPanels runs a GEMM kernel over the column panels of C.
 func gemmPanels(kernel gemmFunc, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
 	acc := 0
 	if accumulate {
 		acc = 1
 	}
-	for v0 := 0; v0*lanes < n; {
-		nv, tail := panel(v0, n, lanes, maxNV)
-		j0 := v0 * lanes
-		kernel(&c[j0], ldc, &a[0], lda, &b[j0], ldb, m, k, nv, tail, acc)
-		v0 += nv
+	chunk := m
+	if n > lanes*maxNV {
+		chunk = gemmChunk
+	}
+	for i0 := 0; i0 < m; i0 += chunk {
+		mc := min(chunk, m-i0)
+		for v0 := 0; v0*lanes < n; {
+			nv, tail := panel(v0, n, lanes, maxNV)
+			j0 := v0 * lanes
+			kernel(&c[i0*ldc+j0], ldc, &a[i0*lda], lda, &b[j0], ldb, mc, k, nv, tail, acc)
+			v0 += nv
+		}
 	}
 }
 
