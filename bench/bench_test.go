@@ -9,10 +9,25 @@ import (
 	"github.com/fastattn/fastattn/tile"
 )
 
-// BenchmarkAttention runs the default cases on every kernel set, one and
-// two threads, reporting GFLOP/s and % of the FMA peak measured for that
-// set and thread count in the same run. Names suit benchstat:
+// report adds GFLOP/s and % of the FMA peak measured around the timed loop
+// (same set, same thread count).
+func report(b *testing.B, ks *kernels.Set, threads int, flops float64, loop func()) {
+	gflops, peak := Around(ks, threads, func() float64 {
+		b.ResetTimer()
+		loop()
+		b.StopTimer()
+		return flops * float64(b.N) / b.Elapsed().Seconds() / 1e9
+	})
+	b.ReportMetric(gflops, "GFLOP/s")
+	if peak > 0 {
+		b.ReportMetric(100*gflops/peak, "%peak")
+	}
+}
+
+// BenchmarkAttention runs the default cases on every kernel set at one and
+// all threads. Names suit benchstat:
 // BenchmarkAttention/isa=avx512/B=1,H=16,L=1024,D=128/causal=false/threads=1.
+// Decode cases also report GB/s of K and V read.
 func BenchmarkAttention(b *testing.B) {
 	for _, ks := range kernels.Available() {
 		e, err := mha.New(mha.Config{ISA: ks.Name})
@@ -22,28 +37,28 @@ func BenchmarkAttention(b *testing.B) {
 		defer e.Close()
 		for _, c := range defaultCases {
 			for _, causal := range []bool{false, true} {
-				if causal && c.Lq == 1 {
+				if causal && c.Decode() {
 					continue
 				}
 				c.Causal = causal
 				for _, th := range []int{1, e.Threads()} {
-					name := fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", ks.Name, c.Short(), causal, th)
-					b.Run(name, func(b *testing.B) {
-						bn := NewBench(c, th)
-						if err := bn.Run(e); err != nil {
-							b.Fatal(err)
-						}
-						gflops, peak := Around(ks, th, func() float64 {
-							b.ResetTimer()
-							for i := 0; i < b.N; i++ {
-								bn.Run(e)
+					b.Run(fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", ks.Name, c.Short(), causal, th), func(b *testing.B) {
+						q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
+						o := make([]float32, len(q))
+						opts := &mha.Options{Causal: causal, Threads: th}
+						run := func() {
+							if err := e.Attention(o, q, k, v, c.Shape(), opts); err != nil {
+								b.Fatal(err)
 							}
-							b.StopTimer()
-							return c.FLOPs() * float64(b.N) / b.Elapsed().Seconds() / 1e9
+						}
+						run()
+						report(b, ks, th, c.FLOPs(), func() {
+							for i := 0; i < b.N; i++ {
+								run()
+							}
 						})
-						b.ReportMetric(gflops, "GFLOP/s")
-						if peak > 0 {
-							b.ReportMetric(100*gflops/peak, "%peak")
+						if c.Decode() {
+							b.ReportMetric(c.KVBytes()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 						}
 					})
 				}
@@ -52,30 +67,56 @@ func BenchmarkAttention(b *testing.B) {
 	}
 }
 
-// BenchmarkGEMM runs the projection GEMM (tile.Gemm on the PV kernel) on
-// one thread: C[M][N] = A[M][K]·B[K][N], 2·M·N·K FLOPs.
+// BenchmarkLayer runs the causal MHA layer (projections and attention).
+func BenchmarkLayer(b *testing.B) {
+	for _, ks := range kernels.Available() {
+		e, err := mha.New(mha.Config{ISA: ks.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer e.Close()
+		for _, lc := range defaultLayers {
+			for _, th := range []int{1, e.Threads()} {
+				b.Run(fmt.Sprintf("isa=%s/dm=%d,H=%d,Hkv=%d,L=%d/threads=%d", ks.Name, lc.DModel, lc.H, lc.Hkv, lc.L, th), func(b *testing.B) {
+					dm := lc.DModel
+					layer, err := mha.NewLayer(e, mha.LayerConfig{DModel: dm, Heads: lc.H, KVHeads: lc.Hkv, HeadDim: lc.D},
+						mha.Weights{WQ: fill(dm * lc.H * lc.D), WK: fill(dm * lc.Hkv * lc.D), WV: fill(dm * lc.Hkv * lc.D), WO: fill(lc.H * lc.D * dm)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					x := fill(lc.B * lc.L * dm)
+					y := make([]float32, len(x))
+					opts := &mha.Options{Causal: true, Threads: th}
+					report(b, ks, th, lc.FLOPs(), func() {
+						for i := 0; i < b.N; i++ {
+							if err := layer.Forward(y, x, lc.B, lc.L, opts); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkGEMM runs the projection GEMM (tile.Gemm, B packed) on one
+// thread: C[M][N] = A[M][K]·B[K][N], 2·M·N·K FLOPs.
 func BenchmarkGEMM(b *testing.B) {
 	for _, ks := range kernels.Available() {
-		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {64, 4096, 4096}} {
+		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}} {
 			b.Run(fmt.Sprintf("isa=%s/M=%d,N=%d,K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
 				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: tile.PackB(fill(s.k*s.n), s.k, s.n),
 					C: make([]float32, s.m*s.n), LDC: s.n, M: s.m, N: s.n, K: s.k}
 				var ws tile.Workspace
 				items := g.Items()
-				gflops, peak := Around(ks, 1, func() float64 {
-					b.ResetTimer()
+				report(b, ks, 1, 2*float64(s.m*s.n*s.k), func() {
 					for i := 0; i < b.N; i++ {
 						for it := 0; it < items; it++ {
 							g.Run(ks, it, &ws)
 						}
 					}
-					b.StopTimer()
-					return 2 * float64(s.m*s.n*s.k) * float64(b.N) / b.Elapsed().Seconds() / 1e9
 				})
-				b.ReportMetric(gflops, "GFLOP/s")
-				if peak > 0 {
-					b.ReportMetric(100*gflops/peak, "%peak")
-				}
 			})
 		}
 	}

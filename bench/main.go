@@ -1,114 +1,139 @@
-// Command bench measures fastattn on this machine: it runs the default
-// attention shapes through every kernel set the CPU can run and prints the
-// median time and GFLOP/s of each.
+// Command bench measures fastattn on this machine against the machine's
+// own limits and against what a Go user writes today (gonum).
 //
-//	go run ./bench            # the full table
-//	go run ./bench -quick     # a smoke run, seconds
-//	go run ./bench -isa avx2  # one kernel set
+//	go run ./bench                 # limits, then the table, one screen
+//	go run ./bench -quick          # a smoke run, under a minute
+//	go run ./bench -isa avx2       # some kernel sets only
+//	go run ./bench -shape 1,32,8,1,32768,128 -threads 1,2
+//	go run ./bench -json           # one JSON record per line
+//	go run ./bench -svg chart.svg  # GFLOP/s against sequence length
+//
+// Every speed is also given as a ratio to a limit measured in the same
+// run: GFLOP/s against the FMA peak of the same kernel set and thread
+// count (measured right before and after each row), decode GB/s against
+// the streaming-read bandwidth. FLOPs count only the (query, key) pairs
+// computed: 2·(Dk+Dv)·B·H·pairs, about half of Lq·Lk under a causal mask.
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fastattn/fastattn/kernels"
 	"github.com/fastattn/fastattn/mha"
-	"github.com/klauspost/cpuid/v2"
 )
 
-// Case is one benchmark shape.
-type Case struct {
-	B, H, Hkv, Lq, Lk, D int
-	Causal               bool
+// Row is one line of the table (and one -json record).
+type Row struct {
+	Kind       string  `json:"kind"` // "attention" or "layer"
+	ISA        string  `json:"isa"`
+	Shape      string  `json:"shape"`
+	Mask       string  `json:"mask"` // "full" or "causal"
+	Threads    int     `json:"threads"`
+	MedianMs   float64 `json:"median_ms"`
+	GFLOPS     float64 `json:"gflops"`
+	PctPeak    float64 `json:"pct_peak"`
+	GBs        float64 `json:"gb_per_s,omitempty"`      // decode: K+V read
+	PctBW      float64 `json:"pct_bandwidth,omitempty"` // decode: of the read bandwidth
+	BaselineMs float64 `json:"baseline_ms,omitempty"`   // gonum, same threads
+	Speedup    float64 `json:"speedup,omitempty"`       // baseline / fastattn
 }
 
-func (c Case) String() string {
-	return fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
+type config struct {
+	quick   bool
+	json    bool
+	svg     string
+	sets    []*kernels.Set
+	cases   []Case
+	layers  []LayerCase
+	threads []int
+	minTime time.Duration
+	noBase  bool
 }
 
-// Short is the case in benchmark-name form: B=1,H=16,L=1024,D=128 for
-// self-attention shapes, with Hkv, Lq and Lk spelled out otherwise.
-func (c Case) Short() string {
-	if c.Lq == c.Lk && c.H == c.Hkv {
-		return fmt.Sprintf("B=%d,H=%d,L=%d,D=%d", c.B, c.H, c.Lq, c.D)
+func main() {
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
 	}
-	return c.String()
-}
-
-// Pairs returns the (query, key) pairs a call computes: Lq·Lk, or under a
-// causal mask (bottom-right) the pairs with j <= i + Lk - Lq.
-func (c Case) Pairs() float64 {
-	if !c.Causal {
-		return float64(c.Lq) * float64(c.Lk)
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
 	}
-	n := 0.0
-	for i := 0; i < c.Lq; i++ {
-		n += float64(min(c.Lk, max(0, i+c.Lk-c.Lq+1)))
+}
+
+func parseFlags() (*config, error) {
+	quick := flag.Bool("quick", false, "small shapes and short timings: a smoke run of under a minute")
+	isa := flag.String("isa", "", "comma-separated kernel sets (default: every set this CPU runs)")
+	shapes := flag.String("shape", "", "semicolon-separated shapes B,H,Hkv,Lq,Lk,D instead of the defaults")
+	threads := flag.String("threads", "", "comma-separated thread counts (default: 1 and all cores)")
+	asJSON := flag.Bool("json", false, "print one JSON record per line instead of the table")
+	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
+	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
+	flag.Parse()
+
+	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase,
+		cases: defaultCases, layers: defaultLayers, minTime: time.Second}
+	if cfg.quick {
+		cfg.cases, cfg.layers, cfg.minTime = quickCases, quickLayers, 100*time.Millisecond
 	}
-	return n
-}
-
-// FLOPs is 2·(Dk+Dv)·B·H·pairs.
-func (c Case) FLOPs() float64 { return 2 * float64(2*c.D) * float64(c.B*c.H) * c.Pairs() }
-
-// defaultCases are the shapes of the README table.
-var defaultCases = []Case{
-	{B: 1, H: 8, Hkv: 8, Lq: 512, Lk: 512, D: 64},
-	{B: 1, H: 8, Hkv: 8, Lq: 2048, Lk: 2048, D: 64},
-	{B: 1, H: 16, Hkv: 16, Lq: 1024, Lk: 1024, D: 128},
-	{B: 1, H: 32, Hkv: 32, Lq: 1, Lk: 4096, D: 128},
-	{B: 1, H: 32, Hkv: 8, Lq: 1, Lk: 8192, D: 128},
-}
-
-// Bench holds one case's buffers.
-type Bench struct {
-	c          Case
-	q, k, v, o []float32
-	shape      mha.Shape
-	opts       mha.Options
-}
-
-// NewBench allocates and fills a case's inputs.
-func NewBench(c Case, threads int) *Bench {
-	b := &Bench{c: c}
-	b.shape = mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D, Layout: benchLayout}
-	b.q = fill(c.B * c.Lq * c.H * c.D)
-	b.k = fill(c.B * c.Lk * c.Hkv * c.D)
-	b.v = fill(c.B * c.Lk * c.Hkv * c.D)
-	b.o = make([]float32, c.B*c.Lq*c.H*c.D)
-	b.opts = mha.Options{Causal: c.Causal, Threads: threads}
-	return b
-}
-
-func fill(n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(i%17)/17 - 0.5
+	cfg.sets = kernels.Available()
+	if *isa != "" {
+		cfg.sets = nil
+		for _, name := range strings.Split(*isa, ",") {
+			ks, err := kernels.Lookup(strings.TrimSpace(name))
+			if err != nil {
+				return nil, err
+			}
+			cfg.sets = append(cfg.sets, ks)
+		}
 	}
-	return x
+	if *shapes != "" {
+		cfg.cases, cfg.layers = nil, nil
+		for _, s := range strings.Split(*shapes, ";") {
+			c, err := parseShape(s)
+			if err != nil {
+				return nil, err
+			}
+			cfg.cases = append(cfg.cases, c)
+		}
+	}
+	cfg.threads = []int{1}
+	if n := runtime.GOMAXPROCS(0); n > 1 {
+		cfg.threads = append(cfg.threads, n)
+	}
+	if *threads != "" {
+		cfg.threads = nil
+		for _, s := range strings.Split(*threads, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("-threads: %q is not a positive integer", s)
+			}
+			cfg.threads = append(cfg.threads, n)
+		}
+	}
+	return cfg, nil
 }
 
-// Run makes one call.
-func (b *Bench) Run(e *mha.Engine) error {
-	return e.Attention(b.o, b.q, b.k, b.v, b.shape, &b.opts)
-}
-
-// Median times calls until minTime has passed (at least 3 after one
-// warm-up call) and returns the median.
-func Median(run func() error, minTime time.Duration) (time.Duration, error) {
-	if err := run(); err != nil { // warm-up, discarded
+// Median calls f until minTime has passed and at least 3 times after one
+// discarded warm-up call, and returns the median duration.
+func Median(f func() error, minTime time.Duration) (time.Duration, error) {
+	if err := f(); err != nil {
 		return 0, err
 	}
 	var ts []time.Duration
 	start := time.Now()
 	for len(ts) < 3 || time.Since(start) < minTime {
 		t0 := time.Now()
-		if err := run(); err != nil {
+		if err := f(); err != nil {
 			return 0, err
 		}
 		ts = append(ts, time.Since(t0))
@@ -117,68 +142,237 @@ func Median(run func() error, minTime time.Duration) (time.Duration, error) {
 	return ts[len(ts)/2], nil
 }
 
-func main() {
-	quick := flag.Bool("quick", false, "small shapes and short timings, for a smoke run")
-	isa := flag.String("isa", "", "comma-separated kernel sets to run (default: all available)")
-	flag.Parse()
+// fill returns n deterministic values in [-0.5, 0.5).
+func fill(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%17)/17 - 0.5
+	}
+	return x
+}
 
-	sets := kernels.Available()
-	if *isa != "" {
-		sets = sets[:0]
-		for _, name := range strings.Split(*isa, ",") {
-			ks, err := kernels.Lookup(name)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(2)
-			}
-			sets = append(sets, ks)
-		}
-	}
-	cases, minTime := defaultCases, time.Second
-	if *quick {
-		cases, minTime = []Case{{B: 1, H: 4, Hkv: 4, Lq: 256, Lk: 256, D: 64}, {B: 1, H: 8, Hkv: 2, Lq: 1, Lk: 2048, D: 64}}, 100*time.Millisecond
-	}
+func run(cfg *config) error {
+	watch := StartBusy()
+	out := newPrinter(cfg.json)
 	best, err := kernels.Best()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		return err
 	}
-	fmt.Printf("CPU: %s, %d cores, GOMAXPROCS %d; kernel sets: %d, default %s\n\n",
-		cpuid.CPU.BrandName, runtime.NumCPU(), runtime.GOMAXPROCS(0), len(sets), best.Name)
-	fmt.Printf("%-8s %-38s %-6s %7s %12s %9s\n", "isa", "shape", "mask", "threads", "median", "GFLOP/s")
-	threads := []int{1, runtime.GOMAXPROCS(0)}
-	if threads[1] == 1 {
-		threads = threads[:1]
+	m := Machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Threads: runtime.GOMAXPROCS(0), Selected: best.Name,
+		Peak1: map[string]float64{}, PeakN: map[string]float64{}}
+	for _, ks := range cfg.sets {
+		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1)
+		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads)
 	}
-	for _, ks := range sets {
-		e, err := mha.New(mha.Config{ISA: ks.Name})
+	buf := newBandwidthBuffer()
+	m.BW1, m.BWN = ReadGBs(buf, 1), ReadGBs(buf, m.Threads)
+	buf = nil
+	out.machine(m, cfg.sets)
+
+	total := len(cfg.sets) * len(cfg.threads) * (len(cfg.layers) + 2*len(cfg.cases))
+	step := 0
+	progress := func(what string) {
+		step++
+		fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", step, total, what)
+	}
+	baselines := map[string]float64{} // case+threads → median ms
+	for _, ks := range cfg.sets {
+		e, err := mha.New(mha.Config{ISA: ks.Name, Threads: max(cfg.threads[len(cfg.threads)-1], m.Threads)})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return err
 		}
-		for _, c := range cases {
+		for _, c := range cfg.cases {
 			for _, causal := range []bool{false, true} {
-				if causal && c.Lq == 1 {
-					continue // a decode row sees every key either way
-				}
 				c.Causal = causal
-				for _, th := range threads {
-					b := NewBench(c, th)
-					d, err := Median(func() error { return b.Run(e) }, minTime)
+				for _, th := range cfg.threads {
+					if causal && c.Decode() {
+						step++ // a decode row sees every key either way
+						continue
+					}
+					progress(fmt.Sprintf("%s %s %s threads=%d", ks.Name, c, maskName(causal), th))
+					row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
 					if err != nil {
-						fmt.Fprintln(os.Stderr, err)
-						os.Exit(1)
+						return err
 					}
-					mask := "full"
-					if causal {
-						mask = "causal"
-					}
-					fmt.Printf("%-8s %-38s %-6s %7d %12v %9.1f\n", ks.Name, c, mask, th, d.Round(time.Microsecond), c.FLOPs()/d.Seconds()/1e9)
+					out.row(row)
 				}
+			}
+		}
+		for _, lc := range cfg.layers {
+			for _, th := range cfg.threads {
+				progress(fmt.Sprintf("%s %s threads=%d", ks.Name, lc, th))
+				row, err := measureLayer(cfg, e, ks, lc, th)
+				if err != nil {
+					return err
+				}
+				out.row(row)
 			}
 		}
 		e.Close()
 	}
+	if cfg.svg != "" {
+		if err := chart(cfg, cfg.svg); err != nil {
+			return err
+		}
+		out.note(fmt.Sprintf("chart written to %s", cfg.svg))
+	}
+	out.busy(watch.Others())
+	return nil
 }
 
-var benchLayout = mha.Layout(map[bool]int{true: 1, false: 0}[os.Getenv("BHSD") != ""])
+func maskName(causal bool) string {
+	if causal {
+		return "causal"
+	}
+	return "full"
+}
+
+// measureAttention times one attention row, its peak and its baseline.
+func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threads int, m Machine, baselines map[string]float64) (Row, error) {
+	q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
+	o := make([]float32, c.B*c.Lq*c.H*c.D)
+	opts := &mha.Options{Causal: c.Causal, Threads: threads}
+	var d time.Duration
+	var err error
+	_, peak := Around(ks, threads, func() float64 {
+		d, err = Median(func() error { return e.Attention(o, q, k, v, c.Shape(), opts) }, cfg.minTime)
+		return 0
+	})
+	if err != nil {
+		return Row{}, err
+	}
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: maskName(c.Causal), Threads: threads,
+		MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
+	if peak > 0 {
+		r.PctPeak = 100 * r.GFLOPS / peak
+	}
+	if c.Decode() {
+		r.GBs = c.KVBytes() / d.Seconds() / 1e9
+		bw := m.BW1
+		if threads > 1 {
+			bw = m.BWN
+		}
+		r.PctBW = 100 * r.GBs / bw
+	}
+	if !cfg.noBase {
+		key := fmt.Sprintf("%v/%s/%d", c, maskName(c.Causal), threads)
+		if _, ok := baselines[key]; !ok {
+			bl := NewBaseline(c)
+			bd, err := Median(func() error { bl.Run(o, q, k, v, threads); return nil }, cfg.minTime)
+			if err != nil {
+				return Row{}, err
+			}
+			baselines[key] = ms(bd)
+		}
+		r.BaselineMs = baselines[key]
+		r.Speedup = r.BaselineMs / r.MedianMs
+	}
+	return r, nil
+}
+
+// measureLayer times one causal MHA layer forward.
+func measureLayer(cfg *config, e *mha.Engine, ks *kernels.Set, lc LayerCase, threads int) (Row, error) {
+	dm := lc.DModel
+	w := mha.Weights{
+		WQ: fill(dm * lc.H * lc.D), WK: fill(dm * lc.Hkv * lc.D),
+		WV: fill(dm * lc.Hkv * lc.D), WO: fill(lc.H * lc.D * dm),
+	}
+	layer, err := mha.NewLayer(e, mha.LayerConfig{DModel: dm, Heads: lc.H, KVHeads: lc.Hkv, HeadDim: lc.D}, w)
+	if err != nil {
+		return Row{}, err
+	}
+	x := fill(lc.B * lc.L * dm)
+	y := make([]float32, len(x))
+	opts := &mha.Options{Causal: true, Threads: threads}
+	var d time.Duration
+	_, peak := Around(ks, threads, func() float64 {
+		d, err = Median(func() error { return layer.Forward(y, x, lc.B, lc.L, opts) }, cfg.minTime)
+		return 0
+	})
+	if err != nil {
+		return Row{}, err
+	}
+	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Threads: threads,
+		MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
+	if peak > 0 {
+		r.PctPeak = 100 * r.GFLOPS / peak
+	}
+	return r, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// printer writes the human table or JSON lines.
+type printer struct {
+	json bool
+	enc  *json.Encoder
+	head bool
+}
+
+func newPrinter(asJSON bool) *printer {
+	return &printer{json: asJSON, enc: json.NewEncoder(os.Stdout)}
+}
+
+func (p *printer) machine(m Machine, sets []*kernels.Set) {
+	if p.json {
+		p.enc.Encode(struct {
+			Kind string `json:"kind"`
+			Machine
+		}{"machine", m})
+		return
+	}
+	fmt.Printf("CPU %s, %d cores, GOMAXPROCS %d, default kernel set %s\n", m.CPU, m.Cores, m.Threads, m.Selected)
+	for _, ks := range sets {
+		if m.Peak1[ks.Name] > 0 {
+			fmt.Printf("FMA peak %-7s %7.1f GFLOP/s 1 thread, %7.1f GFLOP/s %d threads\n", ks.Name, m.Peak1[ks.Name], m.PeakN[ks.Name], m.Threads)
+		}
+	}
+	fmt.Printf("memory read  %7.1f GB/s 1 thread, %7.1f GB/s %d threads\n\n", m.BW1, m.BWN, m.Threads)
+}
+
+func (p *printer) row(r Row) {
+	if p.json {
+		p.enc.Encode(r)
+		return
+	}
+	if !p.head {
+		p.head = true
+		fmt.Printf("%-7s %-48s %-6s %3s %10s %8s %6s %7s %5s %10s %7s\n",
+			"isa", "shape", "mask", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "gonum", "speedup")
+	}
+	gbs, bw, base, speed := "", "", "", ""
+	if r.GBs > 0 {
+		gbs, bw = fmt.Sprintf("%7.1f", r.GBs), fmt.Sprintf("%5.0f", r.PctBW)
+	}
+	if r.BaselineMs > 0 {
+		base, speed = fmt.Sprintf("%8.2fms", r.BaselineMs), fmt.Sprintf("%6.1fx", r.Speedup)
+	}
+	peak := "     -"
+	if r.PctPeak > 0 {
+		peak = fmt.Sprintf("%6.1f", r.PctPeak)
+	}
+	fmt.Printf("%-7s %-48s %-6s %3d %8.3fms %8.1f %s %7s %5s %10s %7s\n",
+		r.ISA, r.Shape, r.Mask, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, base, speed)
+}
+
+func (p *printer) note(s string) {
+	if p.json {
+		p.enc.Encode(map[string]string{"kind": "note", "note": s})
+		return
+	}
+	fmt.Println(s)
+}
+
+// busy reports the share of the machine other processes used during the
+// run, with a warning when the numbers may be off because of it.
+func (p *printer) busy(others float64) {
+	if p.json {
+		p.enc.Encode(map[string]any{"kind": "summary", "others_cpu_fraction": others, "busy_warning": others > 0.05})
+		return
+	}
+	if others > 0.05 {
+		fmt.Printf("\nWARNING: other processes used %.0f%% of the machine's CPU time during the run; timings are noisy.\n", 100*others)
+	} else {
+		fmt.Printf("\nother processes used %.1f%% of the machine's CPU time during the run.\n", 100*others)
+	}
+}

@@ -8,9 +8,9 @@ import (
 )
 
 // PeakGFLOPS measures a kernel set's FMA throughput with its generated
-// register-only FMA loop on threads goroutines at once: the best of a few
-// runs of about 50 ms each, in GFLOP/s. It returns 0 for a set without a
-// loop (generic). On a shared machine, measure it right next to what it is
+// register-only FMA loop on threads goroutines at once: the best of 3 runs
+// of about 50 ms each, in GFLOP/s. It returns 0 for a set without a loop
+// (generic). On a shared machine, measure it right next to what it is
 // compared with (see Around).
 func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 	if !ks.HasPeak() {
@@ -22,8 +22,8 @@ func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 	for {
 		t0 := time.Now()
 		ks.FMAPeak(iters)
-		if time.Since(t0) > 20*time.Millisecond {
-			iters = int(float64(iters) * float64(50*time.Millisecond) / float64(time.Since(t0)))
+		if d := time.Since(t0); d > 10*time.Millisecond {
+			iters = int(float64(iters) * float64(50*time.Millisecond) / float64(d))
 			break
 		}
 		iters *= 4

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/fastattn/fastattn/mha"
+)
+
+// Case is one attention shape of the table.
+type Case struct {
+	B, H, Hkv, Lq, Lk, D int
+	Causal               bool
+}
+
+// String is the shape in the table's form.
+func (c Case) String() string {
+	return fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
+}
+
+// Short is the case in benchmark-name form: B=1,H=16,L=1024,D=128 for
+// self-attention shapes, with Hkv, Lq and Lk spelled out otherwise.
+func (c Case) Short() string {
+	if c.Lq == c.Lk && c.H == c.Hkv {
+		return fmt.Sprintf("B=%d,H=%d,L=%d,D=%d", c.B, c.H, c.Lq, c.D)
+	}
+	return c.String()
+}
+
+// Decode reports whether the case is a decode step (one query row).
+func (c Case) Decode() bool { return c.Lq == 1 }
+
+// Pairs returns the (query, key) pairs a call computes: Lq·Lk, or under the
+// causal mask (bottom-right) the pairs with j <= i + Lk - Lq.
+func (c Case) Pairs() float64 {
+	if !c.Causal {
+		return float64(c.Lq) * float64(c.Lk)
+	}
+	n := 0.0
+	for i := 0; i < c.Lq; i++ {
+		n += float64(min(c.Lk, max(0, i+c.Lk-c.Lq+1)))
+	}
+	return n
+}
+
+// FLOPs is 2·(Dk+Dv)·B·H·pairs.
+func (c Case) FLOPs() float64 { return 2 * float64(2*c.D) * float64(c.B*c.H) * c.Pairs() }
+
+// KVBytes is the K and V a call reads: B·Hkv·Lk·(Dk+Dv) floats.
+func (c Case) KVBytes() float64 { return 4 * float64(c.B*c.Hkv*c.Lk) * float64(2*c.D) }
+
+// Shape is the case as an mha.Shape.
+func (c Case) Shape() mha.Shape {
+	return mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D}
+}
+
+// defaultCases are the shapes of the README table: (B, H, Hkv, Lq, Lk, D).
+var defaultCases = []Case{
+	{B: 1, H: 8, Hkv: 8, Lq: 512, Lk: 512, D: 64},
+	{B: 1, H: 8, Hkv: 8, Lq: 2048, Lk: 2048, D: 64},
+	{B: 1, H: 16, Hkv: 16, Lq: 1024, Lk: 1024, D: 128},
+	{B: 1, H: 32, Hkv: 32, Lq: 1, Lk: 4096, D: 128},
+	{B: 1, H: 32, Hkv: 8, Lq: 1, Lk: 8192, D: 128},
+}
+
+// quickCases are the shapes of -quick.
+var quickCases = []Case{
+	{B: 1, H: 4, Hkv: 4, Lq: 256, Lk: 256, D: 64},
+	{B: 1, H: 8, Hkv: 2, Lq: 1, Lk: 2048, D: 64},
+}
+
+// parseShape reads "B,H,Hkv,Lq,Lk,D".
+func parseShape(s string) (Case, error) {
+	f := strings.Split(s, ",")
+	if len(f) != 6 {
+		return Case{}, fmt.Errorf("shape %q: want B,H,Hkv,Lq,Lk,D", s)
+	}
+	var v [6]int
+	for i, x := range f {
+		n, err := strconv.Atoi(strings.TrimSpace(x))
+		if err != nil || n < 1 {
+			return Case{}, fmt.Errorf("shape %q: %q is not a positive integer", s, x)
+		}
+		v[i] = n
+	}
+	return Case{B: v[0], H: v[1], Hkv: v[2], Lq: v[3], Lk: v[4], D: v[5]}, nil
+}
+
+// LayerCase is one MHA layer shape: projections and causal attention over
+// B sequences of L tokens.
+type LayerCase struct {
+	B, L, DModel, H, Hkv, D int
+}
+
+func (c LayerCase) String() string {
+	return fmt.Sprintf("layer dm=%d,H=%d,Hkv=%d,D=%d,B=%d,L=%d", c.DModel, c.H, c.Hkv, c.D, c.B, c.L)
+}
+
+// FLOPs counts the four projections and the causal attention.
+func (c LayerCase) FLOPs() float64 {
+	m := float64(c.B * c.L)
+	proj := 2 * m * float64(c.DModel) * float64(c.H*c.D+2*c.Hkv*c.D+c.H*c.D)
+	att := Case{B: c.B, H: c.H, Hkv: c.Hkv, Lq: c.L, Lk: c.L, D: c.D, Causal: true}
+	return proj + att.FLOPs()
+}
+
+var defaultLayers = []LayerCase{
+	{B: 1, L: 512, DModel: 512, H: 8, Hkv: 8, D: 64},
+	{B: 1, L: 512, DModel: 4096, H: 32, Hkv: 8, D: 128},
+}
+
+var quickLayers = []LayerCase{{B: 1, L: 128, DModel: 256, H: 4, Hkv: 2, D: 64}}
