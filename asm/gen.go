@@ -4,3 +4,4 @@ package asm
 // never download avo. `go generate ./...` at the root runs these.
 
 //go:generate go -C ../gen run ./amd64 -out ../asm
+//go:generate go -C ../gen run ./arm64 -out ../asm

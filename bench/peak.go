@@ -16,7 +16,7 @@ func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 	if !ks.HasPeak() {
 		return 0
 	}
-	flopsPerIter := float64(kernels.PeakChains * ks.Lanes * 2)
+	flopsPerIter := float64(ks.PeakFLOPsPerIter())
 	// Calibrate: iterations for ~50 ms on one thread.
 	iters := 1 << 16
 	for {

@@ -13,7 +13,7 @@ func peakGFLOPS(ks *Set) float64 {
 	for run := 0; run < 3; run++ {
 		t0 := time.Now()
 		ks.FMAPeak(iters)
-		best = max(best, float64(iters*PeakChains*ks.Lanes*2)/time.Since(t0).Seconds()/1e9)
+		best = max(best, float64(iters*ks.PeakFLOPsPerIter())/time.Since(t0).Seconds()/1e9)
 	}
 	return best
 }

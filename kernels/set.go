@@ -38,6 +38,8 @@ type Set struct {
 	exp     func(dst, src []float32)
 	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
 	peak    func(iters int) // nil for generic
+
+	peakChains int // independent vector FMAs per iteration of peak
 }
 
 // String returns the set's name.
@@ -156,16 +158,16 @@ func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr
 	ks.tr(dst, ldd, src, lds, nr, nc, scale)
 }
 
-// PeakChains is the number of independent vector FMAs per iteration of
-// FMAPeak.
-const PeakChains = 12
+// PeakFLOPsPerIter is the number of floating-point operations one
+// iteration of FMAPeak computes: independent vector FMAs × lanes × 2.
+func (ks *Set) PeakFLOPsPerIter() int { return ks.peakChains * ks.Lanes * 2 }
 
 // HasPeak reports whether the set has a generated FMA-throughput loop.
 func (ks *Set) HasPeak() bool { return ks.peak != nil }
 
-// FMAPeak runs iters iterations of PeakChains independent register-only
-// vector FMAs: iters·PeakChains·Lanes·2 floating-point operations at the
-// machine's peak rate. It does nothing for a set without one (generic).
+// FMAPeak runs iters iterations of independent register-only vector FMAs,
+// iters·PeakFLOPsPerIter() floating-point operations at the machine's peak
+// rate. It does nothing for a set without one (generic).
 func (ks *Set) FMAPeak(iters int) {
 	if ks.peak != nil && iters > 0 {
 		ks.peak(iters)

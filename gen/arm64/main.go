@@ -1,0 +1,144 @@
+// Command arm64 generates fastattn's NEON kernel set with the emitter of
+// gen/neon: asm/neon_arm64.s and its Go declarations asm/neon_arm64.go.
+//
+//	go run ./arm64 -out ../asm     (from gen/; asm/gen.go has the go:generate line)
+//
+// Registers are assigned by hand (NEON has 32 vector registers and the
+// kernels are small); each kernel's comment gives the plan.
+package main
+
+import (
+	"flag"
+	"log"
+	"math"
+	"os"
+	"path/filepath"
+
+	. "github.com/fastattn/fastattn/gen/neon"
+)
+
+func main() {
+	fs := flag.NewFlagSet("arm64", flag.ExitOnError)
+	out := fs.String("out", "../asm", "directory to write the .s and .go files to")
+	fs.Parse(os.Args[1:])
+	e := New("go run ./arm64", "arm64 && !purego", "asm")
+	g := &gen{Emitter: e}
+	g.constants()
+	g.gemm()
+	g.pv()
+	g.softmax()
+	g.expKernel()
+	g.peak()
+	for name, b := range map[string][]byte{"neon_arm64.s": e.Asm(), "neon_arm64.go": e.Stubs()} {
+		if err := os.WriteFile(filepath.Join(*out, name), b, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+type gen struct{ *Emitter }
+
+// The tile of GEMM and PV: mk rows × nv vectors of 4 lanes, 24
+// accumulators V0..V23 (row i, vector j in V(4i+j)), the B or V row in
+// V24..V27, broadcasts in V28/V29. Per step 4 vector loads and 6 broadcast
+// loads (GEMM) or 2 loads of 4+2 P values used by lane (PV) feed 24 FMAs.
+const (
+	mk    = 6
+	maxNV = 4
+)
+
+func acc(i, j int) V { return V(4*i + j) }
+
+// The constant table: each constant one 32-bit word, loaded with VLD1R.
+var constants = []struct {
+	name string
+	bits uint32
+}{
+	{"expMin", math.Float32bits(-87.33654475)},
+	{"log2e", math.Float32bits(1.44269504088896341)},
+	{"ln2hi", math.Float32bits(0.693359375)},
+	{"ln2lo", math.Float32bits(-2.12194440e-4)},
+	{"p0", math.Float32bits(1.9875691500e-4)},
+	{"p1", math.Float32bits(1.3981999507e-3)},
+	{"p2", math.Float32bits(8.3334519073e-3)},
+	{"p3", math.Float32bits(4.1665795894e-2)},
+	{"p4", math.Float32bits(1.6666665459e-1)},
+	{"p5", math.Float32bits(5.0000001201e-1)},
+	{"one", math.Float32bits(1)},
+	{"bias", 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
+	{"expMax", math.Float32bits(88.37626)},
+	{"negMax", math.Float32bits(-math.MaxFloat32)},
+	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
+}
+
+func (g *gen) constants() {
+	words := make([]uint32, len(constants))
+	for i, c := range constants {
+		words[i] = c.bits
+	}
+	g.Data("constsNEON", words)
+}
+
+// loadConst replicates a constant into v, using R27-free scratch R24 for
+// the table address.
+func (g *gen) loadConst(name string, v V) {
+	for i, c := range constants {
+		if c.name == name {
+			g.Inst("MOVD $constsNEON<>+%d(SB), R24", 4*i)
+			g.Inst("VLD1R (R24), [%s]", v.S4())
+			return
+		}
+	}
+	panic("no constant " + name)
+}
+
+// vlist is a Go-assembler register list of n consecutive registers from v.
+func vlist(v V, n int) string {
+	s := "["
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			s += ", "
+		}
+		s += V(int(v) + i).S4()
+	}
+	return s + "]"
+}
+
+// zero clears v.
+func (g *gen) zero(v V) { g.Inst("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v) }
+
+// move copies n to d.
+func (g *gen) move(d, n V) { g.Emit(EncORR(d, n, n)) }
+
+// dispatch jumps to label+nv for the param nv (1..maxNV) in R8.
+func (g *gen) dispatch(prefix string) {
+	for v := maxNV; v >= 1; v-- {
+		g.Inst("CMP $%d, R8", v)
+		g.Inst("BEQ %s%d", prefix, v)
+	}
+	g.Inst("RET")
+}
+
+// rowGroups emits the loop over the rows in R6: groups of mk rows, then
+// the last rows%mk in blocks of 4, 2 and 1 (at most one of each).
+func (g *gen) rowGroups(l string, block func(mr int, lbl string)) {
+	g.Label(l + "groups")
+	g.Inst("CMP $%d, R6", mk)
+	g.Inst("BLT %stail4", l)
+	block(mk, l+"full")
+	g.Inst("SUB $%d, R6, R6", mk)
+	g.Inst("B %sgroups", l)
+	for _, mr := range []int{4, 2, 1} {
+		g.Label(l + "tail" + itoa(mr))
+		next := l + "tail" + itoa(mr/2)
+		if mr == 1 {
+			next = l + "done"
+		}
+		g.Inst("TBZ $%d, R6, %s", map[int]int{4: 2, 2: 1, 1: 0}[mr], next)
+		block(mr, l+"rows"+itoa(mr))
+	}
+	g.Label(l + "done")
+	g.Inst("RET")
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }

@@ -1,0 +1,108 @@
+//go:build (amd64 || arm64) && !purego
+
+package kernels
+
+import "github.com/fastattn/fastattn/fallback"
+
+// The drivers shared by the assembly sets: they split columns into the
+// register panels of a kernel, and hand the generic code what a kernel
+// leaves (exp tails, transpose edges).
+
+// gemmFunc is the signature of the generated GEMM kernels.
+type gemmFunc func(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
+
+// panel returns the vectors of panel j0 (in vectors) of n columns split
+// into panels of at most maxNV vectors, as evenly as possible (16 vectors
+// by 3: 3,3,3,3,2,2, not 3,3,3,3,3,1), and the lanes of its last vector.
+func panel(j0, n, lanes, maxNV int) (nv, tail int) {
+	vecs := (n + lanes - 1) / lanes
+	panels := (vecs + maxNV - 1) / maxNV
+	nv = vecs / panels
+	if j0 < vecs%panels*(nv+1) {
+		nv++
+	}
+	tail = lanes
+	if j0+nv == vecs && n%lanes != 0 {
+		tail = n % lanes
+	}
+	return nv, tail
+}
+
+// gemmChunk is the most A rows one kernel call takes when C has several
+// panels: the calls for all panels run on one chunk of A before the next,
+// so the chunk's rows (at most 48·k floats) are read from L1, not again
+// from memory, by every panel.
+const gemmChunk = 48
+
+// gemmPanels runs a GEMM kernel over the column panels of C.
+func gemmPanels(kernel gemmFunc, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	chunk := m
+	if n > lanes*maxNV {
+		chunk = gemmChunk
+	}
+	for i0 := 0; i0 < m; i0 += chunk {
+		mc := min(chunk, m-i0)
+		for v0 := 0; v0*lanes < n; {
+			nv, tail := panel(v0, n, lanes, maxNV)
+			j0 := v0 * lanes
+			kernel(&c[i0*ldc+j0], ldc, &a[i0*lda], lda, &b[j0], ldb, mc, k, nv, tail, acc)
+			v0 += nv
+		}
+	}
+}
+
+// pvFunc is the signature of the generated PV kernels.
+type pvFunc func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)
+
+// pvPanels runs a PV kernel over the column panels of o.
+func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+	var ap, pp *float32
+	if alpha != nil {
+		ap = &alpha[0]
+	}
+	if nk > 0 {
+		pp = &p[0]
+	}
+	for v0 := 0; v0*lanes < dv; {
+		nv, tail := panel(v0, dv, lanes, maxNV)
+		j0 := v0 * lanes
+		var vp *float32
+		if nk > 0 {
+			vp = &v[j0]
+		}
+		kernel(&o[j0], ldo, pp, ldp, vp, ldv, ap, rows, nk, nv, tail)
+		v0 += nv
+	}
+}
+
+// transposeBlocks runs a transpose kernel over the whole 8×8 blocks and
+// the generic code over the edges.
+func transposeBlocks(kernel func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32),
+	dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
+	r8, c8 := nr&^7, nc&^7
+	if r8 > 0 && c8 > 0 {
+		kernel(&dst[0], ldd, &src[0], lds, r8, c8, scale)
+	}
+	if c8 < nc { // right edge, every row
+		fallback.TransposeScale(dst[c8*ldd:], ldd, src[c8:], lds, nr, nc-c8, scale)
+	}
+	if r8 < nr { // bottom edge, the block columns
+		fallback.TransposeScale(dst[r8:], ldd, src[r8*lds:], lds, nr-r8, c8, scale)
+	}
+}
+
+// expVectors runs an exp kernel over the whole vectors of src and the
+// generic exp over the rest.
+func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []float32) {
+	n := len(dst) / lanes * lanes
+	if n > 0 {
+		kernel(&dst[0], &src[0], n)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = fallback.Exp32(src[i])
+	}
+}
