@@ -6,9 +6,9 @@ package asm
 
 // GemmNEON is
 //
-// 	for i := 0; i < m; i++ {
-// 		for j := 0; j < nv*4; j++ {
-// 			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < nv*4; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]
 //
 // with nv in 1..4, whole vectors only (tail must be 4: the caller does
 // the last n%4 columns), m >= 0, k >= 1, strides in elements. QK is
@@ -21,9 +21,9 @@ func GemmNEON(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, 
 
 // PVNEON is
 //
-// 	for r := 0; r < rows; r++ {
-// 		for j := 0; j < nv*4; j++ {
-// 			o[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]
+//	for r := 0; r < rows; r++ {
+//		for j := 0; j < nv*4; j++ {
+//			o[r*ldo+j] = alpha[r]·o[r*ldo+j] + Σ_{c<nk} p[c*ldp+r] · v[c*ldv+j]
 //
 // with alpha == nil meaning 1, nv in 1..4, whole vectors only (tail must
 // be 4), rows >= 0, nk >= 0, strides in elements. Register tile: 6 rows
@@ -36,11 +36,11 @@ func PVNEON(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha
 
 // SoftmaxNEON is
 //
-// 	for r := 0; r < nv*4; r++ {
-// 		x[c] = softcap > 0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays)
-// 		mNew = max(m[r], max_c x[c]);  base = max(mNew, -MaxFloat32)
-// 		s[c*lds+r] = exp(x[c] - base)
-// 		alpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
+//	for r := 0; r < nv*4; r++ {
+//		x[c] = softcap > 0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays)
+//		mNew = max(m[r], max_c x[c]);  base = max(mNew, -MaxFloat32)
+//		s[c*lds+r] = exp(x[c] - base)
+//		alpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
 //
 // with nv in 1..4, nk >= 1, lds in elements.
 //
@@ -49,8 +49,8 @@ func SoftmaxNEON(s *float32, lds int, m *float32, l *float32, alpha *float32, nk
 
 // ExpNEON is
 //
-// 	for i := 0; i < n; i++ {
-// 		dst[i] = fallback.Exp32(src[i])   (up to rounding: at most 2 ulp from e^x)
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.Exp32(src[i])   (up to rounding: at most 2 ulp from e^x)
 //
 // with n a multiple of 4 (the caller does the tail).
 //
@@ -59,8 +59,8 @@ func ExpNEON(dst *float32, src *float32, n int)
 
 // FMAPeakNEON is
 //
-// 	for i := 0; i < iters; i++ {
-// 		for c := 0; c < 24; c++ { acc[c] += a*b }   (one vector FMA each)
+//	for i := 0; i < iters; i++ {
+//		for c := 0; c < 24; c++ { acc[c] += a*b }   (one vector FMA each)
 //
 // so one call computes iters·24·4·2 floating-point operations.
 //

@@ -29,7 +29,11 @@ func main() {
 	g.softmax()
 	g.expKernel()
 	g.peak()
-	for name, b := range map[string][]byte{"neon_arm64.s": e.Asm(), "neon_arm64.go": e.Stubs()} {
+	stubs, err := e.Stubs()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"neon_arm64.s": e.Asm(), "neon_arm64.go": stubs} {
 		if err := os.WriteFile(filepath.Join(*out, name), b, 0o644); err != nil {
 			log.Fatal(err)
 		}

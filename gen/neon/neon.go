@@ -12,6 +12,7 @@ package neon
 
 import (
 	"fmt"
+	"go/format"
 	"strings"
 )
 
@@ -104,5 +105,5 @@ func (e *Emitter) Comment(s string) { fmt.Fprintf(&e.asm, "\t// %s\n", s) }
 // Asm returns the .s file.
 func (e *Emitter) Asm() []byte { return []byte(e.asm.String()) }
 
-// Stubs returns the Go declarations.
-func (e *Emitter) Stubs() []byte { return []byte(e.stubs.String()) }
+// Stubs returns the Go declarations, gofmt-formatted.
+func (e *Emitter) Stubs() ([]byte, error) { return format.Source([]byte(e.stubs.String())) }
