@@ -27,9 +27,14 @@ func chart(cfg *config, path string) error {
 	p.X.Label.Text = "sequence length"
 	p.Y.Label.Text = "GFLOP/s"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	var ticks []plot.Tick
+	for _, L := range lengths {
+		ticks = append(ticks, plot.Tick{Value: float64(L), Label: fmt.Sprint(L)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.Top = true
 	p.Legend.Left = true
+	top := 0.0 // the highest line, for headroom above it for the legend
 	palette := []color.RGBA{{0x1f, 0x77, 0xb4, 255}, {0xd6, 0x27, 0x28, 255}, {0x2c, 0xa0, 0x2c, 255}, {0x94, 0x67, 0xbd, 255}}
 	for i, ks := range cfg.sets {
 		e, err := mha.New(mha.Config{ISA: ks.Name, Threads: 1})
@@ -47,6 +52,7 @@ func chart(cfg *config, path string) error {
 				return err
 			}
 			pts[j] = plotter.XY{X: float64(L), Y: c.FLOPs() / d.Seconds() / 1e9}
+			top = max(top, pts[j].Y)
 		}
 		e.Close()
 		col := palette[i%len(palette)]
@@ -58,6 +64,7 @@ func chart(cfg *config, path string) error {
 		p.Add(line, marks)
 		p.Legend.Add(ks.Name, line, marks)
 		if peak := PeakGFLOPS(ks, 1); peak > 0 {
+			top = max(top, peak)
 			flat := plotter.XYs{{X: float64(lengths[0]), Y: peak}, {X: float64(lengths[len(lengths)-1]), Y: peak}}
 			pl, err := plotter.NewLine(flat)
 			if err != nil {
@@ -68,6 +75,7 @@ func chart(cfg *config, path string) error {
 			p.Legend.Add(ks.Name+" FMA peak", pl)
 		}
 	}
-	p.Y.Min = 0
+	p.Y.Min, p.Y.Max = 0, 1.45*top
+	p.X.Min, p.X.Max = float64(lengths[0])/1.2, float64(lengths[len(lengths)-1])*1.2
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
