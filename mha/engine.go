@@ -27,6 +27,9 @@ type Engine struct {
 	pool   *pool
 	mu     sync.RWMutex // calls hold it for reading, Close for writing
 	closed bool
+
+	partMu sync.Mutex
+	parts  [][]float32 // free partial buffers of split decode steps
 }
 
 // New starts an Engine.
@@ -99,13 +102,50 @@ func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) e
 	return nil
 }
 
-// attention runs a validated problem on the pool.
+// attention runs a validated problem on the pool: a decode step split over
+// its keys, or flash items over query blocks.
 func (e *Engine) attention(p *tile.Problem, threads int) {
+	if sp, ok := tile.NewSplit(p); ok {
+		e.split(p, sp, threads)
+		return
+	}
 	j := e.pool.get()
 	j.attn.p = *p
 	j.attn.plan = tile.NewPlan(&j.attn.p, tile.BlocksFor(p.HeadDim, p.ValueDim))
 	j.t = &j.attn
 	e.pool.run(j, e.ks, j.attn.plan.Items(&j.attn.p), threads)
+}
+
+// split runs a split decode step: the chunk items, then the merge items.
+func (e *Engine) split(p *tile.Problem, sp tile.Split, threads int) {
+	part := e.getPart(sp.PartLen(p))
+	j := e.pool.get()
+	j.split = splitTask{p: *p, sp: sp, part: part}
+	j.t = &j.split
+	e.pool.run(j, e.ks, sp.Items(p), threads)
+	j = e.pool.get()
+	j.merge = mergeTask{splitTask{p: *p, sp: sp, part: part}}
+	j.t = &j.merge
+	e.pool.run(j, e.ks, sp.MergeItems(p), threads)
+	e.partMu.Lock()
+	e.parts = append(e.parts, part)
+	e.partMu.Unlock()
+}
+
+// getPart returns a free partial buffer of at least n floats.
+func (e *Engine) getPart(n int) []float32 {
+	e.partMu.Lock()
+	defer e.partMu.Unlock()
+	for i, b := range e.parts {
+		if cap(b) >= n {
+			e.parts = append(e.parts[:i], e.parts[i+1:]...)
+			return b[:n]
+		}
+	}
+	if k := len(e.parts); k > 0 { // grow the last one rather than keep it
+		e.parts = e.parts[:k-1]
+	}
+	return make([]float32, n)
 }
 
 // gemm runs one projection on the pool.

@@ -12,7 +12,15 @@ import (
 // bits, on every kernel set, for attention and for the layer.
 func TestThreadsBitwise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	s := Shape{Batch: 2, Heads: 6, KVHeads: 2, QLen: 150, KVLen: 170, HeadDim: 40, ValueDim: 24}
+	for _, s := range []Shape{
+		{Batch: 2, Heads: 6, KVHeads: 2, QLen: 150, KVLen: 170, HeadDim: 40, ValueDim: 24},
+		{Batch: 2, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 700, HeadDim: 40, ValueDim: 24}, // split decode
+	} {
+		threadsBitwise(t, rng, s)
+	}
+}
+
+func threadsBitwise(t *testing.T, rng *rand.Rand, s Shape) {
 	q, k, v, _ := inputs(rng, s)
 	for _, ks := range engines {
 		e7, err := New(Config{ISA: ks.Kernels(), Threads: 7})

@@ -23,6 +23,24 @@ func (t *attnTask) run(ks *kernels.Set, n int, ws *tile.Workspace) {
 	tile.Flash(ks, &t.p, &t.plan, n, ws)
 }
 
+// splitTask runs the chunk items of a split decode step.
+type splitTask struct {
+	p    tile.Problem
+	sp   tile.Split
+	part []float32
+}
+
+func (t *splitTask) run(ks *kernels.Set, n int, ws *tile.Workspace) {
+	t.sp.Run(ks, &t.p, n, ws, t.part)
+}
+
+// mergeTask merges the chunks of a split decode step.
+type mergeTask struct{ splitTask }
+
+func (t *mergeTask) run(_ *kernels.Set, n int, _ *tile.Workspace) {
+	t.sp.Merge(&t.p, n, t.part)
+}
+
 // gemmTask runs one projection.
 type gemmTask struct{ g tile.Gemm }
 
@@ -39,8 +57,10 @@ type job struct {
 	active atomic.Int32 // workers still holding the job
 	done   chan struct{}
 
-	attn attnTask // storage for t, reused
-	gemm gemmTask
+	attn  attnTask // storage for t, reused
+	gemm  gemmTask
+	split splitTask
+	merge mergeTask
 }
 
 // pool is a fixed set of worker goroutines, each with its own workspace.
@@ -114,7 +134,7 @@ func (p *pool) run(j *job, ks *kernels.Set, items, threads int) {
 		<-j.done
 	}
 	j.t, j.ks = nil, nil
-	j.attn, j.gemm = attnTask{}, gemmTask{}
+	j.attn, j.gemm, j.split, j.merge = attnTask{}, gemmTask{}, splitTask{}, mergeTask{}
 	p.mu.Lock()
 	p.free = append(p.free, j)
 	p.mu.Unlock()

@@ -32,15 +32,22 @@ var negInf = float32(math.Inf(-1))
 // flash-attention forward of one block of query rows.
 func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 	it := pl.item(p, n)
+	rp := begin(ks, p, it, pl.Blocks.Keys, ws)
+	runKeys(ks, p, it, ws, rp, 0, p.KVLen)
+	store(ks, p, it, ws)
+}
+
+// begin readies ws for item it with KV blocks of bc keys: the packed Qᵀ
+// block and an empty running state (m = -Inf, l = 0, O = 0). It returns
+// the rows padded to whole vectors.
+func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 	rows := it.nh * it.nq
 	lanes := ks.Lanes
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
-	dk, dv, bc := p.HeadDim, p.ValueDim, pl.Blocks.Keys
-
 	ws.bc = bc
-	ws.qt = grow(ws.qt, dk*rp)
+	ws.qt = grow(ws.qt, p.HeadDim*rp)
 	ws.s = grow(ws.s, bc*rp)
-	ws.o = grow(ws.o, rows*dv)
+	ws.o = grow(ws.o, rows*p.ValueDim)
 	ws.m = grow(ws.m, rp)
 	ws.l = grow(ws.l, rp)
 	ws.al = grow(ws.al, rp)
@@ -50,8 +57,17 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 	}
 	clear(ws.l)
 	clear(ws.o)
+	return rp
+}
 
-	// The keys any row sees, and the block every row sees whole.
+// runKeys runs the flash loop of item it over the keys in [from, to) that
+// its rows may see.
+//
+// Keys every row sees whole, [allLo, allHi), run unmasked in blocks of Bc;
+// the edges below and above (the causal triangle, the window's far edge)
+// run as their own blocks and are masked. When no key is seen by every row,
+// everything is edge.
+func runKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, from, to int) {
 	lo, hi := p.KVLen, 0
 	allLo, allHi := 0, p.KVLen
 	for i := it.i0; i < it.i0+it.nq; i++ {
@@ -61,21 +77,19 @@ func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 			lo, hi = min(lo, l), max(hi, h)
 		}
 	}
-
-	// Blocks: keys every row sees whole, [allLo, allHi), run unmasked in
-	// blocks of Bc; the edges below and above (the causal triangle, the
-	// window's far edge) run as their own blocks and are masked. When no key
-	// is seen by every row, everything is edge.
 	if allLo >= allHi {
 		allLo, allHi = hi, hi
 	}
 	allLo, allHi = max(allLo, lo), min(allHi, hi)
-	for kb := allLo; kb < allHi; kb += bc {
-		flashBlock(ks, p, it, ws, kb, min(bc, allHi-kb), rp, false, 0, rp)
+	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
+	a, b := clip(allLo, allHi)
+	for kb := a; kb < b; kb += ws.bc {
+		flashBlock(ks, p, it, ws, kb, min(ws.bc, b-kb), rp, false, 0, rp)
 	}
-	edges(ks, p, it, ws, lo, allLo, rp)
-	edges(ks, p, it, ws, allHi, hi, rp)
-	store(ks, p, it, ws)
+	a, b = clip(lo, allLo)
+	edges(ks, p, it, ws, a, b, rp)
+	a, b = clip(allHi, hi)
+	edges(ks, p, it, ws, a, b, rp)
 }
 
 // edgeKeys is the key block of the edge segments of a one-head item: the

@@ -1,0 +1,119 @@
+package tile
+
+import (
+	"math"
+
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// Split is the plan of a decode step (few query rows per KV head): the keys
+// are cut into chunks of Keys, one work item per (batch, chunk) covering
+// every KV head, so that all heads of a key position, which sit side by
+// side in a BSHD cache, are read together and the work spreads over the
+// cores however few heads there are. Each item leaves the running state
+// (O, m, l) of every query row for its chunk in a partial buffer; Merge
+// combines the chunks of a row in chunk order. The chunking depends on the
+// shape only, so results do not depend on the thread count.
+type Split struct {
+	Keys, Chunks int
+}
+
+// Split thresholds: at most splitRows query rows per KV head (one vector
+// of AVX-512 lanes), at least two chunks of splitKeys keys.
+const (
+	splitRows = 16
+	splitKeys = 64
+)
+
+// NewSplit returns the split plan of p, or false when p is not a decode
+// step worth splitting.
+func NewSplit(p *Problem) (Split, bool) {
+	group := p.Heads / p.KVHeads
+	if group*p.QLen > splitRows || p.KVLen < 2*splitKeys {
+		return Split{}, false
+	}
+	return Split{Keys: splitKeys, Chunks: (p.KVLen + splitKeys - 1) / splitKeys}, true
+}
+
+// Items is the number of chunk items.
+func (sp Split) Items(p *Problem) int { return p.Batch * sp.Chunks }
+
+// partStride is the floats of one row's partial state: O, then m and l.
+func partStride(p *Problem) int { return p.ValueDim + 2 }
+
+// PartLen is the length of the partial buffer:
+// [Batch][Chunks][Heads][QLen] rows of O, m, l.
+func (sp Split) PartLen(p *Problem) int {
+	return p.Batch * sp.Chunks * p.Heads * p.QLen * partStride(p)
+}
+
+// Run computes chunk item n: for every KV head, its query rows over the
+// chunk's keys, saved to part unnormalized.
+func (sp Split) Run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []float32) {
+	b, chunk := n/sp.Chunks, n%sp.Chunks
+	k0, k1 := chunk*sp.Keys, min((chunk+1)*sp.Keys, p.KVLen)
+	group, dv, st := p.Heads/p.KVHeads, p.ValueDim, partStride(p)
+	for g := 0; g < p.KVHeads; g++ {
+		it := item{b: b, g: g, h0: g * group, nh: group, i0: 0, nq: p.QLen}
+		rp := begin(ks, p, it, sp.Keys, ws)
+		runKeys(ks, p, it, ws, rp, k0, k1)
+		for hh := 0; hh < it.nh; hh++ {
+			for ii := 0; ii < it.nq; ii++ {
+				r := hh*it.nq + ii
+				dst := part[(((b*sp.Chunks+chunk)*p.Heads+it.h0+hh)*p.QLen+ii)*st:][:st]
+				copy(dst, ws.o[r*dv:(r+1)*dv])
+				dst[dv], dst[dv+1] = ws.m[r], ws.l[r]
+			}
+		}
+	}
+}
+
+// MergeItems is the number of merge items: one per (batch, head).
+func (sp Split) MergeItems(p *Problem) int { return p.Batch * p.Heads }
+
+// Merge combines the chunks of merge item n (batch, head), in chunk order:
+//
+//	m = max_c m_c;  w_c = exp(m_c - m);  l = Σ w_c·l_c;  out = Σ w_c·O_c / l
+//
+// and writes the output rows and the LSE (m + ln l). A row no chunk saw
+// gets zeros and -Inf.
+func (sp Split) Merge(p *Problem, n int, part []float32) {
+	b, h := n/p.Heads, n%p.Heads
+	dv, st := p.ValueDim, partStride(p)
+	for i := 0; i < p.QLen; i++ {
+		row := func(c int) []float32 {
+			return part[(((b*sp.Chunks+c)*p.Heads+h)*p.QLen+i)*st:][:st]
+		}
+		m := math.Inf(-1)
+		for c := 0; c < sp.Chunks; c++ {
+			m = math.Max(m, float64(row(c)[dv]))
+		}
+		off, _ := p.row(b, i, h, p.Heads, p.QLen, dv)
+		out := p.Out[off : off+dv]
+		clear(out)
+		lse := negInf
+		if !math.IsInf(m, -1) {
+			l := 0.0
+			for c := 0; c < sp.Chunks; c++ {
+				pc := row(c)
+				if pc[dv+1] == 0 {
+					continue
+				}
+				w := math.Exp(float64(pc[dv]) - m)
+				l += w * float64(pc[dv+1])
+				wf := float32(w)
+				for j, x := range pc[:dv] {
+					out[j] += wf * x
+				}
+			}
+			inv := float32(1 / l)
+			for j := range out {
+				out[j] *= inv
+			}
+			lse = float32(m + math.Log(l))
+		}
+		if p.LSE != nil {
+			p.LSE[(b*p.Heads+h)*p.QLen+i] = lse
+		}
+	}
+}
