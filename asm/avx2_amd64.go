@@ -32,6 +32,19 @@ func GemmAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m i
 //go:noescape
 func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 
+// DotAVX2 is
+//
+//	for c := 0; c < nk; c++ {
+//		s[c*lds] = Σ_{d<(nvec-1)*lanes+tail} k[c*ldk+d] · q[d]
+//
+// with nvec >= 1, tail in 1..lanes, strides in elements; nothing past
+// element (nvec-1)*lanes+tail of q or of a K row is read (masked last
+// vector). Four keys at a time: four accumulators (the K rows are FMA
+// memory operands, q one register), then each reduced across lanes.
+//
+//go:noescape
+func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
+
 // PVAVX2 is
 //
 //	for r := 0; r < rows; r++ {

@@ -1230,6 +1230,219 @@ done:
 	VZEROUPPER
 	RET
 
+// func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
+// Requires: AVX, FMA3
+TEXT ·DotAVX2(SB), NOSPLIT, $0-64
+	MOVQ s+0(FP), AX
+	MOVQ lds+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ k+16(FP), DX
+	MOVQ ldk+24(FP), BX
+	SHLQ $0x02, BX
+	LEAQ (BX)(BX*2), SI
+	MOVQ tail+56(FP), DI
+	MOVQ $0x00000008, R8
+	SUBQ DI, R8
+	LEAQ constsAVX2<>+608(SB), R9
+	LEAQ (R9)(R8*4), R9
+	MOVQ nk+40(FP), R8
+	CMPQ DI, $0x08
+	JNE  masked
+
+mfalsegroups:
+	CMPQ    R8, $0x04
+	JLT     mfalseone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	MOVQ    q+32(FP), DI
+	MOVQ    DX, R9
+	MOVQ    nvec+48(FP), R10
+	TESTQ   R10, R10
+	JZ      mfalsefourlast
+
+mfalsefour:
+	VMOVUPS     (DI), Y4
+	VFMADD231PS (R9), Y4, Y0
+	VFMADD231PS (R9)(BX*1), Y4, Y1
+	VFMADD231PS (R9)(BX*2), Y4, Y2
+	VFMADD231PS (R9)(SI*1), Y4, Y3
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
+	DECQ        R10
+	JNZ         mfalsefour
+
+mfalsefourlast:
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VHADDPS      X4, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, R8
+	JMP          mfalsegroups
+
+mfalseone:
+	TESTQ   R8, R8
+	JZ      mfalsedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, DI
+	MOVQ    nvec+48(FP), R9
+	TESTQ   R9, R9
+	JZ      mfalsesinglelast
+
+mfalsesingle:
+	VMOVUPS     (SI), Y1
+	VFMADD231PS (DI), Y1, Y0
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R9
+	JNZ         mfalsesingle
+
+mfalsesinglelast:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R8
+	JMP          mfalseone
+
+mfalsedone:
+	VZEROUPPER
+	RET
+
+masked:
+mtruegroups:
+	CMPQ    R8, $0x04
+	JLT     mtrueone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	MOVQ    q+32(FP), DI
+	MOVQ    DX, R10
+	MOVQ    nvec+48(FP), R11
+	DECQ    R11
+	TESTQ   R11, R11
+	JZ      mtruefourlast
+
+mtruefour:
+	VMOVUPS     (DI), Y4
+	VFMADD231PS (R10), Y4, Y0
+	VFMADD231PS (R10)(BX*1), Y4, Y1
+	VFMADD231PS (R10)(BX*2), Y4, Y2
+	VFMADD231PS (R10)(SI*1), Y4, Y3
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R10
+	DECQ        R11
+	JNZ         mtruefour
+
+mtruefourlast:
+	VMOVDQU      (R9), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VMOVDQU      (R9), Y5
+	VMASKMOVPS   (R10), Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VMOVDQU      (R9), Y5
+	VMASKMOVPS   (R10)(BX*1), Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      (R9), Y5
+	VMASKMOVPS   (R10)(BX*2), Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VMOVDQU      (R9), Y5
+	VMASKMOVPS   (R10)(SI*1), Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VHADDPS      X4, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, R8
+	JMP          mtruegroups
+
+mtrueone:
+	TESTQ   R8, R8
+	JZ      mtruedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, DI
+	MOVQ    nvec+48(FP), R10
+	DECQ    R10
+	TESTQ   R10, R10
+	JZ      mtruesinglelast
+
+mtruesingle:
+	VMOVUPS     (SI), Y1
+	VFMADD231PS (DI), Y1, Y0
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R10
+	JNZ         mtruesingle
+
+mtruesinglelast:
+	VMOVDQU      (R9), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VMOVDQU      (R9), Y2
+	VMASKMOVPS   (DI), Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R8
+	JMP          mtrueone
+
+mtruedone:
+	VZEROUPPER
+	RET
+
 // func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, FMA3
 TEXT ·PVAVX2(SB), NOSPLIT, $0-88

@@ -2633,6 +2633,230 @@ done:
 	VZEROUPPER
 	RET
 
+// func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
+// Requires: AVX, AVX512F
+TEXT ·DotAVX512(SB), NOSPLIT, $0-64
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  k+16(FP), DX
+	MOVQ  ldk+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	MOVQ  tail+56(FP), DI
+	LEAQ  constsAVX512<>+1216(SB), R8
+	KMOVW (R8)(DI*2), K1
+	MOVQ  nk+40(FP), R8
+	CMPQ  DI, $0x10
+	JNE   masked
+
+mfalsegroups:
+	CMPQ    R8, $0x04
+	JLT     mfalseone
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	MOVQ    q+32(FP), DI
+	MOVQ    DX, R9
+	MOVQ    nvec+48(FP), R10
+	TESTQ   R10, R10
+	JZ      mfalsefourlast
+
+mfalsefour:
+	VMOVUPS     (DI), Z4
+	VFMADD231PS (R9), Z4, Z0
+	VFMADD231PS (R9)(BX*1), Z4, Z1
+	VFMADD231PS (R9)(BX*2), Z4, Z2
+	VFMADD231PS (R9)(SI*1), Z4, Z3
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	DECQ        R10
+	JNZ         mfalsefour
+
+mfalsefourlast:
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF128  $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	LEAQ          (DX)(BX*4), DX
+	SUBQ          $0x04, R8
+	JMP           mfalsegroups
+
+mfalseone:
+	TESTQ   R8, R8
+	JZ      mfalsedone
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, DI
+	MOVQ    nvec+48(FP), R9
+	TESTQ   R9, R9
+	JZ      mfalsesinglelast
+
+mfalsesingle:
+	VMOVUPS     (SI), Z1
+	VFMADD231PS (DI), Z1, Z0
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R9
+	JNZ         mfalsesingle
+
+mfalsesinglelast:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF128  $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	ADDQ          BX, DX
+	DECQ          R8
+	JMP           mfalseone
+
+mfalsedone:
+	VZEROUPPER
+	RET
+
+masked:
+mtruegroups:
+	CMPQ    R8, $0x04
+	JLT     mtrueone
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1152(SB), Z3
+	MOVQ    q+32(FP), DI
+	MOVQ    DX, R9
+	MOVQ    nvec+48(FP), R10
+	DECQ    R10
+	TESTQ   R10, R10
+	JZ      mtruefourlast
+
+mtruefour:
+	VMOVUPS     (DI), Z4
+	VFMADD231PS (R9), Z4, Z0
+	VFMADD231PS (R9)(BX*1), Z4, Z1
+	VFMADD231PS (R9)(BX*2), Z4, Z2
+	VFMADD231PS (R9)(SI*1), Z4, Z3
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	DECQ        R10
+	JNZ         mtruefour
+
+mtruefourlast:
+	VMOVUPS.Z     (DI), K1, Z4
+	VMOVUPS.Z     (R9), K1, Z5
+	VFMADD231PS   Z5, Z4, Z0
+	VMOVUPS.Z     (R9)(BX*1), K1, Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS.Z     (R9)(BX*2), K1, Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS.Z     (R9)(SI*1), K1, Z5
+	VFMADD231PS   Z5, Z4, Z3
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF128  $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	LEAQ          (DX)(BX*4), DX
+	SUBQ          $0x04, R8
+	JMP           mtruegroups
+
+mtrueone:
+	TESTQ   R8, R8
+	JZ      mtruedone
+	VMOVUPS constsAVX512<>+1152(SB), Z0
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, DI
+	MOVQ    nvec+48(FP), R9
+	DECQ    R9
+	TESTQ   R9, R9
+	JZ      mtruesinglelast
+
+mtruesingle:
+	VMOVUPS     (SI), Z1
+	VFMADD231PS (DI), Z1, Z0
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R9
+	JNZ         mtruesingle
+
+mtruesinglelast:
+	VMOVUPS.Z     (SI), K1, Z1
+	VMOVUPS.Z     (DI), K1, Z2
+	VFMADD231PS   Z2, Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF128  $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	ADDQ          BX, DX
+	DECQ          R8
+	JMP           mtrueone
+
+mtruedone:
+	VZEROUPPER
+	RET
+
 // func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, AVX512F
 TEXT ·PVAVX512(SB), NOSPLIT, $0-88

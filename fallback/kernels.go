@@ -112,3 +112,17 @@ func TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, 
 		}
 	}
 }
+
+// Dot writes the scores of one query row against nk keys:
+//
+//	s[c*lds] = Σ_{d<dk} k[c*ldk+d] · q[d]
+func Dot(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
+	q = q[:dk]
+	for c := 0; c < nk; c++ {
+		sum := float32(0)
+		for d, x := range k[c*ldk : c*ldk+dk] {
+			sum += x * q[d]
+		}
+		s[c*lds] = sum
+	}
+}

@@ -28,6 +28,9 @@ var (
 		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
 			transposeBlocks(asm.TransposeScaleAVX2, dst, ldd, src, lds, nr, nc, scale)
 		},
+		dot: func(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
+			dotVectors(asm.DotAVX2, 8, s, lds, k, ldk, q, nk, dk)
+		},
 		peak: asm.FMAPeakAVX2, peakChains: 12,
 	}
 	avx512 = &Set{
@@ -46,6 +49,9 @@ var (
 		exp: func(dst, src []float32) { expVectors(asm.ExpAVX512, 16, dst, src) },
 		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
 			transposeBlocks(asm.TransposeScaleAVX512, dst, ldd, src, lds, nr, nc, scale)
+		},
+		dot: func(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
+			dotVectors(asm.DotAVX512, 16, s, lds, k, ldk, q, nk, dk)
 		},
 		peak: asm.FMAPeakAVX512, peakChains: 12,
 	}

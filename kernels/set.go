@@ -21,7 +21,11 @@
 // caller, never user input: the mha package validates that).
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
 
 // Set is one instruction set's micro-kernels. The zero value is not usable;
 // sets come from Available, Best and Lookup.
@@ -37,7 +41,8 @@ type Set struct {
 	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp     func(dst, src []float32)
 	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
-	peak    func(iters int) // nil for generic
+	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) // nil: use QK
+	peak    func(iters int)                                                           // nil for generic
 
 	peakChains int // independent vector FMAs per iteration of peak
 }
@@ -144,6 +149,31 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 		nk = 0
 	}
 	ks.pv(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+}
+
+// HasDot reports whether the set has a Dot kernel worth using for a few
+// query rows (the vector sets; the generic QK wastes no lanes).
+func (ks *Set) HasDot() bool { return ks.dot != nil }
+
+// Dot writes the scores of one query row (q, not transposed, pre-scaled)
+// against nk keys, as dot products along d:
+//
+//	s[c*lds] = Σ_{d<dk} k[c*ldk+d] · q[d]
+//
+// For a decode step's 1-4 rows it replaces QK, whose row vectors would be
+// mostly padding. Sets without one use the generic code.
+func (ks *Set) Dot(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
+	if nk <= 0 || dk <= 0 {
+		return
+	}
+	check("Dot", "s", len(s), span(nk, 1, lds))
+	check("Dot", "k", len(k), span(nk, dk, ldk))
+	check("Dot", "q", len(q), dk)
+	if ks.dot == nil {
+		fallback.Dot(s, lds, k, ldk, q, nk, dk)
+		return
+	}
+	ks.dot(s, lds, k, ldk, q, nk, dk)
 }
 
 // TransposeScale writes a scaled transpose, the packing of a Q block:

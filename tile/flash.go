@@ -15,8 +15,14 @@ type Workspace struct {
 	s        []float32 // scores, then weights, transposed: [keys][rowsPad]
 	o        []float32 // output accumulator: [rows][dv]
 	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
+	qr       []float32 // with dot: the scaled query rows, [rows][dk]
 	bc       int       // keys per block of the current item
+	dot      bool      // scores by Dot, row by row, instead of QK
 }
+
+// dotRows is the most query rows whose scores come from the Dot kernel:
+// QK's row vectors would be mostly padding.
+const dotRows = 4
 
 // grow returns buf with length n, reallocating only when it is too small.
 func grow(buf []float32, n int) []float32 {
@@ -51,7 +57,13 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 	ws.m = grow(ws.m, rp)
 	ws.l = grow(ws.l, rp)
 	ws.al = grow(ws.al, rp)
-	packQ(ks, p, it, rp, ws.qt)
+	ws.dot = ks.HasDot() && rows <= dotRows
+	if ws.dot {
+		ws.qr = grow(ws.qr, rows*p.HeadDim)
+		packRows(p, it, ws.qr)
+	} else {
+		packQ(ks, p, it, rp, ws.qt)
+	}
 	for r := range ws.m {
 		ws.m[r] = negInf
 	}
@@ -128,7 +140,13 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 	kOff, ldk := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dk)
 	vOff, ldv := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dv)
 	s := ws.s[:nk*rp]
-	ks.QK(s[r0:], rp, p.K[kOff:], ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
+	if ws.dot {
+		for r := r0; r < min(r1, rows); r++ {
+			ks.Dot(s[r:], rp, p.K[kOff:], ldk, ws.qr[r*dk:], nk, dk)
+		}
+	} else {
+		ks.QK(s[r0:], rp, p.K[kOff:], ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
+	}
 	softcap := p.Softcap
 	if p.Bias != nil {
 		if softcap > 0 {
@@ -155,6 +173,21 @@ func packQ(ks *kernels.Set, p *Problem, it item, rp int, qt []float32) {
 	}
 	for d := 0; d < dk; d++ {
 		clear(qt[d*rp+it.nh*it.nq : (d+1)*rp])
+	}
+}
+
+// packRows copies the item's query rows, times the scale, into qr
+// ([rows][dk], row-major), for Dot.
+func packRows(p *Problem, it item, qr []float32) {
+	dk := p.HeadDim
+	for hh := 0; hh < it.nh; hh++ {
+		off, stride := p.row(it.b, it.i0, it.h0+hh, p.Heads, p.QLen, dk)
+		for ii := 0; ii < it.nq; ii++ {
+			dst := qr[(hh*it.nq+ii)*dk:][:dk]
+			for d, x := range p.Q[off+ii*stride:][:dk] {
+				dst[d] = x * p.Scale
+			}
+		}
 	}
 }
 

@@ -40,6 +40,7 @@ func generate(x isa, dir string) error {
 	g := newGen(c, x)
 	g.gemm()
 	g.transpose()
+	g.dot()
 	g.pv()
 	g.softmax()
 	g.expKernel()

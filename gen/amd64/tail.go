@@ -20,20 +20,7 @@ func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
 	x := g.x
 	tail := g.GP64()
 	g.Load(g.Param("tail"), tail)
-	if x.avx512() {
-		// kmask = (1 << tail) - 1, from the table of 16-bit masks.
-		t.kmask = g.K()
-		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: tail, Scale: 2}, t.kmask)
-	} else {
-		// ymask = the 8 table entries from (8 - tail): the first tail lanes
-		// set. It stays in memory: all 16 registers go to the tile.
-		m := g.GP64()
-		g.MOVQ(operand.U32(8), m)
-		g.SUBQ(tail, m)
-		base := g.maskTableBase()
-		g.LEAQ(operand.Mem{Base: base, Index: m, Scale: 4}, base)
-		t.ymask = operand.Mem{Base: base}
-	}
+	*t = g.tailMask(tail)
 	nv := g.GP64()
 	g.Load(g.Param("nv"), nv)
 	g.CMPQ(tail, operand.Imm(uint64(x.lanes)))
@@ -56,6 +43,26 @@ func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
 			g.ret()
 		}
 	}
+}
+
+// tailMask builds the mask of a last vector of tail lanes (1..lanes).
+func (g *gen) tailMask(tail reg.GPVirtual) tailRegs {
+	var t tailRegs
+	if g.x.avx512() {
+		// kmask = (1 << tail) - 1, from the table of 16-bit masks.
+		t.kmask = g.K()
+		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: tail, Scale: 2}, t.kmask)
+	} else {
+		// ymask = the 8 table entries from (8 - tail): the first tail lanes
+		// set. It stays in memory: all 16 registers go to the tile.
+		m := g.GP64()
+		g.MOVQ(operand.U32(8), m)
+		g.SUBQ(tail, m)
+		base := g.maskTableBase()
+		g.LEAQ(operand.Mem{Base: base, Index: m, Scale: 4}, base)
+		t.ymask = operand.Mem{Base: base}
+	}
+	return t
 }
 
 // rowGroups emits a loop over `rows` rows in groups of the tile height
