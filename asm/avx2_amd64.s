@@ -1231,7 +1231,7 @@ done:
 	RET
 
 // func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·DotAVX2(SB), NOSPLIT, $0-64
 	MOVQ s+0(FP), AX
 	MOVQ lds+8(FP), CX
@@ -1258,18 +1258,26 @@ mfalsegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R9
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R9, R11
 	MOVQ    nvec+48(FP), R10
 	TESTQ   R10, R10
 	JZ      mfalsefourlast
 
 mfalsefour:
 	VMOVUPS     (DI), Y4
+	PREFETCHT0  (R11)
 	VFMADD231PS (R9), Y4, Y0
+	PREFETCHT0  (R11)(BX*1)
 	VFMADD231PS (R9)(BX*1), Y4, Y1
+	PREFETCHT0  (R11)(BX*2)
 	VFMADD231PS (R9)(BX*2), Y4, Y2
+	PREFETCHT0  (R11)(SI*1)
 	VFMADD231PS (R9)(SI*1), Y4, Y3
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R9
+	ADDQ        $0x20, R11
 	DECQ        R10
 	JNZ         mfalsefour
 
@@ -1308,15 +1316,20 @@ mfalseone:
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
+	MOVQ    BX, R10
+	SHLQ    $0x04, R10
+	ADDQ    DI, R10
 	MOVQ    nvec+48(FP), R9
 	TESTQ   R9, R9
 	JZ      mfalsesinglelast
 
 mfalsesingle:
 	VMOVUPS     (SI), Y1
+	PREFETCHT0  (R10)
 	VFMADD231PS (DI), Y1, Y0
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, DI
+	ADDQ        $0x20, R10
 	DECQ        R9
 	JNZ         mfalsesingle
 
@@ -1345,6 +1358,9 @@ mtruegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R10
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R10, R12
 	MOVQ    nvec+48(FP), R11
 	DECQ    R11
 	TESTQ   R11, R11
@@ -1352,12 +1368,17 @@ mtruegroups:
 
 mtruefour:
 	VMOVUPS     (DI), Y4
+	PREFETCHT0  (R12)
 	VFMADD231PS (R10), Y4, Y0
+	PREFETCHT0  (R12)(BX*1)
 	VFMADD231PS (R10)(BX*1), Y4, Y1
+	PREFETCHT0  (R12)(BX*2)
 	VFMADD231PS (R10)(BX*2), Y4, Y2
+	PREFETCHT0  (R12)(SI*1)
 	VFMADD231PS (R10)(SI*1), Y4, Y3
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R10
+	ADDQ        $0x20, R12
 	DECQ        R11
 	JNZ         mtruefour
 
@@ -1410,6 +1431,9 @@ mtrueone:
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    DI, R11
 	MOVQ    nvec+48(FP), R10
 	DECQ    R10
 	TESTQ   R10, R10
@@ -1417,9 +1441,11 @@ mtrueone:
 
 mtruesingle:
 	VMOVUPS     (SI), Y1
+	PREFETCHT0  (R11)
 	VFMADD231PS (DI), Y1, Y0
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, DI
+	ADDQ        $0x20, R11
 	DECQ        R10
 	JNZ         mtruesingle
 

@@ -2634,7 +2634,7 @@ done:
 	RET
 
 // func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·DotAVX512(SB), NOSPLIT, $0-64
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
@@ -2659,18 +2659,26 @@ mfalsegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R9
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R9, R11
 	MOVQ    nvec+48(FP), R10
 	TESTQ   R10, R10
 	JZ      mfalsefourlast
 
 mfalsefour:
 	VMOVUPS     (DI), Z4
+	PREFETCHT0  (R11)
 	VFMADD231PS (R9), Z4, Z0
+	PREFETCHT0  (R11)(BX*1)
 	VFMADD231PS (R9)(BX*1), Z4, Z1
+	PREFETCHT0  (R11)(BX*2)
 	VFMADD231PS (R9)(BX*2), Z4, Z2
+	PREFETCHT0  (R11)(SI*1)
 	VFMADD231PS (R9)(SI*1), Z4, Z3
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
+	ADDQ        $0x40, R11
 	DECQ        R10
 	JNZ         mfalsefour
 
@@ -2717,15 +2725,20 @@ mfalseone:
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
+	MOVQ    BX, R10
+	SHLQ    $0x04, R10
+	ADDQ    DI, R10
 	MOVQ    nvec+48(FP), R9
 	TESTQ   R9, R9
 	JZ      mfalsesinglelast
 
 mfalsesingle:
 	VMOVUPS     (SI), Z1
+	PREFETCHT0  (R10)
 	VFMADD231PS (DI), Z1, Z0
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
+	ADDQ        $0x40, R10
 	DECQ        R9
 	JNZ         mfalsesingle
 
@@ -2756,6 +2769,9 @@ mtruegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R9
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R9, R11
 	MOVQ    nvec+48(FP), R10
 	DECQ    R10
 	TESTQ   R10, R10
@@ -2763,12 +2779,17 @@ mtruegroups:
 
 mtruefour:
 	VMOVUPS     (DI), Z4
+	PREFETCHT0  (R11)
 	VFMADD231PS (R9), Z4, Z0
+	PREFETCHT0  (R11)(BX*1)
 	VFMADD231PS (R9)(BX*1), Z4, Z1
+	PREFETCHT0  (R11)(BX*2)
 	VFMADD231PS (R9)(BX*2), Z4, Z2
+	PREFETCHT0  (R11)(SI*1)
 	VFMADD231PS (R9)(SI*1), Z4, Z3
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
+	ADDQ        $0x40, R11
 	DECQ        R10
 	JNZ         mtruefour
 
@@ -2824,6 +2845,9 @@ mtrueone:
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
+	MOVQ    BX, R10
+	SHLQ    $0x04, R10
+	ADDQ    DI, R10
 	MOVQ    nvec+48(FP), R9
 	DECQ    R9
 	TESTQ   R9, R9
@@ -2831,9 +2855,11 @@ mtrueone:
 
 mtruesingle:
 	VMOVUPS     (SI), Z1
+	PREFETCHT0  (R10)
 	VFMADD231PS (DI), Z1, Z0
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
+	ADDQ        $0x40, R10
 	DECQ        R9
 	JNZ         mtruesingle
 

@@ -84,6 +84,9 @@ func (r dotRegs) kAddr(kk reg.GPVirtual, i int) operand.Mem {
 	panic("kAddr: at most 4 rows")
 }
 
+// dotAheadLog is log2 of how many keys ahead Dot prefetches.
+const dotAheadLog = 4
+
 // dotBlock emits the scores of n keys (1 or 4), then advances kp and sp.
 func (g *gen) dotBlock(r dotRegs, n int, masked bool, lbl string) {
 	b := g.x.bytes()
@@ -95,6 +98,13 @@ func (g *gen) dotBlock(r dotRegs, n int, masked bool, lbl string) {
 	qp, kk, v := g.GP64(), g.GP64(), g.GP64()
 	g.Load(g.Param("q"), qp)
 	g.MOVQ(r.kp, kk)
+	// K rows are usually a page or more apart (a BSHD cache), which the
+	// hardware prefetchers do not follow: fetch the rows dotAhead keys on,
+	// line by line alongside the rows in use.
+	kf := g.GP64()
+	g.MOVQ(r.ldk, kf)
+	g.SHLQ(operand.U8(dotAheadLog), kf)
+	g.ADDQ(kk, kf)
 	g.Load(g.Param("nvec"), v)
 	if masked {
 		g.DECQ(v) // the last vector is done apart, masked
@@ -105,10 +115,12 @@ func (g *gen) dotBlock(r dotRegs, n int, masked bool, lbl string) {
 	qv := g.vec()
 	g.VMOVUPS(operand.Mem{Base: qp}, qv)
 	for i := range acc {
+		g.PREFETCHT0(r.kAddr(kf, i))
 		g.VFMADD231PS(r.kAddr(kk, i), qv, acc[i])
 	}
 	g.ADDQ(operand.Imm(uint64(b)), qp)
 	g.ADDQ(operand.Imm(uint64(b)), kk)
+	g.ADDQ(operand.Imm(uint64(b)), kf)
 	g.DECQ(v)
 	g.JNZ(operand.LabelRef(lbl))
 	g.Label(lbl + "last")
