@@ -46,11 +46,12 @@ func PeakGFLOPS(ks *kernels.Set, threads int) float64 {
 }
 
 // Around runs measure between two peak measurements and returns its result
-// and the mean of the two peaks, so that a ratio of the two is taken under
-// the same conditions (a noisy neighbour slows both).
+// and the higher of the two peaks, so that a ratio of the two is taken
+// under the conditions of the moment (a noisy neighbour slows both); the
+// higher, because disturbance only ever lowers a throughput measurement.
 func Around(ks *kernels.Set, threads int, measure func() float64) (value, peak float64) {
 	before := PeakGFLOPS(ks, threads)
 	value = measure()
 	after := PeakGFLOPS(ks, threads)
-	return value, (before + after) / 2
+	return value, max(before, after)
 }

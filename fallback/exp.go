@@ -21,16 +21,18 @@ const (
 	// ExpMax is just below ln(MaxFloat32).
 	ExpMax = 88.37626
 
-	expLog2e = 1.44269504088896341
-	expLn2Hi = 0.693359375
-	expLn2Lo = -2.12194440e-4
-	expP0    = 1.9875691500e-4
-	expP1    = 1.3981999507e-3
-	expP2    = 8.3334519073e-3
-	expP3    = 4.1665795894e-2
-	expP4    = 1.6666665459e-1
-	expP5    = 5.0000001201e-1
+	// Log2e is log2(e).
+	Log2e = 1.44269504088896341
+	// Ln2Hi + Ln2Lo is ln 2; Ln2Hi has few significant bits, so n·Ln2Hi is
+	// exact for the n that occur.
+	Ln2Hi = 0.693359375
+	Ln2Lo = -2.12194440e-4
 )
+
+// ExpPoly are p0..p5 of the polynomial, highest degree first. The
+// generators of the assembly take these values, so every set computes the
+// same polynomial.
+var ExpPoly = [6]float32{1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}
 
 // Exp32 returns e^x with the algorithm of the kernels (see the constants).
 func Exp32(x float32) float32 {
@@ -43,15 +45,13 @@ func Exp32(x float32) float32 {
 	if x > ExpMax {
 		x = ExpMax
 	}
-	n := float32(math.RoundToEven(float64(x * expLog2e)))
-	r := x - n*expLn2Hi
-	r -= n * expLn2Lo
-	p := float32(expP0)
-	p = p*r + expP1
-	p = p*r + expP2
-	p = p*r + expP3
-	p = p*r + expP4
-	p = p*r + expP5
+	n := float32(math.RoundToEven(float64(x * Log2e)))
+	r := x - n*Ln2Hi
+	r -= n * Ln2Lo
+	p := ExpPoly[0]
+	for _, c := range ExpPoly[1:] {
+		p = p*r + c
+	}
 	p = p*r + 1
 	p = p*r + 1
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fastattn/fastattn/fallback"
 	. "github.com/fastattn/fastattn/gen/neon"
 )
 
@@ -54,23 +55,24 @@ const (
 func acc(i, j int) V { return V(4*i + j) }
 
 // The constant table: each constant one 32-bit word, loaded with VLD1R.
+// The exp constants come from fallback/exp.go, the scalar twin.
 var constants = []struct {
 	name string
 	bits uint32
 }{
-	{"expMin", math.Float32bits(-87.33654475)},
-	{"log2e", math.Float32bits(1.44269504088896341)},
-	{"ln2hi", math.Float32bits(0.693359375)},
-	{"ln2lo", math.Float32bits(-2.12194440e-4)},
-	{"p0", math.Float32bits(1.9875691500e-4)},
-	{"p1", math.Float32bits(1.3981999507e-3)},
-	{"p2", math.Float32bits(8.3334519073e-3)},
-	{"p3", math.Float32bits(4.1665795894e-2)},
-	{"p4", math.Float32bits(1.6666665459e-1)},
-	{"p5", math.Float32bits(5.0000001201e-1)},
+	{"expMin", math.Float32bits(fallback.ExpMin)},
+	{"log2e", math.Float32bits(fallback.Log2e)},
+	{"ln2hi", math.Float32bits(fallback.Ln2Hi)},
+	{"ln2lo", math.Float32bits(fallback.Ln2Lo)},
+	{"p0", math.Float32bits(fallback.ExpPoly[0])},
+	{"p1", math.Float32bits(fallback.ExpPoly[1])},
+	{"p2", math.Float32bits(fallback.ExpPoly[2])},
+	{"p3", math.Float32bits(fallback.ExpPoly[3])},
+	{"p4", math.Float32bits(fallback.ExpPoly[4])},
+	{"p5", math.Float32bits(fallback.ExpPoly[5])},
 	{"one", math.Float32bits(1)},
 	{"bias", 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
-	{"expMax", math.Float32bits(88.37626)},
+	{"expMax", math.Float32bits(fallback.ExpMax)},
 	{"negMax", math.Float32bits(-math.MaxFloat32)},
 	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
 }
