@@ -35,7 +35,10 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels) *Set {
 	return &Set{
 		Name: name, Lanes: lanes,
 		gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, kk int, accumulate bool) {
-			gemmPanels(k.gemm, lanes, maxNV, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
+			gemmPanels(k.gemm, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
+		},
+		qk: func(s []float32, lds int, kr []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
+			gemmPanels(k.gemm, lanes, maxNV, qkChunk, s, lds, kr, ldk, qt, ldq, nk, rows, dk, false)
 		},
 		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
 			for r0 := 0; r0 < rows; r0 += 4 * lanes {

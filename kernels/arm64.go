@@ -16,7 +16,7 @@ var neon = &Set{
 	gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
 		n4 := n &^ 3
 		if n4 > 0 {
-			gemmPanels(asm.GemmNEON, 4, 4, c, ldc, a, lda, b, ldb, m, n4, k, accumulate)
+			gemmPanels(asm.GemmNEON, 4, 4, 0, c, ldc, a, lda, b, ldb, m, n4, k, accumulate)
 		}
 		if n4 < n {
 			fallback.Gemm(c[n4:], ldc, a, lda, b[n4:], ldb, m, n-n4, k, accumulate)

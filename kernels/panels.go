@@ -28,21 +28,23 @@ func panel(j0, n, lanes, maxNV int) (nv, tail int) {
 	return nv, tail
 }
 
-// gemmChunk is the most A rows one kernel call takes when C has several
-// panels: the calls for all panels run on one chunk of A before the next,
-// so the chunk's rows (at most 48·k floats) are read from L1, not again
-// from memory, by every panel.
-const gemmChunk = 48
+// qkChunk is the most keys one QK kernel call takes when the score tile
+// has several column panels (AVX2: 64 rows are 4 panels of 16): the calls
+// for all panels run on one chunk of K before the next, so its rows, a page
+// or more apart in memory, are fetched once, not once per panel. The
+// projections, whose A block stays in L2 anyway and whose B panel should
+// stay in L1 across the row groups, run unchunked (chunk = 0).
+const qkChunk = 48
 
-// gemmPanels runs a GEMM kernel over the column panels of C.
-func gemmPanels(kernel gemmFunc, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
+// gemmPanels runs a GEMM kernel over the column panels of C, in chunks of
+// chunk rows of A (0: all).
+func gemmPanels(kernel gemmFunc, lanes, maxNV, chunk int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
 	acc := 0
 	if accumulate {
 		acc = 1
 	}
-	chunk := m
-	if n > lanes*maxNV {
-		chunk = gemmChunk
+	if chunk <= 0 || n <= lanes*maxNV {
+		chunk = m
 	}
 	for i0 := 0; i0 < m; i0 += chunk {
 		mc := min(chunk, m-i0)

@@ -37,6 +37,7 @@ type Set struct {
 	Lanes int
 
 	gemm    func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
+	qk      func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
 	softmax func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
 	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp     func(dst, src []float32)
@@ -79,6 +80,10 @@ func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq 
 	check("QK", "s", len(s), span(nk, rows, lds))
 	check("QK", "k", len(k), span(nk, dk, ldk))
 	check("QK", "qt", len(qt), span(dk, rows, ldq))
+	if ks.qk != nil {
+		ks.qk(s, lds, k, ldk, qt, ldq, nk, rows, dk)
+		return
+	}
 	ks.gemm(s, lds, k, ldk, qt, ldq, nk, rows, dk, false)
 }
 
