@@ -35,15 +35,18 @@ func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc
 // DotAVX2 is
 //
 //	for c := 0; c < nk; c++ {
-//		s[c*lds] = Σ_{d<(nvec-1)*lanes+tail} k[c*ldk+d] · q[d]
+//		for r := 0; r < rows; r++ {
+//			s[c*lds+r] = Σ_{d<(nvec-1)*lanes+tail} k[c*ldk+d] · q[r*ldq+d]
 //
-// with nvec >= 1, tail in 1..lanes, strides in elements; nothing past
-// element (nvec-1)*lanes+tail of q or of a K row is read (masked last
-// vector). Four keys at a time: four accumulators (the K rows are FMA
-// memory operands, q one register), then each reduced across lanes.
+// with rows in 1..4, nvec >= 1, tail in 1..lanes, strides in elements;
+// nothing past element (nvec-1)*lanes+tail of a q or K row is read
+// (masked last vector). A group of keys (4, or 2 for 3-4 rows on AVX2)
+// at a time: rows × keys accumulators, the K rows as loads shared by all
+// rows, then each accumulator reduced across lanes. The K rows 16 keys
+// on are prefetched (page-strided rows defeat the hardware prefetchers).
 //
 //go:noescape
-func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
+func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows int, nk int, nvec int, tail int)
 
 // PVAVX2 is
 //

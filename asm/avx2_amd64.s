@@ -1230,9 +1230,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, nk int, nvec int, tail int)
+// func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows int, nk int, nvec int, tail int)
 // Requires: AVX, FMA3, MMX+
-TEXT ·DotAVX2(SB), NOSPLIT, $0-64
+TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ s+0(FP), AX
 	MOVQ lds+8(FP), CX
 	SHLQ $0x02, CX
@@ -1240,48 +1240,507 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-64
 	MOVQ ldk+24(FP), BX
 	SHLQ $0x02, BX
 	LEAQ (BX)(BX*2), SI
-	MOVQ tail+56(FP), DI
-	MOVQ $0x00000008, R8
-	SUBQ DI, R8
-	LEAQ constsAVX2<>+608(SB), R9
-	LEAQ (R9)(R8*4), R9
-	MOVQ nk+40(FP), R8
-	CMPQ DI, $0x08
+	MOVQ ldq+40(FP), DI
+	SHLQ $0x02, DI
+	MOVQ tail+72(FP), R8
+	MOVQ $0x00000008, R9
+	SUBQ R8, R9
+	LEAQ constsAVX2<>+608(SB), R10
+	LEAQ (R10)(R9*4), R10
+	MOVQ nk+56(FP), R9
+	MOVQ rows+48(FP), R11
+	CMPQ R8, $0x08
 	JNE  masked
+	CMPQ R11, $0x04
+	JEQ  r4mfalse
+	CMPQ R11, $0x03
+	JEQ  r3mfalse
+	CMPQ R11, $0x02
+	JEQ  r2mfalse
+	CMPQ R11, $0x01
+	JEQ  r1mfalse
+	VZEROUPPER
+	RET
 
-mfalsegroups:
-	CMPQ    R8, $0x04
-	JLT     mfalseone
+masked:
+	CMPQ R11, $0x04
+	JEQ  r4mtrue
+	CMPQ R11, $0x03
+	JEQ  r3mtrue
+	CMPQ R11, $0x02
+	JEQ  r2mtrue
+	CMPQ R11, $0x01
+	JEQ  r1mtrue
+	VZEROUPPER
+	RET
+
+r4mfalse:
+r4mfalsegroups:
+	CMPQ    R9, $0x02
+	JLT     r4mfalseone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R10
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R8, R11
+	LEAQ    (DI)(DI*2), R12
+	TESTQ   R10, R10
+	JZ      r4mfalsegrouplast
+
+r4mfalsegroup:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (SI)(R12*1), Y11
+	PREFETCHT0  (R11)
+	VMOVUPS     (R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	PREFETCHT0  (R11)(BX*1)
+	VMOVUPS     (R8)(BX*1), Y12
+	VFMADD231PS Y12, Y8, Y4
+	VFMADD231PS Y12, Y9, Y5
+	VFMADD231PS Y12, Y10, Y6
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R11
+	DECQ        R10
+	JNZ         r4mfalsegroup
+
+r4mfalsegrouplast:
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VHADDPS      X8, X8, X8
+	VHADDPS      X8, X8, X8
+	VMOVSS       X8, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 12(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+	SUBQ         $0x02, R9
+	JMP          r4mfalsegroups
+
+r4mfalseone:
+	TESTQ   R9, R9
+	JZ      r4mfalsedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R10
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R8, R11
+	LEAQ    (DI)(DI*2), R12
+	TESTQ   R10, R10
+	JZ      r4mfalsesinglelast
+
+r4mfalsesingle:
+	VMOVUPS     (SI), Y4
+	VMOVUPS     (SI)(DI*1), Y5
+	VMOVUPS     (SI)(DI*2), Y6
+	VMOVUPS     (SI)(R12*1), Y7
+	PREFETCHT0  (R11)
+	VMOVUPS     (R8), Y8
+	VFMADD231PS Y8, Y4, Y0
+	VFMADD231PS Y8, Y5, Y1
+	VFMADD231PS Y8, Y6, Y2
+	VFMADD231PS Y8, Y7, Y3
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R11
+	DECQ        R10
+	JNZ         r4mfalsesingle
+
+r4mfalsesinglelast:
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VHADDPS      X4, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVSS       X4, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 12(AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R9
+	JMP          r4mfalseone
+
+r4mfalsedone:
+	VZEROUPPER
+	RET
+
+r3mfalse:
+r3mfalsegroups:
+	CMPQ    R9, $0x02
+	JLT     r3mfalseone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R10
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R8, R11
+	TESTQ   R10, R10
+	JZ      r3mfalsegrouplast
+
+r3mfalsegroup:
+	VMOVUPS     (SI), Y6
+	VMOVUPS     (SI)(DI*1), Y7
+	VMOVUPS     (SI)(DI*2), Y8
+	PREFETCHT0  (R11)
+	VMOVUPS     (R8), Y9
+	VFMADD231PS Y9, Y6, Y0
+	VFMADD231PS Y9, Y7, Y1
+	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R11)(BX*1)
+	VMOVUPS     (R8)(BX*1), Y9
+	VFMADD231PS Y9, Y6, Y3
+	VFMADD231PS Y9, Y7, Y4
+	VFMADD231PS Y9, Y8, Y5
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R11
+	DECQ        R10
+	JNZ         r3mfalsegroup
+
+r3mfalsegrouplast:
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VHADDPS      X6, X6, X6
+	VHADDPS      X6, X6, X6
+	VMOVSS       X6, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+	SUBQ         $0x02, R9
+	JMP          r3mfalsegroups
+
+r3mfalseone:
+	TESTQ   R9, R9
+	JZ      r3mfalsedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R10
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R8, R11
+	TESTQ   R10, R10
+	JZ      r3mfalsesinglelast
+
+r3mfalsesingle:
+	VMOVUPS     (SI), Y3
+	VMOVUPS     (SI)(DI*1), Y4
+	VMOVUPS     (SI)(DI*2), Y5
+	PREFETCHT0  (R11)
+	VMOVUPS     (R8), Y6
+	VFMADD231PS Y6, Y3, Y0
+	VFMADD231PS Y6, Y4, Y1
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R11
+	DECQ        R10
+	JNZ         r3mfalsesingle
+
+r3mfalsesinglelast:
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VHADDPS      X3, X3, X3
+	VHADDPS      X3, X3, X3
+	VMOVSS       X3, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R9
+	JMP          r3mfalseone
+
+r3mfalsedone:
+	VZEROUPPER
+	RET
+
+r2mfalse:
+r2mfalsegroups:
+	CMPQ    R9, $0x04
+	JLT     r2mfalseone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	MOVQ    q+32(FP), R8
+	MOVQ    DX, R10
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R10, R12
+	TESTQ   R11, R11
+	JZ      r2mfalsegrouplast
+
+r2mfalsegroup:
+	VMOVUPS     (R8), Y8
+	VMOVUPS     (R8)(DI*1), Y9
+	PREFETCHT0  (R12)
+	VMOVUPS     (R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT0  (R12)(BX*1)
+	VMOVUPS     (R10)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT0  (R12)(BX*2)
+	VMOVUPS     (R10)(BX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT0  (R12)(SI*1)
+	VMOVUPS     (R10)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R10
+	ADDQ        $0x20, R12
+	DECQ        R11
+	JNZ         r2mfalsegroup
+
+r2mfalsegrouplast:
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VHADDPS      X8, X8, X8
+	VHADDPS      X8, X8, X8
+	VMOVSS       X8, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, R9
+	JMP          r2mfalsegroups
+
+r2mfalseone:
+	TESTQ   R9, R9
+	JZ      r2mfalsedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R10
+	MOVQ    BX, R11
+	SHLQ    $0x04, R11
+	ADDQ    R8, R11
+	TESTQ   R10, R10
+	JZ      r2mfalsesinglelast
+
+r2mfalsesingle:
+	VMOVUPS     (SI), Y2
+	VMOVUPS     (SI)(DI*1), Y3
+	PREFETCHT0  (R11)
+	VMOVUPS     (R8), Y4
+	VFMADD231PS Y4, Y2, Y0
+	VFMADD231PS Y4, Y3, Y1
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R11
+	DECQ        R10
+	JNZ         r2mfalsesingle
+
+r2mfalsesinglelast:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R9
+	JMP          r2mfalseone
+
+r2mfalsedone:
+	VZEROUPPER
+	RET
+
+r1mfalse:
+r1mfalsegroups:
+	CMPQ    R9, $0x04
+	JLT     r1mfalseone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), DI
-	MOVQ    DX, R9
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R10
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
-	ADDQ    R9, R11
-	MOVQ    nvec+48(FP), R10
+	ADDQ    R8, R11
 	TESTQ   R10, R10
-	JZ      mfalsefourlast
+	JZ      r1mfalsegrouplast
 
-mfalsefour:
+r1mfalsegroup:
 	VMOVUPS     (DI), Y4
 	PREFETCHT0  (R11)
-	VFMADD231PS (R9), Y4, Y0
+	VMOVUPS     (R8), Y5
+	VFMADD231PS Y5, Y4, Y0
 	PREFETCHT0  (R11)(BX*1)
-	VFMADD231PS (R9)(BX*1), Y4, Y1
+	VMOVUPS     (R8)(BX*1), Y5
+	VFMADD231PS Y5, Y4, Y1
 	PREFETCHT0  (R11)(BX*2)
-	VFMADD231PS (R9)(BX*2), Y4, Y2
+	VMOVUPS     (R8)(BX*2), Y5
+	VFMADD231PS Y5, Y4, Y2
 	PREFETCHT0  (R11)(SI*1)
-	VFMADD231PS (R9)(SI*1), Y4, Y3
+	VMOVUPS     (R8)(SI*1), Y5
+	VFMADD231PS Y5, Y4, Y3
 	ADDQ        $0x20, DI
-	ADDQ        $0x20, R9
+	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
 	DECQ        R10
-	JNZ         mfalsefour
+	JNZ         r1mfalsegroup
 
-mfalsefourlast:
+r1mfalsegrouplast:
 	VEXTRACTF128 $0x01, Y0, X4
 	VADDPS       X4, X0, X4
 	VHADDPS      X4, X4, X4
@@ -1307,33 +1766,34 @@ mfalsefourlast:
 	VMOVSS       X0, (AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
-	SUBQ         $0x04, R8
-	JMP          mfalsegroups
+	SUBQ         $0x04, R9
+	JMP          r1mfalsegroups
 
-mfalseone:
-	TESTQ   R8, R8
-	JZ      mfalsedone
+r1mfalseone:
+	TESTQ   R9, R9
+	JZ      r1mfalsedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
+	MOVQ    nvec+64(FP), R8
 	MOVQ    BX, R10
 	SHLQ    $0x04, R10
 	ADDQ    DI, R10
-	MOVQ    nvec+48(FP), R9
-	TESTQ   R9, R9
-	JZ      mfalsesinglelast
+	TESTQ   R8, R8
+	JZ      r1mfalsesinglelast
 
-mfalsesingle:
+r1mfalsesingle:
 	VMOVUPS     (SI), Y1
 	PREFETCHT0  (R10)
-	VFMADD231PS (DI), Y1, Y0
+	VMOVUPS     (DI), Y2
+	VFMADD231PS Y2, Y1, Y0
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R10
-	DECQ        R9
-	JNZ         mfalsesingle
+	DECQ        R8
+	JNZ         r1mfalsesingle
 
-mfalsesinglelast:
+r1mfalsesinglelast:
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
@@ -1341,61 +1801,589 @@ mfalsesinglelast:
 	VMOVSS       X1, (AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R8
-	JMP          mfalseone
+	DECQ         R9
+	JMP          r1mfalseone
 
-mfalsedone:
+r1mfalsedone:
 	VZEROUPPER
 	RET
 
-masked:
-mtruegroups:
-	CMPQ    R8, $0x04
-	JLT     mtrueone
+r4mtrue:
+r4mtruegroups:
+	CMPQ    R9, $0x02
+	JLT     r4mtrueone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R8, R12
+	LEAQ    (DI)(DI*2), R13
+	DECQ    R11
+	TESTQ   R11, R11
+	JZ      r4mtruegrouplast
+
+r4mtruegroup:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (SI)(R13*1), Y11
+	PREFETCHT0  (R12)
+	VMOVUPS     (R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	PREFETCHT0  (R12)(BX*1)
+	VMOVUPS     (R8)(BX*1), Y12
+	VFMADD231PS Y12, Y8, Y4
+	VFMADD231PS Y12, Y9, Y5
+	VFMADD231PS Y12, Y10, Y6
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R12
+	DECQ        R11
+	JNZ         r4mtruegroup
+
+r4mtruegrouplast:
+	VMOVDQU      (R10), Y8
+	VMASKMOVPS   (SI), Y8, Y8
+	VMOVDQU      (R10), Y9
+	VMASKMOVPS   (SI)(DI*1), Y9, Y9
+	VMOVDQU      (R10), Y10
+	VMASKMOVPS   (SI)(DI*2), Y10, Y10
+	VMOVDQU      (R10), Y11
+	VMASKMOVPS   (SI)(R13*1), Y11, Y11
+	VMOVDQU      (R10), Y12
+	VMASKMOVPS   (R8), Y12, Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      (R10), Y12
+	VMASKMOVPS   (R8)(BX*1), Y12, Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VHADDPS      X8, X8, X8
+	VHADDPS      X8, X8, X8
+	VMOVSS       X8, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 12(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+	SUBQ         $0x02, R9
+	JMP          r4mtruegroups
+
+r4mtrueone:
+	TESTQ   R9, R9
+	JZ      r4mtruedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R8, R12
+	LEAQ    (DI)(DI*2), R13
+	DECQ    R11
+	TESTQ   R11, R11
+	JZ      r4mtruesinglelast
+
+r4mtruesingle:
+	VMOVUPS     (SI), Y4
+	VMOVUPS     (SI)(DI*1), Y5
+	VMOVUPS     (SI)(DI*2), Y6
+	VMOVUPS     (SI)(R13*1), Y7
+	PREFETCHT0  (R12)
+	VMOVUPS     (R8), Y8
+	VFMADD231PS Y8, Y4, Y0
+	VFMADD231PS Y8, Y5, Y1
+	VFMADD231PS Y8, Y6, Y2
+	VFMADD231PS Y8, Y7, Y3
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R12
+	DECQ        R11
+	JNZ         r4mtruesingle
+
+r4mtruesinglelast:
+	VMOVDQU      (R10), Y4
+	VMASKMOVPS   (SI), Y4, Y4
+	VMOVDQU      (R10), Y5
+	VMASKMOVPS   (SI)(DI*1), Y5, Y5
+	VMOVDQU      (R10), Y6
+	VMASKMOVPS   (SI)(DI*2), Y6, Y6
+	VMOVDQU      (R10), Y7
+	VMASKMOVPS   (SI)(R13*1), Y7, Y7
+	VMOVDQU      (R10), Y8
+	VMASKMOVPS   (R8), Y8, Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VHADDPS      X4, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVSS       X4, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 12(AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R9
+	JMP          r4mtrueone
+
+r4mtruedone:
+	VZEROUPPER
+	RET
+
+r3mtrue:
+r3mtruegroups:
+	CMPQ    R9, $0x02
+	JLT     r3mtrueone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R8, R12
+	DECQ    R11
+	TESTQ   R11, R11
+	JZ      r3mtruegrouplast
+
+r3mtruegroup:
+	VMOVUPS     (SI), Y6
+	VMOVUPS     (SI)(DI*1), Y7
+	VMOVUPS     (SI)(DI*2), Y8
+	PREFETCHT0  (R12)
+	VMOVUPS     (R8), Y9
+	VFMADD231PS Y9, Y6, Y0
+	VFMADD231PS Y9, Y7, Y1
+	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R12)(BX*1)
+	VMOVUPS     (R8)(BX*1), Y9
+	VFMADD231PS Y9, Y6, Y3
+	VFMADD231PS Y9, Y7, Y4
+	VFMADD231PS Y9, Y8, Y5
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R12
+	DECQ        R11
+	JNZ         r3mtruegroup
+
+r3mtruegrouplast:
+	VMOVDQU      (R10), Y6
+	VMASKMOVPS   (SI), Y6, Y6
+	VMOVDQU      (R10), Y7
+	VMASKMOVPS   (SI)(DI*1), Y7, Y7
+	VMOVDQU      (R10), Y8
+	VMASKMOVPS   (SI)(DI*2), Y8, Y8
+	VMOVDQU      (R10), Y9
+	VMASKMOVPS   (R8), Y9, Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      (R10), Y9
+	VMASKMOVPS   (R8)(BX*1), Y9, Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VHADDPS      X6, X6, X6
+	VHADDPS      X6, X6, X6
+	VMOVSS       X6, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*2), DX
+	SUBQ         $0x02, R9
+	JMP          r3mtruegroups
+
+r3mtrueone:
+	TESTQ   R9, R9
+	JZ      r3mtruedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R8, R12
+	DECQ    R11
+	TESTQ   R11, R11
+	JZ      r3mtruesinglelast
+
+r3mtruesingle:
+	VMOVUPS     (SI), Y3
+	VMOVUPS     (SI)(DI*1), Y4
+	VMOVUPS     (SI)(DI*2), Y5
+	PREFETCHT0  (R12)
+	VMOVUPS     (R8), Y6
+	VFMADD231PS Y6, Y3, Y0
+	VFMADD231PS Y6, Y4, Y1
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R12
+	DECQ        R11
+	JNZ         r3mtruesingle
+
+r3mtruesinglelast:
+	VMOVDQU      (R10), Y3
+	VMASKMOVPS   (SI), Y3, Y3
+	VMOVDQU      (R10), Y4
+	VMASKMOVPS   (SI)(DI*1), Y4, Y4
+	VMOVDQU      (R10), Y5
+	VMASKMOVPS   (SI)(DI*2), Y5, Y5
+	VMOVDQU      (R10), Y6
+	VMASKMOVPS   (R8), Y6, Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VHADDPS      X3, X3, X3
+	VHADDPS      X3, X3, X3
+	VMOVSS       X3, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 8(AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R9
+	JMP          r3mtrueone
+
+r3mtruedone:
+	VZEROUPPER
+	RET
+
+r2mtrue:
+r2mtruegroups:
+	CMPQ    R9, $0x04
+	JLT     r2mtrueone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+576(SB), Y7
+	MOVQ    q+32(FP), R8
+	MOVQ    DX, R11
+	MOVQ    nvec+64(FP), R12
+	MOVQ    BX, R13
+	SHLQ    $0x04, R13
+	ADDQ    R11, R13
+	DECQ    R12
+	TESTQ   R12, R12
+	JZ      r2mtruegrouplast
+
+r2mtruegroup:
+	VMOVUPS     (R8), Y8
+	VMOVUPS     (R8)(DI*1), Y9
+	PREFETCHT0  (R13)
+	VMOVUPS     (R11), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT0  (R13)(BX*1)
+	VMOVUPS     (R11)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT0  (R13)(BX*2)
+	VMOVUPS     (R11)(BX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT0  (R13)(SI*1)
+	VMOVUPS     (R11)(SI*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R11
+	ADDQ        $0x20, R13
+	DECQ        R12
+	JNZ         r2mtruegroup
+
+r2mtruegrouplast:
+	VMOVDQU      (R10), Y8
+	VMASKMOVPS   (R8), Y8, Y8
+	VMOVDQU      (R10), Y9
+	VMASKMOVPS   (R8)(DI*1), Y9, Y9
+	VMOVDQU      (R10), Y10
+	VMASKMOVPS   (R11), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      (R10), Y10
+	VMASKMOVPS   (R11)(BX*1), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      (R10), Y10
+	VMASKMOVPS   (R11)(BX*2), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVDQU      (R10), Y10
+	VMASKMOVPS   (R11)(SI*1), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y6
+	VFMADD231PS  Y10, Y9, Y7
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VHADDPS      X8, X8, X8
+	VHADDPS      X8, X8, X8
+	VMOVSS       X8, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	LEAQ         (DX)(BX*4), DX
+	SUBQ         $0x04, R9
+	JMP          r2mtruegroups
+
+r2mtrueone:
+	TESTQ   R9, R9
+	JZ      r2mtruedone
+	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+576(SB), Y1
+	MOVQ    q+32(FP), SI
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R8, R12
+	DECQ    R11
+	TESTQ   R11, R11
+	JZ      r2mtruesinglelast
+
+r2mtruesingle:
+	VMOVUPS     (SI), Y2
+	VMOVUPS     (SI)(DI*1), Y3
+	PREFETCHT0  (R12)
+	VMOVUPS     (R8), Y4
+	VFMADD231PS Y4, Y2, Y0
+	VFMADD231PS Y4, Y3, Y1
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R12
+	DECQ        R11
+	JNZ         r2mtruesingle
+
+r2mtruesinglelast:
+	VMOVDQU      (R10), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VMOVDQU      (R10), Y3
+	VMASKMOVPS   (SI)(DI*1), Y3, Y3
+	VMOVDQU      (R10), Y4
+	VMASKMOVPS   (R8), Y4, Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, 4(AX)
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         R9
+	JMP          r2mtrueone
+
+r2mtruedone:
+	VZEROUPPER
+	RET
+
+r1mtrue:
+r1mtruegroups:
+	CMPQ    R9, $0x04
+	JLT     r1mtrueone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), DI
-	MOVQ    DX, R10
+	MOVQ    DX, R8
+	MOVQ    nvec+64(FP), R11
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
-	ADDQ    R10, R12
-	MOVQ    nvec+48(FP), R11
+	ADDQ    R8, R12
 	DECQ    R11
 	TESTQ   R11, R11
-	JZ      mtruefourlast
+	JZ      r1mtruegrouplast
 
-mtruefour:
+r1mtruegroup:
 	VMOVUPS     (DI), Y4
 	PREFETCHT0  (R12)
-	VFMADD231PS (R10), Y4, Y0
+	VMOVUPS     (R8), Y5
+	VFMADD231PS Y5, Y4, Y0
 	PREFETCHT0  (R12)(BX*1)
-	VFMADD231PS (R10)(BX*1), Y4, Y1
+	VMOVUPS     (R8)(BX*1), Y5
+	VFMADD231PS Y5, Y4, Y1
 	PREFETCHT0  (R12)(BX*2)
-	VFMADD231PS (R10)(BX*2), Y4, Y2
+	VMOVUPS     (R8)(BX*2), Y5
+	VFMADD231PS Y5, Y4, Y2
 	PREFETCHT0  (R12)(SI*1)
-	VFMADD231PS (R10)(SI*1), Y4, Y3
+	VMOVUPS     (R8)(SI*1), Y5
+	VFMADD231PS Y5, Y4, Y3
 	ADDQ        $0x20, DI
-	ADDQ        $0x20, R10
+	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
 	DECQ        R11
-	JNZ         mtruefour
+	JNZ         r1mtruegroup
 
-mtruefourlast:
-	VMOVDQU      (R9), Y4
+r1mtruegrouplast:
+	VMOVDQU      (R10), Y4
 	VMASKMOVPS   (DI), Y4, Y4
-	VMOVDQU      (R9), Y5
-	VMASKMOVPS   (R10), Y5, Y5
+	VMOVDQU      (R10), Y5
+	VMASKMOVPS   (R8), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y0
-	VMOVDQU      (R9), Y5
-	VMASKMOVPS   (R10)(BX*1), Y5, Y5
+	VMOVDQU      (R10), Y5
+	VMASKMOVPS   (R8)(BX*1), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y1
-	VMOVDQU      (R9), Y5
-	VMASKMOVPS   (R10)(BX*2), Y5, Y5
+	VMOVDQU      (R10), Y5
+	VMASKMOVPS   (R8)(BX*2), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y2
-	VMOVDQU      (R9), Y5
-	VMASKMOVPS   (R10)(SI*1), Y5, Y5
+	VMOVDQU      (R10), Y5
+	VMASKMOVPS   (R8)(SI*1), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VEXTRACTF128 $0x01, Y0, X4
 	VADDPS       X4, X0, X4
@@ -1422,37 +2410,38 @@ mtruefourlast:
 	VMOVSS       X0, (AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
-	SUBQ         $0x04, R8
-	JMP          mtruegroups
+	SUBQ         $0x04, R9
+	JMP          r1mtruegroups
 
-mtrueone:
-	TESTQ   R8, R8
-	JZ      mtruedone
+r1mtrueone:
+	TESTQ   R9, R9
+	JZ      r1mtruedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
+	MOVQ    nvec+64(FP), R8
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    DI, R11
-	MOVQ    nvec+48(FP), R10
-	DECQ    R10
-	TESTQ   R10, R10
-	JZ      mtruesinglelast
+	DECQ    R8
+	TESTQ   R8, R8
+	JZ      r1mtruesinglelast
 
-mtruesingle:
+r1mtruesingle:
 	VMOVUPS     (SI), Y1
 	PREFETCHT0  (R11)
-	VFMADD231PS (DI), Y1, Y0
+	VMOVUPS     (DI), Y2
+	VFMADD231PS Y2, Y1, Y0
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R11
-	DECQ        R10
-	JNZ         mtruesingle
+	DECQ        R8
+	JNZ         r1mtruesingle
 
-mtruesinglelast:
-	VMOVDQU      (R9), Y1
+r1mtruesinglelast:
+	VMOVDQU      (R10), Y1
 	VMASKMOVPS   (SI), Y1, Y1
-	VMOVDQU      (R9), Y2
+	VMOVDQU      (R10), Y2
 	VMASKMOVPS   (DI), Y2, Y2
 	VFMADD231PS  Y2, Y1, Y0
 	VEXTRACTF128 $0x01, Y0, X1
@@ -1462,10 +2451,10 @@ mtruesinglelast:
 	VMOVSS       X1, (AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R8
-	JMP          mtrueone
+	DECQ         R9
+	JMP          r1mtrueone
 
-mtruedone:
+r1mtruedone:
 	VZEROUPPER
 	RET
 

@@ -113,16 +113,19 @@ func TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, 
 	}
 }
 
-// Dot writes the scores of one query row against nk keys:
+// Dot writes the scores of a few query rows (not transposed) against nk
+// keys, as dot products along d:
 //
-//	s[c*lds] = Σ_{d<dk} k[c*ldk+d] · q[d]
-func Dot(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
-	q = q[:dk]
-	for c := 0; c < nk; c++ {
-		sum := float32(0)
-		for d, x := range k[c*ldk : c*ldk+dk] {
-			sum += x * q[d]
+//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · q[r*ldq+d]   for c < nk, r < rows
+func Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) {
+	for r := 0; r < rows; r++ {
+		qr := q[r*ldq : r*ldq+dk]
+		for c := 0; c < nk; c++ {
+			sum := float32(0)
+			for d, x := range k[c*ldk : c*ldk+dk] {
+				sum += x * qr[d]
+			}
+			s[c*lds+r] = sum
 		}
-		s[c*lds] = sum
 	}
 }

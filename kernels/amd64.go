@@ -24,7 +24,7 @@ type x86Kernels struct {
 	softmax func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)
 	exp     func(dst, src *float32, n int)
 	tr      func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
-	dot     func(s *float32, lds int, k *float32, ldk int, q *float32, nk, nvec, tail int)
+	dot     func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
 	peak    func(iters int)
 }
 
@@ -52,8 +52,9 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels) *Set {
 		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
 			transposeBlocks(k.tr, dst, ldd, src, lds, nr, nc, scale)
 		},
-		dot: func(s []float32, lds int, kr []float32, ldk int, q []float32, nk, dk int) {
-			dotVectors(k.dot, lanes, s, lds, kr, ldk, q, nk, dk)
+		dot: func(s []float32, lds int, kr []float32, ldk int, q []float32, ldq int, nk, rows, dk int) {
+			nvec := (dk + lanes - 1) / lanes
+			k.dot(&s[0], lds, &kr[0], ldk, &q[0], ldq, rows, nk, nvec, dk-(nvec-1)*lanes)
 		},
 		peak: k.peak, peakChains: 12,
 	}

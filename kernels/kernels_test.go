@@ -360,35 +360,37 @@ func TestDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, ks := range Available() {
 		for _, atEnd := range []bool{true, false} {
-			for _, nk := range keyDims {
-				for _, dk := range qkDims {
-					lds, ldk := 1+rng.IntN(5), dk+rng.IntN(3)
-					s, f1 := operand(t, rng, span(nk, 1, lds), atEnd)
-					k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
-					q, f3 := operand(t, rng, dk, atEnd)
-					before := append([]float32(nil), s...)
-					ks.Dot(s, lds, k, ldk, q, nk, dk)
-					for i := range s {
-						if i%lds != 0 {
-							if s[i] != before[i] {
-								t.Fatalf("%s Dot wrote s[%d] between scores", ks, i)
+			for rows := 1; rows <= DotRows; rows++ {
+				for _, nk := range keyDims {
+					for _, dk := range qkDims {
+						lds, ldk, ldq := rows+rng.IntN(5), dk+rng.IntN(3), dk+rng.IntN(3)
+						s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
+						k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
+						q, f3 := operand(t, rng, span(rows, dk, ldq), atEnd)
+						before := append([]float32(nil), s...)
+						ks.Dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
+						for i := range s {
+							c, r := i/lds, i%lds
+							if r >= rows {
+								if s[i] != before[i] {
+									t.Fatalf("%s Dot wrote s[%d][%d] past rows %d", ks, c, r, rows)
+								}
+								continue
 							}
-							continue
+							want, abs := 0.0, 0.0
+							for d := 0; d < dk; d++ {
+								x := float64(k[c*ldk+d]) * float64(q[r*ldq+d])
+								want += x
+								abs += math.Abs(x)
+							}
+							if got := float64(s[i]); math.Abs(got-want) > dotTol(dk, abs) {
+								t.Fatalf("%s Dot rows=%d nk=%d dk=%d: s[%d][%d] = %v, want %v", ks, rows, nk, dk, c, r, got, want)
+							}
 						}
-						c := i / lds
-						want, abs := 0.0, 0.0
-						for d := 0; d < dk; d++ {
-							x := float64(k[c*ldk+d]) * float64(q[d])
-							want += x
-							abs += math.Abs(x)
-						}
-						if got := float64(s[i]); math.Abs(got-want) > dotTol(dk, abs) {
-							t.Fatalf("%s Dot nk=%d dk=%d: s[%d] = %v, want %v", ks, nk, dk, c, got, want)
-						}
+						f1()
+						f2()
+						f3()
 					}
-					f1()
-					f2()
-					f3()
 				}
 			}
 		}

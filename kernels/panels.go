@@ -108,11 +108,3 @@ func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []flo
 		dst[i] = fallback.Exp32(src[i])
 	}
 }
-
-// dotVectors runs a Dot kernel: dk in vectors of lanes, the last one tail
-// lanes wide.
-func dotVectors(kernel func(s *float32, lds int, k *float32, ldk int, q *float32, nk, nvec, tail int),
-	lanes int, s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
-	nvec := (dk + lanes - 1) / lanes
-	kernel(&s[0], lds, &k[0], ldk, &q[0], nk, nvec, dk-(nvec-1)*lanes)
-}

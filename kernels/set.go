@@ -42,7 +42,7 @@ type Set struct {
 	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp     func(dst, src []float32)
 	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
-	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) // nil: use QK
+	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
 	peak    func(iters int)                                                           // nil for generic
 
 	peakChains int // independent vector FMAs per iteration of peak
@@ -160,25 +160,31 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 // query rows (the vector sets; the generic QK wastes no lanes).
 func (ks *Set) HasDot() bool { return ks.dot != nil }
 
-// Dot writes the scores of one query row (q, not transposed, pre-scaled)
-// against nk keys, as dot products along d:
+// DotRows is the most query rows one Dot call takes.
+const DotRows = 4
+
+// Dot writes the scores of 1..DotRows query rows (q not transposed,
+// pre-scaled, rows at stride ldq) against nk keys, as dot products along d:
 //
-//	s[c*lds] = Σ_{d<dk} k[c*ldk+d] · q[d]
+//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · q[r*ldq+d]   for c < nk, r < rows
 //
-// For a decode step's 1-4 rows it replaces QK, whose row vectors would be
-// mostly padding. Sets without one use the generic code.
-func (ks *Set) Dot(s []float32, lds int, k []float32, ldk int, q []float32, nk, dk int) {
-	if nk <= 0 || dk <= 0 {
+// For a decode step it replaces QK, whose row vectors would be mostly
+// padding. Sets without one use the generic code.
+func (ks *Set) Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) {
+	if nk <= 0 || dk <= 0 || rows <= 0 {
 		return
 	}
-	check("Dot", "s", len(s), span(nk, 1, lds))
+	if rows > DotRows {
+		panic(fmt.Sprintf("kernels: Dot: %d rows, at most %d", rows, DotRows))
+	}
+	check("Dot", "s", len(s), span(nk, rows, lds))
 	check("Dot", "k", len(k), span(nk, dk, ldk))
-	check("Dot", "q", len(q), dk)
+	check("Dot", "q", len(q), span(rows, dk, ldq))
 	if ks.dot == nil {
-		fallback.Dot(s, lds, k, ldk, q, nk, dk)
+		fallback.Dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
 		return
 	}
-	ks.dot(s, lds, k, ldk, q, nk, dk)
+	ks.dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
 }
 
 // TransposeScale writes a scaled transpose, the packing of a Q block:

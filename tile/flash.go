@@ -20,9 +20,7 @@ type Workspace struct {
 	dot      bool      // scores by Dot, row by row, instead of QK
 }
 
-// dotRows is the most query rows whose scores come from the Dot kernel:
-// QK's row vectors would be mostly padding.
-const dotRows = 4
+
 
 // grow returns buf with length n, reallocating only when it is too small.
 func grow(buf []float32, n int) []float32 {
@@ -57,7 +55,7 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 	ws.m = grow(ws.m, rp)
 	ws.l = grow(ws.l, rp)
 	ws.al = grow(ws.al, rp)
-	ws.dot = ks.HasDot() && rows <= dotRows
+	ws.dot = ks.HasDot() && rows <= kernels.DotRows
 	if ws.dot {
 		ws.qr = grow(ws.qr, rows*p.HeadDim)
 		packRows(p, it, ws.qr)
@@ -141,9 +139,7 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 	vOff, ldv := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dv)
 	s := ws.s[:nk*rp]
 	if ws.dot {
-		for r := r0; r < min(r1, rows); r++ {
-			ks.Dot(s[r:], rp, p.K[kOff:], ldk, ws.qr[r*dk:], nk, dk)
-		}
+		ks.Dot(s[r0:], rp, p.K[kOff:], ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
 	} else {
 		ks.QK(s[r0:], rp, p.K[kOff:], ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
 	}

@@ -1,31 +1,47 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
 
 // dotRegs are the registers Dot keeps across key groups.
 type dotRegs struct {
-	sp, lds   reg.GPVirtual // score of the current key; its stride in bytes
+	sp, lds   reg.GPVirtual // scores of the current key; their stride in bytes
 	kp        reg.GPVirtual // K row of the current key group
 	ldk, ldk3 reg.GPVirtual // K row stride and 3 strides, in bytes
+	ldq       reg.GPVirtual // q row stride in bytes
 	tailRegs                // the last vector's mask
 }
 
-// dot emits Dot<ISA>: the scores of one query row against nk keys as dot
+// dotKeys is how many keys a Dot group scores at once for rows query rows:
+// rows·keys accumulators, rows q vectors and one K vector must fit the
+// registers (16 on AVX2).
+func (g *gen) dotKeys(rows int) int {
+	if g.x.avx512() || rows <= 2 {
+		return 4
+	}
+	return 2
+}
+
+// dot emits Dot<ISA>: the scores of 1-4 query rows against nk keys as dot
 // products along d, for the decode steps whose few rows would waste most
-// lanes of QK's row vectors.
+// lanes of QK's row vectors. Each K vector is loaded once for all rows.
 func (g *gen) dot() {
-	g.fn("Dot", "func(s *float32, lds int, k *float32, ldk int, q *float32, nk, nvec, tail int)",
+	g.fn("Dot", "func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)",
 		"",
 		"\tfor c := 0; c < nk; c++ {",
-		"\t\ts[c*lds] = Σ_{d<(nvec-1)*lanes+tail} k[c*ldk+d] · q[d]",
+		"\t\tfor r := 0; r < rows; r++ {",
+		"\t\t\ts[c*lds+r] = Σ_{d<(nvec-1)*lanes+tail} k[c*ldk+d] · q[r*ldq+d]",
 		"",
-		"with nvec >= 1, tail in 1..lanes, strides in elements; nothing past",
-		"element (nvec-1)*lanes+tail of q or of a K row is read (masked last",
-		"vector). Four keys at a time: four accumulators (the K rows are FMA",
-		"memory operands, q one register), then each reduced across lanes.",
+		"with rows in 1..4, nvec >= 1, tail in 1..lanes, strides in elements;",
+		"nothing past element (nvec-1)*lanes+tail of a q or K row is read",
+		"(masked last vector). A group of keys (4, or 2 for 3-4 rows on AVX2)",
+		"at a time: rows × keys accumulators, the K rows as loads shared by all",
+		"rows, then each accumulator reduced across lanes. The K rows 16 keys",
+		"on are prefetched (page-strided rows defeat the hardware prefetchers).",
 	)
 	var r dotRegs
 	r.sp = g.GP64()
@@ -40,32 +56,48 @@ func (g *gen) dot() {
 	g.SHLQ(operand.U8(2), r.ldk)
 	r.ldk3 = g.GP64()
 	g.LEAQ(operand.Mem{Base: r.ldk, Index: r.ldk, Scale: 2}, r.ldk3)
+	r.ldq = g.GP64()
+	g.Load(g.Param("ldq"), r.ldq)
+	g.SHLQ(operand.U8(2), r.ldq)
 	tail := g.GP64()
 	g.Load(g.Param("tail"), tail)
 	r.tailRegs = g.tailMask(tail)
 	keys := g.GP64()
 	g.Load(g.Param("nk"), keys)
+	rows := g.GP64()
+	g.Load(g.Param("rows"), rows)
 	g.CMPQ(tail, operand.Imm(uint64(g.x.lanes)))
 	g.JNE(operand.LabelRef("masked"))
 	for _, masked := range []bool{false, true} {
-		l := label("m", masked)
 		if masked {
 			g.Label("masked")
 		}
-		g.Label(l + "groups")
-		g.CMPQ(keys, operand.Imm(4))
-		g.JLT(operand.LabelRef(l + "one"))
-		g.dotBlock(r, 4, masked, l+"four")
-		g.SUBQ(operand.Imm(4), keys)
-		g.JMP(operand.LabelRef(l + "groups"))
-		g.Label(l + "one")
-		g.TESTQ(keys, keys)
-		g.JZ(operand.LabelRef(l + "done"))
-		g.dotBlock(r, 1, masked, l+"single")
-		g.DECQ(keys)
-		g.JMP(operand.LabelRef(l + "one"))
-		g.Label(l + "done")
+		for nr := 4; nr >= 1; nr-- {
+			g.CMPQ(rows, operand.Imm(uint64(nr)))
+			g.JEQ(operand.LabelRef(label("r", nr, "m", masked)))
+		}
 		g.ret()
+	}
+	for _, masked := range []bool{false, true} {
+		for nr := 4; nr >= 1; nr-- {
+			l := label("r", nr, "m", masked)
+			kg := g.dotKeys(nr)
+			g.Label(l)
+			g.Label(l + "groups")
+			g.CMPQ(keys, operand.Imm(uint64(kg)))
+			g.JLT(operand.LabelRef(l + "one"))
+			g.dotBlock(r, kg, nr, masked, l+"group")
+			g.SUBQ(operand.Imm(uint64(kg)), keys)
+			g.JMP(operand.LabelRef(l + "groups"))
+			g.Label(l + "one")
+			g.TESTQ(keys, keys)
+			g.JZ(operand.LabelRef(l + "done"))
+			g.dotBlock(r, 1, nr, masked, l+"single")
+			g.DECQ(keys)
+			g.JMP(operand.LabelRef(l + "one"))
+			g.Label(l + "done")
+			g.ret()
+		}
 	}
 }
 
@@ -84,76 +116,125 @@ func (r dotRegs) kAddr(kk reg.GPVirtual, i int) operand.Mem {
 	panic("kAddr: at most 4 rows")
 }
 
+// qAddr is element d of query row j, qq pointing at row 0's.
+func (r dotRegs) qAddr(qq reg.GPVirtual, j int) operand.Mem {
+	switch j {
+	case 0:
+		return operand.Mem{Base: qq}
+	case 1:
+		return operand.Mem{Base: qq, Index: r.ldq, Scale: 1}
+	case 2:
+		return operand.Mem{Base: qq, Index: r.ldq, Scale: 2}
+	}
+	panic(fmt.Sprintf("qAddr: row %d", j))
+}
+
 // dotAheadLog is log2 of how many keys ahead Dot prefetches.
 const dotAheadLog = 4
 
-// dotBlock emits the scores of n keys (1 or 4), then advances kp and sp.
-func (g *gen) dotBlock(r dotRegs, n int, masked bool, lbl string) {
+// dotBlock emits the scores of n keys (1, 2 or 4) for nr query rows, then
+// advances kp and sp.
+func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 	b := g.x.bytes()
-	acc := make([]reg.VecVirtual, n)
+	acc := make([][]reg.VecVirtual, n)
 	for i := range acc {
-		acc[i] = g.vec()
-		g.zero(acc[i])
+		acc[i] = make([]reg.VecVirtual, nr)
+		for j := range acc[i] {
+			acc[i][j] = g.vec()
+			g.zero(acc[i][j])
+		}
 	}
-	qp, kk, v := g.GP64(), g.GP64(), g.GP64()
-	g.Load(g.Param("q"), qp)
+	qq, kk, v := g.GP64(), g.GP64(), g.GP64()
+	g.Load(g.Param("q"), qq)
 	g.MOVQ(r.kp, kk)
-	// K rows are usually a page or more apart (a BSHD cache), which the
-	// hardware prefetchers do not follow: fetch the rows dotAhead keys on,
-	// line by line alongside the rows in use.
-	kf := g.GP64()
+	g.Load(g.Param("nvec"), v)
+	kf := g.GP64() // the rows 16 keys on, for the prefetches
 	g.MOVQ(r.ldk, kf)
 	g.SHLQ(operand.U8(dotAheadLog), kf)
 	g.ADDQ(kk, kf)
-	g.Load(g.Param("nvec"), v)
+	var q3 reg.GPVirtual // row 3 of q: base qq + 3·ldq
+	if nr == 4 {
+		q3 = g.GP64()
+		g.LEAQ(operand.Mem{Base: r.ldq, Index: r.ldq, Scale: 2}, q3)
+	}
+	qRow := func(j int) operand.Mem {
+		if j == 3 {
+			return operand.Mem{Base: qq, Index: q3, Scale: 1}
+		}
+		return r.qAddr(qq, j)
+	}
+	step := func(last bool) {
+		qv := make([]reg.VecVirtual, nr)
+		for j := range qv {
+			qv[j] = g.vec()
+			g.loadVec(r.tailRegs, qRow(j), 0, 1, last, qv[j])
+		}
+		for i := 0; i < n; i++ {
+			if !last {
+				g.PREFETCHT0(r.kAddr(kf, i))
+			}
+			kv := g.vec()
+			g.loadVec(r.tailRegs, r.kAddr(kk, i), 0, 1, last, kv)
+			for j := 0; j < nr; j++ {
+				g.VFMADD231PS(kv, qv[j], acc[i][j])
+			}
+		}
+	}
 	if masked {
 		g.DECQ(v) // the last vector is done apart, masked
 	}
 	g.TESTQ(v, v)
 	g.JZ(operand.LabelRef(lbl + "last"))
 	g.Label(lbl)
-	qv := g.vec()
-	g.VMOVUPS(operand.Mem{Base: qp}, qv)
-	for i := range acc {
-		g.PREFETCHT0(r.kAddr(kf, i))
-		g.VFMADD231PS(r.kAddr(kk, i), qv, acc[i])
-	}
-	g.ADDQ(operand.Imm(uint64(b)), qp)
+	step(false)
+	g.ADDQ(operand.Imm(uint64(b)), qq)
 	g.ADDQ(operand.Imm(uint64(b)), kk)
 	g.ADDQ(operand.Imm(uint64(b)), kf)
 	g.DECQ(v)
 	g.JNZ(operand.LabelRef(lbl))
 	g.Label(lbl + "last")
 	if masked {
-		qv := g.vec()
-		g.loadVec(r.tailRegs, operand.Mem{Base: qp}, 0, 1, true, qv)
-		for i := range acc {
-			kv := g.vec()
-			g.loadVec(r.tailRegs, r.kAddr(kk, i), 0, 1, true, kv)
-			g.VFMADD231PS(kv, qv, acc[i])
-		}
+		step(true)
 	}
-	// Reduce each accumulator across its lanes and store the score.
-	for i := range acc {
-		x := g.reduce(acc[i])
-		g.VMOVSS(x, operand.Mem{Base: r.sp})
+	// Reduce each accumulator across its lanes and store the scores.
+	for i := 0; i < n; i++ {
+		for j := 0; j < nr; j++ {
+			x := g.reduce(acc[i][j])
+			g.VMOVSS(x, operand.Mem{Base: r.sp, Disp: 4 * j})
+		}
 		g.ADDQ(r.lds, r.sp)
 	}
-	if n == 4 {
+	switch n {
+	case 4:
 		g.LEAQ(operand.Mem{Base: r.kp, Index: r.ldk, Scale: 4}, r.kp)
-	} else {
+	case 2:
+		g.LEAQ(operand.Mem{Base: r.kp, Index: r.ldk, Scale: 2}, r.kp)
+	default:
 		g.ADDQ(r.ldk, r.kp)
 	}
 }
 
 // reduce returns an xmm register whose lane 0 is the sum of v's lanes.
-func (g *gen) reduce(v reg.VecVirtual) reg.VecVirtual {
-	y := v
+// On AVX-512 it stays in zmm instructions (AVX512F only: the VEX forms
+// cannot name registers 16-31): swap halves, quarters, pairs and
+// neighbours, adding each time, so every lane ends with the sum.
+func (g *gen) reduce(v reg.VecVirtual) reg.Register {
 	if g.x.avx512() {
-		y = g.YMM()
-		g.VEXTRACTF64X4(operand.U8(1), v, y)
-		g.VADDPS(y, v.AsY(), y)
+		t := g.ZMM()
+		for _, sh := range []struct {
+			lanes bool // VSHUFF32X4 (128-bit blocks) or VPERMILPS (within blocks)
+			imm   uint8
+		}{{true, 0x4e}, {true, 0xb1}, {false, 0x4e}, {false, 0xb1}} {
+			if sh.lanes {
+				g.VSHUFF32X4(operand.U8(sh.imm), v, v, t)
+			} else {
+				g.VPERMILPS(operand.U8(sh.imm), v, t)
+			}
+			g.VADDPS(t, v, v)
+		}
+		return v.AsX()
 	}
+	y := v
 	x := g.XMM()
 	g.VEXTRACTF128(operand.U8(1), y, x)
 	g.VADDPS(x, y.AsX(), x)
