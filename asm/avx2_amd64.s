@@ -100,30 +100,30 @@ DATA constsAVX2<>+368(SB)/4, $0x3f800000
 DATA constsAVX2<>+372(SB)/4, $0x3f800000
 DATA constsAVX2<>+376(SB)/4, $0x3f800000
 DATA constsAVX2<>+380(SB)/4, $0x3f800000
-DATA constsAVX2<>+384(SB)/4, $0xc0000000
-DATA constsAVX2<>+388(SB)/4, $0xc0000000
-DATA constsAVX2<>+392(SB)/4, $0xc0000000
-DATA constsAVX2<>+396(SB)/4, $0xc0000000
-DATA constsAVX2<>+400(SB)/4, $0xc0000000
-DATA constsAVX2<>+404(SB)/4, $0xc0000000
-DATA constsAVX2<>+408(SB)/4, $0xc0000000
-DATA constsAVX2<>+412(SB)/4, $0xc0000000
-DATA constsAVX2<>+416(SB)/4, $0xff7fffff
-DATA constsAVX2<>+420(SB)/4, $0xff7fffff
-DATA constsAVX2<>+424(SB)/4, $0xff7fffff
-DATA constsAVX2<>+428(SB)/4, $0xff7fffff
-DATA constsAVX2<>+432(SB)/4, $0xff7fffff
-DATA constsAVX2<>+436(SB)/4, $0xff7fffff
-DATA constsAVX2<>+440(SB)/4, $0xff7fffff
-DATA constsAVX2<>+444(SB)/4, $0xff7fffff
-DATA constsAVX2<>+448(SB)/4, $0xff800000
-DATA constsAVX2<>+452(SB)/4, $0xff800000
-DATA constsAVX2<>+456(SB)/4, $0xff800000
-DATA constsAVX2<>+460(SB)/4, $0xff800000
-DATA constsAVX2<>+464(SB)/4, $0xff800000
-DATA constsAVX2<>+468(SB)/4, $0xff800000
-DATA constsAVX2<>+472(SB)/4, $0xff800000
-DATA constsAVX2<>+476(SB)/4, $0xff800000
+DATA constsAVX2<>+384(SB)/4, $0xff7fffff
+DATA constsAVX2<>+388(SB)/4, $0xff7fffff
+DATA constsAVX2<>+392(SB)/4, $0xff7fffff
+DATA constsAVX2<>+396(SB)/4, $0xff7fffff
+DATA constsAVX2<>+400(SB)/4, $0xff7fffff
+DATA constsAVX2<>+404(SB)/4, $0xff7fffff
+DATA constsAVX2<>+408(SB)/4, $0xff7fffff
+DATA constsAVX2<>+412(SB)/4, $0xff7fffff
+DATA constsAVX2<>+416(SB)/4, $0xff800000
+DATA constsAVX2<>+420(SB)/4, $0xff800000
+DATA constsAVX2<>+424(SB)/4, $0xff800000
+DATA constsAVX2<>+428(SB)/4, $0xff800000
+DATA constsAVX2<>+432(SB)/4, $0xff800000
+DATA constsAVX2<>+436(SB)/4, $0xff800000
+DATA constsAVX2<>+440(SB)/4, $0xff800000
+DATA constsAVX2<>+444(SB)/4, $0xff800000
+DATA constsAVX2<>+448(SB)/4, $0xc0000000
+DATA constsAVX2<>+452(SB)/4, $0xc0000000
+DATA constsAVX2<>+456(SB)/4, $0xc0000000
+DATA constsAVX2<>+460(SB)/4, $0xc0000000
+DATA constsAVX2<>+464(SB)/4, $0xc0000000
+DATA constsAVX2<>+468(SB)/4, $0xc0000000
+DATA constsAVX2<>+472(SB)/4, $0xc0000000
+DATA constsAVX2<>+476(SB)/4, $0xc0000000
 DATA constsAVX2<>+480(SB)/4, $0x7fffffff
 DATA constsAVX2<>+484(SB)/4, $0x7fffffff
 DATA constsAVX2<>+488(SB)/4, $0x7fffffff
@@ -3553,7 +3553,7 @@ nv4capmax:
 	VMULPS       Y5, Y6, Y7
 	VANDPS       constsAVX2<>+512(SB), Y7, Y8
 	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+384(SB), Y7, Y7
+	VMULPS       constsAVX2<>+448(SB), Y7, Y7
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
 	VMOVUPS      constsAVX2<>+0(SB), Y10
 	VMAXPS       Y7, Y10, Y7
@@ -3580,7 +3580,7 @@ nv4capmax:
 	VDIVPS       Y9, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y6, Y8
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
 	VBLENDVPS    Y8, Y6, Y7, Y6
 	VMOVUPS      Y6, (R8)
 	VMAXPS       Y6, Y0, Y0
@@ -3588,7 +3588,7 @@ nv4capmax:
 	VMULPS       Y5, Y6, Y7
 	VANDPS       constsAVX2<>+512(SB), Y7, Y8
 	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+384(SB), Y7, Y7
+	VMULPS       constsAVX2<>+448(SB), Y7, Y7
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
 	VMOVUPS      constsAVX2<>+0(SB), Y10
 	VMAXPS       Y7, Y10, Y7
@@ -3615,7 +3615,7 @@ nv4capmax:
 	VDIVPS       Y9, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y6, Y8
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
 	VBLENDVPS    Y8, Y6, Y7, Y6
 	VMOVUPS      Y6, 32(R8)
 	VMAXPS       Y6, Y1, Y1
@@ -3623,7 +3623,7 @@ nv4capmax:
 	VMULPS       Y5, Y6, Y7
 	VANDPS       constsAVX2<>+512(SB), Y7, Y8
 	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+384(SB), Y7, Y7
+	VMULPS       constsAVX2<>+448(SB), Y7, Y7
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
 	VMOVUPS      constsAVX2<>+0(SB), Y10
 	VMAXPS       Y7, Y10, Y7
@@ -3650,7 +3650,7 @@ nv4capmax:
 	VDIVPS       Y9, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y6, Y8
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
 	VBLENDVPS    Y8, Y6, Y7, Y6
 	VMOVUPS      Y6, 64(R8)
 	VMAXPS       Y6, Y2, Y2
@@ -3658,7 +3658,7 @@ nv4capmax:
 	VMULPS       Y5, Y6, Y7
 	VANDPS       constsAVX2<>+512(SB), Y7, Y8
 	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+384(SB), Y7, Y7
+	VMULPS       constsAVX2<>+448(SB), Y7, Y7
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
 	VMOVUPS      constsAVX2<>+0(SB), Y10
 	VMAXPS       Y7, Y10, Y7
@@ -3685,7 +3685,7 @@ nv4capmax:
 	VDIVPS       Y9, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y6, Y8
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
 	VBLENDVPS    Y8, Y6, Y7, Y6
 	VMOVUPS      Y6, 96(R8)
 	VMAXPS       Y6, Y3, Y3
@@ -3694,13 +3694,13 @@ nv4capmax:
 	JNZ          nv4capmax
 
 nv4exp:
-	VMAXPS  constsAVX2<>+416(SB), Y0, Y4
+	VMAXPS  constsAVX2<>+384(SB), Y0, Y4
 	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMAXPS  constsAVX2<>+416(SB), Y1, Y6
+	VMAXPS  constsAVX2<>+384(SB), Y1, Y6
 	VMOVUPS constsAVX2<>+576(SB), Y7
-	VMAXPS  constsAVX2<>+416(SB), Y2, Y8
+	VMAXPS  constsAVX2<>+384(SB), Y2, Y8
 	VMOVUPS constsAVX2<>+576(SB), Y9
-	VMAXPS  constsAVX2<>+416(SB), Y3, Y10
+	VMAXPS  constsAVX2<>+384(SB), Y3, Y10
 	VMOVUPS constsAVX2<>+576(SB), Y11
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
@@ -3954,7 +3954,7 @@ nv3capmax:
 	VMULPS       Y4, Y5, Y6
 	VANDPS       constsAVX2<>+512(SB), Y6, Y7
 	VANDPS       constsAVX2<>+480(SB), Y6, Y6
-	VMULPS       constsAVX2<>+384(SB), Y6, Y6
+	VMULPS       constsAVX2<>+448(SB), Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y8
 	VMOVUPS      constsAVX2<>+0(SB), Y9
 	VMAXPS       Y6, Y9, Y6
@@ -3981,7 +3981,7 @@ nv3capmax:
 	VDIVPS       Y8, Y6, Y6
 	VORPS        Y7, Y6, Y6
 	VMULPS       Y3, Y6, Y6
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y5, Y7
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y5, Y7
 	VBLENDVPS    Y7, Y5, Y6, Y5
 	VMOVUPS      Y5, (R8)
 	VMAXPS       Y5, Y0, Y0
@@ -3989,7 +3989,7 @@ nv3capmax:
 	VMULPS       Y4, Y5, Y6
 	VANDPS       constsAVX2<>+512(SB), Y6, Y7
 	VANDPS       constsAVX2<>+480(SB), Y6, Y6
-	VMULPS       constsAVX2<>+384(SB), Y6, Y6
+	VMULPS       constsAVX2<>+448(SB), Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y8
 	VMOVUPS      constsAVX2<>+0(SB), Y9
 	VMAXPS       Y6, Y9, Y6
@@ -4016,7 +4016,7 @@ nv3capmax:
 	VDIVPS       Y8, Y6, Y6
 	VORPS        Y7, Y6, Y6
 	VMULPS       Y3, Y6, Y6
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y5, Y7
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y5, Y7
 	VBLENDVPS    Y7, Y5, Y6, Y5
 	VMOVUPS      Y5, 32(R8)
 	VMAXPS       Y5, Y1, Y1
@@ -4024,7 +4024,7 @@ nv3capmax:
 	VMULPS       Y4, Y5, Y6
 	VANDPS       constsAVX2<>+512(SB), Y6, Y7
 	VANDPS       constsAVX2<>+480(SB), Y6, Y6
-	VMULPS       constsAVX2<>+384(SB), Y6, Y6
+	VMULPS       constsAVX2<>+448(SB), Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y8
 	VMOVUPS      constsAVX2<>+0(SB), Y9
 	VMAXPS       Y6, Y9, Y6
@@ -4051,7 +4051,7 @@ nv3capmax:
 	VDIVPS       Y8, Y6, Y6
 	VORPS        Y7, Y6, Y6
 	VMULPS       Y3, Y6, Y6
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y5, Y7
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y5, Y7
 	VBLENDVPS    Y7, Y5, Y6, Y5
 	VMOVUPS      Y5, 64(R8)
 	VMAXPS       Y5, Y2, Y2
@@ -4060,11 +4060,11 @@ nv3capmax:
 	JNZ          nv3capmax
 
 nv3exp:
-	VMAXPS  constsAVX2<>+416(SB), Y0, Y3
+	VMAXPS  constsAVX2<>+384(SB), Y0, Y3
 	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMAXPS  constsAVX2<>+416(SB), Y1, Y5
+	VMAXPS  constsAVX2<>+384(SB), Y1, Y5
 	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMAXPS  constsAVX2<>+416(SB), Y2, Y7
+	VMAXPS  constsAVX2<>+384(SB), Y2, Y7
 	VMOVUPS constsAVX2<>+576(SB), Y8
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
@@ -4264,7 +4264,7 @@ nv2capmax:
 	VMULPS       Y3, Y4, Y5
 	VANDPS       constsAVX2<>+512(SB), Y5, Y6
 	VANDPS       constsAVX2<>+480(SB), Y5, Y5
-	VMULPS       constsAVX2<>+384(SB), Y5, Y5
+	VMULPS       constsAVX2<>+448(SB), Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y7
 	VMOVUPS      constsAVX2<>+0(SB), Y8
 	VMAXPS       Y5, Y8, Y5
@@ -4291,7 +4291,7 @@ nv2capmax:
 	VDIVPS       Y7, Y5, Y5
 	VORPS        Y6, Y5, Y5
 	VMULPS       Y2, Y5, Y5
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y4, Y6
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y4, Y6
 	VBLENDVPS    Y6, Y4, Y5, Y4
 	VMOVUPS      Y4, (R8)
 	VMAXPS       Y4, Y0, Y0
@@ -4299,7 +4299,7 @@ nv2capmax:
 	VMULPS       Y3, Y4, Y5
 	VANDPS       constsAVX2<>+512(SB), Y5, Y6
 	VANDPS       constsAVX2<>+480(SB), Y5, Y5
-	VMULPS       constsAVX2<>+384(SB), Y5, Y5
+	VMULPS       constsAVX2<>+448(SB), Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y7
 	VMOVUPS      constsAVX2<>+0(SB), Y8
 	VMAXPS       Y5, Y8, Y5
@@ -4326,7 +4326,7 @@ nv2capmax:
 	VDIVPS       Y7, Y5, Y5
 	VORPS        Y6, Y5, Y5
 	VMULPS       Y2, Y5, Y5
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y4, Y6
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y4, Y6
 	VBLENDVPS    Y6, Y4, Y5, Y4
 	VMOVUPS      Y4, 32(R8)
 	VMAXPS       Y4, Y1, Y1
@@ -4335,9 +4335,9 @@ nv2capmax:
 	JNZ          nv2capmax
 
 nv2exp:
-	VMAXPS  constsAVX2<>+416(SB), Y0, Y2
+	VMAXPS  constsAVX2<>+384(SB), Y0, Y2
 	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMAXPS  constsAVX2<>+416(SB), Y1, Y4
+	VMAXPS  constsAVX2<>+384(SB), Y1, Y4
 	VMOVUPS constsAVX2<>+576(SB), Y5
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
@@ -4483,7 +4483,7 @@ nv1capmax:
 	VMULPS       Y2, Y3, Y4
 	VANDPS       constsAVX2<>+512(SB), Y4, Y5
 	VANDPS       constsAVX2<>+480(SB), Y4, Y4
-	VMULPS       constsAVX2<>+384(SB), Y4, Y4
+	VMULPS       constsAVX2<>+448(SB), Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y6
 	VMOVUPS      constsAVX2<>+0(SB), Y7
 	VMAXPS       Y4, Y7, Y4
@@ -4510,7 +4510,7 @@ nv1capmax:
 	VDIVPS       Y6, Y4, Y4
 	VORPS        Y5, Y4, Y4
 	VMULPS       Y1, Y4, Y4
-	VCMPPS       $0x00, constsAVX2<>+448(SB), Y3, Y5
+	VCMPPS       $0x00, constsAVX2<>+416(SB), Y3, Y5
 	VBLENDVPS    Y5, Y3, Y4, Y3
 	VMOVUPS      Y3, (R8)
 	VMAXPS       Y3, Y0, Y0
@@ -4519,7 +4519,7 @@ nv1capmax:
 	JNZ          nv1capmax
 
 nv1exp:
-	VMAXPS  constsAVX2<>+416(SB), Y0, Y1
+	VMAXPS  constsAVX2<>+384(SB), Y0, Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8

@@ -196,54 +196,54 @@ DATA constsAVX512<>+752(SB)/4, $0x3f800000
 DATA constsAVX512<>+756(SB)/4, $0x3f800000
 DATA constsAVX512<>+760(SB)/4, $0x3f800000
 DATA constsAVX512<>+764(SB)/4, $0x3f800000
-DATA constsAVX512<>+768(SB)/4, $0xc0000000
-DATA constsAVX512<>+772(SB)/4, $0xc0000000
-DATA constsAVX512<>+776(SB)/4, $0xc0000000
-DATA constsAVX512<>+780(SB)/4, $0xc0000000
-DATA constsAVX512<>+784(SB)/4, $0xc0000000
-DATA constsAVX512<>+788(SB)/4, $0xc0000000
-DATA constsAVX512<>+792(SB)/4, $0xc0000000
-DATA constsAVX512<>+796(SB)/4, $0xc0000000
-DATA constsAVX512<>+800(SB)/4, $0xc0000000
-DATA constsAVX512<>+804(SB)/4, $0xc0000000
-DATA constsAVX512<>+808(SB)/4, $0xc0000000
-DATA constsAVX512<>+812(SB)/4, $0xc0000000
-DATA constsAVX512<>+816(SB)/4, $0xc0000000
-DATA constsAVX512<>+820(SB)/4, $0xc0000000
-DATA constsAVX512<>+824(SB)/4, $0xc0000000
-DATA constsAVX512<>+828(SB)/4, $0xc0000000
-DATA constsAVX512<>+832(SB)/4, $0xff7fffff
-DATA constsAVX512<>+836(SB)/4, $0xff7fffff
-DATA constsAVX512<>+840(SB)/4, $0xff7fffff
-DATA constsAVX512<>+844(SB)/4, $0xff7fffff
-DATA constsAVX512<>+848(SB)/4, $0xff7fffff
-DATA constsAVX512<>+852(SB)/4, $0xff7fffff
-DATA constsAVX512<>+856(SB)/4, $0xff7fffff
-DATA constsAVX512<>+860(SB)/4, $0xff7fffff
-DATA constsAVX512<>+864(SB)/4, $0xff7fffff
-DATA constsAVX512<>+868(SB)/4, $0xff7fffff
-DATA constsAVX512<>+872(SB)/4, $0xff7fffff
-DATA constsAVX512<>+876(SB)/4, $0xff7fffff
-DATA constsAVX512<>+880(SB)/4, $0xff7fffff
-DATA constsAVX512<>+884(SB)/4, $0xff7fffff
-DATA constsAVX512<>+888(SB)/4, $0xff7fffff
-DATA constsAVX512<>+892(SB)/4, $0xff7fffff
-DATA constsAVX512<>+896(SB)/4, $0xff800000
-DATA constsAVX512<>+900(SB)/4, $0xff800000
-DATA constsAVX512<>+904(SB)/4, $0xff800000
-DATA constsAVX512<>+908(SB)/4, $0xff800000
-DATA constsAVX512<>+912(SB)/4, $0xff800000
-DATA constsAVX512<>+916(SB)/4, $0xff800000
-DATA constsAVX512<>+920(SB)/4, $0xff800000
-DATA constsAVX512<>+924(SB)/4, $0xff800000
-DATA constsAVX512<>+928(SB)/4, $0xff800000
-DATA constsAVX512<>+932(SB)/4, $0xff800000
-DATA constsAVX512<>+936(SB)/4, $0xff800000
-DATA constsAVX512<>+940(SB)/4, $0xff800000
-DATA constsAVX512<>+944(SB)/4, $0xff800000
-DATA constsAVX512<>+948(SB)/4, $0xff800000
-DATA constsAVX512<>+952(SB)/4, $0xff800000
-DATA constsAVX512<>+956(SB)/4, $0xff800000
+DATA constsAVX512<>+768(SB)/4, $0xff7fffff
+DATA constsAVX512<>+772(SB)/4, $0xff7fffff
+DATA constsAVX512<>+776(SB)/4, $0xff7fffff
+DATA constsAVX512<>+780(SB)/4, $0xff7fffff
+DATA constsAVX512<>+784(SB)/4, $0xff7fffff
+DATA constsAVX512<>+788(SB)/4, $0xff7fffff
+DATA constsAVX512<>+792(SB)/4, $0xff7fffff
+DATA constsAVX512<>+796(SB)/4, $0xff7fffff
+DATA constsAVX512<>+800(SB)/4, $0xff7fffff
+DATA constsAVX512<>+804(SB)/4, $0xff7fffff
+DATA constsAVX512<>+808(SB)/4, $0xff7fffff
+DATA constsAVX512<>+812(SB)/4, $0xff7fffff
+DATA constsAVX512<>+816(SB)/4, $0xff7fffff
+DATA constsAVX512<>+820(SB)/4, $0xff7fffff
+DATA constsAVX512<>+824(SB)/4, $0xff7fffff
+DATA constsAVX512<>+828(SB)/4, $0xff7fffff
+DATA constsAVX512<>+832(SB)/4, $0xff800000
+DATA constsAVX512<>+836(SB)/4, $0xff800000
+DATA constsAVX512<>+840(SB)/4, $0xff800000
+DATA constsAVX512<>+844(SB)/4, $0xff800000
+DATA constsAVX512<>+848(SB)/4, $0xff800000
+DATA constsAVX512<>+852(SB)/4, $0xff800000
+DATA constsAVX512<>+856(SB)/4, $0xff800000
+DATA constsAVX512<>+860(SB)/4, $0xff800000
+DATA constsAVX512<>+864(SB)/4, $0xff800000
+DATA constsAVX512<>+868(SB)/4, $0xff800000
+DATA constsAVX512<>+872(SB)/4, $0xff800000
+DATA constsAVX512<>+876(SB)/4, $0xff800000
+DATA constsAVX512<>+880(SB)/4, $0xff800000
+DATA constsAVX512<>+884(SB)/4, $0xff800000
+DATA constsAVX512<>+888(SB)/4, $0xff800000
+DATA constsAVX512<>+892(SB)/4, $0xff800000
+DATA constsAVX512<>+896(SB)/4, $0xc0000000
+DATA constsAVX512<>+900(SB)/4, $0xc0000000
+DATA constsAVX512<>+904(SB)/4, $0xc0000000
+DATA constsAVX512<>+908(SB)/4, $0xc0000000
+DATA constsAVX512<>+912(SB)/4, $0xc0000000
+DATA constsAVX512<>+916(SB)/4, $0xc0000000
+DATA constsAVX512<>+920(SB)/4, $0xc0000000
+DATA constsAVX512<>+924(SB)/4, $0xc0000000
+DATA constsAVX512<>+928(SB)/4, $0xc0000000
+DATA constsAVX512<>+932(SB)/4, $0xc0000000
+DATA constsAVX512<>+936(SB)/4, $0xc0000000
+DATA constsAVX512<>+940(SB)/4, $0xc0000000
+DATA constsAVX512<>+944(SB)/4, $0xc0000000
+DATA constsAVX512<>+948(SB)/4, $0xc0000000
+DATA constsAVX512<>+952(SB)/4, $0xc0000000
+DATA constsAVX512<>+956(SB)/4, $0xc0000000
 DATA constsAVX512<>+960(SB)/4, $0x7fffffff
 DATA constsAVX512<>+964(SB)/4, $0x7fffffff
 DATA constsAVX512<>+968(SB)/4, $0x7fffffff
@@ -6890,7 +6890,7 @@ nv4capmax:
 	VMULPS       Z5, Z6, Z7
 	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
 	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+768(SB), Z7, Z7
+	VMULPS       constsAVX512<>+896(SB), Z7, Z7
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
@@ -6911,7 +6911,7 @@ nv4capmax:
 	VDIVPS       Z9, Z7, Z7
 	VORPS        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z6, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
 	VMOVUPS      Z6, (R8)
 	VMAXPS       Z6, Z0, Z0
@@ -6919,7 +6919,7 @@ nv4capmax:
 	VMULPS       Z5, Z6, Z7
 	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
 	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+768(SB), Z7, Z7
+	VMULPS       constsAVX512<>+896(SB), Z7, Z7
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
@@ -6940,7 +6940,7 @@ nv4capmax:
 	VDIVPS       Z9, Z7, Z7
 	VORPS        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z6, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
 	VMOVUPS      Z6, 64(R8)
 	VMAXPS       Z6, Z1, Z1
@@ -6948,7 +6948,7 @@ nv4capmax:
 	VMULPS       Z5, Z6, Z7
 	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
 	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+768(SB), Z7, Z7
+	VMULPS       constsAVX512<>+896(SB), Z7, Z7
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
@@ -6969,7 +6969,7 @@ nv4capmax:
 	VDIVPS       Z9, Z7, Z7
 	VORPS        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z6, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
 	VMOVUPS      Z6, 128(R8)
 	VMAXPS       Z6, Z2, Z2
@@ -6977,7 +6977,7 @@ nv4capmax:
 	VMULPS       Z5, Z6, Z7
 	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
 	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+768(SB), Z7, Z7
+	VMULPS       constsAVX512<>+896(SB), Z7, Z7
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
@@ -6998,7 +6998,7 @@ nv4capmax:
 	VDIVPS       Z9, Z7, Z7
 	VORPS        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z6, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
 	VMOVUPS      Z6, 192(R8)
 	VMAXPS       Z6, Z3, Z3
@@ -7018,13 +7018,13 @@ nv4exp:
 	VMOVUPS constsAVX512<>+576(SB), Z12
 	VMOVUPS constsAVX512<>+640(SB), Z13
 	VMOVUPS constsAVX512<>+704(SB), Z14
-	VMAXPS  constsAVX512<>+832(SB), Z0, Z15
+	VMAXPS  constsAVX512<>+768(SB), Z0, Z15
 	VMOVUPS constsAVX512<>+1152(SB), Z16
-	VMAXPS  constsAVX512<>+832(SB), Z1, Z17
+	VMAXPS  constsAVX512<>+768(SB), Z1, Z17
 	VMOVUPS constsAVX512<>+1152(SB), Z18
-	VMAXPS  constsAVX512<>+832(SB), Z2, Z19
+	VMAXPS  constsAVX512<>+768(SB), Z2, Z19
 	VMOVUPS constsAVX512<>+1152(SB), Z20
-	VMAXPS  constsAVX512<>+832(SB), Z3, Z21
+	VMAXPS  constsAVX512<>+768(SB), Z3, Z21
 	VMOVUPS constsAVX512<>+1152(SB), Z22
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
@@ -7230,7 +7230,7 @@ nv3capmax:
 	VMULPS       Z4, Z5, Z6
 	VANDPS       constsAVX512<>+1024(SB), Z6, Z7
 	VANDPS       constsAVX512<>+960(SB), Z6, Z6
-	VMULPS       constsAVX512<>+768(SB), Z6, Z6
+	VMULPS       constsAVX512<>+896(SB), Z6, Z6
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K1
 	VMULPS       constsAVX512<>+128(SB), Z6, Z8
 	VRNDSCALEPS  $0x00, Z8, Z8
@@ -7251,7 +7251,7 @@ nv3capmax:
 	VDIVPS       Z8, Z6, Z6
 	VORPS        Z7, Z6, Z6
 	VMULPS       Z3, Z6, Z6
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z5, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z5, K1
 	VBLENDMPS    Z5, Z6, K1, Z5
 	VMOVUPS      Z5, (R8)
 	VMAXPS       Z5, Z0, Z0
@@ -7259,7 +7259,7 @@ nv3capmax:
 	VMULPS       Z4, Z5, Z6
 	VANDPS       constsAVX512<>+1024(SB), Z6, Z7
 	VANDPS       constsAVX512<>+960(SB), Z6, Z6
-	VMULPS       constsAVX512<>+768(SB), Z6, Z6
+	VMULPS       constsAVX512<>+896(SB), Z6, Z6
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K1
 	VMULPS       constsAVX512<>+128(SB), Z6, Z8
 	VRNDSCALEPS  $0x00, Z8, Z8
@@ -7280,7 +7280,7 @@ nv3capmax:
 	VDIVPS       Z8, Z6, Z6
 	VORPS        Z7, Z6, Z6
 	VMULPS       Z3, Z6, Z6
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z5, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z5, K1
 	VBLENDMPS    Z5, Z6, K1, Z5
 	VMOVUPS      Z5, 64(R8)
 	VMAXPS       Z5, Z1, Z1
@@ -7288,7 +7288,7 @@ nv3capmax:
 	VMULPS       Z4, Z5, Z6
 	VANDPS       constsAVX512<>+1024(SB), Z6, Z7
 	VANDPS       constsAVX512<>+960(SB), Z6, Z6
-	VMULPS       constsAVX512<>+768(SB), Z6, Z6
+	VMULPS       constsAVX512<>+896(SB), Z6, Z6
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K1
 	VMULPS       constsAVX512<>+128(SB), Z6, Z8
 	VRNDSCALEPS  $0x00, Z8, Z8
@@ -7309,7 +7309,7 @@ nv3capmax:
 	VDIVPS       Z8, Z6, Z6
 	VORPS        Z7, Z6, Z6
 	VMULPS       Z3, Z6, Z6
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z5, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z5, K1
 	VBLENDMPS    Z5, Z6, K1, Z5
 	VMOVUPS      Z5, 128(R8)
 	VMAXPS       Z5, Z2, Z2
@@ -7329,11 +7329,11 @@ nv3exp:
 	VMOVUPS constsAVX512<>+576(SB), Z11
 	VMOVUPS constsAVX512<>+640(SB), Z12
 	VMOVUPS constsAVX512<>+704(SB), Z13
-	VMAXPS  constsAVX512<>+832(SB), Z0, Z14
+	VMAXPS  constsAVX512<>+768(SB), Z0, Z14
 	VMOVUPS constsAVX512<>+1152(SB), Z15
-	VMAXPS  constsAVX512<>+832(SB), Z1, Z16
+	VMAXPS  constsAVX512<>+768(SB), Z1, Z16
 	VMOVUPS constsAVX512<>+1152(SB), Z17
-	VMAXPS  constsAVX512<>+832(SB), Z2, Z18
+	VMAXPS  constsAVX512<>+768(SB), Z2, Z18
 	VMOVUPS constsAVX512<>+1152(SB), Z19
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
@@ -7497,7 +7497,7 @@ nv2capmax:
 	VMULPS       Z3, Z4, Z5
 	VANDPS       constsAVX512<>+1024(SB), Z5, Z6
 	VANDPS       constsAVX512<>+960(SB), Z5, Z5
-	VMULPS       constsAVX512<>+768(SB), Z5, Z5
+	VMULPS       constsAVX512<>+896(SB), Z5, Z5
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K1
 	VMULPS       constsAVX512<>+128(SB), Z5, Z7
 	VRNDSCALEPS  $0x00, Z7, Z7
@@ -7518,7 +7518,7 @@ nv2capmax:
 	VDIVPS       Z7, Z5, Z5
 	VORPS        Z6, Z5, Z5
 	VMULPS       Z2, Z5, Z5
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z4, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z4, K1
 	VBLENDMPS    Z4, Z5, K1, Z4
 	VMOVUPS      Z4, (R8)
 	VMAXPS       Z4, Z0, Z0
@@ -7526,7 +7526,7 @@ nv2capmax:
 	VMULPS       Z3, Z4, Z5
 	VANDPS       constsAVX512<>+1024(SB), Z5, Z6
 	VANDPS       constsAVX512<>+960(SB), Z5, Z5
-	VMULPS       constsAVX512<>+768(SB), Z5, Z5
+	VMULPS       constsAVX512<>+896(SB), Z5, Z5
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K1
 	VMULPS       constsAVX512<>+128(SB), Z5, Z7
 	VRNDSCALEPS  $0x00, Z7, Z7
@@ -7547,7 +7547,7 @@ nv2capmax:
 	VDIVPS       Z7, Z5, Z5
 	VORPS        Z6, Z5, Z5
 	VMULPS       Z2, Z5, Z5
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z4, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z4, K1
 	VBLENDMPS    Z4, Z5, K1, Z4
 	VMOVUPS      Z4, 64(R8)
 	VMAXPS       Z4, Z1, Z1
@@ -7567,9 +7567,9 @@ nv2exp:
 	VMOVUPS constsAVX512<>+576(SB), Z10
 	VMOVUPS constsAVX512<>+640(SB), Z11
 	VMOVUPS constsAVX512<>+704(SB), Z12
-	VMAXPS  constsAVX512<>+832(SB), Z0, Z13
+	VMAXPS  constsAVX512<>+768(SB), Z0, Z13
 	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMAXPS  constsAVX512<>+832(SB), Z1, Z15
+	VMAXPS  constsAVX512<>+768(SB), Z1, Z15
 	VMOVUPS constsAVX512<>+1152(SB), Z16
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
@@ -7691,7 +7691,7 @@ nv1capmax:
 	VMULPS       Z2, Z3, Z4
 	VANDPS       constsAVX512<>+1024(SB), Z4, Z5
 	VANDPS       constsAVX512<>+960(SB), Z4, Z4
-	VMULPS       constsAVX512<>+768(SB), Z4, Z4
+	VMULPS       constsAVX512<>+896(SB), Z4, Z4
 	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K1
 	VMULPS       constsAVX512<>+128(SB), Z4, Z6
 	VRNDSCALEPS  $0x00, Z6, Z6
@@ -7712,7 +7712,7 @@ nv1capmax:
 	VDIVPS       Z6, Z4, Z4
 	VORPS        Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
-	VCMPPS       $0x00, constsAVX512<>+896(SB), Z3, K1
+	VCMPPS       $0x00, constsAVX512<>+832(SB), Z3, K1
 	VBLENDMPS    Z3, Z4, K1, Z3
 	VMOVUPS      Z3, (R8)
 	VMAXPS       Z3, Z0, Z0
@@ -7732,7 +7732,7 @@ nv1exp:
 	VMOVUPS constsAVX512<>+576(SB), Z9
 	VMOVUPS constsAVX512<>+640(SB), Z10
 	VMOVUPS constsAVX512<>+704(SB), Z11
-	VMAXPS  constsAVX512<>+832(SB), Z0, Z12
+	VMAXPS  constsAVX512<>+768(SB), Z0, Z12
 	VMOVUPS constsAVX512<>+1152(SB), Z13
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8

@@ -4,20 +4,20 @@
 
 #include "textflag.h"
 DATA constsNEON<>+0(SB)/4, $0xc2aeac50
-DATA constsNEON<>+4(SB)/4, $0x3fb8aa3b
-DATA constsNEON<>+8(SB)/4, $0x3f318000
-DATA constsNEON<>+12(SB)/4, $0xb95e8083
-DATA constsNEON<>+16(SB)/4, $0x39506967
-DATA constsNEON<>+20(SB)/4, $0x3ab743ce
-DATA constsNEON<>+24(SB)/4, $0x3c088908
-DATA constsNEON<>+28(SB)/4, $0x3d2aa9c1
-DATA constsNEON<>+32(SB)/4, $0x3e2aaaaa
-DATA constsNEON<>+36(SB)/4, $0x3f000000
-DATA constsNEON<>+40(SB)/4, $0x3f800000
+DATA constsNEON<>+4(SB)/4, $0x42b0c0a5
+DATA constsNEON<>+8(SB)/4, $0x3fb8aa3b
+DATA constsNEON<>+12(SB)/4, $0x3f318000
+DATA constsNEON<>+16(SB)/4, $0xb95e8083
+DATA constsNEON<>+20(SB)/4, $0x39506967
+DATA constsNEON<>+24(SB)/4, $0x3ab743ce
+DATA constsNEON<>+28(SB)/4, $0x3c088908
+DATA constsNEON<>+32(SB)/4, $0x3d2aa9c1
+DATA constsNEON<>+36(SB)/4, $0x3e2aaaaa
+DATA constsNEON<>+40(SB)/4, $0x3f000000
 DATA constsNEON<>+44(SB)/4, $0x3f800000
-DATA constsNEON<>+48(SB)/4, $0x42b0c0a5
-DATA constsNEON<>+52(SB)/4, $0xff7fffff
-DATA constsNEON<>+56(SB)/4, $0xff800000
+DATA constsNEON<>+48(SB)/4, $0xff7fffff
+DATA constsNEON<>+52(SB)/4, $0xff800000
+DATA constsNEON<>+56(SB)/4, $0x3f800000
 GLOBL constsNEON<>(SB), RODATA|NOPTR, $60
 
 // func GemmNEON(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
@@ -1758,27 +1758,27 @@ TEXT ·SoftmaxNEON(SB), NOSPLIT, $0-60
 	LSL $2, R1, R1
 	MOVD $constsNEON<>+0(SB), R24
 	VLD1R (R24), [V16.S4]
-	MOVD $constsNEON<>+4(SB), R24
-	VLD1R (R24), [V17.S4]
 	MOVD $constsNEON<>+8(SB), R24
-	VLD1R (R24), [V18.S4]
+	VLD1R (R24), [V17.S4]
 	MOVD $constsNEON<>+12(SB), R24
-	VLD1R (R24), [V19.S4]
+	VLD1R (R24), [V18.S4]
 	MOVD $constsNEON<>+16(SB), R24
-	VLD1R (R24), [V20.S4]
+	VLD1R (R24), [V19.S4]
 	MOVD $constsNEON<>+20(SB), R24
-	VLD1R (R24), [V21.S4]
+	VLD1R (R24), [V20.S4]
 	MOVD $constsNEON<>+24(SB), R24
-	VLD1R (R24), [V22.S4]
+	VLD1R (R24), [V21.S4]
 	MOVD $constsNEON<>+28(SB), R24
-	VLD1R (R24), [V23.S4]
+	VLD1R (R24), [V22.S4]
 	MOVD $constsNEON<>+32(SB), R24
-	VLD1R (R24), [V24.S4]
+	VLD1R (R24), [V23.S4]
 	MOVD $constsNEON<>+36(SB), R24
-	VLD1R (R24), [V25.S4]
+	VLD1R (R24), [V24.S4]
 	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V26.S4]
+	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V27.S4]
 	CMP $4, R8
 	BEQ soft4
@@ -1811,7 +1811,7 @@ s4capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -1985,7 +1985,7 @@ s4capmax:
 	SUBS $1, R7, R7
 	BNE s4capmax
 s4weights:
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
@@ -2276,7 +2276,7 @@ s3capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -2409,7 +2409,7 @@ s3capmax:
 	SUBS $1, R7, R7
 	BNE s3capmax
 s3weights:
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
@@ -2634,7 +2634,7 @@ s2capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -2726,7 +2726,7 @@ s2capmax:
 	SUBS $1, R7, R7
 	BNE s2capmax
 s2weights:
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
@@ -2885,7 +2885,7 @@ s1capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -2936,7 +2936,7 @@ s1capmax:
 	SUBS $1, R7, R7
 	BNE s1capmax
 s1weights:
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
@@ -3021,29 +3021,29 @@ TEXT ·ExpNEON(SB), NOSPLIT, $0-24
 	CBZ R2, done
 	MOVD $constsNEON<>+0(SB), R24
 	VLD1R (R24), [V16.S4]
-	MOVD $constsNEON<>+4(SB), R24
-	VLD1R (R24), [V17.S4]
 	MOVD $constsNEON<>+8(SB), R24
-	VLD1R (R24), [V18.S4]
+	VLD1R (R24), [V17.S4]
 	MOVD $constsNEON<>+12(SB), R24
-	VLD1R (R24), [V19.S4]
+	VLD1R (R24), [V18.S4]
 	MOVD $constsNEON<>+16(SB), R24
-	VLD1R (R24), [V20.S4]
+	VLD1R (R24), [V19.S4]
 	MOVD $constsNEON<>+20(SB), R24
-	VLD1R (R24), [V21.S4]
+	VLD1R (R24), [V20.S4]
 	MOVD $constsNEON<>+24(SB), R24
-	VLD1R (R24), [V22.S4]
+	VLD1R (R24), [V21.S4]
 	MOVD $constsNEON<>+28(SB), R24
-	VLD1R (R24), [V23.S4]
+	VLD1R (R24), [V22.S4]
 	MOVD $constsNEON<>+32(SB), R24
-	VLD1R (R24), [V24.S4]
+	VLD1R (R24), [V23.S4]
 	MOVD $constsNEON<>+36(SB), R24
-	VLD1R (R24), [V25.S4]
+	VLD1R (R24), [V24.S4]
 	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V26.S4]
+	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V27.S4]
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+4(SB), R24
 	VLD1R (R24), [V28.S4]
 loop:
 	VLD1.P 16(R1), [V12.S4]

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/gen/expconst"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -51,32 +51,15 @@ type gen struct {
 }
 
 // Constants, each stored as a full vector of identical lanes (so any
-// instruction can take it as a memory operand, no broadcast form needed).
-// The exp constants come from fallback/exp.go, the scalar twin.
-var constants = []struct {
-	name string
-	bits uint32
-}{
-	{"expMin", math.Float32bits(fallback.ExpMin)},
-	{"expMax", math.Float32bits(fallback.ExpMax)},
-	{"log2e", math.Float32bits(fallback.Log2e)},
-	{"ln2hi", math.Float32bits(fallback.Ln2Hi)},
-	{"ln2lo", math.Float32bits(fallback.Ln2Lo)},
-	{"p0", math.Float32bits(fallback.ExpPoly[0])},
-	{"p1", math.Float32bits(fallback.ExpPoly[1])},
-	{"p2", math.Float32bits(fallback.ExpPoly[2])},
-	{"p3", math.Float32bits(fallback.ExpPoly[3])},
-	{"p4", math.Float32bits(fallback.ExpPoly[4])},
-	{"p5", math.Float32bits(fallback.ExpPoly[5])},
-	{"one", math.Float32bits(1)},
-	{"minusTwo", math.Float32bits(-2)},
-	{"negMax", math.Float32bits(-math.MaxFloat32)},
-	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
-	{"absMask", 0x7fffffff},
-	{"signMask", 0x80000000},
-	{"bias127", 127},
-	{"zero", 0},
-}
+// instruction can take it as a memory operand, no broadcast form needed):
+// exp's (gen/expconst) and the bit masks of softcap and the exponent.
+var constants = append(append([]expconst.Const(nil), expconst.Table...),
+	expconst.Const{Name: "minusTwo", Bits: math.Float32bits(-2)},
+	expconst.Const{Name: "absMask", Bits: 0x7fffffff},
+	expconst.Const{Name: "signMask", Bits: 0x80000000},
+	expconst.Const{Name: "bias127", Bits: 127},
+	expconst.Const{Name: "zero", Bits: 0},
+)
 
 func newGen(c *build.Context, x isa) *gen {
 	g := &gen{Context: c, x: x, index: map[string]int{}}
@@ -84,9 +67,9 @@ func newGen(c *build.Context, x isa) *gen {
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
 	off := 0
 	for i, k := range constants {
-		g.index[k.name] = i
+		g.index[k.Name] = i
 		for l := 0; l < x.lanes; l++ {
-			c.AddDatum(off, operand.U32(k.bits))
+			c.AddDatum(off, operand.U32(k.Bits))
 			off += 4
 		}
 	}

@@ -10,11 +10,10 @@ package main
 import (
 	"flag"
 	"log"
-	"math"
 	"os"
 	"path/filepath"
 
-	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/gen/expconst"
 	. "github.com/fastattn/fastattn/gen/neon"
 )
 
@@ -54,33 +53,16 @@ const (
 
 func acc(i, j int) V { return V(4*i + j) }
 
-// The constant table: each constant one 32-bit word, loaded with VLD1R.
-// The exp constants come from fallback/exp.go, the scalar twin.
-var constants = []struct {
-	name string
-	bits uint32
-}{
-	{"expMin", math.Float32bits(fallback.ExpMin)},
-	{"log2e", math.Float32bits(fallback.Log2e)},
-	{"ln2hi", math.Float32bits(fallback.Ln2Hi)},
-	{"ln2lo", math.Float32bits(fallback.Ln2Lo)},
-	{"p0", math.Float32bits(fallback.ExpPoly[0])},
-	{"p1", math.Float32bits(fallback.ExpPoly[1])},
-	{"p2", math.Float32bits(fallback.ExpPoly[2])},
-	{"p3", math.Float32bits(fallback.ExpPoly[3])},
-	{"p4", math.Float32bits(fallback.ExpPoly[4])},
-	{"p5", math.Float32bits(fallback.ExpPoly[5])},
-	{"one", math.Float32bits(1)},
-	{"bias", 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
-	{"expMax", math.Float32bits(fallback.ExpMax)},
-	{"negMax", math.Float32bits(-math.MaxFloat32)},
-	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
-}
+// The constant table: each constant one 32-bit word, loaded with VLD1R:
+// exp's (gen/expconst) and the exponent bias.
+var constants = append(append([]expconst.Const(nil), expconst.Table...),
+	expconst.Const{Name: "bias", Bits: 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
+)
 
 func (g *gen) constants() {
 	words := make([]uint32, len(constants))
 	for i, c := range constants {
-		words[i] = c.bits
+		words[i] = c.Bits
 	}
 	g.Data("constsNEON", words)
 }
@@ -89,7 +71,7 @@ func (g *gen) constants() {
 // the table address.
 func (g *gen) loadConst(name string, v V) {
 	for i, c := range constants {
-		if c.name == name {
+		if c.Name == name {
 			g.Inst("MOVD $constsNEON<>+%d(SB), R24", 4*i)
 			g.Inst("VLD1R (R24), [%s]", v.S4())
 			return

@@ -1,0 +1,36 @@
+// Package expconst lists the constants of fastattn's exp, as float32 bit
+// patterns, for the generators of every instruction set. The values are
+// those of fallback/exp.go, the scalar twin, so all sets compute the same
+// function.
+package expconst
+
+import (
+	"math"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// Const is one named constant.
+type Const struct {
+	Name string
+	Bits uint32
+}
+
+// Table is exp's constants: the clamps, the range reduction and the
+// polynomial p0..p5.
+var Table = []Const{
+	{"expMin", math.Float32bits(fallback.ExpMin)},
+	{"expMax", math.Float32bits(fallback.ExpMax)},
+	{"log2e", math.Float32bits(fallback.Log2e)},
+	{"ln2hi", math.Float32bits(fallback.Ln2Hi)},
+	{"ln2lo", math.Float32bits(fallback.Ln2Lo)},
+	{"p0", math.Float32bits(fallback.ExpPoly[0])},
+	{"p1", math.Float32bits(fallback.ExpPoly[1])},
+	{"p2", math.Float32bits(fallback.ExpPoly[2])},
+	{"p3", math.Float32bits(fallback.ExpPoly[3])},
+	{"p4", math.Float32bits(fallback.ExpPoly[4])},
+	{"p5", math.Float32bits(fallback.ExpPoly[5])},
+	{"one", math.Float32bits(1)},
+	{"negMax", math.Float32bits(-math.MaxFloat32)},
+	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
+}
