@@ -43,7 +43,7 @@ type Set struct {
 	exp     func(dst, src []float32)
 	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
 	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
-	peak    func(iters int)                                                           // nil for generic
+	peak    func(iters int)                                                                          // nil for generic
 
 	peakChains int // independent vector FMAs per iteration of peak
 }

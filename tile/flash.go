@@ -20,8 +20,6 @@ type Workspace struct {
 	dot      bool      // scores by Dot, row by row, instead of QK
 }
 
-
-
 // grow returns buf with length n, reallocating only when it is too small.
 func grow(buf []float32, n int) []float32 {
 	if cap(buf) < n {
