@@ -17,7 +17,7 @@ type Workspace struct {
 	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
 	qr       []float32 // with dot: the scaled query rows, [rows][dk]
 	bc       int       // keys per block of the current item
-	dot      bool      // scores by Dot, row by row, instead of QK
+	dot      bool      // scores by Dot (rows not transposed) instead of QK
 }
 
 // grow returns buf with length n, reallocating only when it is too small.
