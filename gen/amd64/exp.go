@@ -49,8 +49,7 @@ func (g *gen) peak() {
 		"",
 		"so one call computes iters·12·lanes·2 floating-point operations.",
 	)
-	n := g.GP64()
-	g.Load(g.Param("iters"), n)
+	n := g.param("iters")
 	acc := make([]reg.VecVirtual, peakChains)
 	for i := range acc {
 		acc[i] = g.vec()

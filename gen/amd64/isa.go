@@ -123,6 +123,20 @@ func (g *gen) zero(v reg.VecVirtual) {
 	g.VMOVUPS(g.cst("zero"), v)
 }
 
+// param loads an argument (a pointer or a count) into a new register.
+func (g *gen) param(name string) reg.GPVirtual {
+	r := g.GP64()
+	g.Load(g.Param(name), r)
+	return r
+}
+
+// stride loads an argument that is a stride in float32 elements, as bytes.
+func (g *gen) stride(name string) reg.GPVirtual {
+	r := g.param(name)
+	g.SHLQ(operand.U8(2), r)
+	return r
+}
+
 // ret leaves a function, clearing the upper vector state first so later
 // SSE code pays no transition penalty.
 func (g *gen) ret() {

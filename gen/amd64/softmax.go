@@ -136,13 +136,9 @@ func (g *gen) softmax() {
 		"a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row",
 		"of nv vectors is loaded at once: nv independent max and exp chains.",
 	)
-	sp := g.GP64()
-	g.Load(g.Param("s"), sp)
-	lds := g.GP64()
-	g.Load(g.Param("lds"), lds)
-	g.SHLQ(operand.U8(2), lds)
-	nv := g.GP64()
-	g.Load(g.Param("nv"), nv)
+	sp := g.param("s")
+	lds := g.stride("lds")
+	nv := g.param("nv")
 	for v := x.softNV; v >= 1; v-- {
 		g.CMPQ(nv, operand.Imm(uint64(v)))
 		g.JEQ(operand.LabelRef(label("nv", v)))
