@@ -448,7 +448,7 @@ nv2mfalserows1:
 	VMOVUPS      Y0, (AX)
 	VMOVUPS      Y1, 32(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv2mfalsedone:
 	VZEROUPPER
@@ -634,7 +634,7 @@ nv1mfalserows1:
 	JNZ          nv1mfalserows1
 	VMOVUPS      Y0, (AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv1mfalsedone:
 	VZEROUPPER
@@ -906,7 +906,7 @@ nv2mtruerows1:
 	VMOVDQU      (R13), Y0
 	VMASKMOVPS   Y1, Y0, 32(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv2mtruedone:
 	VZEROUPPER
@@ -1122,7 +1122,7 @@ nv1mtruerows1:
 	VMOVDQU      (R13), Y1
 	VMASKMOVPS   Y0, Y1, (AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv1mtruedone:
 	VZEROUPPER
@@ -1242,41 +1242,42 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	LEAQ (BX)(BX*2), SI
 	MOVQ ldq+40(FP), DI
 	SHLQ $0x02, DI
-	MOVQ tail+72(FP), R8
-	MOVQ $0x00000008, R9
-	SUBQ R8, R9
-	LEAQ constsAVX2<>+608(SB), R10
-	LEAQ (R10)(R9*4), R10
-	MOVQ nk+56(FP), R9
-	MOVQ rows+48(FP), R11
-	CMPQ R8, $0x08
+	LEAQ (DI)(DI*2), R8
+	MOVQ tail+72(FP), R9
+	MOVQ $0x00000008, R10
+	SUBQ R9, R10
+	LEAQ constsAVX2<>+608(SB), R11
+	LEAQ (R11)(R10*4), R11
+	MOVQ nk+56(FP), R10
+	MOVQ rows+48(FP), R12
+	CMPQ R9, $0x08
 	JNE  masked
-	CMPQ R11, $0x04
+	CMPQ R12, $0x04
 	JEQ  r4mfalse
-	CMPQ R11, $0x03
+	CMPQ R12, $0x03
 	JEQ  r3mfalse
-	CMPQ R11, $0x02
+	CMPQ R12, $0x02
 	JEQ  r2mfalse
-	CMPQ R11, $0x01
+	CMPQ R12, $0x01
 	JEQ  r1mfalse
 	VZEROUPPER
 	RET
 
 masked:
-	CMPQ R11, $0x04
+	CMPQ R12, $0x04
 	JEQ  r4mtrue
-	CMPQ R11, $0x03
+	CMPQ R12, $0x03
 	JEQ  r3mtrue
-	CMPQ R11, $0x02
+	CMPQ R12, $0x02
 	JEQ  r2mtrue
-	CMPQ R11, $0x01
+	CMPQ R12, $0x01
 	JEQ  r1mtrue
 	VZEROUPPER
 	RET
 
 r4mfalse:
 r4mfalsegroups:
-	CMPQ    R9, $0x02
+	CMPQ    R10, $0x02
 	JLT     r4mfalseone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -1287,36 +1288,35 @@ r4mfalsegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y6
 	VMOVUPS constsAVX2<>+576(SB), Y7
 	MOVQ    q+32(FP), SI
-	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
-	MOVQ    BX, R11
-	SHLQ    $0x04, R11
-	ADDQ    R8, R11
-	LEAQ    (DI)(DI*2), R12
-	TESTQ   R10, R10
+	MOVQ    DX, R9
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R9, R12
+	TESTQ   R11, R11
 	JZ      r4mfalsegrouplast
 
 r4mfalsegroup:
 	VMOVUPS     (SI), Y8
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (SI)(R12*1), Y11
-	PREFETCHT0  (R11)
-	VMOVUPS     (R8), Y12
+	VMOVUPS     (SI)(R8*1), Y11
+	PREFETCHT0  (R12)
+	VMOVUPS     (R9), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y1
 	VFMADD231PS Y12, Y10, Y2
 	VFMADD231PS Y12, Y11, Y3
-	PREFETCHT0  (R11)(BX*1)
-	VMOVUPS     (R8)(BX*1), Y12
+	PREFETCHT0  (R12)(BX*1)
+	VMOVUPS     (R9)(BX*1), Y12
 	VFMADD231PS Y12, Y8, Y4
 	VFMADD231PS Y12, Y9, Y5
 	VFMADD231PS Y12, Y10, Y6
 	VFMADD231PS Y12, Y11, Y7
 	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, R11
-	DECQ        R10
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R12
+	DECQ        R11
 	JNZ         r4mfalsegroup
 
 r4mfalsegrouplast:
@@ -1363,41 +1363,40 @@ r4mfalsegrouplast:
 	VMOVSS       X0, 12(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
-	SUBQ         $0x02, R9
+	SUBQ         $0x02, R10
 	JMP          r4mfalsegroups
 
 r4mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r4mfalsedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), SI
-	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
-	MOVQ    BX, R11
-	SHLQ    $0x04, R11
-	ADDQ    R8, R11
-	LEAQ    (DI)(DI*2), R12
-	TESTQ   R10, R10
+	MOVQ    DX, R9
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R9, R12
+	TESTQ   R11, R11
 	JZ      r4mfalsesinglelast
 
 r4mfalsesingle:
 	VMOVUPS     (SI), Y4
 	VMOVUPS     (SI)(DI*1), Y5
 	VMOVUPS     (SI)(DI*2), Y6
-	VMOVUPS     (SI)(R12*1), Y7
-	PREFETCHT0  (R11)
-	VMOVUPS     (R8), Y8
+	VMOVUPS     (SI)(R8*1), Y7
+	PREFETCHT0  (R12)
+	VMOVUPS     (R9), Y8
 	VFMADD231PS Y8, Y4, Y0
 	VFMADD231PS Y8, Y5, Y1
 	VFMADD231PS Y8, Y6, Y2
 	VFMADD231PS Y8, Y7, Y3
 	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, R11
-	DECQ        R10
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R12
+	DECQ        R11
 	JNZ         r4mfalsesingle
 
 r4mfalsesinglelast:
@@ -1423,7 +1422,7 @@ r4mfalsesinglelast:
 	VMOVSS       X0, 12(AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r4mfalseone
 
 r4mfalsedone:
@@ -1432,7 +1431,7 @@ r4mfalsedone:
 
 r3mfalse:
 r3mfalsegroups:
-	CMPQ    R9, $0x02
+	CMPQ    R10, $0x02
 	JLT     r3mfalseone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -1442,11 +1441,11 @@ r3mfalsegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y5
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r3mfalsegrouplast
 
 r3mfalsegroup:
@@ -1466,7 +1465,7 @@ r3mfalsegroup:
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r3mfalsegroup
 
 r3mfalsegrouplast:
@@ -1503,22 +1502,22 @@ r3mfalsegrouplast:
 	VMOVSS       X0, 8(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
-	SUBQ         $0x02, R9
+	SUBQ         $0x02, R10
 	JMP          r3mfalsegroups
 
 r3mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r3mfalsedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r3mfalsesinglelast
 
 r3mfalsesingle:
@@ -1533,7 +1532,7 @@ r3mfalsesingle:
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r3mfalsesingle
 
 r3mfalsesinglelast:
@@ -1554,7 +1553,7 @@ r3mfalsesinglelast:
 	VMOVSS       X0, 8(AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r3mfalseone
 
 r3mfalsedone:
@@ -1563,7 +1562,7 @@ r3mfalsedone:
 
 r2mfalse:
 r2mfalsegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r2mfalseone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -1574,11 +1573,11 @@ r2mfalsegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y6
 	VMOVUPS constsAVX2<>+576(SB), Y7
 	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
+	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
-	ADDQ    R10, R12
+	ADDQ    R9, R12
 	TESTQ   R11, R11
 	JZ      r2mfalsegrouplast
 
@@ -1586,23 +1585,23 @@ r2mfalsegroup:
 	VMOVUPS     (R8), Y8
 	VMOVUPS     (R8)(DI*1), Y9
 	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Y10
+	VMOVUPS     (R9), Y10
 	VFMADD231PS Y10, Y8, Y0
 	VFMADD231PS Y10, Y9, Y1
 	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Y10
+	VMOVUPS     (R9)(BX*1), Y10
 	VFMADD231PS Y10, Y8, Y2
 	VFMADD231PS Y10, Y9, Y3
 	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Y10
+	VMOVUPS     (R9)(BX*2), Y10
 	VFMADD231PS Y10, Y8, Y4
 	VFMADD231PS Y10, Y9, Y5
 	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Y10
+	VMOVUPS     (R9)(SI*1), Y10
 	VFMADD231PS Y10, Y8, Y6
 	VFMADD231PS Y10, Y9, Y7
 	ADDQ        $0x20, R8
-	ADDQ        $0x20, R10
+	ADDQ        $0x20, R9
 	ADDQ        $0x20, R12
 	DECQ        R11
 	JNZ         r2mfalsegroup
@@ -1653,21 +1652,21 @@ r2mfalsegrouplast:
 	VMOVSS       X0, 4(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
-	SUBQ         $0x04, R9
+	SUBQ         $0x04, R10
 	JMP          r2mfalsegroups
 
 r2mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r2mfalsedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r2mfalsesinglelast
 
 r2mfalsesingle:
@@ -1680,7 +1679,7 @@ r2mfalsesingle:
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r2mfalsesingle
 
 r2mfalsesinglelast:
@@ -1696,7 +1695,7 @@ r2mfalsesinglelast:
 	VMOVSS       X0, 4(AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r2mfalseone
 
 r2mfalsedone:
@@ -1705,7 +1704,7 @@ r2mfalsedone:
 
 r1mfalse:
 r1mfalsegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r1mfalseone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -1713,11 +1712,11 @@ r1mfalsegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r1mfalsegrouplast
 
 r1mfalsegroup:
@@ -1737,7 +1736,7 @@ r1mfalsegroup:
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r1mfalsegroup
 
 r1mfalsegrouplast:
@@ -1766,30 +1765,30 @@ r1mfalsegrouplast:
 	VMOVSS       X0, (AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
-	SUBQ         $0x04, R9
+	SUBQ         $0x04, R10
 	JMP          r1mfalsegroups
 
 r1mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r1mfalsedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
-	MOVQ    BX, R10
-	SHLQ    $0x04, R10
-	ADDQ    DI, R10
+	MOVQ    BX, R9
+	SHLQ    $0x04, R9
+	ADDQ    DI, R9
 	TESTQ   R8, R8
 	JZ      r1mfalsesinglelast
 
 r1mfalsesingle:
 	VMOVUPS     (SI), Y1
-	PREFETCHT0  (R10)
+	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Y2
 	VFMADD231PS Y2, Y1, Y0
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, DI
-	ADDQ        $0x20, R10
+	ADDQ        $0x20, R9
 	DECQ        R8
 	JNZ         r1mfalsesingle
 
@@ -1801,7 +1800,7 @@ r1mfalsesinglelast:
 	VMOVSS       X1, (AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r1mfalseone
 
 r1mfalsedone:
@@ -1810,7 +1809,7 @@ r1mfalsedone:
 
 r4mtrue:
 r4mtruegroups:
-	CMPQ    R9, $0x02
+	CMPQ    R10, $0x02
 	JLT     r4mtrueone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -1821,56 +1820,55 @@ r4mtruegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y6
 	VMOVUPS constsAVX2<>+576(SB), Y7
 	MOVQ    q+32(FP), SI
-	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R11
-	MOVQ    BX, R12
-	SHLQ    $0x04, R12
-	ADDQ    R8, R12
-	LEAQ    (DI)(DI*2), R13
-	DECQ    R11
-	TESTQ   R11, R11
+	MOVQ    DX, R9
+	MOVQ    nvec+64(FP), R12
+	MOVQ    BX, R13
+	SHLQ    $0x04, R13
+	ADDQ    R9, R13
+	DECQ    R12
+	TESTQ   R12, R12
 	JZ      r4mtruegrouplast
 
 r4mtruegroup:
 	VMOVUPS     (SI), Y8
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (SI)(R13*1), Y11
-	PREFETCHT0  (R12)
-	VMOVUPS     (R8), Y12
+	VMOVUPS     (SI)(R8*1), Y11
+	PREFETCHT0  (R13)
+	VMOVUPS     (R9), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y1
 	VFMADD231PS Y12, Y10, Y2
 	VFMADD231PS Y12, Y11, Y3
-	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R8)(BX*1), Y12
+	PREFETCHT0  (R13)(BX*1)
+	VMOVUPS     (R9)(BX*1), Y12
 	VFMADD231PS Y12, Y8, Y4
 	VFMADD231PS Y12, Y9, Y5
 	VFMADD231PS Y12, Y10, Y6
 	VFMADD231PS Y12, Y11, Y7
 	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, R12
-	DECQ        R11
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R13
+	DECQ        R12
 	JNZ         r4mtruegroup
 
 r4mtruegrouplast:
-	VMOVDQU      (R10), Y8
+	VMOVDQU      (R11), Y8
 	VMASKMOVPS   (SI), Y8, Y8
-	VMOVDQU      (R10), Y9
+	VMOVDQU      (R11), Y9
 	VMASKMOVPS   (SI)(DI*1), Y9, Y9
-	VMOVDQU      (R10), Y10
+	VMOVDQU      (R11), Y10
 	VMASKMOVPS   (SI)(DI*2), Y10, Y10
-	VMOVDQU      (R10), Y11
-	VMASKMOVPS   (SI)(R13*1), Y11, Y11
-	VMOVDQU      (R10), Y12
-	VMASKMOVPS   (R8), Y12, Y12
+	VMOVDQU      (R11), Y11
+	VMASKMOVPS   (SI)(R8*1), Y11, Y11
+	VMOVDQU      (R11), Y12
+	VMASKMOVPS   (R9), Y12, Y12
 	VFMADD231PS  Y12, Y8, Y0
 	VFMADD231PS  Y12, Y9, Y1
 	VFMADD231PS  Y12, Y10, Y2
 	VFMADD231PS  Y12, Y11, Y3
-	VMOVDQU      (R10), Y12
-	VMASKMOVPS   (R8)(BX*1), Y12, Y12
+	VMOVDQU      (R11), Y12
+	VMASKMOVPS   (R9)(BX*1), Y12, Y12
 	VFMADD231PS  Y12, Y8, Y4
 	VFMADD231PS  Y12, Y9, Y5
 	VFMADD231PS  Y12, Y10, Y6
@@ -1918,55 +1916,54 @@ r4mtruegrouplast:
 	VMOVSS       X0, 12(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
-	SUBQ         $0x02, R9
+	SUBQ         $0x02, R10
 	JMP          r4mtruegroups
 
 r4mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r4mtruedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), SI
-	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R11
-	MOVQ    BX, R12
-	SHLQ    $0x04, R12
-	ADDQ    R8, R12
-	LEAQ    (DI)(DI*2), R13
-	DECQ    R11
-	TESTQ   R11, R11
+	MOVQ    DX, R9
+	MOVQ    nvec+64(FP), R12
+	MOVQ    BX, R13
+	SHLQ    $0x04, R13
+	ADDQ    R9, R13
+	DECQ    R12
+	TESTQ   R12, R12
 	JZ      r4mtruesinglelast
 
 r4mtruesingle:
 	VMOVUPS     (SI), Y4
 	VMOVUPS     (SI)(DI*1), Y5
 	VMOVUPS     (SI)(DI*2), Y6
-	VMOVUPS     (SI)(R13*1), Y7
-	PREFETCHT0  (R12)
-	VMOVUPS     (R8), Y8
+	VMOVUPS     (SI)(R8*1), Y7
+	PREFETCHT0  (R13)
+	VMOVUPS     (R9), Y8
 	VFMADD231PS Y8, Y4, Y0
 	VFMADD231PS Y8, Y5, Y1
 	VFMADD231PS Y8, Y6, Y2
 	VFMADD231PS Y8, Y7, Y3
 	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, R12
-	DECQ        R11
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R13
+	DECQ        R12
 	JNZ         r4mtruesingle
 
 r4mtruesinglelast:
-	VMOVDQU      (R10), Y4
+	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (SI), Y4, Y4
-	VMOVDQU      (R10), Y5
+	VMOVDQU      (R11), Y5
 	VMASKMOVPS   (SI)(DI*1), Y5, Y5
-	VMOVDQU      (R10), Y6
+	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (SI)(DI*2), Y6, Y6
-	VMOVDQU      (R10), Y7
-	VMASKMOVPS   (SI)(R13*1), Y7, Y7
-	VMOVDQU      (R10), Y8
-	VMASKMOVPS   (R8), Y8, Y8
+	VMOVDQU      (R11), Y7
+	VMASKMOVPS   (SI)(R8*1), Y7, Y7
+	VMOVDQU      (R11), Y8
+	VMASKMOVPS   (R9), Y8, Y8
 	VFMADD231PS  Y8, Y4, Y0
 	VFMADD231PS  Y8, Y5, Y1
 	VFMADD231PS  Y8, Y6, Y2
@@ -1993,7 +1990,7 @@ r4mtruesinglelast:
 	VMOVSS       X0, 12(AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r4mtrueone
 
 r4mtruedone:
@@ -2002,7 +1999,7 @@ r4mtruedone:
 
 r3mtrue:
 r3mtruegroups:
-	CMPQ    R9, $0x02
+	CMPQ    R10, $0x02
 	JLT     r3mtrueone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -2012,12 +2009,12 @@ r3mtruegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y5
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R11
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
 	ADDQ    R8, R12
-	DECQ    R11
-	TESTQ   R11, R11
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r3mtruegrouplast
 
 r3mtruegroup:
@@ -2037,22 +2034,22 @@ r3mtruegroup:
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
-	DECQ        R11
+	DECQ        R9
 	JNZ         r3mtruegroup
 
 r3mtruegrouplast:
-	VMOVDQU      (R10), Y6
+	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (SI), Y6, Y6
-	VMOVDQU      (R10), Y7
+	VMOVDQU      (R11), Y7
 	VMASKMOVPS   (SI)(DI*1), Y7, Y7
-	VMOVDQU      (R10), Y8
+	VMOVDQU      (R11), Y8
 	VMASKMOVPS   (SI)(DI*2), Y8, Y8
-	VMOVDQU      (R10), Y9
+	VMOVDQU      (R11), Y9
 	VMASKMOVPS   (R8), Y9, Y9
 	VFMADD231PS  Y9, Y6, Y0
 	VFMADD231PS  Y9, Y7, Y1
 	VFMADD231PS  Y9, Y8, Y2
-	VMOVDQU      (R10), Y9
+	VMOVDQU      (R11), Y9
 	VMASKMOVPS   (R8)(BX*1), Y9, Y9
 	VFMADD231PS  Y9, Y6, Y3
 	VFMADD231PS  Y9, Y7, Y4
@@ -2090,23 +2087,23 @@ r3mtruegrouplast:
 	VMOVSS       X0, 8(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
-	SUBQ         $0x02, R9
+	SUBQ         $0x02, R10
 	JMP          r3mtruegroups
 
 r3mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r3mtruedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	VMOVUPS constsAVX2<>+576(SB), Y2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R11
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
 	ADDQ    R8, R12
-	DECQ    R11
-	TESTQ   R11, R11
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r3mtruesinglelast
 
 r3mtruesingle:
@@ -2121,17 +2118,17 @@ r3mtruesingle:
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
-	DECQ        R11
+	DECQ        R9
 	JNZ         r3mtruesingle
 
 r3mtruesinglelast:
-	VMOVDQU      (R10), Y3
+	VMOVDQU      (R11), Y3
 	VMASKMOVPS   (SI), Y3, Y3
-	VMOVDQU      (R10), Y4
+	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (SI)(DI*1), Y4, Y4
-	VMOVDQU      (R10), Y5
+	VMOVDQU      (R11), Y5
 	VMASKMOVPS   (SI)(DI*2), Y5, Y5
-	VMOVDQU      (R10), Y6
+	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (R8), Y6, Y6
 	VFMADD231PS  Y6, Y3, Y0
 	VFMADD231PS  Y6, Y4, Y1
@@ -2153,7 +2150,7 @@ r3mtruesinglelast:
 	VMOVSS       X0, 8(AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r3mtrueone
 
 r3mtruedone:
@@ -2162,7 +2159,7 @@ r3mtruedone:
 
 r2mtrue:
 r2mtruegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r2mtrueone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -2173,11 +2170,11 @@ r2mtruegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y6
 	VMOVUPS constsAVX2<>+576(SB), Y7
 	MOVQ    q+32(FP), R8
-	MOVQ    DX, R11
+	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
 	MOVQ    BX, R13
 	SHLQ    $0x04, R13
-	ADDQ    R11, R13
+	ADDQ    R9, R13
 	DECQ    R12
 	TESTQ   R12, R12
 	JZ      r2mtruegrouplast
@@ -2186,46 +2183,46 @@ r2mtruegroup:
 	VMOVUPS     (R8), Y8
 	VMOVUPS     (R8)(DI*1), Y9
 	PREFETCHT0  (R13)
-	VMOVUPS     (R11), Y10
+	VMOVUPS     (R9), Y10
 	VFMADD231PS Y10, Y8, Y0
 	VFMADD231PS Y10, Y9, Y1
 	PREFETCHT0  (R13)(BX*1)
-	VMOVUPS     (R11)(BX*1), Y10
+	VMOVUPS     (R9)(BX*1), Y10
 	VFMADD231PS Y10, Y8, Y2
 	VFMADD231PS Y10, Y9, Y3
 	PREFETCHT0  (R13)(BX*2)
-	VMOVUPS     (R11)(BX*2), Y10
+	VMOVUPS     (R9)(BX*2), Y10
 	VFMADD231PS Y10, Y8, Y4
 	VFMADD231PS Y10, Y9, Y5
 	PREFETCHT0  (R13)(SI*1)
-	VMOVUPS     (R11)(SI*1), Y10
+	VMOVUPS     (R9)(SI*1), Y10
 	VFMADD231PS Y10, Y8, Y6
 	VFMADD231PS Y10, Y9, Y7
 	ADDQ        $0x20, R8
-	ADDQ        $0x20, R11
+	ADDQ        $0x20, R9
 	ADDQ        $0x20, R13
 	DECQ        R12
 	JNZ         r2mtruegroup
 
 r2mtruegrouplast:
-	VMOVDQU      (R10), Y8
+	VMOVDQU      (R11), Y8
 	VMASKMOVPS   (R8), Y8, Y8
-	VMOVDQU      (R10), Y9
+	VMOVDQU      (R11), Y9
 	VMASKMOVPS   (R8)(DI*1), Y9, Y9
-	VMOVDQU      (R10), Y10
-	VMASKMOVPS   (R11), Y10, Y10
+	VMOVDQU      (R11), Y10
+	VMASKMOVPS   (R9), Y10, Y10
 	VFMADD231PS  Y10, Y8, Y0
 	VFMADD231PS  Y10, Y9, Y1
-	VMOVDQU      (R10), Y10
-	VMASKMOVPS   (R11)(BX*1), Y10, Y10
+	VMOVDQU      (R11), Y10
+	VMASKMOVPS   (R9)(BX*1), Y10, Y10
 	VFMADD231PS  Y10, Y8, Y2
 	VFMADD231PS  Y10, Y9, Y3
-	VMOVDQU      (R10), Y10
-	VMASKMOVPS   (R11)(BX*2), Y10, Y10
+	VMOVDQU      (R11), Y10
+	VMASKMOVPS   (R9)(BX*2), Y10, Y10
 	VFMADD231PS  Y10, Y8, Y4
 	VFMADD231PS  Y10, Y9, Y5
-	VMOVDQU      (R10), Y10
-	VMASKMOVPS   (R11)(SI*1), Y10, Y10
+	VMOVDQU      (R11), Y10
+	VMASKMOVPS   (R9)(SI*1), Y10, Y10
 	VFMADD231PS  Y10, Y8, Y6
 	VFMADD231PS  Y10, Y9, Y7
 	VEXTRACTF128 $0x01, Y0, X8
@@ -2273,22 +2270,22 @@ r2mtruegrouplast:
 	VMOVSS       X0, 4(AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
-	SUBQ         $0x04, R9
+	SUBQ         $0x04, R10
 	JMP          r2mtruegroups
 
 r2mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r2mtruedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R11
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
 	ADDQ    R8, R12
-	DECQ    R11
-	TESTQ   R11, R11
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r2mtruesinglelast
 
 r2mtruesingle:
@@ -2301,15 +2298,15 @@ r2mtruesingle:
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
-	DECQ        R11
+	DECQ        R9
 	JNZ         r2mtruesingle
 
 r2mtruesinglelast:
-	VMOVDQU      (R10), Y2
+	VMOVDQU      (R11), Y2
 	VMASKMOVPS   (SI), Y2, Y2
-	VMOVDQU      (R10), Y3
+	VMOVDQU      (R11), Y3
 	VMASKMOVPS   (SI)(DI*1), Y3, Y3
-	VMOVDQU      (R10), Y4
+	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (R8), Y4, Y4
 	VFMADD231PS  Y4, Y2, Y0
 	VFMADD231PS  Y4, Y3, Y1
@@ -2325,7 +2322,7 @@ r2mtruesinglelast:
 	VMOVSS       X0, 4(AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r2mtrueone
 
 r2mtruedone:
@@ -2334,7 +2331,7 @@ r2mtruedone:
 
 r1mtrue:
 r1mtruegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r1mtrueone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	VMOVUPS constsAVX2<>+576(SB), Y1
@@ -2342,12 +2339,12 @@ r1mtruegroups:
 	VMOVUPS constsAVX2<>+576(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R11
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
 	ADDQ    R8, R12
-	DECQ    R11
-	TESTQ   R11, R11
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r1mtruegrouplast
 
 r1mtruegroup:
@@ -2367,22 +2364,22 @@ r1mtruegroup:
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
-	DECQ        R11
+	DECQ        R9
 	JNZ         r1mtruegroup
 
 r1mtruegrouplast:
-	VMOVDQU      (R10), Y4
+	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (DI), Y4, Y4
-	VMOVDQU      (R10), Y5
+	VMOVDQU      (R11), Y5
 	VMASKMOVPS   (R8), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y0
-	VMOVDQU      (R10), Y5
+	VMOVDQU      (R11), Y5
 	VMASKMOVPS   (R8)(BX*1), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y1
-	VMOVDQU      (R10), Y5
+	VMOVDQU      (R11), Y5
 	VMASKMOVPS   (R8)(BX*2), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y2
-	VMOVDQU      (R10), Y5
+	VMOVDQU      (R11), Y5
 	VMASKMOVPS   (R8)(SI*1), Y5, Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VEXTRACTF128 $0x01, Y0, X4
@@ -2410,38 +2407,38 @@ r1mtruegrouplast:
 	VMOVSS       X0, (AX)
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
-	SUBQ         $0x04, R9
+	SUBQ         $0x04, R10
 	JMP          r1mtruegroups
 
 r1mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r1mtruedone
 	VMOVUPS constsAVX2<>+576(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
-	MOVQ    BX, R11
-	SHLQ    $0x04, R11
-	ADDQ    DI, R11
+	MOVQ    BX, R9
+	SHLQ    $0x04, R9
+	ADDQ    DI, R9
 	DECQ    R8
 	TESTQ   R8, R8
 	JZ      r1mtruesinglelast
 
 r1mtruesingle:
 	VMOVUPS     (SI), Y1
-	PREFETCHT0  (R11)
+	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Y2
 	VFMADD231PS Y2, Y1, Y0
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, DI
-	ADDQ        $0x20, R11
+	ADDQ        $0x20, R9
 	DECQ        R8
 	JNZ         r1mtruesingle
 
 r1mtruesinglelast:
-	VMOVDQU      (R10), Y1
+	VMOVDQU      (R11), Y1
 	VMASKMOVPS   (SI), Y1, Y1
-	VMOVDQU      (R10), Y2
+	VMOVDQU      (R11), Y2
 	VMASKMOVPS   (DI), Y2, Y2
 	VFMADD231PS  Y2, Y1, Y0
 	VEXTRACTF128 $0x01, Y0, X1
@@ -2451,7 +2448,7 @@ r1mtruesinglelast:
 	VMOVSS       X1, (AX)
 	ADDQ         CX, AX
 	ADDQ         BX, DX
-	DECQ         R9
+	DECQ         R10
 	JMP          r1mtrueone
 
 r1mtruedone:

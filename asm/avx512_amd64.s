@@ -719,7 +719,7 @@ nv4mfalserows1:
 	VMOVUPS      Z2, 128(AX)
 	VMOVUPS      Z3, 192(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv4mfalsedone:
 	VZEROUPPER
@@ -1017,7 +1017,7 @@ nv3mfalserows1:
 	VMOVUPS      Z1, 64(AX)
 	VMOVUPS      Z2, 128(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv3mfalsedone:
 	VZEROUPPER
@@ -1259,7 +1259,7 @@ nv2mfalserows1:
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv2mfalsedone:
 	VZEROUPPER
@@ -1445,7 +1445,7 @@ nv1mfalserows1:
 	JNZ          nv1mfalserows1
 	VMOVUPS      Z0, (AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv1mfalsedone:
 	VZEROUPPER
@@ -1799,7 +1799,7 @@ nv4mtruerows1:
 	VMOVUPS      Z2, 128(AX)
 	VMOVUPS      Z3, K1, 192(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv4mtruedone:
 	VZEROUPPER
@@ -2097,7 +2097,7 @@ nv3mtruerows1:
 	VMOVUPS      Z1, 64(AX)
 	VMOVUPS      Z2, K1, 128(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv3mtruedone:
 	VZEROUPPER
@@ -2339,7 +2339,7 @@ nv2mtruerows1:
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, K1, 64(AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv2mtruedone:
 	VZEROUPPER
@@ -2525,7 +2525,7 @@ nv1mtruerows1:
 	JNZ          nv1mtruerows1
 	VMOVUPS      Z0, K1, (AX)
 	ADDQ         CX, AX
-	LEAQ         (DX)(BX*1), DX
+	ADDQ         BX, DX
 
 nv1mtruedone:
 	VZEROUPPER
@@ -2645,39 +2645,40 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	LEAQ  (BX)(BX*2), SI
 	MOVQ  ldq+40(FP), DI
 	SHLQ  $0x02, DI
-	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+1216(SB), R9
-	KMOVW (R9)(R8*2), K1
-	MOVQ  nk+56(FP), R9
-	MOVQ  rows+48(FP), R10
-	CMPQ  R8, $0x10
+	LEAQ  (DI)(DI*2), R8
+	MOVQ  tail+72(FP), R9
+	LEAQ  constsAVX512<>+1216(SB), R10
+	KMOVW (R10)(R9*2), K1
+	MOVQ  nk+56(FP), R10
+	MOVQ  rows+48(FP), R11
+	CMPQ  R9, $0x10
 	JNE   masked
-	CMPQ  R10, $0x04
+	CMPQ  R11, $0x04
 	JEQ   r4mfalse
-	CMPQ  R10, $0x03
+	CMPQ  R11, $0x03
 	JEQ   r3mfalse
-	CMPQ  R10, $0x02
+	CMPQ  R11, $0x02
 	JEQ   r2mfalse
-	CMPQ  R10, $0x01
+	CMPQ  R11, $0x01
 	JEQ   r1mfalse
 	VZEROUPPER
 	RET
 
 masked:
-	CMPQ R10, $0x04
+	CMPQ R11, $0x04
 	JEQ  r4mtrue
-	CMPQ R10, $0x03
+	CMPQ R11, $0x03
 	JEQ  r3mtrue
-	CMPQ R10, $0x02
+	CMPQ R11, $0x02
 	JEQ  r2mtrue
-	CMPQ R10, $0x01
+	CMPQ R11, $0x01
 	JEQ  r1mtrue
 	VZEROUPPER
 	RET
 
 r4mfalse:
 r4mfalsegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r4mfalseone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -2695,49 +2696,48 @@ r4mfalsegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z13
 	VMOVUPS constsAVX512<>+1152(SB), Z14
 	VMOVUPS constsAVX512<>+1152(SB), Z15
-	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
-	MOVQ    nvec+64(FP), R11
-	MOVQ    BX, R12
-	SHLQ    $0x04, R12
-	ADDQ    R10, R12
-	LEAQ    (DI)(DI*2), R13
-	TESTQ   R11, R11
+	MOVQ    q+32(FP), R9
+	MOVQ    DX, R11
+	MOVQ    nvec+64(FP), R12
+	MOVQ    BX, R13
+	SHLQ    $0x04, R13
+	ADDQ    R11, R13
+	TESTQ   R12, R12
 	JZ      r4mfalsegrouplast
 
 r4mfalsegroup:
-	VMOVUPS     (R8), Z16
-	VMOVUPS     (R8)(DI*1), Z17
-	VMOVUPS     (R8)(DI*2), Z18
-	VMOVUPS     (R8)(R13*1), Z19
-	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Z20
+	VMOVUPS     (R9), Z16
+	VMOVUPS     (R9)(DI*1), Z17
+	VMOVUPS     (R9)(DI*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (R13)
+	VMOVUPS     (R11), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Z20
+	PREFETCHT0  (R13)(BX*1)
+	VMOVUPS     (R11)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Z20
+	PREFETCHT0  (R13)(BX*2)
+	VMOVUPS     (R11)(BX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Z20
+	PREFETCHT0  (R13)(SI*1)
+	VMOVUPS     (R11)(SI*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
 	VFMADD231PS Z20, Z18, Z14
 	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
-	ADDQ        $0x40, R12
-	DECQ        R11
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, R11
+	ADDQ        $0x40, R13
+	DECQ        R12
 	JNZ         r4mfalsegroup
 
 r4mfalsegrouplast:
@@ -2890,41 +2890,40 @@ r4mfalsegrouplast:
 	VMOVSS     X15, 12(AX)
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
-	SUBQ       $0x04, R9
+	SUBQ       $0x04, R10
 	JMP        r4mfalsegroups
 
 r4mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r4mfalsedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	MOVQ    q+32(FP), SI
-	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
-	MOVQ    BX, R11
-	SHLQ    $0x04, R11
-	ADDQ    R8, R11
-	LEAQ    (DI)(DI*2), R12
-	TESTQ   R10, R10
+	MOVQ    DX, R9
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R9, R12
+	TESTQ   R11, R11
 	JZ      r4mfalsesinglelast
 
 r4mfalsesingle:
 	VMOVUPS     (SI), Z4
 	VMOVUPS     (SI)(DI*1), Z5
 	VMOVUPS     (SI)(DI*2), Z6
-	VMOVUPS     (SI)(R12*1), Z7
-	PREFETCHT0  (R11)
-	VMOVUPS     (R8), Z8
+	VMOVUPS     (SI)(R8*1), Z7
+	PREFETCHT0  (R12)
+	VMOVUPS     (R9), Z8
 	VFMADD231PS Z8, Z4, Z0
 	VFMADD231PS Z8, Z5, Z1
 	VFMADD231PS Z8, Z6, Z2
 	VFMADD231PS Z8, Z7, Z3
 	ADDQ        $0x40, SI
-	ADDQ        $0x40, R8
-	ADDQ        $0x40, R11
-	DECQ        R10
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, R12
+	DECQ        R11
 	JNZ         r4mfalsesingle
 
 r4mfalsesinglelast:
@@ -2966,7 +2965,7 @@ r4mfalsesinglelast:
 	VMOVSS     X3, 12(AX)
 	ADDQ       CX, AX
 	ADDQ       BX, DX
-	DECQ       R9
+	DECQ       R10
 	JMP        r4mfalseone
 
 r4mfalsedone:
@@ -2975,7 +2974,7 @@ r4mfalsedone:
 
 r3mfalse:
 r3mfalsegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r3mfalseone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -2990,11 +2989,11 @@ r3mfalsegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z10
 	VMOVUPS constsAVX512<>+1152(SB), Z11
 	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
+	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
-	ADDQ    R10, R12
+	ADDQ    R9, R12
 	TESTQ   R11, R11
 	JZ      r3mfalsegrouplast
 
@@ -3003,27 +3002,27 @@ r3mfalsegroup:
 	VMOVUPS     (R8)(DI*1), Z13
 	VMOVUPS     (R8)(DI*2), Z14
 	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Z15
+	VMOVUPS     (R9), Z15
 	VFMADD231PS Z15, Z12, Z0
 	VFMADD231PS Z15, Z13, Z1
 	VFMADD231PS Z15, Z14, Z2
 	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Z15
+	VMOVUPS     (R9)(BX*1), Z15
 	VFMADD231PS Z15, Z12, Z3
 	VFMADD231PS Z15, Z13, Z4
 	VFMADD231PS Z15, Z14, Z5
 	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Z15
+	VMOVUPS     (R9)(BX*2), Z15
 	VFMADD231PS Z15, Z12, Z6
 	VFMADD231PS Z15, Z13, Z7
 	VFMADD231PS Z15, Z14, Z8
 	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Z15
+	VMOVUPS     (R9)(SI*1), Z15
 	VFMADD231PS Z15, Z12, Z9
 	VFMADD231PS Z15, Z13, Z10
 	VFMADD231PS Z15, Z14, Z11
 	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
+	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
 	JNZ         r3mfalsegroup
@@ -3142,22 +3141,22 @@ r3mfalsegrouplast:
 	VMOVSS     X11, 8(AX)
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
-	SUBQ       $0x04, R9
+	SUBQ       $0x04, R10
 	JMP        r3mfalsegroups
 
 r3mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r3mfalsedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r3mfalsesinglelast
 
 r3mfalsesingle:
@@ -3172,7 +3171,7 @@ r3mfalsesingle:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r3mfalsesingle
 
 r3mfalsesinglelast:
@@ -3205,7 +3204,7 @@ r3mfalsesinglelast:
 	VMOVSS     X2, 8(AX)
 	ADDQ       CX, AX
 	ADDQ       BX, DX
-	DECQ       R9
+	DECQ       R10
 	JMP        r3mfalseone
 
 r3mfalsedone:
@@ -3214,7 +3213,7 @@ r3mfalsedone:
 
 r2mfalse:
 r2mfalsegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r2mfalseone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -3225,11 +3224,11 @@ r2mfalsegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z6
 	VMOVUPS constsAVX512<>+1152(SB), Z7
 	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
+	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
-	ADDQ    R10, R12
+	ADDQ    R9, R12
 	TESTQ   R11, R11
 	JZ      r2mfalsegrouplast
 
@@ -3237,23 +3236,23 @@ r2mfalsegroup:
 	VMOVUPS     (R8), Z8
 	VMOVUPS     (R8)(DI*1), Z9
 	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Z10
+	VMOVUPS     (R9), Z10
 	VFMADD231PS Z10, Z8, Z0
 	VFMADD231PS Z10, Z9, Z1
 	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Z10
+	VMOVUPS     (R9)(BX*1), Z10
 	VFMADD231PS Z10, Z8, Z2
 	VFMADD231PS Z10, Z9, Z3
 	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Z10
+	VMOVUPS     (R9)(BX*2), Z10
 	VFMADD231PS Z10, Z8, Z4
 	VFMADD231PS Z10, Z9, Z5
 	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Z10
+	VMOVUPS     (R9)(SI*1), Z10
 	VFMADD231PS Z10, Z8, Z6
 	VFMADD231PS Z10, Z9, Z7
 	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
+	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
 	JNZ         r2mfalsegroup
@@ -3336,21 +3335,21 @@ r2mfalsegrouplast:
 	VMOVSS     X7, 4(AX)
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
-	SUBQ       $0x04, R9
+	SUBQ       $0x04, R10
 	JMP        r2mfalsegroups
 
 r2mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r2mfalsedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r2mfalsesinglelast
 
 r2mfalsesingle:
@@ -3363,7 +3362,7 @@ r2mfalsesingle:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r2mfalsesingle
 
 r2mfalsesinglelast:
@@ -3387,7 +3386,7 @@ r2mfalsesinglelast:
 	VMOVSS     X1, 4(AX)
 	ADDQ       CX, AX
 	ADDQ       BX, DX
-	DECQ       R9
+	DECQ       R10
 	JMP        r2mfalseone
 
 r2mfalsedone:
@@ -3396,7 +3395,7 @@ r2mfalsedone:
 
 r1mfalse:
 r1mfalsegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r1mfalseone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -3404,11 +3403,11 @@ r1mfalsegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	TESTQ   R10, R10
+	TESTQ   R9, R9
 	JZ      r1mfalsegrouplast
 
 r1mfalsegroup:
@@ -3428,7 +3427,7 @@ r1mfalsegroup:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r1mfalsegroup
 
 r1mfalsegrouplast:
@@ -3473,30 +3472,30 @@ r1mfalsegrouplast:
 	VMOVSS     X3, (AX)
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
-	SUBQ       $0x04, R9
+	SUBQ       $0x04, R10
 	JMP        r1mfalsegroups
 
 r1mfalseone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r1mfalsedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
-	MOVQ    BX, R10
-	SHLQ    $0x04, R10
-	ADDQ    DI, R10
+	MOVQ    BX, R9
+	SHLQ    $0x04, R9
+	ADDQ    DI, R9
 	TESTQ   R8, R8
 	JZ      r1mfalsesinglelast
 
 r1mfalsesingle:
 	VMOVUPS     (SI), Z1
-	PREFETCHT0  (R10)
+	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Z2
 	VFMADD231PS Z2, Z1, Z0
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
-	ADDQ        $0x40, R10
+	ADDQ        $0x40, R9
 	DECQ        R8
 	JNZ         r1mfalsesingle
 
@@ -3512,7 +3511,7 @@ r1mfalsesinglelast:
 	VMOVSS     X0, (AX)
 	ADDQ       CX, AX
 	ADDQ       BX, DX
-	DECQ       R9
+	DECQ       R10
 	JMP        r1mfalseone
 
 r1mfalsedone:
@@ -3521,7 +3520,7 @@ r1mfalsedone:
 
 r4mtrue:
 r4mtruegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r4mtrueone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -3539,73 +3538,72 @@ r4mtruegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z13
 	VMOVUPS constsAVX512<>+1152(SB), Z14
 	VMOVUPS constsAVX512<>+1152(SB), Z15
-	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
-	MOVQ    nvec+64(FP), R11
-	MOVQ    BX, R12
-	SHLQ    $0x04, R12
-	ADDQ    R10, R12
-	LEAQ    (DI)(DI*2), R13
-	DECQ    R11
-	TESTQ   R11, R11
+	MOVQ    q+32(FP), R9
+	MOVQ    DX, R11
+	MOVQ    nvec+64(FP), R12
+	MOVQ    BX, R13
+	SHLQ    $0x04, R13
+	ADDQ    R11, R13
+	DECQ    R12
+	TESTQ   R12, R12
 	JZ      r4mtruegrouplast
 
 r4mtruegroup:
-	VMOVUPS     (R8), Z16
-	VMOVUPS     (R8)(DI*1), Z17
-	VMOVUPS     (R8)(DI*2), Z18
-	VMOVUPS     (R8)(R13*1), Z19
-	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Z20
+	VMOVUPS     (R9), Z16
+	VMOVUPS     (R9)(DI*1), Z17
+	VMOVUPS     (R9)(DI*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (R13)
+	VMOVUPS     (R11), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Z20
+	PREFETCHT0  (R13)(BX*1)
+	VMOVUPS     (R11)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Z20
+	PREFETCHT0  (R13)(BX*2)
+	VMOVUPS     (R11)(BX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Z20
+	PREFETCHT0  (R13)(SI*1)
+	VMOVUPS     (R11)(SI*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
 	VFMADD231PS Z20, Z18, Z14
 	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
-	ADDQ        $0x40, R12
-	DECQ        R11
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, R11
+	ADDQ        $0x40, R13
+	DECQ        R12
 	JNZ         r4mtruegroup
 
 r4mtruegrouplast:
-	VMOVUPS.Z   (R8), K1, Z16
-	VMOVUPS.Z   (R8)(DI*1), K1, Z17
-	VMOVUPS.Z   (R8)(DI*2), K1, Z18
-	VMOVUPS.Z   (R8)(R13*1), K1, Z19
-	VMOVUPS.Z   (R10), K1, Z20
+	VMOVUPS.Z   (R9), K1, Z16
+	VMOVUPS.Z   (R9)(DI*1), K1, Z17
+	VMOVUPS.Z   (R9)(DI*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (R11), K1, Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	VMOVUPS.Z   (R10)(BX*1), K1, Z20
+	VMOVUPS.Z   (R11)(BX*1), K1, Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	VMOVUPS.Z   (R10)(BX*2), K1, Z20
+	VMOVUPS.Z   (R11)(BX*2), K1, Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	VMOVUPS.Z   (R10)(SI*1), K1, Z20
+	VMOVUPS.Z   (R11)(SI*1), K1, Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
 	VFMADD231PS Z20, Z18, Z14
@@ -3759,50 +3757,49 @@ r4mtruegrouplast:
 	VMOVSS      X15, 12(AX)
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
-	SUBQ        $0x04, R9
+	SUBQ        $0x04, R10
 	JMP         r4mtruegroups
 
 r4mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r4mtruedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	MOVQ    q+32(FP), SI
-	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
-	MOVQ    BX, R11
-	SHLQ    $0x04, R11
-	ADDQ    R8, R11
-	LEAQ    (DI)(DI*2), R12
-	DECQ    R10
-	TESTQ   R10, R10
+	MOVQ    DX, R9
+	MOVQ    nvec+64(FP), R11
+	MOVQ    BX, R12
+	SHLQ    $0x04, R12
+	ADDQ    R9, R12
+	DECQ    R11
+	TESTQ   R11, R11
 	JZ      r4mtruesinglelast
 
 r4mtruesingle:
 	VMOVUPS     (SI), Z4
 	VMOVUPS     (SI)(DI*1), Z5
 	VMOVUPS     (SI)(DI*2), Z6
-	VMOVUPS     (SI)(R12*1), Z7
-	PREFETCHT0  (R11)
-	VMOVUPS     (R8), Z8
+	VMOVUPS     (SI)(R8*1), Z7
+	PREFETCHT0  (R12)
+	VMOVUPS     (R9), Z8
 	VFMADD231PS Z8, Z4, Z0
 	VFMADD231PS Z8, Z5, Z1
 	VFMADD231PS Z8, Z6, Z2
 	VFMADD231PS Z8, Z7, Z3
 	ADDQ        $0x40, SI
-	ADDQ        $0x40, R8
-	ADDQ        $0x40, R11
-	DECQ        R10
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, R12
+	DECQ        R11
 	JNZ         r4mtruesingle
 
 r4mtruesinglelast:
 	VMOVUPS.Z   (SI), K1, Z4
 	VMOVUPS.Z   (SI)(DI*1), K1, Z5
 	VMOVUPS.Z   (SI)(DI*2), K1, Z6
-	VMOVUPS.Z   (SI)(R12*1), K1, Z7
-	VMOVUPS.Z   (R8), K1, Z8
+	VMOVUPS.Z   (SI)(R8*1), K1, Z7
+	VMOVUPS.Z   (R9), K1, Z8
 	VFMADD231PS Z8, Z4, Z0
 	VFMADD231PS Z8, Z5, Z1
 	VFMADD231PS Z8, Z6, Z2
@@ -3845,7 +3842,7 @@ r4mtruesinglelast:
 	VMOVSS      X3, 12(AX)
 	ADDQ        CX, AX
 	ADDQ        BX, DX
-	DECQ        R9
+	DECQ        R10
 	JMP         r4mtrueone
 
 r4mtruedone:
@@ -3854,7 +3851,7 @@ r4mtruedone:
 
 r3mtrue:
 r3mtruegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r3mtrueone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -3869,11 +3866,11 @@ r3mtruegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z10
 	VMOVUPS constsAVX512<>+1152(SB), Z11
 	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
+	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
-	ADDQ    R10, R12
+	ADDQ    R9, R12
 	DECQ    R11
 	TESTQ   R11, R11
 	JZ      r3mtruegrouplast
@@ -3883,27 +3880,27 @@ r3mtruegroup:
 	VMOVUPS     (R8)(DI*1), Z13
 	VMOVUPS     (R8)(DI*2), Z14
 	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Z15
+	VMOVUPS     (R9), Z15
 	VFMADD231PS Z15, Z12, Z0
 	VFMADD231PS Z15, Z13, Z1
 	VFMADD231PS Z15, Z14, Z2
 	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Z15
+	VMOVUPS     (R9)(BX*1), Z15
 	VFMADD231PS Z15, Z12, Z3
 	VFMADD231PS Z15, Z13, Z4
 	VFMADD231PS Z15, Z14, Z5
 	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Z15
+	VMOVUPS     (R9)(BX*2), Z15
 	VFMADD231PS Z15, Z12, Z6
 	VFMADD231PS Z15, Z13, Z7
 	VFMADD231PS Z15, Z14, Z8
 	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Z15
+	VMOVUPS     (R9)(SI*1), Z15
 	VFMADD231PS Z15, Z12, Z9
 	VFMADD231PS Z15, Z13, Z10
 	VFMADD231PS Z15, Z14, Z11
 	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
+	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
 	JNZ         r3mtruegroup
@@ -3912,19 +3909,19 @@ r3mtruegrouplast:
 	VMOVUPS.Z   (R8), K1, Z12
 	VMOVUPS.Z   (R8)(DI*1), K1, Z13
 	VMOVUPS.Z   (R8)(DI*2), K1, Z14
-	VMOVUPS.Z   (R10), K1, Z15
+	VMOVUPS.Z   (R9), K1, Z15
 	VFMADD231PS Z15, Z12, Z0
 	VFMADD231PS Z15, Z13, Z1
 	VFMADD231PS Z15, Z14, Z2
-	VMOVUPS.Z   (R10)(BX*1), K1, Z15
+	VMOVUPS.Z   (R9)(BX*1), K1, Z15
 	VFMADD231PS Z15, Z12, Z3
 	VFMADD231PS Z15, Z13, Z4
 	VFMADD231PS Z15, Z14, Z5
-	VMOVUPS.Z   (R10)(BX*2), K1, Z15
+	VMOVUPS.Z   (R9)(BX*2), K1, Z15
 	VFMADD231PS Z15, Z12, Z6
 	VFMADD231PS Z15, Z13, Z7
 	VFMADD231PS Z15, Z14, Z8
-	VMOVUPS.Z   (R10)(SI*1), K1, Z15
+	VMOVUPS.Z   (R9)(SI*1), K1, Z15
 	VFMADD231PS Z15, Z12, Z9
 	VFMADD231PS Z15, Z13, Z10
 	VFMADD231PS Z15, Z14, Z11
@@ -4041,23 +4038,23 @@ r3mtruegrouplast:
 	VMOVSS      X11, 8(AX)
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
-	SUBQ        $0x04, R9
+	SUBQ        $0x04, R10
 	JMP         r3mtruegroups
 
 r3mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r3mtruedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	VMOVUPS constsAVX512<>+1152(SB), Z2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	DECQ    R10
-	TESTQ   R10, R10
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r3mtruesinglelast
 
 r3mtruesingle:
@@ -4072,7 +4069,7 @@ r3mtruesingle:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r3mtruesingle
 
 r3mtruesinglelast:
@@ -4112,7 +4109,7 @@ r3mtruesinglelast:
 	VMOVSS      X2, 8(AX)
 	ADDQ        CX, AX
 	ADDQ        BX, DX
-	DECQ        R9
+	DECQ        R10
 	JMP         r3mtrueone
 
 r3mtruedone:
@@ -4121,7 +4118,7 @@ r3mtruedone:
 
 r2mtrue:
 r2mtruegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r2mtrueone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -4132,11 +4129,11 @@ r2mtruegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z6
 	VMOVUPS constsAVX512<>+1152(SB), Z7
 	MOVQ    q+32(FP), R8
-	MOVQ    DX, R10
+	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
 	MOVQ    BX, R12
 	SHLQ    $0x04, R12
-	ADDQ    R10, R12
+	ADDQ    R9, R12
 	DECQ    R11
 	TESTQ   R11, R11
 	JZ      r2mtruegrouplast
@@ -4145,23 +4142,23 @@ r2mtruegroup:
 	VMOVUPS     (R8), Z8
 	VMOVUPS     (R8)(DI*1), Z9
 	PREFETCHT0  (R12)
-	VMOVUPS     (R10), Z10
+	VMOVUPS     (R9), Z10
 	VFMADD231PS Z10, Z8, Z0
 	VFMADD231PS Z10, Z9, Z1
 	PREFETCHT0  (R12)(BX*1)
-	VMOVUPS     (R10)(BX*1), Z10
+	VMOVUPS     (R9)(BX*1), Z10
 	VFMADD231PS Z10, Z8, Z2
 	VFMADD231PS Z10, Z9, Z3
 	PREFETCHT0  (R12)(BX*2)
-	VMOVUPS     (R10)(BX*2), Z10
+	VMOVUPS     (R9)(BX*2), Z10
 	VFMADD231PS Z10, Z8, Z4
 	VFMADD231PS Z10, Z9, Z5
 	PREFETCHT0  (R12)(SI*1)
-	VMOVUPS     (R10)(SI*1), Z10
+	VMOVUPS     (R9)(SI*1), Z10
 	VFMADD231PS Z10, Z8, Z6
 	VFMADD231PS Z10, Z9, Z7
 	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
+	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
 	JNZ         r2mtruegroup
@@ -4169,16 +4166,16 @@ r2mtruegroup:
 r2mtruegrouplast:
 	VMOVUPS.Z   (R8), K1, Z8
 	VMOVUPS.Z   (R8)(DI*1), K1, Z9
-	VMOVUPS.Z   (R10), K1, Z10
+	VMOVUPS.Z   (R9), K1, Z10
 	VFMADD231PS Z10, Z8, Z0
 	VFMADD231PS Z10, Z9, Z1
-	VMOVUPS.Z   (R10)(BX*1), K1, Z10
+	VMOVUPS.Z   (R9)(BX*1), K1, Z10
 	VFMADD231PS Z10, Z8, Z2
 	VFMADD231PS Z10, Z9, Z3
-	VMOVUPS.Z   (R10)(BX*2), K1, Z10
+	VMOVUPS.Z   (R9)(BX*2), K1, Z10
 	VFMADD231PS Z10, Z8, Z4
 	VFMADD231PS Z10, Z9, Z5
-	VMOVUPS.Z   (R10)(SI*1), K1, Z10
+	VMOVUPS.Z   (R9)(SI*1), K1, Z10
 	VFMADD231PS Z10, Z8, Z6
 	VFMADD231PS Z10, Z9, Z7
 	VSHUFF32X4  $0x4e, Z0, Z0, Z8
@@ -4258,22 +4255,22 @@ r2mtruegrouplast:
 	VMOVSS      X7, 4(AX)
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
-	SUBQ        $0x04, R9
+	SUBQ        $0x04, R10
 	JMP         r2mtruegroups
 
 r2mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r2mtruedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	DECQ    R10
-	TESTQ   R10, R10
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r2mtruesinglelast
 
 r2mtruesingle:
@@ -4286,7 +4283,7 @@ r2mtruesingle:
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r2mtruesingle
 
 r2mtruesinglelast:
@@ -4315,7 +4312,7 @@ r2mtruesinglelast:
 	VMOVSS      X1, 4(AX)
 	ADDQ        CX, AX
 	ADDQ        BX, DX
-	DECQ        R9
+	DECQ        R10
 	JMP         r2mtrueone
 
 r2mtruedone:
@@ -4324,7 +4321,7 @@ r2mtruedone:
 
 r1mtrue:
 r1mtruegroups:
-	CMPQ    R9, $0x04
+	CMPQ    R10, $0x04
 	JLT     r1mtrueone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	VMOVUPS constsAVX512<>+1152(SB), Z1
@@ -4332,12 +4329,12 @@ r1mtruegroups:
 	VMOVUPS constsAVX512<>+1152(SB), Z3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
-	MOVQ    nvec+64(FP), R10
+	MOVQ    nvec+64(FP), R9
 	MOVQ    BX, R11
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
-	DECQ    R10
-	TESTQ   R10, R10
+	DECQ    R9
+	TESTQ   R9, R9
 	JZ      r1mtruegrouplast
 
 r1mtruegroup:
@@ -4357,7 +4354,7 @@ r1mtruegroup:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
-	DECQ        R10
+	DECQ        R9
 	JNZ         r1mtruegroup
 
 r1mtruegrouplast:
@@ -4411,31 +4408,31 @@ r1mtruegrouplast:
 	VMOVSS      X3, (AX)
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
-	SUBQ        $0x04, R9
+	SUBQ        $0x04, R10
 	JMP         r1mtruegroups
 
 r1mtrueone:
-	TESTQ   R9, R9
+	TESTQ   R10, R10
 	JZ      r1mtruedone
 	VMOVUPS constsAVX512<>+1152(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
-	MOVQ    BX, R10
-	SHLQ    $0x04, R10
-	ADDQ    DI, R10
+	MOVQ    BX, R9
+	SHLQ    $0x04, R9
+	ADDQ    DI, R9
 	DECQ    R8
 	TESTQ   R8, R8
 	JZ      r1mtruesinglelast
 
 r1mtruesingle:
 	VMOVUPS     (SI), Z1
-	PREFETCHT0  (R10)
+	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Z2
 	VFMADD231PS Z2, Z1, Z0
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
-	ADDQ        $0x40, R10
+	ADDQ        $0x40, R9
 	DECQ        R8
 	JNZ         r1mtruesingle
 
@@ -4454,7 +4451,7 @@ r1mtruesinglelast:
 	VMOVSS      X0, (AX)
 	ADDQ        CX, AX
 	ADDQ        BX, DX
-	DECQ        R9
+	DECQ        R10
 	JMP         r1mtrueone
 
 r1mtruedone:

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
 
 // dotRegs are the registers Dot keeps across key groups.
 type dotRegs struct {
-	sp, lds   reg.GPVirtual // scores of the current key; their stride in bytes
-	kp        reg.GPVirtual // K row of the current key group
-	ldk, ldk3 reg.GPVirtual // K row stride and 3 strides, in bytes
-	ldq       reg.GPVirtual // q row stride in bytes
-	tailRegs                // the last vector's mask
+	sp, lds  reg.GPVirtual // scores of the current key; their stride in bytes
+	kp       reg.GPVirtual // K row of the current key group
+	k, q     rowStride     // K's rows (up to 4 keys) and q's (up to 4 rows)
+	tailRegs               // the last vector's mask
 }
 
 // dotKeys is how many keys a Dot group scores at once for rows query rows:
@@ -47,10 +44,8 @@ func (g *gen) dot() {
 	r.sp = g.param("s")
 	r.lds = g.stride("lds")
 	r.kp = g.param("k")
-	r.ldk = g.stride("ldk")
-	r.ldk3 = g.GP64()
-	g.LEAQ(operand.Mem{Base: r.ldk, Index: r.ldk, Scale: 2}, r.ldk3)
-	r.ldq = g.stride("ldq")
+	r.k = g.strided("ldk", 4)
+	r.q = g.strided("ldq", 4)
 	tail := g.param("tail")
 	r.tailRegs = g.tailMask(tail)
 	keys := g.param("nk")
@@ -90,34 +85,6 @@ func (g *gen) dot() {
 	}
 }
 
-// kAddr is element d of key row i of the group, kk pointing at row 0's.
-func (r dotRegs) kAddr(kk reg.GPVirtual, i int) operand.Mem {
-	switch i {
-	case 0:
-		return operand.Mem{Base: kk}
-	case 1:
-		return operand.Mem{Base: kk, Index: r.ldk, Scale: 1}
-	case 2:
-		return operand.Mem{Base: kk, Index: r.ldk, Scale: 2}
-	case 3:
-		return operand.Mem{Base: kk, Index: r.ldk3, Scale: 1}
-	}
-	panic("kAddr: at most 4 rows")
-}
-
-// qAddr is element d of query row j, qq pointing at row 0's.
-func (r dotRegs) qAddr(qq reg.GPVirtual, j int) operand.Mem {
-	switch j {
-	case 0:
-		return operand.Mem{Base: qq}
-	case 1:
-		return operand.Mem{Base: qq, Index: r.ldq, Scale: 1}
-	case 2:
-		return operand.Mem{Base: qq, Index: r.ldq, Scale: 2}
-	}
-	panic(fmt.Sprintf("qAddr: row %d", j))
-}
-
 // dotAheadLog is log2 of how many keys ahead Dot prefetches.
 const dotAheadLog = 4
 
@@ -138,32 +105,21 @@ func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 	g.MOVQ(r.kp, kk)
 	g.Load(g.Param("nvec"), v)
 	kf := g.GP64() // the rows 16 keys on, for the prefetches
-	g.MOVQ(r.ldk, kf)
+	g.MOVQ(r.k.ld, kf)
 	g.SHLQ(operand.U8(dotAheadLog), kf)
 	g.ADDQ(kk, kf)
-	var q3 reg.GPVirtual // row 3 of q: base qq + 3·ldq
-	if nr == 4 {
-		q3 = g.GP64()
-		g.LEAQ(operand.Mem{Base: r.ldq, Index: r.ldq, Scale: 2}, q3)
-	}
-	qRow := func(j int) operand.Mem {
-		if j == 3 {
-			return operand.Mem{Base: qq, Index: q3, Scale: 1}
-		}
-		return r.qAddr(qq, j)
-	}
 	step := func(last bool) {
 		qv := make([]reg.VecVirtual, nr)
 		for j := range qv {
 			qv[j] = g.vec()
-			g.loadVec(r.tailRegs, qRow(j), 0, 1, last, qv[j])
+			g.loadVec(r.tailRegs, r.q.at(qq, j), 0, 1, last, qv[j])
 		}
 		for i := 0; i < n; i++ {
 			if !last {
-				g.PREFETCHT0(r.kAddr(kf, i))
+				g.PREFETCHT0(r.k.at(kf, i))
 			}
 			kv := g.vec()
-			g.loadVec(r.tailRegs, r.kAddr(kk, i), 0, 1, last, kv)
+			g.loadVec(r.tailRegs, r.k.at(kk, i), 0, 1, last, kv)
 			for j := 0; j < nr; j++ {
 				g.VFMADD231PS(kv, qv[j], acc[i][j])
 			}
@@ -193,14 +149,7 @@ func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 		}
 		g.ADDQ(r.lds, r.sp)
 	}
-	switch n {
-	case 4:
-		g.LEAQ(operand.Mem{Base: r.kp, Index: r.ldk, Scale: 4}, r.kp)
-	case 2:
-		g.LEAQ(operand.Mem{Base: r.kp, Index: r.ldk, Scale: 2}, r.kp)
-	default:
-		g.ADDQ(r.ldk, r.kp)
-	}
+	g.advance(r.kp, r.k, n)
 }
 
 // reduce returns an xmm register whose lane 0 is the sum of v's lanes.

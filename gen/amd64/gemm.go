@@ -9,13 +9,12 @@ import (
 
 // gemmRegs are the registers a GEMM panel keeps across row groups.
 type gemmRegs struct {
-	cp, ldc    reg.GPVirtual // C row of the current row group; C row stride in bytes
-	ap         reg.GPVirtual // A row of the current row group
-	lda        reg.GPVirtual // A row stride in bytes
-	lda3, lda5 reg.GPVirtual // 3 and 5 A rows, for the broadcast addressing
-	ldb        reg.GPVirtual // B row stride in bytes
-	acc        reg.GPVirtual // nonzero: add to C
-	tailRegs                 // the last vector's mask
+	cp, ldc  reg.GPVirtual // C row of the current row group; C row stride in bytes
+	ap       reg.GPVirtual // A row of the current row group
+	a        rowStride     // A's rows, read in place at stride lda
+	ldb      reg.GPVirtual // B row stride in bytes
+	acc      reg.GPVirtual // nonzero: add to C
+	tailRegs               // the last vector's mask
 }
 
 // gemm emits Gemm<ISA>, the kernel of QK and of the projections: one panel
@@ -38,37 +37,13 @@ func (g *gen) gemm() {
 	r.cp = g.param("c")
 	r.ldc = g.stride("ldc")
 	r.ap = g.param("a")
-	r.lda = g.stride("lda")
-	r.lda3 = g.GP64()
-	g.LEAQ(operand.Mem{Base: r.lda, Index: r.lda, Scale: 2}, r.lda3)
-	r.lda5 = g.GP64()
-	g.LEAQ(operand.Mem{Base: r.lda, Index: r.lda, Scale: 4}, r.lda5)
+	r.a = g.strided("lda", x.mk)
 	r.ldb = g.stride("ldb")
 	r.acc = g.param("acc")
 	rows := g.param("m")
 	g.panels(&r.tailRegs, func(nv int, masked bool, l string) {
 		g.rowGroups(rows, l, func(mr int, lbl string) { g.gemmBlock(r, mr, nv, masked, lbl) })
 	})
-}
-
-// aRow returns the address of element p of row i of the A row group, with
-// aa pointing at element p of row 0: rows 0..5 through base + index·scale.
-func aRow(r gemmRegs, aa reg.GPVirtual, i int) operand.Mem {
-	switch i {
-	case 0:
-		return operand.Mem{Base: aa}
-	case 1:
-		return operand.Mem{Base: aa, Index: r.lda, Scale: 1}
-	case 2:
-		return operand.Mem{Base: aa, Index: r.lda, Scale: 2}
-	case 3:
-		return operand.Mem{Base: aa, Index: r.lda3, Scale: 1}
-	case 4:
-		return operand.Mem{Base: aa, Index: r.lda, Scale: 4}
-	case 5:
-		return operand.Mem{Base: aa, Index: r.lda5, Scale: 1}
-	}
-	panic("aRow: at most 6 rows")
 }
 
 // gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
@@ -115,7 +90,7 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	}
 	for i := 0; i < mr; i++ {
 		bc := g.vec()
-		g.VBROADCASTSS(aRow(r, aa, i), bc)
+		g.VBROADCASTSS(r.a.at(aa, i), bc)
 		for j := 0; j < nv; j++ {
 			g.VFMADD231PS(bv[j], bc, acc[i][j])
 		}
@@ -131,12 +106,5 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 		}
 		g.ADDQ(r.ldc, r.cp)
 	}
-	switch mr {
-	case 6:
-		g.LEAQ(operand.Mem{Base: r.ap, Index: r.lda3, Scale: 2}, r.ap)
-	case 1, 2, 4:
-		g.LEAQ(operand.Mem{Base: r.ap, Index: r.lda, Scale: uint8(mr)}, r.ap)
-	default:
-		panic("gemmBlock: tile height must be 6, 4, 2 or 1")
-	}
+	g.advance(r.ap, r.a, mr)
 }

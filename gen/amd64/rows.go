@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// rowStride addresses the rows of an operand read in place at a runtime
+// stride: row i (0..5) of a group is base + i·ld, formed as
+// base + index·scale with ld, 3·ld or 5·ld in a register.
+type rowStride struct {
+	ld, ld3, ld5 reg.GPVirtual // bytes
+	rows         int           // how many rows at returns
+}
+
+// strided loads the stride argument name and prepares the addressing of up
+// to rows rows (3·ld from 4 rows on, 5·ld from 6 on).
+func (g *gen) strided(name string, rows int) rowStride {
+	s := rowStride{ld: g.stride(name), rows: rows}
+	if rows > 3 {
+		s.ld3 = g.GP64()
+		g.LEAQ(operand.Mem{Base: s.ld, Index: s.ld, Scale: 2}, s.ld3)
+	}
+	if rows > 5 {
+		s.ld5 = g.GP64()
+		g.LEAQ(operand.Mem{Base: s.ld, Index: s.ld, Scale: 4}, s.ld5)
+	}
+	return s
+}
+
+// at returns the address of row i of the group whose row 0 is at base.
+func (s rowStride) at(base reg.GPVirtual, i int) operand.Mem {
+	if i >= s.rows {
+		panic(fmt.Sprintf("rowStride: row %d of %d", i, s.rows))
+	}
+	switch i {
+	case 0:
+		return operand.Mem{Base: base}
+	case 1, 2, 4:
+		return operand.Mem{Base: base, Index: s.ld, Scale: uint8(i)}
+	case 3:
+		return operand.Mem{Base: base, Index: s.ld3, Scale: 1}
+	case 5:
+		return operand.Mem{Base: base, Index: s.ld5, Scale: 1}
+	}
+	panic(fmt.Sprintf("rowStride: row %d out of 0..5", i))
+}
+
+// advance moves base on by n rows (1, 2, 4 or 6).
+func (g *gen) advance(base reg.GPVirtual, s rowStride, n int) {
+	switch n {
+	case 1:
+		g.ADDQ(s.ld, base)
+	case 2, 4:
+		g.LEAQ(operand.Mem{Base: base, Index: s.ld, Scale: uint8(n)}, base)
+	case 6:
+		g.LEAQ(operand.Mem{Base: base, Index: s.ld3, Scale: 2}, base)
+	default:
+		panic(fmt.Sprintf("advance: %d rows", n))
+	}
+}
