@@ -27,9 +27,9 @@ type Spec struct {
 	BiasBatch, BiasHeads int       // 1 (broadcast) or Batch / Heads
 }
 
-// index returns the offset of row (b, s, h) of a tensor with n heads and
+// Index returns the offset of row (b, s, h) of a tensor with n heads and
 // seqLen positions in the layout of sp, in units of rows of width dim.
-func (sp *Spec) index(b, s, h, n, seqLen, dim int) int {
+func (sp *Spec) Index(b, s, h, n, seqLen, dim int) int {
 	if sp.HeadsMajor {
 		return ((b*n+h)*seqLen + s) * dim
 	}
@@ -61,8 +61,21 @@ func (sp *Spec) Visible(b, i, j int) bool {
 
 // Attention computes attention in float64, straight from the definition, and
 // returns the output in the layout of sp ([B][Lq][H][Dv] or [B][H][Lq][Dv])
-// and the log-sum-exp [B][H][Lq]. A row that sees no key gets zeros and an
-// LSE of -Inf.
+// and the log-sum-exp [B][H][Lq].
+//
+// It defines what every path computes, non-finite values included:
+//   - A key a row does not see (causal, window, key length, a -Inf bias
+//     entry) contributes nothing, whatever its K and V hold.
+//   - A score is Scale·(q·k) as float32 holds it: beyond ±MaxFloat32 it is
+//     ±Inf. Softcap maps it (+Inf to +Softcap) but keeps -Inf; then the
+//     bias is added.
+//   - A visible score that is NaN or +Inf makes the row's output and LSE
+//     NaN. A visible score of -Inf weighs 0 (exp(-Inf)), and its value row
+//     is still multiplied by that 0, so a NaN there reaches the output as it
+//     does for any visible key.
+//   - A row that sees keys whose scores are all -Inf is NaN (the result
+//     depends on values float32 lost); a row that sees no key gets zeros and
+//     an LSE of -Inf.
 func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 	B, H, Lq, Lk := sp.Batch, sp.Heads, sp.QLen, sp.KVLen
 	Dk, Dv := sp.HeadDim, sp.ValueDim
@@ -70,46 +83,52 @@ func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 	out = make([]float64, B*Lq*H*Dv)
 	lse = make([]float64, B*H*Lq)
 	scores := make([]float64, Lk)
+	seen := make([]bool, Lk)
 	for b := 0; b < B; b++ {
 		for h := 0; h < H; h++ {
 			g := h / group
 			for i := 0; i < Lq; i++ {
-				qi := q[sp.index(b, i, h, H, Lq, Dk):][:Dk]
-				maxScore := math.Inf(-1)
+				qi := q[sp.Index(b, i, h, H, Lq, Dk):][:Dk]
+				o := out[sp.Index(b, i, h, H, Lq, Dv):][:Dv]
+				at := (b*H+h)*Lq + i
+				maxScore, nan, any := math.Inf(-1), false, false
 				for j := 0; j < Lk; j++ {
-					scores[j] = math.Inf(-1)
+					seen[j] = false
 					if !sp.Visible(b, i, j) {
 						continue
 					}
-					kj := k[sp.index(b, j, g, sp.KVHeads, Lk, Dk):][:Dk]
-					dot := 0.0
-					for d := range qi {
-						dot += float64(qi[d]) * float64(kj[d])
-					}
-					s := sp.Scale * dot
-					if sp.Softcap > 0 {
-						s = sp.Softcap * math.Tanh(s/sp.Softcap)
-					}
+					s := sp.score(qi, k[sp.Index(b, j, g, sp.KVHeads, Lk, Dk):][:Dk])
 					if sp.Bias != nil {
 						bb, bh := b%sp.BiasBatch, h%sp.BiasHeads
-						s += float64(sp.Bias[((bb*sp.BiasHeads+bh)*Lq+i)*Lk+j])
+						x := float64(sp.Bias[((bb*sp.BiasHeads+bh)*Lq+i)*Lk+j])
+						if math.IsInf(x, -1) {
+							continue // masked by the bias
+						}
+						s += x
 					}
-					scores[j] = s
+					seen[j], scores[j], any = true, s, true
+					nan = nan || math.IsNaN(s) || math.IsInf(s, 1)
 					maxScore = math.Max(maxScore, s)
 				}
-				o := out[sp.index(b, i, h, H, Lq, Dv):][:Dv]
-				if math.IsInf(maxScore, -1) {
-					lse[(b*H+h)*Lq+i] = math.Inf(-1)
-					continue // sees no key: zeros
+				switch {
+				case !any: // sees no key: zeros
+					lse[at] = math.Inf(-1)
+					continue
+				case nan || math.IsInf(maxScore, -1):
+					for d := range o {
+						o[d] = math.NaN()
+					}
+					lse[at] = math.NaN()
+					continue
 				}
 				sum := 0.0
 				for j := 0; j < Lk; j++ {
-					if math.IsInf(scores[j], -1) {
+					if !seen[j] {
 						continue
 					}
 					p := math.Exp(scores[j] - maxScore)
 					sum += p
-					vj := v[sp.index(b, j, g, sp.KVHeads, Lk, Dv):][:Dv]
+					vj := v[sp.Index(b, j, g, sp.KVHeads, Lk, Dv):][:Dv]
 					for d := range o {
 						o[d] += p * float64(vj[d])
 					}
@@ -117,11 +136,29 @@ func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 				for d := range o {
 					o[d] /= sum
 				}
-				lse[(b*H+h)*Lq+i] = maxScore + math.Log(sum)
+				lse[at] = maxScore + math.Log(sum)
 			}
 		}
 	}
 	return out, lse
+}
+
+// score returns the softcapped score of query row qi and key row kj: the
+// dot product times Scale, at the float32 range (±Inf beyond it), then
+// Softcap·tanh(s/Softcap), which keeps -Inf.
+func (sp *Spec) score(qi, kj []float32) float64 {
+	dot := 0.0
+	for d := range qi {
+		dot += float64(qi[d]) * float64(kj[d])
+	}
+	s := sp.Scale * dot
+	if math.Abs(s) > math.MaxFloat32 {
+		s = math.Inf(int(math.Copysign(1, s)))
+	}
+	if sp.Softcap > 0 && !math.IsInf(s, -1) {
+		s = sp.Softcap * math.Tanh(s/sp.Softcap)
+	}
+	return s
 }
 
 // Linear computes y = x·w + bias in float64: x is [m][n_in], w is [n_in][n_out]

@@ -16,6 +16,7 @@ type Workspace struct {
 	o        []float32 // output accumulator: [rows][dv]
 	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
 	qr       []float32 // with dot: the scaled query rows, [rows][dk]
+	masked   []bool    // [keys]: the key is masked for some row of the block
 	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 }
@@ -53,6 +54,10 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 	ws.m = grow(ws.m, rp)
 	ws.l = grow(ws.l, rp)
 	ws.al = grow(ws.al, rp)
+	if cap(ws.masked) < bc {
+		ws.masked = make([]bool, bc)
+	}
+	ws.masked = ws.masked[:bc]
 	ws.dot = ks.HasDot() && rows <= kernels.DotRows
 	if ws.dot {
 		ws.qr = grow(ws.qr, rows*p.HeadDim)
@@ -142,17 +147,25 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 		ks.QK(s[r0:], rp, p.K[kOff:], ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
 	}
 	softcap := p.Softcap
+	masked := edge || p.Bias != nil
+	if masked {
+		clear(ws.masked[:nk])
+	}
 	if p.Bias != nil {
 		if softcap > 0 {
 			applySoftcap(s, rp, nk, r0, min(r1, rows), softcap)
 			softcap = 0
 		}
-		addBias(p, it, kb, nk, rp, s)
+		addBias(p, it, kb, nk, rp, s, ws.masked)
 	}
 	if edge {
-		mask(p, it, kb, nk, rp, s)
+		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	if masked && poisoned(p, vOff, ldv, nk, ws.masked) {
+		pvPoisoned(ks, p, it, ws, kb, nk, rp, r0, min(r1, rows), vOff, ldv)
+		return
+	}
 	ks.PV(ws.o[r0*dv:], dv, s[r0:], rp, p.V[vOff:], ldv, ws.al[r0:], min(r1, rows)-r0, nk, dv)
 }
 
@@ -197,7 +210,9 @@ func applySoftcap(s []float32, lds, nk, r0, r1 int, c float32) {
 }
 
 // addBias adds the item's bias entries for keys [kb, kb+nk) to the tile.
-func addBias(p *Problem, it item, kb, nk, lds int, s []float32) {
+// A -Inf entry masks its key whatever the score (a NaN from a NaN key
+// included) and marks the key in masked.
+func addBias(p *Problem, it item, kb, nk, lds int, s []float32, masked []bool) {
 	bb := it.b % p.BiasBatch
 	for hh := 0; hh < it.nh; hh++ {
 		bh := (it.h0 + hh) % p.BiasHeads
@@ -205,16 +220,21 @@ func addBias(p *Problem, it item, kb, nk, lds int, s []float32) {
 			r := hh*it.nq + ii
 			off := ((bb*p.BiasHeads+bh)*p.QLen+it.i0+ii)*p.KVLen + kb
 			for c, x := range p.Bias[off : off+nk] {
-				s[c*lds+r] += x
+				if x == negInf {
+					s[c*lds+r] = negInf
+					masked[c] = true
+				} else {
+					s[c*lds+r] += x
+				}
 			}
 		}
 	}
 }
 
-// mask sets to -Inf the scores of keys [kb, kb+nk) that a row may not see:
-// for each key, the positions that see it are one run (posRange), so the
-// rest is two runs per head.
-func mask(p *Problem, it item, kb, nk, lds int, s []float32) {
+// mask sets to -Inf the scores of keys [kb, kb+nk) that a row may not see
+// and marks those keys in masked: for each key, the positions that see it
+// are one run (posRange), so the rest is two runs per head.
+func mask(p *Problem, it item, kb, nk, lds int, s []float32, masked []bool) {
 	lk := p.keyLen(it.b)
 	for c := 0; c < nk; c++ {
 		a, b := 0, 0 // visible positions, item-relative
@@ -223,6 +243,10 @@ func mask(p *Problem, it item, kb, nk, lds int, s []float32) {
 			a, b = min(max(lo-it.i0, 0), it.nq), min(max(hi-it.i0, 0), it.nq)
 			b = max(a, b)
 		}
+		if a == 0 && b == it.nq {
+			continue
+		}
+		masked[c] = true
 		sc := s[c*lds : c*lds+it.nh*it.nq]
 		for hh := 0; hh < it.nh; hh++ {
 			head := sc[hh*it.nq : (hh+1)*it.nq]
@@ -241,14 +265,15 @@ func fill(x []float32, v float32) {
 
 // store writes the item's output rows: each accumulated row divided by
 // its softmax sum (copied, then scaled in place by the PV kernel with no
-// keys), and the LSE. A row with no key writes zeros and an LSE of -Inf.
+// keys), and the LSE. rowResult decides the rows whose sum is not a
+// positive number: no key seen (zeros, LSE -Inf) or NaN.
 func store(ks *kernels.Set, p *Problem, it item, ws *Workspace) {
 	dv := p.ValueDim
-	rows := it.nh * it.nq
-	for r := 0; r < rows; r++ {
-		ws.al[r] = 0
-		if l := ws.l[r]; l > 0 {
-			ws.al[r] = 1 / l
+	for hh := 0; hh < it.nh; hh++ {
+		h := it.h0 + hh
+		for ii := 0; ii < it.nq; ii++ {
+			r := hh*it.nq + ii
+			ws.al[r], ws.m[r] = rowResult(p, it.b, h, it.i0+ii, ws.m[r], ws.l[r])
 		}
 	}
 	for hh := 0; hh < it.nh; hh++ {
@@ -256,18 +281,34 @@ func store(ks *kernels.Set, p *Problem, it item, ws *Workspace) {
 		off, stride := p.row(it.b, it.i0, h, p.Heads, p.QLen, dv)
 		for ii := 0; ii < it.nq; ii++ {
 			r := hh*it.nq + ii
-			copy(p.Out[off+ii*stride:off+ii*stride+dv], ws.o[r*dv:(r+1)*dv])
+			o := p.Out[off+ii*stride : off+ii*stride+dv]
+			if ws.al[r] == 0 { // no key: zeros, whatever the accumulator holds
+				clear(o)
+				continue
+			}
+			copy(o, ws.o[r*dv:(r+1)*dv])
 		}
 		ks.PV(p.Out[off:], stride, nil, 0, nil, 0, ws.al[hh*it.nq:], it.nq, 0, dv)
 		if p.LSE != nil {
-			lse := p.LSE[(it.b*p.Heads+h)*p.QLen+it.i0:][:it.nq]
-			for ii := range lse {
-				r := hh*it.nq + ii
-				lse[ii] = negInf
-				if l := ws.l[r]; l > 0 {
-					lse[ii] = ws.m[r] + float32(math.Log(float64(l)))
-				}
-			}
+			copy(p.LSE[(it.b*p.Heads+h)*p.QLen+it.i0:][:it.nq], ws.m[hh*it.nq:(hh+1)*it.nq])
 		}
 	}
+}
+
+// rowResult turns a row's final softmax state (max m, sum l) into the
+// factor its accumulated output is scaled by and its LSE:
+//
+//	l > 0:                     1/l, m + ln l
+//	l NaN:                     NaN, NaN   (a NaN or +Inf score)
+//	l = 0, the row sees keys:  NaN, NaN   (every score it sees is -Inf: overflow)
+//	l = 0, it sees none:       0, -Inf    (zeros)
+func rowResult(p *Problem, b, h, i int, m, l float32) (scale, lse float32) {
+	switch {
+	case l > 0:
+		return 1 / l, m + float32(math.Log(float64(l)))
+	case l == 0 && !p.SeesKey(b, h, i):
+		return 0, negInf
+	}
+	nan := float32(math.NaN())
+	return nan, nan
 }

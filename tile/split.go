@@ -75,8 +75,9 @@ func (sp Split) MergeItems(p *Problem) int { return p.Batch * p.Heads }
 //
 //	m = max_c m_c;  w_c = exp(m_c - m);  l = Σ w_c·l_c;  out = Σ w_c·O_c / l
 //
-// and writes the output rows and the LSE (m + ln l). A row no chunk saw
-// gets zeros and -Inf.
+// over the chunks with l_c > 0, and writes the output rows and the LSE
+// (m + ln l). A chunk whose sum is NaN makes the row NaN; a row whose sums
+// are all 0 is decided by rowResult, as in the flash path.
 func (sp Split) Merge(p *Problem, n int, part []float32) {
 	b, h := n/p.Heads, n%p.Heads
 	dv, st := p.ValueDim, partStride(p)
@@ -84,19 +85,32 @@ func (sp Split) Merge(p *Problem, n int, part []float32) {
 		row := func(c int) []float32 {
 			return part[(((b*sp.Chunks+c)*p.Heads+h)*p.QLen+i)*st:][:st]
 		}
-		m := math.Inf(-1)
+		m, nan := math.Inf(-1), false
 		for c := 0; c < sp.Chunks; c++ {
-			m = math.Max(m, float64(row(c)[dv]))
+			switch l := row(c)[dv+1]; {
+			case l != l:
+				nan = true
+			case l > 0:
+				m = math.Max(m, float64(row(c)[dv]))
+			}
 		}
 		off, _ := p.row(b, i, h, p.Heads, p.QLen, dv)
 		out := p.Out[off : off+dv]
-		clear(out)
-		lse := negInf
-		if !math.IsInf(m, -1) {
+		var lse float32
+		switch {
+		case nan:
+			lse = float32(math.NaN())
+			fill(out, lse)
+		case math.IsInf(m, -1): // every sum is 0
+			var scale float32
+			scale, lse = rowResult(p, b, h, i, 0, 0)
+			fill(out, 0*scale)
+		default:
+			clear(out)
 			l := 0.0
 			for c := 0; c < sp.Chunks; c++ {
 				pc := row(c)
-				if pc[dv+1] == 0 {
+				if !(pc[dv+1] > 0) {
 					continue
 				}
 				w := math.Exp(float64(pc[dv]) - m)

@@ -1,0 +1,242 @@
+package mha
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+var (
+	nan32  = float32(math.NaN())
+	inf32  = float32(math.Inf(1))
+	poison = []float32{nan32, inf32, -inf32}
+)
+
+// pathShapes are shapes that take each path of the engine: the flash loop
+// with one head per item (edge blocks of 16 keys), with several heads per
+// item, a split decode step by QK, and one by the Dot kernel (<= 4 rows).
+var pathShapes = []Shape{
+	{Batch: 2, Heads: 2, KVHeads: 2, QLen: 70, KVLen: 90, HeadDim: 19, ValueDim: 21},
+	{Batch: 1, Heads: 8, KVHeads: 1, QLen: 40, KVLen: 60, HeadDim: 16, Layout: BHSD},
+	{Batch: 2, Heads: 8, KVHeads: 2, QLen: 3, KVLen: 300, HeadDim: 24, ValueDim: 9},
+	{Batch: 2, Heads: 4, KVHeads: 2, QLen: 2, KVLen: 260, HeadDim: 33, Layout: BHSD},
+}
+
+// poisonMasked overwrites, with probability 1/8 each, the K and V rows of
+// key positions that at least one query row of their KV group does not see
+// (causal, window, key length or a -Inf bias entry) with NaN or ±Inf: the
+// whole row or one element. The rows that see a poisoned key get NaN or
+// Inf, as the oracle says; every other row must be untouched by it.
+func poisonMasked(rng *rand.Rand, s Shape, o *Options, k, v []float32) {
+	sp := specOf(s, o)
+	group := s.Heads / s.KVHeads
+	for b := 0; b < s.Batch; b++ {
+		for g := 0; g < s.KVHeads; g++ {
+			for j := 0; j < s.KVLen; j++ {
+				if !maskedSomewhere(&sp, b, g*group, (g+1)*group, j) || rng.IntN(8) != 0 {
+					continue
+				}
+				for _, t := range []struct {
+					x   []float32
+					dim int
+				}{{k, s.HeadDim}, {v, s.ValueDim}} {
+					row := t.x[sp.Index(b, j, g, s.KVHeads, s.KVLen, t.dim):][:t.dim]
+					bad := poison[rng.IntN(len(poison))]
+					if rng.IntN(2) == 0 {
+						row[rng.IntN(len(row))] = bad
+					} else {
+						fill(row, bad)
+					}
+				}
+			}
+		}
+	}
+}
+
+// maskedSomewhere reports whether some query row of heads [h0, h1) of
+// batch b does not see key j.
+func maskedSomewhere(sp *fallback.Spec, b, h0, h1, j int) bool {
+	for h := h0; h < h1; h++ {
+		for i := 0; i < sp.QLen; i++ {
+			if !sp.Visible(b, i, j) {
+				return true
+			}
+			if sp.Bias != nil && math.IsInf(float64(sp.Bias[((b%sp.BiasBatch*sp.BiasHeads+h%sp.BiasHeads)*sp.QLen+i)*sp.KVLen+j]), -1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func fill(x []float32, v float32) {
+	for i := range x {
+		x[i] = v
+	}
+}
+
+// rowStats counts the rows of an oracle output that are finite, NaN and
+// zero (no key), so a test can check that it exercised each kind.
+func rowStats(out []float64, dv int) (finite, nan, zero int) {
+	for r := 0; r < len(out)/dv; r++ {
+		row := out[r*dv : (r+1)*dv]
+		switch {
+		case math.IsNaN(row[0]):
+			nan++
+		case row[0] == 0 && row[len(row)-1] == 0:
+			zero++
+		default:
+			finite++
+		}
+	}
+	return
+}
+
+// TestMaskedKeysPoisoned: a key a row does not see contributes nothing to
+// it, whatever K and V hold there — NaN and ±Inf planted at masked
+// positions reach only the rows that see them, on every set and path, for
+// causal, window, negative offsets, key lengths and -Inf bias entries.
+func TestMaskedKeysPoisoned(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	off := -5
+	sets := map[string]optionSet{
+		"causal": {causal: true}, "window": {window: true}, "offset": {offset: true},
+		"kvlens": {kvlens: true}, "bias": {bias: true}, "causal+bias+softcap": {causal: true, bias: true, softcap: true},
+		"all": {causal: true, window: true, offset: true, softcap: true, kvlens: true, bias: true},
+	}
+	var finite, nan int
+	for name, f := range sets {
+		for _, s := range pathShapes {
+			rs, _ := s.resolve()
+			for rep := 0; rep < 3; rep++ {
+				o := f.build(rng, rs)
+				if rep == 2 && o.Causal {
+					o.QueryOffset = &off // the first rows see nothing
+				}
+				q, k, v, _ := inputs(rng, rs)
+				poisonMasked(rng, rs, &o, k, v)
+				want, _ := fallback.Attention(specOf(rs, &o), q, k, v)
+				fi, na, _ := rowStats(want, rs.ValueDim)
+				finite, nan = finite+fi, nan+na
+				t.Run(name, func(t *testing.T) { checkInputs(t, rs, o, q, k, v) })
+			}
+		}
+	}
+	if finite == 0 || nan == 0 {
+		t.Fatalf("the cases had %d finite and %d NaN rows: both kinds must occur", finite, nan)
+	}
+}
+
+// TestAllMaskedPoisoned: rows that see no key output zeros and LSE -Inf
+// even when every K and V element is NaN or Inf.
+func TestAllMaskedPoisoned(t *testing.T) {
+	for _, s := range pathShapes {
+		rs, _ := s.resolve()
+		rng := rand.New(rand.NewPCG(23, 24))
+		q, k, v, _ := inputs(rng, rs)
+		for i := range k {
+			k[i] = poison[i%3]
+		}
+		for i := range v {
+			v[i] = poison[(i+1)%3]
+		}
+		off := -rs.KVLen // no row sees a key
+		checkInputs(t, rs, Options{Causal: true, QueryOffset: &off}, q, k, v)
+		kvlens := make([]int, rs.Batch)
+		checkInputs(t, rs, Options{KVLens: kvlens}, q, k, v)
+		bias := make([]float32, rs.QLen*rs.KVLen)
+		fill(bias, -inf32)
+		checkInputs(t, rs, Options{Bias: bias, Softcap: 2}, q, k, v)
+	}
+}
+
+// TestNaNRule: NaN in a visible input is NaN in the rows it reaches, never
+// "no key": a NaN query row, a NaN key, a NaN or +Inf bias entry give NaN
+// output and LSE; a NaN value gives NaN output columns. Every set and path
+// agrees with the oracle, which is checked to say NaN.
+func TestNaNRule(t *testing.T) {
+	for _, s := range pathShapes {
+		rs, _ := s.resolve()
+		sp := specOf(rs, nil)
+		for _, c := range []struct {
+			name  string
+			plant func(q, k, v, bias []float32)
+			lse   bool // the LSE is NaN too
+		}{
+			{"q", func(q, k, v, bias []float32) { q[sp.Index(0, 0, 0, rs.Heads, rs.QLen, rs.HeadDim)] = nan32 }, true},
+			{"k", func(q, k, v, bias []float32) { k[sp.Index(0, 0, 0, rs.KVHeads, rs.KVLen, rs.HeadDim)+1] = nan32 }, true},
+			{"v", func(q, k, v, bias []float32) { v[sp.Index(0, 1, 0, rs.KVHeads, rs.KVLen, rs.ValueDim)] = nan32 }, false},
+			{"bias NaN", func(q, k, v, bias []float32) { bias[3] = nan32 }, true},
+			{"bias +Inf", func(q, k, v, bias []float32) { bias[rs.KVLen+2] = inf32 }, true},
+		} {
+			rng := rand.New(rand.NewPCG(25, 26))
+			q, k, v, _ := inputs(rng, rs)
+			bias := random(rng, rs.QLen*rs.KVLen)
+			c.plant(q, k, v, bias)
+			for _, o := range []Options{{Bias: bias}, {Bias: bias, Causal: true, Softcap: 3}} {
+				wantOut, wantLSE := fallback.Attention(specOf(rs, &o), q, k, v)
+				nanOut, nanLSE := 0, 0
+				for _, x := range wantOut {
+					if math.IsNaN(x) {
+						nanOut++
+					}
+				}
+				for _, x := range wantLSE {
+					if math.IsNaN(x) {
+						nanLSE++
+					}
+				}
+				if nanOut == 0 || (nanLSE > 0) != c.lse {
+					t.Fatalf("%s: the oracle has %d NaN outputs and %d NaN LSEs", c.name, nanOut, nanLSE)
+				}
+				t.Run(c.name, func(t *testing.T) { checkInputs(t, rs, o, q, k, v) })
+			}
+		}
+	}
+}
+
+// TestScoreOverflow: a score beyond float32's range is ±Inf. +Inf makes
+// the row NaN (softcap maps it to +Softcap instead); -Inf weighs 0 like a
+// mask, unless every key the row sees scores -Inf, which is NaN, not the
+// zeros of a row with nothing to see.
+func TestScoreOverflow(t *testing.T) {
+	for _, s := range pathShapes {
+		rs, _ := s.resolve()
+		sp := specOf(rs, nil)
+		rng := rand.New(rand.NewPCG(27, 28))
+		q, k, v, _ := inputs(rng, rs)
+		qrow := func(b, i, h int) []float32 {
+			return q[sp.Index(b, i, h, rs.Heads, rs.QLen, rs.HeadDim):][:rs.HeadDim]
+		}
+		krow := func(b, j, g int) []float32 {
+			return k[sp.Index(b, j, g, rs.KVHeads, rs.KVLen, rs.HeadDim):][:rs.HeadDim]
+		}
+		// Row (0, 0, 0): q[0] = 1e20. Key 1 of KV head 0: k[0] = 1e20 (+Inf
+		// score), key 2: k[0] = -1e20 (-Inf); the other keys' k[0] = 0 keep
+		// finite scores.
+		for j := 0; j < rs.KVLen; j++ {
+			krow(0, j, 0)[0] = 0
+		}
+		qrow(0, 0, 0)[0] = 1e20
+		krow(0, 2, 0)[0] = -1e20
+		checkInputs(t, rs, Options{}, q, k, v) // -Inf weighs 0
+		krow(0, 1, 0)[0] = 1e20
+		checkInputs(t, rs, Options{}, q, k, v)             // +Inf: NaN row
+		checkInputs(t, rs, Options{Softcap: 5}, q, k, v)   // capped to 5
+		checkInputs(t, rs, Options{Scale: 1e-30}, q, k, v) // no overflow
+		// Every key -Inf for row (1 or 0, last position, head 0).
+		b := rs.Batch - 1
+		for j := 0; j < rs.KVLen; j++ {
+			krow(b, j, 0)[0] = -1e20
+		}
+		qrow(b, rs.QLen-1, 0)[0] = 1e20
+		want, _ := fallback.Attention(specOf(rs, nil), q, k, v)
+		if _, nan, _ := rowStats(want, rs.ValueDim); nan < 2 {
+			t.Fatalf("the oracle has %d NaN rows, want the +Inf and the all -Inf rows", nan)
+		}
+		checkInputs(t, rs, Options{}, q, k, v)
+		checkInputs(t, rs, Options{Causal: true, Window: 40}, q, k, v)
+	}
+}

@@ -1,0 +1,77 @@
+package tile
+
+import (
+	"math"
+
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// A masked key must contribute nothing to a row, whatever K and V hold
+// there. Its weight is exactly 0 (exp(-Inf)), but the PV kernel still
+// multiplies that 0 into the key's value row, and 0·NaN and 0·Inf are NaN.
+// So in the blocks that mask (edges, bias), a key that some row does not
+// see and whose value row is not finite is "poisoned": PV runs on the keys
+// around it, and the poisoned key is added by hand to the rows that see it
+// (where its NaN or Inf belongs). Value rows are checked only for keys that
+// are masked somewhere in the block, so clean inputs pay one scan of the
+// edge keys' value rows.
+
+// poisoned reports whether a key marked in masked has a value row (nk rows
+// of ValueDim at stride ldv from vOff) that holds a NaN or an Inf.
+func poisoned(p *Problem, vOff, ldv, nk int, masked []bool) bool {
+	for c := 0; c < nk; c++ {
+		if masked[c] && !finite(p.V[vOff+c*ldv:][:p.ValueDim]) {
+			return true
+		}
+	}
+	return false
+}
+
+// finite reports whether every element of x is finite (exponent bits not
+// all ones).
+func finite(x []float32) bool {
+	for _, v := range x {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return false
+		}
+	}
+	return true
+}
+
+// pvPoisoned is the PV update of rows [r0, r1) of a block with poisoned
+// keys: the kernel on each run of clean keys (the first run applies the
+// rescale alpha), and each poisoned key added to the rows that see it.
+func pvPoisoned(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp, r0, r1, vOff, ldv int) {
+	dv := p.ValueDim
+	s, o := ws.s, ws.o
+	alpha := ws.al[r0:]
+	from := 0
+	run := func(to int) { // keys [from, to) through the kernel
+		if to > from {
+			ks.PV(o[r0*dv:], dv, s[from*rp+r0:], rp, p.V[vOff+from*ldv:], ldv, alpha, r1-r0, to-from, dv)
+			alpha = nil
+		} else if alpha != nil {
+			ks.PV(o[r0*dv:], dv, nil, 0, nil, 0, alpha, r1-r0, 0, dv)
+			alpha = nil
+		}
+	}
+	for c := 0; c < nk; c++ {
+		vc := p.V[vOff+c*ldv:][:dv]
+		if !ws.masked[c] || finite(vc) {
+			continue
+		}
+		run(c)
+		for r := r0; r < r1; r++ {
+			hh, ii := r/it.nq, r%it.nq
+			if !p.visible(it.b, it.h0+hh, it.i0+ii, kb+c) {
+				continue
+			}
+			w, or := s[c*rp+r], o[r*dv:(r+1)*dv]
+			for j, x := range vc {
+				or[j] += w * x
+			}
+		}
+		from = c + 1
+	}
+	run(nk)
+}
