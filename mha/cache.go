@@ -1,6 +1,9 @@
 package mha
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Cache is a layer's KV cache for incremental decoding: the projected keys
 // and values of every token seen so far, [Batch][Cap][KVHeads][dim] each.
@@ -16,15 +19,22 @@ type Cache struct {
 }
 
 // NewCache returns an empty cache for batch sequences of up to capacity
-// tokens each.
+// tokens each. A cache larger than this machine can allocate is an error
+// wrapping ErrShape.
 func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	if batch < 1 || capacity < 1 {
 		return nil, fmt.Errorf("%w: cache batch = %d, capacity = %d, both must be >= 1", ErrShape, batch, capacity)
 	}
-	nk, okK := product(batch, capacity, l.cfg.KVHeads, l.cfg.HeadDim)
-	nv, okV := product(batch, capacity, l.cfg.KVHeads, l.cfg.ValueDim)
-	if !okK || !okV {
-		return nil, fmt.Errorf("%w: cache of %d×%d tokens overflows int", ErrShape, batch, capacity)
+	nk, errK := allocFloats("cache K", batch, capacity, l.cfg.KVHeads, l.cfg.HeadDim)
+	nv, errV := allocFloats("cache V", batch, capacity, l.cfg.KVHeads, l.cfg.ValueDim)
+	if err := errors.Join(errK, errV); err != nil {
+		return nil, err
+	}
+	if err := checkAlloc("the cache", uint64(nk)+uint64(nv)); err != nil {
+		return nil, err
 	}
 	return &Cache{
 		K: make([]float32, nk), V: make([]float32, nv),
@@ -32,17 +42,39 @@ func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 	}, nil
 }
 
-// Len returns the number of tokens cached per sequence.
-func (c *Cache) Len() int { return c.count }
+// Len returns the number of tokens cached per sequence (0 for a nil
+// Cache).
+func (c *Cache) Len() int {
+	if c == nil {
+		return 0
+	}
+	return c.count
+}
 
-// Cap returns the most tokens per sequence the cache holds.
-func (c *Cache) Cap() int { return c.capa }
+// Cap returns the most tokens per sequence the cache holds (0 for a nil
+// Cache).
+func (c *Cache) Cap() int {
+	if c == nil {
+		return 0
+	}
+	return c.capa
+}
 
-// Batch returns the number of sequences.
-func (c *Cache) Batch() int { return c.batch }
+// Batch returns the number of sequences (0 for a nil Cache).
+func (c *Cache) Batch() int {
+	if c == nil {
+		return 0
+	}
+	return c.batch
+}
 
-// Reset empties the cache (keeping its memory).
-func (c *Cache) Reset() { c.count = 0 }
+// Reset empties the cache (keeping its memory); it does nothing to a nil
+// Cache.
+func (c *Cache) Reset() {
+	if c != nil {
+		c.count = 0
+	}
+}
 
 // Decode appends n new tokens per sequence, x = [Batch][n][DModel], to the
 // cache and writes their attention layer output, [Batch][n][DModel], to
@@ -53,7 +85,13 @@ func (c *Cache) Reset() { c.count = 0 }
 // Causal is implied, and KVLens, Bias and QueryOffset are the cache's to
 // decide (an error if set).
 func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) error {
-	if cache == nil || cache.layer != l {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if cache == nil || cache.layer == nil {
+		return fmt.Errorf("%w: Cache (make one with Layer.NewCache)", ErrNil)
+	}
+	if cache.layer != l {
 		return fmt.Errorf("%w: cache was not made by this layer", ErrOption)
 	}
 	var o Options
@@ -76,6 +114,11 @@ func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) err
 	if err := needLen("out", len(out), B, n, dm); err != nil {
 		return err
 	}
+	if err := noOverlap([]span{{"out", out, B * n * dm}, {"LSE", o.LSE, B * cfg.Heads * n},
+		{"cache.K", cache.K, len(cache.K)}, {"cache.V", cache.V, len(cache.V)}},
+		[]span{{"x", x, B * n * dm}}); err != nil {
+		return err
+	}
 	total := cache.count + n
 	for b := range cache.kvlens {
 		cache.kvlens[b] = total
@@ -89,7 +132,7 @@ func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) err
 		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}); err != nil {
 		return err
 	}
-	p, err := problem(sc.attn, sc.q, cache.K, cache.V, shape, &o)
+	p, err := problem(sc.attn, sc.q, cache.K, cache.V, shape, &o, l.e.workers(&o))
 	if err != nil {
 		return err
 	}

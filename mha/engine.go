@@ -9,6 +9,14 @@ import (
 	"github.com/fastattn/fastattn/tile"
 )
 
+// threadsOf returns the Threads option, 0 for nil options.
+func threadsOf(o *Options) int {
+	if o == nil {
+		return 0
+	}
+	return o.Threads
+}
+
 // Config configures an Engine.
 type Config struct {
 	// Threads is the number of worker goroutines; 0 means GOMAXPROCS.
@@ -21,21 +29,23 @@ type Config struct {
 // Engine owns a pool of worker goroutines, each with its own scratch, and
 // runs attention calls and MHA layers on it. After the first call of a
 // shape, calls allocate nothing. An Engine is safe for concurrent use; its
-// results are bit for bit the same whatever the thread count.
+// results are bit for bit the same whatever the thread count. Only New
+// makes a usable Engine: the methods of a nil or zero Engine return
+// ErrNil.
 type Engine struct {
 	ks     *kernels.Set
 	pool   *pool
 	mu     sync.RWMutex // calls hold it for reading, Close for writing
 	closed bool
-
+	shared bool // the Default engine: Close does nothing
 	partMu sync.Mutex
 	parts  [][]float32 // free partial buffers of split decode steps
 }
 
 // New starts an Engine.
 func New(cfg Config) (*Engine, error) {
-	if cfg.Threads < 0 {
-		return nil, fmt.Errorf("%w: Threads = %d, must be >= 0", ErrOption, cfg.Threads)
+	if cfg.Threads < 0 || cfg.Threads > MaxThreads {
+		return nil, fmt.Errorf("%w: Threads = %d, must be in [0, %d]", ErrOption, cfg.Threads, MaxThreads)
 	}
 	var ks *kernels.Set
 	var err error
@@ -49,24 +59,62 @@ func New(cfg Config) (*Engine, error) {
 	}
 	threads := cfg.Threads
 	if threads == 0 {
-		threads = runtime.GOMAXPROCS(0)
+		threads = min(runtime.GOMAXPROCS(0), MaxThreads)
 	}
 	return &Engine{ks: ks, pool: newPool(threads)}, nil
 }
 
-// Kernels returns the name of the kernel set the engine runs.
-func (e *Engine) Kernels() string { return e.ks.Name }
+// Kernels returns the name of the kernel set the engine runs ("" for a
+// nil or zero Engine).
+func (e *Engine) Kernels() string {
+	if e.usable() != nil {
+		return ""
+	}
+	return e.ks.Name
+}
 
-// Threads returns the number of worker goroutines.
-func (e *Engine) Threads() int { return e.pool.size }
+// Threads returns the number of worker goroutines (0 for a nil or zero
+// Engine).
+func (e *Engine) Threads() int {
+	if e.usable() != nil {
+		return 0
+	}
+	return e.pool.size
+}
 
-// Close stops the workers after the calls in flight return. Later calls
-// return ErrClosed.
-func (e *Engine) Close() {
+// Close stops the workers after the calls in flight return; later calls
+// return ErrClosed, and closing again does nothing. Close on the Default
+// engine does nothing and returns nil: the package-level functions share
+// it for the life of the process. Close on a nil or zero Engine returns
+// ErrNil.
+func (e *Engine) Close() error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if e.shared {
+		return nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
 	e.pool.close()
+	return nil
+}
+
+// usable returns ErrNil for a nil or zero Engine.
+func (e *Engine) usable() error {
+	if e == nil || e.pool == nil || e.ks == nil {
+		return fmt.Errorf("%w: Engine (make one with New)", ErrNil)
+	}
+	return nil
+}
+
+// workers returns the most workers a call with opts uses.
+func (e *Engine) workers(o *Options) int {
+	if t := threadsOf(o); t > 0 {
+		return min(t, e.pool.size)
+	}
+	return e.pool.size
 }
 
 // acquire marks a call in flight; release must follow if it succeeds.
@@ -90,7 +138,10 @@ func (e *Engine) release() { e.mu.RUnlock() }
 // out must not overlap the inputs. Bad input returns an error wrapping
 // ErrShape, ErrBuffer or ErrOption.
 func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
-	p, err := problem(out, q, k, v, shape, opts)
+	if err := e.usable(); err != nil {
+		return err
+	}
+	p, err := problem(out, q, k, v, shape, opts, e.workers(opts))
 	if err != nil {
 		return err
 	}
@@ -163,9 +214,15 @@ var (
 )
 
 // Default returns the package's shared Engine (GOMAXPROCS workers, kernel
-// set from kernels.Best), starting it on first use.
+// set from kernels.Best), starting it on first use. It lives as long as the
+// process: its Close does nothing.
 func Default() (*Engine, error) {
-	defaultOnce.Do(func() { defaultEngine, defaultErr = New(Config{}) })
+	defaultOnce.Do(func() {
+		defaultEngine, defaultErr = New(Config{})
+		if defaultErr == nil {
+			defaultEngine.shared = true
+		}
+	})
 	return defaultEngine, defaultErr
 }
 

@@ -10,8 +10,9 @@ import (
 // them, with detail naming the argument and the values at fault; test with
 // errors.Is.
 var (
-	// ErrShape: a dimension is zero or negative, heads do not divide, or a
-	// product of dimensions overflows int.
+	// ErrShape: a dimension is zero or negative, heads do not divide, a
+	// product of dimensions overflows int, or the memory a configuration
+	// needs is more than this machine can allocate.
 	ErrShape = errors.New("mha: bad shape")
 	// ErrBuffer: a slice is shorter (or, for KVLens, of another length)
 	// than the shape requires.
@@ -22,6 +23,9 @@ var (
 	ErrCacheFull = errors.New("mha: KV cache full")
 	// ErrClosed: the Engine was closed.
 	ErrClosed = errors.New("mha: engine closed")
+	// ErrNil: a method was called on a nil or zero-value Engine, Layer or
+	// Cache; only New, NewLayer and NewCache make usable ones.
+	ErrNil = errors.New("mha: nil or zero value")
 	// ErrISA: the kernel set asked for (FASTATTN_ISA or Config.ISA) is
 	// unknown or not supported here. It is kernels.ErrISA.
 	ErrISA = kernels.ErrISA

@@ -63,6 +63,9 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 			return nil, err
 		}
 	}
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
 	if cfg.KVHeads == 0 {
 		cfg.KVHeads = cfg.Heads
 	}
@@ -77,7 +80,27 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if cfg.DModel < 1 {
 		return nil, fmt.Errorf("%w: DModel = %d, must be >= 1", ErrShape, cfg.DModel)
 	}
-	dm, qw, kw, vw, ow := cfg.DModel, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim, cfg.Heads*cfg.ValueDim
+	dm := cfg.DModel
+	var widths [4]int // of Q, K, V and the concatenated heads (WO's input)
+	for i, d := range [4][2]int{{cfg.Heads, cfg.HeadDim}, {cfg.KVHeads, cfg.HeadDim}, {cfg.KVHeads, cfg.ValueDim}, {cfg.Heads, cfg.ValueDim}} {
+		n, ok := product(d[0], d[1])
+		if !ok {
+			return nil, overflow("projection width", d[:])
+		}
+		widths[i] = n
+	}
+	qw, kw, vw, ow := widths[0], widths[1], widths[2], widths[3]
+	packed := uint64(0) // PackB pads every matrix to whole panels
+	for _, m := range [4][2]int{{dm, qw}, {dm, kw}, {dm, vw}, {ow, dm}} {
+		n, err := allocFloats("packed weights", m[0], (m[1]+tile.PanelCols-1)/tile.PanelCols, tile.PanelCols)
+		if err != nil {
+			return nil, err
+		}
+		packed += uint64(n)
+	}
+	if err := checkAlloc("packed weights", packed); err != nil {
+		return nil, err
+	}
 	for _, c := range []struct {
 		name     string
 		have     int
@@ -96,12 +119,20 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 			return nil, err
 		}
 	}
-	packed := Weights{
+	pw := Weights{
 		WQ: tile.PackB(w.WQ, dm, qw), WK: tile.PackB(w.WK, dm, kw),
 		WV: tile.PackB(w.WV, dm, vw), WO: tile.PackB(w.WO, ow, dm),
 		BQ: clone(w.BQ, qw), BK: clone(w.BK, kw), BV: clone(w.BV, vw), BO: clone(w.BO, dm),
 	}
-	return &Layer{e: e, cfg: cfg, w: packed}, nil
+	return &Layer{e: e, cfg: cfg, w: pw}, nil
+}
+
+// usable returns ErrNil for a nil or zero Layer.
+func (l *Layer) usable() error {
+	if l == nil || l.e == nil {
+		return fmt.Errorf("%w: Layer (make one with NewLayer)", ErrNil)
+	}
+	return l.e.usable()
 }
 
 // clone copies the first n elements of a bias, or returns nil for none.
@@ -112,8 +143,14 @@ func clone(bias []float32, n int) []float32 {
 	return append([]float32(nil), bias[:n]...)
 }
 
-// Config returns the layer's configuration, defaults filled in.
-func (l *Layer) Config() LayerConfig { return l.cfg }
+// Config returns the layer's configuration, defaults filled in (the zero
+// value for a nil Layer).
+func (l *Layer) Config() LayerConfig {
+	if l == nil {
+		return LayerConfig{}
+	}
+	return l.cfg
+}
 
 func (l *Layer) getScratch() *layerScratch {
 	l.mu.Lock()
@@ -149,6 +186,9 @@ func (l *Layer) Forward(out, x []float32, batch, seqLen int, opts *Options) erro
 // keys and values from xkv, [batch][kvLen][DModel]; out is
 // [batch][qLen][DModel].
 func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	cfg := l.cfg
 	shape := Shape{Batch: batch, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: qLen, KVLen: kvLen,
 		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
@@ -165,13 +205,16 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 			return err
 		}
 	}
-	// Overflow of the scratch sizes is caught by problem below.
+	if err := noOverlap([]span{{"out", out, batch * qLen * dm}, {"LSE", lseOf(opts), batch * cfg.Heads * qLen}},
+		[]span{{"xq", xq, batch * qLen * dm}, {"xkv", xkv, batch * kvLen * dm}}); err != nil {
+		return err
+	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
 	if err := sc.size(shape); err != nil {
 		return err
 	}
-	p, err := problem(sc.attn, sc.q, sc.k, sc.v, shape, opts)
+	p, err := problem(sc.attn, sc.q, sc.k, sc.v, shape, opts, l.e.workers(opts))
 	if err != nil {
 		return err
 	}
@@ -191,36 +234,35 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 
 // size makes the scratch hold the projections of shape (resolved).
 func (sc *layerScratch) size(s Shape) error {
-	var err error
-	sc.q, err = sized(sc.q, "Q", s.Batch, s.QLen, s.Heads, s.HeadDim)
-	if err == nil {
-		sc.k, err = sized(sc.k, "K", s.Batch, s.KVLen, s.KVHeads, s.HeadDim)
+	var n [4]int
+	total := uint64(0)
+	for i, d := range [4][4]int{{s.Batch, s.QLen, s.Heads, s.HeadDim}, {s.Batch, s.KVLen, s.KVHeads, s.HeadDim},
+		{s.Batch, s.KVLen, s.KVHeads, s.ValueDim}, {s.Batch, s.QLen, s.Heads, s.ValueDim}} {
+		var err error
+		if n[i], err = allocFloats("the layer's projections", d[:]...); err != nil {
+			return err
+		}
+		total += uint64(n[i])
 	}
-	if err == nil {
-		sc.v, err = sized(sc.v, "V", s.Batch, s.KVLen, s.KVHeads, s.ValueDim)
+	if err := checkAlloc("the layer's projections", total); err != nil {
+		return err
 	}
-	if err == nil {
-		sc.attn, err = sized(sc.attn, "attention output", s.Batch, s.QLen, s.Heads, s.ValueDim)
-	}
-	return err
+	sc.q, sc.k, sc.v, sc.attn = sized(sc.q, n[0]), sized(sc.k, n[1]), sized(sc.v, n[2]), sized(sc.attn, n[3])
+	return nil
 }
 
-// sized returns buf with the length the product of dims, reallocating only
-// when it is too small.
-func sized(buf []float32, name string, dims ...int) ([]float32, error) {
-	n, ok := product(dims...)
-	if !ok {
-		return buf, overflow(name, dims)
-	}
+// sized returns buf with length n, reallocating only when it is too small.
+func sized(buf []float32, n int) []float32 {
 	if cap(buf) < n {
-		return make([]float32, n), nil
+		return make([]float32, n)
 	}
-	return buf[:n], nil
+	return buf[:n]
 }
 
-func threadsOf(o *Options) int {
+// lseOf returns the LSE option, nil for nil options.
+func lseOf(o *Options) []float32 {
 	if o == nil {
-		return 0
+		return nil
 	}
-	return o.Threads
+	return o.LSE
 }

@@ -7,41 +7,6 @@ import (
 	"github.com/fastattn/fastattn/tile"
 )
 
-// maxCoord bounds QueryOffset and Window so that index arithmetic on them
-// (i + off ± Window) cannot overflow int.
-const maxCoord = math.MaxInt / 4
-
-// product multiplies dims and reports false if the product overflows int or
-// exceeds maxCoord (no slice can be that long).
-func product(dims ...int) (int, bool) {
-	p := 1
-	for _, d := range dims {
-		if d != 0 && p > maxCoord/d {
-			return 0, false
-		}
-		p *= d
-	}
-	return p, true
-}
-
-// overflow is the error for a tensor whose size overflows int. It copies
-// dims so that callers' dims literals do not escape to the heap.
-func overflow(name string, dims []int) error {
-	return fmt.Errorf("%w: %s size %v overflows int", ErrShape, name, append([]int(nil), dims...))
-}
-
-// needLen checks that a slice named name holds the product of dims.
-func needLen(name string, have int, dims ...int) error {
-	n, ok := product(dims...)
-	if !ok {
-		return overflow(name, dims)
-	}
-	if have < n {
-		return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrBuffer, name, have, n)
-	}
-	return nil
-}
-
 // resolve fills in the shape's defaults and checks its dimensions.
 func (s Shape) resolve() (Shape, error) {
 	if s.KVHeads == 0 {
@@ -69,7 +34,9 @@ func (s Shape) resolve() (Shape, error) {
 }
 
 // problem validates one attention call and resolves it for the tile layer.
-func problem(out, q, k, v []float32, shape Shape, opts *Options) (tile.Problem, error) {
+// workers is the most workers the call may use (their scratch is checked
+// against what can be allocated).
+func problem(out, q, k, v []float32, shape Shape, opts *Options, workers int) (tile.Problem, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -103,7 +70,14 @@ func problem(out, q, k, v []float32, shape Shape, opts *Options) (tile.Problem, 
 	if err := resolveOptions(&o, &p); err != nil {
 		return tile.Problem{}, err
 	}
-	return p, nil
+	if ws := tile.WorkspaceBytes(Dk, Dv) * float64(workers); ws > float64(memoryLimit) {
+		return tile.Problem{}, fmt.Errorf("%w: HeadDim = %d, ValueDim = %d need %.3g bytes of scratch on %d workers, more than this machine can allocate (%d)",
+			ErrShape, Dk, Dv, ws, workers, memoryLimit)
+	}
+	return p, noOverlap(
+		[]span{{"out", out, B * Lq * H * Dv}, {"LSE", p.LSE, B * H * Lq}},
+		[]span{{"q", q, B * Lq * H * Dk}, {"k", k, B * Lk * Hkv * Dk}, {"v", v, B * Lk * Hkv * Dv},
+			{"Bias", p.Bias, p.BiasBatch * p.BiasHeads * Lq * Lk}})
 }
 
 // resolveOptions checks o against the dimensions already in p and stores
@@ -114,14 +88,14 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	}
 	scale := float64(o.Scale)
 	switch {
-	case math.IsNaN(scale) || math.IsInf(scale, 0) || scale < 0:
-		return bad("Scale = %v, must be finite and >= 0 (0 means 1/sqrt(HeadDim))", o.Scale)
+	case !(scale >= 0 && scale <= MaxScale): // NaN fails too
+		return bad("Scale = %v, must be in [0, %v] (0 means 1/sqrt(HeadDim))", o.Scale, MaxScale)
 	case scale == 0:
 		scale = 1 / math.Sqrt(float64(p.HeadDim))
 	}
 	p.Scale = float32(scale)
-	if c := float64(o.Softcap); math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
-		return bad("Softcap = %v, must be finite and >= 0", o.Softcap)
+	if c := float64(o.Softcap); c != 0 && !(c >= MinSoftcap && c <= math.MaxFloat32) {
+		return bad("Softcap = %v, must be 0 (off) or in [%v, MaxFloat32]", o.Softcap, MinSoftcap)
 	}
 	p.Softcap = o.Softcap
 	if o.Window < 0 || o.Window > maxCoord {

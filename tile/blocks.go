@@ -16,6 +16,20 @@ type Blocks struct {
 	Keys int
 }
 
+// The largest block sizes BlocksFor returns.
+const (
+	maxRows = 64
+	maxKeys = 512
+)
+
+// WorkspaceBytes bounds the bytes one worker's Workspace grows to for head
+// dims dk and dv, whatever the plan and the kernel set: the Qᵀ block, the
+// score tile, the output block, the row state and the Dot rows at the
+// largest block sizes. It is a float64 so that absurd dims cannot overflow.
+func WorkspaceBytes(dk, dv int) float64 {
+	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+3) + 4*float64(dk) + maxKeys)
+}
+
 // Cache sizes used when cpuid reports none.
 const (
 	defaultL1 = 32 << 10
@@ -45,13 +59,13 @@ func cacheSizes() (l1, l2 int) {
 // machine only, never on the thread count, so results do not either.
 func BlocksFor(dk, dv int) Blocks {
 	l1, l2 := cacheSizes()
-	rows := 64
+	rows := maxRows
 	for rows > 16 && dk*rows*4 > l1 {
 		rows /= 2
 	}
 	budget := l2/2/4 - rows*(dk+dv)
 	keys := budget / (rows + dk + dv)
 	keys = keys / 16 * 16
-	keys = min(max(keys, 16), 512)
+	keys = min(max(keys, 16), maxKeys)
 	return Blocks{Rows: rows, Keys: keys}
 }
