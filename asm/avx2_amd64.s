@@ -116,63 +116,111 @@ DATA constsAVX2<>+432(SB)/4, $0xff800000
 DATA constsAVX2<>+436(SB)/4, $0xff800000
 DATA constsAVX2<>+440(SB)/4, $0xff800000
 DATA constsAVX2<>+444(SB)/4, $0xff800000
-DATA constsAVX2<>+448(SB)/4, $0xc0000000
-DATA constsAVX2<>+452(SB)/4, $0xc0000000
-DATA constsAVX2<>+456(SB)/4, $0xc0000000
-DATA constsAVX2<>+460(SB)/4, $0xc0000000
-DATA constsAVX2<>+464(SB)/4, $0xc0000000
-DATA constsAVX2<>+468(SB)/4, $0xc0000000
-DATA constsAVX2<>+472(SB)/4, $0xc0000000
-DATA constsAVX2<>+476(SB)/4, $0xc0000000
-DATA constsAVX2<>+480(SB)/4, $0x7fffffff
-DATA constsAVX2<>+484(SB)/4, $0x7fffffff
-DATA constsAVX2<>+488(SB)/4, $0x7fffffff
-DATA constsAVX2<>+492(SB)/4, $0x7fffffff
-DATA constsAVX2<>+496(SB)/4, $0x7fffffff
-DATA constsAVX2<>+500(SB)/4, $0x7fffffff
-DATA constsAVX2<>+504(SB)/4, $0x7fffffff
-DATA constsAVX2<>+508(SB)/4, $0x7fffffff
-DATA constsAVX2<>+512(SB)/4, $0x80000000
-DATA constsAVX2<>+516(SB)/4, $0x80000000
-DATA constsAVX2<>+520(SB)/4, $0x80000000
-DATA constsAVX2<>+524(SB)/4, $0x80000000
-DATA constsAVX2<>+528(SB)/4, $0x80000000
-DATA constsAVX2<>+532(SB)/4, $0x80000000
-DATA constsAVX2<>+536(SB)/4, $0x80000000
-DATA constsAVX2<>+540(SB)/4, $0x80000000
-DATA constsAVX2<>+544(SB)/4, $0x0000007f
-DATA constsAVX2<>+548(SB)/4, $0x0000007f
-DATA constsAVX2<>+552(SB)/4, $0x0000007f
-DATA constsAVX2<>+556(SB)/4, $0x0000007f
-DATA constsAVX2<>+560(SB)/4, $0x0000007f
-DATA constsAVX2<>+564(SB)/4, $0x0000007f
-DATA constsAVX2<>+568(SB)/4, $0x0000007f
-DATA constsAVX2<>+572(SB)/4, $0x0000007f
-DATA constsAVX2<>+576(SB)/4, $0x00000000
-DATA constsAVX2<>+580(SB)/4, $0x00000000
-DATA constsAVX2<>+584(SB)/4, $0x00000000
-DATA constsAVX2<>+588(SB)/4, $0x00000000
-DATA constsAVX2<>+592(SB)/4, $0x00000000
-DATA constsAVX2<>+596(SB)/4, $0x00000000
-DATA constsAVX2<>+600(SB)/4, $0x00000000
-DATA constsAVX2<>+604(SB)/4, $0x00000000
-DATA constsAVX2<>+608(SB)/4, $0xffffffff
-DATA constsAVX2<>+612(SB)/4, $0xffffffff
-DATA constsAVX2<>+616(SB)/4, $0xffffffff
-DATA constsAVX2<>+620(SB)/4, $0xffffffff
-DATA constsAVX2<>+624(SB)/4, $0xffffffff
-DATA constsAVX2<>+628(SB)/4, $0xffffffff
-DATA constsAVX2<>+632(SB)/4, $0xffffffff
-DATA constsAVX2<>+636(SB)/4, $0xffffffff
-DATA constsAVX2<>+640(SB)/4, $0x00000000
-DATA constsAVX2<>+644(SB)/4, $0x00000000
-DATA constsAVX2<>+648(SB)/4, $0x00000000
-DATA constsAVX2<>+652(SB)/4, $0x00000000
-DATA constsAVX2<>+656(SB)/4, $0x00000000
-DATA constsAVX2<>+660(SB)/4, $0x00000000
-DATA constsAVX2<>+664(SB)/4, $0x00000000
-DATA constsAVX2<>+668(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $672
+DATA constsAVX2<>+448(SB)/4, $0x3f200000
+DATA constsAVX2<>+452(SB)/4, $0x3f200000
+DATA constsAVX2<>+456(SB)/4, $0x3f200000
+DATA constsAVX2<>+460(SB)/4, $0x3f200000
+DATA constsAVX2<>+464(SB)/4, $0x3f200000
+DATA constsAVX2<>+468(SB)/4, $0x3f200000
+DATA constsAVX2<>+472(SB)/4, $0x3f200000
+DATA constsAVX2<>+476(SB)/4, $0x3f200000
+DATA constsAVX2<>+480(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+484(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+488(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+492(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+496(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+500(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+504(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+508(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+512(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+516(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+520(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+524(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+528(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+532(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+536(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+540(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+544(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+548(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+552(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+556(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+560(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+564(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+568(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+572(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+576(SB)/4, $0x3e088393
+DATA constsAVX2<>+580(SB)/4, $0x3e088393
+DATA constsAVX2<>+584(SB)/4, $0x3e088393
+DATA constsAVX2<>+588(SB)/4, $0x3e088393
+DATA constsAVX2<>+592(SB)/4, $0x3e088393
+DATA constsAVX2<>+596(SB)/4, $0x3e088393
+DATA constsAVX2<>+600(SB)/4, $0x3e088393
+DATA constsAVX2<>+604(SB)/4, $0x3e088393
+DATA constsAVX2<>+608(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+612(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+616(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+620(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+624(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+628(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+632(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+636(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+640(SB)/4, $0xc0000000
+DATA constsAVX2<>+644(SB)/4, $0xc0000000
+DATA constsAVX2<>+648(SB)/4, $0xc0000000
+DATA constsAVX2<>+652(SB)/4, $0xc0000000
+DATA constsAVX2<>+656(SB)/4, $0xc0000000
+DATA constsAVX2<>+660(SB)/4, $0xc0000000
+DATA constsAVX2<>+664(SB)/4, $0xc0000000
+DATA constsAVX2<>+668(SB)/4, $0xc0000000
+DATA constsAVX2<>+672(SB)/4, $0x7fffffff
+DATA constsAVX2<>+676(SB)/4, $0x7fffffff
+DATA constsAVX2<>+680(SB)/4, $0x7fffffff
+DATA constsAVX2<>+684(SB)/4, $0x7fffffff
+DATA constsAVX2<>+688(SB)/4, $0x7fffffff
+DATA constsAVX2<>+692(SB)/4, $0x7fffffff
+DATA constsAVX2<>+696(SB)/4, $0x7fffffff
+DATA constsAVX2<>+700(SB)/4, $0x7fffffff
+DATA constsAVX2<>+704(SB)/4, $0x80000000
+DATA constsAVX2<>+708(SB)/4, $0x80000000
+DATA constsAVX2<>+712(SB)/4, $0x80000000
+DATA constsAVX2<>+716(SB)/4, $0x80000000
+DATA constsAVX2<>+720(SB)/4, $0x80000000
+DATA constsAVX2<>+724(SB)/4, $0x80000000
+DATA constsAVX2<>+728(SB)/4, $0x80000000
+DATA constsAVX2<>+732(SB)/4, $0x80000000
+DATA constsAVX2<>+736(SB)/4, $0x0000007f
+DATA constsAVX2<>+740(SB)/4, $0x0000007f
+DATA constsAVX2<>+744(SB)/4, $0x0000007f
+DATA constsAVX2<>+748(SB)/4, $0x0000007f
+DATA constsAVX2<>+752(SB)/4, $0x0000007f
+DATA constsAVX2<>+756(SB)/4, $0x0000007f
+DATA constsAVX2<>+760(SB)/4, $0x0000007f
+DATA constsAVX2<>+764(SB)/4, $0x0000007f
+DATA constsAVX2<>+768(SB)/4, $0x00000000
+DATA constsAVX2<>+772(SB)/4, $0x00000000
+DATA constsAVX2<>+776(SB)/4, $0x00000000
+DATA constsAVX2<>+780(SB)/4, $0x00000000
+DATA constsAVX2<>+784(SB)/4, $0x00000000
+DATA constsAVX2<>+788(SB)/4, $0x00000000
+DATA constsAVX2<>+792(SB)/4, $0x00000000
+DATA constsAVX2<>+796(SB)/4, $0x00000000
+DATA constsAVX2<>+800(SB)/4, $0xffffffff
+DATA constsAVX2<>+804(SB)/4, $0xffffffff
+DATA constsAVX2<>+808(SB)/4, $0xffffffff
+DATA constsAVX2<>+812(SB)/4, $0xffffffff
+DATA constsAVX2<>+816(SB)/4, $0xffffffff
+DATA constsAVX2<>+820(SB)/4, $0xffffffff
+DATA constsAVX2<>+824(SB)/4, $0xffffffff
+DATA constsAVX2<>+828(SB)/4, $0xffffffff
+DATA constsAVX2<>+832(SB)/4, $0x00000000
+DATA constsAVX2<>+836(SB)/4, $0x00000000
+DATA constsAVX2<>+840(SB)/4, $0x00000000
+DATA constsAVX2<>+844(SB)/4, $0x00000000
+DATA constsAVX2<>+848(SB)/4, $0x00000000
+DATA constsAVX2<>+852(SB)/4, $0x00000000
+DATA constsAVX2<>+856(SB)/4, $0x00000000
+DATA constsAVX2<>+860(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $864
 
 // func GemmAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, FMA3
@@ -192,7 +240,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+608(SB), R13
+	LEAQ constsAVX2<>+800(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -218,18 +266,18 @@ nv2mfalsegroups:
 	JLT     nv2mfalsetail4
 	TESTQ   R9, R9
 	JNZ     nv2mfalsefullload
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
-	VMOVUPS constsAVX2<>+576(SB), Y8
-	VMOVUPS constsAVX2<>+576(SB), Y9
-	VMOVUPS constsAVX2<>+576(SB), Y10
-	VMOVUPS constsAVX2<>+576(SB), Y11
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y8
+	VMOVUPS constsAVX2<>+768(SB), Y9
+	VMOVUPS constsAVX2<>+768(SB), Y10
+	VMOVUPS constsAVX2<>+768(SB), Y11
 	JMP     nv2mfalsefullstart
 
 nv2mfalsefullload:
@@ -309,14 +357,14 @@ nv2mfalsetail4:
 	JZ      nv2mfalsetail2
 	TESTQ   R9, R9
 	JNZ     nv2mfalserows4load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	JMP     nv2mfalserows4start
 
 nv2mfalserows4load:
@@ -376,10 +424,10 @@ nv2mfalsetail2:
 	JZ      nv2mfalsetail1
 	TESTQ   R9, R9
 	JNZ     nv2mfalserows2load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	JMP     nv2mfalserows2start
 
 nv2mfalserows2load:
@@ -421,8 +469,8 @@ nv2mfalsetail1:
 	JZ      nv2mfalsedone
 	TESTQ   R9, R9
 	JNZ     nv2mfalserows1load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
 	JMP     nv2mfalserows1start
 
 nv2mfalserows1load:
@@ -460,12 +508,12 @@ nv1mfalsegroups:
 	JLT     nv1mfalsetail4
 	TESTQ   R9, R9
 	JNZ     nv1mfalsefullload
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
 	JMP     nv1mfalsefullstart
 
 nv1mfalsefullload:
@@ -526,10 +574,10 @@ nv1mfalsetail4:
 	JZ      nv1mfalsetail2
 	TESTQ   R9, R9
 	JNZ     nv1mfalserows4load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	JMP     nv1mfalserows4start
 
 nv1mfalserows4load:
@@ -576,8 +624,8 @@ nv1mfalsetail2:
 	JZ      nv1mfalsetail1
 	TESTQ   R9, R9
 	JNZ     nv1mfalserows2load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
 	JMP     nv1mfalserows2start
 
 nv1mfalserows2load:
@@ -612,7 +660,7 @@ nv1mfalsetail1:
 	JZ      nv1mfalsedone
 	TESTQ   R9, R9
 	JNZ     nv1mfalserows1load
-	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y0
 	JMP     nv1mfalserows1start
 
 nv1mfalserows1load:
@@ -646,18 +694,18 @@ nv2mtruegroups:
 	JLT     nv2mtruetail4
 	TESTQ   R9, R9
 	JNZ     nv2mtruefullload
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
-	VMOVUPS constsAVX2<>+576(SB), Y8
-	VMOVUPS constsAVX2<>+576(SB), Y9
-	VMOVUPS constsAVX2<>+576(SB), Y10
-	VMOVUPS constsAVX2<>+576(SB), Y11
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y8
+	VMOVUPS constsAVX2<>+768(SB), Y9
+	VMOVUPS constsAVX2<>+768(SB), Y10
+	VMOVUPS constsAVX2<>+768(SB), Y11
 	JMP     nv2mtruefullstart
 
 nv2mtruefullload:
@@ -750,14 +798,14 @@ nv2mtruetail4:
 	JZ      nv2mtruetail2
 	TESTQ   R9, R9
 	JNZ     nv2mtruerows4load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	JMP     nv2mtruerows4start
 
 nv2mtruerows4load:
@@ -826,10 +874,10 @@ nv2mtruetail2:
 	JZ      nv2mtruetail1
 	TESTQ   R9, R9
 	JNZ     nv2mtruerows2load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	JMP     nv2mtruerows2start
 
 nv2mtruerows2load:
@@ -876,8 +924,8 @@ nv2mtruetail1:
 	JZ      nv2mtruedone
 	TESTQ   R9, R9
 	JNZ     nv2mtruerows1load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
 	JMP     nv2mtruerows1start
 
 nv2mtruerows1load:
@@ -918,12 +966,12 @@ nv1mtruegroups:
 	JLT     nv1mtruetail4
 	TESTQ   R9, R9
 	JNZ     nv1mtruefullload
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
 	JMP     nv1mtruefullstart
 
 nv1mtruefullload:
@@ -997,10 +1045,10 @@ nv1mtruetail4:
 	JZ      nv1mtruetail2
 	TESTQ   R9, R9
 	JNZ     nv1mtruerows4load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	JMP     nv1mtruerows4start
 
 nv1mtruerows4load:
@@ -1056,8 +1104,8 @@ nv1mtruetail2:
 	JZ      nv1mtruetail1
 	TESTQ   R9, R9
 	JNZ     nv1mtruerows2load
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
 	JMP     nv1mtruerows2start
 
 nv1mtruerows2load:
@@ -1097,7 +1145,7 @@ nv1mtruetail1:
 	JZ      nv1mtruedone
 	TESTQ   R9, R9
 	JNZ     nv1mtruerows1load
-	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y0
 	JMP     nv1mtruerows1start
 
 nv1mtruerows1load:
@@ -1246,7 +1294,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+608(SB), R11
+	LEAQ constsAVX2<>+800(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -1279,14 +1327,14 @@ r4mfalse:
 r4mfalsegroups:
 	CMPQ    R10, $0x02
 	JLT     r4mfalseone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -1369,10 +1417,10 @@ r4mfalsegrouplast:
 r4mfalseone:
 	TESTQ   R10, R10
 	JZ      r4mfalsedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -1433,12 +1481,12 @@ r3mfalse:
 r3mfalsegroups:
 	CMPQ    R10, $0x02
 	JLT     r3mfalseone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -1508,9 +1556,9 @@ r3mfalsegrouplast:
 r3mfalseone:
 	TESTQ   R10, R10
 	JZ      r3mfalsedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -1564,14 +1612,14 @@ r2mfalse:
 r2mfalsegroups:
 	CMPQ    R10, $0x04
 	JLT     r2mfalseone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -1658,8 +1706,8 @@ r2mfalsegrouplast:
 r2mfalseone:
 	TESTQ   R10, R10
 	JZ      r2mfalsedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -1706,10 +1754,10 @@ r1mfalse:
 r1mfalsegroups:
 	CMPQ    R10, $0x04
 	JLT     r1mfalseone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -1771,7 +1819,7 @@ r1mfalsegrouplast:
 r1mfalseone:
 	TESTQ   R10, R10
 	JZ      r1mfalsedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
@@ -1811,14 +1859,14 @@ r4mtrue:
 r4mtruegroups:
 	CMPQ    R10, $0x02
 	JLT     r4mtrueone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
@@ -1922,10 +1970,10 @@ r4mtruegrouplast:
 r4mtrueone:
 	TESTQ   R10, R10
 	JZ      r4mtruedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
@@ -2001,12 +2049,12 @@ r3mtrue:
 r3mtruegroups:
 	CMPQ    R10, $0x02
 	JLT     r3mtrueone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -2093,9 +2141,9 @@ r3mtruegrouplast:
 r3mtrueone:
 	TESTQ   R10, R10
 	JZ      r3mtruedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -2161,14 +2209,14 @@ r2mtrue:
 r2mtruegroups:
 	CMPQ    R10, $0x04
 	JLT     r2mtrueone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
@@ -2276,8 +2324,8 @@ r2mtruegrouplast:
 r2mtrueone:
 	TESTQ   R10, R10
 	JZ      r2mtruedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -2333,10 +2381,10 @@ r1mtrue:
 r1mtruegroups:
 	CMPQ    R10, $0x04
 	JLT     r1mtrueone
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -2413,7 +2461,7 @@ r1mtruegrouplast:
 r1mtrueone:
 	TESTQ   R10, R10
 	JZ      r1mtruedone
-	VMOVUPS constsAVX2<>+576(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
@@ -2471,7 +2519,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+608(SB), R11
+	LEAQ constsAVX2<>+800(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08
@@ -3548,33 +3596,43 @@ nv4capped:
 nv4capmax:
 	VMOVUPS      (R8), Y6
 	VMULPS       Y5, Y6, Y7
-	VANDPS       constsAVX2<>+512(SB), Y7, Y8
-	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+448(SB), Y7, Y7
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
-	VMOVUPS      constsAVX2<>+0(SB), Y10
-	VMAXPS       Y7, Y10, Y7
-	VMULPS       constsAVX2<>+64(SB), Y7, Y10
-	VROUNDPS     $0x00, Y10, Y10
-	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y7
-	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y11
-	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       constsAVX2<>+544(SB), Y10, Y10
-	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y11, Y11
-	VANDPS       Y9, Y11, Y11
+	VANDPS       constsAVX2<>+704(SB), Y7, Y8
+	VANDPS       constsAVX2<>+672(SB), Y7, Y7
+	VMULPS       Y7, Y7, Y9
+	VMOVUPS      constsAVX2<>+480(SB), Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y9, Y10
+	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y9, Y10
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y7, Y9
+	VMULPS       constsAVX2<>+640(SB), Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y11
+	VMOVUPS      constsAVX2<>+0(SB), Y12
+	VMAXPS       Y7, Y12, Y7
+	VMULPS       constsAVX2<>+64(SB), Y7, Y12
+	VROUNDPS     $0x00, Y12, Y12
+	VFNMADD231PS constsAVX2<>+96(SB), Y12, Y7
+	VFNMADD231PS constsAVX2<>+128(SB), Y12, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y13
+	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VCVTPS2DQ    Y12, Y12
+	VPADDD       constsAVX2<>+736(SB), Y12, Y12
+	VPSLLD       $0x17, Y12, Y12
+	VMULPS       Y12, Y13, Y13
+	VANDPS       Y11, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y7
-	VSUBPS       Y11, Y7, Y7
-	VADDPS       constsAVX2<>+352(SB), Y11, Y9
-	VDIVPS       Y9, Y7, Y7
+	VSUBPS       Y13, Y7, Y7
+	VADDPS       constsAVX2<>+352(SB), Y13, Y11
+	VDIVPS       Y11, Y7, Y7
+	VBLENDVPS    Y9, Y10, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
@@ -3583,33 +3641,43 @@ nv4capmax:
 	VMAXPS       Y6, Y0, Y0
 	VMOVUPS      32(R8), Y6
 	VMULPS       Y5, Y6, Y7
-	VANDPS       constsAVX2<>+512(SB), Y7, Y8
-	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+448(SB), Y7, Y7
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
-	VMOVUPS      constsAVX2<>+0(SB), Y10
-	VMAXPS       Y7, Y10, Y7
-	VMULPS       constsAVX2<>+64(SB), Y7, Y10
-	VROUNDPS     $0x00, Y10, Y10
-	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y7
-	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y11
-	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       constsAVX2<>+544(SB), Y10, Y10
-	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y11, Y11
-	VANDPS       Y9, Y11, Y11
+	VANDPS       constsAVX2<>+704(SB), Y7, Y8
+	VANDPS       constsAVX2<>+672(SB), Y7, Y7
+	VMULPS       Y7, Y7, Y9
+	VMOVUPS      constsAVX2<>+480(SB), Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y9, Y10
+	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y9, Y10
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y7, Y9
+	VMULPS       constsAVX2<>+640(SB), Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y11
+	VMOVUPS      constsAVX2<>+0(SB), Y12
+	VMAXPS       Y7, Y12, Y7
+	VMULPS       constsAVX2<>+64(SB), Y7, Y12
+	VROUNDPS     $0x00, Y12, Y12
+	VFNMADD231PS constsAVX2<>+96(SB), Y12, Y7
+	VFNMADD231PS constsAVX2<>+128(SB), Y12, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y13
+	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VCVTPS2DQ    Y12, Y12
+	VPADDD       constsAVX2<>+736(SB), Y12, Y12
+	VPSLLD       $0x17, Y12, Y12
+	VMULPS       Y12, Y13, Y13
+	VANDPS       Y11, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y7
-	VSUBPS       Y11, Y7, Y7
-	VADDPS       constsAVX2<>+352(SB), Y11, Y9
-	VDIVPS       Y9, Y7, Y7
+	VSUBPS       Y13, Y7, Y7
+	VADDPS       constsAVX2<>+352(SB), Y13, Y11
+	VDIVPS       Y11, Y7, Y7
+	VBLENDVPS    Y9, Y10, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
@@ -3618,33 +3686,43 @@ nv4capmax:
 	VMAXPS       Y6, Y1, Y1
 	VMOVUPS      64(R8), Y6
 	VMULPS       Y5, Y6, Y7
-	VANDPS       constsAVX2<>+512(SB), Y7, Y8
-	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+448(SB), Y7, Y7
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
-	VMOVUPS      constsAVX2<>+0(SB), Y10
-	VMAXPS       Y7, Y10, Y7
-	VMULPS       constsAVX2<>+64(SB), Y7, Y10
-	VROUNDPS     $0x00, Y10, Y10
-	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y7
-	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y11
-	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       constsAVX2<>+544(SB), Y10, Y10
-	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y11, Y11
-	VANDPS       Y9, Y11, Y11
+	VANDPS       constsAVX2<>+704(SB), Y7, Y8
+	VANDPS       constsAVX2<>+672(SB), Y7, Y7
+	VMULPS       Y7, Y7, Y9
+	VMOVUPS      constsAVX2<>+480(SB), Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y9, Y10
+	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y9, Y10
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y7, Y9
+	VMULPS       constsAVX2<>+640(SB), Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y11
+	VMOVUPS      constsAVX2<>+0(SB), Y12
+	VMAXPS       Y7, Y12, Y7
+	VMULPS       constsAVX2<>+64(SB), Y7, Y12
+	VROUNDPS     $0x00, Y12, Y12
+	VFNMADD231PS constsAVX2<>+96(SB), Y12, Y7
+	VFNMADD231PS constsAVX2<>+128(SB), Y12, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y13
+	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VCVTPS2DQ    Y12, Y12
+	VPADDD       constsAVX2<>+736(SB), Y12, Y12
+	VPSLLD       $0x17, Y12, Y12
+	VMULPS       Y12, Y13, Y13
+	VANDPS       Y11, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y7
-	VSUBPS       Y11, Y7, Y7
-	VADDPS       constsAVX2<>+352(SB), Y11, Y9
-	VDIVPS       Y9, Y7, Y7
+	VSUBPS       Y13, Y7, Y7
+	VADDPS       constsAVX2<>+352(SB), Y13, Y11
+	VDIVPS       Y11, Y7, Y7
+	VBLENDVPS    Y9, Y10, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
@@ -3653,33 +3731,43 @@ nv4capmax:
 	VMAXPS       Y6, Y2, Y2
 	VMOVUPS      96(R8), Y6
 	VMULPS       Y5, Y6, Y7
-	VANDPS       constsAVX2<>+512(SB), Y7, Y8
-	VANDPS       constsAVX2<>+480(SB), Y7, Y7
-	VMULPS       constsAVX2<>+448(SB), Y7, Y7
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y9
-	VMOVUPS      constsAVX2<>+0(SB), Y10
-	VMAXPS       Y7, Y10, Y7
-	VMULPS       constsAVX2<>+64(SB), Y7, Y10
-	VROUNDPS     $0x00, Y10, Y10
-	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y7
-	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y11
-	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y11
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       constsAVX2<>+544(SB), Y10, Y10
-	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y11, Y11
-	VANDPS       Y9, Y11, Y11
+	VANDPS       constsAVX2<>+704(SB), Y7, Y8
+	VANDPS       constsAVX2<>+672(SB), Y7, Y7
+	VMULPS       Y7, Y7, Y9
+	VMOVUPS      constsAVX2<>+480(SB), Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y9, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y9, Y10
+	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y9, Y10
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y7, Y9
+	VMULPS       constsAVX2<>+640(SB), Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y7, Y11
+	VMOVUPS      constsAVX2<>+0(SB), Y12
+	VMAXPS       Y7, Y12, Y7
+	VMULPS       constsAVX2<>+64(SB), Y7, Y12
+	VROUNDPS     $0x00, Y12, Y12
+	VFNMADD231PS constsAVX2<>+96(SB), Y12, Y7
+	VFNMADD231PS constsAVX2<>+128(SB), Y12, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y13
+	VFMADD213PS  constsAVX2<>+192(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+224(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+256(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+288(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VFMADD213PS  constsAVX2<>+352(SB), Y7, Y13
+	VCVTPS2DQ    Y12, Y12
+	VPADDD       constsAVX2<>+736(SB), Y12, Y12
+	VPSLLD       $0x17, Y12, Y12
+	VMULPS       Y12, Y13, Y13
+	VANDPS       Y11, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y7
-	VSUBPS       Y11, Y7, Y7
-	VADDPS       constsAVX2<>+352(SB), Y11, Y9
-	VDIVPS       Y9, Y7, Y7
+	VSUBPS       Y13, Y7, Y7
+	VADDPS       constsAVX2<>+352(SB), Y13, Y11
+	VDIVPS       Y11, Y7, Y7
+	VBLENDVPS    Y9, Y10, Y7, Y7
 	VORPS        Y8, Y7, Y7
 	VMULPS       Y4, Y7, Y7
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y6, Y8
@@ -3692,13 +3780,13 @@ nv4capmax:
 
 nv4exp:
 	VMAXPS  constsAVX2<>+384(SB), Y0, Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y5
 	VMAXPS  constsAVX2<>+384(SB), Y1, Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	VMAXPS  constsAVX2<>+384(SB), Y2, Y8
-	VMOVUPS constsAVX2<>+576(SB), Y9
+	VMOVUPS constsAVX2<>+768(SB), Y9
 	VMAXPS  constsAVX2<>+384(SB), Y3, Y10
-	VMOVUPS constsAVX2<>+576(SB), Y11
+	VMOVUPS constsAVX2<>+768(SB), Y11
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -3721,7 +3809,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VCVTPS2DQ    Y14, Y14
-	VPADDD       constsAVX2<>+544(SB), Y14, Y14
+	VPADDD       constsAVX2<>+736(SB), Y14, Y14
 	VPSLLD       $0x17, Y14, Y14
 	VMULPS       Y14, Y15, Y15
 	VANDPS       Y13, Y15, Y15
@@ -3745,7 +3833,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VCVTPS2DQ    Y14, Y14
-	VPADDD       constsAVX2<>+544(SB), Y14, Y14
+	VPADDD       constsAVX2<>+736(SB), Y14, Y14
 	VPSLLD       $0x17, Y14, Y14
 	VMULPS       Y14, Y15, Y15
 	VANDPS       Y13, Y15, Y15
@@ -3769,7 +3857,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VCVTPS2DQ    Y14, Y14
-	VPADDD       constsAVX2<>+544(SB), Y14, Y14
+	VPADDD       constsAVX2<>+736(SB), Y14, Y14
 	VPSLLD       $0x17, Y14, Y14
 	VMULPS       Y14, Y15, Y15
 	VANDPS       Y13, Y15, Y15
@@ -3793,7 +3881,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y15
 	VCVTPS2DQ    Y14, Y14
-	VPADDD       constsAVX2<>+544(SB), Y14, Y14
+	VPADDD       constsAVX2<>+736(SB), Y14, Y14
 	VPSLLD       $0x17, Y14, Y14
 	VMULPS       Y14, Y15, Y15
 	VANDPS       Y13, Y15, Y15
@@ -3820,7 +3908,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y14
 	VFMADD213PS  constsAVX2<>+352(SB), Y12, Y14
 	VCVTPS2DQ    Y13, Y13
-	VPADDD       constsAVX2<>+544(SB), Y13, Y13
+	VPADDD       constsAVX2<>+736(SB), Y13, Y13
 	VPSLLD       $0x17, Y13, Y13
 	VMULPS       Y13, Y14, Y14
 	VANDPS       Y4, Y14, Y14
@@ -3847,7 +3935,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
 	VCVTPS2DQ    Y5, Y5
-	VPADDD       constsAVX2<>+544(SB), Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y6, Y6
 	VANDPS       Y4, Y6, Y6
@@ -3874,7 +3962,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y5
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y5
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       constsAVX2<>+544(SB), Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
 	VMULPS       Y4, Y5, Y5
 	VANDPS       Y1, Y5, Y5
@@ -3901,7 +3989,7 @@ nv4weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y4
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y4
 	VCVTPS2DQ    Y2, Y2
-	VPADDD       constsAVX2<>+544(SB), Y2, Y2
+	VPADDD       constsAVX2<>+736(SB), Y2, Y2
 	VPSLLD       $0x17, Y2, Y2
 	VMULPS       Y2, Y4, Y4
 	VANDPS       Y1, Y4, Y4
@@ -3949,33 +4037,43 @@ nv3capped:
 nv3capmax:
 	VMOVUPS      (R8), Y5
 	VMULPS       Y4, Y5, Y6
-	VANDPS       constsAVX2<>+512(SB), Y6, Y7
-	VANDPS       constsAVX2<>+480(SB), Y6, Y6
-	VMULPS       constsAVX2<>+448(SB), Y6, Y6
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y8
-	VMOVUPS      constsAVX2<>+0(SB), Y9
-	VMAXPS       Y6, Y9, Y6
-	VMULPS       constsAVX2<>+64(SB), Y6, Y9
-	VROUNDPS     $0x00, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y9, Y6
-	VFNMADD231PS constsAVX2<>+128(SB), Y9, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+224(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+288(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y10
-	VCVTPS2DQ    Y9, Y9
-	VPADDD       constsAVX2<>+544(SB), Y9, Y9
-	VPSLLD       $0x17, Y9, Y9
-	VMULPS       Y9, Y10, Y10
-	VANDPS       Y8, Y10, Y10
+	VANDPS       constsAVX2<>+704(SB), Y6, Y7
+	VANDPS       constsAVX2<>+672(SB), Y6, Y6
+	VMULPS       Y6, Y6, Y8
+	VMOVUPS      constsAVX2<>+480(SB), Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y8, Y9
+	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y8, Y9
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y6, Y8
+	VMULPS       constsAVX2<>+640(SB), Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y10
+	VMOVUPS      constsAVX2<>+0(SB), Y11
+	VMAXPS       Y6, Y11, Y6
+	VMULPS       constsAVX2<>+64(SB), Y6, Y11
+	VROUNDPS     $0x00, Y11, Y11
+	VFNMADD231PS constsAVX2<>+96(SB), Y11, Y6
+	VFNMADD231PS constsAVX2<>+128(SB), Y11, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y12
+	VFMADD213PS  constsAVX2<>+192(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+224(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+256(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+288(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y12
+	VCVTPS2DQ    Y11, Y11
+	VPADDD       constsAVX2<>+736(SB), Y11, Y11
+	VPSLLD       $0x17, Y11, Y11
+	VMULPS       Y11, Y12, Y12
+	VANDPS       Y10, Y12, Y12
 	VMOVUPS      constsAVX2<>+352(SB), Y6
-	VSUBPS       Y10, Y6, Y6
-	VADDPS       constsAVX2<>+352(SB), Y10, Y8
-	VDIVPS       Y8, Y6, Y6
+	VSUBPS       Y12, Y6, Y6
+	VADDPS       constsAVX2<>+352(SB), Y12, Y10
+	VDIVPS       Y10, Y6, Y6
+	VBLENDVPS    Y8, Y9, Y6, Y6
 	VORPS        Y7, Y6, Y6
 	VMULPS       Y3, Y6, Y6
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y5, Y7
@@ -3984,33 +4082,43 @@ nv3capmax:
 	VMAXPS       Y5, Y0, Y0
 	VMOVUPS      32(R8), Y5
 	VMULPS       Y4, Y5, Y6
-	VANDPS       constsAVX2<>+512(SB), Y6, Y7
-	VANDPS       constsAVX2<>+480(SB), Y6, Y6
-	VMULPS       constsAVX2<>+448(SB), Y6, Y6
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y8
-	VMOVUPS      constsAVX2<>+0(SB), Y9
-	VMAXPS       Y6, Y9, Y6
-	VMULPS       constsAVX2<>+64(SB), Y6, Y9
-	VROUNDPS     $0x00, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y9, Y6
-	VFNMADD231PS constsAVX2<>+128(SB), Y9, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+224(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+288(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y10
-	VCVTPS2DQ    Y9, Y9
-	VPADDD       constsAVX2<>+544(SB), Y9, Y9
-	VPSLLD       $0x17, Y9, Y9
-	VMULPS       Y9, Y10, Y10
-	VANDPS       Y8, Y10, Y10
+	VANDPS       constsAVX2<>+704(SB), Y6, Y7
+	VANDPS       constsAVX2<>+672(SB), Y6, Y6
+	VMULPS       Y6, Y6, Y8
+	VMOVUPS      constsAVX2<>+480(SB), Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y8, Y9
+	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y8, Y9
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y6, Y8
+	VMULPS       constsAVX2<>+640(SB), Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y10
+	VMOVUPS      constsAVX2<>+0(SB), Y11
+	VMAXPS       Y6, Y11, Y6
+	VMULPS       constsAVX2<>+64(SB), Y6, Y11
+	VROUNDPS     $0x00, Y11, Y11
+	VFNMADD231PS constsAVX2<>+96(SB), Y11, Y6
+	VFNMADD231PS constsAVX2<>+128(SB), Y11, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y12
+	VFMADD213PS  constsAVX2<>+192(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+224(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+256(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+288(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y12
+	VCVTPS2DQ    Y11, Y11
+	VPADDD       constsAVX2<>+736(SB), Y11, Y11
+	VPSLLD       $0x17, Y11, Y11
+	VMULPS       Y11, Y12, Y12
+	VANDPS       Y10, Y12, Y12
 	VMOVUPS      constsAVX2<>+352(SB), Y6
-	VSUBPS       Y10, Y6, Y6
-	VADDPS       constsAVX2<>+352(SB), Y10, Y8
-	VDIVPS       Y8, Y6, Y6
+	VSUBPS       Y12, Y6, Y6
+	VADDPS       constsAVX2<>+352(SB), Y12, Y10
+	VDIVPS       Y10, Y6, Y6
+	VBLENDVPS    Y8, Y9, Y6, Y6
 	VORPS        Y7, Y6, Y6
 	VMULPS       Y3, Y6, Y6
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y5, Y7
@@ -4019,33 +4127,43 @@ nv3capmax:
 	VMAXPS       Y5, Y1, Y1
 	VMOVUPS      64(R8), Y5
 	VMULPS       Y4, Y5, Y6
-	VANDPS       constsAVX2<>+512(SB), Y6, Y7
-	VANDPS       constsAVX2<>+480(SB), Y6, Y6
-	VMULPS       constsAVX2<>+448(SB), Y6, Y6
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y8
-	VMOVUPS      constsAVX2<>+0(SB), Y9
-	VMAXPS       Y6, Y9, Y6
-	VMULPS       constsAVX2<>+64(SB), Y6, Y9
-	VROUNDPS     $0x00, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y9, Y6
-	VFNMADD231PS constsAVX2<>+128(SB), Y9, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+224(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+288(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y10
-	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y10
-	VCVTPS2DQ    Y9, Y9
-	VPADDD       constsAVX2<>+544(SB), Y9, Y9
-	VPSLLD       $0x17, Y9, Y9
-	VMULPS       Y9, Y10, Y10
-	VANDPS       Y8, Y10, Y10
+	VANDPS       constsAVX2<>+704(SB), Y6, Y7
+	VANDPS       constsAVX2<>+672(SB), Y6, Y6
+	VMULPS       Y6, Y6, Y8
+	VMOVUPS      constsAVX2<>+480(SB), Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y8, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y8, Y9
+	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y8, Y9
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y6, Y8
+	VMULPS       constsAVX2<>+640(SB), Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y10
+	VMOVUPS      constsAVX2<>+0(SB), Y11
+	VMAXPS       Y6, Y11, Y6
+	VMULPS       constsAVX2<>+64(SB), Y6, Y11
+	VROUNDPS     $0x00, Y11, Y11
+	VFNMADD231PS constsAVX2<>+96(SB), Y11, Y6
+	VFNMADD231PS constsAVX2<>+128(SB), Y11, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y12
+	VFMADD213PS  constsAVX2<>+192(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+224(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+256(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+288(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y12
+	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y12
+	VCVTPS2DQ    Y11, Y11
+	VPADDD       constsAVX2<>+736(SB), Y11, Y11
+	VPSLLD       $0x17, Y11, Y11
+	VMULPS       Y11, Y12, Y12
+	VANDPS       Y10, Y12, Y12
 	VMOVUPS      constsAVX2<>+352(SB), Y6
-	VSUBPS       Y10, Y6, Y6
-	VADDPS       constsAVX2<>+352(SB), Y10, Y8
-	VDIVPS       Y8, Y6, Y6
+	VSUBPS       Y12, Y6, Y6
+	VADDPS       constsAVX2<>+352(SB), Y12, Y10
+	VDIVPS       Y10, Y6, Y6
+	VBLENDVPS    Y8, Y9, Y6, Y6
 	VORPS        Y7, Y6, Y6
 	VMULPS       Y3, Y6, Y6
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y5, Y7
@@ -4058,11 +4176,11 @@ nv3capmax:
 
 nv3exp:
 	VMAXPS  constsAVX2<>+384(SB), Y0, Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y4
 	VMAXPS  constsAVX2<>+384(SB), Y1, Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMAXPS  constsAVX2<>+384(SB), Y2, Y7
-	VMOVUPS constsAVX2<>+576(SB), Y8
+	VMOVUPS constsAVX2<>+768(SB), Y8
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -4085,7 +4203,7 @@ nv3weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y12
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y12
 	VCVTPS2DQ    Y11, Y11
-	VPADDD       constsAVX2<>+544(SB), Y11, Y11
+	VPADDD       constsAVX2<>+736(SB), Y11, Y11
 	VPSLLD       $0x17, Y11, Y11
 	VMULPS       Y11, Y12, Y12
 	VANDPS       Y10, Y12, Y12
@@ -4109,7 +4227,7 @@ nv3weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y12
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y12
 	VCVTPS2DQ    Y11, Y11
-	VPADDD       constsAVX2<>+544(SB), Y11, Y11
+	VPADDD       constsAVX2<>+736(SB), Y11, Y11
 	VPSLLD       $0x17, Y11, Y11
 	VMULPS       Y11, Y12, Y12
 	VANDPS       Y10, Y12, Y12
@@ -4133,7 +4251,7 @@ nv3weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y12
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y12
 	VCVTPS2DQ    Y11, Y11
-	VPADDD       constsAVX2<>+544(SB), Y11, Y11
+	VPADDD       constsAVX2<>+736(SB), Y11, Y11
 	VPSLLD       $0x17, Y11, Y11
 	VMULPS       Y11, Y12, Y12
 	VANDPS       Y10, Y12, Y12
@@ -4160,7 +4278,7 @@ nv3weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y11
 	VFMADD213PS  constsAVX2<>+352(SB), Y9, Y11
 	VCVTPS2DQ    Y10, Y10
-	VPADDD       constsAVX2<>+544(SB), Y10, Y10
+	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
 	VMULPS       Y10, Y11, Y11
 	VANDPS       Y3, Y11, Y11
@@ -4187,7 +4305,7 @@ nv3weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y5
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y5
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       constsAVX2<>+544(SB), Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
 	VMULPS       Y4, Y5, Y5
 	VANDPS       Y3, Y5, Y5
@@ -4214,7 +4332,7 @@ nv3weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y4
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y4
 	VCVTPS2DQ    Y3, Y3
-	VPADDD       constsAVX2<>+544(SB), Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
 	VMULPS       Y3, Y4, Y4
 	VANDPS       Y1, Y4, Y4
@@ -4259,33 +4377,43 @@ nv2capped:
 nv2capmax:
 	VMOVUPS      (R8), Y4
 	VMULPS       Y3, Y4, Y5
-	VANDPS       constsAVX2<>+512(SB), Y5, Y6
-	VANDPS       constsAVX2<>+480(SB), Y5, Y5
-	VMULPS       constsAVX2<>+448(SB), Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y7
-	VMOVUPS      constsAVX2<>+0(SB), Y8
-	VMAXPS       Y5, Y8, Y5
-	VMULPS       constsAVX2<>+64(SB), Y5, Y8
-	VROUNDPS     $0x00, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+224(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+288(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y9
-	VCVTPS2DQ    Y8, Y8
-	VPADDD       constsAVX2<>+544(SB), Y8, Y8
-	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
+	VANDPS       constsAVX2<>+704(SB), Y5, Y6
+	VANDPS       constsAVX2<>+672(SB), Y5, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+480(SB), Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y7, Y8
+	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y7, Y8
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y5, Y7
+	VMULPS       constsAVX2<>+640(SB), Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y9
+	VMOVUPS      constsAVX2<>+0(SB), Y10
+	VMAXPS       Y5, Y10, Y5
+	VMULPS       constsAVX2<>+64(SB), Y5, Y10
+	VROUNDPS     $0x00, Y10, Y10
+	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y11
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+224(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+288(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y11
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       constsAVX2<>+736(SB), Y10, Y10
+	VPSLLD       $0x17, Y10, Y10
+	VMULPS       Y10, Y11, Y11
+	VANDPS       Y9, Y11, Y11
 	VMOVUPS      constsAVX2<>+352(SB), Y5
-	VSUBPS       Y9, Y5, Y5
-	VADDPS       constsAVX2<>+352(SB), Y9, Y7
-	VDIVPS       Y7, Y5, Y5
+	VSUBPS       Y11, Y5, Y5
+	VADDPS       constsAVX2<>+352(SB), Y11, Y9
+	VDIVPS       Y9, Y5, Y5
+	VBLENDVPS    Y7, Y8, Y5, Y5
 	VORPS        Y6, Y5, Y5
 	VMULPS       Y2, Y5, Y5
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y4, Y6
@@ -4294,33 +4422,43 @@ nv2capmax:
 	VMAXPS       Y4, Y0, Y0
 	VMOVUPS      32(R8), Y4
 	VMULPS       Y3, Y4, Y5
-	VANDPS       constsAVX2<>+512(SB), Y5, Y6
-	VANDPS       constsAVX2<>+480(SB), Y5, Y5
-	VMULPS       constsAVX2<>+448(SB), Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y7
-	VMOVUPS      constsAVX2<>+0(SB), Y8
-	VMAXPS       Y5, Y8, Y5
-	VMULPS       constsAVX2<>+64(SB), Y5, Y8
-	VROUNDPS     $0x00, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+224(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+288(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y9
-	VCVTPS2DQ    Y8, Y8
-	VPADDD       constsAVX2<>+544(SB), Y8, Y8
-	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
+	VANDPS       constsAVX2<>+704(SB), Y5, Y6
+	VANDPS       constsAVX2<>+672(SB), Y5, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+480(SB), Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y7, Y8
+	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y7, Y8
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y5, Y7
+	VMULPS       constsAVX2<>+640(SB), Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y9
+	VMOVUPS      constsAVX2<>+0(SB), Y10
+	VMAXPS       Y5, Y10, Y5
+	VMULPS       constsAVX2<>+64(SB), Y5, Y10
+	VROUNDPS     $0x00, Y10, Y10
+	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y11
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+224(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+288(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y11
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y11
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       constsAVX2<>+736(SB), Y10, Y10
+	VPSLLD       $0x17, Y10, Y10
+	VMULPS       Y10, Y11, Y11
+	VANDPS       Y9, Y11, Y11
 	VMOVUPS      constsAVX2<>+352(SB), Y5
-	VSUBPS       Y9, Y5, Y5
-	VADDPS       constsAVX2<>+352(SB), Y9, Y7
-	VDIVPS       Y7, Y5, Y5
+	VSUBPS       Y11, Y5, Y5
+	VADDPS       constsAVX2<>+352(SB), Y11, Y9
+	VDIVPS       Y9, Y5, Y5
+	VBLENDVPS    Y7, Y8, Y5, Y5
 	VORPS        Y6, Y5, Y5
 	VMULPS       Y2, Y5, Y5
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y4, Y6
@@ -4333,9 +4471,9 @@ nv2capmax:
 
 nv2exp:
 	VMAXPS  constsAVX2<>+384(SB), Y0, Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y3
 	VMAXPS  constsAVX2<>+384(SB), Y1, Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y5
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -4358,7 +4496,7 @@ nv2weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y9
 	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y9
 	VCVTPS2DQ    Y8, Y8
-	VPADDD       constsAVX2<>+544(SB), Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
 	VMULPS       Y8, Y9, Y9
 	VANDPS       Y7, Y9, Y9
@@ -4382,7 +4520,7 @@ nv2weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y9
 	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y9
 	VCVTPS2DQ    Y8, Y8
-	VPADDD       constsAVX2<>+544(SB), Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
 	VMULPS       Y8, Y9, Y9
 	VANDPS       Y7, Y9, Y9
@@ -4409,7 +4547,7 @@ nv2weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y8
 	VFMADD213PS  constsAVX2<>+352(SB), Y6, Y8
 	VCVTPS2DQ    Y7, Y7
-	VPADDD       constsAVX2<>+544(SB), Y7, Y7
+	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
 	VMULPS       Y7, Y8, Y8
 	VANDPS       Y2, Y8, Y8
@@ -4436,7 +4574,7 @@ nv2weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y4
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y4
 	VCVTPS2DQ    Y3, Y3
-	VPADDD       constsAVX2<>+544(SB), Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
 	VMULPS       Y3, Y4, Y4
 	VANDPS       Y2, Y4, Y4
@@ -4478,33 +4616,43 @@ nv1capped:
 nv1capmax:
 	VMOVUPS      (R8), Y3
 	VMULPS       Y2, Y3, Y4
-	VANDPS       constsAVX2<>+512(SB), Y4, Y5
-	VANDPS       constsAVX2<>+480(SB), Y4, Y4
-	VMULPS       constsAVX2<>+448(SB), Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y6
-	VMOVUPS      constsAVX2<>+0(SB), Y7
-	VMAXPS       Y4, Y7, Y4
-	VMULPS       constsAVX2<>+64(SB), Y4, Y7
-	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y8
-	VFMADD213PS  constsAVX2<>+224(SB), Y4, Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  constsAVX2<>+288(SB), Y4, Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y8
-	VCVTPS2DQ    Y7, Y7
-	VPADDD       constsAVX2<>+544(SB), Y7, Y7
-	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
+	VANDPS       constsAVX2<>+704(SB), Y4, Y5
+	VANDPS       constsAVX2<>+672(SB), Y4, Y4
+	VMULPS       Y4, Y4, Y6
+	VMOVUPS      constsAVX2<>+480(SB), Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y6, Y7
+	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y6, Y7
+	VCMPPS       $0x01, constsAVX2<>+448(SB), Y4, Y6
+	VMULPS       constsAVX2<>+640(SB), Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y8
+	VMOVUPS      constsAVX2<>+0(SB), Y9
+	VMAXPS       Y4, Y9, Y4
+	VMULPS       constsAVX2<>+64(SB), Y4, Y9
+	VROUNDPS     $0x00, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y9, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y9, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VFMADD213PS  constsAVX2<>+224(SB), Y4, Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y10
+	VFMADD213PS  constsAVX2<>+288(SB), Y4, Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y10
+	VCVTPS2DQ    Y9, Y9
+	VPADDD       constsAVX2<>+736(SB), Y9, Y9
+	VPSLLD       $0x17, Y9, Y9
+	VMULPS       Y9, Y10, Y10
+	VANDPS       Y8, Y10, Y10
 	VMOVUPS      constsAVX2<>+352(SB), Y4
-	VSUBPS       Y8, Y4, Y4
-	VADDPS       constsAVX2<>+352(SB), Y8, Y6
-	VDIVPS       Y6, Y4, Y4
+	VSUBPS       Y10, Y4, Y4
+	VADDPS       constsAVX2<>+352(SB), Y10, Y8
+	VDIVPS       Y8, Y4, Y4
+	VBLENDVPS    Y6, Y7, Y4, Y4
 	VORPS        Y5, Y4, Y4
 	VMULPS       Y1, Y4, Y4
 	VCMPPS       $0x00, constsAVX2<>+416(SB), Y3, Y5
@@ -4517,7 +4665,7 @@ nv1capmax:
 
 nv1exp:
 	VMAXPS  constsAVX2<>+384(SB), Y0, Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y2
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -4540,7 +4688,7 @@ nv1weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
 	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
 	VCVTPS2DQ    Y5, Y5
-	VPADDD       constsAVX2<>+544(SB), Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y6, Y6
 	VANDPS       Y4, Y6, Y6
@@ -4567,7 +4715,7 @@ nv1weights:
 	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
 	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
 	VCVTPS2DQ    Y4, Y4
-	VPADDD       constsAVX2<>+544(SB), Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
 	VMULPS       Y4, Y5, Y5
 	VANDPS       Y1, Y5, Y5
@@ -4609,7 +4757,7 @@ loop:
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y3
 	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y3
 	VCVTPS2DQ    Y2, Y2
-	VPADDD       constsAVX2<>+544(SB), Y2, Y2
+	VPADDD       constsAVX2<>+736(SB), Y2, Y2
 	VPSLLD       $0x17, Y2, Y2
 	VMULPS       Y2, Y3, Y3
 	VANDPS       Y1, Y3, Y3
@@ -4627,20 +4775,20 @@ done:
 // Requires: AVX, FMA3
 TEXT ·FMAPeakAVX2(SB), NOSPLIT, $0-8
 	MOVQ    iters+0(FP), AX
-	VMOVUPS constsAVX2<>+576(SB), Y0
-	VMOVUPS constsAVX2<>+576(SB), Y1
-	VMOVUPS constsAVX2<>+576(SB), Y2
-	VMOVUPS constsAVX2<>+576(SB), Y3
-	VMOVUPS constsAVX2<>+576(SB), Y4
-	VMOVUPS constsAVX2<>+576(SB), Y5
-	VMOVUPS constsAVX2<>+576(SB), Y6
-	VMOVUPS constsAVX2<>+576(SB), Y7
-	VMOVUPS constsAVX2<>+576(SB), Y8
-	VMOVUPS constsAVX2<>+576(SB), Y9
-	VMOVUPS constsAVX2<>+576(SB), Y10
-	VMOVUPS constsAVX2<>+576(SB), Y11
-	VMOVUPS constsAVX2<>+576(SB), Y12
-	VMOVUPS constsAVX2<>+576(SB), Y13
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+768(SB), Y8
+	VMOVUPS constsAVX2<>+768(SB), Y9
+	VMOVUPS constsAVX2<>+768(SB), Y10
+	VMOVUPS constsAVX2<>+768(SB), Y11
+	VMOVUPS constsAVX2<>+768(SB), Y12
+	VMOVUPS constsAVX2<>+768(SB), Y13
 	TESTQ   AX, AX
 	JZ      done
 

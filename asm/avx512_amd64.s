@@ -228,104 +228,200 @@ DATA constsAVX512<>+880(SB)/4, $0xff800000
 DATA constsAVX512<>+884(SB)/4, $0xff800000
 DATA constsAVX512<>+888(SB)/4, $0xff800000
 DATA constsAVX512<>+892(SB)/4, $0xff800000
-DATA constsAVX512<>+896(SB)/4, $0xc0000000
-DATA constsAVX512<>+900(SB)/4, $0xc0000000
-DATA constsAVX512<>+904(SB)/4, $0xc0000000
-DATA constsAVX512<>+908(SB)/4, $0xc0000000
-DATA constsAVX512<>+912(SB)/4, $0xc0000000
-DATA constsAVX512<>+916(SB)/4, $0xc0000000
-DATA constsAVX512<>+920(SB)/4, $0xc0000000
-DATA constsAVX512<>+924(SB)/4, $0xc0000000
-DATA constsAVX512<>+928(SB)/4, $0xc0000000
-DATA constsAVX512<>+932(SB)/4, $0xc0000000
-DATA constsAVX512<>+936(SB)/4, $0xc0000000
-DATA constsAVX512<>+940(SB)/4, $0xc0000000
-DATA constsAVX512<>+944(SB)/4, $0xc0000000
-DATA constsAVX512<>+948(SB)/4, $0xc0000000
-DATA constsAVX512<>+952(SB)/4, $0xc0000000
-DATA constsAVX512<>+956(SB)/4, $0xc0000000
-DATA constsAVX512<>+960(SB)/4, $0x7fffffff
-DATA constsAVX512<>+964(SB)/4, $0x7fffffff
-DATA constsAVX512<>+968(SB)/4, $0x7fffffff
-DATA constsAVX512<>+972(SB)/4, $0x7fffffff
-DATA constsAVX512<>+976(SB)/4, $0x7fffffff
-DATA constsAVX512<>+980(SB)/4, $0x7fffffff
-DATA constsAVX512<>+984(SB)/4, $0x7fffffff
-DATA constsAVX512<>+988(SB)/4, $0x7fffffff
-DATA constsAVX512<>+992(SB)/4, $0x7fffffff
-DATA constsAVX512<>+996(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1000(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1004(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1008(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1012(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1016(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1020(SB)/4, $0x7fffffff
-DATA constsAVX512<>+1024(SB)/4, $0x80000000
-DATA constsAVX512<>+1028(SB)/4, $0x80000000
-DATA constsAVX512<>+1032(SB)/4, $0x80000000
-DATA constsAVX512<>+1036(SB)/4, $0x80000000
-DATA constsAVX512<>+1040(SB)/4, $0x80000000
-DATA constsAVX512<>+1044(SB)/4, $0x80000000
-DATA constsAVX512<>+1048(SB)/4, $0x80000000
-DATA constsAVX512<>+1052(SB)/4, $0x80000000
-DATA constsAVX512<>+1056(SB)/4, $0x80000000
-DATA constsAVX512<>+1060(SB)/4, $0x80000000
-DATA constsAVX512<>+1064(SB)/4, $0x80000000
-DATA constsAVX512<>+1068(SB)/4, $0x80000000
-DATA constsAVX512<>+1072(SB)/4, $0x80000000
-DATA constsAVX512<>+1076(SB)/4, $0x80000000
-DATA constsAVX512<>+1080(SB)/4, $0x80000000
-DATA constsAVX512<>+1084(SB)/4, $0x80000000
-DATA constsAVX512<>+1088(SB)/4, $0x0000007f
-DATA constsAVX512<>+1092(SB)/4, $0x0000007f
-DATA constsAVX512<>+1096(SB)/4, $0x0000007f
-DATA constsAVX512<>+1100(SB)/4, $0x0000007f
-DATA constsAVX512<>+1104(SB)/4, $0x0000007f
-DATA constsAVX512<>+1108(SB)/4, $0x0000007f
-DATA constsAVX512<>+1112(SB)/4, $0x0000007f
-DATA constsAVX512<>+1116(SB)/4, $0x0000007f
-DATA constsAVX512<>+1120(SB)/4, $0x0000007f
-DATA constsAVX512<>+1124(SB)/4, $0x0000007f
-DATA constsAVX512<>+1128(SB)/4, $0x0000007f
-DATA constsAVX512<>+1132(SB)/4, $0x0000007f
-DATA constsAVX512<>+1136(SB)/4, $0x0000007f
-DATA constsAVX512<>+1140(SB)/4, $0x0000007f
-DATA constsAVX512<>+1144(SB)/4, $0x0000007f
-DATA constsAVX512<>+1148(SB)/4, $0x0000007f
-DATA constsAVX512<>+1152(SB)/4, $0x00000000
-DATA constsAVX512<>+1156(SB)/4, $0x00000000
-DATA constsAVX512<>+1160(SB)/4, $0x00000000
-DATA constsAVX512<>+1164(SB)/4, $0x00000000
-DATA constsAVX512<>+1168(SB)/4, $0x00000000
-DATA constsAVX512<>+1172(SB)/4, $0x00000000
-DATA constsAVX512<>+1176(SB)/4, $0x00000000
-DATA constsAVX512<>+1180(SB)/4, $0x00000000
-DATA constsAVX512<>+1184(SB)/4, $0x00000000
-DATA constsAVX512<>+1188(SB)/4, $0x00000000
-DATA constsAVX512<>+1192(SB)/4, $0x00000000
-DATA constsAVX512<>+1196(SB)/4, $0x00000000
-DATA constsAVX512<>+1200(SB)/4, $0x00000000
-DATA constsAVX512<>+1204(SB)/4, $0x00000000
-DATA constsAVX512<>+1208(SB)/4, $0x00000000
-DATA constsAVX512<>+1212(SB)/4, $0x00000000
-DATA constsAVX512<>+1216(SB)/2, $0x0000
-DATA constsAVX512<>+1218(SB)/2, $0x0001
-DATA constsAVX512<>+1220(SB)/2, $0x0003
-DATA constsAVX512<>+1222(SB)/2, $0x0007
-DATA constsAVX512<>+1224(SB)/2, $0x000f
-DATA constsAVX512<>+1226(SB)/2, $0x001f
-DATA constsAVX512<>+1228(SB)/2, $0x003f
-DATA constsAVX512<>+1230(SB)/2, $0x007f
-DATA constsAVX512<>+1232(SB)/2, $0x00ff
-DATA constsAVX512<>+1234(SB)/2, $0x01ff
-DATA constsAVX512<>+1236(SB)/2, $0x03ff
-DATA constsAVX512<>+1238(SB)/2, $0x07ff
-DATA constsAVX512<>+1240(SB)/2, $0x0fff
-DATA constsAVX512<>+1242(SB)/2, $0x1fff
-DATA constsAVX512<>+1244(SB)/2, $0x3fff
-DATA constsAVX512<>+1246(SB)/2, $0x7fff
-DATA constsAVX512<>+1248(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1250
+DATA constsAVX512<>+896(SB)/4, $0x3f200000
+DATA constsAVX512<>+900(SB)/4, $0x3f200000
+DATA constsAVX512<>+904(SB)/4, $0x3f200000
+DATA constsAVX512<>+908(SB)/4, $0x3f200000
+DATA constsAVX512<>+912(SB)/4, $0x3f200000
+DATA constsAVX512<>+916(SB)/4, $0x3f200000
+DATA constsAVX512<>+920(SB)/4, $0x3f200000
+DATA constsAVX512<>+924(SB)/4, $0x3f200000
+DATA constsAVX512<>+928(SB)/4, $0x3f200000
+DATA constsAVX512<>+932(SB)/4, $0x3f200000
+DATA constsAVX512<>+936(SB)/4, $0x3f200000
+DATA constsAVX512<>+940(SB)/4, $0x3f200000
+DATA constsAVX512<>+944(SB)/4, $0x3f200000
+DATA constsAVX512<>+948(SB)/4, $0x3f200000
+DATA constsAVX512<>+952(SB)/4, $0x3f200000
+DATA constsAVX512<>+956(SB)/4, $0x3f200000
+DATA constsAVX512<>+960(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+964(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+968(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+972(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+976(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+980(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+984(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+988(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+992(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+996(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1000(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1004(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1008(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1012(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1016(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1020(SB)/4, $0xbbbaf0ea
+DATA constsAVX512<>+1024(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1028(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1032(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1036(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1040(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1044(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1048(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1052(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1056(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1060(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1064(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1068(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1072(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1076(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1080(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1084(SB)/4, $0x3ca9134e
+DATA constsAVX512<>+1088(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1092(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1096(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1100(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1104(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1108(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1112(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1116(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1120(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1124(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1128(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1132(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1136(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1140(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1144(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1148(SB)/4, $0xbd5c1e2d
+DATA constsAVX512<>+1152(SB)/4, $0x3e088393
+DATA constsAVX512<>+1156(SB)/4, $0x3e088393
+DATA constsAVX512<>+1160(SB)/4, $0x3e088393
+DATA constsAVX512<>+1164(SB)/4, $0x3e088393
+DATA constsAVX512<>+1168(SB)/4, $0x3e088393
+DATA constsAVX512<>+1172(SB)/4, $0x3e088393
+DATA constsAVX512<>+1176(SB)/4, $0x3e088393
+DATA constsAVX512<>+1180(SB)/4, $0x3e088393
+DATA constsAVX512<>+1184(SB)/4, $0x3e088393
+DATA constsAVX512<>+1188(SB)/4, $0x3e088393
+DATA constsAVX512<>+1192(SB)/4, $0x3e088393
+DATA constsAVX512<>+1196(SB)/4, $0x3e088393
+DATA constsAVX512<>+1200(SB)/4, $0x3e088393
+DATA constsAVX512<>+1204(SB)/4, $0x3e088393
+DATA constsAVX512<>+1208(SB)/4, $0x3e088393
+DATA constsAVX512<>+1212(SB)/4, $0x3e088393
+DATA constsAVX512<>+1216(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1220(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1224(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1228(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1232(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1236(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1240(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1244(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1248(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1252(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1256(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1260(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1264(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1268(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1272(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1276(SB)/4, $0xbeaaaa99
+DATA constsAVX512<>+1280(SB)/4, $0xc0000000
+DATA constsAVX512<>+1284(SB)/4, $0xc0000000
+DATA constsAVX512<>+1288(SB)/4, $0xc0000000
+DATA constsAVX512<>+1292(SB)/4, $0xc0000000
+DATA constsAVX512<>+1296(SB)/4, $0xc0000000
+DATA constsAVX512<>+1300(SB)/4, $0xc0000000
+DATA constsAVX512<>+1304(SB)/4, $0xc0000000
+DATA constsAVX512<>+1308(SB)/4, $0xc0000000
+DATA constsAVX512<>+1312(SB)/4, $0xc0000000
+DATA constsAVX512<>+1316(SB)/4, $0xc0000000
+DATA constsAVX512<>+1320(SB)/4, $0xc0000000
+DATA constsAVX512<>+1324(SB)/4, $0xc0000000
+DATA constsAVX512<>+1328(SB)/4, $0xc0000000
+DATA constsAVX512<>+1332(SB)/4, $0xc0000000
+DATA constsAVX512<>+1336(SB)/4, $0xc0000000
+DATA constsAVX512<>+1340(SB)/4, $0xc0000000
+DATA constsAVX512<>+1344(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1348(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1352(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1356(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1360(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1364(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1368(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1372(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1376(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1380(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1384(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1388(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1392(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1396(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1400(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1404(SB)/4, $0x7fffffff
+DATA constsAVX512<>+1408(SB)/4, $0x80000000
+DATA constsAVX512<>+1412(SB)/4, $0x80000000
+DATA constsAVX512<>+1416(SB)/4, $0x80000000
+DATA constsAVX512<>+1420(SB)/4, $0x80000000
+DATA constsAVX512<>+1424(SB)/4, $0x80000000
+DATA constsAVX512<>+1428(SB)/4, $0x80000000
+DATA constsAVX512<>+1432(SB)/4, $0x80000000
+DATA constsAVX512<>+1436(SB)/4, $0x80000000
+DATA constsAVX512<>+1440(SB)/4, $0x80000000
+DATA constsAVX512<>+1444(SB)/4, $0x80000000
+DATA constsAVX512<>+1448(SB)/4, $0x80000000
+DATA constsAVX512<>+1452(SB)/4, $0x80000000
+DATA constsAVX512<>+1456(SB)/4, $0x80000000
+DATA constsAVX512<>+1460(SB)/4, $0x80000000
+DATA constsAVX512<>+1464(SB)/4, $0x80000000
+DATA constsAVX512<>+1468(SB)/4, $0x80000000
+DATA constsAVX512<>+1472(SB)/4, $0x0000007f
+DATA constsAVX512<>+1476(SB)/4, $0x0000007f
+DATA constsAVX512<>+1480(SB)/4, $0x0000007f
+DATA constsAVX512<>+1484(SB)/4, $0x0000007f
+DATA constsAVX512<>+1488(SB)/4, $0x0000007f
+DATA constsAVX512<>+1492(SB)/4, $0x0000007f
+DATA constsAVX512<>+1496(SB)/4, $0x0000007f
+DATA constsAVX512<>+1500(SB)/4, $0x0000007f
+DATA constsAVX512<>+1504(SB)/4, $0x0000007f
+DATA constsAVX512<>+1508(SB)/4, $0x0000007f
+DATA constsAVX512<>+1512(SB)/4, $0x0000007f
+DATA constsAVX512<>+1516(SB)/4, $0x0000007f
+DATA constsAVX512<>+1520(SB)/4, $0x0000007f
+DATA constsAVX512<>+1524(SB)/4, $0x0000007f
+DATA constsAVX512<>+1528(SB)/4, $0x0000007f
+DATA constsAVX512<>+1532(SB)/4, $0x0000007f
+DATA constsAVX512<>+1536(SB)/4, $0x00000000
+DATA constsAVX512<>+1540(SB)/4, $0x00000000
+DATA constsAVX512<>+1544(SB)/4, $0x00000000
+DATA constsAVX512<>+1548(SB)/4, $0x00000000
+DATA constsAVX512<>+1552(SB)/4, $0x00000000
+DATA constsAVX512<>+1556(SB)/4, $0x00000000
+DATA constsAVX512<>+1560(SB)/4, $0x00000000
+DATA constsAVX512<>+1564(SB)/4, $0x00000000
+DATA constsAVX512<>+1568(SB)/4, $0x00000000
+DATA constsAVX512<>+1572(SB)/4, $0x00000000
+DATA constsAVX512<>+1576(SB)/4, $0x00000000
+DATA constsAVX512<>+1580(SB)/4, $0x00000000
+DATA constsAVX512<>+1584(SB)/4, $0x00000000
+DATA constsAVX512<>+1588(SB)/4, $0x00000000
+DATA constsAVX512<>+1592(SB)/4, $0x00000000
+DATA constsAVX512<>+1596(SB)/4, $0x00000000
+DATA constsAVX512<>+1600(SB)/2, $0x0000
+DATA constsAVX512<>+1602(SB)/2, $0x0001
+DATA constsAVX512<>+1604(SB)/2, $0x0003
+DATA constsAVX512<>+1606(SB)/2, $0x0007
+DATA constsAVX512<>+1608(SB)/2, $0x000f
+DATA constsAVX512<>+1610(SB)/2, $0x001f
+DATA constsAVX512<>+1612(SB)/2, $0x003f
+DATA constsAVX512<>+1614(SB)/2, $0x007f
+DATA constsAVX512<>+1616(SB)/2, $0x00ff
+DATA constsAVX512<>+1618(SB)/2, $0x01ff
+DATA constsAVX512<>+1620(SB)/2, $0x03ff
+DATA constsAVX512<>+1622(SB)/2, $0x07ff
+DATA constsAVX512<>+1624(SB)/2, $0x0fff
+DATA constsAVX512<>+1626(SB)/2, $0x1fff
+DATA constsAVX512<>+1628(SB)/2, $0x3fff
+DATA constsAVX512<>+1630(SB)/2, $0x7fff
+DATA constsAVX512<>+1632(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1634
 
 // func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, AVX512F
@@ -343,7 +439,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1216(SB), R12
+	LEAQ  constsAVX512<>+1600(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -377,30 +473,30 @@ nv4mfalsegroups:
 	JLT     nv4mfalsetail4
 	TESTQ   R9, R9
 	JNZ     nv4mfalsefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
-	VMOVUPS constsAVX512<>+1152(SB), Z16
-	VMOVUPS constsAVX512<>+1152(SB), Z17
-	VMOVUPS constsAVX512<>+1152(SB), Z18
-	VMOVUPS constsAVX512<>+1152(SB), Z19
-	VMOVUPS constsAVX512<>+1152(SB), Z20
-	VMOVUPS constsAVX512<>+1152(SB), Z21
-	VMOVUPS constsAVX512<>+1152(SB), Z22
-	VMOVUPS constsAVX512<>+1152(SB), Z23
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z21
+	VMOVUPS constsAVX512<>+1536(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z23
 	JMP     nv4mfalsefullstart
 
 nv4mfalsefullload:
@@ -518,22 +614,22 @@ nv4mfalsetail4:
 	JZ      nv4mfalsetail2
 	TESTQ   R9, R9
 	JNZ     nv4mfalserows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
 	JMP     nv4mfalserows4start
 
 nv4mfalserows4load:
@@ -619,14 +715,14 @@ nv4mfalsetail2:
 	JZ      nv4mfalsetail1
 	TESTQ   R9, R9
 	JNZ     nv4mfalserows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
 	JMP     nv4mfalserows2start
 
 nv4mfalserows2load:
@@ -682,10 +778,10 @@ nv4mfalsetail1:
 	JZ      nv4mfalsedone
 	TESTQ   R9, R9
 	JNZ     nv4mfalserows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	JMP     nv4mfalserows1start
 
 nv4mfalserows1load:
@@ -731,24 +827,24 @@ nv3mfalsegroups:
 	JLT     nv3mfalsetail4
 	TESTQ   R9, R9
 	JNZ     nv3mfalsefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
-	VMOVUPS constsAVX512<>+1152(SB), Z16
-	VMOVUPS constsAVX512<>+1152(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
 	JMP     nv3mfalsefullstart
 
 nv3mfalsefullload:
@@ -847,18 +943,18 @@ nv3mfalsetail4:
 	JZ      nv3mfalsetail2
 	TESTQ   R9, R9
 	JNZ     nv3mfalserows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
 	JMP     nv3mfalserows4start
 
 nv3mfalserows4load:
@@ -931,12 +1027,12 @@ nv3mfalsetail2:
 	JZ      nv3mfalsetail1
 	TESTQ   R9, R9
 	JNZ     nv3mfalserows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
 	JMP     nv3mfalserows2start
 
 nv3mfalserows2load:
@@ -985,9 +1081,9 @@ nv3mfalsetail1:
 	JZ      nv3mfalsedone
 	TESTQ   R9, R9
 	JNZ     nv3mfalserows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
 	JMP     nv3mfalserows1start
 
 nv3mfalserows1load:
@@ -1029,18 +1125,18 @@ nv2mfalsegroups:
 	JLT     nv2mfalsetail4
 	TESTQ   R9, R9
 	JNZ     nv2mfalsefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
 	JMP     nv2mfalsefullstart
 
 nv2mfalsefullload:
@@ -1120,14 +1216,14 @@ nv2mfalsetail4:
 	JZ      nv2mfalsetail2
 	TESTQ   R9, R9
 	JNZ     nv2mfalserows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
 	JMP     nv2mfalserows4start
 
 nv2mfalserows4load:
@@ -1187,10 +1283,10 @@ nv2mfalsetail2:
 	JZ      nv2mfalsetail1
 	TESTQ   R9, R9
 	JNZ     nv2mfalserows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	JMP     nv2mfalserows2start
 
 nv2mfalserows2load:
@@ -1232,8 +1328,8 @@ nv2mfalsetail1:
 	JZ      nv2mfalsedone
 	TESTQ   R9, R9
 	JNZ     nv2mfalserows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
 	JMP     nv2mfalserows1start
 
 nv2mfalserows1load:
@@ -1271,12 +1367,12 @@ nv1mfalsegroups:
 	JLT     nv1mfalsetail4
 	TESTQ   R9, R9
 	JNZ     nv1mfalsefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
 	JMP     nv1mfalsefullstart
 
 nv1mfalsefullload:
@@ -1337,10 +1433,10 @@ nv1mfalsetail4:
 	JZ      nv1mfalsetail2
 	TESTQ   R9, R9
 	JNZ     nv1mfalserows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	JMP     nv1mfalserows4start
 
 nv1mfalserows4load:
@@ -1387,8 +1483,8 @@ nv1mfalsetail2:
 	JZ      nv1mfalsetail1
 	TESTQ   R9, R9
 	JNZ     nv1mfalserows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
 	JMP     nv1mfalserows2start
 
 nv1mfalserows2load:
@@ -1423,7 +1519,7 @@ nv1mfalsetail1:
 	JZ      nv1mfalsedone
 	TESTQ   R9, R9
 	JNZ     nv1mfalserows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z0
 	JMP     nv1mfalserows1start
 
 nv1mfalserows1load:
@@ -1457,30 +1553,30 @@ nv4mtruegroups:
 	JLT     nv4mtruetail4
 	TESTQ   R9, R9
 	JNZ     nv4mtruefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
-	VMOVUPS constsAVX512<>+1152(SB), Z16
-	VMOVUPS constsAVX512<>+1152(SB), Z17
-	VMOVUPS constsAVX512<>+1152(SB), Z18
-	VMOVUPS constsAVX512<>+1152(SB), Z19
-	VMOVUPS constsAVX512<>+1152(SB), Z20
-	VMOVUPS constsAVX512<>+1152(SB), Z21
-	VMOVUPS constsAVX512<>+1152(SB), Z22
-	VMOVUPS constsAVX512<>+1152(SB), Z23
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z21
+	VMOVUPS constsAVX512<>+1536(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z23
 	JMP     nv4mtruefullstart
 
 nv4mtruefullload:
@@ -1598,22 +1694,22 @@ nv4mtruetail4:
 	JZ      nv4mtruetail2
 	TESTQ   R9, R9
 	JNZ     nv4mtruerows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
 	JMP     nv4mtruerows4start
 
 nv4mtruerows4load:
@@ -1699,14 +1795,14 @@ nv4mtruetail2:
 	JZ      nv4mtruetail1
 	TESTQ   R9, R9
 	JNZ     nv4mtruerows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
 	JMP     nv4mtruerows2start
 
 nv4mtruerows2load:
@@ -1762,10 +1858,10 @@ nv4mtruetail1:
 	JZ      nv4mtruedone
 	TESTQ   R9, R9
 	JNZ     nv4mtruerows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	JMP     nv4mtruerows1start
 
 nv4mtruerows1load:
@@ -1811,24 +1907,24 @@ nv3mtruegroups:
 	JLT     nv3mtruetail4
 	TESTQ   R9, R9
 	JNZ     nv3mtruefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
-	VMOVUPS constsAVX512<>+1152(SB), Z16
-	VMOVUPS constsAVX512<>+1152(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
 	JMP     nv3mtruefullstart
 
 nv3mtruefullload:
@@ -1927,18 +2023,18 @@ nv3mtruetail4:
 	JZ      nv3mtruetail2
 	TESTQ   R9, R9
 	JNZ     nv3mtruerows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
 	JMP     nv3mtruerows4start
 
 nv3mtruerows4load:
@@ -2011,12 +2107,12 @@ nv3mtruetail2:
 	JZ      nv3mtruetail1
 	TESTQ   R9, R9
 	JNZ     nv3mtruerows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
 	JMP     nv3mtruerows2start
 
 nv3mtruerows2load:
@@ -2065,9 +2161,9 @@ nv3mtruetail1:
 	JZ      nv3mtruedone
 	TESTQ   R9, R9
 	JNZ     nv3mtruerows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
 	JMP     nv3mtruerows1start
 
 nv3mtruerows1load:
@@ -2109,18 +2205,18 @@ nv2mtruegroups:
 	JLT     nv2mtruetail4
 	TESTQ   R9, R9
 	JNZ     nv2mtruefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
 	JMP     nv2mtruefullstart
 
 nv2mtruefullload:
@@ -2200,14 +2296,14 @@ nv2mtruetail4:
 	JZ      nv2mtruetail2
 	TESTQ   R9, R9
 	JNZ     nv2mtruerows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
 	JMP     nv2mtruerows4start
 
 nv2mtruerows4load:
@@ -2267,10 +2363,10 @@ nv2mtruetail2:
 	JZ      nv2mtruetail1
 	TESTQ   R9, R9
 	JNZ     nv2mtruerows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	JMP     nv2mtruerows2start
 
 nv2mtruerows2load:
@@ -2312,8 +2408,8 @@ nv2mtruetail1:
 	JZ      nv2mtruedone
 	TESTQ   R9, R9
 	JNZ     nv2mtruerows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
 	JMP     nv2mtruerows1start
 
 nv2mtruerows1load:
@@ -2351,12 +2447,12 @@ nv1mtruegroups:
 	JLT     nv1mtruetail4
 	TESTQ   R9, R9
 	JNZ     nv1mtruefullload
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
 	JMP     nv1mtruefullstart
 
 nv1mtruefullload:
@@ -2417,10 +2513,10 @@ nv1mtruetail4:
 	JZ      nv1mtruetail2
 	TESTQ   R9, R9
 	JNZ     nv1mtruerows4load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	JMP     nv1mtruerows4start
 
 nv1mtruerows4load:
@@ -2467,8 +2563,8 @@ nv1mtruetail2:
 	JZ      nv1mtruetail1
 	TESTQ   R9, R9
 	JNZ     nv1mtruerows2load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
 	JMP     nv1mtruerows2start
 
 nv1mtruerows2load:
@@ -2503,7 +2599,7 @@ nv1mtruetail1:
 	JZ      nv1mtruedone
 	TESTQ   R9, R9
 	JNZ     nv1mtruerows1load
-	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z0
 	JMP     nv1mtruerows1start
 
 nv1mtruerows1load:
@@ -2647,7 +2743,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+1216(SB), R10
+	LEAQ  constsAVX512<>+1600(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -2680,22 +2776,22 @@ r4mfalse:
 r4mfalsegroups:
 	CMPQ    R10, $0x04
 	JLT     r4mfalseone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
 	MOVQ    q+32(FP), R9
 	MOVQ    DX, R11
 	MOVQ    nvec+64(FP), R12
@@ -2896,10 +2992,10 @@ r4mfalsegrouplast:
 r4mfalseone:
 	TESTQ   R10, R10
 	JZ      r4mfalsedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -2976,18 +3072,18 @@ r3mfalse:
 r3mfalsegroups:
 	CMPQ    R10, $0x04
 	JLT     r3mfalseone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -3147,9 +3243,9 @@ r3mfalsegrouplast:
 r3mfalseone:
 	TESTQ   R10, R10
 	JZ      r3mfalsedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -3215,14 +3311,14 @@ r2mfalse:
 r2mfalsegroups:
 	CMPQ    R10, $0x04
 	JLT     r2mfalseone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -3341,8 +3437,8 @@ r2mfalsegrouplast:
 r2mfalseone:
 	TESTQ   R10, R10
 	JZ      r2mfalsedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -3397,10 +3493,10 @@ r1mfalse:
 r1mfalsegroups:
 	CMPQ    R10, $0x04
 	JLT     r1mfalseone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -3478,7 +3574,7 @@ r1mfalsegrouplast:
 r1mfalseone:
 	TESTQ   R10, R10
 	JZ      r1mfalsedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
@@ -3522,22 +3618,22 @@ r4mtrue:
 r4mtruegroups:
 	CMPQ    R10, $0x04
 	JLT     r4mtrueone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
 	MOVQ    q+32(FP), R9
 	MOVQ    DX, R11
 	MOVQ    nvec+64(FP), R12
@@ -3763,10 +3859,10 @@ r4mtruegrouplast:
 r4mtrueone:
 	TESTQ   R10, R10
 	JZ      r4mtruedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -3853,18 +3949,18 @@ r3mtrue:
 r3mtruegroups:
 	CMPQ    R10, $0x04
 	JLT     r3mtrueone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -4044,9 +4140,9 @@ r3mtruegrouplast:
 r3mtrueone:
 	TESTQ   R10, R10
 	JZ      r3mtruedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -4120,14 +4216,14 @@ r2mtrue:
 r2mtruegroups:
 	CMPQ    R10, $0x04
 	JLT     r2mtrueone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -4261,8 +4357,8 @@ r2mtruegrouplast:
 r2mtrueone:
 	TESTQ   R10, R10
 	JZ      r2mtruedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -4323,10 +4419,10 @@ r1mtrue:
 r1mtruegroups:
 	CMPQ    R10, $0x04
 	JLT     r1mtrueone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -4414,7 +4510,7 @@ r1mtruegrouplast:
 r1mtrueone:
 	TESTQ   R10, R10
 	JZ      r1mtruedone
-	VMOVUPS constsAVX512<>+1152(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
@@ -4472,7 +4568,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+1216(SB), R10
+	LEAQ  constsAVX512<>+1600(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -6829,7 +6925,7 @@ nv1mtruedone:
 	RET
 
 // func SoftmaxAVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
-// Requires: AVX, AVX512DQ, AVX512F, SSE
+// Requires: AVX, AVX512F, SSE
 TEXT ·SoftmaxAVX512(SB), NOSPLIT, $0-60
 	MOVQ s+0(FP), AX
 	MOVQ lds+8(FP), CX
@@ -6885,28 +6981,38 @@ nv4capped:
 nv4capmax:
 	VMOVUPS      (R8), Z6
 	VMULPS       Z5, Z6, Z7
-	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
-	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+896(SB), Z7, Z7
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
+	VPANDD       constsAVX512<>+1408(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1344(SB), Z7, Z7
+	VMULPS       Z7, Z7, Z9
+	VMOVUPS      constsAVX512<>+960(SB), Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z9, Z10
+	VMULPS       Z7, Z9, Z9
+	VFMADD213PS  Z7, Z9, Z10
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z7, K1
+	VMULPS       constsAVX512<>+1280(SB), Z7, Z7
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K2
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
 	VFNMADD231PS constsAVX512<>+192(SB), Z9, Z7
 	VFNMADD231PS constsAVX512<>+256(SB), Z9, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z10
-	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VSCALEFPS.Z  Z9, Z10, K1, Z10
+	VMOVUPS      constsAVX512<>+320(SB), Z11
+	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VSCALEFPS.Z  Z9, Z11, K2, Z11
 	VMOVUPS      constsAVX512<>+704(SB), Z7
-	VSUBPS       Z10, Z7, Z7
-	VADDPS       constsAVX512<>+704(SB), Z10, Z9
+	VSUBPS       Z11, Z7, Z7
+	VADDPS       constsAVX512<>+704(SB), Z11, Z9
 	VDIVPS       Z9, Z7, Z7
-	VORPS        Z8, Z7, Z7
+	VBLENDMPS    Z10, Z7, K1, Z7
+	VPORD        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
@@ -6914,28 +7020,38 @@ nv4capmax:
 	VMAXPS       Z6, Z0, Z0
 	VMOVUPS      64(R8), Z6
 	VMULPS       Z5, Z6, Z7
-	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
-	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+896(SB), Z7, Z7
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
+	VPANDD       constsAVX512<>+1408(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1344(SB), Z7, Z7
+	VMULPS       Z7, Z7, Z9
+	VMOVUPS      constsAVX512<>+960(SB), Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z9, Z10
+	VMULPS       Z7, Z9, Z9
+	VFMADD213PS  Z7, Z9, Z10
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z7, K1
+	VMULPS       constsAVX512<>+1280(SB), Z7, Z7
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K2
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
 	VFNMADD231PS constsAVX512<>+192(SB), Z9, Z7
 	VFNMADD231PS constsAVX512<>+256(SB), Z9, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z10
-	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VSCALEFPS.Z  Z9, Z10, K1, Z10
+	VMOVUPS      constsAVX512<>+320(SB), Z11
+	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VSCALEFPS.Z  Z9, Z11, K2, Z11
 	VMOVUPS      constsAVX512<>+704(SB), Z7
-	VSUBPS       Z10, Z7, Z7
-	VADDPS       constsAVX512<>+704(SB), Z10, Z9
+	VSUBPS       Z11, Z7, Z7
+	VADDPS       constsAVX512<>+704(SB), Z11, Z9
 	VDIVPS       Z9, Z7, Z7
-	VORPS        Z8, Z7, Z7
+	VBLENDMPS    Z10, Z7, K1, Z7
+	VPORD        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
@@ -6943,28 +7059,38 @@ nv4capmax:
 	VMAXPS       Z6, Z1, Z1
 	VMOVUPS      128(R8), Z6
 	VMULPS       Z5, Z6, Z7
-	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
-	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+896(SB), Z7, Z7
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
+	VPANDD       constsAVX512<>+1408(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1344(SB), Z7, Z7
+	VMULPS       Z7, Z7, Z9
+	VMOVUPS      constsAVX512<>+960(SB), Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z9, Z10
+	VMULPS       Z7, Z9, Z9
+	VFMADD213PS  Z7, Z9, Z10
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z7, K1
+	VMULPS       constsAVX512<>+1280(SB), Z7, Z7
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K2
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
 	VFNMADD231PS constsAVX512<>+192(SB), Z9, Z7
 	VFNMADD231PS constsAVX512<>+256(SB), Z9, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z10
-	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VSCALEFPS.Z  Z9, Z10, K1, Z10
+	VMOVUPS      constsAVX512<>+320(SB), Z11
+	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VSCALEFPS.Z  Z9, Z11, K2, Z11
 	VMOVUPS      constsAVX512<>+704(SB), Z7
-	VSUBPS       Z10, Z7, Z7
-	VADDPS       constsAVX512<>+704(SB), Z10, Z9
+	VSUBPS       Z11, Z7, Z7
+	VADDPS       constsAVX512<>+704(SB), Z11, Z9
 	VDIVPS       Z9, Z7, Z7
-	VORPS        Z8, Z7, Z7
+	VBLENDMPS    Z10, Z7, K1, Z7
+	VPORD        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
@@ -6972,28 +7098,38 @@ nv4capmax:
 	VMAXPS       Z6, Z2, Z2
 	VMOVUPS      192(R8), Z6
 	VMULPS       Z5, Z6, Z7
-	VANDPS       constsAVX512<>+1024(SB), Z7, Z8
-	VANDPS       constsAVX512<>+960(SB), Z7, Z7
-	VMULPS       constsAVX512<>+896(SB), Z7, Z7
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K1
+	VPANDD       constsAVX512<>+1408(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1344(SB), Z7, Z7
+	VMULPS       Z7, Z7, Z9
+	VMOVUPS      constsAVX512<>+960(SB), Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z9, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z9, Z10
+	VMULPS       Z7, Z9, Z9
+	VFMADD213PS  Z7, Z9, Z10
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z7, K1
+	VMULPS       constsAVX512<>+1280(SB), Z7, Z7
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z7, K2
 	VMULPS       constsAVX512<>+128(SB), Z7, Z9
 	VRNDSCALEPS  $0x00, Z9, Z9
 	VFNMADD231PS constsAVX512<>+192(SB), Z9, Z7
 	VFNMADD231PS constsAVX512<>+256(SB), Z9, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z10
-	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z10
-	VSCALEFPS.Z  Z9, Z10, K1, Z10
+	VMOVUPS      constsAVX512<>+320(SB), Z11
+	VFMADD213PS  constsAVX512<>+384(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+448(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+512(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+576(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+640(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z7, Z11
+	VSCALEFPS.Z  Z9, Z11, K2, Z11
 	VMOVUPS      constsAVX512<>+704(SB), Z7
-	VSUBPS       Z10, Z7, Z7
-	VADDPS       constsAVX512<>+704(SB), Z10, Z9
+	VSUBPS       Z11, Z7, Z7
+	VADDPS       constsAVX512<>+704(SB), Z11, Z9
 	VDIVPS       Z9, Z7, Z7
-	VORPS        Z8, Z7, Z7
+	VBLENDMPS    Z10, Z7, K1, Z7
+	VPORD        Z8, Z7, Z7
 	VMULPS       Z4, Z7, Z7
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z6, K1
 	VBLENDMPS    Z6, Z7, K1, Z6
@@ -7016,13 +7152,13 @@ nv4exp:
 	VMOVUPS constsAVX512<>+640(SB), Z13
 	VMOVUPS constsAVX512<>+704(SB), Z14
 	VMAXPS  constsAVX512<>+768(SB), Z0, Z15
-	VMOVUPS constsAVX512<>+1152(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z16
 	VMAXPS  constsAVX512<>+768(SB), Z1, Z17
-	VMOVUPS constsAVX512<>+1152(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z18
 	VMAXPS  constsAVX512<>+768(SB), Z2, Z19
-	VMOVUPS constsAVX512<>+1152(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z20
 	VMAXPS  constsAVX512<>+768(SB), Z3, Z21
-	VMOVUPS constsAVX512<>+1152(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z22
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -7225,28 +7361,38 @@ nv3capped:
 nv3capmax:
 	VMOVUPS      (R8), Z5
 	VMULPS       Z4, Z5, Z6
-	VANDPS       constsAVX512<>+1024(SB), Z6, Z7
-	VANDPS       constsAVX512<>+960(SB), Z6, Z6
-	VMULPS       constsAVX512<>+896(SB), Z6, Z6
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K1
+	VPANDD       constsAVX512<>+1408(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1344(SB), Z6, Z6
+	VMULPS       Z6, Z6, Z8
+	VMOVUPS      constsAVX512<>+960(SB), Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z8, Z9
+	VMULPS       Z6, Z8, Z8
+	VFMADD213PS  Z6, Z8, Z9
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z6, K1
+	VMULPS       constsAVX512<>+1280(SB), Z6, Z6
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K2
 	VMULPS       constsAVX512<>+128(SB), Z6, Z8
 	VRNDSCALEPS  $0x00, Z8, Z8
 	VFNMADD231PS constsAVX512<>+192(SB), Z8, Z6
 	VFNMADD231PS constsAVX512<>+256(SB), Z8, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z9
-	VFMADD213PS  constsAVX512<>+384(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+448(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+512(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+576(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+640(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z9
-	VSCALEFPS.Z  Z8, Z9, K1, Z9
+	VMOVUPS      constsAVX512<>+320(SB), Z10
+	VFMADD213PS  constsAVX512<>+384(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+448(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+576(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z10
+	VSCALEFPS.Z  Z8, Z10, K2, Z10
 	VMOVUPS      constsAVX512<>+704(SB), Z6
-	VSUBPS       Z9, Z6, Z6
-	VADDPS       constsAVX512<>+704(SB), Z9, Z8
+	VSUBPS       Z10, Z6, Z6
+	VADDPS       constsAVX512<>+704(SB), Z10, Z8
 	VDIVPS       Z8, Z6, Z6
-	VORPS        Z7, Z6, Z6
+	VBLENDMPS    Z9, Z6, K1, Z6
+	VPORD        Z7, Z6, Z6
 	VMULPS       Z3, Z6, Z6
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z5, K1
 	VBLENDMPS    Z5, Z6, K1, Z5
@@ -7254,28 +7400,38 @@ nv3capmax:
 	VMAXPS       Z5, Z0, Z0
 	VMOVUPS      64(R8), Z5
 	VMULPS       Z4, Z5, Z6
-	VANDPS       constsAVX512<>+1024(SB), Z6, Z7
-	VANDPS       constsAVX512<>+960(SB), Z6, Z6
-	VMULPS       constsAVX512<>+896(SB), Z6, Z6
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K1
+	VPANDD       constsAVX512<>+1408(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1344(SB), Z6, Z6
+	VMULPS       Z6, Z6, Z8
+	VMOVUPS      constsAVX512<>+960(SB), Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z8, Z9
+	VMULPS       Z6, Z8, Z8
+	VFMADD213PS  Z6, Z8, Z9
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z6, K1
+	VMULPS       constsAVX512<>+1280(SB), Z6, Z6
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K2
 	VMULPS       constsAVX512<>+128(SB), Z6, Z8
 	VRNDSCALEPS  $0x00, Z8, Z8
 	VFNMADD231PS constsAVX512<>+192(SB), Z8, Z6
 	VFNMADD231PS constsAVX512<>+256(SB), Z8, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z9
-	VFMADD213PS  constsAVX512<>+384(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+448(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+512(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+576(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+640(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z9
-	VSCALEFPS.Z  Z8, Z9, K1, Z9
+	VMOVUPS      constsAVX512<>+320(SB), Z10
+	VFMADD213PS  constsAVX512<>+384(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+448(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+576(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z10
+	VSCALEFPS.Z  Z8, Z10, K2, Z10
 	VMOVUPS      constsAVX512<>+704(SB), Z6
-	VSUBPS       Z9, Z6, Z6
-	VADDPS       constsAVX512<>+704(SB), Z9, Z8
+	VSUBPS       Z10, Z6, Z6
+	VADDPS       constsAVX512<>+704(SB), Z10, Z8
 	VDIVPS       Z8, Z6, Z6
-	VORPS        Z7, Z6, Z6
+	VBLENDMPS    Z9, Z6, K1, Z6
+	VPORD        Z7, Z6, Z6
 	VMULPS       Z3, Z6, Z6
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z5, K1
 	VBLENDMPS    Z5, Z6, K1, Z5
@@ -7283,28 +7439,38 @@ nv3capmax:
 	VMAXPS       Z5, Z1, Z1
 	VMOVUPS      128(R8), Z5
 	VMULPS       Z4, Z5, Z6
-	VANDPS       constsAVX512<>+1024(SB), Z6, Z7
-	VANDPS       constsAVX512<>+960(SB), Z6, Z6
-	VMULPS       constsAVX512<>+896(SB), Z6, Z6
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K1
+	VPANDD       constsAVX512<>+1408(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1344(SB), Z6, Z6
+	VMULPS       Z6, Z6, Z8
+	VMOVUPS      constsAVX512<>+960(SB), Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z8, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z8, Z9
+	VMULPS       Z6, Z8, Z8
+	VFMADD213PS  Z6, Z8, Z9
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z6, K1
+	VMULPS       constsAVX512<>+1280(SB), Z6, Z6
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z6, K2
 	VMULPS       constsAVX512<>+128(SB), Z6, Z8
 	VRNDSCALEPS  $0x00, Z8, Z8
 	VFNMADD231PS constsAVX512<>+192(SB), Z8, Z6
 	VFNMADD231PS constsAVX512<>+256(SB), Z8, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z9
-	VFMADD213PS  constsAVX512<>+384(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+448(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+512(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+576(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+640(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z9
-	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z9
-	VSCALEFPS.Z  Z8, Z9, K1, Z9
+	VMOVUPS      constsAVX512<>+320(SB), Z10
+	VFMADD213PS  constsAVX512<>+384(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+448(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+576(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z10
+	VSCALEFPS.Z  Z8, Z10, K2, Z10
 	VMOVUPS      constsAVX512<>+704(SB), Z6
-	VSUBPS       Z9, Z6, Z6
-	VADDPS       constsAVX512<>+704(SB), Z9, Z8
+	VSUBPS       Z10, Z6, Z6
+	VADDPS       constsAVX512<>+704(SB), Z10, Z8
 	VDIVPS       Z8, Z6, Z6
-	VORPS        Z7, Z6, Z6
+	VBLENDMPS    Z9, Z6, K1, Z6
+	VPORD        Z7, Z6, Z6
 	VMULPS       Z3, Z6, Z6
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z5, K1
 	VBLENDMPS    Z5, Z6, K1, Z5
@@ -7327,11 +7493,11 @@ nv3exp:
 	VMOVUPS constsAVX512<>+640(SB), Z12
 	VMOVUPS constsAVX512<>+704(SB), Z13
 	VMAXPS  constsAVX512<>+768(SB), Z0, Z14
-	VMOVUPS constsAVX512<>+1152(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z15
 	VMAXPS  constsAVX512<>+768(SB), Z1, Z16
-	VMOVUPS constsAVX512<>+1152(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z17
 	VMAXPS  constsAVX512<>+768(SB), Z2, Z18
-	VMOVUPS constsAVX512<>+1152(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z19
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -7492,28 +7658,38 @@ nv2capped:
 nv2capmax:
 	VMOVUPS      (R8), Z4
 	VMULPS       Z3, Z4, Z5
-	VANDPS       constsAVX512<>+1024(SB), Z5, Z6
-	VANDPS       constsAVX512<>+960(SB), Z5, Z5
-	VMULPS       constsAVX512<>+896(SB), Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K1
+	VPANDD       constsAVX512<>+1408(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1344(SB), Z5, Z5
+	VMULPS       Z5, Z5, Z7
+	VMOVUPS      constsAVX512<>+960(SB), Z8
+	VFMADD213PS  constsAVX512<>+1024(SB), Z7, Z8
+	VFMADD213PS  constsAVX512<>+1088(SB), Z7, Z8
+	VFMADD213PS  constsAVX512<>+1152(SB), Z7, Z8
+	VFMADD213PS  constsAVX512<>+1216(SB), Z7, Z8
+	VMULPS       Z5, Z7, Z7
+	VFMADD213PS  Z5, Z7, Z8
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z5, K1
+	VMULPS       constsAVX512<>+1280(SB), Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K2
 	VMULPS       constsAVX512<>+128(SB), Z5, Z7
 	VRNDSCALEPS  $0x00, Z7, Z7
 	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z5
 	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z8
-	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+448(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+576(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z8
-	VSCALEFPS.Z  Z7, Z8, K1, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+448(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+576(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z9
+	VSCALEFPS.Z  Z7, Z9, K2, Z9
 	VMOVUPS      constsAVX512<>+704(SB), Z5
-	VSUBPS       Z8, Z5, Z5
-	VADDPS       constsAVX512<>+704(SB), Z8, Z7
+	VSUBPS       Z9, Z5, Z5
+	VADDPS       constsAVX512<>+704(SB), Z9, Z7
 	VDIVPS       Z7, Z5, Z5
-	VORPS        Z6, Z5, Z5
+	VBLENDMPS    Z8, Z5, K1, Z5
+	VPORD        Z6, Z5, Z5
 	VMULPS       Z2, Z5, Z5
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z4, K1
 	VBLENDMPS    Z4, Z5, K1, Z4
@@ -7521,28 +7697,38 @@ nv2capmax:
 	VMAXPS       Z4, Z0, Z0
 	VMOVUPS      64(R8), Z4
 	VMULPS       Z3, Z4, Z5
-	VANDPS       constsAVX512<>+1024(SB), Z5, Z6
-	VANDPS       constsAVX512<>+960(SB), Z5, Z5
-	VMULPS       constsAVX512<>+896(SB), Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K1
+	VPANDD       constsAVX512<>+1408(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1344(SB), Z5, Z5
+	VMULPS       Z5, Z5, Z7
+	VMOVUPS      constsAVX512<>+960(SB), Z8
+	VFMADD213PS  constsAVX512<>+1024(SB), Z7, Z8
+	VFMADD213PS  constsAVX512<>+1088(SB), Z7, Z8
+	VFMADD213PS  constsAVX512<>+1152(SB), Z7, Z8
+	VFMADD213PS  constsAVX512<>+1216(SB), Z7, Z8
+	VMULPS       Z5, Z7, Z7
+	VFMADD213PS  Z5, Z7, Z8
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z5, K1
+	VMULPS       constsAVX512<>+1280(SB), Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K2
 	VMULPS       constsAVX512<>+128(SB), Z5, Z7
 	VRNDSCALEPS  $0x00, Z7, Z7
 	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z5
 	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z8
-	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+448(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+576(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z8
-	VSCALEFPS.Z  Z7, Z8, K1, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+448(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+576(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z9
+	VSCALEFPS.Z  Z7, Z9, K2, Z9
 	VMOVUPS      constsAVX512<>+704(SB), Z5
-	VSUBPS       Z8, Z5, Z5
-	VADDPS       constsAVX512<>+704(SB), Z8, Z7
+	VSUBPS       Z9, Z5, Z5
+	VADDPS       constsAVX512<>+704(SB), Z9, Z7
 	VDIVPS       Z7, Z5, Z5
-	VORPS        Z6, Z5, Z5
+	VBLENDMPS    Z8, Z5, K1, Z5
+	VPORD        Z6, Z5, Z5
 	VMULPS       Z2, Z5, Z5
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z4, K1
 	VBLENDMPS    Z4, Z5, K1, Z4
@@ -7565,9 +7751,9 @@ nv2exp:
 	VMOVUPS constsAVX512<>+640(SB), Z11
 	VMOVUPS constsAVX512<>+704(SB), Z12
 	VMAXPS  constsAVX512<>+768(SB), Z0, Z13
-	VMOVUPS constsAVX512<>+1152(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z14
 	VMAXPS  constsAVX512<>+768(SB), Z1, Z15
-	VMOVUPS constsAVX512<>+1152(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z16
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -7686,28 +7872,38 @@ nv1capped:
 nv1capmax:
 	VMOVUPS      (R8), Z3
 	VMULPS       Z2, Z3, Z4
-	VANDPS       constsAVX512<>+1024(SB), Z4, Z5
-	VANDPS       constsAVX512<>+960(SB), Z4, Z4
-	VMULPS       constsAVX512<>+896(SB), Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K1
+	VPANDD       constsAVX512<>+1408(SB), Z4, Z5
+	VPANDD       constsAVX512<>+1344(SB), Z4, Z4
+	VMULPS       Z4, Z4, Z6
+	VMOVUPS      constsAVX512<>+960(SB), Z7
+	VFMADD213PS  constsAVX512<>+1024(SB), Z6, Z7
+	VFMADD213PS  constsAVX512<>+1088(SB), Z6, Z7
+	VFMADD213PS  constsAVX512<>+1152(SB), Z6, Z7
+	VFMADD213PS  constsAVX512<>+1216(SB), Z6, Z7
+	VMULPS       Z4, Z6, Z6
+	VFMADD213PS  Z4, Z6, Z7
+	VCMPPS       $0x01, constsAVX512<>+896(SB), Z4, K1
+	VMULPS       constsAVX512<>+1280(SB), Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K2
 	VMULPS       constsAVX512<>+128(SB), Z4, Z6
 	VRNDSCALEPS  $0x00, Z6, Z6
 	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z4
 	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z4
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z7
-	VFMADD213PS  constsAVX512<>+448(SB), Z4, Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
-	VFMADD213PS  constsAVX512<>+576(SB), Z4, Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z7
-	VSCALEFPS.Z  Z6, Z7, K1, Z7
+	VMOVUPS      constsAVX512<>+320(SB), Z8
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z8
+	VFMADD213PS  constsAVX512<>+448(SB), Z4, Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z8
+	VFMADD213PS  constsAVX512<>+576(SB), Z4, Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z8
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
+	VSCALEFPS.Z  Z6, Z8, K2, Z8
 	VMOVUPS      constsAVX512<>+704(SB), Z4
-	VSUBPS       Z7, Z4, Z4
-	VADDPS       constsAVX512<>+704(SB), Z7, Z6
+	VSUBPS       Z8, Z4, Z4
+	VADDPS       constsAVX512<>+704(SB), Z8, Z6
 	VDIVPS       Z6, Z4, Z4
-	VORPS        Z5, Z4, Z4
+	VBLENDMPS    Z7, Z4, K1, Z4
+	VPORD        Z5, Z4, Z4
 	VMULPS       Z1, Z4, Z4
 	VCMPPS       $0x00, constsAVX512<>+832(SB), Z3, K1
 	VBLENDMPS    Z3, Z4, K1, Z3
@@ -7730,7 +7926,7 @@ nv1exp:
 	VMOVUPS constsAVX512<>+640(SB), Z10
 	VMOVUPS constsAVX512<>+704(SB), Z11
 	VMAXPS  constsAVX512<>+768(SB), Z0, Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z13
 	MOVQ    nk+40(FP), DI
 	MOVQ    AX, R8
 
@@ -7822,20 +8018,20 @@ done:
 // Requires: AVX, AVX512F
 TEXT ·FMAPeakAVX512(SB), NOSPLIT, $0-8
 	MOVQ    iters+0(FP), AX
-	VMOVUPS constsAVX512<>+1152(SB), Z0
-	VMOVUPS constsAVX512<>+1152(SB), Z1
-	VMOVUPS constsAVX512<>+1152(SB), Z2
-	VMOVUPS constsAVX512<>+1152(SB), Z3
-	VMOVUPS constsAVX512<>+1152(SB), Z4
-	VMOVUPS constsAVX512<>+1152(SB), Z5
-	VMOVUPS constsAVX512<>+1152(SB), Z6
-	VMOVUPS constsAVX512<>+1152(SB), Z7
-	VMOVUPS constsAVX512<>+1152(SB), Z8
-	VMOVUPS constsAVX512<>+1152(SB), Z9
-	VMOVUPS constsAVX512<>+1152(SB), Z10
-	VMOVUPS constsAVX512<>+1152(SB), Z11
-	VMOVUPS constsAVX512<>+1152(SB), Z12
-	VMOVUPS constsAVX512<>+1152(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
 	TESTQ   AX, AX
 	JZ      done
 

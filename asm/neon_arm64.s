@@ -17,8 +17,14 @@ DATA constsNEON<>+40(SB)/4, $0x3f000000
 DATA constsNEON<>+44(SB)/4, $0x3f800000
 DATA constsNEON<>+48(SB)/4, $0xff7fffff
 DATA constsNEON<>+52(SB)/4, $0xff800000
-DATA constsNEON<>+56(SB)/4, $0x3f800000
-GLOBL constsNEON<>(SB), RODATA|NOPTR, $60
+DATA constsNEON<>+56(SB)/4, $0x3f200000
+DATA constsNEON<>+60(SB)/4, $0xbbbaf0ea
+DATA constsNEON<>+64(SB)/4, $0x3ca9134e
+DATA constsNEON<>+68(SB)/4, $0xbd5c1e2d
+DATA constsNEON<>+72(SB)/4, $0x3e088393
+DATA constsNEON<>+76(SB)/4, $0xbeaaaa99
+DATA constsNEON<>+80(SB)/4, $0x3f800000
+GLOBL constsNEON<>(SB), RODATA|NOPTR, $84
 
 // func GemmNEON(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
 TEXT ·GemmNEON(SB), NOSPLIT, $0-88
@@ -1778,7 +1784,7 @@ TEXT ·SoftmaxNEON(SB), NOSPLIT, $0-60
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V27.S4]
 	CMP $4, R8
 	BEQ soft4
@@ -1813,6 +1819,8 @@ s4capped:
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
 	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
 s4capmax:
@@ -1851,8 +1859,24 @@ s4capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -1892,8 +1916,24 @@ s4capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -1933,8 +1973,24 @@ s4capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -1974,8 +2030,24 @@ s4capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -2278,6 +2350,8 @@ s3capped:
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
 	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
 s3capmax:
@@ -2316,8 +2390,24 @@ s3capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -2357,8 +2447,24 @@ s3capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -2398,8 +2504,24 @@ s3capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -2636,6 +2758,8 @@ s2capped:
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
 	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
 s2capmax:
@@ -2674,8 +2798,24 @@ s2capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -2715,8 +2855,24 @@ s2capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -2887,6 +3043,8 @@ s1capped:
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
 	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V7.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
 s1capmax:
@@ -2925,8 +3083,24 @@ s1capmax:
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
 	WORD $0x4e3ad484 // fadd v4.4s, v4.4s, v26.4s
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
+	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
+	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R.P 4(R24), [V10.S4]
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VLD1R.P 4(R24), [V11.S4]
+	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VLD1R.P 4(R24), [V10.S4]
+	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
+	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
+	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
+	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
 	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6e1da5 // bsl v5.16b, v13.16b, v14.16b
+	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
 	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
@@ -3041,7 +3215,7 @@ TEXT ·ExpNEON(SB), NOSPLIT, $0-24
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V27.S4]
 	MOVD $constsNEON<>+4(SB), R24
 	VLD1R (R24), [V28.S4]

@@ -396,3 +396,62 @@ func TestDot(t *testing.T) {
 		}
 	}
 }
+
+// TestTanh checks every set's softcap tanh over the whole float32 range
+// against float64 tanh: at most 4 ulp (the measured worst is printed),
+// ±1 at ±Inf, NaN for NaN, and -Inf kept (a masked score). The tanh lives
+// inside Softmax: with softcap 1 (so x/c and c·t are exact), one key and
+// m = -Inf, the new running max of each row is the capped score itself.
+func TestTanh(t *testing.T) {
+	var xs []float32
+	step := uint32(499)
+	if testing.Short() {
+		step = 4999
+	}
+	for b := uint32(0); b < 0x7f800000; b += step {
+		xs = append(xs, math.Float32frombits(b), -math.Float32frombits(b))
+	}
+	inf := float32(math.Inf(1))
+	xs = append(xs, inf, -inf, float32(math.NaN()), fallback.TanhSmall, -fallback.TanhSmall,
+		math.Nextafter32(fallback.TanhSmall, 0), 1e-40, -1e-45, math.MaxFloat32)
+	for _, ks := range Available() {
+		rows := len(xs) / ks.Lanes * ks.Lanes
+		m, l, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+		for i := range m {
+			m[i] = -inf
+		}
+		s := append([]float32(nil), xs[:rows]...)
+		ks.Softmax(s, rows, m, l, alpha, 1, rows, 1)
+		worst := 0.0
+		for i, x := range xs[:rows] {
+			g := m[i]
+			switch {
+			case x != x: // the max may skip a NaN (generic); the weight may not
+				if s[i] == s[i] {
+					t.Fatalf("%s: the weight of a NaN score is %v", ks, s[i])
+				}
+			case x == -inf:
+				if g != -inf {
+					t.Fatalf("%s: softcap(-Inf) = %v, want -Inf (masked)", ks, g)
+				}
+			case x == inf:
+				if g != 1 {
+					t.Fatalf("%s: tanh(+Inf) = %v, want 1", ks, g)
+				}
+			default:
+				want := math.Tanh(float64(x))
+				ulp := 0.0
+				if want != 0 {
+					ulp = math.Abs(float64(g)-want) / ulpOf(want)
+				} else if g != 0 {
+					ulp = math.Inf(1)
+				}
+				worst = max(worst, ulp)
+				if ulp > 4 {
+					t.Fatalf("%s: tanh(%v) = %v, want %v (%.2f ulp)", ks, x, g, want, ulp)
+				}
+			}
+		}
+		t.Logf("%s: tanh worst error %.2f ulp over %d inputs", ks, worst, rows)
+	}
+}

@@ -92,14 +92,44 @@ func (g *gen) hold(names ...string) {
 // release ends hold.
 func (g *gen) release() { g.held = nil }
 
-// softcap replaces x by c·tanh(x/c), keeping -Inf lanes at -Inf:
-// tanh(|y|) = (1 - e)/(1 + e), e = exp(-2|y|), then the sign of y.
+// softcap replaces x by c·tanh(x/c), keeping -Inf lanes at -Inf, with
+// fallback.Tanh32's two forms of tanh(a), a = |y|, y = x/c:
+//
+//	a <  tanhSmall: a + (a·z)·P(z), z = a², Horner in FMAs
+//	a >= tanhSmall: (1 - e)/(1 + e), e = exp(-2a)
+//
+// blended per lane, then y's sign. The bit operations are VPANDD/VPORD on
+// AVX-512 (AVX512F; VANDPS on zmm would need AVX512DQ).
 func (g *gen) softcap(x, c, inv reg.VecVirtual) {
+	and, or := g.VANDPS, g.VORPS
+	if g.x.avx512() {
+		and, or = g.VPANDD, g.VPORD
+	}
 	y := g.vec()
 	g.VMULPS(inv, x, y)
 	sign := g.vec()
-	g.VANDPS(g.cst("signMask"), y, sign)
-	g.VANDPS(g.cst("absMask"), y, y)
+	and(g.cst("signMask"), y, sign)
+	and(g.cst("absMask"), y, y) // a
+	// The polynomial form, q = a + (a·z)·P(z).
+	z, q := g.vec(), g.vec()
+	g.VMULPS(y, y, z)
+	g.VMOVUPS(g.cst("t0"), q)
+	for _, t := range []string{"t1", "t2", "t3", "t4"} {
+		g.VFMADD213PS(g.cst(t), z, q) // q = q·z + t
+	}
+	g.VMULPS(y, z, z)      // a·z
+	g.VFMADD213PS(y, z, q) // q = q·(a·z) + a
+	var smallK reg.OpmaskVirtual
+	var smallV reg.VecVirtual
+	const lt = 0x01 // less than, ordered: NaN takes the exp form, which keeps it
+	if g.x.avx512() {
+		smallK = g.K()
+		g.VCMPPS(operand.U8(lt), g.cst("tanhSmall"), y, smallK)
+	} else {
+		smallV = g.vec()
+		g.VCMPPS(operand.U8(lt), g.cst("tanhSmall"), y, smallV)
+	}
+	// The exp form.
 	g.VMULPS(g.cst("minusTwo"), y, y)
 	e := g.exp(y, false)
 	num, den := g.vec(), g.vec()
@@ -107,7 +137,12 @@ func (g *gen) softcap(x, c, inv reg.VecVirtual) {
 	g.VSUBPS(e, num, num) // 1 - e
 	g.VADDPS(g.cst("one"), e, den)
 	g.VDIVPS(den, num, num)
-	g.VORPS(sign, num, num)
+	if g.x.avx512() {
+		g.VBLENDMPS(q, num, smallK, num) // num = small ? q : num
+	} else {
+		g.VBLENDVPS(smallV, q, num, num)
+	}
+	or(sign, num, num)
 	g.VMULPS(c, num, num)
 	if g.x.avx512() {
 		k := g.K()

@@ -70,10 +70,15 @@ func (g *gen) constants() {
 // loadConst replicates a constant into v, using R27-free scratch R24 for
 // the table address.
 func (g *gen) loadConst(name string, v V) {
+	g.constAddr(name, 24)
+	g.Inst("VLD1R (R24), [%s]", v.S4())
+}
+
+// constAddr puts the address of a constant in the table into r.
+func (g *gen) constAddr(name string, r R) {
 	for i, c := range constants {
 		if c.Name == name {
-			g.Inst("MOVD $constsNEON<>+%d(SB), R24", 4*i)
-			g.Inst("VLD1R (R24), [%s]", v.S4())
+			g.Inst("MOVD $constsNEON<>+%d(SB), %s", 4*i, r)
 			return
 		}
 	}

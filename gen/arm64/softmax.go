@@ -119,14 +119,18 @@ func (g *gen) softmaxPanel(nv int) {
 	g.Inst("B %sweights", l)
 
 	// Pass 1 with softcap: x = c·tanh(x/c) in place, then the max, with
-	// fallback.Tanh32's steps: t = (1-e)/(1+e), e = exp(-2|y|), then y's
-	// sign. V30 = c, V31 = 1/c, V6 = sign mask (-0.0), V7 = -Inf.
+	// fallback.Tanh32's two forms of tanh(a), a = |y|, y = x/c: below
+	// tanhSmall a + (a·z)·P(z), z = a² (V28 a, V9 z, V10/V11 Horner, the
+	// coefficients t0..t4 loaded in turn through R24); above it
+	// (1-e)/(1+e), e = exp(-2a); blended by V11 = a < tanhSmall (V8), then
+	// y's sign. V30 = c, V31 = 1/c, V6 = sign mask (-0.0), V7 = -Inf.
 	g.Label(l + "capped")
 	g.Inst("VDUP V30.S[0], V30.S4")
 	g.Emit(EncFDIV(31, cOne, 30))
 	g.zero(6)
 	g.Emit(EncFNEG(6, 6))
 	g.loadConst("negInf", 7)
+	g.loadConst("tanhSmall", 8)
 	g.Inst("MOVD R0, R6")
 	g.Inst("MOVD R5, R7")
 	g.Label(l + "capmax")
@@ -136,13 +140,27 @@ func (g *gen) softmaxPanel(nv int) {
 		g.Emit(EncFMUL(13, 12, 31)) // y
 		g.Emit(EncFABS(5, 13))
 		g.Emit(EncFADD(5, 5, 5))
-		g.Emit(EncFNEG(5, 5)) // -2|y|
+		g.Emit(EncFNEG(5, 5)) // -2a
 		e := g.exp(5, 14, 15, 4, 29, 0, false)
 		g.Emit(EncFSUB(14, cOne, e))
 		g.Emit(EncFADD(e, e, cOne))
-		g.Emit(EncFDIV(14, 14, e)) // tanh|y|
+		g.Emit(EncFDIV(14, 14, e)) // the exp form
+		g.Emit(EncFABS(28, 13))    // a
+		g.Emit(EncFMUL(9, 28, 28)) // z
+		g.constAddr("t0", 24)
+		g.Inst("VLD1R.P 4(R24), [%s]", V(10).S4())
+		p, t := V(10), V(11)
+		for range 4 { // t1..t4: t = coefficient + p·z
+			g.Inst("VLD1R.P 4(R24), [%s]", t.S4())
+			g.Emit(EncFMLA(t, p, 9))
+			p, t = t, p
+		}
+		g.Emit(EncFCMGT(t, 8, 28)) // small = tanhSmall > a (false for NaN)
+		g.Emit(EncFMUL(9, 28, 9))  // a·z
+		g.Emit(EncFMLA(28, 9, p))  // a + (a·z)·P(z)
+		g.Emit(EncBSL(t, 28, 14))  // small ? polynomial : exp form
 		g.move(5, 6)
-		g.Emit(EncBSL(5, 13, 14)) // y's sign bit, tanh|y|'s others
+		g.Emit(EncBSL(5, 13, t)) // y's sign bit, tanh(a)'s others
 		g.Emit(EncFMUL(5, 5, 30))
 		g.Emit(EncFCMEQ(13, 12, 7))
 		g.Emit(EncBSL(13, 12, 5)) // -Inf stays -Inf

@@ -1,4 +1,4 @@
-// Package expconst lists the constants of fastattn's exp, as float32 bit
+// Package expconst lists the constants of fastattn's exp and tanh, as float32 bit
 // patterns, for the generators of every instruction set. The values are
 // those of fallback/exp.go, the scalar twin, so all sets compute the same
 // function.
@@ -16,8 +16,8 @@ type Const struct {
 	Bits uint32
 }
 
-// Table is exp's constants: the clamps, the range reduction and the
-// polynomial p0..p5.
+// Table is exp's constants (the clamps, the range reduction and the
+// polynomial p0..p5) and those of softcap's tanh.
 var Table = []Const{
 	{"expMin", math.Float32bits(fallback.ExpMin)},
 	{"expMax", math.Float32bits(fallback.ExpMax)},
@@ -33,4 +33,12 @@ var Table = []Const{
 	{"one", math.Float32bits(1)},
 	{"negMax", math.Float32bits(-math.MaxFloat32)},
 	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
+	// softcap's tanh (fallback.Tanh32): the threshold of the polynomial
+	// form and its coefficients t0..t4, consecutive (NEON walks them).
+	{"tanhSmall", math.Float32bits(fallback.TanhSmall)},
+	{"t0", math.Float32bits(fallback.TanhPoly[0])},
+	{"t1", math.Float32bits(fallback.TanhPoly[1])},
+	{"t2", math.Float32bits(fallback.TanhPoly[2])},
+	{"t3", math.Float32bits(fallback.TanhPoly[3])},
+	{"t4", math.Float32bits(fallback.TanhPoly[4])},
 }
