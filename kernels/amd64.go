@@ -8,13 +8,18 @@ import (
 )
 
 // The amd64 sets: the generated kernels of asm, behind the Set contract.
-// Each requires exactly the features its code uses; cpuid reports AVX2 and
-// AVX-512 only where the OS saves their register state.
+// Each requires every feature its code uses (avo's "// Requires:" lines in
+// asm/*_amd64.s; TestRequires checks the lists against them; PREFETCHT0's
+// "MMX+" is part of SSE); cpuid reports AVX, AVX2 and AVX-512 only where
+// the OS saves their register state.
 var (
 	avx2 = x86Set("avx2", 8, 2, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2,
-		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2})
+		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2},
+		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3)
+	// The avx512 set's transpose is ymm (AVX2) code.
 	avx512 = x86Set("avx512", 16, 4, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512,
-		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512})
+		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512},
+		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F)
 )
 
 // x86Kernels are one amd64 ISA's generated functions.
@@ -31,9 +36,9 @@ type x86Kernels struct {
 // x86Set wraps one ISA's kernels: lanes float32 per vector, panels of at
 // most maxNV vectors (the register tile's width), Softmax on up to 4
 // vectors of rows per call, 12 chains in the peak loop.
-func x86Set(name string, lanes, maxNV int, k x86Kernels) *Set {
+func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.FeatureID) *Set {
 	return &Set{
-		Name: name, Lanes: lanes,
+		Name: name, Lanes: lanes, requires: requires,
 		gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, kk int, accumulate bool) {
 			gemmPanels(k.gemm, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
 		},
@@ -61,11 +66,9 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels) *Set {
 }
 
 func init() {
-	if cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3) {
-		available = append([]*Set{avx2}, available...)
-	}
-	// The avx512 set's transpose is ymm (AVX2) code.
-	if cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX2) {
-		available = append([]*Set{avx512}, available...)
+	for _, ks := range []*Set{avx2, avx512} {
+		if cpuid.CPU.Supports(ks.requires...) {
+			available = append([]*Set{ks}, available...)
+		}
 	}
 }

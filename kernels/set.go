@@ -25,6 +25,7 @@ import (
 	"fmt"
 
 	"github.com/fastattn/fastattn/fallback"
+	"github.com/klauspost/cpuid/v2"
 )
 
 // Set is one instruction set's micro-kernels. The zero value is not usable;
@@ -45,7 +46,8 @@ type Set struct {
 	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
 	peak    func(iters int)                                                                          // nil for generic
 
-	peakChains int // independent vector FMAs per iteration of peak
+	peakChains int               // independent vector FMAs per iteration of peak
+	requires   []cpuid.FeatureID // the CPU features the set's code uses
 }
 
 // String returns the set's name.

@@ -1,0 +1,64 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/cpuid/v2"
+)
+
+// TestRequires reads avo's "// Requires:" line above every function of
+// asm/<set>_amd64.s and checks that the set's cpuid requirements cover each
+// feature, so a kernel that starts using a new extension (AVX512DQ, F16C…)
+// cannot be dispatched on a CPU without it.
+func TestRequires(t *testing.T) {
+	files, err := filepath.Glob("../asm/*_amd64.s")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no generated amd64 assembly found (%v)", err)
+	}
+	sets := map[string]*Set{"avx2": avx2, "avx512": avx512}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), "_amd64.s")
+		ks := sets[name]
+		if ks == nil {
+			t.Errorf("%s: no amd64 set named %q", path, name)
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		funcs := 0
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "// Requires: ")
+			if !ok {
+				continue
+			}
+			funcs++
+			for _, feat := range strings.Split(line, ", ") {
+				id := cpuid.ParseFeature(feat)
+				if feat == "MMX+" { // avo's name for PREFETCHh and the like: SSE has them
+					id = cpuid.SSE
+				}
+				if id == cpuid.UNKNOWN {
+					t.Errorf("%s: feature %q unknown to cpuid", path, feat)
+					continue
+				}
+				if !slices.Contains(ks.requires, id) {
+					t.Errorf("%s uses %s, which the %s set does not require", path, feat, ks.Name)
+				}
+			}
+		}
+		f.Close()
+		if funcs == 0 {
+			t.Errorf("%s: no // Requires: lines", path)
+		}
+	}
+}
