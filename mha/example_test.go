@@ -69,3 +69,123 @@ func ExampleLayer_Decode() {
 	// cached tokens: 3
 	// output: [0.400 0.540 0.480 0.520 0.460 0.400 0.540 0.480]
 }
+
+// ramp fills x with a deterministic pattern in [-1, 1).
+func ramp(x []float32, seed int) []float32 {
+	for i := range x {
+		x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+	}
+	return x
+}
+
+// An Engine owns its worker pool and scratch: make one per process (or per
+// kernel set), share it between goroutines, Close it when done.
+func ExampleNew() {
+	e, err := mha.New(mha.Config{Threads: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	shape := mha.Shape{Batch: 1, Heads: 4, KVHeads: 2, QLen: 5, KVLen: 7, HeadDim: 8, Layout: mha.BHSD}
+	q := ramp(make([]float32, 1*4*5*8), 1)
+	k := ramp(make([]float32, 1*2*7*8), 2)
+	v := ramp(make([]float32, 1*2*7*8), 3)
+	out := make([]float32, len(q))
+	if err := e.Attention(out, q, k, v, shape, &mha.Options{Causal: true}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("head 3, last row: %.3f\n", out[3*5*8+4*8:][:8])
+	// Output:
+	// head 3, last row: [-0.157 0.059 0.045 -0.163 0.189 -0.360 0.031 -0.392]
+}
+
+// ALiBi as an additive bias: slope_h·(j - i) for head h, broadcast over
+// the batch (BiasBatch 1). A -Inf entry would mask its key.
+func ExampleOptions_bias() {
+	const H, L, D = 2, 4, 4
+	shape := mha.Shape{Batch: 1, Heads: H, QLen: L, KVLen: L, HeadDim: D}
+	q := ramp(make([]float32, L*H*D), 4)
+	k := ramp(make([]float32, L*H*D), 5)
+	v := ramp(make([]float32, L*H*D), 6)
+	slopes := []float32{0.25, 0.0625} // 2^(-8h/H) for H = 2
+	bias := make([]float32, H*L*L)    // [BiasBatch=1][H][Lq][Lk]
+	for h := 0; h < H; h++ {
+		for i := 0; i < L; i++ {
+			for j := 0; j < L; j++ {
+				bias[(h*L+i)*L+j] = slopes[h] * float32(j-i)
+			}
+		}
+	}
+	out := make([]float32, L*H*D)
+	opts := &mha.Options{Causal: true, Bias: bias, BiasHeads: H}
+	if err := mha.Attention(out, q, k, v, shape, opts); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("last token, head 0: %.3f\n", out[(L-1)*H*D:][:D])
+	// Output:
+	// last token, head 0: [0.075 -0.112 -0.278 0.163]
+}
+
+// Padded batches: KVLens gives each sequence's real key length, so the
+// padding keys are never read. LSE returns each row's log-sum-exp, with
+// which partial results over disjoint keys can be merged.
+func ExampleOptions_kvLens() {
+	const B, H, Lq, Lk, D = 2, 1, 1, 6, 4
+	shape := mha.Shape{Batch: B, Heads: H, QLen: Lq, KVLen: Lk, HeadDim: D}
+	q := ramp(make([]float32, B*Lq*H*D), 7)
+	k := ramp(make([]float32, B*Lk*H*D), 8)
+	v := ramp(make([]float32, B*Lk*H*D), 9)
+	out := make([]float32, B*Lq*H*D)
+	lse := make([]float32, B*H*Lq)
+	opts := &mha.Options{KVLens: []int{6, 2}, LSE: lse} // sequence 1 has 2 real keys
+	if err := mha.Attention(out, q, k, v, shape, opts); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("out: %.3f\n", out)
+	fmt.Printf("lse: %.3f\n", lse)
+	// Output:
+	// out: [-0.152 0.127 -0.016 -0.226 0.360 -0.337 0.007 -0.690]
+	// lse: [1.817 1.139]
+}
+
+// exampleLayer is a small GQA layer with deterministic weights.
+func exampleLayer() *mha.Layer {
+	cfg := mha.LayerConfig{DModel: 8, Heads: 4, KVHeads: 2, HeadDim: 2}
+	w := mha.Weights{
+		WQ: ramp(make([]float32, 8*8), 1), WK: ramp(make([]float32, 8*4), 2),
+		WV: ramp(make([]float32, 8*4), 3), WO: ramp(make([]float32, 8*8), 4),
+		BO: ramp(make([]float32, 8), 5),
+	}
+	layer, err := mha.NewLayer(nil, cfg, w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return layer
+}
+
+// Self-attention over a batch of 2 sequences of 3 tokens, causal.
+func ExampleLayer_Forward() {
+	layer := exampleLayer()
+	x := ramp(make([]float32, 2*3*8), 6) // [batch][seq][DModel]
+	out := make([]float32, len(x))
+	if err := layer.Forward(out, x, 2, 3, &mha.Options{Causal: true}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("sequence 1, token 2: %.3f\n", out[(1*3+2)*8:][:8])
+	// Output:
+	// sequence 1, token 2: [1.488 -1.141 0.719 -0.832 -1.228 2.046 -0.962 0.921]
+}
+
+// Cross-attention: 2 decoder tokens attend to 5 encoder tokens.
+func ExampleLayer_ForwardCross() {
+	layer := exampleLayer()
+	dec := ramp(make([]float32, 2*8), 7) // [1][2][DModel]
+	enc := ramp(make([]float32, 5*8), 8) // [1][5][DModel]
+	out := make([]float32, len(dec))
+	if err := layer.ForwardCross(out, dec, enc, 1, 2, 5, nil); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("token 1: %.3f\n", out[8:])
+	// Output:
+	// token 1: [1.123 -1.695 1.385 -1.538 0.915 1.555 -1.281 1.606]
+}

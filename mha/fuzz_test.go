@@ -36,3 +36,123 @@ func FuzzAttention(f *testing.F) {
 		checkCase(t, rng, rs, f.build(rng, rs))
 	})
 }
+
+// FuzzPoisonedMask is FuzzAttention with NaN and ±Inf planted in the K and
+// V rows of masked key positions: rows that do not see them must match the
+// oracle, and the rows that do must be NaN or Inf exactly where it says.
+func FuzzPoisonedMask(f *testing.F) {
+	f.Add(uint64(4), uint8(4), uint8(2), uint8(40), uint8(90), uint8(16), uint8(0x0b))
+	f.Add(uint64(5), uint8(8), uint8(1), uint8(1), uint8(200), uint8(64), uint8(0x09))
+	f.Add(uint64(6), uint8(3), uint8(3), uint8(70), uint8(70), uint8(33), uint8(0x27))
+	f.Fuzz(func(t *testing.T, seed uint64, heads, kvDiv, lq, lk, dk, flags uint8) {
+		rng := rand.New(rand.NewPCG(seed, uint64(flags)))
+		s := Shape{
+			Batch: 1 + int(flags>>6), Heads: 1 + int(heads%8), KVHeads: 1 + int(kvDiv%4),
+			QLen: 1 + int(lq), KVLen: 1 + int(lk), HeadDim: 1 + int(dk%100), Layout: Layout(flags >> 5 & 1),
+		}
+		s.Heads *= s.KVHeads
+		f := optionSet{causal: flags&1 != 0, window: flags&2 != 0, softcap: flags&4 != 0,
+			kvlens: flags&8 != 0, bias: seed%2 == 0, offset: seed%5 == 0}
+		rs, _ := s.resolve()
+		o := f.build(rng, rs)
+		q, k, v, _ := inputs(rng, rs)
+		poisonMasked(rng, rs, &o, k, v)
+		checkInputs(t, rs, o, q, k, v)
+	})
+}
+
+// FuzzLayerConfig builds layers, caches and calls from arbitrary
+// configurations, absurd ones included (negative, zero, huge, products
+// that wrap): every call returns nil or an error wrapping a sentinel,
+// never panics, and a layer small enough to check agrees with the plain
+// float64 composition in Forward and token by token in Decode.
+func FuzzLayerConfig(f *testing.F) {
+	f.Add(int64(16), int64(4), int64(2), int64(4), int64(0), int64(2), int64(5), uint8(0))
+	f.Add(int64(1), int64(1<<32), int64(0), int64(1<<32), int64(0), int64(1), int64(1), uint8(1))
+	f.Add(int64(8), int64(3), int64(3), int64(5), int64(7), int64(1<<40), int64(1<<40), uint8(2))
+	f.Add(int64(-1), int64(2), int64(1), int64(-3), int64(0), int64(0), int64(-2), uint8(3))
+	f.Fuzz(func(t *testing.T, dm, heads, kvHeads, headDim, valueDim, batch, seqLen int64, flags uint8) {
+		cfg := LayerConfig{DModel: int(dm), Heads: int(heads), KVHeads: int(kvHeads), HeadDim: int(headDim), ValueDim: int(valueDim)}
+		B, L := int(batch), int(seqLen)
+		small := func(x int64) bool { return x >= 0 && x <= 24 }
+		checkable := small(dm) && dm > 0 && small(heads) && small(kvHeads) && small(headDim) && small(valueDim) &&
+			small(batch) && small(seqLen)
+		sentinel := func(what string, err error) {
+			if err == nil {
+				return
+			}
+			for _, s := range []error{ErrShape, ErrBuffer, ErrOption, ErrCacheFull, ErrNil} {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("%s: %v wraps no sentinel", what, err)
+		}
+		var w Weights
+		rng := rand.New(rand.NewPCG(uint64(dm), uint64(flags)))
+		if checkable {
+			rc := cfg
+			if rc.KVHeads == 0 {
+				rc.KVHeads = rc.Heads
+			}
+			if rc.ValueDim == 0 {
+				rc.ValueDim = rc.HeadDim
+			}
+			w = Weights{WQ: random(rng, int(dm)*rc.Heads*rc.HeadDim), WK: random(rng, int(dm)*rc.KVHeads*rc.HeadDim),
+				WV: random(rng, int(dm)*rc.KVHeads*rc.ValueDim), WO: random(rng, rc.Heads*rc.ValueDim*int(dm))}
+			if flags&1 != 0 {
+				w.BO = random(rng, int(dm))
+			}
+		} else {
+			tiny := make([]float32, 64)
+			w = Weights{WQ: tiny, WK: tiny, WV: tiny, WO: tiny}
+		}
+		e := engines[int(flags)%len(engines)]
+		l, err := NewLayer(e, cfg, w)
+		sentinel("NewLayer", err)
+		if err != nil {
+			return
+		}
+		cache, err := l.NewCache(B, L)
+		sentinel("NewCache", err)
+		if !checkable {
+			buf := make([]float32, 256)
+			sentinel("Forward", l.Forward(buf, buf[:128], B, L, nil))
+			if cache != nil {
+				sentinel("Decode", l.Decode(buf, buf[:128], cache, L, nil))
+			}
+			return
+		}
+		rc := l.Config()
+		x := random(rng, B*L*rc.DModel)
+		out := make([]float32, len(x))
+		opts := &Options{Causal: flags&2 != 0}
+		if err := l.Forward(out, x, B, L, opts); err != nil {
+			sentinel("Forward", err)
+			return
+		}
+		want := referenceLayer(rc, w, x, x, B, L, L, opts)
+		compare(t, e.Kernels()+" Forward", out, want, tolLayer, &worstLayer)
+		if cache == nil || flags&2 == 0 {
+			return
+		}
+		// Token by token through the cache equals the causal Forward.
+		for pos := 0; pos < L; pos++ {
+			tok := make([]float32, B*rc.DModel)
+			for b := 0; b < B; b++ {
+				copy(tok[b*rc.DModel:], x[(b*L+pos)*rc.DModel:][:rc.DModel])
+			}
+			got := make([]float32, len(tok))
+			if err := l.Decode(got, tok, cache, 1, nil); err != nil {
+				t.Fatalf("Decode at %d: %v", pos, err)
+			}
+			for b := 0; b < B; b++ {
+				ref := make([]float64, rc.DModel)
+				for i := range ref {
+					ref[i] = float64(out[(b*L+pos)*rc.DModel+i])
+				}
+				compare(t, e.Kernels()+" Decode", got[b*rc.DModel:][:rc.DModel], ref, 1e-5, &worstLayer)
+			}
+		}
+	})
+}
