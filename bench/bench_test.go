@@ -24,9 +24,18 @@ func report(b *testing.B, ks *kernels.Set, threads int, flops float64, loop func
 	}
 }
 
+// threadCounts is 1 and the engine's thread count, once each (so names do
+// not repeat when GOMAXPROCS is 1).
+func threadCounts(e *mha.Engine) []int {
+	if e.Threads() == 1 {
+		return []int{1}
+	}
+	return []int{1, e.Threads()}
+}
+
 // BenchmarkAttention runs the default cases on every kernel set at one and
-// all threads. Names suit benchstat:
-// BenchmarkAttention/isa=avx512/B=1,H=16,L=1024,D=128/causal=false/threads=1.
+// all threads. Names suit benchstat, one key per path element:
+// BenchmarkAttention/isa=avx512/B=1/H=16/L=1024/D=128/causal=false/threads=1.
 // Decode cases also report GB/s of K and V read.
 func BenchmarkAttention(b *testing.B) {
 	for _, ks := range kernels.Available() {
@@ -41,8 +50,8 @@ func BenchmarkAttention(b *testing.B) {
 					continue
 				}
 				c.Causal = causal
-				for _, th := range []int{1, e.Threads()} {
-					b.Run(fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", ks.Name, c.Short(), causal, th), func(b *testing.B) {
+				for _, th := range threadCounts(e) {
+					b.Run(fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", ks.Name, c.Path(), causal, th), func(b *testing.B) {
 						q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
 						o := make([]float32, len(q))
 						opts := &mha.Options{Causal: causal, Threads: th}
@@ -76,8 +85,8 @@ func BenchmarkLayer(b *testing.B) {
 		}
 		defer e.Close()
 		for _, lc := range defaultLayers {
-			for _, th := range []int{1, e.Threads()} {
-				b.Run(fmt.Sprintf("isa=%s/dm=%d,H=%d,Hkv=%d,L=%d/threads=%d", ks.Name, lc.DModel, lc.H, lc.Hkv, lc.L, th), func(b *testing.B) {
+			for _, th := range threadCounts(e) {
+				b.Run(fmt.Sprintf("isa=%s/dm=%d/H=%d/Hkv=%d/L=%d/threads=%d", ks.Name, lc.DModel, lc.H, lc.Hkv, lc.L, th), func(b *testing.B) {
 					dm := lc.DModel
 					layer, err := mha.NewLayer(e, mha.LayerConfig{DModel: dm, Heads: lc.H, KVHeads: lc.Hkv, HeadDim: lc.D},
 						mha.Weights{WQ: fill(dm * lc.H * lc.D), WK: fill(dm * lc.Hkv * lc.D), WV: fill(dm * lc.Hkv * lc.D), WO: fill(lc.H * lc.D * dm)})
@@ -105,7 +114,7 @@ func BenchmarkLayer(b *testing.B) {
 func BenchmarkGEMM(b *testing.B) {
 	for _, ks := range kernels.Available() {
 		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}} {
-			b.Run(fmt.Sprintf("isa=%s/M=%d,N=%d,K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
+			b.Run(fmt.Sprintf("isa=%s/M=%d/N=%d/K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
 				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: tile.PackB(fill(s.k*s.n), s.k, s.n),
 					C: make([]float32, s.m*s.n), LDC: s.n, M: s.m, N: s.n, K: s.k}
 				var ws tile.Workspace

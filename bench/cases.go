@@ -19,13 +19,14 @@ func (c Case) String() string {
 	return fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
 }
 
-// Short is the case in benchmark-name form: B=1,H=16,L=1024,D=128 for
+// Path is the case in benchmark-name form, one key per path element so
+// benchstat can group by any of them: B=1/H=16/L=1024/D=128 for
 // self-attention shapes, with Hkv, Lq and Lk spelled out otherwise.
-func (c Case) Short() string {
+func (c Case) Path() string {
 	if c.Lq == c.Lk && c.H == c.Hkv {
-		return fmt.Sprintf("B=%d,H=%d,L=%d,D=%d", c.B, c.H, c.Lq, c.D)
+		return fmt.Sprintf("B=%d/H=%d/L=%d/D=%d", c.B, c.H, c.Lq, c.D)
 	}
-	return c.String()
+	return fmt.Sprintf("B=%d/H=%d/Hkv=%d/Lq=%d/Lk=%d/D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
 }
 
 // Decode reports whether the case is a decode step (one query row).

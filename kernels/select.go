@@ -8,7 +8,7 @@ import (
 )
 
 // ErrISA is wrapped by every error about choosing a kernel set.
-var ErrISA = errors.New("kernel set")
+var ErrISA = errors.New("kernels: bad kernel set")
 
 // EnvISA names the environment variable that forces a kernel set.
 const EnvISA = "FASTATTN_ISA"
