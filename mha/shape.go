@@ -3,8 +3,36 @@
 // it (Layer, with a KV cache for decoding).
 //
 // Tensors are flat row-major []float32. Every input is validated: bad input
-// returns an error wrapping ErrShape, ErrBuffer, ErrOption or ErrCacheFull
-// that names the problem, never a panic and never a read past a slice.
+// returns an error wrapping ErrShape, ErrBuffer, ErrOption, ErrCacheFull,
+// ErrClosed or ErrNil that names the problem, never a panic and never a
+// read past a slice. Sizes are checked against int overflow and against the
+// memory the machine has (RAM and swap), since Go cannot recover from an
+// allocation it cannot serve. Outputs (out, LSE, a cache being appended to)
+// must not share memory with any input: that is ErrBuffer.
+//
+// # Non-finite values
+//
+// Every path and kernel set follows fallback.Attention, the float64
+// reference, on NaN, Inf and overflow:
+//
+//   - A key a row does not see — causal, window, past its KVLens, or behind a
+//     -Inf bias entry — contributes nothing to that row, whatever K and V
+//     hold there (NaN and Inf included).
+//   - Scores are float32: s = (Scale·q)·k. A score beyond ±MaxFloat32 is
+//     ±Inf. Softcap maps +Inf to +Softcap and keeps -Inf; then the bias is
+//     added.
+//   - A score of NaN or +Inf for a key the row sees makes that row's output
+//     and LSE NaN: so does NaN in q, in a visible key, or in a visible bias
+//     entry, and a +Inf bias entry. NaN in a visible value reaches the
+//     output columns it is in (the LSE does not depend on V).
+//   - A score of -Inf weighs 0, like exp(-Inf), when the row sees other
+//     keys with finite scores. A row all of whose visible scores are -Inf
+//     (an overflow) is NaN, not zeros: the result depends on values float32
+//     lost.
+//   - A row that sees no key outputs zeros and an LSE of -Inf.
+//
+// Scale is limited to [0, MaxScale] and Softcap to 0 or [MinSoftcap,
+// MaxFloat32], so that Scale·q and 1/Softcap stay finite for sane inputs.
 package mha
 
 // Layout is the order of a Q, K, V or output tensor's dimensions.
@@ -50,7 +78,8 @@ type Shape struct {
 // A score is computed as s = Scale·(q·k); then s = Softcap·tanh(s/Softcap)
 // if Softcap > 0; then s += bias; then masks (causal, window, key lengths,
 // -Inf bias entries) set it to -Inf. A query row that sees no key outputs
-// zeros and an LSE of -Inf.
+// zeros and an LSE of -Inf. NaN, Inf and score overflow: see the package
+// documentation.
 type Options struct {
 	// Causal masks key j for query row i unless j <= i + off. By default off
 	// = (that batch's key length) - QLen: aligned bottom-right, so a new
@@ -63,9 +92,10 @@ type Options struct {
 	// Window, when > 0 (with Causal), also masks key j unless
 	// j > i + off - Window: each row sees at most Window keys.
 	Window int
-	// Softcap, when > 0, caps scores smoothly to (-Softcap, Softcap).
+	// Softcap, when > 0, caps scores smoothly to (-Softcap, Softcap). It
+	// is 0 or in [MinSoftcap, MaxFloat32].
 	Softcap float32
-	// Scale multiplies q·k; 0 means 1/sqrt(HeadDim).
+	// Scale multiplies q·k; 0 means 1/sqrt(HeadDim). At most MaxScale.
 	Scale float32
 	// KVLens, when not nil, holds B key lengths in [0, KVLen]: keys at or
 	// past KVLens[b] are masked for batch b (padding, varlen, KV caches).
