@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/fastattn/fastattn/kernels"
@@ -24,13 +25,44 @@ func report(b *testing.B, ks *kernels.Set, threads int, flops float64, loop func
 	}
 }
 
-// threadCounts is 1 and the engine's thread count, once each (so names do
-// not repeat when GOMAXPROCS is 1).
-func threadCounts(e *mha.Engine) []int {
-	if e.Threads() == 1 {
+// threadCounts is 1 and the engine's thread count n, once each (so names
+// do not repeat when GOMAXPROCS is 1).
+func threadCounts(n int) []int {
+	if n == 1 {
 		return []int{1}
 	}
-	return []int{1, e.Threads()}
+	return []int{1, n}
+}
+
+// attentionName is the sub-benchmark name of one case of
+// BenchmarkAttention.
+func attentionName(isa string, c Case, causal bool, threads int) string {
+	return fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", isa, c.Path(), causal, threads)
+}
+
+// TestBenchmarkNames: every sub-benchmark name is distinct whatever the
+// thread count, and each path element is one key=value (benchstat groups
+// by them).
+func TestBenchmarkNames(t *testing.T) {
+	for _, n := range []int{1, 2, 64} {
+		seen := map[string]bool{}
+		for _, c := range defaultCases {
+			for _, causal := range []bool{false, true} {
+				for _, th := range threadCounts(n) {
+					name := attentionName("avx2", c, causal, th)
+					if seen[name] {
+						t.Fatalf("threads %d: %s twice", n, name)
+					}
+					seen[name] = true
+					for _, el := range strings.Split(name, "/") {
+						if k, v, ok := strings.Cut(el, "="); !ok || k == "" || strings.ContainsAny(v, "=,") {
+							t.Fatalf("%s: element %q is not one key=value", name, el)
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // BenchmarkAttention runs the default cases on every kernel set at one and
@@ -50,8 +82,8 @@ func BenchmarkAttention(b *testing.B) {
 					continue
 				}
 				c.Causal = causal
-				for _, th := range threadCounts(e) {
-					b.Run(fmt.Sprintf("isa=%s/%s/causal=%v/threads=%d", ks.Name, c.Path(), causal, th), func(b *testing.B) {
+				for _, th := range threadCounts(e.Threads()) {
+					b.Run(attentionName(ks.Name, c, causal, th), func(b *testing.B) {
 						q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
 						o := make([]float32, len(q))
 						opts := &mha.Options{Causal: causal, Threads: th}
@@ -85,7 +117,7 @@ func BenchmarkLayer(b *testing.B) {
 		}
 		defer e.Close()
 		for _, lc := range defaultLayers {
-			for _, th := range threadCounts(e) {
+			for _, th := range threadCounts(e.Threads()) {
 				b.Run(fmt.Sprintf("isa=%s/dm=%d/H=%d/Hkv=%d/L=%d/threads=%d", ks.Name, lc.DModel, lc.H, lc.Hkv, lc.L, th), func(b *testing.B) {
 					dm := lc.DModel
 					layer, err := mha.NewLayer(e, mha.LayerConfig{DModel: dm, Heads: lc.H, KVHeads: lc.Hkv, HeadDim: lc.D},

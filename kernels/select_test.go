@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,9 @@ func TestSelect(t *testing.T) {
 	t.Setenv(EnvISA, "sse9")
 	if _, err := Best(); !errors.Is(err, ErrISA) {
 		t.Fatalf("%s=sse9: %v, want ErrISA", EnvISA, err)
+	}
+	if msg := ErrISA.Error(); !strings.HasPrefix(msg, "kernels: ") {
+		t.Fatalf("ErrISA says %q: errors carry their package's prefix", msg)
 	}
 	for _, name := range known {
 		if _, err := Lookup(name); err != nil && !errors.Is(err, ErrISA) {

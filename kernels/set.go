@@ -218,7 +218,8 @@ func (ks *Set) FMAPeak(iters int) {
 }
 
 // Exp writes exp(src[i]) to dst[i] for i < len(dst), with the algorithm and
-// error bound of fallback.Exp32 (exactly 0 below fallback.ExpMin).
+// error bound of fallback.Exp32: exactly 0 below fallback.ExpMin, and
+// saturated at exp(fallback.ExpMax) ≈ 2.4e38 above ExpMax (never +Inf).
 func (ks *Set) Exp(dst, src []float32) {
 	check("Exp", "src", len(src), len(dst))
 	if len(dst) == 0 {
