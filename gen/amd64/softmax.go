@@ -20,14 +20,8 @@ import (
 // so n+127 stays a valid exponent; the lanes below are zeroed at the end.
 func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
 	const nltUQ = 0x15 // not less than, unordered true: NaN lanes are kept
-	var keepK reg.OpmaskVirtual
-	var keepV reg.VecVirtual
-	if g.x.avx512() {
-		keepK = g.K()
-		g.VCMPPS(operand.U8(nltUQ), g.k("expMin"), y, keepK)
-	} else {
-		keepV = g.vec()
-		g.VCMPPS(operand.U8(nltUQ), g.cst("expMin"), y, keepV)
+	keep := g.compare(nltUQ, g.k("expMin"), y)
+	if !g.x.avx512() {
 		lo := g.vec()
 		g.VMOVUPS(g.cst("expMin"), lo)
 		g.VMAXPS(y, lo, y) // y second: a NaN y is returned as is
@@ -52,14 +46,14 @@ func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
 		g.VFMADD213PS(g.k(c), y, p)
 	}
 	if g.x.avx512() {
-		g.VSCALEFPS_Z(n, p, keepK, p)
+		g.VSCALEFPS_Z(n, p, keep.k, p)
 		return p
 	}
 	g.VCVTPS2DQ(n, n) // exact: n is integral
 	g.VPADDD(g.cst("bias127"), n, n)
 	g.VPSLLD(operand.U8(23), n, n)
 	g.VMULPS(n, p, p)
-	g.VANDPS(keepV, p, p)
+	g.VANDPS(keep.v, p, p)
 	return p
 }
 
@@ -119,16 +113,8 @@ func (g *gen) softcap(x, c, inv reg.VecVirtual) {
 	}
 	g.VMULPS(y, z, z)      // a·z
 	g.VFMADD213PS(y, z, q) // q = q·(a·z) + a
-	var smallK reg.OpmaskVirtual
-	var smallV reg.VecVirtual
-	const lt = 0x01 // less than, ordered: NaN takes the exp form, which keeps it
-	if g.x.avx512() {
-		smallK = g.K()
-		g.VCMPPS(operand.U8(lt), g.cst("tanhSmall"), y, smallK)
-	} else {
-		smallV = g.vec()
-		g.VCMPPS(operand.U8(lt), g.cst("tanhSmall"), y, smallV)
-	}
+	const lt = 0x01        // less than, ordered: NaN takes the exp form, which keeps it
+	small := g.compare(lt, g.cst("tanhSmall"), y)
 	// The exp form.
 	g.VMULPS(g.cst("minusTwo"), y, y)
 	e := g.exp(y, false)
@@ -137,22 +123,40 @@ func (g *gen) softcap(x, c, inv reg.VecVirtual) {
 	g.VSUBPS(e, num, num) // 1 - e
 	g.VADDPS(g.cst("one"), e, den)
 	g.VDIVPS(den, num, num)
-	if g.x.avx512() {
-		g.VBLENDMPS(q, num, smallK, num) // num = small ? q : num
-	} else {
-		g.VBLENDVPS(smallV, q, num, num)
-	}
+	g.blend(small, q, num, num) // num = small ? q : num
 	or(sign, num, num)
 	g.VMULPS(c, num, num)
+	const eq = 0x00
+	g.blend(g.compare(eq, g.cst("negInf"), x), x, num, x) // -Inf stays -Inf
+}
+
+// laneMask is a per-lane condition: an opmask on AVX-512, a vector of
+// all-ones or all-zeros lanes on AVX2.
+type laneMask struct {
+	k reg.OpmaskVirtual
+	v reg.VecVirtual
+}
+
+// compare returns the lanes where the predicate pred (a VCMPPS immediate)
+// holds of b and a, in that order.
+func (g *gen) compare(pred uint8, a operand.Op, b reg.VecVirtual) laneMask {
 	if g.x.avx512() {
-		k := g.K()
-		g.VCMPPS(operand.U8(0), g.cst("negInf"), x, k) // x == -Inf
-		g.VBLENDMPS(x, num, k, x)                      // x = k ? x (-Inf) : capped
-	} else {
-		m := g.vec()
-		g.VCMPPS(operand.U8(0), g.cst("negInf"), x, m)
-		g.VBLENDVPS(m, x, num, x) // x = m ? x (-Inf) : capped
+		m := laneMask{k: g.K()}
+		g.VCMPPS(operand.U8(pred), a, b, m.k)
+		return m
 	}
+	m := laneMask{v: g.vec()}
+	g.VCMPPS(operand.U8(pred), a, b, m.v)
+	return m
+}
+
+// blend sets dst = m ? set : clear, lane by lane.
+func (g *gen) blend(m laneMask, set, clear, dst reg.VecVirtual) {
+	if g.x.avx512() {
+		g.VBLENDMPS(set, clear, m.k, dst)
+		return
+	}
+	g.VBLENDVPS(m.v, set, clear, dst)
 }
 
 // softmax emits Softmax<ISA>: one online-softmax step for nv vectors of
