@@ -17,6 +17,8 @@ type Workspace struct {
 	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
 	qr       []float32 // with dot: the scaled query rows, [rows][dk]
 	masked   []bool    // [keys]: the key is masked for some row of the block
+	zeros    []float32 // [keys] of 0: the weights of the poisoned probe
+	probe    []float32 // [dv]: the poisoned probe's output
 	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 }
@@ -56,8 +58,10 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 	ws.al = grow(ws.al, rp)
 	if cap(ws.masked) < bc {
 		ws.masked = make([]bool, bc)
+		ws.zeros = make([]float32, bc)
 	}
 	ws.masked = ws.masked[:bc]
+	ws.probe = grow(ws.probe, p.ValueDim)
 	ws.dot = ks.HasDot() && rows <= kernels.DotRows
 	if ws.dot {
 		ws.qr = grow(ws.qr, rows*p.HeadDim)
@@ -162,7 +166,7 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
-	if masked && poisoned(p, vOff, ldv, nk, ws.masked) {
+	if masked && anyOf(ws.masked[:nk]) && poisoned(ks, p, ws, vOff, ldv, nk) {
 		pvPoisoned(ks, p, it, ws, kb, nk, rp, r0, min(r1, rows), vOff, ldv)
 		return
 	}
@@ -311,4 +315,14 @@ func rowResult(p *Problem, b, h, i int, m, l float32) (scale, lse float32) {
 	}
 	nan := float32(math.NaN())
 	return nan, nan
+}
+
+// anyOf reports whether any element of x is true.
+func anyOf(x []bool) bool {
+	for _, b := range x {
+		if b {
+			return true
+		}
+	}
+	return false
 }
