@@ -310,7 +310,7 @@ func rowResult(p *Problem, b, h, i int, m, l float32) (scale, lse float32) {
 	switch {
 	case l > 0:
 		return 1 / l, m + float32(math.Log(float64(l)))
-	case l == 0 && !p.SeesKey(b, h, i):
+	case l == 0 && !p.seesKey(b, h, i):
 		return 0, negInf
 	}
 	nan := float32(math.NaN())

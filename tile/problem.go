@@ -82,30 +82,31 @@ func (p *Problem) posRange(b, j int) (lo, hi int) {
 	return lo, hi
 }
 
-// bias returns the bias entry of query head h, position i, key j of batch b.
-func (p *Problem) bias(b, h, i, j int) float32 {
+// biasMasks reports whether the bias entry of query head h, position i,
+// key j of batch b is -Inf (the key is masked for that row).
+func (p *Problem) biasMasks(b, h, i, j int) bool {
+	if p.Bias == nil {
+		return false
+	}
 	bb, bh := b%p.BiasBatch, h%p.BiasHeads
-	return p.Bias[((bb*p.BiasHeads+bh)*p.QLen+i)*p.KVLen+j]
+	return p.Bias[((bb*p.BiasHeads+bh)*p.QLen+i)*p.KVLen+j] == negInf
 }
 
 // visible reports whether query head h at position i of batch b sees key j:
-// j is inside its keyRange and its bias entry, if any, is not -Inf.
+// j is inside its keyRange and no -Inf bias entry masks it.
 func (p *Problem) visible(b, h, i, j int) bool {
 	lo, hi := p.keyRange(b, i)
-	if j < lo || j >= hi {
-		return false
-	}
-	return p.Bias == nil || p.bias(b, h, i, j) != negInf
+	return j >= lo && j < hi && !p.biasMasks(b, h, i, j)
 }
 
-// SeesKey reports whether query head h at position i of batch b sees at
+// seesKey reports whether query head h at position i of batch b sees at
 // least one key. It is asked only of rows whose softmax sum is 0, to tell
 // a row with nothing to see (zeros) from one whose every score was -Inf
 // (NaN), so its scan of a bias row costs nothing in the common case.
-func (p *Problem) SeesKey(b, h, i int) bool {
+func (p *Problem) seesKey(b, h, i int) bool {
 	lo, hi := p.keyRange(b, i)
 	for j := lo; j < hi; j++ {
-		if p.Bias == nil || p.bias(b, h, i, j) != negInf {
+		if !p.biasMasks(b, h, i, j) {
 			return true
 		}
 	}

@@ -101,10 +101,13 @@ func (sp Split) Merge(p *Problem, n int, part []float32) {
 		case nan:
 			lse = float32(math.NaN())
 			fill(out, lse)
-		case math.IsInf(m, -1): // every sum is 0
+		case math.IsInf(m, -1): // every sum is 0: zeros, or NaN if the row saw keys
 			var scale float32
 			scale, lse = rowResult(p, b, h, i, 0, 0)
-			fill(out, 0*scale)
+			clear(out)
+			if scale != 0 {
+				fill(out, scale) // NaN
+			}
 		default:
 			clear(out)
 			l := 0.0
