@@ -240,3 +240,35 @@ func TestScoreOverflow(t *testing.T) {
 		checkInputs(t, rs, Options{Causal: true, Window: 40}, q, k, v)
 	}
 }
+
+// TestNaNUnderMinusInfScore: a visible key whose score overflows to -Inf
+// weighs 0, but 0·NaN is NaN: a NaN in its value row reaches the output
+// even when every other key of its split-decode chunk also scores -Inf
+// (the merge once dropped such chunks; found by FuzzPoisonedMask).
+func TestNaNUnderMinusInfScore(t *testing.T) {
+	for _, s := range pathShapes {
+		rs, _ := s.resolve()
+		sp := specOf(rs, nil)
+		rng := rand.New(rand.NewPCG(29, 30))
+		q, k, v, _ := inputs(rng, rs)
+		for i := 0; i < rs.QLen; i++ {
+			for h := 0; h < rs.Heads; h++ {
+				q[sp.Index(0, i, h, rs.Heads, rs.QLen, rs.HeadDim)] = 0
+			}
+		}
+		q[sp.Index(0, 0, 0, rs.Heads, rs.QLen, rs.HeadDim)] = 1e20 // row (0, 0, 0)
+		for j := 0; j < rs.KVLen; j++ {
+			x := float32(0)
+			if j < 64 { // the first chunk: all -Inf for row (0, 0, 0)
+				x = -1e20
+			}
+			k[sp.Index(0, j, 0, rs.KVHeads, rs.KVLen, rs.HeadDim)] = x
+		}
+		v[sp.Index(0, 5, 0, rs.KVHeads, rs.KVLen, rs.ValueDim)] = nan32
+		want, _ := fallback.Attention(specOf(rs, nil), q, k, v)
+		if !math.IsNaN(want[sp.Index(0, 0, 0, rs.Heads, rs.QLen, rs.ValueDim)]) {
+			t.Fatal("the oracle does not carry the NaN")
+		}
+		checkInputs(t, rs, Options{}, q, k, v)
+	}
+}

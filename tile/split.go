@@ -75,8 +75,8 @@ func (sp Split) MergeItems(p *Problem) int { return p.Batch * p.Heads }
 //
 //	m = max_c m_c;  w_c = exp(m_c - m);  l = Σ w_c·l_c;  out = Σ w_c·O_c / l
 //
-// over the chunks with l_c > 0, and writes the output rows and the LSE
-// (m + ln l). A chunk whose sum is NaN makes the row NaN; a row whose sums
+// (the max over the chunks with l_c > 0), and writes the output rows and
+// the LSE (m + ln l). A chunk whose sum is NaN makes the row NaN; a row whose sums
 // are all 0 is decided by rowResult, as in the flash path.
 func (sp Split) Merge(p *Problem, n int, part []float32) {
 	b, h := n/p.Heads, n%p.Heads
@@ -112,10 +112,10 @@ func (sp Split) Merge(p *Problem, n int, part []float32) {
 			clear(out)
 			l := 0.0
 			for c := 0; c < sp.Chunks; c++ {
+				// A chunk with sum 0 has m_c = -Inf, so w = 0: it adds
+				// nothing, except the NaN of a visible value under a -Inf
+				// score (0·NaN), as in the flash path.
 				pc := row(c)
-				if !(pc[dv+1] > 0) {
-					continue
-				}
 				w := math.Exp(float64(pc[dv]) - m)
 				l += w * float64(pc[dv+1])
 				wf := float32(w)
