@@ -204,23 +204,55 @@ DATA constsAVX2<>+784(SB)/4, $0x00000000
 DATA constsAVX2<>+788(SB)/4, $0x00000000
 DATA constsAVX2<>+792(SB)/4, $0x00000000
 DATA constsAVX2<>+796(SB)/4, $0x00000000
-DATA constsAVX2<>+800(SB)/4, $0xffffffff
-DATA constsAVX2<>+804(SB)/4, $0xffffffff
-DATA constsAVX2<>+808(SB)/4, $0xffffffff
-DATA constsAVX2<>+812(SB)/4, $0xffffffff
-DATA constsAVX2<>+816(SB)/4, $0xffffffff
-DATA constsAVX2<>+820(SB)/4, $0xffffffff
-DATA constsAVX2<>+824(SB)/4, $0xffffffff
-DATA constsAVX2<>+828(SB)/4, $0xffffffff
-DATA constsAVX2<>+832(SB)/4, $0x00000000
-DATA constsAVX2<>+836(SB)/4, $0x00000000
-DATA constsAVX2<>+840(SB)/4, $0x00000000
-DATA constsAVX2<>+844(SB)/4, $0x00000000
-DATA constsAVX2<>+848(SB)/4, $0x00000000
-DATA constsAVX2<>+852(SB)/4, $0x00000000
-DATA constsAVX2<>+856(SB)/4, $0x00000000
-DATA constsAVX2<>+860(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $864
+DATA constsAVX2<>+800(SB)/4, $0x00000001
+DATA constsAVX2<>+804(SB)/4, $0x00000001
+DATA constsAVX2<>+808(SB)/4, $0x00000001
+DATA constsAVX2<>+812(SB)/4, $0x00000001
+DATA constsAVX2<>+816(SB)/4, $0x00000001
+DATA constsAVX2<>+820(SB)/4, $0x00000001
+DATA constsAVX2<>+824(SB)/4, $0x00000001
+DATA constsAVX2<>+828(SB)/4, $0x00000001
+DATA constsAVX2<>+832(SB)/4, $0x00007fff
+DATA constsAVX2<>+836(SB)/4, $0x00007fff
+DATA constsAVX2<>+840(SB)/4, $0x00007fff
+DATA constsAVX2<>+844(SB)/4, $0x00007fff
+DATA constsAVX2<>+848(SB)/4, $0x00007fff
+DATA constsAVX2<>+852(SB)/4, $0x00007fff
+DATA constsAVX2<>+856(SB)/4, $0x00007fff
+DATA constsAVX2<>+860(SB)/4, $0x00007fff
+DATA constsAVX2<>+864(SB)/4, $0x7f800000
+DATA constsAVX2<>+868(SB)/4, $0x7f800000
+DATA constsAVX2<>+872(SB)/4, $0x7f800000
+DATA constsAVX2<>+876(SB)/4, $0x7f800000
+DATA constsAVX2<>+880(SB)/4, $0x7f800000
+DATA constsAVX2<>+884(SB)/4, $0x7f800000
+DATA constsAVX2<>+888(SB)/4, $0x7f800000
+DATA constsAVX2<>+892(SB)/4, $0x7f800000
+DATA constsAVX2<>+896(SB)/4, $0x00000040
+DATA constsAVX2<>+900(SB)/4, $0x00000040
+DATA constsAVX2<>+904(SB)/4, $0x00000040
+DATA constsAVX2<>+908(SB)/4, $0x00000040
+DATA constsAVX2<>+912(SB)/4, $0x00000040
+DATA constsAVX2<>+916(SB)/4, $0x00000040
+DATA constsAVX2<>+920(SB)/4, $0x00000040
+DATA constsAVX2<>+924(SB)/4, $0x00000040
+DATA constsAVX2<>+928(SB)/4, $0xffffffff
+DATA constsAVX2<>+932(SB)/4, $0xffffffff
+DATA constsAVX2<>+936(SB)/4, $0xffffffff
+DATA constsAVX2<>+940(SB)/4, $0xffffffff
+DATA constsAVX2<>+944(SB)/4, $0xffffffff
+DATA constsAVX2<>+948(SB)/4, $0xffffffff
+DATA constsAVX2<>+952(SB)/4, $0xffffffff
+DATA constsAVX2<>+956(SB)/4, $0xffffffff
+DATA constsAVX2<>+960(SB)/4, $0x00000000
+DATA constsAVX2<>+964(SB)/4, $0x00000000
+DATA constsAVX2<>+968(SB)/4, $0x00000000
+DATA constsAVX2<>+972(SB)/4, $0x00000000
+DATA constsAVX2<>+976(SB)/4, $0x00000000
+DATA constsAVX2<>+980(SB)/4, $0x00000000
+DATA constsAVX2<>+984(SB)/4, $0x00000000
+DATA constsAVX2<>+988(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $992
 
 // func GemmAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, FMA3
@@ -240,7 +272,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+800(SB), R13
+	LEAQ constsAVX2<>+928(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1294,7 +1326,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+800(SB), R11
+	LEAQ constsAVX2<>+928(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -2503,6 +2535,4283 @@ r1mtruedone:
 	VZEROUPPER
 	RET
 
+// func DecodeF32AVX2(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeF32AVX2(SB), NOSPLIT, $128-120
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x02, CX
+	SHLQ $0x02, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x02, DI
+	MOVQ DI, 72(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	LEAQ    -1(BX), CX
+	SHLQ    $0x03, CX
+	ADDQ    SI, CX
+	MOVQ    CX, BX
+	SHLQ    $0x02, BX
+	MOVQ    BX, 64(SP)
+	SHLQ    $0x02, CX
+	MOVQ    CX, 80(SP)
+	LEAQ    constsAVX2<>+928(SB), CX
+	MOVQ    $0x00000008, BX
+	SUBQ    DX, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, BX
+	SUBQ    SI, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    $0x00000008, BX
+	SHRQ    $0x01, DX
+	SUBQ    DX, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    $0x00000008, DX
+	MOVQ    SI, BX
+	SHRQ    $0x01, BX
+	SUBQ    BX, DX
+	VMOVDQU (CX)(DX*4), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	IMUL3Q  $0x00, DX, DX
+	ADDQ    DX, CX
+	MOVQ    $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+	MOVQ       8(SP), CX
+	MOVQ       56(SP), DX
+	IMUL3Q     $0x00, DX, DX
+	ADDQ       DX, CX
+	MOVQ       $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), DX
+	VMOVDQU (DX)(CX*4), Y0
+	VMOVDQU Y0, 672(AX)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	IMUL3Q  $0x10, DX, DX
+	ADDQ    DX, CX
+	MOVQ    $0x00000008, DX
+
+pfk:
+	MOVQ $0x00000000, BX
+
+pfk_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 88(SP)
+	MOVQ       q+0(FP), CX
+	MOVQ       CX, 96(SP)
+
+row:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      dlast
+
+d:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R8
+	JNZ         d
+
+dlast:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+0(SB), Y5
+	VMAXPS       Y0, Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+224(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+288(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+0(SB), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMOVUPS      constsAVX2<>+160(SB), Y4
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+224(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+288(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	INCQ         CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	CMPQ         CX, rows+8(FP)
+	JLT          row
+	MOVQ         8(SP), CX
+	MOVQ         56(SP), DX
+	IMUL3Q       $0x10, DX, DX
+	ADDQ         DX, CX
+	MOVQ         $0x00000008, DX
+
+pfv:
+	MOVQ $0x00000000, BX
+
+pfv_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 104(SP)
+
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, CX
+	MOVQ CX, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  pv2x4whole
+	CMPQ CX, $0x04
+	JNE  rows2not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x4whole
+	JMP  pv2x4masked
+
+rows2not4:
+	CMPQ CX, $0x03
+	JNE  rows2not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x3whole
+	JMP  pv2x3masked
+
+rows2not3:
+	CMPQ CX, $0x02
+	JNE  rows2not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x2whole
+	JMP  pv2x2masked
+
+rows2not2:
+	CMPQ CX, $0x01
+	JNE  rows2not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x1whole
+	JMP  pv2x1masked
+
+rows2not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x04
+	JGT  pv1x4whole
+	CMPQ CX, $0x04
+	JNE  rows1not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x4whole
+	JMP  pv1x4masked
+
+rows1not4:
+	CMPQ CX, $0x03
+	JNE  rows1not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x3whole
+	JMP  pv1x3masked
+
+rows1not3:
+	CMPQ CX, $0x02
+	JNE  rows1not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x2whole
+	JMP  pv1x2masked
+
+rows1not2:
+	CMPQ CX, $0x01
+	JNE  rows1not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x1whole
+	JMP  pv1x1masked
+
+rows1not1:
+	JMP panelnext
+
+pv2x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x4falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	VMOVUPS      (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      64(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VMOVUPS      96(DI), Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVUPS      Y8, 96(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x4truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	VMOVUPS      (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      64(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VMOVDQU      608(AX), Y10
+	VMASKMOVPS   96(DI), Y10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x3falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	VMOVUPS      (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
+	VMOVUPS      32(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVUPS      64(DI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVUPS      Y6, 64(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x3truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	VMOVUPS      (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
+	VMOVUPS      32(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   64(DI), Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x2falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	VMOVUPS      (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVUPS      32(DI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVUPS      Y4, 32(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x2truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	VMOVUPS      (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   32(DI), Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2truekey
+	VMOVUPS      Y1, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x1falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	VMOVUPS      (DI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x1truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1truekey
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y1, Y0, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x4falsekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
+	VMOVUPS      32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
+	VMOVUPS      64(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
+	VMOVUPS      96(SI), Y5
+	VFMADD231PS  Y5, Y0, Y4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x4truekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
+	VMOVUPS      32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
+	VMOVUPS      64(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   96(SI), Y5, Y5
+	VFMADD231PS  Y5, Y0, Y4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x3falsekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VMOVUPS      32(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
+	VMOVUPS      64(SI), Y4
+	VFMADD231PS  Y4, Y0, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x3truekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VMOVUPS      32(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   64(SI), Y4, Y4
+	VFMADD231PS  Y4, Y0, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x2falsekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
+	VMOVUPS      32(SI), Y3
+	VFMADD231PS  Y3, Y0, Y2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x2truekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VFMADD231PS  Y3, Y0, Y2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2truekey
+	VMOVUPS      Y1, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x1falsekey:
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      (SI), Y2
+	VFMADD231PS  Y2, Y0, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1falsekey
+	VMOVUPS      Y1, (CX)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x1truekey:
+	VBROADCASTSS (DX), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VFMADD231PS  Y2, Y0, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1truekey
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y1, Y0, (CX)
+	ADDQ         $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·DecodeF16AVX2(SB), NOSPLIT, $128-120
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x01, CX
+	SHLQ $0x01, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x01, DI
+	MOVQ DI, 72(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	LEAQ    -1(BX), CX
+	SHLQ    $0x03, CX
+	ADDQ    SI, CX
+	MOVQ    CX, BX
+	SHLQ    $0x02, BX
+	MOVQ    BX, 64(SP)
+	SHLQ    $0x01, CX
+	MOVQ    CX, 80(SP)
+	LEAQ    constsAVX2<>+928(SB), CX
+	MOVQ    $0x00000008, BX
+	SUBQ    DX, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, BX
+	SUBQ    SI, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    $0x00000008, BX
+	SHRQ    $0x01, DX
+	SUBQ    DX, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    $0x00000008, DX
+	MOVQ    SI, BX
+	SHRQ    $0x01, BX
+	SUBQ    BX, DX
+	VMOVDQU (CX)(DX*4), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	IMUL3Q  $0x00, DX, DX
+	ADDQ    DX, CX
+	MOVQ    $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+	MOVQ       8(SP), CX
+	MOVQ       56(SP), DX
+	IMUL3Q     $0x00, DX, DX
+	ADDQ       DX, CX
+	MOVQ       $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), DX
+	VMOVDQU (DX)(CX*4), Y0
+	VMOVDQU Y0, 672(AX)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	IMUL3Q  $0x10, DX, DX
+	ADDQ    DX, CX
+	MOVQ    $0x00000008, DX
+
+pfk:
+	MOVQ $0x00000000, BX
+
+pfk_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 88(SP)
+	MOVQ       q+0(FP), CX
+	MOVQ       CX, 96(SP)
+
+row:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      dlast
+
+d:
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS   (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VCVTPH2PS   (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	DECQ        R8
+	JNZ         d
+
+dlast:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+0(SB), Y5
+	VMAXPS       Y0, Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+224(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+288(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+0(SB), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMOVUPS      constsAVX2<>+160(SB), Y4
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+224(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+288(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	INCQ         CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	CMPQ         CX, rows+8(FP)
+	JLT          row
+	MOVQ         8(SP), CX
+	MOVQ         56(SP), DX
+	IMUL3Q       $0x10, DX, DX
+	ADDQ         DX, CX
+	MOVQ         $0x00000008, DX
+
+pfv:
+	MOVQ $0x00000000, BX
+
+pfv_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 104(SP)
+
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, CX
+	MOVQ CX, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  pv2x4whole
+	CMPQ CX, $0x04
+	JNE  rows2not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x4whole
+	JMP  pv2x4masked
+
+rows2not4:
+	CMPQ CX, $0x03
+	JNE  rows2not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x3whole
+	JMP  pv2x3masked
+
+rows2not3:
+	CMPQ CX, $0x02
+	JNE  rows2not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x2whole
+	JMP  pv2x2masked
+
+rows2not2:
+	CMPQ CX, $0x01
+	JNE  rows2not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x1whole
+	JMP  pv2x1masked
+
+rows2not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x04
+	JGT  pv1x4whole
+	CMPQ CX, $0x04
+	JNE  rows1not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x4whole
+	JMP  pv1x4masked
+
+rows1not4:
+	CMPQ CX, $0x03
+	JNE  rows1not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x3whole
+	JMP  pv1x3masked
+
+rows1not3:
+	CMPQ CX, $0x02
+	JNE  rows1not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x2whole
+	JMP  pv1x2masked
+
+rows1not2:
+	CMPQ CX, $0x01
+	JNE  rows1not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x1whole
+	JMP  pv1x1masked
+
+rows1not1:
+	JMP panelnext
+
+pv2x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x4falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	VCVTPH2PS    (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    16(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VCVTPH2PS    48(DI), Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVUPS      Y8, 96(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x4truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	VCVTPH2PS    (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    16(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VMOVDQU      656(AX), X10
+	VMASKMOVPS   48(DI), X10, X10
+	VCVTPH2PS    X10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x3falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	VCVTPH2PS    (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
+	VCVTPH2PS    16(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
+	VCVTPH2PS    32(DI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVUPS      Y6, 64(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x3truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	VCVTPH2PS    (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
+	VCVTPH2PS    16(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   32(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x2falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	VCVTPH2PS    (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	VCVTPH2PS    16(DI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVUPS      Y4, 32(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x2truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	VCVTPH2PS    (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   16(DI), X6, X6
+	VCVTPH2PS    X6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2truekey
+	VMOVUPS      Y1, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x1falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	VCVTPH2PS    (DI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x1truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   (DI), X4, X4
+	VCVTPH2PS    X4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1truekey
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y1, Y0, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x4falsekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
+	VCVTPH2PS    16(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
+	VCVTPH2PS    32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
+	VCVTPH2PS    48(SI), Y5
+	VFMADD231PS  Y5, Y0, Y4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x4truekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
+	VCVTPH2PS    16(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
+	VCVTPH2PS    32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
+	VMOVDQU      656(AX), X5
+	VMASKMOVPS   48(SI), X5, X5
+	VCVTPH2PS    X5, Y5
+	VFMADD231PS  Y5, Y0, Y4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x3falsekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VCVTPH2PS    16(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
+	VCVTPH2PS    32(SI), Y4
+	VFMADD231PS  Y4, Y0, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x3truekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VCVTPH2PS    16(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   32(SI), X4, X4
+	VCVTPH2PS    X4, Y4
+	VFMADD231PS  Y4, Y0, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x2falsekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
+	VCVTPH2PS    16(SI), Y3
+	VFMADD231PS  Y3, Y0, Y2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x2truekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
+	VMOVDQU      656(AX), X3
+	VMASKMOVPS   16(SI), X3, X3
+	VCVTPH2PS    X3, Y3
+	VFMADD231PS  Y3, Y0, Y2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2truekey
+	VMOVUPS      Y1, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x1falsekey:
+	VBROADCASTSS (DX), Y0
+	VCVTPH2PS    (SI), Y2
+	VFMADD231PS  Y2, Y0, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1falsekey
+	VMOVUPS      Y1, (CX)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x1truekey:
+	VBROADCASTSS (DX), Y0
+	VMOVDQU      656(AX), X2
+	VMASKMOVPS   (SI), X2, X2
+	VCVTPH2PS    X2, Y2
+	VFMADD231PS  Y2, Y0, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1truekey
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y1, Y0, (CX)
+	ADDQ         $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeBF16AVX2(SB), NOSPLIT, $128-120
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x01, CX
+	SHLQ $0x01, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x01, DI
+	MOVQ DI, 72(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	LEAQ    -1(BX), CX
+	SHLQ    $0x03, CX
+	ADDQ    SI, CX
+	MOVQ    CX, BX
+	SHLQ    $0x02, BX
+	MOVQ    BX, 64(SP)
+	SHLQ    $0x01, CX
+	MOVQ    CX, 80(SP)
+	LEAQ    constsAVX2<>+928(SB), CX
+	MOVQ    $0x00000008, BX
+	SUBQ    DX, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, BX
+	SUBQ    SI, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    $0x00000008, BX
+	SHRQ    $0x01, DX
+	SUBQ    DX, BX
+	VMOVDQU (CX)(BX*4), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    $0x00000008, DX
+	MOVQ    SI, BX
+	SHRQ    $0x01, BX
+	SUBQ    BX, DX
+	VMOVDQU (CX)(DX*4), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	IMUL3Q  $0x00, DX, DX
+	ADDQ    DX, CX
+	MOVQ    $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+	MOVQ       8(SP), CX
+	MOVQ       56(SP), DX
+	IMUL3Q     $0x00, DX, DX
+	ADDQ       DX, CX
+	MOVQ       $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), DX
+	VMOVDQU (DX)(CX*4), Y0
+	VMOVDQU Y0, 672(AX)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	IMUL3Q  $0x10, DX, DX
+	ADDQ    DX, CX
+	MOVQ    $0x00000008, DX
+
+pfk:
+	MOVQ $0x00000000, BX
+
+pfk_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 88(SP)
+	MOVQ       q+0(FP), CX
+	MOVQ       CX, 96(SP)
+
+row:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      dlast
+
+d:
+	VMOVUPS     (DI), Y8
+	VPMOVZXWD   (BX), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VPMOVZXWD   (BX)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   (BX)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   (BX)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   (SI)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   (SI)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   (SI)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	DECQ        R8
+	JNZ         d
+
+dlast:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+0(SB), Y5
+	VMAXPS       Y0, Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+224(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+288(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+0(SB), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMOVUPS      constsAVX2<>+160(SB), Y4
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+224(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+288(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	INCQ         CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	CMPQ         CX, rows+8(FP)
+	JLT          row
+	MOVQ         8(SP), CX
+	MOVQ         56(SP), DX
+	IMUL3Q       $0x10, DX, DX
+	ADDQ         DX, CX
+	MOVQ         $0x00000008, DX
+
+pfv:
+	MOVQ $0x00000000, BX
+
+pfv_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 104(SP)
+
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, CX
+	MOVQ CX, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  pv2x4whole
+	CMPQ CX, $0x04
+	JNE  rows2not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x4whole
+	JMP  pv2x4masked
+
+rows2not4:
+	CMPQ CX, $0x03
+	JNE  rows2not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x3whole
+	JMP  pv2x3masked
+
+rows2not3:
+	CMPQ CX, $0x02
+	JNE  rows2not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x2whole
+	JMP  pv2x2masked
+
+rows2not2:
+	CMPQ CX, $0x01
+	JNE  rows2not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv2x1whole
+	JMP  pv2x1masked
+
+rows2not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x04
+	JGT  pv1x4whole
+	CMPQ CX, $0x04
+	JNE  rows1not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x4whole
+	JMP  pv1x4masked
+
+rows1not4:
+	CMPQ CX, $0x03
+	JNE  rows1not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x3whole
+	JMP  pv1x3masked
+
+rows1not3:
+	CMPQ CX, $0x02
+	JNE  rows1not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x2whole
+	JMP  pv1x2masked
+
+rows1not2:
+	CMPQ CX, $0x01
+	JNE  rows1not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x1whole
+	JMP  pv1x1masked
+
+rows1not1:
+	JMP panelnext
+
+pv2x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x4falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	VPMOVZXWD    (DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    16(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    32(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VPMOVZXWD    48(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVUPS      Y8, 96(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x4truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	VPMOVZXWD    (DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    16(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    32(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VMOVDQU      656(AX), X10
+	VMASKMOVPS   48(DI), X10, X10
+	VPMOVZXWD    X10, Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x3falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
+	VPMOVZXWD    16(DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
+	VPMOVZXWD    32(DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVUPS      Y6, 64(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x3truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
+	VPMOVZXWD    16(DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   32(DI), X8, X8
+	VPMOVZXWD    X8, Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x2falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	VPMOVZXWD    (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	VPMOVZXWD    16(DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVUPS      Y4, 32(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x2truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	VPMOVZXWD    (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   16(DI), X6, X6
+	VPMOVZXWD    X6, Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2truekey
+	VMOVUPS      Y1, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x1falsekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+
+pv2x1truekey:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   (DI), X4, X4
+	VPMOVZXWD    X4, Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1truekey
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y1, Y0, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x4falsekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y1
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y2
+	VPMOVZXWD    32(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y3
+	VPMOVZXWD    48(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x4truekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y1
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y2
+	VPMOVZXWD    32(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y3
+	VMOVDQU      656(AX), X5
+	VMASKMOVPS   48(SI), X5, X5
+	VPMOVZXWD    X5, Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x3falsekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VPMOVZXWD    16(SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y2
+	VPMOVZXWD    32(SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x3truekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VPMOVZXWD    16(SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y2
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   32(SI), X4, X4
+	VPMOVZXWD    X4, Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x2falsekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y1
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x2truekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y1
+	VMOVDQU      656(AX), X3
+	VMASKMOVPS   16(SI), X3, X3
+	VPMOVZXWD    X3, Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2truekey
+	VMOVUPS      Y1, (CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x1falsekey:
+	VBROADCASTSS (DX), Y0
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VFMADD231PS  Y2, Y0, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1falsekey
+	VMOVUPS      Y1, (CX)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+
+pv1x1truekey:
+	VBROADCASTSS (DX), Y0
+	VMOVDQU      656(AX), X2
+	VMASKMOVPS   (SI), X2, X2
+	VPMOVZXWD    X2, Y2
+	VPSLLD       $0x10, Y2, Y2
+	VFMADD231PS  Y2, Y0, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1truekey
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y1, Y0, (CX)
+	ADDQ         $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func WidenF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VCVTPH2PS (CX), Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func NarrowF16AVX2(dst *uint16, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·NarrowF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VMOVUPS   (CX), Y0
+	VCVTPS2PH $0x00, Y0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x10, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func WidenBF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX2
+TEXT ·WidenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VPMOVZXWD (CX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func NarrowBF16AVX2(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·NarrowBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VMOVUPS   (CX), Y0
+	VPSRLD    $0x10, Y0, Y3
+	VPAND     constsAVX2<>+800(SB), Y3, Y1
+	VPADDD    constsAVX2<>+832(SB), Y0, Y2
+	VPADDD    Y1, Y2, Y2
+	VPSRLD    $0x10, Y2, Y2
+	VPAND     constsAVX2<>+672(SB), Y0, Y0
+	VPCMPGTD  constsAVX2<>+864(SB), Y0, Y0
+	VPOR      constsAVX2<>+896(SB), Y3, Y3
+	VBLENDVPS Y0, Y3, Y2, Y2
+	VPACKUSDW Y2, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VMOVDQU   X2, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x10, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, FMA3
 TEXT ·PVAVX2(SB), NOSPLIT, $0-88
@@ -2519,7 +6828,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+800(SB), R11
+	LEAQ constsAVX2<>+928(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

@@ -48,6 +48,91 @@ func TransposeScaleAVX512(dst *float32, ldd int, src *float32, lds int, nr int, 
 //go:noescape
 func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows int, nk int, nvec int, tail int)
 
+// DecodeF32AVX512 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type (16-bit: widened in registers); s is scratch.
+//
+//go:noescape
+func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+
+// DecodeF16AVX512 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type (16-bit: widened in registers); s is scratch.
+//
+//go:noescape
+func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+
+// DecodeBF16AVX512 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type (16-bit: widened in registers); s is scratch.
+//
+//go:noescape
+func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+
+// WidenF16AVX512 is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.F16ToF32(src[i])
+//
+// with n a multiple of the vector width.
+//
+//go:noescape
+func WidenF16AVX512(dst *float32, src *uint16, n int)
+
+// NarrowF16AVX512 is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.F32ToF16(src[i])
+//
+// with n a multiple of the vector width.
+//
+//go:noescape
+func NarrowF16AVX512(dst *uint16, src *float32, n int)
+
+// WidenBF16AVX512 is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.BF16ToF32(src[i])
+//
+// with n a multiple of the vector width.
+//
+//go:noescape
+func WidenBF16AVX512(dst *float32, src *uint16, n int)
+
+// NarrowBF16AVX512 is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.F32ToBF16(src[i])
+//
+// with n a multiple of the vector width.
+//
+//go:noescape
+func NarrowBF16AVX512(dst *uint16, src *float32, n int)
+
 // PVAVX512 is
 //
 //	for r := 0; r < rows; r++ {

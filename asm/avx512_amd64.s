@@ -404,24 +404,88 @@ DATA constsAVX512<>+1584(SB)/4, $0x00000000
 DATA constsAVX512<>+1588(SB)/4, $0x00000000
 DATA constsAVX512<>+1592(SB)/4, $0x00000000
 DATA constsAVX512<>+1596(SB)/4, $0x00000000
-DATA constsAVX512<>+1600(SB)/2, $0x0000
-DATA constsAVX512<>+1602(SB)/2, $0x0001
-DATA constsAVX512<>+1604(SB)/2, $0x0003
-DATA constsAVX512<>+1606(SB)/2, $0x0007
-DATA constsAVX512<>+1608(SB)/2, $0x000f
-DATA constsAVX512<>+1610(SB)/2, $0x001f
-DATA constsAVX512<>+1612(SB)/2, $0x003f
-DATA constsAVX512<>+1614(SB)/2, $0x007f
-DATA constsAVX512<>+1616(SB)/2, $0x00ff
-DATA constsAVX512<>+1618(SB)/2, $0x01ff
-DATA constsAVX512<>+1620(SB)/2, $0x03ff
-DATA constsAVX512<>+1622(SB)/2, $0x07ff
-DATA constsAVX512<>+1624(SB)/2, $0x0fff
-DATA constsAVX512<>+1626(SB)/2, $0x1fff
-DATA constsAVX512<>+1628(SB)/2, $0x3fff
-DATA constsAVX512<>+1630(SB)/2, $0x7fff
-DATA constsAVX512<>+1632(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1634
+DATA constsAVX512<>+1600(SB)/4, $0x00000001
+DATA constsAVX512<>+1604(SB)/4, $0x00000001
+DATA constsAVX512<>+1608(SB)/4, $0x00000001
+DATA constsAVX512<>+1612(SB)/4, $0x00000001
+DATA constsAVX512<>+1616(SB)/4, $0x00000001
+DATA constsAVX512<>+1620(SB)/4, $0x00000001
+DATA constsAVX512<>+1624(SB)/4, $0x00000001
+DATA constsAVX512<>+1628(SB)/4, $0x00000001
+DATA constsAVX512<>+1632(SB)/4, $0x00000001
+DATA constsAVX512<>+1636(SB)/4, $0x00000001
+DATA constsAVX512<>+1640(SB)/4, $0x00000001
+DATA constsAVX512<>+1644(SB)/4, $0x00000001
+DATA constsAVX512<>+1648(SB)/4, $0x00000001
+DATA constsAVX512<>+1652(SB)/4, $0x00000001
+DATA constsAVX512<>+1656(SB)/4, $0x00000001
+DATA constsAVX512<>+1660(SB)/4, $0x00000001
+DATA constsAVX512<>+1664(SB)/4, $0x00007fff
+DATA constsAVX512<>+1668(SB)/4, $0x00007fff
+DATA constsAVX512<>+1672(SB)/4, $0x00007fff
+DATA constsAVX512<>+1676(SB)/4, $0x00007fff
+DATA constsAVX512<>+1680(SB)/4, $0x00007fff
+DATA constsAVX512<>+1684(SB)/4, $0x00007fff
+DATA constsAVX512<>+1688(SB)/4, $0x00007fff
+DATA constsAVX512<>+1692(SB)/4, $0x00007fff
+DATA constsAVX512<>+1696(SB)/4, $0x00007fff
+DATA constsAVX512<>+1700(SB)/4, $0x00007fff
+DATA constsAVX512<>+1704(SB)/4, $0x00007fff
+DATA constsAVX512<>+1708(SB)/4, $0x00007fff
+DATA constsAVX512<>+1712(SB)/4, $0x00007fff
+DATA constsAVX512<>+1716(SB)/4, $0x00007fff
+DATA constsAVX512<>+1720(SB)/4, $0x00007fff
+DATA constsAVX512<>+1724(SB)/4, $0x00007fff
+DATA constsAVX512<>+1728(SB)/4, $0x7f800000
+DATA constsAVX512<>+1732(SB)/4, $0x7f800000
+DATA constsAVX512<>+1736(SB)/4, $0x7f800000
+DATA constsAVX512<>+1740(SB)/4, $0x7f800000
+DATA constsAVX512<>+1744(SB)/4, $0x7f800000
+DATA constsAVX512<>+1748(SB)/4, $0x7f800000
+DATA constsAVX512<>+1752(SB)/4, $0x7f800000
+DATA constsAVX512<>+1756(SB)/4, $0x7f800000
+DATA constsAVX512<>+1760(SB)/4, $0x7f800000
+DATA constsAVX512<>+1764(SB)/4, $0x7f800000
+DATA constsAVX512<>+1768(SB)/4, $0x7f800000
+DATA constsAVX512<>+1772(SB)/4, $0x7f800000
+DATA constsAVX512<>+1776(SB)/4, $0x7f800000
+DATA constsAVX512<>+1780(SB)/4, $0x7f800000
+DATA constsAVX512<>+1784(SB)/4, $0x7f800000
+DATA constsAVX512<>+1788(SB)/4, $0x7f800000
+DATA constsAVX512<>+1792(SB)/4, $0x00000040
+DATA constsAVX512<>+1796(SB)/4, $0x00000040
+DATA constsAVX512<>+1800(SB)/4, $0x00000040
+DATA constsAVX512<>+1804(SB)/4, $0x00000040
+DATA constsAVX512<>+1808(SB)/4, $0x00000040
+DATA constsAVX512<>+1812(SB)/4, $0x00000040
+DATA constsAVX512<>+1816(SB)/4, $0x00000040
+DATA constsAVX512<>+1820(SB)/4, $0x00000040
+DATA constsAVX512<>+1824(SB)/4, $0x00000040
+DATA constsAVX512<>+1828(SB)/4, $0x00000040
+DATA constsAVX512<>+1832(SB)/4, $0x00000040
+DATA constsAVX512<>+1836(SB)/4, $0x00000040
+DATA constsAVX512<>+1840(SB)/4, $0x00000040
+DATA constsAVX512<>+1844(SB)/4, $0x00000040
+DATA constsAVX512<>+1848(SB)/4, $0x00000040
+DATA constsAVX512<>+1852(SB)/4, $0x00000040
+DATA constsAVX512<>+1856(SB)/2, $0x0000
+DATA constsAVX512<>+1858(SB)/2, $0x0001
+DATA constsAVX512<>+1860(SB)/2, $0x0003
+DATA constsAVX512<>+1862(SB)/2, $0x0007
+DATA constsAVX512<>+1864(SB)/2, $0x000f
+DATA constsAVX512<>+1866(SB)/2, $0x001f
+DATA constsAVX512<>+1868(SB)/2, $0x003f
+DATA constsAVX512<>+1870(SB)/2, $0x007f
+DATA constsAVX512<>+1872(SB)/2, $0x00ff
+DATA constsAVX512<>+1874(SB)/2, $0x01ff
+DATA constsAVX512<>+1876(SB)/2, $0x03ff
+DATA constsAVX512<>+1878(SB)/2, $0x07ff
+DATA constsAVX512<>+1880(SB)/2, $0x0fff
+DATA constsAVX512<>+1882(SB)/2, $0x1fff
+DATA constsAVX512<>+1884(SB)/2, $0x3fff
+DATA constsAVX512<>+1886(SB)/2, $0x7fff
+DATA constsAVX512<>+1888(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1890
 
 // func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, AVX512F
@@ -439,7 +503,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1600(SB), R12
+	LEAQ  constsAVX512<>+1856(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -2743,7 +2807,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+1600(SB), R10
+	LEAQ  constsAVX512<>+1856(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -4554,6 +4618,8413 @@ r1mtruedone:
 	VZEROUPPER
 	RET
 
+// func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·DecodeF32AVX512(SB), NOSPLIT, $128-120
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x02, CX
+	SHLQ $0x02, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x04, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x02, DI
+	MOVQ DI, 72(SP)
+	CMPQ DX, $0x10
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ   CX, 32(SP)
+	LEAQ   -1(BX), CX
+	SHLQ   $0x04, CX
+	ADDQ   SI, CX
+	MOVQ   CX, BX
+	SHLQ   $0x02, BX
+	MOVQ   BX, 64(SP)
+	SHLQ   $0x02, CX
+	MOVQ   CX, 80(SP)
+	LEAQ   constsAVX512<>+1856(SB), CX
+	KMOVW  (CX)(DX*2), K1
+	KMOVW  (CX)(SI*2), K2
+	MOVQ   k+32(FP), CX
+	MOVQ   v+48(FP), DX
+	MOVQ   nk+64(FP), BX
+	MOVQ   CX, (SP)
+	MOVQ   DX, 8(SP)
+	MOVQ   BX, 16(SP)
+	MOVQ   (SP), CX
+	MOVQ   48(SP), DX
+	IMUL3Q $0x00, DX, DX
+	ADDQ   DX, CX
+	MOVQ   $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+	MOVQ       8(SP), CX
+	MOVQ       56(SP), DX
+	IMUL3Q     $0x00, DX, DX
+	ADDQ       DX, CX
+	MOVQ       $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x10
+	JGE   whole
+	MOVQ  $0x00000010, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000010, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+
+whole:
+	MOVQ   DX, 24(SP)
+	LEAQ   constsAVX512<>+1856(SB), CX
+	KMOVW  (CX)(DX*2), K3
+	MOVQ   (SP), CX
+	MOVQ   48(SP), DX
+	IMUL3Q $0x20, DX, DX
+	ADDQ   DX, CX
+	MOVQ   $0x00000010, DX
+
+pfk:
+	MOVQ $0x00000000, BX
+
+pfk_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 88(SP)
+	MOVQ       q+0(FP), CX
+	MOVQ       CX, 96(SP)
+
+row:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      dlast
+
+d:
+	VMOVUPS     (R9), Z16
+	VMOVUPS     (BX), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     (BX)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVUPS     (BX)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVUPS     (BX)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVUPS     (SI), Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVUPS     (SI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVUPS     (SI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVUPS     (SI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVUPS     (DI), Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVUPS     (DI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVUPS     (DI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVUPS     (DI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVUPS     (R8), Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVUPS     (R8)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVUPS     (R8)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVUPS     (R8)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R8
+	DECQ        R10
+	JNZ         d
+
+dlast:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         fold
+	VMOVUPS.Z   (R9), K1, Z16
+	VMOVUPS.Z   (BX), K1, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS.Z   (BX)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVUPS.Z   (BX)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVUPS.Z   (BX)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVUPS.Z   (SI), K1, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVUPS.Z   (SI)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVUPS.Z   (SI)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVUPS.Z   (SI)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVUPS.Z   (DI), K1, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVUPS.Z   (DI)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVUPS.Z   (DI)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVUPS.Z   (DI)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVUPS.Z   (R8), K1, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVUPS.Z   (R8)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVUPS.Z   (R8)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVUPS.Z   (R8)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z15
+
+fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+448(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+576(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
+	VSCALEFPS.Z  Z4, Z5, K4, Z5
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z5, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z5, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VSHUFF32X4   $0xb1, Z5, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMOVUPS      constsAVX512<>+320(SB), Z3
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+448(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+576(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VSCALEFPS.Z  Z0, Z3, K4, Z3
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z5, Z3, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X3, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	INCQ         CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	CMPQ         CX, rows+8(FP)
+	JLT          row
+	MOVQ         8(SP), CX
+	MOVQ         56(SP), DX
+	IMUL3Q       $0x20, DX, DX
+	ADDQ         DX, CX
+	MOVQ         $0x00000010, DX
+
+pfv:
+	MOVQ $0x00000000, BX
+
+pfv_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 104(SP)
+
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x04
+	JLE  grouprows
+	MOVQ $0x00000004, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, CX
+	MOVQ CX, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x04
+	JEQ  rows4
+	CMPQ 112(SP), $0x03
+	JEQ  rows3
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows4:
+	CMPQ CX, $0x04
+	JGT  pv4x4whole
+	CMPQ CX, $0x04
+	JNE  rows4not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x4whole
+	JMP  pv4x4masked
+
+rows4not4:
+	CMPQ CX, $0x03
+	JNE  rows4not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x3whole
+	JMP  pv4x3masked
+
+rows4not3:
+	CMPQ CX, $0x02
+	JNE  rows4not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x2whole
+	JMP  pv4x2masked
+
+rows4not2:
+	CMPQ CX, $0x01
+	JNE  rows4not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x1whole
+	JMP  pv4x1masked
+
+rows4not1:
+	JMP panelnext
+
+rows3:
+	CMPQ CX, $0x04
+	JGT  pv3x4whole
+	CMPQ CX, $0x04
+	JNE  rows3not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x4whole
+	JMP  pv3x4masked
+
+rows3not4:
+	CMPQ CX, $0x03
+	JNE  rows3not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x3whole
+	JMP  pv3x3masked
+
+rows3not3:
+	CMPQ CX, $0x02
+	JNE  rows3not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x2whole
+	JMP  pv3x2masked
+
+rows3not2:
+	CMPQ CX, $0x01
+	JNE  rows3not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x1whole
+	JMP  pv3x1masked
+
+rows3not1:
+	JMP panelnext
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  pv2x4whole
+	CMPQ CX, $0x04
+	JNE  rows2not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x4whole
+	JMP  pv2x4masked
+
+rows2not4:
+	CMPQ CX, $0x03
+	JNE  rows2not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x3whole
+	JMP  pv2x3masked
+
+rows2not3:
+	CMPQ CX, $0x02
+	JNE  rows2not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x2whole
+	JMP  pv2x2masked
+
+rows2not2:
+	CMPQ CX, $0x01
+	JNE  rows2not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x1whole
+	JMP  pv2x1masked
+
+rows2not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x04
+	JGT  pv1x4whole
+	CMPQ CX, $0x04
+	JNE  rows1not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x4whole
+	JMP  pv1x4masked
+
+rows1not4:
+	CMPQ CX, $0x03
+	JNE  rows1not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x3whole
+	JMP  pv1x3masked
+
+rows1not3:
+	CMPQ CX, $0x02
+	JNE  rows1not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x2whole
+	JMP  pv1x2masked
+
+rows1not2:
+	CMPQ CX, $0x01
+	JNE  rows1not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x1whole
+	JMP  pv1x1masked
+
+rows1not1:
+	JMP panelnext
+
+pv4x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      192(DI)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z17
+	VBROADCASTSS 128(BX), Z18
+	VBROADCASTSS 192(BX), Z19
+	VMOVUPS      (R8), Z20
+	VFMADD231PS  Z20, Z0, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      64(R8), Z20
+	VFMADD231PS  Z20, Z0, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      128(R8), Z20
+	VFMADD231PS  Z20, Z0, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	VMOVUPS      192(R8), Z20
+	VFMADD231PS  Z20, Z0, Z4
+	VFMADD231PS  Z20, Z17, Z8
+	VFMADD231PS  Z20, Z18, Z12
+	VFMADD231PS  Z20, Z19, Z16
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, 192(CX)(DX*2)
+	VMOVUPS      Z13, (DI)(DX*1)
+	VMOVUPS      Z14, 64(DI)(DX*1)
+	VMOVUPS      Z15, 128(DI)(DX*1)
+	VMOVUPS      Z16, 192(DI)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv4x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    192(DI)(DX*1), K2, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z17
+	VBROADCASTSS 128(BX), Z18
+	VBROADCASTSS 192(BX), Z19
+	VMOVUPS      (R8), Z20
+	VFMADD231PS  Z20, Z0, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      64(R8), Z20
+	VFMADD231PS  Z20, Z0, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      128(R8), Z20
+	VFMADD231PS  Z20, Z0, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	VMOVUPS.Z    192(R8), K2, Z20
+	VFMADD231PS  Z20, Z0, Z4
+	VFMADD231PS  Z20, Z17, Z8
+	VFMADD231PS  Z20, Z18, Z12
+	VFMADD231PS  Z20, Z19, Z16
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, K2, 192(CX)(DX*2)
+	VMOVUPS      Z13, (DI)(DX*1)
+	VMOVUPS      Z14, 64(DI)(DX*1)
+	VMOVUPS      Z15, 128(DI)(DX*1)
+	VMOVUPS      Z16, K2, 192(DI)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv4x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      128(DI)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VBROADCASTSS 192(BX), Z15
+	VMOVUPS      (R8), Z16
+	VFMADD231PS  Z16, Z0, Z1
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z7
+	VFMADD231PS  Z16, Z15, Z10
+	VMOVUPS      64(R8), Z16
+	VFMADD231PS  Z16, Z0, Z2
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z11
+	VMOVUPS      128(R8), Z16
+	VFMADD231PS  Z16, Z0, Z3
+	VFMADD231PS  Z16, Z13, Z6
+	VFMADD231PS  Z16, Z14, Z9
+	VFMADD231PS  Z16, Z15, Z12
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, 128(CX)(DX*2)
+	VMOVUPS      Z10, (DI)(DX*1)
+	VMOVUPS      Z11, 64(DI)(DX*1)
+	VMOVUPS      Z12, 128(DI)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv4x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    128(DI)(DX*1), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VBROADCASTSS 192(BX), Z15
+	VMOVUPS      (R8), Z16
+	VFMADD231PS  Z16, Z0, Z1
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z7
+	VFMADD231PS  Z16, Z15, Z10
+	VMOVUPS      64(R8), Z16
+	VFMADD231PS  Z16, Z0, Z2
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z11
+	VMOVUPS.Z    128(R8), K2, Z16
+	VFMADD231PS  Z16, Z0, Z3
+	VFMADD231PS  Z16, Z13, Z6
+	VFMADD231PS  Z16, Z14, Z9
+	VFMADD231PS  Z16, Z15, Z12
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, K2, 128(CX)(DX*2)
+	VMOVUPS      Z10, (DI)(DX*1)
+	VMOVUPS      Z11, 64(DI)(DX*1)
+	VMOVUPS      Z12, K2, 128(DI)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv4x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(DI)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VBROADCASTSS 128(BX), Z10
+	VBROADCASTSS 192(BX), Z11
+	VMOVUPS      (R8), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	VMOVUPS      64(R8), Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z9, Z4
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, 64(CX)(DX*2)
+	VMOVUPS      Z7, (DI)(DX*1)
+	VMOVUPS      Z8, 64(DI)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv4x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(DI)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VBROADCASTSS 128(BX), Z10
+	VBROADCASTSS 192(BX), Z11
+	VMOVUPS      (R8), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	VMOVUPS.Z    64(R8), K2, Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z9, Z4
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, K2, 64(CX)(DX*2)
+	VMOVUPS      Z7, (DI)(DX*1)
+	VMOVUPS      Z8, K2, 64(DI)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv4x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VBROADCASTSS 128(BX), Z6
+	VBROADCASTSS 192(BX), Z7
+	VMOVUPS      (R8), Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z5, Z2
+	VFMADD231PS  Z8, Z6, Z3
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	VMOVUPS      Z3, (CX)(DX*2)
+	VMOVUPS      Z4, (DI)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv4x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VBROADCASTSS 128(BX), Z6
+	VBROADCASTSS 192(BX), Z7
+	VMOVUPS.Z    (R8), K2, Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z5, Z2
+	VFMADD231PS  Z8, Z6, Z3
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	VMOVUPS      Z3, K2, (CX)(DX*2)
+	VMOVUPS      Z4, K2, (DI)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv3x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VMOVUPS      (DI), Z15
+	VFMADD231PS  Z15, Z0, Z1
+	VFMADD231PS  Z15, Z13, Z5
+	VFMADD231PS  Z15, Z14, Z9
+	VMOVUPS      64(DI), Z15
+	VFMADD231PS  Z15, Z0, Z2
+	VFMADD231PS  Z15, Z13, Z6
+	VFMADD231PS  Z15, Z14, Z10
+	VMOVUPS      128(DI), Z15
+	VFMADD231PS  Z15, Z0, Z3
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z11
+	VMOVUPS      192(DI), Z15
+	VFMADD231PS  Z15, Z0, Z4
+	VFMADD231PS  Z15, Z13, Z8
+	VFMADD231PS  Z15, Z14, Z12
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, 192(CX)(DX*2)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv3x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VMOVUPS      (DI), Z15
+	VFMADD231PS  Z15, Z0, Z1
+	VFMADD231PS  Z15, Z13, Z5
+	VFMADD231PS  Z15, Z14, Z9
+	VMOVUPS      64(DI), Z15
+	VFMADD231PS  Z15, Z0, Z2
+	VFMADD231PS  Z15, Z13, Z6
+	VFMADD231PS  Z15, Z14, Z10
+	VMOVUPS      128(DI), Z15
+	VFMADD231PS  Z15, Z0, Z3
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z11
+	VMOVUPS.Z    192(DI), K2, Z15
+	VFMADD231PS  Z15, Z0, Z4
+	VFMADD231PS  Z15, Z13, Z8
+	VFMADD231PS  Z15, Z14, Z12
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, K2, 192(CX)(DX*2)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv3x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z10
+	VBROADCASTSS 128(BX), Z11
+	VMOVUPS      (DI), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z7
+	VMOVUPS      64(DI), Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z8
+	VMOVUPS      128(DI), Z12
+	VFMADD231PS  Z12, Z0, Z3
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, 128(CX)(DX*2)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv3x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z10
+	VBROADCASTSS 128(BX), Z11
+	VMOVUPS      (DI), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z7
+	VMOVUPS      64(DI), Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z8
+	VMOVUPS.Z    128(DI), K2, Z12
+	VFMADD231PS  Z12, Z0, Z3
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, K2, 128(CX)(DX*2)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv3x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VBROADCASTSS 128(BX), Z8
+	VMOVUPS      (DI), Z9
+	VFMADD231PS  Z9, Z0, Z1
+	VFMADD231PS  Z9, Z7, Z3
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVUPS      64(DI), Z9
+	VFMADD231PS  Z9, Z0, Z2
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, 64(CX)(DX*2)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv3x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VBROADCASTSS 128(BX), Z8
+	VMOVUPS      (DI), Z9
+	VFMADD231PS  Z9, Z0, Z1
+	VFMADD231PS  Z9, Z7, Z3
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVUPS.Z    64(DI), K2, Z9
+	VFMADD231PS  Z9, Z0, Z2
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, K2, 64(CX)(DX*2)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv3x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z4
+	VBROADCASTSS 128(BX), Z5
+	VMOVUPS      (DI), Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	VMOVUPS      Z3, (CX)(DX*2)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv3x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z4
+	VBROADCASTSS 128(BX), Z5
+	VMOVUPS.Z    (DI), K2, Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	VMOVUPS      Z3, K2, (CX)(DX*2)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VMOVUPS      (DI), Z10
+	VFMADD231PS  Z10, Z0, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      64(DI), Z10
+	VFMADD231PS  Z10, Z0, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      128(DI), Z10
+	VFMADD231PS  Z10, Z0, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	VMOVUPS      192(DI), Z10
+	VFMADD231PS  Z10, Z0, Z4
+	VFMADD231PS  Z10, Z9, Z8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VMOVUPS      (DI), Z10
+	VFMADD231PS  Z10, Z0, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      64(DI), Z10
+	VFMADD231PS  Z10, Z0, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      128(DI), Z10
+	VFMADD231PS  Z10, Z0, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	VMOVUPS.Z    192(DI), K2, Z10
+	VFMADD231PS  Z10, Z0, Z4
+	VFMADD231PS  Z10, Z9, Z8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VMOVUPS      (DI), Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z7, Z4
+	VMOVUPS      64(DI), Z8
+	VFMADD231PS  Z8, Z0, Z2
+	VFMADD231PS  Z8, Z7, Z5
+	VMOVUPS      128(DI), Z8
+	VFMADD231PS  Z8, Z0, Z3
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VMOVUPS      (DI), Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z7, Z4
+	VMOVUPS      64(DI), Z8
+	VFMADD231PS  Z8, Z0, Z2
+	VFMADD231PS  Z8, Z7, Z5
+	VMOVUPS.Z    128(DI), K2, Z8
+	VFMADD231PS  Z8, Z0, Z3
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VMOVUPS      (DI), Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	VMOVUPS      64(DI), Z6
+	VFMADD231PS  Z6, Z0, Z2
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VMOVUPS      (DI), Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	VMOVUPS.Z    64(DI), K2, Z6
+	VFMADD231PS  Z6, Z0, Z2
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z3
+	VMOVUPS      (DI), Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z3
+	VMOVUPS.Z    (DI), K2, Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x4falsekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z5
+	VFMADD231PS  Z5, Z0, Z1
+	VMOVUPS      64(SI), Z5
+	VFMADD231PS  Z5, Z0, Z2
+	VMOVUPS      128(SI), Z5
+	VFMADD231PS  Z5, Z0, Z3
+	VMOVUPS      192(SI), Z5
+	VFMADD231PS  Z5, Z0, Z4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x4truekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z5
+	VFMADD231PS  Z5, Z0, Z1
+	VMOVUPS      64(SI), Z5
+	VFMADD231PS  Z5, Z0, Z2
+	VMOVUPS      128(SI), Z5
+	VFMADD231PS  Z5, Z0, Z3
+	VMOVUPS.Z    192(SI), K2, Z5
+	VFMADD231PS  Z5, Z0, Z4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x3falsekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VMOVUPS      64(SI), Z4
+	VFMADD231PS  Z4, Z0, Z2
+	VMOVUPS      128(SI), Z4
+	VFMADD231PS  Z4, Z0, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x3truekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VMOVUPS      64(SI), Z4
+	VFMADD231PS  Z4, Z0, Z2
+	VMOVUPS.Z    128(SI), K2, Z4
+	VFMADD231PS  Z4, Z0, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x2falsekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z3
+	VFMADD231PS  Z3, Z0, Z1
+	VMOVUPS      64(SI), Z3
+	VFMADD231PS  Z3, Z0, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x2truekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z3
+	VFMADD231PS  Z3, Z0, Z1
+	VMOVUPS.Z    64(SI), K2, Z3
+	VFMADD231PS  Z3, Z0, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x1falsekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS      (SI), Z2
+	VFMADD231PS  Z2, Z0, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1falsekey
+	VMOVUPS      Z1, (CX)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x1truekey:
+	VBROADCASTSS (DX), Z0
+	VMOVUPS.Z    (SI), K2, Z2
+	VFMADD231PS  Z2, Z0, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	ADDQ         $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x10, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·DecodeF16AVX512(SB), NOSPLIT, $128-120
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x01, CX
+	SHLQ $0x01, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x04, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x01, DI
+	MOVQ DI, 72(SP)
+	CMPQ DX, $0x10
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ   CX, 32(SP)
+	LEAQ   -1(BX), CX
+	SHLQ   $0x04, CX
+	ADDQ   SI, CX
+	MOVQ   CX, BX
+	SHLQ   $0x02, BX
+	MOVQ   BX, 64(SP)
+	SHLQ   $0x01, CX
+	MOVQ   CX, 80(SP)
+	LEAQ   constsAVX512<>+1856(SB), CX
+	KMOVW  (CX)(DX*2), K1
+	KMOVW  (CX)(SI*2), K2
+	MOVQ   k+32(FP), CX
+	MOVQ   v+48(FP), DX
+	MOVQ   nk+64(FP), BX
+	MOVQ   CX, (SP)
+	MOVQ   DX, 8(SP)
+	MOVQ   BX, 16(SP)
+	MOVQ   (SP), CX
+	MOVQ   48(SP), DX
+	IMUL3Q $0x00, DX, DX
+	ADDQ   DX, CX
+	MOVQ   $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+	MOVQ       8(SP), CX
+	MOVQ       56(SP), DX
+	IMUL3Q     $0x00, DX, DX
+	ADDQ       DX, CX
+	MOVQ       $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x10
+	JGE   whole
+	MOVQ  $0x00000010, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000010, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+
+whole:
+	MOVQ   DX, 24(SP)
+	LEAQ   constsAVX512<>+1856(SB), CX
+	KMOVW  (CX)(DX*2), K3
+	MOVQ   (SP), CX
+	MOVQ   48(SP), DX
+	IMUL3Q $0x20, DX, DX
+	ADDQ   DX, CX
+	MOVQ   $0x00000010, DX
+
+pfk:
+	MOVQ $0x00000000, BX
+
+pfk_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 88(SP)
+	MOVQ       q+0(FP), CX
+	MOVQ       CX, 96(SP)
+
+row:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      dlast
+
+d:
+	VMOVUPS     (R9), Z16
+	VCVTPH2PS   (BX), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VCVTPH2PS   (BX)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	VCVTPH2PS   (BX)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z8
+	VCVTPH2PS   (BX)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	VCVTPH2PS   (SI), Z17
+	VFMADD231PS Z17, Z16, Z1
+	VCVTPH2PS   (SI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	VCVTPH2PS   (SI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z9
+	VCVTPH2PS   (SI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	VCVTPH2PS   (DI), Z17
+	VFMADD231PS Z17, Z16, Z2
+	VCVTPH2PS   (DI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	VCVTPH2PS   (DI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z10
+	VCVTPH2PS   (DI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	VCVTPH2PS   (R8), Z17
+	VFMADD231PS Z17, Z16, Z3
+	VCVTPH2PS   (R8)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	VCVTPH2PS   (R8)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z11
+	VCVTPH2PS   (R8)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	DECQ        R10
+	JNZ         d
+
+dlast:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         fold
+	VMOVUPS.Z   (R9), K1, Z16
+	VMOVDQU16.Z (BX), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVDQU16.Z (BX)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVDQU16.Z (BX)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVDQU16.Z (BX)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVDQU16.Z (SI), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVDQU16.Z (SI)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVDQU16.Z (SI)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVDQU16.Z (SI)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVDQU16.Z (DI), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVDQU16.Z (DI)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVDQU16.Z (DI)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVDQU16.Z (DI)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVDQU16.Z (R8), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVDQU16.Z (R8)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVDQU16.Z (R8)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVDQU16.Z (R8)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z15
+
+fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+448(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+576(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
+	VSCALEFPS.Z  Z4, Z5, K4, Z5
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z5, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z5, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VSHUFF32X4   $0xb1, Z5, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMOVUPS      constsAVX512<>+320(SB), Z3
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+448(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+576(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VSCALEFPS.Z  Z0, Z3, K4, Z3
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z5, Z3, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X3, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	INCQ         CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	CMPQ         CX, rows+8(FP)
+	JLT          row
+	MOVQ         8(SP), CX
+	MOVQ         56(SP), DX
+	IMUL3Q       $0x20, DX, DX
+	ADDQ         DX, CX
+	MOVQ         $0x00000010, DX
+
+pfv:
+	MOVQ $0x00000000, BX
+
+pfv_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 104(SP)
+
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x04
+	JLE  grouprows
+	MOVQ $0x00000004, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, CX
+	MOVQ CX, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x04
+	JEQ  rows4
+	CMPQ 112(SP), $0x03
+	JEQ  rows3
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows4:
+	CMPQ CX, $0x04
+	JGT  pv4x4whole
+	CMPQ CX, $0x04
+	JNE  rows4not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x4whole
+	JMP  pv4x4masked
+
+rows4not4:
+	CMPQ CX, $0x03
+	JNE  rows4not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x3whole
+	JMP  pv4x3masked
+
+rows4not3:
+	CMPQ CX, $0x02
+	JNE  rows4not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x2whole
+	JMP  pv4x2masked
+
+rows4not2:
+	CMPQ CX, $0x01
+	JNE  rows4not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x1whole
+	JMP  pv4x1masked
+
+rows4not1:
+	JMP panelnext
+
+rows3:
+	CMPQ CX, $0x04
+	JGT  pv3x4whole
+	CMPQ CX, $0x04
+	JNE  rows3not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x4whole
+	JMP  pv3x4masked
+
+rows3not4:
+	CMPQ CX, $0x03
+	JNE  rows3not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x3whole
+	JMP  pv3x3masked
+
+rows3not3:
+	CMPQ CX, $0x02
+	JNE  rows3not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x2whole
+	JMP  pv3x2masked
+
+rows3not2:
+	CMPQ CX, $0x01
+	JNE  rows3not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x1whole
+	JMP  pv3x1masked
+
+rows3not1:
+	JMP panelnext
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  pv2x4whole
+	CMPQ CX, $0x04
+	JNE  rows2not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x4whole
+	JMP  pv2x4masked
+
+rows2not4:
+	CMPQ CX, $0x03
+	JNE  rows2not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x3whole
+	JMP  pv2x3masked
+
+rows2not3:
+	CMPQ CX, $0x02
+	JNE  rows2not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x2whole
+	JMP  pv2x2masked
+
+rows2not2:
+	CMPQ CX, $0x01
+	JNE  rows2not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x1whole
+	JMP  pv2x1masked
+
+rows2not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x04
+	JGT  pv1x4whole
+	CMPQ CX, $0x04
+	JNE  rows1not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x4whole
+	JMP  pv1x4masked
+
+rows1not4:
+	CMPQ CX, $0x03
+	JNE  rows1not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x3whole
+	JMP  pv1x3masked
+
+rows1not3:
+	CMPQ CX, $0x02
+	JNE  rows1not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x2whole
+	JMP  pv1x2masked
+
+rows1not2:
+	CMPQ CX, $0x01
+	JNE  rows1not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x1whole
+	JMP  pv1x1masked
+
+rows1not1:
+	JMP panelnext
+
+pv4x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      192(DI)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z17
+	VBROADCASTSS 128(BX), Z18
+	VBROADCASTSS 192(BX), Z19
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z0, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    32(R8), Z20
+	VFMADD231PS  Z20, Z0, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    64(R8), Z20
+	VFMADD231PS  Z20, Z0, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	VCVTPH2PS    96(R8), Z20
+	VFMADD231PS  Z20, Z0, Z4
+	VFMADD231PS  Z20, Z17, Z8
+	VFMADD231PS  Z20, Z18, Z12
+	VFMADD231PS  Z20, Z19, Z16
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, 192(CX)(DX*2)
+	VMOVUPS      Z13, (DI)(DX*1)
+	VMOVUPS      Z14, 64(DI)(DX*1)
+	VMOVUPS      Z15, 128(DI)(DX*1)
+	VMOVUPS      Z16, 192(DI)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv4x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    192(DI)(DX*1), K2, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z17
+	VBROADCASTSS 128(BX), Z18
+	VBROADCASTSS 192(BX), Z19
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z0, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    32(R8), Z20
+	VFMADD231PS  Z20, Z0, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    64(R8), Z20
+	VFMADD231PS  Z20, Z0, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	VMOVDQU16.Z  96(R8), K2, Z20
+	VCVTPH2PS    Y20, Z20
+	VFMADD231PS  Z20, Z0, Z4
+	VFMADD231PS  Z20, Z17, Z8
+	VFMADD231PS  Z20, Z18, Z12
+	VFMADD231PS  Z20, Z19, Z16
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, K2, 192(CX)(DX*2)
+	VMOVUPS      Z13, (DI)(DX*1)
+	VMOVUPS      Z14, 64(DI)(DX*1)
+	VMOVUPS      Z15, 128(DI)(DX*1)
+	VMOVUPS      Z16, K2, 192(DI)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv4x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      128(DI)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VBROADCASTSS 192(BX), Z15
+	VCVTPH2PS    (R8), Z16
+	VFMADD231PS  Z16, Z0, Z1
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z7
+	VFMADD231PS  Z16, Z15, Z10
+	VCVTPH2PS    32(R8), Z16
+	VFMADD231PS  Z16, Z0, Z2
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z11
+	VCVTPH2PS    64(R8), Z16
+	VFMADD231PS  Z16, Z0, Z3
+	VFMADD231PS  Z16, Z13, Z6
+	VFMADD231PS  Z16, Z14, Z9
+	VFMADD231PS  Z16, Z15, Z12
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, 128(CX)(DX*2)
+	VMOVUPS      Z10, (DI)(DX*1)
+	VMOVUPS      Z11, 64(DI)(DX*1)
+	VMOVUPS      Z12, 128(DI)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv4x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    128(DI)(DX*1), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VBROADCASTSS 192(BX), Z15
+	VCVTPH2PS    (R8), Z16
+	VFMADD231PS  Z16, Z0, Z1
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z7
+	VFMADD231PS  Z16, Z15, Z10
+	VCVTPH2PS    32(R8), Z16
+	VFMADD231PS  Z16, Z0, Z2
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z11
+	VMOVDQU16.Z  64(R8), K2, Z16
+	VCVTPH2PS    Y16, Z16
+	VFMADD231PS  Z16, Z0, Z3
+	VFMADD231PS  Z16, Z13, Z6
+	VFMADD231PS  Z16, Z14, Z9
+	VFMADD231PS  Z16, Z15, Z12
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, K2, 128(CX)(DX*2)
+	VMOVUPS      Z10, (DI)(DX*1)
+	VMOVUPS      Z11, 64(DI)(DX*1)
+	VMOVUPS      Z12, K2, 128(DI)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv4x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(DI)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VBROADCASTSS 128(BX), Z10
+	VBROADCASTSS 192(BX), Z11
+	VCVTPH2PS    (R8), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	VCVTPH2PS    32(R8), Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z9, Z4
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, 64(CX)(DX*2)
+	VMOVUPS      Z7, (DI)(DX*1)
+	VMOVUPS      Z8, 64(DI)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv4x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(DI)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VBROADCASTSS 128(BX), Z10
+	VBROADCASTSS 192(BX), Z11
+	VCVTPH2PS    (R8), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	VMOVDQU16.Z  32(R8), K2, Z12
+	VCVTPH2PS    Y12, Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z9, Z4
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, K2, 64(CX)(DX*2)
+	VMOVUPS      Z7, (DI)(DX*1)
+	VMOVUPS      Z8, K2, 64(DI)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv4x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VBROADCASTSS 128(BX), Z6
+	VBROADCASTSS 192(BX), Z7
+	VCVTPH2PS    (R8), Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z5, Z2
+	VFMADD231PS  Z8, Z6, Z3
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	VMOVUPS      Z3, (CX)(DX*2)
+	VMOVUPS      Z4, (DI)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv4x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VBROADCASTSS 128(BX), Z6
+	VBROADCASTSS 192(BX), Z7
+	VMOVDQU16.Z  (R8), K2, Z8
+	VCVTPH2PS    Y8, Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z5, Z2
+	VFMADD231PS  Z8, Z6, Z3
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	VMOVUPS      Z3, K2, (CX)(DX*2)
+	VMOVUPS      Z4, K2, (DI)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv3x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VCVTPH2PS    (DI), Z15
+	VFMADD231PS  Z15, Z0, Z1
+	VFMADD231PS  Z15, Z13, Z5
+	VFMADD231PS  Z15, Z14, Z9
+	VCVTPH2PS    32(DI), Z15
+	VFMADD231PS  Z15, Z0, Z2
+	VFMADD231PS  Z15, Z13, Z6
+	VFMADD231PS  Z15, Z14, Z10
+	VCVTPH2PS    64(DI), Z15
+	VFMADD231PS  Z15, Z0, Z3
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z11
+	VCVTPH2PS    96(DI), Z15
+	VFMADD231PS  Z15, Z0, Z4
+	VFMADD231PS  Z15, Z13, Z8
+	VFMADD231PS  Z15, Z14, Z12
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, 192(CX)(DX*2)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv3x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VCVTPH2PS    (DI), Z15
+	VFMADD231PS  Z15, Z0, Z1
+	VFMADD231PS  Z15, Z13, Z5
+	VFMADD231PS  Z15, Z14, Z9
+	VCVTPH2PS    32(DI), Z15
+	VFMADD231PS  Z15, Z0, Z2
+	VFMADD231PS  Z15, Z13, Z6
+	VFMADD231PS  Z15, Z14, Z10
+	VCVTPH2PS    64(DI), Z15
+	VFMADD231PS  Z15, Z0, Z3
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z11
+	VMOVDQU16.Z  96(DI), K2, Z15
+	VCVTPH2PS    Y15, Z15
+	VFMADD231PS  Z15, Z0, Z4
+	VFMADD231PS  Z15, Z13, Z8
+	VFMADD231PS  Z15, Z14, Z12
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, K2, 192(CX)(DX*2)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv3x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z10
+	VBROADCASTSS 128(BX), Z11
+	VCVTPH2PS    (DI), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z7
+	VCVTPH2PS    32(DI), Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z8
+	VCVTPH2PS    64(DI), Z12
+	VFMADD231PS  Z12, Z0, Z3
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, 128(CX)(DX*2)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv3x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z10
+	VBROADCASTSS 128(BX), Z11
+	VCVTPH2PS    (DI), Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z7
+	VCVTPH2PS    32(DI), Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z8
+	VMOVDQU16.Z  64(DI), K2, Z12
+	VCVTPH2PS    Y12, Z12
+	VFMADD231PS  Z12, Z0, Z3
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, K2, 128(CX)(DX*2)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv3x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VBROADCASTSS 128(BX), Z8
+	VCVTPH2PS    (DI), Z9
+	VFMADD231PS  Z9, Z0, Z1
+	VFMADD231PS  Z9, Z7, Z3
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    32(DI), Z9
+	VFMADD231PS  Z9, Z0, Z2
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, 64(CX)(DX*2)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv3x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VBROADCASTSS 128(BX), Z8
+	VCVTPH2PS    (DI), Z9
+	VFMADD231PS  Z9, Z0, Z1
+	VFMADD231PS  Z9, Z7, Z3
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVDQU16.Z  32(DI), K2, Z9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z0, Z2
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, K2, 64(CX)(DX*2)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv3x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z4
+	VBROADCASTSS 128(BX), Z5
+	VCVTPH2PS    (DI), Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	VMOVUPS      Z3, (CX)(DX*2)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv3x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z4
+	VBROADCASTSS 128(BX), Z5
+	VMOVDQU16.Z  (DI), K2, Z6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	VMOVUPS      Z3, K2, (CX)(DX*2)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VCVTPH2PS    (DI), Z10
+	VFMADD231PS  Z10, Z0, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    32(DI), Z10
+	VFMADD231PS  Z10, Z0, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    64(DI), Z10
+	VFMADD231PS  Z10, Z0, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	VCVTPH2PS    96(DI), Z10
+	VFMADD231PS  Z10, Z0, Z4
+	VFMADD231PS  Z10, Z9, Z8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VCVTPH2PS    (DI), Z10
+	VFMADD231PS  Z10, Z0, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    32(DI), Z10
+	VFMADD231PS  Z10, Z0, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    64(DI), Z10
+	VFMADD231PS  Z10, Z0, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	VMOVDQU16.Z  96(DI), K2, Z10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z10, Z0, Z4
+	VFMADD231PS  Z10, Z9, Z8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VCVTPH2PS    (DI), Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z7, Z4
+	VCVTPH2PS    32(DI), Z8
+	VFMADD231PS  Z8, Z0, Z2
+	VFMADD231PS  Z8, Z7, Z5
+	VCVTPH2PS    64(DI), Z8
+	VFMADD231PS  Z8, Z0, Z3
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VCVTPH2PS    (DI), Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z7, Z4
+	VCVTPH2PS    32(DI), Z8
+	VFMADD231PS  Z8, Z0, Z2
+	VFMADD231PS  Z8, Z7, Z5
+	VMOVDQU16.Z  64(DI), K2, Z8
+	VCVTPH2PS    Y8, Z8
+	VFMADD231PS  Z8, Z0, Z3
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VCVTPH2PS    (DI), Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	VCVTPH2PS    32(DI), Z6
+	VFMADD231PS  Z6, Z0, Z2
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VCVTPH2PS    (DI), Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	VMOVDQU16.Z  32(DI), K2, Z6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z0, Z2
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z3
+	VCVTPH2PS    (DI), Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z3
+	VMOVDQU16.Z  (DI), K2, Z4
+	VCVTPH2PS    Y4, Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x4falsekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z5
+	VFMADD231PS  Z5, Z0, Z1
+	VCVTPH2PS    32(SI), Z5
+	VFMADD231PS  Z5, Z0, Z2
+	VCVTPH2PS    64(SI), Z5
+	VFMADD231PS  Z5, Z0, Z3
+	VCVTPH2PS    96(SI), Z5
+	VFMADD231PS  Z5, Z0, Z4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x4truekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z5
+	VFMADD231PS  Z5, Z0, Z1
+	VCVTPH2PS    32(SI), Z5
+	VFMADD231PS  Z5, Z0, Z2
+	VCVTPH2PS    64(SI), Z5
+	VFMADD231PS  Z5, Z0, Z3
+	VMOVDQU16.Z  96(SI), K2, Z5
+	VCVTPH2PS    Y5, Z5
+	VFMADD231PS  Z5, Z0, Z4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x3falsekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VCVTPH2PS    32(SI), Z4
+	VFMADD231PS  Z4, Z0, Z2
+	VCVTPH2PS    64(SI), Z4
+	VFMADD231PS  Z4, Z0, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x3truekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VCVTPH2PS    32(SI), Z4
+	VFMADD231PS  Z4, Z0, Z2
+	VMOVDQU16.Z  64(SI), K2, Z4
+	VCVTPH2PS    Y4, Z4
+	VFMADD231PS  Z4, Z0, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x2falsekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z3
+	VFMADD231PS  Z3, Z0, Z1
+	VCVTPH2PS    32(SI), Z3
+	VFMADD231PS  Z3, Z0, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x2truekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z3
+	VFMADD231PS  Z3, Z0, Z1
+	VMOVDQU16.Z  32(SI), K2, Z3
+	VCVTPH2PS    Y3, Z3
+	VFMADD231PS  Z3, Z0, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x1falsekey:
+	VBROADCASTSS (DX), Z0
+	VCVTPH2PS    (SI), Z2
+	VFMADD231PS  Z2, Z0, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1falsekey
+	VMOVUPS      Z1, (CX)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x1truekey:
+	VBROADCASTSS (DX), Z0
+	VMOVDQU16.Z  (SI), K2, Z2
+	VCVTPH2PS    Y2, Z2
+	VFMADD231PS  Z2, Z0, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	ADDQ         $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x10, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $128-120
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x01, CX
+	SHLQ $0x01, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x04, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x01, DI
+	MOVQ DI, 72(SP)
+	CMPQ DX, $0x10
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ   CX, 32(SP)
+	LEAQ   -1(BX), CX
+	SHLQ   $0x04, CX
+	ADDQ   SI, CX
+	MOVQ   CX, BX
+	SHLQ   $0x02, BX
+	MOVQ   BX, 64(SP)
+	SHLQ   $0x01, CX
+	MOVQ   CX, 80(SP)
+	LEAQ   constsAVX512<>+1856(SB), CX
+	KMOVW  (CX)(DX*2), K1
+	KMOVW  (CX)(SI*2), K2
+	MOVQ   k+32(FP), CX
+	MOVQ   v+48(FP), DX
+	MOVQ   nk+64(FP), BX
+	MOVQ   CX, (SP)
+	MOVQ   DX, 8(SP)
+	MOVQ   BX, 16(SP)
+	MOVQ   (SP), CX
+	MOVQ   48(SP), DX
+	IMUL3Q $0x00, DX, DX
+	ADDQ   DX, CX
+	MOVQ   $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+	MOVQ       8(SP), CX
+	MOVQ       56(SP), DX
+	IMUL3Q     $0x00, DX, DX
+	ADDQ       DX, CX
+	MOVQ       $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x10
+	JGE   whole
+	MOVQ  $0x00000010, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000010, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+
+whole:
+	MOVQ   DX, 24(SP)
+	LEAQ   constsAVX512<>+1856(SB), CX
+	KMOVW  (CX)(DX*2), K3
+	MOVQ   (SP), CX
+	MOVQ   48(SP), DX
+	IMUL3Q $0x20, DX, DX
+	ADDQ   DX, CX
+	MOVQ   $0x00000010, DX
+
+pfk:
+	MOVQ $0x00000000, BX
+
+pfk_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 88(SP)
+	MOVQ       q+0(FP), CX
+	MOVQ       CX, 96(SP)
+
+row:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      dlast
+
+d:
+	VMOVUPS     (R9), Z16
+	VPMOVZXWD   (BX), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VPMOVZXWD   (BX)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VPMOVZXWD   (BX)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VPMOVZXWD   (BX)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VPMOVZXWD   (SI), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VPMOVZXWD   (SI)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VPMOVZXWD   (SI)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VPMOVZXWD   (SI)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VPMOVZXWD   (DI), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VPMOVZXWD   (DI)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VPMOVZXWD   (DI)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VPMOVZXWD   (DI)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VPMOVZXWD   (R8), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VPMOVZXWD   (R8)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VPMOVZXWD   (R8)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VPMOVZXWD   (R8)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	DECQ        R10
+	JNZ         d
+
+dlast:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         fold
+	VMOVUPS.Z   (R9), K1, Z16
+	VMOVDQU16.Z (BX), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVDQU16.Z (BX)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVDQU16.Z (BX)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVDQU16.Z (BX)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVDQU16.Z (SI), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVDQU16.Z (SI)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVDQU16.Z (SI)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVDQU16.Z (SI)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVDQU16.Z (DI), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVDQU16.Z (DI)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVDQU16.Z (DI)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVDQU16.Z (DI)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVDQU16.Z (R8), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVDQU16.Z (R8)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVDQU16.Z (R8)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVDQU16.Z (R8)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+
+fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+448(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+576(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
+	VSCALEFPS.Z  Z4, Z5, K4, Z5
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z5, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z5, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VSHUFF32X4   $0xb1, Z5, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z0
+	VADDPS       Z0, Z5, Z5
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMOVUPS      constsAVX512<>+320(SB), Z3
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+448(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+576(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VSCALEFPS.Z  Z0, Z3, K4, Z3
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z5, Z3, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X3, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	INCQ         CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	CMPQ         CX, rows+8(FP)
+	JLT          row
+	MOVQ         8(SP), CX
+	MOVQ         56(SP), DX
+	IMUL3Q       $0x20, DX, DX
+	ADDQ         DX, CX
+	MOVQ         $0x00000010, DX
+
+pfv:
+	MOVQ $0x00000000, BX
+
+pfv_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv
+	MOVQ       $0x00000000, CX
+	MOVQ       CX, 104(SP)
+
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x04
+	JLE  grouprows
+	MOVQ $0x00000004, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, CX
+	MOVQ CX, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x04
+	JEQ  rows4
+	CMPQ 112(SP), $0x03
+	JEQ  rows3
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows4:
+	CMPQ CX, $0x04
+	JGT  pv4x4whole
+	CMPQ CX, $0x04
+	JNE  rows4not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x4whole
+	JMP  pv4x4masked
+
+rows4not4:
+	CMPQ CX, $0x03
+	JNE  rows4not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x3whole
+	JMP  pv4x3masked
+
+rows4not3:
+	CMPQ CX, $0x02
+	JNE  rows4not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x2whole
+	JMP  pv4x2masked
+
+rows4not2:
+	CMPQ CX, $0x01
+	JNE  rows4not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv4x1whole
+	JMP  pv4x1masked
+
+rows4not1:
+	JMP panelnext
+
+rows3:
+	CMPQ CX, $0x04
+	JGT  pv3x4whole
+	CMPQ CX, $0x04
+	JNE  rows3not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x4whole
+	JMP  pv3x4masked
+
+rows3not4:
+	CMPQ CX, $0x03
+	JNE  rows3not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x3whole
+	JMP  pv3x3masked
+
+rows3not3:
+	CMPQ CX, $0x02
+	JNE  rows3not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x2whole
+	JMP  pv3x2masked
+
+rows3not2:
+	CMPQ CX, $0x01
+	JNE  rows3not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv3x1whole
+	JMP  pv3x1masked
+
+rows3not1:
+	JMP panelnext
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  pv2x4whole
+	CMPQ CX, $0x04
+	JNE  rows2not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x4whole
+	JMP  pv2x4masked
+
+rows2not4:
+	CMPQ CX, $0x03
+	JNE  rows2not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x3whole
+	JMP  pv2x3masked
+
+rows2not3:
+	CMPQ CX, $0x02
+	JNE  rows2not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x2whole
+	JMP  pv2x2masked
+
+rows2not2:
+	CMPQ CX, $0x01
+	JNE  rows2not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv2x1whole
+	JMP  pv2x1masked
+
+rows2not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x04
+	JGT  pv1x4whole
+	CMPQ CX, $0x04
+	JNE  rows1not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x4whole
+	JMP  pv1x4masked
+
+rows1not4:
+	CMPQ CX, $0x03
+	JNE  rows1not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x3whole
+	JMP  pv1x3masked
+
+rows1not3:
+	CMPQ CX, $0x02
+	JNE  rows1not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x2whole
+	JMP  pv1x2masked
+
+rows1not2:
+	CMPQ CX, $0x01
+	JNE  rows1not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  pv1x1whole
+	JMP  pv1x1masked
+
+rows1not1:
+	JMP panelnext
+
+pv4x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      192(DI)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z17
+	VBROADCASTSS 128(BX), Z18
+	VBROADCASTSS 192(BX), Z19
+	VPMOVZXWD    (R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    32(R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    64(R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	VPMOVZXWD    96(R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z4
+	VFMADD231PS  Z20, Z17, Z8
+	VFMADD231PS  Z20, Z18, Z12
+	VFMADD231PS  Z20, Z19, Z16
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, 192(CX)(DX*2)
+	VMOVUPS      Z13, (DI)(DX*1)
+	VMOVUPS      Z14, 64(DI)(DX*1)
+	VMOVUPS      Z15, 128(DI)(DX*1)
+	VMOVUPS      Z16, 192(DI)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv4x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    192(DI)(DX*1), K2, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z17
+	VBROADCASTSS 128(BX), Z18
+	VBROADCASTSS 192(BX), Z19
+	VPMOVZXWD    (R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    32(R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    64(R8), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	VMOVDQU16.Z  96(R8), K2, Z20
+	VPMOVZXWD    Y20, Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z0, Z4
+	VFMADD231PS  Z20, Z17, Z8
+	VFMADD231PS  Z20, Z18, Z12
+	VFMADD231PS  Z20, Z19, Z16
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, K2, 192(CX)(DX*2)
+	VMOVUPS      Z13, (DI)(DX*1)
+	VMOVUPS      Z14, 64(DI)(DX*1)
+	VMOVUPS      Z15, 128(DI)(DX*1)
+	VMOVUPS      Z16, K2, 192(DI)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv4x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      128(DI)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VBROADCASTSS 192(BX), Z15
+	VPMOVZXWD    (R8), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VFMADD231PS  Z16, Z0, Z1
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z7
+	VFMADD231PS  Z16, Z15, Z10
+	VPMOVZXWD    32(R8), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VFMADD231PS  Z16, Z0, Z2
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z11
+	VPMOVZXWD    64(R8), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VFMADD231PS  Z16, Z0, Z3
+	VFMADD231PS  Z16, Z13, Z6
+	VFMADD231PS  Z16, Z14, Z9
+	VFMADD231PS  Z16, Z15, Z12
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, 128(CX)(DX*2)
+	VMOVUPS      Z10, (DI)(DX*1)
+	VMOVUPS      Z11, 64(DI)(DX*1)
+	VMOVUPS      Z12, 128(DI)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv4x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    128(DI)(DX*1), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VBROADCASTSS 192(BX), Z15
+	VPMOVZXWD    (R8), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VFMADD231PS  Z16, Z0, Z1
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z7
+	VFMADD231PS  Z16, Z15, Z10
+	VPMOVZXWD    32(R8), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VFMADD231PS  Z16, Z0, Z2
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z11
+	VMOVDQU16.Z  64(R8), K2, Z16
+	VPMOVZXWD    Y16, Z16
+	VPSLLD       $0x10, Z16, Z16
+	VFMADD231PS  Z16, Z0, Z3
+	VFMADD231PS  Z16, Z13, Z6
+	VFMADD231PS  Z16, Z14, Z9
+	VFMADD231PS  Z16, Z15, Z12
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, K2, 128(CX)(DX*2)
+	VMOVUPS      Z10, (DI)(DX*1)
+	VMOVUPS      Z11, 64(DI)(DX*1)
+	VMOVUPS      Z12, K2, 128(DI)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv4x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(DI)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VBROADCASTSS 128(BX), Z10
+	VBROADCASTSS 192(BX), Z11
+	VPMOVZXWD    (R8), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	VPMOVZXWD    32(R8), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z9, Z4
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, 64(CX)(DX*2)
+	VMOVUPS      Z7, (DI)(DX*1)
+	VMOVUPS      Z8, 64(DI)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv4x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(DI)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VBROADCASTSS 128(BX), Z10
+	VBROADCASTSS 192(BX), Z11
+	VPMOVZXWD    (R8), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z7
+	VMOVDQU16.Z  32(R8), K2, Z12
+	VPMOVZXWD    Y12, Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z9, Z4
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, K2, 64(CX)(DX*2)
+	VMOVUPS      Z7, (DI)(DX*1)
+	VMOVUPS      Z8, K2, 64(DI)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv4x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VBROADCASTSS 128(BX), Z6
+	VBROADCASTSS 192(BX), Z7
+	VPMOVZXWD    (R8), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z5, Z2
+	VFMADD231PS  Z8, Z6, Z3
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	VMOVUPS      Z3, (CX)(DX*2)
+	VMOVUPS      Z4, (DI)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv4x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+
+pv4x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VBROADCASTSS 128(BX), Z6
+	VBROADCASTSS 192(BX), Z7
+	VMOVDQU16.Z  (R8), K2, Z8
+	VPMOVZXWD    Y8, Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z5, Z2
+	VFMADD231PS  Z8, Z6, Z3
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         R9, R8
+	ADDQ         $0x04, BX
+	DECQ         R10
+	JNZ          pv4x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	VMOVUPS      Z3, K2, (CX)(DX*2)
+	VMOVUPS      Z4, K2, (DI)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv3x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VPMOVZXWD    (DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z1
+	VFMADD231PS  Z15, Z13, Z5
+	VFMADD231PS  Z15, Z14, Z9
+	VPMOVZXWD    32(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z2
+	VFMADD231PS  Z15, Z13, Z6
+	VFMADD231PS  Z15, Z14, Z10
+	VPMOVZXWD    64(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z3
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z11
+	VPMOVZXWD    96(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z4
+	VFMADD231PS  Z15, Z13, Z8
+	VFMADD231PS  Z15, Z14, Z12
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, 192(CX)(DX*2)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv3x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z13
+	VBROADCASTSS 128(BX), Z14
+	VPMOVZXWD    (DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z1
+	VFMADD231PS  Z15, Z13, Z5
+	VFMADD231PS  Z15, Z14, Z9
+	VPMOVZXWD    32(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z2
+	VFMADD231PS  Z15, Z13, Z6
+	VFMADD231PS  Z15, Z14, Z10
+	VPMOVZXWD    64(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z3
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z11
+	VMOVDQU16.Z  96(DI), K2, Z15
+	VPMOVZXWD    Y15, Z15
+	VPSLLD       $0x10, Z15, Z15
+	VFMADD231PS  Z15, Z0, Z4
+	VFMADD231PS  Z15, Z13, Z8
+	VFMADD231PS  Z15, Z14, Z12
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	VMOVUPS      Z9, (CX)(DX*2)
+	VMOVUPS      Z10, 64(CX)(DX*2)
+	VMOVUPS      Z11, 128(CX)(DX*2)
+	VMOVUPS      Z12, K2, 192(CX)(DX*2)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv3x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z10
+	VBROADCASTSS 128(BX), Z11
+	VPMOVZXWD    (DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z7
+	VPMOVZXWD    32(DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z8
+	VPMOVZXWD    64(DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z3
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, 128(CX)(DX*2)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv3x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z10
+	VBROADCASTSS 128(BX), Z11
+	VPMOVZXWD    (DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z1
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z7
+	VPMOVZXWD    32(DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z2
+	VFMADD231PS  Z12, Z10, Z5
+	VFMADD231PS  Z12, Z11, Z8
+	VMOVDQU16.Z  64(DI), K2, Z12
+	VPMOVZXWD    Y12, Z12
+	VPSLLD       $0x10, Z12, Z12
+	VFMADD231PS  Z12, Z0, Z3
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	VMOVUPS      Z7, (CX)(DX*2)
+	VMOVUPS      Z8, 64(CX)(DX*2)
+	VMOVUPS      Z9, K2, 128(CX)(DX*2)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv3x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VBROADCASTSS 128(BX), Z8
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z0, Z1
+	VFMADD231PS  Z9, Z7, Z3
+	VFMADD231PS  Z9, Z8, Z5
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z0, Z2
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, 64(CX)(DX*2)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv3x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VBROADCASTSS 128(BX), Z8
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z0, Z1
+	VFMADD231PS  Z9, Z7, Z3
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVDQU16.Z  32(DI), K2, Z9
+	VPMOVZXWD    Y9, Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z0, Z2
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	VMOVUPS      Z5, (CX)(DX*2)
+	VMOVUPS      Z6, K2, 64(CX)(DX*2)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv3x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z4
+	VBROADCASTSS 128(BX), Z5
+	VPMOVZXWD    (DI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	VMOVUPS      Z3, (CX)(DX*2)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv3x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv3x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z4
+	VBROADCASTSS 128(BX), Z5
+	VMOVDQU16.Z  (DI), K2, Z6
+	VPMOVZXWD    Y6, Z6
+	VPSLLD       $0x10, Z6, Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv3x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	VMOVUPS      Z3, K2, (CX)(DX*2)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x4falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VPMOVZXWD    (DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VPMOVZXWD    64(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	VPMOVZXWD    96(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z4
+	VFMADD231PS  Z10, Z9, Z8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, 192(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x4truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z9
+	VPMOVZXWD    (DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VPMOVZXWD    64(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	VMOVDQU16.Z  96(DI), K2, Z10
+	VPMOVZXWD    Y10, Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z0, Z4
+	VFMADD231PS  Z10, Z9, Z8
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	VMOVUPS      Z5, (CX)(DX*1)
+	VMOVUPS      Z6, 64(CX)(DX*1)
+	VMOVUPS      Z7, 128(CX)(DX*1)
+	VMOVUPS      Z8, K2, 192(CX)(DX*1)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv2x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x3falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VPMOVZXWD    (DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z7, Z4
+	VPMOVZXWD    32(DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z2
+	VFMADD231PS  Z8, Z7, Z5
+	VPMOVZXWD    64(DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z3
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, 128(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x3truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z7
+	VPMOVZXWD    (DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z1
+	VFMADD231PS  Z8, Z7, Z4
+	VPMOVZXWD    32(DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z2
+	VFMADD231PS  Z8, Z7, Z5
+	VMOVDQU16.Z  64(DI), K2, Z8
+	VPMOVZXWD    Y8, Z8
+	VPSLLD       $0x10, Z8, Z8
+	VFMADD231PS  Z8, Z0, Z3
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	VMOVUPS      Z4, (CX)(DX*1)
+	VMOVUPS      Z5, 64(CX)(DX*1)
+	VMOVUPS      Z6, K2, 128(CX)(DX*1)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv2x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x2falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VPMOVZXWD    (DI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	VPMOVZXWD    32(DI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VFMADD231PS  Z6, Z0, Z2
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, 64(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x2truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z5
+	VPMOVZXWD    (DI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VFMADD231PS  Z6, Z0, Z1
+	VFMADD231PS  Z6, Z5, Z3
+	VMOVDQU16.Z  32(DI), K2, Z6
+	VPMOVZXWD    Y6, Z6
+	VPSLLD       $0x10, Z6, Z6
+	VFMADD231PS  Z6, Z0, Z2
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	VMOVUPS      Z3, (CX)(DX*1)
+	VMOVUPS      Z4, K2, 64(CX)(DX*1)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv2x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x1falsekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z3
+	VPMOVZXWD    (DI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv2x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+
+pv2x1truekey:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 64(BX), Z3
+	VMOVDQU16.Z  (DI), K2, Z4
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         R8, DI
+	ADDQ         $0x04, BX
+	DECQ         R9
+	JNZ          pv2x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	VMOVUPS      Z2, K2, (CX)(DX*1)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x4whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x4falsekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z1
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z2
+	VPMOVZXWD    64(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z3
+	VPMOVZXWD    96(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, 192(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x4masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x4truekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z1
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z2
+	VPMOVZXWD    64(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z3
+	VMOVDQU16.Z  96(SI), K2, Z5
+	VPMOVZXWD    Y5, Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z0, Z4
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x4truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	VMOVUPS      Z4, K2, 192(CX)
+	ADDQ         $0x04, 120(SP)
+	JMP          panelnext
+
+pv1x3whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x3falsekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VPMOVZXWD    32(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z2
+	VPMOVZXWD    64(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, 128(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x3masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K2, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x3truekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z1
+	VPMOVZXWD    32(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z2
+	VMOVDQU16.Z  64(SI), K2, Z4
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z4
+	VFMADD231PS  Z4, Z0, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x3truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	VMOVUPS      Z3, K2, 128(CX)
+	ADDQ         $0x03, 120(SP)
+	JMP          panelnext
+
+pv1x2whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x2falsekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VFMADD231PS  Z3, Z0, Z1
+	VPMOVZXWD    32(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VFMADD231PS  Z3, Z0, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2falsekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, 64(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x2masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K2, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x2truekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VFMADD231PS  Z3, Z0, Z1
+	VMOVDQU16.Z  32(SI), K2, Z3
+	VPMOVZXWD    Y3, Z3
+	VPSLLD       $0x10, Z3, Z3
+	VFMADD231PS  Z3, Z0, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x2truekey
+	VMOVUPS      Z1, (CX)
+	VMOVUPS      Z2, K2, 64(CX)
+	ADDQ         $0x02, 120(SP)
+	JMP          panelnext
+
+pv1x1whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x1falsekey:
+	VBROADCASTSS (DX), Z0
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VFMADD231PS  Z2, Z0, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1falsekey
+	VMOVUPS      Z1, (CX)
+	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x1masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS.Z    (CX), K2, Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+
+pv1x1truekey:
+	VBROADCASTSS (DX), Z0
+	VMOVDQU16.Z  (SI), K2, Z2
+	VPMOVZXWD    Y2, Z2
+	VPSLLD       $0x10, Z2, Z2
+	VFMADD231PS  Z2, Z0, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x1truekey
+	VMOVUPS      Z1, K2, (CX)
+	ADDQ         $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x10, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func WidenF16AVX512(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX512F
+TEXT ·WidenF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VCVTPH2PS (CX), Z0
+	VMOVUPS   Z0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x40, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func NarrowF16AVX512(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·NarrowF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VMOVUPS   (CX), Z0
+	VCVTPS2PH $0x00, Z0, (AX)
+	ADDQ      $0x40, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func WidenBF16AVX512(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX512F
+TEXT ·WidenBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VPMOVZXWD (CX), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x40, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func NarrowBF16AVX512(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·NarrowBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VMOVUPS   (CX), Z0
+	VPSRLD    $0x10, Z0, Z3
+	VPANDD    constsAVX512<>+1600(SB), Z3, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K1
+	VPORD     constsAVX512<>+1792(SB), Z3, Z3
+	VBLENDMPS Z3, Z2, K1, Z2
+	VPMOVDW   Z2, (AX)
+	ADDQ      $0x40, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, AVX512F
 TEXT ·PVAVX512(SB), NOSPLIT, $0-88
@@ -4568,7 +13039,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+1600(SB), R10
+	LEAQ  constsAVX512<>+1856(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10

@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"github.com/fastattn/fastattn/asm"
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -13,14 +14,32 @@ import (
 // "MMX+" is part of SSE); cpuid reports AVX, AVX2 and AVX-512 only where
 // the OS saves their register state.
 var (
+	// The avx2 set converts 16-bit floats with F16C.
 	avx2 = x86Set("avx2", 8, 2, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2,
-		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2},
-		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3)
-	// The avx512 set's transpose is ymm (AVX2) code.
+		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
+		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2,
+		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
+		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
+	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", 16, 4, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512,
-		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512},
-		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F)
+		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
+		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512,
+		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
+		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
 )
+
+// decodeF32Func and decode16Func are the fused decode kernels' signatures.
+type (
+	decodeF32Func func(q *float32, rows, kvec, ktail int, k *float32, ldk int, v *float32, ldv int, nk, vvec, vtail int, o, m, l, s *float32)
+	decode16Func  func(q *float32, rows, kvec, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk, vvec, vtail int, o, m, l, s *float32)
+)
+
+// convertFuncs are one 16-bit type's conversions, whole vectors.
+type convertFuncs struct {
+	widen  func(dst *float32, src *uint16, n int)
+	narrow func(dst *uint16, src *float32, n int)
+}
 
 // x86Kernels are one amd64 ISA's generated functions.
 type x86Kernels struct {
@@ -31,6 +50,10 @@ type x86Kernels struct {
 	tr      func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
 	dot     func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
 	peak    func(iters int)
+
+	decodeF32        decodeF32Func
+	decodeF16, decBF decode16Func
+	convert          [2]convertFuncs // float16, bfloat16
 }
 
 // x86Set wraps one ISA's kernels: lanes float32 per vector, panels of at
@@ -62,6 +85,28 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 			k.dot(&s[0], lds, &kr[0], ldk, &q[0], ldq, rows, nk, nvec, dk-(nvec-1)*lanes)
 		},
 		peak: k.peak, peakChains: 12,
+		decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s []float32) {
+			kvec, vvec := (dk+lanes-1)/lanes, (dv+lanes-1)/lanes
+			kt, vt := dk-(kvec-1)*lanes, dv-(vvec-1)*lanes
+			switch kr.Type {
+			case fallback.KVFloat32:
+				k.decodeF32(&q[0], rows, kvec, kt, &kr.F32[0], kr.Ld, &vr.F32[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0])
+			case fallback.KVFloat16:
+				k.decodeF16(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0])
+			default:
+				k.decBF(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0])
+			}
+		},
+		decodeKeys: lanes,
+		// The weights [16][lanes], 16 alphas, 32 floats of masks.
+		decodeScratch: 16*lanes + 16 + 32,
+		decodePairs:   lanes == 8,
+		widen: func(dst []float32, src []uint16, t KVType) {
+			k.convert[t-1].widen(&dst[0], &src[0], len(src))
+		},
+		narrow: func(dst []uint16, src []float32, t KVType) {
+			k.convert[t-1].narrow(&dst[0], &src[0], len(src))
+		},
 	}
 }
 

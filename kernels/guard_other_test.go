@@ -9,3 +9,8 @@ import "testing"
 func guarded(t *testing.T, n int, atEnd bool) (s []float32, free func()) {
 	return make([]float32, n), func() {}
 }
+
+// guarded16 is guarded for n uint16 values.
+func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
+	return make([]uint16, n), func() {}
+}

@@ -19,11 +19,25 @@ import (
 // lanes and so faults where the CPU does not. Native runs keep them.
 func guarded(t *testing.T, n int, atEnd bool) (s []float32, free func()) {
 	t.Helper()
+	b, free := guardedBytes(t, 4*n, atEnd)
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n), free
+}
+
+// guarded16 is guarded for n uint16 values.
+func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
+	t.Helper()
+	b, free := guardedBytes(t, 2*n, atEnd)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n), free
+}
+
+// guardedBytes is guarded for n bytes.
+func guardedBytes(t *testing.T, n int, atEnd bool) (s []byte, free func()) {
+	t.Helper()
 	if os.Getenv("FASTATTN_GUARD_PAGES") == "off" {
-		return make([]float32, n), func() {}
+		return make([]byte, n+4)[:n], func() {}
 	}
 	page := unix.Getpagesize()
-	size := (n*4+page-1)/page*page + 2*page
+	size := (n+page-1)/page*page + 2*page
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatalf("mmap: %v", err)
@@ -36,8 +50,7 @@ func guarded(t *testing.T, n int, atEnd bool) (s []float32, free func()) {
 	}
 	start := page
 	if atEnd {
-		start = size - page - n*4
+		start = size - page - n
 	}
-	s = unsafe.Slice((*float32)(unsafe.Pointer(&mem[start])), n)
-	return s, func() { unix.Munmap(mem) }
+	return mem[start : start+n : start+n], func() { unix.Munmap(mem) }
 }

@@ -45,6 +45,13 @@ type Set struct {
 	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
 	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
 	peak    func(iters int)                                                                          // nil for generic
+	decode  decodeKernel                                                                             // nil: no fused decode
+	widen   func(dst []float32, src []uint16, t KVType)                                              // whole vectors; nil: Go
+	narrow  func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
+
+	decodeKeys    int  // fewest keys of a Decode call
+	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
+	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only)
 
 	peakChains int               // independent vector FMAs per iteration of peak
 	requires   []cpuid.FeatureID // the CPU features the set's code uses

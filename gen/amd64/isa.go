@@ -59,6 +59,11 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "signMask", Bits: 0x80000000},
 	expconst.Const{Name: "bias127", Bits: 127},
 	expconst.Const{Name: "zero", Bits: 0},
+	// bfloat16 rounding (narrowBF16).
+	expconst.Const{Name: "intOne", Bits: 1},
+	expconst.Const{Name: "round7fff", Bits: 0x7fff},
+	expconst.Const{Name: "infBits", Bits: 0x7f800000},
+	expconst.Const{Name: "quietBF16", Bits: 0x40},
 )
 
 func newGen(c *build.Context, x isa) *gen {
@@ -128,6 +133,16 @@ func (g *gen) param(name string) reg.GPVirtual {
 	r := g.GP64()
 	g.Load(g.Param(name), r)
 	return r
+}
+
+// arg returns the stack address of an argument, for instructions that
+// take it as a memory operand.
+func (g *gen) arg(name string) operand.Mem {
+	b, err := g.Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
 }
 
 // stride loads an argument that is a stride in float32 elements, as bytes.

@@ -41,6 +41,10 @@ func generate(x isa, dir string) error {
 	g.gemm()
 	g.transpose()
 	g.dot()
+	for _, e := range []elem{f32, f16, bf16} {
+		g.decode(e)
+	}
+	g.convert()
 	g.pv()
 	g.softmax()
 	g.expKernel()

@@ -1,0 +1,77 @@
+package fallback
+
+import "math"
+
+// DecodeRows is the most query rows one Decode call takes: a decode step's
+// rows of one KV head (query heads of the group × new positions).
+const DecodeRows = 16
+
+// DecodeKeys is the key block of the generic Decode.
+const DecodeKeys = 16
+
+// DecodeScratch is the length of the buf Decode needs.
+func DecodeScratch(dk, dv int) int { return DecodeKeys + dk + dv }
+
+// Decode is the fused flash loop of a decode step: rows query rows
+// (q: [rows][dk], row-major, pre-scaled) over nk keys that every row
+// sees, K and V read once, in blocks of DecodeKeys keys. For each block
+// and row r:
+//
+//	s[c]  = q_r · k_c
+//	mNew  = max(m[r], max_c s[c]);  base = max(mNew, -MaxFloat32)
+//	p[c]  = exp(s[c] - base);       alpha = exp(m[r] - base)
+//	l[r]  = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//	o[r][:] = alpha·o[r][:] + Σ_c p[c]·v_c[:dv]
+//
+// o is [rows][dv]; m and l hold the running state of Softmax. buf holds
+// DecodeScratch(dk, dv) floats (the weights of a block and one widened K
+// and V row).
+func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf []float32) {
+	p, kb, vb := buf[:DecodeKeys], buf[DecodeKeys:DecodeKeys+dk], buf[DecodeKeys+dk:][:dv]
+	for c0 := 0; c0 < nk; c0 += DecodeKeys {
+		n := min(DecodeKeys, nk-c0)
+		for r := 0; r < rows; r++ {
+			qr := q[r*dk : (r+1)*dk]
+			mNew := m[r]
+			for c := 0; c < n; c++ {
+				kc := k.Row(c0+c, dk, kb)
+				sum := float32(0)
+				for d, x := range kc {
+					sum += x * qr[d]
+				}
+				p[c] = sum
+				mNew = max32(mNew, sum)
+			}
+			base := mNew
+			if !(base >= -math.MaxFloat32) { // -Inf (NaN stays NaN)
+				base = -math.MaxFloat32
+			}
+			sum := float32(0)
+			for c := 0; c < n; c++ {
+				p[c] = Exp32(p[c] - base)
+				sum += p[c]
+			}
+			alpha := Exp32(m[r] - base)
+			l[r] = l[r]*alpha + sum
+			m[r] = mNew
+			or := o[r*dv : (r+1)*dv]
+			for j := range or {
+				or[j] *= alpha
+			}
+			for c := 0; c < n; c++ {
+				pc := p[c]
+				for j, x := range v.Row(c0+c, dv, vb) {
+					or[j] += pc * x
+				}
+			}
+		}
+	}
+}
+
+// max32 is max with a NaN in either argument giving NaN.
+func max32(a, b float32) float32 {
+	if a != a || b != b {
+		return float32(math.NaN())
+	}
+	return max(a, b)
+}

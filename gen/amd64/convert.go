@@ -1,0 +1,186 @@
+package main
+
+import (
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// elem is the storage type of the K and V a kernel reads.
+type elem int
+
+const (
+	f32 elem = iota
+	f16
+	bf16
+)
+
+func (e elem) name() string   { return [...]string{"F32", "F16", "BF16"}[e] }
+func (e elem) bytes() int     { return [...]int{4, 2, 2}[e] }
+func (e elem) goType() string { return [...]string{"*float32", "*uint16", "*uint16"}[e] }
+
+// widen loads one vector of lanes elements of type e from m into dst as
+// float32: F16C's VCVTPH2PS for binary16, a zero-extension and a 16-bit
+// shift for bfloat16 (its bits are float32's upper half).
+func (g *gen) widen(e elem, m operand.Op, dst reg.VecVirtual) {
+	switch e {
+	case f32:
+		g.VMOVUPS(m, dst)
+	case f16:
+		g.VCVTPH2PS(m, dst)
+	case bf16:
+		g.VPMOVZXWD(m, dst)
+		g.VPSLLD(operand.U8(16), dst, dst)
+	}
+}
+
+// kvMask is the mask of a row's last vector of K or V (its first tail
+// lanes) in the form each storage type's masked load needs.
+type kvMask struct {
+	k     reg.OpmaskVirtual // AVX-512: lanes (float32) or words (16-bit)
+	lanes operand.Mem       // AVX2: a ymm of all-ones lanes, for VMASKMOVPS
+	pairs operand.Mem       // AVX2, 16-bit: an xmm of tail/2 all-ones dwords
+}
+
+// loadKV loads vector j of a row of type e at m into dst as float32,
+// masked to the row's end when masked. No byte past the row's last
+// element is read: AVX-512 loads the 16-bit tail with VMOVDQU16 (fault
+// suppressed beyond the mask); AVX2 loads it as dwords, so an odd
+// 16-bit tail is the caller's to avoid.
+func (g *gen) loadKV(e elem, mk kvMask, m operand.Mem, masked bool, dst reg.VecVirtual) {
+	switch {
+	case !masked:
+		g.widen(e, m, dst)
+	case e == f32 && g.x.avx512():
+		g.VMOVUPS_Z(m, mk.k, dst)
+	case e == f32:
+		g.VMOVDQU(mk.lanes, dst)
+		g.VMASKMOVPS(m, dst, dst)
+	case g.x.avx512():
+		t := g.ZMM()
+		g.VMOVDQU16_Z(m, mk.k, t)
+		g.widen(e, t.AsY(), dst)
+	default:
+		t := g.XMM()
+		g.VMOVDQU(mk.pairs, t)
+		g.VMASKMOVPS(m, t, t)
+		g.widen(e, t, dst)
+	}
+}
+
+// convert emits the vectorized conversions between float32 and the 16-bit
+// storage types, over whole vectors (the caller converts the tail):
+//
+//	WidenF16, WidenBF16:   dst[i] = float32(src[i])                  exact
+//	NarrowF16, NarrowBF16: dst[i] = round-to-nearest-even(src[i])    NaN stays NaN
+func (g *gen) convert() {
+	for _, e := range []elem{f16, bf16} {
+		g.fn("Widen"+e.name(), "func(dst *float32, src *uint16, n int)",
+			"",
+			"\tfor i := 0; i < n; i++ {",
+			"\t\tdst[i] = fallback."+map[elem]string{f16: "F16ToF32", bf16: "BF16ToF32"}[e]+"(src[i])",
+			"",
+			"with n a multiple of the vector width.",
+		)
+		g.convertLoop(2, 4, func(sp, dp reg.GPVirtual) {
+			v := g.vec()
+			g.widen(e, operand.Mem{Base: sp}, v)
+			g.VMOVUPS(v, operand.Mem{Base: dp})
+		})
+		g.fn("Narrow"+e.name(), "func(dst *uint16, src *float32, n int)",
+			"",
+			"\tfor i := 0; i < n; i++ {",
+			"\t\tdst[i] = fallback."+map[elem]string{f16: "F32ToF16", bf16: "F32ToBF16"}[e]+"(src[i])",
+			"",
+			"with n a multiple of the vector width.",
+		)
+		g.convertLoop(4, 2, func(sp, dp reg.GPVirtual) {
+			v := g.vec()
+			g.VMOVUPS(operand.Mem{Base: sp}, v)
+			if e == f16 {
+				g.VCVTPS2PH(operand.U8(0), v, operand.Mem{Base: dp}) // 0: nearest even
+				return
+			}
+			g.narrowBF16(v, operand.Mem{Base: dp})
+		})
+	}
+}
+
+// convertLoop emits the loop over n (a param) elements, whole vectors,
+// reading srcBytes and writing dstBytes per element.
+func (g *gen) convertLoop(srcBytes, dstBytes int, body func(sp, dp reg.GPVirtual)) {
+	dp, sp, n := g.param("dst"), g.param("src"), g.param("n")
+	g.SHRQ(operand.U8(g.lanesLog()), n)
+	g.TESTQ(n, n)
+	g.JZ(operand.LabelRef("done"))
+	g.Label("loop")
+	body(sp, dp)
+	g.ADDQ(operand.Imm(uint64(srcBytes*g.x.lanes)), sp)
+	g.ADDQ(operand.Imm(uint64(dstBytes*g.x.lanes)), dp)
+	g.DECQ(n)
+	g.JNZ(operand.LabelRef("loop"))
+	g.Label("done")
+	g.ret()
+}
+
+// lanesLog is log2 of the lanes.
+func (g *gen) lanesLog() uint8 {
+	if g.x.avx512() {
+		return 4
+	}
+	return 3
+}
+
+// narrowBF16 rounds the float32 lanes of v to bfloat16 (integer
+// arithmetic on the bits: b + 0x7fff + bit 16 of b, the upper half; a NaN
+// keeps its upper half with the quiet bit set) and stores them to m.
+func (g *gen) narrowBF16(v reg.VecVirtual, m operand.Mem) {
+	and := func(a operand.Op, b, dst reg.VecVirtual) {
+		if g.x.avx512() {
+			g.VPANDD(a, b, dst)
+		} else {
+			g.VPAND(a, b, dst)
+		}
+	}
+	odd, r, nan := g.vec(), g.vec(), g.vec()
+	g.VPSRLD(operand.U8(16), v, nan) // the upper half, for NaN
+	and(g.cst("intOne"), nan, odd)   // bit 16: ties go to even
+	g.VPADDD(g.cst("round7fff"), v, r)
+	g.VPADDD(odd, r, r)
+	g.VPSRLD(operand.U8(16), r, r)
+	abs := g.vec()
+	and(g.cst("absMask"), v, abs)
+	isNaN := g.compareInt(abs, g.cst("infBits")) // |b| > 0x7f800000
+	g.vor(g.cst("quietBF16"), nan, nan)
+	g.blend(isNaN, nan, r, r)
+	if g.x.avx512() {
+		g.VPMOVDW(r, m)
+		return
+	}
+	// Pack 8 dwords (each < 2^16) to words: VPACKUSDW packs within each
+	// 128-bit half, VPERMQ gathers the two halves' low quadwords.
+	g.VPACKUSDW(r, r, r)
+	g.VPERMQ(operand.U8(0x08), r, r)
+	g.VMOVDQU(r.AsX(), m)
+}
+
+// compareInt returns the lanes where the signed dword a > b.
+func (g *gen) compareInt(a reg.VecVirtual, b operand.Mem) laneMask {
+	if g.x.avx512() {
+		m := laneMask{k: g.K()}
+		g.VPCMPGTD(b, a, m.k)
+		return m
+	}
+	m := laneMask{v: g.vec()}
+	g.VPCMPGTD(b, a, m.v)
+	return m
+}
+
+// vor is a bitwise or of vectors: VPORD on AVX-512 (AVX512F), VPOR on
+// AVX2.
+func (g *gen) vor(a operand.Op, b, dst reg.VecVirtual) {
+	if g.x.avx512() {
+		g.VPORD(a, b, dst)
+		return
+	}
+	g.VPOR(a, b, dst)
+}

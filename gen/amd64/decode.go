@@ -1,0 +1,672 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// Decode<E><ISA> is the fused flash loop of a decode step: up to 16 query
+// rows of one KV head over nk keys every row sees, K and V (of storage E)
+// read once from memory, in blocks of T = lanes keys:
+//
+//	scores  row by row: 16 (AVX2: 8) accumulators, one per key, each a
+//	        dot product along d with the q vector loaded once per step;
+//	        a tree of shuffles and adds folds them into one vector of T
+//	        scores (natural order: key c in lane c);
+//	softmax on that vector: horizontal max and sum by a butterfly;
+//	PV      a tile of rows × 4 vectors of O (AVX-512: 4 rows, AVX2: 2)
+//	        accumulates the T weights (broadcast) times the V rows.
+//
+// K and V rows decodeAhead blocks on are prefetched at each block's start
+// (rows a page or more apart defeat the hardware prefetchers). The last
+// partial block is moved back to end at nk and its first lanes masked, so
+// no row past nk is read (nk >= T is the caller's).
+
+// decodeAhead is how many blocks ahead Decode prefetches.
+const decodeAhead = 2
+
+// Decode's scratch, in float32 elements from s: the weights [16][T], the
+// rescale factors [16], and on AVX2 the masks (K and V lanes, K and V
+// dword pairs, the skipped lanes of the last block).
+func (g *gen) decodeLayout() (alphaOff, maskK, maskV, pairsK, pairsV, skipMask int) {
+	alphaOff = 16 * g.x.lanes
+	maskK = alphaOff + 16
+	return alphaOff, maskK, maskK + 8, maskK + 16, maskK + 20, maskK + 24
+}
+
+// pvTile is Decode's PV register tile: rows × vectors of accumulators
+// (AVX-512: 16 + 4 V + 4 broadcasts of 32; AVX2: 8 + 1 V + 2 of 16).
+func (g *gen) pvTile() (rows, vecs int) {
+	if g.x.avx512() {
+		return 4, 4
+	}
+	return 2, 4
+}
+
+// decodeLocals are Decode's values kept in its stack frame between
+// phases (GP registers are too few to hold them all).
+type decodeLocals struct {
+	kp, vp, rem, skip operand.Mem // current block's K and V rows; keys left; masked lanes
+	kfull, qstride    operand.Mem // unmasked K vectors; q row bytes
+	ldk, ldv, ldo     operand.Mem // strides in bytes
+	krow, vrow        operand.Mem // bytes of a K and a V row
+	row, qrow, g0, rr operand.Mem // score row, its q; PV row group and its rows
+	vec               operand.Mem // PV: first vector of the panel
+	kK, kV, kSkip     reg.OpmaskVirtual
+}
+
+func (g *gen) decode(e elem) {
+	x := g.x
+	T := x.lanes
+	g.fn("Decode"+e.name(), fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s *float32)", e.goType(), e.goType()),
+		"",
+		"\tfor each block of lanes keys c, for r := 0; r < rows; r++ {",
+		"\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)",
+		"\t\tmNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)",
+		"\t\tp[c] = exp(sc - base);  alpha = exp(m[r] - base)",
+		"\t\tl[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew",
+		"\t\to[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)",
+		"",
+		"fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in",
+		"elements of k's type (16-bit: widened in registers); s is scratch.",
+	)
+	alphaOff, maskK, maskV, pairsK, pairsV, skipMask := g.decodeLayout()
+	var lc decodeLocals
+	for _, p := range []*operand.Mem{&lc.kp, &lc.vp, &lc.rem, &lc.skip, &lc.kfull, &lc.qstride, &lc.ldk,
+		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec} {
+		*p = g.AllocLocal(8)
+	}
+	eshift := uint8(2)
+	if e != f32 {
+		eshift = 1
+	}
+	store := func(r reg.GPVirtual, m operand.Mem) { g.MOVQ(r, m) }
+	load := func(m operand.Mem) reg.GPVirtual {
+		r := g.GP64()
+		g.MOVQ(m, r)
+		return r
+	}
+
+	// Prologue: strides, row sizes, masks.
+	sp := g.param("s")
+	ldk, ldv := g.param("ldk"), g.param("ldv")
+	g.SHLQ(operand.U8(eshift), ldk)
+	g.SHLQ(operand.U8(eshift), ldv)
+	store(ldk, lc.ldk)
+	store(ldv, lc.ldv)
+	kvec, ktail := g.param("kvec"), g.param("ktail")
+	vvec, vtail := g.param("vvec"), g.param("vtail")
+	// dk = (kvec-1)·lanes + ktail; kfull = kvec, less one when the last
+	// vector is partial.
+	dk := g.GP64()
+	g.LEAQ(operand.Mem{Base: kvec, Disp: -1}, dk)
+	g.SHLQ(operand.U8(g.lanesLog()), dk)
+	g.ADDQ(ktail, dk)
+	t := g.GP64()
+	g.MOVQ(dk, t)
+	g.SHLQ(operand.U8(2), t)
+	store(t, lc.qstride)
+	g.SHLQ(operand.U8(eshift), dk)
+	store(dk, lc.krow)
+	kfull := g.GP64()
+	g.MOVQ(kvec, kfull)
+	g.CMPQ(ktail, operand.Imm(uint64(T)))
+	g.JEQ(operand.LabelRef("kwhole"))
+	g.DECQ(kfull)
+	g.Label("kwhole")
+	store(kfull, lc.kfull)
+	dv := g.GP64()
+	g.LEAQ(operand.Mem{Base: vvec, Disp: -1}, dv)
+	g.SHLQ(operand.U8(g.lanesLog()), dv)
+	g.ADDQ(vtail, dv)
+	t = g.GP64()
+	g.MOVQ(dv, t)
+	g.SHLQ(operand.U8(2), t)
+	store(t, lc.ldo)
+	g.SHLQ(operand.U8(eshift), dv)
+	store(dv, lc.vrow)
+	var mkK, mkV kvMask
+	table := g.maskTableBase()
+	if x.avx512() {
+		lc.kK, lc.kV = g.K(), g.K()
+		g.KMOVW(operand.Mem{Base: table, Index: ktail, Scale: 2}, lc.kK)
+		g.KMOVW(operand.Mem{Base: table, Index: vtail, Scale: 2}, lc.kV)
+		mkK, mkV = kvMask{k: lc.kK}, kvMask{k: lc.kV}
+	} else {
+		// Copy the masks into the scratch: entry (8 - n) of the table has
+		// its first n lanes set.
+		copyMask := func(n reg.GPVirtual, half bool, off int) {
+			i := g.GP64()
+			g.MOVQ(operand.U32(8), i)
+			if half {
+				h := g.GP64()
+				g.MOVQ(n, h)
+				g.SHRQ(operand.U8(1), h)
+				g.SUBQ(h, i)
+			} else {
+				g.SUBQ(n, i)
+			}
+			y := g.YMM()
+			g.VMOVDQU(operand.Mem{Base: table, Index: i, Scale: 4}, y)
+			g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * off})
+		}
+		copyMask(ktail, false, maskK)
+		copyMask(vtail, false, maskV)
+		copyMask(ktail, true, pairsK) // 8 lanes written, the first 4 used
+		copyMask(vtail, true, pairsV)
+		mkK = kvMask{lanes: operand.Mem{Base: sp, Disp: 4 * maskK}, pairs: operand.Mem{Base: sp, Disp: 4 * pairsK}}
+		mkV = kvMask{lanes: operand.Mem{Base: sp, Disp: 4 * maskV}, pairs: operand.Mem{Base: sp, Disp: 4 * pairsV}}
+	}
+	kp, vp, nk := g.param("k"), g.param("v"), g.param("nk")
+	store(kp, lc.kp)
+	store(vp, lc.vp)
+	store(nk, lc.rem)
+	// The first decodeAhead blocks, before the loop prefetches further.
+	g.prefetchRows(lc.kp, lc.ldk, lc.krow, 0, decodeAhead*T, "pfk0")
+	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, 0, decodeAhead*T, "pfv0")
+
+	g.Label("block")
+	// The last block, if partial, is moved back to end at nk; its first
+	// skip lanes (keys already done) are masked.
+	rem, skip := load(lc.rem), g.GP64()
+	g.MOVQ(operand.U32(0), skip)
+	g.CMPQ(rem, operand.Imm(uint64(T)))
+	g.JGE(operand.LabelRef("whole"))
+	g.MOVQ(operand.U32(uint64(T)), skip)
+	g.SUBQ(rem, skip)
+	g.MOVQ(operand.U32(uint64(T)), rem)
+	store(rem, lc.rem)
+	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
+		back, ptr := load(p.ld), load(p.ptr)
+		g.IMULQ(skip, back)
+		g.SUBQ(back, ptr)
+		store(ptr, p.ptr)
+	}
+	g.Label("whole")
+	store(skip, lc.skip)
+	if x.avx512() {
+		lc.kSkip = g.K()
+		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: skip, Scale: 2}, lc.kSkip)
+	} else {
+		i := g.GP64()
+		g.MOVQ(operand.U32(8), i)
+		g.SUBQ(skip, i)
+		y := g.YMM()
+		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: i, Scale: 4}, y)
+		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * skipMask})
+	}
+	g.prefetchRows(lc.kp, lc.ldk, lc.krow, decodeAhead*T, T, "pfk")
+
+	// Scores and softmax, row by row.
+	r := g.GP64()
+	g.MOVQ(operand.U32(0), r)
+	store(r, lc.row)
+	q := g.param("q")
+	store(q, lc.qrow)
+	g.Label("row")
+	g.decodeScores(e, lc, mkK, sp)
+	r, q = load(lc.row), load(lc.qrow)
+	g.INCQ(r)
+	g.ADDQ(lc.qstride, q)
+	store(r, lc.row)
+	store(q, lc.qrow)
+	g.CMPQ(r, g.arg("rows"))
+	g.JLT(operand.LabelRef("row"))
+	_ = alphaOff
+
+	// PV, then the next block.
+	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, decodeAhead*T, T, "pfv")
+	g.decodePV(e, lc, mkV, sp)
+	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
+		step, ptr := load(p.ld), load(p.ptr)
+		g.SHLQ(operand.U8(g.lanesLog()), step)
+		g.ADDQ(step, ptr)
+		store(ptr, p.ptr)
+	}
+	rem = load(lc.rem)
+	g.SUBQ(operand.Imm(uint64(T)), rem)
+	store(rem, lc.rem)
+	g.JNZ(operand.LabelRef("block"))
+	g.ret()
+}
+
+// prefetchRows prefetches every 64-byte line of n rows of rowBytes bytes
+// (a local) at stride ld (a local), from row `first` after the pointer in
+// the local base.
+func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, first, n int, lbl string) {
+	p, t := g.GP64(), g.GP64()
+	g.MOVQ(base, p)
+	g.MOVQ(ld, t)
+	g.IMUL3Q(operand.Imm(uint64(first)), t, t)
+	g.ADDQ(t, p)
+	cnt := g.GP64()
+	g.MOVQ(operand.U32(uint64(n)), cnt)
+	g.Label(lbl)
+	off := g.GP64()
+	g.MOVQ(operand.U32(0), off)
+	g.Label(lbl + "_line")
+	g.PREFETCHT0(operand.Mem{Base: p, Index: off, Scale: 1})
+	g.ADDQ(operand.Imm(64), off)
+	g.CMPQ(off, rowBytes)
+	g.JLT(operand.LabelRef(lbl + "_line"))
+	g.ADDQ(ld, p)
+	g.DECQ(cnt)
+	g.JNZ(operand.LabelRef(lbl))
+}
+
+// decodeScores emits one row's scores for the block and its softmax step:
+// T accumulators (key c in accumulator accOf[c], so that the fold leaves
+// key c in lane c), the q vector loaded once per step of d, then the fold,
+// the mask of skipped lanes, and the online-softmax update of m, l and the
+// weights and alpha in the scratch.
+func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
+	x := g.x
+	T := x.lanes
+	alphaOff, _, _, _, _, skipMask := g.decodeLayout()
+	accOf := g.foldOrder()
+	acc := make([]reg.VecVirtual, T)
+	for i := range acc {
+		acc[i] = g.vec()
+		g.zero(acc[i])
+	}
+	// K rows of the block: groups of 4 from kb[i], addressed base, +ld,
+	// +2ld, +3ld.
+	ld := g.GP64()
+	g.MOVQ(lc.ldk, ld)
+	ld3 := g.GP64()
+	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+	kb := make([]reg.GPVirtual, T/4)
+	for i := range kb {
+		kb[i] = g.GP64()
+		if i == 0 {
+			g.MOVQ(lc.kp, kb[0])
+		} else {
+			g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
+		}
+	}
+	row := func(c int) operand.Mem {
+		b := kb[c/4]
+		switch c % 4 {
+		case 0:
+			return operand.Mem{Base: b}
+		case 3:
+			return operand.Mem{Base: b, Index: ld3, Scale: 1}
+		}
+		return operand.Mem{Base: b, Index: ld, Scale: uint8(c % 4)}
+	}
+	qm := g.GP64()
+	g.MOVQ(lc.qrow, qm)
+	step := func(masked bool) {
+		qv := g.vec()
+		g.loadKV(f32, mk, operand.Mem{Base: qm}, masked, qv)
+		for c := 0; c < T; c++ {
+			kv := g.vec()
+			g.loadKV(e, mk, row(c), masked, kv)
+			g.VFMADD231PS(kv, qv, acc[accOf[c]])
+		}
+	}
+	cnt := g.GP64()
+	g.MOVQ(lc.kfull, cnt)
+	g.TESTQ(cnt, cnt)
+	g.JZ(operand.LabelRef("dlast"))
+	g.Label("d")
+	step(false)
+	g.ADDQ(operand.Imm(uint64(4*T)), qm)
+	for _, b := range kb {
+		g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
+	}
+	g.DECQ(cnt)
+	g.JNZ(operand.LabelRef("d"))
+	g.Label("dlast")
+	g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
+	g.JEQ(operand.LabelRef("fold"))
+	step(true)
+	g.Label("fold")
+	sv := g.fold(acc)
+
+	// Lanes of keys before the block's start (a moved-back last block)
+	// are -Inf: a blend, so a NaN there cannot leak.
+	ninf := g.vec()
+	g.VMOVUPS(g.cst("negInf"), ninf)
+	if x.avx512() {
+		g.blend(laneMask{k: lc.kSkip}, ninf, sv, sv)
+	} else {
+		m := g.vec()
+		g.VMOVUPS(operand.Mem{Base: sp, Disp: 4 * skipMask}, m)
+		g.blend(laneMask{v: m}, ninf, sv, sv)
+	}
+
+	// The online-softmax step of the row.
+	r := g.GP64()
+	g.MOVQ(lc.row, r)
+	mp, lp := g.param("m"), g.param("l")
+	mAt := operand.Mem{Base: mp, Index: r, Scale: 4}
+	lAt := operand.Mem{Base: lp, Index: r, Scale: 4}
+	mx := g.vec()
+	g.VMOVUPS(sv, mx)
+	g.butterfly(mx, g.VMAXPS)
+	mo, mn, base := g.vec(), g.vec(), g.vec()
+	g.VBROADCASTSS(mAt, mo)
+	g.VMAXPS(mx, mo, mn)
+	g.VMAXPS(g.cst("negMax"), mn, base)
+	g.VSUBPS(base, sv, sv)
+	p := g.exp(sv, false)
+	pr := g.GP64()
+	g.MOVQ(r, pr)
+	g.SHLQ(operand.U8(g.lanesLog()+2), pr)
+	g.VMOVUPS(p, operand.Mem{Base: sp, Index: pr, Scale: 1})
+	g.butterfly(p, g.VADDPS)
+	g.VSUBPS(base, mo, mo)
+	alpha := g.exp(mo, false)
+	lv := g.vec()
+	g.VBROADCASTSS(lAt, lv)
+	g.VFMADD213PS(p, alpha, lv) // l·alpha + Σp
+	g.VMOVSS(lv.AsX(), lAt)
+	g.VMOVSS(mn.AsX(), mAt)
+	g.VMOVSS(alpha.AsX(), operand.Mem{Base: sp, Index: r, Scale: 4, Disp: 4 * alphaOff})
+}
+
+// shuffle is one level of the fold: two shuffles of a pair of vectors
+// (lo, hi immediates) whose sum halves the vectors to fold.
+type shuffle struct {
+	op     string // "shuff32x4", "perm2f128" or "shufps"
+	lo, hi uint8
+}
+
+// foldLevels fold lanes vectors into one: AVX-512 halves then quarters
+// across 128-bit blocks (VSHUFF32X4), AVX2 halves (VPERM2F128), then both
+// pairs and neighbours within blocks (VSHUFPS).
+func (g *gen) foldLevels() []shuffle {
+	in := []shuffle{{"shufps", 0x44, 0xee}, {"shufps", 0x88, 0xdd}}
+	if g.x.avx512() {
+		return append([]shuffle{{"shuff32x4", 0x44, 0xee}, {"shuff32x4", 0x88, 0xdd}}, in...)
+	}
+	return append([]shuffle{{"perm2f128", 0x20, 0x31}}, in...)
+}
+
+// shuffleLanes is the lanes of a shuffle of a (src1) and b (src2), for
+// simulating the fold.
+func shuffleLanes(op string, imm uint8, a, b []int) []int {
+	n := len(a)
+	out := make([]int, n)
+	sel := func(i int) int { return int(imm>>(2*i)) & 3 }
+	switch op {
+	case "shuff32x4": // 4 blocks of 4: two from a, two from b
+		for blk := 0; blk < 4; blk++ {
+			src := a
+			if blk >= 2 {
+				src = b
+			}
+			copy(out[4*blk:4*blk+4], src[4*sel(blk):4*sel(blk)+4])
+		}
+	case "perm2f128": // 2 halves of 4, each any half of a or b
+		halves := [][]int{a[:4], a[4:], b[:4], b[4:]}
+		copy(out[:4], halves[imm&3])
+		copy(out[4:], halves[(imm>>4)&3])
+	case "shufps": // in each 128-bit block: two lanes of a, two of b
+		for blk := 0; blk < n; blk += 4 {
+			for i := 0; i < 4; i++ {
+				src := a
+				if i >= 2 {
+					src = b
+				}
+				out[blk+i] = src[blk+sel(i)]
+			}
+		}
+	}
+	return out
+}
+
+// foldOrder simulates the fold on labels and returns, for each key c, the
+// accumulator whose sum ends in lane c.
+func (g *gen) foldOrder() []int {
+	n := g.x.lanes
+	vs := make([][]int, n)
+	for i := range vs {
+		vs[i] = make([]int, n)
+		for l := range vs[i] {
+			vs[i][l] = i
+		}
+	}
+	for _, lv := range g.foldLevels() {
+		next := make([][]int, len(vs)/2)
+		for i := range next {
+			a, b := vs[2*i], vs[2*i+1]
+			x, y := shuffleLanes(lv.op, lv.lo, a, b), shuffleLanes(lv.op, lv.hi, a, b)
+			for l := range x {
+				if x[l] != y[l] {
+					panic("fold: a lane adds two accumulators")
+				}
+			}
+			next[i] = x
+		}
+		vs = next
+	}
+	return vs[0]
+}
+
+// fold adds each of the lanes vectors across its lanes, leaving the sum
+// of vs[i] in lane foldOrder⁻¹(i) of the returned vector.
+func (g *gen) fold(vs []reg.VecVirtual) reg.VecVirtual {
+	for _, lv := range g.foldLevels() {
+		next := make([]reg.VecVirtual, len(vs)/2)
+		for i := range next {
+			a, b := vs[2*i], vs[2*i+1]
+			hi := g.vec()
+			switch lv.op {
+			case "shuff32x4":
+				g.VSHUFF32X4(operand.U8(lv.hi), b, a, hi)
+				g.VSHUFF32X4(operand.U8(lv.lo), b, a, a)
+			case "perm2f128":
+				g.VPERM2F128(operand.U8(lv.hi), b, a, hi)
+				g.VPERM2F128(operand.U8(lv.lo), b, a, a)
+			case "shufps":
+				g.VSHUFPS(operand.U8(lv.hi), b, a, hi)
+				g.VSHUFPS(operand.U8(lv.lo), b, a, a)
+			}
+			g.VADDPS(hi, a, a)
+			next[i] = a
+		}
+		vs = next
+	}
+	return vs[0]
+}
+
+// butterfly combines all lanes of v with op (VADDPS, VMAXPS), leaving the
+// result in every lane: swap halves, (quarters,) pairs and neighbours.
+func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
+	t := g.vec()
+	if g.x.avx512() {
+		g.VSHUFF32X4(operand.U8(0x4e), v, v, t)
+		op(t, v, v)
+		g.VSHUFF32X4(operand.U8(0xb1), v, v, t)
+		op(t, v, v)
+	} else {
+		g.VPERM2F128(operand.U8(0x01), v, v, t)
+		op(t, v, v)
+	}
+	g.VPERMILPS(operand.U8(0x4e), v, t)
+	op(t, v, v)
+	g.VPERMILPS(operand.U8(0xb1), v, t)
+	op(t, v, v)
+}
+
+// decodePV emits the PV update of the block: for each group of rows and
+// each panel of up to 4 vectors of dv, O = alpha·O + Σ_c p[c]·V[c], over
+// the keys from skip to T.
+func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
+	RP, NV := g.pvTile()
+	T := g.x.lanes
+	z := g.GP64()
+	g.MOVQ(operand.U32(0), z)
+	g.MOVQ(z, lc.g0)
+	g.Label("group")
+	rr := g.GP64()
+	g.MOVQ(g.arg("rows"), rr)
+	g.SUBQ(lc.g0, rr)
+	g.CMPQ(rr, operand.Imm(uint64(RP)))
+	g.JLE(operand.LabelRef("grouprows"))
+	g.MOVQ(operand.U32(uint64(RP)), rr)
+	g.Label("grouprows")
+	g.MOVQ(rr, lc.rr)
+	z = g.GP64()
+	g.MOVQ(operand.U32(0), z)
+	g.MOVQ(z, lc.vec)
+	g.Label("panel")
+	left := g.GP64()
+	g.MOVQ(g.arg("vvec"), left)
+	g.SUBQ(lc.vec, left)
+	for nr := RP; nr >= 1; nr-- {
+		g.CMPQ(lc.rr, operand.Imm(uint64(nr)))
+		g.JEQ(operand.LabelRef(label("rows", nr)))
+	}
+	for nr := RP; nr >= 1; nr-- {
+		g.Label(label("rows", nr))
+		g.CMPQ(left, operand.Imm(uint64(NV)))
+		g.JGT(operand.LabelRef(label("pv", nr, "x", NV, "whole")))
+		for nv := NV; nv >= 1; nv-- {
+			next := label("rows", nr, "not", nv)
+			g.CMPQ(left, operand.Imm(uint64(nv)))
+			g.JNE(operand.LabelRef(next))
+			g.CMPQ(g.arg("vtail"), operand.Imm(uint64(T)))
+			g.JEQ(operand.LabelRef(label("pv", nr, "x", nv, "whole")))
+			g.JMP(operand.LabelRef(label("pv", nr, "x", nv, "masked")))
+			g.Label(next)
+		}
+		g.JMP(operand.LabelRef("panelnext")) // not reached: left >= 1
+	}
+	for nr := RP; nr >= 1; nr-- {
+		for nv := NV; nv >= 1; nv-- {
+			for _, masked := range []bool{false, true} {
+				g.Label(label("pv", nr, "x", nv, map[bool]string{false: "whole", true: "masked"}[masked]))
+				g.decodePVTile(e, lc, mk, sp, nr, nv, masked)
+				g.ADDQ(operand.Imm(uint64(nv)), lc.vec)
+				g.JMP(operand.LabelRef("panelnext"))
+			}
+		}
+	}
+	g.Label("panelnext")
+	v := g.GP64()
+	g.MOVQ(lc.vec, v)
+	g.CMPQ(v, g.arg("vvec"))
+	g.JLT(operand.LabelRef("panel"))
+	g0 := g.GP64()
+	g.MOVQ(lc.g0, g0)
+	g.ADDQ(lc.rr, g0)
+	g.MOVQ(g0, lc.g0)
+	g.CMPQ(g0, g.arg("rows"))
+	g.JLT(operand.LabelRef("group"))
+}
+
+// decodePVTile emits one nr × nv tile of PV: the accumulators start as
+// alpha·O, take the weights of keys skip..T-1 of the nr rows (broadcast)
+// times nv vectors of each V row, and are stored back.
+func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, nr, nv int, masked bool) {
+	T := g.x.lanes
+	b := g.x.bytes()
+	alphaOff, _, _, _, _, _ := g.decodeLayout()
+	// O rows: o + g0·ldo + vec·lanes·4.
+	ob, ldo, t := g.GP64(), g.GP64(), g.GP64()
+	g.Load(g.Param("o"), ob)
+	g.MOVQ(lc.ldo, ldo)
+	g.MOVQ(lc.g0, t)
+	g.IMULQ(ldo, t)
+	g.ADDQ(t, ob)
+	g.MOVQ(lc.vec, t)
+	g.SHLQ(operand.U8(g.lanesLog()+2), t)
+	g.ADDQ(t, ob)
+	g0 := g.GP64()
+	g.MOVQ(lc.g0, g0)
+	oAt := func(i, j int) operand.Mem {
+		m := operand.Mem{Base: ob, Disp: j * b}
+		if i > 0 { // rows 1 and 2: ob + i·ldo (row 3 below)
+			m.Index, m.Scale = ldo, uint8(i)
+		}
+		return m
+	}
+	if nr == 4 {
+		// Row 3 is ob + 3·ldo: keep 2·ldo + ldo as a separate base.
+		ob3 := g.GP64()
+		g.LEAQ(operand.Mem{Base: ob, Index: ldo, Scale: 2}, ob3)
+		prev := oAt
+		oAt = func(i, j int) operand.Mem {
+			if i == 3 {
+				return operand.Mem{Base: ob3, Index: ldo, Scale: 1, Disp: j * b}
+			}
+			return prev(i, j)
+		}
+	}
+	tk := kvMask{k: mk.k, lanes: mk.lanes} // O is float32: its lanes mask
+	acc := make([][]reg.VecVirtual, nr)
+	for i := range acc {
+		al := g.vec()
+		g.VBROADCASTSS(operand.Mem{Base: sp, Index: g0, Scale: 4, Disp: 4 * (alphaOff + i)}, al)
+		acc[i] = make([]reg.VecVirtual, nv)
+		for j := range acc[i] {
+			acc[i][j] = g.vec()
+			g.loadKV(f32, tk, oAt(i, j), masked && j == nv-1, acc[i][j])
+			g.VMULPS(al, acc[i][j], acc[i][j])
+		}
+	}
+	// V rows from key skip, vector vec; weights p[g0+i][skip..].
+	vb, ldv, pb, cnt := g.GP64(), g.GP64(), g.GP64(), g.GP64()
+	g.MOVQ(lc.ldv, ldv)
+	g.MOVQ(lc.skip, cnt)
+	g.MOVQ(lc.vp, vb)
+	g.MOVQ(cnt, t)
+	g.IMULQ(ldv, t)
+	g.ADDQ(t, vb)
+	g.MOVQ(lc.vec, t)
+	g.SHLQ(operand.U8(g.lanesLog()), t)
+	if e == f32 {
+		g.SHLQ(operand.U8(2), t)
+	} else {
+		g.SHLQ(operand.U8(1), t)
+	}
+	g.ADDQ(t, vb)
+	g.MOVQ(g0, pb)
+	g.SHLQ(operand.U8(g.lanesLog()), pb)
+	g.ADDQ(cnt, pb)
+	g.LEAQ(operand.Mem{Base: sp, Index: pb, Scale: 4}, pb)
+	g.NEGQ(cnt)
+	g.ADDQ(operand.Imm(uint64(T)), cnt) // keys skip..T-1
+	l := label("pv", nr, "x", nv, masked, "key")
+	g.Label(l)
+	bc := make([]reg.VecVirtual, nr)
+	for i := range bc {
+		bc[i] = g.vec()
+		g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4 * T * i}, bc[i])
+	}
+	for j := 0; j < nv; j++ {
+		vv := g.vec()
+		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
+		for i := 0; i < nr; i++ {
+			g.VFMADD231PS(vv, bc[i], acc[i][j])
+		}
+	}
+	g.ADDQ(ldv, vb)
+	g.ADDQ(operand.Imm(4), pb)
+	g.DECQ(cnt)
+	g.JNZ(operand.LabelRef(l))
+	for i := range acc {
+		for j := range acc[i] {
+			g.storeKVF32(tk, acc[i][j], oAt(i, j), masked && j == nv-1)
+		}
+	}
+}
+
+// storeKVF32 stores a float32 vector, masked to its first tail lanes.
+func (g *gen) storeKVF32(mk kvMask, v reg.VecVirtual, m operand.Mem, masked bool) {
+	switch {
+	case !masked:
+		g.VMOVUPS(v, m)
+	case g.x.avx512():
+		g.VMOVUPS(v, mk.k, m)
+	default:
+		mask := g.vec()
+		g.VMOVDQU(mk.lanes, mask)
+		g.VMASKMOVPS(v, mask, m)
+	}
+}

@@ -1,0 +1,102 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// KVType is the storage type of K and V (float32, float16, bfloat16).
+type KVType = fallback.KVType
+
+// KVRows is a strided run of K or V rows of any storage type.
+type KVRows = fallback.KVRows
+
+// DecodeRows is the most query rows one Decode call takes.
+const DecodeRows = fallback.DecodeRows
+
+// decodeKernel is the signature of a set's fused decode: Decode's
+// arguments, checked.
+type decodeKernel func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s []float32)
+
+// HasDecode reports whether the set has a fused decode kernel for K and V
+// stored as t with head dims dk and dv. (AVX2 loads a 16-bit row's last
+// vector as dword pairs, so it needs even dims there.)
+func (ks *Set) HasDecode(t KVType, dk, dv int) bool {
+	if ks.decode == nil {
+		return false
+	}
+	return t == fallback.KVFloat32 || !ks.decodePairs || (dk%2 == 0 && dv%2 == 0)
+}
+
+// DecodeKeys is the fewest keys one Decode call takes: the set's key
+// block (its last, partial block is moved back over keys already done).
+func (ks *Set) DecodeKeys() int { return ks.decodeKeys }
+
+// DecodeScratch is the length of the scratch s that Decode needs.
+func (ks *Set) DecodeScratch(dk, dv int) int {
+	if ks.decodeScratch == 0 {
+		return fallback.DecodeScratch(dk, dv)
+	}
+	return ks.decodeScratch
+}
+
+// Decode is the fused flash loop of a decode step, fallback.Decode's
+// contract: rows (1..DecodeRows) query rows q ([rows][dk], pre-scaled)
+// over nk >= DecodeKeys() keys that every row sees, each K and V row read
+// once and widened in registers if 16-bit; o ([rows][dv]), m and l are
+// the running state of the online softmax. A set without the kernel
+// (HasDecode false) must not be asked.
+func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s []float32) {
+	if rows < 1 || rows > DecodeRows || dk < 1 || dv < 1 {
+		panic(fmt.Sprintf("kernels: Decode: rows %d (1..%d), dk %d, dv %d", rows, DecodeRows, dk, dv))
+	}
+	if !ks.HasDecode(k.Type, dk, dv) || v.Type != k.Type {
+		panic(fmt.Sprintf("kernels: Decode: set %s has no kernel for K %v, V %v, dk %d, dv %d", ks.Name, k.Type, v.Type, dk, dv))
+	}
+	if nk < ks.decodeKeys {
+		panic(fmt.Sprintf("kernels: Decode: %d keys, at least %d", nk, ks.decodeKeys))
+	}
+	check("Decode", "q", len(q), rows*dk)
+	check("Decode", "k", k.Len(), span(nk, dk, k.Ld))
+	check("Decode", "v", v.Len(), span(nk, dv, v.Ld))
+	check("Decode", "o", len(o), rows*dv)
+	check("Decode", "m", len(m), rows)
+	check("Decode", "l", len(l), rows)
+	check("Decode", "s", len(s), ks.DecodeScratch(dk, dv))
+	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s)
+}
+
+// Widen writes src, elements of type t (float16 or bfloat16), as float32
+// to dst[:len(src)], exactly (fallback.Widen).
+func (ks *Set) Widen(dst []float32, src []uint16, t KVType) {
+	check("Widen", "dst", len(dst), len(src))
+	if t == fallback.KVFloat32 {
+		panic("kernels: Widen: float32 is not a 16-bit type")
+	}
+	n := 0
+	if ks.widen != nil {
+		n = len(src) / ks.Lanes * ks.Lanes
+		if n > 0 {
+			ks.widen(dst[:n], src[:n], t)
+		}
+	}
+	fallback.Widen(dst[n:], src[n:], t)
+}
+
+// Narrow rounds src to elements of type t (float16 or bfloat16) in
+// dst[:len(src)], to nearest, ties to even (fallback.Narrow).
+func (ks *Set) Narrow(dst []uint16, src []float32, t KVType) {
+	check("Narrow", "dst", len(dst), len(src))
+	if t == fallback.KVFloat32 {
+		panic("kernels: Narrow: float32 is not a 16-bit type")
+	}
+	n := 0
+	if ks.narrow != nil {
+		n = len(src) / ks.Lanes * ks.Lanes
+		if n > 0 {
+			ks.narrow(dst[:n], src[:n], t)
+		}
+	}
+	fallback.Narrow(dst[n:], src[n:], t)
+}

@@ -1,0 +1,226 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+var kvTypes = []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16}
+
+// kvOperand is a guarded K or V operand of n elements of type t with
+// random values in [-1, 1) (rounded to t), and its float32 values.
+func kvOperand(t *testing.T, rng *rand.Rand, typ KVType, n, ld int, atEnd bool) (KVRows, []float32, func()) {
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = 2*rng.Float32() - 1
+	}
+	if typ == fallback.KVFloat32 {
+		s, free := guarded(t, n, atEnd)
+		copy(s, vals)
+		return KVRows{F32: s, Type: typ, Ld: ld}, vals, free
+	}
+	s, free := guarded16(t, n, atEnd)
+	fallback.Narrow(s, vals, typ)
+	fallback.Widen(vals, s, typ)
+	return KVRows{U16: s, Type: typ, Ld: ld}, vals, free
+}
+
+// TestDecode checks every set's fused decode kernel against float64 sums,
+// for each storage type, 1..16 rows, key counts around the key block
+// (partial last blocks), head dims that hit every tail, strides wider
+// than the rows, from an empty and from a running state, with every
+// operand against a guard page.
+func TestDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 13))
+	dims := []int{1, 2, 3, 8, 14, 16, 18, 31, 32, 64, 66, 128}
+	for _, ks := range Available() {
+		for _, typ := range kvTypes {
+			t.Run(fmt.Sprintf("%s/%v", ks.Name, typ), func(t *testing.T) {
+				for _, atEnd := range []bool{true, false} {
+					for rows := 1; rows <= DecodeRows; rows += 1 + rows/4 {
+						T := ks.DecodeKeys()
+						for _, nk := range []int{T, T + 1, 2*T - 1, 2 * T, 3*T + 5, 70} {
+							if nk < T {
+								continue
+							}
+							for _, dk := range dims {
+								dv := dims[rng.IntN(len(dims))]
+								if !ks.HasDecode(typ, dk, dv) {
+									continue
+								}
+								decodeCase(t, ks, rng, typ, rows, nk, dk, dv, atEnd)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk, dv int, atEnd bool) {
+	t.Helper()
+	ldk, ldv := dk+rng.IntN(3), dv+rng.IntN(3)
+	k, kf, f1 := kvOperand(t, rng, typ, span(nk, dk, ldk), ldk, atEnd)
+	v, vf, f2 := kvOperand(t, rng, typ, span(nk, dv, ldv), ldv, atEnd)
+	q, f3 := operand(t, rng, rows*dk, atEnd)
+	o, f4 := operand(t, rng, rows*dv, atEnd)
+	s, f5 := guarded(t, ks.DecodeScratch(dk, dv), atEnd)
+	defer func() { f1(); f2(); f3(); f4(); f5() }()
+	m, l := make([]float32, rows), make([]float32, rows)
+	running := rng.IntN(2) == 0
+	for r := range m {
+		if running {
+			m[r], l[r] = 2*rng.Float32()-1, 1+rng.Float32()
+		} else {
+			m[r], l[r] = float32(math.Inf(-1)), 0
+			clear(o[r*dv : (r+1)*dv])
+		}
+	}
+	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
+	ks.Decode(q, rows, dk, k, v, nk, dv, o, m, l, s)
+	for r := 0; r < rows; r++ {
+		// float64: the state after all keys, normalized.
+		sc := make([]float64, nk)
+		mx := float64(m0[r])
+		for c := range sc {
+			for d := 0; d < dk; d++ {
+				sc[c] += float64(q[r*dk+d]) * float64(kf[c*ldk+d])
+			}
+			mx = math.Max(mx, sc[c])
+		}
+		w0 := 0.0
+		if l0[r] > 0 {
+			w0 = math.Exp(float64(m0[r]) - mx)
+		}
+		sum := float64(l0[r]) * w0
+		want := make([]float64, dv)
+		for j := range want {
+			want[j] = float64(o0[r*dv+j]) * w0
+		}
+		for c, x := range sc {
+			w := math.Exp(x - mx)
+			sum += w
+			for j := range want {
+				want[j] += w * float64(vf[c*ldv+j])
+			}
+		}
+		where := fmt.Sprintf("%s %v rows=%d nk=%d dk=%d dv=%d running=%v row %d", ks, typ, rows, nk, dk, dv, running, r)
+		lse := float64(m[r]) + math.Log(float64(l[r]))
+		if math.Abs(lse-(mx+math.Log(sum))) > 2e-5*(1+math.Abs(lse)) {
+			t.Fatalf("%s: LSE %v, want %v (m %v, l %v)", where, lse, mx+math.Log(sum), m[r], l[r])
+		}
+		for j := range want {
+			got, w := float64(o[r*dv+j])/float64(l[r]), want[j]/sum
+			if math.Abs(got-w) > 2e-5 {
+				t.Fatalf("%s: out[%d] = %v, want %v", where, j, got, w)
+			}
+		}
+	}
+}
+
+// TestDecodeNaN: a NaN in a key makes the row's sum NaN (so the row
+// becomes NaN); a NaN in a value reaches only its column.
+func TestDecodeNaN(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	for _, ks := range Available() {
+		for _, typ := range kvTypes {
+			T, dk := ks.DecodeKeys(), 32
+			if !ks.HasDecode(typ, dk, dk) {
+				continue
+			}
+			for _, poisonK := range []bool{true, false} {
+				nk := 2*T + 3
+				k, _, f1 := kvOperand(t, rng, typ, nk*dk, dk, true)
+				v, _, f2 := kvOperand(t, rng, typ, nk*dk, dk, true)
+				at := rng.IntN(nk)*dk + 5
+				nan := float32(math.NaN())
+				if target := map[bool]KVRows{true: k, false: v}[poisonK]; typ == fallback.KVFloat32 {
+					target.F32[at] = nan
+				} else {
+					fallback.Narrow(target.U16[at:at+1], []float32{nan}, typ)
+				}
+				q := make([]float32, dk)
+				for i := range q {
+					q[i] = rng.Float32()
+				}
+				o, m, l := make([]float32, dk), []float32{float32(math.Inf(-1))}, []float32{0}
+				ks.Decode(q, 1, dk, k, v, nk, dk, o, m, l, make([]float32, ks.DecodeScratch(dk, dk)))
+				if poisonK && !math.IsNaN(float64(l[0])) {
+					t.Errorf("%s %v: NaN key: l = %v, want NaN", ks, typ, l[0])
+				}
+				if !poisonK {
+					for j, x := range o {
+						if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5) {
+							t.Errorf("%s %v: NaN value in column 5: o[%d] = %v", ks, typ, j, x)
+						}
+					}
+				}
+				f1()
+				f2()
+			}
+		}
+	}
+}
+
+// TestConvert checks Widen on every 16-bit pattern and Narrow on special
+// values and random float32 patterns, bit for bit against the scalar
+// conversions (which TestScalarConversions checks against math), every
+// length's tail against guard pages.
+func TestConvert(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 15))
+	all := make([]uint16, 1<<16)
+	for i := range all {
+		all[i] = uint16(i)
+	}
+	f := make([]float32, 1<<16+100)
+	specials := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 65504, 65519.99, 65520, -65520, 1e-8, 2.9e-8, 3e-8,
+		6.1e-5, 5.96e-8, 1e38, 3.4e38, -3.4e38, float32(math.Inf(1)), float32(math.Inf(-1)),
+		math.Float32frombits(0x7fc00000), math.Float32frombits(0xff800001), math.Float32frombits(0x7f800001),
+		math.Float32frombits(0x7fbfffff), math.Float32frombits(0x00000001), math.Float32frombits(0x807fffff),
+		math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000), math.Float32frombits(0x7f7fffff)}
+	for _, ks := range Available() {
+		for _, typ := range kvTypes[1:] {
+			ks.Widen(f[:len(all)], all, typ)
+			for i, h := range all {
+				want := fallback.F16ToF32(h)
+				if typ == fallback.KVBFloat16 {
+					want = fallback.BF16ToF32(h)
+				}
+				if math.Float32bits(f[i]) != math.Float32bits(want) {
+					t.Fatalf("%s Widen %v(%#04x) = %#08x, want %#08x", ks, typ, h, math.Float32bits(f[i]), math.Float32bits(want))
+				}
+			}
+			src := append([]float32(nil), specials...)
+			for len(src) < 1<<16 {
+				src = append(src, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*1000))
+			}
+			dst := make([]uint16, len(src))
+			ks.Narrow(dst, src, typ)
+			for i, x := range src {
+				want := fallback.F32ToF16(x)
+				if typ == fallback.KVBFloat16 {
+					want = fallback.F32ToBF16(x)
+				}
+				if dst[i] != want {
+					t.Fatalf("%s Narrow %v(%v = %#08x) = %#04x, want %#04x", ks, typ, x, math.Float32bits(x), dst[i], want)
+				}
+			}
+			for n := 0; n <= 40; n++ {
+				for _, atEnd := range []bool{true, false} {
+					h, f1 := guarded16(t, n, atEnd)
+					w, f2 := guarded(t, n, atEnd)
+					copy(w, src)
+					ks.Narrow(h, w, typ)
+					ks.Widen(w, h, typ)
+					f1()
+					f2()
+				}
+			}
+		}
+	}
+}
