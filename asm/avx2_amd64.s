@@ -2659,29 +2659,10 @@ whole:
 	LEAQ    constsAVX2<>+928(SB), DX
 	VMOVDQU (DX)(CX*4), Y0
 	VMOVDQU Y0, 672(AX)
-	MOVQ    (SP), CX
-	MOVQ    48(SP), DX
-	IMUL3Q  $0x10, DX, DX
-	ADDQ    DX, CX
-	MOVQ    $0x00000008, DX
-
-pfk:
-	MOVQ $0x00000000, BX
-
-pfk_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk
-	MOVQ       $0x00000000, CX
-	MOVQ       CX, 88(SP)
-	MOVQ       q+0(FP), CX
-	MOVQ       CX, 96(SP)
-
-row:
+	MOVQ    $0x00000000, CX
+	MOVQ    CX, 88(SP)
+	MOVQ    q+0(FP), CX
+	MOVQ    CX, 96(SP)
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -2694,40 +2675,54 @@ row:
 	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), BX
 	LEAQ    (BX)(CX*4), SI
-	MOVQ    96(SP), DI
-	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      dlast
+	MOVQ    CX, DI
+	SHLQ    $0x04, DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scorestruedlast
 
-d:
-	VMOVUPS     (DI), Y8
+scorestrued:
+	VMOVUPS     (R9), Y8
+	PREFETCHT0  (R8)
 	VMOVUPS     (BX), Y9
 	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
 	VMOVUPS     (BX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
 	VMOVUPS     (BX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
 	VMOVUPS     (BX)(DX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
 	VMOVUPS     (SI), Y9
 	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
 	VMOVUPS     (SI)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
 	VMOVUPS     (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
 	VMOVUPS     (SI)(DX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
 	ADDQ        $0x20, BX
 	ADDQ        $0x20, SI
-	DECQ        R8
-	JNZ         d
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DI
+	DECQ        R10
+	JNZ         scorestrued
 
-dlast:
+scorestruedlast:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         fold
+	JEQ         scorestruefold
 	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
+	VMASKMOVPS  (R9), Y8, Y8
 	VMOVDQU     576(AX), Y9
 	VMASKMOVPS  (BX), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
@@ -2753,7 +2748,7 @@ dlast:
 	VMASKMOVPS  (SI)(DX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
-fold:
+scorestruefold:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0
@@ -2847,33 +2842,186 @@ fold:
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
 	VMOVSS       X4, 512(AX)(CX*4)
+
+row:
+	MOVQ    88(SP), CX
+	MOVQ    96(SP), DX
+	INCQ    CX
+	ADDQ    40(SP), DX
+	MOVQ    CX, 88(SP)
+	MOVQ    DX, 96(SP)
+	CMPQ    CX, rows+8(FP)
+	JGE     pv
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scoresfalsedlast
+
+scoresfalsed:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R8
+	JNZ         scoresfalsed
+
+scoresfalsedlast:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scoresfalsefold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scoresfalsefold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	INCQ         CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	CMPQ         CX, rows+8(FP)
-	JLT          row
-	MOVQ         8(SP), CX
-	MOVQ         56(SP), DX
-	IMUL3Q       $0x10, DX, DX
-	ADDQ         DX, CX
-	MOVQ         $0x00000008, DX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+0(SB), Y5
+	VMAXPS       Y0, Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+224(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+288(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+0(SB), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMOVUPS      constsAVX2<>+160(SB), Y4
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+224(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+288(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	JMP          row
 
-pfv:
-	MOVQ $0x00000000, BX
-
-pfv_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv
-	MOVQ       $0x00000000, CX
-	MOVQ       CX, 104(SP)
+pv:
+	MOVQ $0x00000000, CX
+	MOVQ CX, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -2929,8 +3077,36 @@ rows2not1:
 	JMP panelnext
 
 rows1:
-	CMPQ CX, $0x04
-	JGT  pv1x4whole
+	CMPQ CX, $0x08
+	JGT  pv1x8whole
+	CMPQ CX, $0x08
+	JNE  rows1not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x8whole
+	JMP  pv1x8masked
+
+rows1not8:
+	CMPQ CX, $0x07
+	JNE  rows1not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x7whole
+	JMP  pv1x7masked
+
+rows1not7:
+	CMPQ CX, $0x06
+	JNE  rows1not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x6whole
+	JMP  pv1x6masked
+
+rows1not6:
+	CMPQ CX, $0x05
+	JNE  rows1not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x5whole
+	JMP  pv1x5masked
+
+rows1not5:
 	CMPQ CX, $0x04
 	JNE  rows1not4
 	CMPQ vtail+80(FP), $0x08
@@ -3005,23 +3181,31 @@ pv2x4whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x4falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
+	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
+	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
+	PREFETCHT0   96(SI)
 	VMOVUPS      96(DI), Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x4falsekey
@@ -3082,24 +3266,32 @@ pv2x4masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x4truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
+	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
+	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
+	PREFETCHT0   96(SI)
 	VMOVDQU      608(AX), Y10
 	VMASKMOVPS   96(DI), Y10, Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x4truekey
@@ -3156,20 +3348,27 @@ pv2x3whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x3falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
+	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
+	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x3falsekey
@@ -3224,21 +3423,28 @@ pv2x3masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x3truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
+	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
+	PREFETCHT0   64(SI)
 	VMOVDQU      608(AX), Y8
 	VMASKMOVPS   64(DI), Y8, Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x3truekey
@@ -3289,17 +3495,23 @@ pv2x2whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x2falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
+	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x2falsekey
@@ -3348,18 +3560,24 @@ pv2x2masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x2truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
+	PREFETCHT0   32(SI)
 	VMOVDQU      608(AX), Y6
 	VMASKMOVPS   32(DI), Y6, Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x2truekey
@@ -3404,14 +3622,19 @@ pv2x1whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x1falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
+	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x1falsekey
@@ -3454,15 +3677,20 @@ pv2x1masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x1truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
+	PREFETCHT0   (SI)
 	VMOVDQU      608(AX), Y4
 	VMASKMOVPS   (DI), Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x1truekey
@@ -3471,6 +3699,650 @@ pv2x1truekey:
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x8whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x8falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
+	PREFETCHT0   160(BX)
+	VMOVUPS      160(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
+	PREFETCHT0   192(BX)
+	VMOVUPS      192(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
+	PREFETCHT0   224(BX)
+	VMOVUPS      224(SI), Y9
+	VFMADD231PS  Y9, Y0, Y8
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x8falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVUPS      Y8, 224(CX)
+	ADDQ         $0x08, 120(SP)
+	JMP          panelnext
+
+pv1x8masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x8truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
+	PREFETCHT0   160(BX)
+	VMOVUPS      160(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
+	PREFETCHT0   192(BX)
+	VMOVUPS      192(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
+	PREFETCHT0   224(BX)
+	VMOVDQU      608(AX), Y9
+	VMASKMOVPS   224(SI), Y9, Y9
+	VFMADD231PS  Y9, Y0, Y8
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x8truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y8, Y0, 224(CX)
+	ADDQ         $0x08, 120(SP)
+	JMP          panelnext
+
+pv1x7whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x7falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
+	PREFETCHT0   160(BX)
+	VMOVUPS      160(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
+	PREFETCHT0   192(BX)
+	VMOVUPS      192(SI), Y8
+	VFMADD231PS  Y8, Y0, Y7
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x7falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	ADDQ         $0x07, 120(SP)
+	JMP          panelnext
+
+pv1x7masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x7truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
+	PREFETCHT0   160(BX)
+	VMOVUPS      160(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
+	PREFETCHT0   192(BX)
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   192(SI), Y8, Y8
+	VFMADD231PS  Y8, Y0, Y7
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x7truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y7, Y0, 192(CX)
+	ADDQ         $0x07, 120(SP)
+	JMP          panelnext
+
+pv1x6whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x6falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
+	PREFETCHT0   160(BX)
+	VMOVUPS      160(SI), Y7
+	VFMADD231PS  Y7, Y0, Y6
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x6falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	ADDQ         $0x06, 120(SP)
+	JMP          panelnext
+
+pv1x6masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x6truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
+	PREFETCHT0   160(BX)
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   160(SI), Y7, Y7
+	VFMADD231PS  Y7, Y0, Y6
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x6truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y6, Y0, 160(CX)
+	ADDQ         $0x06, 120(SP)
+	JMP          panelnext
+
+pv1x5whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x5falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVUPS      128(SI), Y6
+	VFMADD231PS  Y6, Y0, Y5
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x5falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	ADDQ         $0x05, 120(SP)
+	JMP          panelnext
+
+pv1x5masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x5truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VMOVUPS      (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	PREFETCHT0   32(BX)
+	VMOVUPS      32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	PREFETCHT0   64(BX)
+	VMOVUPS      64(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
+	PREFETCHT0   96(BX)
+	VMOVUPS      96(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
+	PREFETCHT0   128(BX)
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   128(SI), Y6, Y6
+	VFMADD231PS  Y6, Y0, Y5
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x5truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y5, Y0, 128(CX)
+	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
 pv1x4whole:
@@ -3507,18 +4379,26 @@ pv1x4whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x4falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
+	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
+	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
+	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x4falsekey
@@ -3564,19 +4444,27 @@ pv1x4masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x4truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
+	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
+	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
+	PREFETCHT0   96(BX)
 	VMOVDQU      608(AX), Y5
 	VMASKMOVPS   96(SI), Y5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x4truekey
@@ -3620,16 +4508,23 @@ pv1x3whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x3falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
+	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
+	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x3falsekey
@@ -3672,17 +4567,24 @@ pv1x3masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x3truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
+	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
+	PREFETCHT0   64(BX)
 	VMOVDQU      608(AX), Y4
 	VMASKMOVPS   64(SI), Y4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x3truekey
@@ -3723,14 +4625,20 @@ pv1x2whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x2falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
+	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x2falsekey
@@ -3770,15 +4678,21 @@ pv1x2masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x2truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
+	PREFETCHT0   32(BX)
 	VMOVDQU      608(AX), Y3
 	VMASKMOVPS   32(SI), Y3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x2truekey
@@ -3816,12 +4730,17 @@ pv1x1whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x1falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x1falsekey
@@ -3858,13 +4777,18 @@ pv1x1masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x1truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVDQU      608(AX), Y2
 	VMASKMOVPS   (SI), Y2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x1truekey
@@ -4022,29 +4946,10 @@ whole:
 	LEAQ    constsAVX2<>+928(SB), DX
 	VMOVDQU (DX)(CX*4), Y0
 	VMOVDQU Y0, 672(AX)
-	MOVQ    (SP), CX
-	MOVQ    48(SP), DX
-	IMUL3Q  $0x10, DX, DX
-	ADDQ    DX, CX
-	MOVQ    $0x00000008, DX
-
-pfk:
-	MOVQ $0x00000000, BX
-
-pfk_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk
-	MOVQ       $0x00000000, CX
-	MOVQ       CX, 88(SP)
-	MOVQ       q+0(FP), CX
-	MOVQ       CX, 96(SP)
-
-row:
+	MOVQ    $0x00000000, CX
+	MOVQ    CX, 88(SP)
+	MOVQ    q+0(FP), CX
+	MOVQ    CX, 96(SP)
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -4057,40 +4962,54 @@ row:
 	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), BX
 	LEAQ    (BX)(CX*4), SI
-	MOVQ    96(SP), DI
-	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      dlast
+	MOVQ    CX, DI
+	SHLQ    $0x04, DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scorestruedlast
 
-d:
-	VMOVUPS     (DI), Y8
+scorestrued:
+	VMOVUPS     (R9), Y8
+	PREFETCHT0  (R8)
 	VCVTPH2PS   (BX), Y9
 	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
 	VCVTPH2PS   (BX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
 	VCVTPH2PS   (BX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
 	VCVTPH2PS   (BX)(DX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
 	VCVTPH2PS   (SI), Y9
 	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
 	VCVTPH2PS   (SI)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
 	VCVTPH2PS   (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
 	VCVTPH2PS   (SI)(DX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
 	ADDQ        $0x10, BX
 	ADDQ        $0x10, SI
-	DECQ        R8
-	JNZ         d
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, DI
+	DECQ        R10
+	JNZ         scorestrued
 
-dlast:
+scorestruedlast:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         fold
+	JEQ         scorestruefold
 	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
+	VMASKMOVPS  (R9), Y8, Y8
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX), X9, X9
 	VCVTPH2PS   X9, Y9
@@ -4124,7 +5043,7 @@ dlast:
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
-fold:
+scorestruefold:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0
@@ -4218,33 +5137,194 @@ fold:
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
 	VMOVSS       X4, 512(AX)(CX*4)
+
+row:
+	MOVQ    88(SP), CX
+	MOVQ    96(SP), DX
+	INCQ    CX
+	ADDQ    40(SP), DX
+	MOVQ    CX, 88(SP)
+	MOVQ    DX, 96(SP)
+	CMPQ    CX, rows+8(FP)
+	JGE     pv
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scoresfalsedlast
+
+scoresfalsed:
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS   (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VCVTPH2PS   (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	DECQ        R8
+	JNZ         scoresfalsed
+
+scoresfalsedlast:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scoresfalsefold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scoresfalsefold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	INCQ         CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	CMPQ         CX, rows+8(FP)
-	JLT          row
-	MOVQ         8(SP), CX
-	MOVQ         56(SP), DX
-	IMUL3Q       $0x10, DX, DX
-	ADDQ         DX, CX
-	MOVQ         $0x00000008, DX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+0(SB), Y5
+	VMAXPS       Y0, Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+224(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+288(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+0(SB), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMOVUPS      constsAVX2<>+160(SB), Y4
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+224(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+288(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	JMP          row
 
-pfv:
-	MOVQ $0x00000000, BX
-
-pfv_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv
-	MOVQ       $0x00000000, CX
-	MOVQ       CX, 104(SP)
+pv:
+	MOVQ $0x00000000, CX
+	MOVQ CX, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -4300,8 +5380,36 @@ rows2not1:
 	JMP panelnext
 
 rows1:
-	CMPQ CX, $0x04
-	JGT  pv1x4whole
+	CMPQ CX, $0x08
+	JGT  pv1x8whole
+	CMPQ CX, $0x08
+	JNE  rows1not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x8whole
+	JMP  pv1x8masked
+
+rows1not8:
+	CMPQ CX, $0x07
+	JNE  rows1not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x7whole
+	JMP  pv1x7masked
+
+rows1not7:
+	CMPQ CX, $0x06
+	JNE  rows1not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x6whole
+	JMP  pv1x6masked
+
+rows1not6:
+	CMPQ CX, $0x05
+	JNE  rows1not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x5whole
+	JMP  pv1x5masked
+
+rows1not5:
 	CMPQ CX, $0x04
 	JNE  rows1not4
 	CMPQ vtail+80(FP), $0x08
@@ -4376,23 +5484,31 @@ pv2x4whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x4falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
+	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
+	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
+	PREFETCHT0   48(SI)
 	VCVTPH2PS    48(DI), Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x4falsekey
@@ -4453,25 +5569,33 @@ pv2x4masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x4truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
+	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
+	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
+	PREFETCHT0   48(SI)
 	VMOVDQU      656(AX), X10
 	VMASKMOVPS   48(DI), X10, X10
 	VCVTPH2PS    X10, Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x4truekey
@@ -4528,20 +5652,27 @@ pv2x3whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x3falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
+	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
+	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x3falsekey
@@ -4596,22 +5727,29 @@ pv2x3masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x3truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
+	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
+	PREFETCHT0   32(SI)
 	VMOVDQU      656(AX), X8
 	VMASKMOVPS   32(DI), X8, X8
 	VCVTPH2PS    X8, Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x3truekey
@@ -4662,17 +5800,23 @@ pv2x2whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x2falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
+	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x2falsekey
@@ -4721,19 +5865,25 @@ pv2x2masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x2truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
+	PREFETCHT0   16(SI)
 	VMOVDQU      656(AX), X6
 	VMASKMOVPS   16(DI), X6, X6
 	VCVTPH2PS    X6, Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x2truekey
@@ -4778,14 +5928,19 @@ pv2x1whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x1falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
+	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x1falsekey
@@ -4828,16 +5983,21 @@ pv2x1masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x1truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
+	PREFETCHT0   (SI)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   (DI), X4, X4
 	VCVTPH2PS    X4, Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x1truekey
@@ -4846,6 +6006,654 @@ pv2x1truekey:
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x8whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x8falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
+	PREFETCHT0   80(BX)
+	VCVTPH2PS    80(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
+	PREFETCHT0   96(BX)
+	VCVTPH2PS    96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
+	PREFETCHT0   112(BX)
+	VCVTPH2PS    112(SI), Y9
+	VFMADD231PS  Y9, Y0, Y8
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x8falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVUPS      Y8, 224(CX)
+	ADDQ         $0x08, 120(SP)
+	JMP          panelnext
+
+pv1x8masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x8truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
+	PREFETCHT0   80(BX)
+	VCVTPH2PS    80(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
+	PREFETCHT0   96(BX)
+	VCVTPH2PS    96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
+	PREFETCHT0   112(BX)
+	VMOVDQU      656(AX), X9
+	VMASKMOVPS   112(SI), X9, X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231PS  Y9, Y0, Y8
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x8truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y8, Y0, 224(CX)
+	ADDQ         $0x08, 120(SP)
+	JMP          panelnext
+
+pv1x7whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x7falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
+	PREFETCHT0   80(BX)
+	VCVTPH2PS    80(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
+	PREFETCHT0   96(BX)
+	VCVTPH2PS    96(SI), Y8
+	VFMADD231PS  Y8, Y0, Y7
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x7falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	ADDQ         $0x07, 120(SP)
+	JMP          panelnext
+
+pv1x7masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x7truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
+	PREFETCHT0   80(BX)
+	VCVTPH2PS    80(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
+	PREFETCHT0   96(BX)
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   96(SI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VFMADD231PS  Y8, Y0, Y7
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x7truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y7, Y0, 192(CX)
+	ADDQ         $0x07, 120(SP)
+	JMP          panelnext
+
+pv1x6whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x6falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
+	PREFETCHT0   80(BX)
+	VCVTPH2PS    80(SI), Y7
+	VFMADD231PS  Y7, Y0, Y6
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x6falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	ADDQ         $0x06, 120(SP)
+	JMP          panelnext
+
+pv1x6masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x6truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
+	PREFETCHT0   80(BX)
+	VMOVDQU      656(AX), X7
+	VMASKMOVPS   80(SI), X7, X7
+	VCVTPH2PS    X7, Y7
+	VFMADD231PS  Y7, Y0, Y6
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x6truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y6, Y0, 160(CX)
+	ADDQ         $0x06, 120(SP)
+	JMP          panelnext
+
+pv1x5whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x5falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
+	PREFETCHT0   64(BX)
+	VCVTPH2PS    64(SI), Y6
+	VFMADD231PS  Y6, Y0, Y5
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x5falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	ADDQ         $0x05, 120(SP)
+	JMP          panelnext
+
+pv1x5masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x5truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VCVTPH2PS    (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	PREFETCHT0   16(BX)
+	VCVTPH2PS    16(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	PREFETCHT0   32(BX)
+	VCVTPH2PS    32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
+	PREFETCHT0   48(BX)
+	VCVTPH2PS    48(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
+	PREFETCHT0   64(BX)
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   64(SI), X6, X6
+	VCVTPH2PS    X6, Y6
+	VFMADD231PS  Y6, Y0, Y5
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x5truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y5, Y0, 128(CX)
+	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
 pv1x4whole:
@@ -4882,18 +6690,26 @@ pv1x4whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x4falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
+	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
+	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
+	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x4falsekey
@@ -4939,20 +6755,28 @@ pv1x4masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x4truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
+	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
+	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
+	PREFETCHT0   48(BX)
 	VMOVDQU      656(AX), X5
 	VMASKMOVPS   48(SI), X5, X5
 	VCVTPH2PS    X5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x4truekey
@@ -4996,16 +6820,23 @@ pv1x3whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x3falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
+	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
+	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x3falsekey
@@ -5048,18 +6879,25 @@ pv1x3masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x3truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
+	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
+	PREFETCHT0   32(BX)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   32(SI), X4, X4
 	VCVTPH2PS    X4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x3truekey
@@ -5100,14 +6938,20 @@ pv1x2whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x2falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
+	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x2falsekey
@@ -5147,16 +6991,22 @@ pv1x2masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x2truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
+	PREFETCHT0   16(BX)
 	VMOVDQU      656(AX), X3
 	VMASKMOVPS   16(SI), X3, X3
 	VCVTPH2PS    X3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x2truekey
@@ -5194,12 +7044,17 @@ pv1x1whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x1falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x1falsekey
@@ -5236,14 +7091,19 @@ pv1x1masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x1truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVDQU      656(AX), X2
 	VMASKMOVPS   (SI), X2, X2
 	VCVTPH2PS    X2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x1truekey
@@ -5401,29 +7261,10 @@ whole:
 	LEAQ    constsAVX2<>+928(SB), DX
 	VMOVDQU (DX)(CX*4), Y0
 	VMOVDQU Y0, 672(AX)
-	MOVQ    (SP), CX
-	MOVQ    48(SP), DX
-	IMUL3Q  $0x10, DX, DX
-	ADDQ    DX, CX
-	MOVQ    $0x00000008, DX
-
-pfk:
-	MOVQ $0x00000000, BX
-
-pfk_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk
-	MOVQ       $0x00000000, CX
-	MOVQ       CX, 88(SP)
-	MOVQ       q+0(FP), CX
-	MOVQ       CX, 96(SP)
-
-row:
+	MOVQ    $0x00000000, CX
+	MOVQ    CX, 88(SP)
+	MOVQ    q+0(FP), CX
+	MOVQ    CX, 96(SP)
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -5436,48 +7277,62 @@ row:
 	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), BX
 	LEAQ    (BX)(CX*4), SI
-	MOVQ    96(SP), DI
-	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      dlast
+	MOVQ    CX, DI
+	SHLQ    $0x04, DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scorestruedlast
 
-d:
-	VMOVUPS     (DI), Y8
+scorestrued:
+	VMOVUPS     (R9), Y8
+	PREFETCHT0  (R8)
 	VPMOVZXWD   (BX), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
 	VPMOVZXWD   (BX)(CX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
 	VPMOVZXWD   (BX)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
 	VPMOVZXWD   (BX)(DX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
 	VPMOVZXWD   (SI), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
 	VPMOVZXWD   (SI)(CX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
 	VPMOVZXWD   (SI)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
 	VPMOVZXWD   (SI)(DX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
 	ADDQ        $0x10, BX
 	ADDQ        $0x10, SI
-	DECQ        R8
-	JNZ         d
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, DI
+	DECQ        R10
+	JNZ         scorestrued
 
-dlast:
+scorestruedlast:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         fold
+	JEQ         scorestruefold
 	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
+	VMASKMOVPS  (R9), Y8, Y8
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX), X9, X9
 	VPMOVZXWD   X9, Y9
@@ -5519,7 +7374,7 @@ dlast:
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
-fold:
+scorestruefold:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0
@@ -5613,33 +7468,210 @@ fold:
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
 	VMOVSS       X4, 512(AX)(CX*4)
+
+row:
+	MOVQ    88(SP), CX
+	MOVQ    96(SP), DX
+	INCQ    CX
+	ADDQ    40(SP), DX
+	MOVQ    CX, 88(SP)
+	MOVQ    DX, 96(SP)
+	CMPQ    CX, rows+8(FP)
+	JGE     pv
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scoresfalsedlast
+
+scoresfalsed:
+	VMOVUPS     (DI), Y8
+	VPMOVZXWD   (BX), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VPMOVZXWD   (BX)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   (BX)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   (BX)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   (SI)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   (SI)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   (SI)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	DECQ        R8
+	JNZ         scoresfalsed
+
+scoresfalsedlast:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scoresfalsefold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scoresfalsefold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	INCQ         CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	CMPQ         CX, rows+8(FP)
-	JLT          row
-	MOVQ         8(SP), CX
-	MOVQ         56(SP), DX
-	IMUL3Q       $0x10, DX, DX
-	ADDQ         DX, CX
-	MOVQ         $0x00000008, DX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+0(SB), Y5
+	VMAXPS       Y0, Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+224(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+288(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+0(SB), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMOVUPS      constsAVX2<>+160(SB), Y4
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+224(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+288(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	JMP          row
 
-pfv:
-	MOVQ $0x00000000, BX
-
-pfv_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv
-	MOVQ       $0x00000000, CX
-	MOVQ       CX, 104(SP)
+pv:
+	MOVQ $0x00000000, CX
+	MOVQ CX, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -5695,8 +7727,36 @@ rows2not1:
 	JMP panelnext
 
 rows1:
-	CMPQ CX, $0x04
-	JGT  pv1x4whole
+	CMPQ CX, $0x08
+	JGT  pv1x8whole
+	CMPQ CX, $0x08
+	JNE  rows1not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x8whole
+	JMP  pv1x8masked
+
+rows1not8:
+	CMPQ CX, $0x07
+	JNE  rows1not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x7whole
+	JMP  pv1x7masked
+
+rows1not7:
+	CMPQ CX, $0x06
+	JNE  rows1not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x6whole
+	JMP  pv1x6masked
+
+rows1not6:
+	CMPQ CX, $0x05
+	JNE  rows1not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  pv1x5whole
+	JMP  pv1x5masked
+
+rows1not5:
 	CMPQ CX, $0x04
 	JNE  rows1not4
 	CMPQ vtail+80(FP), $0x08
@@ -5771,27 +7831,35 @@ pv2x4whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x4falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
+	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
+	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
+	PREFETCHT0   48(SI)
 	VPMOVZXWD    48(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x4falsekey
@@ -5852,22 +7920,29 @@ pv2x4masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x4truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
+	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
+	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
+	PREFETCHT0   48(SI)
 	VMOVDQU      656(AX), X10
 	VMASKMOVPS   48(DI), X10, X10
 	VPMOVZXWD    X10, Y10
@@ -5875,6 +7950,7 @@ pv2x4truekey:
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x4truekey
@@ -5931,23 +8007,30 @@ pv2x3whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x3falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
+	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
+	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x3falsekey
@@ -6002,18 +8085,24 @@ pv2x3masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x3truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
+	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
+	PREFETCHT0   32(SI)
 	VMOVDQU      656(AX), X8
 	VMASKMOVPS   32(DI), X8, X8
 	VPMOVZXWD    X8, Y8
@@ -6021,6 +8110,7 @@ pv2x3truekey:
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x3truekey
@@ -6071,19 +8161,25 @@ pv2x2whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x2falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
+	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x2falsekey
@@ -6132,14 +8228,19 @@ pv2x2masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x2truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
+	PREFETCHT0   16(SI)
 	VMOVDQU      656(AX), X6
 	VMASKMOVPS   16(DI), X6, X6
 	VPMOVZXWD    X6, Y6
@@ -6147,6 +8248,7 @@ pv2x2truekey:
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x2truekey
@@ -6191,15 +8293,20 @@ pv2x1whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x1falsekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
+	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x1falsekey
@@ -6242,10 +8349,14 @@ pv2x1masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         R8, SI
+	SHLQ         $0x04, SI
+	ADDQ         DI, SI
 
 pv2x1truekey:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
+	PREFETCHT0   (SI)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   (DI), X4, X4
 	VPMOVZXWD    X4, Y4
@@ -6253,6 +8364,7 @@ pv2x1truekey:
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
+	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          pv2x1truekey
@@ -6261,6 +8373,706 @@ pv2x1truekey:
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
+	JMP          panelnext
+
+pv1x8whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x8falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y5
+	PREFETCHT0   80(BX)
+	VPMOVZXWD    80(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y6
+	PREFETCHT0   96(BX)
+	VPMOVZXWD    96(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y7
+	PREFETCHT0   112(BX)
+	VPMOVZXWD    112(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y8
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x8falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVUPS      Y8, 224(CX)
+	ADDQ         $0x08, 120(SP)
+	JMP          panelnext
+
+pv1x8masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x8truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y5
+	PREFETCHT0   80(BX)
+	VPMOVZXWD    80(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y6
+	PREFETCHT0   96(BX)
+	VPMOVZXWD    96(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y7
+	PREFETCHT0   112(BX)
+	VMOVDQU      656(AX), X9
+	VMASKMOVPS   112(SI), X9, X9
+	VPMOVZXWD    X9, Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y8
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x8truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y8, Y0, 224(CX)
+	ADDQ         $0x08, 120(SP)
+	JMP          panelnext
+
+pv1x7whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x7falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y5
+	PREFETCHT0   80(BX)
+	VPMOVZXWD    80(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y6
+	PREFETCHT0   96(BX)
+	VPMOVZXWD    96(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y7
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x7falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	ADDQ         $0x07, 120(SP)
+	JMP          panelnext
+
+pv1x7masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x7truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y5
+	PREFETCHT0   80(BX)
+	VPMOVZXWD    80(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y6
+	PREFETCHT0   96(BX)
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   96(SI), X8, X8
+	VPMOVZXWD    X8, Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y7
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x7truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y7, Y0, 192(CX)
+	ADDQ         $0x07, 120(SP)
+	JMP          panelnext
+
+pv1x6whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x6falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y5
+	PREFETCHT0   80(BX)
+	VPMOVZXWD    80(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y6
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x6falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	ADDQ         $0x06, 120(SP)
+	JMP          panelnext
+
+pv1x6masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x6truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y5
+	PREFETCHT0   80(BX)
+	VMOVDQU      656(AX), X7
+	VMASKMOVPS   80(SI), X7, X7
+	VPMOVZXWD    X7, Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y6
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x6truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y6, Y0, 160(CX)
+	ADDQ         $0x06, 120(SP)
+	JMP          panelnext
+
+pv1x5whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x5falsekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y4
+	PREFETCHT0   64(BX)
+	VPMOVZXWD    64(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y5
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x5falsekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	ADDQ         $0x05, 120(SP)
+	JMP          panelnext
+
+pv1x5masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	SHLQ         $0x01, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
+
+pv1x5truekey:
+	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
+	VPMOVZXWD    (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
+	PREFETCHT0   16(BX)
+	VPMOVZXWD    16(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	PREFETCHT0   32(BX)
+	VPMOVZXWD    32(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y3
+	PREFETCHT0   48(BX)
+	VPMOVZXWD    48(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y4
+	PREFETCHT0   64(BX)
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   64(SI), X6, X6
+	VPMOVZXWD    X6, Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y5
+	ADDQ         DI, SI
+	ADDQ         DI, BX
+	ADDQ         $0x04, DX
+	DECQ         R8
+	JNZ          pv1x5truekey
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVDQU      608(AX), Y0
+	VMASKMOVPS   Y5, Y0, 128(CX)
+	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
 pv1x4whole:
@@ -6297,22 +9109,30 @@ pv1x4whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x4falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y1
+	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y2
+	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y3
+	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x4falsekey
@@ -6358,24 +9178,32 @@ pv1x4masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x4truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y1
+	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y2
+	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y3
+	PREFETCHT0   48(BX)
 	VMOVDQU      656(AX), X5
 	VMASKMOVPS   48(SI), X5, X5
 	VPMOVZXWD    X5, Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x4truekey
@@ -6419,19 +9247,26 @@ pv1x3whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x3falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
+	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y2
+	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x3falsekey
@@ -6474,21 +9309,28 @@ pv1x3masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x3truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
+	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y2
+	PREFETCHT0   32(BX)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   32(SI), X4, X4
 	VPMOVZXWD    X4, Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x3truekey
@@ -6529,16 +9371,22 @@ pv1x2whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x2falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y1
+	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x2falsekey
@@ -6578,18 +9426,24 @@ pv1x2masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x2truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y1
+	PREFETCHT0   16(BX)
 	VMOVDQU      656(AX), X3
 	VMASKMOVPS   16(SI), X3, X3
 	VPMOVZXWD    X3, Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x2truekey
@@ -6627,13 +9481,18 @@ pv1x1whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x1falsekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x1falsekey
@@ -6670,15 +9529,20 @@ pv1x1masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         DI, BX
+	SHLQ         $0x04, BX
+	ADDQ         SI, BX
 
 pv1x1truekey:
 	VBROADCASTSS (DX), Y0
+	PREFETCHT0   (BX)
 	VMOVDQU      656(AX), X2
 	VMASKMOVPS   (SI), X2, X2
 	VPMOVZXWD    X2, Y2
 	VPSLLD       $0x10, Y2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
+	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          pv1x1truekey

@@ -12,12 +12,16 @@ import (
 type Case struct {
 	B, H, Hkv, Lq, Lk, D int
 	Causal               bool
+	Layout               mha.Layout
 }
 
 // String is the shape in the table's form.
 func (c Case) String() string {
 	return fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
 }
+
+// layoutName is a layout's name in the table and in flags.
+func layoutName(l mha.Layout) string { return strings.ToLower(l.String()) }
 
 // Path is the case in benchmark-name form, one key per path element so
 // benchstat can group by any of them: B=1/H=16/L=1024/D=128 for
@@ -53,7 +57,7 @@ func (c Case) KVBytes() float64 { return 4 * float64(c.B*c.Hkv*c.Lk) * float64(2
 
 // Shape is the case as an mha.Shape.
 func (c Case) Shape() mha.Shape {
-	return mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D}
+	return mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D, Layout: c.Layout}
 }
 
 // defaultCases are the shapes of the README table: (B, H, Hkv, Lq, Lk, D).
@@ -63,6 +67,7 @@ var defaultCases = []Case{
 	{B: 1, H: 16, Hkv: 16, Lq: 1024, Lk: 1024, D: 128},
 	{B: 1, H: 32, Hkv: 32, Lq: 1, Lk: 4096, D: 128},
 	{B: 1, H: 32, Hkv: 8, Lq: 1, Lk: 8192, D: 128},
+	{B: 8, H: 32, Hkv: 8, Lq: 1, Lk: 2048, D: 128},
 }
 
 // quickCases are the shapes of -quick.

@@ -35,7 +35,8 @@ type Row struct {
 	Kind       string  `json:"kind"` // "attention" or "layer"
 	ISA        string  `json:"isa"`
 	Shape      string  `json:"shape"`
-	Mask       string  `json:"mask"` // "full" or "causal"
+	Mask       string  `json:"mask"`   // "full" or "causal"
+	Layout     string  `json:"layout"` // "bshd" or "bhsd"
 	Threads    int     `json:"threads"`
 	MedianMs   float64 `json:"median_ms"`
 	GFLOPS     float64 `json:"gflops"`
@@ -54,6 +55,7 @@ type config struct {
 	cases   []Case
 	layers  []LayerCase
 	threads []int
+	layouts []mha.Layout // of decode rows (prefill rows: BSHD)
 	minTime time.Duration
 	noBase  bool
 }
@@ -78,6 +80,7 @@ func parseFlags() (*config, error) {
 	asJSON := flag.Bool("json", false, "print one JSON record per line instead of the table")
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
+	layouts := flag.String("layout", "bshd", "comma-separated layouts of the decode rows: bshd, bhsd")
 	flag.Parse()
 
 	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase,
@@ -104,6 +107,16 @@ func parseFlags() (*config, error) {
 				return nil, err
 			}
 			cfg.cases = append(cfg.cases, c)
+		}
+	}
+	for _, name := range strings.Split(*layouts, ",") {
+		switch strings.TrimSpace(name) {
+		case "bshd":
+			cfg.layouts = append(cfg.layouts, mha.BSHD)
+		case "bhsd":
+			cfg.layouts = append(cfg.layouts, mha.BHSD)
+		default:
+			return nil, fmt.Errorf("-layout: %q is not bshd or bhsd", name)
 		}
 	}
 	cfg.threads = []int{1}
@@ -169,7 +182,7 @@ func run(cfg *config) error {
 	buf = nil
 	out.machine(m, cfg.sets)
 
-	total := len(cfg.sets) * len(cfg.threads) * (len(cfg.layers) + 2*len(cfg.cases))
+	total := len(cfg.sets) * len(cfg.threads) * (len(cfg.layers) + len(cfg.rows()))
 	step := 0
 	progress := func(what string) {
 		step++
@@ -181,21 +194,14 @@ func run(cfg *config) error {
 		if err != nil {
 			return err
 		}
-		for _, c := range cfg.cases {
-			for _, causal := range []bool{false, true} {
-				c.Causal = causal
-				for _, th := range cfg.threads {
-					if causal && c.Decode() {
-						step++ // a decode row sees every key either way
-						continue
-					}
-					progress(fmt.Sprintf("%s %s %s threads=%d", ks.Name, c, maskName(causal), th))
-					row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
-					if err != nil {
-						return err
-					}
-					out.row(row)
+		for _, c := range cfg.rows() {
+			for _, th := range cfg.threads {
+				progress(fmt.Sprintf("%s %s %s %s threads=%d", ks.Name, c, maskName(c.Causal), layoutName(c.Layout), th))
+				row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
+				if err != nil {
+					return err
 				}
+				out.row(row)
 			}
 		}
 		for _, lc := range cfg.layers {
@@ -220,6 +226,27 @@ func run(cfg *config) error {
 	return nil
 }
 
+// rows expands the cases into the table's attention rows: prefill shapes
+// full and causal (BSHD), decode steps (which see every key either way)
+// in each layout of -layout.
+func (cfg *config) rows() []Case {
+	var rows []Case
+	for _, c := range cfg.cases {
+		if !c.Decode() {
+			for _, causal := range []bool{false, true} {
+				c.Causal = causal
+				rows = append(rows, c)
+			}
+			continue
+		}
+		for _, l := range cfg.layouts {
+			c.Layout = l
+			rows = append(rows, c)
+		}
+	}
+	return rows
+}
+
 func maskName(causal bool) string {
 	if causal {
 		return "causal"
@@ -241,7 +268,7 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: maskName(c.Causal), Threads: threads,
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: maskName(c.Causal), Layout: layoutName(c.Layout), Threads: threads,
 		MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
@@ -255,7 +282,7 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		r.PctBW = 100 * r.GBs / bw
 	}
 	if !cfg.noBase {
-		key := fmt.Sprintf("%v/%s/%d", c, maskName(c.Causal), threads)
+		key := fmt.Sprintf("%v/%s/%s/%d", c, maskName(c.Causal), layoutName(c.Layout), threads)
 		if _, ok := baselines[key]; !ok {
 			bl := NewBaseline(c)
 			bd, err := Median(func() error { bl.Run(o, q, k, v, threads); return nil }, cfg.minTime)
@@ -292,7 +319,7 @@ func measureLayer(cfg *config, e *mha.Engine, ks *kernels.Set, lc LayerCase, thr
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Threads: threads,
+	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", Threads: threads,
 		MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
@@ -337,8 +364,8 @@ func (p *printer) row(r Row) {
 	}
 	if !p.head {
 		p.head = true
-		fmt.Printf("%-7s %-48s %-6s %3s %10s %8s %6s %7s %5s %10s %7s\n",
-			"isa", "shape", "mask", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "gonum", "speedup")
+		fmt.Printf("%-7s %-44s %-6s %-4s %3s %10s %8s %6s %7s %5s %10s %7s\n",
+			"isa", "shape", "mask", "lay", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "gonum", "speedup")
 	}
 	gbs, bw, base, speed := "", "", "", ""
 	if r.GBs > 0 {
@@ -351,8 +378,8 @@ func (p *printer) row(r Row) {
 	if r.PctPeak > 0 {
 		peak = fmt.Sprintf("%6.1f", r.PctPeak)
 	}
-	fmt.Printf("%-7s %-48s %-6s %3d %8.3fms %8.1f %s %7s %5s %10s %7s\n",
-		r.ISA, r.Shape, r.Mask, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, base, speed)
+	fmt.Printf("%-7s %-44s %-6s %-4s %3d %8.3fms %8.1f %s %7s %5s %10s %7s\n",
+		r.ISA, r.Shape, r.Mask, r.Layout, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, base, speed)
 }
 
 func (p *printer) note(s string) {

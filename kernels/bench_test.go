@@ -57,3 +57,44 @@ func BenchmarkKernels(b *testing.B) {
 		})
 	}
 }
+
+// The fused decode kernel alone: K and V of 64 keys that stay in L1
+// (compute bound), and of 2^17 keys (128 MiB of f32 K+V at D=128) read
+// from memory, contiguous rows (BHSD) or at a stride of 8 heads (BSHD).
+// Reported as GB/s of K and V.
+func BenchmarkDecode(b *testing.B) {
+	const d = 128
+	for _, ks := range Available() {
+		for _, typ := range kvTypes {
+			if !ks.HasDecode(typ, d, d) {
+				continue
+			}
+			for _, rows := range []int{1, 4, 16} {
+				for _, c := range []struct {
+					name       string
+					keys, heads int
+				}{{"L1", 64, 1}, {"mem", 1 << 17, 1}, {"mem-strided", 1 << 14, 8}} {
+					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
+						ld := d * c.heads
+						n := c.keys * ld
+						k := KVRows{Type: typ, Ld: ld}
+						v := k
+						if typ == kvTypes[0] {
+							k.F32, v.F32 = make([]float32, n), make([]float32, n)
+						} else {
+							k.U16, v.U16 = make([]uint16, n), make([]uint16, n)
+						}
+						q, o := make([]float32, rows*d), make([]float32, rows*d)
+						m, l, s := make([]float32, rows), make([]float32, rows), make([]float32, ks.DecodeScratch(d, d))
+						b.ResetTimer()
+						for i := 0; i < b.N; i++ {
+							ks.Decode(q, rows, d, k, v, c.keys, d, o, m, l, s)
+						}
+						bytes := float64(2 * c.keys * d * typ.Bytes())
+						b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+					})
+				}
+			}
+		}
+	}
+}

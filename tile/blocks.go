@@ -24,10 +24,13 @@ const (
 
 // WorkspaceBytes bounds the bytes one worker's Workspace grows to for head
 // dims dk and dv, whatever the plan and the kernel set: the Qᵀ block, the
-// score tile, the output block, the row state and the Dot rows at the
-// largest block sizes. It is a float64 so that absurd dims cannot overflow.
+// score tile, the output block, the row state, the query rows of Dot and
+// the fused decode, 16-bit K and V blocks widened, and the fused decode's
+// scratch, at the largest block sizes. It is a float64 so that absurd
+// dims cannot overflow.
 func WorkspaceBytes(dk, dv int) float64 {
-	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+3) + 4*float64(dk) + maxKeys)
+	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+3) + 16*float64(dk) + maxKeys +
+		float64(maxKeys)*float64(dk+dv) + 16*16 + 48 + float64(dk+dv))
 }
 
 // Cache sizes used when cpuid reports none.

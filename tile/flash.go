@@ -19,6 +19,8 @@ type Workspace struct {
 	masked   []bool    // [keys]: the key is masked for some row of the block
 	zeros    []float32 // [keys] of 0: the weights of the poisoned probe
 	probe    []float32 // [dv]: the poisoned probe's output
+	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
+	ds       []float32 // the fused decode kernel's scratch
 	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 }
@@ -37,15 +39,16 @@ var negInf = float32(math.Inf(-1))
 // flash-attention forward of one block of query rows.
 func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
 	it := pl.item(p, n)
-	rp := begin(ks, p, it, pl.Blocks.Keys, ws)
-	runKeys(ks, p, it, ws, rp, 0, p.KVLen)
+	rp := begin(ks, p, it, pl.Blocks.Keys, ws, false)
+	runKeys(ks, p, it, ws, rp, 0, p.KVLen, false)
 	store(ks, p, it, ws)
 }
 
 // begin readies ws for item it with KV blocks of bc keys: the packed Qᵀ
-// block and an empty running state (m = -Inf, l = 0, O = 0). It returns
+// block (or the scaled rows, for Dot and, when fused, the fused decode
+// kernel) and an empty running state (m = -Inf, l = 0, O = 0). It returns
 // the rows padded to whole vectors.
-func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
+func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bool) int {
 	rows := it.nh * it.nq
 	lanes := ks.Lanes
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
@@ -63,11 +66,15 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 	ws.masked = ws.masked[:bc]
 	ws.probe = grow(ws.probe, p.ValueDim)
 	ws.dot = ks.HasDot() && rows <= kernels.DotRows
-	if ws.dot {
+	if ws.dot || fused {
 		ws.qr = grow(ws.qr, rows*p.HeadDim)
 		packRows(p, it, ws.qr)
-	} else {
+	}
+	if !ws.dot {
 		packQ(ks, p, it, rp, ws.qt)
+	}
+	if fused {
+		ws.ds = grow(ws.ds, ks.DecodeScratch(p.HeadDim, p.ValueDim))
 	}
 	for r := range ws.m {
 		ws.m[r] = negInf
@@ -80,13 +87,34 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) int {
 // runKeys runs the flash loop of item it over the keys in [from, to) that
 // its rows may see.
 //
-// Keys every row sees whole, [allLo, allHi), run unmasked in blocks of Bc;
-// the edges below and above (the causal triangle, the window's far edge)
-// run as their own blocks and are masked. When no key is seen by every row,
-// everything is edge.
-func runKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, from, to int) {
-	lo, hi := p.KVLen, 0
-	allLo, allHi := 0, p.KVLen
+// Keys every row sees whole, [allLo, allHi), run unmasked in blocks of Bc,
+// or with fused through the fused decode kernel in one call; the edges
+// below and above (the causal triangle, the window's far edge) run as
+// their own blocks and are masked.
+func runKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, from, to int, fused bool) {
+	lo, allLo, allHi, hi := keySpans(p, it)
+	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
+	a, b := clip(allLo, allHi)
+	if fused && b-a >= ks.DecodeKeys() {
+		ks.Decode(ws.qr, it.nh*it.nq, p.HeadDim, p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true),
+			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds)
+	} else {
+		for kb := a; kb < b; kb += ws.bc {
+			flashBlock(ks, p, it, ws, kb, min(ws.bc, b-kb), rp, false, 0, rp)
+		}
+	}
+	a, b = clip(lo, allLo)
+	edges(ks, p, it, ws, a, b, rp)
+	a, b = clip(allHi, hi)
+	edges(ks, p, it, ws, a, b, rp)
+}
+
+// keySpans returns the keys item it's rows may see, [lo, hi), and within
+// them those every row sees, [allLo, allHi) (empty, at hi, when no key is
+// seen by every row: then everything is edge).
+func keySpans(p *Problem, it item) (lo, allLo, allHi, hi int) {
+	lo, hi = p.KVLen, 0
+	allLo, allHi = 0, p.KVLen
 	for i := it.i0; i < it.i0+it.nq; i++ {
 		l, h := p.keyRange(it.b, i)
 		allLo, allHi = max(allLo, l), min(allHi, h)
@@ -98,15 +126,7 @@ func runKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, from, to i
 		allLo, allHi = hi, hi
 	}
 	allLo, allHi = max(allLo, lo), min(allHi, hi)
-	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
-	a, b := clip(allLo, allHi)
-	for kb := a; kb < b; kb += ws.bc {
-		flashBlock(ks, p, it, ws, kb, min(ws.bc, b-kb), rp, false, 0, rp)
-	}
-	a, b = clip(lo, allLo)
-	edges(ks, p, it, ws, a, b, rp)
-	a, b = clip(allHi, hi)
-	edges(ks, p, it, ws, a, b, rp)
+	return lo, allLo, allHi, hi
 }
 
 // edgeKeys is the key block of the edge segments of a one-head item: the
@@ -142,13 +162,13 @@ func edges(ks *kernels.Set, p *Problem, it item, ws *Workspace, from, to, rp int
 // the block is an edge, the online softmax and the PV update.
 func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge bool, r0, r1 int) {
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
-	kOff, ldk := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dk)
-	vOff, ldv := p.row(it.b, kb, it.g, p.KVHeads, p.KVLen, dv)
+	kblk, ldk := ws.block(ks, p, it, kb, nk, false)
+	vblk, ldv := ws.block(ks, p, it, kb, nk, true)
 	s := ws.s[:nk*rp]
 	if ws.dot {
-		ks.Dot(s[r0:], rp, p.K[kOff:], ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
+		ks.Dot(s[r0:], rp, kblk, ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
 	} else {
-		ks.QK(s[r0:], rp, p.K[kOff:], ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
+		ks.QK(s[r0:], rp, kblk, ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
 	}
 	softcap := p.Softcap
 	masked := edge || p.Bias != nil
@@ -166,11 +186,31 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
-	if masked && anyOf(ws.masked[:nk]) && poisoned(ks, p, ws, vOff, ldv, nk) {
-		pvPoisoned(ks, p, it, ws, kb, nk, rp, r0, min(r1, rows), vOff, ldv)
+	if masked && anyOf(ws.masked[:nk]) && poisoned(ks, p, ws, vblk, ldv, nk) {
+		pvPoisoned(ks, p, it, ws, kb, nk, rp, r0, min(r1, rows), vblk, ldv)
 		return
 	}
-	ks.PV(ws.o[r0*dv:], dv, s[r0:], rp, p.V[vOff:], ldv, ws.al[r0:], min(r1, rows)-r0, nk, dv)
+	ks.PV(ws.o[r0*dv:], dv, s[r0:], rp, vblk, ldv, ws.al[r0:], min(r1, rows)-r0, nk, dv)
+}
+
+// block returns nk rows of the item's K (or V, if value) from key kb as
+// float32, with their stride: the tensor itself, or for 16-bit storage a
+// contiguous copy widened once per block, which every row of the item
+// then reads from cache.
+func (ws *Workspace) block(ks *kernels.Set, p *Problem, it item, kb, nk int, value bool) ([]float32, int) {
+	r := p.kvRows(it.b, kb, it.g, value)
+	if r.Type == fallback.KVFloat32 {
+		return r.F32, r.Ld
+	}
+	dim, buf := p.HeadDim, &ws.kb
+	if value {
+		dim, buf = p.ValueDim, &ws.vb
+	}
+	*buf = grow(*buf, nk*dim)
+	for c := 0; c < nk; c++ {
+		ks.Widen((*buf)[c*dim:(c+1)*dim], r.U16[c*r.Ld:c*r.Ld+dim], r.Type)
+	}
+	return *buf, dim
 }
 
 // packQ writes the item's query rows, times the scale, transposed into qt

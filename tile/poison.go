@@ -15,14 +15,14 @@ import (
 // (where its NaN or Inf belongs).
 
 // poisoned reports whether a value row of the block (nk rows of ValueDim
-// at stride ldv from vOff) holds a NaN or an Inf. It runs the PV kernel on
+// at stride ldv in v) holds a NaN or an Inf. It runs the PV kernel on
 // one row of zero weights: the result is 0 where every value is finite and
 // NaN where one is not (0·Inf and 0·NaN are NaN), at the kernel's speed —
 // a fraction of the block's own PV — instead of a scalar scan.
-func poisoned(ks *kernels.Set, p *Problem, ws *Workspace, vOff, ldv, nk int) bool {
+func poisoned(ks *kernels.Set, p *Problem, ws *Workspace, v []float32, ldv, nk int) bool {
 	probe := ws.probe[:p.ValueDim]
 	clear(probe)
-	ks.PV(probe, p.ValueDim, ws.zeros[:nk], 1, p.V[vOff:], ldv, nil, 1, nk, p.ValueDim)
+	ks.PV(probe, p.ValueDim, ws.zeros[:nk], 1, v, ldv, nil, 1, nk, p.ValueDim)
 	for _, x := range probe {
 		if x != 0 {
 			return true
@@ -45,14 +45,14 @@ func finite(x []float32) bool {
 // pvPoisoned is the PV update of rows [r0, r1) of a block with poisoned
 // keys: the kernel on each run of clean keys (the first run applies the
 // rescale alpha), and each poisoned key added to the rows that see it.
-func pvPoisoned(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp, r0, r1, vOff, ldv int) {
+func pvPoisoned(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp, r0, r1 int, v []float32, ldv int) {
 	dv := p.ValueDim
 	s, o := ws.s, ws.o
 	alpha := ws.al[r0:]
 	from := 0
 	run := func(to int) { // keys [from, to) through the kernel
 		if to > from {
-			ks.PV(o[r0*dv:], dv, s[from*rp+r0:], rp, p.V[vOff+from*ldv:], ldv, alpha, r1-r0, to-from, dv)
+			ks.PV(o[r0*dv:], dv, s[from*rp+r0:], rp, v[from*ldv:], ldv, alpha, r1-r0, to-from, dv)
 			alpha = nil
 		} else if alpha != nil {
 			ks.PV(o[r0*dv:], dv, nil, 0, nil, 0, alpha, r1-r0, 0, dv)
@@ -60,7 +60,7 @@ func pvPoisoned(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp,
 		}
 	}
 	for c := 0; c < nk; c++ {
-		vc := p.V[vOff+c*ldv:][:dv]
+		vc := v[c*ldv:][:dv]
 		if !ws.masked[c] || finite(vc) {
 			continue
 		}

@@ -1,11 +1,18 @@
 package tile
 
+import "github.com/fastattn/fastattn/fallback"
+
 // Problem is one attention call, validated and with every default resolved
 // by the mha package. Tensors are flat row-major float32: BSHD
 // ([batch][seq][head][dim]) or, with HeadsMajor, BHSD.
 type Problem struct {
 	Q, K, V, Out []float32
 	LSE          []float32 // [B][H][Lq], or nil
+
+	// KVType is the storage of K and V: float32 in K and V, or a 16-bit
+	// type in K16 and V16.
+	KVType   fallback.KVType
+	K16, V16 []uint16
 
 	Batch, Heads, KVHeads int
 	QLen, KVLen           int // KVLen is the stored key length (the stride)
@@ -111,4 +118,21 @@ func (p *Problem) seesKey(b, h, i int) bool {
 		}
 	}
 	return false
+}
+
+// kvRows returns the rows of K (value false) or V (value true) of KV head
+// g of batch b from key j on, with their stride.
+func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
+	dim, f, h := p.HeadDim, p.K, p.K16
+	if value {
+		dim, f, h = p.ValueDim, p.V, p.V16
+	}
+	off, ld := p.row(b, j, g, p.KVHeads, p.KVLen, dim)
+	r := fallback.KVRows{Type: p.KVType, Ld: ld}
+	if p.KVType == fallback.KVFloat32 {
+		r.F32 = f[off:]
+	} else {
+		r.U16 = h[off:]
+	}
+	return r
 }

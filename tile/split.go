@@ -7,36 +7,49 @@ import (
 )
 
 // Split is the plan of a decode step (few query rows per KV head): the keys
-// are cut into chunks of Keys, one work item per (batch, chunk) covering
-// every KV head, so that all heads of a key position, which sit side by
-// side in a BSHD cache, are read together and the work spreads over the
-// cores however few heads there are. Each item leaves the running state
-// (O, m, l) of every query row for its chunk in a partial buffer; Merge
-// combines the chunks of a row in chunk order. The chunking depends on the
-// shape only, so results do not depend on the thread count.
+// are cut into chunks of Keys, one work item per (batch, KV head, chunk)
+// holding all the query rows of the head, so each K and V byte is read
+// once per step and the work spreads over the cores however few heads
+// there are. With a fused decode kernel (kernels.Set.HasDecode) the keys
+// every row sees go through it in one call per item, K and V streamed
+// once. Each item leaves the running state (O, m, l) of its rows for its
+// chunk in a partial buffer; Merge combines the chunks of a row in chunk
+// order. The chunking depends on the shape only, so results do not
+// depend on the thread count.
 type Split struct {
 	Keys, Chunks int
 }
 
 // Split thresholds: at most splitRows query rows per KV head (one vector
-// of AVX-512 lanes), at least two chunks of splitKeys keys.
+// of AVX-512 lanes) and at least 2·splitMinKeys keys. Chunks have
+// splitMaxKeys keys (long kernel calls keep the prefetch stream going),
+// halved down to splitMinKeys while there are fewer than splitItems items
+// to spread over the cores. Flash blocks of the path without the fused
+// kernel (and of the edges) have splitBlock keys.
 const (
-	splitRows = 16
-	splitKeys = 64
+	splitRows    = 16
+	splitMinKeys = 64
+	splitMaxKeys = 512
+	splitItems   = 16
+	splitBlock   = 64
 )
 
 // NewSplit returns the split plan of p, or false when p is not a decode
 // step worth splitting.
 func NewSplit(p *Problem) (Split, bool) {
 	group := p.Heads / p.KVHeads
-	if group*p.QLen > splitRows || p.KVLen < 2*splitKeys {
+	if group*p.QLen > splitRows || p.KVLen < 2*splitMinKeys {
 		return Split{}, false
 	}
-	return Split{Keys: splitKeys, Chunks: (p.KVLen + splitKeys - 1) / splitKeys}, true
+	keys := splitMaxKeys
+	for keys > splitMinKeys && p.Batch*p.KVHeads*((p.KVLen+keys-1)/keys) < splitItems {
+		keys /= 2
+	}
+	return Split{Keys: keys, Chunks: (p.KVLen + keys - 1) / keys}, true
 }
 
 // Items is the number of chunk items.
-func (sp Split) Items(p *Problem) int { return p.Batch * sp.Chunks }
+func (sp Split) Items(p *Problem) int { return p.Batch * p.KVHeads * sp.Chunks }
 
 // partStride is the floats of one row's partial state: O, then m and l.
 func partStride(p *Problem) int { return p.ValueDim + 2 }
@@ -47,23 +60,32 @@ func (sp Split) PartLen(p *Problem) int {
 	return p.Batch * sp.Chunks * p.Heads * p.QLen * partStride(p)
 }
 
-// Run computes chunk item n: for every KV head, its query rows over the
+// Fused reports whether the keys every row sees run through ks's fused
+// decode kernel (no softcap or bias, which it does not apply).
+func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
+	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0 && p.Bias == nil
+}
+
+// Run computes chunk item n: the query rows of one KV head over the
 // chunk's keys, saved to part unnormalized.
 func (sp Split) Run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []float32) {
-	b, chunk := n/sp.Chunks, n%sp.Chunks
+	// KV heads vary fastest: in BSHD the heads of a key position share
+	// its pages, so consecutive items reuse their TLB entries.
+	g := n % p.KVHeads
+	n /= p.KVHeads
+	chunk, b := n%sp.Chunks, n/sp.Chunks
 	k0, k1 := chunk*sp.Keys, min((chunk+1)*sp.Keys, p.KVLen)
 	group, dv, st := p.Heads/p.KVHeads, p.ValueDim, partStride(p)
-	for g := 0; g < p.KVHeads; g++ {
-		it := item{b: b, g: g, h0: g * group, nh: group, i0: 0, nq: p.QLen}
-		rp := begin(ks, p, it, sp.Keys, ws)
-		runKeys(ks, p, it, ws, rp, k0, k1)
-		for hh := 0; hh < it.nh; hh++ {
-			for ii := 0; ii < it.nq; ii++ {
-				r := hh*it.nq + ii
-				dst := part[(((b*sp.Chunks+chunk)*p.Heads+it.h0+hh)*p.QLen+ii)*st:][:st]
-				copy(dst, ws.o[r*dv:(r+1)*dv])
-				dst[dv], dst[dv+1] = ws.m[r], ws.l[r]
-			}
+	it := item{b: b, g: g, h0: g * group, nh: group, i0: 0, nq: p.QLen}
+	fused := sp.Fused(ks, p)
+	rp := begin(ks, p, it, splitBlock, ws, fused)
+	runKeys(ks, p, it, ws, rp, k0, k1, fused)
+	for hh := 0; hh < it.nh; hh++ {
+		for ii := 0; ii < it.nq; ii++ {
+			r := hh*it.nq + ii
+			dst := part[(((b*sp.Chunks+chunk)*p.Heads+it.h0+hh)*p.QLen+ii)*st:][:st]
+			copy(dst, ws.o[r*dv:(r+1)*dv])
+			dst[dv], dst[dv+1] = ws.m[r], ws.l[r]
 		}
 	}
 }

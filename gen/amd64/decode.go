@@ -36,13 +36,19 @@ func (g *gen) decodeLayout() (alphaOff, maskK, maskV, pairsK, pairsV, skipMask i
 	return alphaOff, maskK, maskK + 8, maskK + 16, maskK + 20, maskK + 24
 }
 
-// pvTile is Decode's PV register tile: rows × vectors of accumulators
-// (AVX-512: 16 + 4 V + 4 broadcasts of 32; AVX2: 8 + 1 V + 2 of 16).
-func (g *gen) pvTile() (rows, vecs int) {
+// aheadLog is log2 of the keys Decode prefetches ahead (decodeAhead
+// blocks).
+func (g *gen) aheadLog() uint8 { return g.lanesLog() + 1 }
+
+// pvTile is Decode's PV register tile: up to rows × vecs(rows) vectors of
+// accumulators, wider for fewer rows so a one-row step still has 8
+// independent FMA chains (AVX-512: 4×4 or 2×8 of 32 registers, plus a V
+// vector and the broadcasts; AVX2: 2×4 or 1×8 of 16).
+func (g *gen) pvTile() (rows int, vecs func(nr int) int) {
 	if g.x.avx512() {
-		return 4, 4
+		return 4, func(nr int) int { return map[bool]int{true: 8, false: 4}[nr <= 2] }
 	}
-	return 2, 4
+	return 2, func(nr int) int { return map[bool]int{true: 8, false: 4}[nr == 1] }
 }
 
 // decodeLocals are Decode's values kept in its stack frame between
@@ -72,7 +78,7 @@ func (g *gen) decode(e elem) {
 		"fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in",
 		"elements of k's type (16-bit: widened in registers); s is scratch.",
 	)
-	alphaOff, maskK, maskV, pairsK, pairsV, skipMask := g.decodeLayout()
+	_, maskK, maskV, pairsK, pairsV, skipMask := g.decodeLayout()
 	var lc decodeLocals
 	for _, p := range []*operand.Mem{&lc.kp, &lc.vp, &lc.rem, &lc.skip, &lc.kfull, &lc.qstride, &lc.ldk,
 		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec} {
@@ -197,7 +203,6 @@ func (g *gen) decode(e elem) {
 		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: i, Scale: 4}, y)
 		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * skipMask})
 	}
-	g.prefetchRows(lc.kp, lc.ldk, lc.krow, decodeAhead*T, T, "pfk")
 
 	// Scores and softmax, row by row.
 	r := g.GP64()
@@ -205,19 +210,23 @@ func (g *gen) decode(e elem) {
 	store(r, lc.row)
 	q := g.param("q")
 	store(q, lc.qrow)
+	// Row 0 prefetches the K rows decodeAhead blocks on, one line per
+	// vector it loads; the others find the block in L1.
+	g.decodeScores(e, lc, mkK, sp, true)
 	g.Label("row")
-	g.decodeScores(e, lc, mkK, sp)
 	r, q = load(lc.row), load(lc.qrow)
 	g.INCQ(r)
 	g.ADDQ(lc.qstride, q)
 	store(r, lc.row)
 	store(q, lc.qrow)
 	g.CMPQ(r, g.arg("rows"))
-	g.JLT(operand.LabelRef("row"))
-	_ = alphaOff
+	g.JGE(operand.LabelRef("pv"))
+	g.decodeScores(e, lc, mkK, sp, false)
+	g.JMP(operand.LabelRef("row"))
+	g.Label("pv")
 
-	// PV, then the next block.
-	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, decodeAhead*T, T, "pfv")
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the
+	// next block.
 	g.decodePV(e, lc, mkV, sp)
 	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
 		step, ptr := load(p.ld), load(p.ptr)
@@ -261,7 +270,8 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, first, n int, lbl str
 // key c in lane c), the q vector loaded once per step of d, then the fold,
 // the mask of skipped lanes, and the online-softmax update of m, l and the
 // weights and alpha in the scratch.
-func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
+func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, prefetch bool) {
+	lb := label("scores", prefetch)
 	x := g.x
 	T := x.lanes
 	alphaOff, _, _, _, _, skipMask := g.decodeLayout()
@@ -286,7 +296,18 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual)
 			g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
 		}
 	}
-	row := func(c int) operand.Mem {
+	var ka []reg.GPVirtual // with prefetch: the rows decodeAhead blocks on
+	if prefetch {
+		ahead := g.GP64()
+		g.MOVQ(ld, ahead)
+		g.SHLQ(operand.U8(g.aheadLog()), ahead)
+		for _, b := range kb {
+			a := g.GP64()
+			g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
+			ka = append(ka, a)
+		}
+	}
+	rowOf := func(kb []reg.GPVirtual, c int) operand.Mem {
 		b := kb[c/4]
 		switch c % 4 {
 		case 0:
@@ -296,12 +317,16 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual)
 		}
 		return operand.Mem{Base: b, Index: ld, Scale: uint8(c % 4)}
 	}
+	row := func(c int) operand.Mem { return rowOf(kb, c) }
 	qm := g.GP64()
 	g.MOVQ(lc.qrow, qm)
 	step := func(masked bool) {
 		qv := g.vec()
 		g.loadKV(f32, mk, operand.Mem{Base: qm}, masked, qv)
 		for c := 0; c < T; c++ {
+			if prefetch && !masked {
+				g.PREFETCHT0(rowOf(ka, c))
+			}
 			kv := g.vec()
 			g.loadKV(e, mk, row(c), masked, kv)
 			g.VFMADD231PS(kv, qv, acc[accOf[c]])
@@ -310,20 +335,20 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual)
 	cnt := g.GP64()
 	g.MOVQ(lc.kfull, cnt)
 	g.TESTQ(cnt, cnt)
-	g.JZ(operand.LabelRef("dlast"))
-	g.Label("d")
+	g.JZ(operand.LabelRef(lb + "dlast"))
+	g.Label(lb + "d")
 	step(false)
 	g.ADDQ(operand.Imm(uint64(4*T)), qm)
-	for _, b := range kb {
+	for _, b := range append(kb, ka...) {
 		g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
 	}
 	g.DECQ(cnt)
-	g.JNZ(operand.LabelRef("d"))
-	g.Label("dlast")
+	g.JNZ(operand.LabelRef(lb + "d"))
+	g.Label(lb + "dlast")
 	g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
-	g.JEQ(operand.LabelRef("fold"))
+	g.JEQ(operand.LabelRef(lb + "fold"))
 	step(true)
-	g.Label("fold")
+	g.Label(lb + "fold")
 	sv := g.fold(acc)
 
 	// Lanes of keys before the block's start (a moved-back last block)
@@ -497,7 +522,7 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 // each panel of up to 4 vectors of dv, O = alpha·O + Σ_c p[c]·V[c], over
 // the keys from skip to T.
 func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
-	RP, NV := g.pvTile()
+	RP, vecs := g.pvTile()
 	T := g.x.lanes
 	z := g.GP64()
 	g.MOVQ(operand.U32(0), z)
@@ -523,6 +548,7 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 		g.JEQ(operand.LabelRef(label("rows", nr)))
 	}
 	for nr := RP; nr >= 1; nr-- {
+		NV := vecs(nr)
 		g.Label(label("rows", nr))
 		g.CMPQ(left, operand.Imm(uint64(NV)))
 		g.JGT(operand.LabelRef(label("pv", nr, "x", NV, "whole")))
@@ -538,7 +564,7 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 		g.JMP(operand.LabelRef("panelnext")) // not reached: left >= 1
 	}
 	for nr := RP; nr >= 1; nr-- {
-		for nv := NV; nv >= 1; nv-- {
+		for nv := vecs(nr); nv >= 1; nv-- {
 			for _, masked := range []bool{false, true} {
 				g.Label(label("pv", nr, "x", nv, map[bool]string{false: "whole", true: "masked"}[masked]))
 				g.decodePVTile(e, lc, mk, sp, nr, nv, masked)
@@ -632,6 +658,10 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.LEAQ(operand.Mem{Base: sp, Index: pb, Scale: 4}, pb)
 	g.NEGQ(cnt)
 	g.ADDQ(operand.Imm(uint64(T)), cnt) // keys skip..T-1
+	va := g.GP64()                      // the V rows decodeAhead blocks on, to prefetch
+	g.MOVQ(ldv, va)
+	g.SHLQ(operand.U8(g.aheadLog()), va)
+	g.ADDQ(vb, va)
 	l := label("pv", nr, "x", nv, masked, "key")
 	g.Label(l)
 	bc := make([]reg.VecVirtual, nr)
@@ -640,6 +670,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4 * T * i}, bc[i])
 	}
 	for j := 0; j < nv; j++ {
+		g.PREFETCHT0(operand.Mem{Base: va, Disp: j * T * e.bytes()})
 		vv := g.vec()
 		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
 		for i := 0; i < nr; i++ {
@@ -647,6 +678,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		}
 	}
 	g.ADDQ(ldv, vb)
+	g.ADDQ(ldv, va)
 	g.ADDQ(operand.Imm(4), pb)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(l))
