@@ -3,27 +3,44 @@ package mha
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
 )
 
 // Cache is a layer's KV cache for incremental decoding: the projected keys
-// and values of every token seen so far, [Batch][Cap][KVHeads][dim] each.
-// All sequences of the batch have the same length. It never grows: Decode
-// past Cap returns ErrCacheFull and leaves the cache as it was. A Cache
-// belongs to the layer that made it and is not safe for concurrent use.
+// and values of every token seen so far, [Batch][Cap][KVHeads][dim] each,
+// stored as float32 (K and V) or, from NewCacheOf, as 16-bit floats (K16
+// and V16, rounded to nearest even as tokens are appended: half the
+// memory, and half the bytes a decode step reads). All sequences of the
+// batch have the same length. It never grows: Decode past Cap returns
+// ErrCacheFull and leaves the cache as it was. A Cache belongs to the
+// layer that made it and is not safe for concurrent use.
 type Cache struct {
-	K, V []float32 // [Batch][Cap][KVHeads][HeadDim], [Batch][Cap][KVHeads][ValueDim]
+	K, V     []float32 // float32 storage: [Batch][Cap][KVHeads][HeadDim], [Batch][Cap][KVHeads][ValueDim]
+	K16, V16 []uint16  // 16-bit storage, the same shapes
 
+	typ                KVType
 	layer              *Layer
 	batch, capa, count int
 	kvlens             []int // count for every batch, for Options.KVLens
 }
 
-// NewCache returns an empty cache for batch sequences of up to capacity
-// tokens each. A cache larger than this machine can allocate is an error
-// wrapping ErrShape.
+// NewCache returns an empty float32 cache for batch sequences of up to
+// capacity tokens each. A cache larger than this machine can allocate is
+// an error wrapping ErrShape.
 func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
+	return l.NewCacheOf(batch, capacity, Float32)
+}
+
+// NewCacheOf is NewCache with K and V stored as t: Float32, Float16 or
+// BFloat16 (another value is ErrOption). Decoding against a 16-bit cache
+// gives the float32 result of the rounded keys and values.
+func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
+	}
+	if t != Float32 && !t.is16() {
+		return nil, fmt.Errorf("%w: cache KVType %d is not Float32, Float16 or BFloat16", ErrOption, int(t))
 	}
 	if batch < 1 || capacity < 1 {
 		return nil, fmt.Errorf("%w: cache batch = %d, capacity = %d, both must be >= 1", ErrShape, batch, capacity)
@@ -33,13 +50,33 @@ func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 	if err := errors.Join(errK, errV); err != nil {
 		return nil, err
 	}
-	if err := checkAlloc("the cache", uint64(nk)+uint64(nv)); err != nil {
+	size := uint64(nk) + uint64(nv)
+	if t.is16() {
+		size /= 2
+	}
+	if err := checkAlloc("the cache", size); err != nil {
 		return nil, err
 	}
-	return &Cache{
-		K: make([]float32, nk), V: make([]float32, nv),
-		layer: l, batch: batch, capa: capacity, kvlens: make([]int, batch),
-	}, nil
+	c := &Cache{typ: t, layer: l, batch: batch, capa: capacity, kvlens: make([]int, batch)}
+	if t.is16() {
+		c.K16, c.V16 = make([]uint16, nk), make([]uint16, nv)
+	} else {
+		c.K, c.V = make([]float32, nk), make([]float32, nv)
+	}
+	return c, nil
+}
+
+// Type returns the cache's storage type (Float32 for a nil Cache).
+func (c *Cache) Type() KVType {
+	if c == nil {
+		return Float32
+	}
+	return c.typ
+}
+
+// kv returns the cache's K and V for a problem.
+func (c *Cache) kv() kvData {
+	return kvData{t: c.typ, k: c.K, v: c.V, k16: c.K16, v16: c.V16}
 }
 
 // Len returns the number of tokens cached per sequence (0 for a nil
@@ -114,9 +151,10 @@ func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) err
 	if err := needLen("out", len(out), B, n, dm); err != nil {
 		return err
 	}
-	if err := noOverlap([]span{{"out", out, B * n * dm}, {"LSE", o.LSE, B * cfg.Heads * n},
-		{"cache.K", cache.K, len(cache.K)}, {"cache.V", cache.V, len(cache.V)}},
-		[]span{{"x", x, B * n * dm}}); err != nil {
+	if err := noOverlap([]span{f32("out", out, B*n*dm), f32("LSE", o.LSE, B*cfg.Heads*n),
+		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
+		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16))},
+		[]span{f32("x", x, B*n*dm)}); err != nil {
 		return err
 	}
 	total := cache.count + n
@@ -132,7 +170,7 @@ func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) err
 		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}); err != nil {
 		return err
 	}
-	p, err := problem(sc.attn, sc.q, cache.K, cache.V, shape, &o, l.e.workers(&o))
+	p, err := problem(sc.attn, sc.q, cache.kv(), shape, &o, l.e.workers(&o))
 	if err != nil {
 		return err
 	}
@@ -146,6 +184,12 @@ func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) err
 	l.project(sc.v, x, l.w.WV, l.w.BV, m, dm, vw, o.Threads)
 	for b := 0; b < B; b++ {
 		at := b*cache.capa + cache.count
+		if cache.typ.is16() {
+			t := fallback.KVType(cache.typ)
+			l.e.ks.Narrow(cache.K16[at*kw:(at+n)*kw], sc.k[b*n*kw:(b+1)*n*kw], t)
+			l.e.ks.Narrow(cache.V16[at*vw:(at+n)*vw], sc.v[b*n*vw:(b+1)*n*vw], t)
+			continue
+		}
 		copy(cache.K[at*kw:(at+n)*kw], sc.k[b*n*kw:(b+1)*n*kw])
 		copy(cache.V[at*vw:(at+n)*vw], sc.v[b*n*vw:(b+1)*n*vw])
 	}

@@ -141,7 +141,27 @@ func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) e
 	if err := e.usable(); err != nil {
 		return err
 	}
-	p, err := problem(out, q, k, v, shape, opts, e.workers(opts))
+	return e.run(out, q, kvData{k: k, v: v}, shape, opts)
+}
+
+// Attention16 is Attention with K and V stored as 16-bit floats of type t
+// (Float16 or BFloat16; Narrow16 makes them from float32): half the bytes
+// of K and V to read, widened to float32 in registers, float32
+// arithmetic. The result is Attention's on the widened K and V. Every
+// option holds. A t other than Float16 or BFloat16 is ErrOption.
+func (e *Engine) Attention16(out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if t != Float16 && t != BFloat16 {
+		return fmt.Errorf("%w: Attention16 takes Float16 or BFloat16, not %v", ErrOption, t)
+	}
+	return e.run(out, q, kvData{t: t, k16: k, v16: v}, shape, opts)
+}
+
+// run validates and runs one attention call.
+func (e *Engine) run(out, q []float32, kv kvData, shape Shape, opts *Options) error {
+	p, err := problem(out, q, kv, shape, opts, e.workers(opts))
 	if err != nil {
 		return err
 	}
@@ -234,4 +254,14 @@ func Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
 		return err
 	}
 	return e.Attention(out, q, k, v, shape, opts)
+}
+
+// Attention16 computes attention with 16-bit K and V on the Default
+// engine; see Engine.Attention16.
+func Attention16(out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
+	e, err := Default()
+	if err != nil {
+		return err
+	}
+	return e.Attention16(out, q, k, v, t, shape, opts)
 }

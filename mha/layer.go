@@ -205,8 +205,8 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 			return err
 		}
 	}
-	if err := noOverlap([]span{{"out", out, batch * qLen * dm}, {"LSE", lseOf(opts), batch * cfg.Heads * qLen}},
-		[]span{{"xq", xq, batch * qLen * dm}, {"xkv", xkv, batch * kvLen * dm}}); err != nil {
+	if err := noOverlap([]span{f32("out", out, batch*qLen*dm), f32("LSE", lseOf(opts), batch*cfg.Heads*qLen)},
+		[]span{f32("xq", xq, batch*qLen*dm), f32("xkv", xkv, batch*kvLen*dm)}); err != nil {
 		return err
 	}
 	sc := l.getScratch()
@@ -214,7 +214,7 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 	if err := sc.size(shape); err != nil {
 		return err
 	}
-	p, err := problem(sc.attn, sc.q, sc.k, sc.v, shape, opts, l.e.workers(opts))
+	p, err := problem(sc.attn, sc.q, kvData{k: sc.k, v: sc.v}, shape, opts, l.e.workers(opts))
 	if err != nil {
 		return err
 	}

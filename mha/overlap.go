@@ -5,24 +5,33 @@ import (
 	"unsafe"
 )
 
-// span is the memory a call uses of one float32 slice: its first n
-// elements (n = what the shape needs, not the slice's length, so that
-// disjoint parts of one arena do not count as overlapping).
+// span is the memory a call uses of one slice: its first n elements (n =
+// what the shape needs, not the slice's length, so that disjoint parts of
+// one arena do not count as overlapping).
 type span struct {
-	name string
-	x    []float32
-	n    int
+	name  string
+	start unsafe.Pointer
+	bytes int
+}
+
+// f32 is the span of the first n elements of x.
+func f32(name string, x []float32, n int) span {
+	return span{name, unsafe.Pointer(unsafe.SliceData(x)), 4 * max(min(n, len(x)), 0)}
+}
+
+// u16 is the span of the first n elements of x.
+func u16(name string, x []uint16, n int) span {
+	return span{name, unsafe.Pointer(unsafe.SliceData(x)), 2 * max(min(n, len(x)), 0)}
 }
 
 // bounds returns the byte addresses [lo, hi) of the span, or lo = hi for
 // an empty one.
 func (s span) bounds() (lo, hi uintptr) {
-	n := min(s.n, len(s.x))
-	if n <= 0 {
+	if s.bytes <= 0 || s.start == nil {
 		return 0, 0
 	}
-	lo = uintptr(unsafe.Pointer(unsafe.SliceData(s.x)))
-	return lo, lo + uintptr(n)*4
+	lo = uintptr(s.start)
+	return lo, lo + uintptr(s.bytes)
 }
 
 // noOverlap returns an error wrapping ErrBuffer if an output span shares

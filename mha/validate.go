@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/tile"
 )
 
@@ -33,10 +34,33 @@ func (s Shape) resolve() (Shape, error) {
 	return s, nil
 }
 
+// kvData is the K and V of a call: float32, or 16-bit of type t.
+type kvData struct {
+	t        KVType
+	k, v     []float32
+	k16, v16 []uint16
+}
+
+// lens returns the lengths of K and V.
+func (d kvData) lens() (k, v int) {
+	if d.t == Float32 {
+		return len(d.k), len(d.v)
+	}
+	return len(d.k16), len(d.v16)
+}
+
+// spans returns the memory K and V use: nk and nv elements.
+func (d kvData) spans(nk, nv int) (k, v span) {
+	if d.t == Float32 {
+		return f32("k", d.k, nk), f32("v", d.v, nv)
+	}
+	return u16("k", d.k16, nk), u16("v", d.v16, nv)
+}
+
 // problem validates one attention call and resolves it for the tile layer.
 // workers is the most workers the call may use (their scratch is checked
 // against what can be allocated).
-func problem(out, q, k, v []float32, shape Shape, opts *Options, workers int) (tile.Problem, error) {
+func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers int) (tile.Problem, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -50,17 +74,21 @@ func problem(out, q, k, v []float32, shape Shape, opts *Options, workers int) (t
 	if err := needLen("q", len(q), B, Lq, H, Dk); err != nil {
 		return tile.Problem{}, err
 	}
-	if err := needLen("k", len(k), B, Lk, Hkv, Dk); err != nil {
+	if kv.t != Float32 && kv.t != Float16 && kv.t != BFloat16 {
+		return tile.Problem{}, fmt.Errorf("%w: KVType %d is not Float32, Float16 or BFloat16", ErrOption, int(kv.t))
+	}
+	kl, vl := kv.lens()
+	if err := needLen("k", kl, B, Lk, Hkv, Dk); err != nil {
 		return tile.Problem{}, err
 	}
-	if err := needLen("v", len(v), B, Lk, Hkv, Dv); err != nil {
+	if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
 		return tile.Problem{}, err
 	}
 	if err := needLen("out", len(out), B, Lq, H, Dv); err != nil {
 		return tile.Problem{}, err
 	}
 	p := tile.Problem{
-		Q: q, K: k, V: v, Out: out,
+		Q: q, K: kv.k, V: kv.v, Out: out, KVType: fallback.KVType(kv.t), K16: kv.k16, V16: kv.v16,
 		Batch: B, Heads: H, KVHeads: Hkv, QLen: Lq, KVLen: Lk, HeadDim: Dk, ValueDim: Dv,
 		HeadsMajor: s.Layout == BHSD,
 		Causal:     o.Causal,
@@ -74,10 +102,10 @@ func problem(out, q, k, v []float32, shape Shape, opts *Options, workers int) (t
 		return tile.Problem{}, fmt.Errorf("%w: HeadDim = %d, ValueDim = %d need %.3g bytes of scratch on %d workers, more than this machine can allocate (%d)",
 			ErrShape, Dk, Dv, ws, workers, memoryLimit)
 	}
+	ks, vs := kv.spans(B*Lk*Hkv*Dk, B*Lk*Hkv*Dv)
 	return p, noOverlap(
-		[]span{{"out", out, B * Lq * H * Dv}, {"LSE", p.LSE, B * H * Lq}},
-		[]span{{"q", q, B * Lq * H * Dk}, {"k", k, B * Lk * Hkv * Dk}, {"v", v, B * Lk * Hkv * Dv},
-			{"Bias", p.Bias, p.BiasBatch * p.BiasHeads * Lq * Lk}})
+		[]span{f32("out", out, B*Lq*H*Dv), f32("LSE", p.LSE, B*H*Lq)},
+		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*Lq*Lk)})
 }
 
 // resolveOptions checks o against the dimensions already in p and stores

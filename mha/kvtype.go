@@ -1,0 +1,77 @@
+package mha
+
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// KVType is the storage type of K and V: Attention takes float32,
+// Attention16 and a Cache made by NewCacheOf take 16-bit floats. The
+// arithmetic is float32 whatever the storage (16-bit values are widened
+// exactly), so a 16-bit K/V gives the float32 result of its rounded
+// values, with half the bytes to read: what a memory-bound decode step is
+// limited by.
+type KVType int
+
+const (
+	// Float32 is IEEE binary32.
+	Float32 = KVType(fallback.KVFloat32)
+	// Float16 is IEEE binary16 (largest finite 65504; 11 significant bits).
+	Float16 = KVType(fallback.KVFloat16)
+	// BFloat16 is bfloat16: float32's upper 16 bits (float32's range, 8
+	// significant bits).
+	BFloat16 = KVType(fallback.KVBFloat16)
+)
+
+// String returns "f32", "f16" or "bf16".
+func (t KVType) String() string { return fallback.KVType(t).String() }
+
+// is16 reports whether t is a 16-bit type.
+func (t KVType) is16() bool { return t == Float16 || t == BFloat16 }
+
+// convertSet is the kernel set of the conversion helpers: the best this
+// CPU runs (FASTATTN_ISA applies).
+func convertSet() (*kernels.Set, error) {
+	return kernels.Best()
+}
+
+// Narrow16 rounds src to 16-bit floats of type t (Float16 or BFloat16) in
+// dst, to nearest, ties to even, vectorized: float16 overflows to ±Inf
+// above 65519.99 and goes subnormal below 2^-14; a NaN stays NaN (sign
+// kept, quiet bit set). dst must hold len(src) values (ErrBuffer), and t
+// be a 16-bit type (ErrOption).
+func Narrow16(dst []uint16, src []float32, t KVType) error {
+	if !t.is16() {
+		return fmt.Errorf("%w: Narrow16 to %v: not Float16 or BFloat16", ErrOption, t)
+	}
+	if len(dst) < len(src) {
+		return fmt.Errorf("%w: Narrow16: dst has %d elements, src %d", ErrBuffer, len(dst), len(src))
+	}
+	ks, err := convertSet()
+	if err != nil {
+		return err
+	}
+	ks.Narrow(dst, src, fallback.KVType(t))
+	return nil
+}
+
+// Widen16 writes the float32 values of src, 16-bit floats of type t
+// (Float16 or BFloat16), to dst, exactly (NaN payloads kept, quiet bit
+// set), vectorized. dst must hold len(src) values (ErrBuffer), and t be a
+// 16-bit type (ErrOption).
+func Widen16(dst []float32, src []uint16, t KVType) error {
+	if !t.is16() {
+		return fmt.Errorf("%w: Widen16 from %v: not Float16 or BFloat16", ErrOption, t)
+	}
+	if len(dst) < len(src) {
+		return fmt.Errorf("%w: Widen16: dst has %d elements, src %d", ErrBuffer, len(dst), len(src))
+	}
+	ks, err := convertSet()
+	if err != nil {
+		return err
+	}
+	ks.Widen(dst, src, fallback.KVType(t))
+	return nil
+}
