@@ -13,6 +13,7 @@ type Case struct {
 	B, H, Hkv, Lq, Lk, D int
 	Causal               bool
 	Layout               mha.Layout
+	KV                   mha.KVType // storage of K and V
 }
 
 // String is the shape in the table's form.
@@ -52,8 +53,15 @@ func (c Case) Pairs() float64 {
 // FLOPs is 2·(Dk+Dv)·B·H·pairs.
 func (c Case) FLOPs() float64 { return 2 * float64(2*c.D) * float64(c.B*c.H) * c.Pairs() }
 
-// KVBytes is the K and V a call reads: B·Hkv·Lk·(Dk+Dv) floats.
-func (c Case) KVBytes() float64 { return 4 * float64(c.B*c.Hkv*c.Lk) * float64(2*c.D) }
+// KVBytes is the K and V a call reads: B·Hkv·Lk·(Dk+Dv) elements of 4
+// bytes, or 2 for 16-bit storage.
+func (c Case) KVBytes() float64 {
+	size := 4.0
+	if c.KV != mha.Float32 {
+		size = 2
+	}
+	return size * float64(c.B*c.Hkv*c.Lk) * float64(2*c.D)
+}
 
 // Shape is the case as an mha.Shape.
 func (c Case) Shape() mha.Shape {

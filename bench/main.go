@@ -17,6 +17,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -37,12 +38,14 @@ type Row struct {
 	Shape      string  `json:"shape"`
 	Mask       string  `json:"mask"`   // "full" or "causal"
 	Layout     string  `json:"layout"` // "bshd" or "bhsd"
+	KV         string  `json:"kv"`     // storage of K and V: "f32", "f16", "bf16"
 	Threads    int     `json:"threads"`
 	MedianMs   float64 `json:"median_ms"`
 	GFLOPS     float64 `json:"gflops"`
 	PctPeak    float64 `json:"pct_peak"`
 	GBs        float64 `json:"gb_per_s,omitempty"`      // decode: K+V read
 	PctBW      float64 `json:"pct_bandwidth,omitempty"` // decode: of the read bandwidth
+	TokPerS    float64 `json:"tokens_per_s,omitempty"`  // decode: B tokens per step
 	BaselineMs float64 `json:"baseline_ms,omitempty"`   // gonum, same threads
 	Speedup    float64 `json:"speedup,omitempty"`       // baseline / fastattn
 }
@@ -56,6 +59,8 @@ type config struct {
 	layers  []LayerCase
 	threads []int
 	layouts []mha.Layout // of decode rows (prefill rows: BSHD)
+	kvDec   []mha.KVType // K/V storage of decode rows
+	kvPre   []mha.KVType // and of prefill rows
 	minTime time.Duration
 	noBase  bool
 }
@@ -81,6 +86,7 @@ func parseFlags() (*config, error) {
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
 	layouts := flag.String("layout", "bshd", "comma-separated layouts of the decode rows: bshd, bhsd")
+	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16 (default: all three on decode rows, f32 on prefill rows)")
 	flag.Parse()
 
 	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase,
@@ -108,6 +114,18 @@ func parseFlags() (*config, error) {
 			}
 			cfg.cases = append(cfg.cases, c)
 		}
+	}
+	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16}, []mha.KVType{mha.Float32}
+	if *kvs != "" {
+		cfg.kvDec = nil
+		for _, name := range strings.Split(*kvs, ",") {
+			t, ok := map[string]mha.KVType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16}[strings.TrimSpace(name)]
+			if !ok {
+				return nil, fmt.Errorf("-kv: %q is not f32, f16 or bf16", name)
+			}
+			cfg.kvDec = append(cfg.kvDec, t)
+		}
+		cfg.kvPre = cfg.kvDec
 	}
 	for _, name := range strings.Split(*layouts, ",") {
 		switch strings.TrimSpace(name) {
@@ -196,7 +214,7 @@ func run(cfg *config) error {
 		}
 		for _, c := range cfg.rows() {
 			for _, th := range cfg.threads {
-				progress(fmt.Sprintf("%s %s %s %s threads=%d", ks.Name, c, maskName(c.Causal), layoutName(c.Layout), th))
+				progress(fmt.Sprintf("%s %s %s %s %v threads=%d", ks.Name, c, maskName(c.Causal), layoutName(c.Layout), c.KV, th))
 				row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
 				if err != nil {
 					return err
@@ -233,15 +251,19 @@ func (cfg *config) rows() []Case {
 	var rows []Case
 	for _, c := range cfg.cases {
 		if !c.Decode() {
-			for _, causal := range []bool{false, true} {
-				c.Causal = causal
-				rows = append(rows, c)
+			for _, kv := range cfg.kvPre {
+				for _, causal := range []bool{false, true} {
+					c.Causal, c.KV = causal, kv
+					rows = append(rows, c)
+				}
 			}
 			continue
 		}
 		for _, l := range cfg.layouts {
-			c.Layout = l
-			rows = append(rows, c)
+			for _, kv := range cfg.kvDec {
+				c.Layout, c.KV = l, kv
+				rows = append(rows, c)
+			}
 		}
 	}
 	return rows
@@ -259,16 +281,24 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
 	o := make([]float32, c.B*c.Lq*c.H*c.D)
 	opts := &mha.Options{Causal: c.Causal, Threads: threads}
+	call := func() error { return e.Attention(o, q, k, v, c.Shape(), opts) }
+	if c.KV != mha.Float32 {
+		k16, v16 := make([]uint16, len(k)), make([]uint16, len(v))
+		if err := errors.Join(mha.Narrow16(k16, k, c.KV), mha.Narrow16(v16, v, c.KV)); err != nil {
+			return Row{}, err
+		}
+		call = func() error { return e.Attention16(o, q, k16, v16, c.KV, c.Shape(), opts) }
+	}
 	var d time.Duration
 	var err error
 	_, peak := Around(ks, threads, func() float64 {
-		d, err = Median(func() error { return e.Attention(o, q, k, v, c.Shape(), opts) }, cfg.minTime)
+		d, err = Median(call, cfg.minTime)
 		return 0
 	})
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: maskName(c.Causal), Layout: layoutName(c.Layout), Threads: threads,
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: maskName(c.Causal), Layout: layoutName(c.Layout), KV: c.KV.String(), Threads: threads,
 		MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
@@ -280,6 +310,7 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 			bw = m.BWN
 		}
 		r.PctBW = 100 * r.GBs / bw
+		r.TokPerS = float64(c.B) / d.Seconds()
 	}
 	if !cfg.noBase {
 		key := fmt.Sprintf("%v/%s/%s/%d", c, maskName(c.Causal), layoutName(c.Layout), threads)
@@ -319,7 +350,7 @@ func measureLayer(cfg *config, e *mha.Engine, ks *kernels.Set, lc LayerCase, thr
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", Threads: threads,
+	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", KV: "f32", Threads: threads,
 		MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
@@ -364,12 +395,12 @@ func (p *printer) row(r Row) {
 	}
 	if !p.head {
 		p.head = true
-		fmt.Printf("%-7s %-44s %-6s %-4s %3s %10s %8s %6s %7s %5s %10s %7s\n",
-			"isa", "shape", "mask", "lay", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "gonum", "speedup")
+		fmt.Printf("%-7s %-42s %-6s %-4s %-4s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
+			"isa", "shape", "mask", "lay", "kv", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
 	}
-	gbs, bw, base, speed := "", "", "", ""
+	gbs, bw, tok, base, speed := "", "", "", "", ""
 	if r.GBs > 0 {
-		gbs, bw = fmt.Sprintf("%7.1f", r.GBs), fmt.Sprintf("%5.0f", r.PctBW)
+		gbs, bw, tok = fmt.Sprintf("%7.1f", r.GBs), fmt.Sprintf("%5.0f", r.PctBW), fmt.Sprintf("%8.0f", r.TokPerS)
 	}
 	if r.BaselineMs > 0 {
 		base, speed = fmt.Sprintf("%8.2fms", r.BaselineMs), fmt.Sprintf("%6.1fx", r.Speedup)
@@ -378,8 +409,8 @@ func (p *printer) row(r Row) {
 	if r.PctPeak > 0 {
 		peak = fmt.Sprintf("%6.1f", r.PctPeak)
 	}
-	fmt.Printf("%-7s %-44s %-6s %-4s %3d %8.3fms %8.1f %s %7s %5s %10s %7s\n",
-		r.ISA, r.Shape, r.Mask, r.Layout, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, base, speed)
+	fmt.Printf("%-7s %-42s %-6s %-4s %-4s %3d %8.3fms %8.1f %s %7s %5s %8s %10s %7s\n",
+		r.ISA, r.Shape, r.Mask, r.Layout, r.KV, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, tok, base, speed)
 }
 
 func (p *printer) note(s string) {

@@ -71,7 +71,7 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			for _, rows := range []int{1, 4, 16} {
 				for _, c := range []struct {
-					name       string
+					name        string
 					keys, heads int
 				}{{"L1", 64, 1}, {"mem", 1 << 17, 1}, {"mem-strided", 1 << 14, 8}} {
 					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
