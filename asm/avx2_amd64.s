@@ -3020,8 +3020,7 @@ scoresfalsefold:
 	JMP          row
 
 pv:
-	MOVQ $0x00000000, CX
-	MOVQ CX, 104(SP)
+	MOVQ $0x00000000, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -3032,8 +3031,7 @@ group:
 
 grouprows:
 	MOVQ CX, 112(SP)
-	MOVQ $0x00000000, CX
-	MOVQ CX, 120(SP)
+	MOVQ $0x00000000, 120(SP)
 
 panel:
 	MOVQ vvec+72(FP), CX
@@ -5323,8 +5321,7 @@ scoresfalsefold:
 	JMP          row
 
 pv:
-	MOVQ $0x00000000, CX
-	MOVQ CX, 104(SP)
+	MOVQ $0x00000000, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -5335,8 +5332,7 @@ group:
 
 grouprows:
 	MOVQ CX, 112(SP)
-	MOVQ $0x00000000, CX
-	MOVQ CX, 120(SP)
+	MOVQ $0x00000000, 120(SP)
 
 panel:
 	MOVQ vvec+72(FP), CX
@@ -7670,8 +7666,7 @@ scoresfalsefold:
 	JMP          row
 
 pv:
-	MOVQ $0x00000000, CX
-	MOVQ CX, 104(SP)
+	MOVQ $0x00000000, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -7682,8 +7677,7 @@ group:
 
 grouprows:
 	MOVQ CX, 112(SP)
-	MOVQ $0x00000000, CX
-	MOVQ CX, 120(SP)
+	MOVQ $0x00000000, 120(SP)
 
 panel:
 	MOVQ vvec+72(FP), CX

@@ -5195,8 +5195,7 @@ scoresfalsefold:
 	JMP          row
 
 pv:
-	MOVQ $0x00000000, CX
-	MOVQ CX, 104(SP)
+	MOVQ $0x00000000, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -5207,8 +5206,7 @@ group:
 
 grouprows:
 	MOVQ CX, 112(SP)
-	MOVQ $0x00000000, CX
-	MOVQ CX, 120(SP)
+	MOVQ $0x00000000, 120(SP)
 
 panel:
 	MOVQ vvec+72(FP), CX
@@ -9908,8 +9906,7 @@ scoresfalsefold:
 	JMP          row
 
 pv:
-	MOVQ $0x00000000, CX
-	MOVQ CX, 104(SP)
+	MOVQ $0x00000000, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -9920,8 +9917,7 @@ group:
 
 grouprows:
 	MOVQ CX, 112(SP)
-	MOVQ $0x00000000, CX
-	MOVQ CX, 120(SP)
+	MOVQ $0x00000000, 120(SP)
 
 panel:
 	MOVQ vvec+72(FP), CX
@@ -14709,8 +14705,7 @@ scoresfalsefold:
 	JMP          row
 
 pv:
-	MOVQ $0x00000000, CX
-	MOVQ CX, 104(SP)
+	MOVQ $0x00000000, 104(SP)
 
 group:
 	MOVQ rows+8(FP), CX
@@ -14721,8 +14716,7 @@ group:
 
 grouprows:
 	MOVQ CX, 112(SP)
-	MOVQ $0x00000000, CX
-	MOVQ CX, 120(SP)
+	MOVQ $0x00000000, 120(SP)
 
 panel:
 	MOVQ vvec+72(FP), CX

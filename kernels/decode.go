@@ -70,16 +70,9 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 // Widen writes src, elements of type t (float16 or bfloat16), as float32
 // to dst[:len(src)], exactly (fallback.Widen).
 func (ks *Set) Widen(dst []float32, src []uint16, t KVType) {
-	check("Widen", "dst", len(dst), len(src))
-	if t == fallback.KVFloat32 {
-		panic("kernels: Widen: float32 is not a 16-bit type")
-	}
-	n := 0
-	if ks.widen != nil {
-		n = len(src) / ks.Lanes * ks.Lanes
-		if n > 0 {
-			ks.widen(dst[:n], src[:n], t)
-		}
+	n := ks.convertable("Widen", len(dst), len(src), t, ks.widen != nil)
+	if n > 0 {
+		ks.widen(dst[:n], src[:n], t)
 	}
 	fallback.Widen(dst[n:], src[n:], t)
 }
@@ -87,16 +80,23 @@ func (ks *Set) Widen(dst []float32, src []uint16, t KVType) {
 // Narrow rounds src to elements of type t (float16 or bfloat16) in
 // dst[:len(src)], to nearest, ties to even (fallback.Narrow).
 func (ks *Set) Narrow(dst []uint16, src []float32, t KVType) {
-	check("Narrow", "dst", len(dst), len(src))
-	if t == fallback.KVFloat32 {
-		panic("kernels: Narrow: float32 is not a 16-bit type")
-	}
-	n := 0
-	if ks.narrow != nil {
-		n = len(src) / ks.Lanes * ks.Lanes
-		if n > 0 {
-			ks.narrow(dst[:n], src[:n], t)
-		}
+	n := ks.convertable("Narrow", len(dst), len(src), t, ks.narrow != nil)
+	if n > 0 {
+		ks.narrow(dst[:n], src[:n], t)
 	}
 	fallback.Narrow(dst[n:], src[n:], t)
+}
+
+// convertable checks a conversion's contract and returns how many leading
+// elements the set's kernel converts (whole vectors, if it has one; the
+// Go code does the rest).
+func (ks *Set) convertable(kernel string, dst, src int, t KVType, vectorized bool) int {
+	check(kernel, "dst", dst, src)
+	if t != fallback.KVFloat16 && t != fallback.KVBFloat16 {
+		panic(fmt.Sprintf("kernels: %s: %v is not a 16-bit type", kernel, t))
+	}
+	if !vectorized {
+		return 0
+	}
+	return src / ks.Lanes * ks.Lanes
 }

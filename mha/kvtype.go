@@ -31,9 +31,15 @@ func (t KVType) String() string { return fallback.KVType(t).String() }
 // is16 reports whether t is a 16-bit type.
 func (t KVType) is16() bool { return t == Float16 || t == BFloat16 }
 
-// convertSet is the kernel set of the conversion helpers: the best this
-// CPU runs (FASTATTN_ISA applies).
-func convertSet() (*kernels.Set, error) {
+// convertSet checks a conversion helper's arguments and returns the
+// kernel set it runs on: the best this CPU runs (FASTATTN_ISA applies).
+func convertSet(name string, t KVType, dst, src int) (*kernels.Set, error) {
+	if !t.is16() {
+		return nil, fmt.Errorf("%w: %s: %v is not Float16 or BFloat16", ErrOption, name, t)
+	}
+	if dst < src {
+		return nil, fmt.Errorf("%w: %s: dst has %d elements, src %d", ErrBuffer, name, dst, src)
+	}
 	return kernels.Best()
 }
 
@@ -43,13 +49,7 @@ func convertSet() (*kernels.Set, error) {
 // kept, quiet bit set). dst must hold len(src) values (ErrBuffer), and t
 // be a 16-bit type (ErrOption).
 func Narrow16(dst []uint16, src []float32, t KVType) error {
-	if !t.is16() {
-		return fmt.Errorf("%w: Narrow16 to %v: not Float16 or BFloat16", ErrOption, t)
-	}
-	if len(dst) < len(src) {
-		return fmt.Errorf("%w: Narrow16: dst has %d elements, src %d", ErrBuffer, len(dst), len(src))
-	}
-	ks, err := convertSet()
+	ks, err := convertSet("Narrow16", t, len(dst), len(src))
 	if err != nil {
 		return err
 	}
@@ -62,13 +62,7 @@ func Narrow16(dst []uint16, src []float32, t KVType) error {
 // set), vectorized. dst must hold len(src) values (ErrBuffer), and t be a
 // 16-bit type (ErrOption).
 func Widen16(dst []float32, src []uint16, t KVType) error {
-	if !t.is16() {
-		return fmt.Errorf("%w: Widen16 from %v: not Float16 or BFloat16", ErrOption, t)
-	}
-	if len(dst) < len(src) {
-		return fmt.Errorf("%w: Widen16: dst has %d elements, src %d", ErrBuffer, len(dst), len(src))
-	}
-	ks, err := convertSet()
+	ks, err := convertSet("Widen16", t, len(dst), len(src))
 	if err != nil {
 		return err
 	}

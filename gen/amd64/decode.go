@@ -519,14 +519,12 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 }
 
 // decodePV emits the PV update of the block: for each group of rows and
-// each panel of up to 4 vectors of dv, O = alpha·O + Σ_c p[c]·V[c], over
+// each panel of vectors of dv (pvTile), O = alpha·O + Σ_c p[c]·V[c], over
 // the keys from skip to T.
 func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	RP, vecs := g.pvTile()
 	T := g.x.lanes
-	z := g.GP64()
-	g.MOVQ(operand.U32(0), z)
-	g.MOVQ(z, lc.g0)
+	g.MOVQ(operand.U32(0), lc.g0)
 	g.Label("group")
 	rr := g.GP64()
 	g.MOVQ(g.arg("rows"), rr)
@@ -536,9 +534,7 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	g.MOVQ(operand.U32(uint64(RP)), rr)
 	g.Label("grouprows")
 	g.MOVQ(rr, lc.rr)
-	z = g.GP64()
-	g.MOVQ(operand.U32(0), z)
-	g.MOVQ(z, lc.vec)
+	g.MOVQ(operand.U32(0), lc.vec)
 	g.Label("panel")
 	left := g.GP64()
 	g.MOVQ(g.arg("vvec"), left)
