@@ -100,3 +100,27 @@ func (ks *Set) convertable(kernel string, dst, src int, t KVType, vectorized boo
 	}
 	return src / ks.Lanes * ks.Lanes
 }
+
+// WidenRows widens rows rows of n 16-bit elements of type t, at stride lds
+// in src, to float32 at stride ldd in dst: Widen per row, checked once
+// (one kernel call when the rows are contiguous in both).
+func (ks *Set) WidenRows(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	check("WidenRows", "dst", len(dst), span(rows, n, ldd))
+	check("WidenRows", "src", len(src), span(rows, n, lds))
+	if ldd == n && lds == n {
+		n, rows = rows*n, 1
+	}
+	nv := ks.convertable("WidenRows", n, n, t, ks.widen != nil)
+	for r := 0; r < rows; r++ {
+		d, s := dst[r*ldd:r*ldd+n], src[r*lds:r*lds+n]
+		if nv > 0 {
+			ks.widen(d[:nv], s[:nv], t)
+		}
+		if nv < n {
+			fallback.Widen(d[nv:], s[nv:], t)
+		}
+	}
+}

@@ -220,6 +220,29 @@ func TestConvert(t *testing.T) {
 					f1()
 					f2()
 				}
+				// WidenRows: 3 rows of n at strides n and n+5, against Widen.
+				for _, ld := range []int{n, n + 5} {
+					if n == 0 {
+						continue
+					}
+					h, f1 := guarded16(t, span(3, n, ld), true)
+					w, f2 := guarded(t, span(3, n, ld), true)
+					for i := range h {
+						h[i] = uint16(rng.Uint32())
+					}
+					ks.WidenRows(w, ld, h, ld, 3, n, typ)
+					row := make([]float32, n)
+					for r := 0; r < 3; r++ {
+						fallback.Widen(row, h[r*ld:r*ld+n], typ)
+						for j, x := range row {
+							if math.Float32bits(x) != math.Float32bits(w[r*ld+j]) {
+								t.Fatalf("%s WidenRows %v n=%d ld=%d: [%d][%d] = %v, want %v", ks, typ, n, ld, r, j, w[r*ld+j], x)
+							}
+						}
+					}
+					f1()
+					f2()
+				}
 			}
 		}
 	}

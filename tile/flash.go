@@ -207,9 +207,7 @@ func (ws *Workspace) block(ks *kernels.Set, p *Problem, it item, kb, nk int, val
 		dim, buf = p.ValueDim, &ws.vb
 	}
 	*buf = grow(*buf, nk*dim)
-	for c := 0; c < nk; c++ {
-		ks.Widen((*buf)[c*dim:(c+1)*dim], r.U16[c*r.Ld:c*r.Ld+dim], r.Type)
-	}
+	ks.WidenRows(*buf, dim, r.U16, r.Ld, nk, dim, r.Type)
 	return *buf, dim
 }
 
