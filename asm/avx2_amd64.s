@@ -2557,39 +2557,47 @@ TEXT ·DecodeF32AVX2(SB), NOSPLIT, $128-120
 	MOVQ R8, 40(SP)
 	SHLQ $0x02, DI
 	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x02, BX
+	MOVQ BX, 80(SP)
 	CMPQ DX, $0x08
 	JEQ  kwhole
 	DECQ CX
 
 kwhole:
 	MOVQ    CX, 32(SP)
-	LEAQ    -1(BX), CX
-	SHLQ    $0x03, CX
-	ADDQ    SI, CX
-	MOVQ    CX, BX
-	SHLQ    $0x02, BX
-	MOVQ    BX, 64(SP)
-	SHLQ    $0x02, CX
-	MOVQ    CX, 80(SP)
-	LEAQ    constsAVX2<>+928(SB), CX
-	MOVQ    $0x00000008, BX
-	SUBQ    DX, BX
-	VMOVDQU (CX)(BX*4), Y0
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
-	MOVQ    $0x00000008, BX
-	SUBQ    SI, BX
-	VMOVDQU (CX)(BX*4), Y0
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
-	MOVQ    $0x00000008, BX
-	SHRQ    $0x01, DX
-	SUBQ    DX, BX
-	VMOVDQU (CX)(BX*4), Y0
-	VMOVDQU Y0, 640(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
-	MOVQ    SI, BX
-	SHRQ    $0x01, BX
-	SUBQ    BX, DX
-	VMOVDQU (CX)(DX*4), Y0
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x01, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
 	MOVQ    k+32(FP), CX
 	MOVQ    v+48(FP), DX
@@ -2598,9 +2606,6 @@ kwhole:
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
 	MOVQ    (SP), CX
-	MOVQ    48(SP), DX
-	IMUL3Q  $0x00, DX, DX
-	ADDQ    DX, CX
 	MOVQ    $0x00000010, DX
 
 pfk0:
@@ -2615,9 +2620,6 @@ pfk0_line:
 	DECQ       DX
 	JNZ        pfk0
 	MOVQ       8(SP), CX
-	MOVQ       56(SP), DX
-	IMUL3Q     $0x00, DX, DX
-	ADDQ       DX, CX
 	MOVQ       $0x00000010, DX
 
 pfv0:
@@ -2657,7 +2659,8 @@ whole:
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
 	LEAQ    constsAVX2<>+928(SB), DX
-	VMOVDQU (DX)(CX*4), Y0
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
@@ -3170,8 +3173,7 @@ pv2x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3255,8 +3257,7 @@ pv2x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3337,8 +3338,7 @@ pv2x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3412,8 +3412,7 @@ pv2x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3484,8 +3483,7 @@ pv2x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3549,8 +3547,7 @@ pv2x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3611,8 +3608,7 @@ pv2x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3666,8 +3662,7 @@ pv2x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -3733,8 +3728,7 @@ pv1x8whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -3822,8 +3816,7 @@ pv1x8masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -3910,8 +3903,7 @@ pv1x7whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -3993,8 +3985,7 @@ pv1x7masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4075,8 +4066,7 @@ pv1x6whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4152,8 +4142,7 @@ pv1x6masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4228,8 +4217,7 @@ pv1x5whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4299,8 +4287,7 @@ pv1x5masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4369,8 +4356,7 @@ pv1x4whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4434,8 +4420,7 @@ pv1x4masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4498,8 +4483,7 @@ pv1x3whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4557,8 +4541,7 @@ pv1x3masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4615,8 +4598,7 @@ pv1x2whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4668,8 +4650,7 @@ pv1x2masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4720,8 +4701,7 @@ pv1x1whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4767,8 +4747,7 @@ pv1x1masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -4842,39 +4821,47 @@ TEXT ·DecodeF16AVX2(SB), NOSPLIT, $128-120
 	MOVQ R8, 40(SP)
 	SHLQ $0x01, DI
 	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x01, BX
+	MOVQ BX, 80(SP)
 	CMPQ DX, $0x08
 	JEQ  kwhole
 	DECQ CX
 
 kwhole:
 	MOVQ    CX, 32(SP)
-	LEAQ    -1(BX), CX
-	SHLQ    $0x03, CX
-	ADDQ    SI, CX
-	MOVQ    CX, BX
-	SHLQ    $0x02, BX
-	MOVQ    BX, 64(SP)
-	SHLQ    $0x01, CX
-	MOVQ    CX, 80(SP)
-	LEAQ    constsAVX2<>+928(SB), CX
-	MOVQ    $0x00000008, BX
-	SUBQ    DX, BX
-	VMOVDQU (CX)(BX*4), Y0
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
-	MOVQ    $0x00000008, BX
-	SUBQ    SI, BX
-	VMOVDQU (CX)(BX*4), Y0
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
-	MOVQ    $0x00000008, BX
-	SHRQ    $0x01, DX
-	SUBQ    DX, BX
-	VMOVDQU (CX)(BX*4), Y0
-	VMOVDQU Y0, 640(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
-	MOVQ    SI, BX
-	SHRQ    $0x01, BX
-	SUBQ    BX, DX
-	VMOVDQU (CX)(DX*4), Y0
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x01, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
 	MOVQ    k+32(FP), CX
 	MOVQ    v+48(FP), DX
@@ -4883,9 +4870,6 @@ kwhole:
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
 	MOVQ    (SP), CX
-	MOVQ    48(SP), DX
-	IMUL3Q  $0x00, DX, DX
-	ADDQ    DX, CX
 	MOVQ    $0x00000010, DX
 
 pfk0:
@@ -4900,9 +4884,6 @@ pfk0_line:
 	DECQ       DX
 	JNZ        pfk0
 	MOVQ       8(SP), CX
-	MOVQ       56(SP), DX
-	IMUL3Q     $0x00, DX, DX
-	ADDQ       DX, CX
 	MOVQ       $0x00000010, DX
 
 pfv0:
@@ -4942,7 +4923,8 @@ whole:
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
 	LEAQ    constsAVX2<>+928(SB), DX
-	VMOVDQU (DX)(CX*4), Y0
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
@@ -5471,8 +5453,7 @@ pv2x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5556,8 +5537,7 @@ pv2x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5639,8 +5619,7 @@ pv2x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5714,8 +5693,7 @@ pv2x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5787,8 +5765,7 @@ pv2x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5852,8 +5829,7 @@ pv2x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5915,8 +5891,7 @@ pv2x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -5970,8 +5945,7 @@ pv2x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -6038,8 +6012,7 @@ pv1x8whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6127,8 +6100,7 @@ pv1x8masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6216,8 +6188,7 @@ pv1x7whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6299,8 +6270,7 @@ pv1x7masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6382,8 +6352,7 @@ pv1x6whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6459,8 +6428,7 @@ pv1x6masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6536,8 +6504,7 @@ pv1x5whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6607,8 +6574,7 @@ pv1x5masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6678,8 +6644,7 @@ pv1x4whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6743,8 +6708,7 @@ pv1x4masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6808,8 +6772,7 @@ pv1x3whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6867,8 +6830,7 @@ pv1x3masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6926,8 +6888,7 @@ pv1x2whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -6979,8 +6940,7 @@ pv1x2masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -7032,8 +6992,7 @@ pv1x1whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -7079,8 +7038,7 @@ pv1x1masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -7155,39 +7113,47 @@ TEXT ·DecodeBF16AVX2(SB), NOSPLIT, $128-120
 	MOVQ R8, 40(SP)
 	SHLQ $0x01, DI
 	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x01, BX
+	MOVQ BX, 80(SP)
 	CMPQ DX, $0x08
 	JEQ  kwhole
 	DECQ CX
 
 kwhole:
 	MOVQ    CX, 32(SP)
-	LEAQ    -1(BX), CX
-	SHLQ    $0x03, CX
-	ADDQ    SI, CX
-	MOVQ    CX, BX
-	SHLQ    $0x02, BX
-	MOVQ    BX, 64(SP)
-	SHLQ    $0x01, CX
-	MOVQ    CX, 80(SP)
-	LEAQ    constsAVX2<>+928(SB), CX
-	MOVQ    $0x00000008, BX
-	SUBQ    DX, BX
-	VMOVDQU (CX)(BX*4), Y0
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
-	MOVQ    $0x00000008, BX
-	SUBQ    SI, BX
-	VMOVDQU (CX)(BX*4), Y0
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
-	MOVQ    $0x00000008, BX
-	SHRQ    $0x01, DX
-	SUBQ    DX, BX
-	VMOVDQU (CX)(BX*4), Y0
-	VMOVDQU Y0, 640(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
-	MOVQ    SI, BX
-	SHRQ    $0x01, BX
-	SUBQ    BX, DX
-	VMOVDQU (CX)(DX*4), Y0
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x01, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
 	MOVQ    k+32(FP), CX
 	MOVQ    v+48(FP), DX
@@ -7196,9 +7162,6 @@ kwhole:
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
 	MOVQ    (SP), CX
-	MOVQ    48(SP), DX
-	IMUL3Q  $0x00, DX, DX
-	ADDQ    DX, CX
 	MOVQ    $0x00000010, DX
 
 pfk0:
@@ -7213,9 +7176,6 @@ pfk0_line:
 	DECQ       DX
 	JNZ        pfk0
 	MOVQ       8(SP), CX
-	MOVQ       56(SP), DX
-	IMUL3Q     $0x00, DX, DX
-	ADDQ       DX, CX
 	MOVQ       $0x00000010, DX
 
 pfv0:
@@ -7255,7 +7215,8 @@ whole:
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
 	LEAQ    constsAVX2<>+928(SB), DX
-	VMOVDQU (DX)(CX*4), Y0
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
@@ -7816,8 +7777,7 @@ pv2x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -7905,8 +7865,7 @@ pv2x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -7992,8 +7951,7 @@ pv2x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -8070,8 +8028,7 @@ pv2x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -8146,8 +8103,7 @@ pv2x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -8213,8 +8169,7 @@ pv2x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -8278,8 +8233,7 @@ pv2x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -8334,8 +8288,7 @@ pv2x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x03, BX
@@ -8403,8 +8356,7 @@ pv1x8whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -8500,8 +8452,7 @@ pv1x8masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -8597,8 +8548,7 @@ pv1x7whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -8687,8 +8637,7 @@ pv1x7masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -8777,8 +8726,7 @@ pv1x6whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -8860,8 +8808,7 @@ pv1x6masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -8943,8 +8890,7 @@ pv1x5whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9019,8 +8965,7 @@ pv1x5masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9095,8 +9040,7 @@ pv1x4whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9164,8 +9108,7 @@ pv1x4masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9233,8 +9176,7 @@ pv1x3whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9295,8 +9237,7 @@ pv1x3masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9357,8 +9298,7 @@ pv1x2whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9412,8 +9352,7 @@ pv1x2masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9467,8 +9406,7 @@ pv1x1whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX
@@ -9515,8 +9453,7 @@ pv1x1masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x04, BX
 	ADDQ         BX, SI
 	SHLQ         $0x03, DX
 	ADDQ         R8, DX

@@ -4640,34 +4640,32 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $128-120
 	MOVQ R8, 40(SP)
 	SHLQ $0x02, DI
 	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x04, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x02, BX
+	MOVQ BX, 80(SP)
 	CMPQ DX, $0x10
 	JEQ  kwhole
 	DECQ CX
 
 kwhole:
-	MOVQ   CX, 32(SP)
-	LEAQ   -1(BX), CX
-	SHLQ   $0x04, CX
-	ADDQ   SI, CX
-	MOVQ   CX, BX
-	SHLQ   $0x02, BX
-	MOVQ   BX, 64(SP)
-	SHLQ   $0x02, CX
-	MOVQ   CX, 80(SP)
-	LEAQ   constsAVX512<>+1856(SB), CX
-	KMOVW  (CX)(DX*2), K1
-	KMOVW  (CX)(SI*2), K2
-	MOVQ   k+32(FP), CX
-	MOVQ   v+48(FP), DX
-	MOVQ   nk+64(FP), BX
-	MOVQ   CX, (SP)
-	MOVQ   DX, 8(SP)
-	MOVQ   BX, 16(SP)
-	MOVQ   (SP), CX
-	MOVQ   48(SP), DX
-	IMUL3Q $0x00, DX, DX
-	ADDQ   DX, CX
-	MOVQ   $0x00000020, DX
+	MOVQ  CX, 32(SP)
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(DX*2), K1
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(SI*2), K2
+	MOVQ  k+32(FP), CX
+	MOVQ  v+48(FP), DX
+	MOVQ  nk+64(FP), BX
+	MOVQ  CX, (SP)
+	MOVQ  DX, 8(SP)
+	MOVQ  BX, 16(SP)
+	MOVQ  (SP), CX
+	MOVQ  $0x00000020, DX
 
 pfk0:
 	MOVQ $0x00000000, BX
@@ -4681,9 +4679,6 @@ pfk0_line:
 	DECQ       DX
 	JNZ        pfk0
 	MOVQ       8(SP), CX
-	MOVQ       56(SP), DX
-	IMUL3Q     $0x00, DX, DX
-	ADDQ       DX, CX
 	MOVQ       $0x00000020, DX
 
 pfv0:
@@ -5462,8 +5457,7 @@ pv4x4whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -5582,8 +5576,7 @@ pv4x4masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -5694,8 +5687,7 @@ pv4x3whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -5796,8 +5788,7 @@ pv4x3masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -5890,8 +5881,7 @@ pv4x2whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -5974,8 +5964,7 @@ pv4x2masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6050,8 +6039,7 @@ pv4x1whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6116,8 +6104,7 @@ pv4x1masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6196,8 +6183,7 @@ pv3x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6297,8 +6283,7 @@ pv3x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6392,8 +6377,7 @@ pv3x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6479,8 +6463,7 @@ pv3x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6560,8 +6543,7 @@ pv3x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6633,8 +6615,7 @@ pv3x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6700,8 +6681,7 @@ pv3x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6759,8 +6739,7 @@ pv3x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6843,8 +6822,7 @@ pv2x8whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -6966,8 +6944,7 @@ pv2x8masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7085,8 +7062,7 @@ pv2x7whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7198,8 +7174,7 @@ pv2x7masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7307,8 +7282,7 @@ pv2x6whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7410,8 +7384,7 @@ pv2x6masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7509,8 +7482,7 @@ pv2x5whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7602,8 +7574,7 @@ pv2x5masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7691,8 +7662,7 @@ pv2x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7774,8 +7744,7 @@ pv2x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7853,8 +7822,7 @@ pv2x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7926,8 +7894,7 @@ pv2x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -7995,8 +7962,7 @@ pv2x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -8058,8 +8024,7 @@ pv2x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -8117,8 +8082,7 @@ pv2x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -8170,8 +8134,7 @@ pv2x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -8234,8 +8197,7 @@ pv1x8whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8322,8 +8284,7 @@ pv1x8masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8408,8 +8369,7 @@ pv1x7whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8490,8 +8450,7 @@ pv1x7masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8570,8 +8529,7 @@ pv1x6whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8646,8 +8604,7 @@ pv1x6masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8720,8 +8677,7 @@ pv1x5whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8790,8 +8746,7 @@ pv1x5masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8858,8 +8813,7 @@ pv1x4whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8922,8 +8876,7 @@ pv1x4masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -8984,8 +8937,7 @@ pv1x3whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -9042,8 +8994,7 @@ pv1x3masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -9098,8 +9049,7 @@ pv1x2whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -9150,8 +9100,7 @@ pv1x2masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -9200,8 +9149,7 @@ pv1x1whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -9246,8 +9194,7 @@ pv1x1masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x02, BX
+	SHLQ         $0x06, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -9319,34 +9266,32 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $128-120
 	MOVQ R8, 40(SP)
 	SHLQ $0x01, DI
 	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x04, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x01, BX
+	MOVQ BX, 80(SP)
 	CMPQ DX, $0x10
 	JEQ  kwhole
 	DECQ CX
 
 kwhole:
-	MOVQ   CX, 32(SP)
-	LEAQ   -1(BX), CX
-	SHLQ   $0x04, CX
-	ADDQ   SI, CX
-	MOVQ   CX, BX
-	SHLQ   $0x02, BX
-	MOVQ   BX, 64(SP)
-	SHLQ   $0x01, CX
-	MOVQ   CX, 80(SP)
-	LEAQ   constsAVX512<>+1856(SB), CX
-	KMOVW  (CX)(DX*2), K1
-	KMOVW  (CX)(SI*2), K2
-	MOVQ   k+32(FP), CX
-	MOVQ   v+48(FP), DX
-	MOVQ   nk+64(FP), BX
-	MOVQ   CX, (SP)
-	MOVQ   DX, 8(SP)
-	MOVQ   BX, 16(SP)
-	MOVQ   (SP), CX
-	MOVQ   48(SP), DX
-	IMUL3Q $0x00, DX, DX
-	ADDQ   DX, CX
-	MOVQ   $0x00000020, DX
+	MOVQ  CX, 32(SP)
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(DX*2), K1
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(SI*2), K2
+	MOVQ  k+32(FP), CX
+	MOVQ  v+48(FP), DX
+	MOVQ  nk+64(FP), BX
+	MOVQ  CX, (SP)
+	MOVQ  DX, 8(SP)
+	MOVQ  BX, 16(SP)
+	MOVQ  (SP), CX
+	MOVQ  $0x00000020, DX
 
 pfk0:
 	MOVQ $0x00000000, BX
@@ -9360,9 +9305,6 @@ pfk0_line:
 	DECQ       DX
 	JNZ        pfk0
 	MOVQ       8(SP), CX
-	MOVQ       56(SP), DX
-	IMUL3Q     $0x00, DX, DX
-	ADDQ       DX, CX
 	MOVQ       $0x00000020, DX
 
 pfv0:
@@ -10173,8 +10115,7 @@ pv4x4whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10293,8 +10234,7 @@ pv4x4masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10406,8 +10346,7 @@ pv4x3whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10508,8 +10447,7 @@ pv4x3masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10603,8 +10541,7 @@ pv4x2whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10687,8 +10624,7 @@ pv4x2masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10764,8 +10700,7 @@ pv4x1whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10830,8 +10765,7 @@ pv4x1masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -10911,8 +10845,7 @@ pv3x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11012,8 +10945,7 @@ pv3x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11108,8 +11040,7 @@ pv3x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11195,8 +11126,7 @@ pv3x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11277,8 +11207,7 @@ pv3x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11350,8 +11279,7 @@ pv3x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11418,8 +11346,7 @@ pv3x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11477,8 +11404,7 @@ pv3x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11562,8 +11488,7 @@ pv2x8whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11685,8 +11610,7 @@ pv2x8masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11805,8 +11729,7 @@ pv2x7whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -11918,8 +11841,7 @@ pv2x7masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12028,8 +11950,7 @@ pv2x6whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12131,8 +12052,7 @@ pv2x6masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12231,8 +12151,7 @@ pv2x5whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12324,8 +12243,7 @@ pv2x5masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12414,8 +12332,7 @@ pv2x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12497,8 +12414,7 @@ pv2x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12577,8 +12493,7 @@ pv2x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12650,8 +12565,7 @@ pv2x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12720,8 +12634,7 @@ pv2x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12783,8 +12696,7 @@ pv2x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12843,8 +12755,7 @@ pv2x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12896,8 +12807,7 @@ pv2x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -12961,8 +12871,7 @@ pv1x8whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13049,8 +12958,7 @@ pv1x8masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13136,8 +13044,7 @@ pv1x7whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13218,8 +13125,7 @@ pv1x7masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13299,8 +13205,7 @@ pv1x6whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13375,8 +13280,7 @@ pv1x6masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13450,8 +13354,7 @@ pv1x5whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13520,8 +13423,7 @@ pv1x5masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13589,8 +13491,7 @@ pv1x4whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13653,8 +13554,7 @@ pv1x4masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13716,8 +13616,7 @@ pv1x3whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13774,8 +13673,7 @@ pv1x3masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13831,8 +13729,7 @@ pv1x2whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13883,8 +13780,7 @@ pv1x2masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13934,8 +13830,7 @@ pv1x1whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -13980,8 +13875,7 @@ pv1x1masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -14054,34 +13948,32 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $128-120
 	MOVQ R8, 40(SP)
 	SHLQ $0x01, DI
 	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x04, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x01, BX
+	MOVQ BX, 80(SP)
 	CMPQ DX, $0x10
 	JEQ  kwhole
 	DECQ CX
 
 kwhole:
-	MOVQ   CX, 32(SP)
-	LEAQ   -1(BX), CX
-	SHLQ   $0x04, CX
-	ADDQ   SI, CX
-	MOVQ   CX, BX
-	SHLQ   $0x02, BX
-	MOVQ   BX, 64(SP)
-	SHLQ   $0x01, CX
-	MOVQ   CX, 80(SP)
-	LEAQ   constsAVX512<>+1856(SB), CX
-	KMOVW  (CX)(DX*2), K1
-	KMOVW  (CX)(SI*2), K2
-	MOVQ   k+32(FP), CX
-	MOVQ   v+48(FP), DX
-	MOVQ   nk+64(FP), BX
-	MOVQ   CX, (SP)
-	MOVQ   DX, 8(SP)
-	MOVQ   BX, 16(SP)
-	MOVQ   (SP), CX
-	MOVQ   48(SP), DX
-	IMUL3Q $0x00, DX, DX
-	ADDQ   DX, CX
-	MOVQ   $0x00000020, DX
+	MOVQ  CX, 32(SP)
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(DX*2), K1
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(SI*2), K2
+	MOVQ  k+32(FP), CX
+	MOVQ  v+48(FP), DX
+	MOVQ  nk+64(FP), BX
+	MOVQ  CX, (SP)
+	MOVQ  DX, 8(SP)
+	MOVQ  BX, 16(SP)
+	MOVQ  (SP), CX
+	MOVQ  $0x00000020, DX
 
 pfk0:
 	MOVQ $0x00000000, BX
@@ -14095,9 +13987,6 @@ pfk0_line:
 	DECQ       DX
 	JNZ        pfk0
 	MOVQ       8(SP), CX
-	MOVQ       56(SP), DX
-	IMUL3Q     $0x00, DX, DX
-	ADDQ       DX, CX
 	MOVQ       $0x00000020, DX
 
 pfv0:
@@ -14972,8 +14861,7 @@ pv4x4whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15096,8 +14984,7 @@ pv4x4masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15213,8 +15100,7 @@ pv4x3whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15318,8 +15204,7 @@ pv4x3masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15416,8 +15301,7 @@ pv4x2whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15502,8 +15386,7 @@ pv4x2masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15581,8 +15464,7 @@ pv4x1whole:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15648,8 +15530,7 @@ pv4x1masked:
 	IMULQ        R9, BX
 	ADDQ         BX, R8
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, R8
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15730,8 +15611,7 @@ pv3x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15835,8 +15715,7 @@ pv3x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -15935,8 +15814,7 @@ pv3x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16025,8 +15903,7 @@ pv3x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16110,8 +15987,7 @@ pv3x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16185,8 +16061,7 @@ pv3x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16255,8 +16130,7 @@ pv3x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16315,8 +16189,7 @@ pv3x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16401,8 +16274,7 @@ pv2x8whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16532,8 +16404,7 @@ pv2x8masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16660,8 +16531,7 @@ pv2x7whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16780,8 +16650,7 @@ pv2x7masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -16897,8 +16766,7 @@ pv2x6whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17006,8 +16874,7 @@ pv2x6masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17112,8 +16979,7 @@ pv2x5whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17210,8 +17076,7 @@ pv2x5masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17305,8 +17170,7 @@ pv2x4whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17392,8 +17256,7 @@ pv2x4masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17476,8 +17339,7 @@ pv2x3whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17552,8 +17414,7 @@ pv2x3masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17625,8 +17486,7 @@ pv2x2whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17690,8 +17550,7 @@ pv2x2masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17752,8 +17611,7 @@ pv2x1whole:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17806,8 +17664,7 @@ pv2x1masked:
 	IMULQ        R8, BX
 	ADDQ         BX, DI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, DI
 	MOVQ         SI, BX
 	SHLQ         $0x04, BX
@@ -17872,8 +17729,7 @@ pv1x8whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -17968,8 +17824,7 @@ pv1x8masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18063,8 +17918,7 @@ pv1x7whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18152,8 +18006,7 @@ pv1x7masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18240,8 +18093,7 @@ pv1x6whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18322,8 +18174,7 @@ pv1x6masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18403,8 +18254,7 @@ pv1x5whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18478,8 +18328,7 @@ pv1x5masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18552,8 +18401,7 @@ pv1x4whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18620,8 +18468,7 @@ pv1x4masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18687,8 +18534,7 @@ pv1x3whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18748,8 +18594,7 @@ pv1x3masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18808,8 +18653,7 @@ pv1x2whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18862,8 +18706,7 @@ pv1x2masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18915,8 +18758,7 @@ pv1x1whole:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX
@@ -18962,8 +18804,7 @@ pv1x1masked:
 	IMULQ        DI, BX
 	ADDQ         BX, SI
 	MOVQ         120(SP), BX
-	SHLQ         $0x04, BX
-	SHLQ         $0x01, BX
+	SHLQ         $0x05, BX
 	ADDQ         BX, SI
 	SHLQ         $0x04, DX
 	ADDQ         R8, DX

@@ -16,6 +16,7 @@ const (
 
 func (e elem) name() string   { return [...]string{"F32", "F16", "BF16"}[e] }
 func (e elem) bytes() int     { return [...]int{4, 2, 2}[e] }
+func (e elem) log() uint8     { return [...]uint8{2, 1, 1}[e] } // log2 of bytes
 func (e elem) goType() string { return [...]string{"*float32", "*uint16", "*uint16"}[e] }
 
 // widen loads one vector of lanes elements of type e from m into dst as
@@ -34,11 +35,12 @@ func (g *gen) widen(e elem, m operand.Op, dst reg.VecVirtual) {
 }
 
 // kvMask is the mask of a row's last vector of K or V (its first tail
-// lanes) in the form each storage type's masked load needs.
+// lanes) in the form each storage type's masked load needs: the float32
+// lanes (tailRegs; on AVX-512 the same opmask masks 16-bit words) and, on
+// AVX2, an xmm of tail/2 all-ones dwords for 16-bit rows.
 type kvMask struct {
-	k     reg.OpmaskVirtual // AVX-512: lanes (float32) or words (16-bit)
-	lanes operand.Mem       // AVX2: a ymm of all-ones lanes, for VMASKMOVPS
-	pairs operand.Mem       // AVX2, 16-bit: an xmm of tail/2 all-ones dwords
+	tailRegs
+	pairs operand.Mem
 }
 
 // loadKV loads vector j of a row of type e at m into dst as float32,
@@ -50,14 +52,11 @@ func (g *gen) loadKV(e elem, mk kvMask, m operand.Mem, masked bool, dst reg.VecV
 	switch {
 	case !masked:
 		g.widen(e, m, dst)
-	case e == f32 && g.x.avx512():
-		g.VMOVUPS_Z(m, mk.k, dst)
 	case e == f32:
-		g.VMOVDQU(mk.lanes, dst)
-		g.VMASKMOVPS(m, dst, dst)
+		g.loadVec(mk.tailRegs, m, 0, 1, true, dst)
 	case g.x.avx512():
 		t := g.ZMM()
-		g.VMOVDQU16_Z(m, mk.k, t)
+		g.VMOVDQU16_Z(m, mk.kmask, t)
 		g.widen(e, t.AsY(), dst)
 	default:
 		t := g.XMM()

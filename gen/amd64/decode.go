@@ -16,13 +16,15 @@ import (
 //	        a tree of shuffles and adds folds them into one vector of T
 //	        scores (natural order: key c in lane c);
 //	softmax on that vector: horizontal max and sum by a butterfly;
-//	PV      a tile of rows × 4 vectors of O (AVX-512: 4 rows, AVX2: 2)
-//	        accumulates the T weights (broadcast) times the V rows.
+//	PV      a tile of rows × vectors of O (pvTile) accumulates the T
+//	        weights (broadcast) times the V rows.
 //
-// K and V rows decodeAhead blocks on are prefetched at each block's start
-// (rows a page or more apart defeat the hardware prefetchers). The last
-// partial block is moved back to end at nk and its first lanes masked, so
-// no row past nk is read (nk >= T is the caller's).
+// The first decodeAhead blocks are prefetched up front; then the K rows
+// decodeAhead blocks on are prefetched by row 0's score loop and the V rows
+// by the PV loop, a line per vector loaded (rows a page or more apart
+// defeat the hardware prefetchers). The last partial block is moved back
+// to end at nk and its first lanes masked, so no row past nk is read
+// (nk >= T is the caller's).
 
 // decodeAhead is how many blocks ahead Decode prefetches.
 const decodeAhead = 2
@@ -54,13 +56,13 @@ func (g *gen) pvTile() (rows int, vecs func(nr int) int) {
 // decodeLocals are Decode's values kept in its stack frame between
 // phases (GP registers are too few to hold them all).
 type decodeLocals struct {
-	kp, vp, rem, skip operand.Mem // current block's K and V rows; keys left; masked lanes
-	kfull, qstride    operand.Mem // unmasked K vectors; q row bytes
-	ldk, ldv, ldo     operand.Mem // strides in bytes
-	krow, vrow        operand.Mem // bytes of a K and a V row
-	row, qrow, g0, rr operand.Mem // score row, its q; PV row group and its rows
-	vec               operand.Mem // PV: first vector of the panel
-	kK, kV, kSkip     reg.OpmaskVirtual
+	kp, vp, rem, skip operand.Mem       // current block's K and V rows; keys left; masked lanes
+	kfull, qstride    operand.Mem       // unmasked K vectors; q row bytes
+	ldk, ldv, ldo     operand.Mem       // strides in bytes
+	krow, vrow        operand.Mem       // bytes of a K and a V row
+	row, qrow, g0, rr operand.Mem       // score row, its q; PV row group and its rows
+	vec               operand.Mem       // PV: first vector of the panel
+	kSkip             reg.OpmaskVirtual // AVX-512: the skipped lanes of the block
 }
 
 func (g *gen) decode(e elem) {
@@ -84,10 +86,7 @@ func (g *gen) decode(e elem) {
 		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec} {
 		*p = g.AllocLocal(8)
 	}
-	eshift := uint8(2)
-	if e != f32 {
-		eshift = 1
-	}
+	eshift := e.log()
 	store := func(r reg.GPVirtual, m operand.Mem) { g.MOVQ(r, m) }
 	load := func(m operand.Mem) reg.GPVirtual {
 		r := g.GP64()
@@ -104,18 +103,22 @@ func (g *gen) decode(e elem) {
 	store(ldv, lc.ldv)
 	kvec, ktail := g.param("kvec"), g.param("ktail")
 	vvec, vtail := g.param("vvec"), g.param("vtail")
-	// dk = (kvec-1)·lanes + ktail; kfull = kvec, less one when the last
-	// vector is partial.
-	dk := g.GP64()
-	g.LEAQ(operand.Mem{Base: kvec, Disp: -1}, dk)
-	g.SHLQ(operand.U8(g.lanesLog()), dk)
-	g.ADDQ(ktail, dk)
-	t := g.GP64()
-	g.MOVQ(dk, t)
-	g.SHLQ(operand.U8(2), t)
-	store(t, lc.qstride)
-	g.SHLQ(operand.U8(eshift), dk)
-	store(dk, lc.krow)
+	// A row of (vec-1)·lanes + tail elements: its bytes as float32 (a q or
+	// O row) and as e (a K or V row).
+	rowBytes := func(vec, tail reg.GPVirtual, f32Bytes, eBytes operand.Mem) {
+		n, t := g.GP64(), g.GP64()
+		g.LEAQ(operand.Mem{Base: vec, Disp: -1}, n)
+		g.SHLQ(operand.U8(g.lanesLog()), n)
+		g.ADDQ(tail, n)
+		g.MOVQ(n, t)
+		g.SHLQ(operand.U8(2), t)
+		store(t, f32Bytes)
+		g.SHLQ(operand.U8(eshift), n)
+		store(n, eBytes)
+	}
+	rowBytes(kvec, ktail, lc.qstride, lc.krow)
+	rowBytes(vvec, vtail, lc.ldo, lc.vrow)
+	// kfull = kvec, less one when the last vector is partial.
 	kfull := g.GP64()
 	g.MOVQ(kvec, kfull)
 	g.CMPQ(ktail, operand.Imm(uint64(T)))
@@ -123,55 +126,36 @@ func (g *gen) decode(e elem) {
 	g.DECQ(kfull)
 	g.Label("kwhole")
 	store(kfull, lc.kfull)
-	dv := g.GP64()
-	g.LEAQ(operand.Mem{Base: vvec, Disp: -1}, dv)
-	g.SHLQ(operand.U8(g.lanesLog()), dv)
-	g.ADDQ(vtail, dv)
-	t = g.GP64()
-	g.MOVQ(dv, t)
-	g.SHLQ(operand.U8(2), t)
-	store(t, lc.ldo)
-	g.SHLQ(operand.U8(eshift), dv)
-	store(dv, lc.vrow)
 	var mkK, mkV kvMask
-	table := g.maskTableBase()
 	if x.avx512() {
-		lc.kK, lc.kV = g.K(), g.K()
-		g.KMOVW(operand.Mem{Base: table, Index: ktail, Scale: 2}, lc.kK)
-		g.KMOVW(operand.Mem{Base: table, Index: vtail, Scale: 2}, lc.kV)
-		mkK, mkV = kvMask{k: lc.kK}, kvMask{k: lc.kV}
+		mkK.tailRegs, mkV.tailRegs = g.tailMask(ktail), g.tailMask(vtail)
 	} else {
-		// Copy the masks into the scratch: entry (8 - n) of the table has
-		// its first n lanes set.
-		copyMask := func(n reg.GPVirtual, half bool, off int) {
-			i := g.GP64()
-			g.MOVQ(operand.U32(8), i)
-			if half {
-				h := g.GP64()
-				g.MOVQ(n, h)
-				g.SHRQ(operand.U8(1), h)
-				g.SUBQ(h, i)
-			} else {
-				g.SUBQ(n, i)
-			}
+		// The masks (tailMask's table entries) copied into the scratch,
+		// where they stay addressable without a register each.
+		copyMask := func(n reg.GPVirtual, off int) operand.Mem {
 			y := g.YMM()
-			g.VMOVDQU(operand.Mem{Base: table, Index: i, Scale: 4}, y)
-			g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * off})
+			g.VMOVDQU(g.tailMask(n).ymask, y)
+			m := operand.Mem{Base: sp, Disp: 4 * off}
+			g.VMOVDQU(y, m)
+			return m
 		}
-		copyMask(ktail, false, maskK)
-		copyMask(vtail, false, maskV)
-		copyMask(ktail, true, pairsK) // 8 lanes written, the first 4 used
-		copyMask(vtail, true, pairsV)
-		mkK = kvMask{lanes: operand.Mem{Base: sp, Disp: 4 * maskK}, pairs: operand.Mem{Base: sp, Disp: 4 * pairsK}}
-		mkV = kvMask{lanes: operand.Mem{Base: sp, Disp: 4 * maskV}, pairs: operand.Mem{Base: sp, Disp: 4 * pairsV}}
+		half := func(n reg.GPVirtual) reg.GPVirtual {
+			h := g.GP64()
+			g.MOVQ(n, h)
+			g.SHRQ(operand.U8(1), h)
+			return h
+		}
+		mkK.ymask, mkV.ymask = copyMask(ktail, maskK), copyMask(vtail, maskV)
+		// 8 lanes written, the first 4 used.
+		mkK.pairs, mkV.pairs = copyMask(half(ktail), pairsK), copyMask(half(vtail), pairsV)
 	}
 	kp, vp, nk := g.param("k"), g.param("v"), g.param("nk")
 	store(kp, lc.kp)
 	store(vp, lc.vp)
 	store(nk, lc.rem)
 	// The first decodeAhead blocks, before the loop prefetches further.
-	g.prefetchRows(lc.kp, lc.ldk, lc.krow, 0, decodeAhead*T, "pfk0")
-	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, 0, decodeAhead*T, "pfv0")
+	g.prefetchRows(lc.kp, lc.ldk, lc.krow, decodeAhead*T, "pfk0")
+	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, decodeAhead*T, "pfv0")
 
 	g.Label("block")
 	// The last block, if partial, is moved back to end at nk; its first
@@ -192,15 +176,13 @@ func (g *gen) decode(e elem) {
 	}
 	g.Label("whole")
 	store(skip, lc.skip)
+	// The skipped lanes are the first skip: a tail mask of skip lanes.
+	sm := g.tailMask(skip)
 	if x.avx512() {
-		lc.kSkip = g.K()
-		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: skip, Scale: 2}, lc.kSkip)
+		lc.kSkip = sm.kmask
 	} else {
-		i := g.GP64()
-		g.MOVQ(operand.U32(8), i)
-		g.SUBQ(skip, i)
 		y := g.YMM()
-		g.VMOVDQU(operand.Mem{Base: g.maskTableBase(), Index: i, Scale: 4}, y)
+		g.VMOVDQU(sm.ymask, y)
 		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * skipMask})
 	}
 
@@ -241,15 +223,12 @@ func (g *gen) decode(e elem) {
 	g.ret()
 }
 
-// prefetchRows prefetches every 64-byte line of n rows of rowBytes bytes
-// (a local) at stride ld (a local), from row `first` after the pointer in
-// the local base.
-func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, first, n int, lbl string) {
-	p, t := g.GP64(), g.GP64()
+// prefetchRows prefetches every 64-byte line of the first n rows of
+// rowBytes bytes (a local) at stride ld (a local) from the pointer in the
+// local base.
+func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
+	p := g.GP64()
 	g.MOVQ(base, p)
-	g.MOVQ(ld, t)
-	g.IMUL3Q(operand.Imm(uint64(first)), t, t)
-	g.ADDQ(t, p)
 	cnt := g.GP64()
 	g.MOVQ(operand.U32(uint64(n)), cnt)
 	g.Label(lbl)
@@ -620,7 +599,6 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 			return prev(i, j)
 		}
 	}
-	tk := kvMask{k: mk.k, lanes: mk.lanes} // O is float32: its lanes mask
 	acc := make([][]reg.VecVirtual, nr)
 	for i := range acc {
 		al := g.vec()
@@ -628,7 +606,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		acc[i] = make([]reg.VecVirtual, nv)
 		for j := range acc[i] {
 			acc[i][j] = g.vec()
-			g.loadKV(f32, tk, oAt(i, j), masked && j == nv-1, acc[i][j])
+			g.loadVec(mk.tailRegs, oAt(i, j), j, nv, masked, acc[i][j])
 			g.VMULPS(al, acc[i][j], acc[i][j])
 		}
 	}
@@ -641,12 +619,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.IMULQ(ldv, t)
 	g.ADDQ(t, vb)
 	g.MOVQ(lc.vec, t)
-	g.SHLQ(operand.U8(g.lanesLog()), t)
-	if e == f32 {
-		g.SHLQ(operand.U8(2), t)
-	} else {
-		g.SHLQ(operand.U8(1), t)
-	}
+	g.SHLQ(operand.U8(g.lanesLog()+e.log()), t)
 	g.ADDQ(t, vb)
 	g.MOVQ(g0, pb)
 	g.SHLQ(operand.U8(g.lanesLog()), pb)
@@ -680,21 +653,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.JNZ(operand.LabelRef(l))
 	for i := range acc {
 		for j := range acc[i] {
-			g.storeKVF32(tk, acc[i][j], oAt(i, j), masked && j == nv-1)
+			g.storeVec(mk.tailRegs, acc[i][j], oAt(i, j), j, nv, masked)
 		}
-	}
-}
-
-// storeKVF32 stores a float32 vector, masked to its first tail lanes.
-func (g *gen) storeKVF32(mk kvMask, v reg.VecVirtual, m operand.Mem, masked bool) {
-	switch {
-	case !masked:
-		g.VMOVUPS(v, m)
-	case g.x.avx512():
-		g.VMOVUPS(v, mk.k, m)
-	default:
-		mask := g.vec()
-		g.VMOVDQU(mk.lanes, mask)
-		g.VMASKMOVPS(v, mask, m)
 	}
 }

@@ -158,18 +158,7 @@ func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 // neighbours, adding each time, so every lane ends with the sum.
 func (g *gen) reduce(v reg.VecVirtual) reg.Register {
 	if g.x.avx512() {
-		t := g.ZMM()
-		for _, sh := range []struct {
-			lanes bool // VSHUFF32X4 (128-bit blocks) or VPERMILPS (within blocks)
-			imm   uint8
-		}{{true, 0x4e}, {true, 0xb1}, {false, 0x4e}, {false, 0xb1}} {
-			if sh.lanes {
-				g.VSHUFF32X4(operand.U8(sh.imm), v, v, t)
-			} else {
-				g.VPERMILPS(operand.U8(sh.imm), v, t)
-			}
-			g.VADDPS(t, v, v)
-		}
+		g.butterfly(v, g.VADDPS)
 		return v.AsX()
 	}
 	y := v
