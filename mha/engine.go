@@ -153,7 +153,7 @@ func (e *Engine) Attention16(out, q []float32, k, v []uint16, t KVType, shape Sh
 	if err := e.usable(); err != nil {
 		return err
 	}
-	if t != Float16 && t != BFloat16 {
+	if !t.is16() {
 		return fmt.Errorf("%w: Attention16 takes Float16 or BFloat16, not %v", ErrOption, t)
 	}
 	return e.run(out, q, kvData{t: t, k16: k, v16: v}, shape, opts)

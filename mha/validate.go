@@ -34,7 +34,8 @@ func (s Shape) resolve() (Shape, error) {
 	return s, nil
 }
 
-// kvData is the K and V of a call: float32, or 16-bit of type t.
+// kvData is the K and V of a call: float32, or 16-bit of type t (a valid
+// type: Attention16 and NewCacheOf check it).
 type kvData struct {
 	t        KVType
 	k, v     []float32
@@ -73,9 +74,6 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	// Separate calls, not a table: a table of []int literals escapes to the heap.
 	if err := needLen("q", len(q), B, Lq, H, Dk); err != nil {
 		return tile.Problem{}, err
-	}
-	if kv.t != Float32 && kv.t != Float16 && kv.t != BFloat16 {
-		return tile.Problem{}, fmt.Errorf("%w: KVType %d is not Float32, Float16 or BFloat16", ErrOption, int(kv.t))
 	}
 	kl, vl := kv.lens()
 	if err := needLen("k", kl, B, Lk, Hkv, Dk); err != nil {
