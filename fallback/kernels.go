@@ -129,3 +129,32 @@ func Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, r
 		}
 	}
 }
+
+// ScoreBias adds ALiBi terms (per row) and a bias (per key) to a
+// transposed score tile:
+//
+//	s[c*lds+r] += slope[r]·(dist[r] + c) + bias[c]   for c < nk, r < rows
+//
+// dist[r] is the signed distance from row r's query position to the
+// tile's first key; slope and dist are both nil (no ALiBi term), bias nil
+// (no key term). The product and the bias are added as one fused step
+// (fma(slope, dist + c, bias)), then to the score.
+func ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
+	for c := 0; c < nk; c++ {
+		b := float32(0)
+		if bias != nil {
+			b = bias[c]
+		}
+		sc := s[c*lds : c*lds+rows]
+		if slope == nil {
+			for r := range sc {
+				sc[r] += b
+			}
+			continue
+		}
+		fc := float32(c)
+		for r := range sc {
+			sc[r] += float32(math.FMA(float64(slope[r]), float64(dist[r]+fc), float64(b)))
+		}
+	}
+}

@@ -17,14 +17,62 @@ type Spec struct {
 	Softcap float64 // s = c·tanh(s/c) when > 0
 
 	Causal    bool
-	OffsetSet bool // when false the causal offset is KVLens[b] - QLen (bottom-right)
-	Offset    int  // the causal offset when OffsetSet
-	Window    int  // sliding window (with Causal): key j needs j > i + off - Window; 0 = off
+	OffsetSet bool // when false the offset is KVLens[b] - QLen (bottom-right)
+	Offset    int  // the offset when OffsetSet: query row i is at key position i + off
+	// Window, when > 0, keeps key j only if j > i + off - Window and, without
+	// Causal, also j < i + off + Window (bidirectional local attention).
+	Window int
 
 	KVLens []int // valid keys per batch; nil means KVLen for every batch
 
-	Bias                 []float32 // additive, [BiasBatch][BiasHeads][QLen][KVLen]; nil = none
-	BiasBatch, BiasHeads int       // 1 (broadcast) or Batch / Heads
+	// Bias is added to the scores, [BiasBatch][BiasHeads][BiasQLen][KVLen],
+	// broadcast over each dimension that is 1; nil = none.
+	Bias                           []float32
+	BiasBatch, BiasHeads, BiasQLen int // 1 or Batch / Heads / QLen; BiasQLen 0 means QLen
+
+	// Mask keeps key j for row (b, h, i) where true,
+	// [MaskBatch][MaskHeads][MaskQLen][KVLen] broadcast like Bias; nil = none.
+	Mask                           []bool
+	MaskBatch, MaskHeads, MaskQLen int // 1 or Batch / Heads / QLen; MaskQLen 0 means QLen
+
+	// Slopes, when not nil, are the ALiBi slopes of the query heads: score
+	// (b, h, i, j) gains Slopes[h]·(j - (i + off)).
+	Slopes []float32
+	// Sinks, when not nil, are one logit per query head that joins every
+	// softmax denominator of the head with a value of zero.
+	Sinks []float32
+}
+
+// Broadcast returns the index of entry (b, h, i, j) of a tensor of
+// [nb][nh][nq][lk] that broadcasts over each of nb, nh, nq that is 1.
+func Broadcast(b, h, i, j, nb, nh, nq, lk int) int {
+	return ((b%nb*nh+h%nh)*nq+i%nq)*lk + j
+}
+
+// Filtered reports whether the bias entry of query head h, row i, key j of
+// batch b is -Inf or its mask entry false: the key is masked for that row.
+func (sp *Spec) Filtered(b, h, i, j int) bool {
+	if sp.Mask != nil && !sp.Mask[Broadcast(b, h, i, j, sp.MaskBatch, sp.MaskHeads, orAll(sp.MaskQLen, sp.QLen), sp.KVLen)] {
+		return true
+	}
+	return sp.Bias != nil && math.IsInf(float64(sp.Bias[Broadcast(b, h, i, j, sp.BiasBatch, sp.BiasHeads, orAll(sp.BiasQLen, sp.QLen), sp.KVLen)]), -1)
+}
+
+// offset returns the position offset of batch b: query row i stands at
+// key position i + off.
+func (sp *Spec) offset(b int) int {
+	if sp.OffsetSet {
+		return sp.Offset
+	}
+	return sp.keyLen(b) - sp.QLen
+}
+
+// keyLen returns the valid keys of batch b.
+func (sp *Spec) keyLen(b int) int {
+	if sp.KVLens != nil {
+		return sp.KVLens[b]
+	}
+	return sp.KVLen
 }
 
 // Index returns the offset of row (b, s, h) of a tensor with n heads and
@@ -37,26 +85,17 @@ func (sp *Spec) Index(b, s, h, n, seqLen, dim int) int {
 }
 
 // Visible reports whether query row i of batch b may see key j under the
-// causal, window and key-length rules of sp (bias is not a rule here).
+// causal, window and key-length rules of sp (bias and mask are not rules
+// here).
 func (sp *Spec) Visible(b, i, j int) bool {
-	lk := sp.KVLen
-	if sp.KVLens != nil {
-		lk = sp.KVLens[b]
-	}
-	if j >= lk {
+	if j >= sp.keyLen(b) {
 		return false
 	}
-	if !sp.Causal {
-		return true
-	}
-	off := lk - sp.QLen
-	if sp.OffsetSet {
-		off = sp.Offset
-	}
-	if j > i+off {
+	at := i + sp.offset(b)
+	if sp.Causal && j > at {
 		return false
 	}
-	return sp.Window <= 0 || j > i+off-sp.Window
+	return sp.Window <= 0 || (j > at-sp.Window && j < at+sp.Window)
 }
 
 // Attention computes attention in float64, straight from the definition, and
@@ -76,6 +115,10 @@ func (sp *Spec) Visible(b, i, j int) bool {
 //   - A row that sees keys whose scores are all -Inf is NaN (the result
 //     depends on values float32 lost); a row that sees no key gets zeros and
 //     an LSE of -Inf.
+//   - A sink is one more key of the softmax, with the sink as its score and a
+//     value of zero: it scales the output by sum/(sum + e^sink) and the LSE
+//     becomes ln(e^LSE + e^sink) (the sink itself for a row that sees no
+//     key; its output stays zeros).
 func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 	B, H, Lq, Lk := sp.Batch, sp.Heads, sp.QLen, sp.KVLen
 	Dk, Dv := sp.HeadDim, sp.ValueDim
@@ -97,14 +140,15 @@ func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 					if !sp.Visible(b, i, j) {
 						continue
 					}
+					if sp.Filtered(b, h, i, j) {
+						continue // masked by the bias or the mask
+					}
 					s := sp.score(qi, k[sp.Index(b, j, g, sp.KVHeads, Lk, Dk):][:Dk])
 					if sp.Bias != nil {
-						bb, bh := b%sp.BiasBatch, h%sp.BiasHeads
-						x := float64(sp.Bias[((bb*sp.BiasHeads+bh)*Lq+i)*Lk+j])
-						if math.IsInf(x, -1) {
-							continue // masked by the bias
-						}
-						s += x
+						s += float64(sp.Bias[Broadcast(b, h, i, j, sp.BiasBatch, sp.BiasHeads, orAll(sp.BiasQLen, Lq), Lk)])
+					}
+					if sp.Slopes != nil {
+						s += float64(sp.Slopes[h]) * float64(j-(i+sp.offset(b)))
 					}
 					seen[j], scores[j], any = true, s, true
 					nan = nan || math.IsNaN(s) || math.IsInf(s, 1)
@@ -113,6 +157,9 @@ func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 				switch {
 				case !any: // sees no key: zeros
 					lse[at] = math.Inf(-1)
+					if sp.Sinks != nil {
+						lse[at] = float64(sp.Sinks[h])
+					}
 					continue
 				case nan || math.IsInf(maxScore, -1):
 					for d := range o {
@@ -133,14 +180,38 @@ func Attention(sp Spec, q, k, v []float32) (out, lse []float64) {
 						o[d] += p * float64(vj[d])
 					}
 				}
-				for d := range o {
-					o[d] /= sum
-				}
 				lse[at] = maxScore + math.Log(sum)
+				scale := 1 / sum
+				if sp.Sinks != nil { // the denominator grows from e^lse to e^lse + e^sink
+					withSink := LogAddExp(lse[at], float64(sp.Sinks[h]))
+					scale *= math.Exp(lse[at] - withSink)
+					lse[at] = withSink
+				}
+				for d := range o {
+					o[d] *= scale
+				}
 			}
 		}
 	}
 	return out, lse
+}
+
+// LogAddExp returns ln(e^a + e^b) without overflow (a, b not NaN, not
+// both +Inf).
+func LogAddExp(a, b float64) float64 {
+	hi, lo := math.Max(a, b), math.Min(a, b)
+	if math.IsInf(lo, -1) {
+		return hi
+	}
+	return hi + math.Log1p(math.Exp(lo-hi))
+}
+
+// orAll returns n, or all when n is 0.
+func orAll(n, all int) int {
+	if n == 0 {
+		return all
+	}
+	return n
 }
 
 // score returns the softcapped score of query row qi and key row kj: the

@@ -44,6 +44,7 @@ type Set struct {
 	exp     func(dst, src []float32)
 	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
 	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
+	bias    func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
 	peak    func(iters int)                                                                          // nil for generic
 	decode  decodeKernel                                                                             // nil: no fused decode
 	widen   func(dst []float32, src []uint16, t KVType)                                              // whole vectors; nil: Go
@@ -163,6 +164,38 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 		nk = 0
 	}
 	ks.pv(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+}
+
+// ScoreBias adds ALiBi terms (one per row) and a bias (one per key) to a
+// transposed score tile, before Softmax:
+//
+//	s[c*lds+r] += fma(slope[r], dist[r] + c, bias[c])   for c < nk, r < rows
+//
+// dist[r] is the signed distance from row r's query position to the
+// tile's first key (an integer, exact in float32). slope and dist are
+// both nil (no ALiBi term) or hold rows values; bias is nil (no key term)
+// or holds nk. rows is a multiple of Lanes.
+func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
+	if nk <= 0 || rows <= 0 || (slope == nil && bias == nil) {
+		return
+	}
+	ks.checkRows("ScoreBias", rows)
+	check("ScoreBias", "s", len(s), span(nk, rows, lds))
+	if (slope == nil) != (dist == nil) {
+		panic("kernels: ScoreBias: slope and dist must both be nil or both be set")
+	}
+	if slope != nil {
+		check("ScoreBias", "slope", len(slope), rows)
+		check("ScoreBias", "dist", len(dist), rows)
+	}
+	if bias != nil {
+		check("ScoreBias", "bias", len(bias), nk)
+	}
+	if ks.bias == nil {
+		fallback.ScoreBias(s, lds, slope, dist, bias, nk, rows)
+		return
+	}
+	ks.bias(s, lds, slope, dist, bias, nk, rows)
 }
 
 // HasDot reports whether the set has a Dot kernel worth using for a few

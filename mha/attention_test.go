@@ -10,13 +10,14 @@ import (
 // for the shape at hand.
 type optionSet struct {
 	causal, window, softcap, scale, kvlens, bias, offset, lse bool
+	bidir, mask, alibi, sinks                                 bool
 }
 
 func (f optionSet) build(rng *rand.Rand, s Shape) Options {
 	s, _ = s.resolve()
 	var o Options
-	o.Causal = f.causal || f.window || f.offset
-	if f.window {
+	o.Causal = f.causal || (f.window && !f.bidir) || f.offset
+	if f.window || f.bidir {
 		o.Window = 1 + rng.IntN(s.KVLen+1)
 	}
 	if f.softcap {
@@ -35,20 +36,59 @@ func (f optionSet) build(rng *rand.Rand, s Shape) Options {
 			o.KVLens[b] = rng.IntN(s.KVLen + 1) // 0 too: no key at all
 		}
 	}
+	// A broadcast size: 1, full, or (for query rows) 0 meaning full.
+	pick := func(full int, zeroFull bool) (set, n int) {
+		switch rng.IntN(3) {
+		case 0:
+			return 1, 1
+		case 1:
+			if zeroFull {
+				return 0, full
+			}
+		}
+		return full, full
+	}
 	if f.bias {
-		o.BiasBatch, o.BiasHeads = 1, 1
-		if rng.IntN(2) == 0 {
-			o.BiasBatch = s.Batch
-		}
-		if rng.IntN(2) == 0 {
-			o.BiasHeads = s.Heads
-		}
-		o.Bias = random(rng, o.BiasBatch*o.BiasHeads*s.QLen*s.KVLen)
+		var nb, nh, nq int
+		o.BiasBatch, nb = pick(s.Batch, false)
+		o.BiasHeads, nh = pick(s.Heads, false)
+		o.BiasQLen, nq = pick(s.QLen, true)
+		o.Bias = random(rng, nb*nh*nq*s.KVLen)
 		for i := range o.Bias {
 			o.Bias[i] *= 4
 			if rng.IntN(10) == 0 {
 				o.Bias[i] = float32(math.Inf(-1))
 			}
+		}
+	}
+	if f.mask {
+		var nb, nh, nq int
+		o.MaskBatch, nb = pick(s.Batch, false)
+		o.MaskHeads, nh = pick(s.Heads, false)
+		o.MaskQLen, nq = pick(s.QLen, true)
+		o.Mask = make([]bool, nb*nh*nq*s.KVLen)
+		pad := rng.IntN(2) == 0 // key padding: a masked tail per row
+		for r := 0; r < nb*nh*nq; r++ {
+			keep := rng.IntN(s.KVLen + 1)
+			for j := range s.KVLen {
+				if pad {
+					o.Mask[r*s.KVLen+j] = j < keep
+				} else {
+					o.Mask[r*s.KVLen+j] = rng.IntN(5) != 0
+				}
+			}
+		}
+	}
+	if f.alibi {
+		o.ALiBi = make([]float32, s.Heads)
+		for h := range o.ALiBi {
+			o.ALiBi[h] = rng.Float32() - 0.2 // negative slopes too
+		}
+	}
+	if f.sinks {
+		o.Sinks = make([]float32, s.Heads)
+		for h := range o.Sinks {
+			o.Sinks[h] = 6*rng.Float32() - 3
 		}
 	}
 	return o
@@ -57,7 +97,8 @@ func (f optionSet) build(rng *rand.Rand, s Shape) Options {
 // randomOptions picks each option with probability 1/3.
 func randomOptions(rng *rand.Rand) optionSet {
 	p := func() bool { return rng.IntN(3) == 0 }
-	return optionSet{causal: p(), window: p(), softcap: p(), scale: p(), kvlens: p(), bias: p(), offset: p()}
+	return optionSet{causal: p(), window: p(), softcap: p(), scale: p(), kvlens: p(), bias: p(), offset: p(),
+		bidir: p(), mask: p(), alibi: p(), sinks: p()}
 }
 
 // randomShape returns a shape with the given head dim and lengths and
@@ -115,9 +156,18 @@ func TestOptions(t *testing.T) {
 		"scale":   {scale: true},
 		"kvlens":  {kvlens: true},
 		"bias":    {bias: true},
-		"all":     {causal: true, window: true, offset: true, softcap: true, scale: true, kvlens: true, bias: true},
-		"decode":  {causal: true, kvlens: true, softcap: true},
-		"sc+bias": {softcap: true, bias: true, causal: true},
+		"all": {causal: true, window: true, offset: true, softcap: true, scale: true, kvlens: true, bias: true,
+			mask: true, alibi: true, sinks: true},
+		"decode":    {causal: true, kvlens: true, softcap: true},
+		"sc+bias":   {softcap: true, bias: true, causal: true},
+		"bidir":     {window: true, bidir: true},
+		"bidir+off": {window: true, bidir: true, offset: true, kvlens: true},
+		"mask":      {mask: true},
+		"mask+bias": {mask: true, bias: true, causal: true},
+		"alibi":     {alibi: true, causal: true},
+		"alibi+all": {alibi: true, bidir: true, window: true, softcap: true, bias: true, kvlens: true, sinks: true},
+		"sinks":     {sinks: true},
+		"sinks+c":   {sinks: true, causal: true, kvlens: true},
 	}
 	heads := []struct{ h, hkv int }{{4, 4}, {4, 2}, {6, 1}}
 	for name, f := range sets {

@@ -118,9 +118,9 @@ func (c *Cache) Reset() {
 // out. The new tokens attend causally to everything cached and to each
 // other (bottom-right alignment), so decoding token by token gives the same
 // result as Forward with Causal over the whole sequence. opts (may be nil)
-// may set Window, Softcap, Scale, LSE ([Batch][Heads][n]) and Threads;
-// Causal is implied, and KVLens, Bias and QueryOffset are the cache's to
-// decide (an error if set).
+// may set Window, Softcap, Scale, ALiBi, Sinks, LSE ([Batch][Heads][n])
+// and Threads; Causal is implied, and KVLens, Bias, Mask and QueryOffset
+// are the cache's to decide (an error if set).
 func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -134,8 +134,8 @@ func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) err
 	var o Options
 	if opts != nil {
 		o = *opts
-		if o.KVLens != nil || o.Bias != nil || o.QueryOffset != nil {
-			return fmt.Errorf("%w: Decode sets KVLens, Bias and QueryOffset itself", ErrOption)
+		if o.KVLens != nil || o.Bias != nil || o.Mask != nil || o.QueryOffset != nil {
+			return fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
 		}
 	}
 	if n < 1 {

@@ -109,7 +109,6 @@ func TestBadInput(t *testing.T) {
 		{"softcap NaN", ok, &Options{Softcap: nan}, q, out, ErrOption},
 		{"softcap negative", ok, &Options{Softcap: neg}, q, out, ErrOption},
 		{"window negative", ok, &Options{Causal: true, Window: -1}, q, out, ErrOption},
-		{"window without causal", ok, &Options{Window: 2}, q, out, ErrOption},
 		{"window huge", ok, &Options{Causal: true, Window: huge}, q, out, ErrOption},
 		{"offset huge", ok, &Options{Causal: true, QueryOffset: &huge}, q, out, ErrOption},
 		{"threads negative", ok, &Options{Threads: -1}, q, out, ErrOption},

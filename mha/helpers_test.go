@@ -66,8 +66,12 @@ func specOf(s Shape, o *Options) fallback.Spec {
 		sp.OffsetSet, sp.Offset = true, *o.QueryOffset
 	}
 	if o.Bias != nil {
-		sp.Bias, sp.BiasBatch, sp.BiasHeads = o.Bias, max(o.BiasBatch, 1), max(o.BiasHeads, 1)
+		sp.Bias, sp.BiasBatch, sp.BiasHeads, sp.BiasQLen = o.Bias, max(o.BiasBatch, 1), max(o.BiasHeads, 1), o.BiasQLen
 	}
+	if o.Mask != nil {
+		sp.Mask, sp.MaskBatch, sp.MaskHeads, sp.MaskQLen = o.Mask, max(o.MaskBatch, 1), max(o.MaskHeads, 1), o.MaskQLen
+	}
+	sp.Slopes, sp.Sinks = o.ALiBi, o.Sinks
 	return sp
 }
 

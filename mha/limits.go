@@ -88,3 +88,8 @@ const MaxScale = 65536
 // smallest normal float32 (2^-126): the kernels divide by multiplying with
 // 1/Softcap, which is finite from there up to MaxFloat32.
 const MinSoftcap = 0x1p-126
+
+// MaxSlope is the largest ALiBi slope magnitude accepted. Standard slopes
+// are at most 1; the bound keeps slope·distance finite in float32 at any
+// distance an int can index.
+const MaxSlope = 65536

@@ -26,7 +26,7 @@ var pathShapes = []Shape{
 
 // poisonMasked overwrites, with probability 1/8 each, the K and V rows of
 // key positions that at least one query row of their KV group does not see
-// (causal, window, key length or a -Inf bias entry) with NaN or ±Inf: the
+// (causal, window, key length, a -Inf bias entry or a false mask entry) with NaN or ±Inf: the
 // whole row or one element. The rows that see a poisoned key get NaN or
 // Inf, as the oracle says; every other row must be untouched by it.
 func poisonMasked(rng *rand.Rand, s Shape, o *Options, k, v []float32) {
@@ -60,10 +60,7 @@ func poisonMasked(rng *rand.Rand, s Shape, o *Options, k, v []float32) {
 func maskedSomewhere(sp *fallback.Spec, b, h0, h1, j int) bool {
 	for h := h0; h < h1; h++ {
 		for i := 0; i < sp.QLen; i++ {
-			if !sp.Visible(b, i, j) {
-				return true
-			}
-			if sp.Bias != nil && math.IsInf(float64(sp.Bias[((b%sp.BiasBatch*sp.BiasHeads+h%sp.BiasHeads)*sp.QLen+i)*sp.KVLen+j]), -1) {
+			if !sp.Visible(b, i, j) || sp.Filtered(b, h, i, j) {
 				return true
 			}
 		}
@@ -97,7 +94,8 @@ func rowStats(out []float64, dv int) (finite, nan, zero int) {
 // TestMaskedKeysPoisoned: a key a row does not see contributes nothing to
 // it, whatever K and V hold there — NaN and ±Inf planted at masked
 // positions reach only the rows that see them, on every set and path, for
-// causal, window, negative offsets, key lengths and -Inf bias entries.
+// causal, window (both ways), negative offsets, key lengths, -Inf bias
+// entries and false mask entries, with ALiBi and sinks.
 func TestMaskedKeysPoisoned(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	off := -5
@@ -105,6 +103,8 @@ func TestMaskedKeysPoisoned(t *testing.T) {
 		"causal": {causal: true}, "window": {window: true}, "offset": {offset: true},
 		"kvlens": {kvlens: true}, "bias": {bias: true}, "causal+bias+softcap": {causal: true, bias: true, softcap: true},
 		"all": {causal: true, window: true, offset: true, softcap: true, kvlens: true, bias: true},
+		"bidir": {window: true, bidir: true, kvlens: true}, "mask": {mask: true}, "mask+bias": {mask: true, bias: true},
+		"alibi+sinks+mask": {alibi: true, sinks: true, mask: true, causal: true},
 	}
 	var finite, nan int
 	for name, f := range sets {

@@ -24,6 +24,11 @@ func u16(name string, x []uint16, n int) span {
 	return span{name, unsafe.Pointer(unsafe.SliceData(x)), 2 * max(min(n, len(x)), 0)}
 }
 
+// bools is the span of the first n elements of x.
+func bools(name string, x []bool, n int) span {
+	return span{name, unsafe.Pointer(unsafe.SliceData(x)), max(min(n, len(x)), 0)}
+}
+
 // bounds returns the byte addresses [lo, hi) of the span, or lo = hi for
 // an empty one.
 func (s span) bounds() (lo, hi uintptr) {

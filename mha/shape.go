@@ -76,10 +76,16 @@ type Shape struct {
 // nil *Options) is plain non-causal softmax(q·kᵀ/sqrt(Dk))·v.
 //
 // A score is computed as s = Scale·(q·k); then s = Softcap·tanh(s/Softcap)
-// if Softcap > 0; then s += bias; then masks (causal, window, key lengths,
-// -Inf bias entries) set it to -Inf. A query row that sees no key outputs
-// zeros and an LSE of -Inf. NaN, Inf and score overflow: see the package
+// if Softcap > 0; then the bias and the ALiBi term are added; then masks
+// (causal, window, key lengths, -Inf bias entries, false mask entries) set
+// it to -Inf. The softmax runs over the keys a row sees and the row's sink,
+// if any. A query row that sees no key outputs zeros and an LSE of -Inf
+// (the sink, with Sinks). NaN, Inf and score overflow: see the package
 // documentation.
+//
+// Positions: query row i of batch b stands at key position i + off, where
+// off = (that batch's key length) - QLen unless QueryOffset sets it. The
+// causal mask, the window and ALiBi all measure from there.
 type Options struct {
 	// Causal masks key j for query row i unless j <= i + off. By default off
 	// = (that batch's key length) - QLen: aligned bottom-right, so a new
@@ -87,10 +93,13 @@ type Options struct {
 	Causal bool
 	// QueryOffset, when not nil, sets off explicitly: 0 is the top-left
 	// alignment of PyTorch's is_causal; negative values are allowed. Used
-	// only with Causal.
+	// by Causal, Window and ALiBi.
 	QueryOffset *int
-	// Window, when > 0 (with Causal), also masks key j unless
-	// j > i + off - Window: each row sees at most Window keys.
+	// Window, when > 0, masks key j unless j > i + off - Window: with
+	// Causal each row sees at most Window keys (a sliding window). Without
+	// Causal it also masks j >= i + off + Window: the keys within Window-1
+	// positions either side (bidirectional local attention, 2·Window-1
+	// keys). Keys outside the window cost nothing.
 	Window int
 	// Softcap, when > 0, caps scores smoothly to (-Softcap, Softcap). It
 	// is 0 or in [MinSoftcap, MaxFloat32].
@@ -101,16 +110,47 @@ type Options struct {
 	// past KVLens[b] are masked for batch b (padding, varlen, KV caches).
 	KVLens []int
 	// Bias, when not nil, is added to the scores:
-	// [BiasBatch][BiasHeads][QLen][KVLen], broadcast over batch and head
-	// where those are 1. -Inf entries mask. ALiBi is a bias.
+	// [BiasBatch][BiasHeads][BiasQLen][KVLen], broadcast over each of
+	// batch, head and query row whose size is 1. -Inf entries mask. A
+	// key-padding bias is [B][1][1][KVLen]: B·KVLen floats.
 	Bias []float32
 	// BiasBatch is 1 (broadcast) or Batch; 0 means 1.
 	BiasBatch int
 	// BiasHeads is 1 (broadcast) or Heads; 0 means 1.
 	BiasHeads int
+	// BiasQLen is 1 (broadcast over query rows) or QLen; 0 means QLen.
+	BiasQLen int
+	// Mask, when not nil, keeps key j for a query row where it is true and
+	// masks it where false (true = attend, as ONNX Attention and PyTorch
+	// SDPA): [MaskBatch][MaskHeads][MaskQLen][KVLen], broadcast like Bias.
+	// A row whose keys are all false sees none: zeros, LSE -Inf.
+	Mask []bool
+	// MaskBatch is 1 (broadcast) or Batch; 0 means 1.
+	MaskBatch int
+	// MaskHeads is 1 (broadcast) or Heads; 0 means 1.
+	MaskHeads int
+	// MaskQLen is 1 (broadcast over query rows) or QLen; 0 means QLen.
+	MaskQLen int
+	// ALiBi, when not nil, holds one slope per query head: the score of
+	// query row i of head h and key j gains ALiBi[h]·(j - (i + off)),
+	// computed in the loop (no tensor of it in memory). ALiBiSlopes gives
+	// the standard slopes. Under Causal the distance is never positive
+	// (the ALiBi paper, BLOOM, llama.cpp); without it keys after the
+	// query's position get a positive term (BLOOM's slope·j, shifted; the
+	// softmax is the same). Each slope is finite, |slope| <= MaxSlope.
+	ALiBi []float32
+	// Sinks, when not nil, holds one logit per query head (an attention
+	// sink: gpt-oss, StreamingLLM, ONNX GroupQueryAttention's head_sink):
+	// it joins each row's softmax denominator and contributes no value,
+	//
+	//	out = Σ_j e^{s_j}·v_j / (e^{sink_h} + Σ_j e^{s_j})
+	//
+	// and the LSE includes it. A row that sees no key outputs zeros and
+	// its LSE is the sink. Each sink is finite.
+	Sinks []float32
 	// LSE, when not nil, receives [B][Heads][QLen] log-sum-exp values: the
 	// natural log of each row's softmax denominator, scale included, so
-	// partial results can be merged.
+	// partial results can be merged (see Merge).
 	LSE []float32
 	// Threads caps the workers this call uses; 0 means all of the engine's.
 	Threads int

@@ -91,7 +91,8 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		HeadsMajor: s.Layout == BHSD,
 		Causal:     o.Causal,
 		Window:     o.Window,
-		BiasBatch:  1, BiasHeads: 1,
+		BiasBatch:  1, BiasHeads: 1, BiasQLen: 1,
+		MaskBatch: 1, MaskHeads: 1, MaskQLen: 1,
 	}
 	if err := resolveOptions(&o, &p); err != nil {
 		return tile.Problem{}, err
@@ -103,7 +104,9 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	ks, vs := kv.spans(B*Lk*Hkv*Dk, B*Lk*Hkv*Dv)
 	return p, noOverlap(
 		[]span{f32("out", out, B*Lq*H*Dv), f32("LSE", p.LSE, B*H*Lq)},
-		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*Lq*Lk)})
+		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*p.BiasQLen*Lk),
+			bools("Mask", p.Mask, p.MaskBatch*p.MaskHeads*p.MaskQLen*Lk),
+			f32("ALiBi", p.Slopes, H), f32("Sinks", p.Sinks, H)})
 }
 
 // resolveOptions checks o against the dimensions already in p and stores
@@ -127,9 +130,6 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if o.Window < 0 || o.Window > maxCoord {
 		return bad("Window = %d, must be in [0, %d]", o.Window, maxCoord)
 	}
-	if o.Window > 0 && !o.Causal {
-		return bad("Window = %d needs Causal", o.Window)
-	}
 	if o.QueryOffset != nil {
 		if off := *o.QueryOffset; off < -maxCoord || off > maxCoord {
 			return bad("QueryOffset = %d, must be in [%d, %d]", off, -maxCoord, maxCoord)
@@ -151,17 +151,31 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 		p.KVLens = o.KVLens
 	}
 	if o.Bias != nil {
-		bb, bh := max(o.BiasBatch, 1), max(o.BiasHeads, 1)
-		if o.BiasBatch < 0 || (bb != 1 && bb != p.Batch) {
-			return bad("BiasBatch = %d, must be 1 or Batch = %d", o.BiasBatch, p.Batch)
-		}
-		if o.BiasHeads < 0 || (bh != 1 && bh != p.Heads) {
-			return bad("BiasHeads = %d, must be 1 or Heads = %d", o.BiasHeads, p.Heads)
-		}
-		if err := needLen("Bias", len(o.Bias), bb, bh, p.QLen, p.KVLen); err != nil {
+		bb, bh, bq, err := broadcastDims("Bias", o.BiasBatch, o.BiasHeads, o.BiasQLen, p)
+		if err != nil {
 			return err
 		}
-		p.Bias, p.BiasBatch, p.BiasHeads = o.Bias, bb, bh
+		if err := needLen("Bias", len(o.Bias), bb, bh, bq, p.KVLen); err != nil {
+			return err
+		}
+		p.Bias, p.BiasBatch, p.BiasHeads, p.BiasQLen = o.Bias, bb, bh, bq
+	}
+	if o.Mask != nil {
+		mb, mh, mq, err := broadcastDims("Mask", o.MaskBatch, o.MaskHeads, o.MaskQLen, p)
+		if err != nil {
+			return err
+		}
+		if err := needLen("Mask", len(o.Mask), mb, mh, mq, p.KVLen); err != nil {
+			return err
+		}
+		p.Mask, p.MaskBatch, p.MaskHeads, p.MaskQLen = o.Mask, mb, mh, mq
+	}
+	var err error
+	if p.Slopes, err = perHead("ALiBi", o.ALiBi, p.Heads, MaxSlope); err != nil {
+		return err
+	}
+	if p.Sinks, err = perHead("Sinks", o.Sinks, p.Heads, math.MaxFloat32); err != nil {
+		return err
 	}
 	if o.LSE != nil {
 		if err := needLen("LSE", len(o.LSE), p.Batch, p.Heads, p.QLen); err != nil {
@@ -170,4 +184,41 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 		p.LSE = o.LSE
 	}
 	return nil
+}
+
+// broadcastDims resolves the batch, head and query-row sizes of a Bias or
+// Mask: each is 1 or the problem's own (0 means 1 for batch and heads,
+// QLen for query rows).
+func broadcastDims(name string, batch, heads, qlen int, p *tile.Problem) (b, h, q int, err error) {
+	b, h, q = max(batch, 1), max(heads, 1), qlen
+	if q == 0 {
+		q = p.QLen
+	}
+	for _, d := range [3]struct {
+		field     string
+		set, full int
+		got       int
+	}{{"Batch", batch, p.Batch, b}, {"Heads", heads, p.Heads, h}, {"QLen", qlen, p.QLen, q}} {
+		if d.set < 0 || (d.got != 1 && d.got != d.full) {
+			return 0, 0, 0, fmt.Errorf("%w: %s%s = %d, must be 1 or %s = %d", ErrOption, name, d.field, d.set, d.field, d.full)
+		}
+	}
+	return b, h, q, nil
+}
+
+// perHead checks a per-head option: nil, or heads finite values of
+// magnitude at most limit.
+func perHead(name string, x []float32, heads int, limit float64) ([]float32, error) {
+	if x == nil {
+		return nil, nil
+	}
+	if len(x) != heads {
+		return nil, fmt.Errorf("%w: %s has %d entries, Heads is %d", ErrBuffer, name, len(x), heads)
+	}
+	for h, v := range x {
+		if !(math.Abs(float64(v)) <= limit) { // NaN fails too
+			return nil, fmt.Errorf("%w: %s[%d] = %v, must be finite with magnitude at most %v", ErrOption, name, h, v, limit)
+		}
+	}
+	return x, nil
 }

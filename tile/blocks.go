@@ -25,11 +25,11 @@ const (
 // WorkspaceBytes bounds the bytes one worker's Workspace grows to for head
 // dims dk and dv, whatever the plan and the kernel set: the Qᵀ block, the
 // score tile, the output block, the row state, the query rows of Dot and
-// the fused decode, 16-bit K and V blocks widened, and the fused decode's
-// scratch, at the largest block sizes. It is a float64 so that absurd
-// dims cannot overflow.
+// the fused decode, 16-bit K and V blocks widened, the fused decode's
+// scratch and the ALiBi rows, at the largest block sizes. It is a float64
+// so that absurd dims cannot overflow.
 func WorkspaceBytes(dk, dv int) float64 {
-	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+3) + 16*float64(dk) + maxKeys +
+	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+7) + 16*float64(dk) + maxKeys +
 		float64(maxKeys)*float64(dk+dv) + 16*16 + 48 + float64(dk+dv))
 }
 

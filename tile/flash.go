@@ -21,6 +21,9 @@ type Workspace struct {
 	probe    []float32 // [dv]: the poisoned probe's output
 	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
 	ds       []float32 // the fused decode kernel's scratch
+	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)
+	dist     []float32 // ALiBi: each row's distance to the block's first key
+	at       []int     // ALiBi: each row's key position (i + offset)
 	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 }
@@ -76,6 +79,9 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	if fused {
 		ws.ds = grow(ws.ds, ks.DecodeScratch(p.HeadDim, p.ValueDim))
 	}
+	if p.Slopes != nil {
+		alibiRows(p, it, rp, ws)
+	}
 	for r := range ws.m {
 		ws.m[r] = negInf
 	}
@@ -87,22 +93,16 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 // runKeys runs the flash loop of item it over the keys in [from, to) that
 // its rows may see.
 //
-// Keys every row sees whole, [allLo, allHi), run unmasked in blocks of Bc,
-// or with fused through the fused decode kernel in one call; the edges
-// below and above (the causal triangle, the window's far edge) run as
-// their own blocks and are masked.
+// Keys every row sees whole, [allLo, allHi), run by visibleKeys: unmasked
+// in blocks of Bc or with fused through the fused decode kernel in one
+// call, less the stretches a bias or mask removes; the edges below and
+// above (the causal triangle, the window's edges) run as their own blocks
+// and are masked.
 func runKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, from, to int, fused bool) {
 	lo, allLo, allHi, hi := keySpans(p, it)
 	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
 	a, b := clip(allLo, allHi)
-	if fused && b-a >= ks.DecodeKeys() {
-		ks.Decode(ws.qr, it.nh*it.nq, p.HeadDim, p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true),
-			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds)
-	} else {
-		for kb := a; kb < b; kb += ws.bc {
-			flashBlock(ks, p, it, ws, kb, min(ws.bc, b-kb), rp, false, 0, rp)
-		}
-	}
+	visibleKeys(ks, p, it, ws, rp, a, b, fused)
 	a, b = clip(lo, allLo)
 	edges(ks, p, it, ws, a, b, rp)
 	a, b = clip(allHi, hi)
@@ -140,7 +140,7 @@ const edgeKeys = 16
 func edges(ks *kernels.Set, p *Problem, it item, ws *Workspace, from, to, rp int) {
 	if it.nh > 1 {
 		for kb := from; kb < to; kb += ws.bc {
-			flashBlock(ks, p, it, ws, kb, min(ws.bc, to-kb), rp, true, 0, rp)
+			flashBlock(ks, p, it, ws, kb, min(ws.bc, to-kb), rp, true, true, 0, rp)
 		}
 		return
 	}
@@ -152,15 +152,16 @@ func edges(ks *kernels.Set, p *Problem, it item, ws *Workspace, from, to, rp int
 		r0 := min(max(first-it.i0, 0), it.nq) / lanes * lanes
 		r1 := (min(max(last-it.i0, 0), it.nq) + lanes - 1) / lanes * lanes
 		if r1 > r0 {
-			flashBlock(ks, p, it, ws, kb, nk, rp, true, r0, r1)
+			flashBlock(ks, p, it, ws, kb, nk, rp, true, true, r0, r1)
 		}
 	}
 }
 
 // flashBlock runs one KV block of nk keys from kb on rows [r0, r1) (whole
-// vectors; rows outside keep their state): scores, softcap, bias, masks if
-// the block is an edge, the online softmax and the PV update.
-func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge bool, r0, r1 int) {
+// vectors; rows outside keep their state): scores, softcap, ALiBi, the
+// bias and mask if filter, the causal/window/length masks if the block is
+// an edge, the online softmax and the PV update.
+func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge, filter bool, r0, r1 int) {
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
 	kblk, ldk := ws.block(ks, p, it, kb, nk, false)
 	vblk, ldv := ws.block(ks, p, it, kb, nk, true)
@@ -171,16 +172,17 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 		ks.QK(s[r0:], rp, kblk, ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
 	}
 	softcap := p.Softcap
-	masked := edge || p.Bias != nil
+	filter = filter && (p.Bias != nil || p.Mask != nil)
+	masked := edge || filter
 	if masked {
 		clear(ws.masked[:nk])
 	}
-	if p.Bias != nil {
-		if softcap > 0 {
+	if filter || p.Slopes != nil {
+		if softcap > 0 { // the cap comes before the terms
 			applySoftcap(s, rp, nk, r0, min(r1, rows), softcap)
 			softcap = 0
 		}
-		addBias(p, it, kb, nk, rp, s, ws.masked)
+		addTerms(ks, p, it, ws, kb, nk, rp, r0, r1, filter)
 	}
 	if edge {
 		mask(p, it, kb, nk, rp, s, ws.masked)
@@ -247,28 +249,6 @@ func applySoftcap(s []float32, lds, nk, r0, r1 int, c float32) {
 		sk := s[k*lds+r0 : k*lds+r1]
 		for r, x := range sk {
 			sk[r] = fallback.Softcap32(x, c)
-		}
-	}
-}
-
-// addBias adds the item's bias entries for keys [kb, kb+nk) to the tile.
-// A -Inf entry masks its key whatever the score (a NaN from a NaN key
-// included) and marks the key in masked.
-func addBias(p *Problem, it item, kb, nk, lds int, s []float32, masked []bool) {
-	bb := it.b % p.BiasBatch
-	for hh := 0; hh < it.nh; hh++ {
-		bh := (it.h0 + hh) % p.BiasHeads
-		for ii := 0; ii < it.nq; ii++ {
-			r := hh*it.nq + ii
-			off := ((bb*p.BiasHeads+bh)*p.QLen+it.i0+ii)*p.KVLen + kb
-			for c, x := range p.Bias[off : off+nk] {
-				if x == negInf {
-					s[c*lds+r] = negInf
-					masked[c] = true
-				} else {
-					s[c*lds+r] += x
-				}
-			}
 		}
 	}
 }
@@ -340,19 +320,35 @@ func store(ks *kernels.Set, p *Problem, it item, ws *Workspace) {
 // rowResult turns a row's final softmax state (max m, sum l) into the
 // factor its accumulated output is scaled by and its LSE:
 //
-//	l > 0:                     1/l, m + ln l
+//	l > 0:                     1/l, m + ln l      (with a sink: see sunk)
 //	l NaN:                     NaN, NaN   (a NaN or +Inf score)
 //	l = 0, the row sees keys:  NaN, NaN   (every score it sees is -Inf: overflow)
-//	l = 0, it sees none:       0, -Inf    (zeros)
+//	l = 0, it sees none:       0, -Inf    (zeros; the LSE is the sink, if any)
 func rowResult(p *Problem, b, h, i int, m, l float32) (scale, lse float32) {
 	switch {
+	case l > 0 && p.Sinks != nil:
+		return sunk(p, h, float64(m), float64(l))
 	case l > 0:
 		return 1 / l, m + float32(math.Log(float64(l)))
 	case l == 0 && !p.seesKey(b, h, i):
+		if p.Sinks != nil {
+			return 0, p.Sinks[h]
+		}
 		return 0, negInf
 	}
 	nan := float32(math.NaN())
 	return nan, nan
+}
+
+// sunk is rowResult of a row with max m and sum l > 0 whose head h has a
+// sink σ, one more term of the denominator with no value:
+//
+//	lse = ln(e^m·l + e^σ);  scale = e^(m - lse) = 1/(l + e^(σ-m))
+//
+// in float64, with no overflow however large σ - m is.
+func sunk(p *Problem, h int, m, l float64) (scale, lse float32) {
+	lse64 := fallback.LogAddExp(m+math.Log(l), float64(p.Sinks[h]))
+	return float32(math.Exp(m - lse64)), float32(lse64)
 }
 
 // anyOf reports whether any element of x is true.

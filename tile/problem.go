@@ -24,13 +24,19 @@ type Problem struct {
 
 	Causal    bool
 	OffsetSet bool // false: offset = key length of the batch - QLen (bottom-right)
-	Offset    int
-	Window    int // 0 = off; only with Causal
+	Offset    int  // query position i stands at key position i + offset
+	Window    int  // 0 = off; with Causal a look-back, without it both ways
 
 	KVLens []int // per batch, or nil for KVLen everywhere
 
-	Bias                 []float32 // [BiasBatch][BiasHeads][QLen][KVLen], or nil
-	BiasBatch, BiasHeads int       // 1 or Batch / Heads
+	Bias                           []float32 // [BiasBatch][BiasHeads][BiasQLen][KVLen], or nil
+	BiasBatch, BiasHeads, BiasQLen int       // 1 or Batch / Heads / QLen
+
+	Mask                           []bool // true = attend, [MaskBatch][MaskHeads][MaskQLen][KVLen], or nil
+	MaskBatch, MaskHeads, MaskQLen int    // 1 or Batch / Heads / QLen
+
+	Slopes []float32 // ALiBi: score += Slopes[h]·(j - (i + offset)); or nil
+	Sinks  []float32 // a logit per query head in every softmax denominator; or nil
 }
 
 // row returns the offset of row (b, s, h) of a tensor with n heads, seqLen
@@ -63,14 +69,16 @@ func (p *Problem) offset(b int) int {
 // keyRange returns the keys [lo, hi) that query position i of batch b may
 // see under the causal, window and key-length rules; hi <= lo means none.
 func (p *Problem) keyRange(b, i int) (lo, hi int) {
-	lk := p.keyLen(b)
-	if !p.Causal {
-		return 0, lk
+	lo, hi = 0, p.keyLen(b)
+	at := i + p.offset(b) // the query's key position
+	if p.Causal {
+		hi = min(hi, at+1)
 	}
-	off := p.offset(b)
-	hi = min(lk, i+off+1)
 	if p.Window > 0 {
-		lo = max(0, i+off-p.Window+1)
+		lo = max(lo, at-p.Window+1)
+		if !p.Causal {
+			hi = min(hi, at+p.Window)
+		}
 	}
 	return lo, hi
 }
@@ -78,32 +86,45 @@ func (p *Problem) keyRange(b, i int) (lo, hi int) {
 // posRange returns the query positions [lo, hi) of batch b that see key j
 // (j below the key length): the inverse of keyRange.
 func (p *Problem) posRange(b, j int) (lo, hi int) {
-	if !p.Causal {
-		return 0, p.QLen
+	lo, hi = 0, p.QLen
+	at := j - p.offset(b) // the position at the key
+	if p.Causal {
+		lo = max(lo, at)
 	}
-	off := p.offset(b)
-	lo, hi = max(0, j-off), p.QLen
 	if p.Window > 0 {
-		hi = min(hi, j-off+p.Window)
+		hi = min(hi, at+p.Window)
+		if !p.Causal {
+			lo = max(lo, at-p.Window+1)
+		}
 	}
 	return lo, hi
 }
 
-// biasMasks reports whether the bias entry of query head h, position i,
-// key j of batch b is -Inf (the key is masked for that row).
-func (p *Problem) biasMasks(b, h, i, j int) bool {
-	if p.Bias == nil {
-		return false
-	}
-	bb, bh := b%p.BiasBatch, h%p.BiasHeads
-	return p.Bias[((bb*p.BiasHeads+bh)*p.QLen+i)*p.KVLen+j] == negInf
+// biasAt returns the index of the bias entry of query head h, position i,
+// key j of batch b.
+func (p *Problem) biasAt(b, h, i, j int) int {
+	return fallback.Broadcast(b, h, i, j, p.BiasBatch, p.BiasHeads, p.BiasQLen, p.KVLen)
+}
+
+// maskAt returns the index of the mask entry of query head h, position i,
+// key j of batch b.
+func (p *Problem) maskAt(b, h, i, j int) int {
+	return fallback.Broadcast(b, h, i, j, p.MaskBatch, p.MaskHeads, p.MaskQLen, p.KVLen)
+}
+
+// filtered reports whether the bias entry of query head h, position i,
+// key j of batch b is -Inf or its mask entry false (the key is masked for
+// that row).
+func (p *Problem) filtered(b, h, i, j int) bool {
+	return (p.Bias != nil && p.Bias[p.biasAt(b, h, i, j)] == negInf) ||
+		(p.Mask != nil && !p.Mask[p.maskAt(b, h, i, j)])
 }
 
 // visible reports whether query head h at position i of batch b sees key j:
-// j is inside its keyRange and no -Inf bias entry masks it.
+// j is inside its keyRange and neither bias nor mask masks it.
 func (p *Problem) visible(b, h, i, j int) bool {
 	lo, hi := p.keyRange(b, i)
-	return j >= lo && j < hi && !p.biasMasks(b, h, i, j)
+	return j >= lo && j < hi && !p.filtered(b, h, i, j)
 }
 
 // seesKey reports whether query head h at position i of batch b sees at
@@ -113,7 +134,7 @@ func (p *Problem) visible(b, h, i, j int) bool {
 func (p *Problem) seesKey(b, h, i int) bool {
 	lo, hi := p.keyRange(b, i)
 	for j := lo; j < hi; j++ {
-		if !p.biasMasks(b, h, i, j) {
+		if !p.filtered(b, h, i, j) {
 			return true
 		}
 	}

@@ -60,10 +60,11 @@ func (sp Split) PartLen(p *Problem) int {
 	return p.Batch * sp.Chunks * p.Heads * p.QLen * partStride(p)
 }
 
-// Fused reports whether the keys every row sees run through ks's fused
-// decode kernel (no softcap or bias, which it does not apply).
+// Fused reports whether the keys every row sees may run through ks's
+// fused decode kernel (no softcap or ALiBi, which it does not apply; of a
+// bias or mask, only the runs of keys they leave untouched do).
 func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
-	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0 && p.Bias == nil
+	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0 && p.Slopes == nil
 }
 
 // Run computes chunk item n: the query rows of one KV head over the
@@ -146,10 +147,13 @@ func (sp Split) Merge(p *Problem, n int, part []float32) {
 				}
 			}
 			inv := float32(1 / l)
+			lse = float32(m + math.Log(l))
+			if p.Sinks != nil {
+				inv, lse = sunk(p, h, m, l)
+			}
 			for j := range out {
 				out[j] *= inv
 			}
-			lse = float32(m + math.Log(l))
 		}
 		if p.LSE != nil {
 			p.LSE[(b*p.Heads+h)*p.QLen+i] = lse

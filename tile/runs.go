@@ -1,0 +1,78 @@
+package tile
+
+import "github.com/fastattn/fastattn/kernels"
+
+// Keys every row of an item sees may still be masked by a bias or a mask.
+// When those are uniform over the item's rows (a key-padding mask, a
+// per-key bias), the span splits into runs: long runs of masked keys are
+// skipped like blocks outside the causal range, runs with no bias and no
+// masked key run plain (the fused decode kernel may take them), and the
+// rest run in flash blocks that add the bias and mask their keys.
+
+// minSkip is the shortest run of masked keys that is skipped; shorter ones
+// are masked inside their blocks, so a sprinkle of masked keys does not
+// cut the span into tiny blocks.
+const minSkip = 16
+
+// visibleKeys runs the keys [a, b) that every row of the item sees under
+// the causal, window and key-length rules.
+func visibleKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b int, fused bool) {
+	if p.Bias == nil && p.Mask == nil {
+		plainKeys(ks, p, it, ws, rp, a, b, fused, false)
+		return
+	}
+	if !uniform(p, it, false) || !uniform(p, it, true) {
+		plainKeys(ks, p, it, ws, rp, a, b, false, true)
+		return
+	}
+	var bias []float32
+	var mask []bool
+	if p.Bias != nil {
+		bias = p.Bias[p.biasAt(it.b, it.h0, it.i0, 0):][:p.KVLen]
+	}
+	if p.Mask != nil {
+		mask = p.Mask[p.maskAt(it.b, it.h0, it.i0, 0):][:p.KVLen]
+	}
+	masked := func(j int) bool { return (bias != nil && bias[j] == negInf) || (mask != nil && !mask[j]) }
+	run := func(a, b int) { // a run with no long masked stretch
+		if a >= b {
+			return
+		}
+		clean := true
+		for j := a; j < b && clean; j++ {
+			clean = !masked(j) && (bias == nil || bias[j] == 0)
+		}
+		plainKeys(ks, p, it, ws, rp, a, b, fused && clean, !clean)
+	}
+	start := a
+	for j := a; j < b; {
+		if !masked(j) {
+			j++
+			continue
+		}
+		e := j + 1
+		for e < b && masked(e) {
+			e++
+		}
+		if e-j >= minSkip {
+			run(start, j)
+			start = e
+		}
+		j = e
+	}
+	run(start, b)
+}
+
+// plainKeys runs keys [a, b) that every row sees: with fused through the
+// fused decode kernel in one call, else in flash blocks of Bc keys that,
+// with filter, add the bias and apply the mask.
+func plainKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b int, fused, filter bool) {
+	if fused && b-a >= ks.DecodeKeys() {
+		ks.Decode(ws.qr, it.nh*it.nq, p.HeadDim, p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true),
+			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds)
+		return
+	}
+	for kb := a; kb < b; kb += ws.bc {
+		flashBlock(ks, p, it, ws, kb, min(ws.bc, b-kb), rp, false, filter, 0, rp)
+	}
+}
