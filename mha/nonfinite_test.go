@@ -102,7 +102,7 @@ func TestMaskedKeysPoisoned(t *testing.T) {
 	sets := map[string]optionSet{
 		"causal": {causal: true}, "window": {window: true}, "offset": {offset: true},
 		"kvlens": {kvlens: true}, "bias": {bias: true}, "causal+bias+softcap": {causal: true, bias: true, softcap: true},
-		"all": {causal: true, window: true, offset: true, softcap: true, kvlens: true, bias: true},
+		"all":   {causal: true, window: true, offset: true, softcap: true, kvlens: true, bias: true},
 		"bidir": {window: true, bidir: true, kvlens: true}, "mask": {mask: true}, "mask+bias": {mask: true, bias: true},
 		"alibi+sinks+mask": {alibi: true, sinks: true, mask: true, causal: true},
 	}
