@@ -120,6 +120,21 @@ func TestBadInput(t *testing.T) {
 		{"bias heads", ok, &Options{Bias: n(2, 3, 5), BiasHeads: 2}, q, out, ErrOption},
 		{"bias heads negative", ok, &Options{Bias: n(3, 5), BiasHeads: -1}, q, out, ErrOption},
 		{"lse short", ok, &Options{LSE: n(2, 4, 2)}, q, out, ErrBuffer},
+		{"bias qlen", ok, &Options{Bias: n(2, 5), BiasQLen: 2}, q, out, ErrOption},
+		{"bias qlen negative", ok, &Options{Bias: n(3, 5), BiasQLen: -1}, q, out, ErrOption},
+		{"bias row-broadcast short", ok, &Options{Bias: n(4), BiasQLen: 1}, q, out, ErrBuffer},
+		{"mask short", ok, &Options{Mask: make([]bool, 14)}, q, out, ErrBuffer},
+		{"mask heads", ok, &Options{Mask: make([]bool, 3*3*5), MaskHeads: 3}, q, out, ErrOption},
+		{"mask batch", ok, &Options{Mask: make([]bool, 5*15), MaskBatch: 5}, q, out, ErrOption},
+		{"mask qlen", ok, &Options{Mask: make([]bool, 10), MaskQLen: 2}, q, out, ErrOption},
+		{"alibi count", ok, &Options{ALiBi: n(3)}, q, out, ErrBuffer},
+		{"alibi NaN", ok, &Options{ALiBi: []float32{0.5, nan, 0.1, 0.1}}, q, out, ErrOption},
+		{"alibi Inf", ok, &Options{ALiBi: []float32{0.5, 0.1, 0.1, -inf}}, q, out, ErrOption},
+		{"alibi huge", ok, &Options{ALiBi: []float32{0.5, 0.1, 0.1, 1e6}}, q, out, ErrOption},
+		{"sinks count", ok, &Options{Sinks: n(5)}, q, out, ErrBuffer},
+		{"sinks NaN", ok, &Options{Sinks: []float32{nan, 0, 0, 0}}, q, out, ErrOption},
+		{"sinks Inf", ok, &Options{Sinks: []float32{0, 0, inf, 0}}, q, out, ErrOption},
+		{"sinks -Inf", ok, &Options{Sinks: []float32{0, 0, -inf, 0}}, q, out, ErrOption},
 	}
 	for _, c := range cases {
 		for _, e := range engines {

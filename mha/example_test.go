@@ -3,6 +3,7 @@ package mha_test
 import (
 	"fmt"
 	"log"
+	"math"
 
 	"github.com/fastattn/fastattn/mha"
 )
@@ -188,4 +189,55 @@ func ExampleLayer_ForwardCross() {
 	fmt.Printf("token 1: %.3f\n", out[8:])
 	// Output:
 	// token 1: [1.123 -1.695 1.385 -1.538 0.915 1.555 -1.281 1.606]
+}
+
+// Sequence-parallel attention: the keys of one call split into 3 shards,
+// each run on its own (as different machines would), merged by their
+// LSEs into the single call's result.
+func ExampleMerge() {
+	const heads, qlen, kvlen, dim = 2, 4, 12, 8
+	shape := mha.Shape{Batch: 1, Heads: heads, QLen: qlen, KVLen: kvlen, HeadDim: dim}
+	q := make([]float32, qlen*heads*dim)
+	k := make([]float32, kvlen*heads*dim)
+	v := make([]float32, kvlen*heads*dim)
+	for i := range q {
+		q[i] = float32(i%7) / 7
+	}
+	for i := range k {
+		k[i], v[i] = float32(i%5)/5, float32(i%11)
+	}
+	// The single call: causal, bottom-right (the queries are the last 4
+	// positions of the 12).
+	want := make([]float32, len(q))
+	if err := mha.Attention(want, q, k, v, shape, &mha.Options{Causal: true}); err != nil {
+		log.Fatal(err)
+	}
+	// Three shards of keys [0,5), [5,9), [9,12). In BSHD with batch 1 the
+	// keys of a shard are one contiguous run of k and v.
+	row := heads * dim
+	var outs, lses [][]float32
+	for _, sh := range [][2]int{{0, 5}, {5, 9}, {9, 12}} {
+		a, b := sh[0], sh[1]
+		part := shape
+		part.KVLen = b - a
+		off := (kvlen - qlen) - a // the queries' positions, from the shard's first key
+		out := make([]float32, len(q))
+		lse := make([]float32, heads*qlen)
+		opts := &mha.Options{Causal: true, QueryOffset: &off, LSE: lse}
+		if err := mha.Attention(out, q, k[a*row:b*row], v[a*row:b*row], part, opts); err != nil {
+			log.Fatal(err)
+		}
+		outs, lses = append(outs, out), append(lses, lse)
+	}
+	got := make([]float32, len(q))
+	if err := mha.Merge(got, nil, outs, lses, shape); err != nil {
+		log.Fatal(err)
+	}
+	worst := 0.0
+	for i := range got {
+		worst = math.Max(worst, math.Abs(float64(got[i]-want[i]))/(1+math.Abs(float64(want[i]))))
+	}
+	fmt.Println("merged equals the single call within 1e-6:", worst <= 1e-6)
+	// Output:
+	// merged equals the single call within 1e-6: true
 }

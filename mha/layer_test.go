@@ -118,10 +118,17 @@ func TestDecode(t *testing.T) {
 		{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8},
 		{DModel: 36, Heads: 3, HeadDim: 19, ValueDim: 10},
 	} {
-		for _, opts := range []Options{{}, {Window: 5, Softcap: 2}} {
+		slopes, _ := ALiBiSlopes(cfg.Heads, 0)
+		sinks := random(rng, cfg.Heads)
+		for _, c := range []struct {
+			opts Options
+			L    int
+		}{{Options{}, 37}, {Options{Window: 5, Softcap: 2}, 37}, {Options{ALiBi: slopes, Sinks: sinks}, 37},
+			{Options{ALiBi: slopes, Sinks: sinks, Window: 100}, 170}} { // 170: the split decode path
+			opts, L := c.opts, c.L
 			for _, e := range engines {
 				l, _ := testLayer(t, e, rng, cfg, true)
-				const B, L, prompt = 2, 37, 10
+				const B, prompt = 2, 10
 				dm := l.Config().DModel
 				x := random(rng, B*L*dm)
 				full := make([]float32, B*L*dm)
