@@ -163,6 +163,18 @@ func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha
 //go:noescape
 func SoftmaxAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
 
+// ScoreBiasAVX2 is
+//
+//	for c := 0; c < nk; c++ { for r := 0; r < nv*lanes; r++ {
+//		s[c*lds+r] += fma(slope[r], dist[r] + c, bias[c])
+//	}}
+//
+// with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil
+// (no ALiBi term) or both set, bias nil (no key term).
+//
+//go:noescape
+func ScoreBiasAVX2(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
+
 // ExpAVX2 is
 //
 //	for i := 0; i < n; i++ {

@@ -11831,6 +11831,315 @@ nv1weights:
 	VZEROUPPER
 	RET
 
+// func ScoreBiasAVX2(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
+// Requires: AVX, FMA3
+TEXT ·ScoreBiasAVX2(SB), NOSPLIT, $0-56
+	MOVQ nv+48(FP), AX
+	CMPQ AX, $0x04
+	JEQ  nv4
+	CMPQ AX, $0x03
+	JEQ  nv3
+	CMPQ AX, $0x02
+	JEQ  nv2
+	CMPQ AX, $0x01
+	JEQ  nv1
+	VZEROUPPER
+	RET
+
+nv4:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv4alibi
+
+nv4bias:
+	VBROADCASTSS (SI), Y0
+	VADDPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VADDPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VADDPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VADDPS       96(AX), Y0, Y0
+	VMOVUPS      Y0, 96(AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv4bias
+	VZEROUPPER
+	RET
+
+nv4alibi:
+	VMOVUPS (DX), Y0
+	VMOVUPS (BX), Y1
+	VMOVUPS 32(DX), Y2
+	VMOVUPS 32(BX), Y3
+	VMOVUPS 64(DX), Y4
+	VMOVUPS 64(BX), Y5
+	VMOVUPS 96(DX), Y6
+	VMOVUPS 96(BX), Y7
+	VMOVUPS constsAVX2<>+352(SB), Y8
+	TESTQ   SI, SI
+	JNZ     nv4both
+
+nv4slopes:
+	VMULPS  Y1, Y0, Y9
+	VADDPS  (AX), Y9, Y9
+	VMOVUPS Y9, (AX)
+	VADDPS  Y8, Y1, Y1
+	VMULPS  Y3, Y2, Y9
+	VADDPS  32(AX), Y9, Y9
+	VMOVUPS Y9, 32(AX)
+	VADDPS  Y8, Y3, Y3
+	VMULPS  Y5, Y4, Y9
+	VADDPS  64(AX), Y9, Y9
+	VMOVUPS Y9, 64(AX)
+	VADDPS  Y8, Y5, Y5
+	VMULPS  Y7, Y6, Y9
+	VADDPS  96(AX), Y9, Y9
+	VMOVUPS Y9, 96(AX)
+	VADDPS  Y8, Y7, Y7
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv4slopes
+	VZEROUPPER
+	RET
+
+nv4both:
+	VBROADCASTSS (SI), Y9
+	VMOVUPS      Y9, Y10
+	VFMADD231PS  Y1, Y0, Y10
+	VADDPS       (AX), Y10, Y10
+	VMOVUPS      Y10, (AX)
+	VADDPS       Y8, Y1, Y1
+	VMOVUPS      Y9, Y10
+	VFMADD231PS  Y3, Y2, Y10
+	VADDPS       32(AX), Y10, Y10
+	VMOVUPS      Y10, 32(AX)
+	VADDPS       Y8, Y3, Y3
+	VMOVUPS      Y9, Y10
+	VFMADD231PS  Y5, Y4, Y10
+	VADDPS       64(AX), Y10, Y10
+	VMOVUPS      Y10, 64(AX)
+	VADDPS       Y8, Y5, Y5
+	VMOVUPS      Y9, Y9
+	VFMADD231PS  Y7, Y6, Y9
+	VADDPS       96(AX), Y9, Y9
+	VMOVUPS      Y9, 96(AX)
+	VADDPS       Y8, Y7, Y7
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv4both
+	VZEROUPPER
+	RET
+
+nv3:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv3alibi
+
+nv3bias:
+	VBROADCASTSS (SI), Y0
+	VADDPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VADDPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VADDPS       64(AX), Y0, Y0
+	VMOVUPS      Y0, 64(AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv3bias
+	VZEROUPPER
+	RET
+
+nv3alibi:
+	VMOVUPS (DX), Y0
+	VMOVUPS (BX), Y1
+	VMOVUPS 32(DX), Y2
+	VMOVUPS 32(BX), Y3
+	VMOVUPS 64(DX), Y4
+	VMOVUPS 64(BX), Y5
+	VMOVUPS constsAVX2<>+352(SB), Y6
+	TESTQ   SI, SI
+	JNZ     nv3both
+
+nv3slopes:
+	VMULPS  Y1, Y0, Y7
+	VADDPS  (AX), Y7, Y7
+	VMOVUPS Y7, (AX)
+	VADDPS  Y6, Y1, Y1
+	VMULPS  Y3, Y2, Y7
+	VADDPS  32(AX), Y7, Y7
+	VMOVUPS Y7, 32(AX)
+	VADDPS  Y6, Y3, Y3
+	VMULPS  Y5, Y4, Y7
+	VADDPS  64(AX), Y7, Y7
+	VMOVUPS Y7, 64(AX)
+	VADDPS  Y6, Y5, Y5
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv3slopes
+	VZEROUPPER
+	RET
+
+nv3both:
+	VBROADCASTSS (SI), Y7
+	VMOVUPS      Y7, Y8
+	VFMADD231PS  Y1, Y0, Y8
+	VADDPS       (AX), Y8, Y8
+	VMOVUPS      Y8, (AX)
+	VADDPS       Y6, Y1, Y1
+	VMOVUPS      Y7, Y8
+	VFMADD231PS  Y3, Y2, Y8
+	VADDPS       32(AX), Y8, Y8
+	VMOVUPS      Y8, 32(AX)
+	VADDPS       Y6, Y3, Y3
+	VMOVUPS      Y7, Y7
+	VFMADD231PS  Y5, Y4, Y7
+	VADDPS       64(AX), Y7, Y7
+	VMOVUPS      Y7, 64(AX)
+	VADDPS       Y6, Y5, Y5
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv3both
+	VZEROUPPER
+	RET
+
+nv2:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv2alibi
+
+nv2bias:
+	VBROADCASTSS (SI), Y0
+	VADDPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VADDPS       32(AX), Y0, Y0
+	VMOVUPS      Y0, 32(AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv2bias
+	VZEROUPPER
+	RET
+
+nv2alibi:
+	VMOVUPS (DX), Y0
+	VMOVUPS (BX), Y1
+	VMOVUPS 32(DX), Y2
+	VMOVUPS 32(BX), Y3
+	VMOVUPS constsAVX2<>+352(SB), Y4
+	TESTQ   SI, SI
+	JNZ     nv2both
+
+nv2slopes:
+	VMULPS  Y1, Y0, Y5
+	VADDPS  (AX), Y5, Y5
+	VMOVUPS Y5, (AX)
+	VADDPS  Y4, Y1, Y1
+	VMULPS  Y3, Y2, Y5
+	VADDPS  32(AX), Y5, Y5
+	VMOVUPS Y5, 32(AX)
+	VADDPS  Y4, Y3, Y3
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv2slopes
+	VZEROUPPER
+	RET
+
+nv2both:
+	VBROADCASTSS (SI), Y5
+	VMOVUPS      Y5, Y6
+	VFMADD231PS  Y1, Y0, Y6
+	VADDPS       (AX), Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VADDPS       Y4, Y1, Y1
+	VMOVUPS      Y5, Y5
+	VFMADD231PS  Y3, Y2, Y5
+	VADDPS       32(AX), Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	VADDPS       Y4, Y3, Y3
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv2both
+	VZEROUPPER
+	RET
+
+nv1:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv1alibi
+
+nv1bias:
+	VBROADCASTSS (SI), Y0
+	VADDPS       (AX), Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv1bias
+	VZEROUPPER
+	RET
+
+nv1alibi:
+	VMOVUPS (DX), Y0
+	VMOVUPS (BX), Y1
+	VMOVUPS constsAVX2<>+352(SB), Y2
+	TESTQ   SI, SI
+	JNZ     nv1both
+
+nv1slopes:
+	VMULPS  Y1, Y0, Y3
+	VADDPS  (AX), Y3, Y3
+	VMOVUPS Y3, (AX)
+	VADDPS  Y2, Y1, Y1
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv1slopes
+	VZEROUPPER
+	RET
+
+nv1both:
+	VBROADCASTSS (SI), Y3
+	VMOVUPS      Y3, Y3
+	VFMADD231PS  Y1, Y0, Y3
+	VADDPS       (AX), Y3, Y3
+	VMOVUPS      Y3, (AX)
+	VADDPS       Y2, Y1, Y1
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv1both
+	VZEROUPPER
+	RET
+
 // func ExpAVX2(dst *float32, src *float32, n int)
 // Requires: AVX, AVX2, FMA3
 TEXT ·ExpAVX2(SB), NOSPLIT, $0-24

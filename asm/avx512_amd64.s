@@ -22376,6 +22376,315 @@ nv1weights:
 	VZEROUPPER
 	RET
 
+// func ScoreBiasAVX512(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
+// Requires: AVX, AVX512F
+TEXT ·ScoreBiasAVX512(SB), NOSPLIT, $0-56
+	MOVQ nv+48(FP), AX
+	CMPQ AX, $0x04
+	JEQ  nv4
+	CMPQ AX, $0x03
+	JEQ  nv3
+	CMPQ AX, $0x02
+	JEQ  nv2
+	CMPQ AX, $0x01
+	JEQ  nv1
+	VZEROUPPER
+	RET
+
+nv4:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv4alibi
+
+nv4bias:
+	VBROADCASTSS (SI), Z0
+	VADDPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VADDPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VADDPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VADDPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv4bias
+	VZEROUPPER
+	RET
+
+nv4alibi:
+	VMOVUPS (DX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS 64(DX), Z2
+	VMOVUPS 64(BX), Z3
+	VMOVUPS 128(DX), Z4
+	VMOVUPS 128(BX), Z5
+	VMOVUPS 192(DX), Z6
+	VMOVUPS 192(BX), Z7
+	VMOVUPS constsAVX512<>+704(SB), Z8
+	TESTQ   SI, SI
+	JNZ     nv4both
+
+nv4slopes:
+	VMULPS  Z1, Z0, Z9
+	VADDPS  (AX), Z9, Z9
+	VMOVUPS Z9, (AX)
+	VADDPS  Z8, Z1, Z1
+	VMULPS  Z3, Z2, Z9
+	VADDPS  64(AX), Z9, Z9
+	VMOVUPS Z9, 64(AX)
+	VADDPS  Z8, Z3, Z3
+	VMULPS  Z5, Z4, Z9
+	VADDPS  128(AX), Z9, Z9
+	VMOVUPS Z9, 128(AX)
+	VADDPS  Z8, Z5, Z5
+	VMULPS  Z7, Z6, Z9
+	VADDPS  192(AX), Z9, Z9
+	VMOVUPS Z9, 192(AX)
+	VADDPS  Z8, Z7, Z7
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv4slopes
+	VZEROUPPER
+	RET
+
+nv4both:
+	VBROADCASTSS (SI), Z9
+	VMOVUPS      Z9, Z10
+	VFMADD231PS  Z1, Z0, Z10
+	VADDPS       (AX), Z10, Z10
+	VMOVUPS      Z10, (AX)
+	VADDPS       Z8, Z1, Z1
+	VMOVUPS      Z9, Z10
+	VFMADD231PS  Z3, Z2, Z10
+	VADDPS       64(AX), Z10, Z10
+	VMOVUPS      Z10, 64(AX)
+	VADDPS       Z8, Z3, Z3
+	VMOVUPS      Z9, Z10
+	VFMADD231PS  Z5, Z4, Z10
+	VADDPS       128(AX), Z10, Z10
+	VMOVUPS      Z10, 128(AX)
+	VADDPS       Z8, Z5, Z5
+	VMOVUPS      Z9, Z9
+	VFMADD231PS  Z7, Z6, Z9
+	VADDPS       192(AX), Z9, Z9
+	VMOVUPS      Z9, 192(AX)
+	VADDPS       Z8, Z7, Z7
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv4both
+	VZEROUPPER
+	RET
+
+nv3:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv3alibi
+
+nv3bias:
+	VBROADCASTSS (SI), Z0
+	VADDPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VADDPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VADDPS       128(AX), Z0, Z0
+	VMOVUPS      Z0, 128(AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv3bias
+	VZEROUPPER
+	RET
+
+nv3alibi:
+	VMOVUPS (DX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS 64(DX), Z2
+	VMOVUPS 64(BX), Z3
+	VMOVUPS 128(DX), Z4
+	VMOVUPS 128(BX), Z5
+	VMOVUPS constsAVX512<>+704(SB), Z6
+	TESTQ   SI, SI
+	JNZ     nv3both
+
+nv3slopes:
+	VMULPS  Z1, Z0, Z7
+	VADDPS  (AX), Z7, Z7
+	VMOVUPS Z7, (AX)
+	VADDPS  Z6, Z1, Z1
+	VMULPS  Z3, Z2, Z7
+	VADDPS  64(AX), Z7, Z7
+	VMOVUPS Z7, 64(AX)
+	VADDPS  Z6, Z3, Z3
+	VMULPS  Z5, Z4, Z7
+	VADDPS  128(AX), Z7, Z7
+	VMOVUPS Z7, 128(AX)
+	VADDPS  Z6, Z5, Z5
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv3slopes
+	VZEROUPPER
+	RET
+
+nv3both:
+	VBROADCASTSS (SI), Z7
+	VMOVUPS      Z7, Z8
+	VFMADD231PS  Z1, Z0, Z8
+	VADDPS       (AX), Z8, Z8
+	VMOVUPS      Z8, (AX)
+	VADDPS       Z6, Z1, Z1
+	VMOVUPS      Z7, Z8
+	VFMADD231PS  Z3, Z2, Z8
+	VADDPS       64(AX), Z8, Z8
+	VMOVUPS      Z8, 64(AX)
+	VADDPS       Z6, Z3, Z3
+	VMOVUPS      Z7, Z7
+	VFMADD231PS  Z5, Z4, Z7
+	VADDPS       128(AX), Z7, Z7
+	VMOVUPS      Z7, 128(AX)
+	VADDPS       Z6, Z5, Z5
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv3both
+	VZEROUPPER
+	RET
+
+nv2:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv2alibi
+
+nv2bias:
+	VBROADCASTSS (SI), Z0
+	VADDPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VADDPS       64(AX), Z0, Z0
+	VMOVUPS      Z0, 64(AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv2bias
+	VZEROUPPER
+	RET
+
+nv2alibi:
+	VMOVUPS (DX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS 64(DX), Z2
+	VMOVUPS 64(BX), Z3
+	VMOVUPS constsAVX512<>+704(SB), Z4
+	TESTQ   SI, SI
+	JNZ     nv2both
+
+nv2slopes:
+	VMULPS  Z1, Z0, Z5
+	VADDPS  (AX), Z5, Z5
+	VMOVUPS Z5, (AX)
+	VADDPS  Z4, Z1, Z1
+	VMULPS  Z3, Z2, Z5
+	VADDPS  64(AX), Z5, Z5
+	VMOVUPS Z5, 64(AX)
+	VADDPS  Z4, Z3, Z3
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv2slopes
+	VZEROUPPER
+	RET
+
+nv2both:
+	VBROADCASTSS (SI), Z5
+	VMOVUPS      Z5, Z6
+	VFMADD231PS  Z1, Z0, Z6
+	VADDPS       (AX), Z6, Z6
+	VMOVUPS      Z6, (AX)
+	VADDPS       Z4, Z1, Z1
+	VMOVUPS      Z5, Z5
+	VFMADD231PS  Z3, Z2, Z5
+	VADDPS       64(AX), Z5, Z5
+	VMOVUPS      Z5, 64(AX)
+	VADDPS       Z4, Z3, Z3
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv2both
+	VZEROUPPER
+	RET
+
+nv1:
+	MOVQ  s+0(FP), AX
+	MOVQ  lds+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  slope+16(FP), DX
+	MOVQ  dist+24(FP), BX
+	MOVQ  bias+32(FP), SI
+	MOVQ  nk+40(FP), DI
+	TESTQ DX, DX
+	JNZ   nv1alibi
+
+nv1bias:
+	VBROADCASTSS (SI), Z0
+	VADDPS       (AX), Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv1bias
+	VZEROUPPER
+	RET
+
+nv1alibi:
+	VMOVUPS (DX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS constsAVX512<>+704(SB), Z2
+	TESTQ   SI, SI
+	JNZ     nv1both
+
+nv1slopes:
+	VMULPS  Z1, Z0, Z3
+	VADDPS  (AX), Z3, Z3
+	VMOVUPS Z3, (AX)
+	VADDPS  Z2, Z1, Z1
+	ADDQ    CX, AX
+	DECQ    DI
+	JNZ     nv1slopes
+	VZEROUPPER
+	RET
+
+nv1both:
+	VBROADCASTSS (SI), Z3
+	VMOVUPS      Z3, Z3
+	VFMADD231PS  Z1, Z0, Z3
+	VADDPS       (AX), Z3, Z3
+	VMOVUPS      Z3, (AX)
+	VADDPS       Z2, Z1, Z1
+	ADDQ         CX, AX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JNZ          nv1both
+	VZEROUPPER
+	RET
+
 // func ExpAVX512(dst *float32, src *float32, n int)
 // Requires: AVX, AVX512F
 TEXT ·ExpAVX512(SB), NOSPLIT, $0-24

@@ -15,14 +15,14 @@ import (
 // the OS saves their register state.
 var (
 	// The avx2 set converts 16-bit floats with F16C.
-	avx2 = x86Set("avx2", 8, 2, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2,
+	avx2 = x86Set("avx2", 8, 2, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
 		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
-	avx512 = x86Set("avx512", 16, 4, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512,
+	avx512 = x86Set("avx512", 16, 4, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
@@ -46,6 +46,7 @@ type x86Kernels struct {
 	gemm    gemmFunc
 	pv      pvFunc
 	softmax func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)
+	bias    func(s *float32, lds int, slope, dist, bias *float32, nk, nv int)
 	exp     func(dst, src *float32, n int)
 	tr      func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
 	dot     func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
@@ -71,6 +72,16 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
 			for r0 := 0; r0 < rows; r0 += 4 * lanes {
 				k.softmax(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(4, (rows-r0)/lanes), softcap)
+			}
+		},
+		bias: func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
+			bp := first(bias)
+			for r0 := 0; r0 < rows; r0 += 4 * lanes {
+				var sl, d *float32
+				if slope != nil {
+					sl, d = &slope[r0], &dist[r0]
+				}
+				k.bias(&s[r0], lds, sl, d, bp, nk, min(4, (rows-r0)/lanes))
 			}
 		},
 		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
@@ -108,6 +119,14 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 			k.convert[t-1].narrow(&dst[0], &src[0], len(src))
 		},
 	}
+}
+
+// first returns a pointer to x's first element, nil for a nil x.
+func first(x []float32) *float32 {
+	if x == nil {
+		return nil
+	}
+	return &x[0]
 }
 
 func init() {

@@ -47,6 +47,7 @@ func generate(x isa, dir string) error {
 	g.convert()
 	g.pv()
 	g.softmax()
+	g.scoreBias()
 	g.expKernel()
 	g.peak()
 	f, err := c.Result()
