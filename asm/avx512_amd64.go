@@ -52,6 +52,7 @@ func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, ro
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
 //		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
@@ -61,12 +62,13 @@ func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, ro
 // elements of k's type (16-bit: widened in registers); s is scratch.
 //
 //go:noescape
-func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 
 // DecodeF16AVX512 is
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
 //		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
@@ -76,12 +78,13 @@ func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk 
 // elements of k's type (16-bit: widened in registers); s is scratch.
 //
 //go:noescape
-func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 
 // DecodeBF16AVX512 is
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
 //		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
@@ -91,7 +94,7 @@ func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk i
 // elements of k's type (16-bit: widened in registers); s is scratch.
 //
 //go:noescape
-func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32)
+func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 
 // WidenF16AVX512 is
 //

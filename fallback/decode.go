@@ -17,7 +17,7 @@ func DecodeScratch(dk, dv int) int { return DecodeKeys + dk + dv }
 // sees, K and V read once, in blocks of DecodeKeys keys. For each block
 // and row r:
 //
-//	s[c]  = q_r · k_c
+//	s[c]  = q_r · k_c  (+ alibi[r]·(alibi[rows+r] + c0 + c), if alibi != nil)
 //	mNew  = max(m[r], max_c s[c]);  base = max(mNew, -MaxFloat32)
 //	p[c]  = exp(s[c] - base);       alpha = exp(m[r] - base)
 //	l[r]  = l[r]·alpha + Σ_c p[c];  m[r] = mNew
@@ -25,8 +25,10 @@ func DecodeScratch(dk, dv int) int { return DecodeKeys + dk + dv }
 //
 // o is [rows][dv]; m and l hold the running state of Softmax. buf holds
 // DecodeScratch(dk, dv) floats (the weights of a block and one widened K
-// and V row).
-func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf []float32) {
+// and V row). alibi is nil or the rows' ALiBi slopes followed by their
+// distances to key 0 (integers); the term is rounded once, then added,
+// as in ScoreBias.
+func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf, alibi []float32) {
 	p, kb, vb := buf[:DecodeKeys], buf[DecodeKeys:DecodeKeys+dk], buf[DecodeKeys+dk:][:dv]
 	for c0 := 0; c0 < nk; c0 += DecodeKeys {
 		n := min(DecodeKeys, nk-c0)
@@ -38,6 +40,9 @@ func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf []f
 				sum := float32(0)
 				for d, x := range kc {
 					sum += x * qr[d]
+				}
+				if alibi != nil {
+					sum += float32(alibi[r] * (alibi[rows+r] + float32(c0+c)))
 				}
 				p[c] = sum
 				mNew = max32(mNew, sum)

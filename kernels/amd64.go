@@ -31,8 +31,8 @@ var (
 
 // decodeF32Func and decode16Func are the fused decode kernels' signatures.
 type (
-	decodeF32Func func(q *float32, rows, kvec, ktail int, k *float32, ldk int, v *float32, ldv int, nk, vvec, vtail int, o, m, l, s *float32)
-	decode16Func  func(q *float32, rows, kvec, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk, vvec, vtail int, o, m, l, s *float32)
+	decodeF32Func func(q *float32, rows, kvec, ktail int, k *float32, ldk int, v *float32, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)
+	decode16Func  func(q *float32, rows, kvec, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)
 )
 
 // convertFuncs are one 16-bit type's conversions, whole vectors.
@@ -96,16 +96,17 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 			k.dot(&s[0], lds, &kr[0], ldk, &q[0], ldq, rows, nk, nvec, dk-(nvec-1)*lanes)
 		},
 		peak: k.peak, peakChains: 12,
-		decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s []float32) {
+		decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+			al := first(alibi)
 			kvec, vvec := (dk+lanes-1)/lanes, (dv+lanes-1)/lanes
 			kt, vt := dk-(kvec-1)*lanes, dv-(vvec-1)*lanes
 			switch kr.Type {
 			case fallback.KVFloat32:
-				k.decodeF32(&q[0], rows, kvec, kt, &kr.F32[0], kr.Ld, &vr.F32[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0])
+				k.decodeF32(&q[0], rows, kvec, kt, &kr.F32[0], kr.Ld, &vr.F32[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
 			case fallback.KVFloat16:
-				k.decodeF16(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0])
+				k.decodeF16(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
 			default:
-				k.decBF(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0])
+				k.decBF(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
 			}
 		},
 		decodeKeys: lanes,

@@ -88,7 +88,7 @@ func BenchmarkDecode(b *testing.B) {
 						m, l, s := make([]float32, rows), make([]float32, rows), make([]float32, ks.DecodeScratch(d, d))
 						b.ResetTimer()
 						for i := 0; i < b.N; i++ {
-							ks.Decode(q, rows, d, k, v, c.keys, d, o, m, l, s)
+							ks.Decode(q, rows, d, k, v, c.keys, d, o, m, l, s, nil)
 						}
 						bytes := float64(2 * c.keys * d * typ.Bytes())
 						b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")

@@ -17,7 +17,7 @@ const DecodeRows = fallback.DecodeRows
 
 // decodeKernel is the signature of a set's fused decode: Decode's
 // arguments, checked.
-type decodeKernel func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s []float32)
+type decodeKernel func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32)
 
 // HasDecode reports whether the set has a fused decode kernel for K and V
 // stored as t with head dims dk and dv. (AVX2 loads a 16-bit row's last
@@ -45,9 +45,11 @@ func (ks *Set) DecodeScratch(dk, dv int) int {
 // contract: rows (1..DecodeRows) query rows q ([rows][dk], pre-scaled)
 // over nk >= DecodeKeys() keys that every row sees, each K and V row read
 // once and widened in registers if 16-bit; o ([rows][dv]), m and l are
-// the running state of the online softmax. A set without the kernel
-// (HasDecode false) must not be asked.
-func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s []float32) {
+// the running state of the online softmax. alibi is nil or 2·rows values:
+// the rows' ALiBi slopes, then their distances to the first key (key c
+// gains slope·(distance + c)). A set without the kernel (HasDecode false)
+// must not be asked.
+func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32) {
 	if rows < 1 || rows > DecodeRows || dk < 1 || dv < 1 {
 		panic(fmt.Sprintf("kernels: Decode: rows %d (1..%d), dk %d, dv %d", rows, DecodeRows, dk, dv))
 	}
@@ -64,7 +66,10 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	check("Decode", "m", len(m), rows)
 	check("Decode", "l", len(l), rows)
 	check("Decode", "s", len(s), ks.DecodeScratch(dk, dv))
-	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s)
+	if alibi != nil {
+		check("Decode", "alibi", len(alibi), 2*rows)
+	}
+	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
 
 // Widen writes src, elements of type t (float16 or bfloat16), as float32

@@ -81,8 +81,17 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 			clear(o[r*dv : (r+1)*dv])
 		}
 	}
+	var alibi []float32 // half the cases: ALiBi slopes and distances
+	if rng.IntN(2) == 0 {
+		a, f6 := guarded(t, 2*rows, atEnd)
+		defer f6()
+		for r := 0; r < rows; r++ {
+			a[r], a[rows+r] = rng.Float32()-0.3, float32(rng.IntN(200)-150)
+		}
+		alibi = a
+	}
 	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
-	ks.Decode(q, rows, dk, k, v, nk, dv, o, m, l, s)
+	ks.Decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	for r := 0; r < rows; r++ {
 		// float64: the state after all keys, normalized.
 		sc := make([]float64, nk)
@@ -90,6 +99,9 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 		for c := range sc {
 			for d := 0; d < dk; d++ {
 				sc[c] += float64(q[r*dk+d]) * float64(kf[c*ldk+d])
+			}
+			if alibi != nil {
+				sc[c] += float64(alibi[r]) * (float64(alibi[rows+r]) + float64(c))
 			}
 			mx = math.Max(mx, sc[c])
 		}
@@ -109,7 +121,7 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 				want[j] += w * float64(vf[c*ldv+j])
 			}
 		}
-		where := fmt.Sprintf("%s %v rows=%d nk=%d dk=%d dv=%d running=%v row %d", ks, typ, rows, nk, dk, dv, running, r)
+		where := fmt.Sprintf("%s %v rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v row %d", ks, typ, rows, nk, dk, dv, running, alibi != nil, r)
 		lse := float64(m[r]) + math.Log(float64(l[r]))
 		if math.Abs(lse-(mx+math.Log(sum))) > 2e-5*(1+math.Abs(lse)) {
 			t.Fatalf("%s: LSE %v, want %v (m %v, l %v)", where, lse, mx+math.Log(sum), m[r], l[r])
@@ -149,7 +161,7 @@ func TestDecodeNaN(t *testing.T) {
 					q[i] = rng.Float32()
 				}
 				o, m, l := make([]float32, dk), []float32{float32(math.Inf(-1))}, []float32{0}
-				ks.Decode(q, 1, dk, k, v, nk, dk, o, m, l, make([]float32, ks.DecodeScratch(dk, dk)))
+				ks.Decode(q, 1, dk, k, v, nk, dk, o, m, l, make([]float32, ks.DecodeScratch(dk, dk)), nil)
 				if poisonK && !math.IsNaN(float64(l[0])) {
 					t.Errorf("%s %v: NaN key: l = %v, want NaN", ks, typ, l[0])
 				}

@@ -12,8 +12,6 @@ var generic = &Set{
 	pv:      fallback.PV,
 	exp:     fallback.ExpSlice,
 	tr:      fallback.TransposeScale,
-	decode: func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s []float32) {
-		fallback.Decode(q, rows, dk, k, v, nk, dv, o, m, l, s)
-	},
+	decode:  fallback.Decode,
 	decodeKeys: 1,
 }

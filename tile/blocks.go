@@ -29,7 +29,7 @@ const (
 // scratch and the ALiBi rows, at the largest block sizes. It is a float64
 // so that absurd dims cannot overflow.
 func WorkspaceBytes(dk, dv int) float64 {
-	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+7) + 16*float64(dk) + maxKeys +
+	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+9) + 16*float64(dk) + maxKeys +
 		float64(maxKeys)*float64(dk+dv) + 16*16 + 48 + float64(dk+dv))
 }
 

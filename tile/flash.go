@@ -24,6 +24,7 @@ type Workspace struct {
 	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)
 	dist     []float32 // ALiBi: each row's distance to the block's first key
 	at       []int     // ALiBi: each row's key position (i + offset)
+	alibi    []float32 // ALiBi of the fused decode kernel: slopes, then distances
 	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 }

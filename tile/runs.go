@@ -68,8 +68,18 @@ func visibleKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b i
 // with filter, add the bias and apply the mask.
 func plainKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b int, fused, filter bool) {
 	if fused && b-a >= ks.DecodeKeys() {
-		ks.Decode(ws.qr, it.nh*it.nq, p.HeadDim, p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true),
-			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds)
+		rows := it.nh * it.nq
+		var alibi []float32
+		if p.Slopes != nil { // the slopes, then the distances to key a
+			alibi = grow(ws.alibi, 2*rows)
+			copy(alibi, ws.slope[:rows])
+			for r := 0; r < rows; r++ {
+				alibi[rows+r] = float32(a - ws.at[r])
+			}
+			ws.alibi = alibi
+		}
+		ks.Decode(ws.qr, rows, p.HeadDim, p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true),
+			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
 		return
 	}
 	for kb := a; kb < b; kb += ws.bc {

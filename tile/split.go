@@ -61,10 +61,10 @@ func (sp Split) PartLen(p *Problem) int {
 }
 
 // Fused reports whether the keys every row sees may run through ks's
-// fused decode kernel (no softcap or ALiBi, which it does not apply; of a
-// bias or mask, only the runs of keys they leave untouched do).
+// fused decode kernel (which adds ALiBi terms but no softcap; of a bias
+// or mask, only the runs of keys they leave untouched do).
 func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
-	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0 && p.Slopes == nil
+	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0
 }
 
 // Run computes chunk item n: the query rows of one KV head over the

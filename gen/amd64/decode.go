@@ -68,10 +68,11 @@ type decodeLocals struct {
 func (g *gen) decode(e elem) {
 	x := g.x
 	T := x.lanes
-	g.fn("Decode"+e.name(), fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s *float32)", e.goType(), e.goType()),
+	g.fn("Decode"+e.name(), fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)", e.goType(), e.goType()),
 		"",
 		"\tfor each block of lanes keys c, for r := 0; r < rows; r++ {",
 		"\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)",
+		"\t\tif alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)",
 		"\t\tmNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)",
 		"\t\tp[c] = exp(sc - base);  alpha = exp(m[r] - base)",
 		"\t\tl[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew",
@@ -329,6 +330,34 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	step(true)
 	g.Label(lb + "fold")
 	sv := g.fold(acc)
+
+	// ALiBi: sc += slope·(dist + c) for key c of the call, the block's
+	// first key being nk - rem (the moved-back block included); the
+	// distances are integers, exact in float32, and the product is
+	// rounded once, as in fallback.ScoreBias.
+	ap := g.param("alibi")
+	g.TESTQ(ap, ap)
+	g.JZ(operand.LabelRef(lb + "noalibi"))
+	{
+		r := g.GP64()
+		g.MOVQ(lc.row, r)
+		kpos := g.GP64()
+		g.MOVQ(g.arg("nk"), kpos)
+		g.SUBQ(lc.rem, kpos)
+		d := g.vec()
+		g.VCVTSI2SSQ(kpos, d.AsX(), d.AsX())
+		rows := g.GP64()
+		g.MOVQ(g.arg("rows"), rows)
+		g.LEAQ(operand.Mem{Base: ap, Index: rows, Scale: 4}, rows) // the distances
+		g.VADDSS(operand.Mem{Base: rows, Index: r, Scale: 4}, d.AsX(), d.AsX())
+		g.VBROADCASTSS(d.AsX(), d)
+		g.VADDPS(g.iota(), d, d)
+		sl := g.vec()
+		g.VBROADCASTSS(operand.Mem{Base: ap, Index: r, Scale: 4}, sl)
+		g.VMULPS(sl, d, d)
+		g.VADDPS(d, sv, sv)
+	}
+	g.Label(lb + "noalibi")
 
 	// Lanes of keys before the block's start (a moved-back last block)
 	// are -Inf: a blend, so a NaN there cannot leak.

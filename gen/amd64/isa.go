@@ -46,6 +46,7 @@ type gen struct {
 	*build.Context
 	x      isa
 	consts operand.Mem               // the constant table
+	iotas  operand.Mem               // the vector 0, 1, ..., lanes-1
 	index  map[string]int            // constant name → slot
 	held   map[string]reg.VecVirtual // constants held in registers (see hold)
 }
@@ -96,8 +97,17 @@ func newGen(c *build.Context, x isa) *gen {
 			off += 4
 		}
 	}
+	// The lane numbers as float32, for the ALiBi distances of a key block.
+	g.iotas = c.StaticGlobal("iota" + x.suffix)
+	c.DataAttributes(attr.RODATA | attr.NOPTR)
+	for l := 0; l < x.lanes; l++ {
+		c.AddDatum(4*l, operand.U32(math.Float32bits(float32(l))))
+	}
 	return g
 }
+
+// iota returns the memory operand of the vector 0, 1, ..., lanes-1.
+func (g *gen) iota() operand.Mem { return g.iotas }
 
 // cst returns the memory operand of a constant vector.
 func (g *gen) cst(name string) operand.Mem {
