@@ -14,6 +14,7 @@ type Case struct {
 	Causal               bool
 	Layout               mha.Layout
 	KV                   mha.KVType // storage of K and V
+	Variant              variant    // semantics on top of the mask (variants.go)
 }
 
 // String is the shape in the table's form.
@@ -38,14 +39,16 @@ func (c Case) Path() string {
 func (c Case) Decode() bool { return c.Lq == 1 }
 
 // Pairs returns the (query, key) pairs a call computes: Lq·Lk, or under the
-// causal mask (bottom-right) the pairs with j <= i + Lk - Lq.
+// causal mask (bottom-right) the pairs with j <= i + Lk - Lq, less the
+// keys a variant's padding or window removes.
 func (c Case) Pairs() float64 {
-	if !c.Causal {
+	if !c.Causal && c.Variant.window == 0 && !c.Variant.padded() {
 		return float64(c.Lq) * float64(c.Lk)
 	}
 	n := 0.0
 	for i := 0; i < c.Lq; i++ {
-		n += float64(min(c.Lk, max(0, i+c.Lk-c.Lq+1)))
+		lo, hi := c.visible(i)
+		n += float64(hi - lo)
 	}
 	return n
 }
@@ -54,13 +57,18 @@ func (c Case) Pairs() float64 {
 func (c Case) FLOPs() float64 { return 2 * float64(2*c.D) * float64(c.B*c.H) * c.Pairs() }
 
 // KVBytes is the K and V a call reads: B·Hkv·Lk·(Dk+Dv) elements of 4
-// bytes, or 2 for 16-bit storage.
+// bytes, or 2 for 16-bit storage (Lk: the keys kept, for a padded
+// variant).
 func (c Case) KVBytes() float64 {
 	size := 4.0
 	if c.KV != mha.Float32 {
 		size = 2
 	}
-	return size * float64(c.B*c.Hkv*c.Lk) * float64(2*c.D)
+	lk := c.Lk
+	if c.Variant.padded() {
+		lk = c.keep()
+	}
+	return size * float64(c.B*c.Hkv*lk) * float64(2*c.D)
 }
 
 // Shape is the case as an mha.Shape.

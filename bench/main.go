@@ -36,7 +36,7 @@ type Row struct {
 	Kind       string  `json:"kind"` // "attention" or "layer"
 	ISA        string  `json:"isa"`
 	Shape      string  `json:"shape"`
-	Mask       string  `json:"mask"`   // "full" or "causal"
+	Mask       string  `json:"mask"`   // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"` // "bshd" or "bhsd"
 	KV         string  `json:"kv"`     // storage of K and V: "f32", "f16", "bf16"
 	Threads    int     `json:"threads"`
@@ -63,6 +63,7 @@ type config struct {
 	kvPre   []mha.KVType // and of prefill rows
 	minTime time.Duration
 	noBase  bool
+	vars    []variant // of every attention row
 }
 
 func main() {
@@ -87,6 +88,7 @@ func parseFlags() (*config, error) {
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
 	layouts := flag.String("layout", "bshd", "comma-separated layouts of the decode rows: bshd, bhsd")
 	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16 (default: all three on decode rows, f32 on prefill rows)")
+	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	flag.Parse()
 
 	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase,
@@ -136,6 +138,10 @@ func parseFlags() (*config, error) {
 		default:
 			return nil, fmt.Errorf("-layout: %q is not bshd or bhsd", name)
 		}
+	}
+	var err error
+	if cfg.vars, err = parseVariants(*vars); err != nil {
+		return nil, err
 	}
 	cfg.threads = []int{1}
 	if n := runtime.GOMAXPROCS(0); n > 1 {
@@ -214,7 +220,7 @@ func run(cfg *config) error {
 		}
 		for _, c := range cfg.rows() {
 			for _, th := range cfg.threads {
-				progress(fmt.Sprintf("%s %s %s %s %v threads=%d", ks.Name, c, maskName(c.Causal), layoutName(c.Layout), c.KV, th))
+				progress(fmt.Sprintf("%s %s %s %s %v threads=%d", ks.Name, c, c.maskName(), layoutName(c.Layout), c.KV, th))
 				row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
 				if err != nil {
 					return err
@@ -246,41 +252,50 @@ func run(cfg *config) error {
 
 // rows expands the cases into the table's attention rows: prefill shapes
 // full and causal (BSHD), decode steps (which see every key either way)
-// in each layout of -layout.
+// in each layout of -layout; each with every variant of -variants, one
+// after the other, so a variant's row is timed next to its plain one.
 func (cfg *config) rows() []Case {
 	var rows []Case
 	for _, c := range cfg.cases {
 		if !c.Decode() {
 			for _, kv := range cfg.kvPre {
 				for _, causal := range []bool{false, true} {
-					c.Causal, c.KV = causal, kv
-					rows = append(rows, c)
+					for _, v := range cfg.vars {
+						c.Causal, c.KV, c.Variant = causal, kv, v
+						rows = append(rows, c)
+					}
 				}
 			}
 			continue
 		}
 		for _, l := range cfg.layouts {
 			for _, kv := range cfg.kvDec {
-				c.Layout, c.KV = l, kv
-				rows = append(rows, c)
+				for _, v := range cfg.vars {
+					c.Layout, c.KV, c.Variant = l, kv, v
+					rows = append(rows, c)
+				}
 			}
 		}
 	}
 	return rows
 }
 
-func maskName(causal bool) string {
-	if causal {
-		return "causal"
+// maskName is the row's mask column: full or causal, and its variant.
+func (c Case) maskName() string {
+	if c.Causal {
+		return "causal" + c.Variant.String()
 	}
-	return "full"
+	return "full" + c.Variant.String()
 }
 
 // measureAttention times one attention row, its peak and its baseline.
 func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threads int, m Machine, baselines map[string]float64) (Row, error) {
 	q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
 	o := make([]float32, c.B*c.Lq*c.H*c.D)
-	opts := &mha.Options{Causal: c.Causal, Threads: threads}
+	opts, err := c.options(threads)
+	if err != nil {
+		return Row{}, err
+	}
 	call := func() error { return e.Attention(o, q, k, v, c.Shape(), opts) }
 	if c.KV != mha.Float32 {
 		k16, v16 := make([]uint16, len(k)), make([]uint16, len(v))
@@ -290,7 +305,6 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		call = func() error { return e.Attention16(o, q, k16, v16, c.KV, c.Shape(), opts) }
 	}
 	var d time.Duration
-	var err error
 	_, peak := Around(ks, threads, func() float64 {
 		d, err = Median(call, cfg.minTime)
 		return 0
@@ -298,7 +312,7 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: maskName(c.Causal), Layout: layoutName(c.Layout), KV: c.KV.String(), Threads: threads,
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(), Threads: threads,
 		MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
@@ -313,7 +327,9 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		r.TokPerS = float64(c.B) / d.Seconds()
 	}
 	if !cfg.noBase {
-		key := fmt.Sprintf("%v/%s/%s/%d", c, maskName(c.Causal), layoutName(c.Layout), threads)
+		plain := c
+		plain.Variant = variant{} // the baseline computes the plain row
+		key := fmt.Sprintf("%v/%s/%s/%d", c, plain.maskName(), layoutName(c.Layout), threads)
 		if _, ok := baselines[key]; !ok {
 			bl := NewBaseline(c)
 			bd, err := Median(func() error { bl.Run(o, q, k, v, threads); return nil }, cfg.minTime)
@@ -395,7 +411,7 @@ func (p *printer) row(r Row) {
 	}
 	if !p.head {
 		p.head = true
-		fmt.Printf("%-7s %-42s %-6s %-4s %-4s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
+		fmt.Printf("%-7s %-42s %-13s %-4s %-4s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
 			"isa", "shape", "mask", "lay", "kv", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
 	}
 	gbs, bw, tok, base, speed := "", "", "", "", ""
@@ -409,7 +425,7 @@ func (p *printer) row(r Row) {
 	if r.PctPeak > 0 {
 		peak = fmt.Sprintf("%6.1f", r.PctPeak)
 	}
-	fmt.Printf("%-7s %-42s %-6s %-4s %-4s %3d %8.3fms %8.1f %s %7s %5s %8s %10s %7s\n",
+	fmt.Printf("%-7s %-42s %-13s %-4s %-4s %3d %8.3fms %8.1f %s %7s %5s %8s %10s %7s\n",
 		r.ISA, r.Shape, r.Mask, r.Layout, r.KV, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, tok, base, speed)
 }
 

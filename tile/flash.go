@@ -344,12 +344,19 @@ func rowResult(p *Problem, b, h, i int, m, l float32) (scale, lse float32) {
 // sunk is rowResult of a row with max m and sum l > 0 whose head h has a
 // sink σ, one more term of the denominator with no value:
 //
-//	lse = ln(e^m·l + e^σ);  scale = e^(m - lse) = 1/(l + e^(σ-m))
+//	den = l + e^(σ-m);  scale = 1/den;  lse = m + ln den
 //
-// in float64, with no overflow however large σ - m is.
+// in float64; when e^(σ-m) would overflow, factored the other way:
+// den = e^(σ-m)·(1 + l·e^(m-σ)), so scale = e^(m-σ)/(1 + l·e^(m-σ)) and
+// lse = σ + ln(1 + l·e^(m-σ)). One exp and one log a row.
 func sunk(p *Problem, h int, m, l float64) (scale, lse float32) {
-	lse64 := fallback.LogAddExp(m+math.Log(l), float64(p.Sinks[h]))
-	return float32(math.Exp(m - lse64)), float32(lse64)
+	sink := float64(p.Sinks[h])
+	if t := sink - m; t < 700 {
+		den := l + math.Exp(t)
+		return float32(1 / den), float32(m + math.Log(den))
+	}
+	e := math.Exp(m - sink)
+	return float32(e / (1 + l*e)), float32(sink + math.Log1p(l*e))
 }
 
 // anyOf reports whether any element of x is true.
