@@ -80,9 +80,13 @@ func (f optionSet) build(rng *rand.Rand, s Shape) Options {
 		}
 	}
 	if f.alibi {
+		// Negative slopes too. |slope·distance| stays below 16 so that no
+		// weight underflows float32 (a ±Inf value under an underflowed
+		// weight is NaN, not ±Inf: see the package doc); TestALiBiFar
+		// covers large distances.
 		o.ALiBi = make([]float32, s.Heads)
 		for h := range o.ALiBi {
-			o.ALiBi[h] = rng.Float32() - 0.2 // negative slopes too
+			o.ALiBi[h] = (rng.Float32() - 0.2) * 16 / float32(s.KVLen+s.QLen)
 		}
 	}
 	if f.sinks {

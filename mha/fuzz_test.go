@@ -33,7 +33,8 @@ func FuzzAttention(f *testing.F) {
 			return
 		}
 		f := optionSet{causal: flags&1 != 0, window: flags&2 != 0, softcap: flags&4 != 0,
-			kvlens: flags&8 != 0, bias: seed%3 == 0, offset: seed%5 == 0, scale: seed%7 == 0}
+			kvlens: flags&8 != 0, bias: seed%3 == 0, offset: seed%5 == 0, scale: seed%7 == 0,
+			bidir: seed%11 == 0, mask: seed%13 == 0, alibi: flags&16 != 0, sinks: seed%17 == 0}
 		checkCase(t, rng, rs, f.build(rng, rs))
 	})
 }
@@ -53,7 +54,8 @@ func FuzzPoisonedMask(f *testing.F) {
 		}
 		s.Heads *= s.KVHeads
 		f := optionSet{causal: flags&1 != 0, window: flags&2 != 0, softcap: flags&4 != 0,
-			kvlens: flags&8 != 0, bias: seed%2 == 0, offset: seed%5 == 0}
+			kvlens: flags&8 != 0, bias: seed%2 == 0, offset: seed%5 == 0,
+			bidir: seed%3 == 0, mask: seed%7 == 0, alibi: flags&16 != 0, sinks: seed%11 == 0}
 		rs, _ := s.resolve()
 		o := f.build(rng, rs)
 		q, k, v, _ := inputs(rng, rs)

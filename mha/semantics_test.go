@@ -70,6 +70,22 @@ func TestBidirectionalWindowLong(t *testing.T) {
 	checkCase(t, rng, s, Options{Window: 64, QueryOffset: &off, ALiBi: []float32{0.1, 0.3}})
 }
 
+// TestALiBiFar: standard slopes over long distances (most weights far
+// below the row's max), prefill and decode, with sinks.
+func TestALiBiFar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(39, 40))
+	slopes, _ := ALiBiSlopes(4, 0)
+	for _, s := range []Shape{
+		{Batch: 1, Heads: 4, KVHeads: 2, QLen: 300, KVLen: 600, HeadDim: 32},
+		{Batch: 2, Heads: 4, KVHeads: 1, QLen: 1, KVLen: 1500, HeadDim: 64, Layout: BHSD},
+		{Batch: 2, Heads: 4, KVHeads: 4, QLen: 3, KVLen: 900, HeadDim: 16},
+	} {
+		checkCase(t, rng, s, Options{Causal: true, ALiBi: slopes})
+		checkCase(t, rng, s, Options{ALiBi: slopes, Sinks: []float32{-1, 0, 1, 2}})
+		checkCase(t, rng, s, Options{Causal: true, ALiBi: []float32{1, 0.5, -0.01, 0}, Softcap: 5})
+	}
+}
+
 // TestPaddingMask: a key-padding mask [B][1][1][Lk], as bool and as a
 // -Inf float bias, gives the KVLens result (long masked runs are skipped,
 // short ones masked in their blocks), prefill and decode, with and

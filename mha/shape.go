@@ -15,12 +15,12 @@
 // Every path and kernel set follows fallback.Attention, the float64
 // reference, on NaN, Inf and overflow:
 //
-//   - A key a row does not see — causal, window, past its KVLens, or behind a
-//     -Inf bias entry — contributes nothing to that row, whatever K and V
-//     hold there (NaN and Inf included).
+//   - A key a row does not see — causal, window, past its KVLens, behind a
+//     -Inf bias entry or a false mask entry — contributes nothing to that
+//     row, whatever K and V hold there (NaN and Inf included).
 //   - Scores are float32: s = (Scale·q)·k. A score beyond ±MaxFloat32 is
 //     ±Inf. Softcap maps +Inf to +Softcap and keeps -Inf; then the bias is
-//     added.
+//     added, then the ALiBi term.
 //   - A score of NaN or +Inf for a key the row sees makes that row's output
 //     and LSE NaN: so does NaN in q, in a visible key, or in a visible bias
 //     entry, and a +Inf bias entry. NaN in a visible value reaches the
@@ -29,7 +29,12 @@
 //     keys with finite scores. A row all of whose visible scores are -Inf
 //     (an overflow) is NaN, not zeros: the result depends on values float32
 //     lost.
-//   - A row that sees no key outputs zeros and an LSE of -Inf.
+//   - A row that sees no key outputs zeros and an LSE of -Inf (with Sinks:
+//     the sink).
+//   - Weights are float32: a key whose weight is below the smallest normal
+//     float32 relative to the row's largest (its score ~87 or more below
+//     it, or below the sink) weighs exactly 0, and a ±Inf in its value row
+//     then gives NaN, where exact arithmetic would give ±Inf.
 //
 // Scale is limited to [0, MaxScale] and Softcap to 0 or [MinSoftcap,
 // MaxFloat32], so that Scale·q and 1/Softcap stay finite for sane inputs.

@@ -305,7 +305,10 @@ func store(ks *kernels.Set, p *Problem, it item, ws *Workspace) {
 		for ii := 0; ii < it.nq; ii++ {
 			r := hh*it.nq + ii
 			o := p.Out[off+ii*stride : off+ii*stride+dv]
-			if ws.al[r] == 0 { // no key: zeros, whatever the accumulator holds
+			// No key: zeros, whatever the accumulator holds. (A sink far
+			// above every score can make the factor of a row with keys 0
+			// too; that row is scaled, not cleared.)
+			if ws.al[r] == 0 && ws.l[r] == 0 {
 				clear(o)
 				continue
 			}
