@@ -47,6 +47,18 @@ func PVNEON(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha
 //go:noescape
 func SoftmaxNEON(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
 
+// ScoreBiasNEON is
+//
+//	for c := 0; c < nk; c++ { for r := 0; r < nv*4; r++ {
+//		s[c*lds+r] += fma(slope[r], dist[r] + c, bias[c])
+//	}}
+//
+// with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil
+// (no ALiBi term) or both set, bias nil (no key term).
+//
+//go:noescape
+func ScoreBiasNEON(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
+
 // ExpNEON is
 //
 //	for i := 0; i < n; i++ {

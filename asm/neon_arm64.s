@@ -3186,6 +3186,228 @@ s1exp:
 	VST1.P [V0.S4], 16(R2)
 	RET
 
+// func ScoreBiasNEON(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
+TEXT ·ScoreBiasNEON(SB), NOSPLIT, $0-56
+	MOVD s+0(FP), R0
+	MOVD lds+8(FP), R1
+	MOVD slope+16(FP), R2
+	MOVD dist+24(FP), R3
+	MOVD bias+32(FP), R4
+	MOVD nk+40(FP), R5
+	MOVD nv+48(FP), R8
+	LSL $2, R1, R1
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V16.S4]
+	CMP $4, R8
+	BEQ sb4
+	CMP $3, R8
+	BEQ sb3
+	CMP $2, R8
+	BEQ sb2
+	CMP $1, R8
+	BEQ sb1
+	RET
+sb4:
+	CBNZ R2, b4alibi
+b4bias:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
+	WORD $0x4e31d421 // fadd v1.4s, v1.4s, v17.4s
+	WORD $0x4e31d442 // fadd v2.4s, v2.4s, v17.4s
+	WORD $0x4e31d463 // fadd v3.4s, v3.4s, v17.4s
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b4bias
+	RET
+b4alibi:
+	VLD1 (R2), [V8.S4, V9.S4, V10.S4, V11.S4]
+	VLD1 (R3), [V12.S4, V13.S4, V14.S4, V15.S4]
+	CBNZ R4, b4both
+b4slopes:
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	WORD $0x6e2ddd35 // fmul v21.4s, v9.4s, v13.4s
+	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
+	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
+	WORD $0x6e2edd56 // fmul v22.4s, v10.4s, v14.4s
+	WORD $0x4e36d442 // fadd v2.4s, v2.4s, v22.4s
+	WORD $0x4e30d5ce // fadd v14.4s, v14.4s, v16.4s
+	WORD $0x6e2fdd77 // fmul v23.4s, v11.4s, v15.4s
+	WORD $0x4e37d463 // fadd v3.4s, v3.4s, v23.4s
+	WORD $0x4e30d5ef // fadd v15.4s, v15.4s, v16.4s
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b4slopes
+	RET
+b4both:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	WORD $0x4eb11e34 // mov v20.16b, v17.16b
+	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	WORD $0x4eb11e35 // mov v21.16b, v17.16b
+	WORD $0x4e2dcd35 // fmla v21.4s, v9.4s, v13.4s
+	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
+	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
+	WORD $0x4eb11e36 // mov v22.16b, v17.16b
+	WORD $0x4e2ecd56 // fmla v22.4s, v10.4s, v14.4s
+	WORD $0x4e36d442 // fadd v2.4s, v2.4s, v22.4s
+	WORD $0x4e30d5ce // fadd v14.4s, v14.4s, v16.4s
+	WORD $0x4eb11e37 // mov v23.16b, v17.16b
+	WORD $0x4e2fcd77 // fmla v23.4s, v11.4s, v15.4s
+	WORD $0x4e37d463 // fadd v3.4s, v3.4s, v23.4s
+	WORD $0x4e30d5ef // fadd v15.4s, v15.4s, v16.4s
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b4both
+	RET
+	RET
+sb3:
+	CBNZ R2, b3alibi
+b3bias:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4]
+	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
+	WORD $0x4e31d421 // fadd v1.4s, v1.4s, v17.4s
+	WORD $0x4e31d442 // fadd v2.4s, v2.4s, v17.4s
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b3bias
+	RET
+b3alibi:
+	VLD1 (R2), [V8.S4, V9.S4, V10.S4]
+	VLD1 (R3), [V12.S4, V13.S4, V14.S4]
+	CBNZ R4, b3both
+b3slopes:
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4]
+	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	WORD $0x6e2ddd35 // fmul v21.4s, v9.4s, v13.4s
+	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
+	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
+	WORD $0x6e2edd56 // fmul v22.4s, v10.4s, v14.4s
+	WORD $0x4e36d442 // fadd v2.4s, v2.4s, v22.4s
+	WORD $0x4e30d5ce // fadd v14.4s, v14.4s, v16.4s
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b3slopes
+	RET
+b3both:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4]
+	WORD $0x4eb11e34 // mov v20.16b, v17.16b
+	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	WORD $0x4eb11e35 // mov v21.16b, v17.16b
+	WORD $0x4e2dcd35 // fmla v21.4s, v9.4s, v13.4s
+	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
+	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
+	WORD $0x4eb11e36 // mov v22.16b, v17.16b
+	WORD $0x4e2ecd56 // fmla v22.4s, v10.4s, v14.4s
+	WORD $0x4e36d442 // fadd v2.4s, v2.4s, v22.4s
+	WORD $0x4e30d5ce // fadd v14.4s, v14.4s, v16.4s
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b3both
+	RET
+	RET
+sb2:
+	CBNZ R2, b2alibi
+b2bias:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4, V1.S4]
+	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
+	WORD $0x4e31d421 // fadd v1.4s, v1.4s, v17.4s
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b2bias
+	RET
+b2alibi:
+	VLD1 (R2), [V8.S4, V9.S4]
+	VLD1 (R3), [V12.S4, V13.S4]
+	CBNZ R4, b2both
+b2slopes:
+	VLD1 (R0), [V0.S4, V1.S4]
+	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	WORD $0x6e2ddd35 // fmul v21.4s, v9.4s, v13.4s
+	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
+	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b2slopes
+	RET
+b2both:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4, V1.S4]
+	WORD $0x4eb11e34 // mov v20.16b, v17.16b
+	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	WORD $0x4eb11e35 // mov v21.16b, v17.16b
+	WORD $0x4e2dcd35 // fmla v21.4s, v9.4s, v13.4s
+	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
+	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b2both
+	RET
+	RET
+sb1:
+	CBNZ R2, b1alibi
+b1bias:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4]
+	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b1bias
+	RET
+b1alibi:
+	VLD1 (R2), [V8.S4]
+	VLD1 (R3), [V12.S4]
+	CBNZ R4, b1both
+b1slopes:
+	VLD1 (R0), [V0.S4]
+	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b1slopes
+	RET
+b1both:
+	VLD1R.P 4(R4), [V17.S4]
+	VLD1 (R0), [V0.S4]
+	WORD $0x4eb11e34 // mov v20.16b, v17.16b
+	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
+	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R5, R5
+	BNE b1both
+	RET
+	RET
+
 // func ExpNEON(dst *float32, src *float32, n int)
 TEXT ·ExpNEON(SB), NOSPLIT, $0-24
 	MOVD dst+0(FP), R0

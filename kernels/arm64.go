@@ -27,6 +27,19 @@ var neon = &Set{
 			asm.SoftmaxNEON(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(4, (rows-r0)/4), softcap)
 		}
 	},
+	bias: func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
+		var bp *float32
+		if bias != nil {
+			bp = &bias[0]
+		}
+		for r0 := 0; r0 < rows; r0 += 16 {
+			var sl, d *float32
+			if slope != nil {
+				sl, d = &slope[r0], &dist[r0]
+			}
+			asm.ScoreBiasNEON(&s[r0], lds, sl, d, bp, nk, min(4, (rows-r0)/4))
+		}
+	},
 	pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 		dv4 := dv &^ 3
 		if dv4 > 0 {

@@ -27,6 +27,7 @@ func main() {
 	g.gemm()
 	g.pv()
 	g.softmax()
+	g.scoreBias()
 	g.expKernel()
 	g.peak()
 	stubs, err := e.Stubs()
