@@ -263,6 +263,34 @@ func TestNoAllocs(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: Attention allocates %v times per call", e.Kernels(), n)
 		}
+		// The semantics of issue 10 allocate nothing either: ALiBi, sinks,
+		// a bidirectional window, a padding mask and a row-broadcast bias,
+		// prefill and split decode.
+		mask := make([]bool, s.KVLen)
+		for j := range mask {
+			mask[j] = j < 100 && j%9 != 0
+		}
+		sem := &Options{ALiBi: []float32{0.5, 0.25, 0.125, 0.0625}, Sinks: []float32{1, 0, -1, 2}, Window: 40,
+			Mask: mask, MaskQLen: 1, Bias: random(rng, s.KVLen), BiasQLen: 1, LSE: lse}
+		dec := s
+		dec.QLen, dec.KVLen = 1, 1000
+		dq, dk, dv, dout := inputs(rng, dec)
+		dsem := &Options{ALiBi: sem.ALiBi, Sinks: sem.Sinks, Mask: make([]bool, 1000), MaskQLen: 1}
+		for j := range dsem.Mask {
+			dsem.Mask[j] = j < 700
+		}
+		for name, call := range map[string]func() error{
+			"prefill": func() error { return e.Attention(out, q, k, v, s, sem) },
+			"decode":  func() error { return e.Attention(dout, dq, dk, dv, dec, dsem) },
+		} {
+			if n := testing.AllocsPerRun(20, func() {
+				if err := call(); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%s: Attention with ALiBi, sinks, window, mask and bias (%s) allocates %v times per call", e.Kernels(), name, n)
+			}
+		}
 		l, _ := testLayer(t, e, rng, LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8}, true)
 		x := random(rng, 2*20*32)
 		y := make([]float32, len(x))
