@@ -104,6 +104,18 @@ func (g *gen) zero(v V) { g.Inst("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v) }
 // move copies n to d.
 func (g *gen) move(d, n V) { g.Emit(EncORR(d, n, n)) }
 
+// loadArgs loads 8-byte arguments, in order of the frame, into R0, R1, ...;
+// the one named nv goes to R8, where dispatch reads it.
+func (g *gen) loadArgs(names ...string) {
+	for i, a := range names {
+		reg := i
+		if a == "nv" {
+			reg = 8
+		}
+		g.Inst("MOVD %s+%d(FP), R%d", a, 8*i, reg)
+	}
+}
+
 // dispatch jumps to label+nv for the param nv (1..maxNV) in R8.
 func (g *gen) dispatch(prefix string) {
 	for v := maxNV; v >= 1; v-- {

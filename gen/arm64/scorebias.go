@@ -22,13 +22,7 @@ func (g *gen) scoreBias() {
 		"with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil",
 		"(no ALiBi term) or both set, bias nil (no key term).",
 	)
-	for i, a := range []string{"s", "lds", "slope", "dist", "bias", "nk", "nv"} {
-		reg := i
-		if a == "nv" {
-			reg = 8
-		}
-		g.Inst("MOVD %s+%d(FP), R%d", a, 8*i, reg)
-	}
+	g.loadArgs("s", "lds", "slope", "dist", "bias", "nk", "nv")
 	g.Inst("LSL $2, R1, R1")
 	g.loadConst("one", 16)
 	g.dispatch("sb")

@@ -80,13 +80,7 @@ func (g *gen) softmax() {
 		"",
 		"with nv in 1..4, nk >= 1, lds in elements.",
 	)
-	for i, a := range []string{"s", "lds", "m", "l", "alpha", "nk", "nv"} {
-		reg := i
-		if a == "nv" {
-			reg = 8
-		}
-		g.Inst("MOVD %s+%d(FP), R%d", a, 8*i, reg)
-	}
+	g.loadArgs("s", "lds", "m", "l", "alpha", "nk", "nv")
 	g.Inst("LSL $2, R1, R1")
 	g.loadExpConsts()
 	g.dispatch("soft")
