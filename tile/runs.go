@@ -21,37 +21,29 @@ func visibleKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b i
 		plainKeys(ks, p, it, ws, rp, a, b, fused, false)
 		return
 	}
-	if !uniform(p, it, false) || !uniform(p, it, true) {
-		plainKeys(ks, p, it, ws, rp, a, b, false, true)
+	bias, mask := p.itemRows(it, 0, p.KVLen)
+	if (bias == nil) != (p.Bias == nil) || (mask == nil) != (p.Mask == nil) {
+		plainKeys(ks, p, it, ws, rp, a, b, false, true) // rows differ: in blocks, row by row
 		return
 	}
-	var bias []float32
-	var mask []bool
-	if p.Bias != nil {
-		bias = p.Bias[p.biasAt(it.b, it.h0, it.i0, 0):][:p.KVLen]
-	}
-	if p.Mask != nil {
-		mask = p.Mask[p.maskAt(it.b, it.h0, it.i0, 0):][:p.KVLen]
-	}
-	masked := func(j int) bool { return (bias != nil && bias[j] == negInf) || (mask != nil && !mask[j]) }
 	run := func(a, b int) { // a run with no long masked stretch
 		if a >= b {
 			return
 		}
 		clean := true
 		for j := a; j < b && clean; j++ {
-			clean = !masked(j) && (bias == nil || bias[j] == 0)
+			clean = !keyMasked(bias, mask, j) && (bias == nil || bias[j] == 0)
 		}
 		plainKeys(ks, p, it, ws, rp, a, b, fused && clean, !clean)
 	}
 	start := a
 	for j := a; j < b; {
-		if !masked(j) {
+		if !keyMasked(bias, mask, j) {
 			j++
 			continue
 		}
 		e := j + 1
-		for e < b && masked(e) {
+		for e < b && keyMasked(bias, mask, e) {
 			e++
 		}
 		if e-j >= minSkip {

@@ -10,17 +10,25 @@ import "github.com/fastattn/fastattn/kernels"
 // tile, added by the ScoreBias kernel, and its masked keys are whole
 // columns of the tile. Otherwise each row reads its own entries (Go).
 
-// uniform reports whether the bias (mask false: the mask) is the same for
-// every row of item it.
-func uniform(p *Problem, it item, mask bool) bool {
-	heads, rows := p.BiasHeads, p.BiasQLen
-	if mask {
-		heads, rows = p.MaskHeads, p.MaskQLen
+// itemRows returns the bias and mask entries of keys [kb, kb+n) that
+// every row of item it shares: the row of a bias (mask) broadcast over
+// query positions, and over heads or with one head per item; nil for one
+// that is absent or differs between the item's rows.
+func (p *Problem) itemRows(it item, kb, n int) (bias []float32, mask []bool) {
+	shared := func(heads, qlen int) bool { return (heads == 1 || it.nh == 1) && (qlen == 1 || it.nq == 1) }
+	if p.Bias != nil && shared(p.BiasHeads, p.BiasQLen) {
+		bias = p.Bias[p.biasAt(it.b, it.h0, it.i0, kb):][:n]
 	}
-	if (mask && p.Mask == nil) || (!mask && p.Bias == nil) {
-		return true
+	if p.Mask != nil && shared(p.MaskHeads, p.MaskQLen) {
+		mask = p.Mask[p.maskAt(it.b, it.h0, it.i0, kb):][:n]
 	}
-	return (heads == 1 || it.nh == 1) && (rows == 1 || it.nq == 1)
+	return bias, mask
+}
+
+// keyMasked reports whether key c of shared rows (either may be nil) is
+// masked: a -Inf bias entry or a false mask entry.
+func keyMasked(bias []float32, mask []bool, c int) bool {
+	return (bias != nil && bias[c] == negInf) || (mask != nil && !mask[c])
 }
 
 // alibiRows readies the item's ALiBi slopes in ws.slope (zero for the
@@ -49,42 +57,36 @@ func alibiRows(p *Problem, it item, rp int, ws *Workspace) {
 // ws.masked the keys a bias or mask masks for some row.
 func addTerms(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp, r0, r1 int, filter bool) {
 	s := ws.s[:nk*rp]
-	var slope, dist, kbias []float32
+	var slope, dist []float32
 	if p.Slopes != nil {
 		slope, dist = ws.slope[r0:r1], ws.dist[r0:r1]
 		for r := range dist {
 			dist[r] = float32(kb - ws.at[r0+r]) // exact below 2^24
 		}
 	}
-	biasRow := filter && p.Bias != nil && uniform(p, it, false)
-	if biasRow {
-		kbias = p.Bias[p.biasAt(it.b, it.h0, it.i0, kb):][:nk]
+	var bias []float32
+	var mask []bool
+	if filter {
+		bias, mask = p.itemRows(it, kb, nk)
 	}
-	ks.ScoreBias(s[r0:], rp, slope, dist, kbias, nk, r1-r0)
+	ks.ScoreBias(s[r0:], rp, slope, dist, bias, nk, r1-r0)
 	if !filter {
 		return
 	}
-	rows := min(r1, it.nh*it.nq)
-	switch {
-	case biasRow:
-		for c, x := range kbias {
-			if x == negInf {
-				maskColumn(s, rp, c, r0, rows, ws.masked)
-			}
-		}
-	case p.Bias != nil:
+	// Every addition before any masking: a masked score stays -Inf.
+	if p.Bias != nil && bias == nil {
 		addBias(p, it, kb, nk, rp, s, ws.masked)
 	}
-	switch {
-	case p.Mask == nil:
-	case uniform(p, it, true):
-		for c, keep := range p.Mask[p.maskAt(it.b, it.h0, it.i0, kb):][:nk] {
-			if !keep {
+	if p.Mask != nil && mask == nil {
+		maskRows(p, it, kb, nk, rp, s, ws.masked)
+	}
+	if bias != nil || mask != nil {
+		rows := min(r1, it.nh*it.nq)
+		for c := 0; c < nk; c++ {
+			if keyMasked(bias, mask, c) {
 				maskColumn(s, rp, c, r0, rows, ws.masked)
 			}
 		}
-	default:
-		maskRows(p, it, kb, nk, rp, s, ws.masked)
 	}
 }
 
