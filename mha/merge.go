@@ -3,6 +3,8 @@ package mha
 import (
 	"fmt"
 	"math"
+
+	"github.com/fastattn/fastattn/fallback"
 )
 
 // Merge combines attention results computed over disjoint key ranges of
@@ -64,16 +66,12 @@ func Merge(out, lse []float32, outs, lses [][]float32, shape Shape) error {
 		return err
 	}
 	acc := make([]float64, Dv)
+	layout := fallback.Spec{HeadsMajor: s.Layout == BHSD}
 	for b := 0; b < B; b++ {
 		for h := 0; h < H; h++ {
 			for i := 0; i < Lq; i++ {
 				at := (b*H+h)*Lq + i
-				var o int
-				if s.Layout == BHSD {
-					o = ((b*H+h)*Lq + i) * Dv
-				} else {
-					o = ((b*Lq+i)*H + h) * Dv
-				}
+				o := layout.Index(b, i, h, H, Lq, Dv)
 				l := mergeRow(out[o:o+Dv], acc, outs, lses, at, o)
 				if lse != nil {
 					lse[at] = l
