@@ -20,17 +20,7 @@ func (g *gen) scoreBias() {
 		"with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil",
 		"(no ALiBi term) or both set, bias nil (no key term).",
 	)
-	nv := g.param("nv")
-	for v := 4; v >= 1; v-- {
-		g.CMPQ(nv, operand.Imm(uint64(v)))
-		g.JEQ(operand.LabelRef(label("nv", v)))
-	}
-	g.ret()
-	for v := 4; v >= 1; v-- {
-		g.Label(label("nv", v))
-		g.scoreBiasPanel(v)
-		g.ret()
-	}
+	g.byRowVectors(4, g.scoreBiasPanel)
 }
 
 // scoreBiasPanel is ScoreBias on nv vectors of rows: three loops, for the

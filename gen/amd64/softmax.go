@@ -177,15 +177,21 @@ func (g *gen) softmax() {
 	)
 	sp := g.param("s")
 	lds := g.stride("lds")
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv) })
+}
+
+// byRowVectors emits a jump on the argument nv (1..n; any other value returns)
+// to one copy of panel per value, each followed by a return.
+func (g *gen) byRowVectors(n int, panel func(nv int)) {
 	nv := g.param("nv")
-	for v := x.softNV; v >= 1; v-- {
+	for v := n; v >= 1; v-- {
 		g.CMPQ(nv, operand.Imm(uint64(v)))
 		g.JEQ(operand.LabelRef(label("nv", v)))
 	}
 	g.ret()
-	for v := x.softNV; v >= 1; v-- {
+	for v := n; v >= 1; v-- {
 		g.Label(label("nv", v))
-		g.softmaxPanel(sp, lds, v)
+		panel(v)
 		g.ret()
 	}
 }

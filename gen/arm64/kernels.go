@@ -31,11 +31,9 @@ func (g *gen) gemm() {
 	for _, r := range []int{1, 3, 5} {
 		g.Inst("LSL $2, R%d, R%d", r, r)
 	}
-	g.dispatch("gemm")
-	for nv := maxNV; nv >= 1; nv-- {
-		g.Label(fmt.Sprintf("gemm%d", nv))
+	g.panels("gemm", func(nv int) {
 		g.rowGroups(fmt.Sprintf("g%d", nv), func(mr int, l string) { g.gemmBlock(mr, nv, l) })
-	}
+	})
 }
 
 func (g *gen) gemmBlock(mr, nv int, l string) {
@@ -111,11 +109,9 @@ func (g *gen) pv() {
 	for _, r := range []int{1, 3, 5} {
 		g.Inst("LSL $2, R%d, R%d", r, r)
 	}
-	g.dispatch("pv")
-	for nv := maxNV; nv >= 1; nv-- {
-		g.Label(fmt.Sprintf("pv%d", nv))
+	g.panels("pv", func(nv int) {
 		g.rowGroups(fmt.Sprintf("p%d", nv), func(mr int, l string) { g.pvBlock(mr, nv, l) })
-	}
+	})
 }
 
 func (g *gen) pvBlock(mr, nv int, l string) {

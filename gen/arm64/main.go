@@ -9,6 +9,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"path/filepath"
@@ -105,7 +106,7 @@ func (g *gen) zero(v V) { g.Inst("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v) }
 func (g *gen) move(d, n V) { g.Emit(EncORR(d, n, n)) }
 
 // loadArgs loads 8-byte arguments, in order of the frame, into R0, R1, ...;
-// the one named nv goes to R8, where dispatch reads it.
+// the one named nv goes to R8, where panels reads it.
 func (g *gen) loadArgs(names ...string) {
 	for i, a := range names {
 		reg := i
@@ -116,13 +117,18 @@ func (g *gen) loadArgs(names ...string) {
 	}
 }
 
-// dispatch jumps to label+nv for the param nv (1..maxNV) in R8.
-func (g *gen) dispatch(prefix string) {
+// panels emits a jump on the argument nv in R8 (1..maxNV; any other value
+// returns) to one copy of panel per value, labelled prefix+nv.
+func (g *gen) panels(prefix string, panel func(nv int)) {
 	for v := maxNV; v >= 1; v-- {
 		g.Inst("CMP $%d, R8", v)
 		g.Inst("BEQ %s%d", prefix, v)
 	}
 	g.Inst("RET")
+	for nv := maxNV; nv >= 1; nv-- {
+		g.Label(fmt.Sprintf("%s%d", prefix, nv))
+		panel(nv)
+	}
 }
 
 // rowGroups emits the loop over the rows in R6: groups of mk rows, then

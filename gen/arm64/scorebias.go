@@ -25,12 +25,10 @@ func (g *gen) scoreBias() {
 	g.loadArgs("s", "lds", "slope", "dist", "bias", "nk", "nv")
 	g.Inst("LSL $2, R1, R1")
 	g.loadConst("one", 16)
-	g.dispatch("sb")
-	for nv := maxNV; nv >= 1; nv-- {
-		g.Label(fmt.Sprintf("sb%d", nv))
+	g.panels("sb", func(nv int) {
 		g.scoreBiasPanel(nv)
 		g.Inst("RET")
-	}
+	})
 }
 
 // scoreBiasPanel is ScoreBias on nv vectors: three loops, for the bias

@@ -83,12 +83,10 @@ func (g *gen) softmax() {
 	g.loadArgs("s", "lds", "m", "l", "alpha", "nk", "nv")
 	g.Inst("LSL $2, R1, R1")
 	g.loadExpConsts()
-	g.dispatch("soft")
-	for nv := maxNV; nv >= 1; nv-- {
-		g.Label(fmt.Sprintf("soft%d", nv))
+	g.panels("soft", func(nv int) {
 		g.softmaxPanel(nv)
 		g.Inst("RET")
-	}
+	})
 }
 
 func (g *gen) softmaxPanel(nv int) {
