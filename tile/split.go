@@ -146,10 +146,11 @@ func (sp Split) Merge(p *Problem, n int, part []float32) {
 					out[j] += wf * x
 				}
 			}
-			inv := float32(1 / l)
-			lse = float32(m + math.Log(l))
+			var inv float32
 			if p.Sinks != nil {
 				inv, lse = sunk(p, h, m, l)
+			} else {
+				inv, lse = float32(1/l), float32(m+math.Log(l))
 			}
 			for j := range out {
 				out[j] *= inv
