@@ -151,21 +151,15 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 		p.KVLens = o.KVLens
 	}
 	if o.Bias != nil {
-		bb, bh, bq, err := broadcastDims("Bias", o.BiasBatch, o.BiasHeads, o.BiasQLen, p)
+		bb, bh, bq, err := broadcastDims("Bias", len(o.Bias), o.BiasBatch, o.BiasHeads, o.BiasQLen, p)
 		if err != nil {
-			return err
-		}
-		if err := needLen("Bias", len(o.Bias), bb, bh, bq, p.KVLen); err != nil {
 			return err
 		}
 		p.Bias, p.BiasBatch, p.BiasHeads, p.BiasQLen = o.Bias, bb, bh, bq
 	}
 	if o.Mask != nil {
-		mb, mh, mq, err := broadcastDims("Mask", o.MaskBatch, o.MaskHeads, o.MaskQLen, p)
+		mb, mh, mq, err := broadcastDims("Mask", len(o.Mask), o.MaskBatch, o.MaskHeads, o.MaskQLen, p)
 		if err != nil {
-			return err
-		}
-		if err := needLen("Mask", len(o.Mask), mb, mh, mq, p.KVLen); err != nil {
 			return err
 		}
 		p.Mask, p.MaskBatch, p.MaskHeads, p.MaskQLen = o.Mask, mb, mh, mq
@@ -187,9 +181,9 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 }
 
 // broadcastDims resolves the batch, head and query-row sizes of a Bias or
-// Mask: each is 1 or the problem's own (0 means 1 for batch and heads,
-// QLen for query rows).
-func broadcastDims(name string, batch, heads, qlen int, p *tile.Problem) (b, h, q int, err error) {
+// Mask of n elements: each is 1 or the problem's own (0 means 1 for batch
+// and heads, QLen for query rows), and n covers [b][h][q][KVLen].
+func broadcastDims(name string, n, batch, heads, qlen int, p *tile.Problem) (b, h, q int, err error) {
 	b, h, q = max(batch, 1), max(heads, 1), qlen
 	if q == 0 {
 		q = p.QLen
@@ -203,7 +197,7 @@ func broadcastDims(name string, batch, heads, qlen int, p *tile.Problem) (b, h, 
 			return 0, 0, 0, fmt.Errorf("%w: %s%s = %d, must be 1 or %s = %d", ErrOption, name, d.field, d.set, d.field, d.full)
 		}
 	}
-	return b, h, q, nil
+	return b, h, q, needLen(name, n, b, h, q, p.KVLen)
 }
 
 // perHead checks a per-head option: nil, or heads finite values of
