@@ -74,6 +74,10 @@ func (c Case) keep() int { return c.Lk - c.Lk/4 }
 // options returns the call's options for the case and its variant.
 func (c Case) options(threads int) (*mha.Options, error) {
 	o := &mha.Options{Causal: c.Causal, Threads: threads}
+	if c.Causal && (c.Variant.name == "mask" || c.Variant.name == "bias") {
+		off := c.keep() - c.Lq // the queries end at the last kept key, where KVLens puts them
+		o.QueryOffset = &off
+	}
 	switch c.Variant.name {
 	case "alibi":
 		s, err := mha.ALiBiSlopes(c.H, 0)
@@ -91,13 +95,6 @@ func (c Case) options(threads int) (*mha.Options, error) {
 		for b := range o.KVLens {
 			o.KVLens[b] = c.keep()
 		}
-	case "mask", "bias":
-		if c.Causal {
-			off := c.keep() - c.Lq
-			o.QueryOffset = &off
-		}
-	}
-	switch c.Variant.name {
 	case "mask":
 		o.Mask, o.MaskBatch, o.MaskQLen = make([]bool, c.B*c.Lk), c.B, 1
 		for i := range o.Mask {
