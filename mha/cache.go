@@ -3,26 +3,36 @@ package mha
 import (
 	"errors"
 	"fmt"
-
-	"github.com/fastattn/fastattn/fallback"
+	"sync/atomic"
 )
 
 // Cache is a layer's KV cache for incremental decoding: the projected keys
-// and values of every token seen so far, [Batch][Cap][KVHeads][dim] each,
-// stored as float32 (K and V) or, from NewCacheOf, as 16-bit floats (K16
-// and V16, rounded to nearest even as tokens are appended: half the
-// memory, and half the bytes a decode step reads). All sequences of the
-// batch have the same length. It never grows: Decode past Cap returns
-// ErrCacheFull and leaves the cache as it was. A Cache belongs to the
-// layer that made it and is not safe for concurrent use.
+// and values (rotated, with rotary embeddings) of every token seen so far,
+// [Batch][Cap][KVHeads][dim] each, stored as float32 (K and V) or, from
+// NewCacheOf, as 16-bit floats (K16 and V16, rounded to nearest even as
+// tokens are appended: half the memory, and half the bytes a decode step
+// reads).
+//
+// Each sequence of the batch has its own length (a ragged batch: one
+// sequence may take a 300-token prompt while the others decode a token
+// each, see Layer.DecodeSeqs); Truncate rolls a sequence back and Reset
+// empties it. The cache never grows: appending past Cap returns
+// ErrCacheFull and changes no sequence. A Cache takes one call at a time:
+// a Decode, Truncate or Reset while another is running on it returns
+// ErrBusy and does nothing; Len and Lens may be called at any time.
 type Cache struct {
 	K, V     []float32 // float32 storage: [Batch][Cap][KVHeads][HeadDim], [Batch][Cap][KVHeads][ValueDim]
 	K16, V16 []uint16  // 16-bit storage, the same shapes
 
-	typ                KVType
-	layer              *Layer
-	batch, capa, count int
-	kvlens             []int // count for every batch, for Options.KVLens
+	typ         KVType
+	layer       *Layer
+	batch, capa int
+	lens        []atomic.Int64 // tokens held per sequence
+	busy        atomic.Bool    // a call holds the cache
+
+	// Scratch of the call holding the cache.
+	kvlens []int // per sequence: its length after the call (a problem's KVLens)
+	counts []int // Decode's uniform counts
 }
 
 // NewCache returns an empty float32 cache for batch sequences of up to
@@ -54,10 +64,11 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	if t.is16() {
 		size /= 2
 	}
-	if err := checkAlloc("the cache", size); err != nil {
+	if err := checkAlloc("the cache", size+uint64(batch)*6); err != nil {
 		return nil, err
 	}
-	c := &Cache{typ: t, layer: l, batch: batch, capa: capacity, kvlens: make([]int, batch)}
+	c := &Cache{typ: t, layer: l, batch: batch, capa: capacity,
+		lens: make([]atomic.Int64, batch), kvlens: make([]int, batch), counts: make([]int, batch)}
 	if t.is16() {
 		c.K16, c.V16 = make([]uint16, nk), make([]uint16, nv)
 	} else {
@@ -74,18 +85,34 @@ func (c *Cache) Type() KVType {
 	return c.typ
 }
 
-// kv returns the cache's K and V for a problem.
-func (c *Cache) kv() kvData {
-	return kvData{t: c.typ, k: c.K, v: c.V, k16: c.K16, v16: c.V16}
+// kv returns the K and V of sequence b, [Cap][KVHeads][dim] each.
+func (c *Cache) kv(b int) kvData {
+	kw, vw := c.layer.cfg.KVHeads*c.layer.cfg.HeadDim, c.layer.cfg.KVHeads*c.layer.cfg.ValueDim
+	kr, vr := b*c.capa*kw, b*c.capa*vw
+	if c.typ.is16() {
+		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw]}
+	}
+	return kvData{t: c.typ, k: c.K[kr : kr+c.capa*kw], v: c.V[vr : vr+c.capa*vw]}
 }
 
-// Len returns the number of tokens cached per sequence (0 for a nil
-// Cache).
-func (c *Cache) Len() int {
-	if c == nil {
+// Len returns the number of tokens sequence seq holds (0 for a nil Cache
+// or a seq outside [0, Batch)).
+func (c *Cache) Len(seq int) int {
+	if c == nil || seq < 0 || seq >= len(c.lens) {
 		return 0
 	}
-	return c.count
+	return int(c.lens[seq].Load())
+}
+
+// Lens appends the length of every sequence to dst and returns it.
+func (c *Cache) Lens(dst []int) []int {
+	if c == nil {
+		return dst
+	}
+	for b := range c.lens {
+		dst = append(dst, int(c.lens[b].Load()))
+	}
+	return dst
 }
 
 // Cap returns the most tokens per sequence the cache holds (0 for a nil
@@ -105,96 +132,49 @@ func (c *Cache) Batch() int {
 	return c.batch
 }
 
-// Reset empties the cache (keeping its memory); it does nothing to a nil
-// Cache.
-func (c *Cache) Reset() {
-	if c != nil {
-		c.count = 0
-	}
-}
-
-// Decode appends n new tokens per sequence, x = [Batch][n][DModel], to the
-// cache and writes their attention layer output, [Batch][n][DModel], to
-// out. The new tokens attend causally to everything cached and to each
-// other (bottom-right alignment), so decoding token by token gives the same
-// result as Forward with Causal over the whole sequence. opts (may be nil)
-// may set Window, Softcap, Scale, ALiBi, Sinks, LSE ([Batch][Heads][n])
-// and Threads; Causal is implied, and KVLens, Bias, Mask and QueryOffset
-// are the cache's to decide (an error if set).
-func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	if cache == nil || cache.layer == nil {
+// hold takes the cache for one call; release must follow if it succeeds.
+func (c *Cache) hold() error {
+	if c == nil || c.layer == nil {
 		return fmt.Errorf("%w: Cache (make one with Layer.NewCache)", ErrNil)
 	}
-	if cache.layer != l {
-		return fmt.Errorf("%w: cache was not made by this layer", ErrOption)
+	if !c.busy.CompareAndSwap(false, true) {
+		return ErrBusy
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-		if o.KVLens != nil || o.Bias != nil || o.Mask != nil || o.QueryOffset != nil {
-			return fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
-		}
-	}
-	if n < 1 {
-		return fmt.Errorf("%w: Decode of n = %d tokens, must be >= 1", ErrShape, n)
-	}
-	if n > cache.capa-cache.count {
-		return fmt.Errorf("%w: %d cached + %d new tokens > capacity %d", ErrCacheFull, cache.count, n, cache.capa)
-	}
-	cfg, B, dm := l.cfg, cache.batch, l.cfg.DModel
-	if err := needLen("x", len(x), B, n, dm); err != nil {
+	return nil
+}
+
+func (c *Cache) release() { c.busy.Store(false) }
+
+// Truncate rolls sequence seq back to its first n tokens (speculative
+// decoding, beam pruning): later calls overwrite the rest. n must be in
+// [0, Len(seq)] and seq in [0, Batch) (ErrOption).
+func (c *Cache) Truncate(seq, n int) error {
+	if err := c.hold(); err != nil {
 		return err
 	}
-	if err := needLen("out", len(out), B, n, dm); err != nil {
+	defer c.release()
+	if seq < 0 || seq >= c.batch {
+		return fmt.Errorf("%w: Truncate of sequence %d, the cache has %d", ErrOption, seq, c.batch)
+	}
+	if have := c.lens[seq].Load(); n < 0 || int64(n) > have {
+		return fmt.Errorf("%w: Truncate of sequence %d to %d tokens, it holds %d", ErrOption, seq, n, have)
+	}
+	c.lens[seq].Store(int64(n))
+	return nil
+}
+
+// Reset empties sequence seq (keeping its memory), for a new request in
+// its slot.
+func (c *Cache) Reset(seq int) error { return c.Truncate(seq, 0) }
+
+// ResetAll empties every sequence.
+func (c *Cache) ResetAll() error {
+	if err := c.hold(); err != nil {
 		return err
 	}
-	if err := noOverlap([]span{f32("out", out, B*n*dm), f32("LSE", o.LSE, B*cfg.Heads*n),
-		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
-		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16))},
-		[]span{f32("x", x, B*n*dm)}); err != nil {
-		return err
+	defer c.release()
+	for b := range c.lens {
+		c.lens[b].Store(0)
 	}
-	total := cache.count + n
-	for b := range cache.kvlens {
-		cache.kvlens[b] = total
-	}
-	o.Causal, o.KVLens = true, cache.kvlens
-	shape := Shape{Batch: B, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: n, KVLen: cache.capa,
-		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
-	sc := l.getScratch()
-	defer l.putScratch(sc)
-	if err := sc.size(Shape{Batch: B, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: n, KVLen: n,
-		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}); err != nil {
-		return err
-	}
-	p, err := problem(sc.attn, sc.q, cache.kv(), shape, &o, l.e.workers(&o))
-	if err != nil {
-		return err
-	}
-	if err := l.e.acquire(); err != nil {
-		return err
-	}
-	defer l.e.release()
-	m, kw, vw := B*n, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim
-	l.project(sc.q, x, l.w.WQ, l.w.BQ, m, dm, cfg.Heads*cfg.HeadDim, o.Threads)
-	l.project(sc.k, x, l.w.WK, l.w.BK, m, dm, kw, o.Threads)
-	l.project(sc.v, x, l.w.WV, l.w.BV, m, dm, vw, o.Threads)
-	for b := 0; b < B; b++ {
-		at := b*cache.capa + cache.count
-		if cache.typ.is16() {
-			t := fallback.KVType(cache.typ)
-			l.e.ks.Narrow(cache.K16[at*kw:(at+n)*kw], sc.k[b*n*kw:(b+1)*n*kw], t)
-			l.e.ks.Narrow(cache.V16[at*vw:(at+n)*vw], sc.v[b*n*vw:(b+1)*n*vw], t)
-			continue
-		}
-		copy(cache.K[at*kw:(at+n)*kw], sc.k[b*n*kw:(b+1)*n*kw])
-		copy(cache.V[at*vw:(at+n)*vw], sc.v[b*n*vw:(b+1)*n*vw])
-	}
-	cache.count = total
-	l.e.attention(&p, o.Threads)
-	l.project(out, sc.attn, l.w.WO, l.w.BO, m, cfg.Heads*cfg.ValueDim, dm, o.Threads)
 	return nil
 }

@@ -1,6 +1,7 @@
 package mha
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -37,9 +38,10 @@ type Engine struct {
 	pool   *pool
 	mu     sync.RWMutex // calls hold it for reading, Close for writing
 	closed bool
-	shared bool // the Default engine: Close does nothing
-	partMu sync.Mutex
-	parts  [][]float32 // free partial buffers of split decode steps
+	shared bool         // the Default engine: Close does nothing
+	partMu sync.Mutex   // guards parts and works
+	parts  [][]float32  // free partial buffers of split decode steps
+	works  [][]attnWork // free problem lists of calls
 }
 
 // New starts an Engine.
@@ -138,10 +140,18 @@ func (e *Engine) release() { e.mu.RUnlock() }
 // out must not overlap the inputs. Bad input returns an error wrapping
 // ErrShape, ErrBuffer or ErrOption.
 func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
+	return e.AttentionContext(context.Background(), out, q, k, v, shape, opts)
+}
+
+// AttentionContext is Attention that stops when ctx is done: the work
+// items already started finish, the rest are skipped, and it returns
+// ctx.Err(). out (and the LSE) then hold a mix of results and old
+// contents.
+func (e *Engine) AttentionContext(ctx context.Context, out, q, k, v []float32, shape Shape, opts *Options) error {
 	if err := e.usable(); err != nil {
 		return err
 	}
-	return e.run(out, q, kvData{k: k, v: v}, shape, opts)
+	return e.run(ctx, out, q, kvData{k: k, v: v}, shape, opts)
 }
 
 // Attention16 is Attention with K and V stored as 16-bit floats of type t
@@ -150,56 +160,75 @@ func (e *Engine) Attention(out, q, k, v []float32, shape Shape, opts *Options) e
 // arithmetic. The result is Attention's on the widened K and V. Every
 // option holds. A t other than Float16 or BFloat16 is ErrOption.
 func (e *Engine) Attention16(out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
+	return e.Attention16Context(context.Background(), out, q, k, v, t, shape, opts)
+}
+
+// Attention16Context is Attention16 that stops when ctx is done, as
+// AttentionContext.
+func (e *Engine) Attention16Context(ctx context.Context, out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
 	if err := e.usable(); err != nil {
 		return err
 	}
 	if !t.is16() {
 		return fmt.Errorf("%w: Attention16 takes Float16 or BFloat16, not %v", ErrOption, t)
 	}
-	return e.run(out, q, kvData{t: t, k16: k, v16: v}, shape, opts)
+	return e.run(ctx, out, q, kvData{t: t, k16: k, v16: v}, shape, opts)
 }
 
 // run validates and runs one attention call.
-func (e *Engine) run(out, q []float32, kv kvData, shape Shape, opts *Options) error {
-	p, err := problem(out, q, kv, shape, opts, e.workers(opts))
+func (e *Engine) run(ctx context.Context, out, q []float32, kv kvData, shape Shape, opts *Options) error {
+	c, err := callOf(ctx, opts)
 	if err != nil {
+		return err
+	}
+	ws := e.getWorks(1)
+	defer e.putWorks(ws)
+	if ws[0].p, err = problem(out, q, kv, shape, opts, e.workers(opts)); err != nil {
 		return err
 	}
 	if err := e.acquire(); err != nil {
 		return err
 	}
 	defer e.release()
-	e.attention(&p, threadsOf(opts))
+	if !e.attend(ws, c) {
+		return ctx.Err()
+	}
 	return nil
 }
 
-// attention runs a validated problem on the pool: a decode step split over
-// its keys, or flash items over query blocks.
-func (e *Engine) attention(p *tile.Problem, threads int) {
-	if sp, ok := tile.NewSplit(p); ok {
-		e.split(p, sp, threads)
-		return
+// callOf returns the call of a context and options: nil ctx means
+// context.Background(); a context already done is its error.
+func callOf(ctx context.Context, opts *Options) (call, error) {
+	if ctx == nil {
+		return call{threads: threadsOf(opts)}, nil
 	}
-	j := e.pool.get()
-	j.attn.p = *p
-	j.attn.plan = tile.NewPlan(&j.attn.p, tile.BlocksFor(p.HeadDim, p.ValueDim))
-	j.t = &j.attn
-	e.pool.run(j, e.ks, j.attn.plan.Items(&j.attn.p), threads)
+	if err := ctx.Err(); err != nil {
+		return call{}, err
+	}
+	return call{threads: threadsOf(opts), cancel: ctx.Done()}, nil
 }
 
-// split runs a split decode step: the chunk items, then the merge items.
-func (e *Engine) split(p *tile.Problem, sp tile.Split, threads int) {
-	part := e.getPart(sp.PartLen(p))
-	j := e.pool.get()
-	j.split = splitTask{p: *p, sp: sp, part: part}
-	j.t = &j.split
-	e.pool.run(j, e.ks, sp.Items(p), threads)
-	j = e.pool.get()
-	j.merge = mergeTask{splitTask{p: *p, sp: sp, part: part}}
-	j.t = &j.merge
-	e.pool.run(j, e.ks, sp.MergeItems(p), threads)
+// getWorks returns n cleared attnWorks from the engine's free list.
+func (e *Engine) getWorks(n int) []attnWork {
 	e.partMu.Lock()
-	e.parts = append(e.parts, part)
+	var ws []attnWork
+	if k := len(e.works); k > 0 {
+		ws, e.works = e.works[k-1], e.works[:k-1]
+	}
+	e.partMu.Unlock()
+	if cap(ws) < n {
+		ws = make([]attnWork, n)
+	}
+	ws = ws[:n]
+	clear(ws)
+	return ws
+}
+
+// putWorks returns ws to the free list.
+func (e *Engine) putWorks(ws []attnWork) {
+	clear(ws)
+	e.partMu.Lock()
+	e.works = append(e.works, ws)
 	e.partMu.Unlock()
 }
 
@@ -219,12 +248,23 @@ func (e *Engine) getPart(n int) []float32 {
 	return make([]float32, n)
 }
 
-// gemm runs one projection on the pool.
-func (e *Engine) gemm(g tile.Gemm, threads int) {
+// putPart returns a partial buffer to the free list.
+func (e *Engine) putPart(b []float32) {
+	if cap(b) == 0 {
+		return
+	}
+	e.partMu.Lock()
+	e.parts = append(e.parts, b)
+	e.partMu.Unlock()
+}
+
+// gemm runs one projection on the pool; it reports whether it ran to the
+// end (false: c.cancel fired).
+func (e *Engine) gemm(g tile.Gemm, c call) bool {
 	j := e.pool.get()
 	j.gemm.g = g
 	j.t = &j.gemm
-	e.pool.run(j, e.ks, j.gemm.g.Items(), threads)
+	return e.pool.run(j, e.ks, j.gemm.g.Items(), c.threads, c.cancel)
 }
 
 var (

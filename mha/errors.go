@@ -21,6 +21,10 @@ var (
 	ErrOption = errors.New("mha: bad option")
 	// ErrCacheFull: a KV cache has no room for the new tokens.
 	ErrCacheFull = errors.New("mha: KV cache full")
+	// ErrBusy: a Cache is in use by another call (Decode, Truncate or
+	// Reset from another goroutine); the call did nothing. A Cache takes
+	// one call at a time.
+	ErrBusy = errors.New("mha: cache in use by another call")
 	// ErrClosed: the Engine was closed.
 	ErrClosed = errors.New("mha: engine closed")
 	// ErrNil: a method was called on a nil or zero-value Engine, Layer or

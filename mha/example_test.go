@@ -64,7 +64,7 @@ func ExampleLayer_Decode() {
 	if err := layer.Decode(out[:8], next, cache, 1, nil); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("cached tokens:", cache.Len())
+	fmt.Println("cached tokens:", cache.Len(0))
 	fmt.Printf("output: %.3f\n", out[:8])
 	// Output:
 	// cached tokens: 3

@@ -134,9 +134,11 @@ func TestNilAndZeroValues(t *testing.T) {
 	l, _ := testLayer(t, engines[0], rand.New(rand.NewPCG(3, 4)), LayerConfig{DModel: 4, Heads: 1, HeadDim: 4}, false)
 	for name, c := range map[string]*Cache{"nil": nil, "zero": {}} {
 		wantErr(t, name+" cache Decode", noPanic(t, name, func() error { return l.Decode(make([]float32, 4), make([]float32, 4), c, 1, nil) }), ErrNil)
-		c.Reset()
-		if c.Len() != 0 || c.Cap() != 0 || c.Batch() != 0 {
-			t.Errorf("%s cache: Len %d Cap %d Batch %d", name, c.Len(), c.Cap(), c.Batch())
+		wantErr(t, name+" cache Reset", noPanic(t, name, func() error { return c.Reset(0) }), ErrNil)
+		wantErr(t, name+" cache ResetAll", noPanic(t, name, func() error { return c.ResetAll() }), ErrNil)
+		wantErr(t, name+" cache Truncate", noPanic(t, name, func() error { return c.Truncate(0, 0) }), ErrNil)
+		if c.Len(0) != 0 || c.Cap() != 0 || c.Batch() != 0 || len(c.Lens(nil)) != 0 {
+			t.Errorf("%s cache: Len %d Cap %d Batch %d Lens %v", name, c.Len(0), c.Cap(), c.Batch(), c.Lens(nil))
 		}
 	}
 }
@@ -230,8 +232,8 @@ func TestOverlap(t *testing.T) {
 	c, _ := l.NewCache(1, 4)
 	wantErr(t, "decode out = cache.K", l.Decode(c.K[:8], x[:8], c, 1, nil), ErrBuffer)
 	wantErr(t, "decode x = cache.V", l.Decode(make([]float32, 8), c.V[:8], c, 1, nil), ErrBuffer)
-	if c.Len() != 0 {
-		t.Fatalf("a refused Decode changed the cache: Len %d", c.Len())
+	if c.Len(0) != 0 {
+		t.Fatalf("a refused Decode changed the cache: Len %d", c.Len(0))
 	}
 }
 

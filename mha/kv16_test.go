@@ -158,7 +158,9 @@ func TestCache16(t *testing.T) {
 			if c16.Type() != typ || c16.K != nil || len(c16.K16) != B*C*cfg.KVHeads*cfg.HeadDim {
 				t.Fatalf("NewCacheOf(%v): type %v, K %d floats, K16 %d", typ, c16.Type(), len(c16.K), len(c16.K16))
 			}
-			c32.Reset()
+			if err := c32.ResetAll(); err != nil {
+				t.Fatal(err)
+			}
 			dm := cfg.DModel
 			worst := 0.0
 			for pos, step := 0, 100; pos < L; pos, step = pos+step, 1+pos%3 {

@@ -1,6 +1,7 @@
 package mha
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -170,23 +171,41 @@ func (l *Layer) putScratch(s *layerScratch) {
 }
 
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
-// w is [in][out] packed by tile.PackB, c is [m][out].
-func (l *Layer) project(c, a, w, bias []float32, m, in, out, threads int) {
-	l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, threads)
+// w is [in][out] packed by tile.PackB, c is [m][out]. It reports whether
+// it ran to the end.
+func (l *Layer) project(c, a, w, bias []float32, m, in, out int, cl call) bool {
+	return l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,
 // [batch][seqLen][DModel]. opts (may be nil) apply to the attention; its
 // Bias and LSE, if set, are shaped for QLen = KVLen = seqLen.
 func (l *Layer) Forward(out, x []float32, batch, seqLen int, opts *Options) error {
-	return l.ForwardCross(out, x, x, batch, seqLen, seqLen, opts)
+	return l.ForwardContext(context.Background(), out, x, batch, seqLen, opts)
+}
+
+// ForwardContext is Forward that stops when ctx is done: the work items
+// already started finish, the rest are skipped, and it returns ctx.Err();
+// out (and the LSE) then hold unspecified values.
+func (l *Layer) ForwardContext(ctx context.Context, out, x []float32, batch, seqLen int, opts *Options) error {
+	return l.ForwardCrossContext(ctx, out, x, x, batch, seqLen, seqLen, opts)
 }
 
 // ForwardCross runs cross-attention: queries from xq, [batch][qLen][DModel],
 // keys and values from xkv, [batch][kvLen][DModel]; out is
 // [batch][qLen][DModel].
 func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options) error {
+	return l.ForwardCrossContext(context.Background(), out, xq, xkv, batch, qLen, kvLen, opts)
+}
+
+// ForwardCrossContext is ForwardCross that stops when ctx is done, as
+// ForwardContext.
+func (l *Layer) ForwardCrossContext(ctx context.Context, out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options) error {
 	if err := l.usable(); err != nil {
+		return err
+	}
+	c, err := callOf(ctx, opts)
+	if err != nil {
 		return err
 	}
 	cfg := l.cfg
@@ -214,21 +233,23 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 	if err := sc.size(shape); err != nil {
 		return err
 	}
-	p, err := problem(sc.attn, sc.q, kvData{k: sc.k, v: sc.v}, shape, opts, l.e.workers(opts))
-	if err != nil {
+	ws := l.e.getWorks(1)
+	defer l.e.putWorks(ws)
+	if ws[0].p, err = problem(sc.attn, sc.q, kvData{k: sc.k, v: sc.v}, shape, opts, l.e.workers(opts)); err != nil {
 		return err
 	}
 	if err := l.e.acquire(); err != nil {
 		return err
 	}
 	defer l.e.release()
-	threads := threadsOf(opts)
 	mq, mkv := batch*qLen, batch*kvLen
-	l.project(sc.q, xq, l.w.WQ, l.w.BQ, mq, dm, cfg.Heads*cfg.HeadDim, threads)
-	l.project(sc.k, xkv, l.w.WK, l.w.BK, mkv, dm, cfg.KVHeads*cfg.HeadDim, threads)
-	l.project(sc.v, xkv, l.w.WV, l.w.BV, mkv, dm, cfg.KVHeads*cfg.ValueDim, threads)
-	l.e.attention(&p, threads)
-	l.project(out, sc.attn, l.w.WO, l.w.BO, mq, cfg.Heads*cfg.ValueDim, dm, threads)
+	if !(l.project(sc.q, xq, l.w.WQ, l.w.BQ, mq, dm, cfg.Heads*cfg.HeadDim, c) &&
+		l.project(sc.k, xkv, l.w.WK, l.w.BK, mkv, dm, cfg.KVHeads*cfg.HeadDim, c) &&
+		l.project(sc.v, xkv, l.w.WV, l.w.BV, mkv, dm, cfg.KVHeads*cfg.ValueDim, c) &&
+		l.e.attend(ws, c) &&
+		l.project(out, sc.attn, l.w.WO, l.w.BO, mq, cfg.Heads*cfg.ValueDim, dm, c)) {
+		return ctx.Err()
+	}
 	return nil
 }
 

@@ -160,14 +160,14 @@ func TestDecode(t *testing.T) {
 						compare(t, e.Kernels()+" decode", out[b*step*dm:(b+1)*step*dm], want, 1e-5, &worstLayer)
 					}
 				}
-				if cache.Len() != L {
-					t.Fatalf("cache holds %d tokens, want %d", cache.Len(), L)
+				if got := cache.Lens(nil); got[0] != L || got[1] != L {
+					t.Fatalf("cache holds %v tokens, want %d", got, L)
 				}
 				if err := l.Decode(make([]float32, B*dm), make([]float32, B*dm), cache, 1, nil); !errors.Is(err, ErrCacheFull) {
 					t.Fatalf("decode past capacity: %v, want ErrCacheFull", err)
 				}
-				if cache.Len() != L {
-					t.Fatalf("failed decode changed the cache length to %d", cache.Len())
+				if cache.Len(0) != L || cache.Len(1) != L {
+					t.Fatalf("failed decode changed the cache lengths to %v", cache.Lens(nil))
 				}
 			}
 		}

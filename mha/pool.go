@@ -13,34 +13,6 @@ type task interface {
 	run(ks *kernels.Set, n int, ws *tile.Workspace)
 }
 
-// attnTask runs the flash loop over a planned problem.
-type attnTask struct {
-	p    tile.Problem
-	plan tile.Plan
-}
-
-func (t *attnTask) run(ks *kernels.Set, n int, ws *tile.Workspace) {
-	tile.Flash(ks, &t.p, &t.plan, n, ws)
-}
-
-// splitTask runs the chunk items of a split decode step.
-type splitTask struct {
-	p    tile.Problem
-	sp   tile.Split
-	part []float32
-}
-
-func (t *splitTask) run(ks *kernels.Set, n int, ws *tile.Workspace) {
-	t.sp.Run(ks, &t.p, n, ws, t.part)
-}
-
-// mergeTask merges the chunks of a split decode step.
-type mergeTask struct{ splitTask }
-
-func (t *mergeTask) run(_ *kernels.Set, n int, _ *tile.Workspace) {
-	t.sp.Merge(&t.p, n, t.part)
-}
-
 // gemmTask runs one projection.
 type gemmTask struct{ g tile.Gemm }
 
@@ -56,11 +28,11 @@ type job struct {
 	next   atomic.Int64 // next item to take
 	active atomic.Int32 // workers still holding the job
 	done   chan struct{}
+	cancel <-chan struct{} // a context's Done channel, or nil
+	halted atomic.Bool     // cancel fired: the items left were skipped
 
-	attn  attnTask // storage for t, reused
-	gemm  gemmTask
-	split splitTask
-	merge mergeTask
+	work workTask // storage for t, reused
+	gemm gemmTask
 }
 
 // pool is a fixed set of worker goroutines, each with its own workspace.
@@ -90,7 +62,7 @@ func (p *pool) worker() {
 		case j := <-p.jobs:
 			for {
 				n := j.next.Add(1) - 1
-				if n >= j.items {
+				if n >= j.items || j.stopped() {
 					break
 				}
 				j.t.run(j.ks, int(n), &ws)
@@ -101,6 +73,22 @@ func (p *pool) worker() {
 		case <-p.quit:
 			return
 		}
+	}
+}
+
+// stopped reports whether the job's context is done; the first worker to
+// see it marks the job halted. A nil channel (context.Background) is never
+// done, and the check is one non-blocking receive between items.
+func (j *job) stopped() bool {
+	if j.cancel == nil {
+		return false
+	}
+	select {
+	case <-j.cancel:
+		j.halted.Store(true)
+		return true
+	default:
+		return false
 	}
 }
 
@@ -117,8 +105,11 @@ func (p *pool) get() *job {
 }
 
 // run executes items 0..items-1 of j on at most threads workers (0: all)
-// and returns when all are done. It recycles j.
-func (p *pool) run(j *job, ks *kernels.Set, items, threads int) {
+// and returns when all are done, or, once cancel is closed, when the items
+// in progress are; it reports whether every item ran. It recycles j.
+func (p *pool) run(j *job, ks *kernels.Set, items, threads int, cancel <-chan struct{}) bool {
+	j.cancel = cancel
+	j.halted.Store(false)
 	if items > 0 {
 		workers := p.size
 		if threads > 0 {
@@ -133,11 +124,13 @@ func (p *pool) run(j *job, ks *kernels.Set, items, threads int) {
 		}
 		<-j.done
 	}
-	j.t, j.ks = nil, nil
-	j.attn, j.gemm, j.split, j.merge = attnTask{}, gemmTask{}, splitTask{}, mergeTask{}
+	complete := !j.halted.Load()
+	j.t, j.ks, j.cancel = nil, nil, nil
+	j.work, j.gemm = workTask{}, gemmTask{}
 	p.mu.Lock()
 	p.free = append(p.free, j)
 	p.mu.Unlock()
+	return complete
 }
 
 // close stops the workers once; jobs already taken finish first.

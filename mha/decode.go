@@ -1,0 +1,185 @@
+package mha
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// Decode appends n new tokens to every sequence, x = [Batch][n][DModel],
+// to the cache and writes their attention layer output, [Batch][n][DModel],
+// to out: DecodeSeqs with n tokens for each sequence.
+func (l *Layer) Decode(out, x []float32, cache *Cache, n int, opts *Options) error {
+	return l.DecodeContext(context.Background(), out, x, cache, n, opts)
+}
+
+// DecodeContext is Decode that stops when ctx is done, as DecodeSeqs.
+func (l *Layer) DecodeContext(ctx context.Context, out, x []float32, cache *Cache, n int, opts *Options) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if n < 1 {
+		return fmt.Errorf("%w: Decode of n = %d tokens, must be >= 1", ErrShape, n)
+	}
+	if err := cache.hold(); err != nil {
+		return err
+	}
+	defer cache.release()
+	for b := range cache.counts {
+		cache.counts[b] = n
+	}
+	return l.decode(ctx, out, x, cache, cache.counts, opts)
+}
+
+// DecodeSeqs appends counts[b] new tokens to sequence b of the cache (0:
+// the sequence sits this call out) and writes their attention layer
+// output. The batch is ragged and packed: x holds the new tokens of
+// sequence 0, then of sequence 1, ..., [Σ counts][DModel], and so does
+// out; no padding is computed. Each new token stands at its position in
+// its own sequence (the sequence's length before the call, plus its
+// index): it attends causally to its own sequence's cached tokens and to
+// the new tokens before it, and rotary embeddings use that position, so
+// decoding token by token gives the same result as Forward with Causal
+// over the whole sequence, and a prompt can be fed in chunks (chunked
+// prefill) while other sequences decode.
+//
+// opts (may be nil) may set Window, Softcap, Scale, ALiBi, Sinks, Threads
+// and LSE: [Heads][counts[b]] for each sequence in turn, Heads·Σ counts
+// values. Causal is implied; KVLens, Bias, Mask and QueryOffset are the
+// cache's to decide (ErrOption if set).
+//
+// A sequence with no room for its tokens is ErrCacheFull and no sequence
+// changes. When ctx is done the call stops between work items and
+// returns ctx.Err(): the cache is as it was before the call (no length
+// changes; the slots past each length may hold the abandoned tokens,
+// which later calls overwrite), and out and the LSE hold unspecified
+// values.
+func (l *Layer) DecodeSeqs(ctx context.Context, out, x []float32, cache *Cache, counts []int, opts *Options) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if err := cache.hold(); err != nil {
+		return err
+	}
+	defer cache.release()
+	return l.decode(ctx, out, x, cache, counts, opts)
+}
+
+// decode runs DecodeSeqs on a held cache.
+func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, counts []int, opts *Options) error {
+	c, err := callOf(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if cache.layer != l {
+		return fmt.Errorf("%w: cache was not made by this layer", ErrOption)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+		if o.KVLens != nil || o.Bias != nil || o.Mask != nil || o.QueryOffset != nil {
+			return fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
+		}
+	}
+	if len(counts) != cache.batch {
+		return fmt.Errorf("%w: counts has %d entries, the cache %d sequences", ErrBuffer, len(counts), cache.batch)
+	}
+	total, seqs := 0, 0
+	for b, n := range counts {
+		have := int(cache.lens[b].Load())
+		switch {
+		case n < 0:
+			return fmt.Errorf("%w: counts[%d] = %d, must be >= 0", ErrShape, b, n)
+		case n > cache.capa-have:
+			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens > capacity %d", ErrCacheFull, b, have, n, cache.capa)
+		case n > 0:
+			seqs++
+		}
+		cache.kvlens[b] = have + n
+		total += n // <= Batch·Cap, which fit in memory
+	}
+	cfg, dm := l.cfg, l.cfg.DModel
+	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
+	if err := needLen("x", len(x), total, dm); err != nil {
+		return err
+	}
+	if err := needLen("out", len(out), total, dm); err != nil {
+		return err
+	}
+	if o.LSE != nil {
+		if err := needLen("LSE", len(o.LSE), total, H); err != nil {
+			return err
+		}
+	}
+	if seqs == 0 {
+		return nil
+	}
+	if err := noOverlap([]span{f32("out", out, total*dm), f32("LSE", o.LSE, total*H),
+		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
+		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16))},
+		[]span{f32("x", x, total*dm)}); err != nil {
+		return err
+	}
+	sc := l.getScratch()
+	defer l.putScratch(sc)
+	if err := sc.size(Shape{Batch: 1, Heads: H, KVHeads: cfg.KVHeads, QLen: total, KVLen: total,
+		HeadDim: Dk, ValueDim: Dv}); err != nil {
+		return err
+	}
+	// One problem per stepping sequence: its new rows of the packed
+	// projections against its own cache rows.
+	works := l.e.getWorks(seqs)
+	defer l.e.putWorks(works)
+	o.Causal = true
+	lse := o.LSE
+	for b, w, row := 0, 0, 0; b < cache.batch; b++ {
+		n := counts[b]
+		if n == 0 {
+			continue
+		}
+		o.KVLens = cache.kvlens[b : b+1]
+		if lse != nil {
+			o.LSE = lse[row*H : (row+n)*H]
+		}
+		shape := Shape{Batch: 1, Heads: H, KVHeads: cfg.KVHeads, QLen: n, KVLen: cache.capa, HeadDim: Dk, ValueDim: Dv}
+		if works[w].p, err = problem(sc.attn[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], cache.kv(b), shape, &o, l.e.workers(&o)); err != nil {
+			return err
+		}
+		w, row = w+1, row+n
+	}
+	if err := l.e.acquire(); err != nil {
+		return err
+	}
+	defer l.e.release()
+	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*Dv
+	if !(l.project(sc.q, x, l.w.WQ, l.w.BQ, total, dm, H*Dk, c) &&
+		l.project(sc.k, x, l.w.WK, l.w.BK, total, dm, kw, c) &&
+		l.project(sc.v, x, l.w.WV, l.w.BV, total, dm, vw, c)) {
+		return ctx.Err()
+	}
+	for b, row := 0, 0; b < cache.batch; b++ {
+		n := counts[b]
+		if n == 0 {
+			continue
+		}
+		at := b*cache.capa + int(cache.lens[b].Load())
+		k, v := sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw]
+		if cache.typ.is16() {
+			t := fallback.KVType(cache.typ)
+			l.e.ks.Narrow(cache.K16[at*kw:(at+n)*kw], k, t)
+			l.e.ks.Narrow(cache.V16[at*vw:(at+n)*vw], v, t)
+		} else {
+			copy(cache.K[at*kw:(at+n)*kw], k)
+			copy(cache.V[at*vw:(at+n)*vw], v)
+		}
+		row += n
+	}
+	if !(l.e.attend(works, c) && l.project(out, sc.attn, l.w.WO, l.w.BO, total, H*Dv, dm, c)) {
+		return ctx.Err()
+	}
+	for b, n := range counts {
+		cache.lens[b].Add(int64(n))
+	}
+	return nil
+}
