@@ -57,6 +57,18 @@ func (p *Problem) keyLen(b int) int {
 	return p.KVLen
 }
 
+// maxKeyLen returns the longest key length of the batch.
+func (p *Problem) maxKeyLen() int {
+	if p.KVLens == nil {
+		return p.KVLen
+	}
+	n := 0
+	for _, k := range p.KVLens {
+		n = max(n, k)
+	}
+	return n
+}
+
 // offset returns the causal offset of batch b: query position i sees key
 // j <= i + offset.
 func (p *Problem) offset(b int) int {

@@ -35,17 +35,18 @@ const (
 )
 
 // NewSplit returns the split plan of p, or false when p is not a decode
-// step worth splitting.
+// step worth splitting. The chunks cover the longest key length of the
+// batch (a KV cache's stride is its capacity, mostly empty early on).
 func NewSplit(p *Problem) (Split, bool) {
-	group := p.Heads / p.KVHeads
-	if group*p.QLen > splitRows || p.KVLen < 2*splitMinKeys {
+	group, n := p.Heads/p.KVHeads, p.maxKeyLen()
+	if group*p.QLen > splitRows || n < 2*splitMinKeys {
 		return Split{}, false
 	}
 	keys := splitMaxKeys
-	for keys > splitMinKeys && p.Batch*p.KVHeads*((p.KVLen+keys-1)/keys) < splitItems {
+	for keys > splitMinKeys && p.Batch*p.KVHeads*((n+keys-1)/keys) < splitItems {
 		keys /= 2
 	}
-	return Split{Keys: keys, Chunks: (p.KVLen + keys - 1) / keys}, true
+	return Split{Keys: keys, Chunks: (n + keys - 1) / keys}, true
 }
 
 // Items is the number of chunk items.
