@@ -153,9 +153,21 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	}
 	defer l.e.release()
 	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*Dv
+	prep := prepTask{q: sc.q, k: sc.k, qRows: total, kRows: total}
+	if l.rope.half > 0 {
+		prep.pos, prep.cs = sc.positions(total, l.rope.half)
+		for b, row := 0, 0; b < cache.batch; b++ {
+			at := int(cache.lens[b].Load())
+			for i := 0; i < counts[b]; i++ {
+				prep.pos[row+i] = at + i
+			}
+			row += counts[b]
+		}
+	}
 	if !(l.project(sc.q, x, l.w.WQ, l.w.BQ, total, dm, H*Dk, c) &&
 		l.project(sc.k, x, l.w.WK, l.w.BK, total, dm, kw, c) &&
-		l.project(sc.v, x, l.w.WV, l.w.BV, total, dm, vw, c)) {
+		l.project(sc.v, x, l.w.WV, l.w.BV, total, dm, vw, c) &&
+		l.prepare(prep, c)) {
 		return ctx.Err()
 	}
 	for b, row := 0, 0; b < cache.batch; b++ {

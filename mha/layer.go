@@ -8,17 +8,29 @@ import (
 	"github.com/fastattn/fastattn/tile"
 )
 
-// LayerConfig is the shape of a multi-head attention layer.
+// LayerConfig is the shape of a multi-head attention layer and what it
+// does between projection and attention.
 type LayerConfig struct {
 	DModel   int // model width, the last dimension of the input and output
 	Heads    int // query heads H
 	KVHeads  int // key/value heads; 0 means Heads. Heads % KVHeads == 0 (GQA, MQA)
 	HeadDim  int // Dk of queries and keys
 	ValueDim int // Dv of values; 0 means HeadDim
+
+	// Rotary, when Rotary.Dims > 0, rotates queries and keys by their
+	// positions (RoPE) in self-attention (Forward, Decode); the cache
+	// keeps keys rotated. Cross-attention (ForwardCross, CrossKV) has no
+	// shared positions and applies none.
+	Rotary Rotary
+	// NormEps is the epsilon of QK-norm (Weights.QNorm, KNorm); 0 means
+	// 1e-6 (Qwen3, Gemma 3, OLMo 2).
+	NormEps float32
 }
 
-// Weights are an MHA layer's parameters, row-major [in][out], so that a
-// projection is X·W and its output, [B][L][heads·dim], is already BSHD.
+// Weights are an MHA layer's parameters. By default the matrices are
+// row-major [in][out], so that a projection is X·W and its output,
+// [B][L][heads·dim], is already BSHD; with OutIn they are [out][in], as
+// PyTorch's nn.Linear (and so a Hugging Face checkpoint) stores them.
 // Biases are optional (nil).
 type Weights struct {
 	WQ []float32 // [DModel][Heads·HeadDim]
@@ -30,11 +42,30 @@ type Weights struct {
 	BK []float32 // [KVHeads·HeadDim]
 	BV []float32 // [KVHeads·ValueDim]
 	BO []float32 // [DModel]
+
+	// WQKV, when not nil, replaces WQ, WK and WV (which must then be
+	// nil): the three stacked along the output dimension, Q then K then
+	// V, [DModel][Q+K+V widths] (or [Q+K+V widths][DModel] with OutIn),
+	// as fused checkpoints store them (Phi-3's qkv_proj, GPT-2's c_attn).
+	// Models that interleave the heads of q, k and v (GPT-NeoX, Falcon)
+	// need their rows reordered first. BQKV likewise replaces BQ, BK, BV.
+	WQKV, BQKV []float32
+	// OutIn marks the matrices as [out][in] rather than [in][out].
+	OutIn bool
+
+	// QNorm and KNorm, when not nil, are the weights of QK-norm: an
+	// RMSNorm of each projected query and key before rotary,
+	// y = x / sqrt(mean(x²) + NormEps) · w. Of HeadDim weights, it runs
+	// over each head (Qwen3; for Gemma 3, whose norm multiplies by 1 + w,
+	// pass 1 + w); of Heads·HeadDim (KVHeads·HeadDim for KNorm), over
+	// all heads of a token at once (OLMo 2).
+	QNorm, KNorm []float32
 }
 
 // Layer is a multi-head attention layer:
 //
 //	Q = Xq·WQ + BQ, K = Xkv·WK + BK, V = Xkv·WV + BV   (each [B][L][heads][dim])
+//	Q, K = Rotary(QKNorm(Q), QKNorm(K))                (when configured)
 //	out = Attention(Q, K, V)·WO + BO                  ([B][Lq][DModel])
 //
 // The projections run on the engine's GEMM kernel and pool. NewLayer
@@ -42,17 +73,22 @@ type Weights struct {
 // changes to the caller's slices do not affect the layer, and the caller
 // may drop them). A Layer is safe for concurrent use.
 type Layer struct {
-	e   *Engine
-	cfg LayerConfig
-	w   Weights // packed WQ..WO (tile.PackB), copied biases
+	e            *Engine
+	cfg          LayerConfig
+	w            Weights // packed WQ..WO (tile.PackB), copied biases
+	rope         rope
+	qNorm, kNorm qkNorm
 
 	mu   sync.Mutex
 	free []*layerScratch
 }
 
-// layerScratch holds one call's projected tensors.
+// layerScratch holds one call's projected tensors, and the positions and
+// rotary angles of its tokens.
 type layerScratch struct {
 	q, k, v, attn []float32
+	pos           []int
+	cs            []float32
 }
 
 // NewLayer checks the weights against cfg and returns a layer running on e
@@ -91,6 +127,9 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 		widths[i] = n
 	}
 	qw, kw, vw, ow := widths[0], widths[1], widths[2], widths[3]
+	if qw > maxCoord-kw-vw {
+		return nil, overflow("fused QKV width", []int{qw, kw, vw})
+	}
 	packed := uint64(0) // PackB pads every matrix to whole panels
 	for _, m := range [4][2]int{{dm, qw}, {dm, kw}, {dm, vw}, {ow, dm}} {
 		n, err := allocFloats("packed weights", m[0], (m[1]+tile.PanelCols-1)/tile.PanelCols, tile.PanelCols)
@@ -102,30 +141,79 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if err := checkAlloc("packed weights", packed); err != nil {
 		return nil, err
 	}
-	for _, c := range []struct {
+	eps, err := normEps(cfg.NormEps)
+	if err != nil {
+		return nil, err
+	}
+	l := &Layer{e: e, cfg: cfg}
+	if l.rope, err = newRope(cfg.Rotary, cfg.HeadDim); err != nil {
+		return nil, err
+	}
+	if l.qNorm, err = newQKNorm("QNorm", w.QNorm, cfg.Heads, cfg.HeadDim, eps); err != nil {
+		return nil, err
+	}
+	if l.kNorm, err = newQKNorm("KNorm", w.KNorm, cfg.KVHeads, cfg.HeadDim, eps); err != nil {
+		return nil, err
+	}
+	if l.w, err = packWeights(w, dm, qw, kw, vw, ow); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// packWeights checks the matrices and biases of w and packs them for the
+// GEMM kernel: dm is DModel, qw, kw, vw the widths of the Q, K and V
+// projections, ow of the concatenated heads.
+func packWeights(w Weights, dm, qw, kw, vw, ow int) (Weights, error) {
+	type matrix struct {
 		name     string
-		have     int
+		m        []float32
 		in, out  int
-		optional bool
-	}{
-		{"WQ", len(w.WQ), dm, qw, false}, {"WK", len(w.WK), dm, kw, false},
-		{"WV", len(w.WV), dm, vw, false}, {"WO", len(w.WO), ow, dm, false},
-		{"BQ", len(w.BQ), 1, qw, true}, {"BK", len(w.BK), 1, kw, true},
-		{"BV", len(w.BV), 1, vw, true}, {"BO", len(w.BO), 1, dm, true},
-	} {
-		if c.optional && c.have == 0 {
+		optional bool // a bias
+	}
+	mats := []matrix{{"WO", w.WO, ow, dm, false}, {"BO", w.BO, 1, dm, true}}
+	if w.WQKV != nil || w.BQKV != nil {
+		if w.WQ != nil || w.WK != nil || w.WV != nil || w.BQ != nil || w.BK != nil || w.BV != nil {
+			return Weights{}, fmt.Errorf("%w: WQKV/BQKV replace WQ, WK, WV, BQ, BK, BV: set one form", ErrOption)
+		}
+		mats = append(mats, matrix{"WQKV", w.WQKV, dm, qw + kw + vw, false}, matrix{"BQKV", w.BQKV, 1, qw + kw + vw, true})
+	} else {
+		mats = append(mats, matrix{"WQ", w.WQ, dm, qw, false}, matrix{"WK", w.WK, dm, kw, false},
+			matrix{"WV", w.WV, dm, vw, false}, matrix{"BQ", w.BQ, 1, qw, true},
+			matrix{"BK", w.BK, 1, kw, true}, matrix{"BV", w.BV, 1, vw, true})
+	}
+	for _, c := range mats {
+		if c.optional && len(c.m) == 0 {
 			continue
 		}
-		if err := needLen(c.name, c.have, c.in, c.out); err != nil {
-			return nil, err
+		if err := needLen(c.name, len(c.m), c.in, c.out); err != nil {
+			return Weights{}, err
 		}
 	}
-	pw := Weights{
-		WQ: tile.PackB(w.WQ, dm, qw), WK: tile.PackB(w.WK, dm, kw),
-		WV: tile.PackB(w.WV, dm, vw), WO: tile.PackB(w.WO, ow, dm),
-		BQ: clone(w.BQ, qw), BK: clone(w.BK, kw), BV: clone(w.BV, vw), BO: clone(w.BO, dm),
+	// pack packs columns [c0, c0+n) of the [in][width] matrix m (stored
+	// [width][in] with OutIn).
+	pack := func(m []float32, in, width, c0, n int) []float32 {
+		if w.OutIn {
+			return tile.PackStrided(m[c0*in:], in, n, 1, in)
+		}
+		return tile.PackStrided(m[c0:], in, n, width, 1)
 	}
-	return &Layer{e: e, cfg: cfg, w: pw}, nil
+	bias := func(b []float32, c0, n int) []float32 {
+		if len(b) == 0 {
+			return nil
+		}
+		return clone(b[c0:], n)
+	}
+	pw := Weights{WO: pack(w.WO, ow, dm, 0, dm), BO: bias(w.BO, 0, dm)}
+	if w.WQKV != nil {
+		fw := qw + kw + vw
+		pw.WQ, pw.WK, pw.WV = pack(w.WQKV, dm, fw, 0, qw), pack(w.WQKV, dm, fw, qw, kw), pack(w.WQKV, dm, fw, qw+kw, vw)
+		pw.BQ, pw.BK, pw.BV = bias(w.BQKV, 0, qw), bias(w.BQKV, qw, kw), bias(w.BQKV, qw+kw, vw)
+	} else {
+		pw.WQ, pw.WK, pw.WV = pack(w.WQ, dm, qw, 0, qw), pack(w.WK, dm, kw, 0, kw), pack(w.WV, dm, vw, 0, vw)
+		pw.BQ, pw.BK, pw.BV = bias(w.BQ, 0, qw), bias(w.BK, 0, kw), bias(w.BV, 0, vw)
+	}
+	return pw, nil
 }
 
 // usable returns ErrNil for a nil or zero Layer.
@@ -188,7 +276,7 @@ func (l *Layer) Forward(out, x []float32, batch, seqLen int, opts *Options) erro
 // already started finish, the rest are skipped, and it returns ctx.Err();
 // out (and the LSE) then hold unspecified values.
 func (l *Layer) ForwardContext(ctx context.Context, out, x []float32, batch, seqLen int, opts *Options) error {
-	return l.ForwardCrossContext(ctx, out, x, x, batch, seqLen, seqLen, opts)
+	return l.forward(ctx, out, x, x, batch, seqLen, seqLen, opts, true)
 }
 
 // ForwardCross runs cross-attention: queries from xq, [batch][qLen][DModel],
@@ -201,6 +289,12 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 // ForwardCrossContext is ForwardCross that stops when ctx is done, as
 // ForwardContext.
 func (l *Layer) ForwardCrossContext(ctx context.Context, out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options) error {
+	return l.forward(ctx, out, xq, xkv, batch, qLen, kvLen, opts, false)
+}
+
+// forward runs Forward (self: rotary at positions 0..seqLen-1) or
+// ForwardCross.
+func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options, self bool) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
@@ -233,6 +327,14 @@ func (l *Layer) ForwardCrossContext(ctx context.Context, out, xq, xkv []float32,
 	if err := sc.size(shape); err != nil {
 		return err
 	}
+	mq, mkv := batch*qLen, batch*kvLen
+	prep := prepTask{q: sc.q, k: sc.k, qRows: mq, kRows: mkv}
+	if self && l.rope.half > 0 {
+		prep.pos, prep.cs = sc.positions(mq, l.rope.half)
+		for r := range prep.pos {
+			prep.pos[r] = r % qLen
+		}
+	}
 	ws := l.e.getWorks(1)
 	defer l.e.putWorks(ws)
 	if ws[0].p, err = problem(sc.attn, sc.q, kvData{k: sc.k, v: sc.v}, shape, opts, l.e.workers(opts)); err != nil {
@@ -242,10 +344,10 @@ func (l *Layer) ForwardCrossContext(ctx context.Context, out, xq, xkv []float32,
 		return err
 	}
 	defer l.e.release()
-	mq, mkv := batch*qLen, batch*kvLen
 	if !(l.project(sc.q, xq, l.w.WQ, l.w.BQ, mq, dm, cfg.Heads*cfg.HeadDim, c) &&
 		l.project(sc.k, xkv, l.w.WK, l.w.BK, mkv, dm, cfg.KVHeads*cfg.HeadDim, c) &&
 		l.project(sc.v, xkv, l.w.WV, l.w.BV, mkv, dm, cfg.KVHeads*cfg.ValueDim, c) &&
+		l.prepare(prep, c) &&
 		l.e.attend(ws, c) &&
 		l.project(out, sc.attn, l.w.WO, l.w.BO, mq, cfg.Heads*cfg.ValueDim, dm, c)) {
 		return ctx.Err()
@@ -270,6 +372,17 @@ func (sc *layerScratch) size(s Shape) error {
 	}
 	sc.q, sc.k, sc.v, sc.attn = sized(sc.q, n[0]), sized(sc.k, n[1]), sized(sc.v, n[2]), sized(sc.attn, n[3])
 	return nil
+}
+
+// positions returns the scratch's position and angle buffers for rows
+// tokens with half rotary pairs each.
+func (sc *layerScratch) positions(rows, half int) ([]int, []float32) {
+	if cap(sc.pos) < rows {
+		sc.pos = make([]int, rows)
+	}
+	sc.pos = sc.pos[:rows]
+	sc.cs = sized(sc.cs, rows*2*half)
+	return sc.pos, sc.cs
 }
 
 // sized returns buf with length n, reallocating only when it is too small.

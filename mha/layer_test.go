@@ -173,3 +173,145 @@ func TestDecode(t *testing.T) {
 		}
 	}
 }
+
+// rmsNorm64 is HF transformers' RMSNorm (Qwen3RMSNorm, OLMo2RMSNorm) in
+// float64: x·rsqrt(mean(x²) + eps)·w, over groups of len(w) values.
+func rmsNorm64(x []float64, w []float32, eps float64) {
+	for g := 0; g+len(w) <= len(x); g += len(w) {
+		v := x[g : g+len(w)]
+		ms := 0.0
+		for _, e := range v {
+			ms += e * e
+		}
+		r := 1 / math.Sqrt(ms/float64(len(v))+eps)
+		for i := range v {
+			v[i] = v[i] * r * float64(w[i])
+		}
+	}
+}
+
+// rope64 is HF transformers' apply_rotary_pos_emb on one head vector x at
+// position pos, in float64: inv_freq = 1/base^(arange(0, dims, 2)/dims),
+// freqs = (pos/scale)·inv_freq; rotate_half (emb = cat(freqs, freqs),
+// x·cos + cat(-x2, x1)·sin) or, interleaved, GPT-J's rotate_every_two,
+// on the first dims values.
+func rope64(x []float64, r Rotary, pos int) {
+	base, scale := r.Base, r.Scale
+	if base == 0 {
+		base = 10000
+	}
+	if scale == 0 {
+		scale = 1
+	}
+	d := r.Dims
+	freqs := make([]float64, d/2)
+	for i := range freqs {
+		freqs[i] = float64(pos) / scale / math.Pow(base, float64(2*i)/float64(d))
+	}
+	emb := make([]float64, d)      // the angle of each rotated dimension
+	rotated := make([]float64, d) // rotate_half(x) or rotate_every_two(x)
+	for i := 0; i < d; i++ {
+		if r.Interleaved {
+			emb[i] = freqs[i/2]
+			if i%2 == 0 {
+				rotated[i] = -x[i+1]
+			} else {
+				rotated[i] = x[i-1]
+			}
+		} else {
+			emb[i] = freqs[i%(d/2)]
+			if i < d/2 {
+				rotated[i] = -x[i+d/2]
+			} else {
+				rotated[i] = x[i-d/2]
+			}
+		}
+	}
+	for i := 0; i < d; i++ {
+		x[i] = x[i]*math.Cos(emb[i]) + rotated[i]*math.Sin(emb[i])
+	}
+}
+
+// referenceSelf is Forward's float64 reference with QK-norm and rotary at
+// positions 0..L-1 (HF transformers' order: project, norm, rotate).
+func referenceSelf(cfg LayerConfig, w Weights, x []float32, batch, L int, o *Options) []float64 {
+	dm, H, Hkv, D := cfg.DModel, cfg.Heads, cfg.KVHeads, cfg.HeadDim
+	eps := float64(cfg.NormEps)
+	if eps == 0 {
+		eps = 1e-6
+	}
+	q := fallback.Linear(x, w.WQ, w.BQ, batch*L, dm, H*D)
+	k := fallback.Linear(x, w.WK, w.BK, batch*L, dm, Hkv*D)
+	for r := 0; r < batch*L; r++ {
+		for _, t := range []struct {
+			x     []float64
+			heads int
+			norm  []float32
+		}{{q[r*H*D : (r+1)*H*D], H, w.QNorm}, {k[r*Hkv*D : (r+1)*Hkv*D], Hkv, w.KNorm}} {
+			if t.norm != nil {
+				rmsNorm64(t.x, t.norm, eps)
+			}
+			if cfg.Rotary.Dims > 0 {
+				for h := 0; h < t.heads; h++ {
+					rope64(t.x[h*D:(h+1)*D], cfg.Rotary, r%L)
+				}
+			}
+		}
+	}
+	v := toF32(fallback.Linear(x, w.WV, w.BV, batch*L, dm, Hkv*cfg.ValueDim))
+	s := Shape{Batch: batch, Heads: H, KVHeads: Hkv, QLen: L, KVLen: L, HeadDim: D, ValueDim: cfg.ValueDim}
+	attn, _ := fallback.Attention(specOf(s, o), toF32(q), toF32(k), v)
+	return fallback.Linear(toF32(attn), w.WO, w.BO, batch*L, H*cfg.ValueDim, dm)
+}
+
+// TestRotaryQKNorm: Forward with rotary embeddings (both pair layouts,
+// partial dims, θ, linear scaling) and QK-norm (per head and over all
+// heads) against the float64 reference, on every set.
+func TestRotaryQKNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	norm := func(n int) []float32 { // weights around 1, as trained ones are
+		w := random(rng, n)
+		for i := range w {
+			w[i] = 1 + w[i]/2
+		}
+		return w
+	}
+	for _, c := range []struct {
+		name         string
+		cfg          LayerConfig
+		qNorm, kNorm bool
+		whole        bool // norm over all heads (OLMo 2)
+		L            int
+		opts         Options
+	}{
+		{"llama", LayerConfig{DModel: 48, Heads: 4, KVHeads: 2, HeadDim: 12, Rotary: Rotary{Dims: 12}}, false, false, false, 40, Options{Causal: true}},
+		{"gptj partial", LayerConfig{DModel: 32, Heads: 2, HeadDim: 16, Rotary: Rotary{Dims: 8, Interleaved: true, Base: 500000, Scale: 4}}, false, false, false, 70, Options{Causal: true}},
+		{"neox partial", LayerConfig{DModel: 40, Heads: 4, HeadDim: 10, ValueDim: 6, Rotary: Rotary{Dims: 4, Base: 10000}}, false, false, false, 33, Options{}},
+		{"qwen3", LayerConfig{DModel: 64, Heads: 8, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 1000000}, NormEps: 1e-6}, true, true, false, 150, Options{Causal: true}},
+		{"olmo2", LayerConfig{DModel: 32, Heads: 4, HeadDim: 8, Rotary: Rotary{Dims: 8}, NormEps: 1e-5}, true, true, true, 20, Options{Causal: true, Window: 7}},
+		{"qnorm only", LayerConfig{DModel: 24, Heads: 3, HeadDim: 8}, true, false, false, 9, Options{}},
+	} {
+		for _, e := range engines {
+			l, w := testLayer(t, e, rng, c.cfg, true)
+			cfg := l.Config()
+			if c.qNorm {
+				w.QNorm = norm(cfg.HeadDim * map[bool]int{false: 1, true: cfg.Heads}[c.whole])
+			}
+			if c.kNorm {
+				w.KNorm = norm(cfg.HeadDim * map[bool]int{false: 1, true: cfg.KVHeads}[c.whole])
+			}
+			l, err := NewLayer(e, cfg, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const B = 2
+			x := random(rng, B*c.L*cfg.DModel)
+			want := referenceSelf(cfg, w, x, B, c.L, &c.opts)
+			out := make([]float32, len(want))
+			if err := l.Forward(out, x, B, c.L, &c.opts); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, e.Kernels()+" "+c.name, out, want, tolLayer, &worstLayer)
+		}
+	}
+}

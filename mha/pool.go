@@ -33,6 +33,7 @@ type job struct {
 
 	work workTask // storage for t, reused
 	gemm gemmTask
+	prep prepTask
 }
 
 // pool is a fixed set of worker goroutines, each with its own workspace.
@@ -126,7 +127,7 @@ func (p *pool) run(j *job, ks *kernels.Set, items, threads int, cancel <-chan st
 	}
 	complete := !j.halted.Load()
 	j.t, j.ks, j.cancel = nil, nil, nil
-	j.work, j.gemm = workTask{}, gemmTask{}
+	j.work, j.gemm, j.prep = workTask{}, gemmTask{}, prepTask{}
 	p.mu.Lock()
 	p.free = append(p.free, j)
 	p.mu.Unlock()

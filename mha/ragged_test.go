@@ -51,12 +51,26 @@ func checkLastRows(t *testing.T, what string, l *Layer, hist []seqHistory, count
 // every call's output rows equal Forward over that sequence's history.
 func TestDecodeSeqs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8}
-	slopes, _ := ALiBiSlopes(cfg.Heads, 0)
-	for _, opts := range []Options{{}, {ALiBi: slopes, Sinks: random(rng, cfg.Heads), Window: 150}} {
+	plain := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8}
+	rotary := plain // with QK-norm: Qwen3's layer
+	rotary.Rotary = Rotary{Dims: 8, Base: 1e6}
+	slopes, _ := ALiBiSlopes(plain.Heads, 0)
+	for _, tc := range []struct {
+		cfg  LayerConfig
+		opts Options
+	}{{plain, Options{}}, {plain, Options{ALiBi: slopes, Sinks: random(rng, plain.Heads), Window: 150}},
+		{rotary, Options{}}, {rotary, Options{Window: 120, Sinks: random(rng, plain.Heads)}}} {
+		cfg, opts := tc.cfg, tc.opts
 		for _, typ := range []KVType{Float32, BFloat16} {
 			for _, e := range engines {
-				l, _ := testLayer(t, e, rng, cfg, true)
+				l, w := testLayer(t, e, rng, cfg, true)
+				if cfg.Rotary.Dims > 0 {
+					w.QNorm, w.KNorm = random(rng, cfg.HeadDim), random(rng, cfg.HeadDim)
+					var err error
+					if l, err = NewLayer(e, cfg, w); err != nil {
+						t.Fatal(err)
+					}
+				}
 				dm := cfg.DModel
 				const B, capa = 4, 300
 				cache, err := l.NewCacheOf(B, capa, typ)

@@ -20,13 +20,26 @@ const (
 // PackB returns b, [k][n] row-major, packed for Gemm: panel p holds
 // columns [p·PanelCols, (p+1)·PanelCols) of every row, k rows of PanelCols
 // floats (the last panel zero-padded).
-func PackB(b []float32, k, n int) []float32 {
+func PackB(b []float32, k, n int) []float32 { return PackStrided(b, k, n, n, 1) }
+
+// PackStrided is PackB of the k×n matrix whose element (r, c) is
+// b[r·rowStride + c·colStride]: a block of a wider [k][N] matrix
+// (rowStride N, colStride 1) or a matrix stored transposed, [n][k], as
+// PyTorch's nn.Linear keeps its weights (rowStride 1, colStride k).
+func PackStrided(b []float32, k, n, rowStride, colStride int) []float32 {
 	panels := (n + PanelCols - 1) / PanelCols
 	out := make([]float32, panels*k*PanelCols)
 	for p := 0; p < panels; p++ {
 		w := min(PanelCols, n-p*PanelCols)
 		for r := 0; r < k; r++ {
-			copy(out[(p*k+r)*PanelCols:][:w], b[r*n+p*PanelCols:][:w])
+			dst, src := out[(p*k+r)*PanelCols:][:w], b[r*rowStride+p*PanelCols*colStride:]
+			if colStride == 1 {
+				copy(dst, src)
+				continue
+			}
+			for c := range dst {
+				dst[c] = src[c*colStride]
+			}
 		}
 	}
 	return out

@@ -1,0 +1,99 @@
+package mha
+
+import (
+	"fmt"
+	"math"
+)
+
+// Rotary configures rotary position embeddings (RoPE): after projection
+// (and QK-norm), the first Dims dimensions of every query and key head are
+// rotated in pairs by angles proportional to the token's position p:
+//
+//	θ_i = p / Scale · Base^(-2i/Dims),  i in [0, Dims/2)
+//	(x_a, x_b) → (x_a·cos θ_i − x_b·sin θ_i,  x_b·cos θ_i + x_a·sin θ_i)
+//
+// where the pair (a, b) is (i, i + Dims/2) — rotate_half, as HF
+// transformers' Llama, Mistral, Qwen, Gemma and GPT-NeoX — or (2i, 2i+1)
+// with Interleaved, as GPT-J. The remaining HeadDim − Dims dimensions pass
+// through (NeoX's and Phi's partial rotary). The angles are computed in
+// float64 from the exact position (HF computes them in float32, which at
+// position p is off by up to about p·2^-24 radians).
+type Rotary struct {
+	// Dims is the number of rotated dimensions per head: even, at most
+	// HeadDim; 0 turns rotary embeddings off.
+	Dims int
+	// Base is θ; 0 means 10000.
+	Base float64
+	// Scale divides positions (linear position scaling, HF's
+	// rope_scaling {"type": "linear", "factor": Scale}); 0 means 1.
+	Scale float64
+	// Interleaved pairs dimensions (2i, 2i+1) (GPT-J) instead of (i,
+	// i + Dims/2).
+	Interleaved bool
+}
+
+// rope is a layer's resolved rotary embedding.
+type rope struct {
+	half        int       // Dims/2: pairs per head, 0 when off
+	interleaved bool      // pairs (2i, 2i+1)
+	freq        []float64 // [half]: Base^(-2i/Dims) / Scale, radians per position
+}
+
+// newRope checks r against the head dimension and resolves it.
+func newRope(r Rotary, headDim int) (rope, error) {
+	if r.Dims == 0 {
+		return rope{}, nil
+	}
+	if r.Dims < 0 || r.Dims%2 != 0 || r.Dims > headDim {
+		return rope{}, fmt.Errorf("%w: Rotary.Dims = %d, must be even and in [0, HeadDim = %d]", ErrOption, r.Dims, headDim)
+	}
+	base, scale := r.Base, r.Scale
+	if base == 0 {
+		base = 10000
+	}
+	if scale == 0 {
+		scale = 1
+	}
+	if !(base > 0 && base <= math.MaxFloat64) {
+		return rope{}, fmt.Errorf("%w: Rotary.Base = %v, must be finite and > 0", ErrOption, r.Base)
+	}
+	if !(scale > 0 && scale <= math.MaxFloat64) {
+		return rope{}, fmt.Errorf("%w: Rotary.Scale = %v, must be finite and > 0", ErrOption, r.Scale)
+	}
+	ro := rope{half: r.Dims / 2, interleaved: r.Interleaved, freq: make([]float64, r.Dims/2)}
+	for i := range ro.freq {
+		ro.freq[i] = math.Pow(base, -float64(2*i)/float64(r.Dims)) / scale
+	}
+	return ro, nil
+}
+
+// angles writes the cosines and then the sines of position pos, [2][half].
+func (ro *rope) angles(cs []float32, pos int) {
+	c, s := cs[:ro.half], cs[ro.half:2*ro.half]
+	for i, f := range ro.freq {
+		sin, cos := math.Sincos(float64(pos) * f)
+		c[i], s[i] = float32(cos), float32(sin)
+	}
+}
+
+// rotate rotates the pairs of every head of x, heads rows of dim, by the
+// angles cs.
+func (ro *rope) rotate(x []float32, heads, dim int, cs []float32) {
+	n := ro.half
+	c, s := cs[:n], cs[n:2*n]
+	for h := 0; h < heads; h++ {
+		v := x[h*dim : h*dim+2*n]
+		if ro.interleaved {
+			for i := range c {
+				a, b := v[2*i], v[2*i+1]
+				v[2*i], v[2*i+1] = a*c[i]-b*s[i], b*c[i]+a*s[i]
+			}
+			continue
+		}
+		lo, hi := v[:n], v[n:2*n]
+		for i := range c {
+			a, b := lo[i], hi[i]
+			lo[i], hi[i] = a*c[i]-b*s[i], b*c[i]+a*s[i]
+		}
+	}
+}
