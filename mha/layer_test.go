@@ -208,7 +208,7 @@ func rope64(x []float64, r Rotary, pos int) {
 	for i := range freqs {
 		freqs[i] = float64(pos) / scale / math.Pow(base, float64(2*i)/float64(d))
 	}
-	emb := make([]float64, d)      // the angle of each rotated dimension
+	emb := make([]float64, d)     // the angle of each rotated dimension
 	rotated := make([]float64, d) // rotate_half(x) or rotate_every_two(x)
 	for i := 0; i < d; i++ {
 		if r.Interleaved {
