@@ -124,7 +124,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	sc := l.getScratch()
 	defer l.putScratch(sc)
 	if err := sc.size(Shape{Batch: 1, Heads: H, KVHeads: cfg.KVHeads, QLen: total, KVLen: total,
-		HeadDim: Dk, ValueDim: Dv}); err != nil {
+		HeadDim: Dk, ValueDim: Dv}, true); err != nil {
 		return err
 	}
 	// One problem per stepping sequence: its new rows of the packed

@@ -276,7 +276,7 @@ func (l *Layer) Forward(out, x []float32, batch, seqLen int, opts *Options) erro
 // already started finish, the rest are skipped, and it returns ctx.Err();
 // out (and the LSE) then hold unspecified values.
 func (l *Layer) ForwardContext(ctx context.Context, out, x []float32, batch, seqLen int, opts *Options) error {
-	return l.forward(ctx, out, x, x, batch, seqLen, seqLen, opts, true)
+	return l.forward(ctx, out, x, x, nil, batch, seqLen, seqLen, opts, true)
 }
 
 // ForwardCross runs cross-attention: queries from xq, [batch][qLen][DModel],
@@ -289,12 +289,12 @@ func (l *Layer) ForwardCross(out, xq, xkv []float32, batch, qLen, kvLen int, opt
 // ForwardCrossContext is ForwardCross that stops when ctx is done, as
 // ForwardContext.
 func (l *Layer) ForwardCrossContext(ctx context.Context, out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options) error {
-	return l.forward(ctx, out, xq, xkv, batch, qLen, kvLen, opts, false)
+	return l.forward(ctx, out, xq, xkv, nil, batch, qLen, kvLen, opts, false)
 }
 
-// forward runs Forward (self: rotary at positions 0..seqLen-1) or
-// ForwardCross.
-func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen, kvLen int, opts *Options, self bool) error {
+// forward runs Forward (self: rotary at positions 0..seqLen-1),
+// ForwardCross, or, with ckv, Cross (xkv unused, nothing to project).
+func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossKV, batch, qLen, kvLen int, opts *Options, self bool) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
@@ -309,12 +309,14 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen
 		return err
 	}
 	dm := cfg.DModel
-	for _, c := range []struct {
-		name string
-		have int
-		rows int
-	}{{"xq", len(xq), qLen}, {"xkv", len(xkv), kvLen}, {"out", len(out), qLen}} {
-		if err := needLen(c.name, c.have, batch, c.rows, dm); err != nil {
+	if err := needLen("xq", len(xq), batch, qLen, dm); err != nil {
+		return err
+	}
+	if err := needLen("out", len(out), batch, qLen, dm); err != nil {
+		return err
+	}
+	if ckv == nil {
+		if err := needLen("xkv", len(xkv), batch, kvLen, dm); err != nil {
 			return err
 		}
 	}
@@ -324,11 +326,14 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen
 	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
-	if err := sc.size(shape); err != nil {
+	if err := sc.size(shape, ckv == nil); err != nil {
 		return err
 	}
 	mq, mkv := batch*qLen, batch*kvLen
-	prep := prepTask{q: sc.q, k: sc.k, qRows: mq, kRows: mkv}
+	kv, prep := kvData{k: sc.k, v: sc.v}, prepTask{q: sc.q, k: sc.k, qRows: mq, kRows: mkv}
+	if ckv != nil {
+		kv, prep.kRows = kvData{k: ckv.K, v: ckv.V}, 0
+	}
 	if self && l.rope.half > 0 {
 		prep.pos, prep.cs = sc.positions(mq, l.rope.half)
 		for r := range prep.pos {
@@ -337,7 +342,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen
 	}
 	ws := l.e.getWorks(1)
 	defer l.e.putWorks(ws)
-	if ws[0].p, err = problem(sc.attn, sc.q, kvData{k: sc.k, v: sc.v}, shape, opts, l.e.workers(opts)); err != nil {
+	if ws[0].p, err = problem(sc.attn, sc.q, kv, shape, opts, l.e.workers(opts)); err != nil {
 		return err
 	}
 	if err := l.e.acquire(); err != nil {
@@ -345,8 +350,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen
 	}
 	defer l.e.release()
 	if !(l.project(sc.q, xq, l.w.WQ, l.w.BQ, mq, dm, cfg.Heads*cfg.HeadDim, c) &&
-		l.project(sc.k, xkv, l.w.WK, l.w.BK, mkv, dm, cfg.KVHeads*cfg.HeadDim, c) &&
-		l.project(sc.v, xkv, l.w.WV, l.w.BV, mkv, dm, cfg.KVHeads*cfg.ValueDim, c) &&
+		(ckv != nil || l.projectKV(sc.k, sc.v, xkv, mkv, c)) &&
 		l.prepare(prep, c) &&
 		l.e.attend(ws, c) &&
 		l.project(out, sc.attn, l.w.WO, l.w.BO, mq, cfg.Heads*cfg.ValueDim, dm, c)) {
@@ -355,8 +359,19 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, batch, qLen
 	return nil
 }
 
-// size makes the scratch hold the projections of shape (resolved).
-func (sc *layerScratch) size(s Shape) error {
+// projectKV projects m rows of x into keys and values.
+func (l *Layer) projectKV(k, v, x []float32, m int, c call) bool {
+	cfg := l.cfg
+	return l.project(k, x, l.w.WK, l.w.BK, m, cfg.DModel, cfg.KVHeads*cfg.HeadDim, c) &&
+		l.project(v, x, l.w.WV, l.w.BV, m, cfg.DModel, cfg.KVHeads*cfg.ValueDim, c)
+}
+
+// size makes the scratch hold the projections of shape (resolved), those
+// of K and V only when kv.
+func (sc *layerScratch) size(s Shape, kv bool) error {
+	if !kv {
+		s.KVLen = 0
+	}
 	var n [4]int
 	total := uint64(0)
 	for i, d := range [4][4]int{{s.Batch, s.QLen, s.Heads, s.HeadDim}, {s.Batch, s.KVLen, s.KVHeads, s.HeadDim},

@@ -315,3 +315,4 @@ func TestRotaryQKNorm(t *testing.T) {
 		}
 	}
 }
+
