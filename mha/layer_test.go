@@ -315,4 +315,3 @@ func TestRotaryQKNorm(t *testing.T) {
 		}
 	}
 }
-
