@@ -1,6 +1,7 @@
 package mha
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -291,7 +292,13 @@ func TestNoAllocs(t *testing.T) {
 				t.Errorf("%s: Attention with ALiBi, sinks, window, mask and bias (%s) allocates %v times per call", e.Kernels(), name, n)
 			}
 		}
-		l, _ := testLayer(t, e, rng, LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8}, true)
+		cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8, Rotary: Rotary{Dims: 6, Interleaved: true}}
+		l, w := testLayer(t, e, rng, cfg, true)
+		w.QNorm, w.KNorm = random(rng, 8), random(rng, 16)
+		l, err := NewLayer(e, cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
 		x := random(rng, 2*20*32)
 		y := make([]float32, len(x))
 		if n := testing.AllocsPerRun(20, func() {
@@ -309,6 +316,32 @@ func TestNoAllocs(t *testing.T) {
 			}
 		}); n != 0 {
 			t.Errorf("%s: Layer.Decode allocates %v times per call", e.Kernels(), n)
+		}
+		// A ragged step (one sequence decoding, one taking a chunk) and
+		// cross-attention to a CrossKV, with a cancellable context.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		counts := []int{1, 5}
+		if n := testing.AllocsPerRun(20, func() {
+			if err := l.DecodeSeqs(ctx, y[:6*32], x[:6*32], c, counts, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Truncate(1, 10); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Layer.DecodeSeqs allocates %v times per call", e.Kernels(), n)
+		}
+		kv, err := l.NewCrossKV(x, 2, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(20, func() {
+			if err := l.CrossContext(ctx, y[:2*3*32], x[:2*3*32], kv, 3, nil); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Layer.Cross allocates %v times per call", e.Kernels(), n)
 		}
 	}
 }

@@ -129,6 +129,9 @@ func TestNilAndZeroValues(t *testing.T) {
 		wantErr(t, name+" ForwardCross", noPanic(t, name, func() error { return l.ForwardCross(one, one, one, 1, 1, 1, nil) }), ErrNil)
 		wantErr(t, name+" Decode", noPanic(t, name, func() error { return l.Decode(one, one, nil, 1, nil) }), ErrNil)
 		wantErr(t, name+" NewCache", noPanic(t, name, func() error { _, err := l.NewCache(1, 1); return err }), ErrNil)
+		wantErr(t, name+" DecodeSeqs", noPanic(t, name, func() error { return l.DecodeSeqs(nil, one, one, nil, []int{1}, nil) }), ErrNil) //nolint:staticcheck // a nil ctx must not panic either
+		wantErr(t, name+" NewCrossKV", noPanic(t, name, func() error { _, err := l.NewCrossKV(one, 1, 1); return err }), ErrNil)
+		wantErr(t, name+" Cross", noPanic(t, name, func() error { return l.Cross(one, one, nil, 1, nil) }), ErrNil)
 		_ = l.Config()
 	}
 	l, _ := testLayer(t, engines[0], rand.New(rand.NewPCG(3, 4)), LayerConfig{DModel: 4, Heads: 1, HeadDim: 4}, false)

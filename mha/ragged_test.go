@@ -186,6 +186,10 @@ func TestDecodeSeqsErrors(t *testing.T) {
 	wantErr(t, "truncate negative", c.Truncate(0, -1), ErrOption)
 	wantErr(t, "truncate seq", c.Truncate(3, 0), ErrOption)
 	wantErr(t, "reset seq", c.Reset(-1), ErrOption)
+	//lint:ignore SA1012 a nil context is Background, not a panic
+	if err := l.DecodeSeqs(nil, make([]float32, 8), random(rng, 8), c, []int{0, 1, 0}, nil); err != nil || c.Len(1) != 1 {
+		t.Fatalf("a nil context: %v, lengths %v", err, c.Lens(nil))
+	}
 	if err := l.DecodeSeqs(ctx, nil, nil, c, []int{0, 0, 0}, nil); err != nil {
 		t.Fatalf("an empty step: %v", err)
 	}
