@@ -64,6 +64,7 @@ type config struct {
 	minTime time.Duration
 	noBase  bool
 	vars    []variant // of every attention row
+	serving string    // "on", "off" or "only": the serving rows (bench/serving.go)
 }
 
 func main() {
@@ -89,9 +90,13 @@ func parseFlags() (*config, error) {
 	layouts := flag.String("layout", "bshd", "comma-separated layouts of the decode rows: bshd, bhsd")
 	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16 (default: all three on decode rows, f32 on prefill rows)")
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
+	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	flag.Parse()
+	if *serving != "on" && *serving != "off" && *serving != "only" {
+		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
+	}
 
-	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase,
+	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase, serving: *serving,
 		cases: defaultCases, layers: defaultLayers, minTime: time.Second}
 	if cfg.quick {
 		cfg.cases, cfg.layers, cfg.minTime = quickCases, quickLayers, 100*time.Millisecond
@@ -206,7 +211,15 @@ func run(cfg *config) error {
 	buf = nil
 	out.machine(m, cfg.sets)
 
-	total := len(cfg.sets) * len(cfg.threads) * (len(cfg.layers) + len(cfg.rows()))
+	rows, layers := cfg.rows(), cfg.layers
+	if cfg.serving == "only" {
+		rows, layers = nil, nil
+	}
+	servingRows := 0
+	if cfg.serving != "off" {
+		servingRows = 1
+	}
+	total := len(cfg.sets) * len(cfg.threads) * (len(layers) + len(rows) + servingRows)
 	step := 0
 	progress := func(what string) {
 		step++
@@ -218,7 +231,7 @@ func run(cfg *config) error {
 		if err != nil {
 			return err
 		}
-		for _, c := range cfg.rows() {
+		for _, c := range rows {
 			for _, th := range cfg.threads {
 				progress(fmt.Sprintf("%s %s %s %s %v threads=%d", ks.Name, c, c.maskName(), layoutName(c.Layout), c.KV, th))
 				row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
@@ -228,7 +241,7 @@ func run(cfg *config) error {
 				out.row(row)
 			}
 		}
-		for _, lc := range cfg.layers {
+		for _, lc := range layers {
 			for _, th := range cfg.threads {
 				progress(fmt.Sprintf("%s %s threads=%d", ks.Name, lc, th))
 				row, err := measureLayer(cfg, e, ks, lc, th)
@@ -236,6 +249,14 @@ func run(cfg *config) error {
 					return err
 				}
 				out.row(row)
+			}
+		}
+		for i := 0; i < servingRows; i++ {
+			for _, th := range cfg.threads {
+				progress(fmt.Sprintf("%s serving rows threads=%d", ks.Name, th))
+				if err := measureServing(cfg, e, ks.Name, th, m, out.servingRow); err != nil {
+					return err
+				}
 			}
 		}
 		e.Close()

@@ -54,14 +54,24 @@ func (n *qkNorm) apply(x []float32, heads, dim int) {
 }
 
 // scale applies the norm to v with weights w (len(w) == len(v)). The sum
-// of squares runs in float64, so it neither overflows nor loses the small
-// terms.
+// of squares is float32, as HF transformers computes it (a head whose
+// squares overflow float32 comes out 0, there as here); four running sums
+// keep the loop from waiting on one add chain.
 func (n *qkNorm) scale(v, w []float32) {
-	var ss float64
-	for _, x := range v {
-		ss += float64(x) * float64(x)
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(v); i += 4 {
+		x := v[i : i+4 : i+4]
+		s0 += x[0] * x[0]
+		s1 += x[1] * x[1]
+		s2 += x[2] * x[2]
+		s3 += x[3] * x[3]
 	}
-	inv := float32(1 / math.Sqrt(ss/float64(len(v))+float64(n.eps)))
+	for ; i < len(v); i++ {
+		s0 += v[i] * v[i]
+	}
+	ss := (s0 + s1) + (s2 + s3)
+	inv := float32(1 / math.Sqrt(float64(ss/float32(len(v)))+float64(n.eps)))
 	w = w[:len(v)]
 	for i, x := range v {
 		v[i] = x * inv * w[i]
