@@ -72,7 +72,7 @@ func ExampleWeights_outIn() {
 	// As a safetensors file would hold them (name → [out][in] tensor).
 	tensors := map[string][]float32{
 		"qkv_proj.weight": ramp(make([]float32, (heads+2*kvHeads)*dim*dm), 1), // [(2+1+1)·3][6]
-		"o_proj.weight":   ramp(make([]float32, dm*heads*dim), 2),              // [6][2·3]
+		"o_proj.weight":   ramp(make([]float32, dm*heads*dim), 2),             // [6][2·3]
 	}
 	cfg := mha.LayerConfig{DModel: dm, Heads: heads, KVHeads: kvHeads, HeadDim: dim}
 	fusedLayer, err := mha.NewLayer(nil, cfg, mha.Weights{OutIn: true,
