@@ -74,8 +74,13 @@ func FuzzLayerConfig(f *testing.F) {
 	f.Add(int64(1), int64(1<<32), int64(0), int64(1<<32), int64(0), int64(1), int64(1), uint8(1))
 	f.Add(int64(8), int64(3), int64(3), int64(5), int64(7), int64(1<<40), int64(1<<40), uint8(2))
 	f.Add(int64(-1), int64(2), int64(1), int64(-3), int64(0), int64(0), int64(-2), uint8(3))
+	f.Add(int64(12), int64(4), int64(2), int64(6), int64(0), int64(2), int64(9), uint8(2|4|16))
+	f.Add(int64(10), int64(2), int64(1), int64(5), int64(3), int64(1), int64(7), uint8(2|4|8|16|32|64))
 	f.Fuzz(func(t *testing.T, dm, heads, kvHeads, headDim, valueDim, batch, seqLen int64, flags uint8) {
 		cfg := LayerConfig{DModel: int(dm), Heads: int(heads), KVHeads: int(kvHeads), HeadDim: int(headDim), ValueDim: int(valueDim)}
+		if flags&4 != 0 { // rotary over the leading even dims, both pair layouts
+			cfg.Rotary = Rotary{Dims: int(headDim) &^ 1, Interleaved: flags&8 != 0, Base: float64(1 + int(dm)%7*1000), Scale: float64(1 + flags>>6)}
+		}
 		B, L := int(batch), int(seqLen)
 		small := func(x int64) bool { return x >= 0 && x <= 24 }
 		checkable := small(dm) && dm > 0 && small(heads) && small(kvHeads) && small(headDim) && small(valueDim) &&
@@ -114,6 +119,13 @@ func FuzzLayerConfig(f *testing.F) {
 			if flags&1 != 0 {
 				w.BO = random(rng, int(dm))
 			}
+			if flags&16 != 0 { // QK-norm, per head or (flags&32) over all heads
+				nq, nk := rc.HeadDim, rc.HeadDim
+				if flags&32 != 0 {
+					nq, nk = rc.Heads*rc.HeadDim, rc.KVHeads*rc.HeadDim
+				}
+				w.QNorm, w.KNorm = random(rng, nq), random(rng, nk)
+			}
 		} else {
 			tiny := make([]float32, 64)
 			w = Weights{WQ: tiny, WK: tiny, WV: tiny, WO: tiny}
@@ -142,7 +154,7 @@ func FuzzLayerConfig(f *testing.F) {
 			sentinel("Forward", err)
 			return
 		}
-		want := referenceLayer(rc, w, x, x, B, L, L, opts)
+		want := referenceSelf(rc, w, x, B, L, opts)
 		compare(t, e.Kernels()+" Forward", out, want, tolLayer, &worstLayer)
 		if cache == nil || flags&2 == 0 {
 			return

@@ -63,6 +63,9 @@ func newRope(r Rotary, headDim int) (rope, error) {
 	ro := rope{half: r.Dims / 2, interleaved: r.Interleaved, freq: make([]float64, r.Dims/2)}
 	for i := range ro.freq {
 		ro.freq[i] = math.Pow(base, -float64(2*i)/float64(r.Dims)) / scale
+		if math.IsInf(ro.freq[i], 0) { // base far below 1, or scale near 0
+			return rope{}, fmt.Errorf("%w: Rotary.Base = %v with Scale = %v makes pair %d's frequency overflow", ErrOption, base, scale, i)
+		}
 	}
 	return ro, nil
 }

@@ -87,6 +87,7 @@ func TestLayerConfigErrors(t *testing.T) {
 		{"NaN base", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Base: nan} }, nil, ErrOption},
 		{"negative base", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Base: -1} }, nil, ErrOption},
 		{"infinite scale", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Scale: math.Inf(1)} }, nil, ErrOption},
+		{"frequency overflow", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Base: 1e-300, Scale: 1e-300} }, nil, ErrOption},
 		{"negative eps", func(c *LayerConfig) { c.NormEps = -1 }, nil, ErrOption},
 		{"NaN eps", func(c *LayerConfig) { c.NormEps = float32(nan) }, nil, ErrOption},
 		{"QNorm length", nil, func(w *Weights) { w.QNorm = make([]float32, 5) }, ErrBuffer},
