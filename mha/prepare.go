@@ -29,18 +29,10 @@ func (t *prepTask) run(_ *kernels.Set, n int, _ *tile.Workspace) {
 			l.rope.angles(cs, t.pos[r])
 		}
 		if r < t.qRows {
-			x := t.q[r*H*dk : (r+1)*H*dk]
-			l.qNorm.apply(x, H, dk)
-			if cs != nil {
-				l.rope.rotate(x, H, dk, cs)
-			}
+			l.qNorm.transform(&l.rope, t.q[r*H*dk:(r+1)*H*dk], H, dk, cs)
 		}
 		if r < t.kRows {
-			x := t.k[r*Hkv*dk : (r+1)*Hkv*dk]
-			l.kNorm.apply(x, Hkv, dk)
-			if cs != nil {
-				l.rope.rotate(x, Hkv, dk, cs)
-			}
+			l.kNorm.transform(&l.rope, t.k[r*Hkv*dk:(r+1)*Hkv*dk], Hkv, dk, cs)
 		}
 	}
 }

@@ -39,25 +39,11 @@ func normEps(eps float32) (float32, error) {
 	return eps, nil
 }
 
-// apply normalizes one token's heads rows of dim, x, in place.
-func (n *qkNorm) apply(x []float32, heads, dim int) {
-	if n.w == nil {
-		return
-	}
-	if !n.perHead {
-		n.scale(x[:heads*dim], n.w)
-		return
-	}
-	for h := 0; h < heads; h++ {
-		n.scale(x[h*dim:(h+1)*dim], n.w)
-	}
-}
-
-// scale applies the norm to v with weights w (len(w) == len(v)). The sum
-// of squares is float32, as HF transformers computes it (a head whose
-// squares overflow float32 comes out 0, there as here); four running sums
-// keep the loop from waiting on one add chain.
-func (n *qkNorm) scale(v, w []float32) {
+// factor returns 1/sqrt(mean(v²) + eps). The sum of squares is float32,
+// as HF transformers computes it (a head whose squares overflow float32
+// comes out 0, there as here); four running sums keep the loop from
+// waiting on one add chain.
+func (n *qkNorm) factor(v []float32) float32 {
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+4 <= len(v); i += 4 {
@@ -71,9 +57,27 @@ func (n *qkNorm) scale(v, w []float32) {
 		s0 += v[i] * v[i]
 	}
 	ss := (s0 + s1) + (s2 + s3)
-	inv := float32(1 / math.Sqrt(float64(ss/float32(len(v)))+float64(n.eps)))
-	w = w[:len(v)]
-	for i, x := range v {
-		v[i] = x * inv * w[i]
+	return float32(1 / math.Sqrt(float64(ss/float32(len(v)))+float64(n.eps)))
+}
+
+// transform applies the norm and then the rotation by the angles cs (nil:
+// none) to one token's heads rows of dim, x, in place, in one pass per
+// head: y = rotate((x·inv)·w).
+func (n *qkNorm) transform(ro *rope, x []float32, heads, dim int, cs []float32) {
+	inv := float32(1)
+	if n.w != nil && !n.perHead {
+		inv = n.factor(x[:heads*dim])
+	}
+	for h := 0; h < heads; h++ {
+		v := x[h*dim : (h+1)*dim]
+		var w []float32
+		if n.w != nil {
+			if n.perHead {
+				w, inv = n.w, n.factor(v)
+			} else {
+				w = n.w[h*dim : (h+1)*dim]
+			}
+		}
+		ro.apply(v, cs, inv, w)
 	}
 }

@@ -79,24 +79,44 @@ func (ro *rope) angles(cs []float32, pos int) {
 	}
 }
 
-// rotate rotates the pairs of every head of x, heads rows of dim, by the
-// angles cs.
-func (ro *rope) rotate(x []float32, heads, dim int, cs []float32) {
-	n := ro.half
+// apply scales v by inv·w (w nil: no scaling) and rotates its pairs by
+// the angles cs (nil: no rotation), in one pass.
+func (ro *rope) apply(v, cs []float32, inv float32, w []float32) {
+	n := 0
+	if cs != nil {
+		n = ro.half
+	}
+	if w != nil {
+		w = w[:len(v)]
+		for i := 2 * n; i < len(v); i++ { // the dims rotary leaves alone
+			v[i] = v[i] * inv * w[i]
+		}
+	}
+	if n == 0 {
+		return
+	}
 	c, s := cs[:n], cs[n:2*n]
-	for h := 0; h < heads; h++ {
-		v := x[h*dim : h*dim+2*n]
-		if ro.interleaved {
-			for i := range c {
-				a, b := v[2*i], v[2*i+1]
-				v[2*i], v[2*i+1] = a*c[i]-b*s[i], b*c[i]+a*s[i]
-			}
-			continue
-		}
-		lo, hi := v[:n], v[n:2*n]
+	if ro.interleaved {
+		p := v[:2*n]
 		for i := range c {
-			a, b := lo[i], hi[i]
-			lo[i], hi[i] = a*c[i]-b*s[i], b*c[i]+a*s[i]
+			a, b := p[2*i], p[2*i+1]
+			if w != nil {
+				a, b = a*inv*w[2*i], b*inv*w[2*i+1]
+			}
+			p[2*i], p[2*i+1] = a*c[i]-b*s[i], b*c[i]+a*s[i]
 		}
+		return
+	}
+	lo, hi := v[:n], v[n:2*n]
+	var wl, wh []float32
+	if w != nil {
+		wl, wh = w[:n], w[n:2*n]
+	}
+	for i := range c {
+		a, b := lo[i], hi[i]
+		if w != nil {
+			a, b = a*inv*wl[i], b*inv*wh[i]
+		}
+		lo[i], hi[i] = a*c[i]-b*s[i], b*c[i]+a*s[i]
 	}
 }
