@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -180,8 +179,7 @@ func Median(f func() error, minTime time.Duration) (time.Duration, error) {
 		}
 		ts = append(ts, time.Since(t0))
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	return ts[len(ts)/2], nil
+	return median(ts), nil
 }
 
 // fill returns n deterministic values in [-0.5, 0.5).

@@ -48,9 +48,6 @@ func (l *Layer) prepare(t prepTask, c call) bool {
 	if !l.prepares() {
 		return true
 	}
-	if l.rope.half == 0 {
-		t.pos = nil
-	}
 	t.l = l
 	rows := max(t.qRows, t.kRows)
 	j := l.e.pool.get()
