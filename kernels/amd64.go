@@ -96,6 +96,7 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 			k.dot(&s[0], lds, &kr[0], ldk, &q[0], ldq, rows, nk, nvec, dk-(nvec-1)*lanes)
 		},
 		peak: k.peak, peakChains: 12,
+		panelCols: lanes * maxNV,
 		decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
 			al := first(alibi)
 			kvec, vvec := (dk+lanes-1)/lanes, (dv+lanes-1)/lanes

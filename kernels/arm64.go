@@ -57,6 +57,7 @@ var neon = &Set{
 	tr:         fallback.TransposeScale,
 	peak:       asm.FMAPeakNEON,
 	peakChains: 24,
+	panelCols:  16,
 }
 
 func init() {

@@ -50,6 +50,7 @@ type Set struct {
 	widen   func(dst []float32, src []uint16, t KVType)                                              // whole vectors; nil: Go
 	narrow  func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
 
+	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	decodeKeys    int  // fewest keys of a Decode call
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only)
@@ -239,6 +240,16 @@ func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr
 	check("TransposeScale", "dst", len(dst), span(nc, nr, ldd))
 	check("TransposeScale", "src", len(src), span(nr, nc, lds))
 	ks.tr(dst, ldd, src, lds, nr, nc, scale)
+}
+
+// Panels returns the number of column panels Gemm, QK and PV split n
+// columns into: each panel is its own pass over the rows of the shared
+// operand (QK's K, PV's V), so that operand is read Panels times.
+func (ks *Set) Panels(n int) int {
+	if ks.panelCols == 0 || n <= ks.panelCols {
+		return 1
+	}
+	return (n + ks.panelCols - 1) / ks.panelCols
 }
 
 // PeakFLOPsPerIter is the number of floating-point operations one

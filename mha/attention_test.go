@@ -187,6 +187,21 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+// TestAliasedStrides covers BSHD K/V whose rows are a multiple of 4 KiB
+// apart (KVHeads·dim·4 bytes), where the flash loop of sets with narrow
+// column panels copies each V block contiguous (tile.packsV), with edges,
+// padding and every option.
+func TestAliasedStrides(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ h, hkv, dk, dv int }{{8, 8, 64, 128}, {16, 8, 40, 128}, {16, 16, 64, 64}, {32, 16, 17, 64}} {
+		for _, f := range []optionSet{{}, {causal: true}, {causal: true, kvlens: true, alibi: true, sinks: true, bias: true}} {
+			s := Shape{Batch: 1 + rng.IntN(2), Heads: c.h, KVHeads: c.hkv, QLen: 5 + rng.IntN(80), KVLen: 150 + rng.IntN(400),
+				HeadDim: c.dk, ValueDim: c.dv}
+			checkCase(t, rng, s, f.build(rng, s))
+		}
+	}
+}
+
 // TestNoKey: rows that see no key give zeros and LSE -Inf, never NaN.
 func TestNoKey(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
