@@ -103,7 +103,7 @@ func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq 
 //	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · b[p*ldb+j]   for i < m, j < n
 //
 // Any m, n, k >= 1; nothing of c outside its m×n block is touched. The
-// projections call it with B in the panels of tile.PackB.
+// projections call it with B in the panels of tile.PackB (PanelCols wide).
 func (ks *Set) Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
 	if m <= 0 || n <= 0 {
 		return
@@ -251,6 +251,10 @@ func (ks *Set) Panels(n int) int {
 	}
 	return (n + ks.panelCols - 1) / ks.panelCols
 }
+
+// PanelCols returns the width of the set's register panel, the columns
+// one pass of Gemm, QK or PV covers (0 for the generic set: no panels).
+func (ks *Set) PanelCols() int { return ks.panelCols }
 
 // PeakFLOPsPerIter is the number of floating-point operations one
 // iteration of FMAPeak computes: independent vector FMAs × lanes × 2.

@@ -130,9 +130,10 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if qw > maxCoord-kw-vw {
 		return nil, overflow("fused QKV width", []int{qw, kw, vw})
 	}
+	cols := tile.PanelCols(e.ks)
 	packed := uint64(0) // PackB pads every matrix to whole panels
 	for _, m := range [4][2]int{{dm, qw}, {dm, kw}, {dm, vw}, {ow, dm}} {
-		n, err := allocFloats("packed weights", m[0], (m[1]+tile.PanelCols-1)/tile.PanelCols, tile.PanelCols)
+		n, err := allocFloats("packed weights", m[0], (m[1]+cols-1)/cols, cols)
 		if err != nil {
 			return nil, err
 		}
@@ -155,16 +156,16 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if l.kNorm, err = newQKNorm("KNorm", w.KNorm, cfg.KVHeads, cfg.HeadDim, eps); err != nil {
 		return nil, err
 	}
-	if l.w, err = packWeights(w, dm, qw, kw, vw, ow); err != nil {
+	if l.w, err = packWeights(w, dm, qw, kw, vw, ow, cols); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
 // packWeights checks the matrices and biases of w and packs them for the
-// GEMM kernel: dm is DModel, qw, kw, vw the widths of the Q, K and V
-// projections, ow of the concatenated heads.
-func packWeights(w Weights, dm, qw, kw, vw, ow int) (Weights, error) {
+// GEMM kernel in panels of cols columns: dm is DModel, qw, kw, vw the
+// widths of the Q, K and V projections, ow of the concatenated heads.
+func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (Weights, error) {
 	type matrix struct {
 		name     string
 		m        []float32
@@ -194,9 +195,9 @@ func packWeights(w Weights, dm, qw, kw, vw, ow int) (Weights, error) {
 	// [width][in] with OutIn).
 	pack := func(m []float32, in, width, c0, n int) []float32 {
 		if w.OutIn {
-			return tile.PackStrided(m[c0*in:], in, n, 1, in)
+			return tile.PackStrided(m[c0*in:], in, n, 1, in, cols)
 		}
-		return tile.PackStrided(m[c0:], in, n, width, 1)
+		return tile.PackStrided(m[c0:], in, n, width, 1, cols)
 	}
 	bias := func(b []float32, c0, n int) []float32 {
 		if len(b) == 0 {
@@ -262,7 +263,7 @@ func (l *Layer) putScratch(s *layerScratch) {
 // w is [in][out] packed by tile.PackB, c is [m][out]. It reports whether
 // it ran to the end.
 func (l *Layer) project(c, a, w, bias []float32, m, in, out int, cl call) bool {
-	return l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, cl)
+	return l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, Cols: tile.PanelCols(l.e.ks), C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,

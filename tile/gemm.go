@@ -3,36 +3,56 @@ package tile
 import "github.com/fastattn/fastattn/kernels"
 
 // Projection GEMM blocking. B (a weight matrix, constant for a layer) is
-// packed once into panels of PanelCols columns, each K×PanelCols
-// contiguous, so the kernel streams it linearly whatever N is. An item
-// computes a gemmRows×gemmCols block of C, walking K in steps of gemmDepth:
-// the A rows it broadcasts (gemmRows·gemmDepth floats, 72 KiB, read in
-// place) and the B panel block (gemmDepth·PanelCols floats, 64 KiB) stay in
-// L2 while the kernel sweeps them. gemmRows is a multiple of the kernels'
-// 6-row tile.
+// packed once into panels of cols columns (PanelCols: the kernel set's
+// register panel), each K×cols contiguous, so a kernel call streams its
+// panel linearly whatever N is. An item computes a gemmRows×gemmCols block
+// of C, walking K in steps of gemmDepth(cols): the A rows it broadcasts
+// (gemmRows·depth floats, read in place) stay in L2 and the B panel block
+// (depth·cols floats) in L1 or L2 while the kernel sweeps it once per
+// 6-row group. gemmRows is a multiple of the kernels' 6-row tile, gemmCols
+// of every panel width.
 const (
-	PanelCols = 64
-	gemmRows  = 72
-	gemmCols  = 4 * PanelCols
-	gemmDepth = 256
+	gemmRows = 72
+	gemmCols = 256
 )
 
-// PackB returns b, [k][n] row-major, packed for Gemm: panel p holds
-// columns [p·PanelCols, (p+1)·PanelCols) of every row, k rows of PanelCols
-// floats (the last panel zero-padded).
-func PackB(b []float32, k, n int) []float32 { return PackStrided(b, k, n, n, 1) }
+// PanelCols returns the width of the panels PackB packs B into for kernel
+// set ks: its register panel (16 columns on AVX2 and NEON, 64 on AVX-512;
+// 64 for the generic set). With 64-column panels an AVX2 kernel call read
+// a quarter of every 256-byte B row: its 16 KiB block spread over a
+// quarter of L1's sets and was re-read from L2 by every row group (the
+// GEMM at K=4096 ran at 64–70% of the ymm peak, at 77–83% with 16).
+func PanelCols(ks *kernels.Set) int {
+	if c := ks.PanelCols(); c > 0 {
+		return c
+	}
+	return 64
+}
+
+// gemmDepth is the K step of an item for panels of cols columns: the B
+// block one kernel call sweeps is depth·cols floats, 32 KiB (L1-resident)
+// for 16-column panels; 64-column panels stay at 256 (64 KiB, from L2),
+// where 512 measured no better.
+func gemmDepth(cols int) int {
+	return min(512, max(256, 8192/cols))
+}
+
+// PackB returns b, [k][n] row-major, packed for Gemm in panels of cols
+// columns: panel p holds columns [p·cols, (p+1)·cols) of every row, k rows
+// of cols floats (the last panel zero-padded).
+func PackB(b []float32, k, n, cols int) []float32 { return PackStrided(b, k, n, n, 1, cols) }
 
 // PackStrided is PackB of the k×n matrix whose element (r, c) is
 // b[r·rowStride + c·colStride]: a block of a wider [k][N] matrix
 // (rowStride N, colStride 1) or a matrix stored transposed, [n][k], as
 // PyTorch's nn.Linear keeps its weights (rowStride 1, colStride k).
-func PackStrided(b []float32, k, n, rowStride, colStride int) []float32 {
-	panels := (n + PanelCols - 1) / PanelCols
-	out := make([]float32, panels*k*PanelCols)
+func PackStrided(b []float32, k, n, rowStride, colStride, cols int) []float32 {
+	panels := (n + cols - 1) / cols
+	out := make([]float32, panels*k*cols)
 	for p := 0; p < panels; p++ {
-		w := min(PanelCols, n-p*PanelCols)
+		w := min(cols, n-p*cols)
 		for r := 0; r < k; r++ {
-			dst, src := out[(p*k+r)*PanelCols:][:w], b[r*rowStride+p*PanelCols*colStride:]
+			dst, src := out[(p*k+r)*cols:][:w], b[r*rowStride+p*cols*colStride:]
 			if colStride == 1 {
 				copy(dst, src)
 				continue
@@ -47,13 +67,14 @@ func PackStrided(b []float32, k, n, rowStride, colStride int) []float32 {
 
 // Gemm is one projection, C = A·B + bias, in row-major float32: A is
 // [M][K] with row stride LDA, B is PackB of a [K][N] matrix (the [in][out]
-// weight layout), C is [M][N] with LDC, Bias is [N] or nil. Each item
-// writes its own block of C and walks K in a fixed order, so results do not
-// depend on the thread count.
+// weight layout) in panels of Cols columns, C is [M][N] with LDC, Bias is
+// [N] or nil. Each item writes its own block of C and walks K in a fixed
+// order, so results do not depend on the thread count.
 type Gemm struct {
 	A         []float32
 	LDA       int
 	B         []float32 // packed
+	Cols      int       // B's panel width (PanelCols of the kernel set that runs it)
 	C         []float32
 	LDC       int
 	Bias      []float32
@@ -80,13 +101,15 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 			copy(c[r*g.LDC:r*g.LDC+nc], g.Bias[n0:n0+nc])
 		}
 	}
-	for k0 := 0; k0 < g.K; k0 += gemmDepth {
-		kc := min(gemmDepth, g.K-k0)
+	cols := g.Cols
+	depth := gemmDepth(cols)
+	for k0 := 0; k0 < g.K; k0 += depth {
+		kc := min(depth, g.K-k0)
 		a := g.A[m0*g.LDA+k0:]
-		for j := 0; j < nc; j += PanelCols {
-			panel := (n0 + j) / PanelCols
-			b := g.B[(panel*g.K+k0)*PanelCols:]
-			ks.Gemm(c[j:], g.LDC, a, g.LDA, b, PanelCols, mc, min(PanelCols, nc-j), kc, accumulate)
+		for j := 0; j < nc; j += cols {
+			panel := (n0 + j) / cols
+			b := g.B[(panel*g.K+k0)*cols:]
+			ks.Gemm(c[j:], g.LDC, a, g.LDA, b, cols, mc, min(cols, nc-j), kc, accumulate)
 		}
 		accumulate = true
 	}
