@@ -231,7 +231,7 @@ const aliasBytes = 4096
 // packPanels is the fewest PV column panels for which copying a V block
 // whose rows alias (see aliasBytes) pays for itself. Measured on Zen 5, one
 // thread, B=1 Lq=Lk=1024..2048: AVX2 (16-column panels) at dv=64, 4 panels,
-// and dv=128, 8 panels, runs 12–18% faster with the copy, PV's time falling
+// and dv=128, 8 panels, runs 12–20% faster with the copy, PV's time falling
 // by a third (each panel re-read the aliased block from L3); AVX-512 at
 // dv=128, 2 panels, runs 7% slower (the copy costs more than the second
 // pass saves). Strides that do not alias (2 KiB, or 15 heads of 128) lose
