@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,10 +14,16 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
+// evexOnly matches the registers only EVEX (AVX-512) instructions encode:
+// vector registers 16..31, zmm, opmasks (avo allocates them without a
+// word when an AVX2 kernel needs more than 16 vector registers).
+var evexOnly = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[1-7])\b`)
+
 // TestRequires reads avo's "// Requires:" line above every function of
 // asm/<set>_amd64.s and checks that the set's cpuid requirements cover each
 // feature, so a kernel that starts using a new extension (AVX512DQ, F16C…)
-// cannot be dispatched on a CPU without it.
+// cannot be dispatched on a CPU without it; and that the code of a set
+// without AVX-512 names no register only AVX-512 encodes.
 func TestRequires(t *testing.T) {
 	files, err := filepath.Glob("../asm/*_amd64.s")
 	if err != nil || len(files) == 0 {
@@ -37,6 +44,9 @@ func TestRequires(t *testing.T) {
 		funcs := 0
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
+			if r := evexOnly.FindString(sc.Text()); r != "" && !slices.Contains(ks.requires, cpuid.AVX512F) {
+				t.Errorf("%s: %q uses %s, an AVX-512 register, in a set without AVX-512", path, sc.Text(), r)
+			}
 			line, ok := strings.CutPrefix(sc.Text(), "// Requires: ")
 			if !ok {
 				continue

@@ -42,15 +42,18 @@ func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
 	// The polynomial in split form: three independent first-degree pieces,
 	// then steps in r², so the dependent chain is 4 FMAs and an add, not 7
 	// FMAs (the 1 added last, as Horner's form does, keeps r's low bits).
-	r2, p, b, a := g.vec(), g.vec(), g.vec(), g.vec()
+	// The third piece is written after the first step so that it reuses
+	// the second's register: AVX2 has 16 (the core reorders anyway).
+	r2, p, b := g.vec(), g.vec(), g.vec()
 	g.VMULPS(y, y, r2)
 	g.VMOVUPS(g.k("p0"), p)
 	g.VFMADD213PS(g.k("p1"), y, p) // p = p0·r + p1
 	g.VMOVUPS(g.k("p2"), b)
 	g.VFMADD213PS(g.k("p3"), y, b) // b = p2·r + p3
+	g.VFMADD213PS(b, r2, p)        // p = p·r² + b
+	a := g.vec()
 	g.VMOVUPS(g.k("p4"), a)
 	g.VFMADD213PS(g.k("p5"), y, a) // a = p4·r + p5
-	g.VFMADD213PS(b, r2, p)        // p = p·r² + b
 	g.VFMADD213PS(a, r2, p)        // p = p·r² + a: P(r)
 	g.VFMADD213PS(y, r2, p)        // p = P·r² + r
 	g.VADDPS(g.k("one"), p, p)     // p = 1 + p
@@ -263,11 +266,20 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.Label(label("nv", nv, "exp"))
 	g.hold(expConsts...)
 	defer g.release()
+	// alpha = exp(m - base) and m = mNew first, so the new maxima need no
+	// registers during the weights loop (AVX2 has 16: 4 bases, 4 sums and
+	// exp's temporaries fill them).
 	base := make([]reg.VecVirtual, nv)
 	sum := make([]reg.VecVirtual, nv)
 	for j := range base {
 		base[j] = g.vec()
 		g.VMAXPS(g.cst("negMax"), mx[j], base[j])
+		y := g.vec()
+		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, y)
+		g.VSUBPS(base[j], y, y)
+		a := g.exp(y, false)
+		g.VMOVUPS(a, operand.Mem{Base: ap, Disp: j * b})
+		g.VMOVUPS(mx[j], operand.Mem{Base: mp, Disp: j * b})
 		sum[j] = g.vec()
 		g.zero(sum[j])
 	}
@@ -286,17 +298,11 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.DECQ(c)
 	g.JNZ(operand.LabelRef(label("nv", nv, "weights")))
 
-	// alpha = exp(m - base); l = l·alpha + sum; m = mNew.
+	// l = l·alpha + sum.
 	for j := 0; j < nv; j++ {
-		y := g.vec()
-		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, y)
-		g.VSUBPS(base[j], y, y)
-		a := g.exp(y, false)
-		g.VMOVUPS(a, operand.Mem{Base: ap, Disp: j * b})
 		l := g.vec()
 		g.VMOVUPS(operand.Mem{Base: lp, Disp: j * b}, l)
-		g.VFMADD213PS(sum[j], a, l)
-		g.VMOVUPS(l, operand.Mem{Base: lp, Disp: j * b})
-		g.VMOVUPS(mx[j], operand.Mem{Base: mp, Disp: j * b})
+		g.VFMADD231PS(operand.Mem{Base: ap, Disp: j * b}, l, sum[j])
+		g.VMOVUPS(sum[j], operand.Mem{Base: lp, Disp: j * b})
 	}
 }
