@@ -148,7 +148,7 @@ func BenchmarkGEMM(b *testing.B) {
 		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}} {
 			b.Run(fmt.Sprintf("isa=%s/M=%d/N=%d/K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
 				cols := tile.PanelCols(ks)
-				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: tile.PackB(fill(s.k*s.n), s.k, s.n, cols), Cols: cols,
+				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: tile.PackB(fill(s.k*s.n), s.k, s.n, cols),
 					C: make([]float32, s.m*s.n), LDC: s.n, M: s.m, N: s.n, K: s.k}
 				var ws tile.Workspace
 				items := g.Items()

@@ -263,7 +263,7 @@ func (l *Layer) putScratch(s *layerScratch) {
 // w is [in][out] packed by tile.PackB, c is [m][out]. It reports whether
 // it ran to the end.
 func (l *Layer) project(c, a, w, bias []float32, m, in, out int, cl call) bool {
-	return l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, Cols: tile.PanelCols(l.e.ks), C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, cl)
+	return l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,

@@ -67,14 +67,14 @@ func PackStrided(b []float32, k, n, rowStride, colStride, cols int) []float32 {
 
 // Gemm is one projection, C = A·B + bias, in row-major float32: A is
 // [M][K] with row stride LDA, B is PackB of a [K][N] matrix (the [in][out]
-// weight layout) in panels of Cols columns, C is [M][N] with LDC, Bias is
-// [N] or nil. Each item writes its own block of C and walks K in a fixed
-// order, so results do not depend on the thread count.
+// weight layout) in panels of PanelCols(ks) columns, ks the set that runs
+// it, C is [M][N] with LDC, Bias is [N] or nil. Each item writes its own
+// block of C and walks K in a fixed order, so results do not depend on the
+// thread count.
 type Gemm struct {
 	A         []float32
 	LDA       int
 	B         []float32 // packed
-	Cols      int       // B's panel width (PanelCols of the kernel set that runs it)
 	C         []float32
 	LDC       int
 	Bias      []float32
@@ -101,7 +101,7 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 			copy(c[r*g.LDC:r*g.LDC+nc], g.Bias[n0:n0+nc])
 		}
 	}
-	cols := g.Cols
+	cols := PanelCols(ks)
 	depth := gemmDepth(cols)
 	for k0 := 0; k0 < g.K; k0 += depth {
 		kc := min(depth, g.K-k0)

@@ -32,7 +32,7 @@ func TestGemm(t *testing.T) {
 						packed = PackStrided(b, s.k, s.n, 1, s.k, cols)
 					}
 					c := make([]float32, s.m*s.n)
-					g := Gemm{A: a, LDA: s.k, B: packed, Cols: cols, C: c, LDC: s.n, Bias: bias, M: s.m, N: s.n, K: s.k}
+					g := Gemm{A: a, LDA: s.k, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, N: s.n, K: s.k}
 					var ws Workspace
 					for it := 0; it < g.Items(); it++ {
 						g.Run(ks, it, &ws)
