@@ -10,8 +10,9 @@
 //   - PV broadcasts P[c][r] for a few consecutive rows and multiplies it into
 //     vectors of a value row (read in place, any stride).
 //
-// So K and V are never copied or transposed, only the Q block is (once per
-// work item). QK is a GEMM C = A·B of row-major matrices whose A rows are
+// So the kernels need no copy or transpose of K and V, only of the Q block
+// (once per work item); the flash loop copies a block only to widen 16-bit
+// storage or, for V, when its rows alias in the caches (tile.packsV). QK is a GEMM C = A·B of row-major matrices whose A rows are
 // read in place; with accumulation and any width it is Gemm, the kernel of
 // the projections (B pre-packed in panels, A the activations in place).
 //
