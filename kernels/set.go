@@ -12,9 +12,10 @@
 //
 // So the kernels need no copy or transpose of K and V, only of the Q block
 // (once per work item); the flash loop copies a block only to widen 16-bit
-// storage or, for V, when its rows alias in the caches (tile.packsV). QK is a GEMM C = A·B of row-major matrices whose A rows are
-// read in place; with accumulation and any width it is Gemm, the kernel of
-// the projections (B pre-packed in panels, A the activations in place).
+// storage or, for V, when its rows alias in the caches (tile.packsV). QK
+// is a GEMM C = A·B of row-major matrices whose A rows are read in place;
+// with accumulation and any width it is Gemm, the kernel of the
+// projections (B pre-packed in panels, A the activations in place).
 //
 // Kernels never allocate, never spawn goroutines, and never touch memory
 // outside the slices they are given: the methods of Set check every length
