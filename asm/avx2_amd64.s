@@ -286,28 +286,32 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
-	JNE  masked
+	JNE  tail_masked
 	CMPQ R12, $0x02
-	JEQ  nv2mfalse
+	JEQ  vecs2_whole
 	CMPQ R12, $0x01
-	JEQ  nv1mfalse
+	JEQ  vecs1_whole
 	VZEROUPPER
 	RET
 
-masked:
+tail_masked:
 	CMPQ R12, $0x02
-	JEQ  nv2mtrue
+	JEQ  vecs2_masked
 	CMPQ R12, $0x01
-	JEQ  nv1mtrue
+	JEQ  vecs1_masked
 	VZEROUPPER
 	RET
 
-nv2mfalse:
-nv2mfalsegroups:
-	CMPQ    R10, $0x06
-	JLT     nv2mfalsetail4
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R10, $0x06
+	JLT  vecs2_whole_tail4
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalsefullload
+	JNZ     vecs2_whole_rows6_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -320,9 +324,9 @@ nv2mfalsegroups:
 	VMOVUPS constsAVX2<>+768(SB), Y9
 	VMOVUPS constsAVX2<>+768(SB), Y10
 	VMOVUPS constsAVX2<>+768(SB), Y11
-	JMP     nv2mfalsefullstart
+	JMP     vecs2_whole_rows6_start
 
-nv2mfalsefullload:
+vecs2_whole_rows6_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Y0
 	VMOVUPS 32(R11), Y1
@@ -342,12 +346,13 @@ nv2mfalsefullload:
 	VMOVUPS (R11), Y10
 	VMOVUPS 32(R11), Y11
 
-nv2mfalsefullstart:
+vecs2_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv2mfalsefull:
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
 	VMOVUPS      (R11), Y12
 	VMOVUPS      32(R11), Y13
 	VBROADCASTSS (R12), Y14
@@ -371,34 +376,39 @@ nv2mfalsefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv2mfalsefull
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	VMOVUPS      Y3, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y6, (AX)
-	VMOVUPS      Y7, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y8, (AX)
-	VMOVUPS      Y9, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y10, (AX)
-	VMOVUPS      Y11, 32(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv2mfalsegroups
+	JNZ          vecs2_whole_rows6
 
-nv2mfalsetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv2mfalsetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs2_whole_tail2
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalserows4load
+	JNZ     vecs2_whole_rows4_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -407,9 +417,9 @@ nv2mfalsetail4:
 	VMOVUPS constsAVX2<>+768(SB), Y5
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
-	JMP     nv2mfalserows4start
+	JMP     vecs2_whole_rows4_start
 
-nv2mfalserows4load:
+vecs2_whole_rows4_load:
 	MOVQ    AX, DI
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
@@ -423,12 +433,13 @@ nv2mfalserows4load:
 	VMOVUPS (DI), Y6
 	VMOVUPS 32(DI), Y7
 
-nv2mfalserows4start:
+vecs2_whole_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv2mfalserows4:
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
 	VMOVUPS      (DI), Y8
 	VMOVUPS      32(DI), Y9
 	VBROADCASTSS (R11), Y10
@@ -446,33 +457,38 @@ nv2mfalserows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv2mfalserows4
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	VMOVUPS      Y3, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y6, (AX)
-	VMOVUPS      Y7, 32(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs2_whole_rows4
 
-nv2mfalsetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv2mfalsetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs2_whole_tail1
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalserows2load
+	JNZ     vecs2_whole_rows2_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     nv2mfalserows2start
+	JMP     vecs2_whole_rows2_start
 
-nv2mfalserows2load:
+vecs2_whole_rows2_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y1
@@ -480,12 +496,13 @@ nv2mfalserows2load:
 	VMOVUPS (SI), Y2
 	VMOVUPS 32(SI), Y3
 
-nv2mfalserows2start:
+vecs2_whole_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv2mfalserows2:
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
 	VMOVUPS      (SI), Y4
 	VMOVUPS      32(SI), Y5
 	VBROADCASTSS (DI), Y6
@@ -497,35 +514,41 @@ nv2mfalserows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv2mfalserows2
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	VMOVUPS      Y3, 32(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs2_whole_rows2
 
-nv2mfalsetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv2mfalsedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs2_whole_done
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalserows1load
+	JNZ     vecs2_whole_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     nv2mfalserows1start
+	JMP     vecs2_whole_rows1_start
 
-nv2mfalserows1load:
+vecs2_whole_rows1_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y1
 
-nv2mfalserows1start:
+vecs2_whole_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv2mfalserows1:
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
 	VMOVUPS      (SI), Y2
 	VMOVUPS      32(SI), Y3
 	VBROADCASTSS (DI), Y4
@@ -534,31 +557,37 @@ nv2mfalserows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv2mfalserows1
-	VMOVUPS      Y0, (AX)
-	VMOVUPS      Y1, 32(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs2_whole_rows1
 
-nv2mfalsedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
 	VZEROUPPER
 	RET
 
-nv1mfalse:
-nv1mfalsegroups:
-	CMPQ    R10, $0x06
-	JLT     nv1mfalsetail4
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R10, $0x06
+	JLT  vecs1_whole_tail4
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalsefullload
+	JNZ     vecs1_whole_rows6_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
 	VMOVUPS constsAVX2<>+768(SB), Y4
 	VMOVUPS constsAVX2<>+768(SB), Y5
-	JMP     nv1mfalsefullstart
+	JMP     vecs1_whole_rows6_start
 
-nv1mfalsefullload:
+vecs1_whole_rows6_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Y0
 	ADDQ    CX, R11
@@ -572,12 +601,13 @@ nv1mfalsefullload:
 	ADDQ    CX, R11
 	VMOVUPS (R11), Y5
 
-nv1mfalsefullstart:
+vecs1_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv1mfalsefull:
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
 	VMOVUPS      (R11), Y6
 	VBROADCASTSS (R12), Y7
 	VFMADD231PS  Y6, Y7, Y0
@@ -594,35 +624,40 @@ nv1mfalsefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv1mfalsefull
-	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y3, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y4, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y5, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv1mfalsegroups
+	JNZ          vecs1_whole_rows6
 
-nv1mfalsetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv1mfalsetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs1_whole_tail2
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalserows4load
+	JNZ     vecs1_whole_rows4_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     nv1mfalserows4start
+	JMP     vecs1_whole_rows4_start
 
-nv1mfalserows4load:
+vecs1_whole_rows4_load:
 	MOVQ    AX, DI
 	VMOVUPS (DI), Y0
 	ADDQ    CX, DI
@@ -632,12 +667,13 @@ nv1mfalserows4load:
 	ADDQ    CX, DI
 	VMOVUPS (DI), Y3
 
-nv1mfalserows4start:
+vecs1_whole_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv1mfalserows4:
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
 	VMOVUPS      (DI), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -650,38 +686,44 @@ nv1mfalserows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv1mfalserows4
-	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y3, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs1_whole_rows4
 
-nv1mfalsetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv1mfalsetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs1_whole_tail1
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalserows2load
+	JNZ     vecs1_whole_rows2_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     nv1mfalserows2start
+	JMP     vecs1_whole_rows2_start
 
-nv1mfalserows2load:
+vecs1_whole_rows2_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Y0
 	ADDQ    CX, SI
 	VMOVUPS (SI), Y1
 
-nv1mfalserows2start:
+vecs1_whole_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv1mfalserows2:
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
 	VMOVUPS      (SI), Y2
 	VBROADCASTSS (DI), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -690,52 +732,64 @@ nv1mfalserows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv1mfalserows2
-	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y1, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs1_whole_rows2
 
-nv1mfalsetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv1mfalsedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs1_whole_done
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalserows1load
+	JNZ     vecs1_whole_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     nv1mfalserows1start
+	JMP     vecs1_whole_rows1_start
 
-nv1mfalserows1load:
+vecs1_whole_rows1_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Y0
 
-nv1mfalserows1start:
+vecs1_whole_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv1mfalserows1:
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
 	VMOVUPS      (SI), Y1
 	VBROADCASTSS (DI), Y2
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv1mfalserows1
-	VMOVUPS      Y0, (AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs1_whole_rows1
 
-nv1mfalsedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
 	VZEROUPPER
 	RET
 
-nv2mtrue:
-nv2mtruegroups:
-	CMPQ    R10, $0x06
-	JLT     nv2mtruetail4
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R10, $0x06
+	JLT  vecs2_masked_tail4
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruefullload
+	JNZ     vecs2_masked_rows6_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -748,9 +802,9 @@ nv2mtruegroups:
 	VMOVUPS constsAVX2<>+768(SB), Y9
 	VMOVUPS constsAVX2<>+768(SB), Y10
 	VMOVUPS constsAVX2<>+768(SB), Y11
-	JMP     nv2mtruefullstart
+	JMP     vecs2_masked_rows6_start
 
-nv2mtruefullload:
+vecs2_masked_rows6_load:
 	MOVQ       AX, R11
 	VMOVUPS    (R11), Y0
 	VMOVDQU    (R13), Y1
@@ -776,12 +830,13 @@ nv2mtruefullload:
 	VMOVDQU    (R13), Y11
 	VMASKMOVPS 32(R11), Y11, Y11
 
-nv2mtruefullstart:
+vecs2_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R14
 
-nv2mtruefull:
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
 	VMOVUPS      (R11), Y12
 	VMOVDQU      (R13), Y13
 	VMASKMOVPS   32(R11), Y13, Y13
@@ -806,40 +861,45 @@ nv2mtruefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R14
-	JNZ          nv2mtruefull
-	VMOVUPS      Y0, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y3, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y4, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y5, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y6, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y7, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y8, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y9, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y10, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y11, Y0, 32(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv2mtruegroups
+	JNZ          vecs2_masked_rows6
 
-nv2mtruetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv2mtruetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y9, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y11, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R10
+	JMP        vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs2_masked_tail2
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruerows4load
+	JNZ     vecs2_masked_rows4_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -848,9 +908,9 @@ nv2mtruetail4:
 	VMOVUPS constsAVX2<>+768(SB), Y5
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
-	JMP     nv2mtruerows4start
+	JMP     vecs2_masked_rows4_start
 
-nv2mtruerows4load:
+vecs2_masked_rows4_load:
 	MOVQ       AX, DI
 	VMOVUPS    (DI), Y0
 	VMOVDQU    (R13), Y1
@@ -868,12 +928,13 @@ nv2mtruerows4load:
 	VMOVDQU    (R13), Y7
 	VMASKMOVPS 32(DI), Y7, Y7
 
-nv2mtruerows4start:
+vecs2_masked_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv2mtruerows4:
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
 	VMOVUPS      (DI), Y8
 	VMOVDQU      (R13), Y9
 	VMASKMOVPS   32(DI), Y9, Y9
@@ -892,37 +953,42 @@ nv2mtruerows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv2mtruerows4
-	VMOVUPS      Y0, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y3, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y4, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y5, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y6, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y7, Y0, 32(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs2_masked_rows4
 
-nv2mtruetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv2mtruetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs2_masked_tail1
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruerows2load
+	JNZ     vecs2_masked_rows2_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     nv2mtruerows2start
+	JMP     vecs2_masked_rows2_start
 
-nv2mtruerows2load:
+vecs2_masked_rows2_load:
 	MOVQ       AX, SI
 	VMOVUPS    (SI), Y0
 	VMOVDQU    (R13), Y1
@@ -932,12 +998,13 @@ nv2mtruerows2load:
 	VMOVDQU    (R13), Y3
 	VMASKMOVPS 32(SI), Y3, Y3
 
-nv2mtruerows2start:
+vecs2_masked_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv2mtruerows2:
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
 	VMOVUPS      (SI), Y4
 	VMOVDQU      (R13), Y5
 	VMASKMOVPS   32(SI), Y5, Y5
@@ -950,38 +1017,44 @@ nv2mtruerows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv2mtruerows2
-	VMOVUPS      Y0, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Y2, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y3, Y0, 32(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs2_masked_rows2
 
-nv2mtruetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv2mtruedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs2_masked_done
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruerows1load
+	JNZ     vecs2_masked_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     nv2mtruerows1start
+	JMP     vecs2_masked_rows1_start
 
-nv2mtruerows1load:
+vecs2_masked_rows1_load:
 	MOVQ       AX, SI
 	VMOVUPS    (SI), Y0
 	VMOVDQU    (R13), Y1
 	VMASKMOVPS 32(SI), Y1, Y1
 
-nv2mtruerows1start:
+vecs2_masked_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv2mtruerows1:
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
 	VMOVUPS      (SI), Y2
 	VMOVDQU      (R13), Y3
 	VMASKMOVPS   32(SI), Y3, Y3
@@ -991,32 +1064,38 @@ nv2mtruerows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv2mtruerows1
-	VMOVUPS      Y0, (AX)
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, 32(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs2_masked_rows1
 
-nv2mtruedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
 	VZEROUPPER
 	RET
 
-nv1mtrue:
-nv1mtruegroups:
-	CMPQ    R10, $0x06
-	JLT     nv1mtruetail4
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R10, $0x06
+	JLT  vecs1_masked_tail4
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruefullload
+	JNZ     vecs1_masked_rows6_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
 	VMOVUPS constsAVX2<>+768(SB), Y4
 	VMOVUPS constsAVX2<>+768(SB), Y5
-	JMP     nv1mtruefullstart
+	JMP     vecs1_masked_rows6_start
 
-nv1mtruefullload:
+vecs1_masked_rows6_load:
 	MOVQ       AX, R11
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS (R11), Y0, Y0
@@ -1036,12 +1115,13 @@ nv1mtruefullload:
 	VMOVDQU    (R13), Y5
 	VMASKMOVPS (R11), Y5, Y5
 
-nv1mtruefullstart:
+vecs1_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R14
 
-nv1mtruefull:
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
 	VMOVDQU      (R13), Y6
 	VMASKMOVPS   (R11), Y6, Y6
 	VBROADCASTSS (R12), Y7
@@ -1059,41 +1139,46 @@ nv1mtruefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R14
-	JNZ          nv1mtruefull
-	VMOVDQU      (R13), Y6
-	VMASKMOVPS   Y0, Y6, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y2, Y0, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y3, Y0, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y4, Y0, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y5, Y0, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv1mtruegroups
+	JNZ          vecs1_masked_rows6
 
-nv1mtruetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv1mtruetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R13), Y6
+	VMASKMOVPS Y0, Y6, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y4, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y5, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R10
+	JMP        vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs1_masked_tail2
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruerows4load
+	JNZ     vecs1_masked_rows4_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     nv1mtruerows4start
+	JMP     vecs1_masked_rows4_start
 
-nv1mtruerows4load:
+vecs1_masked_rows4_load:
 	MOVQ       AX, DI
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS (DI), Y0, Y0
@@ -1107,12 +1192,13 @@ nv1mtruerows4load:
 	VMOVDQU    (R13), Y3
 	VMASKMOVPS (DI), Y3, Y3
 
-nv1mtruerows4start:
+vecs1_masked_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv1mtruerows4:
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
 	VMOVDQU      (R13), Y4
 	VMASKMOVPS   (DI), Y4, Y4
 	VBROADCASTSS (R11), Y5
@@ -1126,31 +1212,36 @@ nv1mtruerows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv1mtruerows4
-	VMOVDQU      (R13), Y4
-	VMASKMOVPS   Y0, Y4, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y2, Y0, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y3, Y0, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs1_masked_rows4
 
-nv1mtruetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv1mtruetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R13), Y4
+	VMASKMOVPS Y0, Y4, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs1_masked_tail1
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruerows2load
+	JNZ     vecs1_masked_rows2_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     nv1mtruerows2start
+	JMP     vecs1_masked_rows2_start
 
-nv1mtruerows2load:
+vecs1_masked_rows2_load:
 	MOVQ       AX, SI
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS (SI), Y0, Y0
@@ -1158,12 +1249,13 @@ nv1mtruerows2load:
 	VMOVDQU    (R13), Y1
 	VMASKMOVPS (SI), Y1, Y1
 
-nv1mtruerows2start:
+vecs1_masked_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv1mtruerows2:
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
 	VMOVDQU      (R13), Y2
 	VMASKMOVPS   (SI), Y2, Y2
 	VBROADCASTSS (DI), Y3
@@ -1173,34 +1265,40 @@ nv1mtruerows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv1mtruerows2
-	VMOVDQU      (R13), Y2
-	VMASKMOVPS   Y0, Y2, (AX)
-	ADDQ         CX, AX
-	VMOVDQU      (R13), Y0
-	VMASKMOVPS   Y1, Y0, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs1_masked_rows2
 
-nv1mtruetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv1mtruedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R13), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs1_masked_done
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruerows1load
+	JNZ     vecs1_masked_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     nv1mtruerows1start
+	JMP     vecs1_masked_rows1_start
 
-nv1mtruerows1load:
+vecs1_masked_rows1_load:
 	MOVQ       AX, SI
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS (SI), Y0, Y0
 
-nv1mtruerows1start:
+vecs1_masked_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv1mtruerows1:
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
 	VMOVDQU      (R13), Y1
 	VMASKMOVPS   (SI), Y1, Y1
 	VBROADCASTSS (DI), Y2
@@ -1208,13 +1306,15 @@ nv1mtruerows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv1mtruerows1
-	VMOVDQU      (R13), Y1
-	VMASKMOVPS   Y0, Y1, (AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs1_masked_rows1
 
-nv1mtruedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R13), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
 	VZEROUPPER
 	RET
 
@@ -1341,34 +1441,35 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
 	CMPQ R9, $0x08
-	JNE  masked
+	JNE  tail_masked
 	CMPQ R12, $0x04
-	JEQ  r4mfalse
+	JEQ  rows4_whole
 	CMPQ R12, $0x03
-	JEQ  r3mfalse
+	JEQ  rows3_whole
 	CMPQ R12, $0x02
-	JEQ  r2mfalse
+	JEQ  rows2_whole
 	CMPQ R12, $0x01
-	JEQ  r1mfalse
+	JEQ  rows1_whole
 	VZEROUPPER
 	RET
 
-masked:
+tail_masked:
 	CMPQ R12, $0x04
-	JEQ  r4mtrue
+	JEQ  rows4_masked
 	CMPQ R12, $0x03
-	JEQ  r3mtrue
+	JEQ  rows3_masked
 	CMPQ R12, $0x02
-	JEQ  r2mtrue
+	JEQ  rows2_masked
 	CMPQ R12, $0x01
-	JEQ  r1mtrue
+	JEQ  rows1_masked
 	VZEROUPPER
 	RET
 
-r4mfalse:
-r4mfalsegroups:
+	// 4 query rows, the last vector whole: groups of 2 keys, then one at a time.
+rows4_whole:
+rows4_whole_groups:
 	CMPQ    R10, $0x02
-	JLT     r4mfalseone
+	JLT     rows4_whole_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1384,9 +1485,9 @@ r4mfalsegroups:
 	SHLQ    $0x04, R12
 	ADDQ    R9, R12
 	TESTQ   R11, R11
-	JZ      r4mfalsegrouplast
+	JZ      rows4_whole_group_last
 
-r4mfalsegroup:
+rows4_whole_group:
 	VMOVUPS     (SI), Y8
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
@@ -1407,9 +1508,9 @@ r4mfalsegroup:
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, R12
 	DECQ        R11
-	JNZ         r4mfalsegroup
+	JNZ         rows4_whole_group
 
-r4mfalsegrouplast:
+rows4_whole_group_last:
 	VEXTRACTF128 $0x01, Y0, X8
 	VADDPS       X8, X0, X8
 	VHADDPS      X8, X8, X8
@@ -1454,11 +1555,11 @@ r4mfalsegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
 	SUBQ         $0x02, R10
-	JMP          r4mfalsegroups
+	JMP          rows4_whole_groups
 
-r4mfalseone:
+rows4_whole_one:
 	TESTQ   R10, R10
-	JZ      r4mfalsedone
+	JZ      rows4_whole_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1470,9 +1571,9 @@ r4mfalseone:
 	SHLQ    $0x04, R12
 	ADDQ    R9, R12
 	TESTQ   R11, R11
-	JZ      r4mfalsesinglelast
+	JZ      rows4_whole_single_last
 
-r4mfalsesingle:
+rows4_whole_single:
 	VMOVUPS     (SI), Y4
 	VMOVUPS     (SI)(DI*1), Y5
 	VMOVUPS     (SI)(DI*2), Y6
@@ -1487,9 +1588,9 @@ r4mfalsesingle:
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, R12
 	DECQ        R11
-	JNZ         r4mfalsesingle
+	JNZ         rows4_whole_single
 
-r4mfalsesinglelast:
+rows4_whole_single_last:
 	VEXTRACTF128 $0x01, Y0, X4
 	VADDPS       X4, X0, X4
 	VHADDPS      X4, X4, X4
@@ -1513,16 +1614,17 @@ r4mfalsesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r4mfalseone
+	JMP          rows4_whole_one
 
-r4mfalsedone:
+rows4_whole_done:
 	VZEROUPPER
 	RET
 
-r3mfalse:
-r3mfalsegroups:
+	// 3 query rows, the last vector whole: groups of 2 keys, then one at a time.
+rows3_whole:
+rows3_whole_groups:
 	CMPQ    R10, $0x02
-	JLT     r3mfalseone
+	JLT     rows3_whole_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1536,9 +1638,9 @@ r3mfalsegroups:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r3mfalsegrouplast
+	JZ      rows3_whole_group_last
 
-r3mfalsegroup:
+rows3_whole_group:
 	VMOVUPS     (SI), Y6
 	VMOVUPS     (SI)(DI*1), Y7
 	VMOVUPS     (SI)(DI*2), Y8
@@ -1556,9 +1658,9 @@ r3mfalsegroup:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
 	DECQ        R9
-	JNZ         r3mfalsegroup
+	JNZ         rows3_whole_group
 
-r3mfalsegrouplast:
+rows3_whole_group_last:
 	VEXTRACTF128 $0x01, Y0, X6
 	VADDPS       X6, X0, X6
 	VHADDPS      X6, X6, X6
@@ -1593,11 +1695,11 @@ r3mfalsegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
 	SUBQ         $0x02, R10
-	JMP          r3mfalsegroups
+	JMP          rows3_whole_groups
 
-r3mfalseone:
+rows3_whole_one:
 	TESTQ   R10, R10
-	JZ      r3mfalsedone
+	JZ      rows3_whole_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1608,9 +1710,9 @@ r3mfalseone:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r3mfalsesinglelast
+	JZ      rows3_whole_single_last
 
-r3mfalsesingle:
+rows3_whole_single:
 	VMOVUPS     (SI), Y3
 	VMOVUPS     (SI)(DI*1), Y4
 	VMOVUPS     (SI)(DI*2), Y5
@@ -1623,9 +1725,9 @@ r3mfalsesingle:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
 	DECQ        R9
-	JNZ         r3mfalsesingle
+	JNZ         rows3_whole_single
 
-r3mfalsesinglelast:
+rows3_whole_single_last:
 	VEXTRACTF128 $0x01, Y0, X3
 	VADDPS       X3, X0, X3
 	VHADDPS      X3, X3, X3
@@ -1644,16 +1746,17 @@ r3mfalsesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r3mfalseone
+	JMP          rows3_whole_one
 
-r3mfalsedone:
+rows3_whole_done:
 	VZEROUPPER
 	RET
 
-r2mfalse:
-r2mfalsegroups:
+	// 2 query rows, the last vector whole: groups of 4 keys, then one at a time.
+rows2_whole:
+rows2_whole_groups:
 	CMPQ    R10, $0x04
-	JLT     r2mfalseone
+	JLT     rows2_whole_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1669,9 +1772,9 @@ r2mfalsegroups:
 	SHLQ    $0x04, R12
 	ADDQ    R9, R12
 	TESTQ   R11, R11
-	JZ      r2mfalsegrouplast
+	JZ      rows2_whole_group_last
 
-r2mfalsegroup:
+rows2_whole_group:
 	VMOVUPS     (R8), Y8
 	VMOVUPS     (R8)(DI*1), Y9
 	PREFETCHT0  (R12)
@@ -1694,9 +1797,9 @@ r2mfalsegroup:
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, R12
 	DECQ        R11
-	JNZ         r2mfalsegroup
+	JNZ         rows2_whole_group
 
-r2mfalsegrouplast:
+rows2_whole_group_last:
 	VEXTRACTF128 $0x01, Y0, X8
 	VADDPS       X8, X0, X8
 	VHADDPS      X8, X8, X8
@@ -1743,11 +1846,11 @@ r2mfalsegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
 	SUBQ         $0x04, R10
-	JMP          r2mfalsegroups
+	JMP          rows2_whole_groups
 
-r2mfalseone:
+rows2_whole_one:
 	TESTQ   R10, R10
-	JZ      r2mfalsedone
+	JZ      rows2_whole_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	MOVQ    q+32(FP), SI
@@ -1757,9 +1860,9 @@ r2mfalseone:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r2mfalsesinglelast
+	JZ      rows2_whole_single_last
 
-r2mfalsesingle:
+rows2_whole_single:
 	VMOVUPS     (SI), Y2
 	VMOVUPS     (SI)(DI*1), Y3
 	PREFETCHT0  (R11)
@@ -1770,9 +1873,9 @@ r2mfalsesingle:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
 	DECQ        R9
-	JNZ         r2mfalsesingle
+	JNZ         rows2_whole_single
 
-r2mfalsesinglelast:
+rows2_whole_single_last:
 	VEXTRACTF128 $0x01, Y0, X2
 	VADDPS       X2, X0, X2
 	VHADDPS      X2, X2, X2
@@ -1786,16 +1889,17 @@ r2mfalsesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r2mfalseone
+	JMP          rows2_whole_one
 
-r2mfalsedone:
+rows2_whole_done:
 	VZEROUPPER
 	RET
 
-r1mfalse:
-r1mfalsegroups:
+	// 1 query rows, the last vector whole: groups of 4 keys, then one at a time.
+rows1_whole:
+rows1_whole_groups:
 	CMPQ    R10, $0x04
-	JLT     r1mfalseone
+	JLT     rows1_whole_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1807,9 +1911,9 @@ r1mfalsegroups:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r1mfalsegrouplast
+	JZ      rows1_whole_group_last
 
-r1mfalsegroup:
+rows1_whole_group:
 	VMOVUPS     (DI), Y4
 	PREFETCHT0  (R11)
 	VMOVUPS     (R8), Y5
@@ -1827,9 +1931,9 @@ r1mfalsegroup:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R11
 	DECQ        R9
-	JNZ         r1mfalsegroup
+	JNZ         rows1_whole_group
 
-r1mfalsegrouplast:
+rows1_whole_group_last:
 	VEXTRACTF128 $0x01, Y0, X4
 	VADDPS       X4, X0, X4
 	VHADDPS      X4, X4, X4
@@ -1856,11 +1960,11 @@ r1mfalsegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
 	SUBQ         $0x04, R10
-	JMP          r1mfalsegroups
+	JMP          rows1_whole_groups
 
-r1mfalseone:
+rows1_whole_one:
 	TESTQ   R10, R10
-	JZ      r1mfalsedone
+	JZ      rows1_whole_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
@@ -1869,9 +1973,9 @@ r1mfalseone:
 	SHLQ    $0x04, R9
 	ADDQ    DI, R9
 	TESTQ   R8, R8
-	JZ      r1mfalsesinglelast
+	JZ      rows1_whole_single_last
 
-r1mfalsesingle:
+rows1_whole_single:
 	VMOVUPS     (SI), Y1
 	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Y2
@@ -1880,9 +1984,9 @@ r1mfalsesingle:
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R9
 	DECQ        R8
-	JNZ         r1mfalsesingle
+	JNZ         rows1_whole_single
 
-r1mfalsesinglelast:
+rows1_whole_single_last:
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
@@ -1891,16 +1995,17 @@ r1mfalsesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r1mfalseone
+	JMP          rows1_whole_one
 
-r1mfalsedone:
+rows1_whole_done:
 	VZEROUPPER
 	RET
 
-r4mtrue:
-r4mtruegroups:
+	// 4 query rows, the last vector masked: groups of 2 keys, then one at a time.
+rows4_masked:
+rows4_masked_groups:
 	CMPQ    R10, $0x02
-	JLT     r4mtrueone
+	JLT     rows4_masked_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -1917,9 +2022,9 @@ r4mtruegroups:
 	ADDQ    R9, R13
 	DECQ    R12
 	TESTQ   R12, R12
-	JZ      r4mtruegrouplast
+	JZ      rows4_masked_group_last
 
-r4mtruegroup:
+rows4_masked_group:
 	VMOVUPS     (SI), Y8
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
@@ -1940,9 +2045,9 @@ r4mtruegroup:
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, R13
 	DECQ        R12
-	JNZ         r4mtruegroup
+	JNZ         rows4_masked_group
 
-r4mtruegrouplast:
+rows4_masked_group_last:
 	VMOVDQU      (R11), Y8
 	VMASKMOVPS   (SI), Y8, Y8
 	VMOVDQU      (R11), Y9
@@ -2007,11 +2112,11 @@ r4mtruegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
 	SUBQ         $0x02, R10
-	JMP          r4mtruegroups
+	JMP          rows4_masked_groups
 
-r4mtrueone:
+rows4_masked_one:
 	TESTQ   R10, R10
-	JZ      r4mtruedone
+	JZ      rows4_masked_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -2024,9 +2129,9 @@ r4mtrueone:
 	ADDQ    R9, R13
 	DECQ    R12
 	TESTQ   R12, R12
-	JZ      r4mtruesinglelast
+	JZ      rows4_masked_single_last
 
-r4mtruesingle:
+rows4_masked_single:
 	VMOVUPS     (SI), Y4
 	VMOVUPS     (SI)(DI*1), Y5
 	VMOVUPS     (SI)(DI*2), Y6
@@ -2041,9 +2146,9 @@ r4mtruesingle:
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, R13
 	DECQ        R12
-	JNZ         r4mtruesingle
+	JNZ         rows4_masked_single
 
-r4mtruesinglelast:
+rows4_masked_single_last:
 	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (SI), Y4, Y4
 	VMOVDQU      (R11), Y5
@@ -2081,16 +2186,17 @@ r4mtruesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r4mtrueone
+	JMP          rows4_masked_one
 
-r4mtruedone:
+rows4_masked_done:
 	VZEROUPPER
 	RET
 
-r3mtrue:
-r3mtruegroups:
+	// 3 query rows, the last vector masked: groups of 2 keys, then one at a time.
+rows3_masked:
+rows3_masked_groups:
 	CMPQ    R10, $0x02
-	JLT     r3mtrueone
+	JLT     rows3_masked_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -2105,9 +2211,9 @@ r3mtruegroups:
 	ADDQ    R8, R12
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r3mtruegrouplast
+	JZ      rows3_masked_group_last
 
-r3mtruegroup:
+rows3_masked_group:
 	VMOVUPS     (SI), Y6
 	VMOVUPS     (SI)(DI*1), Y7
 	VMOVUPS     (SI)(DI*2), Y8
@@ -2125,9 +2231,9 @@ r3mtruegroup:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
 	DECQ        R9
-	JNZ         r3mtruegroup
+	JNZ         rows3_masked_group
 
-r3mtruegrouplast:
+rows3_masked_group_last:
 	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (SI), Y6, Y6
 	VMOVDQU      (R11), Y7
@@ -2178,11 +2284,11 @@ r3mtruegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*2), DX
 	SUBQ         $0x02, R10
-	JMP          r3mtruegroups
+	JMP          rows3_masked_groups
 
-r3mtrueone:
+rows3_masked_one:
 	TESTQ   R10, R10
-	JZ      r3mtruedone
+	JZ      rows3_masked_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -2194,9 +2300,9 @@ r3mtrueone:
 	ADDQ    R8, R12
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r3mtruesinglelast
+	JZ      rows3_masked_single_last
 
-r3mtruesingle:
+rows3_masked_single:
 	VMOVUPS     (SI), Y3
 	VMOVUPS     (SI)(DI*1), Y4
 	VMOVUPS     (SI)(DI*2), Y5
@@ -2209,9 +2315,9 @@ r3mtruesingle:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
 	DECQ        R9
-	JNZ         r3mtruesingle
+	JNZ         rows3_masked_single
 
-r3mtruesinglelast:
+rows3_masked_single_last:
 	VMOVDQU      (R11), Y3
 	VMASKMOVPS   (SI), Y3, Y3
 	VMOVDQU      (R11), Y4
@@ -2241,16 +2347,17 @@ r3mtruesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r3mtrueone
+	JMP          rows3_masked_one
 
-r3mtruedone:
+rows3_masked_done:
 	VZEROUPPER
 	RET
 
-r2mtrue:
-r2mtruegroups:
+	// 2 query rows, the last vector masked: groups of 4 keys, then one at a time.
+rows2_masked:
+rows2_masked_groups:
 	CMPQ    R10, $0x04
-	JLT     r2mtrueone
+	JLT     rows2_masked_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -2267,9 +2374,9 @@ r2mtruegroups:
 	ADDQ    R9, R13
 	DECQ    R12
 	TESTQ   R12, R12
-	JZ      r2mtruegrouplast
+	JZ      rows2_masked_group_last
 
-r2mtruegroup:
+rows2_masked_group:
 	VMOVUPS     (R8), Y8
 	VMOVUPS     (R8)(DI*1), Y9
 	PREFETCHT0  (R13)
@@ -2292,9 +2399,9 @@ r2mtruegroup:
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, R13
 	DECQ        R12
-	JNZ         r2mtruegroup
+	JNZ         rows2_masked_group
 
-r2mtruegrouplast:
+rows2_masked_group_last:
 	VMOVDQU      (R11), Y8
 	VMASKMOVPS   (R8), Y8, Y8
 	VMOVDQU      (R11), Y9
@@ -2361,11 +2468,11 @@ r2mtruegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
 	SUBQ         $0x04, R10
-	JMP          r2mtruegroups
+	JMP          rows2_masked_groups
 
-r2mtrueone:
+rows2_masked_one:
 	TESTQ   R10, R10
-	JZ      r2mtruedone
+	JZ      rows2_masked_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	MOVQ    q+32(FP), SI
@@ -2376,9 +2483,9 @@ r2mtrueone:
 	ADDQ    R8, R12
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r2mtruesinglelast
+	JZ      rows2_masked_single_last
 
-r2mtruesingle:
+rows2_masked_single:
 	VMOVUPS     (SI), Y2
 	VMOVUPS     (SI)(DI*1), Y3
 	PREFETCHT0  (R12)
@@ -2389,9 +2496,9 @@ r2mtruesingle:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
 	DECQ        R9
-	JNZ         r2mtruesingle
+	JNZ         rows2_masked_single
 
-r2mtruesinglelast:
+rows2_masked_single_last:
 	VMOVDQU      (R11), Y2
 	VMASKMOVPS   (SI), Y2, Y2
 	VMOVDQU      (R11), Y3
@@ -2413,16 +2520,17 @@ r2mtruesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r2mtrueone
+	JMP          rows2_masked_one
 
-r2mtruedone:
+rows2_masked_done:
 	VZEROUPPER
 	RET
 
-r1mtrue:
-r1mtruegroups:
+	// 1 query rows, the last vector masked: groups of 4 keys, then one at a time.
+rows1_masked:
+rows1_masked_groups:
 	CMPQ    R10, $0x04
-	JLT     r1mtrueone
+	JLT     rows1_masked_one
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
 	VMOVUPS constsAVX2<>+768(SB), Y2
@@ -2435,9 +2543,9 @@ r1mtruegroups:
 	ADDQ    R8, R12
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r1mtruegrouplast
+	JZ      rows1_masked_group_last
 
-r1mtruegroup:
+rows1_masked_group:
 	VMOVUPS     (DI), Y4
 	PREFETCHT0  (R12)
 	VMOVUPS     (R8), Y5
@@ -2455,9 +2563,9 @@ r1mtruegroup:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, R12
 	DECQ        R9
-	JNZ         r1mtruegroup
+	JNZ         rows1_masked_group
 
-r1mtruegrouplast:
+rows1_masked_group_last:
 	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (DI), Y4, Y4
 	VMOVDQU      (R11), Y5
@@ -2498,11 +2606,11 @@ r1mtruegrouplast:
 	ADDQ         CX, AX
 	LEAQ         (DX)(BX*4), DX
 	SUBQ         $0x04, R10
-	JMP          r1mtruegroups
+	JMP          rows1_masked_groups
 
-r1mtrueone:
+rows1_masked_one:
 	TESTQ   R10, R10
-	JZ      r1mtruedone
+	JZ      rows1_masked_done
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
@@ -2512,9 +2620,9 @@ r1mtrueone:
 	ADDQ    DI, R9
 	DECQ    R8
 	TESTQ   R8, R8
-	JZ      r1mtruesinglelast
+	JZ      rows1_masked_single_last
 
-r1mtruesingle:
+rows1_masked_single:
 	VMOVUPS     (SI), Y1
 	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Y2
@@ -2523,9 +2631,9 @@ r1mtruesingle:
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R9
 	DECQ        R8
-	JNZ         r1mtruesingle
+	JNZ         rows1_masked_single
 
-r1mtruesinglelast:
+rows1_masked_single_last:
 	VMOVDQU      (R11), Y1
 	VMASKMOVPS   (SI), Y1, Y1
 	VMOVDQU      (R11), Y2
@@ -2539,9 +2647,9 @@ r1mtruesinglelast:
 	ADDQ         CX, AX
 	ADDQ         BX, DX
 	DECQ         R10
-	JMP          r1mtrueone
+	JMP          rows1_masked_one
 
-r1mtruedone:
+rows1_masked_done:
 	VZEROUPPER
 	RET
 
@@ -2644,6 +2752,8 @@ pfv0_line:
 	DECQ       DX
 	JNZ        pfv0
 
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
 block:
 	MOVQ  16(SP), CX
 	MOVQ  $0x00000000, DX
@@ -2672,6 +2782,8 @@ whole:
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
+
+	// Scores and softmax, row by row.
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
 	MOVQ    q+0(FP), CX
@@ -2695,9 +2807,9 @@ whole:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scorestruedlast
+	JZ      scores_prefetched_last_dims
 
-scorestrued:
+scores_prefetched_dims:
 	VMOVUPS     (R9), Y10
 	PREFETCHT0  (R8)
 	VMOVUPS     (BX), Y11
@@ -2729,11 +2841,11 @@ scorestrued:
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, DI
 	DECQ        R10
-	JNZ         scorestrued
+	JNZ         scores_prefetched_dims
 
-scorestruedlast:
+scores_prefetched_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scorestruefold
+	JEQ         scores_prefetched_fold
 	VMOVDQU     576(AX), Y10
 	VMASKMOVPS  (R9), Y10, Y10
 	VMOVDQU     576(AX), Y11
@@ -2761,7 +2873,7 @@ scorestruedlast:
 	VMASKMOVPS  (SI)(DX*1), Y11, Y11
 	VFMADD231PS Y11, Y10, Y9
 
-scorestruefold:
+scores_prefetched_fold:
 	VPERM2F128   $0x31, Y3, Y0, Y10
 	VPERM2F128   $0x20, Y3, Y0, Y0
 	VADDPS       Y10, Y0, Y0
@@ -2785,7 +2897,7 @@ scorestruefold:
 	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scorestruenoalibi
+	JZ           scores_prefetched_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -2799,7 +2911,7 @@ scorestruefold:
 	VMULPS       Y3, Y1, Y1
 	VADDPS       Y1, Y0, Y0
 
-scorestruenoalibi:
+scores_prefetched_noalibi:
 	VMOVUPS      constsAVX2<>+416(SB), Y3
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y3, Y0, Y0
@@ -2899,9 +3011,9 @@ row:
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scoresfalsedlast
+	JZ      scores_last_dims
 
-scoresfalsed:
+scores_dims:
 	VMOVUPS     (DI), Y10
 	VMOVUPS     (BX), Y11
 	VFMADD231PS Y11, Y10, Y0
@@ -2923,11 +3035,11 @@ scoresfalsed:
 	ADDQ        $0x20, BX
 	ADDQ        $0x20, SI
 	DECQ        R8
-	JNZ         scoresfalsed
+	JNZ         scores_dims
 
-scoresfalsedlast:
+scores_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scoresfalsefold
+	JEQ         scores_fold
 	VMOVDQU     576(AX), Y10
 	VMASKMOVPS  (DI), Y10, Y10
 	VMOVDQU     576(AX), Y11
@@ -2955,7 +3067,7 @@ scoresfalsedlast:
 	VMASKMOVPS  (SI)(DX*1), Y11, Y11
 	VFMADD231PS Y11, Y10, Y9
 
-scoresfalsefold:
+scores_fold:
 	VPERM2F128   $0x31, Y3, Y0, Y10
 	VPERM2F128   $0x20, Y3, Y0, Y0
 	VADDPS       Y10, Y0, Y0
@@ -2979,7 +3091,7 @@ scoresfalsefold:
 	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scoresfalsenoalibi
+	JZ           scores_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -2993,7 +3105,7 @@ scoresfalsefold:
 	VMULPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0
 
-scoresfalsenoalibi:
+scores_noalibi:
 	VMOVUPS      constsAVX2<>+416(SB), Y3
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y3, Y0, Y0
@@ -3071,8 +3183,10 @@ scoresfalsenoalibi:
 	JMP          row
 
 pv:
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
@@ -3094,99 +3208,99 @@ panel:
 
 rows2:
 	CMPQ CX, $0x04
-	JGT  pv2x4whole
+	JGT  rows2_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows2not4
+	JNE  rows2_not4
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x4whole
-	JMP  pv2x4masked
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
 
-rows2not4:
+rows2_not4:
 	CMPQ CX, $0x03
-	JNE  rows2not3
+	JNE  rows2_not3
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x3whole
-	JMP  pv2x3masked
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
 
-rows2not3:
+rows2_not3:
 	CMPQ CX, $0x02
-	JNE  rows2not2
+	JNE  rows2_not2
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x2whole
-	JMP  pv2x2masked
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
 
-rows2not2:
+rows2_not2:
 	CMPQ CX, $0x01
-	JNE  rows2not1
+	JNE  rows2_not1
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x1whole
-	JMP  pv2x1masked
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
 
-rows2not1:
+rows2_not1:
 	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
-	JGT  pv1x8whole
+	JGT  rows1_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows1not8
+	JNE  rows1_not8
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x8whole
-	JMP  pv1x8masked
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
 
-rows1not8:
+rows1_not8:
 	CMPQ CX, $0x07
-	JNE  rows1not7
+	JNE  rows1_not7
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x7whole
-	JMP  pv1x7masked
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
 
-rows1not7:
+rows1_not7:
 	CMPQ CX, $0x06
-	JNE  rows1not6
+	JNE  rows1_not6
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x6whole
-	JMP  pv1x6masked
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
 
-rows1not6:
+rows1_not6:
 	CMPQ CX, $0x05
-	JNE  rows1not5
+	JNE  rows1_not5
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x5whole
-	JMP  pv1x5masked
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
 
-rows1not5:
+rows1_not5:
 	CMPQ CX, $0x04
-	JNE  rows1not4
+	JNE  rows1_not4
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x4whole
-	JMP  pv1x4masked
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
 
-rows1not4:
+rows1_not4:
 	CMPQ CX, $0x03
-	JNE  rows1not3
+	JNE  rows1_not3
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x3whole
-	JMP  pv1x3masked
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
 
-rows1not3:
+rows1_not3:
 	CMPQ CX, $0x02
-	JNE  rows1not2
+	JNE  rows1_not2
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x2whole
-	JMP  pv1x2masked
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
 
-rows1not2:
+rows1_not2:
 	CMPQ CX, $0x01
-	JNE  rows1not1
+	JNE  rows1_not1
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x1whole
-	JMP  pv1x1masked
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
 
-rows1not1:
+rows1_not1:
 	JMP panelnext
 
-pv2x4whole:
+rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3233,7 +3347,7 @@ pv2x4whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x4falsekey:
+rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y11
 	PREFETCHT0   (SI)
@@ -3256,7 +3370,7 @@ pv2x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4falsekey
+	JNZ          rows2_vecs4_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -3268,7 +3382,7 @@ pv2x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x4masked:
+rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3317,7 +3431,7 @@ pv2x4masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x4truekey:
+rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y11
 	PREFETCHT0   (SI)
@@ -3341,7 +3455,7 @@ pv2x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4truekey
+	JNZ          rows2_vecs4_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -3355,7 +3469,7 @@ pv2x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x3whole:
+rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3398,7 +3512,7 @@ pv2x3whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x3falsekey:
+rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
@@ -3417,7 +3531,7 @@ pv2x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3falsekey
+	JNZ          rows2_vecs3_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -3427,7 +3541,7 @@ pv2x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x3masked:
+rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3472,7 +3586,7 @@ pv2x3masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x3truekey:
+rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
@@ -3492,7 +3606,7 @@ pv2x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3truekey
+	JNZ          rows2_vecs3_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVDQU      608(AX), Y0
@@ -3504,7 +3618,7 @@ pv2x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x2whole:
+rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3543,7 +3657,7 @@ pv2x2whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x2falsekey:
+rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
@@ -3558,7 +3672,7 @@ pv2x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2falsekey
+	JNZ          rows2_vecs2_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, (CX)(DX*1)
@@ -3566,7 +3680,7 @@ pv2x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x2masked:
+rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3607,7 +3721,7 @@ pv2x2masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x2truekey:
+rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
@@ -3623,7 +3737,7 @@ pv2x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2truekey
+	JNZ          rows2_vecs2_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y4, Y0, 32(CX)
@@ -3633,7 +3747,7 @@ pv2x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x1whole:
+rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3668,7 +3782,7 @@ pv2x1whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x1falsekey:
+rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
@@ -3679,13 +3793,13 @@ pv2x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1falsekey
+	JNZ          rows2_vecs1_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x1masked:
+rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3722,7 +3836,7 @@ pv2x1masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x1truekey:
+rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
@@ -3734,7 +3848,7 @@ pv2x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1truekey
+	JNZ          rows2_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y3, Y0, (CX)
 	VMOVDQU      608(AX), Y0
@@ -3742,7 +3856,7 @@ pv2x1truekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x8whole:
+rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3787,7 +3901,7 @@ pv1x8whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x8falsekey:
+rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y11
@@ -3817,7 +3931,7 @@ pv1x8falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8falsekey
+	JNZ          rows1_vecs8_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -3829,7 +3943,7 @@ pv1x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x8masked:
+rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3875,7 +3989,7 @@ pv1x8masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x8truekey:
+rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y11
@@ -3906,7 +4020,7 @@ pv1x8truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8truekey
+	JNZ          rows1_vecs8_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -3919,7 +4033,7 @@ pv1x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x7whole:
+rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -3962,7 +4076,7 @@ pv1x7whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x7falsekey:
+rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y10
@@ -3989,7 +4103,7 @@ pv1x7falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7falsekey
+	JNZ          rows1_vecs7_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4000,7 +4114,7 @@ pv1x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x7masked:
+rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4044,7 +4158,7 @@ pv1x7masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x7truekey:
+rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y10
@@ -4072,7 +4186,7 @@ pv1x7truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7truekey
+	JNZ          rows1_vecs7_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4084,7 +4198,7 @@ pv1x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x6whole:
+rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4125,7 +4239,7 @@ pv1x6whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x6falsekey:
+rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y9
@@ -4149,7 +4263,7 @@ pv1x6falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6falsekey
+	JNZ          rows1_vecs6_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4159,7 +4273,7 @@ pv1x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x6masked:
+rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4201,7 +4315,7 @@ pv1x6masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x6truekey:
+rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y9
@@ -4226,7 +4340,7 @@ pv1x6truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6truekey
+	JNZ          rows1_vecs6_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4237,7 +4351,7 @@ pv1x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x5whole:
+rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4276,7 +4390,7 @@ pv1x5whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x5falsekey:
+rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y8
@@ -4297,7 +4411,7 @@ pv1x5falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5falsekey
+	JNZ          rows1_vecs5_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4306,7 +4420,7 @@ pv1x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x5masked:
+rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4346,7 +4460,7 @@ pv1x5masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x5truekey:
+rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y8
@@ -4368,7 +4482,7 @@ pv1x5truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5truekey
+	JNZ          rows1_vecs5_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4378,7 +4492,7 @@ pv1x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x4whole:
+rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4415,7 +4529,7 @@ pv1x4whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x4falsekey:
+rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y7
@@ -4433,7 +4547,7 @@ pv1x4falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4falsekey
+	JNZ          rows1_vecs4_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4441,7 +4555,7 @@ pv1x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x4masked:
+rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4479,7 +4593,7 @@ pv1x4masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x4truekey:
+rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y7
@@ -4498,7 +4612,7 @@ pv1x4truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4truekey
+	JNZ          rows1_vecs4_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -4507,7 +4621,7 @@ pv1x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x3whole:
+rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4542,7 +4656,7 @@ pv1x3whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x3falsekey:
+rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y6
@@ -4557,14 +4671,14 @@ pv1x3falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3falsekey
+	JNZ          rows1_vecs3_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x3masked:
+rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4600,7 +4714,7 @@ pv1x3masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x3truekey:
+rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y6
@@ -4616,7 +4730,7 @@ pv1x3truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3truekey
+	JNZ          rows1_vecs3_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVDQU      608(AX), Y0
@@ -4624,7 +4738,7 @@ pv1x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x2whole:
+rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4657,7 +4771,7 @@ pv1x2whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x2falsekey:
+rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y5
@@ -4669,13 +4783,13 @@ pv1x2falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2falsekey
+	JNZ          rows1_vecs2_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x2masked:
+rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4709,7 +4823,7 @@ pv1x2masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x2truekey:
+rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y5
@@ -4722,14 +4836,14 @@ pv1x2truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2truekey
+	JNZ          rows1_vecs2_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y4, Y0, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x1whole:
+rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4760,7 +4874,7 @@ pv1x1whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x1falsekey:
+rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y4
@@ -4769,12 +4883,12 @@ pv1x1falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1falsekey
+	JNZ          rows1_vecs1_whole_keys
 	VMOVUPS      Y3, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x1masked:
+rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -4806,7 +4920,7 @@ pv1x1masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x1truekey:
+rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVDQU      608(AX), Y4
@@ -4816,7 +4930,7 @@ pv1x1truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1truekey
+	JNZ          rows1_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y3, Y0, (CX)
 	ADDQ         $0x01, 120(SP)
@@ -4946,6 +5060,8 @@ pfv0_line:
 	DECQ       DX
 	JNZ        pfv0
 
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
 block:
 	MOVQ  16(SP), CX
 	MOVQ  $0x00000000, DX
@@ -4974,6 +5090,8 @@ whole:
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
+
+	// Scores and softmax, row by row.
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
 	MOVQ    q+0(FP), CX
@@ -4997,9 +5115,9 @@ whole:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scorestruedlast
+	JZ      scores_prefetched_last_dims
 
-scorestrued:
+scores_prefetched_dims:
 	VMOVUPS     (R9), Y10
 	PREFETCHT0  (R8)
 	VCVTPH2PS   (BX), Y11
@@ -5031,11 +5149,11 @@ scorestrued:
 	ADDQ        $0x10, R8
 	ADDQ        $0x10, DI
 	DECQ        R10
-	JNZ         scorestrued
+	JNZ         scores_prefetched_dims
 
-scorestruedlast:
+scores_prefetched_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scorestruefold
+	JEQ         scores_prefetched_fold
 	VMOVDQU     576(AX), Y10
 	VMASKMOVPS  (R9), Y10, Y10
 	VMOVDQU     640(AX), X11
@@ -5071,7 +5189,7 @@ scorestruedlast:
 	VCVTPH2PS   X11, Y11
 	VFMADD231PS Y11, Y10, Y9
 
-scorestruefold:
+scores_prefetched_fold:
 	VPERM2F128   $0x31, Y3, Y0, Y10
 	VPERM2F128   $0x20, Y3, Y0, Y0
 	VADDPS       Y10, Y0, Y0
@@ -5095,7 +5213,7 @@ scorestruefold:
 	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scorestruenoalibi
+	JZ           scores_prefetched_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -5109,7 +5227,7 @@ scorestruefold:
 	VMULPS       Y3, Y1, Y1
 	VADDPS       Y1, Y0, Y0
 
-scorestruenoalibi:
+scores_prefetched_noalibi:
 	VMOVUPS      constsAVX2<>+416(SB), Y3
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y3, Y0, Y0
@@ -5209,9 +5327,9 @@ row:
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scoresfalsedlast
+	JZ      scores_last_dims
 
-scoresfalsed:
+scores_dims:
 	VMOVUPS     (DI), Y10
 	VCVTPH2PS   (BX), Y11
 	VFMADD231PS Y11, Y10, Y0
@@ -5233,11 +5351,11 @@ scoresfalsed:
 	ADDQ        $0x10, BX
 	ADDQ        $0x10, SI
 	DECQ        R8
-	JNZ         scoresfalsed
+	JNZ         scores_dims
 
-scoresfalsedlast:
+scores_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scoresfalsefold
+	JEQ         scores_fold
 	VMOVDQU     576(AX), Y10
 	VMASKMOVPS  (DI), Y10, Y10
 	VMOVDQU     640(AX), X11
@@ -5273,7 +5391,7 @@ scoresfalsedlast:
 	VCVTPH2PS   X11, Y11
 	VFMADD231PS Y11, Y10, Y9
 
-scoresfalsefold:
+scores_fold:
 	VPERM2F128   $0x31, Y3, Y0, Y10
 	VPERM2F128   $0x20, Y3, Y0, Y0
 	VADDPS       Y10, Y0, Y0
@@ -5297,7 +5415,7 @@ scoresfalsefold:
 	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scoresfalsenoalibi
+	JZ           scores_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -5311,7 +5429,7 @@ scoresfalsefold:
 	VMULPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0
 
-scoresfalsenoalibi:
+scores_noalibi:
 	VMOVUPS      constsAVX2<>+416(SB), Y3
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y3, Y0, Y0
@@ -5389,8 +5507,10 @@ scoresfalsenoalibi:
 	JMP          row
 
 pv:
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
@@ -5412,99 +5532,99 @@ panel:
 
 rows2:
 	CMPQ CX, $0x04
-	JGT  pv2x4whole
+	JGT  rows2_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows2not4
+	JNE  rows2_not4
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x4whole
-	JMP  pv2x4masked
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
 
-rows2not4:
+rows2_not4:
 	CMPQ CX, $0x03
-	JNE  rows2not3
+	JNE  rows2_not3
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x3whole
-	JMP  pv2x3masked
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
 
-rows2not3:
+rows2_not3:
 	CMPQ CX, $0x02
-	JNE  rows2not2
+	JNE  rows2_not2
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x2whole
-	JMP  pv2x2masked
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
 
-rows2not2:
+rows2_not2:
 	CMPQ CX, $0x01
-	JNE  rows2not1
+	JNE  rows2_not1
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x1whole
-	JMP  pv2x1masked
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
 
-rows2not1:
+rows2_not1:
 	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
-	JGT  pv1x8whole
+	JGT  rows1_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows1not8
+	JNE  rows1_not8
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x8whole
-	JMP  pv1x8masked
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
 
-rows1not8:
+rows1_not8:
 	CMPQ CX, $0x07
-	JNE  rows1not7
+	JNE  rows1_not7
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x7whole
-	JMP  pv1x7masked
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
 
-rows1not7:
+rows1_not7:
 	CMPQ CX, $0x06
-	JNE  rows1not6
+	JNE  rows1_not6
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x6whole
-	JMP  pv1x6masked
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
 
-rows1not6:
+rows1_not6:
 	CMPQ CX, $0x05
-	JNE  rows1not5
+	JNE  rows1_not5
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x5whole
-	JMP  pv1x5masked
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
 
-rows1not5:
+rows1_not5:
 	CMPQ CX, $0x04
-	JNE  rows1not4
+	JNE  rows1_not4
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x4whole
-	JMP  pv1x4masked
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
 
-rows1not4:
+rows1_not4:
 	CMPQ CX, $0x03
-	JNE  rows1not3
+	JNE  rows1_not3
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x3whole
-	JMP  pv1x3masked
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
 
-rows1not3:
+rows1_not3:
 	CMPQ CX, $0x02
-	JNE  rows1not2
+	JNE  rows1_not2
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x2whole
-	JMP  pv1x2masked
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
 
-rows1not2:
+rows1_not2:
 	CMPQ CX, $0x01
-	JNE  rows1not1
+	JNE  rows1_not1
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x1whole
-	JMP  pv1x1masked
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
 
-rows1not1:
+rows1_not1:
 	JMP panelnext
 
-pv2x4whole:
+rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5551,7 +5671,7 @@ pv2x4whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x4falsekey:
+rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y11
 	PREFETCHT0   (SI)
@@ -5574,7 +5694,7 @@ pv2x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4falsekey
+	JNZ          rows2_vecs4_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -5586,7 +5706,7 @@ pv2x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x4masked:
+rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5635,7 +5755,7 @@ pv2x4masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x4truekey:
+rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y11
 	PREFETCHT0   (SI)
@@ -5660,7 +5780,7 @@ pv2x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4truekey
+	JNZ          rows2_vecs4_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -5674,7 +5794,7 @@ pv2x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x3whole:
+rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5717,7 +5837,7 @@ pv2x3whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x3falsekey:
+rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
@@ -5736,7 +5856,7 @@ pv2x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3falsekey
+	JNZ          rows2_vecs3_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -5746,7 +5866,7 @@ pv2x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x3masked:
+rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5791,7 +5911,7 @@ pv2x3masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x3truekey:
+rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
@@ -5812,7 +5932,7 @@ pv2x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3truekey
+	JNZ          rows2_vecs3_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVDQU      608(AX), Y0
@@ -5824,7 +5944,7 @@ pv2x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x2whole:
+rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5863,7 +5983,7 @@ pv2x2whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x2falsekey:
+rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
@@ -5878,7 +5998,7 @@ pv2x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2falsekey
+	JNZ          rows2_vecs2_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, (CX)(DX*1)
@@ -5886,7 +6006,7 @@ pv2x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x2masked:
+rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5927,7 +6047,7 @@ pv2x2masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x2truekey:
+rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
@@ -5944,7 +6064,7 @@ pv2x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2truekey
+	JNZ          rows2_vecs2_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y4, Y0, 32(CX)
@@ -5954,7 +6074,7 @@ pv2x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x1whole:
+rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5989,7 +6109,7 @@ pv2x1whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x1falsekey:
+rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
@@ -6000,13 +6120,13 @@ pv2x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1falsekey
+	JNZ          rows2_vecs1_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x1masked:
+rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6043,7 +6163,7 @@ pv2x1masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x1truekey:
+rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
@@ -6056,7 +6176,7 @@ pv2x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1truekey
+	JNZ          rows2_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y3, Y0, (CX)
 	VMOVDQU      608(AX), Y0
@@ -6064,7 +6184,7 @@ pv2x1truekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x8whole:
+rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6109,7 +6229,7 @@ pv1x8whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x8falsekey:
+rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y11
@@ -6139,7 +6259,7 @@ pv1x8falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8falsekey
+	JNZ          rows1_vecs8_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6151,7 +6271,7 @@ pv1x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x8masked:
+rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6197,7 +6317,7 @@ pv1x8masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x8truekey:
+rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y11
@@ -6229,7 +6349,7 @@ pv1x8truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8truekey
+	JNZ          rows1_vecs8_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6242,7 +6362,7 @@ pv1x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x7whole:
+rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6285,7 +6405,7 @@ pv1x7whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x7falsekey:
+rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y10
@@ -6312,7 +6432,7 @@ pv1x7falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7falsekey
+	JNZ          rows1_vecs7_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6323,7 +6443,7 @@ pv1x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x7masked:
+rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6367,7 +6487,7 @@ pv1x7masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x7truekey:
+rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y10
@@ -6396,7 +6516,7 @@ pv1x7truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7truekey
+	JNZ          rows1_vecs7_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6408,7 +6528,7 @@ pv1x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x6whole:
+rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6449,7 +6569,7 @@ pv1x6whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x6falsekey:
+rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y9
@@ -6473,7 +6593,7 @@ pv1x6falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6falsekey
+	JNZ          rows1_vecs6_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6483,7 +6603,7 @@ pv1x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x6masked:
+rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6525,7 +6645,7 @@ pv1x6masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x6truekey:
+rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y9
@@ -6551,7 +6671,7 @@ pv1x6truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6truekey
+	JNZ          rows1_vecs6_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6562,7 +6682,7 @@ pv1x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x5whole:
+rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6601,7 +6721,7 @@ pv1x5whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x5falsekey:
+rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y8
@@ -6622,7 +6742,7 @@ pv1x5falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5falsekey
+	JNZ          rows1_vecs5_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6631,7 +6751,7 @@ pv1x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x5masked:
+rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6671,7 +6791,7 @@ pv1x5masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x5truekey:
+rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y8
@@ -6694,7 +6814,7 @@ pv1x5truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5truekey
+	JNZ          rows1_vecs5_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6704,7 +6824,7 @@ pv1x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x4whole:
+rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6741,7 +6861,7 @@ pv1x4whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x4falsekey:
+rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y7
@@ -6759,7 +6879,7 @@ pv1x4falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4falsekey
+	JNZ          rows1_vecs4_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6767,7 +6887,7 @@ pv1x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x4masked:
+rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6805,7 +6925,7 @@ pv1x4masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x4truekey:
+rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y7
@@ -6825,7 +6945,7 @@ pv1x4truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4truekey
+	JNZ          rows1_vecs4_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -6834,7 +6954,7 @@ pv1x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x3whole:
+rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6869,7 +6989,7 @@ pv1x3whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x3falsekey:
+rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y6
@@ -6884,14 +7004,14 @@ pv1x3falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3falsekey
+	JNZ          rows1_vecs3_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x3masked:
+rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6927,7 +7047,7 @@ pv1x3masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x3truekey:
+rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y6
@@ -6944,7 +7064,7 @@ pv1x3truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3truekey
+	JNZ          rows1_vecs3_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVDQU      608(AX), Y0
@@ -6952,7 +7072,7 @@ pv1x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x2whole:
+rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6985,7 +7105,7 @@ pv1x2whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x2falsekey:
+rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y5
@@ -6997,13 +7117,13 @@ pv1x2falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2falsekey
+	JNZ          rows1_vecs2_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x2masked:
+rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7037,7 +7157,7 @@ pv1x2masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x2truekey:
+rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y5
@@ -7051,14 +7171,14 @@ pv1x2truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2truekey
+	JNZ          rows1_vecs2_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y4, Y0, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x1whole:
+rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7089,7 +7209,7 @@ pv1x1whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x1falsekey:
+rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y4
@@ -7098,12 +7218,12 @@ pv1x1falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1falsekey
+	JNZ          rows1_vecs1_whole_keys
 	VMOVUPS      Y3, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x1masked:
+rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7135,7 +7255,7 @@ pv1x1masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x1truekey:
+rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVDQU      656(AX), X4
@@ -7146,7 +7266,7 @@ pv1x1truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1truekey
+	JNZ          rows1_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y3, Y0, (CX)
 	ADDQ         $0x01, 120(SP)
@@ -7276,6 +7396,8 @@ pfv0_line:
 	DECQ       DX
 	JNZ        pfv0
 
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
 block:
 	MOVQ  16(SP), CX
 	MOVQ  $0x00000000, DX
@@ -7304,6 +7426,8 @@ whole:
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
+
+	// Scores and softmax, row by row.
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
 	MOVQ    q+0(FP), CX
@@ -7327,9 +7451,9 @@ whole:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scorestruedlast
+	JZ      scores_prefetched_last_dims
 
-scorestrued:
+scores_prefetched_dims:
 	VMOVUPS     (R9), Y10
 	PREFETCHT0  (R8)
 	VPMOVZXWD   (BX), Y11
@@ -7369,11 +7493,11 @@ scorestrued:
 	ADDQ        $0x10, R8
 	ADDQ        $0x10, DI
 	DECQ        R10
-	JNZ         scorestrued
+	JNZ         scores_prefetched_dims
 
-scorestruedlast:
+scores_prefetched_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scorestruefold
+	JEQ         scores_prefetched_fold
 	VMOVDQU     576(AX), Y10
 	VMASKMOVPS  (R9), Y10, Y10
 	VMOVDQU     640(AX), X11
@@ -7417,7 +7541,7 @@ scorestruedlast:
 	VPSLLD      $0x10, Y11, Y11
 	VFMADD231PS Y11, Y10, Y9
 
-scorestruefold:
+scores_prefetched_fold:
 	VPERM2F128   $0x31, Y3, Y0, Y10
 	VPERM2F128   $0x20, Y3, Y0, Y0
 	VADDPS       Y10, Y0, Y0
@@ -7441,7 +7565,7 @@ scorestruefold:
 	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scorestruenoalibi
+	JZ           scores_prefetched_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -7455,7 +7579,7 @@ scorestruefold:
 	VMULPS       Y3, Y1, Y1
 	VADDPS       Y1, Y0, Y0
 
-scorestruenoalibi:
+scores_prefetched_noalibi:
 	VMOVUPS      constsAVX2<>+416(SB), Y3
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y3, Y0, Y0
@@ -7555,9 +7679,9 @@ row:
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scoresfalsedlast
+	JZ      scores_last_dims
 
-scoresfalsed:
+scores_dims:
 	VMOVUPS     (DI), Y10
 	VPMOVZXWD   (BX), Y11
 	VPSLLD      $0x10, Y11, Y11
@@ -7587,11 +7711,11 @@ scoresfalsed:
 	ADDQ        $0x10, BX
 	ADDQ        $0x10, SI
 	DECQ        R8
-	JNZ         scoresfalsed
+	JNZ         scores_dims
 
-scoresfalsedlast:
+scores_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scoresfalsefold
+	JEQ         scores_fold
 	VMOVDQU     576(AX), Y10
 	VMASKMOVPS  (DI), Y10, Y10
 	VMOVDQU     640(AX), X11
@@ -7635,7 +7759,7 @@ scoresfalsedlast:
 	VPSLLD      $0x10, Y11, Y11
 	VFMADD231PS Y11, Y10, Y9
 
-scoresfalsefold:
+scores_fold:
 	VPERM2F128   $0x31, Y3, Y0, Y10
 	VPERM2F128   $0x20, Y3, Y0, Y0
 	VADDPS       Y10, Y0, Y0
@@ -7659,7 +7783,7 @@ scoresfalsefold:
 	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scoresfalsenoalibi
+	JZ           scores_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -7673,7 +7797,7 @@ scoresfalsefold:
 	VMULPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0
 
-scoresfalsenoalibi:
+scores_noalibi:
 	VMOVUPS      constsAVX2<>+416(SB), Y3
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y3, Y0, Y0
@@ -7751,8 +7875,10 @@ scoresfalsenoalibi:
 	JMP          row
 
 pv:
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
@@ -7774,99 +7900,99 @@ panel:
 
 rows2:
 	CMPQ CX, $0x04
-	JGT  pv2x4whole
+	JGT  rows2_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows2not4
+	JNE  rows2_not4
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x4whole
-	JMP  pv2x4masked
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
 
-rows2not4:
+rows2_not4:
 	CMPQ CX, $0x03
-	JNE  rows2not3
+	JNE  rows2_not3
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x3whole
-	JMP  pv2x3masked
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
 
-rows2not3:
+rows2_not3:
 	CMPQ CX, $0x02
-	JNE  rows2not2
+	JNE  rows2_not2
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x2whole
-	JMP  pv2x2masked
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
 
-rows2not2:
+rows2_not2:
 	CMPQ CX, $0x01
-	JNE  rows2not1
+	JNE  rows2_not1
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv2x1whole
-	JMP  pv2x1masked
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
 
-rows2not1:
+rows2_not1:
 	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
-	JGT  pv1x8whole
+	JGT  rows1_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows1not8
+	JNE  rows1_not8
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x8whole
-	JMP  pv1x8masked
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
 
-rows1not8:
+rows1_not8:
 	CMPQ CX, $0x07
-	JNE  rows1not7
+	JNE  rows1_not7
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x7whole
-	JMP  pv1x7masked
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
 
-rows1not7:
+rows1_not7:
 	CMPQ CX, $0x06
-	JNE  rows1not6
+	JNE  rows1_not6
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x6whole
-	JMP  pv1x6masked
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
 
-rows1not6:
+rows1_not6:
 	CMPQ CX, $0x05
-	JNE  rows1not5
+	JNE  rows1_not5
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x5whole
-	JMP  pv1x5masked
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
 
-rows1not5:
+rows1_not5:
 	CMPQ CX, $0x04
-	JNE  rows1not4
+	JNE  rows1_not4
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x4whole
-	JMP  pv1x4masked
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
 
-rows1not4:
+rows1_not4:
 	CMPQ CX, $0x03
-	JNE  rows1not3
+	JNE  rows1_not3
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x3whole
-	JMP  pv1x3masked
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
 
-rows1not3:
+rows1_not3:
 	CMPQ CX, $0x02
-	JNE  rows1not2
+	JNE  rows1_not2
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x2whole
-	JMP  pv1x2masked
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
 
-rows1not2:
+rows1_not2:
 	CMPQ CX, $0x01
-	JNE  rows1not1
+	JNE  rows1_not1
 	CMPQ vtail+80(FP), $0x08
-	JEQ  pv1x1whole
-	JMP  pv1x1masked
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
 
-rows1not1:
+rows1_not1:
 	JMP panelnext
 
-pv2x4whole:
+rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7913,7 +8039,7 @@ pv2x4whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x4falsekey:
+rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y11
 	PREFETCHT0   (SI)
@@ -7940,7 +8066,7 @@ pv2x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4falsekey
+	JNZ          rows2_vecs4_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -7952,7 +8078,7 @@ pv2x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x4masked:
+rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8001,7 +8127,7 @@ pv2x4masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x4truekey:
+rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y11
 	PREFETCHT0   (SI)
@@ -8030,7 +8156,7 @@ pv2x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4truekey
+	JNZ          rows2_vecs4_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8044,7 +8170,7 @@ pv2x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x3whole:
+rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8087,7 +8213,7 @@ pv2x3whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x3falsekey:
+rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
@@ -8109,7 +8235,7 @@ pv2x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3falsekey
+	JNZ          rows2_vecs3_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8119,7 +8245,7 @@ pv2x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x3masked:
+rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8164,7 +8290,7 @@ pv2x3masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x3truekey:
+rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
@@ -8188,7 +8314,7 @@ pv2x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3truekey
+	JNZ          rows2_vecs3_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVDQU      608(AX), Y0
@@ -8200,7 +8326,7 @@ pv2x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x2whole:
+rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8239,7 +8365,7 @@ pv2x2whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x2falsekey:
+rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
@@ -8256,7 +8382,7 @@ pv2x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2falsekey
+	JNZ          rows2_vecs2_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, (CX)(DX*1)
@@ -8264,7 +8390,7 @@ pv2x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x2masked:
+rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8305,7 +8431,7 @@ pv2x2masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x2truekey:
+rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
@@ -8324,7 +8450,7 @@ pv2x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2truekey
+	JNZ          rows2_vecs2_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y4, Y0, 32(CX)
@@ -8334,7 +8460,7 @@ pv2x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x1whole:
+rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8369,7 +8495,7 @@ pv2x1whole:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x1falsekey:
+rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
@@ -8381,13 +8507,13 @@ pv2x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1falsekey
+	JNZ          rows2_vecs1_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x1masked:
+rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8424,7 +8550,7 @@ pv2x1masked:
 	SHLQ         $0x04, SI
 	ADDQ         DI, SI
 
-pv2x1truekey:
+rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
@@ -8438,7 +8564,7 @@ pv2x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1truekey
+	JNZ          rows2_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y3, Y0, (CX)
 	VMOVDQU      608(AX), Y0
@@ -8446,7 +8572,7 @@ pv2x1truekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x8whole:
+rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8491,7 +8617,7 @@ pv1x8whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x8falsekey:
+rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y11
@@ -8529,7 +8655,7 @@ pv1x8falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8falsekey
+	JNZ          rows1_vecs8_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8541,7 +8667,7 @@ pv1x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x8masked:
+rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8587,7 +8713,7 @@ pv1x8masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x8truekey:
+rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y11
@@ -8627,7 +8753,7 @@ pv1x8truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8truekey
+	JNZ          rows1_vecs8_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8640,7 +8766,7 @@ pv1x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x7whole:
+rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8683,7 +8809,7 @@ pv1x7whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x7falsekey:
+rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y10
@@ -8717,7 +8843,7 @@ pv1x7falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7falsekey
+	JNZ          rows1_vecs7_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8728,7 +8854,7 @@ pv1x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x7masked:
+rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8772,7 +8898,7 @@ pv1x7masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x7truekey:
+rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y10
@@ -8808,7 +8934,7 @@ pv1x7truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7truekey
+	JNZ          rows1_vecs7_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8820,7 +8946,7 @@ pv1x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x6whole:
+rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8861,7 +8987,7 @@ pv1x6whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x6falsekey:
+rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y9
@@ -8891,7 +9017,7 @@ pv1x6falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6falsekey
+	JNZ          rows1_vecs6_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8901,7 +9027,7 @@ pv1x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x6masked:
+rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8943,7 +9069,7 @@ pv1x6masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x6truekey:
+rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y9
@@ -8975,7 +9101,7 @@ pv1x6truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6truekey
+	JNZ          rows1_vecs6_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -8986,7 +9112,7 @@ pv1x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x5whole:
+rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9025,7 +9151,7 @@ pv1x5whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x5falsekey:
+rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y8
@@ -9051,7 +9177,7 @@ pv1x5falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5falsekey
+	JNZ          rows1_vecs5_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -9060,7 +9186,7 @@ pv1x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x5masked:
+rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9100,7 +9226,7 @@ pv1x5masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x5truekey:
+rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y8
@@ -9128,7 +9254,7 @@ pv1x5truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5truekey
+	JNZ          rows1_vecs5_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -9138,7 +9264,7 @@ pv1x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x4whole:
+rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9175,7 +9301,7 @@ pv1x4whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x4falsekey:
+rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y7
@@ -9197,7 +9323,7 @@ pv1x4falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4falsekey
+	JNZ          rows1_vecs4_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -9205,7 +9331,7 @@ pv1x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x4masked:
+rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9243,7 +9369,7 @@ pv1x4masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x4truekey:
+rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y7
@@ -9267,7 +9393,7 @@ pv1x4truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4truekey
+	JNZ          rows1_vecs4_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
@@ -9276,7 +9402,7 @@ pv1x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x3whole:
+rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9311,7 +9437,7 @@ pv1x3whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x3falsekey:
+rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y6
@@ -9329,14 +9455,14 @@ pv1x3falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3falsekey
+	JNZ          rows1_vecs3_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVUPS      Y5, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x3masked:
+rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9372,7 +9498,7 @@ pv1x3masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x3truekey:
+rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y6
@@ -9392,7 +9518,7 @@ pv1x3truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3truekey
+	JNZ          rows1_vecs3_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	VMOVDQU      608(AX), Y0
@@ -9400,7 +9526,7 @@ pv1x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x2whole:
+rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9433,7 +9559,7 @@ pv1x2whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x2falsekey:
+rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y5
@@ -9447,13 +9573,13 @@ pv1x2falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2falsekey
+	JNZ          rows1_vecs2_whole_keys
 	VMOVUPS      Y3, (CX)
 	VMOVUPS      Y4, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x2masked:
+rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9487,7 +9613,7 @@ pv1x2masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x2truekey:
+rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y5
@@ -9503,14 +9629,14 @@ pv1x2truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2truekey
+	JNZ          rows1_vecs2_masked_keys
 	VMOVUPS      Y3, (CX)
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y4, Y0, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x1whole:
+rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9541,7 +9667,7 @@ pv1x1whole:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x1falsekey:
+rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y4
@@ -9551,12 +9677,12 @@ pv1x1falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1falsekey
+	JNZ          rows1_vecs1_whole_keys
 	VMOVUPS      Y3, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x1masked:
+rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9588,7 +9714,7 @@ pv1x1masked:
 	SHLQ         $0x04, BX
 	ADDQ         SI, BX
 
-pv1x1truekey:
+rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
 	VMOVDQU      656(AX), X4
@@ -9600,7 +9726,7 @@ pv1x1truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1truekey
+	JNZ          rows1_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
 	VMASKMOVPS   Y3, Y0, (CX)
 	ADDQ         $0x01, 120(SP)
@@ -9751,46 +9877,50 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08
-	JNE  masked
+	JNE  tail_masked
 	CMPQ R10, $0x02
-	JEQ  nv2mfalse
+	JEQ  vecs2_whole
 	CMPQ R10, $0x01
-	JEQ  nv1mfalse
+	JEQ  vecs1_whole
 	VZEROUPPER
 	RET
 
-masked:
+tail_masked:
 	CMPQ R10, $0x02
-	JEQ  nv2mtrue
+	JEQ  vecs2_masked
 	CMPQ R10, $0x01
-	JEQ  nv1mtrue
+	JEQ  vecs1_masked
 	VZEROUPPER
 	RET
 
-nv2mfalse:
-nv2mfalsegroups:
-	CMPQ         R8, $0x06
-	JLT          nv2mfalsetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	VMOVUPS      32(R9), Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	VMOVUPS      32(R9), Y3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y4
-	VMOVUPS      32(R9), Y5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y6
-	VMOVUPS      32(R9), Y7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y8
-	VMOVUPS      32(R9), Y9
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y10
-	VMOVUPS      32(R9), Y11
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ    R8, $0x06
+	JLT     vecs2_whole_tail4
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y2
+	VMOVUPS 32(R9), Y3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y4
+	VMOVUPS 32(R9), Y5
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y6
+	VMOVUPS 32(R9), Y7
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y8
+	VMOVUPS 32(R9), Y9
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y10
+	VMOVUPS 32(R9), Y11
+
+	// Tile of 6 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalsefullnoscale
+	JZ           vecs2_whole_rows6_noscale
 	VBROADCASTSS (DI), Y12
 	VMULPS       Y12, Y0, Y0
 	VMULPS       Y12, Y1, Y1
@@ -9811,14 +9941,15 @@ nv2mfalsegroups:
 	VMULPS       Y12, Y11, Y11
 	ADDQ         $0x18, DI
 
-nv2mfalsefullnoscale:
+vecs2_whole_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalsefullstore
+	JZ    vecs2_whole_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalsefull:
+	// The key loop: a row of V, 6 broadcasts of P, 12 FMAs.
+vecs2_whole_rows6:
 	VMOVUPS      (R10), Y12
 	VMOVUPS      32(R10), Y13
 	VBROADCASTSS (R11), Y14
@@ -9842,9 +9973,10 @@ nv2mfalsefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalsefull
+	JNZ          vecs2_whole_rows6
 
-nv2mfalsefullstore:
+	// Store the tile.
+vecs2_whole_rows6_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -9865,25 +9997,28 @@ nv2mfalsefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv2mfalsegroups
+	JMP     vecs2_whole_groups
 
-nv2mfalsetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv2mfalsetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	VMOVUPS      32(R9), Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	VMOVUPS      32(R9), Y3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y4
-	VMOVUPS      32(R9), Y5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y6
-	VMOVUPS      32(R9), Y7
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ   $0x00000004, R8
+	JZ      vecs2_whole_tail2
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y2
+	VMOVUPS 32(R9), Y3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y4
+	VMOVUPS 32(R9), Y5
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y6
+	VMOVUPS 32(R9), Y7
+
+	// Tile of 4 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalserows4noscale
+	JZ           vecs2_whole_rows4_noscale
 	VBROADCASTSS (DI), Y8
 	VMULPS       Y8, Y0, Y0
 	VMULPS       Y8, Y1, Y1
@@ -9898,14 +10033,15 @@ nv2mfalsetail4:
 	VMULPS       Y8, Y7, Y7
 	ADDQ         $0x10, DI
 
-nv2mfalserows4noscale:
+vecs2_whole_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalserows4store
+	JZ    vecs2_whole_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalserows4:
+	// The key loop: a row of V, 4 broadcasts of P, 8 FMAs.
+vecs2_whole_rows4:
 	VMOVUPS      (R10), Y8
 	VMOVUPS      32(R10), Y9
 	VBROADCASTSS (R11), Y10
@@ -9923,9 +10059,10 @@ nv2mfalserows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalserows4
+	JNZ          vecs2_whole_rows4
 
-nv2mfalserows4store:
+	// Store the tile.
+vecs2_whole_rows4_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -9940,17 +10077,20 @@ nv2mfalserows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv2mfalsetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv2mfalsetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	VMOVUPS      32(R9), Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	VMOVUPS      32(R9), Y3
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ   $0x00000002, R8
+	JZ      vecs2_whole_tail1
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y2
+	VMOVUPS 32(R9), Y3
+
+	// Tile of 2 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalserows2noscale
+	JZ           vecs2_whole_rows2_noscale
 	VBROADCASTSS (DI), Y4
 	VMULPS       Y4, Y0, Y0
 	VMULPS       Y4, Y1, Y1
@@ -9959,14 +10099,15 @@ nv2mfalsetail2:
 	VMULPS       Y4, Y3, Y3
 	ADDQ         $0x08, DI
 
-nv2mfalserows2noscale:
+vecs2_whole_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalserows2store
+	JZ    vecs2_whole_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalserows2:
+	// The key loop: a row of V, 2 broadcasts of P, 4 FMAs.
+vecs2_whole_rows2:
 	VMOVUPS      (R10), Y4
 	VMOVUPS      32(R10), Y5
 	VBROADCASTSS (R11), Y6
@@ -9978,9 +10119,10 @@ nv2mfalserows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalserows2
+	JNZ          vecs2_whole_rows2
 
-nv2mfalserows2store:
+	// Store the tile.
+vecs2_whole_rows2_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -9989,27 +10131,31 @@ nv2mfalserows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv2mfalsetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv2mfalsedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Y0
-	VMOVUPS      32(R8), Y1
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ   $0x00000001, R8
+	JZ      vecs2_whole_done
+	MOVQ    AX, R8
+	VMOVUPS (R8), Y0
+	VMOVUPS 32(R8), Y1
+
+	// Tile of 1 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalserows1noscale
+	JZ           vecs2_whole_rows1_noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y0, Y0
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x04, DI
 
-nv2mfalserows1noscale:
+vecs2_whole_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv2mfalserows1store
+	JZ    vecs2_whole_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv2mfalserows1:
+	// The key loop: a row of V, 1 broadcasts of P, 2 FMAs.
+vecs2_whole_rows1:
 	VMOVUPS      (R8), Y2
 	VMOVUPS      32(R8), Y3
 	VBROADCASTSS (R9), Y4
@@ -10018,36 +10164,41 @@ nv2mfalserows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv2mfalserows1
+	JNZ          vecs2_whole_rows1
 
-nv2mfalserows1store:
+	// Store the tile.
+vecs2_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv2mfalsedone:
+vecs2_whole_done:
 	VZEROUPPER
 	RET
 
-nv1mfalse:
-nv1mfalsegroups:
-	CMPQ         R8, $0x06
-	JLT          nv1mfalsetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y4
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y5
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ    R8, $0x06
+	JLT     vecs1_whole_tail4
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y4
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y5
+
+	// Tile of 6 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalsefullnoscale
+	JZ           vecs1_whole_rows6_noscale
 	VBROADCASTSS (DI), Y6
 	VMULPS       Y6, Y0, Y0
 	VBROADCASTSS 4(DI), Y6
@@ -10062,14 +10213,15 @@ nv1mfalsegroups:
 	VMULPS       Y6, Y5, Y5
 	ADDQ         $0x18, DI
 
-nv1mfalsefullnoscale:
+vecs1_whole_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalsefullstore
+	JZ    vecs1_whole_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalsefull:
+	// The key loop: a row of V, 6 broadcasts of P, 6 FMAs.
+vecs1_whole_rows6:
 	VMOVUPS      (R10), Y6
 	VBROADCASTSS (R11), Y7
 	VFMADD231PS  Y6, Y7, Y0
@@ -10086,9 +10238,10 @@ nv1mfalsefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalsefull
+	JNZ          vecs1_whole_rows6
 
-nv1mfalsefullstore:
+	// Store the tile.
+vecs1_whole_rows6_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -10103,21 +10256,24 @@ nv1mfalsefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv1mfalsegroups
+	JMP     vecs1_whole_groups
 
-nv1mfalsetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv1mfalsetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y3
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ   $0x00000004, R8
+	JZ      vecs1_whole_tail2
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y3
+
+	// Tile of 4 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalserows4noscale
+	JZ           vecs1_whole_rows4_noscale
 	VBROADCASTSS (DI), Y4
 	VMULPS       Y4, Y0, Y0
 	VBROADCASTSS 4(DI), Y4
@@ -10128,14 +10284,15 @@ nv1mfalsetail4:
 	VMULPS       Y4, Y3, Y3
 	ADDQ         $0x10, DI
 
-nv1mfalserows4noscale:
+vecs1_whole_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalserows4store
+	JZ    vecs1_whole_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalserows4:
+	// The key loop: a row of V, 4 broadcasts of P, 4 FMAs.
+vecs1_whole_rows4:
 	VMOVUPS      (R10), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -10148,9 +10305,10 @@ nv1mfalserows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalserows4
+	JNZ          vecs1_whole_rows4
 
-nv1mfalserows4store:
+	// Store the tile.
+vecs1_whole_rows4_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -10161,29 +10319,33 @@ nv1mfalserows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv1mfalsetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv1mfalsetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y1
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ   $0x00000002, R8
+	JZ      vecs1_whole_tail1
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	ADDQ    CX, R9
+	VMOVUPS (R9), Y1
+
+	// Tile of 2 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalserows2noscale
+	JZ           vecs1_whole_rows2_noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y0, Y0
 	VBROADCASTSS 4(DI), Y2
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x08, DI
 
-nv1mfalserows2noscale:
+vecs1_whole_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalserows2store
+	JZ    vecs1_whole_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalserows2:
+	// The key loop: a row of V, 2 broadcasts of P, 2 FMAs.
+vecs1_whole_rows2:
 	VMOVUPS      (R10), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -10192,81 +10354,91 @@ nv1mfalserows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalserows2
+	JNZ          vecs1_whole_rows2
 
-nv1mfalserows2store:
+	// Store the tile.
+vecs1_whole_rows2_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv1mfalsetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv1mfalsedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Y0
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ   $0x00000001, R8
+	JZ      vecs1_whole_done
+	MOVQ    AX, R8
+	VMOVUPS (R8), Y0
+
+	// Tile of 1 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalserows1noscale
+	JZ           vecs1_whole_rows1_noscale
 	VBROADCASTSS (DI), Y1
 	VMULPS       Y1, Y0, Y0
 	ADDQ         $0x04, DI
 
-nv1mfalserows1noscale:
+vecs1_whole_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv1mfalserows1store
+	JZ    vecs1_whole_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv1mfalserows1:
+	// The key loop: a row of V, 1 broadcasts of P, 1 FMAs.
+vecs1_whole_rows1:
 	VMOVUPS      (R8), Y1
 	VBROADCASTSS (R9), Y2
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv1mfalserows1
+	JNZ          vecs1_whole_rows1
 
-nv1mfalserows1store:
+	// Store the tile.
+vecs1_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv1mfalsedone:
+vecs1_whole_done:
 	VZEROUPPER
 	RET
 
-nv2mtrue:
-nv2mtruegroups:
-	CMPQ         R8, $0x06
-	JLT          nv2mtruetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   32(R9), Y1, Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	VMOVDQU      (R11), Y3
-	VMASKMOVPS   32(R9), Y3, Y3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y4
-	VMOVDQU      (R11), Y5
-	VMASKMOVPS   32(R9), Y5, Y5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y6
-	VMOVDQU      (R11), Y7
-	VMASKMOVPS   32(R9), Y7, Y7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y8
-	VMOVDQU      (R11), Y9
-	VMASKMOVPS   32(R9), Y9, Y9
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y10
-	VMOVDQU      (R11), Y11
-	VMASKMOVPS   32(R9), Y11, Y11
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ       R8, $0x06
+	JLT        vecs2_masked_tail4
+	MOVQ       AX, R9
+	VMOVUPS    (R9), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R9), Y1, Y1
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R9), Y3, Y3
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R9), Y5, Y5
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R9), Y7, Y7
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y8
+	VMOVDQU    (R11), Y9
+	VMASKMOVPS 32(R9), Y9, Y9
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y10
+	VMOVDQU    (R11), Y11
+	VMASKMOVPS 32(R9), Y11, Y11
+
+	// Tile of 6 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruefullnoscale
+	JZ           vecs2_masked_rows6_noscale
 	VBROADCASTSS (DI), Y12
 	VMULPS       Y12, Y0, Y0
 	VMULPS       Y12, Y1, Y1
@@ -10287,14 +10459,15 @@ nv2mtruegroups:
 	VMULPS       Y12, Y11, Y11
 	ADDQ         $0x18, DI
 
-nv2mtruefullnoscale:
+vecs2_masked_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruefullstore
+	JZ    vecs2_masked_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-nv2mtruefull:
+	// The key loop: a row of V, 6 broadcasts of P, 12 FMAs.
+vecs2_masked_rows6:
 	VMOVUPS      (R10), Y12
 	VMOVDQU      (R11), Y13
 	VMASKMOVPS   32(R10), Y13, Y13
@@ -10319,9 +10492,10 @@ nv2mtruefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R12
 	DECQ         R9
-	JNZ          nv2mtruefull
+	JNZ          vecs2_masked_rows6
 
-nv2mtruefullstore:
+	// Store the tile.
+vecs2_masked_rows6_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R11), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -10348,29 +10522,32 @@ nv2mtruefullstore:
 	ADDQ       CX, AX
 	ADDQ       $0x18, DX
 	SUBQ       $0x06, R8
-	JMP        nv2mtruegroups
+	JMP        vecs2_masked_groups
 
-nv2mtruetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv2mtruetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   32(R9), Y1, Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	VMOVDQU      (R11), Y3
-	VMASKMOVPS   32(R9), Y3, Y3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y4
-	VMOVDQU      (R11), Y5
-	VMASKMOVPS   32(R9), Y5, Y5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y6
-	VMOVDQU      (R11), Y7
-	VMASKMOVPS   32(R9), Y7, Y7
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ      $0x00000004, R8
+	JZ         vecs2_masked_tail2
+	MOVQ       AX, R9
+	VMOVUPS    (R9), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R9), Y1, Y1
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R9), Y3, Y3
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R9), Y5, Y5
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R9), Y7, Y7
+
+	// Tile of 4 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruerows4noscale
+	JZ           vecs2_masked_rows4_noscale
 	VBROADCASTSS (DI), Y8
 	VMULPS       Y8, Y0, Y0
 	VMULPS       Y8, Y1, Y1
@@ -10385,14 +10562,15 @@ nv2mtruetail4:
 	VMULPS       Y8, Y7, Y7
 	ADDQ         $0x10, DI
 
-nv2mtruerows4noscale:
+vecs2_masked_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruerows4store
+	JZ    vecs2_masked_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-nv2mtruerows4:
+	// The key loop: a row of V, 4 broadcasts of P, 8 FMAs.
+vecs2_masked_rows4:
 	VMOVUPS      (R10), Y8
 	VMOVDQU      (R11), Y9
 	VMASKMOVPS   32(R10), Y9, Y9
@@ -10411,9 +10589,10 @@ nv2mtruerows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R12
 	DECQ         R9
-	JNZ          nv2mtruerows4
+	JNZ          vecs2_masked_rows4
 
-nv2mtruerows4store:
+	// Store the tile.
+vecs2_masked_rows4_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R11), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -10432,19 +10611,22 @@ nv2mtruerows4store:
 	ADDQ       CX, AX
 	ADDQ       $0x10, DX
 
-nv2mtruetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv2mtruetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Y0
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   32(R9), Y1, Y1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Y2
-	VMOVDQU      (R11), Y3
-	VMASKMOVPS   32(R9), Y3, Y3
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ      $0x00000002, R8
+	JZ         vecs2_masked_tail1
+	MOVQ       AX, R9
+	VMOVUPS    (R9), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R9), Y1, Y1
+	ADDQ       CX, R9
+	VMOVUPS    (R9), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R9), Y3, Y3
+
+	// Tile of 2 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruerows2noscale
+	JZ           vecs2_masked_rows2_noscale
 	VBROADCASTSS (DI), Y4
 	VMULPS       Y4, Y0, Y0
 	VMULPS       Y4, Y1, Y1
@@ -10453,14 +10635,15 @@ nv2mtruetail2:
 	VMULPS       Y4, Y3, Y3
 	ADDQ         $0x08, DI
 
-nv2mtruerows2noscale:
+vecs2_masked_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruerows2store
+	JZ    vecs2_masked_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-nv2mtruerows2:
+	// The key loop: a row of V, 2 broadcasts of P, 4 FMAs.
+vecs2_masked_rows2:
 	VMOVUPS      (R10), Y4
 	VMOVDQU      (R11), Y5
 	VMASKMOVPS   32(R10), Y5, Y5
@@ -10473,9 +10656,10 @@ nv2mtruerows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R12
 	DECQ         R9
-	JNZ          nv2mtruerows2
+	JNZ          vecs2_masked_rows2
 
-nv2mtruerows2store:
+	// Store the tile.
+vecs2_masked_rows2_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R11), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -10486,28 +10670,32 @@ nv2mtruerows2store:
 	ADDQ       CX, AX
 	ADDQ       $0x08, DX
 
-nv2mtruetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv2mtruedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Y0
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   32(R8), Y1, Y1
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ      $0x00000001, R8
+	JZ         vecs2_masked_done
+	MOVQ       AX, R8
+	VMOVUPS    (R8), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R8), Y1, Y1
+
+	// Tile of 1 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruerows1noscale
+	JZ           vecs2_masked_rows1_noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y0, Y0
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x04, DI
 
-nv2mtruerows1noscale:
+vecs2_masked_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv2mtruerows1store
+	JZ    vecs2_masked_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv2mtruerows1:
+	// The key loop: a row of V, 1 broadcasts of P, 2 FMAs.
+vecs2_masked_rows1:
 	VMOVUPS      (R8), Y2
 	VMOVDQU      (R11), Y3
 	VMASKMOVPS   32(R8), Y3, Y3
@@ -10517,43 +10705,48 @@ nv2mtruerows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv2mtruerows1
+	JNZ          vecs2_masked_rows1
 
-nv2mtruerows1store:
+	// Store the tile.
+vecs2_masked_rows1_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R11), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
 	ADDQ       CX, AX
 	ADDQ       $0x04, DX
 
-nv2mtruedone:
+vecs2_masked_done:
 	VZEROUPPER
 	RET
 
-nv1mtrue:
-nv1mtruegroups:
-	CMPQ         R8, $0x06
-	JLT          nv1mtruetail4
-	MOVQ         AX, R9
-	VMOVDQU      (R11), Y0
-	VMASKMOVPS   (R9), Y0, Y0
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   (R9), Y1, Y1
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y2
-	VMASKMOVPS   (R9), Y2, Y2
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y3
-	VMASKMOVPS   (R9), Y3, Y3
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y4
-	VMASKMOVPS   (R9), Y4, Y4
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y5
-	VMASKMOVPS   (R9), Y5, Y5
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ       R8, $0x06
+	JLT        vecs1_masked_tail4
+	MOVQ       AX, R9
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R9), Y0, Y0
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R9), Y1, Y1
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R9), Y2, Y2
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R9), Y3, Y3
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS (R9), Y4, Y4
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS (R9), Y5, Y5
+
+	// Tile of 6 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruefullnoscale
+	JZ           vecs1_masked_rows6_noscale
 	VBROADCASTSS (DI), Y6
 	VMULPS       Y6, Y0, Y0
 	VBROADCASTSS 4(DI), Y6
@@ -10568,14 +10761,15 @@ nv1mtruegroups:
 	VMULPS       Y6, Y5, Y5
 	ADDQ         $0x18, DI
 
-nv1mtruefullnoscale:
+vecs1_masked_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruefullstore
+	JZ    vecs1_masked_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-nv1mtruefull:
+	// The key loop: a row of V, 6 broadcasts of P, 6 FMAs.
+vecs1_masked_rows6:
 	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (R10), Y6, Y6
 	VBROADCASTSS (R12), Y7
@@ -10593,9 +10787,10 @@ nv1mtruefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R12
 	DECQ         R9
-	JNZ          nv1mtruefull
+	JNZ          vecs1_masked_rows6
 
-nv1mtruefullstore:
+	// Store the tile.
+vecs1_masked_rows6_store:
 	VMOVDQU    (R11), Y6
 	VMASKMOVPS Y0, Y6, (AX)
 	ADDQ       CX, AX
@@ -10616,25 +10811,28 @@ nv1mtruefullstore:
 	ADDQ       CX, AX
 	ADDQ       $0x18, DX
 	SUBQ       $0x06, R8
-	JMP        nv1mtruegroups
+	JMP        vecs1_masked_groups
 
-nv1mtruetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv1mtruetail2
-	MOVQ         AX, R9
-	VMOVDQU      (R11), Y0
-	VMASKMOVPS   (R9), Y0, Y0
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   (R9), Y1, Y1
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y2
-	VMASKMOVPS   (R9), Y2, Y2
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y3
-	VMASKMOVPS   (R9), Y3, Y3
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ      $0x00000004, R8
+	JZ         vecs1_masked_tail2
+	MOVQ       AX, R9
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R9), Y0, Y0
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R9), Y1, Y1
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R9), Y2, Y2
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R9), Y3, Y3
+
+	// Tile of 4 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruerows4noscale
+	JZ           vecs1_masked_rows4_noscale
 	VBROADCASTSS (DI), Y4
 	VMULPS       Y4, Y0, Y0
 	VBROADCASTSS 4(DI), Y4
@@ -10645,14 +10843,15 @@ nv1mtruetail4:
 	VMULPS       Y4, Y3, Y3
 	ADDQ         $0x10, DI
 
-nv1mtruerows4noscale:
+vecs1_masked_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruerows4store
+	JZ    vecs1_masked_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-nv1mtruerows4:
+	// The key loop: a row of V, 4 broadcasts of P, 4 FMAs.
+vecs1_masked_rows4:
 	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (R10), Y4, Y4
 	VBROADCASTSS (R12), Y5
@@ -10666,9 +10865,10 @@ nv1mtruerows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R12
 	DECQ         R9
-	JNZ          nv1mtruerows4
+	JNZ          vecs1_masked_rows4
 
-nv1mtruerows4store:
+	// Store the tile.
+vecs1_masked_rows4_store:
 	VMOVDQU    (R11), Y4
 	VMASKMOVPS Y0, Y4, (AX)
 	ADDQ       CX, AX
@@ -10683,31 +10883,35 @@ nv1mtruerows4store:
 	ADDQ       CX, AX
 	ADDQ       $0x10, DX
 
-nv1mtruetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv1mtruetail1
-	MOVQ         AX, R9
-	VMOVDQU      (R11), Y0
-	VMASKMOVPS   (R9), Y0, Y0
-	ADDQ         CX, R9
-	VMOVDQU      (R11), Y1
-	VMASKMOVPS   (R9), Y1, Y1
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ      $0x00000002, R8
+	JZ         vecs1_masked_tail1
+	MOVQ       AX, R9
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R9), Y0, Y0
+	ADDQ       CX, R9
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R9), Y1, Y1
+
+	// Tile of 2 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruerows2noscale
+	JZ           vecs1_masked_rows2_noscale
 	VBROADCASTSS (DI), Y2
 	VMULPS       Y2, Y0, Y0
 	VBROADCASTSS 4(DI), Y2
 	VMULPS       Y2, Y1, Y1
 	ADDQ         $0x08, DI
 
-nv1mtruerows2noscale:
+vecs1_masked_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruerows2store
+	JZ    vecs1_masked_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-nv1mtruerows2:
+	// The key loop: a row of V, 2 broadcasts of P, 2 FMAs.
+vecs1_masked_rows2:
 	VMOVDQU      (R11), Y2
 	VMASKMOVPS   (R10), Y2, Y2
 	VBROADCASTSS (R12), Y3
@@ -10717,9 +10921,10 @@ nv1mtruerows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R12
 	DECQ         R9
-	JNZ          nv1mtruerows2
+	JNZ          vecs1_masked_rows2
 
-nv1mtruerows2store:
+	// Store the tile.
+vecs1_masked_rows2_store:
 	VMOVDQU    (R11), Y2
 	VMASKMOVPS Y0, Y2, (AX)
 	ADDQ       CX, AX
@@ -10728,26 +10933,30 @@ nv1mtruerows2store:
 	ADDQ       CX, AX
 	ADDQ       $0x08, DX
 
-nv1mtruetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv1mtruedone
-	MOVQ         AX, R8
-	VMOVDQU      (R11), Y0
-	VMASKMOVPS   (R8), Y0, Y0
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ      $0x00000001, R8
+	JZ         vecs1_masked_done
+	MOVQ       AX, R8
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R8), Y0, Y0
+
+	// Tile of 1 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruerows1noscale
+	JZ           vecs1_masked_rows1_noscale
 	VBROADCASTSS (DI), Y1
 	VMULPS       Y1, Y0, Y0
 	ADDQ         $0x04, DI
 
-nv1mtruerows1noscale:
+vecs1_masked_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv1mtruerows1store
+	JZ    vecs1_masked_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv1mtruerows1:
+	// The key loop: a row of V, 1 broadcasts of P, 1 FMAs.
+vecs1_masked_rows1:
 	VMOVDQU      (R11), Y1
 	VMASKMOVPS   (R8), Y1, Y1
 	VBROADCASTSS (R9), Y2
@@ -10755,15 +10964,16 @@ nv1mtruerows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv1mtruerows1
+	JNZ          vecs1_masked_rows1
 
-nv1mtruerows1store:
+	// Store the tile.
+vecs1_masked_rows1_store:
 	VMOVDQU    (R11), Y1
 	VMASKMOVPS Y0, Y1, (AX)
 	ADDQ       CX, AX
 	ADDQ       $0x04, DX
 
-nv1mtruedone:
+vecs1_masked_done:
 	VZEROUPPER
 	RET
 
@@ -10775,20 +10985,22 @@ TEXT ·SoftmaxAVX2(SB), NOSPLIT, $0-60
 	SHLQ $0x02, CX
 	MOVQ nv+48(FP), DX
 	CMPQ DX, $0x04
-	JEQ  nv4
+	JEQ  vecs4
 	CMPQ DX, $0x03
-	JEQ  nv3
+	JEQ  vecs3
 	CMPQ DX, $0x02
-	JEQ  nv2
+	JEQ  vecs2
 	CMPQ DX, $0x01
-	JEQ  nv1
+	JEQ  vecs1
 	VZEROUPPER
 	RET
 
-nv4:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs4:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 4 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Y0
 	VMOVUPS  32(DX), Y1
 	VMOVUPS  64(DX), Y2
@@ -10796,11 +11008,11 @@ nv4:
 	MOVSS    softcap+56(FP), X4
 	VXORPS   X5, X5, X5
 	VUCOMISS X5, X4
-	JA       nv4capped
+	JA       vecs4_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv4max:
+vecs4_max:
 	VMOVUPS (R8), Y4
 	VMAXPS  Y4, Y0, Y0
 	VMOVUPS 32(R8), Y4
@@ -10811,17 +11023,18 @@ nv4max:
 	VMAXPS  Y4, Y3, Y3
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv4max
-	JMP     nv4exp
+	JNZ     vecs4_max
+	JMP     vecs4_exp
 
-nv4capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs4_capped:
 	VBROADCASTSS X4, Y4
 	VMOVUPS      constsAVX2<>+352(SB), Y5
 	VDIVPS       Y4, Y5, Y5
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv4capmax:
+vecs4_capmax:
 	VMOVUPS      (R8), Y6
 	VMULPS       Y5, Y6, Y7
 	VANDPS       constsAVX2<>+704(SB), Y7, Y8
@@ -11008,9 +11221,10 @@ nv4capmax:
 	VMAXPS       Y6, Y3, Y3
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv4capmax
+	JNZ          vecs4_capmax
 
-nv4exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs4_exp:
 	VMAXPS       constsAVX2<>+384(SB), Y0, Y4
 	VMOVUPS      (DX), Y5
 	VSUBPS       Y4, Y5, Y5
@@ -11122,7 +11336,7 @@ nv4exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv4weights:
+vecs4_weights:
 	VMOVUPS      (R8), Y8
 	VSUBPS       Y4, Y8, Y8
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y8, Y9
@@ -11225,37 +11439,41 @@ nv4weights:
 	VADDPS       Y12, Y3, Y3
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv4weights
-	VMOVUPS      (BX), Y4
-	VFMADD231PS  (SI), Y4, Y0
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      32(BX), Y0
-	VFMADD231PS  32(SI), Y0, Y1
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      64(BX), Y0
-	VFMADD231PS  64(SI), Y0, Y2
-	VMOVUPS      Y2, 64(BX)
-	VMOVUPS      96(BX), Y0
-	VFMADD231PS  96(SI), Y0, Y3
-	VMOVUPS      Y3, 96(BX)
+	JNZ          vecs4_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Y4
+	VFMADD231PS (SI), Y4, Y0
+	VMOVUPS     Y0, (BX)
+	VMOVUPS     32(BX), Y0
+	VFMADD231PS 32(SI), Y0, Y1
+	VMOVUPS     Y1, 32(BX)
+	VMOVUPS     64(BX), Y0
+	VFMADD231PS 64(SI), Y0, Y2
+	VMOVUPS     Y2, 64(BX)
+	VMOVUPS     96(BX), Y0
+	VFMADD231PS 96(SI), Y0, Y3
+	VMOVUPS     Y3, 96(BX)
 	VZEROUPPER
 	RET
 
-nv3:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs3:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 3 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Y0
 	VMOVUPS  32(DX), Y1
 	VMOVUPS  64(DX), Y2
 	MOVSS    softcap+56(FP), X3
 	VXORPS   X4, X4, X4
 	VUCOMISS X4, X3
-	JA       nv3capped
+	JA       vecs3_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv3max:
+vecs3_max:
 	VMOVUPS (R8), Y3
 	VMAXPS  Y3, Y0, Y0
 	VMOVUPS 32(R8), Y3
@@ -11264,17 +11482,18 @@ nv3max:
 	VMAXPS  Y3, Y2, Y2
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv3max
-	JMP     nv3exp
+	JNZ     vecs3_max
+	JMP     vecs3_exp
 
-nv3capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs3_capped:
 	VBROADCASTSS X3, Y3
 	VMOVUPS      constsAVX2<>+352(SB), Y4
 	VDIVPS       Y3, Y4, Y4
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv3capmax:
+vecs3_capmax:
 	VMOVUPS      (R8), Y5
 	VMULPS       Y4, Y5, Y6
 	VANDPS       constsAVX2<>+704(SB), Y6, Y7
@@ -11415,9 +11634,10 @@ nv3capmax:
 	VMAXPS       Y5, Y2, Y2
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv3capmax
+	JNZ          vecs3_capmax
 
-nv3exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs3_exp:
 	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
 	VMOVUPS      (DX), Y4
 	VSUBPS       Y3, Y4, Y4
@@ -11502,7 +11722,7 @@ nv3exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv3weights:
+vecs3_weights:
 	VMOVUPS      (R8), Y6
 	VSUBPS       Y3, Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y7
@@ -11580,50 +11800,55 @@ nv3weights:
 	VADDPS       Y10, Y2, Y2
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv3weights
-	VMOVUPS      (BX), Y3
-	VFMADD231PS  (SI), Y3, Y0
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      32(BX), Y0
-	VFMADD231PS  32(SI), Y0, Y1
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      64(BX), Y0
-	VFMADD231PS  64(SI), Y0, Y2
-	VMOVUPS      Y2, 64(BX)
+	JNZ          vecs3_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Y3
+	VFMADD231PS (SI), Y3, Y0
+	VMOVUPS     Y0, (BX)
+	VMOVUPS     32(BX), Y0
+	VFMADD231PS 32(SI), Y0, Y1
+	VMOVUPS     Y1, 32(BX)
+	VMOVUPS     64(BX), Y0
+	VFMADD231PS 64(SI), Y0, Y2
+	VMOVUPS     Y2, 64(BX)
 	VZEROUPPER
 	RET
 
-nv2:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs2:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 2 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Y0
 	VMOVUPS  32(DX), Y1
 	MOVSS    softcap+56(FP), X2
 	VXORPS   X3, X3, X3
 	VUCOMISS X3, X2
-	JA       nv2capped
+	JA       vecs2_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv2max:
+vecs2_max:
 	VMOVUPS (R8), Y2
 	VMAXPS  Y2, Y0, Y0
 	VMOVUPS 32(R8), Y2
 	VMAXPS  Y2, Y1, Y1
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv2max
-	JMP     nv2exp
+	JNZ     vecs2_max
+	JMP     vecs2_exp
 
-nv2capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs2_capped:
 	VBROADCASTSS X2, Y2
 	VMOVUPS      constsAVX2<>+352(SB), Y3
 	VDIVPS       Y2, Y3, Y3
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv2capmax:
+vecs2_capmax:
 	VMOVUPS      (R8), Y4
 	VMULPS       Y3, Y4, Y5
 	VANDPS       constsAVX2<>+704(SB), Y5, Y6
@@ -11718,9 +11943,10 @@ nv2capmax:
 	VMAXPS       Y4, Y1, Y1
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv2capmax
+	JNZ          vecs2_capmax
 
-nv2exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs2_exp:
 	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
 	VMOVUPS      (DX), Y3
 	VSUBPS       Y2, Y3, Y3
@@ -11778,7 +12004,7 @@ nv2exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv2weights:
+vecs2_weights:
 	VMOVUPS      (R8), Y4
 	VSUBPS       Y2, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y5
@@ -11831,44 +12057,49 @@ nv2weights:
 	VADDPS       Y8, Y1, Y1
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv2weights
-	VMOVUPS      (BX), Y2
-	VFMADD231PS  (SI), Y2, Y0
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      32(BX), Y0
-	VFMADD231PS  32(SI), Y0, Y1
-	VMOVUPS      Y1, 32(BX)
+	JNZ          vecs2_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Y2
+	VFMADD231PS (SI), Y2, Y0
+	VMOVUPS     Y0, (BX)
+	VMOVUPS     32(BX), Y0
+	VFMADD231PS 32(SI), Y0, Y1
+	VMOVUPS     Y1, 32(BX)
 	VZEROUPPER
 	RET
 
-nv1:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs1:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 1 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Y0
 	MOVSS    softcap+56(FP), X1
 	VXORPS   X2, X2, X2
 	VUCOMISS X2, X1
-	JA       nv1capped
+	JA       vecs1_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv1max:
+vecs1_max:
 	VMOVUPS (R8), Y1
 	VMAXPS  Y1, Y0, Y0
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv1max
-	JMP     nv1exp
+	JNZ     vecs1_max
+	JMP     vecs1_exp
 
-nv1capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs1_capped:
 	VBROADCASTSS X1, Y1
 	VMOVUPS      constsAVX2<>+352(SB), Y2
 	VDIVPS       Y1, Y2, Y2
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv1capmax:
+vecs1_capmax:
 	VMOVUPS      (R8), Y3
 	VMULPS       Y2, Y3, Y4
 	VANDPS       constsAVX2<>+704(SB), Y4, Y5
@@ -11917,9 +12148,10 @@ nv1capmax:
 	VMAXPS       Y3, Y0, Y0
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv1capmax
+	JNZ          vecs1_capmax
 
-nv1exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs1_exp:
 	VMAXPS       constsAVX2<>+384(SB), Y0, Y1
 	VMOVUPS      (DX), Y2
 	VSUBPS       Y1, Y2, Y2
@@ -11950,7 +12182,7 @@ nv1exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv1weights:
+vecs1_weights:
 	VMOVUPS      (R8), Y2
 	VSUBPS       Y1, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y3
@@ -11978,10 +12210,12 @@ nv1weights:
 	VADDPS       Y6, Y0, Y0
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv1weights
-	VMOVUPS      (BX), Y1
-	VFMADD231PS  (SI), Y1, Y0
-	VMOVUPS      Y0, (BX)
+	JNZ          vecs1_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Y1
+	VFMADD231PS (SI), Y1, Y0
+	VMOVUPS     Y0, (BX)
 	VZEROUPPER
 	RET
 
@@ -11990,17 +12224,17 @@ nv1weights:
 TEXT ·ScoreBiasAVX2(SB), NOSPLIT, $0-56
 	MOVQ nv+48(FP), AX
 	CMPQ AX, $0x04
-	JEQ  nv4
+	JEQ  vecs4
 	CMPQ AX, $0x03
-	JEQ  nv3
+	JEQ  vecs3
 	CMPQ AX, $0x02
-	JEQ  nv2
+	JEQ  vecs2
 	CMPQ AX, $0x01
-	JEQ  nv1
+	JEQ  vecs1
 	VZEROUPPER
 	RET
 
-nv4:
+vecs4:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -12009,9 +12243,9 @@ nv4:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv4alibi
+	JNZ   vecs4_alibi
 
-nv4bias:
+vecs4_bias:
 	VBROADCASTSS (SI), Y0
 	VADDPS       (AX), Y0, Y1
 	VMOVUPS      Y1, (AX)
@@ -12024,11 +12258,11 @@ nv4bias:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv4bias
+	JNZ          vecs4_bias
 	VZEROUPPER
 	RET
 
-nv4alibi:
+vecs4_alibi:
 	VMOVUPS (DX), Y0
 	VMOVUPS (BX), Y1
 	VMOVUPS 32(DX), Y2
@@ -12039,9 +12273,9 @@ nv4alibi:
 	VMOVUPS 96(BX), Y7
 	VMOVUPS constsAVX2<>+352(SB), Y8
 	TESTQ   SI, SI
-	JNZ     nv4both
+	JNZ     vecs4_both
 
-nv4slopes:
+vecs4_slopes:
 	VMULPS  Y1, Y0, Y9
 	VADDPS  (AX), Y9, Y9
 	VMOVUPS Y9, (AX)
@@ -12060,11 +12294,11 @@ nv4slopes:
 	VADDPS  Y8, Y7, Y7
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv4slopes
+	JNZ     vecs4_slopes
 	VZEROUPPER
 	RET
 
-nv4both:
+vecs4_both:
 	VBROADCASTSS (SI), Y9
 	VMOVUPS      Y9, Y10
 	VFMADD231PS  Y1, Y0, Y10
@@ -12089,11 +12323,11 @@ nv4both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv4both
+	JNZ          vecs4_both
 	VZEROUPPER
 	RET
 
-nv3:
+vecs3:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -12102,9 +12336,9 @@ nv3:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv3alibi
+	JNZ   vecs3_alibi
 
-nv3bias:
+vecs3_bias:
 	VBROADCASTSS (SI), Y0
 	VADDPS       (AX), Y0, Y1
 	VMOVUPS      Y1, (AX)
@@ -12115,11 +12349,11 @@ nv3bias:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv3bias
+	JNZ          vecs3_bias
 	VZEROUPPER
 	RET
 
-nv3alibi:
+vecs3_alibi:
 	VMOVUPS (DX), Y0
 	VMOVUPS (BX), Y1
 	VMOVUPS 32(DX), Y2
@@ -12128,9 +12362,9 @@ nv3alibi:
 	VMOVUPS 64(BX), Y5
 	VMOVUPS constsAVX2<>+352(SB), Y6
 	TESTQ   SI, SI
-	JNZ     nv3both
+	JNZ     vecs3_both
 
-nv3slopes:
+vecs3_slopes:
 	VMULPS  Y1, Y0, Y7
 	VADDPS  (AX), Y7, Y7
 	VMOVUPS Y7, (AX)
@@ -12145,11 +12379,11 @@ nv3slopes:
 	VADDPS  Y6, Y5, Y5
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv3slopes
+	JNZ     vecs3_slopes
 	VZEROUPPER
 	RET
 
-nv3both:
+vecs3_both:
 	VBROADCASTSS (SI), Y7
 	VMOVUPS      Y7, Y8
 	VFMADD231PS  Y1, Y0, Y8
@@ -12169,11 +12403,11 @@ nv3both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv3both
+	JNZ          vecs3_both
 	VZEROUPPER
 	RET
 
-nv2:
+vecs2:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -12182,9 +12416,9 @@ nv2:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv2alibi
+	JNZ   vecs2_alibi
 
-nv2bias:
+vecs2_bias:
 	VBROADCASTSS (SI), Y0
 	VADDPS       (AX), Y0, Y1
 	VMOVUPS      Y1, (AX)
@@ -12193,20 +12427,20 @@ nv2bias:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv2bias
+	JNZ          vecs2_bias
 	VZEROUPPER
 	RET
 
-nv2alibi:
+vecs2_alibi:
 	VMOVUPS (DX), Y0
 	VMOVUPS (BX), Y1
 	VMOVUPS 32(DX), Y2
 	VMOVUPS 32(BX), Y3
 	VMOVUPS constsAVX2<>+352(SB), Y4
 	TESTQ   SI, SI
-	JNZ     nv2both
+	JNZ     vecs2_both
 
-nv2slopes:
+vecs2_slopes:
 	VMULPS  Y1, Y0, Y5
 	VADDPS  (AX), Y5, Y5
 	VMOVUPS Y5, (AX)
@@ -12217,11 +12451,11 @@ nv2slopes:
 	VADDPS  Y4, Y3, Y3
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv2slopes
+	JNZ     vecs2_slopes
 	VZEROUPPER
 	RET
 
-nv2both:
+vecs2_both:
 	VBROADCASTSS (SI), Y5
 	VMOVUPS      Y5, Y6
 	VFMADD231PS  Y1, Y0, Y6
@@ -12236,11 +12470,11 @@ nv2both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv2both
+	JNZ          vecs2_both
 	VZEROUPPER
 	RET
 
-nv1:
+vecs1:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -12249,38 +12483,38 @@ nv1:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv1alibi
+	JNZ   vecs1_alibi
 
-nv1bias:
+vecs1_bias:
 	VBROADCASTSS (SI), Y0
 	VADDPS       (AX), Y0, Y0
 	VMOVUPS      Y0, (AX)
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv1bias
+	JNZ          vecs1_bias
 	VZEROUPPER
 	RET
 
-nv1alibi:
+vecs1_alibi:
 	VMOVUPS (DX), Y0
 	VMOVUPS (BX), Y1
 	VMOVUPS constsAVX2<>+352(SB), Y2
 	TESTQ   SI, SI
-	JNZ     nv1both
+	JNZ     vecs1_both
 
-nv1slopes:
+vecs1_slopes:
 	VMULPS  Y1, Y0, Y3
 	VADDPS  (AX), Y3, Y3
 	VMOVUPS Y3, (AX)
 	VADDPS  Y2, Y1, Y1
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv1slopes
+	JNZ     vecs1_slopes
 	VZEROUPPER
 	RET
 
-nv1both:
+vecs1_both:
 	VBROADCASTSS (SI), Y3
 	VMOVUPS      Y3, Y3
 	VFMADD231PS  Y1, Y0, Y3
@@ -12290,7 +12524,7 @@ nv1both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv1both
+	JNZ          vecs1_both
 	VZEROUPPER
 	RET
 

@@ -525,36 +525,40 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
-	JNE   masked
+	JNE   tail_masked
 	CMPQ  R12, $0x04
-	JEQ   nv4mfalse
+	JEQ   vecs4_whole
 	CMPQ  R12, $0x03
-	JEQ   nv3mfalse
+	JEQ   vecs3_whole
 	CMPQ  R12, $0x02
-	JEQ   nv2mfalse
+	JEQ   vecs2_whole
 	CMPQ  R12, $0x01
-	JEQ   nv1mfalse
+	JEQ   vecs1_whole
 	VZEROUPPER
 	RET
 
-masked:
+tail_masked:
 	CMPQ R12, $0x04
-	JEQ  nv4mtrue
+	JEQ  vecs4_masked
 	CMPQ R12, $0x03
-	JEQ  nv3mtrue
+	JEQ  vecs3_masked
 	CMPQ R12, $0x02
-	JEQ  nv2mtrue
+	JEQ  vecs2_masked
 	CMPQ R12, $0x01
-	JEQ  nv1mtrue
+	JEQ  vecs1_masked
 	VZEROUPPER
 	RET
 
-nv4mfalse:
-nv4mfalsegroups:
-	CMPQ    R10, $0x06
-	JLT     nv4mfalsetail4
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ R10, $0x06
+	JLT  vecs4_whole_tail4
+
+	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mfalsefullload
+	JNZ     vecs4_whole_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -579,9 +583,9 @@ nv4mfalsegroups:
 	VMOVUPS constsAVX512<>+1536(SB), Z21
 	VMOVUPS constsAVX512<>+1536(SB), Z22
 	VMOVUPS constsAVX512<>+1536(SB), Z23
-	JMP     nv4mfalsefullstart
+	JMP     vecs4_whole_rows6_start
 
-nv4mfalsefullload:
+vecs4_whole_rows6_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Z0
 	VMOVUPS 64(R11), Z1
@@ -613,12 +617,13 @@ nv4mfalsefullload:
 	VMOVUPS 128(R11), Z22
 	VMOVUPS 192(R11), Z23
 
-nv4mfalsefullstart:
+vecs4_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv4mfalsefull:
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_whole_rows6:
 	VMOVUPS      (R11), Z24
 	VMOVUPS      64(R11), Z25
 	VMOVUPS      128(R11), Z26
@@ -656,46 +661,51 @@ nv4mfalsefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv4mfalsefull
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	VMOVUPS      Z6, 128(AX)
-	VMOVUPS      Z7, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS      Z10, 128(AX)
-	VMOVUPS      Z11, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      Z13, 64(AX)
-	VMOVUPS      Z14, 128(AX)
-	VMOVUPS      Z15, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z16, (AX)
-	VMOVUPS      Z17, 64(AX)
-	VMOVUPS      Z18, 128(AX)
-	VMOVUPS      Z19, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      Z21, 64(AX)
-	VMOVUPS      Z22, 128(AX)
-	VMOVUPS      Z23, 192(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv4mfalsegroups
+	JNZ          vecs4_whole_rows6
 
-nv4mfalsetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv4mfalsetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs4_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs4_whole_tail2
+
+	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mfalserows4load
+	JNZ     vecs4_whole_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -712,9 +722,9 @@ nv4mfalsetail4:
 	VMOVUPS constsAVX512<>+1536(SB), Z13
 	VMOVUPS constsAVX512<>+1536(SB), Z14
 	VMOVUPS constsAVX512<>+1536(SB), Z15
-	JMP     nv4mfalserows4start
+	JMP     vecs4_whole_rows4_start
 
-nv4mfalserows4load:
+vecs4_whole_rows4_load:
 	MOVQ    AX, DI
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
@@ -736,12 +746,13 @@ nv4mfalserows4load:
 	VMOVUPS 128(DI), Z14
 	VMOVUPS 192(DI), Z15
 
-nv4mfalserows4start:
+vecs4_whole_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv4mfalserows4:
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_whole_rows4:
 	VMOVUPS      (DI), Z16
 	VMOVUPS      64(DI), Z17
 	VMOVUPS      128(DI), Z18
@@ -769,34 +780,39 @@ nv4mfalserows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv4mfalserows4
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	VMOVUPS      Z6, 128(AX)
-	VMOVUPS      Z7, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS      Z10, 128(AX)
-	VMOVUPS      Z11, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      Z13, 64(AX)
-	VMOVUPS      Z14, 128(AX)
-	VMOVUPS      Z15, 192(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs4_whole_rows4
 
-nv4mfalsetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv4mfalsetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs4_whole_tail1
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mfalserows2load
+	JNZ     vecs4_whole_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -805,9 +821,9 @@ nv4mfalsetail2:
 	VMOVUPS constsAVX512<>+1536(SB), Z5
 	VMOVUPS constsAVX512<>+1536(SB), Z6
 	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     nv4mfalserows2start
+	JMP     vecs4_whole_rows2_start
 
-nv4mfalserows2load:
+vecs4_whole_rows2_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
@@ -819,12 +835,13 @@ nv4mfalserows2load:
 	VMOVUPS 128(SI), Z6
 	VMOVUPS 192(SI), Z7
 
-nv4mfalserows2start:
+vecs4_whole_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv4mfalserows2:
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_whole_rows2:
 	VMOVUPS      (SI), Z8
 	VMOVUPS      64(SI), Z9
 	VMOVUPS      128(SI), Z10
@@ -842,43 +859,49 @@ nv4mfalserows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv4mfalserows2
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	VMOVUPS      Z6, 128(AX)
-	VMOVUPS      Z7, 192(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs4_whole_rows2
 
-nv4mfalsetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv4mfalsedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs4_whole_done
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mfalserows1load
+	JNZ     vecs4_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     nv4mfalserows1start
+	JMP     vecs4_whole_rows1_start
 
-nv4mfalserows1load:
+vecs4_whole_rows1_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
 	VMOVUPS 128(SI), Z2
 	VMOVUPS 192(SI), Z3
 
-nv4mfalserows1start:
+vecs4_whole_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv4mfalserows1:
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_whole_rows1:
 	VMOVUPS      (SI), Z4
 	VMOVUPS      64(SI), Z5
 	VMOVUPS      128(SI), Z6
@@ -891,24 +914,30 @@ nv4mfalserows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv4mfalserows1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, 192(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs4_whole_rows1
 
-nv4mfalsedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
 	VZEROUPPER
 	RET
 
-nv3mfalse:
-nv3mfalsegroups:
-	CMPQ    R10, $0x06
-	JLT     nv3mfalsetail4
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ R10, $0x06
+	JLT  vecs3_whole_tail4
+
+	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mfalsefullload
+	JNZ     vecs3_whole_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -927,9 +956,9 @@ nv3mfalsegroups:
 	VMOVUPS constsAVX512<>+1536(SB), Z15
 	VMOVUPS constsAVX512<>+1536(SB), Z16
 	VMOVUPS constsAVX512<>+1536(SB), Z17
-	JMP     nv3mfalsefullstart
+	JMP     vecs3_whole_rows6_start
 
-nv3mfalsefullload:
+vecs3_whole_rows6_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Z0
 	VMOVUPS 64(R11), Z1
@@ -955,12 +984,13 @@ nv3mfalsefullload:
 	VMOVUPS 64(R11), Z16
 	VMOVUPS 128(R11), Z17
 
-nv3mfalsefullstart:
+vecs3_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv3mfalsefull:
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_whole_rows6:
 	VMOVUPS      (R11), Z18
 	VMOVUPS      64(R11), Z19
 	VMOVUPS      128(R11), Z20
@@ -991,40 +1021,45 @@ nv3mfalsefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv3mfalsefull
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      Z5, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, 64(AX)
-	VMOVUPS      Z8, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      Z10, 64(AX)
-	VMOVUPS      Z11, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      Z13, 64(AX)
-	VMOVUPS      Z14, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      Z16, 64(AX)
-	VMOVUPS      Z17, 128(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv3mfalsegroups
+	JNZ          vecs3_whole_rows6
 
-nv3mfalsetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv3mfalsetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs3_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs3_whole_tail2
+
+	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mfalserows4load
+	JNZ     vecs3_whole_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -1037,9 +1072,9 @@ nv3mfalsetail4:
 	VMOVUPS constsAVX512<>+1536(SB), Z9
 	VMOVUPS constsAVX512<>+1536(SB), Z10
 	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     nv3mfalserows4start
+	JMP     vecs3_whole_rows4_start
 
-nv3mfalserows4load:
+vecs3_whole_rows4_load:
 	MOVQ    AX, DI
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
@@ -1057,12 +1092,13 @@ nv3mfalserows4load:
 	VMOVUPS 64(DI), Z10
 	VMOVUPS 128(DI), Z11
 
-nv3mfalserows4start:
+vecs3_whole_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv3mfalserows4:
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_whole_rows4:
 	VMOVUPS      (DI), Z12
 	VMOVUPS      64(DI), Z13
 	VMOVUPS      128(DI), Z14
@@ -1085,39 +1121,44 @@ nv3mfalserows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv3mfalserows4
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      Z5, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, 64(AX)
-	VMOVUPS      Z8, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      Z10, 64(AX)
-	VMOVUPS      Z11, 128(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs3_whole_rows4
 
-nv3mfalsetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv3mfalsetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs3_whole_tail1
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mfalserows2load
+	JNZ     vecs3_whole_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
 	VMOVUPS constsAVX512<>+1536(SB), Z4
 	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     nv3mfalserows2start
+	JMP     vecs3_whole_rows2_start
 
-nv3mfalserows2load:
+vecs3_whole_rows2_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
@@ -1127,12 +1168,13 @@ nv3mfalserows2load:
 	VMOVUPS 64(SI), Z4
 	VMOVUPS 128(SI), Z5
 
-nv3mfalserows2start:
+vecs3_whole_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv3mfalserows2:
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_whole_rows2:
 	VMOVUPS      (SI), Z6
 	VMOVUPS      64(SI), Z7
 	VMOVUPS      128(SI), Z8
@@ -1147,39 +1189,45 @@ nv3mfalserows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv3mfalserows2
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      Z5, 128(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs3_whole_rows2
 
-nv3mfalsetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv3mfalsedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs3_whole_done
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mfalserows1load
+	JNZ     vecs3_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     nv3mfalserows1start
+	JMP     vecs3_whole_rows1_start
 
-nv3mfalserows1load:
+vecs3_whole_rows1_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
 	VMOVUPS 128(SI), Z2
 
-nv3mfalserows1start:
+vecs3_whole_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv3mfalserows1:
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_whole_rows1:
 	VMOVUPS      (SI), Z3
 	VMOVUPS      64(SI), Z4
 	VMOVUPS      128(SI), Z5
@@ -1190,23 +1238,29 @@ nv3mfalserows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv3mfalserows1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs3_whole_rows1
 
-nv3mfalsedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
 	VZEROUPPER
 	RET
 
-nv2mfalse:
-nv2mfalsegroups:
-	CMPQ    R10, $0x06
-	JLT     nv2mfalsetail4
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R10, $0x06
+	JLT  vecs2_whole_tail4
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalsefullload
+	JNZ     vecs2_whole_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -1219,9 +1273,9 @@ nv2mfalsegroups:
 	VMOVUPS constsAVX512<>+1536(SB), Z9
 	VMOVUPS constsAVX512<>+1536(SB), Z10
 	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     nv2mfalsefullstart
+	JMP     vecs2_whole_rows6_start
 
-nv2mfalsefullload:
+vecs2_whole_rows6_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Z0
 	VMOVUPS 64(R11), Z1
@@ -1241,12 +1295,13 @@ nv2mfalsefullload:
 	VMOVUPS (R11), Z10
 	VMOVUPS 64(R11), Z11
 
-nv2mfalsefullstart:
+vecs2_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv2mfalsefull:
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
 	VMOVUPS      (R11), Z12
 	VMOVUPS      64(R11), Z13
 	VBROADCASTSS (R12), Z14
@@ -1270,34 +1325,39 @@ nv2mfalsefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv2mfalsefull
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	VMOVUPS      Z3, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      Z9, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z10, (AX)
-	VMOVUPS      Z11, 64(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv2mfalsegroups
+	JNZ          vecs2_whole_rows6
 
-nv2mfalsetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv2mfalsetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs2_whole_tail2
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalserows4load
+	JNZ     vecs2_whole_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -1306,9 +1366,9 @@ nv2mfalsetail4:
 	VMOVUPS constsAVX512<>+1536(SB), Z5
 	VMOVUPS constsAVX512<>+1536(SB), Z6
 	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     nv2mfalserows4start
+	JMP     vecs2_whole_rows4_start
 
-nv2mfalserows4load:
+vecs2_whole_rows4_load:
 	MOVQ    AX, DI
 	VMOVUPS (DI), Z0
 	VMOVUPS 64(DI), Z1
@@ -1322,12 +1382,13 @@ nv2mfalserows4load:
 	VMOVUPS (DI), Z6
 	VMOVUPS 64(DI), Z7
 
-nv2mfalserows4start:
+vecs2_whole_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv2mfalserows4:
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
 	VMOVUPS      (DI), Z8
 	VMOVUPS      64(DI), Z9
 	VBROADCASTSS (R11), Z10
@@ -1345,33 +1406,38 @@ nv2mfalserows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv2mfalserows4
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	VMOVUPS      Z3, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, 64(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs2_whole_rows4
 
-nv2mfalsetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv2mfalsetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs2_whole_tail1
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalserows2load
+	JNZ     vecs2_whole_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     nv2mfalserows2start
+	JMP     vecs2_whole_rows2_start
 
-nv2mfalserows2load:
+vecs2_whole_rows2_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
@@ -1379,12 +1445,13 @@ nv2mfalserows2load:
 	VMOVUPS (SI), Z2
 	VMOVUPS 64(SI), Z3
 
-nv2mfalserows2start:
+vecs2_whole_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv2mfalserows2:
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
 	VMOVUPS      (SI), Z4
 	VMOVUPS      64(SI), Z5
 	VBROADCASTSS (DI), Z6
@@ -1396,35 +1463,41 @@ nv2mfalserows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv2mfalserows2
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	VMOVUPS      Z3, 64(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs2_whole_rows2
 
-nv2mfalsetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv2mfalsedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs2_whole_done
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mfalserows1load
+	JNZ     vecs2_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     nv2mfalserows1start
+	JMP     vecs2_whole_rows1_start
 
-nv2mfalserows1load:
+vecs2_whole_rows1_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
 
-nv2mfalserows1start:
+vecs2_whole_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv2mfalserows1:
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
 	VMOVUPS      (SI), Z2
 	VMOVUPS      64(SI), Z3
 	VBROADCASTSS (DI), Z4
@@ -1433,31 +1506,37 @@ nv2mfalserows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv2mfalserows1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs2_whole_rows1
 
-nv2mfalsedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
 	VZEROUPPER
 	RET
 
-nv1mfalse:
-nv1mfalsegroups:
-	CMPQ    R10, $0x06
-	JLT     nv1mfalsetail4
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R10, $0x06
+	JLT  vecs1_whole_tail4
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalsefullload
+	JNZ     vecs1_whole_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
 	VMOVUPS constsAVX512<>+1536(SB), Z4
 	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     nv1mfalsefullstart
+	JMP     vecs1_whole_rows6_start
 
-nv1mfalsefullload:
+vecs1_whole_rows6_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Z0
 	ADDQ    CX, R11
@@ -1471,12 +1550,13 @@ nv1mfalsefullload:
 	ADDQ    CX, R11
 	VMOVUPS (R11), Z5
 
-nv1mfalsefullstart:
+vecs1_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv1mfalsefull:
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
 	VMOVUPS      (R11), Z6
 	VBROADCASTSS (R12), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -1493,35 +1573,40 @@ nv1mfalsefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv1mfalsefull
-	VMOVUPS      Z0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z5, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv1mfalsegroups
+	JNZ          vecs1_whole_rows6
 
-nv1mfalsetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv1mfalsetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs1_whole_tail2
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalserows4load
+	JNZ     vecs1_whole_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     nv1mfalserows4start
+	JMP     vecs1_whole_rows4_start
 
-nv1mfalserows4load:
+vecs1_whole_rows4_load:
 	MOVQ    AX, DI
 	VMOVUPS (DI), Z0
 	ADDQ    CX, DI
@@ -1531,12 +1616,13 @@ nv1mfalserows4load:
 	ADDQ    CX, DI
 	VMOVUPS (DI), Z3
 
-nv1mfalserows4start:
+vecs1_whole_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv1mfalserows4:
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
 	VMOVUPS      (DI), Z4
 	VBROADCASTSS (R11), Z5
 	VFMADD231PS  Z4, Z5, Z0
@@ -1549,38 +1635,44 @@ nv1mfalserows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv1mfalserows4
-	VMOVUPS      Z0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs1_whole_rows4
 
-nv1mfalsetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv1mfalsetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs1_whole_tail1
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalserows2load
+	JNZ     vecs1_whole_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     nv1mfalserows2start
+	JMP     vecs1_whole_rows2_start
 
-nv1mfalserows2load:
+vecs1_whole_rows2_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 	ADDQ    CX, SI
 	VMOVUPS (SI), Z1
 
-nv1mfalserows2start:
+vecs1_whole_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv1mfalserows2:
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
 	VMOVUPS      (SI), Z2
 	VBROADCASTSS (DI), Z3
 	VFMADD231PS  Z2, Z3, Z0
@@ -1589,52 +1681,64 @@ nv1mfalserows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv1mfalserows2
-	VMOVUPS      Z0, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z1, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs1_whole_rows2
 
-nv1mfalsetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv1mfalsedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs1_whole_done
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mfalserows1load
+	JNZ     vecs1_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     nv1mfalserows1start
+	JMP     vecs1_whole_rows1_start
 
-nv1mfalserows1load:
+vecs1_whole_rows1_load:
 	MOVQ    AX, SI
 	VMOVUPS (SI), Z0
 
-nv1mfalserows1start:
+vecs1_whole_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv1mfalserows1:
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
 	VMOVUPS      (SI), Z1
 	VBROADCASTSS (DI), Z2
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv1mfalserows1
-	VMOVUPS      Z0, (AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs1_whole_rows1
 
-nv1mfalsedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
 	VZEROUPPER
 	RET
 
-nv4mtrue:
-nv4mtruegroups:
-	CMPQ    R10, $0x06
-	JLT     nv4mtruetail4
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ R10, $0x06
+	JLT  vecs4_masked_tail4
+
+	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mtruefullload
+	JNZ     vecs4_masked_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -1659,9 +1763,9 @@ nv4mtruegroups:
 	VMOVUPS constsAVX512<>+1536(SB), Z21
 	VMOVUPS constsAVX512<>+1536(SB), Z22
 	VMOVUPS constsAVX512<>+1536(SB), Z23
-	JMP     nv4mtruefullstart
+	JMP     vecs4_masked_rows6_start
 
-nv4mtruefullload:
+vecs4_masked_rows6_load:
 	MOVQ      AX, R11
 	VMOVUPS   (R11), Z0
 	VMOVUPS   64(R11), Z1
@@ -1693,12 +1797,13 @@ nv4mtruefullload:
 	VMOVUPS   128(R11), Z22
 	VMOVUPS.Z 192(R11), K1, Z23
 
-nv4mtruefullstart:
+vecs4_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv4mtruefull:
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_masked_rows6:
 	VMOVUPS      (R11), Z24
 	VMOVUPS      64(R11), Z25
 	VMOVUPS      128(R11), Z26
@@ -1736,46 +1841,51 @@ nv4mtruefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv4mtruefull
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	VMOVUPS      Z6, 128(AX)
-	VMOVUPS      Z7, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS      Z10, 128(AX)
-	VMOVUPS      Z11, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      Z13, 64(AX)
-	VMOVUPS      Z14, 128(AX)
-	VMOVUPS      Z15, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z16, (AX)
-	VMOVUPS      Z17, 64(AX)
-	VMOVUPS      Z18, 128(AX)
-	VMOVUPS      Z19, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      Z21, 64(AX)
-	VMOVUPS      Z22, 128(AX)
-	VMOVUPS      Z23, K1, 192(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv4mtruegroups
+	JNZ          vecs4_masked_rows6
 
-nv4mtruetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv4mtruetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs4_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs4_masked_tail2
+
+	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mtruerows4load
+	JNZ     vecs4_masked_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -1792,9 +1902,9 @@ nv4mtruetail4:
 	VMOVUPS constsAVX512<>+1536(SB), Z13
 	VMOVUPS constsAVX512<>+1536(SB), Z14
 	VMOVUPS constsAVX512<>+1536(SB), Z15
-	JMP     nv4mtruerows4start
+	JMP     vecs4_masked_rows4_start
 
-nv4mtruerows4load:
+vecs4_masked_rows4_load:
 	MOVQ      AX, DI
 	VMOVUPS   (DI), Z0
 	VMOVUPS   64(DI), Z1
@@ -1816,12 +1926,13 @@ nv4mtruerows4load:
 	VMOVUPS   128(DI), Z14
 	VMOVUPS.Z 192(DI), K1, Z15
 
-nv4mtruerows4start:
+vecs4_masked_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv4mtruerows4:
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_masked_rows4:
 	VMOVUPS      (DI), Z16
 	VMOVUPS      64(DI), Z17
 	VMOVUPS      128(DI), Z18
@@ -1849,34 +1960,39 @@ nv4mtruerows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv4mtruerows4
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	VMOVUPS      Z6, 128(AX)
-	VMOVUPS      Z7, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS      Z10, 128(AX)
-	VMOVUPS      Z11, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      Z13, 64(AX)
-	VMOVUPS      Z14, 128(AX)
-	VMOVUPS      Z15, K1, 192(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs4_masked_rows4
 
-nv4mtruetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv4mtruetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs4_masked_tail1
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mtruerows2load
+	JNZ     vecs4_masked_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -1885,9 +2001,9 @@ nv4mtruetail2:
 	VMOVUPS constsAVX512<>+1536(SB), Z5
 	VMOVUPS constsAVX512<>+1536(SB), Z6
 	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     nv4mtruerows2start
+	JMP     vecs4_masked_rows2_start
 
-nv4mtruerows2load:
+vecs4_masked_rows2_load:
 	MOVQ      AX, SI
 	VMOVUPS   (SI), Z0
 	VMOVUPS   64(SI), Z1
@@ -1899,12 +2015,13 @@ nv4mtruerows2load:
 	VMOVUPS   128(SI), Z6
 	VMOVUPS.Z 192(SI), K1, Z7
 
-nv4mtruerows2start:
+vecs4_masked_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv4mtruerows2:
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_masked_rows2:
 	VMOVUPS      (SI), Z8
 	VMOVUPS      64(SI), Z9
 	VMOVUPS      128(SI), Z10
@@ -1922,43 +2039,49 @@ nv4mtruerows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv4mtruerows2
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, 64(AX)
-	VMOVUPS      Z6, 128(AX)
-	VMOVUPS      Z7, K1, 192(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs4_masked_rows2
 
-nv4mtruetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv4mtruedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs4_masked_done
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv4mtruerows1load
+	JNZ     vecs4_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     nv4mtruerows1start
+	JMP     vecs4_masked_rows1_start
 
-nv4mtruerows1load:
+vecs4_masked_rows1_load:
 	MOVQ      AX, SI
 	VMOVUPS   (SI), Z0
 	VMOVUPS   64(SI), Z1
 	VMOVUPS   128(SI), Z2
 	VMOVUPS.Z 192(SI), K1, Z3
 
-nv4mtruerows1start:
+vecs4_masked_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv4mtruerows1:
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_masked_rows1:
 	VMOVUPS      (SI), Z4
 	VMOVUPS      64(SI), Z5
 	VMOVUPS      128(SI), Z6
@@ -1971,24 +2094,30 @@ nv4mtruerows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv4mtruerows1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, 128(AX)
-	VMOVUPS      Z3, K1, 192(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs4_masked_rows1
 
-nv4mtruedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
 	VZEROUPPER
 	RET
 
-nv3mtrue:
-nv3mtruegroups:
-	CMPQ    R10, $0x06
-	JLT     nv3mtruetail4
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ R10, $0x06
+	JLT  vecs3_masked_tail4
+
+	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mtruefullload
+	JNZ     vecs3_masked_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -2007,9 +2136,9 @@ nv3mtruegroups:
 	VMOVUPS constsAVX512<>+1536(SB), Z15
 	VMOVUPS constsAVX512<>+1536(SB), Z16
 	VMOVUPS constsAVX512<>+1536(SB), Z17
-	JMP     nv3mtruefullstart
+	JMP     vecs3_masked_rows6_start
 
-nv3mtruefullload:
+vecs3_masked_rows6_load:
 	MOVQ      AX, R11
 	VMOVUPS   (R11), Z0
 	VMOVUPS   64(R11), Z1
@@ -2035,12 +2164,13 @@ nv3mtruefullload:
 	VMOVUPS   64(R11), Z16
 	VMOVUPS.Z 128(R11), K1, Z17
 
-nv3mtruefullstart:
+vecs3_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv3mtruefull:
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_masked_rows6:
 	VMOVUPS      (R11), Z18
 	VMOVUPS      64(R11), Z19
 	VMOVUPS.Z    128(R11), K1, Z20
@@ -2071,40 +2201,45 @@ nv3mtruefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv3mtruefull
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      Z5, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, 64(AX)
-	VMOVUPS      Z8, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      Z10, 64(AX)
-	VMOVUPS      Z11, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      Z13, 64(AX)
-	VMOVUPS      Z14, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      Z16, 64(AX)
-	VMOVUPS      Z17, K1, 128(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv3mtruegroups
+	JNZ          vecs3_masked_rows6
 
-nv3mtruetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv3mtruetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs3_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs3_masked_tail2
+
+	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mtruerows4load
+	JNZ     vecs3_masked_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -2117,9 +2252,9 @@ nv3mtruetail4:
 	VMOVUPS constsAVX512<>+1536(SB), Z9
 	VMOVUPS constsAVX512<>+1536(SB), Z10
 	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     nv3mtruerows4start
+	JMP     vecs3_masked_rows4_start
 
-nv3mtruerows4load:
+vecs3_masked_rows4_load:
 	MOVQ      AX, DI
 	VMOVUPS   (DI), Z0
 	VMOVUPS   64(DI), Z1
@@ -2137,12 +2272,13 @@ nv3mtruerows4load:
 	VMOVUPS   64(DI), Z10
 	VMOVUPS.Z 128(DI), K1, Z11
 
-nv3mtruerows4start:
+vecs3_masked_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv3mtruerows4:
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_masked_rows4:
 	VMOVUPS      (DI), Z12
 	VMOVUPS      64(DI), Z13
 	VMOVUPS.Z    128(DI), K1, Z14
@@ -2165,39 +2301,44 @@ nv3mtruerows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv3mtruerows4
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      Z5, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, 64(AX)
-	VMOVUPS      Z8, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      Z10, 64(AX)
-	VMOVUPS      Z11, K1, 128(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs3_masked_rows4
 
-nv3mtruetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv3mtruetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs3_masked_tail1
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mtruerows2load
+	JNZ     vecs3_masked_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
 	VMOVUPS constsAVX512<>+1536(SB), Z4
 	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     nv3mtruerows2start
+	JMP     vecs3_masked_rows2_start
 
-nv3mtruerows2load:
+vecs3_masked_rows2_load:
 	MOVQ      AX, SI
 	VMOVUPS   (SI), Z0
 	VMOVUPS   64(SI), Z1
@@ -2207,12 +2348,13 @@ nv3mtruerows2load:
 	VMOVUPS   64(SI), Z4
 	VMOVUPS.Z 128(SI), K1, Z5
 
-nv3mtruerows2start:
+vecs3_masked_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv3mtruerows2:
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_masked_rows2:
 	VMOVUPS      (SI), Z6
 	VMOVUPS      64(SI), Z7
 	VMOVUPS.Z    128(SI), K1, Z8
@@ -2227,39 +2369,45 @@ nv3mtruerows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv3mtruerows2
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      Z5, K1, 128(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs3_masked_rows2
 
-nv3mtruetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv3mtruedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs3_masked_done
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv3mtruerows1load
+	JNZ     vecs3_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     nv3mtruerows1start
+	JMP     vecs3_masked_rows1_start
 
-nv3mtruerows1load:
+vecs3_masked_rows1_load:
 	MOVQ      AX, SI
 	VMOVUPS   (SI), Z0
 	VMOVUPS   64(SI), Z1
 	VMOVUPS.Z 128(SI), K1, Z2
 
-nv3mtruerows1start:
+vecs3_masked_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv3mtruerows1:
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_masked_rows1:
 	VMOVUPS      (SI), Z3
 	VMOVUPS      64(SI), Z4
 	VMOVUPS.Z    128(SI), K1, Z5
@@ -2270,23 +2418,29 @@ nv3mtruerows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv3mtruerows1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      Z2, K1, 128(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs3_masked_rows1
 
-nv3mtruedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
 	VZEROUPPER
 	RET
 
-nv2mtrue:
-nv2mtruegroups:
-	CMPQ    R10, $0x06
-	JLT     nv2mtruetail4
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R10, $0x06
+	JLT  vecs2_masked_tail4
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruefullload
+	JNZ     vecs2_masked_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -2299,9 +2453,9 @@ nv2mtruegroups:
 	VMOVUPS constsAVX512<>+1536(SB), Z9
 	VMOVUPS constsAVX512<>+1536(SB), Z10
 	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     nv2mtruefullstart
+	JMP     vecs2_masked_rows6_start
 
-nv2mtruefullload:
+vecs2_masked_rows6_load:
 	MOVQ      AX, R11
 	VMOVUPS   (R11), Z0
 	VMOVUPS.Z 64(R11), K1, Z1
@@ -2321,12 +2475,13 @@ nv2mtruefullload:
 	VMOVUPS   (R11), Z10
 	VMOVUPS.Z 64(R11), K1, Z11
 
-nv2mtruefullstart:
+vecs2_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv2mtruefull:
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
 	VMOVUPS      (R11), Z12
 	VMOVUPS.Z    64(R11), K1, Z13
 	VBROADCASTSS (R12), Z14
@@ -2350,34 +2505,39 @@ nv2mtruefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv2mtruefull
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	VMOVUPS      Z3, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      Z9, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z10, (AX)
-	VMOVUPS      Z11, K1, 64(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv2mtruegroups
+	JNZ          vecs2_masked_rows6
 
-nv2mtruetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv2mtruetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs2_masked_tail2
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruerows4load
+	JNZ     vecs2_masked_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -2386,9 +2546,9 @@ nv2mtruetail4:
 	VMOVUPS constsAVX512<>+1536(SB), Z5
 	VMOVUPS constsAVX512<>+1536(SB), Z6
 	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     nv2mtruerows4start
+	JMP     vecs2_masked_rows4_start
 
-nv2mtruerows4load:
+vecs2_masked_rows4_load:
 	MOVQ      AX, DI
 	VMOVUPS   (DI), Z0
 	VMOVUPS.Z 64(DI), K1, Z1
@@ -2402,12 +2562,13 @@ nv2mtruerows4load:
 	VMOVUPS   (DI), Z6
 	VMOVUPS.Z 64(DI), K1, Z7
 
-nv2mtruerows4start:
+vecs2_masked_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv2mtruerows4:
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
 	VMOVUPS      (DI), Z8
 	VMOVUPS.Z    64(DI), K1, Z9
 	VBROADCASTSS (R11), Z10
@@ -2425,33 +2586,38 @@ nv2mtruerows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv2mtruerows4
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	VMOVUPS      Z3, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      Z5, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      Z7, K1, 64(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs2_masked_rows4
 
-nv2mtruetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv2mtruetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs2_masked_tail1
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruerows2load
+	JNZ     vecs2_masked_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     nv2mtruerows2start
+	JMP     vecs2_masked_rows2_start
 
-nv2mtruerows2load:
+vecs2_masked_rows2_load:
 	MOVQ      AX, SI
 	VMOVUPS   (SI), Z0
 	VMOVUPS.Z 64(SI), K1, Z1
@@ -2459,12 +2625,13 @@ nv2mtruerows2load:
 	VMOVUPS   (SI), Z2
 	VMOVUPS.Z 64(SI), K1, Z3
 
-nv2mtruerows2start:
+vecs2_masked_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv2mtruerows2:
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
 	VMOVUPS      (SI), Z4
 	VMOVUPS.Z    64(SI), K1, Z5
 	VBROADCASTSS (DI), Z6
@@ -2476,35 +2643,41 @@ nv2mtruerows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv2mtruerows2
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, (AX)
-	VMOVUPS      Z3, K1, 64(AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs2_masked_rows2
 
-nv2mtruetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv2mtruedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs2_masked_done
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv2mtruerows1load
+	JNZ     vecs2_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     nv2mtruerows1start
+	JMP     vecs2_masked_rows1_start
 
-nv2mtruerows1load:
+vecs2_masked_rows1_load:
 	MOVQ      AX, SI
 	VMOVUPS   (SI), Z0
 	VMOVUPS.Z 64(SI), K1, Z1
 
-nv2mtruerows1start:
+vecs2_masked_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv2mtruerows1:
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
 	VMOVUPS      (SI), Z2
 	VMOVUPS.Z    64(SI), K1, Z3
 	VBROADCASTSS (DI), Z4
@@ -2513,31 +2686,37 @@ nv2mtruerows1:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv2mtruerows1
-	VMOVUPS      Z0, (AX)
-	VMOVUPS      Z1, K1, 64(AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs2_masked_rows1
 
-nv2mtruedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
 	VZEROUPPER
 	RET
 
-nv1mtrue:
-nv1mtruegroups:
-	CMPQ    R10, $0x06
-	JLT     nv1mtruetail4
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R10, $0x06
+	JLT  vecs1_masked_tail4
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruefullload
+	JNZ     vecs1_masked_rows6_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
 	VMOVUPS constsAVX512<>+1536(SB), Z4
 	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     nv1mtruefullstart
+	JMP     vecs1_masked_rows6_start
 
-nv1mtruefullload:
+vecs1_masked_rows6_load:
 	MOVQ      AX, R11
 	VMOVUPS.Z (R11), K1, Z0
 	ADDQ      CX, R11
@@ -2551,12 +2730,13 @@ nv1mtruefullload:
 	ADDQ      CX, R11
 	VMOVUPS.Z (R11), K1, Z5
 
-nv1mtruefullstart:
+vecs1_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
 
-nv1mtruefull:
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
 	VMOVUPS.Z    (R11), K1, Z6
 	VBROADCASTSS (R12), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -2573,35 +2753,40 @@ nv1mtruefull:
 	ADDQ         R8, R11
 	ADDQ         $0x04, R12
 	DECQ         R13
-	JNZ          nv1mtruefull
-	VMOVUPS      Z0, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z1, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z4, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z5, K1, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(SI*2), DX
-	SUBQ         $0x06, R10
-	JMP          nv1mtruegroups
+	JNZ          vecs1_masked_rows6
 
-nv1mtruetail4:
-	TESTQ   $0x00000004, R10
-	JZ      nv1mtruetail2
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R10
+	JMP     vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R10
+	JZ    vecs1_masked_tail2
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruerows4load
+	JNZ     vecs1_masked_rows4_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     nv1mtruerows4start
+	JMP     vecs1_masked_rows4_start
 
-nv1mtruerows4load:
+vecs1_masked_rows4_load:
 	MOVQ      AX, DI
 	VMOVUPS.Z (DI), K1, Z0
 	ADDQ      CX, DI
@@ -2611,12 +2796,13 @@ nv1mtruerows4load:
 	ADDQ      CX, DI
 	VMOVUPS.Z (DI), K1, Z3
 
-nv1mtruerows4start:
+vecs1_masked_rows4_start:
 	MOVQ b+32(FP), DI
 	MOVQ DX, R11
 	MOVQ k+56(FP), R12
 
-nv1mtruerows4:
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
 	VMOVUPS.Z    (DI), K1, Z4
 	VBROADCASTSS (R11), Z5
 	VFMADD231PS  Z4, Z5, Z0
@@ -2629,38 +2815,44 @@ nv1mtruerows4:
 	ADDQ         R8, DI
 	ADDQ         $0x04, R11
 	DECQ         R12
-	JNZ          nv1mtruerows4
-	VMOVUPS      Z0, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z1, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z2, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z3, K1, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*4), DX
+	JNZ          vecs1_masked_rows4
 
-nv1mtruetail2:
-	TESTQ   $0x00000002, R10
-	JZ      nv1mtruetail1
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R10
+	JZ    vecs1_masked_tail1
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruerows2load
+	JNZ     vecs1_masked_rows2_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     nv1mtruerows2start
+	JMP     vecs1_masked_rows2_start
 
-nv1mtruerows2load:
+vecs1_masked_rows2_load:
 	MOVQ      AX, SI
 	VMOVUPS.Z (SI), K1, Z0
 	ADDQ      CX, SI
 	VMOVUPS.Z (SI), K1, Z1
 
-nv1mtruerows2start:
+vecs1_masked_rows2_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R11
 
-nv1mtruerows2:
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
 	VMOVUPS.Z    (SI), K1, Z2
 	VBROADCASTSS (DI), Z3
 	VFMADD231PS  Z2, Z3, Z0
@@ -2669,43 +2861,51 @@ nv1mtruerows2:
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R11
-	JNZ          nv1mtruerows2
-	VMOVUPS      Z0, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      Z1, K1, (AX)
-	ADDQ         CX, AX
-	LEAQ         (DX)(BX*2), DX
+	JNZ          vecs1_masked_rows2
 
-nv1mtruetail1:
-	TESTQ   $0x00000001, R10
-	JZ      nv1mtruedone
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R10
+	JZ    vecs1_masked_done
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
 	TESTQ   R9, R9
-	JNZ     nv1mtruerows1load
+	JNZ     vecs1_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     nv1mtruerows1start
+	JMP     vecs1_masked_rows1_start
 
-nv1mtruerows1load:
+vecs1_masked_rows1_load:
 	MOVQ      AX, SI
 	VMOVUPS.Z (SI), K1, Z0
 
-nv1mtruerows1start:
+vecs1_masked_rows1_start:
 	MOVQ b+32(FP), SI
 	MOVQ DX, DI
 	MOVQ k+56(FP), R9
 
-nv1mtruerows1:
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
 	VMOVUPS.Z    (SI), K1, Z1
 	VBROADCASTSS (DI), Z2
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
 	DECQ         R9
-	JNZ          nv1mtruerows1
-	VMOVUPS      Z0, K1, (AX)
-	ADDQ         CX, AX
-	ADDQ         BX, DX
+	JNZ          vecs1_masked_rows1
 
-nv1mtruedone:
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
 	VZEROUPPER
 	RET
 
@@ -2830,34 +3030,35 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
 	CMPQ  R9, $0x10
-	JNE   masked
+	JNE   tail_masked
 	CMPQ  R11, $0x04
-	JEQ   r4mfalse
+	JEQ   rows4_whole
 	CMPQ  R11, $0x03
-	JEQ   r3mfalse
+	JEQ   rows3_whole
 	CMPQ  R11, $0x02
-	JEQ   r2mfalse
+	JEQ   rows2_whole
 	CMPQ  R11, $0x01
-	JEQ   r1mfalse
+	JEQ   rows1_whole
 	VZEROUPPER
 	RET
 
-masked:
+tail_masked:
 	CMPQ R11, $0x04
-	JEQ  r4mtrue
+	JEQ  rows4_masked
 	CMPQ R11, $0x03
-	JEQ  r3mtrue
+	JEQ  rows3_masked
 	CMPQ R11, $0x02
-	JEQ  r2mtrue
+	JEQ  rows2_masked
 	CMPQ R11, $0x01
-	JEQ  r1mtrue
+	JEQ  rows1_masked
 	VZEROUPPER
 	RET
 
-r4mfalse:
-r4mfalsegroups:
+	// 4 query rows, the last vector whole: groups of 4 keys, then one at a time.
+rows4_whole:
+rows4_whole_groups:
 	CMPQ    R10, $0x04
-	JLT     r4mfalseone
+	JLT     rows4_whole_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -2881,9 +3082,9 @@ r4mfalsegroups:
 	SHLQ    $0x04, R13
 	ADDQ    R11, R13
 	TESTQ   R12, R12
-	JZ      r4mfalsegrouplast
+	JZ      rows4_whole_group_last
 
-r4mfalsegroup:
+rows4_whole_group:
 	VMOVUPS     (R9), Z16
 	VMOVUPS     (R9)(DI*1), Z17
 	VMOVUPS     (R9)(DI*2), Z18
@@ -2916,9 +3117,9 @@ r4mfalsegroup:
 	ADDQ        $0x40, R11
 	ADDQ        $0x40, R13
 	DECQ        R12
-	JNZ         r4mfalsegroup
+	JNZ         rows4_whole_group
 
-r4mfalsegrouplast:
+rows4_whole_group_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z16
 	VADDPS     Z16, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z16
@@ -3069,11 +3270,11 @@ r4mfalsegrouplast:
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
 	SUBQ       $0x04, R10
-	JMP        r4mfalsegroups
+	JMP        rows4_whole_groups
 
-r4mfalseone:
+rows4_whole_one:
 	TESTQ   R10, R10
-	JZ      r4mfalsedone
+	JZ      rows4_whole_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3085,9 +3286,9 @@ r4mfalseone:
 	SHLQ    $0x04, R12
 	ADDQ    R9, R12
 	TESTQ   R11, R11
-	JZ      r4mfalsesinglelast
+	JZ      rows4_whole_single_last
 
-r4mfalsesingle:
+rows4_whole_single:
 	VMOVUPS     (SI), Z4
 	VMOVUPS     (SI)(DI*1), Z5
 	VMOVUPS     (SI)(DI*2), Z6
@@ -3102,9 +3303,9 @@ r4mfalsesingle:
 	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
-	JNZ         r4mfalsesingle
+	JNZ         rows4_whole_single
 
-r4mfalsesinglelast:
+rows4_whole_single_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z4
 	VADDPS     Z4, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z4
@@ -3144,16 +3345,17 @@ r4mfalsesinglelast:
 	ADDQ       CX, AX
 	ADDQ       BX, DX
 	DECQ       R10
-	JMP        r4mfalseone
+	JMP        rows4_whole_one
 
-r4mfalsedone:
+rows4_whole_done:
 	VZEROUPPER
 	RET
 
-r3mfalse:
-r3mfalsegroups:
+	// 3 query rows, the last vector whole: groups of 4 keys, then one at a time.
+rows3_whole:
+rows3_whole_groups:
 	CMPQ    R10, $0x04
-	JLT     r3mfalseone
+	JLT     rows3_whole_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3173,9 +3375,9 @@ r3mfalsegroups:
 	SHLQ    $0x04, R12
 	ADDQ    R9, R12
 	TESTQ   R11, R11
-	JZ      r3mfalsegrouplast
+	JZ      rows3_whole_group_last
 
-r3mfalsegroup:
+rows3_whole_group:
 	VMOVUPS     (R8), Z12
 	VMOVUPS     (R8)(DI*1), Z13
 	VMOVUPS     (R8)(DI*2), Z14
@@ -3203,9 +3405,9 @@ r3mfalsegroup:
 	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
-	JNZ         r3mfalsegroup
+	JNZ         rows3_whole_group
 
-r3mfalsegrouplast:
+rows3_whole_group_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z12
 	VADDPS     Z12, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z12
@@ -3320,11 +3522,11 @@ r3mfalsegrouplast:
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
 	SUBQ       $0x04, R10
-	JMP        r3mfalsegroups
+	JMP        rows3_whole_groups
 
-r3mfalseone:
+rows3_whole_one:
 	TESTQ   R10, R10
-	JZ      r3mfalsedone
+	JZ      rows3_whole_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3335,9 +3537,9 @@ r3mfalseone:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r3mfalsesinglelast
+	JZ      rows3_whole_single_last
 
-r3mfalsesingle:
+rows3_whole_single:
 	VMOVUPS     (SI), Z3
 	VMOVUPS     (SI)(DI*1), Z4
 	VMOVUPS     (SI)(DI*2), Z5
@@ -3350,9 +3552,9 @@ r3mfalsesingle:
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
 	DECQ        R9
-	JNZ         r3mfalsesingle
+	JNZ         rows3_whole_single
 
-r3mfalsesinglelast:
+rows3_whole_single_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z3
 	VADDPS     Z3, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z3
@@ -3383,16 +3585,17 @@ r3mfalsesinglelast:
 	ADDQ       CX, AX
 	ADDQ       BX, DX
 	DECQ       R10
-	JMP        r3mfalseone
+	JMP        rows3_whole_one
 
-r3mfalsedone:
+rows3_whole_done:
 	VZEROUPPER
 	RET
 
-r2mfalse:
-r2mfalsegroups:
+	// 2 query rows, the last vector whole: groups of 4 keys, then one at a time.
+rows2_whole:
+rows2_whole_groups:
 	CMPQ    R10, $0x04
-	JLT     r2mfalseone
+	JLT     rows2_whole_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3408,9 +3611,9 @@ r2mfalsegroups:
 	SHLQ    $0x04, R12
 	ADDQ    R9, R12
 	TESTQ   R11, R11
-	JZ      r2mfalsegrouplast
+	JZ      rows2_whole_group_last
 
-r2mfalsegroup:
+rows2_whole_group:
 	VMOVUPS     (R8), Z8
 	VMOVUPS     (R8)(DI*1), Z9
 	PREFETCHT0  (R12)
@@ -3433,9 +3636,9 @@ r2mfalsegroup:
 	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
-	JNZ         r2mfalsegroup
+	JNZ         rows2_whole_group
 
-r2mfalsegrouplast:
+rows2_whole_group_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z8
 	VADDPS     Z8, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z8
@@ -3514,11 +3717,11 @@ r2mfalsegrouplast:
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
 	SUBQ       $0x04, R10
-	JMP        r2mfalsegroups
+	JMP        rows2_whole_groups
 
-r2mfalseone:
+rows2_whole_one:
 	TESTQ   R10, R10
-	JZ      r2mfalsedone
+	JZ      rows2_whole_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	MOVQ    q+32(FP), SI
@@ -3528,9 +3731,9 @@ r2mfalseone:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r2mfalsesinglelast
+	JZ      rows2_whole_single_last
 
-r2mfalsesingle:
+rows2_whole_single:
 	VMOVUPS     (SI), Z2
 	VMOVUPS     (SI)(DI*1), Z3
 	PREFETCHT0  (R11)
@@ -3541,9 +3744,9 @@ r2mfalsesingle:
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
 	DECQ        R9
-	JNZ         r2mfalsesingle
+	JNZ         rows2_whole_single
 
-r2mfalsesinglelast:
+rows2_whole_single_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z2
 	VADDPS     Z2, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z2
@@ -3565,16 +3768,17 @@ r2mfalsesinglelast:
 	ADDQ       CX, AX
 	ADDQ       BX, DX
 	DECQ       R10
-	JMP        r2mfalseone
+	JMP        rows2_whole_one
 
-r2mfalsedone:
+rows2_whole_done:
 	VZEROUPPER
 	RET
 
-r1mfalse:
-r1mfalsegroups:
+	// 1 query rows, the last vector whole: groups of 4 keys, then one at a time.
+rows1_whole:
+rows1_whole_groups:
 	CMPQ    R10, $0x04
-	JLT     r1mfalseone
+	JLT     rows1_whole_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3586,9 +3790,9 @@ r1mfalsegroups:
 	SHLQ    $0x04, R11
 	ADDQ    R8, R11
 	TESTQ   R9, R9
-	JZ      r1mfalsegrouplast
+	JZ      rows1_whole_group_last
 
-r1mfalsegroup:
+rows1_whole_group:
 	VMOVUPS     (DI), Z4
 	PREFETCHT0  (R11)
 	VMOVUPS     (R8), Z5
@@ -3606,9 +3810,9 @@ r1mfalsegroup:
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
 	DECQ        R9
-	JNZ         r1mfalsegroup
+	JNZ         rows1_whole_group
 
-r1mfalsegrouplast:
+rows1_whole_group_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z4
 	VADDPS     Z4, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z4
@@ -3651,11 +3855,11 @@ r1mfalsegrouplast:
 	ADDQ       CX, AX
 	LEAQ       (DX)(BX*4), DX
 	SUBQ       $0x04, R10
-	JMP        r1mfalsegroups
+	JMP        rows1_whole_groups
 
-r1mfalseone:
+rows1_whole_one:
 	TESTQ   R10, R10
-	JZ      r1mfalsedone
+	JZ      rows1_whole_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
@@ -3664,9 +3868,9 @@ r1mfalseone:
 	SHLQ    $0x04, R9
 	ADDQ    DI, R9
 	TESTQ   R8, R8
-	JZ      r1mfalsesinglelast
+	JZ      rows1_whole_single_last
 
-r1mfalsesingle:
+rows1_whole_single:
 	VMOVUPS     (SI), Z1
 	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Z2
@@ -3675,9 +3879,9 @@ r1mfalsesingle:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
 	DECQ        R8
-	JNZ         r1mfalsesingle
+	JNZ         rows1_whole_single
 
-r1mfalsesinglelast:
+rows1_whole_single_last:
 	VSHUFF32X4 $0x4e, Z0, Z0, Z1
 	VADDPS     Z1, Z0, Z0
 	VSHUFF32X4 $0xb1, Z0, Z0, Z1
@@ -3690,16 +3894,17 @@ r1mfalsesinglelast:
 	ADDQ       CX, AX
 	ADDQ       BX, DX
 	DECQ       R10
-	JMP        r1mfalseone
+	JMP        rows1_whole_one
 
-r1mfalsedone:
+rows1_whole_done:
 	VZEROUPPER
 	RET
 
-r4mtrue:
-r4mtruegroups:
+	// 4 query rows, the last vector masked: groups of 4 keys, then one at a time.
+rows4_masked:
+rows4_masked_groups:
 	CMPQ    R10, $0x04
-	JLT     r4mtrueone
+	JLT     rows4_masked_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3724,9 +3929,9 @@ r4mtruegroups:
 	ADDQ    R11, R13
 	DECQ    R12
 	TESTQ   R12, R12
-	JZ      r4mtruegrouplast
+	JZ      rows4_masked_group_last
 
-r4mtruegroup:
+rows4_masked_group:
 	VMOVUPS     (R9), Z16
 	VMOVUPS     (R9)(DI*1), Z17
 	VMOVUPS     (R9)(DI*2), Z18
@@ -3759,9 +3964,9 @@ r4mtruegroup:
 	ADDQ        $0x40, R11
 	ADDQ        $0x40, R13
 	DECQ        R12
-	JNZ         r4mtruegroup
+	JNZ         rows4_masked_group
 
-r4mtruegrouplast:
+rows4_masked_group_last:
 	VMOVUPS.Z   (R9), K1, Z16
 	VMOVUPS.Z   (R9)(DI*1), K1, Z17
 	VMOVUPS.Z   (R9)(DI*2), K1, Z18
@@ -3936,11 +4141,11 @@ r4mtruegrouplast:
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
 	SUBQ        $0x04, R10
-	JMP         r4mtruegroups
+	JMP         rows4_masked_groups
 
-r4mtrueone:
+rows4_masked_one:
 	TESTQ   R10, R10
-	JZ      r4mtruedone
+	JZ      rows4_masked_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -3953,9 +4158,9 @@ r4mtrueone:
 	ADDQ    R9, R12
 	DECQ    R11
 	TESTQ   R11, R11
-	JZ      r4mtruesinglelast
+	JZ      rows4_masked_single_last
 
-r4mtruesingle:
+rows4_masked_single:
 	VMOVUPS     (SI), Z4
 	VMOVUPS     (SI)(DI*1), Z5
 	VMOVUPS     (SI)(DI*2), Z6
@@ -3970,9 +4175,9 @@ r4mtruesingle:
 	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
-	JNZ         r4mtruesingle
+	JNZ         rows4_masked_single
 
-r4mtruesinglelast:
+rows4_masked_single_last:
 	VMOVUPS.Z   (SI), K1, Z4
 	VMOVUPS.Z   (SI)(DI*1), K1, Z5
 	VMOVUPS.Z   (SI)(DI*2), K1, Z6
@@ -4021,16 +4226,17 @@ r4mtruesinglelast:
 	ADDQ        CX, AX
 	ADDQ        BX, DX
 	DECQ        R10
-	JMP         r4mtrueone
+	JMP         rows4_masked_one
 
-r4mtruedone:
+rows4_masked_done:
 	VZEROUPPER
 	RET
 
-r3mtrue:
-r3mtruegroups:
+	// 3 query rows, the last vector masked: groups of 4 keys, then one at a time.
+rows3_masked:
+rows3_masked_groups:
 	CMPQ    R10, $0x04
-	JLT     r3mtrueone
+	JLT     rows3_masked_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -4051,9 +4257,9 @@ r3mtruegroups:
 	ADDQ    R9, R12
 	DECQ    R11
 	TESTQ   R11, R11
-	JZ      r3mtruegrouplast
+	JZ      rows3_masked_group_last
 
-r3mtruegroup:
+rows3_masked_group:
 	VMOVUPS     (R8), Z12
 	VMOVUPS     (R8)(DI*1), Z13
 	VMOVUPS     (R8)(DI*2), Z14
@@ -4081,9 +4287,9 @@ r3mtruegroup:
 	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
-	JNZ         r3mtruegroup
+	JNZ         rows3_masked_group
 
-r3mtruegrouplast:
+rows3_masked_group_last:
 	VMOVUPS.Z   (R8), K1, Z12
 	VMOVUPS.Z   (R8)(DI*1), K1, Z13
 	VMOVUPS.Z   (R8)(DI*2), K1, Z14
@@ -4217,11 +4423,11 @@ r3mtruegrouplast:
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
 	SUBQ        $0x04, R10
-	JMP         r3mtruegroups
+	JMP         rows3_masked_groups
 
-r3mtrueone:
+rows3_masked_one:
 	TESTQ   R10, R10
-	JZ      r3mtruedone
+	JZ      rows3_masked_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -4233,9 +4439,9 @@ r3mtrueone:
 	ADDQ    R8, R11
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r3mtruesinglelast
+	JZ      rows3_masked_single_last
 
-r3mtruesingle:
+rows3_masked_single:
 	VMOVUPS     (SI), Z3
 	VMOVUPS     (SI)(DI*1), Z4
 	VMOVUPS     (SI)(DI*2), Z5
@@ -4248,9 +4454,9 @@ r3mtruesingle:
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
 	DECQ        R9
-	JNZ         r3mtruesingle
+	JNZ         rows3_masked_single
 
-r3mtruesinglelast:
+rows3_masked_single_last:
 	VMOVUPS.Z   (SI), K1, Z3
 	VMOVUPS.Z   (SI)(DI*1), K1, Z4
 	VMOVUPS.Z   (SI)(DI*2), K1, Z5
@@ -4288,16 +4494,17 @@ r3mtruesinglelast:
 	ADDQ        CX, AX
 	ADDQ        BX, DX
 	DECQ        R10
-	JMP         r3mtrueone
+	JMP         rows3_masked_one
 
-r3mtruedone:
+rows3_masked_done:
 	VZEROUPPER
 	RET
 
-r2mtrue:
-r2mtruegroups:
+	// 2 query rows, the last vector masked: groups of 4 keys, then one at a time.
+rows2_masked:
+rows2_masked_groups:
 	CMPQ    R10, $0x04
-	JLT     r2mtrueone
+	JLT     rows2_masked_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -4314,9 +4521,9 @@ r2mtruegroups:
 	ADDQ    R9, R12
 	DECQ    R11
 	TESTQ   R11, R11
-	JZ      r2mtruegrouplast
+	JZ      rows2_masked_group_last
 
-r2mtruegroup:
+rows2_masked_group:
 	VMOVUPS     (R8), Z8
 	VMOVUPS     (R8)(DI*1), Z9
 	PREFETCHT0  (R12)
@@ -4339,9 +4546,9 @@ r2mtruegroup:
 	ADDQ        $0x40, R9
 	ADDQ        $0x40, R12
 	DECQ        R11
-	JNZ         r2mtruegroup
+	JNZ         rows2_masked_group
 
-r2mtruegrouplast:
+rows2_masked_group_last:
 	VMOVUPS.Z   (R8), K1, Z8
 	VMOVUPS.Z   (R8)(DI*1), K1, Z9
 	VMOVUPS.Z   (R9), K1, Z10
@@ -4434,11 +4641,11 @@ r2mtruegrouplast:
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
 	SUBQ        $0x04, R10
-	JMP         r2mtruegroups
+	JMP         rows2_masked_groups
 
-r2mtrueone:
+rows2_masked_one:
 	TESTQ   R10, R10
-	JZ      r2mtruedone
+	JZ      rows2_masked_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	MOVQ    q+32(FP), SI
@@ -4449,9 +4656,9 @@ r2mtrueone:
 	ADDQ    R8, R11
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r2mtruesinglelast
+	JZ      rows2_masked_single_last
 
-r2mtruesingle:
+rows2_masked_single:
 	VMOVUPS     (SI), Z2
 	VMOVUPS     (SI)(DI*1), Z3
 	PREFETCHT0  (R11)
@@ -4462,9 +4669,9 @@ r2mtruesingle:
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
 	DECQ        R9
-	JNZ         r2mtruesingle
+	JNZ         rows2_masked_single
 
-r2mtruesinglelast:
+rows2_masked_single_last:
 	VMOVUPS.Z   (SI), K1, Z2
 	VMOVUPS.Z   (SI)(DI*1), K1, Z3
 	VMOVUPS.Z   (R8), K1, Z4
@@ -4491,16 +4698,17 @@ r2mtruesinglelast:
 	ADDQ        CX, AX
 	ADDQ        BX, DX
 	DECQ        R10
-	JMP         r2mtrueone
+	JMP         rows2_masked_one
 
-r2mtruedone:
+rows2_masked_done:
 	VZEROUPPER
 	RET
 
-r1mtrue:
-r1mtruegroups:
+	// 1 query rows, the last vector masked: groups of 4 keys, then one at a time.
+rows1_masked:
+rows1_masked_groups:
 	CMPQ    R10, $0x04
-	JLT     r1mtrueone
+	JLT     rows1_masked_one
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
@@ -4513,9 +4721,9 @@ r1mtruegroups:
 	ADDQ    R8, R11
 	DECQ    R9
 	TESTQ   R9, R9
-	JZ      r1mtruegrouplast
+	JZ      rows1_masked_group_last
 
-r1mtruegroup:
+rows1_masked_group:
 	VMOVUPS     (DI), Z4
 	PREFETCHT0  (R11)
 	VMOVUPS     (R8), Z5
@@ -4533,9 +4741,9 @@ r1mtruegroup:
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R11
 	DECQ        R9
-	JNZ         r1mtruegroup
+	JNZ         rows1_masked_group
 
-r1mtruegrouplast:
+rows1_masked_group_last:
 	VMOVUPS.Z   (DI), K1, Z4
 	VMOVUPS.Z   (R8), K1, Z5
 	VFMADD231PS Z5, Z4, Z0
@@ -4587,11 +4795,11 @@ r1mtruegrouplast:
 	ADDQ        CX, AX
 	LEAQ        (DX)(BX*4), DX
 	SUBQ        $0x04, R10
-	JMP         r1mtruegroups
+	JMP         rows1_masked_groups
 
-r1mtrueone:
+rows1_masked_one:
 	TESTQ   R10, R10
-	JZ      r1mtruedone
+	JZ      rows1_masked_done
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
@@ -4601,9 +4809,9 @@ r1mtrueone:
 	ADDQ    DI, R9
 	DECQ    R8
 	TESTQ   R8, R8
-	JZ      r1mtruesinglelast
+	JZ      rows1_masked_single_last
 
-r1mtruesingle:
+rows1_masked_single:
 	VMOVUPS     (SI), Z1
 	PREFETCHT0  (R9)
 	VMOVUPS     (DI), Z2
@@ -4612,9 +4820,9 @@ r1mtruesingle:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
 	DECQ        R8
-	JNZ         r1mtruesingle
+	JNZ         rows1_masked_single
 
-r1mtruesinglelast:
+rows1_masked_single_last:
 	VMOVUPS.Z   (SI), K1, Z1
 	VMOVUPS.Z   (DI), K1, Z2
 	VFMADD231PS Z2, Z1, Z0
@@ -4630,9 +4838,9 @@ r1mtruesinglelast:
 	ADDQ        CX, AX
 	ADDQ        BX, DX
 	DECQ        R10
-	JMP         r1mtrueone
+	JMP         rows1_masked_one
 
-r1mtruedone:
+rows1_masked_done:
 	VZEROUPPER
 	RET
 
@@ -4711,6 +4919,8 @@ pfv0_line:
 	DECQ       DX
 	JNZ        pfv0
 
+	// A block of 16 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
 block:
 	MOVQ  16(SP), CX
 	MOVQ  $0x00000000, DX
@@ -4732,9 +4942,11 @@ block:
 	MOVQ  BX, 8(SP)
 
 whole:
-	MOVQ    DX, 24(SP)
-	LEAQ    constsAVX512<>+1856(SB), CX
-	KMOVW   (CX)(DX*2), K3
+	MOVQ  DX, 24(SP)
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(DX*2), K3
+
+	// Scores and softmax, row by row.
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
 	MOVQ    q+0(FP), CX
@@ -4770,9 +4982,9 @@ whole:
 	MOVQ    96(SP), R13
 	MOVQ    32(SP), R14
 	TESTQ   R14, R14
-	JZ      scorestruedlast
+	JZ      scores_prefetched_last_dims
 
-scorestrued:
+scores_prefetched_dims:
 	VMOVUPS     (R13), Z16
 	PREFETCHT0  (R10)
 	VMOVUPS     (BX), Z17
@@ -4832,11 +5044,11 @@ scorestrued:
 	ADDQ        $0x40, R12
 	ADDQ        $0x40, R9
 	DECQ        R14
-	JNZ         scorestrued
+	JNZ         scores_prefetched_dims
 
-scorestruedlast:
+scores_prefetched_last_dims:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scorestruefold
+	JEQ         scores_prefetched_fold
 	VMOVUPS.Z   (R13), K1, Z16
 	VMOVUPS.Z   (BX), K1, Z17
 	VFMADD231PS Z17, Z16, Z0
@@ -4871,7 +5083,7 @@ scorestruedlast:
 	VMOVUPS.Z   (R8)(DX*1), K1, Z17
 	VFMADD231PS Z17, Z16, Z15
 
-scorestruefold:
+scores_prefetched_fold:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -4919,7 +5131,7 @@ scorestruefold:
 	VADDPS       Z1, Z0, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scorestruenoalibi
+	JZ           scores_prefetched_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -4933,7 +5145,7 @@ scorestruefold:
 	VMULPS       Z1, Z18, Z18
 	VADDPS       Z18, Z0, Z0
 
-scorestruenoalibi:
+scores_prefetched_noalibi:
 	VMOVUPS      constsAVX512<>+832(SB), Z1
 	VBLENDMPS    Z1, Z0, K3, Z0
 	MOVQ         88(SP), CX
@@ -5038,9 +5250,9 @@ row:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scoresfalsedlast
+	JZ      scores_last_dims
 
-scoresfalsed:
+scores_dims:
 	VMOVUPS     (R9), Z16
 	VMOVUPS     (BX), Z17
 	VFMADD231PS Z17, Z16, Z0
@@ -5080,11 +5292,11 @@ scoresfalsed:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R8
 	DECQ        R10
-	JNZ         scoresfalsed
+	JNZ         scores_dims
 
-scoresfalsedlast:
+scores_last_dims:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scoresfalsefold
+	JEQ         scores_fold
 	VMOVUPS.Z   (R9), K1, Z16
 	VMOVUPS.Z   (BX), K1, Z17
 	VFMADD231PS Z17, Z16, Z0
@@ -5119,7 +5331,7 @@ scoresfalsedlast:
 	VMOVUPS.Z   (R8)(DX*1), K1, Z17
 	VFMADD231PS Z17, Z16, Z15
 
-scoresfalsefold:
+scores_fold:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -5167,7 +5379,7 @@ scoresfalsefold:
 	VADDPS       Z1, Z0, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scoresfalsenoalibi
+	JZ           scores_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -5181,7 +5393,7 @@ scoresfalsefold:
 	VMULPS       Z1, Z19, Z19
 	VADDPS       Z19, Z0, Z0
 
-scoresfalsenoalibi:
+scores_noalibi:
 	VMOVUPS      constsAVX512<>+832(SB), Z1
 	VBLENDMPS    Z1, Z0, K3, Z0
 	MOVQ         88(SP), CX
@@ -5254,8 +5466,10 @@ scoresfalsenoalibi:
 	JMP          row
 
 pv:
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
+	// PV in groups of up to 4 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
@@ -5281,193 +5495,193 @@ panel:
 
 rows4:
 	CMPQ CX, $0x04
-	JGT  pv4x4whole
+	JGT  rows4_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows4not4
+	JNE  rows4_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x4whole
-	JMP  pv4x4masked
+	JEQ  rows4_vecs4_whole
+	JMP  rows4_vecs4_masked
 
-rows4not4:
+rows4_not4:
 	CMPQ CX, $0x03
-	JNE  rows4not3
+	JNE  rows4_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x3whole
-	JMP  pv4x3masked
+	JEQ  rows4_vecs3_whole
+	JMP  rows4_vecs3_masked
 
-rows4not3:
+rows4_not3:
 	CMPQ CX, $0x02
-	JNE  rows4not2
+	JNE  rows4_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x2whole
-	JMP  pv4x2masked
+	JEQ  rows4_vecs2_whole
+	JMP  rows4_vecs2_masked
 
-rows4not2:
+rows4_not2:
 	CMPQ CX, $0x01
-	JNE  rows4not1
+	JNE  rows4_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x1whole
-	JMP  pv4x1masked
+	JEQ  rows4_vecs1_whole
+	JMP  rows4_vecs1_masked
 
-rows4not1:
+rows4_not1:
 	JMP panelnext
 
 rows3:
 	CMPQ CX, $0x04
-	JGT  pv3x4whole
+	JGT  rows3_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows3not4
+	JNE  rows3_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x4whole
-	JMP  pv3x4masked
+	JEQ  rows3_vecs4_whole
+	JMP  rows3_vecs4_masked
 
-rows3not4:
+rows3_not4:
 	CMPQ CX, $0x03
-	JNE  rows3not3
+	JNE  rows3_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x3whole
-	JMP  pv3x3masked
+	JEQ  rows3_vecs3_whole
+	JMP  rows3_vecs3_masked
 
-rows3not3:
+rows3_not3:
 	CMPQ CX, $0x02
-	JNE  rows3not2
+	JNE  rows3_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x2whole
-	JMP  pv3x2masked
+	JEQ  rows3_vecs2_whole
+	JMP  rows3_vecs2_masked
 
-rows3not2:
+rows3_not2:
 	CMPQ CX, $0x01
-	JNE  rows3not1
+	JNE  rows3_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x1whole
-	JMP  pv3x1masked
+	JEQ  rows3_vecs1_whole
+	JMP  rows3_vecs1_masked
 
-rows3not1:
+rows3_not1:
 	JMP panelnext
 
 rows2:
 	CMPQ CX, $0x08
-	JGT  pv2x8whole
+	JGT  rows2_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows2not8
+	JNE  rows2_not8
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x8whole
-	JMP  pv2x8masked
+	JEQ  rows2_vecs8_whole
+	JMP  rows2_vecs8_masked
 
-rows2not8:
+rows2_not8:
 	CMPQ CX, $0x07
-	JNE  rows2not7
+	JNE  rows2_not7
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x7whole
-	JMP  pv2x7masked
+	JEQ  rows2_vecs7_whole
+	JMP  rows2_vecs7_masked
 
-rows2not7:
+rows2_not7:
 	CMPQ CX, $0x06
-	JNE  rows2not6
+	JNE  rows2_not6
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x6whole
-	JMP  pv2x6masked
+	JEQ  rows2_vecs6_whole
+	JMP  rows2_vecs6_masked
 
-rows2not6:
+rows2_not6:
 	CMPQ CX, $0x05
-	JNE  rows2not5
+	JNE  rows2_not5
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x5whole
-	JMP  pv2x5masked
+	JEQ  rows2_vecs5_whole
+	JMP  rows2_vecs5_masked
 
-rows2not5:
+rows2_not5:
 	CMPQ CX, $0x04
-	JNE  rows2not4
+	JNE  rows2_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x4whole
-	JMP  pv2x4masked
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
 
-rows2not4:
+rows2_not4:
 	CMPQ CX, $0x03
-	JNE  rows2not3
+	JNE  rows2_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x3whole
-	JMP  pv2x3masked
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
 
-rows2not3:
+rows2_not3:
 	CMPQ CX, $0x02
-	JNE  rows2not2
+	JNE  rows2_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x2whole
-	JMP  pv2x2masked
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
 
-rows2not2:
+rows2_not2:
 	CMPQ CX, $0x01
-	JNE  rows2not1
+	JNE  rows2_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x1whole
-	JMP  pv2x1masked
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
 
-rows2not1:
+rows2_not1:
 	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
-	JGT  pv1x8whole
+	JGT  rows1_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows1not8
+	JNE  rows1_not8
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x8whole
-	JMP  pv1x8masked
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
 
-rows1not8:
+rows1_not8:
 	CMPQ CX, $0x07
-	JNE  rows1not7
+	JNE  rows1_not7
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x7whole
-	JMP  pv1x7masked
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
 
-rows1not7:
+rows1_not7:
 	CMPQ CX, $0x06
-	JNE  rows1not6
+	JNE  rows1_not6
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x6whole
-	JMP  pv1x6masked
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
 
-rows1not6:
+rows1_not6:
 	CMPQ CX, $0x05
-	JNE  rows1not5
+	JNE  rows1_not5
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x5whole
-	JMP  pv1x5masked
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
 
-rows1not5:
+rows1_not5:
 	CMPQ CX, $0x04
-	JNE  rows1not4
+	JNE  rows1_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x4whole
-	JMP  pv1x4masked
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
 
-rows1not4:
+rows1_not4:
 	CMPQ CX, $0x03
-	JNE  rows1not3
+	JNE  rows1_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x3whole
-	JMP  pv1x3masked
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
 
-rows1not3:
+rows1_not3:
 	CMPQ CX, $0x02
-	JNE  rows1not2
+	JNE  rows1_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x2whole
-	JMP  pv1x2masked
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
 
-rows1not2:
+rows1_not2:
 	CMPQ CX, $0x01
-	JNE  rows1not1
+	JNE  rows1_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x1whole
-	JMP  pv1x1masked
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
 
-rows1not1:
+rows1_not1:
 	JMP panelnext
 
-pv4x4whole:
+rows4_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5533,7 +5747,7 @@ pv4x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x4falsekey:
+rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z20
@@ -5566,7 +5780,7 @@ pv4x4falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x4falsekey
+	JNZ          rows4_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -5586,7 +5800,7 @@ pv4x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv4x4masked:
+rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5652,7 +5866,7 @@ pv4x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x4truekey:
+rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z20
@@ -5685,7 +5899,7 @@ pv4x4truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x4truekey
+	JNZ          rows4_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -5705,7 +5919,7 @@ pv4x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv4x3whole:
+rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5763,7 +5977,7 @@ pv4x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x3falsekey:
+rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -5790,7 +6004,7 @@ pv4x3falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x3falsekey
+	JNZ          rows4_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -5806,7 +6020,7 @@ pv4x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv4x3masked:
+rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5864,7 +6078,7 @@ pv4x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x3truekey:
+rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -5891,7 +6105,7 @@ pv4x3truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x3truekey
+	JNZ          rows4_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -5907,7 +6121,7 @@ pv4x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv4x2whole:
+rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -5957,7 +6171,7 @@ pv4x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x2falsekey:
+rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
@@ -5978,7 +6192,7 @@ pv4x2falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x2falsekey
+	JNZ          rows4_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -5990,7 +6204,7 @@ pv4x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv4x2masked:
+rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6040,7 +6254,7 @@ pv4x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x2truekey:
+rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
@@ -6061,7 +6275,7 @@ pv4x2truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x2truekey
+	JNZ          rows4_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -6073,7 +6287,7 @@ pv4x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv4x1whole:
+rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6115,7 +6329,7 @@ pv4x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x1falsekey:
+rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
@@ -6130,7 +6344,7 @@ pv4x1falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x1falsekey
+	JNZ          rows4_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	VMOVUPS      Z3, (CX)(DX*2)
@@ -6138,7 +6352,7 @@ pv4x1falsekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv4x1masked:
+rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6180,7 +6394,7 @@ pv4x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x1truekey:
+rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
@@ -6195,7 +6409,7 @@ pv4x1truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x1truekey
+	JNZ          rows4_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	VMOVUPS      Z3, K2, (CX)(DX*2)
@@ -6203,7 +6417,7 @@ pv4x1truekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv3x4whole:
+rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6259,7 +6473,7 @@ pv3x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x4falsekey:
+rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -6287,7 +6501,7 @@ pv3x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x4falsekey
+	JNZ          rows3_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -6303,7 +6517,7 @@ pv3x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv3x4masked:
+rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6359,7 +6573,7 @@ pv3x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x4truekey:
+rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -6387,7 +6601,7 @@ pv3x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x4truekey
+	JNZ          rows3_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -6403,7 +6617,7 @@ pv3x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv3x3whole:
+rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6453,7 +6667,7 @@ pv3x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x3falsekey:
+rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
@@ -6476,7 +6690,7 @@ pv3x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x3falsekey
+	JNZ          rows3_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -6489,7 +6703,7 @@ pv3x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv3x3masked:
+rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6539,7 +6753,7 @@ pv3x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x3truekey:
+rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
@@ -6562,7 +6776,7 @@ pv3x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x3truekey
+	JNZ          rows3_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -6575,7 +6789,7 @@ pv3x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv3x2whole:
+rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6619,7 +6833,7 @@ pv3x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x2falsekey:
+rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
@@ -6637,7 +6851,7 @@ pv3x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x2falsekey
+	JNZ          rows3_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -6647,7 +6861,7 @@ pv3x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv3x2masked:
+rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6691,7 +6905,7 @@ pv3x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x2truekey:
+rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
@@ -6709,7 +6923,7 @@ pv3x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x2truekey
+	JNZ          rows3_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -6719,7 +6933,7 @@ pv3x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv3x1whole:
+rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6757,7 +6971,7 @@ pv3x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x1falsekey:
+rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
@@ -6770,14 +6984,14 @@ pv3x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x1falsekey
+	JNZ          rows3_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	VMOVUPS      Z3, (CX)(DX*2)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv3x1masked:
+rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6815,7 +7029,7 @@ pv3x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x1truekey:
+rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
@@ -6828,14 +7042,14 @@ pv3x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x1truekey
+	JNZ          rows3_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	VMOVUPS      Z3, K2, (CX)(DX*2)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x8whole:
+rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -6898,7 +7112,7 @@ pv2x8whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x8falsekey:
+rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	PREFETCHT0   (SI)
@@ -6937,7 +7151,7 @@ pv2x8falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x8falsekey
+	JNZ          rows2_vecs8_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -6957,7 +7171,7 @@ pv2x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv2x8masked:
+rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7020,7 +7234,7 @@ pv2x8masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x8truekey:
+rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	PREFETCHT0   (SI)
@@ -7059,7 +7273,7 @@ pv2x8truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x8truekey
+	JNZ          rows2_vecs8_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7079,7 +7293,7 @@ pv2x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv2x7whole:
+rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7138,7 +7352,7 @@ pv2x7whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x7falsekey:
+rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
 	PREFETCHT0   (SI)
@@ -7173,7 +7387,7 @@ pv2x7falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x7falsekey
+	JNZ          rows2_vecs7_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7191,7 +7405,7 @@ pv2x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv2x7masked:
+rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7250,7 +7464,7 @@ pv2x7masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x7truekey:
+rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
 	PREFETCHT0   (SI)
@@ -7285,7 +7499,7 @@ pv2x7truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x7truekey
+	JNZ          rows2_vecs7_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7303,7 +7517,7 @@ pv2x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv2x6whole:
+rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7358,7 +7572,7 @@ pv2x6whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x6falsekey:
+rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	PREFETCHT0   (SI)
@@ -7389,7 +7603,7 @@ pv2x6falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x6falsekey
+	JNZ          rows2_vecs6_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7405,7 +7619,7 @@ pv2x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv2x6masked:
+rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7460,7 +7674,7 @@ pv2x6masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x6truekey:
+rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	PREFETCHT0   (SI)
@@ -7491,7 +7705,7 @@ pv2x6truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x6truekey
+	JNZ          rows2_vecs6_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7507,7 +7721,7 @@ pv2x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv2x5whole:
+rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7558,7 +7772,7 @@ pv2x5whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x5falsekey:
+rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
 	PREFETCHT0   (SI)
@@ -7585,7 +7799,7 @@ pv2x5falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x5falsekey
+	JNZ          rows2_vecs5_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7599,7 +7813,7 @@ pv2x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv2x5masked:
+rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7650,7 +7864,7 @@ pv2x5masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x5truekey:
+rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
 	PREFETCHT0   (SI)
@@ -7677,7 +7891,7 @@ pv2x5truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x5truekey
+	JNZ          rows2_vecs5_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7691,7 +7905,7 @@ pv2x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv2x4whole:
+rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7738,7 +7952,7 @@ pv2x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x4falsekey:
+rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	PREFETCHT0   (SI)
@@ -7761,7 +7975,7 @@ pv2x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4falsekey
+	JNZ          rows2_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7773,7 +7987,7 @@ pv2x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x4masked:
+rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7820,7 +8034,7 @@ pv2x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x4truekey:
+rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	PREFETCHT0   (SI)
@@ -7843,7 +8057,7 @@ pv2x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4truekey
+	JNZ          rows2_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7855,7 +8069,7 @@ pv2x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x3whole:
+rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7898,7 +8112,7 @@ pv2x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x3falsekey:
+rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	PREFETCHT0   (SI)
@@ -7917,7 +8131,7 @@ pv2x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3falsekey
+	JNZ          rows2_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -7927,7 +8141,7 @@ pv2x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x3masked:
+rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -7970,7 +8184,7 @@ pv2x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x3truekey:
+rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	PREFETCHT0   (SI)
@@ -7989,7 +8203,7 @@ pv2x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3truekey
+	JNZ          rows2_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -7999,7 +8213,7 @@ pv2x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x2whole:
+rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8038,7 +8252,7 @@ pv2x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x2falsekey:
+rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	PREFETCHT0   (SI)
@@ -8053,7 +8267,7 @@ pv2x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2falsekey
+	JNZ          rows2_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -8061,7 +8275,7 @@ pv2x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x2masked:
+rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8100,7 +8314,7 @@ pv2x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x2truekey:
+rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	PREFETCHT0   (SI)
@@ -8115,7 +8329,7 @@ pv2x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2truekey
+	JNZ          rows2_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -8123,7 +8337,7 @@ pv2x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x1whole:
+rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8158,7 +8372,7 @@ pv2x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x1falsekey:
+rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
 	PREFETCHT0   (SI)
@@ -8169,13 +8383,13 @@ pv2x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1falsekey
+	JNZ          rows2_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x1masked:
+rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8210,7 +8424,7 @@ pv2x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x1truekey:
+rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
 	PREFETCHT0   (SI)
@@ -8221,13 +8435,13 @@ pv2x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1truekey
+	JNZ          rows2_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x8whole:
+rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8272,7 +8486,7 @@ pv1x8whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x8falsekey:
+rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z9
@@ -8302,7 +8516,7 @@ pv1x8falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8falsekey
+	JNZ          rows1_vecs8_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8314,7 +8528,7 @@ pv1x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x8masked:
+rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8359,7 +8573,7 @@ pv1x8masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x8truekey:
+rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z9
@@ -8389,7 +8603,7 @@ pv1x8truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8truekey
+	JNZ          rows1_vecs8_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8401,7 +8615,7 @@ pv1x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x7whole:
+rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8444,7 +8658,7 @@ pv1x7whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x7falsekey:
+rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z8
@@ -8471,7 +8685,7 @@ pv1x7falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7falsekey
+	JNZ          rows1_vecs7_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8482,7 +8696,7 @@ pv1x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x7masked:
+rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8525,7 +8739,7 @@ pv1x7masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x7truekey:
+rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z8
@@ -8552,7 +8766,7 @@ pv1x7truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7truekey
+	JNZ          rows1_vecs7_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8563,7 +8777,7 @@ pv1x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x6whole:
+rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8604,7 +8818,7 @@ pv1x6whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x6falsekey:
+rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z7
@@ -8628,7 +8842,7 @@ pv1x6falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6falsekey
+	JNZ          rows1_vecs6_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8638,7 +8852,7 @@ pv1x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x6masked:
+rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8679,7 +8893,7 @@ pv1x6masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x6truekey:
+rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z7
@@ -8703,7 +8917,7 @@ pv1x6truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6truekey
+	JNZ          rows1_vecs6_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8713,7 +8927,7 @@ pv1x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x5whole:
+rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8752,7 +8966,7 @@ pv1x5whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x5falsekey:
+rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z6
@@ -8773,7 +8987,7 @@ pv1x5falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5falsekey
+	JNZ          rows1_vecs5_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8782,7 +8996,7 @@ pv1x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x5masked:
+rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8821,7 +9035,7 @@ pv1x5masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x5truekey:
+rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z6
@@ -8842,7 +9056,7 @@ pv1x5truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5truekey
+	JNZ          rows1_vecs5_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8851,7 +9065,7 @@ pv1x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x4whole:
+rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8888,7 +9102,7 @@ pv1x4whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x4falsekey:
+rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z5
@@ -8906,7 +9120,7 @@ pv1x4falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4falsekey
+	JNZ          rows1_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8914,7 +9128,7 @@ pv1x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x4masked:
+rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -8951,7 +9165,7 @@ pv1x4masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x4truekey:
+rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z5
@@ -8969,7 +9183,7 @@ pv1x4truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4truekey
+	JNZ          rows1_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -8977,7 +9191,7 @@ pv1x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x3whole:
+rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9012,7 +9226,7 @@ pv1x3whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x3falsekey:
+rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z4
@@ -9027,14 +9241,14 @@ pv1x3falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3falsekey
+	JNZ          rows1_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x3masked:
+rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9069,7 +9283,7 @@ pv1x3masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x3truekey:
+rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z4
@@ -9084,14 +9298,14 @@ pv1x3truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3truekey
+	JNZ          rows1_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x2whole:
+rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9124,7 +9338,7 @@ pv1x2whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x2falsekey:
+rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z3
@@ -9136,13 +9350,13 @@ pv1x2falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2falsekey
+	JNZ          rows1_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x2masked:
+rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9175,7 +9389,7 @@ pv1x2masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x2truekey:
+rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z3
@@ -9187,13 +9401,13 @@ pv1x2truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2truekey
+	JNZ          rows1_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x1whole:
+rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9224,7 +9438,7 @@ pv1x1whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x1falsekey:
+rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z2
@@ -9233,12 +9447,12 @@ pv1x1falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1falsekey
+	JNZ          rows1_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x1masked:
+rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -9269,7 +9483,7 @@ pv1x1masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x1truekey:
+rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVUPS.Z    (SI), K2, Z2
@@ -9278,7 +9492,7 @@ pv1x1truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1truekey
+	JNZ          rows1_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	ADDQ         $0x01, 120(SP)
 
@@ -9383,6 +9597,8 @@ pfv0_line:
 	DECQ       DX
 	JNZ        pfv0
 
+	// A block of 16 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
 block:
 	MOVQ  16(SP), CX
 	MOVQ  $0x00000000, DX
@@ -9404,9 +9620,11 @@ block:
 	MOVQ  BX, 8(SP)
 
 whole:
-	MOVQ    DX, 24(SP)
-	LEAQ    constsAVX512<>+1856(SB), CX
-	KMOVW   (CX)(DX*2), K3
+	MOVQ  DX, 24(SP)
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(DX*2), K3
+
+	// Scores and softmax, row by row.
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
 	MOVQ    q+0(FP), CX
@@ -9442,9 +9660,9 @@ whole:
 	MOVQ    96(SP), R13
 	MOVQ    32(SP), R14
 	TESTQ   R14, R14
-	JZ      scorestruedlast
+	JZ      scores_prefetched_last_dims
 
-scorestrued:
+scores_prefetched_dims:
 	VMOVUPS     (R13), Z16
 	PREFETCHT0  (R10)
 	VCVTPH2PS   (BX), Z17
@@ -9504,11 +9722,11 @@ scorestrued:
 	ADDQ        $0x20, R12
 	ADDQ        $0x20, R9
 	DECQ        R14
-	JNZ         scorestrued
+	JNZ         scores_prefetched_dims
 
-scorestruedlast:
+scores_prefetched_last_dims:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scorestruefold
+	JEQ         scores_prefetched_fold
 	VMOVUPS.Z   (R13), K1, Z16
 	VMOVDQU16.Z (BX), K1, Z17
 	VCVTPH2PS   Y17, Z17
@@ -9559,7 +9777,7 @@ scorestruedlast:
 	VCVTPH2PS   Y17, Z17
 	VFMADD231PS Z17, Z16, Z15
 
-scorestruefold:
+scores_prefetched_fold:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -9607,7 +9825,7 @@ scorestruefold:
 	VADDPS       Z1, Z0, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scorestruenoalibi
+	JZ           scores_prefetched_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -9621,7 +9839,7 @@ scorestruefold:
 	VMULPS       Z1, Z18, Z18
 	VADDPS       Z18, Z0, Z0
 
-scorestruenoalibi:
+scores_prefetched_noalibi:
 	VMOVUPS      constsAVX512<>+832(SB), Z1
 	VBLENDMPS    Z1, Z0, K3, Z0
 	MOVQ         88(SP), CX
@@ -9726,9 +9944,9 @@ row:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scoresfalsedlast
+	JZ      scores_last_dims
 
-scoresfalsed:
+scores_dims:
 	VMOVUPS     (R9), Z16
 	VCVTPH2PS   (BX), Z17
 	VFMADD231PS Z17, Z16, Z0
@@ -9768,11 +9986,11 @@ scoresfalsed:
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R8
 	DECQ        R10
-	JNZ         scoresfalsed
+	JNZ         scores_dims
 
-scoresfalsedlast:
+scores_last_dims:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scoresfalsefold
+	JEQ         scores_fold
 	VMOVUPS.Z   (R9), K1, Z16
 	VMOVDQU16.Z (BX), K1, Z17
 	VCVTPH2PS   Y17, Z17
@@ -9823,7 +10041,7 @@ scoresfalsedlast:
 	VCVTPH2PS   Y17, Z17
 	VFMADD231PS Z17, Z16, Z15
 
-scoresfalsefold:
+scores_fold:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -9871,7 +10089,7 @@ scoresfalsefold:
 	VADDPS       Z1, Z0, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scoresfalsenoalibi
+	JZ           scores_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -9885,7 +10103,7 @@ scoresfalsefold:
 	VMULPS       Z1, Z19, Z19
 	VADDPS       Z19, Z0, Z0
 
-scoresfalsenoalibi:
+scores_noalibi:
 	VMOVUPS      constsAVX512<>+832(SB), Z1
 	VBLENDMPS    Z1, Z0, K3, Z0
 	MOVQ         88(SP), CX
@@ -9958,8 +10176,10 @@ scoresfalsenoalibi:
 	JMP          row
 
 pv:
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
+	// PV in groups of up to 4 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
@@ -9985,193 +10205,193 @@ panel:
 
 rows4:
 	CMPQ CX, $0x04
-	JGT  pv4x4whole
+	JGT  rows4_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows4not4
+	JNE  rows4_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x4whole
-	JMP  pv4x4masked
+	JEQ  rows4_vecs4_whole
+	JMP  rows4_vecs4_masked
 
-rows4not4:
+rows4_not4:
 	CMPQ CX, $0x03
-	JNE  rows4not3
+	JNE  rows4_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x3whole
-	JMP  pv4x3masked
+	JEQ  rows4_vecs3_whole
+	JMP  rows4_vecs3_masked
 
-rows4not3:
+rows4_not3:
 	CMPQ CX, $0x02
-	JNE  rows4not2
+	JNE  rows4_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x2whole
-	JMP  pv4x2masked
+	JEQ  rows4_vecs2_whole
+	JMP  rows4_vecs2_masked
 
-rows4not2:
+rows4_not2:
 	CMPQ CX, $0x01
-	JNE  rows4not1
+	JNE  rows4_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x1whole
-	JMP  pv4x1masked
+	JEQ  rows4_vecs1_whole
+	JMP  rows4_vecs1_masked
 
-rows4not1:
+rows4_not1:
 	JMP panelnext
 
 rows3:
 	CMPQ CX, $0x04
-	JGT  pv3x4whole
+	JGT  rows3_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows3not4
+	JNE  rows3_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x4whole
-	JMP  pv3x4masked
+	JEQ  rows3_vecs4_whole
+	JMP  rows3_vecs4_masked
 
-rows3not4:
+rows3_not4:
 	CMPQ CX, $0x03
-	JNE  rows3not3
+	JNE  rows3_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x3whole
-	JMP  pv3x3masked
+	JEQ  rows3_vecs3_whole
+	JMP  rows3_vecs3_masked
 
-rows3not3:
+rows3_not3:
 	CMPQ CX, $0x02
-	JNE  rows3not2
+	JNE  rows3_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x2whole
-	JMP  pv3x2masked
+	JEQ  rows3_vecs2_whole
+	JMP  rows3_vecs2_masked
 
-rows3not2:
+rows3_not2:
 	CMPQ CX, $0x01
-	JNE  rows3not1
+	JNE  rows3_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x1whole
-	JMP  pv3x1masked
+	JEQ  rows3_vecs1_whole
+	JMP  rows3_vecs1_masked
 
-rows3not1:
+rows3_not1:
 	JMP panelnext
 
 rows2:
 	CMPQ CX, $0x08
-	JGT  pv2x8whole
+	JGT  rows2_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows2not8
+	JNE  rows2_not8
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x8whole
-	JMP  pv2x8masked
+	JEQ  rows2_vecs8_whole
+	JMP  rows2_vecs8_masked
 
-rows2not8:
+rows2_not8:
 	CMPQ CX, $0x07
-	JNE  rows2not7
+	JNE  rows2_not7
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x7whole
-	JMP  pv2x7masked
+	JEQ  rows2_vecs7_whole
+	JMP  rows2_vecs7_masked
 
-rows2not7:
+rows2_not7:
 	CMPQ CX, $0x06
-	JNE  rows2not6
+	JNE  rows2_not6
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x6whole
-	JMP  pv2x6masked
+	JEQ  rows2_vecs6_whole
+	JMP  rows2_vecs6_masked
 
-rows2not6:
+rows2_not6:
 	CMPQ CX, $0x05
-	JNE  rows2not5
+	JNE  rows2_not5
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x5whole
-	JMP  pv2x5masked
+	JEQ  rows2_vecs5_whole
+	JMP  rows2_vecs5_masked
 
-rows2not5:
+rows2_not5:
 	CMPQ CX, $0x04
-	JNE  rows2not4
+	JNE  rows2_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x4whole
-	JMP  pv2x4masked
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
 
-rows2not4:
+rows2_not4:
 	CMPQ CX, $0x03
-	JNE  rows2not3
+	JNE  rows2_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x3whole
-	JMP  pv2x3masked
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
 
-rows2not3:
+rows2_not3:
 	CMPQ CX, $0x02
-	JNE  rows2not2
+	JNE  rows2_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x2whole
-	JMP  pv2x2masked
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
 
-rows2not2:
+rows2_not2:
 	CMPQ CX, $0x01
-	JNE  rows2not1
+	JNE  rows2_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x1whole
-	JMP  pv2x1masked
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
 
-rows2not1:
+rows2_not1:
 	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
-	JGT  pv1x8whole
+	JGT  rows1_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows1not8
+	JNE  rows1_not8
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x8whole
-	JMP  pv1x8masked
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
 
-rows1not8:
+rows1_not8:
 	CMPQ CX, $0x07
-	JNE  rows1not7
+	JNE  rows1_not7
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x7whole
-	JMP  pv1x7masked
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
 
-rows1not7:
+rows1_not7:
 	CMPQ CX, $0x06
-	JNE  rows1not6
+	JNE  rows1_not6
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x6whole
-	JMP  pv1x6masked
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
 
-rows1not6:
+rows1_not6:
 	CMPQ CX, $0x05
-	JNE  rows1not5
+	JNE  rows1_not5
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x5whole
-	JMP  pv1x5masked
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
 
-rows1not5:
+rows1_not5:
 	CMPQ CX, $0x04
-	JNE  rows1not4
+	JNE  rows1_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x4whole
-	JMP  pv1x4masked
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
 
-rows1not4:
+rows1_not4:
 	CMPQ CX, $0x03
-	JNE  rows1not3
+	JNE  rows1_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x3whole
-	JMP  pv1x3masked
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
 
-rows1not3:
+rows1_not3:
 	CMPQ CX, $0x02
-	JNE  rows1not2
+	JNE  rows1_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x2whole
-	JMP  pv1x2masked
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
 
-rows1not2:
+rows1_not2:
 	CMPQ CX, $0x01
-	JNE  rows1not1
+	JNE  rows1_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x1whole
-	JMP  pv1x1masked
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
 
-rows1not1:
+rows1_not1:
 	JMP panelnext
 
-pv4x4whole:
+rows4_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10237,7 +10457,7 @@ pv4x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x4falsekey:
+rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z20
@@ -10270,7 +10490,7 @@ pv4x4falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x4falsekey
+	JNZ          rows4_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -10290,7 +10510,7 @@ pv4x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv4x4masked:
+rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10356,7 +10576,7 @@ pv4x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x4truekey:
+rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z20
@@ -10390,7 +10610,7 @@ pv4x4truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x4truekey
+	JNZ          rows4_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -10410,7 +10630,7 @@ pv4x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv4x3whole:
+rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10468,7 +10688,7 @@ pv4x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x3falsekey:
+rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -10495,7 +10715,7 @@ pv4x3falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x3falsekey
+	JNZ          rows4_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -10511,7 +10731,7 @@ pv4x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv4x3masked:
+rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10569,7 +10789,7 @@ pv4x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x3truekey:
+rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -10597,7 +10817,7 @@ pv4x3truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x3truekey
+	JNZ          rows4_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -10613,7 +10833,7 @@ pv4x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv4x2whole:
+rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10663,7 +10883,7 @@ pv4x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x2falsekey:
+rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
@@ -10684,7 +10904,7 @@ pv4x2falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x2falsekey
+	JNZ          rows4_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -10696,7 +10916,7 @@ pv4x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv4x2masked:
+rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10746,7 +10966,7 @@ pv4x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x2truekey:
+rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
@@ -10768,7 +10988,7 @@ pv4x2truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x2truekey
+	JNZ          rows4_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -10780,7 +11000,7 @@ pv4x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv4x1whole:
+rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10822,7 +11042,7 @@ pv4x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x1falsekey:
+rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
@@ -10837,7 +11057,7 @@ pv4x1falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x1falsekey
+	JNZ          rows4_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	VMOVUPS      Z3, (CX)(DX*2)
@@ -10845,7 +11065,7 @@ pv4x1falsekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv4x1masked:
+rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10887,7 +11107,7 @@ pv4x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x1truekey:
+rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
@@ -10903,7 +11123,7 @@ pv4x1truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x1truekey
+	JNZ          rows4_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	VMOVUPS      Z3, K2, (CX)(DX*2)
@@ -10911,7 +11131,7 @@ pv4x1truekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv3x4whole:
+rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -10967,7 +11187,7 @@ pv3x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x4falsekey:
+rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -10995,7 +11215,7 @@ pv3x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x4falsekey
+	JNZ          rows3_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -11011,7 +11231,7 @@ pv3x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv3x4masked:
+rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11067,7 +11287,7 @@ pv3x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x4truekey:
+rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -11096,7 +11316,7 @@ pv3x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x4truekey
+	JNZ          rows3_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -11112,7 +11332,7 @@ pv3x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv3x3whole:
+rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11162,7 +11382,7 @@ pv3x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x3falsekey:
+rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
@@ -11185,7 +11405,7 @@ pv3x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x3falsekey
+	JNZ          rows3_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -11198,7 +11418,7 @@ pv3x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv3x3masked:
+rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11248,7 +11468,7 @@ pv3x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x3truekey:
+rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
@@ -11272,7 +11492,7 @@ pv3x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x3truekey
+	JNZ          rows3_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -11285,7 +11505,7 @@ pv3x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv3x2whole:
+rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11329,7 +11549,7 @@ pv3x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x2falsekey:
+rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
@@ -11347,7 +11567,7 @@ pv3x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x2falsekey
+	JNZ          rows3_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -11357,7 +11577,7 @@ pv3x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv3x2masked:
+rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11401,7 +11621,7 @@ pv3x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x2truekey:
+rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
@@ -11420,7 +11640,7 @@ pv3x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x2truekey
+	JNZ          rows3_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -11430,7 +11650,7 @@ pv3x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv3x1whole:
+rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11468,7 +11688,7 @@ pv3x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x1falsekey:
+rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
@@ -11481,14 +11701,14 @@ pv3x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x1falsekey
+	JNZ          rows3_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	VMOVUPS      Z3, (CX)(DX*2)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv3x1masked:
+rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11526,7 +11746,7 @@ pv3x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x1truekey:
+rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
@@ -11540,14 +11760,14 @@ pv3x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x1truekey
+	JNZ          rows3_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	VMOVUPS      Z3, K2, (CX)(DX*2)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x8whole:
+rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11610,7 +11830,7 @@ pv2x8whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x8falsekey:
+rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	PREFETCHT0   (SI)
@@ -11649,7 +11869,7 @@ pv2x8falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x8falsekey
+	JNZ          rows2_vecs8_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -11669,7 +11889,7 @@ pv2x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv2x8masked:
+rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11732,7 +11952,7 @@ pv2x8masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x8truekey:
+rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	PREFETCHT0   (SI)
@@ -11772,7 +11992,7 @@ pv2x8truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x8truekey
+	JNZ          rows2_vecs8_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -11792,7 +12012,7 @@ pv2x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv2x7whole:
+rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11851,7 +12071,7 @@ pv2x7whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x7falsekey:
+rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
 	PREFETCHT0   (SI)
@@ -11886,7 +12106,7 @@ pv2x7falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x7falsekey
+	JNZ          rows2_vecs7_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -11904,7 +12124,7 @@ pv2x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv2x7masked:
+rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -11963,7 +12183,7 @@ pv2x7masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x7truekey:
+rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
 	PREFETCHT0   (SI)
@@ -11999,7 +12219,7 @@ pv2x7truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x7truekey
+	JNZ          rows2_vecs7_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12017,7 +12237,7 @@ pv2x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv2x6whole:
+rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12072,7 +12292,7 @@ pv2x6whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x6falsekey:
+rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	PREFETCHT0   (SI)
@@ -12103,7 +12323,7 @@ pv2x6falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x6falsekey
+	JNZ          rows2_vecs6_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12119,7 +12339,7 @@ pv2x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv2x6masked:
+rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12174,7 +12394,7 @@ pv2x6masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x6truekey:
+rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	PREFETCHT0   (SI)
@@ -12206,7 +12426,7 @@ pv2x6truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x6truekey
+	JNZ          rows2_vecs6_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12222,7 +12442,7 @@ pv2x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv2x5whole:
+rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12273,7 +12493,7 @@ pv2x5whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x5falsekey:
+rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
 	PREFETCHT0   (SI)
@@ -12300,7 +12520,7 @@ pv2x5falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x5falsekey
+	JNZ          rows2_vecs5_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12314,7 +12534,7 @@ pv2x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv2x5masked:
+rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12365,7 +12585,7 @@ pv2x5masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x5truekey:
+rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
 	PREFETCHT0   (SI)
@@ -12393,7 +12613,7 @@ pv2x5truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x5truekey
+	JNZ          rows2_vecs5_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12407,7 +12627,7 @@ pv2x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv2x4whole:
+rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12454,7 +12674,7 @@ pv2x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x4falsekey:
+rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	PREFETCHT0   (SI)
@@ -12477,7 +12697,7 @@ pv2x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4falsekey
+	JNZ          rows2_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12489,7 +12709,7 @@ pv2x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x4masked:
+rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12536,7 +12756,7 @@ pv2x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x4truekey:
+rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	PREFETCHT0   (SI)
@@ -12560,7 +12780,7 @@ pv2x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4truekey
+	JNZ          rows2_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12572,7 +12792,7 @@ pv2x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x3whole:
+rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12615,7 +12835,7 @@ pv2x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x3falsekey:
+rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	PREFETCHT0   (SI)
@@ -12634,7 +12854,7 @@ pv2x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3falsekey
+	JNZ          rows2_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -12644,7 +12864,7 @@ pv2x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x3masked:
+rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12687,7 +12907,7 @@ pv2x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x3truekey:
+rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	PREFETCHT0   (SI)
@@ -12707,7 +12927,7 @@ pv2x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3truekey
+	JNZ          rows2_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -12717,7 +12937,7 @@ pv2x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x2whole:
+rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12756,7 +12976,7 @@ pv2x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x2falsekey:
+rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	PREFETCHT0   (SI)
@@ -12771,7 +12991,7 @@ pv2x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2falsekey
+	JNZ          rows2_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -12779,7 +12999,7 @@ pv2x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x2masked:
+rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12818,7 +13038,7 @@ pv2x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x2truekey:
+rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	PREFETCHT0   (SI)
@@ -12834,7 +13054,7 @@ pv2x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2truekey
+	JNZ          rows2_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -12842,7 +13062,7 @@ pv2x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x1whole:
+rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12877,7 +13097,7 @@ pv2x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x1falsekey:
+rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
 	PREFETCHT0   (SI)
@@ -12888,13 +13108,13 @@ pv2x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1falsekey
+	JNZ          rows2_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x1masked:
+rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12929,7 +13149,7 @@ pv2x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x1truekey:
+rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
 	PREFETCHT0   (SI)
@@ -12941,13 +13161,13 @@ pv2x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1truekey
+	JNZ          rows2_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x8whole:
+rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -12992,7 +13212,7 @@ pv1x8whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x8falsekey:
+rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z9
@@ -13022,7 +13242,7 @@ pv1x8falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8falsekey
+	JNZ          rows1_vecs8_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13034,7 +13254,7 @@ pv1x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x8masked:
+rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13079,7 +13299,7 @@ pv1x8masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x8truekey:
+rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z9
@@ -13110,7 +13330,7 @@ pv1x8truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8truekey
+	JNZ          rows1_vecs8_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13122,7 +13342,7 @@ pv1x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x7whole:
+rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13165,7 +13385,7 @@ pv1x7whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x7falsekey:
+rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z8
@@ -13192,7 +13412,7 @@ pv1x7falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7falsekey
+	JNZ          rows1_vecs7_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13203,7 +13423,7 @@ pv1x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x7masked:
+rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13246,7 +13466,7 @@ pv1x7masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x7truekey:
+rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z8
@@ -13274,7 +13494,7 @@ pv1x7truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7truekey
+	JNZ          rows1_vecs7_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13285,7 +13505,7 @@ pv1x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x6whole:
+rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13326,7 +13546,7 @@ pv1x6whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x6falsekey:
+rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z7
@@ -13350,7 +13570,7 @@ pv1x6falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6falsekey
+	JNZ          rows1_vecs6_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13360,7 +13580,7 @@ pv1x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x6masked:
+rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13401,7 +13621,7 @@ pv1x6masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x6truekey:
+rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z7
@@ -13426,7 +13646,7 @@ pv1x6truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6truekey
+	JNZ          rows1_vecs6_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13436,7 +13656,7 @@ pv1x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x5whole:
+rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13475,7 +13695,7 @@ pv1x5whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x5falsekey:
+rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z6
@@ -13496,7 +13716,7 @@ pv1x5falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5falsekey
+	JNZ          rows1_vecs5_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13505,7 +13725,7 @@ pv1x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x5masked:
+rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13544,7 +13764,7 @@ pv1x5masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x5truekey:
+rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z6
@@ -13566,7 +13786,7 @@ pv1x5truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5truekey
+	JNZ          rows1_vecs5_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13575,7 +13795,7 @@ pv1x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x4whole:
+rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13612,7 +13832,7 @@ pv1x4whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x4falsekey:
+rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z5
@@ -13630,7 +13850,7 @@ pv1x4falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4falsekey
+	JNZ          rows1_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13638,7 +13858,7 @@ pv1x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x4masked:
+rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13675,7 +13895,7 @@ pv1x4masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x4truekey:
+rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z5
@@ -13694,7 +13914,7 @@ pv1x4truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4truekey
+	JNZ          rows1_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -13702,7 +13922,7 @@ pv1x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x3whole:
+rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13737,7 +13957,7 @@ pv1x3whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x3falsekey:
+rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z4
@@ -13752,14 +13972,14 @@ pv1x3falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3falsekey
+	JNZ          rows1_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x3masked:
+rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13794,7 +14014,7 @@ pv1x3masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x3truekey:
+rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z4
@@ -13810,14 +14030,14 @@ pv1x3truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3truekey
+	JNZ          rows1_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x2whole:
+rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13850,7 +14070,7 @@ pv1x2whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x2falsekey:
+rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z3
@@ -13862,13 +14082,13 @@ pv1x2falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2falsekey
+	JNZ          rows1_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x2masked:
+rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13901,7 +14121,7 @@ pv1x2masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x2truekey:
+rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z3
@@ -13914,13 +14134,13 @@ pv1x2truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2truekey
+	JNZ          rows1_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x1whole:
+rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13951,7 +14171,7 @@ pv1x1whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x1falsekey:
+rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z2
@@ -13960,12 +14180,12 @@ pv1x1falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1falsekey
+	JNZ          rows1_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x1masked:
+rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -13996,7 +14216,7 @@ pv1x1masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x1truekey:
+rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVDQU16.Z  (SI), K2, Z2
@@ -14006,7 +14226,7 @@ pv1x1truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1truekey
+	JNZ          rows1_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	ADDQ         $0x01, 120(SP)
 
@@ -14111,6 +14331,8 @@ pfv0_line:
 	DECQ       DX
 	JNZ        pfv0
 
+	// A block of 16 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
 block:
 	MOVQ  16(SP), CX
 	MOVQ  $0x00000000, DX
@@ -14132,9 +14354,11 @@ block:
 	MOVQ  BX, 8(SP)
 
 whole:
-	MOVQ    DX, 24(SP)
-	LEAQ    constsAVX512<>+1856(SB), CX
-	KMOVW   (CX)(DX*2), K3
+	MOVQ  DX, 24(SP)
+	LEAQ  constsAVX512<>+1856(SB), CX
+	KMOVW (CX)(DX*2), K3
+
+	// Scores and softmax, row by row.
 	MOVQ    $0x00000000, CX
 	MOVQ    CX, 88(SP)
 	MOVQ    q+0(FP), CX
@@ -14170,9 +14394,9 @@ whole:
 	MOVQ    96(SP), R13
 	MOVQ    32(SP), R14
 	TESTQ   R14, R14
-	JZ      scorestruedlast
+	JZ      scores_prefetched_last_dims
 
-scorestrued:
+scores_prefetched_dims:
 	VMOVUPS     (R13), Z16
 	PREFETCHT0  (R10)
 	VPMOVZXWD   (BX), Z17
@@ -14248,11 +14472,11 @@ scorestrued:
 	ADDQ        $0x20, R12
 	ADDQ        $0x20, R9
 	DECQ        R14
-	JNZ         scorestrued
+	JNZ         scores_prefetched_dims
 
-scorestruedlast:
+scores_prefetched_last_dims:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scorestruefold
+	JEQ         scores_prefetched_fold
 	VMOVUPS.Z   (R13), K1, Z16
 	VMOVDQU16.Z (BX), K1, Z17
 	VPMOVZXWD   Y17, Z17
@@ -14319,7 +14543,7 @@ scorestruedlast:
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z15
 
-scorestruefold:
+scores_prefetched_fold:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -14367,7 +14591,7 @@ scorestruefold:
 	VADDPS       Z1, Z0, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scorestruenoalibi
+	JZ           scores_prefetched_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -14381,7 +14605,7 @@ scorestruefold:
 	VMULPS       Z1, Z18, Z18
 	VADDPS       Z18, Z0, Z0
 
-scorestruenoalibi:
+scores_prefetched_noalibi:
 	VMOVUPS      constsAVX512<>+832(SB), Z1
 	VBLENDMPS    Z1, Z0, K3, Z0
 	MOVQ         88(SP), CX
@@ -14486,9 +14710,9 @@ row:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scoresfalsedlast
+	JZ      scores_last_dims
 
-scoresfalsed:
+scores_dims:
 	VMOVUPS     (R9), Z16
 	VPMOVZXWD   (BX), Z17
 	VPSLLD      $0x10, Z17, Z17
@@ -14544,11 +14768,11 @@ scoresfalsed:
 	ADDQ        $0x20, DI
 	ADDQ        $0x20, R8
 	DECQ        R10
-	JNZ         scoresfalsed
+	JNZ         scores_dims
 
-scoresfalsedlast:
+scores_last_dims:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scoresfalsefold
+	JEQ         scores_fold
 	VMOVUPS.Z   (R9), K1, Z16
 	VMOVDQU16.Z (BX), K1, Z17
 	VPMOVZXWD   Y17, Z17
@@ -14615,7 +14839,7 @@ scoresfalsedlast:
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z15
 
-scoresfalsefold:
+scores_fold:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -14663,7 +14887,7 @@ scoresfalsefold:
 	VADDPS       Z1, Z0, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scoresfalsenoalibi
+	JZ           scores_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
@@ -14677,7 +14901,7 @@ scoresfalsefold:
 	VMULPS       Z1, Z19, Z19
 	VADDPS       Z19, Z0, Z0
 
-scoresfalsenoalibi:
+scores_noalibi:
 	VMOVUPS      constsAVX512<>+832(SB), Z1
 	VBLENDMPS    Z1, Z0, K3, Z0
 	MOVQ         88(SP), CX
@@ -14750,8 +14974,10 @@ scoresfalsenoalibi:
 	JMP          row
 
 pv:
+	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
+	// PV in groups of up to 4 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
@@ -14777,193 +15003,193 @@ panel:
 
 rows4:
 	CMPQ CX, $0x04
-	JGT  pv4x4whole
+	JGT  rows4_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows4not4
+	JNE  rows4_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x4whole
-	JMP  pv4x4masked
+	JEQ  rows4_vecs4_whole
+	JMP  rows4_vecs4_masked
 
-rows4not4:
+rows4_not4:
 	CMPQ CX, $0x03
-	JNE  rows4not3
+	JNE  rows4_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x3whole
-	JMP  pv4x3masked
+	JEQ  rows4_vecs3_whole
+	JMP  rows4_vecs3_masked
 
-rows4not3:
+rows4_not3:
 	CMPQ CX, $0x02
-	JNE  rows4not2
+	JNE  rows4_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x2whole
-	JMP  pv4x2masked
+	JEQ  rows4_vecs2_whole
+	JMP  rows4_vecs2_masked
 
-rows4not2:
+rows4_not2:
 	CMPQ CX, $0x01
-	JNE  rows4not1
+	JNE  rows4_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv4x1whole
-	JMP  pv4x1masked
+	JEQ  rows4_vecs1_whole
+	JMP  rows4_vecs1_masked
 
-rows4not1:
+rows4_not1:
 	JMP panelnext
 
 rows3:
 	CMPQ CX, $0x04
-	JGT  pv3x4whole
+	JGT  rows3_vecs4_whole
 	CMPQ CX, $0x04
-	JNE  rows3not4
+	JNE  rows3_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x4whole
-	JMP  pv3x4masked
+	JEQ  rows3_vecs4_whole
+	JMP  rows3_vecs4_masked
 
-rows3not4:
+rows3_not4:
 	CMPQ CX, $0x03
-	JNE  rows3not3
+	JNE  rows3_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x3whole
-	JMP  pv3x3masked
+	JEQ  rows3_vecs3_whole
+	JMP  rows3_vecs3_masked
 
-rows3not3:
+rows3_not3:
 	CMPQ CX, $0x02
-	JNE  rows3not2
+	JNE  rows3_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x2whole
-	JMP  pv3x2masked
+	JEQ  rows3_vecs2_whole
+	JMP  rows3_vecs2_masked
 
-rows3not2:
+rows3_not2:
 	CMPQ CX, $0x01
-	JNE  rows3not1
+	JNE  rows3_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv3x1whole
-	JMP  pv3x1masked
+	JEQ  rows3_vecs1_whole
+	JMP  rows3_vecs1_masked
 
-rows3not1:
+rows3_not1:
 	JMP panelnext
 
 rows2:
 	CMPQ CX, $0x08
-	JGT  pv2x8whole
+	JGT  rows2_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows2not8
+	JNE  rows2_not8
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x8whole
-	JMP  pv2x8masked
+	JEQ  rows2_vecs8_whole
+	JMP  rows2_vecs8_masked
 
-rows2not8:
+rows2_not8:
 	CMPQ CX, $0x07
-	JNE  rows2not7
+	JNE  rows2_not7
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x7whole
-	JMP  pv2x7masked
+	JEQ  rows2_vecs7_whole
+	JMP  rows2_vecs7_masked
 
-rows2not7:
+rows2_not7:
 	CMPQ CX, $0x06
-	JNE  rows2not6
+	JNE  rows2_not6
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x6whole
-	JMP  pv2x6masked
+	JEQ  rows2_vecs6_whole
+	JMP  rows2_vecs6_masked
 
-rows2not6:
+rows2_not6:
 	CMPQ CX, $0x05
-	JNE  rows2not5
+	JNE  rows2_not5
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x5whole
-	JMP  pv2x5masked
+	JEQ  rows2_vecs5_whole
+	JMP  rows2_vecs5_masked
 
-rows2not5:
+rows2_not5:
 	CMPQ CX, $0x04
-	JNE  rows2not4
+	JNE  rows2_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x4whole
-	JMP  pv2x4masked
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
 
-rows2not4:
+rows2_not4:
 	CMPQ CX, $0x03
-	JNE  rows2not3
+	JNE  rows2_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x3whole
-	JMP  pv2x3masked
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
 
-rows2not3:
+rows2_not3:
 	CMPQ CX, $0x02
-	JNE  rows2not2
+	JNE  rows2_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x2whole
-	JMP  pv2x2masked
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
 
-rows2not2:
+rows2_not2:
 	CMPQ CX, $0x01
-	JNE  rows2not1
+	JNE  rows2_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv2x1whole
-	JMP  pv2x1masked
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
 
-rows2not1:
+rows2_not1:
 	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
-	JGT  pv1x8whole
+	JGT  rows1_vecs8_whole
 	CMPQ CX, $0x08
-	JNE  rows1not8
+	JNE  rows1_not8
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x8whole
-	JMP  pv1x8masked
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
 
-rows1not8:
+rows1_not8:
 	CMPQ CX, $0x07
-	JNE  rows1not7
+	JNE  rows1_not7
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x7whole
-	JMP  pv1x7masked
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
 
-rows1not7:
+rows1_not7:
 	CMPQ CX, $0x06
-	JNE  rows1not6
+	JNE  rows1_not6
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x6whole
-	JMP  pv1x6masked
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
 
-rows1not6:
+rows1_not6:
 	CMPQ CX, $0x05
-	JNE  rows1not5
+	JNE  rows1_not5
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x5whole
-	JMP  pv1x5masked
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
 
-rows1not5:
+rows1_not5:
 	CMPQ CX, $0x04
-	JNE  rows1not4
+	JNE  rows1_not4
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x4whole
-	JMP  pv1x4masked
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
 
-rows1not4:
+rows1_not4:
 	CMPQ CX, $0x03
-	JNE  rows1not3
+	JNE  rows1_not3
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x3whole
-	JMP  pv1x3masked
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
 
-rows1not3:
+rows1_not3:
 	CMPQ CX, $0x02
-	JNE  rows1not2
+	JNE  rows1_not2
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x2whole
-	JMP  pv1x2masked
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
 
-rows1not2:
+rows1_not2:
 	CMPQ CX, $0x01
-	JNE  rows1not1
+	JNE  rows1_not1
 	CMPQ vtail+80(FP), $0x10
-	JEQ  pv1x1whole
-	JMP  pv1x1masked
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
 
-rows1not1:
+rows1_not1:
 	JMP panelnext
 
-pv4x4whole:
+rows4_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15029,7 +15255,7 @@ pv4x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x4falsekey:
+rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z20
@@ -15066,7 +15292,7 @@ pv4x4falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x4falsekey
+	JNZ          rows4_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -15086,7 +15312,7 @@ pv4x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv4x4masked:
+rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15152,7 +15378,7 @@ pv4x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x4truekey:
+rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z20
@@ -15190,7 +15416,7 @@ pv4x4truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x4truekey
+	JNZ          rows4_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -15210,7 +15436,7 @@ pv4x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv4x3whole:
+rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15268,7 +15494,7 @@ pv4x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x3falsekey:
+rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -15298,7 +15524,7 @@ pv4x3falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x3falsekey
+	JNZ          rows4_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -15314,7 +15540,7 @@ pv4x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv4x3masked:
+rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15372,7 +15598,7 @@ pv4x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x3truekey:
+rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -15403,7 +15629,7 @@ pv4x3truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x3truekey
+	JNZ          rows4_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -15419,7 +15645,7 @@ pv4x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv4x2whole:
+rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15469,7 +15695,7 @@ pv4x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x2falsekey:
+rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
@@ -15492,7 +15718,7 @@ pv4x2falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x2falsekey
+	JNZ          rows4_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -15504,7 +15730,7 @@ pv4x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv4x2masked:
+rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15554,7 +15780,7 @@ pv4x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x2truekey:
+rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
@@ -15578,7 +15804,7 @@ pv4x2truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x2truekey
+	JNZ          rows4_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -15590,7 +15816,7 @@ pv4x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv4x1whole:
+rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15632,7 +15858,7 @@ pv4x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x1falsekey:
+rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
@@ -15648,7 +15874,7 @@ pv4x1falsekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x1falsekey
+	JNZ          rows4_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	VMOVUPS      Z3, (CX)(DX*2)
@@ -15656,7 +15882,7 @@ pv4x1falsekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv4x1masked:
+rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15698,7 +15924,7 @@ pv4x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         R8, SI
 
-pv4x1truekey:
+rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
@@ -15715,7 +15941,7 @@ pv4x1truekey:
 	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
-	JNZ          pv4x1truekey
+	JNZ          rows4_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	VMOVUPS      Z3, K2, (CX)(DX*2)
@@ -15723,7 +15949,7 @@ pv4x1truekey:
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv3x4whole:
+rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15779,7 +16005,7 @@ pv3x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x4falsekey:
+rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -15811,7 +16037,7 @@ pv3x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x4falsekey
+	JNZ          rows3_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -15827,7 +16053,7 @@ pv3x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv3x4masked:
+rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15883,7 +16109,7 @@ pv3x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x4truekey:
+rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
@@ -15916,7 +16142,7 @@ pv3x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x4truekey
+	JNZ          rows3_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -15932,7 +16158,7 @@ pv3x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv3x3whole:
+rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -15982,7 +16208,7 @@ pv3x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x3falsekey:
+rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
@@ -16008,7 +16234,7 @@ pv3x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x3falsekey
+	JNZ          rows3_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -16021,7 +16247,7 @@ pv3x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv3x3masked:
+rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16071,7 +16297,7 @@ pv3x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x3truekey:
+rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
@@ -16098,7 +16324,7 @@ pv3x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x3truekey
+	JNZ          rows3_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -16111,7 +16337,7 @@ pv3x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv3x2whole:
+rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16155,7 +16381,7 @@ pv3x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x2falsekey:
+rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
@@ -16175,7 +16401,7 @@ pv3x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x2falsekey
+	JNZ          rows3_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -16185,7 +16411,7 @@ pv3x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv3x2masked:
+rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16229,7 +16455,7 @@ pv3x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x2truekey:
+rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
@@ -16250,7 +16476,7 @@ pv3x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x2truekey
+	JNZ          rows3_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -16260,7 +16486,7 @@ pv3x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv3x1whole:
+rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16298,7 +16524,7 @@ pv3x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x1falsekey:
+rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
@@ -16312,14 +16538,14 @@ pv3x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x1falsekey
+	JNZ          rows3_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	VMOVUPS      Z3, (CX)(DX*2)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv3x1masked:
+rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16357,7 +16583,7 @@ pv3x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv3x1truekey:
+rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
@@ -16372,14 +16598,14 @@ pv3x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv3x1truekey
+	JNZ          rows3_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	VMOVUPS      Z3, K2, (CX)(DX*2)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x8whole:
+rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16442,7 +16668,7 @@ pv2x8whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x8falsekey:
+rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	PREFETCHT0   (SI)
@@ -16489,7 +16715,7 @@ pv2x8falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x8falsekey
+	JNZ          rows2_vecs8_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -16509,7 +16735,7 @@ pv2x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv2x8masked:
+rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16572,7 +16798,7 @@ pv2x8masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x8truekey:
+rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	PREFETCHT0   (SI)
@@ -16620,7 +16846,7 @@ pv2x8truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x8truekey
+	JNZ          rows2_vecs8_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -16640,7 +16866,7 @@ pv2x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv2x7whole:
+rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16699,7 +16925,7 @@ pv2x7whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x7falsekey:
+rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
 	PREFETCHT0   (SI)
@@ -16741,7 +16967,7 @@ pv2x7falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x7falsekey
+	JNZ          rows2_vecs7_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -16759,7 +16985,7 @@ pv2x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv2x7masked:
+rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16818,7 +17044,7 @@ pv2x7masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x7truekey:
+rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
 	PREFETCHT0   (SI)
@@ -16861,7 +17087,7 @@ pv2x7truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x7truekey
+	JNZ          rows2_vecs7_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -16879,7 +17105,7 @@ pv2x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv2x6whole:
+rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -16934,7 +17160,7 @@ pv2x6whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x6falsekey:
+rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	PREFETCHT0   (SI)
@@ -16971,7 +17197,7 @@ pv2x6falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x6falsekey
+	JNZ          rows2_vecs6_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -16987,7 +17213,7 @@ pv2x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv2x6masked:
+rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17042,7 +17268,7 @@ pv2x6masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x6truekey:
+rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	PREFETCHT0   (SI)
@@ -17080,7 +17306,7 @@ pv2x6truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x6truekey
+	JNZ          rows2_vecs6_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17096,7 +17322,7 @@ pv2x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv2x5whole:
+rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17147,7 +17373,7 @@ pv2x5whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x5falsekey:
+rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
 	PREFETCHT0   (SI)
@@ -17179,7 +17405,7 @@ pv2x5falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x5falsekey
+	JNZ          rows2_vecs5_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17193,7 +17419,7 @@ pv2x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv2x5masked:
+rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17244,7 +17470,7 @@ pv2x5masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x5truekey:
+rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
 	PREFETCHT0   (SI)
@@ -17277,7 +17503,7 @@ pv2x5truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x5truekey
+	JNZ          rows2_vecs5_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17291,7 +17517,7 @@ pv2x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv2x4whole:
+rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17338,7 +17564,7 @@ pv2x4whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x4falsekey:
+rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	PREFETCHT0   (SI)
@@ -17365,7 +17591,7 @@ pv2x4falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4falsekey
+	JNZ          rows2_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17377,7 +17603,7 @@ pv2x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x4masked:
+rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17424,7 +17650,7 @@ pv2x4masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x4truekey:
+rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	PREFETCHT0   (SI)
@@ -17452,7 +17678,7 @@ pv2x4truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x4truekey
+	JNZ          rows2_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17464,7 +17690,7 @@ pv2x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv2x3whole:
+rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17507,7 +17733,7 @@ pv2x3whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x3falsekey:
+rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	PREFETCHT0   (SI)
@@ -17529,7 +17755,7 @@ pv2x3falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3falsekey
+	JNZ          rows2_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17539,7 +17765,7 @@ pv2x3falsekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x3masked:
+rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17582,7 +17808,7 @@ pv2x3masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x3truekey:
+rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	PREFETCHT0   (SI)
@@ -17605,7 +17831,7 @@ pv2x3truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x3truekey
+	JNZ          rows2_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
@@ -17615,7 +17841,7 @@ pv2x3truekey:
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv2x2whole:
+rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17654,7 +17880,7 @@ pv2x2whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x2falsekey:
+rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	PREFETCHT0   (SI)
@@ -17671,7 +17897,7 @@ pv2x2falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2falsekey
+	JNZ          rows2_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -17679,7 +17905,7 @@ pv2x2falsekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x2masked:
+rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17718,7 +17944,7 @@ pv2x2masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x2truekey:
+rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	PREFETCHT0   (SI)
@@ -17736,7 +17962,7 @@ pv2x2truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x2truekey
+	JNZ          rows2_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	VMOVUPS      Z3, (CX)(DX*1)
@@ -17744,7 +17970,7 @@ pv2x2truekey:
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv2x1whole:
+rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17779,7 +18005,7 @@ pv2x1whole:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x1falsekey:
+rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
 	PREFETCHT0   (SI)
@@ -17791,13 +18017,13 @@ pv2x1falsekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1falsekey
+	JNZ          rows2_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv2x1masked:
+rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17832,7 +18058,7 @@ pv2x1masked:
 	SHLQ         $0x05, SI
 	ADDQ         DI, SI
 
-pv2x1truekey:
+rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
 	PREFETCHT0   (SI)
@@ -17845,13 +18071,13 @@ pv2x1truekey:
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
-	JNZ          pv2x1truekey
+	JNZ          rows2_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	VMOVUPS      Z2, K2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x8whole:
+rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17896,7 +18122,7 @@ pv1x8whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x8falsekey:
+rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z9
@@ -17934,7 +18160,7 @@ pv1x8falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8falsekey
+	JNZ          rows1_vecs8_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -17946,7 +18172,7 @@ pv1x8falsekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x8masked:
+rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -17991,7 +18217,7 @@ pv1x8masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x8truekey:
+rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z9
@@ -18030,7 +18256,7 @@ pv1x8truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x8truekey
+	JNZ          rows1_vecs8_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18042,7 +18268,7 @@ pv1x8truekey:
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
-pv1x7whole:
+rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18085,7 +18311,7 @@ pv1x7whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x7falsekey:
+rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z8
@@ -18119,7 +18345,7 @@ pv1x7falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7falsekey
+	JNZ          rows1_vecs7_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18130,7 +18356,7 @@ pv1x7falsekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x7masked:
+rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18173,7 +18399,7 @@ pv1x7masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x7truekey:
+rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z8
@@ -18208,7 +18434,7 @@ pv1x7truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x7truekey
+	JNZ          rows1_vecs7_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18219,7 +18445,7 @@ pv1x7truekey:
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
-pv1x6whole:
+rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18260,7 +18486,7 @@ pv1x6whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x6falsekey:
+rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z7
@@ -18290,7 +18516,7 @@ pv1x6falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6falsekey
+	JNZ          rows1_vecs6_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18300,7 +18526,7 @@ pv1x6falsekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x6masked:
+rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18341,7 +18567,7 @@ pv1x6masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x6truekey:
+rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z7
@@ -18372,7 +18598,7 @@ pv1x6truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x6truekey
+	JNZ          rows1_vecs6_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18382,7 +18608,7 @@ pv1x6truekey:
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
-pv1x5whole:
+rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18421,7 +18647,7 @@ pv1x5whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x5falsekey:
+rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z6
@@ -18447,7 +18673,7 @@ pv1x5falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5falsekey
+	JNZ          rows1_vecs5_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18456,7 +18682,7 @@ pv1x5falsekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x5masked:
+rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18495,7 +18721,7 @@ pv1x5masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x5truekey:
+rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z6
@@ -18522,7 +18748,7 @@ pv1x5truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x5truekey
+	JNZ          rows1_vecs5_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18531,7 +18757,7 @@ pv1x5truekey:
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
-pv1x4whole:
+rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18568,7 +18794,7 @@ pv1x4whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x4falsekey:
+rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z5
@@ -18590,7 +18816,7 @@ pv1x4falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4falsekey
+	JNZ          rows1_vecs4_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18598,7 +18824,7 @@ pv1x4falsekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x4masked:
+rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18635,7 +18861,7 @@ pv1x4masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x4truekey:
+rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z5
@@ -18658,7 +18884,7 @@ pv1x4truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x4truekey
+	JNZ          rows1_vecs4_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
@@ -18666,7 +18892,7 @@ pv1x4truekey:
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
-pv1x3whole:
+rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18701,7 +18927,7 @@ pv1x3whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x3falsekey:
+rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z4
@@ -18719,14 +18945,14 @@ pv1x3falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3falsekey
+	JNZ          rows1_vecs3_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, 128(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x3masked:
+rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18761,7 +18987,7 @@ pv1x3masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x3truekey:
+rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z4
@@ -18780,14 +19006,14 @@ pv1x3truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x3truekey
+	JNZ          rows1_vecs3_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	VMOVUPS      Z3, K2, 128(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
-pv1x2whole:
+rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18820,7 +19046,7 @@ pv1x2whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x2falsekey:
+rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z3
@@ -18834,13 +19060,13 @@ pv1x2falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2falsekey
+	JNZ          rows1_vecs2_whole_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, 64(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x2masked:
+rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18873,7 +19099,7 @@ pv1x2masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x2truekey:
+rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z3
@@ -18888,13 +19114,13 @@ pv1x2truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x2truekey
+	JNZ          rows1_vecs2_masked_keys
 	VMOVUPS      Z1, (CX)
 	VMOVUPS      Z2, K2, 64(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
-pv1x1whole:
+rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18925,7 +19151,7 @@ pv1x1whole:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x1falsekey:
+rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z2
@@ -18935,12 +19161,12 @@ pv1x1falsekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1falsekey
+	JNZ          rows1_vecs1_whole_keys
 	VMOVUPS      Z1, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
-pv1x1masked:
+rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
 	MOVQ         64(SP), DX
 	MOVQ         104(SP), BX
@@ -18971,7 +19197,7 @@ pv1x1masked:
 	SHLQ         $0x05, BX
 	ADDQ         SI, BX
 
-pv1x1truekey:
+rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
 	PREFETCHT0   (BX)
 	VMOVDQU16.Z  (SI), K2, Z2
@@ -18982,7 +19208,7 @@ pv1x1truekey:
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
-	JNZ          pv1x1truekey
+	JNZ          rows1_vecs1_masked_keys
 	VMOVUPS      Z1, K2, (CX)
 	ADDQ         $0x01, 120(SP)
 
@@ -19128,66 +19354,70 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
-	JNE   masked
+	JNE   tail_masked
 	CMPQ  R10, $0x04
-	JEQ   nv4mfalse
+	JEQ   vecs4_whole
 	CMPQ  R10, $0x03
-	JEQ   nv3mfalse
+	JEQ   vecs3_whole
 	CMPQ  R10, $0x02
-	JEQ   nv2mfalse
+	JEQ   vecs2_whole
 	CMPQ  R10, $0x01
-	JEQ   nv1mfalse
+	JEQ   vecs1_whole
 	VZEROUPPER
 	RET
 
-masked:
+tail_masked:
 	CMPQ R10, $0x04
-	JEQ  nv4mtrue
+	JEQ  vecs4_masked
 	CMPQ R10, $0x03
-	JEQ  nv3mtrue
+	JEQ  vecs3_masked
 	CMPQ R10, $0x02
-	JEQ  nv2mtrue
+	JEQ  vecs2_masked
 	CMPQ R10, $0x01
-	JEQ  nv1mtrue
+	JEQ  vecs1_masked
 	VZEROUPPER
 	RET
 
-nv4mfalse:
-nv4mfalsegroups:
-	CMPQ         R8, $0x06
-	JLT          nv4mfalsetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	VMOVUPS      192(R9), Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	VMOVUPS      128(R9), Z6
-	VMOVUPS      192(R9), Z7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z8
-	VMOVUPS      64(R9), Z9
-	VMOVUPS      128(R9), Z10
-	VMOVUPS      192(R9), Z11
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z12
-	VMOVUPS      64(R9), Z13
-	VMOVUPS      128(R9), Z14
-	VMOVUPS      192(R9), Z15
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z16
-	VMOVUPS      64(R9), Z17
-	VMOVUPS      128(R9), Z18
-	VMOVUPS      192(R9), Z19
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z20
-	VMOVUPS      64(R9), Z21
-	VMOVUPS      128(R9), Z22
-	VMOVUPS      192(R9), Z23
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ    R8, $0x06
+	JLT     vecs4_whole_tail4
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	VMOVUPS 128(R9), Z6
+	VMOVUPS 192(R9), Z7
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z8
+	VMOVUPS 64(R9), Z9
+	VMOVUPS 128(R9), Z10
+	VMOVUPS 192(R9), Z11
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z12
+	VMOVUPS 64(R9), Z13
+	VMOVUPS 128(R9), Z14
+	VMOVUPS 192(R9), Z15
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z16
+	VMOVUPS 64(R9), Z17
+	VMOVUPS 128(R9), Z18
+	VMOVUPS 192(R9), Z19
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z20
+	VMOVUPS 64(R9), Z21
+	VMOVUPS 128(R9), Z22
+	VMOVUPS 192(R9), Z23
+
+	// Tile of 6 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mfalsefullnoscale
+	JZ           vecs4_whole_rows6_noscale
 	VBROADCASTSS (DI), Z24
 	VMULPS       Z24, Z0, Z0
 	VMULPS       Z24, Z1, Z1
@@ -19220,14 +19450,15 @@ nv4mfalsegroups:
 	VMULPS       Z24, Z23, Z23
 	ADDQ         $0x18, DI
 
-nv4mfalsefullnoscale:
+vecs4_whole_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mfalsefullstore
+	JZ    vecs4_whole_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mfalsefull:
+	// The key loop: a row of V, 6 broadcasts of P, 24 FMAs.
+vecs4_whole_rows6:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -19265,9 +19496,10 @@ nv4mfalsefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mfalsefull
+	JNZ          vecs4_whole_rows6
 
-nv4mfalsefullstore:
+	// Store the tile.
+vecs4_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19300,33 +19532,36 @@ nv4mfalsefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv4mfalsegroups
+	JMP     vecs4_whole_groups
 
-nv4mfalsetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv4mfalsetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	VMOVUPS      192(R9), Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	VMOVUPS      128(R9), Z6
-	VMOVUPS      192(R9), Z7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z8
-	VMOVUPS      64(R9), Z9
-	VMOVUPS      128(R9), Z10
-	VMOVUPS      192(R9), Z11
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z12
-	VMOVUPS      64(R9), Z13
-	VMOVUPS      128(R9), Z14
-	VMOVUPS      192(R9), Z15
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ   $0x00000004, R8
+	JZ      vecs4_whole_tail2
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	VMOVUPS 128(R9), Z6
+	VMOVUPS 192(R9), Z7
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z8
+	VMOVUPS 64(R9), Z9
+	VMOVUPS 128(R9), Z10
+	VMOVUPS 192(R9), Z11
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z12
+	VMOVUPS 64(R9), Z13
+	VMOVUPS 128(R9), Z14
+	VMOVUPS 192(R9), Z15
+
+	// Tile of 4 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mfalserows4noscale
+	JZ           vecs4_whole_rows4_noscale
 	VBROADCASTSS (DI), Z16
 	VMULPS       Z16, Z0, Z0
 	VMULPS       Z16, Z1, Z1
@@ -19349,14 +19584,15 @@ nv4mfalsetail4:
 	VMULPS       Z16, Z15, Z15
 	ADDQ         $0x10, DI
 
-nv4mfalserows4noscale:
+vecs4_whole_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mfalserows4store
+	JZ    vecs4_whole_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mfalserows4:
+	// The key loop: a row of V, 4 broadcasts of P, 16 FMAs.
+vecs4_whole_rows4:
 	VMOVUPS      (R10), Z16
 	VMOVUPS      64(R10), Z17
 	VMOVUPS      128(R10), Z18
@@ -19384,9 +19620,10 @@ nv4mfalserows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mfalserows4
+	JNZ          vecs4_whole_rows4
 
-nv4mfalserows4store:
+	// Store the tile.
+vecs4_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19409,21 +19646,24 @@ nv4mfalserows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv4mfalsetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv4mfalsetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	VMOVUPS      192(R9), Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	VMOVUPS      128(R9), Z6
-	VMOVUPS      192(R9), Z7
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ   $0x00000002, R8
+	JZ      vecs4_whole_tail1
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	VMOVUPS 128(R9), Z6
+	VMOVUPS 192(R9), Z7
+
+	// Tile of 2 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mfalserows2noscale
+	JZ           vecs4_whole_rows2_noscale
 	VBROADCASTSS (DI), Z8
 	VMULPS       Z8, Z0, Z0
 	VMULPS       Z8, Z1, Z1
@@ -19436,14 +19676,15 @@ nv4mfalsetail2:
 	VMULPS       Z8, Z7, Z7
 	ADDQ         $0x08, DI
 
-nv4mfalserows2noscale:
+vecs4_whole_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mfalserows2store
+	JZ    vecs4_whole_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mfalserows2:
+	// The key loop: a row of V, 2 broadcasts of P, 8 FMAs.
+vecs4_whole_rows2:
 	VMOVUPS      (R10), Z8
 	VMOVUPS      64(R10), Z9
 	VMOVUPS      128(R10), Z10
@@ -19461,9 +19702,10 @@ nv4mfalserows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mfalserows2
+	JNZ          vecs4_whole_rows2
 
-nv4mfalserows2store:
+	// Store the tile.
+vecs4_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19476,16 +19718,19 @@ nv4mfalserows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv4mfalsetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv4mfalsedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
-	VMOVUPS      64(R8), Z1
-	VMOVUPS      128(R8), Z2
-	VMOVUPS      192(R8), Z3
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ   $0x00000001, R8
+	JZ      vecs4_whole_done
+	MOVQ    AX, R8
+	VMOVUPS (R8), Z0
+	VMOVUPS 64(R8), Z1
+	VMOVUPS 128(R8), Z2
+	VMOVUPS 192(R8), Z3
+
+	// Tile of 1 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mfalserows1noscale
+	JZ           vecs4_whole_rows1_noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -19493,14 +19738,15 @@ nv4mfalsetail1:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x04, DI
 
-nv4mfalserows1noscale:
+vecs4_whole_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv4mfalserows1store
+	JZ    vecs4_whole_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv4mfalserows1:
+	// The key loop: a row of V, 1 broadcasts of P, 4 FMAs.
+vecs4_whole_rows1:
 	VMOVUPS      (R8), Z4
 	VMOVUPS      64(R8), Z5
 	VMOVUPS      128(R8), Z6
@@ -19513,9 +19759,10 @@ nv4mfalserows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv4mfalserows1
+	JNZ          vecs4_whole_rows1
 
-nv4mfalserows1store:
+	// Store the tile.
+vecs4_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19523,40 +19770,44 @@ nv4mfalserows1store:
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv4mfalsedone:
+vecs4_whole_done:
 	VZEROUPPER
 	RET
 
-nv3mfalse:
-nv3mfalsegroups:
-	CMPQ         R8, $0x06
-	JLT          nv3mfalsetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	VMOVUPS      64(R9), Z4
-	VMOVUPS      128(R9), Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS      64(R9), Z7
-	VMOVUPS      128(R9), Z8
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z9
-	VMOVUPS      64(R9), Z10
-	VMOVUPS      128(R9), Z11
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z12
-	VMOVUPS      64(R9), Z13
-	VMOVUPS      128(R9), Z14
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z15
-	VMOVUPS      64(R9), Z16
-	VMOVUPS      128(R9), Z17
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ    R8, $0x06
+	JLT     vecs3_whole_tail4
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z3
+	VMOVUPS 64(R9), Z4
+	VMOVUPS 128(R9), Z5
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+	VMOVUPS 128(R9), Z8
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z9
+	VMOVUPS 64(R9), Z10
+	VMOVUPS 128(R9), Z11
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z12
+	VMOVUPS 64(R9), Z13
+	VMOVUPS 128(R9), Z14
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z15
+	VMOVUPS 64(R9), Z16
+	VMOVUPS 128(R9), Z17
+
+	// Tile of 6 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mfalsefullnoscale
+	JZ           vecs3_whole_rows6_noscale
 	VBROADCASTSS (DI), Z18
 	VMULPS       Z18, Z0, Z0
 	VMULPS       Z18, Z1, Z1
@@ -19583,14 +19834,15 @@ nv3mfalsegroups:
 	VMULPS       Z18, Z17, Z17
 	ADDQ         $0x18, DI
 
-nv3mfalsefullnoscale:
+vecs3_whole_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mfalsefullstore
+	JZ    vecs3_whole_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mfalsefull:
+	// The key loop: a row of V, 6 broadcasts of P, 18 FMAs.
+vecs3_whole_rows6:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS      128(R10), Z20
@@ -19621,9 +19873,10 @@ nv3mfalsefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mfalsefull
+	JNZ          vecs3_whole_rows6
 
-nv3mfalsefullstore:
+	// Store the tile.
+vecs3_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19650,29 +19903,32 @@ nv3mfalsefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv3mfalsegroups
+	JMP     vecs3_whole_groups
 
-nv3mfalsetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv3mfalsetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	VMOVUPS      64(R9), Z4
-	VMOVUPS      128(R9), Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS      64(R9), Z7
-	VMOVUPS      128(R9), Z8
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z9
-	VMOVUPS      64(R9), Z10
-	VMOVUPS      128(R9), Z11
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ   $0x00000004, R8
+	JZ      vecs3_whole_tail2
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z3
+	VMOVUPS 64(R9), Z4
+	VMOVUPS 128(R9), Z5
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+	VMOVUPS 128(R9), Z8
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z9
+	VMOVUPS 64(R9), Z10
+	VMOVUPS 128(R9), Z11
+
+	// Tile of 4 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mfalserows4noscale
+	JZ           vecs3_whole_rows4_noscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -19691,14 +19947,15 @@ nv3mfalsetail4:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x10, DI
 
-nv3mfalserows4noscale:
+vecs3_whole_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mfalserows4store
+	JZ    vecs3_whole_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mfalserows4:
+	// The key loop: a row of V, 4 broadcasts of P, 12 FMAs.
+vecs3_whole_rows4:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VMOVUPS      128(R10), Z14
@@ -19721,9 +19978,10 @@ nv3mfalserows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mfalserows4
+	JNZ          vecs3_whole_rows4
 
-nv3mfalserows4store:
+	// Store the tile.
+vecs3_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19742,19 +20000,22 @@ nv3mfalserows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv3mfalsetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv3mfalsetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	VMOVUPS      64(R9), Z4
-	VMOVUPS      128(R9), Z5
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ   $0x00000002, R8
+	JZ      vecs3_whole_tail1
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z3
+	VMOVUPS 64(R9), Z4
+	VMOVUPS 128(R9), Z5
+
+	// Tile of 2 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mfalserows2noscale
+	JZ           vecs3_whole_rows2_noscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VMULPS       Z6, Z1, Z1
@@ -19765,14 +20026,15 @@ nv3mfalsetail2:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x08, DI
 
-nv3mfalserows2noscale:
+vecs3_whole_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mfalserows2store
+	JZ    vecs3_whole_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mfalserows2:
+	// The key loop: a row of V, 2 broadcasts of P, 6 FMAs.
+vecs3_whole_rows2:
 	VMOVUPS      (R10), Z6
 	VMOVUPS      64(R10), Z7
 	VMOVUPS      128(R10), Z8
@@ -19787,9 +20049,10 @@ nv3mfalserows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mfalserows2
+	JNZ          vecs3_whole_rows2
 
-nv3mfalserows2store:
+	// Store the tile.
+vecs3_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -19800,29 +20063,33 @@ nv3mfalserows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv3mfalsetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv3mfalsedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
-	VMOVUPS      64(R8), Z1
-	VMOVUPS      128(R8), Z2
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ   $0x00000001, R8
+	JZ      vecs3_whole_done
+	MOVQ    AX, R8
+	VMOVUPS (R8), Z0
+	VMOVUPS 64(R8), Z1
+	VMOVUPS 128(R8), Z2
+
+	// Tile of 1 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mfalserows1noscale
+	JZ           vecs3_whole_rows1_noscale
 	VBROADCASTSS (DI), Z3
 	VMULPS       Z3, Z0, Z0
 	VMULPS       Z3, Z1, Z1
 	VMULPS       Z3, Z2, Z2
 	ADDQ         $0x04, DI
 
-nv3mfalserows1noscale:
+vecs3_whole_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv3mfalserows1store
+	JZ    vecs3_whole_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv3mfalserows1:
+	// The key loop: a row of V, 1 broadcasts of P, 3 FMAs.
+vecs3_whole_rows1:
 	VMOVUPS      (R8), Z3
 	VMOVUPS      64(R8), Z4
 	VMOVUPS      128(R8), Z5
@@ -19833,43 +20100,48 @@ nv3mfalserows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv3mfalserows1
+	JNZ          vecs3_whole_rows1
 
-nv3mfalserows1store:
+	// Store the tile.
+vecs3_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv3mfalsedone:
+vecs3_whole_done:
 	VZEROUPPER
 	RET
 
-nv2mfalse:
-nv2mfalsegroups:
-	CMPQ         R8, $0x06
-	JLT          nv2mfalsetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	VMOVUPS      64(R9), Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS      64(R9), Z7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z8
-	VMOVUPS      64(R9), Z9
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z10
-	VMOVUPS      64(R9), Z11
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ    R8, $0x06
+	JLT     vecs2_whole_tail4
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z2
+	VMOVUPS 64(R9), Z3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z8
+	VMOVUPS 64(R9), Z9
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z10
+	VMOVUPS 64(R9), Z11
+
+	// Tile of 6 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalsefullnoscale
+	JZ           vecs2_whole_rows6_noscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -19890,14 +20162,15 @@ nv2mfalsegroups:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x18, DI
 
-nv2mfalsefullnoscale:
+vecs2_whole_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalsefullstore
+	JZ    vecs2_whole_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalsefull:
+	// The key loop: a row of V, 6 broadcasts of P, 12 FMAs.
+vecs2_whole_rows6:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VBROADCASTSS (R11), Z14
@@ -19921,9 +20194,10 @@ nv2mfalsefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalsefull
+	JNZ          vecs2_whole_rows6
 
-nv2mfalsefullstore:
+	// Store the tile.
+vecs2_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -19944,25 +20218,28 @@ nv2mfalsefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv2mfalsegroups
+	JMP     vecs2_whole_groups
 
-nv2mfalsetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv2mfalsetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	VMOVUPS      64(R9), Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS      64(R9), Z7
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ   $0x00000004, R8
+	JZ      vecs2_whole_tail2
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z2
+	VMOVUPS 64(R9), Z3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+
+	// Tile of 4 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalserows4noscale
+	JZ           vecs2_whole_rows4_noscale
 	VBROADCASTSS (DI), Z8
 	VMULPS       Z8, Z0, Z0
 	VMULPS       Z8, Z1, Z1
@@ -19977,14 +20254,15 @@ nv2mfalsetail4:
 	VMULPS       Z8, Z7, Z7
 	ADDQ         $0x10, DI
 
-nv2mfalserows4noscale:
+vecs2_whole_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalserows4store
+	JZ    vecs2_whole_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalserows4:
+	// The key loop: a row of V, 4 broadcasts of P, 8 FMAs.
+vecs2_whole_rows4:
 	VMOVUPS      (R10), Z8
 	VMOVUPS      64(R10), Z9
 	VBROADCASTSS (R11), Z10
@@ -20002,9 +20280,10 @@ nv2mfalserows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalserows4
+	JNZ          vecs2_whole_rows4
 
-nv2mfalserows4store:
+	// Store the tile.
+vecs2_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -20019,17 +20298,20 @@ nv2mfalserows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv2mfalsetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv2mfalsetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	VMOVUPS      64(R9), Z3
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ   $0x00000002, R8
+	JZ      vecs2_whole_tail1
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z2
+	VMOVUPS 64(R9), Z3
+
+	// Tile of 2 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalserows2noscale
+	JZ           vecs2_whole_rows2_noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -20038,14 +20320,15 @@ nv2mfalsetail2:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x08, DI
 
-nv2mfalserows2noscale:
+vecs2_whole_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mfalserows2store
+	JZ    vecs2_whole_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mfalserows2:
+	// The key loop: a row of V, 2 broadcasts of P, 4 FMAs.
+vecs2_whole_rows2:
 	VMOVUPS      (R10), Z4
 	VMOVUPS      64(R10), Z5
 	VBROADCASTSS (R11), Z6
@@ -20057,9 +20340,10 @@ nv2mfalserows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mfalserows2
+	JNZ          vecs2_whole_rows2
 
-nv2mfalserows2store:
+	// Store the tile.
+vecs2_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -20068,27 +20352,31 @@ nv2mfalserows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv2mfalsetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv2mfalsedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
-	VMOVUPS      64(R8), Z1
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ   $0x00000001, R8
+	JZ      vecs2_whole_done
+	MOVQ    AX, R8
+	VMOVUPS (R8), Z0
+	VMOVUPS 64(R8), Z1
+
+	// Tile of 1 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mfalserows1noscale
+	JZ           vecs2_whole_rows1_noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x04, DI
 
-nv2mfalserows1noscale:
+vecs2_whole_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv2mfalserows1store
+	JZ    vecs2_whole_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv2mfalserows1:
+	// The key loop: a row of V, 1 broadcasts of P, 2 FMAs.
+vecs2_whole_rows1:
 	VMOVUPS      (R8), Z2
 	VMOVUPS      64(R8), Z3
 	VBROADCASTSS (R9), Z4
@@ -20097,36 +20385,41 @@ nv2mfalserows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv2mfalserows1
+	JNZ          vecs2_whole_rows1
 
-nv2mfalserows1store:
+	// Store the tile.
+vecs2_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv2mfalsedone:
+vecs2_whole_done:
 	VZEROUPPER
 	RET
 
-nv1mfalse:
-nv1mfalsegroups:
-	CMPQ         R8, $0x06
-	JLT          nv1mfalsetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z5
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ    R8, $0x06
+	JLT     vecs1_whole_tail4
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z3
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z4
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z5
+
+	// Tile of 6 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalsefullnoscale
+	JZ           vecs1_whole_rows6_noscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VBROADCASTSS 4(DI), Z6
@@ -20141,14 +20434,15 @@ nv1mfalsegroups:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x18, DI
 
-nv1mfalsefullnoscale:
+vecs1_whole_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalsefullstore
+	JZ    vecs1_whole_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalsefull:
+	// The key loop: a row of V, 6 broadcasts of P, 6 FMAs.
+vecs1_whole_rows6:
 	VMOVUPS      (R10), Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -20165,9 +20459,10 @@ nv1mfalsefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalsefull
+	JNZ          vecs1_whole_rows6
 
-nv1mfalsefullstore:
+	// Store the tile.
+vecs1_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
@@ -20182,21 +20477,24 @@ nv1mfalsefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv1mfalsegroups
+	JMP     vecs1_whole_groups
 
-nv1mfalsetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv1mfalsetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ   $0x00000004, R8
+	JZ      vecs1_whole_tail2
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z1
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z2
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z3
+
+	// Tile of 4 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalserows4noscale
+	JZ           vecs1_whole_rows4_noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VBROADCASTSS 4(DI), Z4
@@ -20207,14 +20505,15 @@ nv1mfalsetail4:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x10, DI
 
-nv1mfalserows4noscale:
+vecs1_whole_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalserows4store
+	JZ    vecs1_whole_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalserows4:
+	// The key loop: a row of V, 4 broadcasts of P, 4 FMAs.
+vecs1_whole_rows4:
 	VMOVUPS      (R10), Z4
 	VBROADCASTSS (R11), Z5
 	VFMADD231PS  Z4, Z5, Z0
@@ -20227,9 +20526,10 @@ nv1mfalserows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalserows4
+	JNZ          vecs1_whole_rows4
 
-nv1mfalserows4store:
+	// Store the tile.
+vecs1_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
@@ -20240,29 +20540,33 @@ nv1mfalserows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv1mfalsetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv1mfalsetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z1
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ   $0x00000002, R8
+	JZ      vecs1_whole_tail1
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	ADDQ    CX, R9
+	VMOVUPS (R9), Z1
+
+	// Tile of 2 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalserows2noscale
+	JZ           vecs1_whole_rows2_noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VBROADCASTSS 4(DI), Z2
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x08, DI
 
-nv1mfalserows2noscale:
+vecs1_whole_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mfalserows2store
+	JZ    vecs1_whole_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mfalserows2:
+	// The key loop: a row of V, 2 broadcasts of P, 2 FMAs.
+vecs1_whole_rows2:
 	VMOVUPS      (R10), Z2
 	VBROADCASTSS (R11), Z3
 	VFMADD231PS  Z2, Z3, Z0
@@ -20271,87 +20575,97 @@ nv1mfalserows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mfalserows2
+	JNZ          vecs1_whole_rows2
 
-nv1mfalserows2store:
+	// Store the tile.
+vecs1_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv1mfalsetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv1mfalsedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ   $0x00000001, R8
+	JZ      vecs1_whole_done
+	MOVQ    AX, R8
+	VMOVUPS (R8), Z0
+
+	// Tile of 1 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mfalserows1noscale
+	JZ           vecs1_whole_rows1_noscale
 	VBROADCASTSS (DI), Z1
 	VMULPS       Z1, Z0, Z0
 	ADDQ         $0x04, DI
 
-nv1mfalserows1noscale:
+vecs1_whole_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv1mfalserows1store
+	JZ    vecs1_whole_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv1mfalserows1:
+	// The key loop: a row of V, 1 broadcasts of P, 1 FMAs.
+vecs1_whole_rows1:
 	VMOVUPS      (R8), Z1
 	VBROADCASTSS (R9), Z2
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv1mfalserows1
+	JNZ          vecs1_whole_rows1
 
-nv1mfalserows1store:
+	// Store the tile.
+vecs1_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv1mfalsedone:
+vecs1_whole_done:
 	VZEROUPPER
 	RET
 
-nv4mtrue:
-nv4mtruegroups:
-	CMPQ         R8, $0x06
-	JLT          nv4mtruetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	VMOVUPS.Z    192(R9), K1, Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	VMOVUPS      128(R9), Z6
-	VMOVUPS.Z    192(R9), K1, Z7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z8
-	VMOVUPS      64(R9), Z9
-	VMOVUPS      128(R9), Z10
-	VMOVUPS.Z    192(R9), K1, Z11
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z12
-	VMOVUPS      64(R9), Z13
-	VMOVUPS      128(R9), Z14
-	VMOVUPS.Z    192(R9), K1, Z15
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z16
-	VMOVUPS      64(R9), Z17
-	VMOVUPS      128(R9), Z18
-	VMOVUPS.Z    192(R9), K1, Z19
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z20
-	VMOVUPS      64(R9), Z21
-	VMOVUPS      128(R9), Z22
-	VMOVUPS.Z    192(R9), K1, Z23
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ      R8, $0x06
+	JLT       vecs4_masked_tail4
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS   128(R9), Z2
+	VMOVUPS.Z 192(R9), K1, Z3
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z4
+	VMOVUPS   64(R9), Z5
+	VMOVUPS   128(R9), Z6
+	VMOVUPS.Z 192(R9), K1, Z7
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z8
+	VMOVUPS   64(R9), Z9
+	VMOVUPS   128(R9), Z10
+	VMOVUPS.Z 192(R9), K1, Z11
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z12
+	VMOVUPS   64(R9), Z13
+	VMOVUPS   128(R9), Z14
+	VMOVUPS.Z 192(R9), K1, Z15
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z16
+	VMOVUPS   64(R9), Z17
+	VMOVUPS   128(R9), Z18
+	VMOVUPS.Z 192(R9), K1, Z19
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z20
+	VMOVUPS   64(R9), Z21
+	VMOVUPS   128(R9), Z22
+	VMOVUPS.Z 192(R9), K1, Z23
+
+	// Tile of 6 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mtruefullnoscale
+	JZ           vecs4_masked_rows6_noscale
 	VBROADCASTSS (DI), Z24
 	VMULPS       Z24, Z0, Z0
 	VMULPS       Z24, Z1, Z1
@@ -20384,14 +20698,15 @@ nv4mtruegroups:
 	VMULPS       Z24, Z23, Z23
 	ADDQ         $0x18, DI
 
-nv4mtruefullnoscale:
+vecs4_masked_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mtruefullstore
+	JZ    vecs4_masked_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mtruefull:
+	// The key loop: a row of V, 6 broadcasts of P, 24 FMAs.
+vecs4_masked_rows6:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -20429,9 +20744,10 @@ nv4mtruefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mtruefull
+	JNZ          vecs4_masked_rows6
 
-nv4mtruefullstore:
+	// Store the tile.
+vecs4_masked_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -20464,33 +20780,36 @@ nv4mtruefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv4mtruegroups
+	JMP     vecs4_masked_groups
 
-nv4mtruetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv4mtruetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	VMOVUPS.Z    192(R9), K1, Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	VMOVUPS      128(R9), Z6
-	VMOVUPS.Z    192(R9), K1, Z7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z8
-	VMOVUPS      64(R9), Z9
-	VMOVUPS      128(R9), Z10
-	VMOVUPS.Z    192(R9), K1, Z11
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z12
-	VMOVUPS      64(R9), Z13
-	VMOVUPS      128(R9), Z14
-	VMOVUPS.Z    192(R9), K1, Z15
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ     $0x00000004, R8
+	JZ        vecs4_masked_tail2
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS   128(R9), Z2
+	VMOVUPS.Z 192(R9), K1, Z3
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z4
+	VMOVUPS   64(R9), Z5
+	VMOVUPS   128(R9), Z6
+	VMOVUPS.Z 192(R9), K1, Z7
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z8
+	VMOVUPS   64(R9), Z9
+	VMOVUPS   128(R9), Z10
+	VMOVUPS.Z 192(R9), K1, Z11
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z12
+	VMOVUPS   64(R9), Z13
+	VMOVUPS   128(R9), Z14
+	VMOVUPS.Z 192(R9), K1, Z15
+
+	// Tile of 4 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mtruerows4noscale
+	JZ           vecs4_masked_rows4_noscale
 	VBROADCASTSS (DI), Z16
 	VMULPS       Z16, Z0, Z0
 	VMULPS       Z16, Z1, Z1
@@ -20513,14 +20832,15 @@ nv4mtruetail4:
 	VMULPS       Z16, Z15, Z15
 	ADDQ         $0x10, DI
 
-nv4mtruerows4noscale:
+vecs4_masked_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mtruerows4store
+	JZ    vecs4_masked_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mtruerows4:
+	// The key loop: a row of V, 4 broadcasts of P, 16 FMAs.
+vecs4_masked_rows4:
 	VMOVUPS      (R10), Z16
 	VMOVUPS      64(R10), Z17
 	VMOVUPS      128(R10), Z18
@@ -20548,9 +20868,10 @@ nv4mtruerows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mtruerows4
+	JNZ          vecs4_masked_rows4
 
-nv4mtruerows4store:
+	// Store the tile.
+vecs4_masked_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -20573,21 +20894,24 @@ nv4mtruerows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv4mtruetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv4mtruetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS      128(R9), Z2
-	VMOVUPS.Z    192(R9), K1, Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS      64(R9), Z5
-	VMOVUPS      128(R9), Z6
-	VMOVUPS.Z    192(R9), K1, Z7
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ     $0x00000002, R8
+	JZ        vecs4_masked_tail1
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS   128(R9), Z2
+	VMOVUPS.Z 192(R9), K1, Z3
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z4
+	VMOVUPS   64(R9), Z5
+	VMOVUPS   128(R9), Z6
+	VMOVUPS.Z 192(R9), K1, Z7
+
+	// Tile of 2 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mtruerows2noscale
+	JZ           vecs4_masked_rows2_noscale
 	VBROADCASTSS (DI), Z8
 	VMULPS       Z8, Z0, Z0
 	VMULPS       Z8, Z1, Z1
@@ -20600,14 +20924,15 @@ nv4mtruetail2:
 	VMULPS       Z8, Z7, Z7
 	ADDQ         $0x08, DI
 
-nv4mtruerows2noscale:
+vecs4_masked_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv4mtruerows2store
+	JZ    vecs4_masked_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv4mtruerows2:
+	// The key loop: a row of V, 2 broadcasts of P, 8 FMAs.
+vecs4_masked_rows2:
 	VMOVUPS      (R10), Z8
 	VMOVUPS      64(R10), Z9
 	VMOVUPS      128(R10), Z10
@@ -20625,9 +20950,10 @@ nv4mtruerows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv4mtruerows2
+	JNZ          vecs4_masked_rows2
 
-nv4mtruerows2store:
+	// Store the tile.
+vecs4_masked_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -20640,16 +20966,19 @@ nv4mtruerows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv4mtruetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv4mtruedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
-	VMOVUPS      64(R8), Z1
-	VMOVUPS      128(R8), Z2
-	VMOVUPS.Z    192(R8), K1, Z3
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ     $0x00000001, R8
+	JZ        vecs4_masked_done
+	MOVQ      AX, R8
+	VMOVUPS   (R8), Z0
+	VMOVUPS   64(R8), Z1
+	VMOVUPS   128(R8), Z2
+	VMOVUPS.Z 192(R8), K1, Z3
+
+	// Tile of 1 rows × 4 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv4mtruerows1noscale
+	JZ           vecs4_masked_rows1_noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -20657,14 +20986,15 @@ nv4mtruetail1:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x04, DI
 
-nv4mtruerows1noscale:
+vecs4_masked_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv4mtruerows1store
+	JZ    vecs4_masked_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv4mtruerows1:
+	// The key loop: a row of V, 1 broadcasts of P, 4 FMAs.
+vecs4_masked_rows1:
 	VMOVUPS      (R8), Z4
 	VMOVUPS      64(R8), Z5
 	VMOVUPS      128(R8), Z6
@@ -20677,9 +21007,10 @@ nv4mtruerows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv4mtruerows1
+	JNZ          vecs4_masked_rows1
 
-nv4mtruerows1store:
+	// Store the tile.
+vecs4_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -20687,40 +21018,44 @@ nv4mtruerows1store:
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv4mtruedone:
+vecs4_masked_done:
 	VZEROUPPER
 	RET
 
-nv3mtrue:
-nv3mtruegroups:
-	CMPQ         R8, $0x06
-	JLT          nv3mtruetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS.Z    128(R9), K1, Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	VMOVUPS      64(R9), Z4
-	VMOVUPS.Z    128(R9), K1, Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS      64(R9), Z7
-	VMOVUPS.Z    128(R9), K1, Z8
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z9
-	VMOVUPS      64(R9), Z10
-	VMOVUPS.Z    128(R9), K1, Z11
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z12
-	VMOVUPS      64(R9), Z13
-	VMOVUPS.Z    128(R9), K1, Z14
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z15
-	VMOVUPS      64(R9), Z16
-	VMOVUPS.Z    128(R9), K1, Z17
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ      R8, $0x06
+	JLT       vecs3_masked_tail4
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS.Z 128(R9), K1, Z2
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z3
+	VMOVUPS   64(R9), Z4
+	VMOVUPS.Z 128(R9), K1, Z5
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z6
+	VMOVUPS   64(R9), Z7
+	VMOVUPS.Z 128(R9), K1, Z8
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z9
+	VMOVUPS   64(R9), Z10
+	VMOVUPS.Z 128(R9), K1, Z11
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z12
+	VMOVUPS   64(R9), Z13
+	VMOVUPS.Z 128(R9), K1, Z14
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z15
+	VMOVUPS   64(R9), Z16
+	VMOVUPS.Z 128(R9), K1, Z17
+
+	// Tile of 6 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mtruefullnoscale
+	JZ           vecs3_masked_rows6_noscale
 	VBROADCASTSS (DI), Z18
 	VMULPS       Z18, Z0, Z0
 	VMULPS       Z18, Z1, Z1
@@ -20747,14 +21082,15 @@ nv3mtruegroups:
 	VMULPS       Z18, Z17, Z17
 	ADDQ         $0x18, DI
 
-nv3mtruefullnoscale:
+vecs3_masked_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mtruefullstore
+	JZ    vecs3_masked_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mtruefull:
+	// The key loop: a row of V, 6 broadcasts of P, 18 FMAs.
+vecs3_masked_rows6:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS.Z    128(R10), K1, Z20
@@ -20785,9 +21121,10 @@ nv3mtruefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mtruefull
+	JNZ          vecs3_masked_rows6
 
-nv3mtruefullstore:
+	// Store the tile.
+vecs3_masked_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -20814,29 +21151,32 @@ nv3mtruefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv3mtruegroups
+	JMP     vecs3_masked_groups
 
-nv3mtruetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv3mtruetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS.Z    128(R9), K1, Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	VMOVUPS      64(R9), Z4
-	VMOVUPS.Z    128(R9), K1, Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS      64(R9), Z7
-	VMOVUPS.Z    128(R9), K1, Z8
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z9
-	VMOVUPS      64(R9), Z10
-	VMOVUPS.Z    128(R9), K1, Z11
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ     $0x00000004, R8
+	JZ        vecs3_masked_tail2
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS.Z 128(R9), K1, Z2
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z3
+	VMOVUPS   64(R9), Z4
+	VMOVUPS.Z 128(R9), K1, Z5
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z6
+	VMOVUPS   64(R9), Z7
+	VMOVUPS.Z 128(R9), K1, Z8
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z9
+	VMOVUPS   64(R9), Z10
+	VMOVUPS.Z 128(R9), K1, Z11
+
+	// Tile of 4 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mtruerows4noscale
+	JZ           vecs3_masked_rows4_noscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -20855,14 +21195,15 @@ nv3mtruetail4:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x10, DI
 
-nv3mtruerows4noscale:
+vecs3_masked_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mtruerows4store
+	JZ    vecs3_masked_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mtruerows4:
+	// The key loop: a row of V, 4 broadcasts of P, 12 FMAs.
+vecs3_masked_rows4:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VMOVUPS.Z    128(R10), K1, Z14
@@ -20885,9 +21226,10 @@ nv3mtruerows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mtruerows4
+	JNZ          vecs3_masked_rows4
 
-nv3mtruerows4store:
+	// Store the tile.
+vecs3_masked_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -20906,19 +21248,22 @@ nv3mtruerows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv3mtruetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv3mtruetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS      64(R9), Z1
-	VMOVUPS.Z    128(R9), K1, Z2
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z3
-	VMOVUPS      64(R9), Z4
-	VMOVUPS.Z    128(R9), K1, Z5
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ     $0x00000002, R8
+	JZ        vecs3_masked_tail1
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS.Z 128(R9), K1, Z2
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z3
+	VMOVUPS   64(R9), Z4
+	VMOVUPS.Z 128(R9), K1, Z5
+
+	// Tile of 2 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mtruerows2noscale
+	JZ           vecs3_masked_rows2_noscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VMULPS       Z6, Z1, Z1
@@ -20929,14 +21274,15 @@ nv3mtruetail2:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x08, DI
 
-nv3mtruerows2noscale:
+vecs3_masked_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv3mtruerows2store
+	JZ    vecs3_masked_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv3mtruerows2:
+	// The key loop: a row of V, 2 broadcasts of P, 6 FMAs.
+vecs3_masked_rows2:
 	VMOVUPS      (R10), Z6
 	VMOVUPS      64(R10), Z7
 	VMOVUPS.Z    128(R10), K1, Z8
@@ -20951,9 +21297,10 @@ nv3mtruerows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv3mtruerows2
+	JNZ          vecs3_masked_rows2
 
-nv3mtruerows2store:
+	// Store the tile.
+vecs3_masked_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -20964,29 +21311,33 @@ nv3mtruerows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv3mtruetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv3mtruedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
-	VMOVUPS      64(R8), Z1
-	VMOVUPS.Z    128(R8), K1, Z2
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ     $0x00000001, R8
+	JZ        vecs3_masked_done
+	MOVQ      AX, R8
+	VMOVUPS   (R8), Z0
+	VMOVUPS   64(R8), Z1
+	VMOVUPS.Z 128(R8), K1, Z2
+
+	// Tile of 1 rows × 3 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv3mtruerows1noscale
+	JZ           vecs3_masked_rows1_noscale
 	VBROADCASTSS (DI), Z3
 	VMULPS       Z3, Z0, Z0
 	VMULPS       Z3, Z1, Z1
 	VMULPS       Z3, Z2, Z2
 	ADDQ         $0x04, DI
 
-nv3mtruerows1noscale:
+vecs3_masked_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv3mtruerows1store
+	JZ    vecs3_masked_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv3mtruerows1:
+	// The key loop: a row of V, 1 broadcasts of P, 3 FMAs.
+vecs3_masked_rows1:
 	VMOVUPS      (R8), Z3
 	VMOVUPS      64(R8), Z4
 	VMOVUPS.Z    128(R8), K1, Z5
@@ -20997,43 +21348,48 @@ nv3mtruerows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv3mtruerows1
+	JNZ          vecs3_masked_rows1
 
-nv3mtruerows1store:
+	// Store the tile.
+vecs3_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv3mtruedone:
+vecs3_masked_done:
 	VZEROUPPER
 	RET
 
-nv2mtrue:
-nv2mtruegroups:
-	CMPQ         R8, $0x06
-	JLT          nv2mtruetail4
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS.Z    64(R9), K1, Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	VMOVUPS.Z    64(R9), K1, Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS.Z    64(R9), K1, Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS.Z    64(R9), K1, Z7
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z8
-	VMOVUPS.Z    64(R9), K1, Z9
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z10
-	VMOVUPS.Z    64(R9), K1, Z11
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ      R8, $0x06
+	JLT       vecs2_masked_tail4
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS.Z 64(R9), K1, Z1
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z2
+	VMOVUPS.Z 64(R9), K1, Z3
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z4
+	VMOVUPS.Z 64(R9), K1, Z5
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z6
+	VMOVUPS.Z 64(R9), K1, Z7
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z8
+	VMOVUPS.Z 64(R9), K1, Z9
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z10
+	VMOVUPS.Z 64(R9), K1, Z11
+
+	// Tile of 6 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruefullnoscale
+	JZ           vecs2_masked_rows6_noscale
 	VBROADCASTSS (DI), Z12
 	VMULPS       Z12, Z0, Z0
 	VMULPS       Z12, Z1, Z1
@@ -21054,14 +21410,15 @@ nv2mtruegroups:
 	VMULPS       Z12, Z11, Z11
 	ADDQ         $0x18, DI
 
-nv2mtruefullnoscale:
+vecs2_masked_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruefullstore
+	JZ    vecs2_masked_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mtruefull:
+	// The key loop: a row of V, 6 broadcasts of P, 12 FMAs.
+vecs2_masked_rows6:
 	VMOVUPS      (R10), Z12
 	VMOVUPS.Z    64(R10), K1, Z13
 	VBROADCASTSS (R11), Z14
@@ -21085,9 +21442,10 @@ nv2mtruefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mtruefull
+	JNZ          vecs2_masked_rows6
 
-nv2mtruefullstore:
+	// Store the tile.
+vecs2_masked_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -21108,25 +21466,28 @@ nv2mtruefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv2mtruegroups
+	JMP     vecs2_masked_groups
 
-nv2mtruetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv2mtruetail2
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS.Z    64(R9), K1, Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	VMOVUPS.Z    64(R9), K1, Z3
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z4
-	VMOVUPS.Z    64(R9), K1, Z5
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z6
-	VMOVUPS.Z    64(R9), K1, Z7
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ     $0x00000004, R8
+	JZ        vecs2_masked_tail2
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS.Z 64(R9), K1, Z1
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z2
+	VMOVUPS.Z 64(R9), K1, Z3
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z4
+	VMOVUPS.Z 64(R9), K1, Z5
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z6
+	VMOVUPS.Z 64(R9), K1, Z7
+
+	// Tile of 4 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruerows4noscale
+	JZ           vecs2_masked_rows4_noscale
 	VBROADCASTSS (DI), Z8
 	VMULPS       Z8, Z0, Z0
 	VMULPS       Z8, Z1, Z1
@@ -21141,14 +21502,15 @@ nv2mtruetail4:
 	VMULPS       Z8, Z7, Z7
 	ADDQ         $0x10, DI
 
-nv2mtruerows4noscale:
+vecs2_masked_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruerows4store
+	JZ    vecs2_masked_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mtruerows4:
+	// The key loop: a row of V, 4 broadcasts of P, 8 FMAs.
+vecs2_masked_rows4:
 	VMOVUPS      (R10), Z8
 	VMOVUPS.Z    64(R10), K1, Z9
 	VBROADCASTSS (R11), Z10
@@ -21166,9 +21528,10 @@ nv2mtruerows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mtruerows4
+	JNZ          vecs2_masked_rows4
 
-nv2mtruerows4store:
+	// Store the tile.
+vecs2_masked_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -21183,17 +21546,20 @@ nv2mtruerows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv2mtruetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv2mtruetail1
-	MOVQ         AX, R9
-	VMOVUPS      (R9), Z0
-	VMOVUPS.Z    64(R9), K1, Z1
-	ADDQ         CX, R9
-	VMOVUPS      (R9), Z2
-	VMOVUPS.Z    64(R9), K1, Z3
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ     $0x00000002, R8
+	JZ        vecs2_masked_tail1
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS.Z 64(R9), K1, Z1
+	ADDQ      CX, R9
+	VMOVUPS   (R9), Z2
+	VMOVUPS.Z 64(R9), K1, Z3
+
+	// Tile of 2 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruerows2noscale
+	JZ           vecs2_masked_rows2_noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VMULPS       Z4, Z1, Z1
@@ -21202,14 +21568,15 @@ nv2mtruetail2:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x08, DI
 
-nv2mtruerows2noscale:
+vecs2_masked_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv2mtruerows2store
+	JZ    vecs2_masked_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv2mtruerows2:
+	// The key loop: a row of V, 2 broadcasts of P, 4 FMAs.
+vecs2_masked_rows2:
 	VMOVUPS      (R10), Z4
 	VMOVUPS.Z    64(R10), K1, Z5
 	VBROADCASTSS (R11), Z6
@@ -21221,9 +21588,10 @@ nv2mtruerows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv2mtruerows2
+	JNZ          vecs2_masked_rows2
 
-nv2mtruerows2store:
+	// Store the tile.
+vecs2_masked_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -21232,27 +21600,31 @@ nv2mtruerows2store:
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv2mtruetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv2mtruedone
-	MOVQ         AX, R8
-	VMOVUPS      (R8), Z0
-	VMOVUPS.Z    64(R8), K1, Z1
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ     $0x00000001, R8
+	JZ        vecs2_masked_done
+	MOVQ      AX, R8
+	VMOVUPS   (R8), Z0
+	VMOVUPS.Z 64(R8), K1, Z1
+
+	// Tile of 1 rows × 2 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv2mtruerows1noscale
+	JZ           vecs2_masked_rows1_noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x04, DI
 
-nv2mtruerows1noscale:
+vecs2_masked_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv2mtruerows1store
+	JZ    vecs2_masked_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv2mtruerows1:
+	// The key loop: a row of V, 1 broadcasts of P, 2 FMAs.
+vecs2_masked_rows1:
 	VMOVUPS      (R8), Z2
 	VMOVUPS.Z    64(R8), K1, Z3
 	VBROADCASTSS (R9), Z4
@@ -21261,36 +21633,41 @@ nv2mtruerows1:
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv2mtruerows1
+	JNZ          vecs2_masked_rows1
 
-nv2mtruerows1store:
+	// Store the tile.
+vecs2_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv2mtruedone:
+vecs2_masked_done:
 	VZEROUPPER
 	RET
 
-nv1mtrue:
-nv1mtruegroups:
-	CMPQ         R8, $0x06
-	JLT          nv1mtruetail4
-	MOVQ         AX, R9
-	VMOVUPS.Z    (R9), K1, Z0
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z1
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z2
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z3
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z4
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z5
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ      R8, $0x06
+	JLT       vecs1_masked_tail4
+	MOVQ      AX, R9
+	VMOVUPS.Z (R9), K1, Z0
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z1
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z2
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z3
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z4
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z5
+
+	// Tile of 6 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruefullnoscale
+	JZ           vecs1_masked_rows6_noscale
 	VBROADCASTSS (DI), Z6
 	VMULPS       Z6, Z0, Z0
 	VBROADCASTSS 4(DI), Z6
@@ -21305,14 +21682,15 @@ nv1mtruegroups:
 	VMULPS       Z6, Z5, Z5
 	ADDQ         $0x18, DI
 
-nv1mtruefullnoscale:
+vecs1_masked_rows6_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruefullstore
+	JZ    vecs1_masked_rows6_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mtruefull:
+	// The key loop: a row of V, 6 broadcasts of P, 6 FMAs.
+vecs1_masked_rows6:
 	VMOVUPS.Z    (R10), K1, Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -21329,9 +21707,10 @@ nv1mtruefull:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mtruefull
+	JNZ          vecs1_masked_rows6
 
-nv1mtruefullstore:
+	// Store the tile.
+vecs1_masked_rows6_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -21346,21 +21725,24 @@ nv1mtruefullstore:
 	ADDQ    CX, AX
 	ADDQ    $0x18, DX
 	SUBQ    $0x06, R8
-	JMP     nv1mtruegroups
+	JMP     vecs1_masked_groups
 
-nv1mtruetail4:
-	TESTQ        $0x00000004, R8
-	JZ           nv1mtruetail2
-	MOVQ         AX, R9
-	VMOVUPS.Z    (R9), K1, Z0
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z1
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z2
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z3
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ     $0x00000004, R8
+	JZ        vecs1_masked_tail2
+	MOVQ      AX, R9
+	VMOVUPS.Z (R9), K1, Z0
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z1
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z2
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z3
+
+	// Tile of 4 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruerows4noscale
+	JZ           vecs1_masked_rows4_noscale
 	VBROADCASTSS (DI), Z4
 	VMULPS       Z4, Z0, Z0
 	VBROADCASTSS 4(DI), Z4
@@ -21371,14 +21753,15 @@ nv1mtruetail4:
 	VMULPS       Z4, Z3, Z3
 	ADDQ         $0x10, DI
 
-nv1mtruerows4noscale:
+vecs1_masked_rows4_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruerows4store
+	JZ    vecs1_masked_rows4_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mtruerows4:
+	// The key loop: a row of V, 4 broadcasts of P, 4 FMAs.
+vecs1_masked_rows4:
 	VMOVUPS.Z    (R10), K1, Z4
 	VBROADCASTSS (R11), Z5
 	VFMADD231PS  Z4, Z5, Z0
@@ -21391,9 +21774,10 @@ nv1mtruerows4:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mtruerows4
+	JNZ          vecs1_masked_rows4
 
-nv1mtruerows4store:
+	// Store the tile.
+vecs1_masked_rows4_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -21404,29 +21788,33 @@ nv1mtruerows4store:
 	ADDQ    CX, AX
 	ADDQ    $0x10, DX
 
-nv1mtruetail2:
-	TESTQ        $0x00000002, R8
-	JZ           nv1mtruetail1
-	MOVQ         AX, R9
-	VMOVUPS.Z    (R9), K1, Z0
-	ADDQ         CX, R9
-	VMOVUPS.Z    (R9), K1, Z1
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ     $0x00000002, R8
+	JZ        vecs1_masked_tail1
+	MOVQ      AX, R9
+	VMOVUPS.Z (R9), K1, Z0
+	ADDQ      CX, R9
+	VMOVUPS.Z (R9), K1, Z1
+
+	// Tile of 2 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruerows2noscale
+	JZ           vecs1_masked_rows2_noscale
 	VBROADCASTSS (DI), Z2
 	VMULPS       Z2, Z0, Z0
 	VBROADCASTSS 4(DI), Z2
 	VMULPS       Z2, Z1, Z1
 	ADDQ         $0x08, DI
 
-nv1mtruerows2noscale:
+vecs1_masked_rows2_noscale:
 	MOVQ  nk+64(FP), R9
 	TESTQ R9, R9
-	JZ    nv1mtruerows2store
+	JZ    vecs1_masked_rows2_store
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-nv1mtruerows2:
+	// The key loop: a row of V, 2 broadcasts of P, 2 FMAs.
+vecs1_masked_rows2:
 	VMOVUPS.Z    (R10), K1, Z2
 	VBROADCASTSS (R11), Z3
 	VFMADD231PS  Z2, Z3, Z0
@@ -21435,48 +21823,54 @@ nv1mtruerows2:
 	ADDQ         SI, R10
 	ADDQ         BX, R11
 	DECQ         R9
-	JNZ          nv1mtruerows2
+	JNZ          vecs1_masked_rows2
 
-nv1mtruerows2store:
+	// Store the tile.
+vecs1_masked_rows2_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x08, DX
 
-nv1mtruetail1:
-	TESTQ        $0x00000001, R8
-	JZ           nv1mtruedone
-	MOVQ         AX, R8
-	VMOVUPS.Z    (R8), K1, Z0
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ     $0x00000001, R8
+	JZ        vecs1_masked_done
+	MOVQ      AX, R8
+	VMOVUPS.Z (R8), K1, Z0
+
+	// Tile of 1 rows × 1 vectors of o, rescaled by alpha (if any).
 	TESTQ        DI, DI
-	JZ           nv1mtruerows1noscale
+	JZ           vecs1_masked_rows1_noscale
 	VBROADCASTSS (DI), Z1
 	VMULPS       Z1, Z0, Z0
 	ADDQ         $0x04, DI
 
-nv1mtruerows1noscale:
+vecs1_masked_rows1_noscale:
 	MOVQ  nk+64(FP), DI
 	TESTQ DI, DI
-	JZ    nv1mtruerows1store
+	JZ    vecs1_masked_rows1_store
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-nv1mtruerows1:
+	// The key loop: a row of V, 1 broadcasts of P, 1 FMAs.
+vecs1_masked_rows1:
 	VMOVUPS.Z    (R8), K1, Z1
 	VBROADCASTSS (R9), Z2
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         SI, R8
 	ADDQ         BX, R9
 	DECQ         DI
-	JNZ          nv1mtruerows1
+	JNZ          vecs1_masked_rows1
 
-nv1mtruerows1store:
+	// Store the tile.
+vecs1_masked_rows1_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    $0x04, DX
 
-nv1mtruedone:
+vecs1_masked_done:
 	VZEROUPPER
 	RET
 
@@ -21488,20 +21882,22 @@ TEXT ·SoftmaxAVX512(SB), NOSPLIT, $0-60
 	SHLQ $0x02, CX
 	MOVQ nv+48(FP), DX
 	CMPQ DX, $0x04
-	JEQ  nv4
+	JEQ  vecs4
 	CMPQ DX, $0x03
-	JEQ  nv3
+	JEQ  vecs3
 	CMPQ DX, $0x02
-	JEQ  nv2
+	JEQ  vecs2
 	CMPQ DX, $0x01
-	JEQ  nv1
+	JEQ  vecs1
 	VZEROUPPER
 	RET
 
-nv4:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs4:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 4 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Z0
 	VMOVUPS  64(DX), Z1
 	VMOVUPS  128(DX), Z2
@@ -21509,11 +21905,11 @@ nv4:
 	MOVSS    softcap+56(FP), X4
 	VXORPS   X5, X5, X5
 	VUCOMISS X5, X4
-	JA       nv4capped
+	JA       vecs4_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv4max:
+vecs4_max:
 	VMOVUPS (R8), Z4
 	VMAXPS  Z4, Z0, Z0
 	VMOVUPS 64(R8), Z4
@@ -21524,17 +21920,18 @@ nv4max:
 	VMAXPS  Z4, Z3, Z3
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv4max
-	JMP     nv4exp
+	JNZ     vecs4_max
+	JMP     vecs4_exp
 
-nv4capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs4_capped:
 	VBROADCASTSS X4, Z4
 	VMOVUPS      constsAVX512<>+704(SB), Z5
 	VDIVPS       Z4, Z5, Z5
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv4capmax:
+vecs4_capmax:
 	VMOVUPS      (R8), Z6
 	VMULPS       Z5, Z6, Z7
 	VPANDD       constsAVX512<>+1408(SB), Z7, Z8
@@ -21705,9 +22102,10 @@ nv4capmax:
 	VMAXPS       Z6, Z3, Z3
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv4capmax
+	JNZ          vecs4_capmax
 
-nv4exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs4_exp:
 	VMOVUPS      constsAVX512<>+0(SB), Z4
 	VMOVUPS      constsAVX512<>+128(SB), Z5
 	VMOVUPS      constsAVX512<>+192(SB), Z6
@@ -21814,7 +22212,7 @@ nv4exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv4weights:
+vecs4_weights:
 	VMOVUPS      (R8), Z19
 	VSUBPS       Z15, Z19, Z19
 	VCMPPS       $0x15, Z4, Z19, K1
@@ -21901,37 +22299,41 @@ nv4weights:
 	VADDPS       Z22, Z3, Z3
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv4weights
-	VMOVUPS      (BX), Z4
-	VFMADD231PS  (SI), Z4, Z0
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      64(BX), Z0
-	VFMADD231PS  64(SI), Z0, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      128(BX), Z0
-	VFMADD231PS  128(SI), Z0, Z2
-	VMOVUPS      Z2, 128(BX)
-	VMOVUPS      192(BX), Z0
-	VFMADD231PS  192(SI), Z0, Z3
-	VMOVUPS      Z3, 192(BX)
+	JNZ          vecs4_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Z4
+	VFMADD231PS (SI), Z4, Z0
+	VMOVUPS     Z0, (BX)
+	VMOVUPS     64(BX), Z0
+	VFMADD231PS 64(SI), Z0, Z1
+	VMOVUPS     Z1, 64(BX)
+	VMOVUPS     128(BX), Z0
+	VFMADD231PS 128(SI), Z0, Z2
+	VMOVUPS     Z2, 128(BX)
+	VMOVUPS     192(BX), Z0
+	VFMADD231PS 192(SI), Z0, Z3
+	VMOVUPS     Z3, 192(BX)
 	VZEROUPPER
 	RET
 
-nv3:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs3:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 3 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Z0
 	VMOVUPS  64(DX), Z1
 	VMOVUPS  128(DX), Z2
 	MOVSS    softcap+56(FP), X3
 	VXORPS   X4, X4, X4
 	VUCOMISS X4, X3
-	JA       nv3capped
+	JA       vecs3_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv3max:
+vecs3_max:
 	VMOVUPS (R8), Z3
 	VMAXPS  Z3, Z0, Z0
 	VMOVUPS 64(R8), Z3
@@ -21940,17 +22342,18 @@ nv3max:
 	VMAXPS  Z3, Z2, Z2
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv3max
-	JMP     nv3exp
+	JNZ     vecs3_max
+	JMP     vecs3_exp
 
-nv3capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs3_capped:
 	VBROADCASTSS X3, Z3
 	VMOVUPS      constsAVX512<>+704(SB), Z4
 	VDIVPS       Z3, Z4, Z4
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv3capmax:
+vecs3_capmax:
 	VMOVUPS      (R8), Z5
 	VMULPS       Z4, Z5, Z6
 	VPANDD       constsAVX512<>+1408(SB), Z6, Z7
@@ -22079,9 +22482,10 @@ nv3capmax:
 	VMAXPS       Z5, Z2, Z2
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv3capmax
+	JNZ          vecs3_capmax
 
-nv3exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs3_exp:
 	VMOVUPS      constsAVX512<>+0(SB), Z3
 	VMOVUPS      constsAVX512<>+128(SB), Z4
 	VMOVUPS      constsAVX512<>+192(SB), Z5
@@ -22165,7 +22569,7 @@ nv3exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv3weights:
+vecs3_weights:
 	VMOVUPS      (R8), Z17
 	VSUBPS       Z14, Z17, Z17
 	VCMPPS       $0x15, Z3, Z17, K1
@@ -22231,50 +22635,55 @@ nv3weights:
 	VADDPS       Z20, Z2, Z2
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv3weights
-	VMOVUPS      (BX), Z3
-	VFMADD231PS  (SI), Z3, Z0
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      64(BX), Z0
-	VFMADD231PS  64(SI), Z0, Z1
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      128(BX), Z0
-	VFMADD231PS  128(SI), Z0, Z2
-	VMOVUPS      Z2, 128(BX)
+	JNZ          vecs3_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Z3
+	VFMADD231PS (SI), Z3, Z0
+	VMOVUPS     Z0, (BX)
+	VMOVUPS     64(BX), Z0
+	VFMADD231PS 64(SI), Z0, Z1
+	VMOVUPS     Z1, 64(BX)
+	VMOVUPS     128(BX), Z0
+	VFMADD231PS 128(SI), Z0, Z2
+	VMOVUPS     Z2, 128(BX)
 	VZEROUPPER
 	RET
 
-nv2:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs2:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 2 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Z0
 	VMOVUPS  64(DX), Z1
 	MOVSS    softcap+56(FP), X2
 	VXORPS   X3, X3, X3
 	VUCOMISS X3, X2
-	JA       nv2capped
+	JA       vecs2_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv2max:
+vecs2_max:
 	VMOVUPS (R8), Z2
 	VMAXPS  Z2, Z0, Z0
 	VMOVUPS 64(R8), Z2
 	VMAXPS  Z2, Z1, Z1
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv2max
-	JMP     nv2exp
+	JNZ     vecs2_max
+	JMP     vecs2_exp
 
-nv2capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs2_capped:
 	VBROADCASTSS X2, Z2
 	VMOVUPS      constsAVX512<>+704(SB), Z3
 	VDIVPS       Z2, Z3, Z3
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv2capmax:
+vecs2_capmax:
 	VMOVUPS      (R8), Z4
 	VMULPS       Z3, Z4, Z5
 	VPANDD       constsAVX512<>+1408(SB), Z5, Z6
@@ -22361,9 +22770,10 @@ nv2capmax:
 	VMAXPS       Z4, Z1, Z1
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv2capmax
+	JNZ          vecs2_capmax
 
-nv2exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs2_exp:
 	VMOVUPS      constsAVX512<>+0(SB), Z2
 	VMOVUPS      constsAVX512<>+128(SB), Z3
 	VMOVUPS      constsAVX512<>+192(SB), Z4
@@ -22424,7 +22834,7 @@ nv2exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv2weights:
+vecs2_weights:
 	VMOVUPS      (R8), Z15
 	VSUBPS       Z13, Z15, Z15
 	VCMPPS       $0x15, Z2, Z15, K1
@@ -22469,44 +22879,49 @@ nv2weights:
 	VADDPS       Z18, Z1, Z1
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv2weights
-	VMOVUPS      (BX), Z2
-	VFMADD231PS  (SI), Z2, Z0
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      64(BX), Z0
-	VFMADD231PS  64(SI), Z0, Z1
-	VMOVUPS      Z1, 64(BX)
+	JNZ          vecs2_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Z2
+	VFMADD231PS (SI), Z2, Z0
+	VMOVUPS     Z0, (BX)
+	VMOVUPS     64(BX), Z0
+	VFMADD231PS 64(SI), Z0, Z1
+	VMOVUPS     Z1, 64(BX)
 	VZEROUPPER
 	RET
 
-nv1:
-	MOVQ     m+16(FP), DX
-	MOVQ     l+24(FP), BX
-	MOVQ     alpha+32(FP), SI
+vecs1:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 1 vectors of rows. Pass 1: the new running max.
 	VMOVUPS  (DX), Z0
 	MOVSS    softcap+56(FP), X1
 	VXORPS   X2, X2, X2
 	VUCOMISS X2, X1
-	JA       nv1capped
+	JA       vecs1_capped
 	MOVQ     nk+40(FP), DI
 	MOVQ     AX, R8
 
-nv1max:
+vecs1_max:
 	VMOVUPS (R8), Z1
 	VMAXPS  Z1, Z0, Z0
 	ADDQ    CX, R8
 	DECQ    DI
-	JNZ     nv1max
-	JMP     nv1exp
+	JNZ     vecs1_max
+	JMP     vecs1_exp
 
-nv1capped:
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs1_capped:
 	VBROADCASTSS X1, Z1
 	VMOVUPS      constsAVX512<>+704(SB), Z2
 	VDIVPS       Z1, Z2, Z2
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv1capmax:
+vecs1_capmax:
 	VMOVUPS      (R8), Z3
 	VMULPS       Z2, Z3, Z4
 	VPANDD       constsAVX512<>+1408(SB), Z4, Z5
@@ -22551,9 +22966,10 @@ nv1capmax:
 	VMAXPS       Z3, Z0, Z0
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv1capmax
+	JNZ          vecs1_capmax
 
-nv1exp:
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs1_exp:
 	VMOVUPS      constsAVX512<>+0(SB), Z1
 	VMOVUPS      constsAVX512<>+128(SB), Z2
 	VMOVUPS      constsAVX512<>+192(SB), Z3
@@ -22591,7 +23007,7 @@ nv1exp:
 	MOVQ         nk+40(FP), DI
 	MOVQ         AX, R8
 
-nv1weights:
+vecs1_weights:
 	VMOVUPS      (R8), Z13
 	VSUBPS       Z12, Z13, Z13
 	VCMPPS       $0x15, Z1, Z13, K1
@@ -22615,10 +23031,12 @@ nv1weights:
 	VADDPS       Z16, Z0, Z0
 	ADDQ         CX, R8
 	DECQ         DI
-	JNZ          nv1weights
-	VMOVUPS      (BX), Z1
-	VFMADD231PS  (SI), Z1, Z0
-	VMOVUPS      Z0, (BX)
+	JNZ          vecs1_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Z1
+	VFMADD231PS (SI), Z1, Z0
+	VMOVUPS     Z0, (BX)
 	VZEROUPPER
 	RET
 
@@ -22627,17 +23045,17 @@ nv1weights:
 TEXT ·ScoreBiasAVX512(SB), NOSPLIT, $0-56
 	MOVQ nv+48(FP), AX
 	CMPQ AX, $0x04
-	JEQ  nv4
+	JEQ  vecs4
 	CMPQ AX, $0x03
-	JEQ  nv3
+	JEQ  vecs3
 	CMPQ AX, $0x02
-	JEQ  nv2
+	JEQ  vecs2
 	CMPQ AX, $0x01
-	JEQ  nv1
+	JEQ  vecs1
 	VZEROUPPER
 	RET
 
-nv4:
+vecs4:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -22646,9 +23064,9 @@ nv4:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv4alibi
+	JNZ   vecs4_alibi
 
-nv4bias:
+vecs4_bias:
 	VBROADCASTSS (SI), Z0
 	VADDPS       (AX), Z0, Z1
 	VMOVUPS      Z1, (AX)
@@ -22661,11 +23079,11 @@ nv4bias:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv4bias
+	JNZ          vecs4_bias
 	VZEROUPPER
 	RET
 
-nv4alibi:
+vecs4_alibi:
 	VMOVUPS (DX), Z0
 	VMOVUPS (BX), Z1
 	VMOVUPS 64(DX), Z2
@@ -22676,9 +23094,9 @@ nv4alibi:
 	VMOVUPS 192(BX), Z7
 	VMOVUPS constsAVX512<>+704(SB), Z8
 	TESTQ   SI, SI
-	JNZ     nv4both
+	JNZ     vecs4_both
 
-nv4slopes:
+vecs4_slopes:
 	VMULPS  Z1, Z0, Z9
 	VADDPS  (AX), Z9, Z9
 	VMOVUPS Z9, (AX)
@@ -22697,11 +23115,11 @@ nv4slopes:
 	VADDPS  Z8, Z7, Z7
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv4slopes
+	JNZ     vecs4_slopes
 	VZEROUPPER
 	RET
 
-nv4both:
+vecs4_both:
 	VBROADCASTSS (SI), Z9
 	VMOVUPS      Z9, Z10
 	VFMADD231PS  Z1, Z0, Z10
@@ -22726,11 +23144,11 @@ nv4both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv4both
+	JNZ          vecs4_both
 	VZEROUPPER
 	RET
 
-nv3:
+vecs3:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -22739,9 +23157,9 @@ nv3:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv3alibi
+	JNZ   vecs3_alibi
 
-nv3bias:
+vecs3_bias:
 	VBROADCASTSS (SI), Z0
 	VADDPS       (AX), Z0, Z1
 	VMOVUPS      Z1, (AX)
@@ -22752,11 +23170,11 @@ nv3bias:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv3bias
+	JNZ          vecs3_bias
 	VZEROUPPER
 	RET
 
-nv3alibi:
+vecs3_alibi:
 	VMOVUPS (DX), Z0
 	VMOVUPS (BX), Z1
 	VMOVUPS 64(DX), Z2
@@ -22765,9 +23183,9 @@ nv3alibi:
 	VMOVUPS 128(BX), Z5
 	VMOVUPS constsAVX512<>+704(SB), Z6
 	TESTQ   SI, SI
-	JNZ     nv3both
+	JNZ     vecs3_both
 
-nv3slopes:
+vecs3_slopes:
 	VMULPS  Z1, Z0, Z7
 	VADDPS  (AX), Z7, Z7
 	VMOVUPS Z7, (AX)
@@ -22782,11 +23200,11 @@ nv3slopes:
 	VADDPS  Z6, Z5, Z5
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv3slopes
+	JNZ     vecs3_slopes
 	VZEROUPPER
 	RET
 
-nv3both:
+vecs3_both:
 	VBROADCASTSS (SI), Z7
 	VMOVUPS      Z7, Z8
 	VFMADD231PS  Z1, Z0, Z8
@@ -22806,11 +23224,11 @@ nv3both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv3both
+	JNZ          vecs3_both
 	VZEROUPPER
 	RET
 
-nv2:
+vecs2:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -22819,9 +23237,9 @@ nv2:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv2alibi
+	JNZ   vecs2_alibi
 
-nv2bias:
+vecs2_bias:
 	VBROADCASTSS (SI), Z0
 	VADDPS       (AX), Z0, Z1
 	VMOVUPS      Z1, (AX)
@@ -22830,20 +23248,20 @@ nv2bias:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv2bias
+	JNZ          vecs2_bias
 	VZEROUPPER
 	RET
 
-nv2alibi:
+vecs2_alibi:
 	VMOVUPS (DX), Z0
 	VMOVUPS (BX), Z1
 	VMOVUPS 64(DX), Z2
 	VMOVUPS 64(BX), Z3
 	VMOVUPS constsAVX512<>+704(SB), Z4
 	TESTQ   SI, SI
-	JNZ     nv2both
+	JNZ     vecs2_both
 
-nv2slopes:
+vecs2_slopes:
 	VMULPS  Z1, Z0, Z5
 	VADDPS  (AX), Z5, Z5
 	VMOVUPS Z5, (AX)
@@ -22854,11 +23272,11 @@ nv2slopes:
 	VADDPS  Z4, Z3, Z3
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv2slopes
+	JNZ     vecs2_slopes
 	VZEROUPPER
 	RET
 
-nv2both:
+vecs2_both:
 	VBROADCASTSS (SI), Z5
 	VMOVUPS      Z5, Z6
 	VFMADD231PS  Z1, Z0, Z6
@@ -22873,11 +23291,11 @@ nv2both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv2both
+	JNZ          vecs2_both
 	VZEROUPPER
 	RET
 
-nv1:
+vecs1:
 	MOVQ  s+0(FP), AX
 	MOVQ  lds+8(FP), CX
 	SHLQ  $0x02, CX
@@ -22886,38 +23304,38 @@ nv1:
 	MOVQ  bias+32(FP), SI
 	MOVQ  nk+40(FP), DI
 	TESTQ DX, DX
-	JNZ   nv1alibi
+	JNZ   vecs1_alibi
 
-nv1bias:
+vecs1_bias:
 	VBROADCASTSS (SI), Z0
 	VADDPS       (AX), Z0, Z0
 	VMOVUPS      Z0, (AX)
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv1bias
+	JNZ          vecs1_bias
 	VZEROUPPER
 	RET
 
-nv1alibi:
+vecs1_alibi:
 	VMOVUPS (DX), Z0
 	VMOVUPS (BX), Z1
 	VMOVUPS constsAVX512<>+704(SB), Z2
 	TESTQ   SI, SI
-	JNZ     nv1both
+	JNZ     vecs1_both
 
-nv1slopes:
+vecs1_slopes:
 	VMULPS  Z1, Z0, Z3
 	VADDPS  (AX), Z3, Z3
 	VMOVUPS Z3, (AX)
 	VADDPS  Z2, Z1, Z1
 	ADDQ    CX, AX
 	DECQ    DI
-	JNZ     nv1slopes
+	JNZ     vecs1_slopes
 	VZEROUPPER
 	RET
 
-nv1both:
+vecs1_both:
 	VBROADCASTSS (SI), Z3
 	VMOVUPS      Z3, Z3
 	VFMADD231PS  Z1, Z0, Z3
@@ -22927,7 +23345,7 @@ nv1both:
 	ADDQ         CX, AX
 	ADDQ         $0x04, SI
 	DECQ         DI
-	JNZ          nv1both
+	JNZ          vecs1_both
 	VZEROUPPER
 	RET
 

@@ -13,12 +13,12 @@ import (
 // report adds GFLOP/s and % of the FMA peak measured around the timed loop
 // (same set, same thread count).
 func report(b *testing.B, ks *kernels.Set, threads int, flops float64, loop func()) {
-	gflops, peak := Around(ks, threads, func() float64 {
+	peak := Around(ks, threads, func() {
 		b.ResetTimer()
 		loop()
 		b.StopTimer()
-		return flops * float64(b.N) / b.Elapsed().Seconds() / 1e9
 	})
+	gflops := flops * float64(b.N) / b.Elapsed().Seconds() / 1e9
 	b.ReportMetric(gflops, "GFLOP/s")
 	if peak > 0 {
 		b.ReportMetric(100*gflops/peak, "%peak")

@@ -324,10 +324,7 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		call = func() error { return e.Attention16(o, q, k16, v16, c.KV, c.Shape(), opts) }
 	}
 	var d time.Duration
-	_, peak := Around(ks, threads, func() float64 {
-		d, err = Median(call, cfg.minTime)
-		return 0
-	})
+	peak := Around(ks, threads, func() { d, err = Median(call, cfg.minTime) })
 	if err != nil {
 		return Row{}, err
 	}
@@ -378,9 +375,8 @@ func measureLayer(cfg *config, e *mha.Engine, ks *kernels.Set, lc LayerCase, thr
 	y := make([]float32, len(x))
 	opts := &mha.Options{Causal: true, Threads: threads}
 	var d time.Duration
-	_, peak := Around(ks, threads, func() float64 {
+	peak := Around(ks, threads, func() {
 		d, err = Median(func() error { return layer.Forward(y, x, lc.B, lc.L, opts) }, cfg.minTime)
-		return 0
 	})
 	if err != nil {
 		return Row{}, err

@@ -10,7 +10,7 @@ import "math"
 //	exp(r) ≈ 1 + r + r²·P(r), P of degree 5 (Cephes expf minimax), evaluated
 //	in split form as 1 + (r + r²·((p0·r+p1)·r⁴ + (p2·r+p3)·r² + (p4·r+p5))),
 //	so the vector code's chain of dependent FMAs is 4 long, not 7 (the
-//	NEON set keeps the Horner form (((((p0·r+p1)·r+p2)·r+p3)·r+p4)·r+p5)·r+1)·r+1,
+//	NEON set keeps the Horner form ((((((p0·r+p1)·r+p2)·r+p3)·r+p4)·r+p5)·r+1)·r+1,
 //	which fits its fixed exp registers; the two differ by rounding only)
 //	exp(x) = exp(r)·2^n, 2^n built by writing n+127 into the exponent bits.
 //

@@ -23,14 +23,6 @@ func Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 	}
 }
 
-// QK computes a transposed score tile, keys major: Gemm with C = Sᵀ, A = K
-// and B = Qᵀ,
-//
-//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · qt[d*ldq+r]   for c < nk, r < rows
-func QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
-	Gemm(s, lds, k, ldk, qt, ldq, nk, rows, dk, false)
-}
-
 // Softmax applies one online-softmax step to a transposed tile of nk keys
 // by rows, overwriting the scores with the weights P:
 //
@@ -109,23 +101,6 @@ func TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, 
 	for r := 0; r < nr; r++ {
 		for c, x := range src[r*lds : r*lds+nc] {
 			dst[c*ldd+r] = scale * x
-		}
-	}
-}
-
-// Dot writes the scores of a few query rows (not transposed) against nk
-// keys, as dot products along d:
-//
-//	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · q[r*ldq+d]   for c < nk, r < rows
-func Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) {
-	for r := 0; r < rows; r++ {
-		qr := q[r*ldq : r*ldq+dk]
-		for c := 0; c < nk; c++ {
-			sum := float32(0)
-			for d, x := range k[c*ldk : c*ldk+dk] {
-				sum += x * qr[d]
-			}
-			s[c*lds+r] = sum
 		}
 	}
 }

@@ -15,14 +15,16 @@ import (
 // the OS saves their register state.
 var (
 	// The avx2 set converts 16-bit floats with F16C.
-	avx2 = x86Set("avx2", 8, 2, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
+	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
+		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
 		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
-	avx512 = x86Set("avx512", 16, 4, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
+	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
+		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
@@ -41,12 +43,20 @@ type convertFuncs struct {
 	narrow func(dst *uint16, src *float32, n int)
 }
 
+// x86Params are the numbers one amd64 ISA's kernels were generated with
+// (asm/params_<isa>_amd64.go).
+type x86Params struct {
+	lanes, panelVecs, softmaxVecs, dotRows, peakChains int
+	decodeKeys, decodeScratch                          int
+	decodePairs                                        bool
+}
+
 // x86Kernels are one amd64 ISA's generated functions.
 type x86Kernels struct {
 	gemm    gemmFunc
 	pv      pvFunc
-	softmax func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)
-	bias    func(s *float32, lds int, slope, dist, bias *float32, nk, nv int)
+	softmax softmaxFunc
+	bias    biasFunc
 	exp     func(dst, src *float32, n int)
 	tr      func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
 	dot     func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
@@ -57,10 +67,9 @@ type x86Kernels struct {
 	convert          [2]convertFuncs // float16, bfloat16
 }
 
-// x86Set wraps one ISA's kernels: lanes float32 per vector, panels of at
-// most maxNV vectors (the register tile's width), Softmax on up to 4
-// vectors of rows per call, 12 chains in the peak loop.
-func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.FeatureID) *Set {
+// x86Set wraps one ISA's kernels, generated with the parameters pr.
+func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID) *Set {
+	lanes, maxNV := pr.lanes, pr.panelVecs
 	return &Set{
 		Name: name, Lanes: lanes, requires: requires,
 		gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, kk int, accumulate bool) {
@@ -69,21 +78,8 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 		qk: func(s []float32, lds int, kr []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
 			gemmPanels(k.gemm, lanes, maxNV, qkChunk, s, lds, kr, ldk, qt, ldq, nk, rows, dk, false)
 		},
-		softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
-			for r0 := 0; r0 < rows; r0 += 4 * lanes {
-				k.softmax(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(4, (rows-r0)/lanes), softcap)
-			}
-		},
-		bias: func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
-			bp := first(bias)
-			for r0 := 0; r0 < rows; r0 += 4 * lanes {
-				var sl, d *float32
-				if slope != nil {
-					sl, d = &slope[r0], &dist[r0]
-				}
-				k.bias(&s[r0], lds, sl, d, bp, nk, min(4, (rows-r0)/lanes))
-			}
-		},
+		softmax: softmaxCalls(k.softmax, lanes, pr.softmaxVecs),
+		bias:    biasCalls(k.bias, lanes, pr.softmaxVecs),
 		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 			pvPanels(k.pv, lanes, maxNV, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
 		},
@@ -95,7 +91,8 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 			nvec := (dk + lanes - 1) / lanes
 			k.dot(&s[0], lds, &kr[0], ldk, &q[0], ldq, rows, nk, nvec, dk-(nvec-1)*lanes)
 		},
-		peak: k.peak, peakChains: 12,
+		dotRows: pr.dotRows,
+		peak:    k.peak, peakChains: pr.peakChains,
 		panelCols: lanes * maxNV,
 		decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
 			al := first(alibi)
@@ -110,10 +107,9 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 				k.decBF(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
 			}
 		},
-		decodeKeys: lanes,
-		// The weights [16][lanes], 16 alphas, 32 floats of masks.
-		decodeScratch: 16*lanes + 16 + 32,
-		decodePairs:   lanes == 8,
+		decodeKeys:    pr.decodeKeys,
+		decodeScratch: pr.decodeScratch,
+		decodePairs:   pr.decodePairs,
 		widen: func(dst []float32, src []uint16, t KVType) {
 			k.convert[t-1].widen(&dst[0], &src[0], len(src))
 		},
@@ -121,14 +117,6 @@ func x86Set(name string, lanes, maxNV int, k x86Kernels, requires ...cpuid.Featu
 			k.convert[t-1].narrow(&dst[0], &src[0], len(src))
 		},
 	}
-}
-
-// first returns a pointer to x's first element, nil for a nil x.
-func first(x []float32) *float32 {
-	if x == nil {
-		return nil
-	}
-	return &x[0]
 }
 
 func init() {

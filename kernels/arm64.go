@@ -8,56 +8,41 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// The NEON set: the kernels gen/arm64 generates. NEON has no masked loads,
-// so the kernels take whole vectors only and the generic code does the
-// last n%4 columns of Gemm and PV.
+// The NEON set: the kernels gen/arm64 generates, with the parameters of
+// asm/params_neon_arm64.go. NEON has no masked loads, so the kernels take
+// whole vectors only and the generic code does the last n%Lanes columns
+// of Gemm and PV.
 var neon = &Set{
-	Name: "neon", Lanes: 4,
+	Name: "neon", Lanes: asm.LanesNEON,
 	gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
-		n4 := n &^ 3
-		if n4 > 0 {
-			gemmPanels(asm.GemmNEON, 4, 4, 0, c, ldc, a, lda, b, ldb, m, n4, k, accumulate)
+		whole := n / asm.LanesNEON * asm.LanesNEON
+		if whole > 0 {
+			gemmPanels(asm.GemmNEON, asm.LanesNEON, asm.PanelVecsNEON, 0, c, ldc, a, lda, b, ldb, m, whole, k, accumulate)
 		}
-		if n4 < n {
-			fallback.Gemm(c[n4:], ldc, a, lda, b[n4:], ldb, m, n-n4, k, accumulate)
-		}
-	},
-	softmax: func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
-		for r0 := 0; r0 < rows; r0 += 16 {
-			asm.SoftmaxNEON(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(4, (rows-r0)/4), softcap)
+		if whole < n {
+			fallback.Gemm(c[whole:], ldc, a, lda, b[whole:], ldb, m, n-whole, k, accumulate)
 		}
 	},
-	bias: func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
-		var bp *float32
-		if bias != nil {
-			bp = &bias[0]
-		}
-		for r0 := 0; r0 < rows; r0 += 16 {
-			var sl, d *float32
-			if slope != nil {
-				sl, d = &slope[r0], &dist[r0]
-			}
-			asm.ScoreBiasNEON(&s[r0], lds, sl, d, bp, nk, min(4, (rows-r0)/4))
-		}
-	},
+	softmax: softmaxCalls(asm.SoftmaxNEON, asm.LanesNEON, asm.SoftmaxVecsNEON),
+	bias:    biasCalls(asm.ScoreBiasNEON, asm.LanesNEON, asm.SoftmaxVecsNEON),
 	pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
-		dv4 := dv &^ 3
-		if dv4 > 0 {
-			pvPanels(asm.PVNEON, 4, 4, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv4)
+		whole := dv / asm.LanesNEON * asm.LanesNEON
+		if whole > 0 {
+			pvPanels(asm.PVNEON, asm.LanesNEON, asm.PanelVecsNEON, o, ldo, p, ldp, v, ldv, alpha, rows, nk, whole)
 		}
-		if dv4 < dv {
+		if whole < dv {
 			var vt []float32
 			if nk > 0 {
-				vt = v[dv4:]
+				vt = v[whole:]
 			}
-			fallback.PV(o[dv4:], ldo, p, ldp, vt, ldv, alpha, rows, nk, dv-dv4)
+			fallback.PV(o[whole:], ldo, p, ldp, vt, ldv, alpha, rows, nk, dv-whole)
 		}
 	},
-	exp:        func(dst, src []float32) { expVectors(asm.ExpNEON, 4, dst, src) },
+	exp:        func(dst, src []float32) { expVectors(asm.ExpNEON, asm.LanesNEON, dst, src) },
 	tr:         fallback.TransposeScale,
 	peak:       asm.FMAPeakNEON,
-	peakChains: 24,
-	panelCols:  16,
+	peakChains: asm.PeakChainsNEON,
+	panelCols:  asm.LanesNEON * asm.PanelVecsNEON,
 }
 
 func init() {

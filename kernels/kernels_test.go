@@ -359,8 +359,11 @@ func TestTransposeScale(t *testing.T) {
 func TestDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, ks := range Available() {
+		if !ks.HasDot() {
+			continue
+		}
 		for _, atEnd := range []bool{true, false} {
-			for rows := 1; rows <= DotRows; rows++ {
+			for rows := 1; rows <= ks.DotRows(); rows++ {
 				for _, nk := range keyDims {
 					for _, dk := range qkDims {
 						lds, ldk, ldq := rows+rng.IntN(5), dk+rng.IntN(3), dk+rng.IntN(3)

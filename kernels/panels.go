@@ -57,6 +57,46 @@ func gemmPanels(kernel gemmFunc, lanes, maxNV, chunk int, c []float32, ldc int, 
 	}
 }
 
+// softmaxFunc and biasFunc are the signatures of the generated Softmax and
+// ScoreBias kernels: nv vectors of rows per call.
+type (
+	softmaxFunc func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)
+	biasFunc    func(s *float32, lds int, slope, dist, bias *float32, nk, nv int)
+)
+
+// softmaxCalls returns Set.softmax for a Softmax kernel taking at most
+// maxVecs vectors of lanes rows per call.
+func softmaxCalls(kernel softmaxFunc, lanes, maxVecs int) func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+	return func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+		for r0 := 0; r0 < rows; r0 += maxVecs * lanes {
+			kernel(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(maxVecs, (rows-r0)/lanes), softcap)
+		}
+	}
+}
+
+// biasCalls returns Set.bias for a ScoreBias kernel taking at most
+// maxVecs vectors of lanes rows per call.
+func biasCalls(kernel biasFunc, lanes, maxVecs int) func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
+	return func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
+		bp := first(bias)
+		for r0 := 0; r0 < rows; r0 += maxVecs * lanes {
+			var sl, d *float32
+			if slope != nil {
+				sl, d = &slope[r0], &dist[r0]
+			}
+			kernel(&s[r0], lds, sl, d, bp, nk, min(maxVecs, (rows-r0)/lanes))
+		}
+	}
+}
+
+// first returns a pointer to x's first element, nil for a nil x.
+func first(x []float32) *float32 {
+	if x == nil {
+		return nil
+	}
+	return &x[0]
+}
+
 // pvFunc is the signature of the generated PV kernels.
 type pvFunc func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)
 

@@ -57,6 +57,7 @@ type Set struct {
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only)
 
+	dotRows    int               // the most query rows of a Dot call (0: no Dot)
 	peakChains int               // independent vector FMAs per iteration of peak
 	requires   []cpuid.FeatureID // the CPU features the set's code uses
 }
@@ -205,30 +206,30 @@ func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, 
 // query rows (the vector sets; the generic QK wastes no lanes).
 func (ks *Set) HasDot() bool { return ks.dot != nil }
 
-// DotRows is the most query rows one Dot call takes.
-const DotRows = 4
+// DotRows returns the most query rows one Dot call takes (0 for a set
+// without Dot).
+func (ks *Set) DotRows() int { return ks.dotRows }
 
-// Dot writes the scores of 1..DotRows query rows (q not transposed,
+// Dot writes the scores of 1..DotRows() query rows (q not transposed,
 // pre-scaled, rows at stride ldq) against nk keys, as dot products along d:
 //
 //	s[c*lds+r] = Σ_{d<dk} k[c*ldk+d] · q[r*ldq+d]   for c < nk, r < rows
 //
 // For a decode step it replaces QK, whose row vectors would be mostly
-// padding. Sets without one use the generic code.
+// padding. Only sets that HasDot have it; calling it on another is a bug.
 func (ks *Set) Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) {
 	if nk <= 0 || dk <= 0 || rows <= 0 {
 		return
 	}
-	if rows > DotRows {
-		panic(fmt.Sprintf("kernels: Dot: %d rows, at most %d", rows, DotRows))
+	if ks.dot == nil {
+		panic("kernels: Dot: set " + ks.Name + " has no Dot kernel")
+	}
+	if rows > ks.dotRows {
+		panic(fmt.Sprintf("kernels: Dot: %d rows, at most %d", rows, ks.dotRows))
 	}
 	check("Dot", "s", len(s), span(nk, rows, lds))
 	check("Dot", "k", len(k), span(nk, dk, ldk))
 	check("Dot", "q", len(q), span(rows, dk, ldq))
-	if ks.dot == nil {
-		fallback.Dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
-		return
-	}
 	ks.dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
 }
 

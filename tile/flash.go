@@ -70,7 +70,7 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	}
 	ws.masked = ws.masked[:bc]
 	ws.probe = grow(ws.probe, p.ValueDim)
-	ws.dot = ks.HasDot() && rows <= kernels.DotRows
+	ws.dot = ks.HasDot() && rows <= ks.DotRows()
 	ws.packV = !ws.dot && packsV(ks, p)
 	if ws.dot || fused {
 		ws.qr = grow(ws.qr, rows*p.HeadDim)

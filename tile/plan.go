@@ -40,9 +40,6 @@ func (pl *Plan) Items(p *Problem) int {
 	return p.Batch * p.KVHeads * pl.perKVHead
 }
 
-// MaxRows is the most rows an item of the plan has.
-func (pl *Plan) MaxRows() int { return pl.HeadsPer * pl.PosPer }
-
 // item is one work item's coordinates.
 type item struct {
 	b, g   int // batch, KV head

@@ -1,3 +1,8 @@
+// Widen<F16|BF16><ISA> and Narrow<F16|BF16><ISA>: float16/bfloat16 ↔
+// float32 over whole vectors, one vector per step (VCVTPH2PS/VCVTPS2PH
+// for float16, shifts and integer rounding for bfloat16), and the 16-bit
+// K/V loads the decode kernels share.
+
 package main
 
 import (
@@ -54,7 +59,7 @@ func (g *gen) loadKV(e elem, mk kvMask, m operand.Mem, masked bool, dst reg.VecV
 		g.widen(e, m, dst)
 	case e == f32:
 		g.loadVec(mk.tailRegs, m, 0, 1, true, dst)
-	case g.x.avx512():
+	case g.isa.avx512():
 		t := g.ZMM()
 		g.VMOVDQU16_Z(m, mk.kmask, t)
 		g.widen(e, t.AsY(), dst)
@@ -113,8 +118,8 @@ func (g *gen) convertLoop(srcBytes, dstBytes int, body func(sp, dp reg.GPVirtual
 	g.JZ(operand.LabelRef("done"))
 	g.Label("loop")
 	body(sp, dp)
-	g.ADDQ(operand.Imm(uint64(srcBytes*g.x.lanes)), sp)
-	g.ADDQ(operand.Imm(uint64(dstBytes*g.x.lanes)), dp)
+	g.ADDQ(operand.Imm(uint64(srcBytes*g.isa.lanes)), sp)
+	g.ADDQ(operand.Imm(uint64(dstBytes*g.isa.lanes)), dp)
 	g.DECQ(n)
 	g.JNZ(operand.LabelRef("loop"))
 	g.Label("done")
@@ -123,7 +128,7 @@ func (g *gen) convertLoop(srcBytes, dstBytes int, body func(sp, dp reg.GPVirtual
 
 // lanesLog is log2 of the lanes.
 func (g *gen) lanesLog() uint8 {
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		return 4
 	}
 	return 3
@@ -134,7 +139,7 @@ func (g *gen) lanesLog() uint8 {
 // keeps its upper half with the quiet bit set) and stores them to m.
 func (g *gen) narrowBF16(v reg.VecVirtual, m operand.Mem) {
 	and := func(a operand.Op, b, dst reg.VecVirtual) {
-		if g.x.avx512() {
+		if g.isa.avx512() {
 			g.VPANDD(a, b, dst)
 		} else {
 			g.VPAND(a, b, dst)
@@ -151,7 +156,7 @@ func (g *gen) narrowBF16(v reg.VecVirtual, m operand.Mem) {
 	isNaN := g.compareInt(abs, g.cst("infBits")) // |b| > 0x7f800000
 	g.vor(g.cst("quietBF16"), nan, nan)
 	g.blend(isNaN, nan, r, r)
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		g.VPMOVDW(r, m)
 		return
 	}
@@ -164,7 +169,7 @@ func (g *gen) narrowBF16(v reg.VecVirtual, m operand.Mem) {
 
 // compareInt returns the lanes where the signed dword a > b.
 func (g *gen) compareInt(a reg.VecVirtual, b operand.Mem) laneMask {
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		m := laneMask{k: g.K()}
 		g.VPCMPGTD(b, a, m.k)
 		return m
@@ -177,7 +182,7 @@ func (g *gen) compareInt(a reg.VecVirtual, b operand.Mem) laneMask {
 // vor is a bitwise or of vectors: VPORD on AVX-512 (AVX512F), VPOR on
 // AVX2.
 func (g *gen) vor(a operand.Op, b, dst reg.VecVirtual) {
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		g.VPORD(a, b, dst)
 		return
 	}

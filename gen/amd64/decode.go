@@ -1,3 +1,9 @@
+// Decode<F32|F16|BF16><ISA>: the fused decode step over K/V in blocks of
+// lanes keys. Scores: one accumulator per key of the block (lanes × dk
+// FMAs), folded so key c lands in lane c. PV: up to 4 (AVX-512) or 2
+// (AVX2) rows × 4-8 vectors of accumulators, wider for fewer rows, so a
+// one-row step still has 8 FMA chains.
+
 package main
 
 import (
@@ -33,9 +39,16 @@ const decodeAhead = 2
 // rescale factors [16], and on AVX2 the masks (K and V lanes, K and V
 // dword pairs, the skipped lanes of the last block).
 func (g *gen) decodeLayout() (alphaOff, maskK, maskV, pairsK, pairsV, skipMask int) {
-	alphaOff = 16 * g.x.lanes
+	alphaOff = 16 * g.isa.lanes
 	maskK = alphaOff + 16
 	return alphaOff, maskK, maskK + 8, maskK + 16, maskK + 20, maskK + 24
+}
+
+// decodeScratch is the floats of Decode's scratch (decodeLayout's last
+// entry, the skipped-lanes mask, is one ymm vector).
+func (g *gen) decodeScratch() int {
+	_, _, _, _, _, skipMask := g.decodeLayout()
+	return skipMask + 8
 }
 
 // aheadLog is log2 of the keys Decode prefetches ahead (decodeAhead
@@ -47,10 +60,16 @@ func (g *gen) aheadLog() uint8 { return g.lanesLog() + 1 }
 // independent FMA chains (AVX-512: 4×4 or 2×8 of 32 registers, plus a V
 // vector and the broadcasts; AVX2: 2×4 or 1×8 of 16).
 func (g *gen) pvTile() (rows int, vecs func(nr int) int) {
-	if g.x.avx512() {
-		return 4, func(nr int) int { return map[bool]int{true: 8, false: 4}[nr <= 2] }
+	wide := func(few bool) int {
+		if few {
+			return 8
+		}
+		return 4
 	}
-	return 2, func(nr int) int { return map[bool]int{true: 8, false: 4}[nr == 1] }
+	if g.isa.avx512() {
+		return 4, func(nr int) int { return wide(nr <= 2) }
+	}
+	return 2, func(nr int) int { return wide(nr == 1) }
 }
 
 // decodeLocals are Decode's values kept in its stack frame between
@@ -66,7 +85,7 @@ type decodeLocals struct {
 }
 
 func (g *gen) decode(e elem) {
-	x := g.x
+	x := g.isa
 	T := x.lanes
 	g.fn("Decode"+e.name(), fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)", e.goType(), e.goType()),
 		"",
@@ -158,9 +177,9 @@ func (g *gen) decode(e elem) {
 	g.prefetchRows(lc.kp, lc.ldk, lc.krow, decodeAhead*T, "pfk0")
 	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, decodeAhead*T, "pfv0")
 
+	g.Comment(fmt.Sprintf("A block of %d keys. The last one, if partial, is moved back to end at", T),
+		"nk; its first skip lanes (keys already done) are masked.")
 	g.Label("block")
-	// The last block, if partial, is moved back to end at nk; its first
-	// skip lanes (keys already done) are masked.
 	rem, skip := load(lc.rem), g.GP64()
 	g.MOVQ(operand.U32(0), skip)
 	g.CMPQ(rem, operand.Imm(uint64(T)))
@@ -187,7 +206,7 @@ func (g *gen) decode(e elem) {
 		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * skipMask})
 	}
 
-	// Scores and softmax, row by row.
+	g.Comment("Scores and softmax, row by row.")
 	r := g.GP64()
 	g.MOVQ(operand.U32(0), r)
 	store(r, lc.row)
@@ -208,8 +227,7 @@ func (g *gen) decode(e elem) {
 	g.JMP(operand.LabelRef("row"))
 	g.Label("pv")
 
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the
-	// next block.
+	g.Comment("PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.")
 	g.decodePV(e, lc, mkV, sp)
 	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
 		step, ptr := load(p.ld), load(p.ptr)
@@ -235,11 +253,11 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 	g.Label(lbl)
 	off := g.GP64()
 	g.MOVQ(operand.U32(0), off)
-	g.Label(lbl + "_line")
+	g.Label(label(lbl, "line"))
 	g.PREFETCHT0(operand.Mem{Base: p, Index: off, Scale: 1})
 	g.ADDQ(operand.Imm(64), off)
 	g.CMPQ(off, rowBytes)
-	g.JLT(operand.LabelRef(lbl + "_line"))
+	g.JLT(operand.LabelRef(label(lbl, "line")))
 	g.ADDQ(ld, p)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(lbl))
@@ -251,8 +269,11 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 // the mask of skipped lanes, and the online-softmax update of m, l and the
 // weights and alpha in the scratch.
 func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, prefetch bool) {
-	lb := label("scores", prefetch)
-	x := g.x
+	lb := "scores"
+	if prefetch {
+		lb = "scores_prefetched"
+	}
+	x := g.isa
 	T := x.lanes
 	alphaOff, _, _, _, _, skipMask := g.decodeLayout()
 	accOf := g.foldOrder()
@@ -315,20 +336,20 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	cnt := g.GP64()
 	g.MOVQ(lc.kfull, cnt)
 	g.TESTQ(cnt, cnt)
-	g.JZ(operand.LabelRef(lb + "dlast"))
-	g.Label(lb + "d")
+	g.JZ(operand.LabelRef(label(lb, "last_dims")))
+	g.Label(label(lb, "dims"))
 	step(false)
 	g.ADDQ(operand.Imm(uint64(4*T)), qm)
 	for _, b := range append(kb, ka...) {
 		g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
 	}
 	g.DECQ(cnt)
-	g.JNZ(operand.LabelRef(lb + "d"))
-	g.Label(lb + "dlast")
+	g.JNZ(operand.LabelRef(label(lb, "dims")))
+	g.Label(label(lb, "last_dims"))
 	g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
-	g.JEQ(operand.LabelRef(lb + "fold"))
+	g.JEQ(operand.LabelRef(label(lb, "fold")))
 	step(true)
-	g.Label(lb + "fold")
+	g.Label(label(lb, "fold"))
 	sv := g.fold(acc)
 
 	// ALiBi: sc += slope·(dist + c) for key c of the call, the block's
@@ -337,7 +358,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	// rounded once, as in fallback.ScoreBias.
 	ap := g.param("alibi")
 	g.TESTQ(ap, ap)
-	g.JZ(operand.LabelRef(lb + "noalibi"))
+	g.JZ(operand.LabelRef(label(lb, "noalibi")))
 	{
 		r := g.GP64()
 		g.MOVQ(lc.row, r)
@@ -357,7 +378,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		g.VMULPS(sl, d, d)
 		g.VADDPS(d, sv, sv)
 	}
-	g.Label(lb + "noalibi")
+	g.Label(label(lb, "noalibi"))
 
 	// Lanes of keys before the block's start (a moved-back last block)
 	// are -Inf: a blend, so a NaN there cannot leak.
@@ -413,7 +434,7 @@ type shuffle struct {
 // pairs and neighbours within blocks (VSHUFPS).
 func (g *gen) foldLevels() []shuffle {
 	in := []shuffle{{"shufps", 0x44, 0xee}, {"shufps", 0x88, 0xdd}}
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		return append([]shuffle{{"shuff32x4", 0x44, 0xee}, {"shuff32x4", 0x88, 0xdd}}, in...)
 	}
 	return append([]shuffle{{"perm2f128", 0x20, 0x31}}, in...)
@@ -455,7 +476,7 @@ func shuffleLanes(op string, imm uint8, a, b []int) []int {
 // foldOrder simulates the fold on labels and returns, for each key c, the
 // accumulator whose sum ends in lane c.
 func (g *gen) foldOrder() []int {
-	n := g.x.lanes
+	n := g.isa.lanes
 	vs := make([][]int, n)
 	for i := range vs {
 		vs[i] = make([]int, n)
@@ -511,7 +532,7 @@ func (g *gen) fold(vs []reg.VecVirtual) reg.VecVirtual {
 // result in every lane: swap halves, (quarters,) pairs and neighbours.
 func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 	t := g.vec()
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		g.VSHUFF32X4(operand.U8(0x4e), v, v, t)
 		op(t, v, v)
 		g.VSHUFF32X4(operand.U8(0xb1), v, v, t)
@@ -531,8 +552,9 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 // the keys from skip to T.
 func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	RP, vecs := g.pvTile()
-	T := g.x.lanes
+	T := g.isa.lanes
 	g.MOVQ(operand.U32(0), lc.g0)
+	g.Comment(fmt.Sprintf("PV in groups of up to %d rows, each over panels of vectors of dv.", RP))
 	g.Label("group")
 	rr := g.GP64()
 	g.MOVQ(g.arg("rows"), rr)
@@ -555,14 +577,14 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 		NV := vecs(nr)
 		g.Label(label("rows", nr))
 		g.CMPQ(left, operand.Imm(uint64(NV)))
-		g.JGT(operand.LabelRef(label("pv", nr, "x", NV, "whole")))
+		g.JGT(operand.LabelRef(label("rows", nr, "vecs", NV, "whole")))
 		for nv := NV; nv >= 1; nv-- {
 			next := label("rows", nr, "not", nv)
 			g.CMPQ(left, operand.Imm(uint64(nv)))
 			g.JNE(operand.LabelRef(next))
 			g.CMPQ(g.arg("vtail"), operand.Imm(uint64(T)))
-			g.JEQ(operand.LabelRef(label("pv", nr, "x", nv, "whole")))
-			g.JMP(operand.LabelRef(label("pv", nr, "x", nv, "masked")))
+			g.JEQ(operand.LabelRef(label("rows", nr, "vecs", nv, "whole")))
+			g.JMP(operand.LabelRef(label("rows", nr, "vecs", nv, "masked")))
 			g.Label(next)
 		}
 		g.JMP(operand.LabelRef("panelnext")) // not reached: left >= 1
@@ -570,7 +592,7 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	for nr := RP; nr >= 1; nr-- {
 		for nv := vecs(nr); nv >= 1; nv-- {
 			for _, masked := range []bool{false, true} {
-				g.Label(label("pv", nr, "x", nv, map[bool]string{false: "whole", true: "masked"}[masked]))
+				g.Label(label("rows", nr, "vecs", nv, maskWord(masked)))
 				g.decodePVTile(e, lc, mk, sp, nr, nv, masked)
 				g.ADDQ(operand.Imm(uint64(nv)), lc.vec)
 				g.JMP(operand.LabelRef("panelnext"))
@@ -594,8 +616,8 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 // alpha·O, take the weights of keys skip..T-1 of the nr rows (broadcast)
 // times nv vectors of each V row, and are stored back.
 func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, nr, nv int, masked bool) {
-	T := g.x.lanes
-	b := g.x.bytes()
+	T := g.isa.lanes
+	b := g.isa.bytes()
 	alphaOff, _, _, _, _, _ := g.decodeLayout()
 	// O rows: o + g0·ldo + vec·lanes·4.
 	ob, ldo, t := g.GP64(), g.GP64(), g.GP64()
@@ -660,7 +682,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.MOVQ(ldv, va)
 	g.SHLQ(operand.U8(g.aheadLog()), va)
 	g.ADDQ(vb, va)
-	l := label("pv", nr, "x", nv, masked, "key")
+	l := label("rows", nr, "vecs", nv, maskWord(masked), "keys")
 	g.Label(l)
 	bc := make([]reg.VecVirtual, nr)
 	for i := range bc {

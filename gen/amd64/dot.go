@@ -1,6 +1,13 @@
+// Dot<ISA>: the scores of 1-4 query rows against a group of keys. rows ×
+// keys accumulators (keys 4, or 2 for 3-4 rows on AVX2), one K vector
+// loaded per step and shared by every row, then each accumulator reduced
+// across lanes.
+
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -13,11 +20,14 @@ type dotRegs struct {
 	tailRegs               // the last vector's mask
 }
 
+// dotRows is the most query rows of a Dot call.
+const dotRows = 4
+
 // dotKeys is how many keys a Dot group scores at once for rows query rows:
 // rows·keys accumulators, rows q vectors and one K vector must fit the
 // registers (16 on AVX2).
 func (g *gen) dotKeys(rows int) int {
-	if g.x.avx512() || rows <= 2 {
+	if g.isa.avx512() || rows <= 2 {
 		return 4
 	}
 	return 2
@@ -50,36 +60,37 @@ func (g *gen) dot() {
 	r.tailRegs = g.tailMask(tail)
 	keys := g.param("nk")
 	rows := g.param("rows")
-	g.CMPQ(tail, operand.Imm(uint64(g.x.lanes)))
-	g.JNE(operand.LabelRef("masked"))
+	g.CMPQ(tail, operand.Imm(uint64(g.isa.lanes)))
+	g.JNE(operand.LabelRef("tail_masked"))
 	for _, masked := range []bool{false, true} {
 		if masked {
-			g.Label("masked")
+			g.Label("tail_masked")
 		}
-		for nr := 4; nr >= 1; nr-- {
+		for nr := dotRows; nr >= 1; nr-- {
 			g.CMPQ(rows, operand.Imm(uint64(nr)))
-			g.JEQ(operand.LabelRef(label("r", nr, "m", masked)))
+			g.JEQ(operand.LabelRef(label("rows", nr, maskWord(masked))))
 		}
 		g.ret()
 	}
 	for _, masked := range []bool{false, true} {
-		for nr := 4; nr >= 1; nr-- {
-			l := label("r", nr, "m", masked)
+		for nr := dotRows; nr >= 1; nr-- {
+			l := label("rows", nr, maskWord(masked))
 			kg := g.dotKeys(nr)
+			g.Comment(fmt.Sprintf("%d query rows, the last vector %s: groups of %d keys, then one at a time.", nr, maskWord(masked), kg))
 			g.Label(l)
-			g.Label(l + "groups")
+			g.Label(label(l, "groups"))
 			g.CMPQ(keys, operand.Imm(uint64(kg)))
-			g.JLT(operand.LabelRef(l + "one"))
-			g.dotBlock(r, kg, nr, masked, l+"group")
+			g.JLT(operand.LabelRef(label(l, "one")))
+			g.dotBlock(r, kg, nr, masked, label(l, "group"))
 			g.SUBQ(operand.Imm(uint64(kg)), keys)
-			g.JMP(operand.LabelRef(l + "groups"))
-			g.Label(l + "one")
+			g.JMP(operand.LabelRef(label(l, "groups")))
+			g.Label(label(l, "one"))
 			g.TESTQ(keys, keys)
-			g.JZ(operand.LabelRef(l + "done"))
-			g.dotBlock(r, 1, nr, masked, l+"single")
+			g.JZ(operand.LabelRef(label(l, "done")))
+			g.dotBlock(r, 1, nr, masked, label(l, "single"))
 			g.DECQ(keys)
-			g.JMP(operand.LabelRef(l + "one"))
-			g.Label(l + "done")
+			g.JMP(operand.LabelRef(label(l, "one")))
+			g.Label(label(l, "done"))
 			g.ret()
 		}
 	}
@@ -91,7 +102,7 @@ const dotAheadLog = 4
 // dotBlock emits the scores of n keys (1, 2 or 4) for nr query rows, then
 // advances kp and sp.
 func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
-	b := g.x.bytes()
+	b := g.isa.bytes()
 	acc := make([][]reg.VecVirtual, n)
 	for i := range acc {
 		acc[i] = make([]reg.VecVirtual, nr)
@@ -129,7 +140,7 @@ func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 		g.DECQ(v) // the last vector is done apart, masked
 	}
 	g.TESTQ(v, v)
-	g.JZ(operand.LabelRef(lbl + "last"))
+	g.JZ(operand.LabelRef(label(lbl, "last")))
 	g.Label(lbl)
 	step(false)
 	g.ADDQ(operand.Imm(uint64(b)), qq)
@@ -137,7 +148,7 @@ func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 	g.ADDQ(operand.Imm(uint64(b)), kf)
 	g.DECQ(v)
 	g.JNZ(operand.LabelRef(lbl))
-	g.Label(lbl + "last")
+	g.Label(label(lbl, "last"))
 	if masked {
 		step(true)
 	}
@@ -157,7 +168,7 @@ func (g *gen) dotBlock(r dotRegs, n, nr int, masked bool, lbl string) {
 // cannot name registers 16-31): swap halves, quarters, pairs and
 // neighbours, adding each time, so every lane ends with the sum.
 func (g *gen) reduce(v reg.VecVirtual) reg.Register {
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		g.butterfly(v, g.VADDPS)
 		return v.AsX()
 	}

@@ -1,3 +1,8 @@
+// Gemm<ISA>, the kernel of QK and of the projections. Register tile: mk
+// = 6 rows of A (one broadcast each) × nv vectors of a B row: AVX-512 6×4
+// (24 accumulators + 4 B vectors + 1 broadcast of 32 zmm), AVX2 6×2
+// (12 + 2 + 1 of 16 ymm, the tail mask in memory).
+
 package main
 
 import (
@@ -20,7 +25,7 @@ type gemmRegs struct {
 // gemm emits Gemm<ISA>, the kernel of QK and of the projections: one panel
 // of nv vectors of C columns, every row of A.
 func (g *gen) gemm() {
-	x := g.x
+	x := g.isa
 	g.fn("Gemm", "func(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)",
 		"",
 		"\tfor i := 0; i < m; i++ {",
@@ -49,7 +54,7 @@ func (g *gen) gemm() {
 // gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
 // advances cp and ap by mr rows.
 func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
-	b := g.x.bytes()
+	b := g.isa.bytes()
 	acc := make([][]reg.VecVirtual, mr)
 	for i := range acc {
 		acc[i] = make([]reg.VecVirtual, nv)
@@ -57,16 +62,16 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 			acc[i][j] = g.vec()
 		}
 	}
-	// Start from zero, or from C.
+	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at 0, or at C.", mr, nv))
 	g.TESTQ(r.acc, r.acc)
-	g.JNZ(operand.LabelRef(lbl + "load"))
+	g.JNZ(operand.LabelRef(label(lbl, "load")))
 	for i := range acc {
 		for j := range acc[i] {
 			g.zero(acc[i][j])
 		}
 	}
-	g.JMP(operand.LabelRef(lbl + "start"))
-	g.Label(lbl + "load")
+	g.JMP(operand.LabelRef(label(lbl, "start")))
+	g.Label(label(lbl, "load"))
 	t := g.GP64()
 	g.MOVQ(r.cp, t)
 	for i := range acc {
@@ -77,11 +82,12 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 			g.ADDQ(r.ldc, t)
 		}
 	}
-	g.Label(lbl + "start")
+	g.Label(label(lbl, "start"))
 	bp := g.param("b")
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
+	g.Comment(fmt.Sprintf("The k loop: a row of B, %d broadcasts of A, %d FMAs.", mr, mr*nv))
 	g.Label(lbl)
 	bv := make([]reg.VecVirtual, nv)
 	for j := range bv {
@@ -99,7 +105,7 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.ADDQ(operand.Imm(4), aa)
 	g.DECQ(p)
 	g.JNZ(operand.LabelRef(lbl))
-	// Store the tile row by row; cp ends one row past it.
+	g.Comment("Store the tile row by row; cp ends one row past it.")
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nv; j++ {
 			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.cp, Disp: j * b}, j, nv, masked)

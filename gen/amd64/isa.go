@@ -1,3 +1,8 @@
+// The two instruction sets' parameters (lanes, register tile), the
+// generator state shared by every kernel (the avo context, the constant
+// table) and the small emitters every kernel uses (arguments, strides,
+// function headers, labels).
+
 package main
 
 import (
@@ -28,8 +33,9 @@ type isa struct {
 	//   core); measured better than 4×3 (fewer broadcasts, 24-column
 	//   panels) on Zen 4.
 	mk, nv int
-	// softNV is the most row vectors one Softmax call processes per key:
-	// independent max/exp chains for the out-of-order core.
+	// softNV is the most row vectors one Softmax (or ScoreBias) call
+	// processes per key: independent max/exp chains for the out-of-order
+	// core.
 	softNV int
 }
 
@@ -44,7 +50,7 @@ func (x isa) avx512() bool { return x.lanes == 16 }
 // gen emits one ISA's kernels into an avo context.
 type gen struct {
 	*build.Context
-	x      isa
+	isa    isa
 	consts operand.Mem               // the constant table
 	iotas  operand.Mem               // the vector 0, 1, ..., lanes-1
 	index  map[string]int            // constant name → slot
@@ -68,7 +74,7 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 )
 
 func newGen(c *build.Context, x isa) *gen {
-	g := &gen{Context: c, x: x, index: map[string]int{}}
+	g := &gen{Context: c, isa: x, index: map[string]int{}}
 	g.consts = c.StaticGlobal("consts" + x.suffix)
 	c.DataAttributes(attr.RODATA | attr.NOPTR)
 	off := 0
@@ -115,17 +121,17 @@ func (g *gen) cst(name string) operand.Mem {
 	if !ok {
 		panic("no constant " + name)
 	}
-	return g.consts.Offset(i * g.x.bytes())
+	return g.consts.Offset(i * g.isa.bytes())
 }
 
 // maskTable returns the tail-mask table.
 func (g *gen) maskTable() operand.Mem {
-	return g.consts.Offset(len(constants) * g.x.bytes())
+	return g.consts.Offset(len(constants) * g.isa.bytes())
 }
 
 // vec allocates a vector register of the ISA's width.
 func (g *gen) vec() reg.VecVirtual {
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		return g.ZMM()
 	}
 	return g.YMM()
@@ -171,18 +177,40 @@ func (g *gen) ret() {
 
 // fn starts a function with a noescape stub and its doc comment.
 func (g *gen) fn(name, sig string, doc ...string) {
-	g.Function(name + g.x.suffix)
+	g.Function(name + g.isa.suffix)
 	g.Attributes(attr.NOSPLIT)
 	g.Pragma("noescape")
 	g.SignatureExpr(sig)
-	g.Doc(append([]string{fmt.Sprintf("%s%s is", name, g.x.suffix)}, doc...)...)
+	g.Doc(append([]string{fmt.Sprintf("%s%s is", name, g.isa.suffix)}, doc...)...)
 }
 
-// label returns a label name unique to the ISA's current function.
+// label returns a label name, unique within the current function, that
+// says what the code after it does: the words joined by "_", a number
+// appended to the word before it (label("rows", 4, "masked") is
+// "rows4_masked").
 func label(parts ...any) string {
 	s := ""
 	for _, p := range parts {
-		s += fmt.Sprint(p)
+		switch p := p.(type) {
+		case string:
+			if s != "" {
+				s += "_"
+			}
+			s += p
+		case int:
+			s += fmt.Sprint(p)
+		default:
+			panic(fmt.Sprintf("label: %v is neither a word nor a number", p))
+		}
 	}
 	return s
+}
+
+// maskWord names the variant of a loop whose last vector is masked, or
+// is not.
+func maskWord(masked bool) string {
+	if masked {
+		return "masked"
+	}
+	return "whole"
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/fastattn/fastattn/gen/params"
 	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
@@ -38,7 +39,8 @@ func main() {
 // vector registers 16..31, zmm, opmasks.
 var evexOnly = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[1-7])\b`)
 
-// generate builds every kernel of x and writes its two files into dir.
+// generate builds every kernel of x and writes its three files into dir:
+// the assembly, its Go declarations and its parameters.
 func generate(x isa, dir string) error {
 	c := build.NewContext()
 	c.ConstraintExpr("amd64,!purego")
@@ -84,5 +86,14 @@ func generate(x isa, dir string) error {
 			return fmt.Errorf("writing %s: %w", o.name, err)
 		}
 	}
-	return nil
+	return params.Write(dir, x.name, "amd64", x.suffix, "go run ./amd64", "amd64 && !purego", []params.Param{
+		{Name: "Lanes", Value: x.lanes, Doc: "the float32 lanes of a vector."},
+		{Name: "PanelVecs", Value: x.nv, Doc: "the most vectors of a Gemm or PV panel: the register tile's width."},
+		{Name: "SoftmaxVecs", Value: x.softNV, Doc: "the most vectors of rows of a Softmax or ScoreBias call."},
+		{Name: "DotRows", Value: dotRows, Doc: "the most query rows of a Dot call."},
+		{Name: "PeakChains", Value: peakChains, Doc: "the independent vector FMAs of an FMAPeak iteration."},
+		{Name: "DecodeKeys", Value: x.lanes, Doc: "the fewest keys of a Decode call (one block)."},
+		{Name: "DecodeScratch", Value: g.decodeScratch(), Doc: "the floats of Decode's scratch: weights, alphas, masks."},
+		{Name: "DecodePairs", Value: !x.avx512(), Doc: "whether Decode loads a 16-bit row's last vector as dword pairs\n// (VMASKMOVPS has no 16-bit form), so it takes even dims only."},
+	})
 }

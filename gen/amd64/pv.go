@@ -1,3 +1,8 @@
+// PV<ISA>, the flash loop's O = alpha·O + P·V. Register tile: mk = 6
+// rows × nv vectors of a V row (read in place at stride ldv), P entries
+// broadcast by row: the same 6×4 (AVX-512) and 6×2 (AVX2) blocking as
+// Gemm.
+
 package main
 
 import (
@@ -19,7 +24,7 @@ type pvRegs struct {
 // pv emits PV<ISA>: nv vectors of o columns (the last one tail lanes wide)
 // for rows rows.
 func (g *gen) pv() {
-	x := g.x
+	x := g.isa
 	g.fn("PV", "func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)",
 		"",
 		"\tfor r := 0; r < rows; r++ {",
@@ -48,7 +53,7 @@ func (g *gen) pv() {
 // pvBlock emits one mr×nv tile: o rows op..op+mr-1, rescaled by alpha and
 // plus P·V, then advances op, pp and alpha by mr rows.
 func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
-	b := g.x.bytes()
+	b := g.isa.bytes()
 	acc := make([][]reg.VecVirtual, mr)
 	t := g.GP64()
 	g.MOVQ(r.op, t)
@@ -62,9 +67,9 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 			g.ADDQ(r.ldo, t)
 		}
 	}
-	// The online-softmax rescale: o[r] *= alpha[r].
+	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors of o, rescaled by alpha (if any).", mr, nv))
 	g.TESTQ(r.alpha, r.alpha)
-	g.JZ(operand.LabelRef(lbl + "noscale"))
+	g.JZ(operand.LabelRef(label(lbl, "noscale")))
 	for i := 0; i < mr; i++ {
 		a := g.vec()
 		g.VBROADCASTSS(operand.Mem{Base: r.alpha, Disp: 4 * i}, a)
@@ -73,13 +78,14 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 		}
 	}
 	g.ADDQ(operand.Imm(uint64(4*mr)), r.alpha)
-	g.Label(lbl + "noscale")
+	g.Label(label(lbl, "noscale"))
 	c := g.param("nk")
 	g.TESTQ(c, c)
-	g.JZ(operand.LabelRef(lbl + "store"))
+	g.JZ(operand.LabelRef(label(lbl, "store")))
 	vp := g.param("v")
 	pk := g.GP64()
 	g.MOVQ(r.pp, pk)
+	g.Comment(fmt.Sprintf("The key loop: a row of V, %d broadcasts of P, %d FMAs.", mr, mr*nv))
 	g.Label(lbl)
 	vv := make([]reg.VecVirtual, nv)
 	for j := range vv {
@@ -97,7 +103,8 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	g.ADDQ(r.ldp, pk)
 	g.DECQ(c)
 	g.JNZ(operand.LabelRef(lbl))
-	g.Label(lbl + "store")
+	g.Comment("Store the tile.")
+	g.Label(label(lbl, "store"))
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nv; j++ {
 			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.op, Disp: j * b}, j, nv, masked)

@@ -1,3 +1,8 @@
+// Rows of an operand read in place at a run-time stride (row i of a group
+// addressed as base + index·scale, 3·ld and 5·ld in registers), and the
+// loop over rows in groups of the tile height with 4-, 2- and 1-row
+// tails, which Gemm and PV share.
+
 package main
 
 import (
@@ -60,4 +65,37 @@ func (g *gen) advance(base reg.GPVirtual, s rowStride, n int) {
 	default:
 		panic(fmt.Sprintf("advance: %d rows", n))
 	}
+}
+
+// rowGroups emits a loop over `rows` rows in groups of the tile height
+// (block(mk, label)), then the last rows%mk in blocks of the powers of two
+// below mk (at most one of each: 4, 2, 1 for mk = 6), so a tail runs on
+// tiles as tall as it allows.
+func (g *gen) rowGroups(rows reg.GPVirtual, l string, block func(mr int, lbl string)) {
+	mk := g.isa.mk
+	var tails []int
+	for mr := 4; mr >= 1; mr /= 2 {
+		if mr < mk {
+			tails = append(tails, mr)
+		}
+	}
+	g.Comment(fmt.Sprintf("Groups of %d rows.", mk))
+	g.Label(label(l, "groups"))
+	g.CMPQ(rows, operand.Imm(uint64(mk)))
+	g.JLT(operand.LabelRef(label(l, "tail", tails[0])))
+	block(mk, label(l, "rows", mk))
+	g.SUBQ(operand.Imm(uint64(mk)), rows)
+	g.JMP(operand.LabelRef(label(l, "groups")))
+	for i, mr := range tails {
+		g.Comment(fmt.Sprintf("The last rows: %d of them, if rows%%%d has that bit.", mr, mk))
+		g.Label(label(l, "tail", mr))
+		g.TESTQ(operand.U32(mr), rows)
+		next := label(l, "done")
+		if i+1 < len(tails) {
+			next = label(l, "tail", tails[i+1])
+		}
+		g.JZ(operand.LabelRef(next))
+		block(mr, label(l, "rows", mr))
+	}
+	g.Label(label(l, "done"))
 }

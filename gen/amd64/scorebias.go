@@ -1,6 +1,12 @@
+// ScoreBias<ISA>: the ALiBi term and the per-key bias added to a
+// transposed score tile, one key's row of up to 4 row vectors at a time
+// (the scores, the slopes and the distances of a row vector in registers).
+
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -17,20 +23,20 @@ func (g *gen) scoreBias() {
 		"\t\ts[c*lds+r] += fma(slope[r], dist[r] + c, bias[c])",
 		"\t}}",
 		"",
-		"with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil",
+		fmt.Sprintf("with nv in 1..%d, nk >= 1, lds in elements; slope and dist both nil", g.isa.softNV),
 		"(no ALiBi term) or both set, bias nil (no key term).",
 	)
-	g.byRowVectors(4, g.scoreBiasPanel)
+	g.byRowVectors(g.isa.softNV, g.scoreBiasPanel)
 }
 
 // scoreBiasPanel is ScoreBias on nv vectors of rows: three loops, for the
 // bias alone, ALiBi alone and both.
 func (g *gen) scoreBiasPanel(nv int) {
-	b := g.x.bytes()
+	b := g.isa.bytes()
 	sp, lds := g.param("s"), g.stride("lds")
 	slope, dist, bias := g.param("slope"), g.param("dist"), g.param("bias")
 	n := g.param("nk")
-	lbl := func(s string) string { return label("nv", nv, s) }
+	lbl := func(s string) string { return label("vecs", nv, s) }
 	add := func(t reg.VecVirtual) { // s[c][:] += t, one vector at a time
 		for j := 0; j < nv; j++ {
 			x := g.vec()

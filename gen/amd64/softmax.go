@@ -1,102 +1,15 @@
+// Softmax<ISA>: one online-softmax step over a transposed score tile, up
+// to 4 vectors of rows per call, each key's row of vectors loaded at once
+// (4 independent max and exp chains); and the softcap (tanh) it inlines.
+
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
-
-// exp returns exp(y) in a new register, consuming y (fallback/exp.go is
-// the scalar twin):
-//
-//	keep = !(y < expMin)                 lanes below it give exactly 0; NaN stays
-//	n    = round(y·log2e)                nearest even
-//	r    = y - n·ln2hi - n·ln2lo         Cody–Waite: n·ln2hi is exact
-//	p    = 1 + (r + r²·((p0·r+p1)·r⁴ + (p2·r+p3)·r² + (p4·r+p5)))
-//	exp  = p·2^n                         VSCALEFPS (AVX-512) or adding n+127
-//	                                     as the exponent bits (AVX2)
-//
-// With clampHigh, y is first clamped to expMax (so 2^n cannot overflow);
-// Softmax passes y <= 0 and skips it. Below expMin, AVX2's n+127 is no
-// valid exponent (down to the integer indefinite of -Inf), but those lanes
-// are cleared by the final AND, which also keeps NaN (NaN·anything).
-// The split polynomial and the missing low clamp took the AVX2 Softmax
-// from 2.5 to 2.9 Gelem/s and the AVX-512 one from 6.0 to 6.4 (Zen 5):
-// the Horner chain's latency, not the FMA ports, was the limit.
-func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
-	const nltUQ = 0x15 // not less than, unordered true: NaN lanes are kept
-	keep := g.compare(nltUQ, g.k("expMin"), y)
-	if clampHigh {
-		hi := g.vec()
-		g.VMOVUPS(g.cst("expMax"), hi)
-		g.VMINPS(y, hi, y)
-	}
-	n := g.vec()
-	g.VMULPS(g.k("log2e"), y, n)
-	if g.x.avx512() {
-		g.VRNDSCALEPS(operand.U8(0), n, n)
-	} else {
-		g.VROUNDPS(operand.U8(0), n, n)
-	}
-	g.VFNMADD231PS(g.k("ln2hi"), n, y)
-	g.VFNMADD231PS(g.k("ln2lo"), n, y)
-	// The polynomial in split form: three independent first-degree pieces,
-	// then steps in r², so the dependent chain is 4 FMAs and an add, not 7
-	// FMAs (the 1 added last, as Horner's form does, keeps r's low bits).
-	// The third piece is written after the first step so that it reuses
-	// the second's register: AVX2 has 16 (the core reorders anyway).
-	r2, p, b := g.vec(), g.vec(), g.vec()
-	g.VMULPS(y, y, r2)
-	g.VMOVUPS(g.k("p0"), p)
-	g.VFMADD213PS(g.k("p1"), y, p) // p = p0·r + p1
-	g.VMOVUPS(g.k("p2"), b)
-	g.VFMADD213PS(g.k("p3"), y, b) // b = p2·r + p3
-	g.VFMADD213PS(b, r2, p)        // p = p·r² + b
-	a := g.vec()
-	g.VMOVUPS(g.k("p4"), a)
-	g.VFMADD213PS(g.k("p5"), y, a) // a = p4·r + p5
-	g.VFMADD213PS(a, r2, p)        // p = p·r² + a: P(r)
-	g.VFMADD213PS(y, r2, p)        // p = P·r² + r
-	g.VADDPS(g.k("one"), p, p)     // p = 1 + p
-	if g.x.avx512() {
-		g.VSCALEFPS_Z(n, p, keep.k, p)
-		return p
-	}
-	g.VCVTPS2DQ(n, n) // exact: n is integral
-	g.VPADDD(g.cst("bias127"), n, n)
-	g.VPSLLD(operand.U8(23), n, n)
-	g.VMULPS(n, p, p)
-	g.VANDPS(keep.v, p, p)
-	return p
-}
-
-// expConsts are the constants of exp's inner steps.
-var expConsts = []string{"expMin", "log2e", "ln2hi", "ln2lo", "p0", "p1", "p2", "p3", "p4", "p5", "one"}
-
-// k returns a constant as an operand: its register while held, else its
-// memory vector.
-func (g *gen) k(name string) operand.Op {
-	if r, ok := g.held[name]; ok {
-		return r
-	}
-	return g.cst(name)
-}
-
-// hold loads constants into registers for the code that follows, on
-// AVX-512 only (AVX2's 16 registers are all needed by the kernels).
-func (g *gen) hold(names ...string) {
-	if !g.x.avx512() {
-		return
-	}
-	g.held = map[string]reg.VecVirtual{}
-	for _, n := range names {
-		r := g.vec()
-		g.VMOVUPS(g.cst(n), r)
-		g.held[n] = r
-	}
-}
-
-// release ends hold.
-func (g *gen) release() { g.held = nil }
 
 // softcap replaces x by c·tanh(x/c), keeping -Inf lanes at -Inf, with
 // fallback.Tanh32's two forms of tanh(a), a = |y|, y = x/c:
@@ -108,7 +21,7 @@ func (g *gen) release() { g.held = nil }
 // AVX-512 (AVX512F; VANDPS on zmm would need AVX512DQ).
 func (g *gen) softcap(x, c, inv reg.VecVirtual) {
 	and, or := g.VANDPS, g.VORPS
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		and, or = g.VPANDD, g.VPORD
 	}
 	y := g.vec()
@@ -142,39 +55,10 @@ func (g *gen) softcap(x, c, inv reg.VecVirtual) {
 	g.blend(g.compare(eq, g.cst("negInf"), x), x, num, x) // -Inf stays -Inf
 }
 
-// laneMask is a per-lane condition: an opmask on AVX-512, a vector of
-// all-ones or all-zeros lanes on AVX2.
-type laneMask struct {
-	k reg.OpmaskVirtual
-	v reg.VecVirtual
-}
-
-// compare returns the lanes where the predicate pred (a VCMPPS immediate)
-// holds of b and a, in that order.
-func (g *gen) compare(pred uint8, a operand.Op, b reg.VecVirtual) laneMask {
-	if g.x.avx512() {
-		m := laneMask{k: g.K()}
-		g.VCMPPS(operand.U8(pred), a, b, m.k)
-		return m
-	}
-	m := laneMask{v: g.vec()}
-	g.VCMPPS(operand.U8(pred), a, b, m.v)
-	return m
-}
-
-// blend sets dst = m ? set : clear, lane by lane.
-func (g *gen) blend(m laneMask, set, clear, dst reg.VecVirtual) {
-	if g.x.avx512() {
-		g.VBLENDMPS(set, clear, m.k, dst)
-		return
-	}
-	g.VBLENDVPS(m.v, set, clear, dst)
-}
-
 // softmax emits Softmax<ISA>: one online-softmax step for nv vectors of
 // rows over nk keys.
 func (g *gen) softmax() {
-	x := g.x
+	x := g.isa
 	g.fn("Softmax", "func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)",
 		"",
 		"\tfor r := 0; r < nv*lanes; r++ {",
@@ -198,31 +82,31 @@ func (g *gen) byRowVectors(n int, panel func(nv int)) {
 	nv := g.param("nv")
 	for v := n; v >= 1; v-- {
 		g.CMPQ(nv, operand.Imm(uint64(v)))
-		g.JEQ(operand.LabelRef(label("nv", v)))
+		g.JEQ(operand.LabelRef(label("vecs", v)))
 	}
 	g.ret()
 	for v := n; v >= 1; v-- {
-		g.Label(label("nv", v))
+		g.Label(label("vecs", v))
 		panel(v)
 		g.ret()
 	}
 }
 
 func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
-	b := g.x.bytes()
+	b := g.isa.bytes()
 	mp, lp, ap := g.GP64(), g.GP64(), g.GP64()
 	g.Load(g.Param("m"), mp)
 	g.Load(g.Param("l"), lp)
 	g.Load(g.Param("alpha"), ap)
 
-	// Pass 1: the new running max, capping the scores first if asked.
+	g.Comment(fmt.Sprintf("Softmax of %d vectors of rows. Pass 1: the new running max.", nv))
 	mx := make([]reg.VecVirtual, nv)
 	for j := range mx {
 		mx[j] = g.vec()
 		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, mx[j])
 	}
 	c, row := g.GP64(), g.GP64()
-	capped := label("nv", nv, "capped")
+	capped := label("vecs", nv, "capped")
 	cs, zero := g.XMM(), g.XMM()
 	g.Load(g.Param("softcap"), cs)
 	g.VXORPS(zero, zero, zero)
@@ -231,7 +115,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	// No softcap.
 	g.Load(g.Param("nk"), c)
 	g.MOVQ(sp, row)
-	g.Label(label("nv", nv, "max"))
+	g.Label(label("vecs", nv, "max"))
 	for j := 0; j < nv; j++ {
 		t := g.vec()
 		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
@@ -239,9 +123,9 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	}
 	g.ADDQ(lds, row)
 	g.DECQ(c)
-	g.JNZ(operand.LabelRef(label("nv", nv, "max")))
-	g.JMP(operand.LabelRef(label("nv", nv, "exp")))
-	// With softcap: cap each score in place, then the max.
+	g.JNZ(operand.LabelRef(label("vecs", nv, "max")))
+	g.JMP(operand.LabelRef(label("vecs", nv, "exp")))
+	g.Comment("Pass 1 with softcap: cap each score in place, then the max.")
 	g.Label(capped)
 	cap, inv := g.vec(), g.vec()
 	g.VBROADCASTSS(cs, cap)
@@ -249,7 +133,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.VDIVPS(cap, inv, inv)
 	g.Load(g.Param("nk"), c)
 	g.MOVQ(sp, row)
-	g.Label(label("nv", nv, "capmax"))
+	g.Label(label("vecs", nv, "capmax"))
 	for j := 0; j < nv; j++ {
 		t := g.vec()
 		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
@@ -259,11 +143,12 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	}
 	g.ADDQ(lds, row)
 	g.DECQ(c)
-	g.JNZ(operand.LabelRef(label("nv", nv, "capmax")))
+	g.JNZ(operand.LabelRef(label("vecs", nv, "capmax")))
 
-	// Pass 2: weights and their sums. With 32 registers the exp constants
-	// stay in registers (no load per use).
-	g.Label(label("nv", nv, "exp"))
+	// With 32 registers the exp constants stay in registers (no load per
+	// use).
+	g.Comment("Pass 2: alpha and m, then the weights and their sums.")
+	g.Label(label("vecs", nv, "exp"))
 	g.hold(expConsts...)
 	defer g.release()
 	// alpha = exp(m - base) and m = mNew first, so the new maxima need no
@@ -285,7 +170,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	}
 	g.Load(g.Param("nk"), c)
 	g.MOVQ(sp, row)
-	g.Label(label("nv", nv, "weights"))
+	g.Label(label("vecs", nv, "weights"))
 	for j := 0; j < nv; j++ {
 		y := g.vec()
 		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, y)
@@ -296,9 +181,9 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	}
 	g.ADDQ(lds, row)
 	g.DECQ(c)
-	g.JNZ(operand.LabelRef(label("nv", nv, "weights")))
+	g.JNZ(operand.LabelRef(label("vecs", nv, "weights")))
 
-	// l = l·alpha + sum.
+	g.Comment("l = l·alpha + sum.")
 	for j := 0; j < nv; j++ {
 		l := g.vec()
 		g.VMOVUPS(operand.Mem{Base: lp, Disp: j * b}, l)

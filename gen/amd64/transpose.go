@@ -1,3 +1,7 @@
+// TransposeScale<ISA>: the packing of a Q block into scaled Qᵀ, in 8×8
+// blocks: 8 row loads, unpack, shuffle and 128-bit permute to columns, 8
+// multiplies, 8 column stores (ymm code on both sets).
+
 package main
 
 import (

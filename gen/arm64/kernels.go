@@ -163,25 +163,28 @@ func (g *gen) pvBlock(mr, nv int, l string) {
 	g.Inst("ADD $%d, R2, R2", 4*mr)
 }
 
-// peak emits FMAPeakNEON: 24 independent FMA chains, enough for 4 FMA
-// pipes of 4-cycle latency.
+// peakChains is the independent FMA chains of FMAPeakNEON: enough for 4
+// FMA pipes of 4-cycle latency (Neoverse V1/V2, Apple M).
+const peakChains = 24
+
+// peak emits FMAPeakNEON: peakChains independent FMA chains.
 func (g *gen) peak() {
 	g.Func("FMAPeakNEON", "(iters int)", 8,
 		"FMAPeakNEON is",
 		"",
 		"\tfor i := 0; i < iters; i++ {",
-		"\t\tfor c := 0; c < 24; c++ { acc[c] += a*b }   (one vector FMA each)",
+		fmt.Sprintf("\t\tfor c := 0; c < %d; c++ { acc[c] += a*b }   (one vector FMA each)", peakChains),
 		"",
-		"so one call computes iters·24·4·2 floating-point operations.",
+		fmt.Sprintf("so one call computes iters·%d·4·2 floating-point operations.", peakChains),
 	)
 	g.Inst("MOVD iters+0(FP), R0")
-	for i := 0; i < 26; i++ {
+	for i := 0; i < peakChains+2; i++ {
 		g.zero(V(i))
 	}
 	g.Inst("CBZ R0, done")
 	g.Label("loop")
-	for i := 0; i < 24; i++ {
-		g.Inst("VFMLA %s, %s, %s", V(24).S4(), V(25).S4(), V(i).S4())
+	for i := 0; i < peakChains; i++ {
+		g.Inst("VFMLA %s, %s, %s", V(peakChains).S4(), V(peakChains+1).S4(), V(i).S4())
 	}
 	g.Inst("SUBS $1, R0, R0")
 	g.Inst("BNE loop")

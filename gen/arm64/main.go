@@ -1,5 +1,6 @@
 // Command arm64 generates fastattn's NEON kernel set with the emitter of
-// gen/neon: asm/neon_arm64.s and its Go declarations asm/neon_arm64.go.
+// gen/neon: asm/neon_arm64.s, its Go declarations asm/neon_arm64.go and
+// the parameters it was built with, asm/params_neon_arm64.go.
 //
 //	go run ./arm64 -out ../asm     (from gen/; asm/gen.go has the go:generate line)
 //
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fastattn/fastattn/gen/expconst"
 	. "github.com/fastattn/fastattn/gen/neon"
+	"github.com/fastattn/fastattn/gen/params"
 )
 
 func main() {
@@ -39,6 +41,15 @@ func main() {
 		if err := os.WriteFile(filepath.Join(*out, name), b, 0o644); err != nil {
 			log.Fatal(err)
 		}
+	}
+	err = params.Write(*out, "neon", "arm64", "NEON", "go run ./arm64", "arm64 && !purego", []params.Param{
+		{Name: "Lanes", Value: 4, Doc: "the float32 lanes of a vector."},
+		{Name: "PanelVecs", Value: maxNV, Doc: "the most vectors of a Gemm or PV panel: the register tile's width."},
+		{Name: "SoftmaxVecs", Value: maxNV, Doc: "the most vectors of rows of a Softmax or ScoreBias call."},
+		{Name: "PeakChains", Value: peakChains, Doc: "the independent vector FMAs of an FMAPeak iteration."},
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 }
 

@@ -35,7 +35,7 @@ func (g *gen) loadExpConsts() {
 //
 //	lt = y < expMin (false for NaN); y = max(y, expMin) [and min(y, hi)]
 //	n = round(y·log2e); r = y - n·ln2hi - n·ln2lo     (FRINTN; two FMLS)
-//	p = (((((p0·r+p1)·r+p2)·r+p3)·r+p4)·r+1)·r+1      (Horner: FMLA accumulates,
+//	p = ((((((p0·r+p1)·r+p2)·r+p3)·r+p4)·r+p5)·r+1)·r+1  (Horner: FMLA accumulates,
 //	                                                  so each step copies the
 //	                                                  next coefficient first)
 //	exp = p·2^n, 2^n = (int(n) << 23) + bits(1.0); lanes with lt cleared.

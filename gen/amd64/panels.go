@@ -1,6 +1,13 @@
+// The column panels of Gemm and PV: the dispatch on the vectors of a
+// panel (1..nv) and on whether its last vector is masked, the tail mask
+// (a K register on AVX-512, a vector in memory on AVX2), and the masked
+// loads and stores of the last vector.
+
 package main
 
 import (
+	"fmt"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -17,27 +24,28 @@ type tailRegs struct {
 // (plain loads and stores are faster than masked ones even with a full
 // mask). Each body ends the function.
 func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
-	x := g.x
+	x := g.isa
 	tail := g.GP64()
 	g.Load(g.Param("tail"), tail)
 	*t = g.tailMask(tail)
 	nv := g.GP64()
 	g.Load(g.Param("nv"), nv)
 	g.CMPQ(tail, operand.Imm(uint64(x.lanes)))
-	g.JNE(operand.LabelRef("masked"))
+	g.JNE(operand.LabelRef("tail_masked"))
 	for _, masked := range []bool{false, true} {
 		if masked {
-			g.Label("masked")
+			g.Label("tail_masked")
 		}
 		for v := x.nv; v >= 1; v-- {
 			g.CMPQ(nv, operand.Imm(uint64(v)))
-			g.JEQ(operand.LabelRef(label("nv", v, "m", masked)))
+			g.JEQ(operand.LabelRef(label("vecs", v, maskWord(masked))))
 		}
 		g.ret()
 	}
 	for _, masked := range []bool{false, true} {
 		for v := x.nv; v >= 1; v-- {
-			l := label("nv", v, "m", masked)
+			l := label("vecs", v, maskWord(masked))
+			g.Comment(fmt.Sprintf("Panel of %d vectors, the last one %s.", v, maskWord(masked)))
 			g.Label(l)
 			body(v, masked, l)
 			g.ret()
@@ -48,7 +56,7 @@ func (g *gen) panels(t *tailRegs, body func(nv int, masked bool, l string)) {
 // tailMask builds the mask of a last vector of tail lanes (1..lanes).
 func (g *gen) tailMask(tail reg.GPVirtual) tailRegs {
 	var t tailRegs
-	if g.x.avx512() {
+	if g.isa.avx512() {
 		// kmask = (1 << tail) - 1, from the table of 16-bit masks.
 		t.kmask = g.K()
 		g.KMOVW(operand.Mem{Base: g.maskTableBase(), Index: tail, Scale: 2}, t.kmask)
@@ -65,37 +73,6 @@ func (g *gen) tailMask(tail reg.GPVirtual) tailRegs {
 	return t
 }
 
-// rowGroups emits a loop over `rows` rows in groups of the tile height
-// (block(mk, label)), then the last rows%mk in blocks of the powers of two
-// below mk (at most one of each: 4, 2, 1 for mk = 6), so a tail runs on
-// tiles as tall as it allows.
-func (g *gen) rowGroups(rows reg.GPVirtual, l string, block func(mr int, lbl string)) {
-	mk := g.x.mk
-	var tails []int
-	for mr := 4; mr >= 1; mr /= 2 {
-		if mr < mk {
-			tails = append(tails, mr)
-		}
-	}
-	g.Label(l + "groups")
-	g.CMPQ(rows, operand.Imm(uint64(mk)))
-	g.JLT(operand.LabelRef(l + label("tail", tails[0])))
-	block(mk, l+"full")
-	g.SUBQ(operand.Imm(uint64(mk)), rows)
-	g.JMP(operand.LabelRef(l + "groups"))
-	for i, mr := range tails {
-		g.Label(l + label("tail", mr))
-		g.TESTQ(operand.U32(mr), rows)
-		next := l + "done"
-		if i+1 < len(tails) {
-			next = l + label("tail", tails[i+1])
-		}
-		g.JZ(operand.LabelRef(next))
-		block(mr, l+label("rows", mr))
-	}
-	g.Label(l + "done")
-}
-
 // maskTableBase loads the address of the tail-mask table into a register.
 func (g *gen) maskTableBase() reg.GPVirtual {
 	t := g.GP64()
@@ -108,7 +85,7 @@ func (g *gen) loadVec(t tailRegs, m operand.Mem, j, nv int, masked bool, dst reg
 	switch {
 	case j < nv-1 || !masked:
 		g.VMOVUPS(m, dst)
-	case g.x.avx512():
+	case g.isa.avx512():
 		g.VMOVUPS_Z(m, t.kmask, dst)
 	default:
 		g.VMOVDQU(t.ymask, dst) // the mask, then the masked load over it
@@ -121,7 +98,7 @@ func (g *gen) storeVec(t tailRegs, src reg.VecVirtual, m operand.Mem, j, nv int,
 	switch {
 	case j < nv-1 || !masked:
 		g.VMOVUPS(src, m)
-	case g.x.avx512():
+	case g.isa.avx512():
 		g.VMOVUPS(src, t.kmask, m)
 	default:
 		mask := g.vec()
