@@ -58,7 +58,7 @@ func (l *Layer) NewCrossKVContext(ctx context.Context, xkv []float32, batch, kvL
 	}
 	defer l.e.release()
 	m := batch * kvLen
-	if !(l.projectKV(kv.K, kv.V, xkv, m, c) && l.prepare(prepTask{k: kv.K, kRows: m}, c)) {
+	if !(l.projectKV(kv.K, kv.V, xkv, m, c) && l.prepare(prepWork{k: kv.K, kRows: m}, c)) {
 		return nil, ctx.Err()
 	}
 	return kv, nil

@@ -153,7 +153,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	}
 	defer l.e.release()
 	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*Dv
-	prep := prepTask{q: sc.q, k: sc.k, qRows: total, kRows: total}
+	prep := prepWork{q: sc.q, k: sc.k, qRows: total, kRows: total}
 	if l.rope.half > 0 {
 		prep.pos, prep.cs = sc.positions(total, l.rope.half)
 		for b, row := 0, 0; b < cache.batch; b++ {

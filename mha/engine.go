@@ -262,9 +262,9 @@ func (e *Engine) putPart(b []float32) {
 // end (false: c.cancel fired).
 func (e *Engine) gemm(g tile.Gemm, c call) bool {
 	j := e.pool.get()
-	j.gemm.g = g
-	j.t = &j.gemm
-	return e.pool.run(j, e.ks, j.gemm.g.Items(), c.threads, c.cancel)
+	j.gemm = g
+	j.w = &j.gemm
+	return e.pool.run(j, e.ks, c.threads, c.cancel)
 }
 
 var (

@@ -331,7 +331,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 		return err
 	}
 	mq, mkv := batch*qLen, batch*kvLen
-	kv, prep := kvData{k: sc.k, v: sc.v}, prepTask{q: sc.q, k: sc.k, qRows: mq, kRows: mkv}
+	kv, prep := kvData{k: sc.k, v: sc.v}, prepWork{q: sc.q, k: sc.k, qRows: mq, kRows: mkv}
 	if ckv != nil {
 		kv, prep.kRows = kvData{k: ckv.K, v: ckv.V}, 0
 	}

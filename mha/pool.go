@@ -8,21 +8,12 @@ import (
 	"github.com/fastattn/fastattn/tile"
 )
 
-// task is what a job runs: item n, on a worker's workspace.
-type task interface {
-	run(ks *kernels.Set, n int, ws *tile.Workspace)
-}
-
-// gemmTask runs one projection.
-type gemmTask struct{ g tile.Gemm }
-
-func (t *gemmTask) run(ks *kernels.Set, n int, ws *tile.Workspace) { t.g.Run(ks, n, ws) }
-
-// job is one call's items, handed to up to `workers` workers who take items
-// from a shared counter until none is left. Jobs are recycled through a
-// free list, so a steady stream of calls allocates nothing.
+// job is one call's tile.Work, its items handed to up to `workers`
+// workers who take them from a shared counter until none is left. Jobs are
+// recycled through a free list, so a steady stream of calls allocates
+// nothing.
 type job struct {
-	t      task
+	w      tile.Work
 	ks     *kernels.Set
 	items  int64
 	next   atomic.Int64 // next item to take
@@ -31,9 +22,12 @@ type job struct {
 	cancel <-chan struct{} // a context's Done channel, or nil
 	halted atomic.Bool     // cancel fired: the items left were skipped
 
-	work workTask // storage for t, reused
-	gemm gemmTask
-	prep prepTask
+	// Storage for w, one field per kind of work a call hands the pool,
+	// reused with the job: w points at one of them, so running a work
+	// allocates nothing.
+	batch attnBatch
+	gemm  tile.Gemm
+	prep  prepWork
 }
 
 // pool is a fixed set of worker goroutines, each with its own workspace.
@@ -66,7 +60,7 @@ func (p *pool) worker() {
 				if n >= j.items || j.stopped() {
 					break
 				}
-				j.t.run(j.ks, int(n), &ws)
+				j.w.Run(j.ks, int(n), &ws)
 			}
 			if j.active.Add(-1) == 0 {
 				j.done <- struct{}{}
@@ -105,13 +99,13 @@ func (p *pool) get() *job {
 	return &job{done: make(chan struct{}, 1)}
 }
 
-// run executes items 0..items-1 of j on at most threads workers (0: all)
-// and returns when all are done, or, once cancel is closed, when the items
-// in progress are; it reports whether every item ran. It recycles j.
-func (p *pool) run(j *job, ks *kernels.Set, items, threads int, cancel <-chan struct{}) bool {
+// run executes the items of j.w on at most threads workers (0: all) and
+// returns when all are done, or, once cancel is closed, when the items in
+// progress are; it reports whether every item ran. It recycles j.
+func (p *pool) run(j *job, ks *kernels.Set, threads int, cancel <-chan struct{}) bool {
 	j.cancel = cancel
 	j.halted.Store(false)
-	if items > 0 {
+	if items := j.w.Items(); items > 0 {
 		workers := p.size
 		if threads > 0 {
 			workers = min(workers, threads)
@@ -126,8 +120,8 @@ func (p *pool) run(j *job, ks *kernels.Set, items, threads int, cancel <-chan st
 		<-j.done
 	}
 	complete := !j.halted.Load()
-	j.t, j.ks, j.cancel = nil, nil, nil
-	j.work, j.gemm, j.prep = workTask{}, gemmTask{}, prepTask{}
+	j.w, j.ks, j.cancel = nil, nil, nil
+	j.batch, j.gemm, j.prep = attnBatch{}, tile.Gemm{}, prepWork{}
 	p.mu.Lock()
 	p.free = append(p.free, j)
 	p.mu.Unlock()

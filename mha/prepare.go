@@ -9,9 +9,9 @@ import (
 // the item's dispatch, few enough to spread a decode batch.
 const prepRows = 16
 
-// prepTask applies the layer's QK-norm and rotary embedding to projected
-// queries and keys, in place, a block of tokens per item.
-type prepTask struct {
+// prepWork applies the layer's QK-norm and rotary embedding to projected
+// queries and keys, in place, prepRows tokens per item.
+type prepWork struct {
 	l            *Layer
 	q, k         []float32 // [qRows][Heads][HeadDim], [kRows][KVHeads][HeadDim]; either may be empty
 	qRows, kRows int
@@ -19,7 +19,11 @@ type prepTask struct {
 	cs           []float32 // [rows][2][half]: the angles' cosines and sines, per row
 }
 
-func (t *prepTask) run(_ *kernels.Set, n int, _ *tile.Workspace) {
+// Items returns the number of blocks of prepRows tokens.
+func (t *prepWork) Items() int { return (max(t.qRows, t.kRows) + prepRows - 1) / prepRows }
+
+// Run prepares block n of tokens.
+func (t *prepWork) Run(_ *kernels.Set, n int, _ *tile.Workspace) {
 	l, dk := t.l, t.l.cfg.HeadDim
 	H, Hkv, half := l.cfg.Heads, l.cfg.KVHeads, l.rope.half
 	for r := n * prepRows; r < min((n+1)*prepRows, max(t.qRows, t.kRows)); r++ {
@@ -44,14 +48,13 @@ func (l *Layer) prepares() bool {
 
 // prepare runs t on the pool (nothing when the layer has neither QK-norm
 // nor rotary); it reports whether it ran to the end.
-func (l *Layer) prepare(t prepTask, c call) bool {
+func (l *Layer) prepare(t prepWork, c call) bool {
 	if !l.prepares() {
 		return true
 	}
 	t.l = l
-	rows := max(t.qRows, t.kRows)
 	j := l.e.pool.get()
 	j.prep = t
-	j.t = &j.prep
-	return l.e.pool.run(j, l.e.ks, (rows+prepRows-1)/prepRows, c.threads, c.cancel)
+	j.w = &j.prep
+	return l.e.pool.run(j, l.e.ks, c.threads, c.cancel)
 }

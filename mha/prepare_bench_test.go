@@ -28,14 +28,14 @@ func BenchmarkPrepare(b *testing.B) {
 			for i := range pos {
 				pos[i] = i
 			}
-			t := prepTask{l: l, q: q, k: k, qRows: L, kRows: L, pos: pos, cs: cs}
+			t := prepWork{l: l, q: q, k: k, qRows: L, kRows: L, pos: pos, cs: cs}
 			if !c.rope {
 				t.pos = nil
 			}
 			b.SetBytes(int64(4 * L * (H + Hkv) * D))
 			for i := 0; i < b.N; i++ {
 				for n := 0; n < L/prepRows; n++ {
-					t.run(nil, n, nil)
+					t.Run(nil, n, nil)
 				}
 			}
 		})

@@ -12,49 +12,52 @@ type call struct {
 	cancel  <-chan struct{}
 }
 
-// attnWork is one validated attention problem and its plan: a split
-// decode step (chunk items, then merge items) or flash items over query
-// blocks. A call runs one (Engine.Attention) or several (Layer.Decode, a
-// problem per sequence) in the same two pool jobs.
+// attnWork is one validated attention problem and its plan (a
+// tile.Attention: flash items, or a split decode step's chunk items then
+// merge items). A call runs one (Engine.Attention) or several
+// (Layer.Decode, a problem per sequence) in the same two pool jobs.
 type attnWork struct {
 	p     tile.Problem
-	plan  tile.Plan  // flash
-	sp    tile.Split // split decode, when split
-	split bool
-	part  []float32 // the split's partial rows, a slice of the call's buffer
-	first int       // its first item in the batch's numbering (run phase)
-	merge int       // its first merge item (merge phase)
+	a     tile.Attention // planned from p
+	first int            // its first run item in the batch's numbering
+	merge int            // its first merge item
 }
 
-// resolve plans w and returns the floats of partial state it needs.
-func (w *attnWork) resolve() int {
-	if sp, ok := tile.NewSplit(&w.p); ok {
-		w.sp, w.split = sp, true
-		return sp.PartLen(&w.p)
-	}
-	w.split = false
-	w.plan = tile.NewPlan(&w.p, tile.BlocksFor(w.p.HeadDim, w.p.ValueDim))
-	return 0
-}
-
-// items returns w's run-phase items.
-func (w *attnWork) items() int {
-	if w.split {
-		return w.sp.Items(&w.p)
-	}
-	return w.plan.Items(&w.p)
-}
-
-// workTask runs the items of a list of problems, numbered one after the
-// other: their run items, or (merge) the merge items of the split ones.
-type workTask struct {
+// attnBatch is the tile.Work of a list of problems, their items numbered
+// one after the other: their run items, or (merge) their merge items.
+type attnBatch struct {
 	works []attnWork
 	merge bool
 }
 
-// find returns the index of the work holding item n: the last whose first
-// item is at most n (binary search; works are in item order).
-func (t *workTask) find(n int) int {
+// work returns the Work of attnWork i in the batch's phase.
+func (t *attnBatch) work(i int) tile.Work {
+	if t.merge {
+		return t.works[i].a.Merging()
+	}
+	return &t.works[i].a
+}
+
+// start returns the batch number of attnWork i's first item.
+func (t *attnBatch) start(i int) int {
+	if t.merge {
+		return t.works[i].merge
+	}
+	return t.works[i].first
+}
+
+// Items returns the items of every problem of the batch.
+func (t *attnBatch) Items() int {
+	last := len(t.works) - 1
+	if last < 0 {
+		return 0
+	}
+	return t.start(last) + t.work(last).Items()
+}
+
+// Run runs item n of the batch: the problem holding it is the last whose
+// first item is at most n (binary search; works are in item order).
+func (t *attnBatch) Run(ks *kernels.Set, n int, ws *tile.Workspace) {
 	lo, hi := 0, len(t.works)-1
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
@@ -64,28 +67,7 @@ func (t *workTask) find(n int) int {
 			hi = mid - 1
 		}
 	}
-	return lo
-}
-
-func (t *workTask) start(i int) int {
-	if t.merge {
-		return t.works[i].merge
-	}
-	return t.works[i].first
-}
-
-func (t *workTask) run(ks *kernels.Set, n int, ws *tile.Workspace) {
-	i := t.find(n)
-	w := &t.works[i]
-	n -= t.start(i)
-	switch {
-	case t.merge:
-		w.sp.Merge(&w.p, n, w.part)
-	case w.split:
-		w.sp.Run(ks, &w.p, n, ws, w.part)
-	default:
-		tile.Flash(ks, &w.p, &w.plan, n, ws)
-	}
+	t.work(lo).Run(ks, n-t.start(lo), ws)
 }
 
 // attend runs the problems of works (p set; plans are made here) on the
@@ -95,34 +77,31 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 	parts, runs, merges := 0, 0, 0
 	for i := range works {
 		w := &works[i]
-		n := w.resolve()
+		w.a = tile.NewAttention(&w.p)
 		w.first, w.merge = runs, merges
-		runs += w.items()
-		if w.split {
-			merges += w.sp.MergeItems(&w.p)
-		}
-		parts += n
+		runs += w.a.Items()
+		merges += w.a.Merging().Items()
+		parts += w.a.PartLen()
 	}
 	buf := e.getPart(parts)
 	defer e.putPart(buf)
 	at := 0
 	for i := range works {
-		if w := &works[i]; w.split {
-			n := w.sp.PartLen(&w.p)
-			w.part = buf[at : at+n]
-			at += n
-		}
+		w := &works[i]
+		n := w.a.PartLen()
+		w.a.Part = buf[at : at+n]
+		at += n
 	}
-	if !e.runTask(workTask{works: works}, runs, c) {
+	if !e.runBatch(attnBatch{works: works}, c) {
 		return false
 	}
-	return merges == 0 || e.runTask(workTask{works: works, merge: true}, merges, c)
+	return merges == 0 || e.runBatch(attnBatch{works: works, merge: true}, c)
 }
 
-// runTask runs t's items on the pool.
-func (e *Engine) runTask(t workTask, items int, c call) bool {
+// runBatch runs t's items on the pool.
+func (e *Engine) runBatch(t attnBatch, c call) bool {
 	j := e.pool.get()
-	j.work = t
-	j.t = &j.work
-	return e.pool.run(j, e.ks, items, c.threads, c.cancel)
+	j.batch = t
+	j.w = &j.batch
+	return e.pool.run(j, e.ks, c.threads, c.cancel)
 }

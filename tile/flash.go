@@ -28,6 +28,7 @@ type Workspace struct {
 	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 	packV    bool      // f32 V blocks are copied contiguous into vb (packsV)
+	run      itemRun   // the item in progress (begin)
 }
 
 // grow returns buf with length n, reallocating only when it is too small.
@@ -40,20 +41,29 @@ func grow(buf []float32, n int) []float32 {
 
 var negInf = float32(math.Inf(-1))
 
-// Flash runs work item n of plan pl of problem p with kernel set ks: the
-// flash-attention forward of one block of query rows.
-func Flash(ks *kernels.Set, p *Problem, pl *Plan, n int, ws *Workspace) {
-	it := pl.item(p, n)
-	rp := begin(ks, p, it, pl.Blocks.Keys, ws, false)
-	runKeys(ks, p, it, ws, rp, 0, p.KVLen, false)
-	store(ks, p, it, ws)
+// itemRun is one work item in progress: what every step of its flash
+// loop reads. The loop's state (the running max, sum and output, the
+// score tile) lives in ws.
+type itemRun struct {
+	ks *kernels.Set
+	p  *Problem
+	it item
+	ws *Workspace
+	rp int // the item's rows padded to whole vectors
+}
+
+// flashItem runs item it of problem p: the flash-attention forward of one
+// block of query rows over all its keys, in blocks of bc.
+func flashItem(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) {
+	r := begin(ks, p, it, bc, ws, false)
+	r.keys(0, p.KVLen, false)
+	r.store()
 }
 
 // begin readies ws for item it with KV blocks of bc keys: the packed Qᵀ
 // block (or the scaled rows, for Dot and, when fused, the fused decode
-// kernel) and an empty running state (m = -Inf, l = 0, O = 0). It returns
-// the rows padded to whole vectors.
-func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bool) int {
+// kernel) and an empty running state (m = -Inf, l = 0, O = 0).
+func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bool) *itemRun {
 	rows := it.nh * it.nq
 	lanes := ks.Lanes
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
@@ -90,10 +100,11 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	}
 	clear(ws.l)
 	clear(ws.o)
-	return rp
+	ws.run = itemRun{ks: ks, p: p, it: it, ws: ws, rp: rp}
+	return &ws.run
 }
 
-// runKeys runs the flash loop of item it over the keys in [from, to) that
+// keys runs the flash loop of the item over the keys in [from, to) that
 // its rows may see.
 //
 // Keys every row sees whole, [allLo, allHi), run by visibleKeys: unmasked
@@ -101,15 +112,15 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 // call, less the stretches a bias or mask removes; the edges below and
 // above (the causal triangle, the window's edges) run as their own blocks
 // and are masked.
-func runKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, from, to int, fused bool) {
-	lo, allLo, allHi, hi := keySpans(p, it)
+func (r *itemRun) keys(from, to int, fused bool) {
+	lo, allLo, allHi, hi := keySpans(r.p, r.it)
 	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
 	a, b := clip(allLo, allHi)
-	visibleKeys(ks, p, it, ws, rp, a, b, fused)
+	r.visibleKeys(a, b, fused)
 	a, b = clip(lo, allLo)
-	edges(ks, p, it, ws, a, b, rp)
+	r.edges(a, b)
 	a, b = clip(allHi, hi)
-	edges(ks, p, it, ws, a, b, rp)
+	r.edges(a, b)
 }
 
 // keySpans returns the keys item it's rows may see, [lo, hi), and within
@@ -140,14 +151,15 @@ const edgeKeys = 16
 // edges runs the masked keys [from, to). With one query head per item the
 // rows are consecutive positions, so each block of edgeKeys keys runs only
 // on the rows (whole vectors of them) that see one of its keys.
-func edges(ks *kernels.Set, p *Problem, it item, ws *Workspace, from, to, rp int) {
+func (r *itemRun) edges(from, to int) {
+	p, it := r.p, r.it
 	if it.nh > 1 {
-		for kb := from; kb < to; kb += ws.bc {
-			flashBlock(ks, p, it, ws, kb, min(ws.bc, to-kb), rp, true, true, 0, rp)
+		for kb := from; kb < to; kb += r.ws.bc {
+			r.block(kb, min(r.ws.bc, to-kb), true, true, 0, r.rp)
 		}
 		return
 	}
-	lanes := ks.Lanes
+	lanes := r.ks.Lanes
 	for kb := from; kb < to; kb += edgeKeys {
 		nk := min(edgeKeys, to-kb)
 		first, _ := p.posRange(it.b, kb)
@@ -155,19 +167,20 @@ func edges(ks *kernels.Set, p *Problem, it item, ws *Workspace, from, to, rp int
 		r0 := min(max(first-it.i0, 0), it.nq) / lanes * lanes
 		r1 := (min(max(last-it.i0, 0), it.nq) + lanes - 1) / lanes * lanes
 		if r1 > r0 {
-			flashBlock(ks, p, it, ws, kb, nk, rp, true, true, r0, r1)
+			r.block(kb, nk, true, true, r0, r1)
 		}
 	}
 }
 
-// flashBlock runs one KV block of nk keys from kb on rows [r0, r1) (whole
+// block runs one KV block of nk keys from kb on rows [r0, r1) (whole
 // vectors; rows outside keep their state): scores, softcap, ALiBi, the
 // bias and mask if filter, the causal/window/length masks if the block is
 // an edge, the online softmax and the PV update.
-func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp int, edge, filter bool, r0, r1 int) {
+func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
+	ks, p, it, ws, rp := r.ks, r.p, r.it, r.ws, r.rp
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
-	kblk, ldk := ws.block(ks, p, it, kb, nk, false)
-	vblk, ldv := ws.block(ks, p, it, kb, nk, true)
+	kblk, ldk := r.kvBlock(kb, nk, false)
+	vblk, ldv := r.kvBlock(kb, nk, true)
 	s := ws.s[:nk*rp]
 	if ws.dot {
 		ks.Dot(s[r0:], rp, kblk, ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
@@ -185,39 +198,40 @@ func flashBlock(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp 
 			applySoftcap(s, rp, nk, r0, min(r1, rows), softcap)
 			softcap = 0
 		}
-		addTerms(ks, p, it, ws, kb, nk, rp, r0, r1, filter)
+		r.addTerms(kb, nk, r0, r1, filter)
 	}
 	if edge {
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
-	if masked && anyOf(ws.masked[:nk]) && poisoned(ks, p, ws, vblk, ldv, nk) {
-		pvPoisoned(ks, p, it, ws, kb, nk, rp, r0, min(r1, rows), vblk, ldv)
+	if masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk) {
+		r.pvPoisoned(kb, nk, r0, min(r1, rows), vblk, ldv)
 		return
 	}
 	ks.PV(ws.o[r0*dv:], dv, s[r0:], rp, vblk, ldv, ws.al[r0:], min(r1, rows)-r0, nk, dv)
 }
 
-// block returns nk rows of the item's K (or V, if value) from key kb as
+// kvBlock returns nk rows of the item's K (or V, if value) from key kb as
 // float32, with their stride: the tensor itself, or for 16-bit storage a
 // contiguous copy widened once per block, which every row of the item
 // then reads from cache.
-func (ws *Workspace) block(ks *kernels.Set, p *Problem, it item, kb, nk int, value bool) ([]float32, int) {
-	r := p.kvRows(it.b, kb, it.g, value)
-	if r.Type == fallback.KVFloat32 && !(value && ws.packV) {
-		return r.F32, r.Ld
+func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
+	p, ws := r.p, r.ws
+	rows := p.kvRows(r.it.b, kb, r.it.g, value)
+	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) {
+		return rows.F32, rows.Ld
 	}
 	dim, buf := p.HeadDim, &ws.kb
 	if value {
 		dim, buf = p.ValueDim, &ws.vb
 	}
 	*buf = grow(*buf, nk*dim)
-	if r.Type == fallback.KVFloat32 {
+	if rows.Type == fallback.KVFloat32 {
 		for c := range nk {
-			copy((*buf)[c*dim:(c+1)*dim], r.F32[c*r.Ld:])
+			copy((*buf)[c*dim:(c+1)*dim], rows.F32[c*rows.Ld:])
 		}
 	} else {
-		ks.WidenRows(*buf, dim, r.U16, r.Ld, nk, dim, r.Type)
+		r.ks.WidenRows(*buf, dim, rows.U16, rows.Ld, nk, dim, rows.Type)
 	}
 	return *buf, dim
 }
@@ -326,7 +340,8 @@ func fill(x []float32, v float32) {
 // its softmax sum (copied, then scaled in place by the PV kernel with no
 // keys), and the LSE. rowResult decides the rows whose sum is not a
 // positive number: no key seen (zeros, LSE -Inf) or NaN.
-func store(ks *kernels.Set, p *Problem, it item, ws *Workspace) {
+func (r *itemRun) store() {
+	ks, p, it, ws := r.ks, r.p, r.it, r.ws
 	dv := p.ValueDim
 	for hh := 0; hh < it.nh; hh++ {
 		h := it.h0 + hh

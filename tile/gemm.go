@@ -72,26 +72,28 @@ func PackStrided(b []float32, k, n, rowStride, colStride, cols int) []float32 {
 // block of C and walks K in a fixed order, so results do not depend on the
 // thread count.
 type Gemm struct {
-	A         []float32
-	LDA       int
-	B         []float32 // packed
-	C         []float32
-	LDC       int
-	Bias      []float32
-	M, N, K   int
-	blockCols int // column blocks
+	A       []float32
+	LDA     int
+	B       []float32 // packed
+	C       []float32
+	LDC     int
+	Bias    []float32
+	M, N, K int
 }
 
-// Items returns the number of work items, and fixes the split.
+// colBlocks returns the number of gemmCols-wide column blocks of C.
+func (g *Gemm) colBlocks() int { return (g.N + gemmCols - 1) / gemmCols }
+
+// Items returns the number of work items: the gemmRows×gemmCols blocks of C.
 func (g *Gemm) Items() int {
-	g.blockCols = (g.N + gemmCols - 1) / gemmCols
-	return (g.M + gemmRows - 1) / gemmRows * g.blockCols
+	return (g.M + gemmRows - 1) / gemmRows * g.colBlocks()
 }
 
-// Run computes work item n with kernel set ks.
-func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
-	m0 := n / g.blockCols * gemmRows
-	n0 := n % g.blockCols * gemmCols
+// Run computes work item n, a block of C, with kernel set ks.
+func (g *Gemm) Run(ks *kernels.Set, n int, _ *Workspace) {
+	blocks := g.colBlocks()
+	m0 := n / blocks * gemmRows
+	n0 := n % blocks * gemmCols
 	mc := min(gemmRows, g.M-m0)
 	nc := min(gemmCols, g.N-n0)
 	c := g.C[m0*g.LDC+n0:]

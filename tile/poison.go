@@ -2,8 +2,6 @@ package tile
 
 import (
 	"math"
-
-	"github.com/fastattn/fastattn/kernels"
 )
 
 // A masked key must contribute nothing to a row, whatever K and V hold
@@ -19,10 +17,11 @@ import (
 // one row of zero weights: the result is 0 where every value is finite and
 // NaN where one is not (0·Inf and 0·NaN are NaN), at the kernel's speed —
 // a fraction of the block's own PV — instead of a scalar scan.
-func poisoned(ks *kernels.Set, p *Problem, ws *Workspace, v []float32, ldv, nk int) bool {
-	probe := ws.probe[:p.ValueDim]
+func (r *itemRun) poisoned(v []float32, ldv, nk int) bool {
+	dv := r.p.ValueDim
+	probe := r.ws.probe[:dv]
 	clear(probe)
-	ks.PV(probe, p.ValueDim, ws.zeros[:nk], 1, v, ldv, nil, 1, nk, p.ValueDim)
+	r.ks.PV(probe, dv, r.ws.zeros[:nk], 1, v, ldv, nil, 1, nk, dv)
 	for _, x := range probe {
 		if x != 0 {
 			return true
@@ -45,7 +44,8 @@ func finite(x []float32) bool {
 // pvPoisoned is the PV update of rows [r0, r1) of a block with poisoned
 // keys: the kernel on each run of clean keys (the first run applies the
 // rescale alpha), and each poisoned key added to the rows that see it.
-func pvPoisoned(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp, r0, r1 int, v []float32, ldv int) {
+func (r *itemRun) pvPoisoned(kb, nk, r0, r1 int, v []float32, ldv int) {
+	ks, p, it, ws, rp := r.ks, r.p, r.it, r.ws, r.rp
 	dv := p.ValueDim
 	s, o := ws.s, ws.o
 	alpha := ws.al[r0:]
@@ -65,12 +65,12 @@ func pvPoisoned(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp,
 			continue
 		}
 		run(c)
-		for r := r0; r < r1; r++ {
-			hh, ii := r/it.nq, r%it.nq
+		for row := r0; row < r1; row++ {
+			hh, ii := row/it.nq, row%it.nq
 			if !p.visible(it.b, it.h0+hh, it.i0+ii, kb+c) {
 				continue
 			}
-			w, or := s[c*rp+r], o[r*dv:(r+1)*dv]
+			w, or := s[c*rp+row], o[row*dv:(row+1)*dv]
 			for j, x := range vc {
 				or[j] += w * x
 			}

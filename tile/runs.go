@@ -1,7 +1,5 @@
 package tile
 
-import "github.com/fastattn/fastattn/kernels"
-
 // Keys every row of an item sees may still be masked by a bias or a mask.
 // When those are uniform over the item's rows (a key-padding mask, a
 // per-key bias), the span splits into runs: long runs of masked keys are
@@ -16,14 +14,15 @@ const minSkip = 16
 
 // visibleKeys runs the keys [a, b) that every row of the item sees under
 // the causal, window and key-length rules.
-func visibleKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b int, fused bool) {
+func (r *itemRun) visibleKeys(a, b int, fused bool) {
+	p := r.p
 	if p.Bias == nil && p.Mask == nil {
-		plainKeys(ks, p, it, ws, rp, a, b, fused, false)
+		r.plainKeys(a, b, fused, false)
 		return
 	}
-	bias, mask := p.itemRows(it, 0, p.KVLen)
+	bias, mask := p.itemRows(r.it, 0, p.KVLen)
 	if (bias == nil) != (p.Bias == nil) || (mask == nil) != (p.Mask == nil) {
-		plainKeys(ks, p, it, ws, rp, a, b, false, true) // rows differ: in blocks, row by row
+		r.plainKeys(a, b, false, true) // rows differ: in blocks, row by row
 		return
 	}
 	run := func(a, b int) { // a run with no long masked stretch
@@ -34,7 +33,7 @@ func visibleKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b i
 		for j := a; j < b && clean; j++ {
 			clean = !keyMasked(bias, mask, j) && (bias == nil || bias[j] == 0)
 		}
-		plainKeys(ks, p, it, ws, rp, a, b, fused && clean, !clean)
+		r.plainKeys(a, b, fused && clean, !clean)
 	}
 	start := a
 	for j := a; j < b; {
@@ -58,15 +57,16 @@ func visibleKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b i
 // plainKeys runs keys [a, b) that every row sees: with fused through the
 // fused decode kernel in one call, else in flash blocks of Bc keys that,
 // with filter, add the bias and apply the mask.
-func plainKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b int, fused, filter bool) {
+func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
+	ks, p, it, ws := r.ks, r.p, r.it, r.ws
 	if fused && b-a >= ks.DecodeKeys() {
 		rows := it.nh * it.nq
 		var alibi []float32
 		if p.Slopes != nil { // the slopes, then the distances to key a
 			alibi = grow(ws.alibi, 2*rows)
 			copy(alibi, ws.slope[:rows])
-			for r := 0; r < rows; r++ {
-				alibi[rows+r] = float32(a - ws.at[r])
+			for row := 0; row < rows; row++ {
+				alibi[rows+row] = float32(a - ws.at[row])
 			}
 			ws.alibi = alibi
 		}
@@ -75,6 +75,6 @@ func plainKeys(ks *kernels.Set, p *Problem, it item, ws *Workspace, rp, a, b int
 		return
 	}
 	for kb := a; kb < b; kb += ws.bc {
-		flashBlock(ks, p, it, ws, kb, min(ws.bc, b-kb), rp, false, filter, 0, rp)
+		r.block(kb, min(ws.bc, b-kb), false, filter, 0, r.rp)
 	}
 }

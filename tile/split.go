@@ -13,7 +13,7 @@ import (
 // there are. With a fused decode kernel (kernels.Set.HasDecode) the keys
 // every row sees go through it in one call per item, K and V streamed
 // once. Each item leaves the running state (O, m, l) of its rows for its
-// chunk in a partial buffer; Merge combines the chunks of a row in chunk
+// chunk in a partial buffer; merge combines the chunks of a row in chunk
 // order. The chunking depends on the shape only, so results do not
 // depend on the thread count.
 type Split struct {
@@ -68,9 +68,9 @@ func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
 	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0
 }
 
-// Run computes chunk item n: the query rows of one KV head over the
+// run computes chunk item n: the query rows of one KV head over the
 // chunk's keys, saved to part unnormalized.
-func (sp Split) Run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []float32) {
+func (sp Split) run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []float32) {
 	// KV heads vary fastest: in BSHD the heads of a key position share
 	// its pages, so consecutive items reuse their TLB entries.
 	g := n % p.KVHeads
@@ -80,8 +80,7 @@ func (sp Split) Run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []fl
 	group, dv, st := p.Heads/p.KVHeads, p.ValueDim, partStride(p)
 	it := item{b: b, g: g, h0: g * group, nh: group, i0: 0, nq: p.QLen}
 	fused := sp.Fused(ks, p)
-	rp := begin(ks, p, it, splitBlock, ws, fused)
-	runKeys(ks, p, it, ws, rp, k0, k1, fused)
+	begin(ks, p, it, splitBlock, ws, fused).keys(k0, k1, fused)
 	for hh := 0; hh < it.nh; hh++ {
 		for ii := 0; ii < it.nq; ii++ {
 			r := hh*it.nq + ii
@@ -95,14 +94,14 @@ func (sp Split) Run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []fl
 // MergeItems is the number of merge items: one per (batch, head).
 func (sp Split) MergeItems(p *Problem) int { return p.Batch * p.Heads }
 
-// Merge combines the chunks of merge item n (batch, head), in chunk order:
+// merge combines the chunks of merge item n (batch, head), in chunk order:
 //
 //	m = max_c m_c;  w_c = exp(m_c - m);  l = Σ w_c·l_c;  out = Σ w_c·O_c / l
 //
 // (the max over the chunks with l_c > 0), and writes the output rows and
 // the LSE (m + ln l). A chunk whose sum is NaN makes the row NaN; a row whose sums
 // are all 0 is decided by rowResult, as in the flash path.
-func (sp Split) Merge(p *Problem, n int, part []float32) {
+func (sp Split) merge(p *Problem, n int, part []float32) {
 	b, h := n/p.Heads, n%p.Heads
 	dv, st := p.ValueDim, partStride(p)
 	for i := 0; i < p.QLen; i++ {

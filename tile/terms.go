@@ -1,7 +1,5 @@
 package tile
 
-import "github.com/fastattn/fastattn/kernels"
-
 // The terms a score gains after QK and the softcap, before the softmax:
 // ALiBi (slope·distance, computed, never stored), the additive bias and
 // the boolean mask. A bias or mask that is the same for every row of an
@@ -55,13 +53,14 @@ func alibiRows(p *Problem, it item, rp int, ws *Workspace) {
 // addTerms adds the ALiBi terms and, with filter, the bias and the mask
 // to rows [r0, r1) of the item's tile of keys [kb, kb+nk), marking in
 // ws.masked the keys a bias or mask masks for some row.
-func addTerms(ks *kernels.Set, p *Problem, it item, ws *Workspace, kb, nk, rp, r0, r1 int, filter bool) {
+func (r *itemRun) addTerms(kb, nk, r0, r1 int, filter bool) {
+	ks, p, it, ws, rp := r.ks, r.p, r.it, r.ws, r.rp
 	s := ws.s[:nk*rp]
 	var slope, dist []float32
 	if p.Slopes != nil {
 		slope, dist = ws.slope[r0:r1], ws.dist[r0:r1]
-		for r := range dist {
-			dist[r] = float32(kb - ws.at[r0+r]) // exact below 2^24
+		for i := range dist {
+			dist[i] = float32(kb - ws.at[r0+i]) // exact below 2^24
 		}
 	}
 	var bias []float32
