@@ -42,20 +42,23 @@ TEXT ·GemmNEON(SB), NOSPLIT, $0-88
 	LSL $2, R3, R3
 	LSL $2, R5, R5
 	CMP $4, R8
-	BEQ gemm4
+	BEQ gemm_vecs4
 	CMP $3, R8
-	BEQ gemm3
+	BEQ gemm_vecs3
 	CMP $2, R8
-	BEQ gemm2
+	BEQ gemm_vecs2
 	CMP $1, R8
-	BEQ gemm1
+	BEQ gemm_vecs1
 	RET
-gemm4:
-g4groups:
+	// Panel of 4 vectors.
+gemm_vecs4:
+	// Groups of 6 rows.
+gemm_vecs4_groups:
 	CMP $6, R6
-	BLT g4tail4
+	BLT gemm_vecs4_tail4
+	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g4fullload
+	CBNZ R9, gemm_vecs4_rows6_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
@@ -80,8 +83,8 @@ g4groups:
 	VEOR V21.B16, V21.B16, V21.B16
 	VEOR V22.B16, V22.B16, V22.B16
 	VEOR V23.B16, V23.B16, V23.B16
-	B g4fullstart
-g4fullload:
+	B gemm_vecs4_rows6_start
+gemm_vecs4_rows6_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
@@ -94,7 +97,7 @@ g4fullload:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4, V21.S4, V22.S4, V23.S4]
 	ADD R1, R19, R19
-g4fullstart:
+gemm_vecs4_rows6_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
@@ -103,7 +106,8 @@ g4fullstart:
 	ADD R3, R14, R15
 	MOVD R4, R16
 	MOVD R7, R17
-g4full:
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+gemm_vecs4_rows6:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -136,7 +140,8 @@ g4full:
 	VFMLA V26.S4, V29.S4, V22.S4
 	VFMLA V27.S4, V29.S4, V23.S4
 	SUBS $1, R17, R17
-	BNE g4full
+	BNE gemm_vecs4_rows6
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
@@ -156,11 +161,13 @@ g4full:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	SUB $6, R6, R6
-	B g4groups
-g4tail4:
-	TBZ $2, R6, g4tail2
+	B gemm_vecs4_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemm_vecs4_tail4:
+	TBZ $2, R6, gemm_vecs4_tail2
+	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g4rows4load
+	CBNZ R9, gemm_vecs4_rows4_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
@@ -177,8 +184,8 @@ g4tail4:
 	VEOR V13.B16, V13.B16, V13.B16
 	VEOR V14.B16, V14.B16, V14.B16
 	VEOR V15.B16, V15.B16, V15.B16
-	B g4rows4start
-g4rows4load:
+	B gemm_vecs4_rows4_start
+gemm_vecs4_rows4_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
@@ -187,14 +194,15 @@ g4rows4load:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
 	ADD R1, R19, R19
-g4rows4start:
+gemm_vecs4_rows4_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
 	ADD R3, R12, R13
 	MOVD R4, R16
 	MOVD R7, R17
-g4rows4:
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+gemm_vecs4_rows4:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -217,7 +225,8 @@ g4rows4:
 	VFMLA V26.S4, V29.S4, V14.S4
 	VFMLA V27.S4, V29.S4, V15.S4
 	SUBS $1, R17, R17
-	BNE g4rows4
+	BNE gemm_vecs4_rows4
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
@@ -230,10 +239,12 @@ g4rows4:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g4tail2:
-	TBZ $1, R6, g4tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemm_vecs4_tail2:
+	TBZ $1, R6, gemm_vecs4_tail1
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g4rows2load
+	CBNZ R9, gemm_vecs4_rows2_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
@@ -242,18 +253,19 @@ g4tail2:
 	VEOR V5.B16, V5.B16, V5.B16
 	VEOR V6.B16, V6.B16, V6.B16
 	VEOR V7.B16, V7.B16, V7.B16
-	B g4rows2start
-g4rows2load:
+	B gemm_vecs4_rows2_start
+gemm_vecs4_rows2_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
 	ADD R1, R19, R19
-g4rows2start:
+gemm_vecs4_rows2_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	MOVD R4, R16
 	MOVD R7, R17
-g4rows2:
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+gemm_vecs4_rows2:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -266,30 +278,34 @@ g4rows2:
 	VFMLA V26.S4, V29.S4, V6.S4
 	VFMLA V27.S4, V29.S4, V7.S4
 	SUBS $1, R17, R17
-	BNE g4rows2
+	BNE gemm_vecs4_rows2
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g4tail1:
-	TBZ $0, R6, g4done
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemm_vecs4_tail1:
+	TBZ $0, R6, gemm_vecs4_done
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g4rows1load
+	CBNZ R9, gemm_vecs4_rows1_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
 	VEOR V3.B16, V3.B16, V3.B16
-	B g4rows1start
-g4rows1load:
+	B gemm_vecs4_rows1_start
+gemm_vecs4_rows1_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
-g4rows1start:
+gemm_vecs4_rows1_start:
 	MOVD R2, R10
 	MOVD R4, R16
 	MOVD R7, R17
-g4rows1:
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+gemm_vecs4_rows1:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -297,18 +313,22 @@ g4rows1:
 	VFMLA V26.S4, V28.S4, V2.S4
 	VFMLA V27.S4, V28.S4, V3.S4
 	SUBS $1, R17, R17
-	BNE g4rows1
+	BNE gemm_vecs4_rows1
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
-g4done:
+gemm_vecs4_done:
 	RET
-gemm3:
-g3groups:
+	// Panel of 3 vectors.
+gemm_vecs3:
+	// Groups of 6 rows.
+gemm_vecs3_groups:
 	CMP $6, R6
-	BLT g3tail4
+	BLT gemm_vecs3_tail4
+	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g3fullload
+	CBNZ R9, gemm_vecs3_rows6_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
@@ -327,8 +347,8 @@ g3groups:
 	VEOR V20.B16, V20.B16, V20.B16
 	VEOR V21.B16, V21.B16, V21.B16
 	VEOR V22.B16, V22.B16, V22.B16
-	B g3fullstart
-g3fullload:
+	B gemm_vecs3_rows6_start
+gemm_vecs3_rows6_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
@@ -341,7 +361,7 @@ g3fullload:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4, V21.S4, V22.S4]
 	ADD R1, R19, R19
-g3fullstart:
+gemm_vecs3_rows6_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
@@ -350,7 +370,8 @@ g3fullstart:
 	ADD R3, R14, R15
 	MOVD R4, R16
 	MOVD R7, R17
-g3full:
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+gemm_vecs3_rows6:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -377,7 +398,8 @@ g3full:
 	VFMLA V25.S4, V29.S4, V21.S4
 	VFMLA V26.S4, V29.S4, V22.S4
 	SUBS $1, R17, R17
-	BNE g3full
+	BNE gemm_vecs3_rows6
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4], (R0)
@@ -397,11 +419,13 @@ g3full:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	SUB $6, R6, R6
-	B g3groups
-g3tail4:
-	TBZ $2, R6, g3tail2
+	B gemm_vecs3_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemm_vecs3_tail4:
+	TBZ $2, R6, gemm_vecs3_tail2
+	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g3rows4load
+	CBNZ R9, gemm_vecs3_rows4_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
@@ -414,8 +438,8 @@ g3tail4:
 	VEOR V12.B16, V12.B16, V12.B16
 	VEOR V13.B16, V13.B16, V13.B16
 	VEOR V14.B16, V14.B16, V14.B16
-	B g3rows4start
-g3rows4load:
+	B gemm_vecs3_rows4_start
+gemm_vecs3_rows4_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
@@ -424,14 +448,15 @@ g3rows4load:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
 	ADD R1, R19, R19
-g3rows4start:
+gemm_vecs3_rows4_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
 	ADD R3, R12, R13
 	MOVD R4, R16
 	MOVD R7, R17
-g3rows4:
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+gemm_vecs3_rows4:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -450,7 +475,8 @@ g3rows4:
 	VFMLA V25.S4, V29.S4, V13.S4
 	VFMLA V26.S4, V29.S4, V14.S4
 	SUBS $1, R17, R17
-	BNE g3rows4
+	BNE gemm_vecs3_rows4
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4], (R0)
@@ -463,28 +489,31 @@ g3rows4:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g3tail2:
-	TBZ $1, R6, g3tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemm_vecs3_tail2:
+	TBZ $1, R6, gemm_vecs3_tail1
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g3rows2load
+	CBNZ R9, gemm_vecs3_rows2_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
 	VEOR V4.B16, V4.B16, V4.B16
 	VEOR V5.B16, V5.B16, V5.B16
 	VEOR V6.B16, V6.B16, V6.B16
-	B g3rows2start
-g3rows2load:
+	B gemm_vecs3_rows2_start
+gemm_vecs3_rows2_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
 	ADD R1, R19, R19
-g3rows2start:
+gemm_vecs3_rows2_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	MOVD R4, R16
 	MOVD R7, R17
-g3rows2:
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+gemm_vecs3_rows2:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -495,47 +524,55 @@ g3rows2:
 	VFMLA V25.S4, V29.S4, V5.S4
 	VFMLA V26.S4, V29.S4, V6.S4
 	SUBS $1, R17, R17
-	BNE g3rows2
+	BNE gemm_vecs3_rows2
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g3tail1:
-	TBZ $0, R6, g3done
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemm_vecs3_tail1:
+	TBZ $0, R6, gemm_vecs3_done
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g3rows1load
+	CBNZ R9, gemm_vecs3_rows1_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
-	B g3rows1start
-g3rows1load:
+	B gemm_vecs3_rows1_start
+gemm_vecs3_rows1_load:
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
-g3rows1start:
+gemm_vecs3_rows1_start:
 	MOVD R2, R10
 	MOVD R4, R16
 	MOVD R7, R17
-g3rows1:
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+gemm_vecs3_rows1:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
 	VFMLA V25.S4, V28.S4, V1.S4
 	VFMLA V26.S4, V28.S4, V2.S4
 	SUBS $1, R17, R17
-	BNE g3rows1
+	BNE gemm_vecs3_rows1
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
-g3done:
+gemm_vecs3_done:
 	RET
-gemm2:
-g2groups:
+	// Panel of 2 vectors.
+gemm_vecs2:
+	// Groups of 6 rows.
+gemm_vecs2_groups:
 	CMP $6, R6
-	BLT g2tail4
+	BLT gemm_vecs2_tail4
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g2fullload
+	CBNZ R9, gemm_vecs2_rows6_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V4.B16, V4.B16, V4.B16
@@ -548,8 +585,8 @@ g2groups:
 	VEOR V17.B16, V17.B16, V17.B16
 	VEOR V20.B16, V20.B16, V20.B16
 	VEOR V21.B16, V21.B16, V21.B16
-	B g2fullstart
-g2fullload:
+	B gemm_vecs2_rows6_start
+gemm_vecs2_rows6_load:
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4]
@@ -562,7 +599,7 @@ g2fullload:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4, V21.S4]
 	ADD R1, R19, R19
-g2fullstart:
+gemm_vecs2_rows6_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
@@ -571,7 +608,8 @@ g2fullstart:
 	ADD R3, R14, R15
 	MOVD R4, R16
 	MOVD R7, R17
-g2full:
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+gemm_vecs2_rows6:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -592,7 +630,8 @@ g2full:
 	VFMLA V24.S4, V29.S4, V20.S4
 	VFMLA V25.S4, V29.S4, V21.S4
 	SUBS $1, R17, R17
-	BNE g2full
+	BNE gemm_vecs2_rows6
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4], (R0)
@@ -612,11 +651,13 @@ g2full:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	SUB $6, R6, R6
-	B g2groups
-g2tail4:
-	TBZ $2, R6, g2tail2
+	B gemm_vecs2_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemm_vecs2_tail4:
+	TBZ $2, R6, gemm_vecs2_tail2
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g2rows4load
+	CBNZ R9, gemm_vecs2_rows4_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V4.B16, V4.B16, V4.B16
@@ -625,8 +666,8 @@ g2tail4:
 	VEOR V9.B16, V9.B16, V9.B16
 	VEOR V12.B16, V12.B16, V12.B16
 	VEOR V13.B16, V13.B16, V13.B16
-	B g2rows4start
-g2rows4load:
+	B gemm_vecs2_rows4_start
+gemm_vecs2_rows4_load:
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4]
@@ -635,14 +676,15 @@ g2rows4load:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4, V13.S4]
 	ADD R1, R19, R19
-g2rows4start:
+gemm_vecs2_rows4_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
 	ADD R3, R12, R13
 	MOVD R4, R16
 	MOVD R7, R17
-g2rows4:
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+gemm_vecs2_rows4:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -657,7 +699,8 @@ g2rows4:
 	VFMLA V24.S4, V29.S4, V12.S4
 	VFMLA V25.S4, V29.S4, V13.S4
 	SUBS $1, R17, R17
-	BNE g2rows4
+	BNE gemm_vecs2_rows4
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4], (R0)
@@ -670,26 +713,29 @@ g2rows4:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g2tail2:
-	TBZ $1, R6, g2tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemm_vecs2_tail2:
+	TBZ $1, R6, gemm_vecs2_tail1
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g2rows2load
+	CBNZ R9, gemm_vecs2_rows2_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V4.B16, V4.B16, V4.B16
 	VEOR V5.B16, V5.B16, V5.B16
-	B g2rows2start
-g2rows2load:
+	B gemm_vecs2_rows2_start
+gemm_vecs2_rows2_load:
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4]
 	ADD R1, R19, R19
-g2rows2start:
+gemm_vecs2_rows2_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	MOVD R4, R16
 	MOVD R7, R17
-g2rows2:
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+gemm_vecs2_rows2:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -698,53 +744,61 @@ g2rows2:
 	VFMLA V24.S4, V29.S4, V4.S4
 	VFMLA V25.S4, V29.S4, V5.S4
 	SUBS $1, R17, R17
-	BNE g2rows2
+	BNE gemm_vecs2_rows2
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g2tail1:
-	TBZ $0, R6, g2done
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemm_vecs2_tail1:
+	TBZ $0, R6, gemm_vecs2_done
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g2rows1load
+	CBNZ R9, gemm_vecs2_rows1_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
-	B g2rows1start
-g2rows1load:
+	B gemm_vecs2_rows1_start
+gemm_vecs2_rows1_load:
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
-g2rows1start:
+gemm_vecs2_rows1_start:
 	MOVD R2, R10
 	MOVD R4, R16
 	MOVD R7, R17
-g2rows1:
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+gemm_vecs2_rows1:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
 	VFMLA V25.S4, V28.S4, V1.S4
 	SUBS $1, R17, R17
-	BNE g2rows1
+	BNE gemm_vecs2_rows1
+	// Store the tile row by row.
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
-g2done:
+gemm_vecs2_done:
 	RET
-gemm1:
-g1groups:
+	// Panel of 1 vectors.
+gemm_vecs1:
+	// Groups of 6 rows.
+gemm_vecs1_groups:
 	CMP $6, R6
-	BLT g1tail4
+	BLT gemm_vecs1_tail4
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g1fullload
+	CBNZ R9, gemm_vecs1_rows6_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V4.B16, V4.B16, V4.B16
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V12.B16, V12.B16, V12.B16
 	VEOR V16.B16, V16.B16, V16.B16
 	VEOR V20.B16, V20.B16, V20.B16
-	B g1fullstart
-g1fullload:
+	B gemm_vecs1_rows6_start
+gemm_vecs1_rows6_load:
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4]
@@ -757,7 +811,7 @@ g1fullload:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4]
 	ADD R1, R19, R19
-g1fullstart:
+gemm_vecs1_rows6_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
@@ -766,7 +820,8 @@ g1fullstart:
 	ADD R3, R14, R15
 	MOVD R4, R16
 	MOVD R7, R17
-g1full:
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+gemm_vecs1_rows6:
 	VLD1.P (R16)(R5), [V24.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -781,7 +836,8 @@ g1full:
 	VLD1R.P 4(R15), [V29.S4]
 	VFMLA V24.S4, V29.S4, V20.S4
 	SUBS $1, R17, R17
-	BNE g1full
+	BNE gemm_vecs1_rows6
+	// Store the tile row by row.
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4], (R0)
@@ -801,17 +857,19 @@ g1full:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	SUB $6, R6, R6
-	B g1groups
-g1tail4:
-	TBZ $2, R6, g1tail2
+	B gemm_vecs1_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemm_vecs1_tail4:
+	TBZ $2, R6, gemm_vecs1_tail2
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g1rows4load
+	CBNZ R9, gemm_vecs1_rows4_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V4.B16, V4.B16, V4.B16
 	VEOR V8.B16, V8.B16, V8.B16
 	VEOR V12.B16, V12.B16, V12.B16
-	B g1rows4start
-g1rows4load:
+	B gemm_vecs1_rows4_start
+gemm_vecs1_rows4_load:
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4]
@@ -820,14 +878,15 @@ g1rows4load:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4]
 	ADD R1, R19, R19
-g1rows4start:
+gemm_vecs1_rows4_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	ADD R3, R11, R12
 	ADD R3, R12, R13
 	MOVD R4, R16
 	MOVD R7, R17
-g1rows4:
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+gemm_vecs1_rows4:
 	VLD1.P (R16)(R5), [V24.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
@@ -838,7 +897,8 @@ g1rows4:
 	VLD1R.P 4(R13), [V29.S4]
 	VFMLA V24.S4, V29.S4, V12.S4
 	SUBS $1, R17, R17
-	BNE g1rows4
+	BNE gemm_vecs1_rows4
+	// Store the tile row by row.
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4], (R0)
@@ -851,60 +911,68 @@ g1rows4:
 	ADD R3, R2, R2
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g1tail2:
-	TBZ $1, R6, g1tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemm_vecs1_tail2:
+	TBZ $1, R6, gemm_vecs1_tail1
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g1rows2load
+	CBNZ R9, gemm_vecs1_rows2_load
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V4.B16, V4.B16, V4.B16
-	B g1rows2start
-g1rows2load:
+	B gemm_vecs1_rows2_start
+gemm_vecs1_rows2_load:
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4]
 	ADD R1, R19, R19
-g1rows2start:
+gemm_vecs1_rows2_start:
 	MOVD R2, R10
 	ADD R3, R10, R11
 	MOVD R4, R16
 	MOVD R7, R17
-g1rows2:
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+gemm_vecs1_rows2:
 	VLD1.P (R16)(R5), [V24.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
 	VLD1R.P 4(R11), [V29.S4]
 	VFMLA V24.S4, V29.S4, V4.S4
 	SUBS $1, R17, R17
-	BNE g1rows2
+	BNE gemm_vecs1_rows2
+	// Store the tile row by row.
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
 	ADD R3, R2, R2
-g1tail1:
-	TBZ $0, R6, g1done
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemm_vecs1_tail1:
+	TBZ $0, R6, gemm_vecs1_done
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
 	MOVD R0, R19
-	CBNZ R9, g1rows1load
+	CBNZ R9, gemm_vecs1_rows1_load
 	VEOR V0.B16, V0.B16, V0.B16
-	B g1rows1start
-g1rows1load:
+	B gemm_vecs1_rows1_start
+gemm_vecs1_rows1_load:
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
-g1rows1start:
+gemm_vecs1_rows1_start:
 	MOVD R2, R10
 	MOVD R4, R16
 	MOVD R7, R17
-g1rows1:
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+gemm_vecs1_rows1:
 	VLD1.P (R16)(R5), [V24.S4]
 	VLD1R.P 4(R10), [V28.S4]
 	VFMLA V24.S4, V28.S4, V0.S4
 	SUBS $1, R17, R17
-	BNE g1rows1
+	BNE gemm_vecs1_rows1
+	// Store the tile row by row.
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	ADD R3, R2, R2
-g1done:
+gemm_vecs1_done:
 	RET
 
 // func PVNEON(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)
@@ -923,18 +991,21 @@ TEXT ·PVNEON(SB), NOSPLIT, $0-88
 	LSL $2, R3, R3
 	LSL $2, R5, R5
 	CMP $4, R8
-	BEQ pv4
+	BEQ pv_vecs4
 	CMP $3, R8
-	BEQ pv3
+	BEQ pv_vecs3
 	CMP $2, R8
-	BEQ pv2
+	BEQ pv_vecs2
 	CMP $1, R8
-	BEQ pv1
+	BEQ pv_vecs1
 	RET
-pv4:
-p4groups:
+	// Panel of 4 vectors.
+pv_vecs4:
+	// Groups of 6 rows.
+pv_vecs4_groups:
 	CMP $6, R6
-	BLT p4tail4
+	BLT pv_vecs4_tail4
+	// Tile of 6 rows × 4 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
@@ -948,7 +1019,7 @@ p4groups:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4, V21.S4, V22.S4, V23.S4]
 	ADD R1, R19, R19
-	CBZ R9, p4fullnoscale
+	CBZ R9, pv_vecs4_rows6_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -979,12 +1050,13 @@ p4groups:
 	WORD $0x6e3cdeb5 // fmul v21.4s, v21.4s, v28.4s
 	WORD $0x6e3cded6 // fmul v22.4s, v22.4s, v28.4s
 	WORD $0x6e3cdef7 // fmul v23.4s, v23.4s, v28.4s
-p4fullnoscale:
-	CBZ R7, p4fullstore
+pv_vecs4_rows6_noscale:
+	CBZ R7, pv_vecs4_rows6_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p4full:
+	// The key loop: a row of V, the key's 6 weights, 24 FMAs by element.
+pv_vecs4_rows6:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	VLD1 (R17), [V28.S4]
 	FMOVD 16(R17), F29
@@ -1014,8 +1086,9 @@ p4full:
 	WORD $0x4fbd1377 // fmla v23.4s, v27.4s, v29.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p4full
-p4fullstore:
+	BNE pv_vecs4_rows6
+	// Store the tile.
+pv_vecs4_rows6_store:
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
@@ -1030,9 +1103,11 @@ p4fullstore:
 	ADD R1, R0, R0
 	ADD $24, R2, R2
 	SUB $6, R6, R6
-	B p4groups
-p4tail4:
-	TBZ $2, R6, p4tail2
+	B pv_vecs4_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+pv_vecs4_tail4:
+	TBZ $2, R6, pv_vecs4_tail2
+	// Tile of 4 rows × 4 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
@@ -1042,7 +1117,7 @@ p4tail4:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
 	ADD R1, R19, R19
-	CBZ R9, p4rows4noscale
+	CBZ R9, pv_vecs4_rows4_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1063,12 +1138,13 @@ p4tail4:
 	WORD $0x6e3cddad // fmul v13.4s, v13.4s, v28.4s
 	WORD $0x6e3cddce // fmul v14.4s, v14.4s, v28.4s
 	WORD $0x6e3cddef // fmul v15.4s, v15.4s, v28.4s
-p4rows4noscale:
-	CBZ R7, p4rows4store
+pv_vecs4_rows4_noscale:
+	CBZ R7, pv_vecs4_rows4_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p4rows4:
+	// The key loop: a row of V, the key's 4 weights, 16 FMAs by element.
+pv_vecs4_rows4:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	VLD1 (R17), [V28.S4]
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1089,8 +1165,9 @@ p4rows4:
 	WORD $0x4fbc1b6f // fmla v15.4s, v27.4s, v28.s[3]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p4rows4
-p4rows4store:
+	BNE pv_vecs4_rows4
+	// Store the tile.
+pv_vecs4_rows4_store:
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
@@ -1100,14 +1177,16 @@ p4rows4store:
 	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
 	ADD R1, R0, R0
 	ADD $16, R2, R2
-p4tail2:
-	TBZ $1, R6, p4tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+pv_vecs4_tail2:
+	TBZ $1, R6, pv_vecs4_tail1
+	// Tile of 2 rows × 4 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
 	ADD R1, R19, R19
-	CBZ R9, p4rows2noscale
+	CBZ R9, pv_vecs4_rows2_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1118,12 +1197,13 @@ p4tail2:
 	WORD $0x6e3cdca5 // fmul v5.4s, v5.4s, v28.4s
 	WORD $0x6e3cdcc6 // fmul v6.4s, v6.4s, v28.4s
 	WORD $0x6e3cdce7 // fmul v7.4s, v7.4s, v28.4s
-p4rows2noscale:
-	CBZ R7, p4rows2store
+pv_vecs4_rows2_noscale:
+	CBZ R7, pv_vecs4_rows2_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p4rows2:
+	// The key loop: a row of V, the key's 2 weights, 8 FMAs by element.
+pv_vecs4_rows2:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	FMOVD (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1136,30 +1216,34 @@ p4rows2:
 	WORD $0x4fbc1367 // fmla v7.4s, v27.4s, v28.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p4rows2
-p4rows2store:
+	BNE pv_vecs4_rows2
+	// Store the tile.
+pv_vecs4_rows2_store:
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
 	ADD R1, R0, R0
 	ADD $8, R2, R2
-p4tail1:
-	TBZ $0, R6, p4done
+	// The last rows: 1 of them, if rows%6 has that bit.
+pv_vecs4_tail1:
+	TBZ $0, R6, pv_vecs4_done
+	// Tile of 1 rows × 4 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
 	ADD R1, R19, R19
-	CBZ R9, p4rows1noscale
+	CBZ R9, pv_vecs4_rows1_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
 	WORD $0x6e3cdc42 // fmul v2.4s, v2.4s, v28.4s
 	WORD $0x6e3cdc63 // fmul v3.4s, v3.4s, v28.4s
-p4rows1noscale:
-	CBZ R7, p4rows1store
+pv_vecs4_rows1_noscale:
+	CBZ R7, pv_vecs4_rows1_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p4rows1:
+	// The key loop: a row of V, the key's 1 weights, 4 FMAs by element.
+pv_vecs4_rows1:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
 	FMOVS (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1168,17 +1252,21 @@ p4rows1:
 	WORD $0x4f9c1363 // fmla v3.4s, v27.4s, v28.s[0]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p4rows1
-p4rows1store:
+	BNE pv_vecs4_rows1
+	// Store the tile.
+pv_vecs4_rows1_store:
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	ADD $4, R2, R2
-p4done:
+pv_vecs4_done:
 	RET
-pv3:
-p3groups:
+	// Panel of 3 vectors.
+pv_vecs3:
+	// Groups of 6 rows.
+pv_vecs3_groups:
 	CMP $6, R6
-	BLT p3tail4
+	BLT pv_vecs3_tail4
+	// Tile of 6 rows × 3 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
@@ -1192,7 +1280,7 @@ p3groups:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4, V21.S4, V22.S4]
 	ADD R1, R19, R19
-	CBZ R9, p3fullnoscale
+	CBZ R9, pv_vecs3_rows6_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1217,12 +1305,13 @@ p3groups:
 	WORD $0x6e3cde94 // fmul v20.4s, v20.4s, v28.4s
 	WORD $0x6e3cdeb5 // fmul v21.4s, v21.4s, v28.4s
 	WORD $0x6e3cded6 // fmul v22.4s, v22.4s, v28.4s
-p3fullnoscale:
-	CBZ R7, p3fullstore
+pv_vecs3_rows6_noscale:
+	CBZ R7, pv_vecs3_rows6_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p3full:
+	// The key loop: a row of V, the key's 6 weights, 18 FMAs by element.
+pv_vecs3_rows6:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	VLD1 (R17), [V28.S4]
 	FMOVD 16(R17), F29
@@ -1246,8 +1335,9 @@ p3full:
 	WORD $0x4fbd1356 // fmla v22.4s, v26.4s, v29.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p3full
-p3fullstore:
+	BNE pv_vecs3_rows6
+	// Store the tile.
+pv_vecs3_rows6_store:
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4], (R0)
@@ -1262,9 +1352,11 @@ p3fullstore:
 	ADD R1, R0, R0
 	ADD $24, R2, R2
 	SUB $6, R6, R6
-	B p3groups
-p3tail4:
-	TBZ $2, R6, p3tail2
+	B pv_vecs3_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+pv_vecs3_tail4:
+	TBZ $2, R6, pv_vecs3_tail2
+	// Tile of 4 rows × 3 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
@@ -1274,7 +1366,7 @@ p3tail4:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
 	ADD R1, R19, R19
-	CBZ R9, p3rows4noscale
+	CBZ R9, pv_vecs3_rows4_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1291,12 +1383,13 @@ p3tail4:
 	WORD $0x6e3cdd8c // fmul v12.4s, v12.4s, v28.4s
 	WORD $0x6e3cddad // fmul v13.4s, v13.4s, v28.4s
 	WORD $0x6e3cddce // fmul v14.4s, v14.4s, v28.4s
-p3rows4noscale:
-	CBZ R7, p3rows4store
+pv_vecs3_rows4_noscale:
+	CBZ R7, pv_vecs3_rows4_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p3rows4:
+	// The key loop: a row of V, the key's 4 weights, 12 FMAs by element.
+pv_vecs3_rows4:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	VLD1 (R17), [V28.S4]
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1313,8 +1406,9 @@ p3rows4:
 	WORD $0x4fbc1b4e // fmla v14.4s, v26.4s, v28.s[3]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p3rows4
-p3rows4store:
+	BNE pv_vecs3_rows4
+	// Store the tile.
+pv_vecs3_rows4_store:
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4], (R0)
@@ -1324,14 +1418,16 @@ p3rows4store:
 	VST1 [V12.S4, V13.S4, V14.S4], (R0)
 	ADD R1, R0, R0
 	ADD $16, R2, R2
-p3tail2:
-	TBZ $1, R6, p3tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+pv_vecs3_tail2:
+	TBZ $1, R6, pv_vecs3_tail1
+	// Tile of 2 rows × 3 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
 	ADD R1, R19, R19
-	CBZ R9, p3rows2noscale
+	CBZ R9, pv_vecs3_rows2_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1340,12 +1436,13 @@ p3tail2:
 	WORD $0x6e3cdc84 // fmul v4.4s, v4.4s, v28.4s
 	WORD $0x6e3cdca5 // fmul v5.4s, v5.4s, v28.4s
 	WORD $0x6e3cdcc6 // fmul v6.4s, v6.4s, v28.4s
-p3rows2noscale:
-	CBZ R7, p3rows2store
+pv_vecs3_rows2_noscale:
+	CBZ R7, pv_vecs3_rows2_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p3rows2:
+	// The key loop: a row of V, the key's 2 weights, 6 FMAs by element.
+pv_vecs3_rows2:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	FMOVD (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1356,29 +1453,33 @@ p3rows2:
 	WORD $0x4fbc1346 // fmla v6.4s, v26.4s, v28.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p3rows2
-p3rows2store:
+	BNE pv_vecs3_rows2
+	// Store the tile.
+pv_vecs3_rows2_store:
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4, V6.S4], (R0)
 	ADD R1, R0, R0
 	ADD $8, R2, R2
-p3tail1:
-	TBZ $0, R6, p3done
+	// The last rows: 1 of them, if rows%6 has that bit.
+pv_vecs3_tail1:
+	TBZ $0, R6, pv_vecs3_done
+	// Tile of 1 rows × 3 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
 	ADD R1, R19, R19
-	CBZ R9, p3rows1noscale
+	CBZ R9, pv_vecs3_rows1_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
 	WORD $0x6e3cdc42 // fmul v2.4s, v2.4s, v28.4s
-p3rows1noscale:
-	CBZ R7, p3rows1store
+pv_vecs3_rows1_noscale:
+	CBZ R7, pv_vecs3_rows1_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p3rows1:
+	// The key loop: a row of V, the key's 1 weights, 3 FMAs by element.
+pv_vecs3_rows1:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
 	FMOVS (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1386,17 +1487,21 @@ p3rows1:
 	WORD $0x4f9c1342 // fmla v2.4s, v26.4s, v28.s[0]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p3rows1
-p3rows1store:
+	BNE pv_vecs3_rows1
+	// Store the tile.
+pv_vecs3_rows1_store:
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	ADD $4, R2, R2
-p3done:
+pv_vecs3_done:
 	RET
-pv2:
-p2groups:
+	// Panel of 2 vectors.
+pv_vecs2:
+	// Groups of 6 rows.
+pv_vecs2_groups:
 	CMP $6, R6
-	BLT p2tail4
+	BLT pv_vecs2_tail4
+	// Tile of 6 rows × 2 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
@@ -1410,7 +1515,7 @@ p2groups:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4, V21.S4]
 	ADD R1, R19, R19
-	CBZ R9, p2fullnoscale
+	CBZ R9, pv_vecs2_rows6_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1429,12 +1534,13 @@ p2groups:
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cde94 // fmul v20.4s, v20.4s, v28.4s
 	WORD $0x6e3cdeb5 // fmul v21.4s, v21.4s, v28.4s
-p2fullnoscale:
-	CBZ R7, p2fullstore
+pv_vecs2_rows6_noscale:
+	CBZ R7, pv_vecs2_rows6_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p2full:
+	// The key loop: a row of V, the key's 6 weights, 12 FMAs by element.
+pv_vecs2_rows6:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	VLD1 (R17), [V28.S4]
 	FMOVD 16(R17), F29
@@ -1452,8 +1558,9 @@ p2full:
 	WORD $0x4fbd1335 // fmla v21.4s, v25.4s, v29.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p2full
-p2fullstore:
+	BNE pv_vecs2_rows6
+	// Store the tile.
+pv_vecs2_rows6_store:
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4], (R0)
@@ -1468,9 +1575,11 @@ p2fullstore:
 	ADD R1, R0, R0
 	ADD $24, R2, R2
 	SUB $6, R6, R6
-	B p2groups
-p2tail4:
-	TBZ $2, R6, p2tail2
+	B pv_vecs2_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+pv_vecs2_tail4:
+	TBZ $2, R6, pv_vecs2_tail2
+	// Tile of 4 rows × 2 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
@@ -1480,7 +1589,7 @@ p2tail4:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4, V13.S4]
 	ADD R1, R19, R19
-	CBZ R9, p2rows4noscale
+	CBZ R9, pv_vecs2_rows4_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
@@ -1493,12 +1602,13 @@ p2tail4:
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdd8c // fmul v12.4s, v12.4s, v28.4s
 	WORD $0x6e3cddad // fmul v13.4s, v13.4s, v28.4s
-p2rows4noscale:
-	CBZ R7, p2rows4store
+pv_vecs2_rows4_noscale:
+	CBZ R7, pv_vecs2_rows4_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p2rows4:
+	// The key loop: a row of V, the key's 4 weights, 8 FMAs by element.
+pv_vecs2_rows4:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	VLD1 (R17), [V28.S4]
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1511,8 +1621,9 @@ p2rows4:
 	WORD $0x4fbc1b2d // fmla v13.4s, v25.4s, v28.s[3]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p2rows4
-p2rows4store:
+	BNE pv_vecs2_rows4
+	// Store the tile.
+pv_vecs2_rows4_store:
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4], (R0)
@@ -1522,26 +1633,29 @@ p2rows4store:
 	VST1 [V12.S4, V13.S4], (R0)
 	ADD R1, R0, R0
 	ADD $16, R2, R2
-p2tail2:
-	TBZ $1, R6, p2tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+pv_vecs2_tail2:
+	TBZ $1, R6, pv_vecs2_tail1
+	// Tile of 2 rows × 2 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4, V5.S4]
 	ADD R1, R19, R19
-	CBZ R9, p2rows2noscale
+	CBZ R9, pv_vecs2_rows2_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc84 // fmul v4.4s, v4.4s, v28.4s
 	WORD $0x6e3cdca5 // fmul v5.4s, v5.4s, v28.4s
-p2rows2noscale:
-	CBZ R7, p2rows2store
+pv_vecs2_rows2_noscale:
+	CBZ R7, pv_vecs2_rows2_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p2rows2:
+	// The key loop: a row of V, the key's 2 weights, 4 FMAs by element.
+pv_vecs2_rows2:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	FMOVD (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1550,45 +1664,53 @@ p2rows2:
 	WORD $0x4fbc1325 // fmla v5.4s, v25.4s, v28.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p2rows2
-p2rows2store:
+	BNE pv_vecs2_rows2
+	// Store the tile.
+pv_vecs2_rows2_store:
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4, V5.S4], (R0)
 	ADD R1, R0, R0
 	ADD $8, R2, R2
-p2tail1:
-	TBZ $0, R6, p2done
+	// The last rows: 1 of them, if rows%6 has that bit.
+pv_vecs2_tail1:
+	TBZ $0, R6, pv_vecs2_done
+	// Tile of 1 rows × 2 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4, V1.S4]
 	ADD R1, R19, R19
-	CBZ R9, p2rows1noscale
+	CBZ R9, pv_vecs2_rows1_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	WORD $0x6e3cdc21 // fmul v1.4s, v1.4s, v28.4s
-p2rows1noscale:
-	CBZ R7, p2rows1store
+pv_vecs2_rows1_noscale:
+	CBZ R7, pv_vecs2_rows1_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p2rows1:
+	// The key loop: a row of V, the key's 1 weights, 2 FMAs by element.
+pv_vecs2_rows1:
 	VLD1.P (R16)(R5), [V24.S4, V25.S4]
 	FMOVS (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
 	WORD $0x4f9c1321 // fmla v1.4s, v25.4s, v28.s[0]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p2rows1
-p2rows1store:
+	BNE pv_vecs2_rows1
+	// Store the tile.
+pv_vecs2_rows1_store:
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	ADD $4, R2, R2
-p2done:
+pv_vecs2_done:
 	RET
-pv1:
-p1groups:
+	// Panel of 1 vectors.
+pv_vecs1:
+	// Groups of 6 rows.
+pv_vecs1_groups:
 	CMP $6, R6
-	BLT p1tail4
+	BLT pv_vecs1_tail4
+	// Tile of 6 rows × 1 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
@@ -1602,7 +1724,7 @@ p1groups:
 	ADD R1, R19, R19
 	VLD1 (R19), [V20.S4]
 	ADD R1, R19, R19
-	CBZ R9, p1fullnoscale
+	CBZ R9, pv_vecs1_rows6_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	VLD1R.P 4(R9), [V28.S4]
@@ -1615,12 +1737,13 @@ p1groups:
 	WORD $0x6e3cde10 // fmul v16.4s, v16.4s, v28.4s
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cde94 // fmul v20.4s, v20.4s, v28.4s
-p1fullnoscale:
-	CBZ R7, p1fullstore
+pv_vecs1_rows6_noscale:
+	CBZ R7, pv_vecs1_rows6_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p1full:
+	// The key loop: a row of V, the key's 6 weights, 6 FMAs by element.
+pv_vecs1_rows6:
 	VLD1.P (R16)(R5), [V24.S4]
 	VLD1 (R17), [V28.S4]
 	FMOVD 16(R17), F29
@@ -1632,8 +1755,9 @@ p1full:
 	WORD $0x4fbd1314 // fmla v20.4s, v24.4s, v29.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p1full
-p1fullstore:
+	BNE pv_vecs1_rows6
+	// Store the tile.
+pv_vecs1_rows6_store:
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4], (R0)
@@ -1648,9 +1772,11 @@ p1fullstore:
 	ADD R1, R0, R0
 	ADD $24, R2, R2
 	SUB $6, R6, R6
-	B p1groups
-p1tail4:
-	TBZ $2, R6, p1tail2
+	B pv_vecs1_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+pv_vecs1_tail4:
+	TBZ $2, R6, pv_vecs1_tail2
+	// Tile of 4 rows × 1 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
@@ -1660,7 +1786,7 @@ p1tail4:
 	ADD R1, R19, R19
 	VLD1 (R19), [V12.S4]
 	ADD R1, R19, R19
-	CBZ R9, p1rows4noscale
+	CBZ R9, pv_vecs1_rows4_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	VLD1R.P 4(R9), [V28.S4]
@@ -1669,12 +1795,13 @@ p1tail4:
 	WORD $0x6e3cdd08 // fmul v8.4s, v8.4s, v28.4s
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdd8c // fmul v12.4s, v12.4s, v28.4s
-p1rows4noscale:
-	CBZ R7, p1rows4store
+pv_vecs1_rows4_noscale:
+	CBZ R7, pv_vecs1_rows4_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p1rows4:
+	// The key loop: a row of V, the key's 4 weights, 4 FMAs by element.
+pv_vecs1_rows4:
 	VLD1.P (R16)(R5), [V24.S4]
 	VLD1 (R17), [V28.S4]
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
@@ -1683,8 +1810,9 @@ p1rows4:
 	WORD $0x4fbc1b0c // fmla v12.4s, v24.4s, v28.s[3]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p1rows4
-p1rows4store:
+	BNE pv_vecs1_rows4
+	// Store the tile.
+pv_vecs1_rows4_store:
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4], (R0)
@@ -1694,62 +1822,70 @@ p1rows4store:
 	VST1 [V12.S4], (R0)
 	ADD R1, R0, R0
 	ADD $16, R2, R2
-p1tail2:
-	TBZ $1, R6, p1tail1
+	// The last rows: 2 of them, if rows%6 has that bit.
+pv_vecs1_tail2:
+	TBZ $1, R6, pv_vecs1_tail1
+	// Tile of 2 rows × 1 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
 	VLD1 (R19), [V4.S4]
 	ADD R1, R19, R19
-	CBZ R9, p1rows2noscale
+	CBZ R9, pv_vecs1_rows2_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc84 // fmul v4.4s, v4.4s, v28.4s
-p1rows2noscale:
-	CBZ R7, p1rows2store
+pv_vecs1_rows2_noscale:
+	CBZ R7, pv_vecs1_rows2_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p1rows2:
+	// The key loop: a row of V, the key's 2 weights, 2 FMAs by element.
+pv_vecs1_rows2:
 	VLD1.P (R16)(R5), [V24.S4]
 	FMOVD (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
 	WORD $0x4fbc1304 // fmla v4.4s, v24.4s, v28.s[1]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p1rows2
-p1rows2store:
+	BNE pv_vecs1_rows2
+	// Store the tile.
+pv_vecs1_rows2_store:
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	VST1 [V4.S4], (R0)
 	ADD R1, R0, R0
 	ADD $8, R2, R2
-p1tail1:
-	TBZ $0, R6, p1done
+	// The last rows: 1 of them, if rows%6 has that bit.
+pv_vecs1_tail1:
+	TBZ $0, R6, pv_vecs1_done
+	// Tile of 1 rows × 1 vectors of o, rescaled by alpha (if any).
 	MOVD R0, R19
 	VLD1 (R19), [V0.S4]
 	ADD R1, R19, R19
-	CBZ R9, p1rows1noscale
+	CBZ R9, pv_vecs1_rows1_noscale
 	VLD1R.P 4(R9), [V28.S4]
 	WORD $0x6e3cdc00 // fmul v0.4s, v0.4s, v28.4s
-p1rows1noscale:
-	CBZ R7, p1rows1store
+pv_vecs1_rows1_noscale:
+	CBZ R7, pv_vecs1_rows1_store
 	MOVD R4, R16
 	MOVD R2, R17
 	MOVD R7, R15
-p1rows1:
+	// The key loop: a row of V, the key's 1 weights, 1 FMAs by element.
+pv_vecs1_rows1:
 	VLD1.P (R16)(R5), [V24.S4]
 	FMOVS (R17), F28
 	WORD $0x4f9c1300 // fmla v0.4s, v24.4s, v28.s[0]
 	ADD R3, R17, R17
 	SUBS $1, R15, R15
-	BNE p1rows1
-p1rows1store:
+	BNE pv_vecs1_rows1
+	// Store the tile.
+pv_vecs1_rows1_store:
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	ADD $4, R2, R2
-p1done:
+pv_vecs1_done:
 	RET
 
 // func SoftmaxNEON(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
@@ -1787,22 +1923,23 @@ TEXT ·SoftmaxNEON(SB), NOSPLIT, $0-60
 	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V27.S4]
 	CMP $4, R8
-	BEQ soft4
+	BEQ softmax_vecs4
 	CMP $3, R8
-	BEQ soft3
+	BEQ softmax_vecs3
 	CMP $2, R8
-	BEQ soft2
+	BEQ softmax_vecs2
 	CMP $1, R8
-	BEQ soft1
+	BEQ softmax_vecs1
 	RET
-soft4:
+	// Panel of 4 vectors.
+softmax_vecs4:
 	VLD1 (R2), [V0.S4, V1.S4, V2.S4, V3.S4]
 	FMOVS softcap+56(FP), F30
 	FCMPS $(0.0), F30
-	BGT s4capped
+	BGT softmax_vecs4_capped
 	MOVD R0, R6
 	MOVD R5, R7
-s4max:
+softmax_vecs4_max:
 	VLD1 (R6), [V12.S4, V13.S4, V14.S4, V15.S4]
 	WORD $0x4e2cf400 // fmax v0.4s, v0.4s, v12.4s
 	WORD $0x4e2df421 // fmax v1.4s, v1.4s, v13.4s
@@ -1810,9 +1947,9 @@ s4max:
 	WORD $0x4e2ff463 // fmax v3.4s, v3.4s, v15.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s4max
-	B s4weights
-s4capped:
+	BNE softmax_vecs4_max
+	B softmax_vecs4_weights
+softmax_vecs4_capped:
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -1823,7 +1960,7 @@ s4capped:
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
-s4capmax:
+softmax_vecs4_capmax:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x6e3fdd8d // fmul v13.4s, v12.4s, v31.4s
@@ -1836,24 +1973,24 @@ s4capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -1864,22 +2001,22 @@ s4capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df400 // fmax v0.4s, v0.4s, v13.4s
 	VLD1 (R9), [V12.S4]
@@ -1893,24 +2030,24 @@ s4capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -1921,22 +2058,22 @@ s4capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df421 // fmax v1.4s, v1.4s, v13.4s
 	VLD1 (R9), [V12.S4]
@@ -1950,24 +2087,24 @@ s4capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -1978,22 +2115,22 @@ s4capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df442 // fmax v2.4s, v2.4s, v13.4s
 	VLD1 (R9), [V12.S4]
@@ -2007,24 +2144,24 @@ s4capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -2035,28 +2172,28 @@ s4capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df463 // fmax v3.4s, v3.4s, v13.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s4capmax
-s4weights:
+	BNE softmax_vecs4_capmax
+softmax_vecs4_weights:
 	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
@@ -2069,7 +2206,7 @@ s4weights:
 	VEOR V11.B16, V11.B16, V11.B16
 	MOVD R0, R6
 	MOVD R5, R7
-s4exp:
+softmax_vecs4_exp:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
@@ -2079,24 +2216,24 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
@@ -2109,24 +2246,24 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
@@ -2139,24 +2276,24 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
@@ -2169,31 +2306,31 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
 	WORD $0x4e2fd56b // fadd v11.4s, v11.4s, v15.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s4exp
+	BNE softmax_vecs4_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
@@ -2202,29 +2339,29 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc8 // fmla v8.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
@@ -2235,29 +2372,29 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc9 // fmla v9.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V9.S4
 	VST1.P [V9.S4], 16(R3)
 	VST1.P [V1.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
@@ -2268,29 +2405,29 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfca // fmla v10.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V10.S4
 	VST1.P [V10.S4], 16(R3)
 	VST1.P [V2.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
@@ -2301,49 +2438,50 @@ s4exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfcb // fmla v11.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V11.S4
 	VST1.P [V11.S4], 16(R3)
 	VST1.P [V3.S4], 16(R2)
 	RET
-soft3:
+	// Panel of 3 vectors.
+softmax_vecs3:
 	VLD1 (R2), [V0.S4, V1.S4, V2.S4]
 	FMOVS softcap+56(FP), F30
 	FCMPS $(0.0), F30
-	BGT s3capped
+	BGT softmax_vecs3_capped
 	MOVD R0, R6
 	MOVD R5, R7
-s3max:
+softmax_vecs3_max:
 	VLD1 (R6), [V12.S4, V13.S4, V14.S4]
 	WORD $0x4e2cf400 // fmax v0.4s, v0.4s, v12.4s
 	WORD $0x4e2df421 // fmax v1.4s, v1.4s, v13.4s
 	WORD $0x4e2ef442 // fmax v2.4s, v2.4s, v14.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s3max
-	B s3weights
-s3capped:
+	BNE softmax_vecs3_max
+	B softmax_vecs3_weights
+softmax_vecs3_capped:
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -2354,7 +2492,7 @@ s3capped:
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
-s3capmax:
+softmax_vecs3_capmax:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x6e3fdd8d // fmul v13.4s, v12.4s, v31.4s
@@ -2367,24 +2505,24 @@ s3capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -2395,22 +2533,22 @@ s3capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df400 // fmax v0.4s, v0.4s, v13.4s
 	VLD1 (R9), [V12.S4]
@@ -2424,24 +2562,24 @@ s3capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -2452,22 +2590,22 @@ s3capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df421 // fmax v1.4s, v1.4s, v13.4s
 	VLD1 (R9), [V12.S4]
@@ -2481,24 +2619,24 @@ s3capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -2509,28 +2647,28 @@ s3capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df442 // fmax v2.4s, v2.4s, v13.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s3capmax
-s3weights:
+	BNE softmax_vecs3_capmax
+softmax_vecs3_weights:
 	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
@@ -2541,7 +2679,7 @@ s3weights:
 	VEOR V10.B16, V10.B16, V10.B16
 	MOVD R0, R6
 	MOVD R5, R7
-s3exp:
+softmax_vecs3_exp:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
@@ -2551,24 +2689,24 @@ s3exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
@@ -2581,24 +2719,24 @@ s3exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
@@ -2611,31 +2749,31 @@ s3exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
 	WORD $0x4e2fd54a // fadd v10.4s, v10.4s, v15.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s3exp
+	BNE softmax_vecs3_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
@@ -2644,29 +2782,29 @@ s3exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc8 // fmla v8.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
@@ -2677,29 +2815,29 @@ s3exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc9 // fmla v9.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V9.S4
 	VST1.P [V9.S4], 16(R3)
 	VST1.P [V1.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
@@ -2710,48 +2848,49 @@ s3exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfca // fmla v10.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V10.S4
 	VST1.P [V10.S4], 16(R3)
 	VST1.P [V2.S4], 16(R2)
 	RET
-soft2:
+	// Panel of 2 vectors.
+softmax_vecs2:
 	VLD1 (R2), [V0.S4, V1.S4]
 	FMOVS softcap+56(FP), F30
 	FCMPS $(0.0), F30
-	BGT s2capped
+	BGT softmax_vecs2_capped
 	MOVD R0, R6
 	MOVD R5, R7
-s2max:
+softmax_vecs2_max:
 	VLD1 (R6), [V12.S4, V13.S4]
 	WORD $0x4e2cf400 // fmax v0.4s, v0.4s, v12.4s
 	WORD $0x4e2df421 // fmax v1.4s, v1.4s, v13.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s2max
-	B s2weights
-s2capped:
+	BNE softmax_vecs2_max
+	B softmax_vecs2_weights
+softmax_vecs2_capped:
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -2762,7 +2901,7 @@ s2capped:
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
-s2capmax:
+softmax_vecs2_capmax:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x6e3fdd8d // fmul v13.4s, v12.4s, v31.4s
@@ -2775,24 +2914,24 @@ s2capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -2803,22 +2942,22 @@ s2capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df400 // fmax v0.4s, v0.4s, v13.4s
 	VLD1 (R9), [V12.S4]
@@ -2832,24 +2971,24 @@ s2capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -2860,28 +2999,28 @@ s2capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df421 // fmax v1.4s, v1.4s, v13.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s2capmax
-s2weights:
+	BNE softmax_vecs2_capmax
+softmax_vecs2_weights:
 	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
@@ -2890,7 +3029,7 @@ s2weights:
 	VEOR V9.B16, V9.B16, V9.B16
 	MOVD R0, R6
 	MOVD R5, R7
-s2exp:
+softmax_vecs2_exp:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
@@ -2900,24 +3039,24 @@ s2exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
@@ -2930,31 +3069,31 @@ s2exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
 	WORD $0x4e2fd529 // fadd v9.4s, v9.4s, v15.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s2exp
+	BNE softmax_vecs2_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
@@ -2963,29 +3102,29 @@ s2exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc8 // fmla v8.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
@@ -2996,47 +3135,48 @@ s2exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc9 // fmla v9.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V9.S4
 	VST1.P [V9.S4], 16(R3)
 	VST1.P [V1.S4], 16(R2)
 	RET
-soft1:
+	// Panel of 1 vectors.
+softmax_vecs1:
 	VLD1 (R2), [V0.S4]
 	FMOVS softcap+56(FP), F30
 	FCMPS $(0.0), F30
-	BGT s1capped
+	BGT softmax_vecs1_capped
 	MOVD R0, R6
 	MOVD R5, R7
-s1max:
+softmax_vecs1_max:
 	VLD1 (R6), [V12.S4]
 	WORD $0x4e2cf400 // fmax v0.4s, v0.4s, v12.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s1max
-	B s1weights
-s1capped:
+	BNE softmax_vecs1_max
+	B softmax_vecs1_weights
+softmax_vecs1_capped:
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -3047,7 +3187,7 @@ s1capped:
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
-s1capmax:
+softmax_vecs1_capmax:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x6e3fdd8d // fmul v13.4s, v12.4s, v31.4s
@@ -3060,24 +3200,24 @@ s1capmax:
 	WORD $0x4e2189ce // frintn v14.4s, v14.4s
 	WORD $0x4eb2cdc5 // fmls v5.4s, v14.4s, v18.4s
 	WORD $0x4eb3cdc5 // fmls v5.4s, v14.4s, v19.4s
-	WORD $0x4eb41e8f // mov v15.16b, v20.16b
-	WORD $0x4eb51ea4 // mov v4.16b, v21.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb61ecf // mov v15.16b, v22.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb71ee4 // mov v4.16b, v23.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eb81f0f // mov v15.16b, v24.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eb91f24 // mov v4.16b, v25.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e25cc8f // fmla v15.4s, v4.4s, v5.4s
-	WORD $0x4eba1f44 // mov v4.16b, v26.16b
-	WORD $0x4e25cde4 // fmla v4.4s, v15.4s, v5.4s
+	VORR V20.B16, V20.B16, V15.B16
+	VORR V21.B16, V21.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V22.B16, V22.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V23.B16, V23.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V24.B16, V24.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V25.B16, V25.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V5.S4, V4.S4, V15.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V15.S4, V4.S4
 	WORD $0x4ea1b9ce // fcvtzs v14.4s, v14.4s
-	WORD $0x4f3755ce // shl v14.4s, v14.4s, #23
-	WORD $0x4ebb85ce // add v14.4s, v14.4s, v27.4s
+	VSHL $23, V14.S4, V14.S4
+	VADD V27.S4, V14.S4, V14.S4
 	WORD $0x6e2edc84 // fmul v4.4s, v4.4s, v14.4s
 	WORD $0x4e7d1c84 // bic v4.16b, v4.16b, v29.16b
 	WORD $0x4ea4d74e // fsub v14.4s, v26.4s, v4.4s
@@ -3088,35 +3228,35 @@ s1capmax:
 	MOVD $constsNEON<>+60(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	VLD1R.P 4(R24), [V11.S4]
-	WORD $0x4e29cd4b // fmla v11.4s, v10.4s, v9.4s
+	VFMLA V9.S4, V10.S4, V11.S4
 	VLD1R.P 4(R24), [V10.S4]
-	WORD $0x4e29cd6a // fmla v10.4s, v11.4s, v9.4s
+	VFMLA V9.S4, V11.S4, V10.S4
 	WORD $0x6ebce50b // fcmgt v11.4s, v8.4s, v28.4s
 	WORD $0x6e29df89 // fmul v9.4s, v28.4s, v9.4s
-	WORD $0x4e2acd3c // fmla v28.4s, v9.4s, v10.4s
-	WORD $0x6e6e1f8b // bsl v11.16b, v28.16b, v14.16b
-	WORD $0x4ea61cc5 // mov v5.16b, v6.16b
-	WORD $0x6e6b1da5 // bsl v5.16b, v13.16b, v11.16b
+	VFMLA V10.S4, V9.S4, V28.S4
+	VBSL V14.B16, V28.B16, V11.B16
+	VORR V6.B16, V6.B16, V5.B16
+	VBSL V11.B16, V13.B16, V5.B16
 	WORD $0x6e3edca5 // fmul v5.4s, v5.4s, v30.4s
 	WORD $0x4e27e58d // fcmeq v13.4s, v12.4s, v7.4s
-	WORD $0x6e651d8d // bsl v13.16b, v12.16b, v5.16b
+	VBSL V5.B16, V12.B16, V13.B16
 	VST1.P [V13.S4], 16(R9)
 	WORD $0x4e2df400 // fmax v0.4s, v0.4s, v13.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s1capmax
-s1weights:
+	BNE softmax_vecs1_capmax
+softmax_vecs1_weights:
 	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V28.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
 	MOVD R0, R6
 	MOVD R5, R7
-s1exp:
+softmax_vecs1_exp:
 	MOVD R6, R9
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
@@ -3126,31 +3266,31 @@ s1exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R9)
 	WORD $0x4e2fd508 // fadd v8.4s, v8.4s, v15.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
-	BNE s1exp
+	BNE softmax_vecs1_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
@@ -3159,29 +3299,29 @@ s1exp:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	WORD $0x4e2fcfc8 // fmla v8.4s, v30.4s, v15.4s
+	VFMLA V15.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	RET
@@ -3199,17 +3339,18 @@ TEXT ·ScoreBiasNEON(SB), NOSPLIT, $0-56
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V16.S4]
 	CMP $4, R8
-	BEQ sb4
+	BEQ bias_vecs4
 	CMP $3, R8
-	BEQ sb3
+	BEQ bias_vecs3
 	CMP $2, R8
-	BEQ sb2
+	BEQ bias_vecs2
 	CMP $1, R8
-	BEQ sb1
+	BEQ bias_vecs1
 	RET
-sb4:
-	CBNZ R2, b4alibi
-b4bias:
+	// Panel of 4 vectors.
+bias_vecs4:
+	CBNZ R2, bias_vecs4_alibi
+bias_vecs4_bias:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
 	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
@@ -3219,13 +3360,13 @@ b4bias:
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b4bias
+	BNE bias_vecs4_bias
 	RET
-b4alibi:
+bias_vecs4_alibi:
 	VLD1 (R2), [V8.S4, V9.S4, V10.S4, V11.S4]
 	VLD1 (R3), [V12.S4, V13.S4, V14.S4, V15.S4]
-	CBNZ R4, b4both
-b4slopes:
+	CBNZ R4, bias_vecs4_both
+bias_vecs4_slopes:
 	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
 	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
@@ -3242,36 +3383,37 @@ b4slopes:
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b4slopes
+	BNE bias_vecs4_slopes
 	RET
-b4both:
+bias_vecs4_both:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4eb11e34 // mov v20.16b, v17.16b
-	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	VORR V17.B16, V17.B16, V20.B16
+	VFMLA V12.S4, V8.S4, V20.S4
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
 	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
-	WORD $0x4eb11e35 // mov v21.16b, v17.16b
-	WORD $0x4e2dcd35 // fmla v21.4s, v9.4s, v13.4s
+	VORR V17.B16, V17.B16, V21.B16
+	VFMLA V13.S4, V9.S4, V21.S4
 	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
 	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
-	WORD $0x4eb11e36 // mov v22.16b, v17.16b
-	WORD $0x4e2ecd56 // fmla v22.4s, v10.4s, v14.4s
+	VORR V17.B16, V17.B16, V22.B16
+	VFMLA V14.S4, V10.S4, V22.S4
 	WORD $0x4e36d442 // fadd v2.4s, v2.4s, v22.4s
 	WORD $0x4e30d5ce // fadd v14.4s, v14.4s, v16.4s
-	WORD $0x4eb11e37 // mov v23.16b, v17.16b
-	WORD $0x4e2fcd77 // fmla v23.4s, v11.4s, v15.4s
+	VORR V17.B16, V17.B16, V23.B16
+	VFMLA V15.S4, V11.S4, V23.S4
 	WORD $0x4e37d463 // fadd v3.4s, v3.4s, v23.4s
 	WORD $0x4e30d5ef // fadd v15.4s, v15.4s, v16.4s
 	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b4both
+	BNE bias_vecs4_both
 	RET
 	RET
-sb3:
-	CBNZ R2, b3alibi
-b3bias:
+	// Panel of 3 vectors.
+bias_vecs3:
+	CBNZ R2, bias_vecs3_alibi
+bias_vecs3_bias:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4, V1.S4, V2.S4]
 	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
@@ -3280,13 +3422,13 @@ b3bias:
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b3bias
+	BNE bias_vecs3_bias
 	RET
-b3alibi:
+bias_vecs3_alibi:
 	VLD1 (R2), [V8.S4, V9.S4, V10.S4]
 	VLD1 (R3), [V12.S4, V13.S4, V14.S4]
-	CBNZ R4, b3both
-b3slopes:
+	CBNZ R4, bias_vecs3_both
+bias_vecs3_slopes:
 	VLD1 (R0), [V0.S4, V1.S4, V2.S4]
 	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
@@ -3300,32 +3442,33 @@ b3slopes:
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b3slopes
+	BNE bias_vecs3_slopes
 	RET
-b3both:
+bias_vecs3_both:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4, V1.S4, V2.S4]
-	WORD $0x4eb11e34 // mov v20.16b, v17.16b
-	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	VORR V17.B16, V17.B16, V20.B16
+	VFMLA V12.S4, V8.S4, V20.S4
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
 	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
-	WORD $0x4eb11e35 // mov v21.16b, v17.16b
-	WORD $0x4e2dcd35 // fmla v21.4s, v9.4s, v13.4s
+	VORR V17.B16, V17.B16, V21.B16
+	VFMLA V13.S4, V9.S4, V21.S4
 	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
 	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
-	WORD $0x4eb11e36 // mov v22.16b, v17.16b
-	WORD $0x4e2ecd56 // fmla v22.4s, v10.4s, v14.4s
+	VORR V17.B16, V17.B16, V22.B16
+	VFMLA V14.S4, V10.S4, V22.S4
 	WORD $0x4e36d442 // fadd v2.4s, v2.4s, v22.4s
 	WORD $0x4e30d5ce // fadd v14.4s, v14.4s, v16.4s
 	VST1 [V0.S4, V1.S4, V2.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b3both
+	BNE bias_vecs3_both
 	RET
 	RET
-sb2:
-	CBNZ R2, b2alibi
-b2bias:
+	// Panel of 2 vectors.
+bias_vecs2:
+	CBNZ R2, bias_vecs2_alibi
+bias_vecs2_bias:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4, V1.S4]
 	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
@@ -3333,13 +3476,13 @@ b2bias:
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b2bias
+	BNE bias_vecs2_bias
 	RET
-b2alibi:
+bias_vecs2_alibi:
 	VLD1 (R2), [V8.S4, V9.S4]
 	VLD1 (R3), [V12.S4, V13.S4]
-	CBNZ R4, b2both
-b2slopes:
+	CBNZ R4, bias_vecs2_both
+bias_vecs2_slopes:
 	VLD1 (R0), [V0.S4, V1.S4]
 	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
@@ -3350,41 +3493,42 @@ b2slopes:
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b2slopes
+	BNE bias_vecs2_slopes
 	RET
-b2both:
+bias_vecs2_both:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4, V1.S4]
-	WORD $0x4eb11e34 // mov v20.16b, v17.16b
-	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	VORR V17.B16, V17.B16, V20.B16
+	VFMLA V12.S4, V8.S4, V20.S4
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
 	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
-	WORD $0x4eb11e35 // mov v21.16b, v17.16b
-	WORD $0x4e2dcd35 // fmla v21.4s, v9.4s, v13.4s
+	VORR V17.B16, V17.B16, V21.B16
+	VFMLA V13.S4, V9.S4, V21.S4
 	WORD $0x4e35d421 // fadd v1.4s, v1.4s, v21.4s
 	WORD $0x4e30d5ad // fadd v13.4s, v13.4s, v16.4s
 	VST1 [V0.S4, V1.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b2both
+	BNE bias_vecs2_both
 	RET
 	RET
-sb1:
-	CBNZ R2, b1alibi
-b1bias:
+	// Panel of 1 vectors.
+bias_vecs1:
+	CBNZ R2, bias_vecs1_alibi
+bias_vecs1_bias:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4]
 	WORD $0x4e31d400 // fadd v0.4s, v0.4s, v17.4s
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b1bias
+	BNE bias_vecs1_bias
 	RET
-b1alibi:
+bias_vecs1_alibi:
 	VLD1 (R2), [V8.S4]
 	VLD1 (R3), [V12.S4]
-	CBNZ R4, b1both
-b1slopes:
+	CBNZ R4, bias_vecs1_both
+bias_vecs1_slopes:
 	VLD1 (R0), [V0.S4]
 	WORD $0x6e2cdd14 // fmul v20.4s, v8.4s, v12.4s
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
@@ -3392,19 +3536,19 @@ b1slopes:
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b1slopes
+	BNE bias_vecs1_slopes
 	RET
-b1both:
+bias_vecs1_both:
 	VLD1R.P 4(R4), [V17.S4]
 	VLD1 (R0), [V0.S4]
-	WORD $0x4eb11e34 // mov v20.16b, v17.16b
-	WORD $0x4e2ccd14 // fmla v20.4s, v8.4s, v12.4s
+	VORR V17.B16, V17.B16, V20.B16
+	VFMLA V12.S4, V8.S4, V20.S4
 	WORD $0x4e34d400 // fadd v0.4s, v0.4s, v20.4s
 	WORD $0x4e30d58c // fadd v12.4s, v12.4s, v16.4s
 	VST1 [V0.S4], (R0)
 	ADD R1, R0, R0
 	SUBS $1, R5, R5
-	BNE b1both
+	BNE bias_vecs1_both
 	RET
 	RET
 
@@ -3450,24 +3594,24 @@ loop:
 	WORD $0x4e2189ad // frintn v13.4s, v13.4s
 	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
 	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	WORD $0x4eb41e8e // mov v14.16b, v20.16b
-	WORD $0x4eb51eaf // mov v15.16b, v21.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb61ece // mov v14.16b, v22.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb71eef // mov v15.16b, v23.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eb81f0e // mov v14.16b, v24.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eb91f2f // mov v15.16b, v25.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
-	WORD $0x4eba1f4e // mov v14.16b, v26.16b
-	WORD $0x4e2ccdee // fmla v14.4s, v15.4s, v12.4s
-	WORD $0x4eba1f4f // mov v15.16b, v26.16b
-	WORD $0x4e2ccdcf // fmla v15.4s, v14.4s, v12.4s
+	VORR V20.B16, V20.B16, V14.B16
+	VORR V21.B16, V21.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V22.B16, V22.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V23.B16, V23.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V24.B16, V24.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V25.B16, V25.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
+	VORR V26.B16, V26.B16, V14.B16
+	VFMLA V12.S4, V15.S4, V14.S4
+	VORR V26.B16, V26.B16, V15.B16
+	VFMLA V12.S4, V14.S4, V15.S4
 	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
-	WORD $0x4f3755ad // shl v13.4s, v13.4s, #23
-	WORD $0x4ebb85ad // add v13.4s, v13.4s, v27.4s
+	VSHL $23, V13.S4, V13.S4
+	VADD V27.S4, V13.S4, V13.S4
 	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
 	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
 	VST1.P [V15.S4], 16(R0)

@@ -5,12 +5,12 @@
 //	go run ./arm64 -out ../asm     (from gen/; asm/gen.go has the go:generate line)
 //
 // Registers are assigned by hand (NEON has 32 vector registers and the
-// kernels are small); each kernel's comment gives the plan.
+// kernels are small); each kernel's file gives the plan, as named R and V
+// constants.
 package main
 
 import (
 	"flag"
-	"fmt"
 	"log"
 	"os"
 	"path/filepath"
@@ -55,16 +55,14 @@ func main() {
 
 type gen struct{ *Emitter }
 
-// The tile of GEMM and PV: mk rows × nv vectors of 4 lanes, 24
-// accumulators V0..V23 (row i, vector j in V(4i+j)), the B or V row in
-// V24..V27, broadcasts in V28/V29. Per step 4 vector loads and 6 broadcast
-// loads (GEMM) or 2 loads of 4+2 P values used by lane (PV) feed 24 FMAs.
+// The general registers every kernel shares: panels dispatches on the nv
+// argument in rNV, rowGroups counts the rows left down in rRows, and the
+// constant table's address goes through rConst.
 const (
-	mk    = 6
-	maxNV = 4
+	rRows  R = 6
+	rNV    R = 8
+	rConst R = 24
 )
-
-func acc(i, j int) V { return V(4*i + j) }
 
 // The constant table: each constant one 32-bit word, loaded with VLD1R:
 // exp's (gen/expconst) and the exponent bias.
@@ -80,11 +78,10 @@ func (g *gen) constants() {
 	g.Data("constsNEON", words)
 }
 
-// loadConst replicates a constant into v, using R27-free scratch R24 for
-// the table address.
+// loadConst replicates a constant into v.
 func (g *gen) loadConst(name string, v V) {
-	g.constAddr(name, 24)
-	g.Inst("VLD1R (R24), [%s]", v.S4())
+	g.constAddr(name, rConst)
+	g.Inst("VLD1R (%s), [%s]", rConst, v.S4())
 }
 
 // constAddr puts the address of a constant in the table into r.
@@ -96,6 +93,20 @@ func (g *gen) constAddr(name string, r R) {
 		}
 	}
 	panic("no constant " + name)
+}
+
+// arg names an argument of the current function and the register it is
+// loaded into.
+type arg struct {
+	name string
+	r    R
+}
+
+// loadArgs loads 8-byte arguments into their registers, in order.
+func (g *gen) loadArgs(args ...arg) {
+	for _, a := range args {
+		g.Inst("MOVD %s, %s", g.Arg(a.name), a.r)
+	}
 }
 
 // vlist is a Go-assembler register list of n consecutive registers from v.
@@ -111,57 +122,4 @@ func vlist(v V, n int) string {
 }
 
 // zero clears v.
-func (g *gen) zero(v V) { g.Inst("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v) }
-
-// move copies n to d.
-func (g *gen) move(d, n V) { g.Emit(EncORR(d, n, n)) }
-
-// loadArgs loads 8-byte arguments, in order of the frame, into R0, R1, ...;
-// the one named nv goes to R8, where panels reads it.
-func (g *gen) loadArgs(names ...string) {
-	for i, a := range names {
-		reg := i
-		if a == "nv" {
-			reg = 8
-		}
-		g.Inst("MOVD %s+%d(FP), R%d", a, 8*i, reg)
-	}
-}
-
-// panels emits a jump on the argument nv in R8 (1..maxNV; any other value
-// returns) to one copy of panel per value, labelled prefix+nv.
-func (g *gen) panels(prefix string, panel func(nv int)) {
-	for v := maxNV; v >= 1; v-- {
-		g.Inst("CMP $%d, R8", v)
-		g.Inst("BEQ %s%d", prefix, v)
-	}
-	g.Inst("RET")
-	for nv := maxNV; nv >= 1; nv-- {
-		g.Label(fmt.Sprintf("%s%d", prefix, nv))
-		panel(nv)
-	}
-}
-
-// rowGroups emits the loop over the rows in R6: groups of mk rows, then
-// the last rows%mk in blocks of 4, 2 and 1 (at most one of each).
-func (g *gen) rowGroups(l string, block func(mr int, lbl string)) {
-	g.Label(l + "groups")
-	g.Inst("CMP $%d, R6", mk)
-	g.Inst("BLT %stail4", l)
-	block(mk, l+"full")
-	g.Inst("SUB $%d, R6, R6", mk)
-	g.Inst("B %sgroups", l)
-	for _, mr := range []int{4, 2, 1} {
-		g.Label(l + "tail" + itoa(mr))
-		next := l + "tail" + itoa(mr/2)
-		if mr == 1 {
-			next = l + "done"
-		}
-		g.Inst("TBZ $%d, R6, %s", map[int]int{4: 2, 2: 1, 1: 0}[mr], next)
-		block(mr, l+"rows"+itoa(mr))
-	}
-	g.Label(l + "done")
-	g.Inst("RET")
-}
-
-func itoa(i int) string { return string(rune('0' + i)) }
+func (g *gen) zero(v V) { g.VEOR(v, v, v) }

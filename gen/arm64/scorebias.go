@@ -1,3 +1,8 @@
+// ScoreBiasNEON, the twin of fallback.ScoreBias: per key, the key's row of
+// nv ≤ 4 vectors (V0..V3) loaded, the term added, stored back; the
+// slopes in V8..V11, the distances in V12..V15 (stepped by 1.0 per key,
+// exact), 1.0 in V16, the key's bias broadcast in V17, the terms V20..V23.
+
 package main
 
 import (
@@ -6,11 +11,17 @@ import (
 	. "github.com/fastattn/fastattn/gen/neon"
 )
 
-// scoreBias emits ScoreBiasNEON, the twin of fallback.ScoreBias: per key,
-// the key's row of nv vectors loaded, the term added, stored back.
-// Registers: the scores V0..V3, the slopes V8..V11, the distances
-// V12..V15 (stepped by 1.0 per key, exact), 1.0 in V16, the key's bias
-// broadcast in V17, the terms V20..V23.
+// ScoreBiasNEON's general registers: its arguments (nv in rNV).
+const (
+	bS     R = 0 // s, stepped key by key
+	bLds   R = 1 // lds, bytes
+	bSlope R = 2 // slope (0: no ALiBi term)
+	bDist  R = 3 // dist
+	bBias  R = 4 // bias (0: no key term), stepped key by key
+	bNK    R = 5 // nk, counted down
+)
+
+// scoreBias emits ScoreBiasNEON.
 func (g *gen) scoreBias() {
 	g.Func("ScoreBiasNEON", "(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)", 56,
 		"ScoreBiasNEON is",
@@ -22,10 +33,10 @@ func (g *gen) scoreBias() {
 		"with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil",
 		"(no ALiBi term) or both set, bias nil (no key term).",
 	)
-	g.loadArgs("s", "lds", "slope", "dist", "bias", "nk", "nv")
-	g.Inst("LSL $2, R1, R1")
+	g.loadArgs(arg{"s", bS}, arg{"lds", bLds}, arg{"slope", bSlope}, arg{"dist", bDist}, arg{"bias", bBias}, arg{"nk", bNK}, arg{"nv", rNV})
+	g.Inst("LSL $2, %s, %s", bLds, bLds)
 	g.loadConst("one", 16)
-	g.panels("sb", func(nv int) {
+	g.panels("bias", func(nv int) {
 		g.scoreBiasPanel(nv)
 		g.Inst("RET")
 	})
@@ -34,29 +45,29 @@ func (g *gen) scoreBias() {
 // scoreBiasPanel is ScoreBias on nv vectors: three loops, for the bias
 // alone, ALiBi alone (the product rounded once, as fma(..., 0)) and both.
 func (g *gen) scoreBiasPanel(nv int) {
-	l := fmt.Sprintf("b%d", nv)
+	l := fmt.Sprintf("bias_vecs%d_", nv)
 	next := func(loop string) {
-		g.Inst("VST1 %s, (R0)", vlist(0, nv))
-		g.Inst("ADD R1, R0, R0")
-		g.Inst("SUBS $1, R5, R5")
+		g.Inst("VST1 %s, (%s)", vlist(0, nv), bS)
+		g.Inst("ADD %s, %s, %s", bLds, bS, bS)
+		g.Inst("SUBS $1, %s, %s", bNK, bNK)
 		g.Inst("BNE %s%s", l, loop)
 		g.Inst("RET")
 	}
-	g.Inst("CBNZ R2, %salibi", l)
+	g.Inst("CBNZ %s, %salibi", bSlope, l)
 	g.Label(l + "bias")
-	g.Inst("VLD1R.P 4(R4), [%s]", V(17).S4())
-	g.Inst("VLD1 (R0), %s", vlist(0, nv))
+	g.Inst("VLD1R.P 4(%s), [%s]", bBias, V(17).S4())
+	g.Inst("VLD1 (%s), %s", bS, vlist(0, nv))
 	for j := 0; j < nv; j++ {
 		g.Emit(EncFADD(V(j), V(j), 17))
 	}
 	next("bias")
 
 	g.Label(l + "alibi")
-	g.Inst("VLD1 (R2), %s", vlist(8, nv))
-	g.Inst("VLD1 (R3), %s", vlist(12, nv))
-	g.Inst("CBNZ R4, %sboth", l)
+	g.Inst("VLD1 (%s), %s", bSlope, vlist(8, nv))
+	g.Inst("VLD1 (%s), %s", bDist, vlist(12, nv))
+	g.Inst("CBNZ %s, %sboth", bBias, l)
 	g.Label(l + "slopes")
-	g.Inst("VLD1 (R0), %s", vlist(0, nv))
+	g.Inst("VLD1 (%s), %s", bS, vlist(0, nv))
 	for j := 0; j < nv; j++ {
 		g.Emit(EncFMUL(V(20+j), V(8+j), V(12+j)))
 		g.Emit(EncFADD(V(j), V(j), V(20+j)))
@@ -65,11 +76,11 @@ func (g *gen) scoreBiasPanel(nv int) {
 	next("slopes")
 
 	g.Label(l + "both")
-	g.Inst("VLD1R.P 4(R4), [%s]", V(17).S4())
-	g.Inst("VLD1 (R0), %s", vlist(0, nv))
+	g.Inst("VLD1R.P 4(%s), [%s]", bBias, V(17).S4())
+	g.Inst("VLD1 (%s), %s", bS, vlist(0, nv))
 	for j := 0; j < nv; j++ {
-		g.move(V(20+j), 17)
-		g.Emit(EncFMLA(V(20+j), V(8+j), V(12+j)))
+		g.VMOV(V(20+j), 17)
+		g.VFMLA(V(20+j), V(8+j), V(12+j))
 		g.Emit(EncFADD(V(j), V(j), V(20+j)))
 		g.Emit(EncFADD(V(12+j), V(12+j), 16))
 	}

@@ -12,7 +12,9 @@ package neon
 
 import (
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
 	"strings"
 )
 
@@ -46,6 +48,20 @@ func (r R) check() R {
 // S4 is the register's Go-assembler name with the .4S arrangement.
 func (v V) S4() string { return fmt.Sprintf("V%d.S4", int(v.check())) }
 
+// B16 is the register's Go-assembler name with the .16B arrangement.
+func (v V) B16() string { return fmt.Sprintf("V%d.B16", int(v.check())) }
+
+// S is lane i of the register (.S[i]).
+func (v V) S(i int) string {
+	if i < 0 || i > 3 {
+		panic(fmt.Sprintf("neon: lane %d out of 0..3", i))
+	}
+	return fmt.Sprintf("V%d.S[%d]", int(v.check()), i)
+}
+
+// F is the register as a scalar float register, F0..F31 (FMOVS, FMOVD).
+func (v V) F() string { return fmt.Sprintf("F%d", int(v.check())) }
+
 // String is the register's Go-assembler name.
 func (r R) String() string { return fmt.Sprintf("R%d", int(r.check())) }
 
@@ -54,6 +70,7 @@ type Emitter struct {
 	asm   strings.Builder
 	stubs strings.Builder
 	fn    string
+	args  map[string]int // the current function's arguments: frame offsets
 }
 
 // New starts a file whose header names the generating command and whose
@@ -67,15 +84,49 @@ func New(command, constraint, pkg string) *Emitter {
 }
 
 // Func starts a function: its Go declaration (with doc lines and
-// //go:noescape) and its TEXT line with the argument frame size.
+// //go:noescape) and its TEXT line with the argument frame size. The
+// signature's parameters are what Arg addresses.
 func (e *Emitter) Func(name, signature string, argBytes int, doc ...string) {
 	e.fn = name
+	e.args = frame(signature)
 	e.stubs.WriteString("\n")
 	for _, d := range doc {
 		e.stubs.WriteString(strings.TrimRight("// "+d, " ") + "\n")
 	}
 	e.stubs.WriteString("//\n//go:noescape\nfunc " + name + signature + "\n")
 	fmt.Fprintf(&e.asm, "\n// func %s%s\nTEXT ·%s(SB), NOSPLIT, $0-%d\n", name, signature, name, argBytes)
+}
+
+// frame returns the frame offsets of a signature's parameters: 8 bytes
+// each, float32 4 (aligned to its size), in order.
+func frame(signature string) map[string]int {
+	x, err := parser.ParseExpr("func" + signature)
+	if err != nil {
+		panic(fmt.Sprintf("neon: signature %q: %v", signature, err))
+	}
+	off, args := 0, map[string]int{}
+	for _, f := range x.(*ast.FuncType).Params.List {
+		size := 8
+		if id, ok := f.Type.(*ast.Ident); ok && id.Name == "float32" {
+			size = 4
+		}
+		for _, n := range f.Names {
+			off = (off + size - 1) / size * size
+			args[n.Name] = off
+			off += size
+		}
+	}
+	return args
+}
+
+// Arg returns the frame operand of an argument of the current function,
+// name+offset(FP), which Go's vet checks against the declaration.
+func (e *Emitter) Arg(name string) string {
+	off, ok := e.args[name]
+	if !ok {
+		panic(fmt.Sprintf("neon: %s has no argument %s", e.fn, name))
+	}
+	return fmt.Sprintf("%s+%d(FP)", name, off)
 }
 
 // Data emits a read-only table of 32-bit words.

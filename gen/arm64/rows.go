@@ -1,0 +1,43 @@
+// The loop over the rows of Gemm and PV: groups of the tile height mk,
+// then the last rows%mk in tiles of 4, 2 and 1 rows, the rows left counted
+// down in rRows.
+
+package main
+
+import (
+	"fmt"
+
+	. "github.com/fastattn/fastattn/gen/neon"
+)
+
+// mk is the rows of the Gemm and PV register tile.
+const mk = 6
+
+// rowGroups emits the loop over the rows in rRows: groups of mk rows,
+// then the last rows%mk in blocks of 4, 2 and 1 (at most one of each),
+// each block emitted by block(rows, label) and labelled l_rowsN.
+func (g *gen) rowGroups(l string, block func(mr int, lbl string)) {
+	g.Comment(fmt.Sprintf("Groups of %d rows.", mk))
+	g.Label(l + "_groups")
+	g.Inst("CMP $%d, %s", mk, rRows)
+	g.Inst("BLT %s_tail4", l)
+	block(mk, fmt.Sprintf("%s_rows%d", l, mk))
+	g.Inst("SUB $%d, %s, %s", mk, rRows, rRows)
+	g.Inst("B %s_groups", l)
+	for bit, mr := range []int{4, 2, 1} {
+		g.Comment(fmt.Sprintf("The last rows: %d of them, if rows%%%d has that bit.", mr, mk))
+		g.Label(fmt.Sprintf("%s_tail%d", l, mr))
+		next := fmt.Sprintf("%s_tail%d", l, mr/2)
+		if mr == 1 {
+			next = l + "_done"
+		}
+		g.Inst("TBZ $%d, %s, %s", 2-bit, rRows, next)
+		block(mr, fmt.Sprintf("%s_rows%d", l, mr))
+	}
+	g.Label(l + "_done")
+	g.Inst("RET")
+}
+
+// acc is the accumulator of row i, vector j of a Gemm or PV tile:
+// V0..V23, row-major.
+func acc(i, j int) V { return V(maxNV*i + j) }
