@@ -38,27 +38,29 @@ func TestDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 13))
 	dims := []int{1, 2, 3, 8, 14, 16, 18, 31, 32, 64, 66, 128}
 	for _, ks := range Available() {
-		for _, typ := range kvTypes {
-			t.Run(fmt.Sprintf("%s/%v", ks.Name, typ), func(t *testing.T) {
-				for _, atEnd := range []bool{true, false} {
-					for rows := 1; rows <= DecodeRows; rows += 1 + rows/4 {
-						T := ks.DecodeKeys()
-						for _, nk := range []int{T, T + 1, 2*T - 1, 2 * T, 3*T + 5, 70} {
-							if nk < T {
-								continue
-							}
-							for _, dk := range dims {
-								dv := dims[rng.IntN(len(dims))]
-								if !ks.HasDecode(typ, dk, dv) {
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, typ := range kvTypes {
+				t.Run(typ.String(), func(t *testing.T) {
+					for _, atEnd := range []bool{true, false} {
+						for rows := 1; rows <= DecodeRows; rows += 1 + rows/4 {
+							T := ks.DecodeKeys()
+							for _, nk := range []int{T, T + 1, 2*T - 1, 2 * T, 3*T + 5, 70} {
+								if nk < T {
 									continue
 								}
-								decodeCase(t, ks, rng, typ, rows, nk, dk, dv, atEnd)
+								for _, dk := range dims {
+									dv := dims[rng.IntN(len(dims))]
+									if !ks.HasDecode(typ, dk, dv) {
+										continue
+									}
+									decodeCase(t, ks, rng, typ, rows, nk, dk, dv, atEnd)
+								}
 							}
 						}
 					}
-				}
-			})
-		}
+				})
+			}
+		})
 	}
 }
 
@@ -140,42 +142,44 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 func TestDecodeNaN(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 14))
 	for _, ks := range Available() {
-		for _, typ := range kvTypes {
-			T, dk := ks.DecodeKeys(), 32
-			if !ks.HasDecode(typ, dk, dk) {
-				continue
-			}
-			for _, poisonK := range []bool{true, false} {
-				nk := 2*T + 3
-				k, _, f1 := kvOperand(t, rng, typ, nk*dk, dk, true)
-				v, _, f2 := kvOperand(t, rng, typ, nk*dk, dk, true)
-				at := rng.IntN(nk)*dk + 5
-				nan := float32(math.NaN())
-				if target := map[bool]KVRows{true: k, false: v}[poisonK]; typ == fallback.KVFloat32 {
-					target.F32[at] = nan
-				} else {
-					fallback.Narrow(target.U16[at:at+1], []float32{nan}, typ)
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, typ := range kvTypes {
+				T, dk := ks.DecodeKeys(), 32
+				if !ks.HasDecode(typ, dk, dk) {
+					continue
 				}
-				q := make([]float32, dk)
-				for i := range q {
-					q[i] = rng.Float32()
-				}
-				o, m, l := make([]float32, dk), []float32{float32(math.Inf(-1))}, []float32{0}
-				ks.Decode(q, 1, dk, k, v, nk, dk, o, m, l, make([]float32, ks.DecodeScratch(dk, dk)), nil)
-				if poisonK && !math.IsNaN(float64(l[0])) {
-					t.Errorf("%s %v: NaN key: l = %v, want NaN", ks, typ, l[0])
-				}
-				if !poisonK {
-					for j, x := range o {
-						if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5) {
-							t.Errorf("%s %v: NaN value in column 5: o[%d] = %v", ks, typ, j, x)
+				for _, poisonK := range []bool{true, false} {
+					nk := 2*T + 3
+					k, _, f1 := kvOperand(t, rng, typ, nk*dk, dk, true)
+					v, _, f2 := kvOperand(t, rng, typ, nk*dk, dk, true)
+					at := rng.IntN(nk)*dk + 5
+					nan := float32(math.NaN())
+					if target := map[bool]KVRows{true: k, false: v}[poisonK]; typ == fallback.KVFloat32 {
+						target.F32[at] = nan
+					} else {
+						fallback.Narrow(target.U16[at:at+1], []float32{nan}, typ)
+					}
+					q := make([]float32, dk)
+					for i := range q {
+						q[i] = rng.Float32()
+					}
+					o, m, l := make([]float32, dk), []float32{float32(math.Inf(-1))}, []float32{0}
+					ks.Decode(q, 1, dk, k, v, nk, dk, o, m, l, make([]float32, ks.DecodeScratch(dk, dk)), nil)
+					if poisonK && !math.IsNaN(float64(l[0])) {
+						t.Errorf("%s %v: NaN key: l = %v, want NaN", ks, typ, l[0])
+					}
+					if !poisonK {
+						for j, x := range o {
+							if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5) {
+								t.Errorf("%s %v: NaN value in column 5: o[%d] = %v", ks, typ, j, x)
+							}
 						}
 					}
+					f1()
+					f2()
 				}
-				f1()
-				f2()
 			}
-		}
+		})
 	}
 }
 
@@ -196,66 +200,68 @@ func TestConvert(t *testing.T) {
 		math.Float32frombits(0x7fbfffff), math.Float32frombits(0x00000001), math.Float32frombits(0x807fffff),
 		math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000), math.Float32frombits(0x7f7fffff)}
 	for _, ks := range Available() {
-		for _, typ := range kvTypes[1:] {
-			ks.Widen(f[:len(all)], all, typ)
-			for i, h := range all {
-				want := fallback.F16ToF32(h)
-				if typ == fallback.KVBFloat16 {
-					want = fallback.BF16ToF32(h)
-				}
-				if math.Float32bits(f[i]) != math.Float32bits(want) {
-					t.Fatalf("%s Widen %v(%#04x) = %#08x, want %#08x", ks, typ, h, math.Float32bits(f[i]), math.Float32bits(want))
-				}
-			}
-			src := append([]float32(nil), specials...)
-			for len(src) < 1<<16 {
-				src = append(src, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*1000))
-			}
-			dst := make([]uint16, len(src))
-			ks.Narrow(dst, src, typ)
-			for i, x := range src {
-				want := fallback.F32ToF16(x)
-				if typ == fallback.KVBFloat16 {
-					want = fallback.F32ToBF16(x)
-				}
-				if dst[i] != want {
-					t.Fatalf("%s Narrow %v(%v = %#08x) = %#04x, want %#04x", ks, typ, x, math.Float32bits(x), dst[i], want)
-				}
-			}
-			for n := 0; n <= 40; n++ {
-				for _, atEnd := range []bool{true, false} {
-					h, f1 := guarded16(t, n, atEnd)
-					w, f2 := guarded(t, n, atEnd)
-					copy(w, src)
-					ks.Narrow(h, w, typ)
-					ks.Widen(w, h, typ)
-					f1()
-					f2()
-				}
-				// WidenRows: 3 rows of n at strides n and n+5, against Widen.
-				for _, ld := range []int{n, n + 5} {
-					if n == 0 {
-						continue
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, typ := range kvTypes[1:] {
+				ks.Widen(f[:len(all)], all, typ)
+				for i, h := range all {
+					want := fallback.F16ToF32(h)
+					if typ == fallback.KVBFloat16 {
+						want = fallback.BF16ToF32(h)
 					}
-					h, f1 := guarded16(t, span(3, n, ld), true)
-					w, f2 := guarded(t, span(3, n, ld), true)
-					for i := range h {
-						h[i] = uint16(rng.Uint32())
+					if math.Float32bits(f[i]) != math.Float32bits(want) {
+						t.Fatalf("%s Widen %v(%#04x) = %#08x, want %#08x", ks, typ, h, math.Float32bits(f[i]), math.Float32bits(want))
 					}
-					ks.WidenRows(w, ld, h, ld, 3, n, typ)
-					row := make([]float32, n)
-					for r := 0; r < 3; r++ {
-						fallback.Widen(row, h[r*ld:r*ld+n], typ)
-						for j, x := range row {
-							if math.Float32bits(x) != math.Float32bits(w[r*ld+j]) {
-								t.Fatalf("%s WidenRows %v n=%d ld=%d: [%d][%d] = %v, want %v", ks, typ, n, ld, r, j, w[r*ld+j], x)
+				}
+				src := append([]float32(nil), specials...)
+				for len(src) < 1<<16 {
+					src = append(src, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*1000))
+				}
+				dst := make([]uint16, len(src))
+				ks.Narrow(dst, src, typ)
+				for i, x := range src {
+					want := fallback.F32ToF16(x)
+					if typ == fallback.KVBFloat16 {
+						want = fallback.F32ToBF16(x)
+					}
+					if dst[i] != want {
+						t.Fatalf("%s Narrow %v(%v = %#08x) = %#04x, want %#04x", ks, typ, x, math.Float32bits(x), dst[i], want)
+					}
+				}
+				for n := 0; n <= 40; n++ {
+					for _, atEnd := range []bool{true, false} {
+						h, f1 := guarded16(t, n, atEnd)
+						w, f2 := guarded(t, n, atEnd)
+						copy(w, src)
+						ks.Narrow(h, w, typ)
+						ks.Widen(w, h, typ)
+						f1()
+						f2()
+					}
+					// WidenRows: 3 rows of n at strides n and n+5, against Widen.
+					for _, ld := range []int{n, n + 5} {
+						if n == 0 {
+							continue
+						}
+						h, f1 := guarded16(t, span(3, n, ld), true)
+						w, f2 := guarded(t, span(3, n, ld), true)
+						for i := range h {
+							h[i] = uint16(rng.Uint32())
+						}
+						ks.WidenRows(w, ld, h, ld, 3, n, typ)
+						row := make([]float32, n)
+						for r := 0; r < 3; r++ {
+							fallback.Widen(row, h[r*ld:r*ld+n], typ)
+							for j, x := range row {
+								if math.Float32bits(x) != math.Float32bits(w[r*ld+j]) {
+									t.Fatalf("%s WidenRows %v n=%d ld=%d: [%d][%d] = %v, want %v", ks, typ, n, ld, r, j, w[r*ld+j], x)
+								}
 							}
 						}
+						f1()
+						f2()
 					}
-					f1()
-					f2()
 				}
 			}
-		}
+		})
 	}
 }

@@ -34,36 +34,38 @@ var (
 func TestQK(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, ks := range Available() {
-		for _, atEnd := range []bool{true, false} {
-			for _, nk := range keyDims {
-				for _, rm := range rowMults {
-					for _, dk := range qkDims {
-						rows := rm * ks.Lanes
-						lds, ldk, ldq := rows+rng.IntN(2)*ks.Lanes, dk+rng.IntN(3), rows+rng.IntN(2)*3
-						s, f1 := guarded(t, span(nk, rows, lds), atEnd)
-						k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
-						qt, f3 := operand(t, rng, span(dk, rows, ldq), atEnd)
-						ks.QK(s, lds, k, ldk, qt, ldq, nk, rows, dk)
-						for c := 0; c < nk; c++ {
-							for r := 0; r < rows; r++ {
-								want, abs := 0.0, 0.0
-								for d := 0; d < dk; d++ {
-									x := float64(k[c*ldk+d]) * float64(qt[d*ldq+r])
-									want += x
-									abs += math.Abs(x)
-								}
-								if got := float64(s[c*lds+r]); math.Abs(got-want) > dotTol(dk, abs) {
-									t.Fatalf("%s QK nk=%d rows=%d dk=%d: s[%d][%d] = %v, want %v", ks, nk, rows, dk, c, r, got, want)
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, nk := range keyDims {
+					for _, rm := range rowMults {
+						for _, dk := range qkDims {
+							rows := rm * ks.Lanes
+							lds, ldk, ldq := rows+rng.IntN(2)*ks.Lanes, dk+rng.IntN(3), rows+rng.IntN(2)*3
+							s, f1 := guarded(t, span(nk, rows, lds), atEnd)
+							k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
+							qt, f3 := operand(t, rng, span(dk, rows, ldq), atEnd)
+							ks.QK(s, lds, k, ldk, qt, ldq, nk, rows, dk)
+							for c := 0; c < nk; c++ {
+								for r := 0; r < rows; r++ {
+									want, abs := 0.0, 0.0
+									for d := 0; d < dk; d++ {
+										x := float64(k[c*ldk+d]) * float64(qt[d*ldq+r])
+										want += x
+										abs += math.Abs(x)
+									}
+									if got := float64(s[c*lds+r]); math.Abs(got-want) > dotTol(dk, abs) {
+										t.Fatalf("%s QK nk=%d rows=%d dk=%d: s[%d][%d] = %v, want %v", ks, nk, rows, dk, c, r, got, want)
+									}
 								}
 							}
+							f1()
+							f2()
+							f3()
 						}
-						f1()
-						f2()
-						f3()
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -71,55 +73,57 @@ func TestPV(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	dvs := []int{1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 127, 128, 130}
 	for _, ks := range Available() {
-		for _, atEnd := range []bool{true, false} {
-			for rows := 1; rows <= 14; rows++ {
-				for _, nk := range append([]int{0}, keyDims...) {
-					for _, dv := range dvs {
-						ldo, ldp, ldv := dv+rng.IntN(3), rows+rng.IntN(3), dv+rng.IntN(3)
-						o, f1 := operand(t, rng, span(rows, dv, ldo), atEnd)
-						p, f2 := operand(t, rng, max(span(nk, rows, ldp), 0), atEnd)
-						v, f3 := operand(t, rng, max(span(nk, dv, ldv), 0), atEnd)
-						var alpha []float32
-						var f4 func()
-						if rng.IntN(2) == 0 {
-							alpha, f4 = operand(t, rng, rows, atEnd)
-						}
-						before := append([]float32(nil), o...)
-						ks.PV(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
-						for r := 0; r < rows; r++ {
-							for j := 0; j < dv; j++ {
-								a := 1.0
-								if alpha != nil {
-									a = float64(alpha[r])
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for rows := 1; rows <= 14; rows++ {
+					for _, nk := range append([]int{0}, keyDims...) {
+						for _, dv := range dvs {
+							ldo, ldp, ldv := dv+rng.IntN(3), rows+rng.IntN(3), dv+rng.IntN(3)
+							o, f1 := operand(t, rng, span(rows, dv, ldo), atEnd)
+							p, f2 := operand(t, rng, max(span(nk, rows, ldp), 0), atEnd)
+							v, f3 := operand(t, rng, max(span(nk, dv, ldv), 0), atEnd)
+							var alpha []float32
+							var f4 func()
+							if rng.IntN(2) == 0 {
+								alpha, f4 = operand(t, rng, rows, atEnd)
+							}
+							before := append([]float32(nil), o...)
+							ks.PV(o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+							for r := 0; r < rows; r++ {
+								for j := 0; j < dv; j++ {
+									a := 1.0
+									if alpha != nil {
+										a = float64(alpha[r])
+									}
+									want := a * float64(before[r*ldo+j])
+									abs := math.Abs(want)
+									for c := 0; c < nk; c++ {
+										x := float64(p[c*ldp+r]) * float64(v[c*ldv+j])
+										want += x
+										abs += math.Abs(x)
+									}
+									if got := float64(o[r*ldo+j]); math.Abs(got-want) > dotTol(nk+1, abs) {
+										t.Fatalf("%s PV rows=%d nk=%d dv=%d alpha=%v: o[%d][%d] = %v, want %v", ks, rows, nk, dv, alpha != nil, r, j, got, want)
+									}
 								}
-								want := a * float64(before[r*ldo+j])
-								abs := math.Abs(want)
-								for c := 0; c < nk; c++ {
-									x := float64(p[c*ldp+r]) * float64(v[c*ldv+j])
-									want += x
-									abs += math.Abs(x)
-								}
-								if got := float64(o[r*ldo+j]); math.Abs(got-want) > dotTol(nk+1, abs) {
-									t.Fatalf("%s PV rows=%d nk=%d dv=%d alpha=%v: o[%d][%d] = %v, want %v", ks, rows, nk, dv, alpha != nil, r, j, got, want)
+								// Padding between rows is not touched.
+								for j := dv; j < ldo && r < rows-1; j++ {
+									if o[r*ldo+j] != before[r*ldo+j] {
+										t.Fatalf("%s PV wrote o[%d][%d] past dv=%d", ks, r, j, dv)
+									}
 								}
 							}
-							// Padding between rows is not touched.
-							for j := dv; j < ldo && r < rows-1; j++ {
-								if o[r*ldo+j] != before[r*ldo+j] {
-									t.Fatalf("%s PV wrote o[%d][%d] past dv=%d", ks, r, j, dv)
-								}
+							f1()
+							f2()
+							f3()
+							if f4 != nil {
+								f4()
 							}
-						}
-						f1()
-						f2()
-						f3()
-						if f4 != nil {
-							f4()
 						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -127,53 +131,55 @@ func TestSoftmax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	negInf := float32(math.Inf(-1))
 	for _, ks := range Available() {
-		for _, atEnd := range []bool{true, false} {
-			for _, nk := range keyDims {
-				for _, rm := range rowMults {
-					for _, softcap := range []float32{0, 2.5} {
-						rows := rm * ks.Lanes
-						lds := rows + rng.IntN(2)*ks.Lanes
-						s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
-						m, f2 := operand(t, rng, rows, atEnd)
-						l, f3 := operand(t, rng, rows, atEnd)
-						al, f4 := guarded(t, rows, atEnd)
-						for i := range s {
-							s[i] *= 20
-							if rng.IntN(5) == 0 {
-								s[i] = negInf
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, nk := range keyDims {
+					for _, rm := range rowMults {
+						for _, softcap := range []float32{0, 2.5} {
+							rows := rm * ks.Lanes
+							lds := rows + rng.IntN(2)*ks.Lanes
+							s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
+							m, f2 := operand(t, rng, rows, atEnd)
+							l, f3 := operand(t, rng, rows, atEnd)
+							al, f4 := guarded(t, rows, atEnd)
+							for i := range s {
+								s[i] *= 20
+								if rng.IntN(5) == 0 {
+									s[i] = negInf
+								}
 							}
+							for r := range m {
+								l[r] = 3 * (l[r] + 1)
+								switch rng.IntN(3) {
+								case 0:
+									m[r], l[r] = negInf, 0 // nothing seen yet
+								case 1:
+									m[r] *= 30
+								}
+							}
+							// The generic twin on copies is the reference.
+							ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
+							fallback.Softmax(ws, lds, wm, wl, wal, nk, rows, softcap)
+							ks.Softmax(s, lds, m, l, al, nk, rows, softcap)
+							for r := 0; r < rows; r++ {
+								if m[r] != wm[r] && !(math.Abs(float64(m[r]-wm[r])) <= 1e-6*math.Abs(float64(wm[r]))) {
+									t.Fatalf("%s Softmax nk=%d rows=%d: m[%d] = %v, want %v", ks, nk, rows, r, m[r], wm[r])
+								}
+								near(t, ks.Name+" Softmax l", l[r], wl[r], 1e-5)
+								near(t, ks.Name+" Softmax alpha", al[r], wal[r], 1e-5)
+								for c := 0; c < nk; c++ {
+									near(t, ks.Name+" Softmax p", s[c*lds+r], ws[c*lds+r], 1e-5)
+								}
+							}
+							f1()
+							f2()
+							f3()
+							f4()
 						}
-						for r := range m {
-							l[r] = 3 * (l[r] + 1)
-							switch rng.IntN(3) {
-							case 0:
-								m[r], l[r] = negInf, 0 // nothing seen yet
-							case 1:
-								m[r] *= 30
-							}
-						}
-						// The generic twin on copies is the reference.
-						ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
-						fallback.Softmax(ws, lds, wm, wl, wal, nk, rows, softcap)
-						ks.Softmax(s, lds, m, l, al, nk, rows, softcap)
-						for r := 0; r < rows; r++ {
-							if m[r] != wm[r] && !(math.Abs(float64(m[r]-wm[r])) <= 1e-6*math.Abs(float64(wm[r]))) {
-								t.Fatalf("%s Softmax nk=%d rows=%d: m[%d] = %v, want %v", ks, nk, rows, r, m[r], wm[r])
-							}
-							near(t, ks.Name+" Softmax l", l[r], wl[r], 1e-5)
-							near(t, ks.Name+" Softmax alpha", al[r], wal[r], 1e-5)
-							for c := 0; c < nk; c++ {
-								near(t, ks.Name+" Softmax p", s[c*lds+r], ws[c*lds+r], 1e-5)
-							}
-						}
-						f1()
-						f2()
-						f3()
-						f4()
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -202,36 +208,38 @@ func TestExp(t *testing.T) {
 	}
 	xs = append(xs, 0, float32(math.Inf(-1)), fallback.ExpMin, fallback.ExpMax, -87.3, 88.3, 1e-30, -1e-30)
 	for _, ks := range Available() {
-		got := make([]float32, len(xs))
-		ks.Exp(got, xs)
-		top := make([]float32, 1)
-		ks.Exp(top, []float32{fallback.ExpMax})
-		worst := 0.0
-		for i, x := range xs {
-			g := got[i]
-			switch {
-			case x != x:
-				if g == g {
-					t.Fatalf("%s: exp(NaN) = %v", ks, g)
-				}
-			case x < fallback.ExpMin:
-				if g != 0 {
-					t.Fatalf("%s: exp(%v) = %v, want 0", ks, x, g)
-				}
-			case x > fallback.ExpMax:
-				if g != top[0] { // clamped
-					t.Fatalf("%s: exp(%v) = %v, want exp(ExpMax)", ks, x, g)
-				}
-			default:
-				want := math.Exp(float64(x))
-				ulp := math.Abs(float64(g)-want) / ulpOf(want)
-				worst = max(worst, ulp)
-				if ulp > 2 {
-					t.Fatalf("%s: exp(%v) = %v, want %v (%.2f ulp)", ks, x, g, want, ulp)
+		t.Run(ks.Name, func(t *testing.T) {
+			got := make([]float32, len(xs))
+			ks.Exp(got, xs)
+			top := make([]float32, 1)
+			ks.Exp(top, []float32{fallback.ExpMax})
+			worst := 0.0
+			for i, x := range xs {
+				g := got[i]
+				switch {
+				case x != x:
+					if g == g {
+						t.Fatalf("%s: exp(NaN) = %v", ks, g)
+					}
+				case x < fallback.ExpMin:
+					if g != 0 {
+						t.Fatalf("%s: exp(%v) = %v, want 0", ks, x, g)
+					}
+				case x > fallback.ExpMax:
+					if g != top[0] { // clamped
+						t.Fatalf("%s: exp(%v) = %v, want exp(ExpMax)", ks, x, g)
+					}
+				default:
+					want := math.Exp(float64(x))
+					ulp := math.Abs(float64(g)-want) / ulpOf(want)
+					worst = max(worst, ulp)
+					if ulp > 2 {
+						t.Fatalf("%s: exp(%v) = %v, want %v (%.2f ulp)", ks, x, g, want, ulp)
+					}
 				}
 			}
-		}
-		t.Logf("%s: exp worst error %.2f ulp over %d inputs", ks, worst, len(xs))
+			t.Logf("%s: exp worst error %.2f ulp over %d inputs", ks, worst, len(xs))
+		})
 	}
 }
 
@@ -245,20 +253,22 @@ func ulpOf(x float64) float64 {
 func TestExpGuard(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	for _, ks := range Available() {
-		for _, atEnd := range []bool{true, false} {
-			for n := 1; n <= 70; n++ {
-				src, f1 := operand(t, rng, n, atEnd)
-				dst, f2 := guarded(t, n, atEnd)
-				ks.Exp(dst, src)
-				for i := range dst {
-					if dst[i] != fallback.Exp32(src[i]) && math.Abs(float64(dst[i]-fallback.Exp32(src[i]))) > 1e-6 {
-						t.Fatalf("%s: exp(%v) = %v, want %v", ks, src[i], dst[i], fallback.Exp32(src[i]))
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for n := 1; n <= 70; n++ {
+					src, f1 := operand(t, rng, n, atEnd)
+					dst, f2 := guarded(t, n, atEnd)
+					ks.Exp(dst, src)
+					for i := range dst {
+						if dst[i] != fallback.Exp32(src[i]) && math.Abs(float64(dst[i]-fallback.Exp32(src[i]))) > 1e-6 {
+							t.Fatalf("%s: exp(%v) = %v, want %v", ks, src[i], dst[i], fallback.Exp32(src[i]))
+						}
 					}
+					f1()
+					f2()
 				}
-				f1()
-				f2()
 			}
-		}
+		})
 	}
 }
 
@@ -266,14 +276,16 @@ func TestExpGuard(t *testing.T) {
 // message instead of touching memory.
 func TestContractChecks(t *testing.T) {
 	for _, ks := range Available() {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: QK with a short s did not panic", ks)
-				}
+		t.Run(ks.Name, func(t *testing.T) {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: QK with a short s did not panic", ks)
+					}
+				}()
+				ks.QK(make([]float32, 3), ks.Lanes, make([]float32, 8), 2, make([]float32, 2*ks.Lanes), ks.Lanes, 4, ks.Lanes, 2)
 			}()
-			ks.QK(make([]float32, 3), ks.Lanes, make([]float32, 8), 2, make([]float32, 2*ks.Lanes), ks.Lanes, 4, ks.Lanes, 2)
-		}()
+		})
 	}
 }
 
@@ -281,47 +293,49 @@ func TestGemm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	ns := []int{1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 48, 63, 64, 65, 100, 130}
 	for _, ks := range Available() {
-		for _, atEnd := range []bool{true, false} {
-			for m := 1; m <= 14; m++ {
-				for _, n := range ns {
-					for _, k := range []int{1, 2, 5, 16, 33} {
-						accumulate := rng.IntN(2) == 0
-						ldc, lda, ldb := n+rng.IntN(3), k+rng.IntN(3), n+rng.IntN(3)
-						c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
-						a, f2 := operand(t, rng, span(m, k, lda), atEnd)
-						b, f3 := operand(t, rng, span(k, n, ldb), atEnd)
-						before := append([]float32(nil), c...)
-						ks.Gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
-						for i := 0; i < m; i++ {
-							for j := 0; j < ldc && i*ldc+j < len(c); j++ {
-								if j >= n {
-									if c[i*ldc+j] != before[i*ldc+j] {
-										t.Fatalf("%s Gemm m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for m := 1; m <= 14; m++ {
+					for _, n := range ns {
+						for _, k := range []int{1, 2, 5, 16, 33} {
+							accumulate := rng.IntN(2) == 0
+							ldc, lda, ldb := n+rng.IntN(3), k+rng.IntN(3), n+rng.IntN(3)
+							c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
+							a, f2 := operand(t, rng, span(m, k, lda), atEnd)
+							b, f3 := operand(t, rng, span(k, n, ldb), atEnd)
+							before := append([]float32(nil), c...)
+							ks.Gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
+							for i := 0; i < m; i++ {
+								for j := 0; j < ldc && i*ldc+j < len(c); j++ {
+									if j >= n {
+										if c[i*ldc+j] != before[i*ldc+j] {
+											t.Fatalf("%s Gemm m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
+										}
+										continue
 									}
-									continue
-								}
-								want, abs := 0.0, 0.0
-								if accumulate {
-									want = float64(before[i*ldc+j])
-									abs = math.Abs(want)
-								}
-								for p := 0; p < k; p++ {
-									x := float64(a[i*lda+p]) * float64(b[p*ldb+j])
-									want += x
-									abs += math.Abs(x)
-								}
-								if got := float64(c[i*ldc+j]); math.Abs(got-want) > dotTol(k+1, abs) {
-									t.Fatalf("%s Gemm m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
+									want, abs := 0.0, 0.0
+									if accumulate {
+										want = float64(before[i*ldc+j])
+										abs = math.Abs(want)
+									}
+									for p := 0; p < k; p++ {
+										x := float64(a[i*lda+p]) * float64(b[p*ldb+j])
+										want += x
+										abs += math.Abs(x)
+									}
+									if got := float64(c[i*ldc+j]); math.Abs(got-want) > dotTol(k+1, abs) {
+										t.Fatalf("%s Gemm m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
+									}
 								}
 							}
+							f1()
+							f2()
+							f3()
 						}
-						f1()
-						f2()
-						f3()
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -329,74 +343,78 @@ func TestTransposeScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	dims := []int{1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 64, 65}
 	for _, ks := range Available() {
-		for _, atEnd := range []bool{true, false} {
-			for _, nr := range dims {
-				for _, nc := range dims {
-					ldd, lds := nr+rng.IntN(3), nc+rng.IntN(3)
-					dst, f1 := operand(t, rng, span(nc, nr, ldd), atEnd)
-					src, f2 := operand(t, rng, span(nr, nc, lds), atEnd)
-					before := append([]float32(nil), dst...)
-					ks.TransposeScale(dst, ldd, src, lds, nr, nc, 0.5)
-					for c := 0; c < nc; c++ {
-						for r := 0; r < ldd && c*ldd+r < len(dst); r++ {
-							want := before[c*ldd+r]
-							if r < nr {
-								want = 0.5 * src[r*lds+c]
-							}
-							if dst[c*ldd+r] != want {
-								t.Fatalf("%s TransposeScale nr=%d nc=%d: dst[%d][%d] = %v, want %v", ks, nr, nc, c, r, dst[c*ldd+r], want)
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, nr := range dims {
+					for _, nc := range dims {
+						ldd, lds := nr+rng.IntN(3), nc+rng.IntN(3)
+						dst, f1 := operand(t, rng, span(nc, nr, ldd), atEnd)
+						src, f2 := operand(t, rng, span(nr, nc, lds), atEnd)
+						before := append([]float32(nil), dst...)
+						ks.TransposeScale(dst, ldd, src, lds, nr, nc, 0.5)
+						for c := 0; c < nc; c++ {
+							for r := 0; r < ldd && c*ldd+r < len(dst); r++ {
+								want := before[c*ldd+r]
+								if r < nr {
+									want = 0.5 * src[r*lds+c]
+								}
+								if dst[c*ldd+r] != want {
+									t.Fatalf("%s TransposeScale nr=%d nc=%d: dst[%d][%d] = %v, want %v", ks, nr, nc, c, r, dst[c*ldd+r], want)
+								}
 							}
 						}
+						f1()
+						f2()
 					}
-					f1()
-					f2()
 				}
 			}
-		}
+		})
 	}
 }
 
 func TestDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, ks := range Available() {
-		if !ks.HasDot() {
-			continue
-		}
-		for _, atEnd := range []bool{true, false} {
-			for rows := 1; rows <= ks.DotRows(); rows++ {
-				for _, nk := range keyDims {
-					for _, dk := range qkDims {
-						lds, ldk, ldq := rows+rng.IntN(5), dk+rng.IntN(3), dk+rng.IntN(3)
-						s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
-						k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
-						q, f3 := operand(t, rng, span(rows, dk, ldq), atEnd)
-						before := append([]float32(nil), s...)
-						ks.Dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
-						for i := range s {
-							c, r := i/lds, i%lds
-							if r >= rows {
-								if s[i] != before[i] {
-									t.Fatalf("%s Dot wrote s[%d][%d] past rows %d", ks, c, r, rows)
+		t.Run(ks.Name, func(t *testing.T) {
+			if !ks.HasDot() {
+				t.Skip("the set has no Dot kernel")
+			}
+			for _, atEnd := range []bool{true, false} {
+				for rows := 1; rows <= ks.DotRows(); rows++ {
+					for _, nk := range keyDims {
+						for _, dk := range qkDims {
+							lds, ldk, ldq := rows+rng.IntN(5), dk+rng.IntN(3), dk+rng.IntN(3)
+							s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
+							k, f2 := operand(t, rng, span(nk, dk, ldk), atEnd)
+							q, f3 := operand(t, rng, span(rows, dk, ldq), atEnd)
+							before := append([]float32(nil), s...)
+							ks.Dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
+							for i := range s {
+								c, r := i/lds, i%lds
+								if r >= rows {
+									if s[i] != before[i] {
+										t.Fatalf("%s Dot wrote s[%d][%d] past rows %d", ks, c, r, rows)
+									}
+									continue
 								}
-								continue
+								want, abs := 0.0, 0.0
+								for d := 0; d < dk; d++ {
+									x := float64(k[c*ldk+d]) * float64(q[r*ldq+d])
+									want += x
+									abs += math.Abs(x)
+								}
+								if got := float64(s[i]); math.Abs(got-want) > dotTol(dk, abs) {
+									t.Fatalf("%s Dot rows=%d nk=%d dk=%d: s[%d][%d] = %v, want %v", ks, rows, nk, dk, c, r, got, want)
+								}
 							}
-							want, abs := 0.0, 0.0
-							for d := 0; d < dk; d++ {
-								x := float64(k[c*ldk+d]) * float64(q[r*ldq+d])
-								want += x
-								abs += math.Abs(x)
-							}
-							if got := float64(s[i]); math.Abs(got-want) > dotTol(dk, abs) {
-								t.Fatalf("%s Dot rows=%d nk=%d dk=%d: s[%d][%d] = %v, want %v", ks, rows, nk, dk, c, r, got, want)
-							}
+							f1()
+							f2()
+							f3()
 						}
-						f1()
-						f2()
-						f3()
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -418,43 +436,45 @@ func TestTanh(t *testing.T) {
 	xs = append(xs, inf, -inf, float32(math.NaN()), fallback.TanhSmall, -fallback.TanhSmall,
 		math.Nextafter32(fallback.TanhSmall, 0), 1e-40, -1e-45, math.MaxFloat32)
 	for _, ks := range Available() {
-		rows := len(xs) / ks.Lanes * ks.Lanes
-		m, l, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
-		for i := range m {
-			m[i] = -inf
-		}
-		s := append([]float32(nil), xs[:rows]...)
-		ks.Softmax(s, rows, m, l, alpha, 1, rows, 1)
-		worst := 0.0
-		for i, x := range xs[:rows] {
-			g := m[i]
-			switch {
-			case x != x: // the max may skip a NaN (generic); the weight may not
-				if s[i] == s[i] {
-					t.Fatalf("%s: the weight of a NaN score is %v", ks, s[i])
-				}
-			case x == -inf:
-				if g != -inf {
-					t.Fatalf("%s: softcap(-Inf) = %v, want -Inf (masked)", ks, g)
-				}
-			case x == inf:
-				if g != 1 {
-					t.Fatalf("%s: tanh(+Inf) = %v, want 1", ks, g)
-				}
-			default:
-				want := math.Tanh(float64(x))
-				ulp := 0.0
-				if want != 0 {
-					ulp = math.Abs(float64(g)-want) / ulpOf(want)
-				} else if g != 0 {
-					ulp = math.Inf(1)
-				}
-				worst = max(worst, ulp)
-				if ulp > 4 {
-					t.Fatalf("%s: tanh(%v) = %v, want %v (%.2f ulp)", ks, x, g, want, ulp)
+		t.Run(ks.Name, func(t *testing.T) {
+			rows := len(xs) / ks.Lanes * ks.Lanes
+			m, l, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+			for i := range m {
+				m[i] = -inf
+			}
+			s := append([]float32(nil), xs[:rows]...)
+			ks.Softmax(s, rows, m, l, alpha, 1, rows, 1)
+			worst := 0.0
+			for i, x := range xs[:rows] {
+				g := m[i]
+				switch {
+				case x != x: // the max may skip a NaN (generic); the weight may not
+					if s[i] == s[i] {
+						t.Fatalf("%s: the weight of a NaN score is %v", ks, s[i])
+					}
+				case x == -inf:
+					if g != -inf {
+						t.Fatalf("%s: softcap(-Inf) = %v, want -Inf (masked)", ks, g)
+					}
+				case x == inf:
+					if g != 1 {
+						t.Fatalf("%s: tanh(+Inf) = %v, want 1", ks, g)
+					}
+				default:
+					want := math.Tanh(float64(x))
+					ulp := 0.0
+					if want != 0 {
+						ulp = math.Abs(float64(g)-want) / ulpOf(want)
+					} else if g != 0 {
+						ulp = math.Inf(1)
+					}
+					worst = max(worst, ulp)
+					if ulp > 4 {
+						t.Fatalf("%s: tanh(%v) = %v, want %v (%.2f ulp)", ks, x, g, want, ulp)
+					}
 				}
 			}
-		}
-		t.Logf("%s: tanh worst error %.2f ulp over %d inputs", ks, worst, rows)
+			t.Logf("%s: tanh worst error %.2f ulp over %d inputs", ks, worst, rows)
+		})
 	}
 }

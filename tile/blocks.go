@@ -1,8 +1,3 @@
-// Package tile turns one attention work item (a block of query rows of one
-// batch and one KV-head group) into calls of a kernels.Set: it packs the Q
-// block, walks the KV blocks with the flash (online-softmax) loop, skips
-// blocks that every row has masked, masks only the edge blocks, and writes
-// the normalized output. It also blocks the projection GEMM.
 package tile
 
 import "github.com/klauspost/cpuid/v2"

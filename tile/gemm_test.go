@@ -19,45 +19,47 @@ func TestGemm(t *testing.T) {
 	}
 	for _, ks := range kernels.Available() {
 		t.Run(ks.Name, func(t *testing.T) {
-			cols := PanelCols(ks)
-			for _, s := range shapes {
-				for _, outIn := range []bool{false, true} {
-					a, b := randoms(rng, s.m*s.k), randoms(rng, s.k*s.n) // b: [k][n], or [n][k] with outIn
-					var bias []float32
-					if rng.IntN(2) == 0 {
-						bias = randoms(rng, s.n)
-					}
-					packed := PackB(b, s.k, s.n, cols)
-					if outIn {
-						packed = PackStrided(b, s.k, s.n, 1, s.k, cols)
-					}
-					c := make([]float32, s.m*s.n)
-					g := Gemm{A: a, LDA: s.k, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, N: s.n, K: s.k}
-					var ws Workspace
-					for it := 0; it < g.Items(); it++ {
-						g.Run(ks, it, &ws)
-					}
-					for i := 0; i < s.m; i++ {
-						for j := 0; j < s.n; j++ {
-							want, mag := 0.0, 0.0
-							if bias != nil {
-								want, mag = float64(bias[j]), math.Abs(float64(bias[j]))
-							}
-							for p := 0; p < s.k; p++ {
-								bv := b[p*s.n+j]
-								if outIn {
-									bv = b[j*s.k+p]
+			t.Run(ks.Name, func(t *testing.T) {
+				cols := PanelCols(ks)
+				for _, s := range shapes {
+					for _, outIn := range []bool{false, true} {
+						a, b := randoms(rng, s.m*s.k), randoms(rng, s.k*s.n) // b: [k][n], or [n][k] with outIn
+						var bias []float32
+						if rng.IntN(2) == 0 {
+							bias = randoms(rng, s.n)
+						}
+						packed := PackB(b, s.k, s.n, cols)
+						if outIn {
+							packed = PackStrided(b, s.k, s.n, 1, s.k, cols)
+						}
+						c := make([]float32, s.m*s.n)
+						g := Gemm{A: a, LDA: s.k, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, N: s.n, K: s.k}
+						var ws Workspace
+						for it := 0; it < g.Items(); it++ {
+							g.Run(ks, it, &ws)
+						}
+						for i := 0; i < s.m; i++ {
+							for j := 0; j < s.n; j++ {
+								want, mag := 0.0, 0.0
+								if bias != nil {
+									want, mag = float64(bias[j]), math.Abs(float64(bias[j]))
 								}
-								want += float64(a[i*s.k+p]) * float64(bv)
-								mag += math.Abs(float64(a[i*s.k+p]) * float64(bv))
-							}
-							if got := float64(c[i*s.n+j]); math.Abs(got-want) > 1e-6*mag+1e-30 {
-								t.Fatalf("%+v outIn=%v: c[%d][%d] = %v, want %v", s, outIn, i, j, got, want)
+								for p := 0; p < s.k; p++ {
+									bv := b[p*s.n+j]
+									if outIn {
+										bv = b[j*s.k+p]
+									}
+									want += float64(a[i*s.k+p]) * float64(bv)
+									mag += math.Abs(float64(a[i*s.k+p]) * float64(bv))
+								}
+								if got := float64(c[i*s.n+j]); math.Abs(got-want) > 1e-6*mag+1e-30 {
+									t.Fatalf("%+v outIn=%v: c[%d][%d] = %v, want %v", s, outIn, i, j, got, want)
+								}
 							}
 						}
 					}
 				}
-			}
+			})
 		})
 	}
 }
