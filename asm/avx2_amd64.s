@@ -11333,11 +11333,10 @@ vecs4_exp:
 	VMOVUPS      Y12, 96(SI)
 	VMOVUPS      Y3, 96(DX)
 	VMOVUPS      constsAVX2<>+768(SB), Y3
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs4_weights:
-	VMOVUPS      (R8), Y8
+	VMOVUPS      (AX), Y8
 	VSUBPS       Y4, Y8, Y8
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y8, Y9
 	VMULPS       constsAVX2<>+64(SB), Y8, Y10
@@ -11360,9 +11359,9 @@ vecs4_weights:
 	VPSLLD       $0x17, Y10, Y10
 	VMULPS       Y10, Y12, Y12
 	VANDPS       Y9, Y12, Y12
-	VMOVUPS      Y12, (R8)
+	VMOVUPS      Y12, (AX)
 	VADDPS       Y12, Y0, Y0
-	VMOVUPS      32(R8), Y8
+	VMOVUPS      32(AX), Y8
 	VSUBPS       Y5, Y8, Y8
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y8, Y9
 	VMULPS       constsAVX2<>+64(SB), Y8, Y10
@@ -11385,9 +11384,9 @@ vecs4_weights:
 	VPSLLD       $0x17, Y10, Y10
 	VMULPS       Y10, Y12, Y12
 	VANDPS       Y9, Y12, Y12
-	VMOVUPS      Y12, 32(R8)
+	VMOVUPS      Y12, 32(AX)
 	VADDPS       Y12, Y1, Y1
-	VMOVUPS      64(R8), Y8
+	VMOVUPS      64(AX), Y8
 	VSUBPS       Y6, Y8, Y8
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y8, Y9
 	VMULPS       constsAVX2<>+64(SB), Y8, Y10
@@ -11410,9 +11409,9 @@ vecs4_weights:
 	VPSLLD       $0x17, Y10, Y10
 	VMULPS       Y10, Y12, Y12
 	VANDPS       Y9, Y12, Y12
-	VMOVUPS      Y12, 64(R8)
+	VMOVUPS      Y12, 64(AX)
 	VADDPS       Y12, Y2, Y2
-	VMOVUPS      96(R8), Y8
+	VMOVUPS      96(AX), Y8
 	VSUBPS       Y7, Y8, Y8
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y8, Y9
 	VMULPS       constsAVX2<>+64(SB), Y8, Y10
@@ -11435,10 +11434,10 @@ vecs4_weights:
 	VPSLLD       $0x17, Y10, Y10
 	VMULPS       Y10, Y12, Y12
 	VANDPS       Y9, Y12, Y12
-	VMOVUPS      Y12, 96(R8)
+	VMOVUPS      Y12, 96(AX)
 	VADDPS       Y12, Y3, Y3
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs4_weights
 
 	// l = l·alpha + sum.
@@ -11719,11 +11718,10 @@ vecs3_exp:
 	VMOVUPS      Y10, 64(SI)
 	VMOVUPS      Y2, 64(DX)
 	VMOVUPS      constsAVX2<>+768(SB), Y2
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs3_weights:
-	VMOVUPS      (R8), Y6
+	VMOVUPS      (AX), Y6
 	VSUBPS       Y3, Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y7
 	VMULPS       constsAVX2<>+64(SB), Y6, Y8
@@ -11746,9 +11744,9 @@ vecs3_weights:
 	VPSLLD       $0x17, Y8, Y8
 	VMULPS       Y8, Y10, Y10
 	VANDPS       Y7, Y10, Y10
-	VMOVUPS      Y10, (R8)
+	VMOVUPS      Y10, (AX)
 	VADDPS       Y10, Y0, Y0
-	VMOVUPS      32(R8), Y6
+	VMOVUPS      32(AX), Y6
 	VSUBPS       Y4, Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y7
 	VMULPS       constsAVX2<>+64(SB), Y6, Y8
@@ -11771,9 +11769,9 @@ vecs3_weights:
 	VPSLLD       $0x17, Y8, Y8
 	VMULPS       Y8, Y10, Y10
 	VANDPS       Y7, Y10, Y10
-	VMOVUPS      Y10, 32(R8)
+	VMOVUPS      Y10, 32(AX)
 	VADDPS       Y10, Y1, Y1
-	VMOVUPS      64(R8), Y6
+	VMOVUPS      64(AX), Y6
 	VSUBPS       Y5, Y6, Y6
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y6, Y7
 	VMULPS       constsAVX2<>+64(SB), Y6, Y8
@@ -11796,10 +11794,10 @@ vecs3_weights:
 	VPSLLD       $0x17, Y8, Y8
 	VMULPS       Y8, Y10, Y10
 	VANDPS       Y7, Y10, Y10
-	VMOVUPS      Y10, 64(R8)
+	VMOVUPS      Y10, 64(AX)
 	VADDPS       Y10, Y2, Y2
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs3_weights
 
 	// l = l·alpha + sum.
@@ -12001,11 +11999,10 @@ vecs2_exp:
 	VMOVUPS      Y8, 32(SI)
 	VMOVUPS      Y1, 32(DX)
 	VMOVUPS      constsAVX2<>+768(SB), Y1
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs2_weights:
-	VMOVUPS      (R8), Y4
+	VMOVUPS      (AX), Y4
 	VSUBPS       Y2, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y5
 	VMULPS       constsAVX2<>+64(SB), Y4, Y6
@@ -12028,9 +12025,9 @@ vecs2_weights:
 	VPSLLD       $0x17, Y6, Y6
 	VMULPS       Y6, Y8, Y8
 	VANDPS       Y5, Y8, Y8
-	VMOVUPS      Y8, (R8)
+	VMOVUPS      Y8, (AX)
 	VADDPS       Y8, Y0, Y0
-	VMOVUPS      32(R8), Y4
+	VMOVUPS      32(AX), Y4
 	VSUBPS       Y3, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y5
 	VMULPS       constsAVX2<>+64(SB), Y4, Y6
@@ -12053,10 +12050,10 @@ vecs2_weights:
 	VPSLLD       $0x17, Y6, Y6
 	VMULPS       Y6, Y8, Y8
 	VANDPS       Y5, Y8, Y8
-	VMOVUPS      Y8, 32(R8)
+	VMOVUPS      Y8, 32(AX)
 	VADDPS       Y8, Y1, Y1
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs2_weights
 
 	// l = l·alpha + sum.
@@ -12179,11 +12176,10 @@ vecs1_exp:
 	VMOVUPS      Y6, (SI)
 	VMOVUPS      Y0, (DX)
 	VMOVUPS      constsAVX2<>+768(SB), Y0
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs1_weights:
-	VMOVUPS      (R8), Y2
+	VMOVUPS      (AX), Y2
 	VSUBPS       Y1, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y3
 	VMULPS       constsAVX2<>+64(SB), Y2, Y4
@@ -12206,10 +12202,10 @@ vecs1_weights:
 	VPSLLD       $0x17, Y4, Y4
 	VMULPS       Y4, Y6, Y6
 	VANDPS       Y3, Y6, Y6
-	VMOVUPS      Y6, (R8)
+	VMOVUPS      Y6, (AX)
 	VADDPS       Y6, Y0, Y0
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs1_weights
 
 	// l = l·alpha + sum.

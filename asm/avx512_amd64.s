@@ -22209,11 +22209,10 @@ vecs4_exp:
 	VMOVUPS      Z22, 192(SI)
 	VMOVUPS      Z3, 192(DX)
 	VMOVUPS      constsAVX512<>+1536(SB), Z3
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs4_weights:
-	VMOVUPS      (R8), Z19
+	VMOVUPS      (AX), Z19
 	VSUBPS       Z15, Z19, Z19
 	VCMPPS       $0x15, Z4, Z19, K1
 	VMULPS       Z5, Z19, Z20
@@ -22232,9 +22231,9 @@ vecs4_weights:
 	VFMADD213PS  Z19, Z21, Z22
 	VADDPS       Z14, Z22, Z22
 	VSCALEFPS.Z  Z20, Z22, K1, Z22
-	VMOVUPS      Z22, (R8)
+	VMOVUPS      Z22, (AX)
 	VADDPS       Z22, Z0, Z0
-	VMOVUPS      64(R8), Z19
+	VMOVUPS      64(AX), Z19
 	VSUBPS       Z16, Z19, Z19
 	VCMPPS       $0x15, Z4, Z19, K1
 	VMULPS       Z5, Z19, Z20
@@ -22253,9 +22252,9 @@ vecs4_weights:
 	VFMADD213PS  Z19, Z21, Z22
 	VADDPS       Z14, Z22, Z22
 	VSCALEFPS.Z  Z20, Z22, K1, Z22
-	VMOVUPS      Z22, 64(R8)
+	VMOVUPS      Z22, 64(AX)
 	VADDPS       Z22, Z1, Z1
-	VMOVUPS      128(R8), Z19
+	VMOVUPS      128(AX), Z19
 	VSUBPS       Z17, Z19, Z19
 	VCMPPS       $0x15, Z4, Z19, K1
 	VMULPS       Z5, Z19, Z20
@@ -22274,9 +22273,9 @@ vecs4_weights:
 	VFMADD213PS  Z19, Z21, Z22
 	VADDPS       Z14, Z22, Z22
 	VSCALEFPS.Z  Z20, Z22, K1, Z22
-	VMOVUPS      Z22, 128(R8)
+	VMOVUPS      Z22, 128(AX)
 	VADDPS       Z22, Z2, Z2
-	VMOVUPS      192(R8), Z19
+	VMOVUPS      192(AX), Z19
 	VSUBPS       Z18, Z19, Z19
 	VCMPPS       $0x15, Z4, Z19, K1
 	VMULPS       Z5, Z19, Z20
@@ -22295,10 +22294,10 @@ vecs4_weights:
 	VFMADD213PS  Z19, Z21, Z22
 	VADDPS       Z14, Z22, Z22
 	VSCALEFPS.Z  Z20, Z22, K1, Z22
-	VMOVUPS      Z22, 192(R8)
+	VMOVUPS      Z22, 192(AX)
 	VADDPS       Z22, Z3, Z3
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs4_weights
 
 	// l = l·alpha + sum.
@@ -22566,11 +22565,10 @@ vecs3_exp:
 	VMOVUPS      Z20, 128(SI)
 	VMOVUPS      Z2, 128(DX)
 	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs3_weights:
-	VMOVUPS      (R8), Z17
+	VMOVUPS      (AX), Z17
 	VSUBPS       Z14, Z17, Z17
 	VCMPPS       $0x15, Z3, Z17, K1
 	VMULPS       Z4, Z17, Z18
@@ -22589,9 +22587,9 @@ vecs3_weights:
 	VFMADD213PS  Z17, Z19, Z20
 	VADDPS       Z13, Z20, Z20
 	VSCALEFPS.Z  Z18, Z20, K1, Z20
-	VMOVUPS      Z20, (R8)
+	VMOVUPS      Z20, (AX)
 	VADDPS       Z20, Z0, Z0
-	VMOVUPS      64(R8), Z17
+	VMOVUPS      64(AX), Z17
 	VSUBPS       Z15, Z17, Z17
 	VCMPPS       $0x15, Z3, Z17, K1
 	VMULPS       Z4, Z17, Z18
@@ -22610,9 +22608,9 @@ vecs3_weights:
 	VFMADD213PS  Z17, Z19, Z20
 	VADDPS       Z13, Z20, Z20
 	VSCALEFPS.Z  Z18, Z20, K1, Z20
-	VMOVUPS      Z20, 64(R8)
+	VMOVUPS      Z20, 64(AX)
 	VADDPS       Z20, Z1, Z1
-	VMOVUPS      128(R8), Z17
+	VMOVUPS      128(AX), Z17
 	VSUBPS       Z16, Z17, Z17
 	VCMPPS       $0x15, Z3, Z17, K1
 	VMULPS       Z4, Z17, Z18
@@ -22631,10 +22629,10 @@ vecs3_weights:
 	VFMADD213PS  Z17, Z19, Z20
 	VADDPS       Z13, Z20, Z20
 	VSCALEFPS.Z  Z18, Z20, K1, Z20
-	VMOVUPS      Z20, 128(R8)
+	VMOVUPS      Z20, 128(AX)
 	VADDPS       Z20, Z2, Z2
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs3_weights
 
 	// l = l·alpha + sum.
@@ -22831,11 +22829,10 @@ vecs2_exp:
 	VMOVUPS      Z18, 64(SI)
 	VMOVUPS      Z1, 64(DX)
 	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs2_weights:
-	VMOVUPS      (R8), Z15
+	VMOVUPS      (AX), Z15
 	VSUBPS       Z13, Z15, Z15
 	VCMPPS       $0x15, Z2, Z15, K1
 	VMULPS       Z3, Z15, Z16
@@ -22854,9 +22851,9 @@ vecs2_weights:
 	VFMADD213PS  Z15, Z17, Z18
 	VADDPS       Z12, Z18, Z18
 	VSCALEFPS.Z  Z16, Z18, K1, Z18
-	VMOVUPS      Z18, (R8)
+	VMOVUPS      Z18, (AX)
 	VADDPS       Z18, Z0, Z0
-	VMOVUPS      64(R8), Z15
+	VMOVUPS      64(AX), Z15
 	VSUBPS       Z14, Z15, Z15
 	VCMPPS       $0x15, Z2, Z15, K1
 	VMULPS       Z3, Z15, Z16
@@ -22875,10 +22872,10 @@ vecs2_weights:
 	VFMADD213PS  Z15, Z17, Z18
 	VADDPS       Z12, Z18, Z18
 	VSCALEFPS.Z  Z16, Z18, K1, Z18
-	VMOVUPS      Z18, 64(R8)
+	VMOVUPS      Z18, 64(AX)
 	VADDPS       Z18, Z1, Z1
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs2_weights
 
 	// l = l·alpha + sum.
@@ -23004,11 +23001,10 @@ vecs1_exp:
 	VMOVUPS      Z16, (SI)
 	VMOVUPS      Z0, (DX)
 	VMOVUPS      constsAVX512<>+1536(SB), Z0
-	MOVQ         nk+40(FP), DI
-	MOVQ         AX, R8
+	MOVQ         nk+40(FP), DX
 
 vecs1_weights:
-	VMOVUPS      (R8), Z13
+	VMOVUPS      (AX), Z13
 	VSUBPS       Z12, Z13, Z13
 	VCMPPS       $0x15, Z1, Z13, K1
 	VMULPS       Z2, Z13, Z14
@@ -23027,10 +23023,10 @@ vecs1_weights:
 	VFMADD213PS  Z13, Z15, Z16
 	VADDPS       Z11, Z16, Z16
 	VSCALEFPS.Z  Z14, Z16, K1, Z16
-	VMOVUPS      Z16, (R8)
+	VMOVUPS      Z16, (AX)
 	VADDPS       Z16, Z0, Z0
-	ADDQ         CX, R8
-	DECQ         DI
+	ADDQ         CX, AX
+	DECQ         DX
 	JNZ          vecs1_weights
 
 	// l = l·alpha + sum.

@@ -46,22 +46,14 @@ func (g *gen) gemm() {
 	r.ldb = g.stride("ldb")
 	r.acc = g.param("acc")
 	rows := g.param("m")
-	g.panels(&r.tailRegs, func(nv int, masked bool, l string) {
-		g.rowGroups(rows, l, func(mr int, lbl string) { g.gemmBlock(r, mr, nv, masked, lbl) })
-	})
+	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
 }
 
 // gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
 // advances cp and ap by mr rows.
 func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	b := g.isa.bytes()
-	acc := make([][]reg.VecVirtual, mr)
-	for i := range acc {
-		acc[i] = make([]reg.VecVirtual, nv)
-		for j := range acc[i] {
-			acc[i][j] = g.vec()
-		}
-	}
+	acc := g.tile(mr, nv)
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at 0, or at C.", mr, nv))
 	g.TESTQ(r.acc, r.acc)
 	g.JNZ(operand.LabelRef(label(lbl, "load")))

@@ -45,9 +45,7 @@ func (g *gen) pv() {
 	r.ldv = g.stride("ldv")
 	r.alpha = g.param("alpha")
 	rows := g.param("rows")
-	g.panels(&r.tailRegs, func(nv int, masked bool, l string) {
-		g.rowGroups(rows, l, func(mr int, lbl string) { g.pvBlock(r, mr, nv, masked, lbl) })
-	})
+	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.pvBlock(r, mr, nv, masked, l) })
 }
 
 // pvBlock emits one mr×nv tile: o rows op..op+mr-1, rescaled by alpha and

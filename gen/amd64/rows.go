@@ -67,6 +67,27 @@ func (g *gen) advance(base reg.GPVirtual, s rowStride, n int) {
 	}
 }
 
+// panelRows emits the body of a panel kernel (Gemm, PV): for each panel
+// (panels), the loop over the rows (rowGroups), each tile of mr rows × nv
+// vectors emitted by block under label l.
+func (g *gen) panelRows(rows reg.GPVirtual, t *tailRegs, block func(mr, nv int, masked bool, l string)) {
+	g.panels(t, func(nv int, masked bool, l string) {
+		g.rowGroups(rows, l, func(mr int, lbl string) { block(mr, nv, masked, lbl) })
+	})
+}
+
+// tile allocates the accumulators of an mr×nv register tile.
+func (g *gen) tile(mr, nv int) [][]reg.VecVirtual {
+	acc := make([][]reg.VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, nv)
+		for j := range acc[i] {
+			acc[i][j] = g.vec()
+		}
+	}
+	return acc
+}
+
 // rowGroups emits a loop over `rows` rows in groups of the tile height
 // (block(mk, label)), then the last rows%mk in blocks of the powers of two
 // below mk (at most one of each: 4, 2, 1 for mk = 6), so a tail runs on

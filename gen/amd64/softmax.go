@@ -76,6 +76,20 @@ func (g *gen) softmax() {
 	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv) })
 }
 
+// keyLoop emits a loop over the nk keys of a transposed tile: body
+// emitted once with row, the address of the key's row of s (starting at
+// sp, stepped by lds bytes), under label l.
+func (g *gen) keyLoop(sp, lds reg.GPVirtual, l string, body func(row reg.GPVirtual)) {
+	c, row := g.GP64(), g.GP64()
+	g.Load(g.Param("nk"), c)
+	g.MOVQ(sp, row)
+	g.Label(l)
+	body(row)
+	g.ADDQ(lds, row)
+	g.DECQ(c)
+	g.JNZ(operand.LabelRef(l))
+}
+
 // byRowVectors emits a jump on the argument nv (1..n; any other value returns)
 // to one copy of panel per value, each followed by a return.
 func (g *gen) byRowVectors(n int, panel func(nv int)) {
@@ -105,7 +119,6 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 		mx[j] = g.vec()
 		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, mx[j])
 	}
-	c, row := g.GP64(), g.GP64()
 	capped := label("vecs", nv, "capped")
 	cs, zero := g.XMM(), g.XMM()
 	g.Load(g.Param("softcap"), cs)
@@ -113,17 +126,13 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.VUCOMISS(zero, cs)
 	g.JA(operand.LabelRef(capped))
 	// No softcap.
-	g.Load(g.Param("nk"), c)
-	g.MOVQ(sp, row)
-	g.Label(label("vecs", nv, "max"))
-	for j := 0; j < nv; j++ {
-		t := g.vec()
-		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
-		g.VMAXPS(t, mx[j], mx[j])
-	}
-	g.ADDQ(lds, row)
-	g.DECQ(c)
-	g.JNZ(operand.LabelRef(label("vecs", nv, "max")))
+	g.keyLoop(sp, lds, label("vecs", nv, "max"), func(row reg.GPVirtual) {
+		for j := 0; j < nv; j++ {
+			t := g.vec()
+			g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
+			g.VMAXPS(t, mx[j], mx[j])
+		}
+	})
 	g.JMP(operand.LabelRef(label("vecs", nv, "exp")))
 	g.Comment("Pass 1 with softcap: cap each score in place, then the max.")
 	g.Label(capped)
@@ -131,19 +140,15 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.VBROADCASTSS(cs, cap)
 	g.VMOVUPS(g.cst("one"), inv)
 	g.VDIVPS(cap, inv, inv)
-	g.Load(g.Param("nk"), c)
-	g.MOVQ(sp, row)
-	g.Label(label("vecs", nv, "capmax"))
-	for j := 0; j < nv; j++ {
-		t := g.vec()
-		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
-		g.softcap(t, cap, inv)
-		g.VMOVUPS(t, operand.Mem{Base: row, Disp: j * b})
-		g.VMAXPS(t, mx[j], mx[j])
-	}
-	g.ADDQ(lds, row)
-	g.DECQ(c)
-	g.JNZ(operand.LabelRef(label("vecs", nv, "capmax")))
+	g.keyLoop(sp, lds, label("vecs", nv, "capmax"), func(row reg.GPVirtual) {
+		for j := 0; j < nv; j++ {
+			t := g.vec()
+			g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, t)
+			g.softcap(t, cap, inv)
+			g.VMOVUPS(t, operand.Mem{Base: row, Disp: j * b})
+			g.VMAXPS(t, mx[j], mx[j])
+		}
+	})
 
 	// With 32 registers the exp constants stay in registers (no load per
 	// use).
@@ -168,20 +173,16 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 		sum[j] = g.vec()
 		g.zero(sum[j])
 	}
-	g.Load(g.Param("nk"), c)
-	g.MOVQ(sp, row)
-	g.Label(label("vecs", nv, "weights"))
-	for j := 0; j < nv; j++ {
-		y := g.vec()
-		g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, y)
-		g.VSUBPS(base[j], y, y)
-		p := g.exp(y, false)
-		g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
-		g.VADDPS(p, sum[j], sum[j])
-	}
-	g.ADDQ(lds, row)
-	g.DECQ(c)
-	g.JNZ(operand.LabelRef(label("vecs", nv, "weights")))
+	g.keyLoop(sp, lds, label("vecs", nv, "weights"), func(row reg.GPVirtual) {
+		for j := 0; j < nv; j++ {
+			y := g.vec()
+			g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, y)
+			g.VSUBPS(base[j], y, y)
+			p := g.exp(y, false)
+			g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
+			g.VADDPS(p, sum[j], sum[j])
+		}
+	})
 
 	g.Comment("l = l·alpha + sum.")
 	for j := 0; j < nv; j++ {

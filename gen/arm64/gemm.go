@@ -44,12 +44,8 @@ func (g *gen) gemm() {
 		"the last m%6 rows in tiles of 4, 2 and 1 rows.",
 	)
 	g.loadArgs(arg{"c", gC}, arg{"ldc", gLdc}, arg{"a", gA}, arg{"lda", gLda}, arg{"b", gB}, arg{"ldb", gLdb}, arg{"m", rRows}, arg{"k", gK}, arg{"nv", rNV}, arg{"acc", gAcc})
-	for _, r := range []R{gLdc, gLda, gLdb} {
-		g.Inst("LSL $2, %s, %s", r, r)
-	}
-	g.panels("gemm", func(nv int) {
-		g.rowGroups(fmt.Sprintf("gemm_vecs%d", nv), func(mr int, l string) { g.gemmBlock(mr, nv, l) })
-	})
+	g.toBytes(gLdc, gLda, gLdb)
+	g.panelRows("gemm", g.gemmBlock)
 }
 
 // gemmBlock emits one mr×nv tile: C rows from gC, A rows from gA, then

@@ -109,6 +109,13 @@ func (g *gen) loadArgs(args ...arg) {
 	}
 }
 
+// toBytes scales strides in float32 elements to bytes, in place.
+func (g *gen) toBytes(strides ...R) {
+	for _, r := range strides {
+		g.Inst("LSL $2, %s, %s", r, r)
+	}
+}
+
 // vlist is a Go-assembler register list of n consecutive registers from v.
 func vlist(v V, n int) string {
 	s := "["

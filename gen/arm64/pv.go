@@ -45,12 +45,8 @@ func (g *gen) pv() {
 		"element); the last rows%6 in tiles of 4, 2 and 1 rows.",
 	)
 	g.loadArgs(arg{"o", pO}, arg{"ldo", pLdo}, arg{"p", pP}, arg{"ldp", pLdp}, arg{"v", pV}, arg{"ldv", pLdv}, arg{"alpha", pAlpha}, arg{"rows", rRows}, arg{"nk", pNK}, arg{"nv", rNV})
-	for _, r := range []R{pLdo, pLdp, pLdv} {
-		g.Inst("LSL $2, %s, %s", r, r)
-	}
-	g.panels("pv", func(nv int) {
-		g.rowGroups(fmt.Sprintf("pv_vecs%d", nv), func(mr int, l string) { g.pvBlock(mr, nv, l) })
-	})
+	g.toBytes(pLdo, pLdp, pLdv)
+	g.panelRows("pv", g.pvBlock)
 }
 
 // pvBlock emits one mr×nv tile: o rows from pO, P columns from pP, then

@@ -13,6 +13,15 @@ import (
 // mk is the rows of the Gemm and PV register tile.
 const mk = 6
 
+// panelRows emits the body of a panel kernel (Gemm, PV): for each panel
+// (panels), the loop over the rows (rowGroups), each tile of mr rows × nv
+// vectors emitted by block under label l.
+func (g *gen) panelRows(prefix string, block func(mr, nv int, l string)) {
+	g.panels(prefix, func(nv int) {
+		g.rowGroups(fmt.Sprintf("%s_vecs%d", prefix, nv), func(mr int, l string) { block(mr, nv, l) })
+	})
+}
+
 // rowGroups emits the loop over the rows in rRows: groups of mk rows,
 // then the last rows%mk in blocks of 4, 2 and 1 (at most one of each),
 // each block emitted by block(rows, label) and labelled l_rowsN.

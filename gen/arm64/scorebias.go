@@ -34,7 +34,7 @@ func (g *gen) scoreBias() {
 		"(no ALiBi term) or both set, bias nil (no key term).",
 	)
 	g.loadArgs(arg{"s", bS}, arg{"lds", bLds}, arg{"slope", bSlope}, arg{"dist", bDist}, arg{"bias", bBias}, arg{"nk", bNK}, arg{"nv", rNV})
-	g.Inst("LSL $2, %s, %s", bLds, bLds)
+	g.toBytes(bLds)
 	g.loadConst("one", 16)
 	g.panels("bias", func(nv int) {
 		g.scoreBiasPanel(nv)

@@ -25,6 +25,18 @@ const (
 	sVec   R = 9 // the vector in the row
 )
 
+// keyLoop emits a loop over the nk keys of the tile: body emitted once
+// with sRow at the key's row (from sS, stepped by sLds), under label l.
+func (g *gen) keyLoop(l string, body func()) {
+	g.Inst("MOVD %s, %s", sS, sRow)
+	g.Inst("MOVD %s, %s", sNK, sKeys)
+	g.Label(l)
+	body()
+	g.Inst("ADD %s, %s, %s", sLds, sRow, sRow)
+	g.Inst("SUBS $1, %s, %s", sKeys, sKeys)
+	g.Inst("BNE %s", l)
+}
+
 // softmax emits SoftmaxNEON. Vector registers: V0..V3 the running max,
 // V4..V7 the base, V8..V11 the sums, V12..V15 and V29 temporaries,
 // V16..V27 the exp constants, V28, V30, V31 more constants.
@@ -41,7 +53,7 @@ func (g *gen) softmax() {
 		"with nv in 1..4, nk >= 1, lds in elements.",
 	)
 	g.loadArgs(arg{"s", sS}, arg{"lds", sLds}, arg{"m", sM}, arg{"l", sL}, arg{"alpha", sAlpha}, arg{"nk", sNK}, arg{"nv", rNV})
-	g.Inst("LSL $2, %s, %s", sLds, sLds)
+	g.toBytes(sLds)
 	g.loadExpConsts()
 	g.panels("softmax", func(nv int) {
 		g.softmaxPanel(nv)
@@ -58,16 +70,12 @@ func (g *gen) softmaxPanel(nv int) {
 	g.Inst("BGT %scapped", l)
 
 	// Pass 1: the max over the keys.
-	g.Inst("MOVD %s, %s", sS, sRow)
-	g.Inst("MOVD %s, %s", sNK, sKeys)
-	g.Label(l + "max")
-	g.Inst("VLD1 (%s), %s", sRow, vlist(12, nv))
-	for j := 0; j < nv; j++ {
-		g.Emit(EncFMAX(V(j), V(j), V(12+j)))
-	}
-	g.Inst("ADD %s, %s, %s", sLds, sRow, sRow)
-	g.Inst("SUBS $1, %s, %s", sKeys, sKeys)
-	g.Inst("BNE %smax", l)
+	g.keyLoop(l+"max", func() {
+		g.Inst("VLD1 (%s), %s", sRow, vlist(12, nv))
+		for j := 0; j < nv; j++ {
+			g.Emit(EncFMAX(V(j), V(j), V(12+j)))
+		}
+	})
 	g.Inst("B %sweights", l)
 
 	// Pass 1 with softcap: x = c·tanh(x/c) in place, then the max, with
@@ -83,45 +91,41 @@ func (g *gen) softmaxPanel(nv int) {
 	g.Emit(EncFNEG(6, 6))
 	g.loadConst("negInf", 7)
 	g.loadConst("tanhSmall", 8)
-	g.Inst("MOVD %s, %s", sS, sRow)
-	g.Inst("MOVD %s, %s", sNK, sKeys)
-	g.Label(l + "capmax")
-	g.Inst("MOVD %s, %s", sRow, sVec)
-	for j := 0; j < nv; j++ {
-		g.Inst("VLD1 (%s), [%s]", sVec, V(12).S4())
-		g.Emit(EncFMUL(13, 12, 31)) // y
-		g.Emit(EncFABS(5, 13))
-		g.Emit(EncFADD(5, 5, 5))
-		g.Emit(EncFNEG(5, 5)) // -2a
-		e := g.exp(5, 14, 15, 4, 29, 0, false)
-		g.Emit(EncFSUB(14, cOne, e))
-		g.Emit(EncFADD(e, e, cOne))
-		g.Emit(EncFDIV(14, 14, e)) // the exp form
-		g.Emit(EncFABS(28, 13))    // a
-		g.Emit(EncFMUL(9, 28, 28)) // z
-		g.constAddr("t0", rConst)
-		g.Inst("VLD1R.P 4(%s), [%s]", rConst, V(10).S4())
-		p, t := V(10), V(11)
-		for range 4 { // t1..t4: t = coefficient + p·z
-			g.Inst("VLD1R.P 4(%s), [%s]", rConst, t.S4())
-			g.VFMLA(t, p, 9)
-			p, t = t, p
+	g.keyLoop(l+"capmax", func() {
+		g.Inst("MOVD %s, %s", sRow, sVec)
+		for j := 0; j < nv; j++ {
+			g.Inst("VLD1 (%s), [%s]", sVec, V(12).S4())
+			g.Emit(EncFMUL(13, 12, 31)) // y
+			g.Emit(EncFABS(5, 13))
+			g.Emit(EncFADD(5, 5, 5))
+			g.Emit(EncFNEG(5, 5)) // -2a
+			e := g.exp(5, 14, 15, 4, 29, 0, false)
+			g.Emit(EncFSUB(14, cOne, e))
+			g.Emit(EncFADD(e, e, cOne))
+			g.Emit(EncFDIV(14, 14, e)) // the exp form
+			g.Emit(EncFABS(28, 13))    // a
+			g.Emit(EncFMUL(9, 28, 28)) // z
+			g.constAddr("t0", rConst)
+			g.Inst("VLD1R.P 4(%s), [%s]", rConst, V(10).S4())
+			p, t := V(10), V(11)
+			for range 4 { // t1..t4: t = coefficient + p·z
+				g.Inst("VLD1R.P 4(%s), [%s]", rConst, t.S4())
+				g.VFMLA(t, p, 9)
+				p, t = t, p
+			}
+			g.Emit(EncFCMGT(t, 8, 28)) // small = tanhSmall > a (false for NaN)
+			g.Emit(EncFMUL(9, 28, 9))  // a·z
+			g.VFMLA(28, 9, p)          // a + (a·z)·P(z)
+			g.VBSL(t, 28, 14)          // small ? polynomial : exp form
+			g.VMOV(5, 6)
+			g.VBSL(5, 13, t) // y's sign bit, tanh(a)'s others
+			g.Emit(EncFMUL(5, 5, 30))
+			g.Emit(EncFCMEQ(13, 12, 7))
+			g.VBSL(13, 12, 5) // -Inf stays -Inf
+			g.Inst("VST1.P [%s], 16(%s)", V(13).S4(), sVec)
+			g.Emit(EncFMAX(V(j), V(j), 13))
 		}
-		g.Emit(EncFCMGT(t, 8, 28)) // small = tanhSmall > a (false for NaN)
-		g.Emit(EncFMUL(9, 28, 9))  // a·z
-		g.VFMLA(28, 9, p)          // a + (a·z)·P(z)
-		g.VBSL(t, 28, 14)          // small ? polynomial : exp form
-		g.VMOV(5, 6)
-		g.VBSL(5, 13, t) // y's sign bit, tanh(a)'s others
-		g.Emit(EncFMUL(5, 5, 30))
-		g.Emit(EncFCMEQ(13, 12, 7))
-		g.VBSL(13, 12, 5) // -Inf stays -Inf
-		g.Inst("VST1.P [%s], 16(%s)", V(13).S4(), sVec)
-		g.Emit(EncFMAX(V(j), V(j), 13))
-	}
-	g.Inst("ADD %s, %s, %s", sLds, sRow, sRow)
-	g.Inst("SUBS $1, %s, %s", sKeys, sKeys)
-	g.Inst("BNE %scapmax", l)
+	})
 
 	// Pass 2: base = max(mNew, -MaxFloat32), weights and their sums.
 	g.Label(l + "weights")
@@ -130,20 +134,16 @@ func (g *gen) softmaxPanel(nv int) {
 		g.Emit(EncFMAX(V(4+j), V(j), 28))
 		g.zero(V(8 + j))
 	}
-	g.Inst("MOVD %s, %s", sS, sRow)
-	g.Inst("MOVD %s, %s", sNK, sKeys)
-	g.Label(l + "exp")
-	g.Inst("MOVD %s, %s", sRow, sVec)
-	for j := 0; j < nv; j++ {
-		g.Inst("VLD1 (%s), [%s]", sVec, V(12).S4())
-		g.Emit(EncFSUB(12, 12, V(4+j)))
-		p := g.exp(12, 13, 14, 15, 29, 0, false)
-		g.Inst("VST1.P [%s], 16(%s)", p.S4(), sVec)
-		g.Emit(EncFADD(V(8+j), V(8+j), p))
-	}
-	g.Inst("ADD %s, %s, %s", sLds, sRow, sRow)
-	g.Inst("SUBS $1, %s, %s", sKeys, sKeys)
-	g.Inst("BNE %sexp", l)
+	g.keyLoop(l+"exp", func() {
+		g.Inst("MOVD %s, %s", sRow, sVec)
+		for j := 0; j < nv; j++ {
+			g.Inst("VLD1 (%s), [%s]", sVec, V(12).S4())
+			g.Emit(EncFSUB(12, 12, V(4+j)))
+			p := g.exp(12, 13, 14, 15, 29, 0, false)
+			g.Inst("VST1.P [%s], 16(%s)", p.S4(), sVec)
+			g.Emit(EncFADD(V(8+j), V(8+j), p))
+		}
+	})
 
 	// alpha = exp(m - base); l = l·alpha + sum; m = mNew.
 	for j := 0; j < nv; j++ {
