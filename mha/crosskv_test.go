@@ -2,7 +2,6 @@ package mha
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -49,11 +48,9 @@ func TestCrossKV(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Errorf("%s Cross: out[%d] = %v, ForwardCross %v", e.Kernels(), i, got[i], want[i])
-							return
-						}
+					if i := firstDiff(got, want); i >= 0 {
+						t.Errorf("%s Cross: out[%d] = %v, ForwardCross %v", e.Kernels(), i, got[i], want[i])
+						return
 					}
 				}
 			}()

@@ -41,10 +41,8 @@ func threadsBitwise(t *testing.T, rng *rand.Rand, s Shape) {
 					ref = out
 					continue
 				}
-				for i := range out {
-					if math.Float32bits(out[i]) != math.Float32bits(ref[i]) {
-						t.Fatalf("%s: threads=%d differs from threads=1 at %d: %v vs %v", ks.Kernels(), th, i, out[i], ref[i])
-					}
+				if i := firstDiff(out, ref); i >= 0 {
+					t.Fatalf("%s: threads=%d differs from threads=1 at %d: %v vs %v", ks.Kernels(), th, i, out[i], ref[i])
 				}
 			}
 		}
@@ -60,10 +58,8 @@ func threadsBitwise(t *testing.T, rng *rand.Rand, s Shape) {
 				ref = out
 				continue
 			}
-			for i := range out {
-				if math.Float32bits(out[i]) != math.Float32bits(ref[i]) {
-					t.Fatalf("%s layer: threads=%d differs at %d", ks.Kernels(), th, i)
-				}
+			if i := firstDiff(out, ref); i >= 0 {
+				t.Fatalf("%s layer: threads=%d differs at %d", ks.Kernels(), th, i)
 			}
 		}
 	}

@@ -27,6 +27,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// firstDiff returns the first index where got and want differ bit for
+// bit (NaNs included), or -1.
+func firstDiff(got, want []float32) int {
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
 // random returns n uniform values in [-1, 1).
 func random(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)

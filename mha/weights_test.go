@@ -60,10 +60,8 @@ func TestWeightLayouts(t *testing.T) {
 			if err := l2.Forward(got, x, B, L, &Options{Causal: true}); err != nil {
 				t.Fatal(err)
 			}
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%s %s: out[%d] = %v, want %v", e.Kernels(), name, i, got[i], want[i])
-				}
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("%s %s: out[%d] = %v, want %v", e.Kernels(), name, i, got[i], want[i])
 			}
 		}
 	}

@@ -78,34 +78,35 @@ func (g *gen) loadKV(e elem, mk kvMask, m operand.Mem, masked bool, dst reg.VecV
 //	NarrowF16, NarrowBF16: dst[i] = round-to-nearest-even(src[i])    NaN stays NaN
 func (g *gen) convert() {
 	for _, e := range []elem{f16, bf16} {
-		g.fn("Widen"+e.name(), "func(dst *float32, src *uint16, n int)",
-			"",
-			"\tfor i := 0; i < n; i++ {",
-			"\t\tdst[i] = fallback."+map[elem]string{f16: "F16ToF32", bf16: "BF16ToF32"}[e]+"(src[i])",
-			"",
-			"with n a multiple of the vector width.",
-		)
-		g.convertLoop(2, 4, func(sp, dp reg.GPVirtual) {
-			v := g.vec()
-			g.widen(e, operand.Mem{Base: sp}, v)
-			g.VMOVUPS(v, operand.Mem{Base: dp})
-		})
-		g.fn("Narrow"+e.name(), "func(dst *uint16, src *float32, n int)",
-			"",
-			"\tfor i := 0; i < n; i++ {",
-			"\t\tdst[i] = fallback."+map[elem]string{f16: "F32ToF16", bf16: "F32ToBF16"}[e]+"(src[i])",
-			"",
-			"with n a multiple of the vector width.",
-		)
-		g.convertLoop(4, 2, func(sp, dp reg.GPVirtual) {
-			v := g.vec()
-			g.VMOVUPS(operand.Mem{Base: sp}, v)
-			if e == f16 {
-				g.VCVTPS2PH(operand.U8(0), v, operand.Mem{Base: dp}) // 0: nearest even
-				return
-			}
-			g.narrowBF16(v, operand.Mem{Base: dp})
-		})
+		for _, c := range []struct {
+			name, sig, ref     string
+			srcBytes, dstBytes int
+			body               func(sp, dp reg.GPVirtual)
+		}{
+			{"Widen", "func(dst *float32, src *uint16, n int)", e.name() + "ToF32", 2, 4, func(sp, dp reg.GPVirtual) {
+				v := g.vec()
+				g.widen(e, operand.Mem{Base: sp}, v)
+				g.VMOVUPS(v, operand.Mem{Base: dp})
+			}},
+			{"Narrow", "func(dst *uint16, src *float32, n int)", "F32To" + e.name(), 4, 2, func(sp, dp reg.GPVirtual) {
+				v := g.vec()
+				g.VMOVUPS(operand.Mem{Base: sp}, v)
+				if e == f16 {
+					g.VCVTPS2PH(operand.U8(0), v, operand.Mem{Base: dp}) // 0: nearest even
+					return
+				}
+				g.narrowBF16(v, operand.Mem{Base: dp})
+			}},
+		} {
+			g.fn(c.name+e.name(), c.sig,
+				"",
+				"\tfor i := 0; i < n; i++ {",
+				"\t\tdst[i] = fallback."+c.ref+"(src[i])",
+				"",
+				"with n a multiple of the vector width.",
+			)
+			g.convertLoop(c.srcBytes, c.dstBytes, c.body)
+		}
 	}
 }
 
