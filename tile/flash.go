@@ -25,7 +25,6 @@ type Workspace struct {
 	dist     []float32 // ALiBi: each row's distance to the block's first key
 	at       []int     // ALiBi: each row's key position (i + offset)
 	alibi    []float32 // ALiBi of the fused decode kernel: slopes, then distances
-	bc       int       // keys per block of the current item
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 	packV    bool      // f32 V blocks are copied contiguous into vb (packsV)
 	run      itemRun   // the item in progress (begin)
@@ -50,6 +49,7 @@ type itemRun struct {
 	it item
 	ws *Workspace
 	rp int // the item's rows padded to whole vectors
+	bc int // keys per KV block
 }
 
 // flashItem runs item it of problem p: the flash-attention forward of one
@@ -67,7 +67,6 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	rows := it.nh * it.nq
 	lanes := ks.Lanes
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
-	ws.bc = bc
 	ws.qt = grow(ws.qt, p.HeadDim*rp)
 	ws.s = grow(ws.s, bc*rp)
 	ws.o = grow(ws.o, rows*p.ValueDim)
@@ -100,7 +99,7 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	}
 	clear(ws.l)
 	clear(ws.o)
-	ws.run = itemRun{ks: ks, p: p, it: it, ws: ws, rp: rp}
+	ws.run = itemRun{ks: ks, p: p, it: it, ws: ws, rp: rp, bc: bc}
 	return &ws.run
 }
 
@@ -154,8 +153,8 @@ const edgeKeys = 16
 func (r *itemRun) edges(from, to int) {
 	p, it := r.p, r.it
 	if it.nh > 1 {
-		for kb := from; kb < to; kb += r.ws.bc {
-			r.block(kb, min(r.ws.bc, to-kb), true, true, 0, r.rp)
+		for kb := from; kb < to; kb += r.bc {
+			r.block(kb, min(r.bc, to-kb), true, true, 0, r.rp)
 		}
 		return
 	}

@@ -74,7 +74,7 @@ func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
 		return
 	}
-	for kb := a; kb < b; kb += ws.bc {
-		r.block(kb, min(ws.bc, b-kb), false, filter, 0, r.rp)
+	for kb := a; kb < b; kb += r.bc {
+		r.block(kb, min(r.bc, b-kb), false, filter, 0, r.rp)
 	}
 }
