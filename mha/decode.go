@@ -165,8 +165,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		}
 	}
 	if !(l.project(sc.q, x, l.w.WQ, l.w.BQ, total, dm, H*Dk, c) &&
-		l.project(sc.k, x, l.w.WK, l.w.BK, total, dm, kw, c) &&
-		l.project(sc.v, x, l.w.WV, l.w.BV, total, dm, vw, c) &&
+		l.projectKV(sc.k, sc.v, x, total, c) &&
 		l.prepare(prep, c)) {
 		return ctx.Err()
 	}

@@ -38,10 +38,10 @@ type Engine struct {
 	pool   *pool
 	mu     sync.RWMutex // calls hold it for reading, Close for writing
 	closed bool
-	shared bool         // the Default engine: Close does nothing
-	partMu sync.Mutex   // guards parts and works
-	parts  [][]float32  // free partial buffers of split decode steps
-	works  [][]attnWork // free problem lists of calls
+	shared bool                 // the Default engine: Close does nothing
+	partMu sync.Mutex           // guards parts
+	parts  [][]float32          // free partial buffers of split decode steps
+	works  freeList[[]attnWork] // free problem lists of calls
 }
 
 // New starts an Engine.
@@ -210,12 +210,7 @@ func callOf(ctx context.Context, opts *Options) (call, error) {
 
 // getWorks returns n cleared attnWorks from the engine's free list.
 func (e *Engine) getWorks(n int) []attnWork {
-	e.partMu.Lock()
-	var ws []attnWork
-	if k := len(e.works); k > 0 {
-		ws, e.works = e.works[k-1], e.works[:k-1]
-	}
-	e.partMu.Unlock()
+	ws, _ := e.works.get()
 	if cap(ws) < n {
 		ws = make([]attnWork, n)
 	}
@@ -227,9 +222,7 @@ func (e *Engine) getWorks(n int) []attnWork {
 // putWorks returns ws to the free list.
 func (e *Engine) putWorks(ws []attnWork) {
 	clear(ws)
-	e.partMu.Lock()
-	e.works = append(e.works, ws)
-	e.partMu.Unlock()
+	e.works.put(ws)
 }
 
 // getPart returns a free partial buffer of at least n floats.

@@ -3,7 +3,6 @@ package mha
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/fastattn/fastattn/tile"
 )
@@ -79,8 +78,7 @@ type Layer struct {
 	rope         rope
 	qNorm, kNorm qkNorm
 
-	mu   sync.Mutex
-	free []*layerScratch
+	free freeList[*layerScratch]
 }
 
 // layerScratch holds one call's projected tensors, and the positions and
@@ -242,22 +240,16 @@ func (l *Layer) Config() LayerConfig {
 	return l.cfg
 }
 
+// getScratch returns a free scratch (empty buffers, if it is new).
 func (l *Layer) getScratch() *layerScratch {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.free); n > 0 {
-		s := l.free[n-1]
-		l.free = l.free[:n-1]
+	if s, ok := l.free.get(); ok {
 		return s
 	}
 	return new(layerScratch)
 }
 
-func (l *Layer) putScratch(s *layerScratch) {
-	l.mu.Lock()
-	l.free = append(l.free, s)
-	l.mu.Unlock()
-}
+// putScratch returns s to the free list.
+func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
 // w is [in][out] packed by tile.PackB, c is [m][out]. It reports whether

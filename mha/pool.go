@@ -38,8 +38,7 @@ type pool struct {
 	quit chan struct{}
 	once sync.Once
 
-	mu   sync.Mutex
-	free []*job
+	free freeList[*job]
 }
 
 func newPool(size int) *pool {
@@ -89,11 +88,7 @@ func (j *job) stopped() bool {
 
 // get returns a cleared job from the free list.
 func (p *pool) get() *job {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.free); n > 0 {
-		j := p.free[n-1]
-		p.free = p.free[:n-1]
+	if j, ok := p.free.get(); ok {
 		return j
 	}
 	return &job{done: make(chan struct{}, 1)}
@@ -122,9 +117,7 @@ func (p *pool) run(j *job, ks *kernels.Set, threads int, cancel <-chan struct{})
 	complete := !j.halted.Load()
 	j.w, j.ks, j.cancel = nil, nil, nil
 	j.batch, j.gemm, j.prep = attnBatch{}, tile.Gemm{}, prepWork{}
-	p.mu.Lock()
-	p.free = append(p.free, j)
-	p.mu.Unlock()
+	p.free.put(j)
 	return complete
 }
 
