@@ -2783,19 +2783,794 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// Scores and softmax, row by row.
-	MOVQ    $0x00000000, CX
-	MOVQ    CX, 88(SP)
-	MOVQ    q+0(FP), CX
-	MOVQ    CX, 96(SP)
+	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
 	VMOVUPS constsAVX2<>+768(SB), Y4
 	VMOVUPS constsAVX2<>+768(SB), Y5
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    CX, BX
+	SHLQ    $0x04, BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y8
+	VROUNDPS     $0x00, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VFMADD213PS  Y4, Y9, Y10
+	VADDPS       constsAVX2<>+352(SB), Y10, Y10
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VMULPS       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y5, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y7
+	VROUNDPS     $0x00, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VFMADD213PS  Y3, Y8, Y9
+	VADDPS       constsAVX2<>+352(SB), Y9, Y9
+	VCVTPS2DQ    Y7, Y7
+	VPADDD       constsAVX2<>+736(SB), Y7, Y7
+	VPSLLD       $0x17, Y7, Y7
+	VMULPS       Y7, Y9, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y4, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y1, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VFMADD213PS  Y3, Y5, Y6
+	VADDPS       constsAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y4, Y6, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), BX
@@ -2807,143 +3582,706 @@ whole:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scores_prefetched_last_dims
+	JZ      scores_rows1_prefetched_pass0_last_dims
 
-scores_prefetched_dims:
-	VMOVUPS     (R9), Y10
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
 	PREFETCHT0  (R8)
-	VMOVUPS     (BX), Y11
-	VFMADD231PS Y11, Y10, Y0
+	VMOVUPS     (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VMOVUPS     (BX)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y4
+	VMOVUPS     (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VMOVUPS     (BX)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y6
+	VMOVUPS     (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
 	PREFETCHT0  (R8)(DX*1)
-	VMOVUPS     (BX)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y8
+	VMOVUPS     (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
-	VMOVUPS     (SI), Y11
-	VFMADD231PS Y11, Y10, Y3
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
 	PREFETCHT0  (DI)(CX*1)
-	VMOVUPS     (SI)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y5
+	VMOVUPS     (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
 	PREFETCHT0  (DI)(CX*2)
-	VMOVUPS     (SI)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y7
+	VMOVUPS     (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
 	PREFETCHT0  (DI)(DX*1)
-	VMOVUPS     (SI)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y9
+	VMOVUPS     (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
 	ADDQ        $0x20, BX
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, DI
 	DECQ        R10
-	JNZ         scores_prefetched_dims
+	JNZ         scores_rows1_prefetched_pass0_dims
 
-scores_prefetched_last_dims:
+scores_rows1_prefetched_pass0_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_prefetched_fold
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (R9), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX), Y11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX)(CX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX)(CX*2), Y11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX)(DX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI), Y11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI)(CX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI)(CX*2), Y11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI)(DX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y9
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
 
-scores_prefetched_fold:
-	VPERM2F128   $0x31, Y3, Y0, Y10
-	VPERM2F128   $0x20, Y3, Y0, Y0
-	VADDPS       Y10, Y0, Y0
-	VPERM2F128   $0x31, Y5, Y4, Y3
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
 	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y3
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
 	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VPERM2F128   $0x31, Y9, Y8, Y3
-	VPERM2F128   $0x20, Y9, Y8, Y8
-	VADDPS       Y3, Y8, Y8
-	VSHUFPS      $0xee, Y4, Y0, Y3
-	VSHUFPS      $0x44, Y4, Y0, Y0
-	VADDPS       Y3, Y0, Y0
-	VSHUFPS      $0xee, Y8, Y6, Y3
-	VSHUFPS      $0x44, Y8, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VSHUFPS      $0xdd, Y6, Y0, Y3
-	VSHUFPS      $0x88, Y6, Y0, Y0
-	VADDPS       Y3, Y0, Y0
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scores_prefetched_noalibi
+	JZ           scores_rows1_prefetched_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Y1
 	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
 	VADDPS       Y1, Y0, Y0
 
-scores_prefetched_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y3
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y3, Y0, Y0
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y3
-	VPERM2F128   $0x01, Y3, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0x4e, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0xb1, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    96(SP), BX
+	MOVQ    40(SP), SI
+	LEAQ    (BX)(SI*2), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows4_pass0_last_dims
+
+scores_rows4_pass0_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass0_dims
+
+scores_rows4_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass1_last_dims
+
+scores_rows4_pass1_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass1_dims
+
+scores_rows4_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass2_last_dims
+
+scores_rows4_pass2_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass2_dims
+
+scores_rows4_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass3_last_dims
+
+scores_rows4_pass3_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass3_dims
+
+scores_rows4_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y8
+	VROUNDPS     $0x00, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VFMADD213PS  Y4, Y9, Y10
+	VADDPS       constsAVX2<>+352(SB), Y10, Y10
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VMULPS       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y5, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y3, Y4, Y3
-	VMAXPS       constsAVX2<>+384(SB), Y3, Y5
-	VSUBPS       Y5, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y6
-	VMULPS       constsAVX2<>+64(SB), Y0, Y7
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y7
 	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y0
-	VMULPS       Y0, Y0, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y8
 	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
 	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
-	VFMADD213PS  Y0, Y8, Y9
+	VFMADD213PS  Y3, Y8, Y9
 	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
@@ -2953,14 +4291,14 @@ scores_prefetched_noalibi:
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
 	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
 	VMULPS       constsAVX2<>+64(SB), Y4, Y5
 	VROUNDPS     $0x00, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
@@ -2980,121 +4318,20 @@ scores_prefetched_noalibi:
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y7, Y7
-	VANDPS       Y0, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X3, (DX)(CX*4)
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
 	VMOVSS       X7, 512(AX)(CX*4)
-
-row:
-	MOVQ    88(SP), CX
-	MOVQ    96(SP), DX
-	INCQ    CX
-	ADDQ    40(SP), DX
-	MOVQ    CX, 88(SP)
-	MOVQ    DX, 96(SP)
-	CMPQ    CX, rows+8(FP)
-	JGE     pv
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	MOVQ    96(SP), DI
-	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      scores_last_dims
-
-scores_dims:
-	VMOVUPS     (DI), Y10
-	VMOVUPS     (BX), Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVUPS     (BX)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVUPS     (BX)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVUPS     (BX)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVUPS     (SI), Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVUPS     (SI)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVUPS     (SI)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVUPS     (SI)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y9
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R8
-	JNZ         scores_dims
-
-scores_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_fold
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (DI), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX), Y11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX)(CX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX)(CX*2), Y11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (BX)(DX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI), Y11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI)(CX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI)(CX*2), Y11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (SI)(DX*1), Y11, Y11
-	VFMADD231PS Y11, Y10, Y9
-
-scores_fold:
-	VPERM2F128   $0x31, Y3, Y0, Y10
-	VPERM2F128   $0x20, Y3, Y0, Y0
-	VADDPS       Y10, Y0, Y0
-	VPERM2F128   $0x31, Y5, Y4, Y3
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y3
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VPERM2F128   $0x31, Y9, Y8, Y3
-	VPERM2F128   $0x20, Y9, Y8, Y8
-	VADDPS       Y3, Y8, Y8
-	VSHUFPS      $0xee, Y4, Y0, Y3
-	VSHUFPS      $0x44, Y4, Y0, Y0
-	VADDPS       Y3, Y0, Y0
-	VSHUFPS      $0xee, Y8, Y6, Y3
-	VSHUFPS      $0x44, Y8, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VSHUFPS      $0xdd, Y6, Y0, Y3
-	VSHUFPS      $0x88, Y6, Y0, Y0
-	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scores_noalibi
+	JZ           scores_rows4_row2_noalibi
 	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -3103,84 +4340,383 @@ scores_fold:
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
 	VBROADCASTSS (CX)(DX*4), Y3
 	VMULPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
+	VADDPS       Y2, Y1, Y1
 
-scores_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y3
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y3, Y0, Y0
+scores_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y3
-	VPERM2F128   $0x01, Y3, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0x4e, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0xb1, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y3, Y4, Y3
-	VMAXPS       constsAVX2<>+384(SB), Y3, Y5
-	VSUBPS       Y5, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y6
-	VMULPS       constsAVX2<>+64(SB), Y0, Y7
-	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y0
-	VMULPS       Y0, Y0, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y10
-	VFMADD213PS  Y10, Y8, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y10
-	VFMADD213PS  Y10, Y8, Y9
-	VFMADD213PS  Y0, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
-	VCVTPS2DQ    Y7, Y7
-	VPADDD       constsAVX2<>+736(SB), Y7, Y7
-	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
-	VANDPS       Y6, Y9, Y9
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y1, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y0
-	VMULPS       constsAVX2<>+64(SB), Y4, Y5
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VFMADD213PS  Y3, Y5, Y6
+	VADDPS       constsAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y4, Y6, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
 	VROUNDPS     $0x00, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
 	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
 	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
-	VFMADD213PS  Y4, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
 	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y7, Y7
-	VANDPS       Y0, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
+	VFMADD213PS  Y7, Y5, Y0
 	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X3, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
-	JMP          row
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_last_dims
+
+scores_rows1_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_dims
+
+scores_rows1_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
 
 pv:
 	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
@@ -3311,23 +4847,23 @@ rows2_vecs4_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y7
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      32(CX)(DX*1), Y8
+	VMOVUPS      96(CX)(DX*1), Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      64(CX)(DX*1), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVUPS      96(CX)(DX*1), Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3349,36 +4885,36 @@ rows2_vecs4_whole:
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y11
+	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y12
-	VFMADD231PS  Y12, Y0, Y3
-	VFMADD231PS  Y12, Y11, Y7
+	VMOVUPS      (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
 	PREFETCHT0   32(SI)
-	VMOVUPS      32(DI), Y12
-	VFMADD231PS  Y12, Y0, Y4
-	VFMADD231PS  Y12, Y11, Y8
+	VMOVUPS      32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
 	PREFETCHT0   64(SI)
-	VMOVUPS      64(DI), Y12
-	VFMADD231PS  Y12, Y0, Y5
-	VFMADD231PS  Y12, Y11, Y9
+	VMOVUPS      64(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
 	PREFETCHT0   96(SI)
-	VMOVUPS      96(DI), Y12
-	VFMADD231PS  Y12, Y0, Y6
-	VFMADD231PS  Y12, Y11, Y10
+	VMOVUPS      96(DI), Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, (CX)(DX*1)
-	VMOVUPS      Y8, 32(CX)(DX*1)
-	VMOVUPS      Y9, 64(CX)(DX*1)
-	VMOVUPS      Y10, 96(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVUPS      Y8, 96(CX)(DX*1)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -3393,25 +4929,25 @@ rows2_vecs4_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   96(CX), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y7
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      32(CX)(DX*1), Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      64(CX)(DX*1), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   96(CX)(DX*1), Y10, Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3433,39 +4969,39 @@ rows2_vecs4_masked:
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y11
+	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y12
-	VFMADD231PS  Y12, Y0, Y3
-	VFMADD231PS  Y12, Y11, Y7
+	VMOVUPS      (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
 	PREFETCHT0   32(SI)
-	VMOVUPS      32(DI), Y12
-	VFMADD231PS  Y12, Y0, Y4
-	VFMADD231PS  Y12, Y11, Y8
+	VMOVUPS      32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
 	PREFETCHT0   64(SI)
-	VMOVUPS      64(DI), Y12
-	VFMADD231PS  Y12, Y0, Y5
-	VFMADD231PS  Y12, Y11, Y9
+	VMOVUPS      64(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
 	PREFETCHT0   96(SI)
-	VMOVDQU      608(AX), Y12
-	VMASKMOVPS   96(DI), Y12, Y12
-	VFMADD231PS  Y12, Y0, Y6
-	VFMADD231PS  Y12, Y11, Y10
+	VMOVDQU      608(AX), Y10
+	VMASKMOVPS   96(DI), Y10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 96(CX)
-	VMOVUPS      Y7, (CX)(DX*1)
-	VMOVUPS      Y8, 32(CX)(DX*1)
-	VMOVUPS      Y9, 64(CX)(DX*1)
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y10, Y0, 96(CX)(DX*1)
+	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -3480,19 +5016,19 @@ rows2_vecs3_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y6
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      32(CX)(DX*1), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      64(CX)(DX*1), Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3514,30 +5050,30 @@ rows2_vecs3_whole:
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y9
+	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
 	PREFETCHT0   32(SI)
-	VMOVUPS      32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y7
+	VMOVUPS      32(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
 	PREFETCHT0   64(SI)
-	VMOVUPS      64(DI), Y10
-	VFMADD231PS  Y10, Y0, Y5
-	VFMADD231PS  Y10, Y9, Y8
+	VMOVUPS      64(DI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, (CX)(DX*1)
-	VMOVUPS      Y7, 32(CX)(DX*1)
-	VMOVUPS      Y8, 64(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVUPS      Y6, 64(CX)(DX*1)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -3552,21 +5088,21 @@ rows2_vecs3_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   64(CX), Y5, Y5
-	VMULPS       Y0, Y5, Y5
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y6
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      32(CX)(DX*1), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   64(CX)(DX*1), Y8, Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3588,33 +5124,33 @@ rows2_vecs3_masked:
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y9
+	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
 	PREFETCHT0   32(SI)
-	VMOVUPS      32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y7
+	VMOVUPS      32(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
 	PREFETCHT0   64(SI)
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   64(DI), Y10, Y10
-	VFMADD231PS  Y10, Y0, Y5
-	VFMADD231PS  Y10, Y9, Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   64(DI), Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 64(CX)
-	VMOVUPS      Y6, (CX)(DX*1)
-	VMOVUPS      Y7, 32(CX)(DX*1)
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 64(CX)(DX*1)
+	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -3629,15 +5165,15 @@ rows2_vecs2_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      32(CX)(DX*1), Y6
-	VMULPS       Y0, Y6, Y6
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3659,24 +5195,24 @@ rows2_vecs2_whole:
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y7
+	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y5
+	VMOVUPS      (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
 	PREFETCHT0   32(SI)
-	VMOVUPS      32(DI), Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VFMADD231PS  Y8, Y7, Y6
+	VMOVUPS      32(DI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVUPS      Y4, 32(CX)(DX*1)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -3691,17 +5227,17 @@ rows2_vecs2_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
 	VMULPS       Y0, Y3, Y3
 	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   32(CX), Y4, Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   32(CX)(DX*1), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3723,27 +5259,27 @@ rows2_vecs2_masked:
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y7
+	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y5
+	VMOVUPS      (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
 	PREFETCHT0   32(SI)
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   32(DI), Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VFMADD231PS  Y8, Y7, Y6
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   32(DI), Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 32(CX)(DX*1)
+	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -3758,11 +5294,11 @@ rows2_vecs1_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3784,18 +5320,18 @@ rows2_vecs1_whole:
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y5
+	VBROADCASTSS 32(BX), Y3
 	PREFETCHT0   (SI)
-	VMOVUPS      (DI), Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VFMADD231PS  Y6, Y5, Y4
+	VMOVUPS      (DI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -3810,13 +5346,13 @@ rows2_vecs1_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   (CX), Y3, Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   (CX)(DX*1), Y4, Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -3838,21 +5374,21 @@ rows2_vecs1_masked:
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y5
+	VBROADCASTSS 32(BX), Y3
 	PREFETCHT0   (SI)
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   (DI), Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VFMADD231PS  Y6, Y5, Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, (CX)
+	VMASKMOVPS   Y1, Y0, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, (CX)(DX*1)
+	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -3867,22 +5403,22 @@ rows1_vecs8_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
+	VMOVUPS      224(CX), Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVUPS      224(CX), Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -3904,42 +5440,42 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y11
-	VFMADD231PS  Y11, Y0, Y3
+	VMOVUPS      (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y11
-	VFMADD231PS  Y11, Y0, Y4
+	VMOVUPS      32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y11
-	VFMADD231PS  Y11, Y0, Y5
+	VMOVUPS      64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y11
-	VFMADD231PS  Y11, Y0, Y6
+	VMOVUPS      96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y11
-	VFMADD231PS  Y11, Y0, Y7
+	VMOVUPS      128(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
 	PREFETCHT0   160(BX)
-	VMOVUPS      160(SI), Y11
-	VFMADD231PS  Y11, Y0, Y8
+	VMOVUPS      160(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
 	PREFETCHT0   192(BX)
-	VMOVUPS      192(SI), Y11
-	VFMADD231PS  Y11, Y0, Y9
+	VMOVUPS      192(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
 	PREFETCHT0   224(BX)
-	VMOVUPS      224(SI), Y11
-	VFMADD231PS  Y11, Y0, Y10
+	VMOVUPS      224(SI), Y9
+	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
-	VMOVUPS      Y10, 224(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVUPS      Y8, 224(CX)
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
@@ -3954,23 +5490,23 @@ rows1_vecs8_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   224(CX), Y10, Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -3992,44 +5528,44 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y11
-	VFMADD231PS  Y11, Y0, Y3
+	VMOVUPS      (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y11
-	VFMADD231PS  Y11, Y0, Y4
+	VMOVUPS      32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y11
-	VFMADD231PS  Y11, Y0, Y5
+	VMOVUPS      64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y11
-	VFMADD231PS  Y11, Y0, Y6
+	VMOVUPS      96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y11
-	VFMADD231PS  Y11, Y0, Y7
+	VMOVUPS      128(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
 	PREFETCHT0   160(BX)
-	VMOVUPS      160(SI), Y11
-	VFMADD231PS  Y11, Y0, Y8
+	VMOVUPS      160(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
 	PREFETCHT0   192(BX)
-	VMOVUPS      192(SI), Y11
-	VFMADD231PS  Y11, Y0, Y9
+	VMOVUPS      192(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
 	PREFETCHT0   224(BX)
-	VMOVDQU      608(AX), Y11
-	VMASKMOVPS   224(SI), Y11, Y11
-	VFMADD231PS  Y11, Y0, Y10
+	VMOVDQU      608(AX), Y9
+	VMASKMOVPS   224(SI), Y9, Y9
+	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y10, Y0, 224(CX)
+	VMASKMOVPS   Y8, Y0, 224(CX)
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
@@ -4044,20 +5580,20 @@ rows1_vecs7_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4079,38 +5615,38 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y10
-	VFMADD231PS  Y10, Y0, Y3
+	VMOVUPS      (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y10
-	VFMADD231PS  Y10, Y0, Y4
+	VMOVUPS      32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y10
-	VFMADD231PS  Y10, Y0, Y5
+	VMOVUPS      64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y10
-	VFMADD231PS  Y10, Y0, Y6
+	VMOVUPS      96(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y10
-	VFMADD231PS  Y10, Y0, Y7
+	VMOVUPS      128(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
 	PREFETCHT0   160(BX)
-	VMOVUPS      160(SI), Y10
-	VFMADD231PS  Y10, Y0, Y8
+	VMOVUPS      160(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
 	PREFETCHT0   192(BX)
-	VMOVUPS      192(SI), Y10
-	VFMADD231PS  Y10, Y0, Y9
+	VMOVUPS      192(SI), Y8
+	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
@@ -4125,21 +5661,21 @@ rows1_vecs7_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVDQU      608(AX), Y9
-	VMASKMOVPS   192(CX), Y9, Y9
-	VMULPS       Y0, Y9, Y9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4161,40 +5697,40 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y10
-	VFMADD231PS  Y10, Y0, Y3
+	VMOVUPS      (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y10
-	VFMADD231PS  Y10, Y0, Y4
+	VMOVUPS      32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y10
-	VFMADD231PS  Y10, Y0, Y5
+	VMOVUPS      64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y10
-	VFMADD231PS  Y10, Y0, Y6
+	VMOVUPS      96(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y10
-	VFMADD231PS  Y10, Y0, Y7
+	VMOVUPS      128(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
 	PREFETCHT0   160(BX)
-	VMOVUPS      160(SI), Y10
-	VFMADD231PS  Y10, Y0, Y8
+	VMOVUPS      160(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
 	PREFETCHT0   192(BX)
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   192(SI), Y10, Y10
-	VFMADD231PS  Y10, Y0, Y9
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   192(SI), Y8, Y8
+	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y9, Y0, 192(CX)
+	VMASKMOVPS   Y7, Y0, 192(CX)
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
@@ -4209,18 +5745,18 @@ rows1_vecs6_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4242,34 +5778,34 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
+	VMOVUPS      (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
+	VMOVUPS      32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
+	VMOVUPS      64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
+	VMOVUPS      96(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
+	VMOVUPS      128(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
 	PREFETCHT0   160(BX)
-	VMOVUPS      160(SI), Y9
-	VFMADD231PS  Y9, Y0, Y8
+	VMOVUPS      160(SI), Y7
+	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
@@ -4284,19 +5820,19 @@ rows1_vecs6_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   160(CX), Y8, Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4318,36 +5854,36 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
+	VMOVUPS      (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
+	VMOVUPS      32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
+	VMOVUPS      64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
+	VMOVUPS      96(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
+	VMOVUPS      128(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
 	PREFETCHT0   160(BX)
-	VMOVDQU      608(AX), Y9
-	VMASKMOVPS   160(SI), Y9, Y9
-	VFMADD231PS  Y9, Y0, Y8
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   160(SI), Y7, Y7
+	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 160(CX)
+	VMASKMOVPS   Y6, Y0, 160(CX)
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
@@ -4362,16 +5898,16 @@ rows1_vecs5_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4393,30 +5929,30 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
+	VMOVUPS      (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
+	VMOVUPS      32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
+	VMOVUPS      64(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
+	VMOVUPS      96(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVUPS      128(SI), Y8
-	VFMADD231PS  Y8, Y0, Y7
+	VMOVUPS      128(SI), Y6
+	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
@@ -4431,17 +5967,17 @@ rows1_vecs5_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
-	VMOVDQU      608(AX), Y7
-	VMASKMOVPS   128(CX), Y7, Y7
-	VMULPS       Y0, Y7, Y7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4463,32 +5999,32 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
+	VMOVUPS      (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
+	VMOVUPS      32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
+	VMOVUPS      64(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
+	VMOVUPS      96(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
 	PREFETCHT0   128(BX)
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   128(SI), Y8, Y8
-	VFMADD231PS  Y8, Y0, Y7
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   128(SI), Y6, Y6
+	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y7, Y0, 128(CX)
+	VMASKMOVPS   Y5, Y0, 128(CX)
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
@@ -4503,14 +6039,14 @@ rows1_vecs4_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4532,26 +6068,26 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
+	VMOVUPS      (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
+	VMOVUPS      32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
+	VMOVUPS      64(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVUPS      96(SI), Y7
-	VFMADD231PS  Y7, Y0, Y6
+	VMOVUPS      96(SI), Y5
+	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -4566,15 +6102,15 @@ rows1_vecs4_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   96(CX), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4596,28 +6132,28 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
+	VMOVUPS      (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
+	VMOVUPS      32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
+	VMOVUPS      64(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
 	PREFETCHT0   96(BX)
-	VMOVDQU      608(AX), Y7
-	VMASKMOVPS   96(SI), Y7, Y7
-	VFMADD231PS  Y7, Y0, Y6
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   96(SI), Y5, Y5
+	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 96(CX)
+	VMASKMOVPS   Y4, Y0, 96(CX)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -4632,12 +6168,12 @@ rows1_vecs3_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4659,22 +6195,22 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
+	VMOVUPS      (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
+	VMOVUPS      32(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVUPS      64(SI), Y6
-	VFMADD231PS  Y6, Y0, Y5
+	VMOVUPS      64(SI), Y4
+	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -4689,13 +6225,13 @@ rows1_vecs3_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   64(CX), Y5, Y5
-	VMULPS       Y0, Y5, Y5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4717,24 +6253,24 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
+	VMOVUPS      (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
+	VMOVUPS      32(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
 	PREFETCHT0   64(BX)
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   64(SI), Y6, Y6
-	VFMADD231PS  Y6, Y0, Y5
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   64(SI), Y4, Y4
+	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 64(CX)
+	VMASKMOVPS   Y3, Y0, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -4749,10 +6285,10 @@ rows1_vecs2_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4774,18 +6310,18 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
+	VMOVUPS      (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVUPS      32(SI), Y5
-	VFMADD231PS  Y5, Y0, Y4
+	VMOVUPS      32(SI), Y3
+	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -4800,11 +6336,11 @@ rows1_vecs2_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   32(CX), Y4, Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4826,20 +6362,20 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
+	VMOVUPS      (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
 	PREFETCHT0   32(BX)
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   32(SI), Y5, Y5
-	VFMADD231PS  Y5, Y0, Y4
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)
+	VMASKMOVPS   Y2, Y0, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -4854,8 +6390,8 @@ rows1_vecs1_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4877,14 +6413,14 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVUPS      (SI), Y4
-	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      (SI), Y2
+	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -4899,9 +6435,9 @@ rows1_vecs1_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   (CX), Y3, Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -4923,16 +6459,16 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   (SI), Y4, Y4
-	VFMADD231PS  Y4, Y0, Y3
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, (CX)
+	VMASKMOVPS   Y1, Y0, (CX)
 	ADDQ         $0x01, 120(SP)
 
 panelnext:
@@ -5091,19 +6627,802 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// Scores and softmax, row by row.
-	MOVQ    $0x00000000, CX
-	MOVQ    CX, 88(SP)
-	MOVQ    q+0(FP), CX
-	MOVQ    CX, 96(SP)
+	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
 	VMOVUPS constsAVX2<>+768(SB), Y4
 	VMOVUPS constsAVX2<>+768(SB), Y5
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    CX, BX
+	SHLQ    $0x04, BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y8
+	VROUNDPS     $0x00, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VFMADD213PS  Y4, Y9, Y10
+	VADDPS       constsAVX2<>+352(SB), Y10, Y10
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VMULPS       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y5, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y7
+	VROUNDPS     $0x00, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VFMADD213PS  Y3, Y8, Y9
+	VADDPS       constsAVX2<>+352(SB), Y9, Y9
+	VCVTPS2DQ    Y7, Y7
+	VPADDD       constsAVX2<>+736(SB), Y7, Y7
+	VPSLLD       $0x17, Y7, Y7
+	VMULPS       Y7, Y9, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y4, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y1, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VFMADD213PS  Y3, Y5, Y6
+	VADDPS       constsAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y4, Y6, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), BX
@@ -5115,151 +7434,722 @@ whole:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scores_prefetched_last_dims
+	JZ      scores_rows1_prefetched_pass0_last_dims
 
-scores_prefetched_dims:
-	VMOVUPS     (R9), Y10
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
 	PREFETCHT0  (R8)
-	VCVTPH2PS   (BX), Y11
-	VFMADD231PS Y11, Y10, Y0
+	VCVTPH2PS   (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y4
+	VCVTPH2PS   (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y6
+	VCVTPH2PS   (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
 	PREFETCHT0  (R8)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y8
+	VCVTPH2PS   (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
-	VCVTPH2PS   (SI), Y11
-	VFMADD231PS Y11, Y10, Y3
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
 	PREFETCHT0  (DI)(CX*1)
-	VCVTPH2PS   (SI)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y5
+	VCVTPH2PS   (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
 	PREFETCHT0  (DI)(CX*2)
-	VCVTPH2PS   (SI)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y7
+	VCVTPH2PS   (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
 	PREFETCHT0  (DI)(DX*1)
-	VCVTPH2PS   (SI)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y9
+	VCVTPH2PS   (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
 	ADDQ        $0x10, BX
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, R8
 	ADDQ        $0x10, DI
 	DECQ        R10
-	JNZ         scores_prefetched_dims
+	JNZ         scores_rows1_prefetched_pass0_dims
 
-scores_prefetched_last_dims:
+scores_rows1_prefetched_pass0_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_prefetched_fold
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (R9), Y10, Y10
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*2), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(DX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*2), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(DX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y9
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y7
 
-scores_prefetched_fold:
-	VPERM2F128   $0x31, Y3, Y0, Y10
-	VPERM2F128   $0x20, Y3, Y0, Y0
-	VADDPS       Y10, Y0, Y0
-	VPERM2F128   $0x31, Y5, Y4, Y3
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
 	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y3
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
 	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VPERM2F128   $0x31, Y9, Y8, Y3
-	VPERM2F128   $0x20, Y9, Y8, Y8
-	VADDPS       Y3, Y8, Y8
-	VSHUFPS      $0xee, Y4, Y0, Y3
-	VSHUFPS      $0x44, Y4, Y0, Y0
-	VADDPS       Y3, Y0, Y0
-	VSHUFPS      $0xee, Y8, Y6, Y3
-	VSHUFPS      $0x44, Y8, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VSHUFPS      $0xdd, Y6, Y0, Y3
-	VSHUFPS      $0x88, Y6, Y0, Y0
-	VADDPS       Y3, Y0, Y0
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scores_prefetched_noalibi
+	JZ           scores_rows1_prefetched_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Y1
 	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
 	VADDPS       Y1, Y0, Y0
 
-scores_prefetched_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y3
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y3, Y0, Y0
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y3
-	VPERM2F128   $0x01, Y3, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0x4e, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0xb1, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    96(SP), BX
+	MOVQ    40(SP), SI
+	LEAQ    (BX)(SI*2), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows4_pass0_last_dims
+
+scores_rows4_pass0_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass0_dims
+
+scores_rows4_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass1_last_dims
+
+scores_rows4_pass1_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass1_dims
+
+scores_rows4_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass2_last_dims
+
+scores_rows4_pass2_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass2_dims
+
+scores_rows4_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass3_last_dims
+
+scores_rows4_pass3_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass3_dims
+
+scores_rows4_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y8
+	VROUNDPS     $0x00, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VFMADD213PS  Y4, Y9, Y10
+	VADDPS       constsAVX2<>+352(SB), Y10, Y10
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VMULPS       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y5, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y3, Y4, Y3
-	VMAXPS       constsAVX2<>+384(SB), Y3, Y5
-	VSUBPS       Y5, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y6
-	VMULPS       constsAVX2<>+64(SB), Y0, Y7
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y7
 	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y0
-	VMULPS       Y0, Y0, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y8
 	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
 	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
-	VFMADD213PS  Y0, Y8, Y9
+	VFMADD213PS  Y3, Y8, Y9
 	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
@@ -5269,14 +8159,14 @@ scores_prefetched_noalibi:
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
 	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
 	VMULPS       constsAVX2<>+64(SB), Y4, Y5
 	VROUNDPS     $0x00, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
@@ -5296,129 +8186,20 @@ scores_prefetched_noalibi:
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y7, Y7
-	VANDPS       Y0, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X3, (DX)(CX*4)
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
 	VMOVSS       X7, 512(AX)(CX*4)
-
-row:
-	MOVQ    88(SP), CX
-	MOVQ    96(SP), DX
-	INCQ    CX
-	ADDQ    40(SP), DX
-	MOVQ    CX, 88(SP)
-	MOVQ    DX, 96(SP)
-	CMPQ    CX, rows+8(FP)
-	JGE     pv
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	MOVQ    96(SP), DI
-	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      scores_last_dims
-
-scores_dims:
-	VMOVUPS     (DI), Y10
-	VCVTPH2PS   (BX), Y11
-	VFMADD231PS Y11, Y10, Y0
-	VCVTPH2PS   (BX)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y4
-	VCVTPH2PS   (BX)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y6
-	VCVTPH2PS   (BX)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y8
-	VCVTPH2PS   (SI), Y11
-	VFMADD231PS Y11, Y10, Y3
-	VCVTPH2PS   (SI)(CX*1), Y11
-	VFMADD231PS Y11, Y10, Y5
-	VCVTPH2PS   (SI)(CX*2), Y11
-	VFMADD231PS Y11, Y10, Y7
-	VCVTPH2PS   (SI)(DX*1), Y11
-	VFMADD231PS Y11, Y10, Y9
-	ADDQ        $0x20, DI
-	ADDQ        $0x10, BX
-	ADDQ        $0x10, SI
-	DECQ        R8
-	JNZ         scores_dims
-
-scores_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_fold
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (DI), Y10, Y10
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*2), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(DX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*2), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(DX*1), X11, X11
-	VCVTPH2PS   X11, Y11
-	VFMADD231PS Y11, Y10, Y9
-
-scores_fold:
-	VPERM2F128   $0x31, Y3, Y0, Y10
-	VPERM2F128   $0x20, Y3, Y0, Y0
-	VADDPS       Y10, Y0, Y0
-	VPERM2F128   $0x31, Y5, Y4, Y3
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y3
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VPERM2F128   $0x31, Y9, Y8, Y3
-	VPERM2F128   $0x20, Y9, Y8, Y8
-	VADDPS       Y3, Y8, Y8
-	VSHUFPS      $0xee, Y4, Y0, Y3
-	VSHUFPS      $0x44, Y4, Y0, Y0
-	VADDPS       Y3, Y0, Y0
-	VSHUFPS      $0xee, Y8, Y6, Y3
-	VSHUFPS      $0x44, Y8, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VSHUFPS      $0xdd, Y6, Y0, Y3
-	VSHUFPS      $0x88, Y6, Y0, Y0
-	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scores_noalibi
+	JZ           scores_rows4_row2_noalibi
 	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -5427,84 +8208,391 @@ scores_fold:
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
 	VBROADCASTSS (CX)(DX*4), Y3
 	VMULPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
+	VADDPS       Y2, Y1, Y1
 
-scores_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y3
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y3, Y0, Y0
+scores_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y3
-	VPERM2F128   $0x01, Y3, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0x4e, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0xb1, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y3, Y4, Y3
-	VMAXPS       constsAVX2<>+384(SB), Y3, Y5
-	VSUBPS       Y5, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y6
-	VMULPS       constsAVX2<>+64(SB), Y0, Y7
-	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y0
-	VMULPS       Y0, Y0, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y10
-	VFMADD213PS  Y10, Y8, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y10
-	VFMADD213PS  Y10, Y8, Y9
-	VFMADD213PS  Y0, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
-	VCVTPS2DQ    Y7, Y7
-	VPADDD       constsAVX2<>+736(SB), Y7, Y7
-	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
-	VANDPS       Y6, Y9, Y9
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y1, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y0
-	VMULPS       constsAVX2<>+64(SB), Y4, Y5
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VFMADD213PS  Y3, Y5, Y6
+	VADDPS       constsAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y4, Y6, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
 	VROUNDPS     $0x00, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
 	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
 	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
-	VFMADD213PS  Y4, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
 	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y7, Y7
-	VANDPS       Y0, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
+	VFMADD213PS  Y7, Y5, Y0
 	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X3, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
-	JMP          row
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_last_dims
+
+scores_rows1_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS   (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VCVTPH2PS   (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_dims
+
+scores_rows1_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
 
 pv:
 	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
@@ -5635,23 +8723,23 @@ rows2_vecs4_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y7
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      32(CX)(DX*1), Y8
+	VMOVUPS      96(CX)(DX*1), Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      64(CX)(DX*1), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVUPS      96(CX)(DX*1), Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -5673,36 +8761,36 @@ rows2_vecs4_whole:
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y11
+	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y12
-	VFMADD231PS  Y12, Y0, Y3
-	VFMADD231PS  Y12, Y11, Y7
+	VCVTPH2PS    (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
 	PREFETCHT0   16(SI)
-	VCVTPH2PS    16(DI), Y12
-	VFMADD231PS  Y12, Y0, Y4
-	VFMADD231PS  Y12, Y11, Y8
+	VCVTPH2PS    16(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
 	PREFETCHT0   32(SI)
-	VCVTPH2PS    32(DI), Y12
-	VFMADD231PS  Y12, Y0, Y5
-	VFMADD231PS  Y12, Y11, Y9
+	VCVTPH2PS    32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
 	PREFETCHT0   48(SI)
-	VCVTPH2PS    48(DI), Y12
-	VFMADD231PS  Y12, Y0, Y6
-	VFMADD231PS  Y12, Y11, Y10
+	VCVTPH2PS    48(DI), Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, (CX)(DX*1)
-	VMOVUPS      Y8, 32(CX)(DX*1)
-	VMOVUPS      Y9, 64(CX)(DX*1)
-	VMOVUPS      Y10, 96(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVUPS      Y8, 96(CX)(DX*1)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -5717,25 +8805,25 @@ rows2_vecs4_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   96(CX), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y7
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      32(CX)(DX*1), Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      64(CX)(DX*1), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   96(CX)(DX*1), Y10, Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -5757,40 +8845,40 @@ rows2_vecs4_masked:
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y11
+	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y12
-	VFMADD231PS  Y12, Y0, Y3
-	VFMADD231PS  Y12, Y11, Y7
+	VCVTPH2PS    (DI), Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
 	PREFETCHT0   16(SI)
-	VCVTPH2PS    16(DI), Y12
-	VFMADD231PS  Y12, Y0, Y4
-	VFMADD231PS  Y12, Y11, Y8
+	VCVTPH2PS    16(DI), Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
 	PREFETCHT0   32(SI)
-	VCVTPH2PS    32(DI), Y12
-	VFMADD231PS  Y12, Y0, Y5
-	VFMADD231PS  Y12, Y11, Y9
+	VCVTPH2PS    32(DI), Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
 	PREFETCHT0   48(SI)
-	VMOVDQU      656(AX), X12
-	VMASKMOVPS   48(DI), X12, X12
-	VCVTPH2PS    X12, Y12
-	VFMADD231PS  Y12, Y0, Y6
-	VFMADD231PS  Y12, Y11, Y10
+	VMOVDQU      656(AX), X10
+	VMASKMOVPS   48(DI), X10, X10
+	VCVTPH2PS    X10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 96(CX)
-	VMOVUPS      Y7, (CX)(DX*1)
-	VMOVUPS      Y8, 32(CX)(DX*1)
-	VMOVUPS      Y9, 64(CX)(DX*1)
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y10, Y0, 96(CX)(DX*1)
+	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -5805,19 +8893,19 @@ rows2_vecs3_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y6
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      32(CX)(DX*1), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      64(CX)(DX*1), Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -5839,30 +8927,30 @@ rows2_vecs3_whole:
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y9
+	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
 	PREFETCHT0   16(SI)
-	VCVTPH2PS    16(DI), Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y7
+	VCVTPH2PS    16(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
 	PREFETCHT0   32(SI)
-	VCVTPH2PS    32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y5
-	VFMADD231PS  Y10, Y9, Y8
+	VCVTPH2PS    32(DI), Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, (CX)(DX*1)
-	VMOVUPS      Y7, 32(CX)(DX*1)
-	VMOVUPS      Y8, 64(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVUPS      Y6, 64(CX)(DX*1)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -5877,21 +8965,21 @@ rows2_vecs3_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   64(CX), Y5, Y5
-	VMULPS       Y0, Y5, Y5
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y6
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      32(CX)(DX*1), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   64(CX)(DX*1), Y8, Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -5913,34 +9001,34 @@ rows2_vecs3_masked:
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y9
+	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    (DI), Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
 	PREFETCHT0   16(SI)
-	VCVTPH2PS    16(DI), Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y7
+	VCVTPH2PS    16(DI), Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
 	PREFETCHT0   32(SI)
-	VMOVDQU      656(AX), X10
-	VMASKMOVPS   32(DI), X10, X10
-	VCVTPH2PS    X10, Y10
-	VFMADD231PS  Y10, Y0, Y5
-	VFMADD231PS  Y10, Y9, Y8
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   32(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 64(CX)
-	VMOVUPS      Y6, (CX)(DX*1)
-	VMOVUPS      Y7, 32(CX)(DX*1)
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 64(CX)(DX*1)
+	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -5955,15 +9043,15 @@ rows2_vecs2_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      32(CX)(DX*1), Y6
-	VMULPS       Y0, Y6, Y6
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -5985,24 +9073,24 @@ rows2_vecs2_whole:
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y7
+	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y5
+	VCVTPH2PS    (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
 	PREFETCHT0   16(SI)
-	VCVTPH2PS    16(DI), Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VFMADD231PS  Y8, Y7, Y6
+	VCVTPH2PS    16(DI), Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVUPS      Y4, 32(CX)(DX*1)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -6017,17 +9105,17 @@ rows2_vecs2_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
 	VMULPS       Y0, Y3, Y3
 	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   32(CX), Y4, Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   32(CX)(DX*1), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -6049,28 +9137,28 @@ rows2_vecs2_masked:
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y7
+	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y5
+	VCVTPH2PS    (DI), Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
 	PREFETCHT0   16(SI)
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   16(DI), X8, X8
-	VCVTPH2PS    X8, Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VFMADD231PS  Y8, Y7, Y6
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   16(DI), X6, X6
+	VCVTPH2PS    X6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 32(CX)(DX*1)
+	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -6085,11 +9173,11 @@ rows2_vecs1_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -6111,18 +9199,18 @@ rows2_vecs1_whole:
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y5
+	VBROADCASTSS 32(BX), Y3
 	PREFETCHT0   (SI)
-	VCVTPH2PS    (DI), Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VFMADD231PS  Y6, Y5, Y4
+	VCVTPH2PS    (DI), Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -6137,13 +9225,13 @@ rows2_vecs1_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   (CX), Y3, Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   (CX)(DX*1), Y4, Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -6165,22 +9253,22 @@ rows2_vecs1_masked:
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y5
+	VBROADCASTSS 32(BX), Y3
 	PREFETCHT0   (SI)
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   (DI), X6, X6
-	VCVTPH2PS    X6, Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VFMADD231PS  Y6, Y5, Y4
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   (DI), X4, X4
+	VCVTPH2PS    X4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, (CX)
+	VMASKMOVPS   Y1, Y0, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, (CX)(DX*1)
+	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -6195,22 +9283,22 @@ rows1_vecs8_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
+	VMOVUPS      224(CX), Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVUPS      224(CX), Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6232,42 +9320,42 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y11
-	VFMADD231PS  Y11, Y0, Y3
+	VCVTPH2PS    (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y11
-	VFMADD231PS  Y11, Y0, Y4
+	VCVTPH2PS    16(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y11
-	VFMADD231PS  Y11, Y0, Y5
+	VCVTPH2PS    32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y11
-	VFMADD231PS  Y11, Y0, Y6
+	VCVTPH2PS    48(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y11
-	VFMADD231PS  Y11, Y0, Y7
+	VCVTPH2PS    64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
 	PREFETCHT0   80(BX)
-	VCVTPH2PS    80(SI), Y11
-	VFMADD231PS  Y11, Y0, Y8
+	VCVTPH2PS    80(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
 	PREFETCHT0   96(BX)
-	VCVTPH2PS    96(SI), Y11
-	VFMADD231PS  Y11, Y0, Y9
+	VCVTPH2PS    96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
 	PREFETCHT0   112(BX)
-	VCVTPH2PS    112(SI), Y11
-	VFMADD231PS  Y11, Y0, Y10
+	VCVTPH2PS    112(SI), Y9
+	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
-	VMOVUPS      Y10, 224(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVUPS      Y8, 224(CX)
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
@@ -6282,23 +9370,23 @@ rows1_vecs8_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   224(CX), Y10, Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6320,45 +9408,45 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y11
-	VFMADD231PS  Y11, Y0, Y3
+	VCVTPH2PS    (SI), Y9
+	VFMADD231PS  Y9, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y11
-	VFMADD231PS  Y11, Y0, Y4
+	VCVTPH2PS    16(SI), Y9
+	VFMADD231PS  Y9, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y11
-	VFMADD231PS  Y11, Y0, Y5
+	VCVTPH2PS    32(SI), Y9
+	VFMADD231PS  Y9, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y11
-	VFMADD231PS  Y11, Y0, Y6
+	VCVTPH2PS    48(SI), Y9
+	VFMADD231PS  Y9, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y11
-	VFMADD231PS  Y11, Y0, Y7
+	VCVTPH2PS    64(SI), Y9
+	VFMADD231PS  Y9, Y0, Y5
 	PREFETCHT0   80(BX)
-	VCVTPH2PS    80(SI), Y11
-	VFMADD231PS  Y11, Y0, Y8
+	VCVTPH2PS    80(SI), Y9
+	VFMADD231PS  Y9, Y0, Y6
 	PREFETCHT0   96(BX)
-	VCVTPH2PS    96(SI), Y11
-	VFMADD231PS  Y11, Y0, Y9
+	VCVTPH2PS    96(SI), Y9
+	VFMADD231PS  Y9, Y0, Y7
 	PREFETCHT0   112(BX)
-	VMOVDQU      656(AX), X11
-	VMASKMOVPS   112(SI), X11, X11
-	VCVTPH2PS    X11, Y11
-	VFMADD231PS  Y11, Y0, Y10
+	VMOVDQU      656(AX), X9
+	VMASKMOVPS   112(SI), X9, X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y10, Y0, 224(CX)
+	VMASKMOVPS   Y8, Y0, 224(CX)
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
@@ -6373,20 +9461,20 @@ rows1_vecs7_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6408,38 +9496,38 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y10
-	VFMADD231PS  Y10, Y0, Y3
+	VCVTPH2PS    (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y10
-	VFMADD231PS  Y10, Y0, Y4
+	VCVTPH2PS    16(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y10
-	VFMADD231PS  Y10, Y0, Y5
+	VCVTPH2PS    32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y10
-	VFMADD231PS  Y10, Y0, Y6
+	VCVTPH2PS    48(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y10
-	VFMADD231PS  Y10, Y0, Y7
+	VCVTPH2PS    64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
 	PREFETCHT0   80(BX)
-	VCVTPH2PS    80(SI), Y10
-	VFMADD231PS  Y10, Y0, Y8
+	VCVTPH2PS    80(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
 	PREFETCHT0   96(BX)
-	VCVTPH2PS    96(SI), Y10
-	VFMADD231PS  Y10, Y0, Y9
+	VCVTPH2PS    96(SI), Y8
+	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
@@ -6454,21 +9542,21 @@ rows1_vecs7_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVDQU      608(AX), Y9
-	VMASKMOVPS   192(CX), Y9, Y9
-	VMULPS       Y0, Y9, Y9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6490,41 +9578,41 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y10
-	VFMADD231PS  Y10, Y0, Y3
+	VCVTPH2PS    (SI), Y8
+	VFMADD231PS  Y8, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y10
-	VFMADD231PS  Y10, Y0, Y4
+	VCVTPH2PS    16(SI), Y8
+	VFMADD231PS  Y8, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y10
-	VFMADD231PS  Y10, Y0, Y5
+	VCVTPH2PS    32(SI), Y8
+	VFMADD231PS  Y8, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y10
-	VFMADD231PS  Y10, Y0, Y6
+	VCVTPH2PS    48(SI), Y8
+	VFMADD231PS  Y8, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y10
-	VFMADD231PS  Y10, Y0, Y7
+	VCVTPH2PS    64(SI), Y8
+	VFMADD231PS  Y8, Y0, Y5
 	PREFETCHT0   80(BX)
-	VCVTPH2PS    80(SI), Y10
-	VFMADD231PS  Y10, Y0, Y8
+	VCVTPH2PS    80(SI), Y8
+	VFMADD231PS  Y8, Y0, Y6
 	PREFETCHT0   96(BX)
-	VMOVDQU      656(AX), X10
-	VMASKMOVPS   96(SI), X10, X10
-	VCVTPH2PS    X10, Y10
-	VFMADD231PS  Y10, Y0, Y9
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   96(SI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y9, Y0, 192(CX)
+	VMASKMOVPS   Y7, Y0, 192(CX)
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
@@ -6539,18 +9627,18 @@ rows1_vecs6_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6572,34 +9660,34 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
+	VCVTPH2PS    (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
+	VCVTPH2PS    16(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
+	VCVTPH2PS    32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
+	VCVTPH2PS    48(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
+	VCVTPH2PS    64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
 	PREFETCHT0   80(BX)
-	VCVTPH2PS    80(SI), Y9
-	VFMADD231PS  Y9, Y0, Y8
+	VCVTPH2PS    80(SI), Y7
+	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
@@ -6614,19 +9702,19 @@ rows1_vecs6_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   160(CX), Y8, Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6648,37 +9736,37 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
+	VCVTPH2PS    (SI), Y7
+	VFMADD231PS  Y7, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
+	VCVTPH2PS    16(SI), Y7
+	VFMADD231PS  Y7, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
+	VCVTPH2PS    32(SI), Y7
+	VFMADD231PS  Y7, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
+	VCVTPH2PS    48(SI), Y7
+	VFMADD231PS  Y7, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
+	VCVTPH2PS    64(SI), Y7
+	VFMADD231PS  Y7, Y0, Y5
 	PREFETCHT0   80(BX)
-	VMOVDQU      656(AX), X9
-	VMASKMOVPS   80(SI), X9, X9
-	VCVTPH2PS    X9, Y9
-	VFMADD231PS  Y9, Y0, Y8
+	VMOVDQU      656(AX), X7
+	VMASKMOVPS   80(SI), X7, X7
+	VCVTPH2PS    X7, Y7
+	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 160(CX)
+	VMASKMOVPS   Y6, Y0, 160(CX)
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
@@ -6693,16 +9781,16 @@ rows1_vecs5_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6724,30 +9812,30 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
+	VCVTPH2PS    (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
+	VCVTPH2PS    16(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
+	VCVTPH2PS    32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
+	VCVTPH2PS    48(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
 	PREFETCHT0   64(BX)
-	VCVTPH2PS    64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y7
+	VCVTPH2PS    64(SI), Y6
+	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
@@ -6762,17 +9850,17 @@ rows1_vecs5_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
-	VMOVDQU      608(AX), Y7
-	VMASKMOVPS   128(CX), Y7, Y7
-	VMULPS       Y0, Y7, Y7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6794,33 +9882,33 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
+	VCVTPH2PS    (SI), Y6
+	VFMADD231PS  Y6, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
+	VCVTPH2PS    16(SI), Y6
+	VFMADD231PS  Y6, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
+	VCVTPH2PS    32(SI), Y6
+	VFMADD231PS  Y6, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
+	VCVTPH2PS    48(SI), Y6
+	VFMADD231PS  Y6, Y0, Y4
 	PREFETCHT0   64(BX)
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   64(SI), X8, X8
-	VCVTPH2PS    X8, Y8
-	VFMADD231PS  Y8, Y0, Y7
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   64(SI), X6, X6
+	VCVTPH2PS    X6, Y6
+	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y7, Y0, 128(CX)
+	VMASKMOVPS   Y5, Y0, 128(CX)
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
@@ -6835,14 +9923,14 @@ rows1_vecs4_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6864,26 +9952,26 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
+	VCVTPH2PS    (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
+	VCVTPH2PS    16(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
+	VCVTPH2PS    32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
 	PREFETCHT0   48(BX)
-	VCVTPH2PS    48(SI), Y7
-	VFMADD231PS  Y7, Y0, Y6
+	VCVTPH2PS    48(SI), Y5
+	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -6898,15 +9986,15 @@ rows1_vecs4_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   96(CX), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6928,29 +10016,29 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
+	VCVTPH2PS    (SI), Y5
+	VFMADD231PS  Y5, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
+	VCVTPH2PS    16(SI), Y5
+	VFMADD231PS  Y5, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
+	VCVTPH2PS    32(SI), Y5
+	VFMADD231PS  Y5, Y0, Y3
 	PREFETCHT0   48(BX)
-	VMOVDQU      656(AX), X7
-	VMASKMOVPS   48(SI), X7, X7
-	VCVTPH2PS    X7, Y7
-	VFMADD231PS  Y7, Y0, Y6
+	VMOVDQU      656(AX), X5
+	VMASKMOVPS   48(SI), X5, X5
+	VCVTPH2PS    X5, Y5
+	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 96(CX)
+	VMASKMOVPS   Y4, Y0, 96(CX)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -6965,12 +10053,12 @@ rows1_vecs3_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -6992,22 +10080,22 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
+	VCVTPH2PS    (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
+	VCVTPH2PS    16(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
 	PREFETCHT0   32(BX)
-	VCVTPH2PS    32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y5
+	VCVTPH2PS    32(SI), Y4
+	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -7022,13 +10110,13 @@ rows1_vecs3_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   64(CX), Y5, Y5
-	VMULPS       Y0, Y5, Y5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -7050,25 +10138,25 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
+	VCVTPH2PS    (SI), Y4
+	VFMADD231PS  Y4, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
+	VCVTPH2PS    16(SI), Y4
+	VFMADD231PS  Y4, Y0, Y2
 	PREFETCHT0   32(BX)
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   32(SI), X6, X6
-	VCVTPH2PS    X6, Y6
-	VFMADD231PS  Y6, Y0, Y5
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   32(SI), X4, X4
+	VCVTPH2PS    X4, Y4
+	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 64(CX)
+	VMASKMOVPS   Y3, Y0, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -7083,10 +10171,10 @@ rows1_vecs2_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -7108,18 +10196,18 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
+	VCVTPH2PS    (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
 	PREFETCHT0   16(BX)
-	VCVTPH2PS    16(SI), Y5
-	VFMADD231PS  Y5, Y0, Y4
+	VCVTPH2PS    16(SI), Y3
+	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -7134,11 +10222,11 @@ rows1_vecs2_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   32(CX), Y4, Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -7160,21 +10248,21 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
+	VCVTPH2PS    (SI), Y3
+	VFMADD231PS  Y3, Y0, Y1
 	PREFETCHT0   16(BX)
-	VMOVDQU      656(AX), X5
-	VMASKMOVPS   16(SI), X5, X5
-	VCVTPH2PS    X5, Y5
-	VFMADD231PS  Y5, Y0, Y4
+	VMOVDQU      656(AX), X3
+	VMASKMOVPS   16(SI), X3, X3
+	VCVTPH2PS    X3, Y3
+	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)
+	VMASKMOVPS   Y2, Y0, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -7189,8 +10277,8 @@ rows1_vecs1_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -7212,14 +10300,14 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VCVTPH2PS    (SI), Y4
-	VFMADD231PS  Y4, Y0, Y3
+	VCVTPH2PS    (SI), Y2
+	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -7234,9 +10322,9 @@ rows1_vecs1_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   (CX), Y3, Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -7258,17 +10346,17 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVDQU      656(AX), X4
-	VMASKMOVPS   (SI), X4, X4
-	VCVTPH2PS    X4, Y4
-	VFMADD231PS  Y4, Y0, Y3
+	VMOVDQU      656(AX), X2
+	VMASKMOVPS   (SI), X2, X2
+	VCVTPH2PS    X2, Y2
+	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, (CX)
+	VMASKMOVPS   Y1, Y0, (CX)
 	ADDQ         $0x01, 120(SP)
 
 panelnext:
@@ -7427,19 +10515,818 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// Scores and softmax, row by row.
-	MOVQ    $0x00000000, CX
-	MOVQ    CX, 88(SP)
-	MOVQ    q+0(FP), CX
-	MOVQ    CX, 96(SP)
+	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 	VMOVUPS constsAVX2<>+768(SB), Y3
 	VMOVUPS constsAVX2<>+768(SB), Y4
 	VMOVUPS constsAVX2<>+768(SB), Y5
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    CX, BX
+	SHLQ    $0x04, BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x04, BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y8
+	VROUNDPS     $0x00, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VFMADD213PS  Y4, Y9, Y10
+	VADDPS       constsAVX2<>+352(SB), Y10, Y10
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VMULPS       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y5, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y7
+	VROUNDPS     $0x00, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y8, Y9
+	VFMADD213PS  Y3, Y8, Y9
+	VADDPS       constsAVX2<>+352(SB), Y9, Y9
+	VCVTPS2DQ    Y7, Y7
+	VPADDD       constsAVX2<>+736(SB), Y7, Y7
+	VPSLLD       $0x17, Y7, Y7
+	VMULPS       Y7, Y9, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y4, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y1, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VFMADD213PS  Y3, Y5, Y6
+	VADDPS       constsAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y4, Y6, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), BX
@@ -7451,167 +11338,754 @@ whole:
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
-	JZ      scores_prefetched_last_dims
+	JZ      scores_rows1_prefetched_pass0_last_dims
 
-scores_prefetched_dims:
-	VMOVUPS     (R9), Y10
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
 	PREFETCHT0  (R8)
-	VPMOVZXWD   (BX), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y0
+	VPMOVZXWD   (BX), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y4
+	VPMOVZXWD   (BX)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y6
+	VPMOVZXWD   (BX)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
 	PREFETCHT0  (R8)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y8
+	VPMOVZXWD   (BX)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
-	VPMOVZXWD   (SI), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y3
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
 	PREFETCHT0  (DI)(CX*1)
-	VPMOVZXWD   (SI)(CX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y5
+	VPMOVZXWD   (SI)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
 	PREFETCHT0  (DI)(CX*2)
-	VPMOVZXWD   (SI)(CX*2), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y7
+	VPMOVZXWD   (SI)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
 	PREFETCHT0  (DI)(DX*1)
-	VPMOVZXWD   (SI)(DX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y9
+	VPMOVZXWD   (SI)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
 	ADDQ        $0x10, BX
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, R8
 	ADDQ        $0x10, DI
 	DECQ        R10
-	JNZ         scores_prefetched_dims
+	JNZ         scores_rows1_prefetched_pass0_dims
 
-scores_prefetched_last_dims:
+scores_rows1_prefetched_pass0_last_dims:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_prefetched_fold
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (R9), Y10, Y10
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*2), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(DX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*2), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(DX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y9
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
 
-scores_prefetched_fold:
-	VPERM2F128   $0x31, Y3, Y0, Y10
-	VPERM2F128   $0x20, Y3, Y0, Y0
-	VADDPS       Y10, Y0, Y0
-	VPERM2F128   $0x31, Y5, Y4, Y3
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
 	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y3
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
 	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VPERM2F128   $0x31, Y9, Y8, Y3
-	VPERM2F128   $0x20, Y9, Y8, Y8
-	VADDPS       Y3, Y8, Y8
-	VSHUFPS      $0xee, Y4, Y0, Y3
-	VSHUFPS      $0x44, Y4, Y0, Y0
-	VADDPS       Y3, Y0, Y0
-	VSHUFPS      $0xee, Y8, Y6, Y3
-	VSHUFPS      $0x44, Y8, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VSHUFPS      $0xdd, Y6, Y0, Y3
-	VSHUFPS      $0x88, Y6, Y0, Y0
-	VADDPS       Y3, Y0, Y0
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scores_prefetched_noalibi
+	JZ           scores_rows1_prefetched_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Y1
 	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
 	VADDPS       Y1, Y0, Y0
 
-scores_prefetched_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y3
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y3, Y0, Y0
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y3
-	VPERM2F128   $0x01, Y3, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0x4e, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0xb1, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    96(SP), BX
+	MOVQ    40(SP), SI
+	LEAQ    (BX)(SI*2), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows4_pass0_last_dims
+
+scores_rows4_pass0_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass0_dims
+
+scores_rows4_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass1_last_dims
+
+scores_rows4_pass1_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass1_dims
+
+scores_rows4_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass2_last_dims
+
+scores_rows4_pass2_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass2_dims
+
+scores_rows4_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass3_last_dims
+
+scores_rows4_pass3_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass3_dims
+
+scores_rows4_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y8
+	VROUNDPS     $0x00, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y9, Y10
+	VFMADD213PS  Y4, Y9, Y10
+	VADDPS       constsAVX2<>+352(SB), Y10, Y10
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       constsAVX2<>+736(SB), Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VMULPS       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y5, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y3, Y4, Y3
-	VMAXPS       constsAVX2<>+384(SB), Y3, Y5
-	VSUBPS       Y5, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y6
-	VMULPS       constsAVX2<>+64(SB), Y0, Y7
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y7
 	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y0
-	VMULPS       Y0, Y0, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y8
 	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
 	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
-	VFMADD213PS  Y0, Y8, Y9
+	VFMADD213PS  Y3, Y8, Y9
 	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
@@ -7621,14 +12095,14 @@ scores_prefetched_noalibi:
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
 	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
 	VMULPS       constsAVX2<>+64(SB), Y4, Y5
 	VROUNDPS     $0x00, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
@@ -7648,145 +12122,20 @@ scores_prefetched_noalibi:
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y7, Y7
-	VANDPS       Y0, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X3, (DX)(CX*4)
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
 	VMOVSS       X7, 512(AX)(CX*4)
-
-row:
-	MOVQ    88(SP), CX
-	MOVQ    96(SP), DX
-	INCQ    CX
-	ADDQ    40(SP), DX
-	MOVQ    CX, 88(SP)
-	MOVQ    DX, 96(SP)
-	CMPQ    CX, rows+8(FP)
-	JGE     pv
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	MOVQ    96(SP), DI
-	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      scores_last_dims
-
-scores_dims:
-	VMOVUPS     (DI), Y10
-	VPMOVZXWD   (BX), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VPMOVZXWD   (BX)(CX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VPMOVZXWD   (BX)(CX*2), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VPMOVZXWD   (BX)(DX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VPMOVZXWD   (SI), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VPMOVZXWD   (SI)(CX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VPMOVZXWD   (SI)(CX*2), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VPMOVZXWD   (SI)(DX*1), Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y9
-	ADDQ        $0x20, DI
-	ADDQ        $0x10, BX
-	ADDQ        $0x10, SI
-	DECQ        R8
-	JNZ         scores_dims
-
-scores_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_fold
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (DI), Y10, Y10
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y0
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y4
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(CX*2), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y6
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (BX)(DX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y8
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y3
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y5
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(CX*2), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y7
-	VMOVDQU     640(AX), X11
-	VMASKMOVPS  (SI)(DX*1), X11, X11
-	VPMOVZXWD   X11, Y11
-	VPSLLD      $0x10, Y11, Y11
-	VFMADD231PS Y11, Y10, Y9
-
-scores_fold:
-	VPERM2F128   $0x31, Y3, Y0, Y10
-	VPERM2F128   $0x20, Y3, Y0, Y0
-	VADDPS       Y10, Y0, Y0
-	VPERM2F128   $0x31, Y5, Y4, Y3
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y3
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VPERM2F128   $0x31, Y9, Y8, Y3
-	VPERM2F128   $0x20, Y9, Y8, Y8
-	VADDPS       Y3, Y8, Y8
-	VSHUFPS      $0xee, Y4, Y0, Y3
-	VSHUFPS      $0x44, Y4, Y0, Y0
-	VADDPS       Y3, Y0, Y0
-	VSHUFPS      $0xee, Y8, Y6, Y3
-	VSHUFPS      $0x44, Y8, Y6, Y6
-	VADDPS       Y3, Y6, Y6
-	VSHUFPS      $0xdd, Y6, Y0, Y3
-	VSHUFPS      $0x88, Y6, Y0, Y0
-	VADDPS       Y3, Y0, Y0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
-	JZ           scores_noalibi
+	JZ           scores_rows4_row2_noalibi
 	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -7795,84 +12144,407 @@ scores_fold:
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
 	VBROADCASTSS (CX)(DX*4), Y3
 	VMULPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
+	VADDPS       Y2, Y1, Y1
 
-scores_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y3
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y3, Y0, Y0
+scores_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y3
-	VPERM2F128   $0x01, Y3, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0x4e, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VPERMILPS    $0xb1, Y3, Y4
-	VMAXPS       Y4, Y3, Y3
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y3, Y4, Y3
-	VMAXPS       constsAVX2<>+384(SB), Y3, Y5
-	VSUBPS       Y5, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y6
-	VMULPS       constsAVX2<>+64(SB), Y0, Y7
-	VROUNDPS     $0x00, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y0
-	VMULPS       Y0, Y0, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y10
-	VFMADD213PS  Y10, Y8, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y10
-	VFMADD213PS  Y10, Y8, Y9
-	VFMADD213PS  Y0, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
-	VCVTPS2DQ    Y7, Y7
-	VPADDD       constsAVX2<>+736(SB), Y7, Y7
-	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
-	VANDPS       Y6, Y9, Y9
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y7, Y8
+	VFMADD213PS  Y1, Y7, Y8
+	VADDPS       constsAVX2<>+352(SB), Y8, Y8
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       constsAVX2<>+736(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y0
-	VMULPS       constsAVX2<>+64(SB), Y4, Y5
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y5, Y6
+	VFMADD213PS  Y3, Y5, Y6
+	VADDPS       constsAVX2<>+352(SB), Y6, Y6
+	VCVTPS2DQ    Y4, Y4
+	VPADDD       constsAVX2<>+736(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y4, Y6, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
 	VROUNDPS     $0x00, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
 	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
 	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
-	VFMADD213PS  Y4, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
 	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
 	VMULPS       Y5, Y7, Y7
-	VANDPS       Y0, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
+	VFMADD213PS  Y7, Y5, Y0
 	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X3, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
-	JMP          row
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_last_dims
+
+scores_rows1_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VPMOVZXWD   (BX), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VPMOVZXWD   (BX)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   (BX)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   (BX)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   (SI)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   (SI)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   (SI)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_dims
+
+scores_rows1_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y6, Y7
+	VFMADD213PS  Y0, Y6, Y7
+	VADDPS       constsAVX2<>+352(SB), Y7, Y7
+	VCVTPS2DQ    Y5, Y5
+	VPADDD       constsAVX2<>+736(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y5, Y7, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y3
+	VROUNDPS     $0x00, Y3, Y3
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y4, Y5
+	VFMADD213PS  Y2, Y4, Y5
+	VADDPS       constsAVX2<>+352(SB), Y5, Y5
+	VCVTPS2DQ    Y3, Y3
+	VPADDD       constsAVX2<>+736(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
 
 pv:
 	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
@@ -8003,23 +12675,23 @@ rows2_vecs4_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y7
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      32(CX)(DX*1), Y8
+	VMOVUPS      96(CX)(DX*1), Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      64(CX)(DX*1), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVUPS      96(CX)(DX*1), Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8041,40 +12713,40 @@ rows2_vecs4_whole:
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y11
+	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y3
-	VFMADD231PS  Y12, Y11, Y7
+	VPMOVZXWD    (DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
 	PREFETCHT0   16(SI)
-	VPMOVZXWD    16(DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y4
-	VFMADD231PS  Y12, Y11, Y8
+	VPMOVZXWD    16(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
 	PREFETCHT0   32(SI)
-	VPMOVZXWD    32(DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y5
-	VFMADD231PS  Y12, Y11, Y9
+	VPMOVZXWD    32(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
 	PREFETCHT0   48(SI)
-	VPMOVZXWD    48(DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y6
-	VFMADD231PS  Y12, Y11, Y10
+	VPMOVZXWD    48(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, (CX)(DX*1)
-	VMOVUPS      Y8, 32(CX)(DX*1)
-	VMOVUPS      Y9, 64(CX)(DX*1)
-	VMOVUPS      Y10, 96(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
+	VMOVUPS      Y8, 96(CX)(DX*1)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -8089,25 +12761,25 @@ rows2_vecs4_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   96(CX), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y7
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      32(CX)(DX*1), Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      64(CX)(DX*1), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   96(CX)(DX*1), Y10, Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8129,44 +12801,44 @@ rows2_vecs4_masked:
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y11
+	VBROADCASTSS 32(BX), Y9
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y3
-	VFMADD231PS  Y12, Y11, Y7
+	VPMOVZXWD    (DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y1
+	VFMADD231PS  Y10, Y9, Y5
 	PREFETCHT0   16(SI)
-	VPMOVZXWD    16(DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y4
-	VFMADD231PS  Y12, Y11, Y8
+	VPMOVZXWD    16(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y2
+	VFMADD231PS  Y10, Y9, Y6
 	PREFETCHT0   32(SI)
-	VPMOVZXWD    32(DI), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y5
-	VFMADD231PS  Y12, Y11, Y9
+	VPMOVZXWD    32(DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y3
+	VFMADD231PS  Y10, Y9, Y7
 	PREFETCHT0   48(SI)
-	VMOVDQU      656(AX), X12
-	VMASKMOVPS   48(DI), X12, X12
-	VPMOVZXWD    X12, Y12
-	VPSLLD       $0x10, Y12, Y12
-	VFMADD231PS  Y12, Y0, Y6
-	VFMADD231PS  Y12, Y11, Y10
+	VMOVDQU      656(AX), X10
+	VMASKMOVPS   48(DI), X10, X10
+	VPMOVZXWD    X10, Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y0, Y4
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 96(CX)
-	VMOVUPS      Y7, (CX)(DX*1)
-	VMOVUPS      Y8, 32(CX)(DX*1)
-	VMOVUPS      Y9, 64(CX)(DX*1)
+	VMASKMOVPS   Y4, Y0, 96(CX)
+	VMOVUPS      Y5, (CX)(DX*1)
+	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y7, 64(CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y10, Y0, 96(CX)(DX*1)
+	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -8181,19 +12853,19 @@ rows2_vecs3_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y6
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      32(CX)(DX*1), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      64(CX)(DX*1), Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8215,33 +12887,33 @@ rows2_vecs3_whole:
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y9
+	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
 	PREFETCHT0   16(SI)
-	VPMOVZXWD    16(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y7
+	VPMOVZXWD    16(DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
 	PREFETCHT0   32(SI)
-	VPMOVZXWD    32(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y5
-	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXWD    32(DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, (CX)(DX*1)
-	VMOVUPS      Y7, 32(CX)(DX*1)
-	VMOVUPS      Y8, 64(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
+	VMOVUPS      Y6, 64(CX)(DX*1)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -8256,21 +12928,21 @@ rows2_vecs3_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   64(CX), Y5, Y5
-	VMULPS       Y0, Y5, Y5
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y6
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      32(CX)(DX*1), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   64(CX)(DX*1), Y8, Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8292,37 +12964,37 @@ rows2_vecs3_masked:
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y9
+	VBROADCASTSS 32(BX), Y7
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
+	VFMADD231PS  Y8, Y7, Y4
 	PREFETCHT0   16(SI)
-	VPMOVZXWD    16(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y7
+	VPMOVZXWD    16(DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
+	VFMADD231PS  Y8, Y7, Y5
 	PREFETCHT0   32(SI)
-	VMOVDQU      656(AX), X10
-	VMASKMOVPS   32(DI), X10, X10
-	VPMOVZXWD    X10, Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y5
-	VFMADD231PS  Y10, Y9, Y8
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   32(DI), X8, X8
+	VPMOVZXWD    X8, Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 64(CX)
-	VMOVUPS      Y6, (CX)(DX*1)
-	VMOVUPS      Y7, 32(CX)(DX*1)
+	VMASKMOVPS   Y3, Y0, 64(CX)
+	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y5, 32(CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 64(CX)(DX*1)
+	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -8337,15 +13009,15 @@ rows2_vecs2_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      32(CX)(DX*1), Y6
-	VMULPS       Y0, Y6, Y6
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8367,26 +13039,26 @@ rows2_vecs2_whole:
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y7
+	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y5
+	VPMOVZXWD    (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
 	PREFETCHT0   16(SI)
-	VPMOVZXWD    16(DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VFMADD231PS  Y8, Y7, Y6
+	VPMOVZXWD    16(DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
+	VMOVUPS      Y4, 32(CX)(DX*1)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -8401,17 +13073,17 @@ rows2_vecs2_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
 	VMULPS       Y0, Y3, Y3
 	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   32(CX), Y4, Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   32(CX)(DX*1), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8433,30 +13105,30 @@ rows2_vecs2_masked:
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y7
+	VBROADCASTSS 32(BX), Y5
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y5
+	VPMOVZXWD    (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
+	VFMADD231PS  Y6, Y5, Y3
 	PREFETCHT0   16(SI)
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   16(DI), X8, X8
-	VPMOVZXWD    X8, Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VFMADD231PS  Y8, Y7, Y6
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   16(DI), X6, X6
+	VPMOVZXWD    X6, Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
+	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
+	VMASKMOVPS   Y2, Y0, 32(CX)
+	VMOVUPS      Y3, (CX)(DX*1)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 32(CX)(DX*1)
+	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -8471,11 +13143,11 @@ rows2_vecs1_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVUPS      (CX)(DX*1), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8497,19 +13169,19 @@ rows2_vecs1_whole:
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y5
+	VBROADCASTSS 32(BX), Y3
 	PREFETCHT0   (SI)
-	VPMOVZXWD    (DI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VFMADD231PS  Y6, Y5, Y4
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, (CX)(DX*1)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -8524,13 +13196,13 @@ rows2_vecs1_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), SI
 	VBROADCASTSS 512(AX)(SI*4), Y0
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   (CX), Y3, Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
 	VBROADCASTSS 516(AX)(SI*4), Y0
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   (CX)(DX*1), Y4, Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -8552,23 +13224,23 @@ rows2_vecs1_masked:
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 32(BX), Y5
+	VBROADCASTSS 32(BX), Y3
 	PREFETCHT0   (SI)
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   (DI), X6, X6
-	VPMOVZXWD    X6, Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VFMADD231PS  Y6, Y5, Y4
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   (DI), X4, X4
+	VPMOVZXWD    X4, Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
+	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
 	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, (CX)
+	VMASKMOVPS   Y1, Y0, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, (CX)(DX*1)
+	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -8583,22 +13255,22 @@ rows1_vecs8_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
+	VMOVUPS      224(CX), Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVUPS      224(CX), Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -8620,50 +13292,50 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y3
+	VPMOVZXWD    (SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y4
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y5
+	VPMOVZXWD    32(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y6
+	VPMOVZXWD    48(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y7
+	VPMOVZXWD    64(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y5
 	PREFETCHT0   80(BX)
-	VPMOVZXWD    80(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y8
+	VPMOVZXWD    80(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y6
 	PREFETCHT0   96(BX)
-	VPMOVZXWD    96(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y9
+	VPMOVZXWD    96(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y7
 	PREFETCHT0   112(BX)
-	VPMOVZXWD    112(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y10
+	VPMOVZXWD    112(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
-	VMOVUPS      Y10, 224(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
+	VMOVUPS      Y8, 224(CX)
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
@@ -8678,23 +13350,23 @@ rows1_vecs8_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
 	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   224(CX), Y10, Y10
-	VMULPS       Y0, Y10, Y10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -8716,53 +13388,53 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y3
+	VPMOVZXWD    (SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y4
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y5
+	VPMOVZXWD    32(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y6
+	VPMOVZXWD    48(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y7
+	VPMOVZXWD    64(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y5
 	PREFETCHT0   80(BX)
-	VPMOVZXWD    80(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y8
+	VPMOVZXWD    80(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y6
 	PREFETCHT0   96(BX)
-	VPMOVZXWD    96(SI), Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y9
+	VPMOVZXWD    96(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y7
 	PREFETCHT0   112(BX)
-	VMOVDQU      656(AX), X11
-	VMASKMOVPS   112(SI), X11, X11
-	VPMOVZXWD    X11, Y11
-	VPSLLD       $0x10, Y11, Y11
-	VFMADD231PS  Y11, Y0, Y10
+	VMOVDQU      656(AX), X9
+	VMASKMOVPS   112(SI), X9, X9
+	VPMOVZXWD    X9, Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y10, Y0, 224(CX)
+	VMASKMOVPS   Y8, Y0, 224(CX)
 	ADDQ         $0x08, 120(SP)
 	JMP          panelnext
 
@@ -8777,20 +13449,20 @@ rows1_vecs7_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVUPS      192(CX), Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVUPS      192(CX), Y9
-	VMULPS       Y0, Y9, Y9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -8812,45 +13484,45 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y3
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
+	VPMOVZXWD    16(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y5
+	VPMOVZXWD    32(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y6
+	VPMOVZXWD    48(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y7
+	VPMOVZXWD    64(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y5
 	PREFETCHT0   80(BX)
-	VPMOVZXWD    80(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y8
+	VPMOVZXWD    80(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y6
 	PREFETCHT0   96(BX)
-	VPMOVZXWD    96(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y9
+	VPMOVZXWD    96(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
-	VMOVUPS      Y9, 192(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
+	VMOVUPS      Y7, 192(CX)
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
@@ -8865,21 +13537,21 @@ rows1_vecs7_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
 	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVDQU      608(AX), Y9
-	VMASKMOVPS   192(CX), Y9, Y9
-	VMULPS       Y0, Y9, Y9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -8901,48 +13573,48 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y3
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
+	VPMOVZXWD    16(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y5
+	VPMOVZXWD    32(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y6
+	VPMOVZXWD    48(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y7
+	VPMOVZXWD    64(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y5
 	PREFETCHT0   80(BX)
-	VPMOVZXWD    80(SI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y8
+	VPMOVZXWD    80(SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y6
 	PREFETCHT0   96(BX)
-	VMOVDQU      656(AX), X10
-	VMASKMOVPS   96(SI), X10, X10
-	VPMOVZXWD    X10, Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y9
+	VMOVDQU      656(AX), X8
+	VMASKMOVPS   96(SI), X8, X8
+	VPMOVZXWD    X8, Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y9, Y0, 192(CX)
+	VMASKMOVPS   Y7, Y0, 192(CX)
 	ADDQ         $0x07, 120(SP)
 	JMP          panelnext
 
@@ -8957,18 +13629,18 @@ rows1_vecs6_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVUPS      160(CX), Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      160(CX), Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -8990,40 +13662,40 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y3
+	VPMOVZXWD    (SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y4
+	VPMOVZXWD    16(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y5
+	VPMOVZXWD    32(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y6
+	VPMOVZXWD    48(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y7
+	VPMOVZXWD    64(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y5
 	PREFETCHT0   80(BX)
-	VPMOVZXWD    80(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y8
+	VPMOVZXWD    80(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
-	VMOVUPS      Y8, 160(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
+	VMOVUPS      Y6, 160(CX)
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
@@ -9038,19 +13710,19 @@ rows1_vecs6_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
 	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   160(CX), Y8, Y8
-	VMULPS       Y0, Y8, Y8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9072,43 +13744,43 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y3
+	VPMOVZXWD    (SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y4
+	VPMOVZXWD    16(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y5
+	VPMOVZXWD    32(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y6
+	VPMOVZXWD    48(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y7
+	VPMOVZXWD    64(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y5
 	PREFETCHT0   80(BX)
-	VMOVDQU      656(AX), X9
-	VMASKMOVPS   80(SI), X9, X9
-	VPMOVZXWD    X9, Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y8
+	VMOVDQU      656(AX), X7
+	VMASKMOVPS   80(SI), X7, X7
+	VPMOVZXWD    X7, Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 160(CX)
+	VMASKMOVPS   Y6, Y0, 160(CX)
 	ADDQ         $0x06, 120(SP)
 	JMP          panelnext
 
@@ -9123,16 +13795,16 @@ rows1_vecs5_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVUPS      128(CX), Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
-	VMOVUPS      128(CX), Y7
-	VMULPS       Y0, Y7, Y7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9154,35 +13826,35 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
+	VPMOVZXWD    (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
+	VPMOVZXWD    16(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y5
+	VPMOVZXWD    32(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y6
+	VPMOVZXWD    48(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y4
 	PREFETCHT0   64(BX)
-	VPMOVZXWD    64(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y7
+	VPMOVZXWD    64(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
-	VMOVUPS      Y7, 128(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
+	VMOVUPS      Y5, 128(CX)
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
@@ -9197,17 +13869,17 @@ rows1_vecs5_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
 	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
-	VMOVDQU      608(AX), Y7
-	VMASKMOVPS   128(CX), Y7, Y7
-	VMULPS       Y0, Y7, Y7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9229,38 +13901,38 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
+	VPMOVZXWD    (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
+	VPMOVZXWD    16(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y5
+	VPMOVZXWD    32(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y6
+	VPMOVZXWD    48(SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y4
 	PREFETCHT0   64(BX)
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   64(SI), X8, X8
-	VPMOVZXWD    X8, Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y7
+	VMOVDQU      656(AX), X6
+	VMASKMOVPS   64(SI), X6, X6
+	VPMOVZXWD    X6, Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y7, Y0, 128(CX)
+	VMASKMOVPS   Y5, Y0, 128(CX)
 	ADDQ         $0x05, 120(SP)
 	JMP          panelnext
 
@@ -9275,14 +13947,14 @@ rows1_vecs4_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVUPS      96(CX), Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      96(CX), Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9304,30 +13976,30 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y3
+	VPMOVZXWD    (SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y5
+	VPMOVZXWD    32(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y3
 	PREFETCHT0   48(BX)
-	VPMOVZXWD    48(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y6
+	VPMOVZXWD    48(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
-	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
+	VMOVUPS      Y4, 96(CX)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -9342,15 +14014,15 @@ rows1_vecs4_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
 	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   96(CX), Y6, Y6
-	VMULPS       Y0, Y6, Y6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9372,33 +14044,33 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y3
+	VPMOVZXWD    (SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y5
+	VPMOVZXWD    32(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y3
 	PREFETCHT0   48(BX)
-	VMOVDQU      656(AX), X7
-	VMASKMOVPS   48(SI), X7, X7
-	VPMOVZXWD    X7, Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y6
+	VMOVDQU      656(AX), X5
+	VMASKMOVPS   48(SI), X5, X5
+	VPMOVZXWD    X5, Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 96(CX)
+	VMASKMOVPS   Y4, Y0, 96(CX)
 	ADDQ         $0x04, 120(SP)
 	JMP          panelnext
 
@@ -9413,12 +14085,12 @@ rows1_vecs3_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      64(CX), Y5
-	VMULPS       Y0, Y5, Y5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9440,25 +14112,25 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y4
+	VPMOVZXWD    16(SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y2
 	PREFETCHT0   32(BX)
-	VPMOVZXWD    32(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y5
+	VPMOVZXWD    32(SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
-	VMOVUPS      Y5, 64(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
+	VMOVUPS      Y3, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -9473,13 +14145,13 @@ rows1_vecs3_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
 	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   64(CX), Y5, Y5
-	VMULPS       Y0, Y5, Y5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9501,28 +14173,28 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y4
+	VPMOVZXWD    16(SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y2
 	PREFETCHT0   32(BX)
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   32(SI), X6, X6
-	VPMOVZXWD    X6, Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y5
+	VMOVDQU      656(AX), X4
+	VMASKMOVPS   32(SI), X4, X4
+	VPMOVZXWD    X4, Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 64(CX)
+	VMASKMOVPS   Y3, Y0, 64(CX)
 	ADDQ         $0x03, 120(SP)
 	JMP          panelnext
 
@@ -9537,10 +14209,10 @@ rows1_vecs2_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      32(CX), Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9562,20 +14234,20 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y3
+	VPMOVZXWD    (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y1
 	PREFETCHT0   16(BX)
-	VPMOVZXWD    16(SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y4
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Y3, (CX)
-	VMOVUPS      Y4, 32(CX)
+	VMOVUPS      Y1, (CX)
+	VMOVUPS      Y2, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -9590,11 +14262,11 @@ rows1_vecs2_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   32(CX), Y4, Y4
-	VMULPS       Y0, Y4, Y4
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9616,23 +14288,23 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y3
+	VPMOVZXWD    (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y1
 	PREFETCHT0   16(BX)
-	VMOVDQU      656(AX), X5
-	VMASKMOVPS   16(SI), X5, X5
-	VPMOVZXWD    X5, Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y4
+	VMOVDQU      656(AX), X3
+	VMASKMOVPS   16(SI), X3, X3
+	VPMOVZXWD    X3, Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)
+	VMASKMOVPS   Y2, Y0, 32(CX)
 	ADDQ         $0x02, 120(SP)
 	JMP          panelnext
 
@@ -9647,8 +14319,8 @@ rows1_vecs1_whole:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVUPS      (CX), Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9670,15 +14342,15 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VPMOVZXWD    (SI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y3
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Y3, (CX)
+	VMOVUPS      Y1, (CX)
 	ADDQ         $0x01, 120(SP)
 	JMP          panelnext
 
@@ -9693,9 +14365,9 @@ rows1_vecs1_masked:
 	ADDQ         BX, CX
 	MOVQ         104(SP), DX
 	VBROADCASTSS 512(AX)(DX*4), Y0
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   (CX), Y3, Y3
-	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -9717,18 +14389,18 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	PREFETCHT0   (BX)
-	VMOVDQU      656(AX), X4
-	VMASKMOVPS   (SI), X4, X4
-	VPMOVZXWD    X4, Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y3
+	VMOVDQU      656(AX), X2
+	VMASKMOVPS   (SI), X2, X2
+	VPMOVZXWD    X2, Y2
+	VPSLLD       $0x10, Y2, Y2
+	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
 	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
 	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, (CX)
+	VMASKMOVPS   Y1, Y0, (CX)
 	ADDQ         $0x01, 120(SP)
 
 panelnext:

@@ -1,8 +1,8 @@
 // Decode<F32|F16|BF16><ISA>: the fused decode step over K/V in blocks of
-// lanes keys. Scores: one accumulator per key of the block (lanes × dk
-// FMAs), folded so key c lands in lane c. PV: up to 4 (AVX-512) or 2
-// (AVX2) rows × 4-8 vectors of accumulators, wider for fewer rows, so a
-// one-row step still has 8 FMA chains.
+// T = lanes keys. Scores: R = 4, 2 or 1 rows at a time, in R passes of T/R
+// keys, T accumulators (row × key), so one K load feeds R FMAs; each pass
+// folded to one vector, the R vectors transposed to a vector per row. PV:
+// up to 4 (AVX-512) or 2 (AVX2) rows × 4-8 vectors, wider for fewer rows.
 
 package main
 
@@ -17,20 +17,24 @@ import (
 // rows of one KV head over nk keys every row sees, K and V (of storage E)
 // read once from memory, in blocks of T = lanes keys:
 //
-//	scores  row by row: 16 (AVX2: 8) accumulators, one per key, each a
-//	        dot product along d with the q vector loaded once per step;
-//	        a tree of shuffles and adds folds them into one vector of T
-//	        scores (natural order: key c in lane c);
+//	scores  in groups of R rows (scoreGroups): R passes over the block,
+//	        each of T/R keys, with T accumulators (one per row and key),
+//	        each a dot product along d; per step of d the R q vectors
+//	        are loaded once and each K vector loaded (and widened) feeds
+//	        R FMAs. A tree of shuffles and adds folds a pass's
+//	        accumulators into one vector (row i's keys in block i), and
+//	        the R vectors are transposed by blocks into one vector of T
+//	        scores per row (key c in lane c);
 //	softmax on that vector: horizontal max and sum by a butterfly;
 //	PV      a tile of rows × vectors of O (pvTile) accumulates the T
 //	        weights (broadcast) times the V rows.
 //
 // The first decodeAhead blocks are prefetched up front; then the K rows
-// decodeAhead blocks on are prefetched by row 0's score loop and the V rows
-// by the PV loop, a line per vector loaded (rows a page or more apart
-// defeat the hardware prefetchers). The last partial block is moved back
-// to end at nk and its first lanes masked, so no row past nk is read
-// (nk >= T is the caller's).
+// decodeAhead blocks on are prefetched by the first row group's score loop
+// and the V rows by the PV loop, a line per vector loaded (rows a page or
+// more apart defeat the hardware prefetchers). The last partial block is
+// moved back to end at nk and its first lanes masked, so no row past nk
+// is read (nk >= T is the caller's).
 
 // decodeAhead is how many blocks ahead Decode prefetches.
 const decodeAhead = 2
@@ -206,25 +210,37 @@ func (g *gen) decode(e elem) {
 		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * skipMask})
 	}
 
-	g.Comment("Scores and softmax, row by row.")
-	r := g.GP64()
-	g.MOVQ(operand.U32(0), r)
-	store(r, lc.row)
+	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (the first group prefetches).", scoreGroups))
+	g.MOVQ(operand.U32(0), lc.row)
 	q := g.param("q")
 	store(q, lc.qrow)
-	// Row 0 prefetches the K rows decodeAhead blocks on, one line per
-	// vector it loads; the others find the block in L1.
-	g.decodeScores(e, lc, mkK, sp, true)
-	g.Label("row")
-	r, q = load(lc.row), load(lc.qrow)
-	g.INCQ(r)
-	g.ADDQ(lc.qstride, q)
-	store(r, lc.row)
-	store(q, lc.qrow)
-	g.CMPQ(r, g.arg("rows"))
-	g.JGE(operand.LabelRef("pv"))
-	g.decodeScores(e, lc, mkK, sp, false)
-	g.JMP(operand.LabelRef("row"))
+	// The first group prefetches the K rows decodeAhead blocks on, one line
+	// per vector it loads; the others find the block in L1.
+	for _, prefetch := range []bool{true, false} {
+		g.Label(groupLabel("rowgroup", 0, prefetch))
+		left := g.GP64()
+		g.MOVQ(g.arg("rows"), left)
+		g.SUBQ(lc.row, left)
+		if !prefetch {
+			g.JZ(operand.LabelRef("pv"))
+		}
+		for _, R := range scoreGroups {
+			g.CMPQ(left, operand.Imm(uint64(R)))
+			g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
+		}
+		for _, R := range scoreGroups {
+			g.Label(groupLabel("scores", R, prefetch))
+			g.decodeScores(e, lc, mkK, sp, R, prefetch)
+			r, q := load(lc.row), load(lc.qrow)
+			g.ADDQ(operand.Imm(uint64(R)), r)
+			for range R {
+				g.ADDQ(lc.qstride, q)
+			}
+			store(r, lc.row)
+			store(q, lc.qrow)
+			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+		}
+	}
 	g.Label("pv")
 
 	g.Comment("PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.")
@@ -263,95 +279,238 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 	g.JNZ(operand.LabelRef(lbl))
 }
 
-// decodeScores emits one row's scores for the block and its softmax step:
-// T accumulators (key c in accumulator accOf[c], so that the fold leaves
-// key c in lane c), the q vector loaded once per step of d, then the fold,
-// the mask of skipped lanes, and the online-softmax update of m, l and the
-// weights and alpha in the scratch.
-func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, prefetch bool) {
-	lb := "scores"
-	if prefetch {
-		lb = "scores_prefetched"
+// scoreGroups are the row counts Decode scores together, largest first:
+// R rows take R passes over the block, each of T/R keys, with T
+// accumulators (row i, key j of the pass) fed by one K vector load per key
+// and R q vectors per step of d, so a K vector loaded (and widened) serves
+// R rows instead of one.
+var scoreGroups = []int{4, 1}
+
+// groupLabel names the code of a row group of R rows (0: the dispatch).
+func groupLabel(what string, R int, prefetch bool) string {
+	parts := []any{what}
+	if R > 0 {
+		parts = append(parts, "rows", R)
 	}
-	x := g.isa
-	T := x.lanes
-	alphaOff, _, _, _, _, skipMask := g.decodeLayout()
+	if prefetch {
+		parts = append(parts, "prefetched")
+	}
+	return label(parts...)
+}
+
+// decodeScores emits the scores of R rows (from the row in lc.row) for
+// the block, then each row's softmax step. Pass p folds the T
+// accumulators so that lane c holds row c/(T/R)'s key p·T/R + c%(T/R)
+// (accOf maps lanes to accumulators); the R folded vectors are then
+// transposed by blocks of T/R lanes into one vector of T keys per row.
+func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, R int, prefetch bool) {
+	lb := groupLabel("scores", R, prefetch)
+	T := g.isa.lanes
+	kpp := T / R // keys per pass
 	accOf := g.foldOrder()
+	folded := make([]reg.VecVirtual, R)
+	// The same T accumulators, q and K registers serve every pass (fewer
+	// virtual registers for avo's greedy allocator); each pass's folded
+	// vector is copied out of them.
 	acc := make([]reg.VecVirtual, T)
 	for i := range acc {
 		acc[i] = g.vec()
-		g.zero(acc[i])
 	}
-	// K rows of the block: groups of 4 from kb[i], addressed base, +ld,
-	// +2ld, +3ld.
-	ld := g.GP64()
-	g.MOVQ(lc.ldk, ld)
-	ld3 := g.GP64()
-	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
-	kb := make([]reg.GPVirtual, T/4)
-	for i := range kb {
-		kb[i] = g.GP64()
-		if i == 0 {
-			g.MOVQ(lc.kp, kb[0])
-		} else {
-			g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
+	qv := make([]reg.VecVirtual, R)
+	for i := range qv {
+		qv[i] = g.vec()
+	}
+	kv := g.vec()
+	for pass := range R {
+		for _, a := range acc {
+			g.zero(a)
 		}
-	}
-	var ka []reg.GPVirtual // with prefetch: the rows decodeAhead blocks on
-	if prefetch {
-		ahead := g.GP64()
-		g.MOVQ(ld, ahead)
-		g.SHLQ(operand.U8(g.aheadLog()), ahead)
-		for _, b := range kb {
-			a := g.GP64()
-			g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
-			ka = append(ka, a)
-		}
-	}
-	rowOf := func(kb []reg.GPVirtual, c int) operand.Mem {
-		b := kb[c/4]
-		switch c % 4 {
-		case 0:
-			return operand.Mem{Base: b}
-		case 3:
-			return operand.Mem{Base: b, Index: ld3, Scale: 1}
-		}
-		return operand.Mem{Base: b, Index: ld, Scale: uint8(c % 4)}
-	}
-	row := func(c int) operand.Mem { return rowOf(kb, c) }
-	qm := g.GP64()
-	g.MOVQ(lc.qrow, qm)
-	step := func(masked bool) {
-		qv := g.vec()
-		g.loadKV(f32, mk, operand.Mem{Base: qm}, masked, qv)
-		for c := 0; c < T; c++ {
-			if prefetch && !masked {
-				g.PREFETCHT0(rowOf(ka, c))
+		// K rows of the block: groups of 4 from kb[i], addressed base,
+		// +ld, +2ld, +3ld.
+		ld := g.GP64()
+		g.MOVQ(lc.ldk, ld)
+		ld3 := g.GP64()
+		g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+		first := pass * kpp
+		kb := make([]reg.GPVirtual, (kpp+3)/4)
+		for i := range kb {
+			kb[i] = g.GP64()
+			if i == 0 {
+				g.MOVQ(lc.kp, kb[0])
+				if first > 0 {
+					t := g.GP64()
+					g.IMUL3Q(operand.Imm(uint64(first)), ld, t)
+					g.ADDQ(t, kb[0])
+				}
+			} else {
+				g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
 			}
-			kv := g.vec()
-			g.loadKV(e, mk, row(c), masked, kv)
-			g.VFMADD231PS(kv, qv, acc[accOf[c]])
+		}
+		var ka []reg.GPVirtual // with prefetch: the rows decodeAhead blocks on
+		if prefetch {
+			ahead := g.GP64()
+			g.MOVQ(ld, ahead)
+			g.SHLQ(operand.U8(g.aheadLog()), ahead)
+			for _, b := range kb {
+				a := g.GP64()
+				g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
+				ka = append(ka, a)
+			}
+		}
+		rowOf := func(kb []reg.GPVirtual, c int) operand.Mem {
+			b := kb[c/4]
+			switch c % 4 {
+			case 0:
+				return operand.Mem{Base: b}
+			case 3:
+				return operand.Mem{Base: b, Index: ld3, Scale: 1}
+			}
+			return operand.Mem{Base: b, Index: ld, Scale: uint8(c % 4)}
+		}
+		// q rows: qm + i·qs; row 3 from a second base, qm3 = qm + 2·qs.
+		qm := g.GP64()
+		g.MOVQ(lc.qrow, qm)
+		var qs, qm3 reg.GPVirtual // (one row: no register for the stride)
+		if R > 1 {
+			qs = g.GP64()
+			g.MOVQ(lc.qstride, qs)
+		}
+		if R == 4 {
+			qm3 = g.GP64()
+			g.LEAQ(operand.Mem{Base: qm, Index: qs, Scale: 2}, qm3)
+		}
+		qAt := func(i int) operand.Mem {
+			switch i {
+			case 0:
+				return operand.Mem{Base: qm}
+			case 3:
+				return operand.Mem{Base: qm3, Index: qs, Scale: 1}
+			}
+			return operand.Mem{Base: qm, Index: qs, Scale: uint8(i)}
+		}
+		step := func(masked bool) {
+			for i := range qv {
+				g.loadKV(f32, mk, qAt(i), masked, qv[i])
+			}
+			for j := range kpp {
+				if prefetch && !masked {
+					g.PREFETCHT0(rowOf(ka, j))
+				}
+				g.loadKV(e, mk, rowOf(kb, j), masked, kv)
+				for i := range R {
+					g.VFMADD231PS(kv, qv[i], acc[accOf[i*kpp+j]])
+				}
+			}
+		}
+		lp := label(lb, "pass", pass)
+		cnt := g.GP64()
+		g.MOVQ(lc.kfull, cnt)
+		g.TESTQ(cnt, cnt)
+		g.JZ(operand.LabelRef(label(lp, "last_dims")))
+		g.Label(label(lp, "dims"))
+		step(false)
+		g.ADDQ(operand.Imm(uint64(4*T)), qm)
+		if qm3 != nil {
+			g.ADDQ(operand.Imm(uint64(4*T)), qm3)
+		}
+		for _, b := range append(kb, ka...) {
+			g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
+		}
+		g.DECQ(cnt)
+		g.JNZ(operand.LabelRef(label(lp, "dims")))
+		g.Label(label(lp, "last_dims"))
+		g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
+		g.JEQ(operand.LabelRef(label(lp, "fold")))
+		step(true)
+		g.Label(label(lp, "fold"))
+		folded[pass] = g.vec()
+		g.VMOVUPS(g.fold(acc), folded[pass])
+	}
+	for i, sv := range g.transposeBlocks(folded) {
+		g.decodeSoftmax(lc, sp, sv, i, label(lb, "row", i))
+	}
+}
+
+// transposeBlocks turns R vectors of R blocks of T/R lanes (vector p,
+// block i: row i's keys of pass p) into R vectors of one row each (vector
+// i: block i of every pass, in pass order), by the shuffles of the fold's
+// first levels; the order is checked by simulating them.
+func (g *gen) transposeBlocks(vs []reg.VecVirtual) []reg.VecVirtual {
+	R, T := len(vs), g.isa.lanes
+	if R == 1 {
+		return vs
+	}
+	type step struct {
+		op     string
+		lo, hi uint8
+	}
+	var steps []step
+	switch {
+	case g.isa.avx512() && R == 2: // blocks of 8 lanes
+		steps = []step{{"shuff32x4", 0x44, 0xee}}
+	case g.isa.avx512(): // R == 4, blocks of 4 lanes
+		steps = []step{{"shuff32x4", 0x44, 0xee}, {"shuff32x4", 0x88, 0xdd}}
+	case R == 2: // AVX2, blocks of 4 lanes
+		steps = []step{{"perm2f128", 0x20, 0x31}}
+	default: // AVX2, R == 4, blocks of 2 lanes
+		steps = []step{{"shufps", 0x44, 0xee}, {"perm2f128", 0x20, 0x31}}
+	}
+	// Simulate on labels (row·T + key) and check each result is one row's
+	// keys in order. Each level pairs vector 2i with 2i+1 into lo (slot
+	// i) and hi (slot i + len/2): after log2 R levels slot order is the
+	// row order checked below.
+	lab := make([][]int, R)
+	for p := range lab {
+		lab[p] = make([]int, T)
+		for c := range lab[p] {
+			lab[p][c] = (c/(T/R))*T + p*(T/R) + c%(T/R)
 		}
 	}
-	cnt := g.GP64()
-	g.MOVQ(lc.kfull, cnt)
-	g.TESTQ(cnt, cnt)
-	g.JZ(operand.LabelRef(label(lb, "last_dims")))
-	g.Label(label(lb, "dims"))
-	step(false)
-	g.ADDQ(operand.Imm(uint64(4*T)), qm)
-	for _, b := range append(kb, ka...) {
-		g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
+	cur := vs
+	for _, st := range steps {
+		n := len(cur)
+		nextLab, next := make([][]int, n), make([]reg.VecVirtual, n)
+		for i := 0; i < n/2; i++ {
+			a, b := cur[2*i], cur[2*i+1]
+			la, lb := lab[2*i], lab[2*i+1]
+			nextLab[i] = shuffleLanes(st.op, st.lo, la, lb)
+			nextLab[i+n/2] = shuffleLanes(st.op, st.hi, la, lb)
+			lo, hi := g.vec(), g.vec()
+			switch st.op {
+			case "shuff32x4":
+				g.VSHUFF32X4(operand.U8(st.lo), b, a, lo)
+				g.VSHUFF32X4(operand.U8(st.hi), b, a, hi)
+			case "perm2f128":
+				g.VPERM2F128(operand.U8(st.lo), b, a, lo)
+				g.VPERM2F128(operand.U8(st.hi), b, a, hi)
+			case "shufps":
+				g.VSHUFPS(operand.U8(st.lo), b, a, lo)
+				g.VSHUFPS(operand.U8(st.hi), b, a, hi)
+			}
+			next[i], next[i+n/2] = lo, hi
+		}
+		cur, lab = next, nextLab
 	}
-	g.DECQ(cnt)
-	g.JNZ(operand.LabelRef(label(lb, "dims")))
-	g.Label(label(lb, "last_dims"))
-	g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
-	g.JEQ(operand.LabelRef(label(lb, "fold")))
-	step(true)
-	g.Label(label(lb, "fold"))
-	sv := g.fold(acc)
+	// Slot order after the levels: find each row's vector.
+	rows := make([]reg.VecVirtual, R)
+	for s, l := range lab {
+		row := l[0] / T
+		for c, x := range l {
+			if x != row*T+c {
+				panic(fmt.Sprintf("transposeBlocks: R=%d slot %d lane %d holds %d", R, s, c, x))
+			}
+		}
+		rows[row] = cur[s]
+	}
+	return rows
+}
 
+// decodeSoftmax emits row lc.row+i's online-softmax step on its scores
+// sv (key c in lane c): ALiBi, the mask of skipped lanes, then m, l, the
+// weights and alpha in the scratch.
+func (g *gen) decodeSoftmax(lc decodeLocals, sp reg.GPVirtual, sv reg.VecVirtual, i int, lb string) {
+	x := g.isa
+	alphaOff, _, _, _, _, skipMask := g.decodeLayout()
 	// ALiBi: sc += slope·(dist + c) for key c of the call, the block's
 	// first key being nk - rem (the moved-back block included); the
 	// distances are integers, exact in float32, and the product is
@@ -362,10 +521,14 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	{
 		r := g.GP64()
 		g.MOVQ(lc.row, r)
+		if i > 0 {
+			g.ADDQ(operand.Imm(uint64(i)), r)
+		}
 		kpos := g.GP64()
 		g.MOVQ(g.arg("nk"), kpos)
 		g.SUBQ(lc.rem, kpos)
 		d := g.vec()
+		g.zero(d) // defined first: VCVTSI2SSQ's merge would read it
 		g.VCVTSI2SSQ(kpos, d.AsX(), d.AsX())
 		rows := g.GP64()
 		g.MOVQ(g.arg("rows"), rows)
@@ -395,6 +558,9 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	// The online-softmax step of the row.
 	r := g.GP64()
 	g.MOVQ(lc.row, r)
+	if i > 0 {
+		g.ADDQ(operand.Imm(uint64(i)), r)
+	}
 	mp, lp := g.param("m"), g.param("l")
 	mAt := operand.Mem{Base: mp, Index: r, Scale: 4}
 	lAt := operand.Mem{Base: lp, Index: r, Scale: 4}
