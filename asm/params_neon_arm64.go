@@ -17,4 +17,7 @@ const (
 
 	// PeakChainsNEON is the independent vector FMAs of an FMAPeak iteration.
 	PeakChainsNEON = 24
+
+	// DecodeKeysNEON is the key block of Decode: the fewest keys of a call.
+	DecodeKeysNEON = 4
 )

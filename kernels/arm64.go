@@ -43,6 +43,20 @@ var neon = &Set{
 	peak:       asm.FMAPeakNEON,
 	peakChains: asm.PeakChainsNEON,
 	panelCols:  asm.LanesNEON * asm.PanelVecsNEON,
+	decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, _, alibi []float32) {
+		al := first(alibi)
+		switch kr.Type {
+		case fallback.KVFloat32:
+			asm.DecodeF32NEON(&q[0], rows, dk, &kr.F32[0], kr.Ld, &vr.F32[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], al)
+		case fallback.KVFloat16:
+			asm.DecodeF16NEON(&q[0], rows, dk, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], al)
+		default:
+			asm.DecodeBF16NEON(&q[0], rows, dk, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], al)
+		}
+	},
+	decodeKeys:    asm.DecodeKeysNEON,
+	decodeScratch: 1, // none used; one float, so that a Decode call's s is a real slice
+	decodeWhole:   true,
 }
 
 func init() {

@@ -21,9 +21,10 @@ type decodeKernel func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m,
 
 // HasDecode reports whether the set has a fused decode kernel for K and V
 // stored as t with head dims dk and dv. (AVX2 loads a 16-bit row's last
-// vector as dword pairs, so it needs even dims there.)
+// vector as dword pairs, so it needs even dims there; NEON, without masked
+// loads, needs dims that are multiples of its 4 lanes.)
 func (ks *Set) HasDecode(t KVType, dk, dv int) bool {
-	if ks.decode == nil {
+	if ks.decode == nil || ks.decodeWhole && (dk%ks.Lanes != 0 || dv%ks.Lanes != 0) {
 		return false
 	}
 	return t == fallback.KVFloat32 || !ks.decodePairs || (dk%2 == 0 && dv%2 == 0)

@@ -56,6 +56,7 @@ type Set struct {
 	decodeKeys    int  // fewest keys of a Decode call
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only)
+	decodeWhole   bool // whole vectors only: head dims multiples of Lanes (NEON: no masked loads)
 
 	dotRows    int               // the most query rows of a Dot call (0: no Dot)
 	peakChains int               // independent vector FMAs per iteration of peak

@@ -33,6 +33,9 @@ func main() {
 	g.scoreBias()
 	g.expKernel()
 	g.peak()
+	for _, el := range neonElems {
+		g.decode(el)
+	}
 	stubs, err := e.Stubs()
 	if err != nil {
 		log.Fatal(err)
@@ -47,6 +50,7 @@ func main() {
 		{Name: "PanelVecs", Value: maxNV, Doc: "the most vectors of a Gemm or PV panel: the register tile's width."},
 		{Name: "SoftmaxVecs", Value: maxNV, Doc: "the most vectors of rows of a Softmax or ScoreBias call."},
 		{Name: "PeakChains", Value: peakChains, Doc: "the independent vector FMAs of an FMAPeak iteration."},
+		{Name: "DecodeKeys", Value: 4, Doc: "the key block of Decode: the fewest keys of a call."},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -65,9 +69,14 @@ const (
 )
 
 // The constant table: each constant one 32-bit word, loaded with VLD1R:
-// exp's (gen/expconst) and the exponent bias.
+// exp's (gen/expconst) and the exponent bias; then the vector 0, 1, 2, 3
+// (Decode's key numbers in a block), loaded whole with VLD1.
 var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "bias", Bits: 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
+	expconst.Const{Name: "iota0", Bits: 0},
+	expconst.Const{Name: "iota1", Bits: 0x3f800000},
+	expconst.Const{Name: "iota2", Bits: 0x40000000},
+	expconst.Const{Name: "iota3", Bits: 0x40400000},
 )
 
 func (g *gen) constants() {

@@ -23,6 +23,10 @@ const (
 	opFABS   = 0x4ea0f800
 	opFNEG   = 0x6ea0f800
 	opFMLAe  = 0x4f801000 // FMLA by element: index H:L in bits 11, 21; Rm in 16-20
+	opFADDP  = 0x6e20d400 // pairwise: U = 1 beside FADD
+	opFMAXP  = 0x6e20f400
+	opFCVTL  = 0x0e217800 // "two-register misc", Q = 0: the lower 4 halves; FCVTL2 sets Q
+	opSHLL   = 0x2e613800 // size = 01 (halfwords), shift = 16; SHLL2 sets Q
 )
 
 // Encoding is one encoded instruction and its disassembly.
@@ -99,6 +103,33 @@ func EncFMLAElem(d, n, m V, index int) Encoding {
 		fmt.Sprintf("fmla v%d.4s, v%d.4s, v%d.s[%d]", d, n, m, index),
 	}
 }
+
+// EncFADDP is the pairwise sum: Vd = [n0+n1, n2+n3, m0+m1, m2+m3].
+func EncFADDP(d, n, m V) Encoding { return three(opFADDP, "faddp", "4s", d, n, m) }
+
+// EncFMAXP is the pairwise max (NaN if either is NaN), in FADDP's order.
+func EncFMAXP(d, n, m V) Encoding { return three(opFMAXP, "fmaxp", "4s", d, n, m) }
+
+// widening is a "two-register misc" widening of 4 halfwords of Vn (its
+// lower half, or with upper its upper half) to 4 words of Vd.
+func widening(op uint32, name string, upper bool, d, n V, suffix string) Encoding {
+	arr := "4h"
+	if upper {
+		op |= 1 << 30
+		name += "2"
+		arr = "8h"
+	}
+	return Encoding{op | uint32(n.check())<<5 | uint32(d.check()),
+		fmt.Sprintf("%s v%d.4s, v%d.%s%s", name, d, n, arr, suffix)}
+}
+
+// EncFCVTL widens 4 float16 (the lower half of Vn; with upper, FCVTL2,
+// the upper half) to float32, exactly.
+func EncFCVTL(d, n V, upper bool) Encoding { return widening(opFCVTL, "fcvtl", upper, d, n, "") }
+
+// EncSHLL shifts 4 halfwords (the lower half of Vn; with upper, SHLL2,
+// the upper half) left by 16 into words: bfloat16 to float32, exactly.
+func EncSHLL(d, n V, upper bool) Encoding { return widening(opSHLL, "shll", upper, d, n, ", #16") }
 
 // Emit writes an encoded instruction.
 func (e *Emitter) Emit(enc Encoding) { e.Word(enc.Word, enc.Mnemonic) }

@@ -21,7 +21,11 @@ func every() []Encoding {
 			EncFMAX(d, n, m), EncFMIN(d, n, m), EncFMLS(d, n, m),
 			EncFCMGT(d, n, m), EncFCMEQ(d, n, m), EncBIC(d, n, m),
 			EncFRINTN(d, n), EncFCVTZS(d, n), EncFABS(d, n), EncFNEG(d, n),
+			EncFADDP(d, n, m), EncFMAXP(d, n, m),
 		)
+		for _, upper := range []bool{false, true} {
+			out = append(out, EncFCVTL(d, n, upper), EncSHLL(d, n, upper))
+		}
 		for i := 0; i < 4; i++ {
 			out = append(out, EncFMLAElem(d, n, m, i))
 		}
@@ -41,6 +45,9 @@ func TestEncodingsTable(t *testing.T) {
 		{EncFMLAElem(0, 1, 2, 3), 0x4fa21820},  // L=1 (bit 21), H=1 (bit 11)
 		{EncFMLAElem(0, 1, 17, 0), 0x4f911020}, // M=1 (bit 20) for V17
 		{EncFRINTN(2, 3), 0x4e218862},
+		{EncFADDP(0, 1, 2), 0x6e22d420},     // U=1 beside FADD
+		{EncFCVTL(1, 2, false), 0x0e217841}, // Q=0 sz=0 opcode 10111
+		{EncSHLL(1, 2, true), 0x6e613841},   // Q=1 U=1 size=01 opcode 10011
 	} {
 		if c.got.Word != c.want {
 			t.Errorf("%s: encoded 0x%08x, want 0x%08x", c.got.Mnemonic, c.got.Word, c.want)
