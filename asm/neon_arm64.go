@@ -126,3 +126,23 @@ func DecodeF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv 
 //
 //go:noescape
 func DecodeBF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv int, nk, dv int, o, m, l, alibi *float32)
+
+// WidenF16NEON is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.F16ToF32(src[i])
+//
+// with n a multiple of 4.
+//
+//go:noescape
+func WidenF16NEON(dst *float32, src *uint16, n int)
+
+// WidenBF16NEON is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.BF16ToF32(src[i])
+//
+// with n a multiple of 4.
+//
+//go:noescape
+func WidenBF16NEON(dst *float32, src *uint16, n int)

@@ -9179,3 +9179,47 @@ next:
 	SUBS $4, R9, R9
 	BNE block
 	RET
+
+// func WidenF16NEON(dst *float32, src *uint16, n int)
+TEXT ·WidenF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	LSR $3, R2, R3
+	CBZ R3, last
+loop:
+	VLD1.P 16(R1), [V0.H8]
+	WORD $0x0e217801 // fcvtl v1.4s, v0.4h
+	WORD $0x4e217802 // fcvtl2 v2.4s, v0.8h
+	VST1.P [V1.S4, V2.S4], 32(R0)
+	SUBS $1, R3, R3
+	BNE loop
+last:
+	TBZ $2, R2, done
+	VLD1 (R1), [V0.H4]
+	WORD $0x0e217801 // fcvtl v1.4s, v0.4h
+	VST1 [V1.S4], (R0)
+done:
+	RET
+
+// func WidenBF16NEON(dst *float32, src *uint16, n int)
+TEXT ·WidenBF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	LSR $3, R2, R3
+	CBZ R3, last
+loop:
+	VLD1.P 16(R1), [V0.H8]
+	WORD $0x2e613801 // shll v1.4s, v0.4h, #16
+	WORD $0x6e613802 // shll2 v2.4s, v0.8h, #16
+	VST1.P [V1.S4, V2.S4], 32(R0)
+	SUBS $1, R3, R3
+	BNE loop
+last:
+	TBZ $2, R2, done
+	VLD1 (R1), [V0.H4]
+	WORD $0x2e613801 // shll v1.4s, v0.4h, #16
+	VST1 [V1.S4], (R0)
+done:
+	RET

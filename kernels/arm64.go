@@ -57,6 +57,13 @@ var neon = &Set{
 	decodeKeys:    asm.DecodeKeysNEON,
 	decodeScratch: 1, // none used; one float, so that a Decode call's s is a real slice
 	decodeWhole:   true,
+	widen: func(dst []float32, src []uint16, t KVType) {
+		if t == fallback.KVFloat16 {
+			asm.WidenF16NEON(&dst[0], &src[0], len(src))
+		} else {
+			asm.WidenBF16NEON(&dst[0], &src[0], len(src))
+		}
+	},
 }
 
 func init() {

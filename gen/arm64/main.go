@@ -36,6 +36,7 @@ func main() {
 	for _, el := range neonElems {
 		g.decode(el)
 	}
+	g.convert()
 	stubs, err := e.Stubs()
 	if err != nil {
 		log.Fatal(err)
