@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
 )
 
 // Cache is a layer's KV cache for incremental decoding: the projected keys
 // and values (rotated, with rotary embeddings) of every token seen so far,
-// [Batch][Cap][KVHeads][dim] each, stored as float32 (K and V) or, from
+// [Batch][KVHeads][Cap][dim] each (heads major, so that a decode step
+// streams each KV head's keys contiguously), stored as float32 (K and V) or, from
 // NewCacheOf, as 16-bit floats (K16 and V16, rounded to nearest even as
 // tokens are appended: half the memory, and half the bytes a decode step
 // reads).
@@ -21,7 +25,7 @@ import (
 // a Decode, Truncate or Reset while another is running on it returns
 // ErrBusy and does nothing; Len and Lens may be called at any time.
 type Cache struct {
-	K, V     []float32 // float32 storage: [Batch][Cap][KVHeads][HeadDim], [Batch][Cap][KVHeads][ValueDim]
+	K, V     []float32 // float32 storage: [Batch][KVHeads][Cap][HeadDim], [Batch][KVHeads][Cap][ValueDim]
 	K16, V16 []uint16  // 16-bit storage, the same shapes
 
 	typ         KVType
@@ -85,14 +89,41 @@ func (c *Cache) Type() KVType {
 	return c.typ
 }
 
-// kv returns the K and V of sequence b, [Cap][KVHeads][dim] each.
+// kv returns the K and V of sequence b, [KVHeads][Cap][dim] each.
 func (c *Cache) kv(b int) kvData {
 	kw, vw := c.layer.cfg.KVHeads*c.layer.cfg.HeadDim, c.layer.cfg.KVHeads*c.layer.cfg.ValueDim
 	kr, vr := b*c.capa*kw, b*c.capa*vw
 	if c.typ.is16() {
-		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw]}
+		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw], headsMajor: true}
 	}
-	return kvData{t: c.typ, k: c.K[kr : kr+c.capa*kw], v: c.V[vr : vr+c.capa*vw]}
+	return kvData{t: c.typ, k: c.K[kr : kr+c.capa*kw], v: c.V[vr : vr+c.capa*vw], headsMajor: true}
+}
+
+// store writes n new tokens of sequence b, from position at, into the
+// cache: k and v are their projections, [n][KVHeads][dim] (BSHD rows), and
+// each head's rows go to that head's run of the cache (rounded to the
+// cache's 16-bit type if it has one).
+func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
+	cfg := c.layer.cfg
+	for g := 0; g < cfg.KVHeads; g++ {
+		for _, t := range [2]struct {
+			src []float32
+			f32 []float32
+			u16 []uint16
+			dim int
+		}{{k, c.K, c.K16, cfg.HeadDim}, {v, c.V, c.V16, cfg.ValueDim}} {
+			base := ((b*cfg.KVHeads+g)*c.capa + at) * t.dim
+			for i := 0; i < n; i++ {
+				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
+				off := base + i*t.dim
+				if c.typ.is16() {
+					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(c.typ))
+				} else {
+					copy(t.f32[off:off+t.dim], row)
+				}
+			}
+		}
+	}
 }
 
 // Len returns the number of tokens sequence seq holds (0 for a nil Cache

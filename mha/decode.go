@@ -3,8 +3,6 @@ package mha
 import (
 	"context"
 	"fmt"
-
-	"github.com/fastattn/fastattn/fallback"
 )
 
 // Decode appends n new tokens to every sequence, x = [Batch][n][DModel],
@@ -174,16 +172,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		if n == 0 {
 			continue
 		}
-		at := b*cache.capa + int(cache.lens[b].Load())
-		k, v := sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw]
-		if cache.typ.is16() {
-			t := fallback.KVType(cache.typ)
-			l.e.ks.Narrow(cache.K16[at*kw:(at+n)*kw], k, t)
-			l.e.ks.Narrow(cache.V16[at*vw:(at+n)*vw], v, t)
-		} else {
-			copy(cache.K[at*kw:(at+n)*kw], k)
-			copy(cache.V[at*vw:(at+n)*vw], v)
-		}
+		cache.store(l.e.ks, b, int(cache.lens[b].Load()), n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
 		row += n
 	}
 	if !(l.e.attend(works, c) && l.project(out, sc.attn, l.w.WO, l.w.BO, total, H*Dv, dm, c)) {

@@ -264,13 +264,11 @@ func TestDecodePoisonedCache(t *testing.T) {
 			}
 		}
 		// Poison what the window no longer sees.
-		kvw := cfg.KVHeads * cfg.HeadDim
-		for b := 0; b < B; b++ {
-			for pos := 0; pos < prompt-window; pos++ {
-				at := (b*256 + pos) * kvw
-				fill(dirty.K[at:at+kvw], nan32)
-				fill(dirty.V[at:at+kvw], inf32)
-			}
+		// The cache is [B][KVHeads][256][HeadDim].
+		for bg := 0; bg < B*cfg.KVHeads; bg++ {
+			at, n := bg*256*cfg.HeadDim, (prompt-window)*cfg.HeadDim
+			fill(dirty.K[at:at+n], nan32)
+			fill(dirty.V[at:at+n], inf32)
 		}
 		tok := random(rng, B*cfg.DModel)
 		want, got := make([]float32, len(tok)), make([]float32, len(tok))

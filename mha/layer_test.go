@@ -1,6 +1,7 @@
 package mha
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -312,6 +313,57 @@ func TestRotaryQKNorm(t *testing.T) {
 				t.Fatal(err)
 			}
 			compare(t, e.Kernels()+" "+c.name, out, want, tolLayer, &worstLayer)
+		}
+	}
+}
+
+// TestCacheLayout checks the documented layout of a Cache,
+// [Batch][KVHeads][Cap][dim]: after a ragged prefill, K and V at (b, g,
+// pos) are the projections of token pos of sequence b for KV head g (no
+// rotary embedding), and the positions past a sequence's length are
+// untouched.
+func TestCacheLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	cfg := LayerConfig{DModel: 12, Heads: 4, KVHeads: 2, HeadDim: 4, ValueDim: 8}
+	for _, e := range engines {
+		l, w := testLayer(t, e, rng, cfg, true)
+		const capa = 9
+		c, err := l.NewCache(2, capa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := []int{5, 3}
+		x := random(rng, 8*cfg.DModel)
+		if err := l.DecodeSeqs(context.Background(), make([]float32, len(x)), x, c, counts, nil); err != nil {
+			t.Fatal(err)
+		}
+		for b, row := 0, 0; b < 2; b++ {
+			for pos := 0; pos < capa; pos++ {
+				for g := 0; g < cfg.KVHeads; g++ {
+					for _, kv := range []struct {
+						name    string
+						cache   []float32
+						w, bias []float32
+						dim     int
+					}{{"K", c.K, w.WK, w.BK, cfg.HeadDim}, {"V", c.V, w.WV, w.BV, cfg.ValueDim}} {
+						width := cfg.KVHeads * kv.dim
+						got := kv.cache[((b*cfg.KVHeads+g)*capa+pos)*kv.dim:][:kv.dim]
+						for j := range got {
+							want := 0.0
+							if pos < counts[b] {
+								want = float64(kv.bias[g*kv.dim+j])
+								for i := 0; i < cfg.DModel; i++ {
+									want += float64(x[(row+pos)*cfg.DModel+i]) * float64(kv.w[i*width+g*kv.dim+j])
+								}
+							}
+							if math.Abs(float64(got[j])-want) > 1e-5 {
+								t.Fatalf("%s: %s[b=%d][g=%d][pos=%d][%d] = %v, want %v", e.Kernels(), kv.name, b, g, pos, j, got[j], want)
+							}
+						}
+					}
+				}
+			}
+			row += counts[b]
 		}
 	}
 }

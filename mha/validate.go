@@ -37,9 +37,10 @@ func (s Shape) resolve() (Shape, error) {
 // kvData is the K and V of a call: float32, or 16-bit of type t (a valid
 // type: Attention16 and NewCacheOf check it).
 type kvData struct {
-	t        KVType
-	k, v     []float32
-	k16, v16 []uint16
+	t          KVType
+	k, v       []float32
+	k16, v16   []uint16
+	headsMajor bool // [B][KVHeads][KVLen][dim] whatever the shape's Layout (a Cache's rows)
 }
 
 // lens returns the lengths of K and V.
@@ -88,10 +89,11 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	p := tile.Problem{
 		Q: q, K: kv.k, V: kv.v, Out: out, KVType: fallback.KVType(kv.t), K16: kv.k16, V16: kv.v16,
 		Batch: B, Heads: H, KVHeads: Hkv, QLen: Lq, KVLen: Lk, HeadDim: Dk, ValueDim: Dv,
-		HeadsMajor: s.Layout == BHSD,
-		Causal:     o.Causal,
-		Window:     o.Window,
-		BiasBatch:  1, BiasHeads: 1, BiasQLen: 1,
+		HeadsMajor:   s.Layout == BHSD,
+		KVHeadsMajor: s.Layout == BHSD || kv.headsMajor,
+		Causal:       o.Causal,
+		Window:       o.Window,
+		BiasBatch:    1, BiasHeads: 1, BiasQLen: 1,
 		MaskBatch: 1, MaskHeads: 1, MaskQLen: 1,
 	}
 	if err := resolveOptions(&o, &p); err != nil {

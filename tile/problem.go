@@ -4,7 +4,8 @@ import "github.com/fastattn/fastattn/fallback"
 
 // Problem is one attention call, validated and with every default resolved
 // by the mha package. Tensors are flat row-major float32: BSHD
-// ([batch][seq][head][dim]) or, with HeadsMajor, BHSD.
+// ([batch][seq][head][dim]) or, with HeadsMajor (Q and Out) and
+// KVHeadsMajor (K and V), BHSD.
 type Problem struct {
 	Q, K, V, Out []float32
 	LSE          []float32 // [B][H][Lq], or nil
@@ -17,7 +18,8 @@ type Problem struct {
 	Batch, Heads, KVHeads int
 	QLen, KVLen           int // KVLen is the stored key length (the stride)
 	HeadDim, ValueDim     int
-	HeadsMajor            bool
+	HeadsMajor            bool // Q and Out are BHSD
+	KVHeadsMajor          bool // K and V are BHSD (a KV cache's layout, whatever Q's)
 
 	Scale   float32 // folded into the packed Q block
 	Softcap float32 // 0 = off
@@ -47,6 +49,15 @@ func (p *Problem) row(b, s, h, n, seqLen, dim int) (off, stride int) {
 		return ((b*n+h)*seqLen + s) * dim, dim
 	}
 	return ((b*seqLen+s)*n + h) * dim, n * dim
+}
+
+// kvRow is row for K (dim HeadDim) or V (ValueDim): key j of KV head g of
+// batch b, in K and V's own layout.
+func (p *Problem) kvRow(b, j, g, dim int) (off, stride int) {
+	if p.KVHeadsMajor {
+		return ((b*p.KVHeads+g)*p.KVLen + j) * dim, dim
+	}
+	return ((b*p.KVLen+j)*p.KVHeads + g) * dim, p.KVHeads * dim
 }
 
 // keyLen returns the number of valid keys of batch b.
@@ -160,7 +171,7 @@ func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
 	if value {
 		dim, f, h = p.ValueDim, p.V, p.V16
 	}
-	off, ld := p.row(b, j, g, p.KVHeads, p.KVLen, dim)
+	off, ld := p.kvRow(b, j, g, dim)
 	r := fallback.KVRows{Type: p.KVType, Ld: ld}
 	if p.KVType == fallback.KVFloat32 {
 		r.F32 = f[off:]
