@@ -146,3 +146,23 @@ func WidenF16NEON(dst *float32, src *uint16, n int)
 //
 //go:noescape
 func WidenBF16NEON(dst *float32, src *uint16, n int)
+
+// NarrowF16NEON is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.F32ToF16(src[i])
+//
+// with n a multiple of 4.
+//
+//go:noescape
+func NarrowF16NEON(dst *uint16, src *float32, n int)
+
+// NarrowBF16NEON is
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = fallback.F32ToBF16(src[i])
+//
+// with n a multiple of 4.
+//
+//go:noescape
+func NarrowBF16NEON(dst *uint16, src *float32, n int)

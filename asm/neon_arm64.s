@@ -24,11 +24,14 @@ DATA constsNEON<>+68(SB)/4, $0xbd5c1e2d
 DATA constsNEON<>+72(SB)/4, $0x3e088393
 DATA constsNEON<>+76(SB)/4, $0xbeaaaa99
 DATA constsNEON<>+80(SB)/4, $0x3f800000
-DATA constsNEON<>+84(SB)/4, $0x00000000
-DATA constsNEON<>+88(SB)/4, $0x3f800000
-DATA constsNEON<>+92(SB)/4, $0x40000000
-DATA constsNEON<>+96(SB)/4, $0x40400000
-GLOBL constsNEON<>(SB), RODATA|NOPTR, $100
+DATA constsNEON<>+84(SB)/4, $0x00000001
+DATA constsNEON<>+88(SB)/4, $0x00007fff
+DATA constsNEON<>+92(SB)/4, $0x00400000
+DATA constsNEON<>+96(SB)/4, $0x00000000
+DATA constsNEON<>+100(SB)/4, $0x3f800000
+DATA constsNEON<>+104(SB)/4, $0x40000000
+DATA constsNEON<>+108(SB)/4, $0x40400000
+GLOBL constsNEON<>(SB), RODATA|NOPTR, $112
 
 // func GemmNEON(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
 TEXT ·GemmNEON(SB), NOSPLIT, $0-88
@@ -3826,7 +3829,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -3841,7 +3844,7 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -3928,7 +3931,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -3943,7 +3946,7 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -4030,7 +4033,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4045,7 +4048,7 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -4132,7 +4135,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4147,7 +4150,7 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -4667,7 +4670,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4682,7 +4685,7 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -4769,7 +4772,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4784,7 +4787,7 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -5158,7 +5161,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5173,7 +5176,7 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -5574,7 +5577,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5589,7 +5592,7 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -5676,7 +5679,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5691,7 +5694,7 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -5778,7 +5781,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5793,7 +5796,7 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -5880,7 +5883,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5895,7 +5898,7 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -6459,7 +6462,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -6474,7 +6477,7 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -6561,7 +6564,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -6576,7 +6579,7 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -6994,7 +6997,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7009,7 +7012,7 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -7450,7 +7453,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7465,7 +7468,7 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -7552,7 +7555,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7567,7 +7570,7 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -7654,7 +7657,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7669,7 +7672,7 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -7756,7 +7759,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7771,7 +7774,7 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -8335,7 +8338,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -8350,7 +8353,7 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -8437,7 +8440,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -8452,7 +8455,7 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -8870,7 +8873,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -8885,7 +8888,7 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+96(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
 	MOVD $constsNEON<>+52(SB), R24
@@ -9221,5 +9224,75 @@ last:
 	VLD1 (R1), [V0.H4]
 	WORD $0x2e613801 // shll v1.4s, v0.4h, #16
 	VST1 [V1.S4], (R0)
+done:
+	RET
+
+// func NarrowF16NEON(dst *uint16, src *float32, n int)
+TEXT ·NarrowF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	LSR $3, R2, R3
+	CBZ R3, last
+loop:
+	VLD1.P 32(R1), [V0.S4, V1.S4]
+	WORD $0x0e216802 // fcvtn v2.4h, v0.4s
+	WORD $0x4e216822 // fcvtn2 v2.8h, v1.4s
+	VST1.P [V2.H8], 16(R0)
+	SUBS $1, R3, R3
+	BNE loop
+last:
+	TBZ $2, R2, done
+	VLD1 (R1), [V0.S4]
+	WORD $0x0e216802 // fcvtn v2.4h, v0.4s
+	FMOVD F2, (R0)
+done:
+	RET
+
+// func NarrowBF16NEON(dst *uint16, src *float32, n int)
+TEXT ·NarrowBF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	MOVD $constsNEON<>+84(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+88(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+92(SB), R24
+	VLD1R (R24), [V18.S4]
+	LSR $3, R2, R3
+	CBZ R3, last
+loop:
+	VLD1.P 32(R1), [V0.S4, V1.S4]
+	VUSHR $16, V0.S4, V2.S4
+	VAND V16.B16, V2.B16, V2.B16
+	VADD V17.S4, V2.S4, V2.S4
+	VADD V0.S4, V2.S4, V2.S4
+	VORR V18.B16, V0.B16, V3.B16
+	WORD $0x4e20e400 // fcmeq v0.4s, v0.4s, v0.4s
+	VBSL V3.B16, V2.B16, V0.B16
+	VUSHR $16, V1.S4, V2.S4
+	VAND V16.B16, V2.B16, V2.B16
+	VADD V17.S4, V2.S4, V2.S4
+	VADD V1.S4, V2.S4, V2.S4
+	VORR V18.B16, V1.B16, V3.B16
+	WORD $0x4e21e421 // fcmeq v1.4s, v1.4s, v1.4s
+	VBSL V3.B16, V2.B16, V1.B16
+	VUZP2 V1.H8, V0.H8, V2.H8
+	VST1.P [V2.H8], 16(R0)
+	SUBS $1, R3, R3
+	BNE loop
+last:
+	TBZ $2, R2, done
+	VLD1 (R1), [V0.S4]
+	VUSHR $16, V0.S4, V2.S4
+	VAND V16.B16, V2.B16, V2.B16
+	VADD V17.S4, V2.S4, V2.S4
+	VADD V0.S4, V2.S4, V2.S4
+	VORR V18.B16, V0.B16, V3.B16
+	WORD $0x4e20e400 // fcmeq v0.4s, v0.4s, v0.4s
+	VBSL V3.B16, V2.B16, V0.B16
+	VUZP2 V0.H8, V0.H8, V2.H8
+	FMOVD F2, (R0)
 done:
 	RET

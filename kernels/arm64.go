@@ -64,6 +64,13 @@ var neon = &Set{
 			asm.WidenBF16NEON(&dst[0], &src[0], len(src))
 		}
 	},
+	narrow: func(dst []uint16, src []float32, t KVType) {
+		if t == fallback.KVFloat16 {
+			asm.NarrowF16NEON(&dst[0], &src[0], len(src))
+		} else {
+			asm.NarrowBF16NEON(&dst[0], &src[0], len(src))
+		}
+	},
 }
 
 func init() {

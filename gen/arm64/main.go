@@ -37,6 +37,7 @@ func main() {
 		g.decode(el)
 	}
 	g.convert()
+	g.narrow()
 	stubs, err := e.Stubs()
 	if err != nil {
 		log.Fatal(err)
@@ -74,6 +75,9 @@ const (
 // (Decode's key numbers in a block), loaded whole with VLD1.
 var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "bias", Bits: 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
+	expconst.Const{Name: "intOne", Bits: 1},       // bfloat16 rounding: the kept bit, 0x7fff, a NaN's quiet bit
+	expconst.Const{Name: "bf16Half", Bits: 0x7fff},
+	expconst.Const{Name: "bf16Quiet", Bits: 0x400000},
 	expconst.Const{Name: "iota0", Bits: 0},
 	expconst.Const{Name: "iota1", Bits: 0x3f800000},
 	expconst.Const{Name: "iota2", Bits: 0x40000000},

@@ -27,6 +27,7 @@ const (
 	opFMAXP  = 0x6e20f400
 	opFCVTL  = 0x0e217800 // "two-register misc", Q = 0: the lower 4 halves; FCVTL2 sets Q
 	opSHLL   = 0x2e613800 // size = 01 (halfwords), shift = 16; SHLL2 sets Q
+	opFCVTN  = 0x0e216800 // "two-register misc", Q = 0: into the lower 4 halves; FCVTN2 sets Q
 )
 
 // Encoding is one encoded instruction and its disassembly.
@@ -130,6 +131,18 @@ func EncFCVTL(d, n V, upper bool) Encoding { return widening(opFCVTL, "fcvtl", u
 // EncSHLL shifts 4 halfwords (the lower half of Vn; with upper, SHLL2,
 // the upper half) left by 16 into words: bfloat16 to float32, exactly.
 func EncSHLL(d, n V, upper bool) Encoding { return widening(opSHLL, "shll", upper, d, n, ", #16") }
+
+// EncFCVTN rounds 4 float32 of Vn to float16 (to nearest even, under the
+// default FPCR) into the lower half of Vd, zeroing the upper; with upper,
+// FCVTN2, into the upper half, keeping the lower.
+func EncFCVTN(d, n V, upper bool) Encoding {
+	op, name, arr := uint32(opFCVTN), "fcvtn", "4h"
+	if upper {
+		op, name, arr = op|1<<30, "fcvtn2", "8h"
+	}
+	return Encoding{op | uint32(n.check())<<5 | uint32(d.check()),
+		fmt.Sprintf("%s v%d.%s, v%d.4s", name, d, arr, n)}
+}
 
 // Emit writes an encoded instruction.
 func (e *Emitter) Emit(enc Encoding) { e.Word(enc.Word, enc.Mnemonic) }

@@ -24,7 +24,7 @@ func every() []Encoding {
 			EncFADDP(d, n, m), EncFMAXP(d, n, m),
 		)
 		for _, upper := range []bool{false, true} {
-			out = append(out, EncFCVTL(d, n, upper), EncSHLL(d, n, upper))
+			out = append(out, EncFCVTL(d, n, upper), EncSHLL(d, n, upper), EncFCVTN(d, n, upper))
 		}
 		for i := 0; i < 4; i++ {
 			out = append(out, EncFMLAElem(d, n, m, i))
