@@ -98,13 +98,14 @@ func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk in
 
 // WidenF16AVX2 is
 //
-//	for i := 0; i < n; i++ {
-//		dst[i] = fallback.F16ToF32(src[i])
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < n; i++ {
+//			dst[r*ldd+i] = fallback.F16ToF32(src[r*lds+i])
 //
-// with n a multiple of the vector width.
+// with n a multiple of the vector width, strides in elements.
 //
 //go:noescape
-func WidenF16AVX2(dst *float32, src *uint16, n int)
+func WidenF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 
 // NarrowF16AVX2 is
 //
@@ -118,13 +119,14 @@ func NarrowF16AVX2(dst *uint16, src *float32, n int)
 
 // WidenBF16AVX2 is
 //
-//	for i := 0; i < n; i++ {
-//		dst[i] = fallback.BF16ToF32(src[i])
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < n; i++ {
+//			dst[r*ldd+i] = fallback.BF16ToF32(src[r*lds+i])
 //
-// with n a multiple of the vector width.
+// with n a multiple of the vector width, strides in elements.
 //
 //go:noescape
-func WidenBF16AVX2(dst *float32, src *uint16, n int)
+func WidenBF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 
 // NarrowBF16AVX2 is
 //

@@ -14429,23 +14429,39 @@ panelnext:
 	VZEROUPPER
 	RET
 
-// func WidenF16AVX2(dst *float32, src *uint16, n int)
+// func WidenF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, F16C
-TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-24
+TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ  dst+0(FP), AX
-	MOVQ  src+8(FP), CX
-	MOVQ  n+16(FP), DX
+	MOVQ  src+16(FP), CX
+	MOVQ  n+40(FP), DX
+	MOVQ  rows+32(FP), BX
+	MOVQ  ldd+8(FP), SI
+	MOVQ  lds+24(FP), DI
+	SHLQ  $0x02, SI
+	SHLQ  $0x01, DI
 	SHRQ  $0x03, DX
 	TESTQ DX, DX
 	JZ    done
+	TESTQ BX, BX
+	JZ    done
+
+row:
+	MOVQ CX, R8
+	MOVQ AX, R9
+	MOVQ DX, R10
 
 loop:
-	VCVTPH2PS (CX), Y0
-	VMOVUPS   Y0, (AX)
-	ADDQ      $0x10, CX
-	ADDQ      $0x20, AX
-	DECQ      DX
+	VCVTPH2PS (R8), Y0
+	VMOVUPS   Y0, (R9)
+	ADDQ      $0x10, R8
+	ADDQ      $0x20, R9
+	DECQ      R10
 	JNZ       loop
+	ADDQ      DI, CX
+	ADDQ      SI, AX
+	DECQ      BX
+	JNZ       row
 
 done:
 	VZEROUPPER
@@ -14473,24 +14489,40 @@ done:
 	VZEROUPPER
 	RET
 
-// func WidenBF16AVX2(dst *float32, src *uint16, n int)
+// func WidenBF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, AVX2
-TEXT ·WidenBF16AVX2(SB), NOSPLIT, $0-24
+TEXT ·WidenBF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ  dst+0(FP), AX
-	MOVQ  src+8(FP), CX
-	MOVQ  n+16(FP), DX
+	MOVQ  src+16(FP), CX
+	MOVQ  n+40(FP), DX
+	MOVQ  rows+32(FP), BX
+	MOVQ  ldd+8(FP), SI
+	MOVQ  lds+24(FP), DI
+	SHLQ  $0x02, SI
+	SHLQ  $0x01, DI
 	SHRQ  $0x03, DX
 	TESTQ DX, DX
 	JZ    done
+	TESTQ BX, BX
+	JZ    done
+
+row:
+	MOVQ CX, R8
+	MOVQ AX, R9
+	MOVQ DX, R10
 
 loop:
-	VPMOVZXWD (CX), Y0
+	VPMOVZXWD (R8), Y0
 	VPSLLD    $0x10, Y0, Y0
-	VMOVUPS   Y0, (AX)
-	ADDQ      $0x10, CX
-	ADDQ      $0x20, AX
-	DECQ      DX
+	VMOVUPS   Y0, (R9)
+	ADDQ      $0x10, R8
+	ADDQ      $0x20, R9
+	DECQ      R10
 	JNZ       loop
+	ADDQ      DI, CX
+	ADDQ      SI, AX
+	DECQ      BX
+	JNZ       row
 
 done:
 	VZEROUPPER

@@ -24982,23 +24982,39 @@ panelnext:
 	VZEROUPPER
 	RET
 
-// func WidenF16AVX512(dst *float32, src *uint16, n int)
+// func WidenF16AVX512(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, AVX512F
-TEXT ·WidenF16AVX512(SB), NOSPLIT, $0-24
+TEXT ·WidenF16AVX512(SB), NOSPLIT, $0-48
 	MOVQ  dst+0(FP), AX
-	MOVQ  src+8(FP), CX
-	MOVQ  n+16(FP), DX
+	MOVQ  src+16(FP), CX
+	MOVQ  n+40(FP), DX
+	MOVQ  rows+32(FP), BX
+	MOVQ  ldd+8(FP), SI
+	MOVQ  lds+24(FP), DI
+	SHLQ  $0x02, SI
+	SHLQ  $0x01, DI
 	SHRQ  $0x04, DX
 	TESTQ DX, DX
 	JZ    done
+	TESTQ BX, BX
+	JZ    done
+
+row:
+	MOVQ CX, R8
+	MOVQ AX, R9
+	MOVQ DX, R10
 
 loop:
-	VCVTPH2PS (CX), Z0
-	VMOVUPS   Z0, (AX)
-	ADDQ      $0x20, CX
-	ADDQ      $0x40, AX
-	DECQ      DX
+	VCVTPH2PS (R8), Z0
+	VMOVUPS   Z0, (R9)
+	ADDQ      $0x20, R8
+	ADDQ      $0x40, R9
+	DECQ      R10
 	JNZ       loop
+	ADDQ      DI, CX
+	ADDQ      SI, AX
+	DECQ      BX
+	JNZ       row
 
 done:
 	VZEROUPPER
@@ -25026,24 +25042,40 @@ done:
 	VZEROUPPER
 	RET
 
-// func WidenBF16AVX512(dst *float32, src *uint16, n int)
+// func WidenBF16AVX512(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, AVX512F
-TEXT ·WidenBF16AVX512(SB), NOSPLIT, $0-24
+TEXT ·WidenBF16AVX512(SB), NOSPLIT, $0-48
 	MOVQ  dst+0(FP), AX
-	MOVQ  src+8(FP), CX
-	MOVQ  n+16(FP), DX
+	MOVQ  src+16(FP), CX
+	MOVQ  n+40(FP), DX
+	MOVQ  rows+32(FP), BX
+	MOVQ  ldd+8(FP), SI
+	MOVQ  lds+24(FP), DI
+	SHLQ  $0x02, SI
+	SHLQ  $0x01, DI
 	SHRQ  $0x04, DX
 	TESTQ DX, DX
 	JZ    done
+	TESTQ BX, BX
+	JZ    done
+
+row:
+	MOVQ CX, R8
+	MOVQ AX, R9
+	MOVQ DX, R10
 
 loop:
-	VPMOVZXWD (CX), Z0
+	VPMOVZXWD (R8), Z0
 	VPSLLD    $0x10, Z0, Z0
-	VMOVUPS   Z0, (AX)
-	ADDQ      $0x20, CX
-	ADDQ      $0x40, AX
-	DECQ      DX
+	VMOVUPS   Z0, (R9)
+	ADDQ      $0x20, R8
+	ADDQ      $0x40, R9
+	DECQ      R10
 	JNZ       loop
+	ADDQ      DI, CX
+	ADDQ      SI, AX
+	DECQ      BX
+	JNZ       row
 
 done:
 	VZEROUPPER

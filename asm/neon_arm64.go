@@ -129,23 +129,27 @@ func DecodeBF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv
 
 // WidenF16NEON is
 //
-//	for i := 0; i < n; i++ {
-//		dst[i] = fallback.F16ToF32(src[i])
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < n; i++ {
+//			dst[r*ldd+i] = fallback.F16ToF32(src[r*lds+i])
 //
-// with n a multiple of 4.
+// with n a multiple of 4, strides in elements: strided rows in one call
+// (a K or V block of the flash path).
 //
 //go:noescape
-func WidenF16NEON(dst *float32, src *uint16, n int)
+func WidenF16NEON(dst *float32, ldd int, src *uint16, lds int, rows, n int)
 
 // WidenBF16NEON is
 //
-//	for i := 0; i < n; i++ {
-//		dst[i] = fallback.BF16ToF32(src[i])
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < n; i++ {
+//			dst[r*ldd+i] = fallback.BF16ToF32(src[r*lds+i])
 //
-// with n a multiple of 4.
+// with n a multiple of 4, strides in elements: strided rows in one call
+// (a K or V block of the flash path).
 //
 //go:noescape
-func WidenBF16NEON(dst *float32, src *uint16, n int)
+func WidenBF16NEON(dst *float32, ldd int, src *uint16, lds int, rows, n int)
 
 // NarrowF16NEON is
 //

@@ -9183,47 +9183,77 @@ next:
 	BNE block
 	RET
 
-// func WidenF16NEON(dst *float32, src *uint16, n int)
-TEXT ·WidenF16NEON(SB), NOSPLIT, $0-24
+// func WidenF16NEON(dst *float32, ldd int, src *uint16, lds int, rows, n int)
+TEXT ·WidenF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
-	MOVD src+8(FP), R1
-	MOVD n+16(FP), R2
-	LSR $3, R2, R3
-	CBZ R3, last
+	MOVD ldd+8(FP), R1
+	MOVD src+16(FP), R2
+	MOVD lds+24(FP), R3
+	MOVD rows+32(FP), R4
+	MOVD n+40(FP), R5
+	LSL $2, R1, R1
+	LSL $1, R3, R3
+	CBZ R4, done
+	CBZ R5, done
+row:
+	MOVD R0, R7
+	MOVD R2, R9
+	LSR $3, R5, R6
+	CBZ R6, last
 loop:
-	VLD1.P 16(R1), [V0.H8]
+	VLD1.P 16(R9), [V0.H8]
 	WORD $0x0e217801 // fcvtl v1.4s, v0.4h
 	WORD $0x4e217802 // fcvtl2 v2.4s, v0.8h
-	VST1.P [V1.S4, V2.S4], 32(R0)
-	SUBS $1, R3, R3
+	VST1.P [V1.S4, V2.S4], 32(R7)
+	SUBS $1, R6, R6
 	BNE loop
 last:
-	TBZ $2, R2, done
-	VLD1 (R1), [V0.H4]
+	TBZ $2, R5, next
+	VLD1 (R9), [V0.H4]
 	WORD $0x0e217801 // fcvtl v1.4s, v0.4h
-	VST1 [V1.S4], (R0)
+	VST1 [V1.S4], (R7)
+next:
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	SUBS $1, R4, R4
+	BNE row
 done:
 	RET
 
-// func WidenBF16NEON(dst *float32, src *uint16, n int)
-TEXT ·WidenBF16NEON(SB), NOSPLIT, $0-24
+// func WidenBF16NEON(dst *float32, ldd int, src *uint16, lds int, rows, n int)
+TEXT ·WidenBF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
-	MOVD src+8(FP), R1
-	MOVD n+16(FP), R2
-	LSR $3, R2, R3
-	CBZ R3, last
+	MOVD ldd+8(FP), R1
+	MOVD src+16(FP), R2
+	MOVD lds+24(FP), R3
+	MOVD rows+32(FP), R4
+	MOVD n+40(FP), R5
+	LSL $2, R1, R1
+	LSL $1, R3, R3
+	CBZ R4, done
+	CBZ R5, done
+row:
+	MOVD R0, R7
+	MOVD R2, R9
+	LSR $3, R5, R6
+	CBZ R6, last
 loop:
-	VLD1.P 16(R1), [V0.H8]
+	VLD1.P 16(R9), [V0.H8]
 	WORD $0x2e613801 // shll v1.4s, v0.4h, #16
 	WORD $0x6e613802 // shll2 v2.4s, v0.8h, #16
-	VST1.P [V1.S4, V2.S4], 32(R0)
-	SUBS $1, R3, R3
+	VST1.P [V1.S4, V2.S4], 32(R7)
+	SUBS $1, R6, R6
 	BNE loop
 last:
-	TBZ $2, R2, done
-	VLD1 (R1), [V0.H4]
+	TBZ $2, R5, next
+	VLD1 (R9), [V0.H4]
 	WORD $0x2e613801 // shll v1.4s, v0.4h, #16
-	VST1 [V1.S4], (R0)
+	VST1 [V1.S4], (R7)
+next:
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	SUBS $1, R4, R4
+	BNE row
 done:
 	RET
 

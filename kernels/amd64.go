@@ -39,7 +39,7 @@ type (
 
 // convertFuncs are one 16-bit type's conversions, whole vectors.
 type convertFuncs struct {
-	widen  func(dst *float32, src *uint16, n int)
+	widen  func(dst *float32, ldd int, src *uint16, lds int, rows, n int)
 	narrow func(dst *uint16, src *float32, n int)
 }
 
@@ -110,8 +110,8 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		decodeKeys:    pr.decodeKeys,
 		decodeScratch: pr.decodeScratch,
 		decodePairs:   pr.decodePairs,
-		widen: func(dst []float32, src []uint16, t KVType) {
-			k.convert[t-1].widen(&dst[0], &src[0], len(src))
+		widen: func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
+			k.convert[t-1].widen(&dst[0], ldd, &src[0], lds, rows, n)
 		},
 		narrow: func(dst []uint16, src []float32, t KVType) {
 			k.convert[t-1].narrow(&dst[0], &src[0], len(src))

@@ -57,11 +57,11 @@ var neon = &Set{
 	decodeKeys:    asm.DecodeKeysNEON,
 	decodeScratch: 1, // none used; one float, so that a Decode call's s is a real slice
 	decodeWhole:   true,
-	widen: func(dst []float32, src []uint16, t KVType) {
+	widen: func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
 		if t == fallback.KVFloat16 {
-			asm.WidenF16NEON(&dst[0], &src[0], len(src))
+			asm.WidenF16NEON(&dst[0], ldd, &src[0], lds, rows, n)
 		} else {
-			asm.WidenBF16NEON(&dst[0], &src[0], len(src))
+			asm.WidenBF16NEON(&dst[0], ldd, &src[0], lds, rows, n)
 		}
 	},
 	narrow: func(dst []uint16, src []float32, t KVType) {

@@ -78,7 +78,7 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 func (ks *Set) Widen(dst []float32, src []uint16, t KVType) {
 	n := ks.convertable("Widen", len(dst), len(src), t, ks.widen != nil)
 	if n > 0 {
-		ks.widen(dst[:n], src[:n], t)
+		ks.widen(dst[:n], n, src[:n], n, 1, n, t)
 	}
 	fallback.Widen(dst[n:], src[n:], t)
 }
@@ -108,8 +108,8 @@ func (ks *Set) convertable(kernel string, dst, src int, t KVType, vectorized boo
 }
 
 // WidenRows widens rows rows of n 16-bit elements of type t, at stride lds
-// in src, to float32 at stride ldd in dst: Widen per row, checked once
-// (one kernel call when the rows are contiguous in both).
+// in src, to float32 at stride ldd in dst: Widen per row, checked once,
+// the rows' whole vectors in one kernel call.
 func (ks *Set) WidenRows(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
 	if rows <= 0 || n <= 0 {
 		return
@@ -120,13 +120,12 @@ func (ks *Set) WidenRows(dst []float32, ldd int, src []uint16, lds int, rows, n 
 		n, rows = rows*n, 1
 	}
 	nv := ks.convertable("WidenRows", n, n, t, ks.widen != nil)
-	for r := 0; r < rows; r++ {
-		d, s := dst[r*ldd:r*ldd+n], src[r*lds:r*lds+n]
-		if nv > 0 {
-			ks.widen(d[:nv], s[:nv], t)
-		}
-		if nv < n {
-			fallback.Widen(d[nv:], s[nv:], t)
+	if nv > 0 { // one kernel call for every row's whole vectors
+		ks.widen(dst, ldd, src, lds, rows, nv, t)
+	}
+	if nv < n {
+		for r := 0; r < rows; r++ {
+			fallback.Widen(dst[r*ldd+nv:r*ldd+n], src[r*lds+nv:r*lds+n], t)
 		}
 	}
 }

@@ -242,23 +242,26 @@ func TestConvert(t *testing.T) {
 						f1()
 						f2()
 					}
-					// WidenRows: 3 rows of n at strides n and n+5, against Widen.
-					for _, ld := range []int{n, n + 5} {
+					// WidenRows: 3 rows of n, contiguous or at strides
+					// n+5 (src) and n+3 (dst), against Widen, both
+					// operands against a guard page.
+					for _, ld := range [][2]int{{n, n}, {n + 5, n + 3}} {
 						if n == 0 {
 							continue
 						}
-						h, f1 := guarded16(t, span(3, n, ld), true)
-						w, f2 := guarded(t, span(3, n, ld), true)
+						lds, ldd := ld[0], ld[1]
+						h, f1 := guarded16(t, span(3, n, lds), true)
+						w, f2 := guarded(t, span(3, n, ldd), true)
 						for i := range h {
 							h[i] = uint16(rng.Uint32())
 						}
-						ks.WidenRows(w, ld, h, ld, 3, n, typ)
+						ks.WidenRows(w, ldd, h, lds, 3, n, typ)
 						row := make([]float32, n)
 						for r := 0; r < 3; r++ {
-							fallback.Widen(row, h[r*ld:r*ld+n], typ)
+							fallback.Widen(row, h[r*lds:r*lds+n], typ)
 							for j, x := range row {
-								if math.Float32bits(x) != math.Float32bits(w[r*ld+j]) {
-									t.Fatalf("%s WidenRows %v n=%d ld=%d: [%d][%d] = %v, want %v", ks, typ, n, ld, r, j, w[r*ld+j], x)
+								if math.Float32bits(x) != math.Float32bits(w[r*ldd+j]) {
+									t.Fatalf("%s WidenRows %v n=%d lds=%d ldd=%d: [%d][%d] = %v, want %v", ks, typ, n, lds, ldd, r, j, w[r*ldd+j], x)
 								}
 							}
 						}

@@ -74,40 +74,75 @@ func (g *gen) loadKV(e elem, mk kvMask, m operand.Mem, masked bool, dst reg.VecV
 // convert emits the vectorized conversions between float32 and the 16-bit
 // storage types, over whole vectors (the caller converts the tail):
 //
-//	WidenF16, WidenBF16:   dst[i] = float32(src[i])                  exact
+//	WidenF16, WidenBF16:   dst[r*ldd+i] = float32(src[r*lds+i])        exact, rows of n
 //	NarrowF16, NarrowBF16: dst[i] = round-to-nearest-even(src[i])    NaN stays NaN
+//
+// Widen takes strided rows, so that the flash path widens a K or V block
+// (rows a head stride apart) in one call instead of one per row.
 func (g *gen) convert() {
 	for _, e := range []elem{f16, bf16} {
-		for _, c := range []struct {
-			name, sig, ref     string
-			srcBytes, dstBytes int
-			body               func(sp, dp reg.GPVirtual)
-		}{
-			{"Widen", "func(dst *float32, src *uint16, n int)", e.name() + "ToF32", 2, 4, func(sp, dp reg.GPVirtual) {
-				v := g.vec()
-				g.widen(e, operand.Mem{Base: sp}, v)
-				g.VMOVUPS(v, operand.Mem{Base: dp})
-			}},
-			{"Narrow", "func(dst *uint16, src *float32, n int)", "F32To" + e.name(), 4, 2, func(sp, dp reg.GPVirtual) {
-				v := g.vec()
-				g.VMOVUPS(operand.Mem{Base: sp}, v)
-				if e == f16 {
-					g.VCVTPS2PH(operand.U8(0), v, operand.Mem{Base: dp}) // 0: nearest even
-					return
-				}
-				g.narrowBF16(v, operand.Mem{Base: dp})
-			}},
-		} {
-			g.fn(c.name+e.name(), c.sig,
-				"",
-				"\tfor i := 0; i < n; i++ {",
-				"\t\tdst[i] = fallback."+c.ref+"(src[i])",
-				"",
-				"with n a multiple of the vector width.",
-			)
-			g.convertLoop(c.srcBytes, c.dstBytes, c.body)
-		}
+		g.fn("Widen"+e.name(), "func(dst *float32, ldd int, src *uint16, lds int, rows, n int)",
+			"",
+			"\tfor r := 0; r < rows; r++ {",
+			"\t\tfor i := 0; i < n; i++ {",
+			"\t\t\tdst[r*ldd+i] = fallback."+e.name()+"ToF32(src[r*lds+i])",
+			"",
+			"with n a multiple of the vector width, strides in elements.",
+		)
+		g.widenRows(func(sp, dp reg.GPVirtual) {
+			v := g.vec()
+			g.widen(e, operand.Mem{Base: sp}, v)
+			g.VMOVUPS(v, operand.Mem{Base: dp})
+		})
+		g.fn("Narrow"+e.name(), "func(dst *uint16, src *float32, n int)",
+			"",
+			"\tfor i := 0; i < n; i++ {",
+			"\t\tdst[i] = fallback.F32To"+e.name()+"(src[i])",
+			"",
+			"with n a multiple of the vector width.",
+		)
+		g.convertLoop(4, 2, func(sp, dp reg.GPVirtual) {
+			v := g.vec()
+			g.VMOVUPS(operand.Mem{Base: sp}, v)
+			if e == f16 {
+				g.VCVTPS2PH(operand.U8(0), v, operand.Mem{Base: dp}) // 0: nearest even
+				return
+			}
+			g.narrowBF16(v, operand.Mem{Base: dp})
+		})
 	}
+}
+
+// widenRows emits Widen's loops: rows (a param) rows of n elements, whole
+// vectors, from src at stride lds (16-bit elements) to dst at stride ldd
+// (float32), body converting one vector.
+func (g *gen) widenRows(body func(sp, dp reg.GPVirtual)) {
+	dp, sp, n, rows := g.param("dst"), g.param("src"), g.param("n"), g.param("rows")
+	ldd, lds := g.param("ldd"), g.param("lds")
+	g.SHLQ(operand.U8(2), ldd)
+	g.SHLQ(operand.U8(1), lds)
+	g.SHRQ(operand.U8(g.lanesLog()), n)
+	g.TESTQ(n, n)
+	g.JZ(operand.LabelRef("done"))
+	g.TESTQ(rows, rows)
+	g.JZ(operand.LabelRef("done"))
+	g.Label("row")
+	s, d, cnt := g.GP64(), g.GP64(), g.GP64()
+	g.MOVQ(sp, s)
+	g.MOVQ(dp, d)
+	g.MOVQ(n, cnt)
+	g.Label("loop")
+	body(s, d)
+	g.ADDQ(operand.Imm(uint64(2*g.isa.lanes)), s)
+	g.ADDQ(operand.Imm(uint64(4*g.isa.lanes)), d)
+	g.DECQ(cnt)
+	g.JNZ(operand.LabelRef("loop"))
+	g.ADDQ(lds, sp)
+	g.ADDQ(ldd, dp)
+	g.DECQ(rows)
+	g.JNZ(operand.LabelRef("row"))
+	g.Label("done")
+	g.ret()
 }
 
 // convertLoop emits the loop over n (a param) elements, whole vectors,

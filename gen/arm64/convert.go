@@ -22,30 +22,44 @@ func (g *gen) convert() {
 			return EncSHLL(d, n, upper)
 		}
 		name := "Widen" + e.name + "NEON"
-		g.Func(name, "(dst *float32, src *uint16, n int)", 24,
+		g.Func(name, "(dst *float32, ldd int, src *uint16, lds int, rows, n int)", 48,
 			name+" is",
 			"",
-			"\tfor i := 0; i < n; i++ {",
-			fmt.Sprintf("\t\tdst[i] = fallback.%sToF32(src[i])", e.name),
+			"\tfor r := 0; r < rows; r++ {",
+			"\t\tfor i := 0; i < n; i++ {",
+			fmt.Sprintf("\t\t\tdst[r*ldd+i] = fallback.%sToF32(src[r*lds+i])", e.name),
 			"",
-			"with n a multiple of 4.",
+			"with n a multiple of 4, strides in elements: strided rows in one call",
+			"(a K or V block of the flash path).",
 		)
-		const dst, src, n, cnt R = 0, 1, 2, 3
-		g.loadArgs(arg{"dst", dst}, arg{"src", src}, arg{"n", n})
+		const dst, ldd, src, lds, rows, n, cnt, d, s R = 0, 1, 2, 3, 4, 5, 6, 7, 9
+		g.loadArgs(arg{"dst", dst}, arg{"ldd", ldd}, arg{"src", src}, arg{"lds", lds}, arg{"rows", rows}, arg{"n", n})
+		g.toBytes(ldd)
+		g.Inst("LSL $1, %s, %s", lds, lds)
+		g.Inst("CBZ %s, done", rows)
+		g.Inst("CBZ %s, done", n)
+		g.Label("row")
+		g.Inst("MOVD %s, %s", dst, d)
+		g.Inst("MOVD %s, %s", src, s)
 		g.Inst("LSR $3, %s, %s", n, cnt)
 		g.Inst("CBZ %s, last", cnt)
 		g.Label("loop")
-		g.Inst("VLD1.P 16(%s), [%s]", src, "V0.H8")
+		g.Inst("VLD1.P 16(%s), [%s]", s, "V0.H8")
 		g.Emit(widen(1, 0, false))
 		g.Emit(widen(2, 0, true))
-		g.Inst("VST1.P %s, 32(%s)", vlist(1, 2), dst)
+		g.Inst("VST1.P %s, 32(%s)", vlist(1, 2), d)
 		g.Inst("SUBS $1, %s, %s", cnt, cnt)
 		g.Inst("BNE loop")
 		g.Label("last")
-		g.Inst("TBZ $2, %s, done", n)
-		g.Inst("VLD1 (%s), [%s]", src, "V0.H4")
+		g.Inst("TBZ $2, %s, next", n)
+		g.Inst("VLD1 (%s), [%s]", s, "V0.H4")
 		g.Emit(widen(1, 0, false))
-		g.Inst("VST1 [%s], (%s)", V(1).S4(), dst)
+		g.Inst("VST1 [%s], (%s)", V(1).S4(), d)
+		g.Label("next")
+		g.Inst("ADD %s, %s, %s", ldd, dst, dst)
+		g.Inst("ADD %s, %s, %s", lds, src, src)
+		g.Inst("SUBS $1, %s, %s", rows, rows)
+		g.Inst("BNE row")
 		g.Label("done")
 		g.Inst("RET")
 	}
