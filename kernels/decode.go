@@ -42,6 +42,17 @@ func (ks *Set) DecodeScratch(dk, dv int) int {
 	return ks.decodeScratch
 }
 
+// DecodeScratchBound is the most floats DecodeScratch(dk, dv) asks of any
+// set this build and CPU run (for memory estimates; a float64, so absurd
+// dims cannot overflow).
+func DecodeScratchBound(dk, dv int) float64 {
+	n := float64(fallback.DecodeKeys) + float64(dk) + float64(dv) // the generic set's
+	for _, ks := range available {
+		n = max(n, float64(ks.decodeScratch))
+	}
+	return n
+}
+
 // Decode is the fused flash loop of a decode step, fallback.Decode's
 // contract: rows (1..DecodeRows) query rows q ([rows][dk], pre-scaled)
 // over nk >= DecodeKeys() keys that every row sees, each K and V row read

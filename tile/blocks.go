@@ -1,6 +1,9 @@
 package tile
 
-import "github.com/klauspost/cpuid/v2"
+import (
+	"github.com/fastattn/fastattn/kernels"
+	"github.com/klauspost/cpuid/v2"
+)
 
 // Blocks are the block sizes of the flash loop.
 type Blocks struct {
@@ -25,7 +28,7 @@ const (
 // so that absurd dims cannot overflow.
 func WorkspaceBytes(dk, dv int) float64 {
 	return 4 * (float64(maxRows)*float64(dk+dv+maxKeys+9) + 16*float64(dk) + maxKeys +
-		float64(maxKeys)*float64(dk+dv) + 16*16 + 48 + float64(dk+dv))
+		float64(maxKeys)*float64(dk+dv) + kernels.DecodeScratchBound(dk, dv))
 }
 
 // Cache sizes used when cpuid reports none.
