@@ -440,20 +440,16 @@ func (g *gen) transposeBlocks(vs []reg.VecVirtual) []reg.VecVirtual {
 	if R == 1 {
 		return vs
 	}
-	type step struct {
-		op     string
-		lo, hi uint8
-	}
-	var steps []step
+	var steps []shuffle
 	switch {
 	case g.isa.avx512() && R == 2: // blocks of 8 lanes
-		steps = []step{{"shuff32x4", 0x44, 0xee}}
+		steps = []shuffle{{"shuff32x4", 0x44, 0xee}}
 	case g.isa.avx512(): // R == 4, blocks of 4 lanes
-		steps = []step{{"shuff32x4", 0x44, 0xee}, {"shuff32x4", 0x88, 0xdd}}
+		steps = []shuffle{{"shuff32x4", 0x44, 0xee}, {"shuff32x4", 0x88, 0xdd}}
 	case R == 2: // AVX2, blocks of 4 lanes
-		steps = []step{{"perm2f128", 0x20, 0x31}}
+		steps = []shuffle{{"perm2f128", 0x20, 0x31}}
 	default: // AVX2, R == 4, blocks of 2 lanes
-		steps = []step{{"shufps", 0x44, 0xee}, {"perm2f128", 0x20, 0x31}}
+		steps = []shuffle{{"shufps", 0x44, 0xee}, {"perm2f128", 0x20, 0x31}}
 	}
 	// Simulate on labels (row·T + key) and check each result is one row's
 	// keys in order. Each level pairs vector 2i with 2i+1 into lo (slot
@@ -476,17 +472,8 @@ func (g *gen) transposeBlocks(vs []reg.VecVirtual) []reg.VecVirtual {
 			nextLab[i] = shuffleLanes(st.op, st.lo, la, lb)
 			nextLab[i+n/2] = shuffleLanes(st.op, st.hi, la, lb)
 			lo, hi := g.vec(), g.vec()
-			switch st.op {
-			case "shuff32x4":
-				g.VSHUFF32X4(operand.U8(st.lo), b, a, lo)
-				g.VSHUFF32X4(operand.U8(st.hi), b, a, hi)
-			case "perm2f128":
-				g.VPERM2F128(operand.U8(st.lo), b, a, lo)
-				g.VPERM2F128(operand.U8(st.hi), b, a, hi)
-			case "shufps":
-				g.VSHUFPS(operand.U8(st.lo), b, a, lo)
-				g.VSHUFPS(operand.U8(st.hi), b, a, hi)
-			}
+			g.shuffle(st.op, st.lo, a, b, lo)
+			g.shuffle(st.op, st.hi, a, b, hi)
 			next[i], next[i+n/2] = lo, hi
 		}
 		cur, lab = next, nextLab
@@ -606,6 +593,21 @@ func (g *gen) foldLevels() []shuffle {
 	return append([]shuffle{{"perm2f128", 0x20, 0x31}}, in...)
 }
 
+// shuffle emits the shuffle op (a shuffle's op) with immediate imm of a
+// (src1) and b (src2) into dst.
+func (g *gen) shuffle(op string, imm uint8, a, b, dst reg.VecVirtual) {
+	switch op {
+	case "shuff32x4":
+		g.VSHUFF32X4(operand.U8(imm), b, a, dst)
+	case "perm2f128":
+		g.VPERM2F128(operand.U8(imm), b, a, dst)
+	case "shufps":
+		g.VSHUFPS(operand.U8(imm), b, a, dst)
+	default:
+		panic("shuffle: no op " + op)
+	}
+}
+
 // shuffleLanes is the lanes of a shuffle of a (src1) and b (src2), for
 // simulating the fold.
 func shuffleLanes(op string, imm uint8, a, b []int) []int {
@@ -675,17 +677,8 @@ func (g *gen) fold(vs []reg.VecVirtual) reg.VecVirtual {
 		for i := range next {
 			a, b := vs[2*i], vs[2*i+1]
 			hi := g.vec()
-			switch lv.op {
-			case "shuff32x4":
-				g.VSHUFF32X4(operand.U8(lv.hi), b, a, hi)
-				g.VSHUFF32X4(operand.U8(lv.lo), b, a, a)
-			case "perm2f128":
-				g.VPERM2F128(operand.U8(lv.hi), b, a, hi)
-				g.VPERM2F128(operand.U8(lv.lo), b, a, a)
-			case "shufps":
-				g.VSHUFPS(operand.U8(lv.hi), b, a, hi)
-				g.VSHUFPS(operand.U8(lv.lo), b, a, a)
-			}
+			g.shuffle(lv.op, lv.hi, a, b, hi)
+			g.shuffle(lv.op, lv.lo, a, b, a)
 			g.VADDPS(hi, a, a)
 			next[i] = a
 		}
