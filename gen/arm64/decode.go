@@ -74,9 +74,10 @@ type neonElem struct {
 
 var neonElems = []neonElem{{"F32", "*float32", 2}, {"F16", "*uint16", 1}, {"BF16", "*uint16", 1}}
 
-// load emits a VLD1 of n vectors' worth of e from (base), post-incremented
-// by step, into dvK.., widened to float32 in place.
-func (g *gen) loadKV(e neonElem, base, step R, n int) {
+// loadKV emits a VLD1 of n vectors' worth of e from (base), post-
+// incremented by step, into the registers from v on, widened to float32
+// in place.
+func (g *gen) loadKV(e neonElem, base, step R, v V, n int) {
 	arr := "S4"
 	if e.shift == 1 {
 		arr = "H4"
@@ -86,15 +87,15 @@ func (g *gen) loadKV(e neonElem, base, step R, n int) {
 		if i > 0 {
 			list += ", "
 		}
-		list += fmt.Sprintf("V%d.%s", int(dvK)+i, arr)
+		list += fmt.Sprintf("V%d.%s", int(v)+i, arr)
 	}
 	g.Inst("VLD1.P (%s)(%s), %s]", base, step, list)
 	for i := 0; i < n; i++ {
 		switch e.name {
 		case "F16":
-			g.Emit(EncFCVTL(dvK+V(i), dvK+V(i), false))
+			g.Emit(EncFCVTL(v+V(i), v+V(i), false))
 		case "BF16":
-			g.Emit(EncSHLL(dvK+V(i), dvK+V(i), false))
+			g.Emit(EncSHLL(v+V(i), v+V(i), false))
 		}
 	}
 }
@@ -198,7 +199,7 @@ func (g *gen) decodeScores(e neonElem, R int) {
 	}
 	g.Inst("SUB %s, %s, %s", dQback, dQw, dQw)
 	for c := 0; c < 4; c++ {
-		g.loadKVOne(e, dvK+V(c))
+		g.loadKV(e, dKw, dLdk, dvK+V(c), 1)
 	}
 	g.Inst("SUB %s, %s, %s", dKback, dKw, dKw)
 	for c := 0; c < 4; c++ {
@@ -212,22 +213,6 @@ func (g *gen) decodeScores(e neonElem, R int) {
 		g.Emit(EncFADDP(V(4*r), V(4*r), V(4*r+1)))
 		g.Emit(EncFADDP(V(4*r+2), V(4*r+2), V(4*r+3)))
 		g.Emit(EncFADDP(dvScore+V(r), V(4*r), V(4*r+2)))
-	}
-}
-
-// loadKVOne loads one K vector (4 elements) from dKw, post-incremented by
-// ldk, into v, widened.
-func (g *gen) loadKVOne(e neonElem, v V) {
-	arr := "S4"
-	if e.shift == 1 {
-		arr = "H4"
-	}
-	g.Inst("VLD1.P (%s)(%s), [V%d.%s]", dKw, dLdk, int(v), arr)
-	switch e.name {
-	case "F16":
-		g.Emit(EncFCVTL(v, v, false))
-	case "BF16":
-		g.Emit(EncSHLL(v, v, false))
 	}
 }
 
@@ -338,7 +323,7 @@ func (g *gen) decodePV(e neonElem, R int) {
 		}
 		for c := 0; c < 4; c++ {
 			g.Label(fmt.Sprintf("%s_key%d", lv, c))
-			g.loadKV(e, dKw, dLdv, nv)
+			g.loadKV(e, dKw, dLdv, dvK, nv)
 			for r := 0; r < R; r++ {
 				for j := 0; j < nv; j++ {
 					g.Emit(EncFMLAElem(decodeAcc(r, j), dvK+V(j), dvScore+V(r), c))
