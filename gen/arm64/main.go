@@ -71,8 +71,9 @@ const (
 )
 
 // The constant table: each constant one 32-bit word, loaded with VLD1R:
-// exp's (gen/expconst) and the exponent bias; then the vector 0, 1, 2, 3
-// (Decode's key numbers in a block), loaded whole with VLD1.
+// exp's (gen/expconst), the exponent bias and the integers of bfloat16
+// rounding; then the vector 0, 1, 2, 3 (Decode's key numbers in a block),
+// loaded whole with VLD1.
 var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "bias", Bits: 127 << 23}, // the bits of 1.0: 2^n is (n << 23) + bias
 	expconst.Const{Name: "intOne", Bits: 1},       // bfloat16 rounding: the kept bit, 0x7fff, a NaN's quiet bit
