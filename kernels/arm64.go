@@ -10,8 +10,9 @@ import (
 
 // The NEON set: the kernels gen/arm64 generates, with the parameters of
 // asm/params_neon_arm64.go. NEON has no masked loads, so the kernels take
-// whole vectors only and the generic code does the last n%Lanes columns
-// of Gemm and PV.
+// whole vectors only: the generic code does the last n%Lanes columns of
+// Gemm and PV and of the conversions, and Decode takes head dims that are
+// multiples of 4 (HasDecode; other dims run the flash blocks).
 var neon = &Set{
 	Name: "neon", Lanes: asm.LanesNEON,
 	gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
