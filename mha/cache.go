@@ -105,13 +105,13 @@ func (c *Cache) kv(b int) kvData {
 // cache's 16-bit type if it has one).
 func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
 	cfg := c.layer.cfg
-	for g := 0; g < cfg.KVHeads; g++ {
-		for _, t := range [2]struct {
-			src []float32
-			f32 []float32
-			u16 []uint16
-			dim int
-		}{{k, c.K, c.K16, cfg.HeadDim}, {v, c.V, c.V16, cfg.ValueDim}} {
+	for _, t := range [2]struct {
+		src []float32
+		f32 []float32
+		u16 []uint16
+		dim int
+	}{{k, c.K, c.K16, cfg.HeadDim}, {v, c.V, c.V16, cfg.ValueDim}} {
+		for g := 0; g < cfg.KVHeads; g++ {
 			base := ((b*cfg.KVHeads+g)*c.capa + at) * t.dim
 			for i := 0; i < n; i++ {
 				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]

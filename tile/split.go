@@ -72,7 +72,10 @@ func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
 // chunk's keys, saved to part unnormalized.
 func (sp Split) run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []float32) {
 	// KV heads vary fastest: in BSHD the heads of a key position share
-	// its pages, so consecutive items reuse their TLB entries.
+	// its pages, so consecutive items (and the workers side by side) read
+	// the same pages. Measured for MHA BSHD: 61–70% → 80–89% of the read
+	// bandwidth in two runs of three; huge pages changed nothing, so the
+	// gain is not TLB reach.
 	g := n % p.KVHeads
 	n /= p.KVHeads
 	chunk, b := n%sp.Chunks, n/sp.Chunks
