@@ -57,7 +57,7 @@ type config struct {
 	cases   []Case
 	layers  []LayerCase
 	threads []int
-	layouts []mha.Layout // of decode rows (prefill rows: BSHD)
+	layouts []mha.Layout // of the attention rows (layer rows: BSHD)
 	kvDec   []mha.KVType // K/V storage of decode rows
 	kvPre   []mha.KVType // and of prefill rows
 	minTime time.Duration
@@ -86,7 +86,7 @@ func parseFlags() (*config, error) {
 	asJSON := flag.Bool("json", false, "print one JSON record per line instead of the table")
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
-	layouts := flag.String("layout", "bshd", "comma-separated layouts of the decode rows: bshd, bhsd")
+	layouts := flag.String("layout", "bshd", "comma-separated layouts of the attention rows: bshd, bhsd")
 	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16 (default: all three on decode rows, f32 on prefill rows)")
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
@@ -277,11 +277,13 @@ func (cfg *config) rows() []Case {
 	var rows []Case
 	for _, c := range cfg.cases {
 		if !c.Decode() {
-			for _, kv := range cfg.kvPre {
-				for _, causal := range []bool{false, true} {
-					for _, v := range cfg.vars {
-						c.Causal, c.KV, c.Variant = causal, kv, v
-						rows = append(rows, c)
+			for _, l := range cfg.layouts {
+				for _, kv := range cfg.kvPre {
+					for _, causal := range []bool{false, true} {
+						for _, v := range cfg.vars {
+							c.Layout, c.Causal, c.KV, c.Variant = l, causal, kv, v
+							rows = append(rows, c)
+						}
 					}
 				}
 			}
