@@ -308,48 +308,59 @@ vecs2_whole:
 vecs2_whole_groups:
 	CMPQ R10, $0x06
 	JLT  vecs2_whole_tail4
-
-	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows6_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
-	VMOVUPS constsAVX2<>+768(SB), Y10
-	VMOVUPS constsAVX2<>+768(SB), Y11
-	JMP     vecs2_whole_rows6_start
-
-vecs2_whole_rows6_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Y0
-	VMOVUPS 32(R11), Y1
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y2
-	VMOVUPS 32(R11), Y3
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y4
-	VMOVUPS 32(R11), Y5
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y6
-	VMOVUPS 32(R11), Y7
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y8
-	VMOVUPS 32(R11), Y9
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y10
-	VMOVUPS 32(R11), Y11
-
-vecs2_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows6_load
+	VMOVUPS      (R11), Y10
+	VMOVUPS      32(R11), Y11
+	VBROADCASTSS (R12), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS (R12)(BX*1), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS (R12)(BX*2), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS (R12)(SI*1), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS (R12)(BX*4), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS (R12)(DI*1), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Y0
+	VMOVUPS 32(R14), Y1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y2
+	VMOVUPS 32(R14), Y3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y4
+	VMOVUPS 32(R14), Y5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y6
+	VMOVUPS 32(R14), Y7
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y8
+	VMOVUPS 32(R14), Y9
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y10
+	VMOVUPS 32(R14), Y11
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_whole_rows6:
@@ -379,6 +390,7 @@ vecs2_whole_rows6:
 	JNZ          vecs2_whole_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -405,38 +417,47 @@ vecs2_whole_rows6:
 vecs2_whole_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows4_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	JMP     vecs2_whole_rows4_start
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows4_load
+	VMOVUPS      (DI), Y6
+	VMOVUPS      32(DI), Y7
+	VBROADCASTSS (R11), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS (R11)(BX*1), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS (R11)(BX*2), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS (R11)(SI*1), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4
 
 vecs2_whole_rows4_load:
-	MOVQ    AX, DI
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	ADDQ    CX, DI
-	VMOVUPS (DI), Y2
-	VMOVUPS 32(DI), Y3
-	ADDQ    CX, DI
-	VMOVUPS (DI), Y4
-	VMOVUPS 32(DI), Y5
-	ADDQ    CX, DI
-	VMOVUPS (DI), Y6
-	VMOVUPS 32(DI), Y7
-
-vecs2_whole_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	VMOVUPS 32(R13), Y1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y2
+	VMOVUPS 32(R13), Y3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y4
+	VMOVUPS 32(R13), Y5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y6
+	VMOVUPS 32(R13), Y7
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_whole_rows4:
@@ -460,6 +481,7 @@ vecs2_whole_rows4:
 	JNZ          vecs2_whole_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -478,28 +500,35 @@ vecs2_whole_rows4:
 vecs2_whole_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     vecs2_whole_rows2_start
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows2_load
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (DI)(BX*1), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2
 
 vecs2_whole_rows2_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	ADDQ    CX, SI
-	VMOVUPS (SI), Y2
-	VMOVUPS 32(SI), Y3
-
-vecs2_whole_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_whole_rows2:
@@ -517,6 +546,7 @@ vecs2_whole_rows2:
 	JNZ          vecs2_whole_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -529,23 +559,29 @@ vecs2_whole_rows2:
 vecs2_whole_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs2_whole_rows1_start
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows1_load
+	VMOVUPS      (SI), Y0
+	VMOVUPS      32(SI), Y1
+	VBROADCASTSS (DI), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1
 
 vecs2_whole_rows1_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-
-vecs2_whole_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_whole_rows1:
@@ -556,10 +592,11 @@ vecs2_whole_rows1:
 	VFMADD231PS  Y3, Y4, Y1
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs2_whole_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -575,36 +612,46 @@ vecs1_whole:
 vecs1_whole_groups:
 	CMPQ R10, $0x06
 	JLT  vecs1_whole_tail4
-
-	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows6_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	JMP     vecs1_whole_rows6_start
-
-vecs1_whole_rows6_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Y0
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y1
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y2
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y3
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y4
-	ADDQ    CX, R11
-	VMOVUPS (R11), Y5
-
-vecs1_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows6_load
+	VMOVUPS      (R11), Y5
+	VBROADCASTSS (R12), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS (R12)(BX*1), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS (R12)(BX*2), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS (R12)(SI*1), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS (R12)(BX*4), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS (R12)(DI*1), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Y0
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y4
+	ADDQ    CX, R14
+	VMOVUPS (R14), Y5
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_whole_rows6:
@@ -627,6 +674,7 @@ vecs1_whole_rows6:
 	JNZ          vecs1_whole_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -647,30 +695,38 @@ vecs1_whole_rows6:
 vecs1_whole_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows4_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     vecs1_whole_rows4_start
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows4_load
+	VMOVUPS      (DI), Y3
+	VBROADCASTSS (R11), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS (R11)(BX*1), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (R11)(BX*2), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (R11)(SI*1), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4
 
 vecs1_whole_rows4_load:
-	MOVQ    AX, DI
-	VMOVUPS (DI), Y0
-	ADDQ    CX, DI
-	VMOVUPS (DI), Y1
-	ADDQ    CX, DI
-	VMOVUPS (DI), Y2
-	ADDQ    CX, DI
-	VMOVUPS (DI), Y3
-
-vecs1_whole_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y3
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_whole_rows4:
@@ -689,6 +745,7 @@ vecs1_whole_rows4:
 	JNZ          vecs1_whole_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -703,24 +760,30 @@ vecs1_whole_rows4:
 vecs1_whole_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs1_whole_rows2_start
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows2_load
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS (DI), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS (DI)(BX*1), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2
 
 vecs1_whole_rows2_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Y0
-	ADDQ    CX, SI
-	VMOVUPS (SI), Y1
-
-vecs1_whole_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_whole_rows2:
@@ -735,6 +798,7 @@ vecs1_whole_rows2:
 	JNZ          vecs1_whole_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -745,21 +809,26 @@ vecs1_whole_rows2:
 vecs1_whole_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     vecs1_whole_rows1_start
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows1_load
+	VMOVUPS      (SI), Y0
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1
 
 vecs1_whole_rows1_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Y0
-
-vecs1_whole_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ    AX, R9
+	VMOVUPS (R9), Y0
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_whole_rows1:
@@ -768,10 +837,11 @@ vecs1_whole_rows1:
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs1_whole_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -786,54 +856,66 @@ vecs2_masked:
 vecs2_masked_groups:
 	CMPQ R10, $0x06
 	JLT  vecs2_masked_tail4
-
-	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows6_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
-	VMOVUPS constsAVX2<>+768(SB), Y10
-	VMOVUPS constsAVX2<>+768(SB), Y11
-	JMP     vecs2_masked_rows6_start
-
-vecs2_masked_rows6_load:
-	MOVQ       AX, R11
-	VMOVUPS    (R11), Y0
-	VMOVDQU    (R13), Y1
-	VMASKMOVPS 32(R11), Y1, Y1
-	ADDQ       CX, R11
-	VMOVUPS    (R11), Y2
-	VMOVDQU    (R13), Y3
-	VMASKMOVPS 32(R11), Y3, Y3
-	ADDQ       CX, R11
-	VMOVUPS    (R11), Y4
-	VMOVDQU    (R13), Y5
-	VMASKMOVPS 32(R11), Y5, Y5
-	ADDQ       CX, R11
-	VMOVUPS    (R11), Y6
-	VMOVDQU    (R13), Y7
-	VMASKMOVPS 32(R11), Y7, Y7
-	ADDQ       CX, R11
-	VMOVUPS    (R11), Y8
-	VMOVDQU    (R13), Y9
-	VMASKMOVPS 32(R11), Y9, Y9
-	ADDQ       CX, R11
-	VMOVUPS    (R11), Y10
-	VMOVDQU    (R13), Y11
-	VMASKMOVPS 32(R11), Y11, Y11
-
-vecs2_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R14
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows6_load
+	VMOVUPS      (R11), Y10
+	VMOVDQU      (R13), Y11
+	VMASKMOVPS   32(R11), Y11, Y11
+	VBROADCASTSS (R12), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS (R12)(BX*1), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS (R12)(BX*2), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS (R12)(SI*1), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS (R12)(BX*4), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS (R12)(DI*1), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R14
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ       AX, R15
+	VMOVUPS    (R15), Y0
+	VMOVDQU    (R13), Y1
+	VMASKMOVPS 32(R15), Y1, Y1
+	ADDQ       CX, R15
+	VMOVUPS    (R15), Y2
+	VMOVDQU    (R13), Y3
+	VMASKMOVPS 32(R15), Y3, Y3
+	ADDQ       CX, R15
+	VMOVUPS    (R15), Y4
+	VMOVDQU    (R13), Y5
+	VMASKMOVPS 32(R15), Y5, Y5
+	ADDQ       CX, R15
+	VMOVUPS    (R15), Y6
+	VMOVDQU    (R13), Y7
+	VMASKMOVPS 32(R15), Y7, Y7
+	ADDQ       CX, R15
+	VMOVUPS    (R15), Y8
+	VMOVDQU    (R13), Y9
+	VMASKMOVPS 32(R15), Y9, Y9
+	ADDQ       CX, R15
+	VMOVUPS    (R15), Y10
+	VMOVDQU    (R13), Y11
+	VMASKMOVPS 32(R15), Y11, Y11
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_masked_rows6:
@@ -864,6 +946,7 @@ vecs2_masked_rows6:
 	JNZ          vecs2_masked_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -896,42 +979,52 @@ vecs2_masked_rows6:
 vecs2_masked_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows4_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	JMP     vecs2_masked_rows4_start
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows4_load
+	VMOVUPS      (DI), Y6
+	VMOVDQU      (R13), Y7
+	VMASKMOVPS   32(DI), Y7, Y7
+	VBROADCASTSS (R11), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS (R11)(BX*1), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS (R11)(BX*2), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS (R11)(SI*1), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4
 
 vecs2_masked_rows4_load:
-	MOVQ       AX, DI
-	VMOVUPS    (DI), Y0
+	MOVQ       AX, R14
+	VMOVUPS    (R14), Y0
 	VMOVDQU    (R13), Y1
-	VMASKMOVPS 32(DI), Y1, Y1
-	ADDQ       CX, DI
-	VMOVUPS    (DI), Y2
+	VMASKMOVPS 32(R14), Y1, Y1
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y2
 	VMOVDQU    (R13), Y3
-	VMASKMOVPS 32(DI), Y3, Y3
-	ADDQ       CX, DI
-	VMOVUPS    (DI), Y4
+	VMASKMOVPS 32(R14), Y3, Y3
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y4
 	VMOVDQU    (R13), Y5
-	VMASKMOVPS 32(DI), Y5, Y5
-	ADDQ       CX, DI
-	VMOVUPS    (DI), Y6
+	VMASKMOVPS 32(R14), Y5, Y5
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y6
 	VMOVDQU    (R13), Y7
-	VMASKMOVPS 32(DI), Y7, Y7
-
-vecs2_masked_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	VMASKMOVPS 32(R14), Y7, Y7
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_masked_rows4:
@@ -956,6 +1049,7 @@ vecs2_masked_rows4:
 	JNZ          vecs2_masked_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -978,30 +1072,38 @@ vecs2_masked_rows4:
 vecs2_masked_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     vecs2_masked_rows2_start
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows2_load
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R13), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (DI)(BX*1), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2
 
 vecs2_masked_rows2_load:
-	MOVQ       AX, SI
-	VMOVUPS    (SI), Y0
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
 	VMOVDQU    (R13), Y1
-	VMASKMOVPS 32(SI), Y1, Y1
-	ADDQ       CX, SI
-	VMOVUPS    (SI), Y2
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
 	VMOVDQU    (R13), Y3
-	VMASKMOVPS 32(SI), Y3, Y3
-
-vecs2_masked_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	VMASKMOVPS 32(R12), Y3, Y3
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_masked_rows2:
@@ -1020,6 +1122,7 @@ vecs2_masked_rows2:
 	JNZ          vecs2_masked_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -1034,24 +1137,31 @@ vecs2_masked_rows2:
 vecs2_masked_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs2_masked_rows1_start
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows1_load
+	VMOVUPS      (SI), Y0
+	VMOVDQU      (R13), Y1
+	VMASKMOVPS   32(SI), Y1, Y1
+	VBROADCASTSS (DI), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1
 
 vecs2_masked_rows1_load:
-	MOVQ       AX, SI
-	VMOVUPS    (SI), Y0
+	MOVQ       AX, R9
+	VMOVUPS    (R9), Y0
 	VMOVDQU    (R13), Y1
-	VMASKMOVPS 32(SI), Y1, Y1
-
-vecs2_masked_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	VMASKMOVPS 32(R9), Y1, Y1
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_masked_rows1:
@@ -1063,10 +1173,11 @@ vecs2_masked_rows1:
 	VFMADD231PS  Y3, Y4, Y1
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs2_masked_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -1083,42 +1194,53 @@ vecs1_masked:
 vecs1_masked_groups:
 	CMPQ R10, $0x06
 	JLT  vecs1_masked_tail4
-
-	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows6_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	JMP     vecs1_masked_rows6_start
-
-vecs1_masked_rows6_load:
-	MOVQ       AX, R11
-	VMOVDQU    (R13), Y0
-	VMASKMOVPS (R11), Y0, Y0
-	ADDQ       CX, R11
-	VMOVDQU    (R13), Y1
-	VMASKMOVPS (R11), Y1, Y1
-	ADDQ       CX, R11
-	VMOVDQU    (R13), Y2
-	VMASKMOVPS (R11), Y2, Y2
-	ADDQ       CX, R11
-	VMOVDQU    (R13), Y3
-	VMASKMOVPS (R11), Y3, Y3
-	ADDQ       CX, R11
-	VMOVDQU    (R13), Y4
-	VMASKMOVPS (R11), Y4, Y4
-	ADDQ       CX, R11
-	VMOVDQU    (R13), Y5
-	VMASKMOVPS (R11), Y5, Y5
-
-vecs1_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R14
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows6_load
+	VMOVDQU      (R13), Y5
+	VMASKMOVPS   (R11), Y5, Y5
+	VBROADCASTSS (R12), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS (R12)(BX*1), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS (R12)(BX*2), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS (R12)(SI*1), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS (R12)(BX*4), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS (R12)(DI*1), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R14
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ       AX, R15
+	VMOVDQU    (R13), Y0
+	VMASKMOVPS (R15), Y0, Y0
+	ADDQ       CX, R15
+	VMOVDQU    (R13), Y1
+	VMASKMOVPS (R15), Y1, Y1
+	ADDQ       CX, R15
+	VMOVDQU    (R13), Y2
+	VMASKMOVPS (R15), Y2, Y2
+	ADDQ       CX, R15
+	VMOVDQU    (R13), Y3
+	VMASKMOVPS (R15), Y3, Y3
+	ADDQ       CX, R15
+	VMOVDQU    (R13), Y4
+	VMASKMOVPS (R15), Y4, Y4
+	ADDQ       CX, R15
+	VMOVDQU    (R13), Y5
+	VMASKMOVPS (R15), Y5, Y5
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_masked_rows6:
@@ -1142,6 +1264,7 @@ vecs1_masked_rows6:
 	JNZ          vecs1_masked_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
 	VMOVDQU    (R13), Y6
 	VMASKMOVPS Y0, Y6, (AX)
 	ADDQ       CX, AX
@@ -1168,34 +1291,43 @@ vecs1_masked_rows6:
 vecs1_masked_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows4_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	JMP     vecs1_masked_rows4_start
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows4_load
+	VMOVDQU      (R13), Y3
+	VMASKMOVPS   (DI), Y3, Y3
+	VBROADCASTSS (R11), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS (R11)(BX*1), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS (R11)(BX*2), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (R11)(SI*1), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4
 
 vecs1_masked_rows4_load:
-	MOVQ       AX, DI
+	MOVQ       AX, R14
 	VMOVDQU    (R13), Y0
-	VMASKMOVPS (DI), Y0, Y0
-	ADDQ       CX, DI
+	VMASKMOVPS (R14), Y0, Y0
+	ADDQ       CX, R14
 	VMOVDQU    (R13), Y1
-	VMASKMOVPS (DI), Y1, Y1
-	ADDQ       CX, DI
+	VMASKMOVPS (R14), Y1, Y1
+	ADDQ       CX, R14
 	VMOVDQU    (R13), Y2
-	VMASKMOVPS (DI), Y2, Y2
-	ADDQ       CX, DI
+	VMASKMOVPS (R14), Y2, Y2
+	ADDQ       CX, R14
 	VMOVDQU    (R13), Y3
-	VMASKMOVPS (DI), Y3, Y3
-
-vecs1_masked_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	VMASKMOVPS (R14), Y3, Y3
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_masked_rows4:
@@ -1215,6 +1347,7 @@ vecs1_masked_rows4:
 	JNZ          vecs1_masked_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
 	VMOVDQU    (R13), Y4
 	VMASKMOVPS Y0, Y4, (AX)
 	ADDQ       CX, AX
@@ -1233,26 +1366,33 @@ vecs1_masked_rows4:
 vecs1_masked_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs1_masked_rows2_start
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows2_load
+	VMOVDQU      (R13), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS (DI), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS (DI)(BX*1), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2
 
 vecs1_masked_rows2_load:
-	MOVQ       AX, SI
+	MOVQ       AX, R12
 	VMOVDQU    (R13), Y0
-	VMASKMOVPS (SI), Y0, Y0
-	ADDQ       CX, SI
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
 	VMOVDQU    (R13), Y1
-	VMASKMOVPS (SI), Y1, Y1
-
-vecs1_masked_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	VMASKMOVPS (R12), Y1, Y1
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_masked_rows2:
@@ -1268,6 +1408,7 @@ vecs1_masked_rows2:
 	JNZ          vecs1_masked_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
 	VMOVDQU    (R13), Y2
 	VMASKMOVPS Y0, Y2, (AX)
 	ADDQ       CX, AX
@@ -1280,22 +1421,28 @@ vecs1_masked_rows2:
 vecs1_masked_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     vecs1_masked_rows1_start
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows1_load
+	VMOVDQU      (R13), Y0
+	VMASKMOVPS   (SI), Y0, Y0
+	VBROADCASTSS (DI), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1
 
 vecs1_masked_rows1_load:
-	MOVQ       AX, SI
+	MOVQ       AX, R9
 	VMOVDQU    (R13), Y0
-	VMASKMOVPS (SI), Y0, Y0
-
-vecs1_masked_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	VMASKMOVPS (R9), Y0, Y0
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_masked_rows1:
@@ -1305,10 +1452,11 @@ vecs1_masked_rows1:
 	VFMADD231PS  Y1, Y2, Y0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs1_masked_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
 	VMOVDQU    (R13), Y1
 	VMASKMOVPS Y0, Y1, (AX)
 	ADDQ       CX, AX

@@ -555,72 +555,85 @@ vecs4_whole:
 vecs4_whole_groups:
 	CMPQ R10, $0x06
 	JLT  vecs4_whole_tail4
-
-	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_whole_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	VMOVUPS constsAVX512<>+1536(SB), Z16
-	VMOVUPS constsAVX512<>+1536(SB), Z17
-	VMOVUPS constsAVX512<>+1536(SB), Z18
-	VMOVUPS constsAVX512<>+1536(SB), Z19
-	VMOVUPS constsAVX512<>+1536(SB), Z20
-	VMOVUPS constsAVX512<>+1536(SB), Z21
-	VMOVUPS constsAVX512<>+1536(SB), Z22
-	VMOVUPS constsAVX512<>+1536(SB), Z23
-	JMP     vecs4_whole_rows6_start
-
-vecs4_whole_rows6_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Z0
-	VMOVUPS 64(R11), Z1
-	VMOVUPS 128(R11), Z2
-	VMOVUPS 192(R11), Z3
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z4
-	VMOVUPS 64(R11), Z5
-	VMOVUPS 128(R11), Z6
-	VMOVUPS 192(R11), Z7
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z8
-	VMOVUPS 64(R11), Z9
-	VMOVUPS 128(R11), Z10
-	VMOVUPS 192(R11), Z11
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z12
-	VMOVUPS 64(R11), Z13
-	VMOVUPS 128(R11), Z14
-	VMOVUPS 192(R11), Z15
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z16
-	VMOVUPS 64(R11), Z17
-	VMOVUPS 128(R11), Z18
-	VMOVUPS 192(R11), Z19
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z20
-	VMOVUPS 64(R11), Z21
-	VMOVUPS 128(R11), Z22
-	VMOVUPS 192(R11), Z23
-
-vecs4_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_whole_rows6_load
+	VMOVUPS      (R11), Z20
+	VMOVUPS      64(R11), Z21
+	VMOVUPS      128(R11), Z22
+	VMOVUPS      192(R11), Z23
+	VBROADCASTSS (R12), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R12)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R12)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R12)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R12)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R12)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs4_whole_rows6_store
+	JMP          vecs4_whole_rows6
+
+vecs4_whole_rows6_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	VMOVUPS 192(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	VMOVUPS 128(R14), Z6
+	VMOVUPS 192(R14), Z7
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z8
+	VMOVUPS 64(R14), Z9
+	VMOVUPS 128(R14), Z10
+	VMOVUPS 192(R14), Z11
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z12
+	VMOVUPS 64(R14), Z13
+	VMOVUPS 128(R14), Z14
+	VMOVUPS 192(R14), Z15
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z16
+	VMOVUPS 64(R14), Z17
+	VMOVUPS 128(R14), Z18
+	VMOVUPS 192(R14), Z19
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z20
+	VMOVUPS 64(R14), Z21
+	VMOVUPS 128(R14), Z22
+	VMOVUPS 192(R14), Z23
 
 	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
 vecs4_whole_rows6:
@@ -664,6 +677,7 @@ vecs4_whole_rows6:
 	JNZ          vecs4_whole_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -702,54 +716,65 @@ vecs4_whole_rows6:
 vecs4_whole_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs4_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_whole_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	JMP     vecs4_whole_rows4_start
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_whole_rows4_load
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS      128(DI), Z14
+	VMOVUPS      192(DI), Z15
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs4_whole_rows4_store
+	JMP          vecs4_whole_rows4
 
 vecs4_whole_rows4_load:
-	MOVQ    AX, DI
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z4
-	VMOVUPS 64(DI), Z5
-	VMOVUPS 128(DI), Z6
-	VMOVUPS 192(DI), Z7
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z8
-	VMOVUPS 64(DI), Z9
-	VMOVUPS 128(DI), Z10
-	VMOVUPS 192(DI), Z11
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z12
-	VMOVUPS 64(DI), Z13
-	VMOVUPS 128(DI), Z14
-	VMOVUPS 192(DI), Z15
-
-vecs4_whole_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z8
+	VMOVUPS 64(R13), Z9
+	VMOVUPS 128(R13), Z10
+	VMOVUPS 192(R13), Z11
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z12
+	VMOVUPS 64(R13), Z13
+	VMOVUPS 128(R13), Z14
+	VMOVUPS 192(R13), Z15
 
 	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
 vecs4_whole_rows4:
@@ -783,6 +808,7 @@ vecs4_whole_rows4:
 	JNZ          vecs4_whole_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -809,36 +835,45 @@ vecs4_whole_rows4:
 vecs4_whole_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs4_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_whole_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     vecs4_whole_rows2_start
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_whole_rows2_load
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS      192(SI), Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs4_whole_rows2_store
+	JMP          vecs4_whole_rows2
 
 vecs4_whole_rows2_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	ADDQ    CX, SI
-	VMOVUPS (SI), Z4
-	VMOVUPS 64(SI), Z5
-	VMOVUPS 128(SI), Z6
-	VMOVUPS 192(SI), Z7
-
-vecs4_whole_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
 
 	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
 vecs4_whole_rows2:
@@ -862,6 +897,7 @@ vecs4_whole_rows2:
 	JNZ          vecs4_whole_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -878,27 +914,35 @@ vecs4_whole_rows2:
 vecs4_whole_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs4_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_whole_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs4_whole_rows1_start
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_whole_rows1_load
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VMOVUPS      128(SI), Z2
+	VMOVUPS      192(SI), Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs4_whole_rows1_store
+	JMP          vecs4_whole_rows1
 
 vecs4_whole_rows1_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-
-vecs4_whole_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
 
 	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
 vecs4_whole_rows1:
@@ -913,10 +957,11 @@ vecs4_whole_rows1:
 	VFMADD231PS  Z7, Z8, Z3
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs4_whole_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -934,60 +979,72 @@ vecs3_whole:
 vecs3_whole_groups:
 	CMPQ R10, $0x06
 	JLT  vecs3_whole_tail4
-
-	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_whole_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	VMOVUPS constsAVX512<>+1536(SB), Z16
-	VMOVUPS constsAVX512<>+1536(SB), Z17
-	JMP     vecs3_whole_rows6_start
-
-vecs3_whole_rows6_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Z0
-	VMOVUPS 64(R11), Z1
-	VMOVUPS 128(R11), Z2
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z3
-	VMOVUPS 64(R11), Z4
-	VMOVUPS 128(R11), Z5
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z6
-	VMOVUPS 64(R11), Z7
-	VMOVUPS 128(R11), Z8
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z9
-	VMOVUPS 64(R11), Z10
-	VMOVUPS 128(R11), Z11
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z12
-	VMOVUPS 64(R11), Z13
-	VMOVUPS 128(R11), Z14
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z15
-	VMOVUPS 64(R11), Z16
-	VMOVUPS 128(R11), Z17
-
-vecs3_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_whole_rows6_load
+	VMOVUPS      (R11), Z15
+	VMOVUPS      64(R11), Z16
+	VMOVUPS      128(R11), Z17
+	VBROADCASTSS (R12), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R12)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R12)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R12)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R12)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R12)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs3_whole_rows6_store
+	JMP          vecs3_whole_rows6
+
+vecs3_whole_rows6_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+	VMOVUPS 64(R14), Z4
+	VMOVUPS 128(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	VMOVUPS 128(R14), Z8
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z9
+	VMOVUPS 64(R14), Z10
+	VMOVUPS 128(R14), Z11
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z12
+	VMOVUPS 64(R14), Z13
+	VMOVUPS 128(R14), Z14
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z15
+	VMOVUPS 64(R14), Z16
+	VMOVUPS 128(R14), Z17
 
 	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
 vecs3_whole_rows6:
@@ -1024,6 +1081,7 @@ vecs3_whole_rows6:
 	JNZ          vecs3_whole_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1056,46 +1114,56 @@ vecs3_whole_rows6:
 vecs3_whole_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs3_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_whole_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     vecs3_whole_rows4_start
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_whole_rows4_load
+	VMOVUPS      (DI), Z9
+	VMOVUPS      64(DI), Z10
+	VMOVUPS      128(DI), Z11
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs3_whole_rows4_store
+	JMP          vecs3_whole_rows4
 
 vecs3_whole_rows4_load:
-	MOVQ    AX, DI
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z3
-	VMOVUPS 64(DI), Z4
-	VMOVUPS 128(DI), Z5
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z6
-	VMOVUPS 64(DI), Z7
-	VMOVUPS 128(DI), Z8
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z9
-	VMOVUPS 64(DI), Z10
-	VMOVUPS 128(DI), Z11
-
-vecs3_whole_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z6
+	VMOVUPS 64(R13), Z7
+	VMOVUPS 128(R13), Z8
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z9
+	VMOVUPS 64(R13), Z10
+	VMOVUPS 128(R13), Z11
 
 	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
 vecs3_whole_rows4:
@@ -1124,6 +1192,7 @@ vecs3_whole_rows4:
 	JNZ          vecs3_whole_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1146,32 +1215,40 @@ vecs3_whole_rows4:
 vecs3_whole_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs3_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_whole_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     vecs3_whole_rows2_start
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_whole_rows2_load
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS      128(SI), Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs3_whole_rows2_store
+	JMP          vecs3_whole_rows2
 
 vecs3_whole_rows2_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	ADDQ    CX, SI
-	VMOVUPS (SI), Z3
-	VMOVUPS 64(SI), Z4
-	VMOVUPS 128(SI), Z5
-
-vecs3_whole_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+	VMOVUPS 64(R12), Z4
+	VMOVUPS 128(R12), Z5
 
 	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
 vecs3_whole_rows2:
@@ -1192,6 +1269,7 @@ vecs3_whole_rows2:
 	JNZ          vecs3_whole_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1206,25 +1284,32 @@ vecs3_whole_rows2:
 vecs3_whole_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs3_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_whole_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     vecs3_whole_rows1_start
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_whole_rows1_load
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VMOVUPS      128(SI), Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs3_whole_rows1_store
+	JMP          vecs3_whole_rows1
 
 vecs3_whole_rows1_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-
-vecs3_whole_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
 
 	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
 vecs3_whole_rows1:
@@ -1237,10 +1322,11 @@ vecs3_whole_rows1:
 	VFMADD231PS  Z5, Z6, Z2
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs3_whole_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1257,48 +1343,59 @@ vecs2_whole:
 vecs2_whole_groups:
 	CMPQ R10, $0x06
 	JLT  vecs2_whole_tail4
-
-	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     vecs2_whole_rows6_start
-
-vecs2_whole_rows6_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Z0
-	VMOVUPS 64(R11), Z1
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z2
-	VMOVUPS 64(R11), Z3
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z4
-	VMOVUPS 64(R11), Z5
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z6
-	VMOVUPS 64(R11), Z7
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z8
-	VMOVUPS 64(R11), Z9
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z10
-	VMOVUPS 64(R11), Z11
-
-vecs2_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows6_load
+	VMOVUPS      (R11), Z10
+	VMOVUPS      64(R11), Z11
+	VBROADCASTSS (R12), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R12)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R12)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R12)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R12)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R12)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	VMOVUPS 64(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z8
+	VMOVUPS 64(R14), Z9
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z10
+	VMOVUPS 64(R14), Z11
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_whole_rows6:
@@ -1328,6 +1425,7 @@ vecs2_whole_rows6:
 	JNZ          vecs2_whole_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -1354,38 +1452,47 @@ vecs2_whole_rows6:
 vecs2_whole_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     vecs2_whole_rows4_start
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows4_load
+	VMOVUPS      (DI), Z6
+	VMOVUPS      64(DI), Z7
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4
 
 vecs2_whole_rows4_load:
-	MOVQ    AX, DI
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z2
-	VMOVUPS 64(DI), Z3
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z4
-	VMOVUPS 64(DI), Z5
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z6
-	VMOVUPS 64(DI), Z7
-
-vecs2_whole_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z6
+	VMOVUPS 64(R13), Z7
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_whole_rows4:
@@ -1409,6 +1516,7 @@ vecs2_whole_rows4:
 	JNZ          vecs2_whole_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -1427,28 +1535,35 @@ vecs2_whole_rows4:
 vecs2_whole_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs2_whole_rows2_start
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows2_load
+	VMOVUPS      (SI), Z2
+	VMOVUPS      64(SI), Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2
 
 vecs2_whole_rows2_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	ADDQ    CX, SI
-	VMOVUPS (SI), Z2
-	VMOVUPS 64(SI), Z3
-
-vecs2_whole_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_whole_rows2:
@@ -1466,6 +1581,7 @@ vecs2_whole_rows2:
 	JNZ          vecs2_whole_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -1478,23 +1594,29 @@ vecs2_whole_rows2:
 vecs2_whole_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_whole_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs2_whole_rows1_start
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_whole_rows1_load
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1
 
 vecs2_whole_rows1_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-
-vecs2_whole_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_whole_rows1:
@@ -1505,10 +1627,11 @@ vecs2_whole_rows1:
 	VFMADD231PS  Z3, Z4, Z1
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs2_whole_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -1524,36 +1647,46 @@ vecs1_whole:
 vecs1_whole_groups:
 	CMPQ R10, $0x06
 	JLT  vecs1_whole_tail4
-
-	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     vecs1_whole_rows6_start
-
-vecs1_whole_rows6_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Z0
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z1
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z2
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z3
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z4
-	ADDQ    CX, R11
-	VMOVUPS (R11), Z5
-
-vecs1_whole_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows6_load
+	VMOVUPS      (R11), Z5
+	VBROADCASTSS (R12), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R12)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R12)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R12)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R12)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R12)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z5
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_whole_rows6:
@@ -1576,6 +1709,7 @@ vecs1_whole_rows6:
 	JNZ          vecs1_whole_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
@@ -1596,30 +1730,38 @@ vecs1_whole_rows6:
 vecs1_whole_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs1_whole_rows4_start
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows4_load
+	VMOVUPS      (DI), Z3
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4
 
 vecs1_whole_rows4_load:
-	MOVQ    AX, DI
-	VMOVUPS (DI), Z0
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z1
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z2
-	ADDQ    CX, DI
-	VMOVUPS (DI), Z3
-
-vecs1_whole_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_whole_rows4:
@@ -1638,6 +1780,7 @@ vecs1_whole_rows4:
 	JNZ          vecs1_whole_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
@@ -1652,24 +1795,30 @@ vecs1_whole_rows4:
 vecs1_whole_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs1_whole_rows2_start
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows2_load
+	VMOVUPS      (SI), Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2
 
 vecs1_whole_rows2_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-	ADDQ    CX, SI
-	VMOVUPS (SI), Z1
-
-vecs1_whole_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z1
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_whole_rows2:
@@ -1684,6 +1833,7 @@ vecs1_whole_rows2:
 	JNZ          vecs1_whole_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, (AX)
@@ -1694,21 +1844,26 @@ vecs1_whole_rows2:
 vecs1_whole_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_whole_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     vecs1_whole_rows1_start
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_whole_rows1_load
+	VMOVUPS      (SI), Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1
 
 vecs1_whole_rows1_load:
-	MOVQ    AX, SI
-	VMOVUPS (SI), Z0
-
-vecs1_whole_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_whole_rows1:
@@ -1717,10 +1872,11 @@ vecs1_whole_rows1:
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs1_whole_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -1735,72 +1891,85 @@ vecs4_masked:
 vecs4_masked_groups:
 	CMPQ R10, $0x06
 	JLT  vecs4_masked_tail4
-
-	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_masked_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	VMOVUPS constsAVX512<>+1536(SB), Z16
-	VMOVUPS constsAVX512<>+1536(SB), Z17
-	VMOVUPS constsAVX512<>+1536(SB), Z18
-	VMOVUPS constsAVX512<>+1536(SB), Z19
-	VMOVUPS constsAVX512<>+1536(SB), Z20
-	VMOVUPS constsAVX512<>+1536(SB), Z21
-	VMOVUPS constsAVX512<>+1536(SB), Z22
-	VMOVUPS constsAVX512<>+1536(SB), Z23
-	JMP     vecs4_masked_rows6_start
-
-vecs4_masked_rows6_load:
-	MOVQ      AX, R11
-	VMOVUPS   (R11), Z0
-	VMOVUPS   64(R11), Z1
-	VMOVUPS   128(R11), Z2
-	VMOVUPS.Z 192(R11), K1, Z3
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z4
-	VMOVUPS   64(R11), Z5
-	VMOVUPS   128(R11), Z6
-	VMOVUPS.Z 192(R11), K1, Z7
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z8
-	VMOVUPS   64(R11), Z9
-	VMOVUPS   128(R11), Z10
-	VMOVUPS.Z 192(R11), K1, Z11
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z12
-	VMOVUPS   64(R11), Z13
-	VMOVUPS   128(R11), Z14
-	VMOVUPS.Z 192(R11), K1, Z15
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z16
-	VMOVUPS   64(R11), Z17
-	VMOVUPS   128(R11), Z18
-	VMOVUPS.Z 192(R11), K1, Z19
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z20
-	VMOVUPS   64(R11), Z21
-	VMOVUPS   128(R11), Z22
-	VMOVUPS.Z 192(R11), K1, Z23
-
-vecs4_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_masked_rows6_load
+	VMOVUPS      (R11), Z20
+	VMOVUPS      64(R11), Z21
+	VMOVUPS      128(R11), Z22
+	VMOVUPS.Z    192(R11), K1, Z23
+	VBROADCASTSS (R12), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R12)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R12)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R12)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R12)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R12)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs4_masked_rows6_store
+	JMP          vecs4_masked_rows6
+
+vecs4_masked_rows6_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS   128(R14), Z2
+	VMOVUPS.Z 192(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS   64(R14), Z5
+	VMOVUPS   128(R14), Z6
+	VMOVUPS.Z 192(R14), K1, Z7
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z8
+	VMOVUPS   64(R14), Z9
+	VMOVUPS   128(R14), Z10
+	VMOVUPS.Z 192(R14), K1, Z11
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z12
+	VMOVUPS   64(R14), Z13
+	VMOVUPS   128(R14), Z14
+	VMOVUPS.Z 192(R14), K1, Z15
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z16
+	VMOVUPS   64(R14), Z17
+	VMOVUPS   128(R14), Z18
+	VMOVUPS.Z 192(R14), K1, Z19
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z20
+	VMOVUPS   64(R14), Z21
+	VMOVUPS   128(R14), Z22
+	VMOVUPS.Z 192(R14), K1, Z23
 
 	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
 vecs4_masked_rows6:
@@ -1844,6 +2013,7 @@ vecs4_masked_rows6:
 	JNZ          vecs4_masked_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1882,54 +2052,65 @@ vecs4_masked_rows6:
 vecs4_masked_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs4_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_masked_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	JMP     vecs4_masked_rows4_start
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_masked_rows4_load
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS      128(DI), Z14
+	VMOVUPS.Z    192(DI), K1, Z15
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs4_masked_rows4_store
+	JMP          vecs4_masked_rows4
 
 vecs4_masked_rows4_load:
-	MOVQ      AX, DI
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS.Z 192(DI), K1, Z3
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z4
-	VMOVUPS   64(DI), Z5
-	VMOVUPS   128(DI), Z6
-	VMOVUPS.Z 192(DI), K1, Z7
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z8
-	VMOVUPS   64(DI), Z9
-	VMOVUPS   128(DI), Z10
-	VMOVUPS.Z 192(DI), K1, Z11
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z12
-	VMOVUPS   64(DI), Z13
-	VMOVUPS   128(DI), Z14
-	VMOVUPS.Z 192(DI), K1, Z15
-
-vecs4_masked_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z8
+	VMOVUPS   64(R13), Z9
+	VMOVUPS   128(R13), Z10
+	VMOVUPS.Z 192(R13), K1, Z11
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z12
+	VMOVUPS   64(R13), Z13
+	VMOVUPS   128(R13), Z14
+	VMOVUPS.Z 192(R13), K1, Z15
 
 	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
 vecs4_masked_rows4:
@@ -1963,6 +2144,7 @@ vecs4_masked_rows4:
 	JNZ          vecs4_masked_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -1989,36 +2171,45 @@ vecs4_masked_rows4:
 vecs4_masked_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs4_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_masked_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     vecs4_masked_rows2_start
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_masked_rows2_load
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS.Z    192(SI), K1, Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs4_masked_rows2_store
+	JMP          vecs4_masked_rows2
 
 vecs4_masked_rows2_load:
-	MOVQ      AX, SI
-	VMOVUPS   (SI), Z0
-	VMOVUPS   64(SI), Z1
-	VMOVUPS   128(SI), Z2
-	VMOVUPS.Z 192(SI), K1, Z3
-	ADDQ      CX, SI
-	VMOVUPS   (SI), Z4
-	VMOVUPS   64(SI), Z5
-	VMOVUPS   128(SI), Z6
-	VMOVUPS.Z 192(SI), K1, Z7
-
-vecs4_masked_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS   64(R12), Z5
+	VMOVUPS   128(R12), Z6
+	VMOVUPS.Z 192(R12), K1, Z7
 
 	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
 vecs4_masked_rows2:
@@ -2042,6 +2233,7 @@ vecs4_masked_rows2:
 	JNZ          vecs4_masked_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -2058,27 +2250,35 @@ vecs4_masked_rows2:
 vecs4_masked_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs4_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs4_masked_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs4_masked_rows1_start
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs4_masked_rows1_load
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VMOVUPS      128(SI), Z2
+	VMOVUPS.Z    192(SI), K1, Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs4_masked_rows1_store
+	JMP          vecs4_masked_rows1
 
 vecs4_masked_rows1_load:
-	MOVQ      AX, SI
-	VMOVUPS   (SI), Z0
-	VMOVUPS   64(SI), Z1
-	VMOVUPS   128(SI), Z2
-	VMOVUPS.Z 192(SI), K1, Z3
-
-vecs4_masked_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS   128(R9), Z2
+	VMOVUPS.Z 192(R9), K1, Z3
 
 	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
 vecs4_masked_rows1:
@@ -2093,10 +2293,11 @@ vecs4_masked_rows1:
 	VFMADD231PS  Z7, Z8, Z3
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs4_masked_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -2114,60 +2315,72 @@ vecs3_masked:
 vecs3_masked_groups:
 	CMPQ R10, $0x06
 	JLT  vecs3_masked_tail4
-
-	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_masked_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	VMOVUPS constsAVX512<>+1536(SB), Z16
-	VMOVUPS constsAVX512<>+1536(SB), Z17
-	JMP     vecs3_masked_rows6_start
-
-vecs3_masked_rows6_load:
-	MOVQ      AX, R11
-	VMOVUPS   (R11), Z0
-	VMOVUPS   64(R11), Z1
-	VMOVUPS.Z 128(R11), K1, Z2
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z3
-	VMOVUPS   64(R11), Z4
-	VMOVUPS.Z 128(R11), K1, Z5
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z6
-	VMOVUPS   64(R11), Z7
-	VMOVUPS.Z 128(R11), K1, Z8
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z9
-	VMOVUPS   64(R11), Z10
-	VMOVUPS.Z 128(R11), K1, Z11
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z12
-	VMOVUPS   64(R11), Z13
-	VMOVUPS.Z 128(R11), K1, Z14
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z15
-	VMOVUPS   64(R11), Z16
-	VMOVUPS.Z 128(R11), K1, Z17
-
-vecs3_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_masked_rows6_load
+	VMOVUPS      (R11), Z15
+	VMOVUPS      64(R11), Z16
+	VMOVUPS.Z    128(R11), K1, Z17
+	VBROADCASTSS (R12), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R12)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R12)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R12)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R12)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R12)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs3_masked_rows6_store
+	JMP          vecs3_masked_rows6
+
+vecs3_masked_rows6_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS.Z 128(R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z3
+	VMOVUPS   64(R14), Z4
+	VMOVUPS.Z 128(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS   64(R14), Z7
+	VMOVUPS.Z 128(R14), K1, Z8
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z9
+	VMOVUPS   64(R14), Z10
+	VMOVUPS.Z 128(R14), K1, Z11
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z12
+	VMOVUPS   64(R14), Z13
+	VMOVUPS.Z 128(R14), K1, Z14
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z15
+	VMOVUPS   64(R14), Z16
+	VMOVUPS.Z 128(R14), K1, Z17
 
 	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
 vecs3_masked_rows6:
@@ -2204,6 +2417,7 @@ vecs3_masked_rows6:
 	JNZ          vecs3_masked_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -2236,46 +2450,56 @@ vecs3_masked_rows6:
 vecs3_masked_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs3_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_masked_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     vecs3_masked_rows4_start
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_masked_rows4_load
+	VMOVUPS      (DI), Z9
+	VMOVUPS      64(DI), Z10
+	VMOVUPS.Z    128(DI), K1, Z11
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs3_masked_rows4_store
+	JMP          vecs3_masked_rows4
 
 vecs3_masked_rows4_load:
-	MOVQ      AX, DI
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS.Z 128(DI), K1, Z2
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z3
-	VMOVUPS   64(DI), Z4
-	VMOVUPS.Z 128(DI), K1, Z5
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z6
-	VMOVUPS   64(DI), Z7
-	VMOVUPS.Z 128(DI), K1, Z8
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z9
-	VMOVUPS   64(DI), Z10
-	VMOVUPS.Z 128(DI), K1, Z11
-
-vecs3_masked_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z6
+	VMOVUPS   64(R13), Z7
+	VMOVUPS.Z 128(R13), K1, Z8
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z9
+	VMOVUPS   64(R13), Z10
+	VMOVUPS.Z 128(R13), K1, Z11
 
 	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
 vecs3_masked_rows4:
@@ -2304,6 +2528,7 @@ vecs3_masked_rows4:
 	JNZ          vecs3_masked_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -2326,32 +2551,40 @@ vecs3_masked_rows4:
 vecs3_masked_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs3_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_masked_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     vecs3_masked_rows2_start
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_masked_rows2_load
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS.Z    128(SI), K1, Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs3_masked_rows2_store
+	JMP          vecs3_masked_rows2
 
 vecs3_masked_rows2_load:
-	MOVQ      AX, SI
-	VMOVUPS   (SI), Z0
-	VMOVUPS   64(SI), Z1
-	VMOVUPS.Z 128(SI), K1, Z2
-	ADDQ      CX, SI
-	VMOVUPS   (SI), Z3
-	VMOVUPS   64(SI), Z4
-	VMOVUPS.Z 128(SI), K1, Z5
-
-vecs3_masked_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z3
+	VMOVUPS   64(R12), Z4
+	VMOVUPS.Z 128(R12), K1, Z5
 
 	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
 vecs3_masked_rows2:
@@ -2372,6 +2605,7 @@ vecs3_masked_rows2:
 	JNZ          vecs3_masked_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -2386,25 +2620,32 @@ vecs3_masked_rows2:
 vecs3_masked_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs3_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs3_masked_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     vecs3_masked_rows1_start
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs3_masked_rows1_load
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VMOVUPS.Z    128(SI), K1, Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs3_masked_rows1_store
+	JMP          vecs3_masked_rows1
 
 vecs3_masked_rows1_load:
-	MOVQ      AX, SI
-	VMOVUPS   (SI), Z0
-	VMOVUPS   64(SI), Z1
-	VMOVUPS.Z 128(SI), K1, Z2
-
-vecs3_masked_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS.Z 128(R9), K1, Z2
 
 	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
 vecs3_masked_rows1:
@@ -2417,10 +2658,11 @@ vecs3_masked_rows1:
 	VFMADD231PS  Z5, Z6, Z2
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs3_masked_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -2437,48 +2679,59 @@ vecs2_masked:
 vecs2_masked_groups:
 	CMPQ R10, $0x06
 	JLT  vecs2_masked_tail4
-
-	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	JMP     vecs2_masked_rows6_start
-
-vecs2_masked_rows6_load:
-	MOVQ      AX, R11
-	VMOVUPS   (R11), Z0
-	VMOVUPS.Z 64(R11), K1, Z1
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z2
-	VMOVUPS.Z 64(R11), K1, Z3
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z4
-	VMOVUPS.Z 64(R11), K1, Z5
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z6
-	VMOVUPS.Z 64(R11), K1, Z7
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z8
-	VMOVUPS.Z 64(R11), K1, Z9
-	ADDQ      CX, R11
-	VMOVUPS   (R11), Z10
-	VMOVUPS.Z 64(R11), K1, Z11
-
-vecs2_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows6_load
+	VMOVUPS      (R11), Z10
+	VMOVUPS.Z    64(R11), K1, Z11
+	VBROADCASTSS (R12), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R12)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R12)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R12)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R12)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R12)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS.Z 64(R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z2
+	VMOVUPS.Z 64(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS.Z 64(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS.Z 64(R14), K1, Z7
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z8
+	VMOVUPS.Z 64(R14), K1, Z9
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z10
+	VMOVUPS.Z 64(R14), K1, Z11
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_masked_rows6:
@@ -2508,6 +2761,7 @@ vecs2_masked_rows6:
 	JNZ          vecs2_masked_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -2534,38 +2788,47 @@ vecs2_masked_rows6:
 vecs2_masked_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	JMP     vecs2_masked_rows4_start
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows4_load
+	VMOVUPS      (DI), Z6
+	VMOVUPS.Z    64(DI), K1, Z7
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4
 
 vecs2_masked_rows4_load:
-	MOVQ      AX, DI
-	VMOVUPS   (DI), Z0
-	VMOVUPS.Z 64(DI), K1, Z1
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z2
-	VMOVUPS.Z 64(DI), K1, Z3
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z4
-	VMOVUPS.Z 64(DI), K1, Z5
-	ADDQ      CX, DI
-	VMOVUPS   (DI), Z6
-	VMOVUPS.Z 64(DI), K1, Z7
-
-vecs2_masked_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS.Z 64(R13), K1, Z5
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z6
+	VMOVUPS.Z 64(R13), K1, Z7
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_masked_rows4:
@@ -2589,6 +2852,7 @@ vecs2_masked_rows4:
 	JNZ          vecs2_masked_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -2607,28 +2871,35 @@ vecs2_masked_rows4:
 vecs2_masked_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs2_masked_rows2_start
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows2_load
+	VMOVUPS      (SI), Z2
+	VMOVUPS.Z    64(SI), K1, Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2
 
 vecs2_masked_rows2_load:
-	MOVQ      AX, SI
-	VMOVUPS   (SI), Z0
-	VMOVUPS.Z 64(SI), K1, Z1
-	ADDQ      CX, SI
-	VMOVUPS   (SI), Z2
-	VMOVUPS.Z 64(SI), K1, Z3
-
-vecs2_masked_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z2
+	VMOVUPS.Z 64(R12), K1, Z3
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_masked_rows2:
@@ -2646,6 +2917,7 @@ vecs2_masked_rows2:
 	JNZ          vecs2_masked_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -2658,23 +2930,29 @@ vecs2_masked_rows2:
 vecs2_masked_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs2_masked_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs2_masked_rows1_start
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs2_masked_rows1_load
+	VMOVUPS      (SI), Z0
+	VMOVUPS.Z    64(SI), K1, Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1
 
 vecs2_masked_rows1_load:
-	MOVQ      AX, SI
-	VMOVUPS   (SI), Z0
-	VMOVUPS.Z 64(SI), K1, Z1
-
-vecs2_masked_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS.Z 64(R9), K1, Z1
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_masked_rows1:
@@ -2685,10 +2963,11 @@ vecs2_masked_rows1:
 	VFMADD231PS  Z3, Z4, Z1
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs2_masked_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -2704,36 +2983,46 @@ vecs1_masked:
 vecs1_masked_groups:
 	CMPQ R10, $0x06
 	JLT  vecs1_masked_tail4
-
-	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows6_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	JMP     vecs1_masked_rows6_start
-
-vecs1_masked_rows6_load:
-	MOVQ      AX, R11
-	VMOVUPS.Z (R11), K1, Z0
-	ADDQ      CX, R11
-	VMOVUPS.Z (R11), K1, Z1
-	ADDQ      CX, R11
-	VMOVUPS.Z (R11), K1, Z2
-	ADDQ      CX, R11
-	VMOVUPS.Z (R11), K1, Z3
-	ADDQ      CX, R11
-	VMOVUPS.Z (R11), K1, Z4
-	ADDQ      CX, R11
-	VMOVUPS.Z (R11), K1, Z5
-
-vecs1_masked_rows6_start:
 	MOVQ b+32(FP), R11
 	MOVQ DX, R12
 	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows6_load
+	VMOVUPS.Z    (R11), K1, Z5
+	VBROADCASTSS (R12), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R12)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R12)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R12)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R12)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R12)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ      AX, R14
+	VMOVUPS.Z (R14), K1, Z0
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z4
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z5
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_masked_rows6:
@@ -2756,6 +3045,7 @@ vecs1_masked_rows6:
 	JNZ          vecs1_masked_rows6
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -2776,30 +3066,38 @@ vecs1_masked_rows6:
 vecs1_masked_tail4:
 	TESTQ $0x00000004, R10
 	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
 
-	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows4_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs1_masked_rows4_start
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows4_load
+	VMOVUPS.Z    (DI), K1, Z3
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4
 
 vecs1_masked_rows4_load:
-	MOVQ      AX, DI
-	VMOVUPS.Z (DI), K1, Z0
-	ADDQ      CX, DI
-	VMOVUPS.Z (DI), K1, Z1
-	ADDQ      CX, DI
-	VMOVUPS.Z (DI), K1, Z2
-	ADDQ      CX, DI
-	VMOVUPS.Z (DI), K1, Z3
-
-vecs1_masked_rows4_start:
-	MOVQ b+32(FP), DI
-	MOVQ DX, R11
-	MOVQ k+56(FP), R12
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z3
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_masked_rows4:
@@ -2818,6 +3116,7 @@ vecs1_masked_rows4:
 	JNZ          vecs1_masked_rows4
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -2832,24 +3131,30 @@ vecs1_masked_rows4:
 vecs1_masked_tail2:
 	TESTQ $0x00000002, R10
 	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R11
 
-	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows2_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs1_masked_rows2_start
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows2_load
+	VMOVUPS.Z    (SI), K1, Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2
 
 vecs1_masked_rows2_load:
-	MOVQ      AX, SI
-	VMOVUPS.Z (SI), K1, Z0
-	ADDQ      CX, SI
-	VMOVUPS.Z (SI), K1, Z1
-
-vecs1_masked_rows2_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R11
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z1
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_masked_rows2:
@@ -2864,6 +3169,7 @@ vecs1_masked_rows2:
 	JNZ          vecs1_masked_rows2
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z1, K1, (AX)
@@ -2874,21 +3180,26 @@ vecs1_masked_rows2:
 vecs1_masked_tail1:
 	TESTQ $0x00000001, R10
 	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
 
-	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
-	TESTQ   R9, R9
-	JNZ     vecs1_masked_rows1_load
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     vecs1_masked_rows1_start
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R9, R9
+	JNZ          vecs1_masked_rows1_load
+	VMOVUPS.Z    (SI), K1, Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1
 
 vecs1_masked_rows1_load:
-	MOVQ      AX, SI
-	VMOVUPS.Z (SI), K1, Z0
-
-vecs1_masked_rows1_start:
-	MOVQ b+32(FP), SI
-	MOVQ DX, DI
-	MOVQ k+56(FP), R9
+	MOVQ      AX, R9
+	VMOVUPS.Z (R9), K1, Z0
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_masked_rows1:
@@ -2897,10 +3208,11 @@ vecs1_masked_rows1:
 	VFMADD231PS  Z1, Z2, Z0
 	ADDQ         R8, SI
 	ADDQ         $0x04, DI
-	DECQ         R9
+	DECQ         R10
 	JNZ          vecs1_masked_rows1
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX

@@ -50,19 +50,47 @@ func (g *gen) gemm() {
 }
 
 // gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
-// advances cp and ap by mr rows.
+// advances cp and ap by mr rows. Without acc the first step of k
+// multiplies instead of adding to zeros: the accumulators need no
+// zeroing loads (avo would take an XOR's read as a use), and their FMA
+// chains start on the step's own loads.
 func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	b := g.isa.bytes()
 	acc := g.tile(mr, nv)
-	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at 0, or at C.", mr, nv))
+	bp := g.param("b")
+	aa := g.GP64()
+	g.MOVQ(r.ap, aa)
+	p := g.param("k")
+	// step emits one step of k: a row of B, mr broadcasts of A, mr·nv
+	// FMAs (VMULPS if first), then the next row of B and column of A.
+	step := func(first bool) {
+		bv := make([]reg.VecVirtual, nv)
+		for j := range bv {
+			bv[j] = g.vec()
+			g.loadVec(r.tailRegs, operand.Mem{Base: bp, Disp: j * b}, j, nv, masked, bv[j])
+		}
+		for i := 0; i < mr; i++ {
+			bc := g.vec()
+			g.VBROADCASTSS(r.a.at(aa, i), bc)
+			for j := 0; j < nv; j++ {
+				if first {
+					g.VMULPS(bv[j], bc, acc[i][j])
+				} else {
+					g.VFMADD231PS(bv[j], bc, acc[i][j])
+				}
+			}
+		}
+		g.ADDQ(r.ldb, bp)
+		g.ADDQ(operand.Imm(4), aa)
+		g.DECQ(p)
+	}
+	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the first step of k multiplies, or the", mr, nv),
+		"accumulators start at C.")
 	g.TESTQ(r.acc, r.acc)
 	g.JNZ(operand.LabelRef(label(lbl, "load")))
-	for i := range acc {
-		for j := range acc[i] {
-			g.zero(acc[i][j])
-		}
-	}
-	g.JMP(operand.LabelRef(label(lbl, "start")))
+	step(true)
+	g.JZ(operand.LabelRef(label(lbl, "store")))
+	g.JMP(operand.LabelRef(lbl))
 	g.Label(label(lbl, "load"))
 	t := g.GP64()
 	g.MOVQ(r.cp, t)
@@ -74,30 +102,12 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 			g.ADDQ(r.ldc, t)
 		}
 	}
-	g.Label(label(lbl, "start"))
-	bp := g.param("b")
-	aa := g.GP64()
-	g.MOVQ(r.ap, aa)
-	p := g.param("k")
 	g.Comment(fmt.Sprintf("The k loop: a row of B, %d broadcasts of A, %d FMAs.", mr, mr*nv))
 	g.Label(lbl)
-	bv := make([]reg.VecVirtual, nv)
-	for j := range bv {
-		bv[j] = g.vec()
-		g.loadVec(r.tailRegs, operand.Mem{Base: bp, Disp: j * b}, j, nv, masked, bv[j])
-	}
-	for i := 0; i < mr; i++ {
-		bc := g.vec()
-		g.VBROADCASTSS(r.a.at(aa, i), bc)
-		for j := 0; j < nv; j++ {
-			g.VFMADD231PS(bv[j], bc, acc[i][j])
-		}
-	}
-	g.ADDQ(r.ldb, bp)
-	g.ADDQ(operand.Imm(4), aa)
-	g.DECQ(p)
+	step(false)
 	g.JNZ(operand.LabelRef(lbl))
 	g.Comment("Store the tile row by row; cp ends one row past it.")
+	g.Label(label(lbl, "store"))
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nv; j++ {
 			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.cp, Disp: j * b}, j, nv, masked)
