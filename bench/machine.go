@@ -70,6 +70,19 @@ func sum8(x []uint64) uint64 {
 	return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7
 }
 
+// ReadBW returns the read bandwidth the %bw of a row with threads threads
+// is taken against: the better of the run's first probe and one taken now,
+// right after the row. One probe can read low when the host is busy at
+// that moment (a 2-thread probe has read below the 1-thread one), which
+// would put rows above 100%; noise only ever lowers a probe.
+func (m Machine) ReadBW(buf []uint64, threads int) float64 {
+	bw := m.BW1
+	if threads > 1 {
+		bw = m.BWN
+	}
+	return max(bw, ReadGBs(buf, threads))
+}
+
 // newBandwidthBuffer allocates and touches the buffer.
 func newBandwidthBuffer() []uint64 {
 	buf := make([]uint64, bandwidthBytes/int(unsafe.Sizeof(uint64(0))))

@@ -44,12 +44,14 @@ type Row struct {
 	PctPeak    float64 `json:"pct_peak"`
 	GBs        float64 `json:"gb_per_s,omitempty"`      // decode: K+V read
 	PctBW      float64 `json:"pct_bandwidth,omitempty"` // decode: of the read bandwidth
+	ReadGBs    float64 `json:"read_gbs,omitempty"`      // decode: that bandwidth (Machine.ReadBW)
 	TokPerS    float64 `json:"tokens_per_s,omitempty"`  // decode: B tokens per step
 	BaselineMs float64 `json:"baseline_ms,omitempty"`   // gonum, same threads
 	Speedup    float64 `json:"speedup,omitempty"`       // baseline / fastattn
 }
 
 type config struct {
+	bwBuf   []uint64 // the read-bandwidth probe's buffer, kept for the probes beside decode rows
 	quick   bool
 	json    bool
 	svg     string
@@ -204,9 +206,8 @@ func run(cfg *config) error {
 		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1)
 		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads)
 	}
-	buf := newBandwidthBuffer()
-	m.BW1, m.BWN = ReadGBs(buf, 1), ReadGBs(buf, m.Threads)
-	buf = nil
+	cfg.bwBuf = newBandwidthBuffer()
+	m.BW1, m.BWN = ReadGBs(cfg.bwBuf, 1), ReadGBs(cfg.bwBuf, m.Threads)
 	out.machine(m, cfg.sets)
 
 	rows, layers := cfg.rows(), cfg.layers
@@ -337,11 +338,8 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	}
 	if c.Decode() {
 		r.GBs = c.KVBytes() / d.Seconds() / 1e9
-		bw := m.BW1
-		if threads > 1 {
-			bw = m.BWN
-		}
-		r.PctBW = 100 * r.GBs / bw
+		r.ReadGBs = m.ReadBW(cfg.bwBuf, threads)
+		r.PctBW = 100 * r.GBs / r.ReadGBs
 		r.TokPerS = float64(c.B) / d.Seconds()
 	}
 	if !cfg.noBase {

@@ -179,10 +179,6 @@ func median(ts []time.Duration) time.Duration {
 // count.
 func measureServing(cfg *config, e *mha.Engine, isa string, threads int, m Machine, emit func(ServingRow)) error {
 	sh := cfg.servingShapes()
-	bw := m.BW1
-	if threads > 1 {
-		bw = m.BWN
-	}
 	// Ragged: 8 sequences with lengths spread evenly over [1, ctx];
 	// uniform: 8 of their mean length, the same K/V bytes.
 	l, err := newModelLayer(e, sh.decode, false)
@@ -220,7 +216,7 @@ func measureServing(cfg *config, e *mha.Engine, isa string, threads int, m Machi
 	gr, gu := kvBytes(ragged)/dr.Seconds()/1e9, kvBytes(uniform)/du.Seconds()/1e9
 	emit(ServingRow{Kind: "serving", ISA: isa, Test: "ragged decode", Threads: threads,
 		Shape:    fmt.Sprintf("%v B=8 lens %d..%d vs %d", sh.decode, ragged[0], ragged[7], uniform[0]),
-		MedianMs: ms(dr), RefMs: ms(du), GBs: gr, RefGBs: gu, PctBW: 100 * gr / bw, Ratio: gr / gu})
+		MedianMs: ms(dr), RefMs: ms(du), GBs: gr, RefGBs: gu, PctBW: 100 * gr / m.ReadBW(cfg.bwBuf, threads), Ratio: gr / gu})
 	cr, cu = nil, nil
 
 	// Rotary + QK-norm: a decode step at ctx and a forward of forwardL.
