@@ -64,22 +64,7 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	// step emits one step of k: a row of B, mr broadcasts of A, mr·nv
 	// FMAs (VMULPS if first), then the next row of B and column of A.
 	step := func(first bool) {
-		bv := make([]reg.VecVirtual, nv)
-		for j := range bv {
-			bv[j] = g.vec()
-			g.loadVec(r.tailRegs, operand.Mem{Base: bp, Disp: j * b}, j, nv, masked, bv[j])
-		}
-		for i := 0; i < mr; i++ {
-			bc := g.vec()
-			g.VBROADCASTSS(r.a.at(aa, i), bc)
-			for j := 0; j < nv; j++ {
-				if first {
-					g.VMULPS(bv[j], bc, acc[i][j])
-				} else {
-					g.VFMADD231PS(bv[j], bc, acc[i][j])
-				}
-			}
-		}
+		g.broadcastStep(r.tailRegs, bp, masked, func(i int) operand.Mem { return r.a.at(aa, i) }, acc, first)
 		g.ADDQ(r.ldb, bp)
 		g.ADDQ(operand.Imm(4), aa)
 		g.DECQ(p)
@@ -115,4 +100,28 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 		g.ADDQ(r.ldc, r.cp)
 	}
 	g.advance(r.ap, r.a, mr)
+}
+
+// broadcastStep emits one step of the Gemm and PV register tiles: the
+// len(acc[0]) vectors of the row at vp (the last one masked if masked),
+// then for each tile row i a broadcast of at(i) into an FMA with every
+// vector (a multiply instead if first: the accumulators start there).
+func (g *gen) broadcastStep(t tailRegs, vp reg.GPVirtual, masked bool, at func(i int) operand.Mem, acc [][]reg.VecVirtual, first bool) {
+	b, nv := g.isa.bytes(), len(acc[0])
+	vv := make([]reg.VecVirtual, nv)
+	for j := range vv {
+		vv[j] = g.vec()
+		g.loadVec(t, operand.Mem{Base: vp, Disp: j * b}, j, nv, masked, vv[j])
+	}
+	for i := range acc {
+		bc := g.vec()
+		g.VBROADCASTSS(at(i), bc)
+		for j := 0; j < nv; j++ {
+			if first {
+				g.VMULPS(vv[j], bc, acc[i][j])
+			} else {
+				g.VFMADD231PS(vv[j], bc, acc[i][j])
+			}
+		}
+	}
 }

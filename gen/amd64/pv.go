@@ -85,18 +85,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	g.MOVQ(r.pp, pk)
 	g.Comment(fmt.Sprintf("The key loop: a row of V, %d broadcasts of P, %d FMAs.", mr, mr*nv))
 	g.Label(lbl)
-	vv := make([]reg.VecVirtual, nv)
-	for j := range vv {
-		vv[j] = g.vec()
-		g.loadVec(r.tailRegs, operand.Mem{Base: vp, Disp: j * b}, j, nv, masked, vv[j])
-	}
-	for i := 0; i < mr; i++ {
-		bc := g.vec()
-		g.VBROADCASTSS(operand.Mem{Base: pk, Disp: 4 * i}, bc)
-		for j := 0; j < nv; j++ {
-			g.VFMADD231PS(vv[j], bc, acc[i][j])
-		}
-	}
+	g.broadcastStep(r.tailRegs, vp, masked, func(i int) operand.Mem { return operand.Mem{Base: pk, Disp: 4 * i} }, acc, false)
 	g.ADDQ(r.ldv, vp)
 	g.ADDQ(r.ldp, pk)
 	g.DECQ(c)
