@@ -74,7 +74,9 @@ func sum8(x []uint64) uint64 {
 // is taken against: the better of the run's first probe and one taken now,
 // right after the row. One probe can read low when the host is busy at
 // that moment (a 2-thread probe has read below the 1-thread one), which
-// would put rows above 100%; noise only ever lowers a probe.
+// would put rows above 100%; noise only ever lowers a probe. The probe is
+// a plain Go summing loop, so a kernel that prefetches can still read a
+// little faster than both probes: a row above 100% says so.
 func (m Machine) ReadBW(buf []uint64, threads int) float64 {
 	bw := m.BW1
 	if threads > 1 {
