@@ -42,22 +42,25 @@ type Problem struct {
 }
 
 // row returns the offset of row (b, s, h) of a tensor with n heads, seqLen
-// positions and rows of width dim, and the stride between consecutive
-// positions.
+// positions and rows of width dim (Q and Out: BHSD if HeadsMajor), and the
+// stride between consecutive positions.
 func (p *Problem) row(b, s, h, n, seqLen, dim int) (off, stride int) {
-	if p.HeadsMajor {
-		return ((b*n+h)*seqLen + s) * dim, dim
-	}
-	return ((b*seqLen+s)*n + h) * dim, n * dim
+	return rowAt(p.HeadsMajor, b, s, h, n, seqLen, dim)
 }
 
 // kvRow is row for K (dim HeadDim) or V (ValueDim): key j of KV head g of
-// batch b, in K and V's own layout.
+// batch b, in K and V's own layout (BHSD if KVHeadsMajor).
 func (p *Problem) kvRow(b, j, g, dim int) (off, stride int) {
-	if p.KVHeadsMajor {
-		return ((b*p.KVHeads+g)*p.KVLen + j) * dim, dim
+	return rowAt(p.KVHeadsMajor, b, j, g, p.KVHeads, p.KVLen, dim)
+}
+
+// rowAt is the layout arithmetic of row and kvRow: BHSD if headsMajor,
+// else BSHD.
+func rowAt(headsMajor bool, b, s, h, n, seqLen, dim int) (off, stride int) {
+	if headsMajor {
+		return ((b*n+h)*seqLen + s) * dim, dim
 	}
-	return ((b*p.KVLen+j)*p.KVHeads + g) * dim, p.KVHeads * dim
+	return ((b*seqLen+s)*n + h) * dim, n * dim
 }
 
 // keyLen returns the number of valid keys of batch b.
