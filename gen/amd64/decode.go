@@ -39,21 +39,23 @@ import (
 // decodeAhead is how many blocks ahead Decode prefetches.
 const decodeAhead = 2
 
-// Decode's scratch, in float32 elements from s: the weights [16][T], the
-// rescale factors [16], and on AVX2 the masks (K and V lanes, K and V
-// dword pairs, the skipped lanes of the last block).
-func (g *gen) decodeLayout() (alphaOff, maskK, maskV, pairsK, pairsV, skipMask int) {
-	alphaOff = 16 * g.isa.lanes
-	maskK = alphaOff + 16
-	return alphaOff, maskK, maskK + 8, maskK + 16, maskK + 20, maskK + 24
+// scratchLayout is where Decode keeps things in its scratch s, in float32
+// elements: the weights [16][T] from 0, the rescale factors [16] at alpha,
+// and on AVX2 the masks (K and V lanes, K and V dword pairs, the skipped
+// lanes of the last block), one ymm vector each; total floats in all.
+type scratchLayout struct {
+	alpha, maskK, maskV, pairsK, pairsV, skips, total int
 }
 
-// decodeScratch is the floats of Decode's scratch (decodeLayout's last
-// entry, the skipped-lanes mask, is one ymm vector).
-func (g *gen) decodeScratch() int {
-	_, _, _, _, _, skipMask := g.decodeLayout()
-	return skipMask + 8
+func (g *gen) decodeLayout() scratchLayout {
+	alpha := 16 * g.isa.lanes
+	maskK := alpha + 16
+	return scratchLayout{alpha: alpha, maskK: maskK, maskV: maskK + 8, pairsK: maskK + 16,
+		pairsV: maskK + 20, skips: maskK + 24, total: maskK + 32}
 }
+
+// decodeScratch is the floats of Decode's scratch.
+func (g *gen) decodeScratch() int { return g.decodeLayout().total }
 
 // aheadLog is log2 of the keys Decode prefetches ahead (decodeAhead
 // blocks).
@@ -104,7 +106,7 @@ func (g *gen) decode(e elem) {
 		"fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in",
 		"elements of k's type (16-bit: widened in registers); s is scratch.",
 	)
-	_, maskK, maskV, pairsK, pairsV, skipMask := g.decodeLayout()
+	sl := g.decodeLayout()
 	var lc decodeLocals
 	for _, p := range []*operand.Mem{&lc.kp, &lc.vp, &lc.rem, &lc.skip, &lc.kfull, &lc.qstride, &lc.ldk,
 		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec} {
@@ -169,9 +171,9 @@ func (g *gen) decode(e elem) {
 			g.SHRQ(operand.U8(1), h)
 			return h
 		}
-		mkK.ymask, mkV.ymask = copyMask(ktail, maskK), copyMask(vtail, maskV)
+		mkK.ymask, mkV.ymask = copyMask(ktail, sl.maskK), copyMask(vtail, sl.maskV)
 		// 8 lanes written, the first 4 used.
-		mkK.pairs, mkV.pairs = copyMask(half(ktail), pairsK), copyMask(half(vtail), pairsV)
+		mkK.pairs, mkV.pairs = copyMask(half(ktail), sl.pairsK), copyMask(half(vtail), sl.pairsV)
 	}
 	kp, vp, nk := g.param("k"), g.param("v"), g.param("nk")
 	store(kp, lc.kp)
@@ -207,7 +209,7 @@ func (g *gen) decode(e elem) {
 	} else {
 		y := g.YMM()
 		g.VMOVDQU(sm.ymask, y)
-		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * skipMask})
+		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * sl.skips})
 	}
 
 	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (the first group prefetches).", scoreGroups))
@@ -497,7 +499,7 @@ func (g *gen) transposeBlocks(vs []reg.VecVirtual) []reg.VecVirtual {
 // weights and alpha in the scratch.
 func (g *gen) decodeSoftmax(lc decodeLocals, sp reg.GPVirtual, sv reg.VecVirtual, i int, lb string) {
 	x := g.isa
-	alphaOff, _, _, _, _, skipMask := g.decodeLayout()
+	sl := g.decodeLayout()
 	// ALiBi: sc += slope·(dist + c) for key c of the call, the block's
 	// first key being nk - rem (the moved-back block included); the
 	// distances are integers, exact in float32, and the product is
@@ -538,7 +540,7 @@ func (g *gen) decodeSoftmax(lc decodeLocals, sp reg.GPVirtual, sv reg.VecVirtual
 		g.blend(laneMask{k: lc.kSkip}, ninf, sv, sv)
 	} else {
 		m := g.vec()
-		g.VMOVUPS(operand.Mem{Base: sp, Disp: 4 * skipMask}, m)
+		g.VMOVUPS(operand.Mem{Base: sp, Disp: 4 * sl.skips}, m)
 		g.blend(laneMask{v: m}, ninf, sv, sv)
 	}
 
@@ -572,7 +574,7 @@ func (g *gen) decodeSoftmax(lc decodeLocals, sp reg.GPVirtual, sv reg.VecVirtual
 	g.VFMADD213PS(p, alpha, lv) // l·alpha + Σp
 	g.VMOVSS(lv.AsX(), lAt)
 	g.VMOVSS(mn.AsX(), mAt)
-	g.VMOVSS(alpha.AsX(), operand.Mem{Base: sp, Index: r, Scale: 4, Disp: 4 * alphaOff})
+	g.VMOVSS(alpha.AsX(), operand.Mem{Base: sp, Index: r, Scale: 4, Disp: 4 * sl.alpha})
 }
 
 // shuffle is one level of the fold: two shuffles of a pair of vectors
@@ -777,7 +779,7 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, nr, nv int, masked bool) {
 	T := g.isa.lanes
 	b := g.isa.bytes()
-	alphaOff, _, _, _, _, _ := g.decodeLayout()
+	sl := g.decodeLayout()
 	// O rows: o + g0·ldo + vec·lanes·4.
 	ob, ldo, t := g.GP64(), g.GP64(), g.GP64()
 	g.Load(g.Param("o"), ob)
@@ -812,7 +814,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	acc := make([][]reg.VecVirtual, nr)
 	for i := range acc {
 		al := g.vec()
-		g.VBROADCASTSS(operand.Mem{Base: sp, Index: g0, Scale: 4, Disp: 4 * (alphaOff + i)}, al)
+		g.VBROADCASTSS(operand.Mem{Base: sp, Index: g0, Scale: 4, Disp: 4 * (sl.alpha + i)}, al)
 		acc[i] = make([]reg.VecVirtual, nv)
 		for j := range acc[i] {
 			acc[i][j] = g.vec()
