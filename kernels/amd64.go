@@ -37,12 +37,6 @@ type (
 	decode16Func  func(q *float32, rows, kvec, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)
 )
 
-// convertFuncs are one 16-bit type's conversions, whole vectors.
-type convertFuncs struct {
-	widen  func(dst *float32, ldd int, src *uint16, lds int, rows, n int)
-	narrow func(dst *uint16, src *float32, n int)
-}
-
 // x86Params are the numbers one amd64 ISA's kernels were generated with
 // (asm/params_<isa>_amd64.go).
 type x86Params struct {
@@ -110,12 +104,8 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		decodeKeys:    pr.decodeKeys,
 		decodeScratch: pr.decodeScratch,
 		decodePairs:   pr.decodePairs,
-		widen: func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
-			k.convert[t-1].widen(&dst[0], ldd, &src[0], lds, rows, n)
-		},
-		narrow: func(dst []uint16, src []float32, t KVType) {
-			k.convert[t-1].narrow(&dst[0], &src[0], len(src))
-		},
+		widen:         widenCalls(k.convert),
+		narrow:        narrowCalls(k.convert),
 	}
 }
 

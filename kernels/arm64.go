@@ -58,21 +58,12 @@ var neon = &Set{
 	decodeKeys:    asm.DecodeKeysNEON,
 	decodeScratch: 1, // none used; one float, so that a Decode call's s is a real slice
 	decodeWhole:   true,
-	widen: func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
-		if t == fallback.KVFloat16 {
-			asm.WidenF16NEON(&dst[0], ldd, &src[0], lds, rows, n)
-		} else {
-			asm.WidenBF16NEON(&dst[0], ldd, &src[0], lds, rows, n)
-		}
-	},
-	narrow: func(dst []uint16, src []float32, t KVType) {
-		if t == fallback.KVFloat16 {
-			asm.NarrowF16NEON(&dst[0], &src[0], len(src))
-		} else {
-			asm.NarrowBF16NEON(&dst[0], &src[0], len(src))
-		}
-	},
+	widen:         widenCalls(neonConvert),
+	narrow:        narrowCalls(neonConvert),
 }
+
+// neonConvert are the NEON conversion kernels, float16 then bfloat16.
+var neonConvert = [2]convertFuncs{{asm.WidenF16NEON, asm.NarrowF16NEON}, {asm.WidenBF16NEON, asm.NarrowBF16NEON}}
 
 func init() {
 	if cpuid.CPU.Supports(cpuid.ASIMD) {

@@ -148,3 +148,24 @@ func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []flo
 		dst[i] = fallback.Exp32(src[i])
 	}
 }
+
+// convertFuncs are one 16-bit type's conversion kernels, whole vectors.
+type convertFuncs struct {
+	widen  func(dst *float32, ldd int, src *uint16, lds int, rows, n int)
+	narrow func(dst *uint16, src *float32, n int)
+}
+
+// widenCalls returns Set.widen for conversion kernels indexed by type
+// (float16, bfloat16).
+func widenCalls(k [2]convertFuncs) func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
+	return func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) {
+		k[t-1].widen(&dst[0], ldd, &src[0], lds, rows, n)
+	}
+}
+
+// narrowCalls returns Set.narrow for conversion kernels indexed by type.
+func narrowCalls(k [2]convertFuncs) func(dst []uint16, src []float32, t KVType) {
+	return func(dst []uint16, src []float32, t KVType) {
+		k[t-1].narrow(&dst[0], &src[0], len(src))
+	}
+}
