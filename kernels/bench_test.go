@@ -59,9 +59,11 @@ func BenchmarkKernels(b *testing.B) {
 }
 
 // The fused decode kernel alone: K and V of 32 keys that stay in L1
-// (compute bound), and of 2^17 keys (128 MiB of f32 K+V at D=128) read
-// from memory, contiguous rows (BHSD) or at a stride of 8 heads (BSHD).
-// Reported as GB/s of K and V.
+// (compute bound), and read from memory: 2^17 contiguous keys (BHSD, 128
+// MiB of f32 K+V at D=128), or 2^14 keys of 8 heads interleaved (BSHD,
+// the same bytes) walked the way tile.Split walks them — a call per head
+// per chunk of benchChunk keys, every head of a chunk before the next
+// chunk. Reported as GB/s of K and V.
 func BenchmarkDecode(b *testing.B) {
 	const d = 128
 	for _, ks := range Available() {
@@ -73,7 +75,8 @@ func BenchmarkDecode(b *testing.B) {
 				for _, c := range []struct {
 					name        string
 					keys, heads int
-				}{{"L1", 32, 1}, {"mem", 1 << 17, 1}, {"mem-strided", 1 << 14, 8}} {
+					chunk       int
+				}{{"L1", 32, 1, 32}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}} {
 					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
 						ld := d * c.heads
 						n := c.keys * ld
@@ -96,13 +99,31 @@ func BenchmarkDecode(b *testing.B) {
 						m, l, s := make([]float32, rows), make([]float32, rows), make([]float32, ks.DecodeScratch(d, d))
 						b.ResetTimer()
 						for i := 0; i < b.N; i++ {
-							ks.Decode(q, rows, d, k, v, c.keys, d, o, m, l, s, nil)
+							for c0 := 0; c0 < c.keys; c0 += c.chunk {
+								for h := range c.heads {
+									ks.Decode(q, rows, d, skipElems(k, c0*ld+h*d), skipElems(v, c0*ld+h*d), c.chunk, d, o, m, l, s, nil)
+								}
+							}
 						}
-						bytes := float64(2 * c.keys * d * typ.Bytes())
+						bytes := float64(2 * c.keys * c.heads * d * typ.Bytes())
 						b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 					})
 				}
 			}
 		}
 	}
+}
+
+// benchChunk is the keys of one Decode call in the BSHD memory case:
+// tile.Split's chunk.
+const benchChunk = 512
+
+// skipElems returns r without its first n elements.
+func skipElems(r KVRows, n int) KVRows {
+	if r.Type == kvTypes[0] {
+		r.F32 = r.F32[n:]
+	} else {
+		r.U16 = r.U16[n:]
+	}
+	return r
 }
