@@ -63,7 +63,9 @@ func BenchmarkKernels(b *testing.B) {
 // MiB of f32 K+V at D=128), or 2^14 keys of 8 heads interleaved (BSHD,
 // the same bytes) walked the way tile.Split walks them — a call per head
 // per chunk of benchChunk keys, every head of a chunk before the next
-// chunk. Reported as GB/s of K and V.
+// chunk; mem-chunked reads the contiguous keys in calls of benchChunk
+// keys, to tell a call's own cost from the layout's. Reported as GB/s of
+// K and V.
 func BenchmarkDecode(b *testing.B) {
 	const d = 128
 	for _, ks := range Available() {
@@ -76,7 +78,7 @@ func BenchmarkDecode(b *testing.B) {
 					name        string
 					keys, heads int
 					chunk       int
-				}{{"L1", 32, 1, 32}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}} {
+				}{{"L1", 32, 1, 32}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}, {"mem-chunked", 1 << 17, 1, benchChunk}} {
 					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
 						ld := d * c.heads
 						n := c.keys * ld
