@@ -129,3 +129,59 @@ func skipElems(r KVRows, n int) KVRows {
 	}
 	return r
 }
+
+// BenchmarkReadPattern reads the bytes of BenchmarkDecode's memory cases
+// with a plain Go summing loop (no software prefetch, only the hardware's):
+// contiguous (BHSD) and BSHD's walk, each head's 512-byte rows a page apart
+// per chunk. Their ratio is what the layout costs before any kernel runs.
+func BenchmarkReadPattern(b *testing.B) {
+	const heads, words, keys = 8, 64, 1 << 14 // 64 words: a D=128 f32 row
+	ld := heads * words
+	k, v := make([]uint64, keys*ld), make([]uint64, keys*ld)
+	for i := range k {
+		k[i], v[i] = uint64(i), uint64(i)
+	}
+	for _, chunk := range []int{0, benchChunk} {
+		name := "contiguous"
+		if chunk > 0 {
+			name = fmt.Sprintf("bshd,chunk=%d", chunk)
+		}
+		b.Run(name, func(b *testing.B) {
+			var sink uint64
+			for i := 0; i < b.N; i++ {
+				if chunk == 0 {
+					sink += sumWords(k) + sumWords(v)
+					continue
+				}
+				for c0 := 0; c0 < keys; c0 += chunk {
+					for h := range heads {
+						for c := c0; c < c0+chunk; c++ {
+							sink += sumWords(k[c*ld+h*words:][:words]) + sumWords(v[c*ld+h*words:][:words])
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(2*len(k)*8*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			if sink == 1 {
+				b.Log(sink)
+			}
+		})
+	}
+}
+
+// sumWords sums x in eight independent chains (len(x) a multiple of 8),
+// kept in registers (the bench's read probe).
+func sumWords(x []uint64) uint64 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 uint64
+	for ; len(x) >= 8; x = x[8:] {
+		s0 += x[0]
+		s1 += x[1]
+		s2 += x[2]
+		s3 += x[3]
+		s4 += x[4]
+		s5 += x[5]
+		s6 += x[6]
+		s7 += x[7]
+	}
+	return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7
+}
