@@ -58,8 +58,10 @@ func BenchmarkKernels(b *testing.B) {
 	}
 }
 
-// The fused decode kernel alone: K and V of 32 keys that stay in L1
-// (compute bound), and read from memory: 2^17 contiguous keys (BHSD, 128
+// The fused decode kernel alone: K and V of 32 keys that stay in L1 and
+// of 512 keys in L2 (compute bound: GFLOP/s, 4·rows·d per key, shows how
+// far from the FMA peak; at 1 row the L1 case is mostly the call's fixed
+// cost), and read from memory: 2^17 contiguous keys (BHSD, 128
 // MiB of f32 K+V at D=128), or 2^14 keys of 8 heads interleaved (BSHD,
 // the same bytes) walked the way tile.Split walks them — a call per head
 // per chunk of benchChunk keys, every head of a chunk before the next
@@ -78,7 +80,7 @@ func BenchmarkDecode(b *testing.B) {
 					name        string
 					keys, heads int
 					chunk       int
-				}{{"L1", 32, 1, 32}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}, {"mem-chunked", 1 << 17, 1, benchChunk}} {
+				}{{"L1", 32, 1, 32}, {"L2", 512, 1, 512}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}, {"mem-chunked", 1 << 17, 1, benchChunk}} {
 					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
 						ld := d * c.heads
 						n := c.keys * ld
@@ -109,6 +111,8 @@ func BenchmarkDecode(b *testing.B) {
 						}
 						bytes := float64(2 * c.keys * c.heads * d * typ.Bytes())
 						b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+						flops := float64(4 * rows * d * c.keys * c.heads)
+						b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 					})
 				}
 			}
