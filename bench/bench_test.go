@@ -163,3 +163,48 @@ func BenchmarkGEMM(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadPattern reads the bytes of the kernels' BenchmarkDecode
+// memory cases (go test -bench Decode ./kernels) with the read probe's
+// summing loop, sum8 (no software prefetch, only the hardware's):
+// contiguous (BHSD) and BSHD's walk, each head's 512-byte rows a page apart
+// per chunk of readChunk keys. Their ratio is what the layout costs before
+// any kernel runs.
+func BenchmarkReadPattern(b *testing.B) {
+	const heads, words, keys = 8, 64, 1 << 14 // 64 words: a D=128 f32 row
+	ld := heads * words
+	k, v := make([]uint64, keys*ld), make([]uint64, keys*ld)
+	for i := range k {
+		k[i], v[i] = uint64(i), uint64(i)
+	}
+	for _, chunk := range []int{0, readChunk} {
+		name := "contiguous"
+		if chunk > 0 {
+			name = fmt.Sprintf("bshd,chunk=%d", chunk)
+		}
+		b.Run(name, func(b *testing.B) {
+			var total uint64
+			for i := 0; i < b.N; i++ {
+				if chunk == 0 {
+					total += sum8(k) + sum8(v)
+					continue
+				}
+				for c0 := 0; c0 < keys; c0 += chunk {
+					for h := range heads {
+						for c := c0; c < c0+chunk; c++ {
+							total += sum8(k[c*ld+h*words:][:words]) + sum8(v[c*ld+h*words:][:words])
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(2*len(k)*8*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			if total == 1 { // keeps the sums
+				b.Log(total)
+			}
+		})
+	}
+}
+
+// readChunk is the keys of one chunk of BenchmarkReadPattern's BSHD walk:
+// tile.Split's chunk, as in the kernels' BenchmarkDecode.
+const readChunk = 512
