@@ -120,7 +120,8 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// benchChunk is the keys of one Decode call in the BSHD memory case:
+// benchChunk is the keys of one Decode call in the mem-bshd and
+// mem-chunked cases:
 // tile.Split's chunk.
 const benchChunk = 512
 
