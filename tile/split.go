@@ -24,8 +24,9 @@ type Split struct {
 // of AVX-512 lanes) and at least 2·splitMinKeys keys. Chunks have
 // splitMaxKeys keys (a call's own cost is then small; longer chunks
 // measured no better, docs/DESIGN.md), halved down to splitMinKeys while
-// there are fewer than splitItems items to spread over the cores. Flash blocks of the path without the fused
-// kernel (and of the edges) have splitBlock keys.
+// there are fewer than splitItems items to spread over the cores. Flash
+// blocks of the path without the fused kernel (and of the edges) have
+// splitBlock keys.
 const (
 	splitRows    = 16
 	splitMinKeys = 64
