@@ -57,49 +57,80 @@ func (g *gen) expKernel() {
 // from 2.5 to 2.9 Gelem/s and the AVX-512 one from 6.0 to 6.4 (Zen 5):
 // the Horner chain's latency, not the FMA ports, was the limit.
 func (g *gen) exp(y reg.VecVirtual, clampHigh bool) reg.VecVirtual {
+	return g.exps([]reg.VecVirtual{y}, clampHigh)[0]
+}
+
+// exps is exp over several vectors, emitted step by step across them so
+// that the core sees independent chains side by side.
+func (g *gen) exps(ys []reg.VecVirtual, clampHigh bool) []reg.VecVirtual {
 	const nltUQ = 0x15 // not less than, unordered true: NaN lanes are kept
-	keep := g.compare(nltUQ, g.k("expMin"), y)
+	m := len(ys)
+	keep := make([]laneMask, m)
+	for i, y := range ys {
+		keep[i] = g.compare(nltUQ, g.k("expMin"), y)
+	}
 	if clampHigh {
-		hi := g.vec()
-		g.VMOVUPS(g.cst("expMax"), hi)
-		g.VMINPS(y, hi, y)
+		for _, y := range ys {
+			hi := g.vec()
+			g.VMOVUPS(g.cst("expMax"), hi)
+			g.VMINPS(y, hi, y)
+		}
 	}
-	n := g.vec()
-	g.VMULPS(g.k("log2e"), y, n)
-	if g.isa.avx512() {
-		g.VRNDSCALEPS(operand.U8(0), n, n)
-	} else {
-		g.VROUNDPS(operand.U8(0), n, n)
+	n := make([]reg.VecVirtual, m)
+	for i, y := range ys {
+		n[i] = g.vec()
+		g.VMULPS(g.k("log2e"), y, n[i])
 	}
-	g.VFNMADD231PS(g.k("ln2hi"), n, y)
-	g.VFNMADD231PS(g.k("ln2lo"), n, y)
+	for i := range ys {
+		if g.isa.avx512() {
+			g.VRNDSCALEPS(operand.U8(0), n[i], n[i])
+		} else {
+			g.VROUNDPS(operand.U8(0), n[i], n[i])
+		}
+	}
+	for i, y := range ys {
+		g.VFNMADD231PS(g.k("ln2hi"), n[i], y)
+	}
+	for i, y := range ys {
+		g.VFNMADD231PS(g.k("ln2lo"), n[i], y)
+	}
 	// The polynomial in split form: three independent first-degree pieces,
 	// then steps in r², so the dependent chain is 4 FMAs and an add, not 7
 	// FMAs (the 1 added last, as Horner's form does, keeps r's low bits).
-	// The third piece is written after the first step so that it reuses
-	// the second's register: AVX2 has 16 (the core reorders anyway).
-	r2, p, b := g.vec(), g.vec(), g.vec()
-	g.VMULPS(y, y, r2)
-	g.VMOVUPS(g.k("p0"), p)
-	g.VFMADD213PS(g.k("p1"), y, p) // p = p0·r + p1
-	g.VMOVUPS(g.k("p2"), b)
-	g.VFMADD213PS(g.k("p3"), y, b) // b = p2·r + p3
-	g.VFMADD213PS(b, r2, p)        // p = p·r² + b
-	a := g.vec()
-	g.VMOVUPS(g.k("p4"), a)
-	g.VFMADD213PS(g.k("p5"), y, a) // a = p4·r + p5
-	g.VFMADD213PS(a, r2, p)        // p = p·r² + a: P(r)
-	g.VFMADD213PS(y, r2, p)        // p = P·r² + r
-	g.VADDPS(g.k("one"), p, p)     // p = 1 + p
-	if g.isa.avx512() {
-		g.VSCALEFPS_Z(n, p, keep.k, p)
-		return p
+	r2, p := make([]reg.VecVirtual, m), make([]reg.VecVirtual, m)
+	for i, y := range ys {
+		r2[i], p[i] = g.vec(), g.vec()
+		g.VMULPS(y, y, r2[i])
+		g.VMOVUPS(g.k("p0"), p[i])
+		g.VFMADD213PS(g.k("p1"), y, p[i]) // p = p0·r + p1
 	}
-	g.VCVTPS2DQ(n, n) // exact: n is integral
-	g.VPADDD(g.cst("bias127"), n, n)
-	g.VPSLLD(operand.U8(23), n, n)
-	g.VMULPS(n, p, p)
-	g.VANDPS(keep.v, p, p)
+	for i, y := range ys {
+		b := g.vec()
+		g.VMOVUPS(g.k("p2"), b)
+		g.VFMADD213PS(g.k("p3"), y, b) // b = p2·r + p3
+		g.VFMADD213PS(b, r2[i], p[i])  // p = p·r² + b
+	}
+	for i, y := range ys {
+		a := g.vec()
+		g.VMOVUPS(g.k("p4"), a)
+		g.VFMADD213PS(g.k("p5"), y, a) // a = p4·r + p5
+		g.VFMADD213PS(a, r2[i], p[i])  // p = p·r² + a: P(r)
+	}
+	for i, y := range ys {
+		g.VFMADD213PS(y, r2[i], p[i])    // p = P·r² + r
+		g.VADDPS(g.k("one"), p[i], p[i]) // p = 1 + p
+	}
+	for i := range ys {
+		if g.isa.avx512() {
+			g.VSCALEFPS_Z(n[i], p[i], keep[i].k, p[i])
+			continue
+		}
+		g.VCVTPS2DQ(n[i], n[i]) // exact: n is integral
+		g.VPADDD(g.cst("bias127"), n[i], n[i])
+		g.VPSLLD(operand.U8(23), n[i], n[i])
+		g.VMULPS(n[i], p[i], p[i])
+		g.VANDPS(keep[i].v, p[i], p[i])
+	}
 	return p
 }
 

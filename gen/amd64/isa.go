@@ -37,11 +37,16 @@ type isa struct {
 	// processes per key: independent max/exp chains for the out-of-order
 	// core.
 	softNV int
+	// expInterleave is how many of those vectors' exps the Softmax emits
+	// step by step side by side (exps): AVX-512 2 (6.1–6.2 → 6.4–6.5
+	// Gelem/s in cache, Zen 5; 4 do not fit beside the held constants),
+	// AVX2 1 (2 do not fit in 16 registers beside the bases and sums).
+	expInterleave int
 }
 
 var isas = []isa{
-	{name: "avx512", suffix: "AVX512", lanes: 16, mk: 6, nv: 4, softNV: 4},
-	{name: "avx2", suffix: "AVX2", lanes: 8, mk: 6, nv: 2, softNV: 4},
+	{name: "avx512", suffix: "AVX512", lanes: 16, mk: 6, nv: 4, softNV: 4, expInterleave: 2},
+	{name: "avx2", suffix: "AVX2", lanes: 8, mk: 6, nv: 2, softNV: 4, expInterleave: 1},
 }
 
 func (x isa) bytes() int   { return 4 * x.lanes }

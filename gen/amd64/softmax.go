@@ -174,13 +174,21 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 		g.zero(sum[j])
 	}
 	g.keyLoop(sp, lds, label("vecs", nv, "weights"), func(row reg.GPVirtual) {
-		for j := 0; j < nv; j++ {
-			y := g.vec()
-			g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, y)
-			g.VSUBPS(base[j], y, y)
-			p := g.exp(y, false)
-			g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
-			g.VADDPS(p, sum[j], sum[j])
+		for j0 := 0; j0 < nv; j0 += g.isa.expInterleave {
+			j1 := min(nv, j0+g.isa.expInterleave)
+			var ys []reg.VecVirtual
+			for j := j0; j < j1; j++ {
+				y := g.vec()
+				g.VMOVUPS(operand.Mem{Base: row, Disp: j * b}, y)
+				g.VSUBPS(base[j], y, y)
+				ys = append(ys, y)
+			}
+			ps := g.exps(ys, false)
+			for j := j0; j < j1; j++ {
+				p := ps[j-j0]
+				g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
+				g.VADDPS(p, sum[j], sum[j])
+			}
 		}
 	})
 
