@@ -31,6 +31,20 @@ func WorkspaceBytes(dk, dv int) float64 {
 		float64(maxKeys)*float64(dk+dv) + kernels.DecodeScratchBound(dk, dv))
 }
 
+// smallHeadKeys caps the KV block of heads of dims up to 64: there the L2
+// budget alone allows 512 keys, and halving that block ran faster. Measured 2026-11-24, Zen 5,
+// one thread, three alternating bench runs: 1,8,8,2048,2048,64 full on
+// AVX2 81.1–83.0 GFLOP/s against 75.7–81.7 (BSHD) and 82.8–84.3 against
+// 80.0–84.0 (BHSD), causal 74.3–79.2 against 67.5–77.4; AVX-512 within
+// the noise (full 160–167 against 164–166, causal 154–162 against
+// 151–157). At dims 128 the budget gives 352 keys, and 256 measured no
+// faster (AVX2 1,16,16,1024,1024,128 full 77.2–77.4 against 73.0–82.8),
+// so the cap leaves them. The likely cause (not measured: no counters) is
+// the AVX2 PV sweep of one 16-column panel, a line of V and one of P per
+// key: 32 KiB at 256 keys stays in a 48 KiB L1 across the row groups, 64
+// KiB at 512 does not.
+const smallHeadKeys = 256
+
 // Cache sizes used when cpuid reports none.
 const (
 	defaultL1 = 32 << 10
@@ -56,8 +70,9 @@ func cacheSizes() (l1, l2 int) {
 // below 16. Keys: the S tile (Keys·Rows), the K and V blocks (Keys·(dk+dv))
 // and the Qᵀ and O blocks (Rows·(dk+dv)) together fill at most half of L2,
 // so a KV block stays in L2 while every row of the item uses it. Keys is a
-// multiple of 16 in [16, 512]. The sizes depend on the shape and the
-// machine only, never on the thread count, so results do not either.
+// multiple of 16 in [16, 512], at most smallHeadKeys for head dims up to
+// 64. The sizes depend on the shape and the machine only, never on the
+// thread count, so results do not either.
 func BlocksFor(dk, dv int) Blocks {
 	l1, l2 := cacheSizes()
 	rows := maxRows
@@ -66,6 +81,9 @@ func BlocksFor(dk, dv int) Blocks {
 	}
 	budget := l2/2/4 - rows*(dk+dv)
 	keys := budget / (rows + dk + dv)
+	if max(dk, dv) <= 64 {
+		keys = min(keys, smallHeadKeys)
+	}
 	keys = keys / 16 * 16
 	keys = min(max(keys, 16), maxKeys)
 	return Blocks{Rows: rows, Keys: keys}

@@ -19,6 +19,9 @@ func TestBlocksFor(t *testing.T) {
 		if bl.Keys < 16 || bl.Keys > maxKeys || bl.Keys%16 != 0 {
 			t.Errorf("dk=%d dv=%d: %d keys, want a multiple of 16 in [16, %d]", d[0], d[1], bl.Keys, maxKeys)
 		}
+		if max(d[0], d[1]) <= 64 && bl.Keys > smallHeadKeys {
+			t.Errorf("dk=%d dv=%d: %d keys, more than %d for small heads", d[0], d[1], bl.Keys, smallHeadKeys)
+		}
 		if d[0]+d[1] <= 256 && bl.Rows != maxRows {
 			t.Errorf("dk=%d dv=%d: %d rows, want %d for small heads", d[0], d[1], bl.Rows, maxRows)
 		}
