@@ -3375,11 +3375,10 @@ scores_rows4_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y4, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -3406,11 +3405,10 @@ scores_rows4_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y5, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y4, Y8, Y8
 	VBROADCASTSS (BX)(CX*4), Y4
 	VFMADD213PS  Y10, Y8, Y4
@@ -3469,11 +3467,10 @@ scores_rows4_prefetched_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y3, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -3500,11 +3497,10 @@ scores_rows4_prefetched_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y4, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y3, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y3
 	VFMADD213PS  Y9, Y7, Y3
@@ -3563,11 +3559,10 @@ scores_rows4_prefetched_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y1, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -3594,11 +3589,10 @@ scores_rows4_prefetched_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y3, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
 	VFMADD213PS  Y8, Y6, Y1
@@ -3657,11 +3651,10 @@ scores_rows4_prefetched_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -3688,11 +3681,10 @@ scores_rows4_prefetched_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -3869,11 +3861,10 @@ scores_rows1_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -3900,11 +3891,10 @@ scores_rows1_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -4336,11 +4326,10 @@ scores_rows4_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y4, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -4367,11 +4356,10 @@ scores_rows4_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y5, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y4, Y8, Y8
 	VBROADCASTSS (BX)(CX*4), Y4
 	VFMADD213PS  Y10, Y8, Y4
@@ -4430,11 +4418,10 @@ scores_rows4_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y3, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -4461,11 +4448,10 @@ scores_rows4_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y4, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y3, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y3
 	VFMADD213PS  Y9, Y7, Y3
@@ -4524,11 +4510,10 @@ scores_rows4_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y1, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -4555,11 +4540,10 @@ scores_rows4_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y3, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
 	VFMADD213PS  Y8, Y6, Y1
@@ -4618,11 +4602,10 @@ scores_rows4_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -4649,11 +4632,10 @@ scores_rows4_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -4816,11 +4798,10 @@ scores_rows1_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -4847,11 +4828,10 @@ scores_rows1_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -7227,11 +7207,10 @@ scores_rows4_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y4, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -7258,11 +7237,10 @@ scores_rows4_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y5, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y4, Y8, Y8
 	VBROADCASTSS (BX)(CX*4), Y4
 	VFMADD213PS  Y10, Y8, Y4
@@ -7321,11 +7299,10 @@ scores_rows4_prefetched_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y3, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -7352,11 +7329,10 @@ scores_rows4_prefetched_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y4, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y3, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y3
 	VFMADD213PS  Y9, Y7, Y3
@@ -7415,11 +7391,10 @@ scores_rows4_prefetched_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y1, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -7446,11 +7421,10 @@ scores_rows4_prefetched_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y3, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
 	VFMADD213PS  Y8, Y6, Y1
@@ -7509,11 +7483,10 @@ scores_rows4_prefetched_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -7540,11 +7513,10 @@ scores_rows4_prefetched_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -7729,11 +7701,10 @@ scores_rows1_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -7760,11 +7731,10 @@ scores_rows1_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -8204,11 +8174,10 @@ scores_rows4_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y4, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -8235,11 +8204,10 @@ scores_rows4_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y5, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y4, Y8, Y8
 	VBROADCASTSS (BX)(CX*4), Y4
 	VFMADD213PS  Y10, Y8, Y4
@@ -8298,11 +8266,10 @@ scores_rows4_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y3, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -8329,11 +8296,10 @@ scores_rows4_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y4, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y3, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y3
 	VFMADD213PS  Y9, Y7, Y3
@@ -8392,11 +8358,10 @@ scores_rows4_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y1, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -8423,11 +8388,10 @@ scores_rows4_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y3, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
 	VFMADD213PS  Y8, Y6, Y1
@@ -8486,11 +8450,10 @@ scores_rows4_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -8517,11 +8480,10 @@ scores_rows4_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -8692,11 +8654,10 @@ scores_rows1_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -8723,11 +8684,10 @@ scores_rows1_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -11131,11 +11091,10 @@ scores_rows4_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y4, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -11162,11 +11121,10 @@ scores_rows4_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y5, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y4, Y8, Y8
 	VBROADCASTSS (BX)(CX*4), Y4
 	VFMADD213PS  Y10, Y8, Y4
@@ -11225,11 +11183,10 @@ scores_rows4_prefetched_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y3, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -11256,11 +11213,10 @@ scores_rows4_prefetched_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y4, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y3, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y3
 	VFMADD213PS  Y9, Y7, Y3
@@ -11319,11 +11275,10 @@ scores_rows4_prefetched_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y1, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -11350,11 +11305,10 @@ scores_rows4_prefetched_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y3, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
 	VFMADD213PS  Y8, Y6, Y1
@@ -11413,11 +11367,10 @@ scores_rows4_prefetched_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -11444,11 +11397,10 @@ scores_rows4_prefetched_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -11649,11 +11601,10 @@ scores_rows1_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -11680,11 +11631,10 @@ scores_rows1_prefetched_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -12140,11 +12090,10 @@ scores_rows4_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y4, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -12171,11 +12120,10 @@ scores_rows4_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y5, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y4, Y8, Y8
 	VBROADCASTSS (BX)(CX*4), Y4
 	VFMADD213PS  Y10, Y8, Y4
@@ -12234,11 +12182,10 @@ scores_rows4_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y3, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -12265,11 +12212,10 @@ scores_rows4_row1_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y4, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y3, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y3
 	VFMADD213PS  Y9, Y7, Y3
@@ -12328,11 +12274,10 @@ scores_rows4_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y1, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -12359,11 +12304,10 @@ scores_rows4_row2_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y3, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
 	VFMADD213PS  Y8, Y6, Y1
@@ -12422,11 +12366,10 @@ scores_rows4_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -12453,11 +12396,10 @@ scores_rows4_row3_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -12644,11 +12586,10 @@ scores_rows1_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y0, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
@@ -12675,11 +12616,10 @@ scores_rows1_row0_noalibi:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
 	VFMADD213PS  Y6, Y4, Y5
 	VFMADD213PS  Y2, Y4, Y5
-	VADDPS       constsAVX2<>+352(SB), Y5, Y5
 	VCVTPS2DQ    Y3, Y3
 	VPADDD       constsAVX2<>+736(SB), Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VMULPS       Y3, Y5, Y5
+	VFMADD213PS  Y3, Y3, Y5
 	VANDPS       Y0, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y0
 	VFMADD213PS  Y7, Y5, Y0
@@ -15916,11 +15856,10 @@ vecs4_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y15
 	VFMADD213PS  Y15, Y13, Y14
 	VFMADD213PS  Y7, Y13, Y14
-	VADDPS       constsAVX2<>+352(SB), Y14, Y14
 	VCVTPS2DQ    Y12, Y12
 	VPADDD       constsAVX2<>+736(SB), Y12, Y12
 	VPSLLD       $0x17, Y12, Y12
-	VMULPS       Y12, Y14, Y14
+	VFMADD213PS  Y12, Y12, Y14
 	VANDPS       Y11, Y14, Y14
 	VMOVUPS      constsAVX2<>+352(SB), Y7
 	VSUBPS       Y14, Y7, Y7
@@ -15962,11 +15901,10 @@ vecs4_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y15
 	VFMADD213PS  Y15, Y13, Y14
 	VFMADD213PS  Y7, Y13, Y14
-	VADDPS       constsAVX2<>+352(SB), Y14, Y14
 	VCVTPS2DQ    Y12, Y12
 	VPADDD       constsAVX2<>+736(SB), Y12, Y12
 	VPSLLD       $0x17, Y12, Y12
-	VMULPS       Y12, Y14, Y14
+	VFMADD213PS  Y12, Y12, Y14
 	VANDPS       Y11, Y14, Y14
 	VMOVUPS      constsAVX2<>+352(SB), Y7
 	VSUBPS       Y14, Y7, Y7
@@ -16008,11 +15946,10 @@ vecs4_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y15
 	VFMADD213PS  Y15, Y13, Y14
 	VFMADD213PS  Y7, Y13, Y14
-	VADDPS       constsAVX2<>+352(SB), Y14, Y14
 	VCVTPS2DQ    Y12, Y12
 	VPADDD       constsAVX2<>+736(SB), Y12, Y12
 	VPSLLD       $0x17, Y12, Y12
-	VMULPS       Y12, Y14, Y14
+	VFMADD213PS  Y12, Y12, Y14
 	VANDPS       Y11, Y14, Y14
 	VMOVUPS      constsAVX2<>+352(SB), Y7
 	VSUBPS       Y14, Y7, Y7
@@ -16054,11 +15991,10 @@ vecs4_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y15
 	VFMADD213PS  Y15, Y13, Y14
 	VFMADD213PS  Y7, Y13, Y14
-	VADDPS       constsAVX2<>+352(SB), Y14, Y14
 	VCVTPS2DQ    Y12, Y12
 	VPADDD       constsAVX2<>+736(SB), Y12, Y12
 	VPSLLD       $0x17, Y12, Y12
-	VMULPS       Y12, Y14, Y14
+	VFMADD213PS  Y12, Y12, Y14
 	VANDPS       Y11, Y14, Y14
 	VMOVUPS      constsAVX2<>+352(SB), Y7
 	VSUBPS       Y14, Y7, Y7
@@ -16095,11 +16031,10 @@ vecs4_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y5, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	VMOVUPS      Y9, (SI)
 	VMOVUPS      Y0, (DX)
@@ -16122,11 +16057,10 @@ vecs4_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y6, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	VMOVUPS      Y10, 32(SI)
 	VMOVUPS      Y1, 32(DX)
@@ -16149,11 +16083,10 @@ vecs4_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y7, Y12
 	VFMADD213PS  Y12, Y10, Y11
 	VFMADD213PS  Y7, Y10, Y11
-	VADDPS       constsAVX2<>+352(SB), Y11, Y11
 	VCVTPS2DQ    Y9, Y9
 	VPADDD       constsAVX2<>+736(SB), Y9, Y9
 	VPSLLD       $0x17, Y9, Y9
-	VMULPS       Y9, Y11, Y11
+	VFMADD213PS  Y9, Y9, Y11
 	VANDPS       Y8, Y11, Y11
 	VMOVUPS      Y11, 64(SI)
 	VMOVUPS      Y2, 64(DX)
@@ -16176,11 +16109,10 @@ vecs4_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y8, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y8, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      Y12, 96(SI)
 	VMOVUPS      Y3, 96(DX)
@@ -16205,11 +16137,10 @@ vecs4_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y8, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y8, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      Y12, (AX)
 	VADDPS       Y12, Y0, Y0
@@ -16230,11 +16161,10 @@ vecs4_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y8, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y8, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      Y12, 32(AX)
 	VADDPS       Y12, Y1, Y1
@@ -16255,11 +16185,10 @@ vecs4_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y8, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y8, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      Y12, 64(AX)
 	VADDPS       Y12, Y2, Y2
@@ -16280,11 +16209,10 @@ vecs4_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y8, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y8, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      Y12, 96(AX)
 	VADDPS       Y12, Y3, Y3
@@ -16374,11 +16302,10 @@ vecs3_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y14
 	VFMADD213PS  Y14, Y12, Y13
 	VFMADD213PS  Y6, Y12, Y13
-	VADDPS       constsAVX2<>+352(SB), Y13, Y13
 	VCVTPS2DQ    Y11, Y11
 	VPADDD       constsAVX2<>+736(SB), Y11, Y11
 	VPSLLD       $0x17, Y11, Y11
-	VMULPS       Y11, Y13, Y13
+	VFMADD213PS  Y11, Y11, Y13
 	VANDPS       Y10, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y6
 	VSUBPS       Y13, Y6, Y6
@@ -16420,11 +16347,10 @@ vecs3_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y14
 	VFMADD213PS  Y14, Y12, Y13
 	VFMADD213PS  Y6, Y12, Y13
-	VADDPS       constsAVX2<>+352(SB), Y13, Y13
 	VCVTPS2DQ    Y11, Y11
 	VPADDD       constsAVX2<>+736(SB), Y11, Y11
 	VPSLLD       $0x17, Y11, Y11
-	VMULPS       Y11, Y13, Y13
+	VFMADD213PS  Y11, Y11, Y13
 	VANDPS       Y10, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y6
 	VSUBPS       Y13, Y6, Y6
@@ -16466,11 +16392,10 @@ vecs3_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y14
 	VFMADD213PS  Y14, Y12, Y13
 	VFMADD213PS  Y6, Y12, Y13
-	VADDPS       constsAVX2<>+352(SB), Y13, Y13
 	VCVTPS2DQ    Y11, Y11
 	VPADDD       constsAVX2<>+736(SB), Y11, Y11
 	VPSLLD       $0x17, Y11, Y11
-	VMULPS       Y11, Y13, Y13
+	VFMADD213PS  Y11, Y11, Y13
 	VANDPS       Y10, Y13, Y13
 	VMOVUPS      constsAVX2<>+352(SB), Y6
 	VSUBPS       Y13, Y6, Y6
@@ -16507,11 +16432,10 @@ vecs3_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y4, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	VMOVUPS      Y8, (SI)
 	VMOVUPS      Y0, (DX)
@@ -16534,11 +16458,10 @@ vecs3_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y10
 	VFMADD213PS  Y10, Y8, Y9
 	VFMADD213PS  Y5, Y8, Y9
-	VADDPS       constsAVX2<>+352(SB), Y9, Y9
 	VCVTPS2DQ    Y7, Y7
 	VPADDD       constsAVX2<>+736(SB), Y7, Y7
 	VPSLLD       $0x17, Y7, Y7
-	VMULPS       Y7, Y9, Y9
+	VFMADD213PS  Y7, Y7, Y9
 	VANDPS       Y6, Y9, Y9
 	VMOVUPS      Y9, 32(SI)
 	VMOVUPS      Y1, 32(DX)
@@ -16561,11 +16484,10 @@ vecs3_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y6, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	VMOVUPS      Y10, 64(SI)
 	VMOVUPS      Y2, 64(DX)
@@ -16590,11 +16512,10 @@ vecs3_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y6, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	VMOVUPS      Y10, (AX)
 	VADDPS       Y10, Y0, Y0
@@ -16615,11 +16536,10 @@ vecs3_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y6, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	VMOVUPS      Y10, 32(AX)
 	VADDPS       Y10, Y1, Y1
@@ -16640,11 +16560,10 @@ vecs3_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y6, Y11
 	VFMADD213PS  Y11, Y9, Y10
 	VFMADD213PS  Y6, Y9, Y10
-	VADDPS       constsAVX2<>+352(SB), Y10, Y10
 	VCVTPS2DQ    Y8, Y8
 	VPADDD       constsAVX2<>+736(SB), Y8, Y8
 	VPSLLD       $0x17, Y8, Y8
-	VMULPS       Y8, Y10, Y10
+	VFMADD213PS  Y8, Y8, Y10
 	VANDPS       Y7, Y10, Y10
 	VMOVUPS      Y10, 64(AX)
 	VADDPS       Y10, Y2, Y2
@@ -16728,11 +16647,10 @@ vecs2_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y5, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      constsAVX2<>+352(SB), Y5
 	VSUBPS       Y12, Y5, Y5
@@ -16774,11 +16692,10 @@ vecs2_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y13
 	VFMADD213PS  Y13, Y11, Y12
 	VFMADD213PS  Y5, Y11, Y12
-	VADDPS       constsAVX2<>+352(SB), Y12, Y12
 	VCVTPS2DQ    Y10, Y10
 	VPADDD       constsAVX2<>+736(SB), Y10, Y10
 	VPSLLD       $0x17, Y10, Y10
-	VMULPS       Y10, Y12, Y12
+	VFMADD213PS  Y10, Y10, Y12
 	VANDPS       Y9, Y12, Y12
 	VMOVUPS      constsAVX2<>+352(SB), Y5
 	VSUBPS       Y12, Y5, Y5
@@ -16815,11 +16732,10 @@ vecs2_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
 	VFMADD213PS  Y8, Y6, Y7
 	VFMADD213PS  Y3, Y6, Y7
-	VADDPS       constsAVX2<>+352(SB), Y7, Y7
 	VCVTPS2DQ    Y5, Y5
 	VPADDD       constsAVX2<>+736(SB), Y5, Y5
 	VPSLLD       $0x17, Y5, Y5
-	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y5, Y7
 	VANDPS       Y4, Y7, Y7
 	VMOVUPS      Y7, (SI)
 	VMOVUPS      Y0, (DX)
@@ -16842,11 +16758,10 @@ vecs2_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y4, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	VMOVUPS      Y8, 32(SI)
 	VMOVUPS      Y1, 32(DX)
@@ -16871,11 +16786,10 @@ vecs2_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y4, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	VMOVUPS      Y8, (AX)
 	VADDPS       Y8, Y0, Y0
@@ -16896,11 +16810,10 @@ vecs2_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y9
 	VFMADD213PS  Y9, Y7, Y8
 	VFMADD213PS  Y4, Y7, Y8
-	VADDPS       constsAVX2<>+352(SB), Y8, Y8
 	VCVTPS2DQ    Y6, Y6
 	VPADDD       constsAVX2<>+736(SB), Y6, Y6
 	VPSLLD       $0x17, Y6, Y6
-	VMULPS       Y6, Y8, Y8
+	VFMADD213PS  Y6, Y6, Y8
 	VANDPS       Y5, Y8, Y8
 	VMOVUPS      Y8, 32(AX)
 	VADDPS       Y8, Y1, Y1
@@ -16978,11 +16891,10 @@ vecs1_capmax:
 	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y12
 	VFMADD213PS  Y12, Y10, Y11
 	VFMADD213PS  Y4, Y10, Y11
-	VADDPS       constsAVX2<>+352(SB), Y11, Y11
 	VCVTPS2DQ    Y9, Y9
 	VPADDD       constsAVX2<>+736(SB), Y9, Y9
 	VPSLLD       $0x17, Y9, Y9
-	VMULPS       Y9, Y11, Y11
+	VFMADD213PS  Y9, Y9, Y11
 	VANDPS       Y8, Y11, Y11
 	VMOVUPS      constsAVX2<>+352(SB), Y4
 	VSUBPS       Y11, Y4, Y4
@@ -17019,11 +16931,10 @@ vecs1_exp:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y2, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y3, Y6, Y6
 	VMOVUPS      Y6, (SI)
 	VMOVUPS      Y0, (DX)
@@ -17048,11 +16959,10 @@ vecs1_weights:
 	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y7
 	VFMADD213PS  Y7, Y5, Y6
 	VFMADD213PS  Y2, Y5, Y6
-	VADDPS       constsAVX2<>+352(SB), Y6, Y6
 	VCVTPS2DQ    Y4, Y4
 	VPADDD       constsAVX2<>+736(SB), Y4, Y4
 	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y4, Y6
 	VANDPS       Y3, Y6, Y6
 	VMOVUPS      Y6, (AX)
 	VADDPS       Y6, Y0, Y0
@@ -17405,11 +17315,10 @@ loop:
 	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y5
 	VFMADD213PS  Y5, Y3, Y4
 	VFMADD213PS  Y0, Y3, Y4
-	VADDPS       constsAVX2<>+352(SB), Y4, Y4
 	VCVTPS2DQ    Y2, Y2
 	VPADDD       constsAVX2<>+736(SB), Y2, Y2
 	VPSLLD       $0x17, Y2, Y2
-	VMULPS       Y2, Y4, Y4
+	VFMADD213PS  Y2, Y2, Y4
 	VANDPS       Y1, Y4, Y4
 	VMOVUPS      Y4, (AX)
 	ADDQ         $0x20, CX

@@ -117,18 +117,22 @@ func (g *gen) exps(ys []reg.VecVirtual, clampHigh bool) []reg.VecVirtual {
 		g.VFMADD213PS(a, r2[i], p[i])  // p = p·r² + a: P(r)
 	}
 	for i, y := range ys {
-		g.VFMADD213PS(y, r2[i], p[i])    // p = P·r² + r
-		g.VADDPS(g.k("one"), p[i], p[i]) // p = 1 + p
+		g.VFMADD213PS(y, r2[i], p[i]) // p = P·r² + r
+	}
+	if g.isa.avx512() {
+		for i := range ys {
+			g.VADDPS(g.k("one"), p[i], p[i]) // p = 1 + p
+			g.VSCALEFPS_Z(n[i], p[i], keep[i].k, p[i])
+		}
+		return p
 	}
 	for i := range ys {
-		if g.isa.avx512() {
-			g.VSCALEFPS_Z(n[i], p[i], keep[i].k, p[i])
-			continue
-		}
 		g.VCVTPS2DQ(n[i], n[i]) // exact: n is integral
 		g.VPADDD(g.cst("bias127"), n[i], n[i])
-		g.VPSLLD(operand.U8(23), n[i], n[i])
-		g.VMULPS(n[i], p[i], p[i])
+		g.VPSLLD(operand.U8(23), n[i], n[i]) // s = 2^n
+		// s·(1 + p) in one rounding: s is a power of two, so this is
+		// round(1 + p)·s, the add-then-scale's result, wherever it is normal.
+		g.VFMADD213PS(n[i], n[i], p[i]) // p = p·s + s
 		g.VANDPS(keep[i].v, p[i], p[i])
 	}
 	return p
