@@ -64,12 +64,14 @@ type gen struct {
 
 // Constants, each stored as a full vector of identical lanes (so any
 // instruction can take it as a memory operand, no broadcast form needed):
-// exp's (gen/expconst) and the bit masks of softcap and the exponent.
+// exp's (gen/expconst), AVX2 exp's rounding constant and softcap's bit
+// masks.
 var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "minusTwo", Bits: math.Float32bits(-2)},
 	expconst.Const{Name: "absMask", Bits: 0x7fffffff},
 	expconst.Const{Name: "signMask", Bits: 0x80000000},
-	expconst.Const{Name: "bias127", Bits: 127},
+	// AVX2 exp's rounding constant: 1.5·2^23 + 127 (see exps).
+	expconst.Const{Name: "roundMagic", Bits: math.Float32bits(1.5*(1<<23) + 127)},
 	expconst.Const{Name: "zero", Bits: 0},
 	// bfloat16 rounding (narrowBF16).
 	expconst.Const{Name: "intOne", Bits: 1},
