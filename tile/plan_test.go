@@ -31,6 +31,25 @@ func TestBlocksFor(t *testing.T) {
 	}
 }
 
+// TestEvenBlocks: n keys split by evenBlocks take as few blocks as bc
+// allows, every block but the last of the returned length (a multiple of
+// 16 when bc is one, at most bc), and the last block no shorter than
+// the others by 16 keys per block or more.
+func TestEvenBlocks(t *testing.T) {
+	for _, bc := range []int{16, 48, 64, 256, 352, 512} {
+		for n := 1; n <= 3*bc+17; n++ {
+			step := evenBlocks(n, bc)
+			blocks := (n + step - 1) / step
+			if step > bc || step%16 != 0 || blocks != (n+bc-1)/bc {
+				t.Fatalf("n=%d bc=%d: blocks of %d (%d of them), want at most %d, a multiple of 16, %d blocks", n, bc, step, blocks, bc, (n+bc-1)/bc)
+			}
+			if last := n - (blocks-1)*step; last < step-16*blocks {
+				t.Fatalf("n=%d bc=%d: blocks of %d and a last one of %d", n, bc, step, last)
+			}
+		}
+	}
+}
+
 // planShapes are problems whose plans the tests below check: MHA, GQA and
 // MQA, one and many positions, batches, block sizes that divide the rows
 // and that do not.

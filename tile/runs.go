@@ -74,7 +74,22 @@ func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
 		return
 	}
-	for kb := a; kb < b; kb += r.bc {
-		r.block(kb, min(r.bc, b-kb), false, filter, 0, r.rp)
+	step := evenBlocks(b-a, r.bc)
+	for kb := a; kb < b; kb += step {
+		r.block(kb, min(step, b-kb), false, filter, 0, r.rp)
 	}
+}
+
+// evenBlocks returns the block length for n keys in blocks of at most bc:
+// as few blocks as bc allows, of one length (a multiple of 16 where bc
+// is), so the last is never a sliver. Under a causal mask an item's keys
+// seen by every row end one past its first position, and blocks of bc
+// from the start would leave, say, one key of 257 to a block of its own,
+// paying a whole block's calls and O rescale for it.
+func evenBlocks(n, bc int) int {
+	if n <= 0 {
+		return bc
+	}
+	blocks := (n + bc - 1) / bc
+	return min(bc, ((n+blocks-1)/blocks+15)/16*16)
 }
