@@ -161,7 +161,7 @@ func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha
 //		s[c*lds+r] = exp(x[c] - base)
 //		alpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
 //
-// with nv in 1..4, nk >= 1, lds in elements. base keeps -Inf - -Inf out:
+// with nv in 1..2, nk >= 1, lds in elements. base keeps -Inf - -Inf out:
 // a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row
 // of nv vectors is loaded at once: nv independent max and exp chains.
 //
@@ -174,7 +174,7 @@ func SoftmaxAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk
 //		s[c*lds+r] += fma(slope[r], dist[r] + c, bias[c])
 //	}}
 //
-// with nv in 1..4, nk >= 1, lds in elements; slope and dist both nil
+// with nv in 1..2, nk >= 1, lds in elements; slope and dist both nil
 // (no ALiBi term) or both set, bias nil (no key term).
 //
 //go:noescape

@@ -13,7 +13,7 @@ const (
 	PanelVecsAVX2 = 2
 
 	// SoftmaxVecsAVX2 is the most vectors of rows of a Softmax or ScoreBias call.
-	SoftmaxVecsAVX2 = 4
+	SoftmaxVecsAVX2 = 2
 
 	// DotRowsAVX2 is the most query rows of a Dot call.
 	DotRowsAVX2 = 4

@@ -35,18 +35,19 @@ type isa struct {
 	mk, nv int
 	// softNV is the most row vectors one Softmax (or ScoreBias) call
 	// processes per key: independent max/exp chains for the out-of-order
-	// core.
+	// core (AVX2 2, so that their exps fit side by side: expInterleave).
 	softNV int
 	// expInterleave is how many of those vectors' exps the Softmax emits
-	// step by step side by side (exps): AVX-512 2 (6.1–6.2 → 6.4–6.5
-	// Gelem/s in cache, Zen 5; 4 do not fit beside the held constants),
-	// AVX2 1 (2 do not fit in 16 registers beside the bases and sums).
+	// step by step side by side (exps): AVX-512 2 of 4 (6.1–6.2 → 6.3–6.5
+	// Gelem/s in cache, Zen 5; 4 do not fit beside the held constants);
+	// AVX2 2 of 2 (two exps beside 4 bases and 4 sums do not fit in 16
+	// registers, beside 2 and 2 they do, and ran 3.12–3.21 → 3.26–3.30).
 	expInterleave int
 }
 
 var isas = []isa{
 	{name: "avx512", suffix: "AVX512", lanes: 16, mk: 6, nv: 4, softNV: 4, expInterleave: 2},
-	{name: "avx2", suffix: "AVX2", lanes: 8, mk: 6, nv: 2, softNV: 4, expInterleave: 1},
+	{name: "avx2", suffix: "AVX2", lanes: 8, mk: 6, nv: 2, softNV: 2, expInterleave: 2},
 }
 
 func (x isa) bytes() int   { return 4 * x.lanes }

@@ -1,6 +1,7 @@
 // Softmax<ISA>: one online-softmax step over a transposed score tile, up
-// to 4 vectors of rows per call, each key's row of vectors loaded at once
-// (4 independent max and exp chains); and the softcap (tanh) it inlines.
+// to softNV vectors of rows per call (AVX-512 4, AVX2 2), each key's row
+// of vectors loaded at once (independent max and exp chains, the exps
+// emitted side by side); and the softcap (tanh) it inlines.
 
 package main
 
@@ -67,7 +68,7 @@ func (g *gen) softmax() {
 		"\t\ts[c*lds+r] = exp(x[c] - base)",
 		"\t\talpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew",
 		"",
-		"with nv in 1..4, nk >= 1, lds in elements. base keeps -Inf - -Inf out:",
+		fmt.Sprintf("with nv in 1..%d, nk >= 1, lds in elements. base keeps -Inf - -Inf out:", x.softNV),
 		"a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row",
 		"of nv vectors is loaded at once: nv independent max and exp chains.",
 	)
@@ -157,8 +158,8 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	g.hold(expConsts...)
 	defer g.release()
 	// alpha = exp(m - base) and m = mNew first, so the new maxima need no
-	// registers during the weights loop (AVX2 has 16: 4 bases, 4 sums and
-	// exp's temporaries fill them).
+	// registers during the weights loop (AVX2 has 16: 2 bases, 2 sums and
+	// two exps' temporaries fill them).
 	base := make([]reg.VecVirtual, nv)
 	sum := make([]reg.VecVirtual, nv)
 	for j := range base {
