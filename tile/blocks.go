@@ -32,17 +32,19 @@ func WorkspaceBytes(dk, dv int) float64 {
 }
 
 // smallHeadKeys caps the KV block of heads of dims up to 64: there the L2
-// budget alone allows 512 keys, and halving that block ran faster. Measured 2026-11-24, Zen 5,
-// one thread, three alternating bench runs: 1,8,8,2048,2048,64 full on
-// AVX2 81.1–83.0 GFLOP/s against 75.7–81.7 (BSHD) and 82.8–84.3 against
-// 80.0–84.0 (BHSD), causal 74.3–79.2 against 67.5–77.4; AVX-512 within
-// the noise (full 160–167 against 164–166, causal 154–162 against
-// 151–157). At dims 128 the budget gives 352 keys, and 256 measured no
-// faster (AVX2 1,16,16,1024,1024,128 full 77.2–77.4 against 73.0–82.8),
-// so the cap leaves them. The likely cause (not measured: no counters) is
-// the AVX2 PV sweep of one 16-column panel, a line of V and one of P per
-// key: 32 KiB at 256 keys stays in a 48 KiB L1 across the row groups, 64
-// KiB at 512 does not.
+// budget alone allows 512 keys, and halving that block ran faster.
+// Measured 2026-11-24, Zen 5, one thread, three alternating bench runs:
+// 1,8,8,2048,2048,64 full on AVX2 81.1–83.0 GFLOP/s against 75.7–81.7
+// (BSHD) and 82.8–84.3 against 80.0–84.0 (BHSD), causal 74.3–79.2 against
+// 67.5–77.4; AVX-512 within the noise (full 160–167 against 164–166,
+// causal 154–162 against 151–157). At dims 128 the budget gives 352 keys,
+// and 256 measured no faster (AVX2 1,16,16,1024,1024,128 full 77.2–77.4
+// against 73.0–82.8), so the cap leaves them. The likely cause (not
+// measured: no counters) is the AVX2 PV sweep of one 16-column panel, a
+// line of V and one of P per key: 32 KiB at 256 keys stays in a 48 KiB
+// L1 across the row groups, 64 KiB at 512 does not; the PV kernel alone
+// at BSHD's 2 KiB stride ran at 92% of the ymm peak over 256 keys and 83%
+// over 512.
 const smallHeadKeys = 256
 
 // Cache sizes used when cpuid reports none.

@@ -33,8 +33,8 @@ func TestBlocksFor(t *testing.T) {
 
 // TestEvenBlocks: n keys split by evenBlocks take as few blocks as bc
 // allows, every block but the last of the returned length (a multiple of
-// 16 when bc is one, at most bc), and the last block no shorter than
-// the others by 16 keys per block or more.
+// 16 when bc is one, at most bc), and the last block is shorter than the
+// others by less than 16 keys per block.
 func TestEvenBlocks(t *testing.T) {
 	for _, bc := range []int{16, 48, 64, 256, 352, 512} {
 		for n := 1; n <= 3*bc+17; n++ {
@@ -43,7 +43,7 @@ func TestEvenBlocks(t *testing.T) {
 			if step > bc || step%16 != 0 || blocks != (n+bc-1)/bc {
 				t.Fatalf("n=%d bc=%d: blocks of %d (%d of them), want at most %d, a multiple of 16, %d blocks", n, bc, step, blocks, bc, (n+bc-1)/bc)
 			}
-			if last := n - (blocks-1)*step; last < step-16*blocks {
+			if last := n - (blocks-1)*step; last <= step-16*blocks {
 				t.Fatalf("n=%d bc=%d: blocks of %d and a last one of %d", n, bc, step, last)
 			}
 		}
