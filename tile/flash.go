@@ -153,9 +153,7 @@ const edgeKeys = 16
 func (r *itemRun) edges(from, to int) {
 	p, it := r.p, r.it
 	if it.nh > 1 {
-		for kb := from; kb < to; kb += r.bc {
-			r.block(kb, min(r.bc, to-kb), true, true, 0, r.rp)
-		}
+		r.blocks(from, to, true, true)
 		return
 	}
 	lanes := r.ks.Lanes

@@ -74,9 +74,16 @@ func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
 		return
 	}
+	r.blocks(a, b, false, filter)
+}
+
+// blocks runs keys [a, b) on all the item's rows in even blocks of at most
+// Bc (evenBlocks), each an edge (masked) if edge, with the bias and mask
+// if filter.
+func (r *itemRun) blocks(a, b int, edge, filter bool) {
 	step := evenBlocks(b-a, r.bc)
 	for kb := a; kb < b; kb += step {
-		r.block(kb, min(step, b-kb), false, filter, 0, r.rp)
+		r.block(kb, min(step, b-kb), edge, filter, 0, r.rp)
 	}
 }
 
