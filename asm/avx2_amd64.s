@@ -2802,7 +2802,7 @@ rows1_masked_done:
 	RET
 
 // func DecodeF32AVX2(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX2, FMA3, MMX+
+// Requires: AVX, AVX2, FMA3
 TEXT ·DecodeF32AVX2(SB), NOSPLIT, $128-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -2871,34 +2871,6 @@ kwhole:
 	MOVQ    CX, (SP)
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
-	MOVQ    (SP), CX
-	MOVQ    $0x00000010, DX
-
-pfk0:
-	MOVQ $0x00000000, BX
-
-pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk0_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk0
-	MOVQ       8(SP), CX
-	MOVQ       $0x00000010, DX
-
-pfv0:
-	MOVQ $0x00000000, BX
-
-pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv0_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv0
 
 	// A block of 8 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
@@ -2931,972 +2903,40 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	// The block's K rows, then its V rows, touched in address order.
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+	MOVQ    8(SP), CX
+	MOVQ    $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+	// Scores and softmax in groups of [4 1] rows.
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
-	MOVQ rows+8(FP), CX
-	SUBQ 88(SP), CX
-	CMPQ CX, $0x04
-	JGE  scores_rows4_prefetched
-	CMPQ CX, $0x01
-	JGE  scores_rows1_prefetched
-
-scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), DX
-	MOVQ    CX, BX
-	SHLQ    $0x04, BX
-	LEAQ    (DX)(BX*1), BX
-	MOVQ    96(SP), SI
-	MOVQ    40(SP), DI
-	LEAQ    (SI)(DI*2), R8
-	MOVQ    32(SP), R9
-	TESTQ   R9, R9
-	JZ      scores_rows4_prefetched_pass0_last_dims
-
-scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VMOVUPS     (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VMOVUPS     (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, DX
-	ADDQ        $0x20, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass0_dims
-
-scores_rows4_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX), Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX)(CX*1), Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass0_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x02, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VMOVUPS     (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VMOVUPS     (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, DX
-	ADDQ        $0x20, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX), Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX)(CX*1), Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass1_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x04, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VMOVUPS     (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VMOVUPS     (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, DX
-	ADDQ        $0x20, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX), Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX)(CX*1), Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass2_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x06, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass3_last_dims
-
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VMOVUPS     (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VMOVUPS     (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, DX
-	ADDQ        $0x20, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass3_dims
-
-scores_rows4_prefetched_pass3_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX), Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     576(AX), Y12
-	VMASKMOVPS  (DX)(CX*1), Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass3_fold:
-	VPERM2F128   $0x31, Y1, Y0, Y8
-	VPERM2F128   $0x20, Y1, Y0, Y0
-	VADDPS       Y8, Y0, Y0
-	VPERM2F128   $0x31, Y3, Y2, Y1
-	VPERM2F128   $0x20, Y3, Y2, Y2
-	VADDPS       Y1, Y2, Y2
-	VPERM2F128   $0x31, Y5, Y4, Y1
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y1
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y1, Y6, Y6
-	VSHUFPS      $0xee, Y2, Y0, Y1
-	VSHUFPS      $0x44, Y2, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VSHUFPS      $0xee, Y6, Y4, Y1
-	VSHUFPS      $0x44, Y6, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VSHUFPS      $0xdd, Y4, Y0, Y1
-	VSHUFPS      $0x88, Y4, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VMOVUPS      Y0, Y0
-	VSHUFPS      $0x44, Y14, Y13, Y1
-	VSHUFPS      $0xee, Y14, Y13, Y2
-	VSHUFPS      $0x44, Y0, Y15, Y3
-	VSHUFPS      $0xee, Y0, Y15, Y0
-	VPERM2F128   $0x20, Y3, Y1, Y4
-	VPERM2F128   $0x31, Y3, Y1, Y1
-	VPERM2F128   $0x20, Y0, Y2, Y3
-	VPERM2F128   $0x31, Y0, Y2, Y0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y5
-	VMULPS       Y5, Y2, Y2
-	VADDPS       Y2, Y4, Y4
-
-scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y5
-	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row1_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x01, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
-	VADDPS       Y2, Y3, Y3
-
-scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row2_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x02, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
-	VADDPS       Y2, Y1, Y1
-
-scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row3_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x03, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
-
-scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
-	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x04, CX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	JMP          rowgroup
-
-scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	MOVQ    CX, DI
-	SHLQ    $0x04, DI
-	LEAQ    (BX)(DI*1), R8
-	LEAQ    (SI)(DI*1), DI
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_prefetched_pass0_last_dims
-
-scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R9), Y8
-	PREFETCHT0  (R8)
-	VMOVUPS     (BX), Y9
-	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
-	VMOVUPS     (BX)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
-	VMOVUPS     (BX)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VMOVUPS     (BX)(DX*1), Y9
-	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
-	VMOVUPS     (SI), Y9
-	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
-	VMOVUPS     (SI)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
-	VMOVUPS     (SI)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VMOVUPS     (SI)(DX*1), Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, DI
-	DECQ        R10
-	JNZ         scores_rows1_prefetched_pass0_dims
-
-scores_rows1_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (R9), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX), Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(CX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(CX*2), Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(DX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI), Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(CX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(CX*2), Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y7
-
-scores_rows1_prefetched_pass0_fold:
-	VPERM2F128   $0x31, Y1, Y0, Y8
-	VPERM2F128   $0x20, Y1, Y0, Y0
-	VADDPS       Y8, Y0, Y0
-	VPERM2F128   $0x31, Y3, Y2, Y1
-	VPERM2F128   $0x20, Y3, Y2, Y2
-	VADDPS       Y1, Y2, Y2
-	VPERM2F128   $0x31, Y5, Y4, Y1
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y1
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y1, Y6, Y6
-	VSHUFPS      $0xee, Y2, Y0, Y1
-	VSHUFPS      $0x44, Y2, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VSHUFPS      $0xee, Y6, Y4, Y1
-	VSHUFPS      $0x44, Y6, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VSHUFPS      $0xdd, Y4, Y0, Y1
-	VSHUFPS      $0x88, Y4, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VMOVUPS      Y0, Y0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows1_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
-
-scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x01, CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -4827,7 +3867,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
+	// PV, then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 2 rows, each over panels of vectors of dv.
@@ -4987,31 +4027,23 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
-	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
-	PREFETCHT0   96(SI)
 	VMOVUPS      96(DI), Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
@@ -5071,32 +4103,24 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
-	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
-	PREFETCHT0   96(SI)
 	VMOVDQU      608(AX), Y10
 	VMASKMOVPS   96(DI), Y10, Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
@@ -5152,27 +4176,20 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
-	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
@@ -5226,28 +4243,21 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
-	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
-	PREFETCHT0   64(SI)
 	VMOVDQU      608(AX), Y8
 	VMASKMOVPS   64(DI), Y8, Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
@@ -5297,23 +4307,17 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
-	PREFETCHT0   32(SI)
 	VMOVUPS      32(DI), Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
@@ -5361,24 +4365,18 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
-	PREFETCHT0   32(SI)
 	VMOVDQU      608(AX), Y6
 	VMASKMOVPS   32(DI), Y6, Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
@@ -5422,19 +4420,14 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
@@ -5476,20 +4469,15 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	PREFETCHT0   (SI)
 	VMOVDQU      608(AX), Y4
 	VMASKMOVPS   (DI), Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
@@ -5541,38 +4529,26 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y9
 	VFMADD231PS  Y9, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y9
 	VFMADD231PS  Y9, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y9
 	VFMADD231PS  Y9, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y9
 	VFMADD231PS  Y9, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y9
 	VFMADD231PS  Y9, Y0, Y5
-	PREFETCHT0   160(BX)
 	VMOVUPS      160(SI), Y9
 	VFMADD231PS  Y9, Y0, Y6
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Y9
 	VFMADD231PS  Y9, Y0, Y7
-	PREFETCHT0   224(BX)
 	VMOVUPS      224(SI), Y9
 	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
@@ -5629,39 +4605,27 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y9
 	VFMADD231PS  Y9, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y9
 	VFMADD231PS  Y9, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y9
 	VFMADD231PS  Y9, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y9
 	VFMADD231PS  Y9, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y9
 	VFMADD231PS  Y9, Y0, Y5
-	PREFETCHT0   160(BX)
 	VMOVUPS      160(SI), Y9
 	VFMADD231PS  Y9, Y0, Y6
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Y9
 	VFMADD231PS  Y9, Y0, Y7
-	PREFETCHT0   224(BX)
 	VMOVDQU      608(AX), Y9
 	VMASKMOVPS   224(SI), Y9, Y9
 	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
@@ -5716,35 +4680,24 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y8
 	VFMADD231PS  Y8, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y8
 	VFMADD231PS  Y8, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y8
 	VFMADD231PS  Y8, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y8
 	VFMADD231PS  Y8, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y8
 	VFMADD231PS  Y8, Y0, Y5
-	PREFETCHT0   160(BX)
 	VMOVUPS      160(SI), Y8
 	VFMADD231PS  Y8, Y0, Y6
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Y8
 	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
@@ -5798,36 +4751,25 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y8
 	VFMADD231PS  Y8, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y8
 	VFMADD231PS  Y8, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y8
 	VFMADD231PS  Y8, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y8
 	VFMADD231PS  Y8, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y8
 	VFMADD231PS  Y8, Y0, Y5
-	PREFETCHT0   160(BX)
 	VMOVUPS      160(SI), Y8
 	VFMADD231PS  Y8, Y0, Y6
-	PREFETCHT0   192(BX)
 	VMOVDQU      608(AX), Y8
 	VMASKMOVPS   192(SI), Y8, Y8
 	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
@@ -5879,32 +4821,22 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y7
 	VFMADD231PS  Y7, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y7
 	VFMADD231PS  Y7, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y7
 	VFMADD231PS  Y7, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y7
 	VFMADD231PS  Y7, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y7
 	VFMADD231PS  Y7, Y0, Y5
-	PREFETCHT0   160(BX)
 	VMOVUPS      160(SI), Y7
 	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
@@ -5955,33 +4887,23 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y7
 	VFMADD231PS  Y7, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y7
 	VFMADD231PS  Y7, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y7
 	VFMADD231PS  Y7, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y7
 	VFMADD231PS  Y7, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y7
 	VFMADD231PS  Y7, Y0, Y5
-	PREFETCHT0   160(BX)
 	VMOVDQU      608(AX), Y7
 	VMASKMOVPS   160(SI), Y7, Y7
 	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
@@ -6030,29 +4952,20 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y6
 	VFMADD231PS  Y6, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y6
 	VFMADD231PS  Y6, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y6
 	VFMADD231PS  Y6, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y6
 	VFMADD231PS  Y6, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Y6
 	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
@@ -6100,30 +5013,21 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y6
 	VFMADD231PS  Y6, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y6
 	VFMADD231PS  Y6, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y6
 	VFMADD231PS  Y6, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y6
 	VFMADD231PS  Y6, Y0, Y4
-	PREFETCHT0   128(BX)
 	VMOVDQU      608(AX), Y6
 	VMASKMOVPS   128(SI), Y6, Y6
 	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
@@ -6169,26 +5073,18 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVUPS      96(SI), Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
@@ -6233,27 +5129,19 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
-	PREFETCHT0   96(BX)
 	VMOVDQU      608(AX), Y5
 	VMASKMOVPS   96(SI), Y5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
@@ -6296,23 +5184,16 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
@@ -6354,24 +5235,17 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
-	PREFETCHT0   64(BX)
 	VMOVDQU      608(AX), Y4
 	VMASKMOVPS   64(SI), Y4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
@@ -6411,20 +5285,14 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVUPS      32(SI), Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
@@ -6463,21 +5331,15 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
-	PREFETCHT0   32(BX)
 	VMOVDQU      608(AX), Y3
 	VMASKMOVPS   32(SI), Y3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
@@ -6514,17 +5376,12 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
@@ -6560,18 +5417,13 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVDQU      608(AX), Y2
 	VMASKMOVPS   (SI), Y2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
@@ -6606,7 +5458,7 @@ panelnext:
 	RET
 
 // func DecodeF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX2, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·DecodeF16AVX2(SB), NOSPLIT, $128-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -6675,34 +5527,6 @@ kwhole:
 	MOVQ    CX, (SP)
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
-	MOVQ    (SP), CX
-	MOVQ    $0x00000010, DX
-
-pfk0:
-	MOVQ $0x00000000, BX
-
-pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk0_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk0
-	MOVQ       8(SP), CX
-	MOVQ       $0x00000010, DX
-
-pfv0:
-	MOVQ $0x00000000, BX
-
-pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv0_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv0
 
 	// A block of 8 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
@@ -6735,988 +5559,40 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	// The block's K rows, then its V rows, touched in address order.
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+	MOVQ    8(SP), CX
+	MOVQ    $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+	// Scores and softmax in groups of [4 1] rows.
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
-	MOVQ rows+8(FP), CX
-	SUBQ 88(SP), CX
-	CMPQ CX, $0x04
-	JGE  scores_rows4_prefetched
-	CMPQ CX, $0x01
-	JGE  scores_rows1_prefetched
-
-scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), DX
-	MOVQ    CX, BX
-	SHLQ    $0x04, BX
-	LEAQ    (DX)(BX*1), BX
-	MOVQ    96(SP), SI
-	MOVQ    40(SP), DI
-	LEAQ    (SI)(DI*2), R8
-	MOVQ    32(SP), R9
-	TESTQ   R9, R9
-	JZ      scores_rows4_prefetched_pass0_last_dims
-
-scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VCVTPH2PS   (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VCVTPH2PS   (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass0_dims
-
-scores_rows4_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass0_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x02, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VCVTPH2PS   (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VCVTPH2PS   (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass1_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x04, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VCVTPH2PS   (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VCVTPH2PS   (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass2_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x06, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass3_last_dims
-
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VCVTPH2PS   (DX), Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VCVTPH2PS   (DX)(CX*1), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass3_dims
-
-scores_rows4_prefetched_pass3_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VCVTPH2PS   X12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass3_fold:
-	VPERM2F128   $0x31, Y1, Y0, Y8
-	VPERM2F128   $0x20, Y1, Y0, Y0
-	VADDPS       Y8, Y0, Y0
-	VPERM2F128   $0x31, Y3, Y2, Y1
-	VPERM2F128   $0x20, Y3, Y2, Y2
-	VADDPS       Y1, Y2, Y2
-	VPERM2F128   $0x31, Y5, Y4, Y1
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y1
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y1, Y6, Y6
-	VSHUFPS      $0xee, Y2, Y0, Y1
-	VSHUFPS      $0x44, Y2, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VSHUFPS      $0xee, Y6, Y4, Y1
-	VSHUFPS      $0x44, Y6, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VSHUFPS      $0xdd, Y4, Y0, Y1
-	VSHUFPS      $0x88, Y4, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VMOVUPS      Y0, Y0
-	VSHUFPS      $0x44, Y14, Y13, Y1
-	VSHUFPS      $0xee, Y14, Y13, Y2
-	VSHUFPS      $0x44, Y0, Y15, Y3
-	VSHUFPS      $0xee, Y0, Y15, Y0
-	VPERM2F128   $0x20, Y3, Y1, Y4
-	VPERM2F128   $0x31, Y3, Y1, Y1
-	VPERM2F128   $0x20, Y0, Y2, Y3
-	VPERM2F128   $0x31, Y0, Y2, Y0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y5
-	VMULPS       Y5, Y2, Y2
-	VADDPS       Y2, Y4, Y4
-
-scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y5
-	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row1_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x01, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
-	VADDPS       Y2, Y3, Y3
-
-scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row2_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x02, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
-	VADDPS       Y2, Y1, Y1
-
-scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row3_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x03, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
-
-scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
-	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x04, CX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	JMP          rowgroup
-
-scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	MOVQ    CX, DI
-	SHLQ    $0x04, DI
-	LEAQ    (BX)(DI*1), R8
-	LEAQ    (SI)(DI*1), DI
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_prefetched_pass0_last_dims
-
-scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R9), Y8
-	PREFETCHT0  (R8)
-	VCVTPH2PS   (BX), Y9
-	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Y9
-	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
-	VCVTPH2PS   (SI), Y9
-	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
-	VCVTPH2PS   (SI)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
-	VCVTPH2PS   (SI)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VCVTPH2PS   (SI)(DX*1), Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, R9
-	ADDQ        $0x10, BX
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, R8
-	ADDQ        $0x10, DI
-	DECQ        R10
-	JNZ         scores_rows1_prefetched_pass0_dims
-
-scores_rows1_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (R9), Y8, Y8
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*1), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*2), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
-	VCVTPH2PS   X9, Y9
-	VFMADD231PS Y9, Y8, Y7
-
-scores_rows1_prefetched_pass0_fold:
-	VPERM2F128   $0x31, Y1, Y0, Y8
-	VPERM2F128   $0x20, Y1, Y0, Y0
-	VADDPS       Y8, Y0, Y0
-	VPERM2F128   $0x31, Y3, Y2, Y1
-	VPERM2F128   $0x20, Y3, Y2, Y2
-	VADDPS       Y1, Y2, Y2
-	VPERM2F128   $0x31, Y5, Y4, Y1
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y1
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y1, Y6, Y6
-	VSHUFPS      $0xee, Y2, Y0, Y1
-	VSHUFPS      $0x44, Y2, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VSHUFPS      $0xee, Y6, Y4, Y1
-	VSHUFPS      $0x44, Y6, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VSHUFPS      $0xdd, Y4, Y0, Y1
-	VSHUFPS      $0x88, Y4, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VMOVUPS      Y0, Y0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows1_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
-
-scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x01, CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -8663,7 +6539,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
+	// PV, then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 2 rows, each over panels of vectors of dv.
@@ -8823,31 +6699,23 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
-	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
-	PREFETCHT0   48(SI)
 	VCVTPH2PS    48(DI), Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
@@ -8907,33 +6775,25 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
-	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
-	PREFETCHT0   48(SI)
 	VMOVDQU      656(AX), X10
 	VMASKMOVPS   48(DI), X10, X10
 	VCVTPH2PS    X10, Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
@@ -8989,27 +6849,20 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
-	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
@@ -9063,29 +6916,22 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
-	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
-	PREFETCHT0   32(SI)
 	VMOVDQU      656(AX), X8
 	VMASKMOVPS   32(DI), X8, X8
 	VCVTPH2PS    X8, Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
@@ -9135,23 +6981,17 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
-	PREFETCHT0   16(SI)
 	VCVTPH2PS    16(DI), Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
@@ -9199,25 +7039,19 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
-	PREFETCHT0   16(SI)
 	VMOVDQU      656(AX), X6
 	VMASKMOVPS   16(DI), X6, X6
 	VCVTPH2PS    X6, Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
@@ -9261,19 +7095,14 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
@@ -9315,21 +7144,16 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	PREFETCHT0   (SI)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   (DI), X4, X4
 	VCVTPH2PS    X4, Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
@@ -9381,38 +7205,26 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y9
 	VFMADD231PS  Y9, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y9
 	VFMADD231PS  Y9, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y9
 	VFMADD231PS  Y9, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y9
 	VFMADD231PS  Y9, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y9
 	VFMADD231PS  Y9, Y0, Y5
-	PREFETCHT0   80(BX)
 	VCVTPH2PS    80(SI), Y9
 	VFMADD231PS  Y9, Y0, Y6
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Y9
 	VFMADD231PS  Y9, Y0, Y7
-	PREFETCHT0   112(BX)
 	VCVTPH2PS    112(SI), Y9
 	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
@@ -9469,40 +7281,28 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y9
 	VFMADD231PS  Y9, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y9
 	VFMADD231PS  Y9, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y9
 	VFMADD231PS  Y9, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y9
 	VFMADD231PS  Y9, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y9
 	VFMADD231PS  Y9, Y0, Y5
-	PREFETCHT0   80(BX)
 	VCVTPH2PS    80(SI), Y9
 	VFMADD231PS  Y9, Y0, Y6
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Y9
 	VFMADD231PS  Y9, Y0, Y7
-	PREFETCHT0   112(BX)
 	VMOVDQU      656(AX), X9
 	VMASKMOVPS   112(SI), X9, X9
 	VCVTPH2PS    X9, Y9
 	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
@@ -9557,35 +7357,24 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y8
 	VFMADD231PS  Y8, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y8
 	VFMADD231PS  Y8, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y8
 	VFMADD231PS  Y8, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y8
 	VFMADD231PS  Y8, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y8
 	VFMADD231PS  Y8, Y0, Y5
-	PREFETCHT0   80(BX)
 	VCVTPH2PS    80(SI), Y8
 	VFMADD231PS  Y8, Y0, Y6
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Y8
 	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
@@ -9639,37 +7428,26 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y8
 	VFMADD231PS  Y8, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y8
 	VFMADD231PS  Y8, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y8
 	VFMADD231PS  Y8, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y8
 	VFMADD231PS  Y8, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y8
 	VFMADD231PS  Y8, Y0, Y5
-	PREFETCHT0   80(BX)
 	VCVTPH2PS    80(SI), Y8
 	VFMADD231PS  Y8, Y0, Y6
-	PREFETCHT0   96(BX)
 	VMOVDQU      656(AX), X8
 	VMASKMOVPS   96(SI), X8, X8
 	VCVTPH2PS    X8, Y8
 	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
@@ -9721,32 +7499,22 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y7
 	VFMADD231PS  Y7, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y7
 	VFMADD231PS  Y7, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y7
 	VFMADD231PS  Y7, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y7
 	VFMADD231PS  Y7, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y7
 	VFMADD231PS  Y7, Y0, Y5
-	PREFETCHT0   80(BX)
 	VCVTPH2PS    80(SI), Y7
 	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
@@ -9797,34 +7565,24 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y7
 	VFMADD231PS  Y7, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y7
 	VFMADD231PS  Y7, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y7
 	VFMADD231PS  Y7, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y7
 	VFMADD231PS  Y7, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y7
 	VFMADD231PS  Y7, Y0, Y5
-	PREFETCHT0   80(BX)
 	VMOVDQU      656(AX), X7
 	VMASKMOVPS   80(SI), X7, X7
 	VCVTPH2PS    X7, Y7
 	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
@@ -9873,29 +7631,20 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y6
 	VFMADD231PS  Y6, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y6
 	VFMADD231PS  Y6, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y6
 	VFMADD231PS  Y6, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y6
 	VFMADD231PS  Y6, Y0, Y4
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Y6
 	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
@@ -9943,31 +7692,22 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y6
 	VFMADD231PS  Y6, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y6
 	VFMADD231PS  Y6, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y6
 	VFMADD231PS  Y6, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y6
 	VFMADD231PS  Y6, Y0, Y4
-	PREFETCHT0   64(BX)
 	VMOVDQU      656(AX), X6
 	VMASKMOVPS   64(SI), X6, X6
 	VCVTPH2PS    X6, Y6
 	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
@@ -10013,26 +7753,18 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
-	PREFETCHT0   48(BX)
 	VCVTPH2PS    48(SI), Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
@@ -10077,28 +7809,20 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y5
 	VFMADD231PS  Y5, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y5
 	VFMADD231PS  Y5, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y5
 	VFMADD231PS  Y5, Y0, Y3
-	PREFETCHT0   48(BX)
 	VMOVDQU      656(AX), X5
 	VMASKMOVPS   48(SI), X5, X5
 	VCVTPH2PS    X5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
@@ -10141,23 +7865,16 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
@@ -10199,25 +7916,18 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y4
 	VFMADD231PS  Y4, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y4
 	VFMADD231PS  Y4, Y0, Y2
-	PREFETCHT0   32(BX)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   32(SI), X4, X4
 	VCVTPH2PS    X4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
@@ -10257,20 +7967,14 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
-	PREFETCHT0   16(BX)
 	VCVTPH2PS    16(SI), Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
@@ -10309,22 +8013,16 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y3
 	VFMADD231PS  Y3, Y0, Y1
-	PREFETCHT0   16(BX)
 	VMOVDQU      656(AX), X3
 	VMASKMOVPS   16(SI), X3, X3
 	VCVTPH2PS    X3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
@@ -10361,17 +8059,12 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
@@ -10407,19 +8100,14 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVDQU      656(AX), X2
 	VMASKMOVPS   (SI), X2, X2
 	VCVTPH2PS    X2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
@@ -10454,7 +8142,7 @@ panelnext:
 	RET
 
 // func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX2, FMA3, MMX+
+// Requires: AVX, AVX2, FMA3
 TEXT ·DecodeBF16AVX2(SB), NOSPLIT, $128-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -10523,34 +8211,6 @@ kwhole:
 	MOVQ    CX, (SP)
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
-	MOVQ    (SP), CX
-	MOVQ    $0x00000010, DX
-
-pfk0:
-	MOVQ $0x00000000, BX
-
-pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk0_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk0
-	MOVQ       8(SP), CX
-	MOVQ       $0x00000010, DX
-
-pfv0:
-	MOVQ $0x00000000, BX
-
-pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv0_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv0
 
 	// A block of 8 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
@@ -10583,1020 +8243,40 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	// The block's K rows, then its V rows, touched in address order.
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+	MOVQ    8(SP), CX
+	MOVQ    $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+	// Scores and softmax in groups of [4 1] rows.
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
-	MOVQ rows+8(FP), CX
-	SUBQ 88(SP), CX
-	CMPQ CX, $0x04
-	JGE  scores_rows4_prefetched
-	CMPQ CX, $0x01
-	JGE  scores_rows1_prefetched
-
-scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), DX
-	MOVQ    CX, BX
-	SHLQ    $0x04, BX
-	LEAQ    (DX)(BX*1), BX
-	MOVQ    96(SP), SI
-	MOVQ    40(SP), DI
-	LEAQ    (SI)(DI*2), R8
-	MOVQ    32(SP), R9
-	TESTQ   R9, R9
-	JZ      scores_rows4_prefetched_pass0_last_dims
-
-scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VPMOVZXWD   (DX), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VPMOVZXWD   (DX)(CX*1), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass0_dims
-
-scores_rows4_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass0_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x02, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VPMOVZXWD   (DX), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VPMOVZXWD   (DX)(CX*1), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass1_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x04, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VPMOVZXWD   (DX), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VPMOVZXWD   (DX)(CX*1), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass2_fold:
-	VPERM2F128 $0x31, Y1, Y0, Y8
-	VPERM2F128 $0x20, Y1, Y0, Y0
-	VADDPS     Y8, Y0, Y0
-	VPERM2F128 $0x31, Y3, Y2, Y1
-	VPERM2F128 $0x20, Y3, Y2, Y2
-	VADDPS     Y1, Y2, Y2
-	VPERM2F128 $0x31, Y5, Y4, Y1
-	VPERM2F128 $0x20, Y5, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x31, Y7, Y6, Y1
-	VPERM2F128 $0x20, Y7, Y6, Y6
-	VADDPS     Y1, Y6, Y6
-	VSHUFPS    $0xee, Y2, Y0, Y1
-	VSHUFPS    $0x44, Y2, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VSHUFPS    $0xee, Y6, Y4, Y1
-	VSHUFPS    $0x44, Y6, Y4, Y4
-	VADDPS     Y1, Y4, Y4
-	VSHUFPS    $0xdd, Y4, Y0, Y1
-	VSHUFPS    $0x88, Y4, Y0, Y0
-	VADDPS     Y1, Y0, Y0
-	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x06, CX, BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x04, BX
-	LEAQ       (DX)(BX*1), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_prefetched_pass3_last_dims
-
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (SI)(DI*1), Y9
-	VMOVUPS     (SI)(DI*2), Y10
-	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
-	VPMOVZXWD   (DX), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
-	VPMOVZXWD   (DX)(CX*1), Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, R8
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, BX
-	DECQ        R9
-	JNZ         scores_rows4_prefetched_pass3_dims
-
-scores_rows4_prefetched_pass3_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (SI), Y8, Y8
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DI*1), Y9, Y9
-	VMOVDQU     576(AX), Y10
-	VMASKMOVPS  (SI)(DI*2), Y10, Y10
-	VMOVDQU     576(AX), Y11
-	VMASKMOVPS  (R8)(DI*1), Y11, Y11
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y0
-	VFMADD231PS Y12, Y9, Y4
-	VFMADD231PS Y12, Y10, Y1
-	VFMADD231PS Y12, Y11, Y5
-	VMOVDQU     640(AX), X12
-	VMASKMOVPS  (DX)(CX*1), X12, X12
-	VPMOVZXWD   X12, Y12
-	VPSLLD      $0x10, Y12, Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VFMADD231PS Y12, Y10, Y3
-	VFMADD231PS Y12, Y11, Y7
-
-scores_rows4_prefetched_pass3_fold:
-	VPERM2F128   $0x31, Y1, Y0, Y8
-	VPERM2F128   $0x20, Y1, Y0, Y0
-	VADDPS       Y8, Y0, Y0
-	VPERM2F128   $0x31, Y3, Y2, Y1
-	VPERM2F128   $0x20, Y3, Y2, Y2
-	VADDPS       Y1, Y2, Y2
-	VPERM2F128   $0x31, Y5, Y4, Y1
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y1
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y1, Y6, Y6
-	VSHUFPS      $0xee, Y2, Y0, Y1
-	VSHUFPS      $0x44, Y2, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VSHUFPS      $0xee, Y6, Y4, Y1
-	VSHUFPS      $0x44, Y6, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VSHUFPS      $0xdd, Y4, Y0, Y1
-	VSHUFPS      $0x88, Y4, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VMOVUPS      Y0, Y0
-	VSHUFPS      $0x44, Y14, Y13, Y1
-	VSHUFPS      $0xee, Y14, Y13, Y2
-	VSHUFPS      $0x44, Y0, Y15, Y3
-	VSHUFPS      $0xee, Y0, Y15, Y0
-	VPERM2F128   $0x20, Y3, Y1, Y4
-	VPERM2F128   $0x31, Y3, Y1, Y1
-	VPERM2F128   $0x20, Y0, Y2, Y3
-	VPERM2F128   $0x31, Y0, Y2, Y0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y5
-	VMULPS       Y5, Y2, Y2
-	VADDPS       Y2, Y4, Y4
-
-scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y5
-	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row1_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x01, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
-	VADDPS       Y2, Y3, Y3
-
-scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row2_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x02, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Y2
-	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
-	VADDPS       Y2, Y1, Y1
-
-scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row3_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x03, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
-
-scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
-	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x04, CX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	JMP          rowgroup
-
-scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	MOVQ    CX, DI
-	SHLQ    $0x04, DI
-	LEAQ    (BX)(DI*1), R8
-	LEAQ    (SI)(DI*1), DI
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_prefetched_pass0_last_dims
-
-scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R9), Y8
-	PREFETCHT0  (R8)
-	VPMOVZXWD   (BX), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
-	VPMOVZXWD   (SI), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
-	VPMOVZXWD   (SI)(CX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
-	VPMOVZXWD   (SI)(CX*2), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VPMOVZXWD   (SI)(DX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, R9
-	ADDQ        $0x10, BX
-	ADDQ        $0x10, SI
-	ADDQ        $0x10, R8
-	ADDQ        $0x10, DI
-	DECQ        R10
-	JNZ         scores_rows1_prefetched_pass0_dims
-
-scores_rows1_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (R9), Y8, Y8
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*2), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y7
-
-scores_rows1_prefetched_pass0_fold:
-	VPERM2F128   $0x31, Y1, Y0, Y8
-	VPERM2F128   $0x20, Y1, Y0, Y0
-	VADDPS       Y8, Y0, Y0
-	VPERM2F128   $0x31, Y3, Y2, Y1
-	VPERM2F128   $0x20, Y3, Y2, Y2
-	VADDPS       Y1, Y2, Y2
-	VPERM2F128   $0x31, Y5, Y4, Y1
-	VPERM2F128   $0x20, Y5, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VPERM2F128   $0x31, Y7, Y6, Y1
-	VPERM2F128   $0x20, Y7, Y6, Y6
-	VADDPS       Y1, Y6, Y6
-	VSHUFPS      $0xee, Y2, Y0, Y1
-	VSHUFPS      $0x44, Y2, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VSHUFPS      $0xee, Y6, Y4, Y1
-	VSHUFPS      $0x44, Y6, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VSHUFPS      $0xdd, Y4, Y0, Y1
-	VSHUFPS      $0x88, Y4, Y0, Y0
-	VADDPS       Y1, Y0, Y0
-	VMOVUPS      Y0, Y0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows1_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
-
-scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x01, CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -12575,7 +9255,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
+	// PV, then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 2 rows, each over panels of vectors of dv.
@@ -12735,35 +9415,27 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
-	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
-	PREFETCHT0   48(SI)
 	VPMOVZXWD    48(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
@@ -12823,29 +9495,22 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y1
 	VFMADD231PS  Y10, Y9, Y5
-	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y2
 	VFMADD231PS  Y10, Y9, Y6
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Y10
 	VPSLLD       $0x10, Y10, Y10
 	VFMADD231PS  Y10, Y0, Y3
 	VFMADD231PS  Y10, Y9, Y7
-	PREFETCHT0   48(SI)
 	VMOVDQU      656(AX), X10
 	VMASKMOVPS   48(DI), X10, X10
 	VPMOVZXWD    X10, Y10
@@ -12853,7 +9518,6 @@ rows2_vecs4_masked_keys:
 	VFMADD231PS  Y10, Y0, Y4
 	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
@@ -12909,30 +9573,23 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
-	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
@@ -12986,24 +9643,18 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y1
 	VFMADD231PS  Y8, Y7, Y4
-	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y2
 	VFMADD231PS  Y8, Y7, Y5
-	PREFETCHT0   32(SI)
 	VMOVDQU      656(AX), X8
 	VMASKMOVPS   32(DI), X8, X8
 	VPMOVZXWD    X8, Y8
@@ -13011,7 +9662,6 @@ rows2_vecs3_masked_keys:
 	VFMADD231PS  Y8, Y0, Y3
 	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
@@ -13061,25 +9711,19 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
-	PREFETCHT0   16(SI)
 	VPMOVZXWD    16(DI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
@@ -13127,19 +9771,14 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y1
 	VFMADD231PS  Y6, Y5, Y3
-	PREFETCHT0   16(SI)
 	VMOVDQU      656(AX), X6
 	VMASKMOVPS   16(DI), X6, X6
 	VPMOVZXWD    X6, Y6
@@ -13147,7 +9786,6 @@ rows2_vecs2_masked_keys:
 	VFMADD231PS  Y6, Y0, Y2
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
@@ -13191,20 +9829,15 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
@@ -13246,14 +9879,10 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         R8, SI
-	SHLQ         $0x04, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	PREFETCHT0   (SI)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   (DI), X4, X4
 	VPMOVZXWD    X4, Y4
@@ -13261,7 +9890,6 @@ rows2_vecs1_masked_keys:
 	VFMADD231PS  Y4, Y0, Y1
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
@@ -13313,46 +9941,34 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y5
-	PREFETCHT0   80(BX)
 	VPMOVZXWD    80(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y6
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y7
-	PREFETCHT0   112(BX)
 	VPMOVZXWD    112(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
@@ -13409,48 +10025,36 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y5
-	PREFETCHT0   80(BX)
 	VPMOVZXWD    80(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y6
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y7
-	PREFETCHT0   112(BX)
 	VMOVDQU      656(AX), X9
 	VMASKMOVPS   112(SI), X9, X9
 	VPMOVZXWD    X9, Y9
 	VPSLLD       $0x10, Y9, Y9
 	VFMADD231PS  Y9, Y0, Y8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
@@ -13505,42 +10109,31 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y5
-	PREFETCHT0   80(BX)
 	VPMOVZXWD    80(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y6
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
@@ -13594,44 +10187,33 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y5
-	PREFETCHT0   80(BX)
 	VPMOVZXWD    80(SI), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y6
-	PREFETCHT0   96(BX)
 	VMOVDQU      656(AX), X8
 	VMASKMOVPS   96(SI), X8, X8
 	VPMOVZXWD    X8, Y8
 	VPSLLD       $0x10, Y8, Y8
 	VFMADD231PS  Y8, Y0, Y7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
@@ -13683,38 +10265,28 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y5
-	PREFETCHT0   80(BX)
 	VPMOVZXWD    80(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
@@ -13765,40 +10337,30 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y5
-	PREFETCHT0   80(BX)
 	VMOVDQU      656(AX), X7
 	VMASKMOVPS   80(SI), X7, X7
 	VPMOVZXWD    X7, Y7
 	VPSLLD       $0x10, Y7, Y7
 	VFMADD231PS  Y7, Y0, Y6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
@@ -13847,34 +10409,25 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y4
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
@@ -13922,36 +10475,27 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y4
-	PREFETCHT0   64(BX)
 	VMOVDQU      656(AX), X6
 	VMASKMOVPS   64(SI), X6, X6
 	VPMOVZXWD    X6, Y6
 	VPSLLD       $0x10, Y6, Y6
 	VFMADD231PS  Y6, Y0, Y5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
@@ -13997,30 +10541,22 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y3
-	PREFETCHT0   48(BX)
 	VPMOVZXWD    48(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
@@ -14065,32 +10601,24 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y3
-	PREFETCHT0   48(BX)
 	VMOVDQU      656(AX), X5
 	VMASKMOVPS   48(SI), X5, X5
 	VPMOVZXWD    X5, Y5
 	VPSLLD       $0x10, Y5, Y5
 	VFMADD231PS  Y5, Y0, Y4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
@@ -14133,26 +10661,19 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y2
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
@@ -14194,28 +10715,21 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y2
-	PREFETCHT0   32(BX)
 	VMOVDQU      656(AX), X4
 	VMASKMOVPS   32(SI), X4, X4
 	VPMOVZXWD    X4, Y4
 	VPSLLD       $0x10, Y4, Y4
 	VFMADD231PS  Y4, Y0, Y3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
@@ -14255,22 +10769,16 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y1
-	PREFETCHT0   16(BX)
 	VPMOVZXWD    16(SI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
@@ -14309,24 +10817,18 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y1
-	PREFETCHT0   16(BX)
 	VMOVDQU      656(AX), X3
 	VMASKMOVPS   16(SI), X3, X3
 	VPMOVZXWD    X3, Y3
 	VPSLLD       $0x10, Y3, Y3
 	VFMADD231PS  Y3, Y0, Y2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
@@ -14363,18 +10865,13 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
@@ -14410,20 +10907,15 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         DI, BX
-	SHLQ         $0x04, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	PREFETCHT0   (BX)
 	VMOVDQU      656(AX), X2
 	VMASKMOVPS   (SI), X2, X2
 	VPMOVZXWD    X2, Y2
 	VPSLLD       $0x10, Y2, Y2
 	VFMADD231PS  Y2, Y0, Y1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys

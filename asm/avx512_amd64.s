@@ -5157,7 +5157,7 @@ rows1_masked_done:
 	RET
 
 // func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512F
 TEXT ·DecodeF32AVX512(SB), NOSPLIT, $128-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -5202,34 +5202,6 @@ kwhole:
 	MOVQ  CX, (SP)
 	MOVQ  DX, 8(SP)
 	MOVQ  BX, 16(SP)
-	MOVQ  (SP), CX
-	MOVQ  $0x00000020, DX
-
-pfk0:
-	MOVQ $0x00000000, BX
-
-pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk0_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk0
-	MOVQ       8(SP), CX
-	MOVQ       $0x00000020, DX
-
-pfv0:
-	MOVQ $0x00000000, BX
-
-pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv0_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv0
 
 	// A block of 16 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
@@ -5258,1230 +5230,40 @@ whole:
 	LEAQ  constsAVX512<>+1856(SB), CX
 	KMOVW (CX)(DX*2), K3
 
-	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	// The block's K rows, then its V rows, touched in address order.
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+	MOVQ    8(SP), CX
+	MOVQ    $0x00000010, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+	// Scores and softmax in groups of [4 1] rows.
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
-	MOVQ rows+8(FP), CX
-	SUBQ 88(SP), CX
-	CMPQ CX, $0x04
-	JGE  scores_rows4_prefetched
-	CMPQ CX, $0x01
-	JGE  scores_rows1_prefetched
-
-scores_rows4_prefetched:
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	MOVQ    CX, SI
-	SHLQ    $0x05, SI
-	LEAQ    (BX)(SI*1), SI
-	MOVQ    96(SP), DI
-	MOVQ    40(SP), R8
-	LEAQ    (DI)(R8*2), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows4_prefetched_pass0_last_dims
-
-scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VMOVUPS     (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VMOVUPS     (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VMOVUPS     (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VMOVUPS     (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x40, BX
-	ADDQ        $0x40, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass0_dims
-
-scores_rows4_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVUPS.Z   (BX), K1, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVUPS.Z   (BX)(CX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVUPS.Z   (BX)(CX*2), K1, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVUPS.Z   (BX)(DX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass0_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x04, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VMOVUPS     (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VMOVUPS     (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VMOVUPS     (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VMOVUPS     (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x40, BX
-	ADDQ        $0x40, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVUPS.Z   (BX), K1, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVUPS.Z   (BX)(CX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVUPS.Z   (BX)(CX*2), K1, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVUPS.Z   (BX)(DX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass1_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z22
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x08, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VMOVUPS     (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VMOVUPS     (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VMOVUPS     (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VMOVUPS     (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x40, BX
-	ADDQ        $0x40, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVUPS.Z   (BX), K1, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVUPS.Z   (BX)(CX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVUPS.Z   (BX)(CX*2), K1, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVUPS.Z   (BX)(DX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass2_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z23
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x0c, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass3_last_dims
-
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VMOVUPS     (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VMOVUPS     (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VMOVUPS     (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VMOVUPS     (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x40, BX
-	ADDQ        $0x40, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass3_dims
-
-scores_rows4_prefetched_pass3_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVUPS.Z   (BX), K1, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVUPS.Z   (BX)(CX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVUPS.Z   (BX)(CX*2), K1, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVUPS.Z   (BX)(DX*1), K1, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass3_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
-	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z1
-	VSHUFF32X4   $0x44, Z5, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xee, Z7, Z6, Z1
-	VSHUFF32X4   $0x44, Z7, Z6, Z6
-	VADDPS       Z1, Z6, Z6
-	VSHUFF32X4   $0xee, Z9, Z8, Z1
-	VSHUFF32X4   $0x44, Z9, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xee, Z11, Z10, Z1
-	VSHUFF32X4   $0x44, Z11, Z10, Z10
-	VADDPS       Z1, Z10, Z10
-	VSHUFF32X4   $0xee, Z13, Z12, Z1
-	VSHUFF32X4   $0x44, Z13, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFF32X4   $0xee, Z15, Z14, Z1
-	VSHUFF32X4   $0x44, Z15, Z14, Z14
-	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z22, Z21, Z1
-	VSHUFF32X4   $0xee, Z22, Z21, Z2
-	VSHUFF32X4   $0x44, Z0, Z23, Z3
-	VSHUFF32X4   $0xee, Z0, Z23, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
-
-scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z2
-	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+768(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z7
-	VRNDSCALEPS  $0x00, Z7, Z7
-	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z4
-	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z4
-	VMULPS       Z4, Z4, Z8
-	VMOVUPS      constsAVX512<>+320(SB), Z9
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z9
-	VMOVUPS      constsAVX512<>+448(SB), Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z10
-	VFMADD213PS  Z10, Z8, Z9
-	VMOVUPS      constsAVX512<>+576(SB), Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z10
-	VFMADD213PS  Z10, Z8, Z9
-	VFMADD213PS  Z4, Z8, Z9
-	VADDPS       constsAVX512<>+704(SB), Z9, Z9
-	VSCALEFPS.Z  Z7, Z9, K4, Z9
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z9, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z9, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VSHUFF32X4   $0xb1, Z9, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VPERMILPS    $0x4e, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VPERMILPS    $0xb1, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z5
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z5
-	VMULPS       Z5, Z5, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
-	VMOVUPS      constsAVX512<>+448(SB), Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VMOVUPS      constsAVX512<>+576(SB), Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VFMADD213PS  Z5, Z6, Z7
-	VADDPS       constsAVX512<>+704(SB), Z7, Z7
-	VSCALEFPS.Z  Z4, Z7, K4, Z7
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z9, Z7, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row1_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x01, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-
-scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z2
-	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+768(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z6
-	VRNDSCALEPS  $0x00, Z6, Z6
-	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
-	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
-	VMULPS       Z1, Z1, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z8
-	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
-	VMOVUPS      constsAVX512<>+448(SB), Z9
-	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
-	VFMADD213PS  Z9, Z7, Z8
-	VMOVUPS      constsAVX512<>+576(SB), Z9
-	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
-	VFMADD213PS  Z9, Z7, Z8
-	VFMADD213PS  Z1, Z7, Z8
-	VADDPS       constsAVX512<>+704(SB), Z8, Z8
-	VSCALEFPS.Z  Z6, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z1
-	VRNDSCALEPS  $0x00, Z1, Z1
-	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
-	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
-	VMULPS       Z4, Z4, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z4, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z1, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z8, Z6, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row2_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x02, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
-
-scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z5
-	VRNDSCALEPS  $0x00, Z5, Z5
-	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z3
-	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z3
-	VMULPS       Z3, Z3, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z7
-	VMOVUPS      constsAVX512<>+448(SB), Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VMOVUPS      constsAVX512<>+576(SB), Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VFMADD213PS  Z3, Z6, Z7
-	VADDPS       constsAVX512<>+704(SB), Z7, Z7
-	VSCALEFPS.Z  Z5, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z3
-	VRNDSCALEPS  $0x00, Z3, Z3
-	VFNMADD231PS constsAVX512<>+192(SB), Z3, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z3, Z2
-	VMULPS       Z2, Z2, Z4
-	VMOVUPS      constsAVX512<>+320(SB), Z5
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z5
-	VMOVUPS      constsAVX512<>+448(SB), Z6
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z6
-	VFMADD213PS  Z6, Z4, Z5
-	VMOVUPS      constsAVX512<>+576(SB), Z6
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z6
-	VFMADD213PS  Z6, Z4, Z5
-	VFMADD213PS  Z2, Z4, Z5
-	VADDPS       constsAVX512<>+704(SB), Z5, Z5
-	VSCALEFPS.Z  Z3, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z7, Z5, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row3_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x03, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
-
-scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
-	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
-	VMULPS       Z0, Z0, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z0, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z4, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z0
-	VRNDSCALEPS  $0x00, Z0, Z0
-	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
-	VMULPS       Z2, Z2, Z3
-	VMOVUPS      constsAVX512<>+320(SB), Z4
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
-	VMOVUPS      constsAVX512<>+448(SB), Z5
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VMOVUPS      constsAVX512<>+576(SB), Z5
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VFMADD213PS  Z2, Z3, Z4
-	VADDPS       constsAVX512<>+704(SB), Z4, Z4
-	VSCALEFPS.Z  Z0, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z6, Z4, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x04, CX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	JMP          rowgroup
-
-scores_rows1_prefetched:
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    CX, R9
-	SHLQ    $0x05, R9
-	LEAQ    (BX)(R9*1), R10
-	LEAQ    (SI)(R9*1), R11
-	LEAQ    (DI)(R9*1), R12
-	LEAQ    (R8)(R9*1), R9
-	MOVQ    96(SP), R13
-	MOVQ    32(SP), R14
-	TESTQ   R14, R14
-	JZ      scores_rows1_prefetched_pass0_last_dims
-
-scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R13), Z16
-	PREFETCHT0  (R10)
-	VMOVUPS     (BX), Z17
-	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
-	VMOVUPS     (BX)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
-	VMOVUPS     (BX)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(DX*1)
-	VMOVUPS     (BX)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
-	VMOVUPS     (SI), Z17
-	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
-	VMOVUPS     (SI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
-	VMOVUPS     (SI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(DX*1)
-	VMOVUPS     (SI)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
-	VMOVUPS     (DI), Z17
-	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
-	VMOVUPS     (DI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
-	VMOVUPS     (DI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(DX*1)
-	VMOVUPS     (DI)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
-	VMOVUPS     (R8), Z17
-	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
-	VMOVUPS     (R8)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
-	VMOVUPS     (R8)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(DX*1)
-	VMOVUPS     (R8)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R13
-	ADDQ        $0x40, BX
-	ADDQ        $0x40, SI
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R8
-	ADDQ        $0x40, R10
-	ADDQ        $0x40, R11
-	ADDQ        $0x40, R12
-	ADDQ        $0x40, R9
-	DECQ        R14
-	JNZ         scores_rows1_prefetched_pass0_dims
-
-scores_rows1_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVUPS.Z   (R13), K1, Z16
-	VMOVUPS.Z   (BX), K1, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVUPS.Z   (BX)(CX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVUPS.Z   (BX)(CX*2), K1, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVUPS.Z   (BX)(DX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVUPS.Z   (SI), K1, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVUPS.Z   (SI)(CX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVUPS.Z   (SI)(CX*2), K1, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVUPS.Z   (SI)(DX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VMOVUPS.Z   (DI), K1, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VMOVUPS.Z   (DI)(CX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VMOVUPS.Z   (DI)(CX*2), K1, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VMOVUPS.Z   (DI)(DX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VMOVUPS.Z   (R8), K1, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VMOVUPS.Z   (R8)(CX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VMOVUPS.Z   (R8)(CX*2), K1, Z17
-	VFMADD231PS Z17, Z16, Z11
-	VMOVUPS.Z   (R8)(DX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z15
-
-scores_rows1_prefetched_pass0_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
-	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z1
-	VSHUFF32X4   $0x44, Z5, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xee, Z7, Z6, Z1
-	VSHUFF32X4   $0x44, Z7, Z6, Z6
-	VADDPS       Z1, Z6, Z6
-	VSHUFF32X4   $0xee, Z9, Z8, Z1
-	VSHUFF32X4   $0x44, Z9, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xee, Z11, Z10, Z1
-	VSHUFF32X4   $0x44, Z11, Z10, Z10
-	VADDPS       Z1, Z10, Z10
-	VSHUFF32X4   $0xee, Z13, Z12, Z1
-	VSHUFF32X4   $0x44, Z13, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFF32X4   $0xee, Z15, Z14, Z1
-	VSHUFF32X4   $0x44, Z15, Z14, Z14
-	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VMOVUPS      Z0, Z0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows1_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
-
-scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
-	VMULPS       Z0, Z0, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z0, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z4, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z0
-	VRNDSCALEPS  $0x00, Z0, Z0
-	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
-	VMULPS       Z2, Z2, Z3
-	VMOVUPS      constsAVX512<>+320(SB), Z4
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
-	VMOVUPS      constsAVX512<>+448(SB), Z5
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VMOVUPS      constsAVX512<>+576(SB), Z5
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VFMADD213PS  Z2, Z3, Z4
-	VADDPS       constsAVX512<>+704(SB), Z4, Z4
-	VSCALEFPS.Z  Z0, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z6, Z4, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x01, CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -7650,7 +6432,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
+	// PV, then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 4 rows, each over panels of vectors of dv.
@@ -7927,41 +6709,33 @@ rows4_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z20
 	VFMADD231PS  Z20, Z0, Z1
 	VFMADD231PS  Z20, Z17, Z5
 	VFMADD231PS  Z20, Z18, Z9
 	VFMADD231PS  Z20, Z19, Z13
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(R8), Z20
 	VFMADD231PS  Z20, Z0, Z2
 	VFMADD231PS  Z20, Z17, Z6
 	VFMADD231PS  Z20, Z18, Z10
 	VFMADD231PS  Z20, Z19, Z14
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(R8), Z20
 	VFMADD231PS  Z20, Z0, Z3
 	VFMADD231PS  Z20, Z17, Z7
 	VFMADD231PS  Z20, Z18, Z11
 	VFMADD231PS  Z20, Z19, Z15
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(R8), Z20
 	VFMADD231PS  Z20, Z0, Z4
 	VFMADD231PS  Z20, Z17, Z8
 	VFMADD231PS  Z20, Z18, Z12
 	VFMADD231PS  Z20, Z19, Z16
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs4_whole_keys
@@ -8046,41 +6820,33 @@ rows4_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z20
 	VFMADD231PS  Z20, Z0, Z1
 	VFMADD231PS  Z20, Z17, Z5
 	VFMADD231PS  Z20, Z18, Z9
 	VFMADD231PS  Z20, Z19, Z13
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(R8), Z20
 	VFMADD231PS  Z20, Z0, Z2
 	VFMADD231PS  Z20, Z17, Z6
 	VFMADD231PS  Z20, Z18, Z10
 	VFMADD231PS  Z20, Z19, Z14
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(R8), Z20
 	VFMADD231PS  Z20, Z0, Z3
 	VFMADD231PS  Z20, Z17, Z7
 	VFMADD231PS  Z20, Z18, Z11
 	VFMADD231PS  Z20, Z19, Z15
-	PREFETCHT0   192(SI)
 	VMOVUPS.Z    192(R8), K2, Z20
 	VFMADD231PS  Z20, Z0, Z4
 	VFMADD231PS  Z20, Z17, Z8
 	VFMADD231PS  Z20, Z18, Z12
 	VFMADD231PS  Z20, Z19, Z16
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs4_masked_keys
@@ -8157,35 +6923,28 @@ rows4_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z13, Z4
 	VFMADD231PS  Z16, Z14, Z7
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(R8), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z13, Z5
 	VFMADD231PS  Z16, Z14, Z8
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(R8), Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z13, Z6
 	VFMADD231PS  Z16, Z14, Z9
 	VFMADD231PS  Z16, Z15, Z12
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs3_whole_keys
@@ -8258,35 +7017,28 @@ rows4_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z13, Z4
 	VFMADD231PS  Z16, Z14, Z7
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(R8), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z13, Z5
 	VFMADD231PS  Z16, Z14, Z8
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   128(SI)
 	VMOVUPS.Z    128(R8), K2, Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z13, Z6
 	VFMADD231PS  Z16, Z14, Z9
 	VFMADD231PS  Z16, Z15, Z12
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs3_masked_keys
@@ -8351,29 +7103,23 @@ rows4_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z9, Z3
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(R8), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z9, Z4
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z8
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs2_whole_keys
@@ -8434,29 +7180,23 @@ rows4_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z9, Z3
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VMOVUPS.Z    64(R8), K2, Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z9, Z4
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z8
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs2_masked_keys
@@ -8509,23 +7249,18 @@ rows4_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	PREFETCHT0   (SI)
 	VMOVUPS      (R8), Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z5, Z2
 	VFMADD231PS  Z8, Z6, Z3
 	VFMADD231PS  Z8, Z7, Z4
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs1_whole_keys
@@ -8574,23 +7309,18 @@ rows4_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	PREFETCHT0   (SI)
 	VMOVUPS.Z    (R8), K2, Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z5, Z2
 	VFMADD231PS  Z8, Z6, Z3
 	VFMADD231PS  Z8, Z7, Z4
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs1_masked_keys
@@ -8653,36 +7383,28 @@ rows3_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z15
 	VFMADD231PS  Z15, Z0, Z1
 	VFMADD231PS  Z15, Z13, Z5
 	VFMADD231PS  Z15, Z14, Z9
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z15
 	VFMADD231PS  Z15, Z0, Z2
 	VFMADD231PS  Z15, Z13, Z6
 	VFMADD231PS  Z15, Z14, Z10
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z15
 	VFMADD231PS  Z15, Z0, Z3
 	VFMADD231PS  Z15, Z13, Z7
 	VFMADD231PS  Z15, Z14, Z11
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z15
 	VFMADD231PS  Z15, Z0, Z4
 	VFMADD231PS  Z15, Z13, Z8
 	VFMADD231PS  Z15, Z14, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs4_whole_keys
@@ -8753,36 +7475,28 @@ rows3_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z15
 	VFMADD231PS  Z15, Z0, Z1
 	VFMADD231PS  Z15, Z13, Z5
 	VFMADD231PS  Z15, Z14, Z9
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z15
 	VFMADD231PS  Z15, Z0, Z2
 	VFMADD231PS  Z15, Z13, Z6
 	VFMADD231PS  Z15, Z14, Z10
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z15
 	VFMADD231PS  Z15, Z0, Z3
 	VFMADD231PS  Z15, Z13, Z7
 	VFMADD231PS  Z15, Z14, Z11
-	PREFETCHT0   192(SI)
 	VMOVUPS.Z    192(DI), K2, Z15
 	VFMADD231PS  Z15, Z0, Z4
 	VFMADD231PS  Z15, Z13, Z8
 	VFMADD231PS  Z15, Z14, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs4_masked_keys
@@ -8847,31 +7561,24 @@ rows3_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z10, Z4
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z9
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs3_whole_keys
@@ -8933,31 +7640,24 @@ rows3_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z10, Z4
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   128(SI)
 	VMOVUPS.Z    128(DI), K2, Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z9
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs3_masked_keys
@@ -9013,26 +7713,20 @@ rows3_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z9
 	VFMADD231PS  Z9, Z0, Z1
 	VFMADD231PS  Z9, Z7, Z3
 	VFMADD231PS  Z9, Z8, Z5
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z9
 	VFMADD231PS  Z9, Z0, Z2
 	VFMADD231PS  Z9, Z7, Z4
 	VFMADD231PS  Z9, Z8, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs2_whole_keys
@@ -9085,26 +7779,20 @@ rows3_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z9
 	VFMADD231PS  Z9, Z0, Z1
 	VFMADD231PS  Z9, Z7, Z3
 	VFMADD231PS  Z9, Z8, Z5
-	PREFETCHT0   64(SI)
 	VMOVUPS.Z    64(DI), K2, Z9
 	VFMADD231PS  Z9, Z0, Z2
 	VFMADD231PS  Z9, Z7, Z4
 	VFMADD231PS  Z9, Z8, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs2_masked_keys
@@ -9151,21 +7839,16 @@ rows3_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z4, Z2
 	VFMADD231PS  Z6, Z5, Z3
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs1_whole_keys
@@ -9209,21 +7892,16 @@ rows3_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	PREFETCHT0   (SI)
 	VMOVUPS.Z    (DI), K2, Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z4, Z2
 	VFMADD231PS  Z6, Z5, Z3
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs1_masked_keys
@@ -9292,47 +7970,35 @@ rows2_vecs8_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z18
 	VFMADD231PS  Z18, Z0, Z1
 	VFMADD231PS  Z18, Z17, Z9
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z18
 	VFMADD231PS  Z18, Z0, Z2
 	VFMADD231PS  Z18, Z17, Z10
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z18
 	VFMADD231PS  Z18, Z0, Z3
 	VFMADD231PS  Z18, Z17, Z11
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z18
 	VFMADD231PS  Z18, Z0, Z4
 	VFMADD231PS  Z18, Z17, Z12
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z18
 	VFMADD231PS  Z18, Z0, Z5
 	VFMADD231PS  Z18, Z17, Z13
-	PREFETCHT0   320(SI)
 	VMOVUPS      320(DI), Z18
 	VFMADD231PS  Z18, Z0, Z6
 	VFMADD231PS  Z18, Z17, Z14
-	PREFETCHT0   384(SI)
 	VMOVUPS      384(DI), Z18
 	VFMADD231PS  Z18, Z0, Z7
 	VFMADD231PS  Z18, Z17, Z15
-	PREFETCHT0   448(SI)
 	VMOVUPS      448(DI), Z18
 	VFMADD231PS  Z18, Z0, Z8
 	VFMADD231PS  Z18, Z17, Z16
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs8_whole_keys
@@ -9414,47 +8080,35 @@ rows2_vecs8_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z18
 	VFMADD231PS  Z18, Z0, Z1
 	VFMADD231PS  Z18, Z17, Z9
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z18
 	VFMADD231PS  Z18, Z0, Z2
 	VFMADD231PS  Z18, Z17, Z10
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z18
 	VFMADD231PS  Z18, Z0, Z3
 	VFMADD231PS  Z18, Z17, Z11
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z18
 	VFMADD231PS  Z18, Z0, Z4
 	VFMADD231PS  Z18, Z17, Z12
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z18
 	VFMADD231PS  Z18, Z0, Z5
 	VFMADD231PS  Z18, Z17, Z13
-	PREFETCHT0   320(SI)
 	VMOVUPS      320(DI), Z18
 	VFMADD231PS  Z18, Z0, Z6
 	VFMADD231PS  Z18, Z17, Z14
-	PREFETCHT0   384(SI)
 	VMOVUPS      384(DI), Z18
 	VFMADD231PS  Z18, Z0, Z7
 	VFMADD231PS  Z18, Z17, Z15
-	PREFETCHT0   448(SI)
 	VMOVUPS.Z    448(DI), K2, Z18
 	VFMADD231PS  Z18, Z0, Z8
 	VFMADD231PS  Z18, Z17, Z16
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs8_masked_keys
@@ -9532,43 +8186,32 @@ rows2_vecs7_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z15, Z8
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z15, Z9
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z16
 	VFMADD231PS  Z16, Z0, Z4
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z16
 	VFMADD231PS  Z16, Z0, Z5
 	VFMADD231PS  Z16, Z15, Z12
-	PREFETCHT0   320(SI)
 	VMOVUPS      320(DI), Z16
 	VFMADD231PS  Z16, Z0, Z6
 	VFMADD231PS  Z16, Z15, Z13
-	PREFETCHT0   384(SI)
 	VMOVUPS      384(DI), Z16
 	VFMADD231PS  Z16, Z0, Z7
 	VFMADD231PS  Z16, Z15, Z14
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs7_whole_keys
@@ -9644,43 +8287,32 @@ rows2_vecs7_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z15, Z8
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z15, Z9
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z16
 	VFMADD231PS  Z16, Z0, Z4
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z16
 	VFMADD231PS  Z16, Z0, Z5
 	VFMADD231PS  Z16, Z15, Z12
-	PREFETCHT0   320(SI)
 	VMOVUPS      320(DI), Z16
 	VFMADD231PS  Z16, Z0, Z6
 	VFMADD231PS  Z16, Z15, Z13
-	PREFETCHT0   384(SI)
 	VMOVUPS.Z    384(DI), K2, Z16
 	VFMADD231PS  Z16, Z0, Z7
 	VFMADD231PS  Z16, Z15, Z14
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs7_masked_keys
@@ -9752,39 +8384,29 @@ rows2_vecs6_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z14
 	VFMADD231PS  Z14, Z0, Z1
 	VFMADD231PS  Z14, Z13, Z7
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z14
 	VFMADD231PS  Z14, Z0, Z2
 	VFMADD231PS  Z14, Z13, Z8
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z14
 	VFMADD231PS  Z14, Z0, Z3
 	VFMADD231PS  Z14, Z13, Z9
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z14
 	VFMADD231PS  Z14, Z0, Z4
 	VFMADD231PS  Z14, Z13, Z10
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z14
 	VFMADD231PS  Z14, Z0, Z5
 	VFMADD231PS  Z14, Z13, Z11
-	PREFETCHT0   320(SI)
 	VMOVUPS      320(DI), Z14
 	VFMADD231PS  Z14, Z0, Z6
 	VFMADD231PS  Z14, Z13, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs6_whole_keys
@@ -9854,39 +8476,29 @@ rows2_vecs6_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z14
 	VFMADD231PS  Z14, Z0, Z1
 	VFMADD231PS  Z14, Z13, Z7
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z14
 	VFMADD231PS  Z14, Z0, Z2
 	VFMADD231PS  Z14, Z13, Z8
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z14
 	VFMADD231PS  Z14, Z0, Z3
 	VFMADD231PS  Z14, Z13, Z9
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z14
 	VFMADD231PS  Z14, Z0, Z4
 	VFMADD231PS  Z14, Z13, Z10
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z14
 	VFMADD231PS  Z14, Z0, Z5
 	VFMADD231PS  Z14, Z13, Z11
-	PREFETCHT0   320(SI)
 	VMOVUPS.Z    320(DI), K2, Z14
 	VFMADD231PS  Z14, Z0, Z6
 	VFMADD231PS  Z14, Z13, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs6_masked_keys
@@ -9952,35 +8564,26 @@ rows2_vecs5_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z11, Z6
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z12
 	VFMADD231PS  Z12, Z0, Z4
 	VFMADD231PS  Z12, Z11, Z9
-	PREFETCHT0   256(SI)
 	VMOVUPS      256(DI), Z12
 	VFMADD231PS  Z12, Z0, Z5
 	VFMADD231PS  Z12, Z11, Z10
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs5_whole_keys
@@ -10044,35 +8647,26 @@ rows2_vecs5_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z11, Z6
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z12
 	VFMADD231PS  Z12, Z0, Z4
 	VFMADD231PS  Z12, Z11, Z9
-	PREFETCHT0   256(SI)
 	VMOVUPS.Z    256(DI), K2, Z12
 	VFMADD231PS  Z12, Z0, Z5
 	VFMADD231PS  Z12, Z11, Z10
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs5_masked_keys
@@ -10132,31 +8726,23 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z10
 	VFMADD231PS  Z10, Z0, Z1
 	VFMADD231PS  Z10, Z9, Z5
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z10
 	VFMADD231PS  Z10, Z0, Z2
 	VFMADD231PS  Z10, Z9, Z6
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z10
 	VFMADD231PS  Z10, Z0, Z3
 	VFMADD231PS  Z10, Z9, Z7
-	PREFETCHT0   192(SI)
 	VMOVUPS      192(DI), Z10
 	VFMADD231PS  Z10, Z0, Z4
 	VFMADD231PS  Z10, Z9, Z8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
@@ -10214,31 +8800,23 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z10
 	VFMADD231PS  Z10, Z0, Z1
 	VFMADD231PS  Z10, Z9, Z5
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z10
 	VFMADD231PS  Z10, Z0, Z2
 	VFMADD231PS  Z10, Z9, Z6
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z10
 	VFMADD231PS  Z10, Z0, Z3
 	VFMADD231PS  Z10, Z9, Z7
-	PREFETCHT0   192(SI)
 	VMOVUPS.Z    192(DI), K2, Z10
 	VFMADD231PS  Z10, Z0, Z4
 	VFMADD231PS  Z10, Z9, Z8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
@@ -10292,27 +8870,20 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z7, Z4
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z8
 	VFMADD231PS  Z8, Z0, Z2
 	VFMADD231PS  Z8, Z7, Z5
-	PREFETCHT0   128(SI)
 	VMOVUPS      128(DI), Z8
 	VFMADD231PS  Z8, Z0, Z3
 	VFMADD231PS  Z8, Z7, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
@@ -10364,27 +8935,20 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z7, Z4
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z8
 	VFMADD231PS  Z8, Z0, Z2
 	VFMADD231PS  Z8, Z7, Z5
-	PREFETCHT0   128(SI)
 	VMOVUPS.Z    128(DI), K2, Z8
 	VFMADD231PS  Z8, Z0, Z3
 	VFMADD231PS  Z8, Z7, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
@@ -10432,23 +8996,17 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z5, Z3
-	PREFETCHT0   64(SI)
 	VMOVUPS      64(DI), Z6
 	VFMADD231PS  Z6, Z0, Z2
 	VFMADD231PS  Z6, Z5, Z4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
@@ -10494,23 +9052,17 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z5, Z3
-	PREFETCHT0   64(SI)
 	VMOVUPS.Z    64(DI), K2, Z6
 	VFMADD231PS  Z6, Z0, Z2
 	VFMADD231PS  Z6, Z5, Z4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
@@ -10552,19 +9104,14 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	PREFETCHT0   (SI)
 	VMOVUPS      (DI), Z4
 	VFMADD231PS  Z4, Z0, Z1
 	VFMADD231PS  Z4, Z3, Z2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
@@ -10604,19 +9151,14 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	PREFETCHT0   (SI)
 	VMOVUPS.Z    (DI), K2, Z4
 	VFMADD231PS  Z4, Z0, Z1
 	VFMADD231PS  Z4, Z3, Z2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
@@ -10666,38 +9208,26 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z9
 	VFMADD231PS  Z9, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z9
 	VFMADD231PS  Z9, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z9
 	VFMADD231PS  Z9, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z9
 	VFMADD231PS  Z9, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z9
 	VFMADD231PS  Z9, Z0, Z5
-	PREFETCHT0   320(BX)
 	VMOVUPS      320(SI), Z9
 	VFMADD231PS  Z9, Z0, Z6
-	PREFETCHT0   384(BX)
 	VMOVUPS      384(SI), Z9
 	VFMADD231PS  Z9, Z0, Z7
-	PREFETCHT0   448(BX)
 	VMOVUPS      448(SI), Z9
 	VFMADD231PS  Z9, Z0, Z8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
@@ -10753,38 +9283,26 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z9
 	VFMADD231PS  Z9, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z9
 	VFMADD231PS  Z9, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z9
 	VFMADD231PS  Z9, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z9
 	VFMADD231PS  Z9, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z9
 	VFMADD231PS  Z9, Z0, Z5
-	PREFETCHT0   320(BX)
 	VMOVUPS      320(SI), Z9
 	VFMADD231PS  Z9, Z0, Z6
-	PREFETCHT0   384(BX)
 	VMOVUPS      384(SI), Z9
 	VFMADD231PS  Z9, Z0, Z7
-	PREFETCHT0   448(BX)
 	VMOVUPS.Z    448(SI), K2, Z9
 	VFMADD231PS  Z9, Z0, Z8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
@@ -10838,35 +9356,24 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z8
 	VFMADD231PS  Z8, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z8
 	VFMADD231PS  Z8, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z8
 	VFMADD231PS  Z8, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z8
 	VFMADD231PS  Z8, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z8
 	VFMADD231PS  Z8, Z0, Z5
-	PREFETCHT0   320(BX)
 	VMOVUPS      320(SI), Z8
 	VFMADD231PS  Z8, Z0, Z6
-	PREFETCHT0   384(BX)
 	VMOVUPS      384(SI), Z8
 	VFMADD231PS  Z8, Z0, Z7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
@@ -10919,35 +9426,24 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z8
 	VFMADD231PS  Z8, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z8
 	VFMADD231PS  Z8, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z8
 	VFMADD231PS  Z8, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z8
 	VFMADD231PS  Z8, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z8
 	VFMADD231PS  Z8, Z0, Z5
-	PREFETCHT0   320(BX)
 	VMOVUPS      320(SI), Z8
 	VFMADD231PS  Z8, Z0, Z6
-	PREFETCHT0   384(BX)
 	VMOVUPS.Z    384(SI), K2, Z8
 	VFMADD231PS  Z8, Z0, Z7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
@@ -10998,32 +9494,22 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z7
 	VFMADD231PS  Z7, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z7
 	VFMADD231PS  Z7, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z7
 	VFMADD231PS  Z7, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z7
 	VFMADD231PS  Z7, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z7
 	VFMADD231PS  Z7, Z0, Z5
-	PREFETCHT0   320(BX)
 	VMOVUPS      320(SI), Z7
 	VFMADD231PS  Z7, Z0, Z6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
@@ -11073,32 +9559,22 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z7
 	VFMADD231PS  Z7, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z7
 	VFMADD231PS  Z7, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z7
 	VFMADD231PS  Z7, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z7
 	VFMADD231PS  Z7, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z7
 	VFMADD231PS  Z7, Z0, Z5
-	PREFETCHT0   320(BX)
 	VMOVUPS.Z    320(SI), K2, Z7
 	VFMADD231PS  Z7, Z0, Z6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
@@ -11146,29 +9622,20 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z6
 	VFMADD231PS  Z6, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z6
 	VFMADD231PS  Z6, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z6
 	VFMADD231PS  Z6, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z6
 	VFMADD231PS  Z6, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS      256(SI), Z6
 	VFMADD231PS  Z6, Z0, Z5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
@@ -11215,29 +9682,20 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z6
 	VFMADD231PS  Z6, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z6
 	VFMADD231PS  Z6, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z6
 	VFMADD231PS  Z6, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z6
 	VFMADD231PS  Z6, Z0, Z4
-	PREFETCHT0   256(BX)
 	VMOVUPS.Z    256(SI), K2, Z6
 	VFMADD231PS  Z6, Z0, Z5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
@@ -11282,26 +9740,18 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z5
 	VFMADD231PS  Z5, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z5
 	VFMADD231PS  Z5, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z5
 	VFMADD231PS  Z5, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS      192(SI), Z5
 	VFMADD231PS  Z5, Z0, Z4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
@@ -11345,26 +9795,18 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z5
 	VFMADD231PS  Z5, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z5
 	VFMADD231PS  Z5, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z5
 	VFMADD231PS  Z5, Z0, Z3
-	PREFETCHT0   192(BX)
 	VMOVUPS.Z    192(SI), K2, Z5
 	VFMADD231PS  Z5, Z0, Z4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
@@ -11406,23 +9848,16 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z4
 	VFMADD231PS  Z4, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z4
 	VFMADD231PS  Z4, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS      128(SI), Z4
 	VFMADD231PS  Z4, Z0, Z3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
@@ -11463,23 +9898,16 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z4
 	VFMADD231PS  Z4, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z4
 	VFMADD231PS  Z4, Z0, Z2
-	PREFETCHT0   128(BX)
 	VMOVUPS.Z    128(SI), K2, Z4
 	VFMADD231PS  Z4, Z0, Z3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
@@ -11518,20 +9946,14 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z3
 	VFMADD231PS  Z3, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS      64(SI), Z3
 	VFMADD231PS  Z3, Z0, Z2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
@@ -11569,20 +9991,14 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z3
 	VFMADD231PS  Z3, Z0, Z1
-	PREFETCHT0   64(BX)
 	VMOVUPS.Z    64(SI), K2, Z3
 	VFMADD231PS  Z3, Z0, Z2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
@@ -11618,17 +10034,12 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS      (SI), Z2
 	VFMADD231PS  Z2, Z0, Z1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
@@ -11663,17 +10074,12 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVUPS.Z    (SI), K2, Z2
 	VFMADD231PS  Z2, Z0, Z1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
@@ -11707,7 +10113,7 @@ panelnext:
 	RET
 
 // func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512BW, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F
 TEXT ·DecodeF16AVX512(SB), NOSPLIT, $128-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -11752,34 +10158,6 @@ kwhole:
 	MOVQ  CX, (SP)
 	MOVQ  DX, 8(SP)
 	MOVQ  BX, 16(SP)
-	MOVQ  (SP), CX
-	MOVQ  $0x00000020, DX
-
-pfk0:
-	MOVQ $0x00000000, BX
-
-pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk0_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk0
-	MOVQ       8(SP), CX
-	MOVQ       $0x00000020, DX
-
-pfv0:
-	MOVQ $0x00000000, BX
-
-pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv0_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv0
 
 	// A block of 16 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
@@ -11808,1262 +10186,40 @@ whole:
 	LEAQ  constsAVX512<>+1856(SB), CX
 	KMOVW (CX)(DX*2), K3
 
-	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	// The block's K rows, then its V rows, touched in address order.
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+	MOVQ    8(SP), CX
+	MOVQ    $0x00000010, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+	// Scores and softmax in groups of [4 1] rows.
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
-	MOVQ rows+8(FP), CX
-	SUBQ 88(SP), CX
-	CMPQ CX, $0x04
-	JGE  scores_rows4_prefetched
-	CMPQ CX, $0x01
-	JGE  scores_rows1_prefetched
-
-scores_rows4_prefetched:
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	MOVQ    CX, SI
-	SHLQ    $0x05, SI
-	LEAQ    (BX)(SI*1), SI
-	MOVQ    96(SP), DI
-	MOVQ    40(SP), R8
-	LEAQ    (DI)(R8*2), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows4_prefetched_pass0_last_dims
-
-scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VCVTPH2PS   (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass0_dims
-
-scores_rows4_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass0_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x04, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VCVTPH2PS   (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass1_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z22
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x08, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VCVTPH2PS   (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass2_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z23
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x0c, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass3_last_dims
-
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VCVTPH2PS   (BX), Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass3_dims
-
-scores_rows4_prefetched_pass3_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass3_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
-	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z1
-	VSHUFF32X4   $0x44, Z5, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xee, Z7, Z6, Z1
-	VSHUFF32X4   $0x44, Z7, Z6, Z6
-	VADDPS       Z1, Z6, Z6
-	VSHUFF32X4   $0xee, Z9, Z8, Z1
-	VSHUFF32X4   $0x44, Z9, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xee, Z11, Z10, Z1
-	VSHUFF32X4   $0x44, Z11, Z10, Z10
-	VADDPS       Z1, Z10, Z10
-	VSHUFF32X4   $0xee, Z13, Z12, Z1
-	VSHUFF32X4   $0x44, Z13, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFF32X4   $0xee, Z15, Z14, Z1
-	VSHUFF32X4   $0x44, Z15, Z14, Z14
-	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z22, Z21, Z1
-	VSHUFF32X4   $0xee, Z22, Z21, Z2
-	VSHUFF32X4   $0x44, Z0, Z23, Z3
-	VSHUFF32X4   $0xee, Z0, Z23, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
-
-scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z2
-	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+768(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z7
-	VRNDSCALEPS  $0x00, Z7, Z7
-	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z4
-	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z4
-	VMULPS       Z4, Z4, Z8
-	VMOVUPS      constsAVX512<>+320(SB), Z9
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z9
-	VMOVUPS      constsAVX512<>+448(SB), Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z10
-	VFMADD213PS  Z10, Z8, Z9
-	VMOVUPS      constsAVX512<>+576(SB), Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z10
-	VFMADD213PS  Z10, Z8, Z9
-	VFMADD213PS  Z4, Z8, Z9
-	VADDPS       constsAVX512<>+704(SB), Z9, Z9
-	VSCALEFPS.Z  Z7, Z9, K4, Z9
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z9, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z9, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VSHUFF32X4   $0xb1, Z9, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VPERMILPS    $0x4e, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VPERMILPS    $0xb1, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z5
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z5
-	VMULPS       Z5, Z5, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
-	VMOVUPS      constsAVX512<>+448(SB), Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VMOVUPS      constsAVX512<>+576(SB), Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VFMADD213PS  Z5, Z6, Z7
-	VADDPS       constsAVX512<>+704(SB), Z7, Z7
-	VSCALEFPS.Z  Z4, Z7, K4, Z7
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z9, Z7, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row1_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x01, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-
-scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z2
-	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+768(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z6
-	VRNDSCALEPS  $0x00, Z6, Z6
-	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
-	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
-	VMULPS       Z1, Z1, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z8
-	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
-	VMOVUPS      constsAVX512<>+448(SB), Z9
-	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
-	VFMADD213PS  Z9, Z7, Z8
-	VMOVUPS      constsAVX512<>+576(SB), Z9
-	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
-	VFMADD213PS  Z9, Z7, Z8
-	VFMADD213PS  Z1, Z7, Z8
-	VADDPS       constsAVX512<>+704(SB), Z8, Z8
-	VSCALEFPS.Z  Z6, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z1
-	VRNDSCALEPS  $0x00, Z1, Z1
-	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
-	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
-	VMULPS       Z4, Z4, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z4, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z1, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z8, Z6, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row2_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x02, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
-
-scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z5
-	VRNDSCALEPS  $0x00, Z5, Z5
-	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z3
-	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z3
-	VMULPS       Z3, Z3, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z7
-	VMOVUPS      constsAVX512<>+448(SB), Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VMOVUPS      constsAVX512<>+576(SB), Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VFMADD213PS  Z3, Z6, Z7
-	VADDPS       constsAVX512<>+704(SB), Z7, Z7
-	VSCALEFPS.Z  Z5, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z3
-	VRNDSCALEPS  $0x00, Z3, Z3
-	VFNMADD231PS constsAVX512<>+192(SB), Z3, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z3, Z2
-	VMULPS       Z2, Z2, Z4
-	VMOVUPS      constsAVX512<>+320(SB), Z5
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z5
-	VMOVUPS      constsAVX512<>+448(SB), Z6
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z6
-	VFMADD213PS  Z6, Z4, Z5
-	VMOVUPS      constsAVX512<>+576(SB), Z6
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z6
-	VFMADD213PS  Z6, Z4, Z5
-	VFMADD213PS  Z2, Z4, Z5
-	VADDPS       constsAVX512<>+704(SB), Z5, Z5
-	VSCALEFPS.Z  Z3, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z7, Z5, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row3_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x03, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
-
-scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
-	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
-	VMULPS       Z0, Z0, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z0, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z4, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z0
-	VRNDSCALEPS  $0x00, Z0, Z0
-	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
-	VMULPS       Z2, Z2, Z3
-	VMOVUPS      constsAVX512<>+320(SB), Z4
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
-	VMOVUPS      constsAVX512<>+448(SB), Z5
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VMOVUPS      constsAVX512<>+576(SB), Z5
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VFMADD213PS  Z2, Z3, Z4
-	VADDPS       constsAVX512<>+704(SB), Z4, Z4
-	VSCALEFPS.Z  Z0, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z6, Z4, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x04, CX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	JMP          rowgroup
-
-scores_rows1_prefetched:
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    CX, R9
-	SHLQ    $0x05, R9
-	LEAQ    (BX)(R9*1), R10
-	LEAQ    (SI)(R9*1), R11
-	LEAQ    (DI)(R9*1), R12
-	LEAQ    (R8)(R9*1), R9
-	MOVQ    96(SP), R13
-	MOVQ    32(SP), R14
-	TESTQ   R14, R14
-	JZ      scores_rows1_prefetched_pass0_last_dims
-
-scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R13), Z16
-	PREFETCHT0  (R10)
-	VCVTPH2PS   (BX), Z17
-	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
-	VCVTPH2PS   (SI), Z17
-	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
-	VCVTPH2PS   (SI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
-	VCVTPH2PS   (SI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(DX*1)
-	VCVTPH2PS   (SI)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
-	VCVTPH2PS   (DI), Z17
-	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
-	VCVTPH2PS   (DI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
-	VCVTPH2PS   (DI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(DX*1)
-	VCVTPH2PS   (DI)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
-	VCVTPH2PS   (R8), Z17
-	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
-	VCVTPH2PS   (R8)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
-	VCVTPH2PS   (R8)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(DX*1)
-	VCVTPH2PS   (R8)(DX*1), Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R13
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, R10
-	ADDQ        $0x20, R11
-	ADDQ        $0x20, R12
-	ADDQ        $0x20, R9
-	DECQ        R14
-	JNZ         scores_rows1_prefetched_pass0_dims
-
-scores_rows1_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVUPS.Z   (R13), K1, Z16
-	VMOVDQU16.Z (BX), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVDQU16.Z (BX)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVDQU16.Z (BX)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVDQU16.Z (BX)(DX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVDQU16.Z (SI), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVDQU16.Z (SI)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVDQU16.Z (SI)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVDQU16.Z (SI)(DX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VMOVDQU16.Z (DI), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VMOVDQU16.Z (DI)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VMOVDQU16.Z (DI)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VMOVDQU16.Z (DI)(DX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VMOVDQU16.Z (R8), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VMOVDQU16.Z (R8)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VMOVDQU16.Z (R8)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z11
-	VMOVDQU16.Z (R8)(DX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
-	VFMADD231PS Z17, Z16, Z15
-
-scores_rows1_prefetched_pass0_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
-	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z1
-	VSHUFF32X4   $0x44, Z5, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xee, Z7, Z6, Z1
-	VSHUFF32X4   $0x44, Z7, Z6, Z6
-	VADDPS       Z1, Z6, Z6
-	VSHUFF32X4   $0xee, Z9, Z8, Z1
-	VSHUFF32X4   $0x44, Z9, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xee, Z11, Z10, Z1
-	VSHUFF32X4   $0x44, Z11, Z10, Z10
-	VADDPS       Z1, Z10, Z10
-	VSHUFF32X4   $0xee, Z13, Z12, Z1
-	VSHUFF32X4   $0x44, Z13, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFF32X4   $0xee, Z15, Z14, Z1
-	VSHUFF32X4   $0x44, Z15, Z14, Z14
-	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VMOVUPS      Z0, Z0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows1_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
-
-scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
-	VMULPS       Z0, Z0, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z0, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z4, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z0
-	VRNDSCALEPS  $0x00, Z0, Z0
-	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
-	VMULPS       Z2, Z2, Z3
-	VMOVUPS      constsAVX512<>+320(SB), Z4
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
-	VMOVUPS      constsAVX512<>+448(SB), Z5
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VMOVUPS      constsAVX512<>+576(SB), Z5
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VFMADD213PS  Z2, Z3, Z4
-	VADDPS       constsAVX512<>+704(SB), Z4, Z4
-	VSCALEFPS.Z  Z0, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z6, Z4, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x01, CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -14264,7 +11420,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
+	// PV, then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 4 rows, each over panels of vectors of dv.
@@ -14541,41 +11697,33 @@ rows4_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z20
 	VFMADD231PS  Z20, Z0, Z1
 	VFMADD231PS  Z20, Z17, Z5
 	VFMADD231PS  Z20, Z18, Z9
 	VFMADD231PS  Z20, Z19, Z13
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(R8), Z20
 	VFMADD231PS  Z20, Z0, Z2
 	VFMADD231PS  Z20, Z17, Z6
 	VFMADD231PS  Z20, Z18, Z10
 	VFMADD231PS  Z20, Z19, Z14
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(R8), Z20
 	VFMADD231PS  Z20, Z0, Z3
 	VFMADD231PS  Z20, Z17, Z7
 	VFMADD231PS  Z20, Z18, Z11
 	VFMADD231PS  Z20, Z19, Z15
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(R8), Z20
 	VFMADD231PS  Z20, Z0, Z4
 	VFMADD231PS  Z20, Z17, Z8
 	VFMADD231PS  Z20, Z18, Z12
 	VFMADD231PS  Z20, Z19, Z16
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs4_whole_keys
@@ -14660,34 +11808,27 @@ rows4_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z20
 	VFMADD231PS  Z20, Z0, Z1
 	VFMADD231PS  Z20, Z17, Z5
 	VFMADD231PS  Z20, Z18, Z9
 	VFMADD231PS  Z20, Z19, Z13
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(R8), Z20
 	VFMADD231PS  Z20, Z0, Z2
 	VFMADD231PS  Z20, Z17, Z6
 	VFMADD231PS  Z20, Z18, Z10
 	VFMADD231PS  Z20, Z19, Z14
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(R8), Z20
 	VFMADD231PS  Z20, Z0, Z3
 	VFMADD231PS  Z20, Z17, Z7
 	VFMADD231PS  Z20, Z18, Z11
 	VFMADD231PS  Z20, Z19, Z15
-	PREFETCHT0   96(SI)
 	VMOVDQU16.Z  96(R8), K2, Z20
 	VCVTPH2PS    Y20, Z20
 	VFMADD231PS  Z20, Z0, Z4
@@ -14695,7 +11836,6 @@ rows4_vecs4_masked_keys:
 	VFMADD231PS  Z20, Z18, Z12
 	VFMADD231PS  Z20, Z19, Z16
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs4_masked_keys
@@ -14772,35 +11912,28 @@ rows4_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z13, Z4
 	VFMADD231PS  Z16, Z14, Z7
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(R8), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z13, Z5
 	VFMADD231PS  Z16, Z14, Z8
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(R8), Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z13, Z6
 	VFMADD231PS  Z16, Z14, Z9
 	VFMADD231PS  Z16, Z15, Z12
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs3_whole_keys
@@ -14873,28 +12006,22 @@ rows4_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z13, Z4
 	VFMADD231PS  Z16, Z14, Z7
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(R8), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z13, Z5
 	VFMADD231PS  Z16, Z14, Z8
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   64(SI)
 	VMOVDQU16.Z  64(R8), K2, Z16
 	VCVTPH2PS    Y16, Z16
 	VFMADD231PS  Z16, Z0, Z3
@@ -14902,7 +12029,6 @@ rows4_vecs3_masked_keys:
 	VFMADD231PS  Z16, Z14, Z9
 	VFMADD231PS  Z16, Z15, Z12
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs3_masked_keys
@@ -14967,29 +12093,23 @@ rows4_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z9, Z3
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(R8), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z9, Z4
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z8
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs2_whole_keys
@@ -15050,22 +12170,17 @@ rows4_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z9, Z3
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VMOVDQU16.Z  32(R8), K2, Z12
 	VCVTPH2PS    Y12, Z12
 	VFMADD231PS  Z12, Z0, Z2
@@ -15073,7 +12188,6 @@ rows4_vecs2_masked_keys:
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z8
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs2_masked_keys
@@ -15126,23 +12240,18 @@ rows4_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (R8), Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z5, Z2
 	VFMADD231PS  Z8, Z6, Z3
 	VFMADD231PS  Z8, Z7, Z4
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs1_whole_keys
@@ -15191,16 +12300,12 @@ rows4_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	PREFETCHT0   (SI)
 	VMOVDQU16.Z  (R8), K2, Z8
 	VCVTPH2PS    Y8, Z8
 	VFMADD231PS  Z8, Z0, Z1
@@ -15208,7 +12313,6 @@ rows4_vecs1_masked_keys:
 	VFMADD231PS  Z8, Z6, Z3
 	VFMADD231PS  Z8, Z7, Z4
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs1_masked_keys
@@ -15271,36 +12375,28 @@ rows3_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z15
 	VFMADD231PS  Z15, Z0, Z1
 	VFMADD231PS  Z15, Z13, Z5
 	VFMADD231PS  Z15, Z14, Z9
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z15
 	VFMADD231PS  Z15, Z0, Z2
 	VFMADD231PS  Z15, Z13, Z6
 	VFMADD231PS  Z15, Z14, Z10
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z15
 	VFMADD231PS  Z15, Z0, Z3
 	VFMADD231PS  Z15, Z13, Z7
 	VFMADD231PS  Z15, Z14, Z11
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z15
 	VFMADD231PS  Z15, Z0, Z4
 	VFMADD231PS  Z15, Z13, Z8
 	VFMADD231PS  Z15, Z14, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs4_whole_keys
@@ -15371,37 +12467,29 @@ rows3_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z15
 	VFMADD231PS  Z15, Z0, Z1
 	VFMADD231PS  Z15, Z13, Z5
 	VFMADD231PS  Z15, Z14, Z9
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z15
 	VFMADD231PS  Z15, Z0, Z2
 	VFMADD231PS  Z15, Z13, Z6
 	VFMADD231PS  Z15, Z14, Z10
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z15
 	VFMADD231PS  Z15, Z0, Z3
 	VFMADD231PS  Z15, Z13, Z7
 	VFMADD231PS  Z15, Z14, Z11
-	PREFETCHT0   96(SI)
 	VMOVDQU16.Z  96(DI), K2, Z15
 	VCVTPH2PS    Y15, Z15
 	VFMADD231PS  Z15, Z0, Z4
 	VFMADD231PS  Z15, Z13, Z8
 	VFMADD231PS  Z15, Z14, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs4_masked_keys
@@ -15466,31 +12554,24 @@ rows3_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z10, Z4
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z9
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs3_whole_keys
@@ -15552,32 +12633,25 @@ rows3_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z10, Z4
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   64(SI)
 	VMOVDQU16.Z  64(DI), K2, Z12
 	VCVTPH2PS    Y12, Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z9
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs3_masked_keys
@@ -15633,26 +12707,20 @@ rows3_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z9
 	VFMADD231PS  Z9, Z0, Z1
 	VFMADD231PS  Z9, Z7, Z3
 	VFMADD231PS  Z9, Z8, Z5
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z9
 	VFMADD231PS  Z9, Z0, Z2
 	VFMADD231PS  Z9, Z7, Z4
 	VFMADD231PS  Z9, Z8, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs2_whole_keys
@@ -15705,27 +12773,21 @@ rows3_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z9
 	VFMADD231PS  Z9, Z0, Z1
 	VFMADD231PS  Z9, Z7, Z3
 	VFMADD231PS  Z9, Z8, Z5
-	PREFETCHT0   32(SI)
 	VMOVDQU16.Z  32(DI), K2, Z9
 	VCVTPH2PS    Y9, Z9
 	VFMADD231PS  Z9, Z0, Z2
 	VFMADD231PS  Z9, Z7, Z4
 	VFMADD231PS  Z9, Z8, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs2_masked_keys
@@ -15772,21 +12834,16 @@ rows3_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z4, Z2
 	VFMADD231PS  Z6, Z5, Z3
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs1_whole_keys
@@ -15830,22 +12887,17 @@ rows3_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	PREFETCHT0   (SI)
 	VMOVDQU16.Z  (DI), K2, Z6
 	VCVTPH2PS    Y6, Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z4, Z2
 	VFMADD231PS  Z6, Z5, Z3
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs1_masked_keys
@@ -15914,47 +12966,35 @@ rows2_vecs8_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z18
 	VFMADD231PS  Z18, Z0, Z1
 	VFMADD231PS  Z18, Z17, Z9
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z18
 	VFMADD231PS  Z18, Z0, Z2
 	VFMADD231PS  Z18, Z17, Z10
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z18
 	VFMADD231PS  Z18, Z0, Z3
 	VFMADD231PS  Z18, Z17, Z11
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z18
 	VFMADD231PS  Z18, Z0, Z4
 	VFMADD231PS  Z18, Z17, Z12
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z18
 	VFMADD231PS  Z18, Z0, Z5
 	VFMADD231PS  Z18, Z17, Z13
-	PREFETCHT0   160(SI)
 	VCVTPH2PS    160(DI), Z18
 	VFMADD231PS  Z18, Z0, Z6
 	VFMADD231PS  Z18, Z17, Z14
-	PREFETCHT0   192(SI)
 	VCVTPH2PS    192(DI), Z18
 	VFMADD231PS  Z18, Z0, Z7
 	VFMADD231PS  Z18, Z17, Z15
-	PREFETCHT0   224(SI)
 	VCVTPH2PS    224(DI), Z18
 	VFMADD231PS  Z18, Z0, Z8
 	VFMADD231PS  Z18, Z17, Z16
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs8_whole_keys
@@ -16036,48 +13076,36 @@ rows2_vecs8_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z18
 	VFMADD231PS  Z18, Z0, Z1
 	VFMADD231PS  Z18, Z17, Z9
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z18
 	VFMADD231PS  Z18, Z0, Z2
 	VFMADD231PS  Z18, Z17, Z10
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z18
 	VFMADD231PS  Z18, Z0, Z3
 	VFMADD231PS  Z18, Z17, Z11
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z18
 	VFMADD231PS  Z18, Z0, Z4
 	VFMADD231PS  Z18, Z17, Z12
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z18
 	VFMADD231PS  Z18, Z0, Z5
 	VFMADD231PS  Z18, Z17, Z13
-	PREFETCHT0   160(SI)
 	VCVTPH2PS    160(DI), Z18
 	VFMADD231PS  Z18, Z0, Z6
 	VFMADD231PS  Z18, Z17, Z14
-	PREFETCHT0   192(SI)
 	VCVTPH2PS    192(DI), Z18
 	VFMADD231PS  Z18, Z0, Z7
 	VFMADD231PS  Z18, Z17, Z15
-	PREFETCHT0   224(SI)
 	VMOVDQU16.Z  224(DI), K2, Z18
 	VCVTPH2PS    Y18, Z18
 	VFMADD231PS  Z18, Z0, Z8
 	VFMADD231PS  Z18, Z17, Z16
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs8_masked_keys
@@ -16155,43 +13183,32 @@ rows2_vecs7_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z15, Z8
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z15, Z9
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z16
 	VFMADD231PS  Z16, Z0, Z4
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z16
 	VFMADD231PS  Z16, Z0, Z5
 	VFMADD231PS  Z16, Z15, Z12
-	PREFETCHT0   160(SI)
 	VCVTPH2PS    160(DI), Z16
 	VFMADD231PS  Z16, Z0, Z6
 	VFMADD231PS  Z16, Z15, Z13
-	PREFETCHT0   192(SI)
 	VCVTPH2PS    192(DI), Z16
 	VFMADD231PS  Z16, Z0, Z7
 	VFMADD231PS  Z16, Z15, Z14
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs7_whole_keys
@@ -16267,44 +13284,33 @@ rows2_vecs7_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z15, Z8
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z15, Z9
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z16
 	VFMADD231PS  Z16, Z0, Z4
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z16
 	VFMADD231PS  Z16, Z0, Z5
 	VFMADD231PS  Z16, Z15, Z12
-	PREFETCHT0   160(SI)
 	VCVTPH2PS    160(DI), Z16
 	VFMADD231PS  Z16, Z0, Z6
 	VFMADD231PS  Z16, Z15, Z13
-	PREFETCHT0   192(SI)
 	VMOVDQU16.Z  192(DI), K2, Z16
 	VCVTPH2PS    Y16, Z16
 	VFMADD231PS  Z16, Z0, Z7
 	VFMADD231PS  Z16, Z15, Z14
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs7_masked_keys
@@ -16376,39 +13382,29 @@ rows2_vecs6_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z14
 	VFMADD231PS  Z14, Z0, Z1
 	VFMADD231PS  Z14, Z13, Z7
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z14
 	VFMADD231PS  Z14, Z0, Z2
 	VFMADD231PS  Z14, Z13, Z8
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z14
 	VFMADD231PS  Z14, Z0, Z3
 	VFMADD231PS  Z14, Z13, Z9
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z14
 	VFMADD231PS  Z14, Z0, Z4
 	VFMADD231PS  Z14, Z13, Z10
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z14
 	VFMADD231PS  Z14, Z0, Z5
 	VFMADD231PS  Z14, Z13, Z11
-	PREFETCHT0   160(SI)
 	VCVTPH2PS    160(DI), Z14
 	VFMADD231PS  Z14, Z0, Z6
 	VFMADD231PS  Z14, Z13, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs6_whole_keys
@@ -16478,40 +13474,30 @@ rows2_vecs6_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z14
 	VFMADD231PS  Z14, Z0, Z1
 	VFMADD231PS  Z14, Z13, Z7
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z14
 	VFMADD231PS  Z14, Z0, Z2
 	VFMADD231PS  Z14, Z13, Z8
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z14
 	VFMADD231PS  Z14, Z0, Z3
 	VFMADD231PS  Z14, Z13, Z9
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z14
 	VFMADD231PS  Z14, Z0, Z4
 	VFMADD231PS  Z14, Z13, Z10
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z14
 	VFMADD231PS  Z14, Z0, Z5
 	VFMADD231PS  Z14, Z13, Z11
-	PREFETCHT0   160(SI)
 	VMOVDQU16.Z  160(DI), K2, Z14
 	VCVTPH2PS    Y14, Z14
 	VFMADD231PS  Z14, Z0, Z6
 	VFMADD231PS  Z14, Z13, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs6_masked_keys
@@ -16577,35 +13563,26 @@ rows2_vecs5_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z11, Z6
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z12
 	VFMADD231PS  Z12, Z0, Z4
 	VFMADD231PS  Z12, Z11, Z9
-	PREFETCHT0   128(SI)
 	VCVTPH2PS    128(DI), Z12
 	VFMADD231PS  Z12, Z0, Z5
 	VFMADD231PS  Z12, Z11, Z10
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs5_whole_keys
@@ -16669,36 +13646,27 @@ rows2_vecs5_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z11, Z6
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z12
 	VFMADD231PS  Z12, Z0, Z4
 	VFMADD231PS  Z12, Z11, Z9
-	PREFETCHT0   128(SI)
 	VMOVDQU16.Z  128(DI), K2, Z12
 	VCVTPH2PS    Y12, Z12
 	VFMADD231PS  Z12, Z0, Z5
 	VFMADD231PS  Z12, Z11, Z10
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs5_masked_keys
@@ -16758,31 +13726,23 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z10
 	VFMADD231PS  Z10, Z0, Z1
 	VFMADD231PS  Z10, Z9, Z5
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z10
 	VFMADD231PS  Z10, Z0, Z2
 	VFMADD231PS  Z10, Z9, Z6
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z10
 	VFMADD231PS  Z10, Z0, Z3
 	VFMADD231PS  Z10, Z9, Z7
-	PREFETCHT0   96(SI)
 	VCVTPH2PS    96(DI), Z10
 	VFMADD231PS  Z10, Z0, Z4
 	VFMADD231PS  Z10, Z9, Z8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
@@ -16840,32 +13800,24 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z10
 	VFMADD231PS  Z10, Z0, Z1
 	VFMADD231PS  Z10, Z9, Z5
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z10
 	VFMADD231PS  Z10, Z0, Z2
 	VFMADD231PS  Z10, Z9, Z6
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z10
 	VFMADD231PS  Z10, Z0, Z3
 	VFMADD231PS  Z10, Z9, Z7
-	PREFETCHT0   96(SI)
 	VMOVDQU16.Z  96(DI), K2, Z10
 	VCVTPH2PS    Y10, Z10
 	VFMADD231PS  Z10, Z0, Z4
 	VFMADD231PS  Z10, Z9, Z8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
@@ -16919,27 +13871,20 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z7, Z4
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z8
 	VFMADD231PS  Z8, Z0, Z2
 	VFMADD231PS  Z8, Z7, Z5
-	PREFETCHT0   64(SI)
 	VCVTPH2PS    64(DI), Z8
 	VFMADD231PS  Z8, Z0, Z3
 	VFMADD231PS  Z8, Z7, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
@@ -16991,28 +13936,21 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z7, Z4
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z8
 	VFMADD231PS  Z8, Z0, Z2
 	VFMADD231PS  Z8, Z7, Z5
-	PREFETCHT0   64(SI)
 	VMOVDQU16.Z  64(DI), K2, Z8
 	VCVTPH2PS    Y8, Z8
 	VFMADD231PS  Z8, Z0, Z3
 	VFMADD231PS  Z8, Z7, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
@@ -17060,23 +13998,17 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z5, Z3
-	PREFETCHT0   32(SI)
 	VCVTPH2PS    32(DI), Z6
 	VFMADD231PS  Z6, Z0, Z2
 	VFMADD231PS  Z6, Z5, Z4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
@@ -17122,24 +14054,18 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z5, Z3
-	PREFETCHT0   32(SI)
 	VMOVDQU16.Z  32(DI), K2, Z6
 	VCVTPH2PS    Y6, Z6
 	VFMADD231PS  Z6, Z0, Z2
 	VFMADD231PS  Z6, Z5, Z4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
@@ -17181,19 +14107,14 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	PREFETCHT0   (SI)
 	VCVTPH2PS    (DI), Z4
 	VFMADD231PS  Z4, Z0, Z1
 	VFMADD231PS  Z4, Z3, Z2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
@@ -17233,20 +14154,15 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	PREFETCHT0   (SI)
 	VMOVDQU16.Z  (DI), K2, Z4
 	VCVTPH2PS    Y4, Z4
 	VFMADD231PS  Z4, Z0, Z1
 	VFMADD231PS  Z4, Z3, Z2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
@@ -17296,38 +14212,26 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z9
 	VFMADD231PS  Z9, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z9
 	VFMADD231PS  Z9, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z9
 	VFMADD231PS  Z9, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z9
 	VFMADD231PS  Z9, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z9
 	VFMADD231PS  Z9, Z0, Z5
-	PREFETCHT0   160(BX)
 	VCVTPH2PS    160(SI), Z9
 	VFMADD231PS  Z9, Z0, Z6
-	PREFETCHT0   192(BX)
 	VCVTPH2PS    192(SI), Z9
 	VFMADD231PS  Z9, Z0, Z7
-	PREFETCHT0   224(BX)
 	VCVTPH2PS    224(SI), Z9
 	VFMADD231PS  Z9, Z0, Z8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
@@ -17383,39 +14287,27 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z9
 	VFMADD231PS  Z9, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z9
 	VFMADD231PS  Z9, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z9
 	VFMADD231PS  Z9, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z9
 	VFMADD231PS  Z9, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z9
 	VFMADD231PS  Z9, Z0, Z5
-	PREFETCHT0   160(BX)
 	VCVTPH2PS    160(SI), Z9
 	VFMADD231PS  Z9, Z0, Z6
-	PREFETCHT0   192(BX)
 	VCVTPH2PS    192(SI), Z9
 	VFMADD231PS  Z9, Z0, Z7
-	PREFETCHT0   224(BX)
 	VMOVDQU16.Z  224(SI), K2, Z9
 	VCVTPH2PS    Y9, Z9
 	VFMADD231PS  Z9, Z0, Z8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
@@ -17469,35 +14361,24 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z8
 	VFMADD231PS  Z8, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z8
 	VFMADD231PS  Z8, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z8
 	VFMADD231PS  Z8, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z8
 	VFMADD231PS  Z8, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z8
 	VFMADD231PS  Z8, Z0, Z5
-	PREFETCHT0   160(BX)
 	VCVTPH2PS    160(SI), Z8
 	VFMADD231PS  Z8, Z0, Z6
-	PREFETCHT0   192(BX)
 	VCVTPH2PS    192(SI), Z8
 	VFMADD231PS  Z8, Z0, Z7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
@@ -17550,36 +14431,25 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z8
 	VFMADD231PS  Z8, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z8
 	VFMADD231PS  Z8, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z8
 	VFMADD231PS  Z8, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z8
 	VFMADD231PS  Z8, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z8
 	VFMADD231PS  Z8, Z0, Z5
-	PREFETCHT0   160(BX)
 	VCVTPH2PS    160(SI), Z8
 	VFMADD231PS  Z8, Z0, Z6
-	PREFETCHT0   192(BX)
 	VMOVDQU16.Z  192(SI), K2, Z8
 	VCVTPH2PS    Y8, Z8
 	VFMADD231PS  Z8, Z0, Z7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
@@ -17630,32 +14500,22 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z7
 	VFMADD231PS  Z7, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z7
 	VFMADD231PS  Z7, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z7
 	VFMADD231PS  Z7, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z7
 	VFMADD231PS  Z7, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z7
 	VFMADD231PS  Z7, Z0, Z5
-	PREFETCHT0   160(BX)
 	VCVTPH2PS    160(SI), Z7
 	VFMADD231PS  Z7, Z0, Z6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
@@ -17705,33 +14565,23 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z7
 	VFMADD231PS  Z7, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z7
 	VFMADD231PS  Z7, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z7
 	VFMADD231PS  Z7, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z7
 	VFMADD231PS  Z7, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z7
 	VFMADD231PS  Z7, Z0, Z5
-	PREFETCHT0   160(BX)
 	VMOVDQU16.Z  160(SI), K2, Z7
 	VCVTPH2PS    Y7, Z7
 	VFMADD231PS  Z7, Z0, Z6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
@@ -17779,29 +14629,20 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z6
 	VFMADD231PS  Z6, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z6
 	VFMADD231PS  Z6, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z6
 	VFMADD231PS  Z6, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z6
 	VFMADD231PS  Z6, Z0, Z4
-	PREFETCHT0   128(BX)
 	VCVTPH2PS    128(SI), Z6
 	VFMADD231PS  Z6, Z0, Z5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
@@ -17848,30 +14689,21 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z6
 	VFMADD231PS  Z6, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z6
 	VFMADD231PS  Z6, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z6
 	VFMADD231PS  Z6, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z6
 	VFMADD231PS  Z6, Z0, Z4
-	PREFETCHT0   128(BX)
 	VMOVDQU16.Z  128(SI), K2, Z6
 	VCVTPH2PS    Y6, Z6
 	VFMADD231PS  Z6, Z0, Z5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
@@ -17916,26 +14748,18 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z5
 	VFMADD231PS  Z5, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z5
 	VFMADD231PS  Z5, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z5
 	VFMADD231PS  Z5, Z0, Z3
-	PREFETCHT0   96(BX)
 	VCVTPH2PS    96(SI), Z5
 	VFMADD231PS  Z5, Z0, Z4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
@@ -17979,27 +14803,19 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z5
 	VFMADD231PS  Z5, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z5
 	VFMADD231PS  Z5, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z5
 	VFMADD231PS  Z5, Z0, Z3
-	PREFETCHT0   96(BX)
 	VMOVDQU16.Z  96(SI), K2, Z5
 	VCVTPH2PS    Y5, Z5
 	VFMADD231PS  Z5, Z0, Z4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
@@ -18041,23 +14857,16 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z4
 	VFMADD231PS  Z4, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z4
 	VFMADD231PS  Z4, Z0, Z2
-	PREFETCHT0   64(BX)
 	VCVTPH2PS    64(SI), Z4
 	VFMADD231PS  Z4, Z0, Z3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
@@ -18098,24 +14907,17 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z4
 	VFMADD231PS  Z4, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z4
 	VFMADD231PS  Z4, Z0, Z2
-	PREFETCHT0   64(BX)
 	VMOVDQU16.Z  64(SI), K2, Z4
 	VCVTPH2PS    Y4, Z4
 	VFMADD231PS  Z4, Z0, Z3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
@@ -18154,20 +14956,14 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z3
 	VFMADD231PS  Z3, Z0, Z1
-	PREFETCHT0   32(BX)
 	VCVTPH2PS    32(SI), Z3
 	VFMADD231PS  Z3, Z0, Z2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
@@ -18205,21 +15001,15 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z3
 	VFMADD231PS  Z3, Z0, Z1
-	PREFETCHT0   32(BX)
 	VMOVDQU16.Z  32(SI), K2, Z3
 	VCVTPH2PS    Y3, Z3
 	VFMADD231PS  Z3, Z0, Z2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
@@ -18255,17 +15045,12 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VCVTPH2PS    (SI), Z2
 	VFMADD231PS  Z2, Z0, Z1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
@@ -18300,18 +15085,13 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVDQU16.Z  (SI), K2, Z2
 	VCVTPH2PS    Y2, Z2
 	VFMADD231PS  Z2, Z0, Z1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys
@@ -18345,7 +15125,7 @@ panelnext:
 	RET
 
 // func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512BW, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F
 TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $128-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -18390,34 +15170,6 @@ kwhole:
 	MOVQ  CX, (SP)
 	MOVQ  DX, 8(SP)
 	MOVQ  BX, 16(SP)
-	MOVQ  (SP), CX
-	MOVQ  $0x00000020, DX
-
-pfk0:
-	MOVQ $0x00000000, BX
-
-pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        pfk0_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        pfk0
-	MOVQ       8(SP), CX
-	MOVQ       $0x00000020, DX
-
-pfv0:
-	MOVQ $0x00000000, BX
-
-pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 80(SP)
-	JLT        pfv0_line
-	ADDQ       56(SP), CX
-	DECQ       DX
-	JNZ        pfv0
 
 	// A block of 16 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
@@ -18446,1326 +15198,40 @@ whole:
 	LEAQ  constsAVX512<>+1856(SB), CX
 	KMOVW (CX)(DX*2), K3
 
-	// Scores and softmax in groups of [4 1] rows (the first group prefetches).
+	// The block's K rows, then its V rows, touched in address order.
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+	MOVQ    8(SP), CX
+	MOVQ    $0x00000010, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+	// Scores and softmax in groups of [4 1] rows.
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
-	MOVQ rows+8(FP), CX
-	SUBQ 88(SP), CX
-	CMPQ CX, $0x04
-	JGE  scores_rows4_prefetched
-	CMPQ CX, $0x01
-	JGE  scores_rows1_prefetched
-
-scores_rows4_prefetched:
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	MOVQ    CX, SI
-	SHLQ    $0x05, SI
-	LEAQ    (BX)(SI*1), SI
-	MOVQ    96(SP), DI
-	MOVQ    40(SP), R8
-	LEAQ    (DI)(R8*2), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows4_prefetched_pass0_last_dims
-
-scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VPMOVZXWD   (BX), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass0_dims
-
-scores_rows4_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass0_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x04, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VPMOVZXWD   (BX), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass1_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z22
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x08, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VPMOVZXWD   (BX), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass2_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
-	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z23
-	VMOVUPS    constsAVX512<>+1536(SB), Z0
-	VMOVUPS    constsAVX512<>+1536(SB), Z1
-	VMOVUPS    constsAVX512<>+1536(SB), Z2
-	VMOVUPS    constsAVX512<>+1536(SB), Z3
-	VMOVUPS    constsAVX512<>+1536(SB), Z4
-	VMOVUPS    constsAVX512<>+1536(SB), Z5
-	VMOVUPS    constsAVX512<>+1536(SB), Z6
-	VMOVUPS    constsAVX512<>+1536(SB), Z7
-	VMOVUPS    constsAVX512<>+1536(SB), Z8
-	VMOVUPS    constsAVX512<>+1536(SB), Z9
-	VMOVUPS    constsAVX512<>+1536(SB), Z10
-	VMOVUPS    constsAVX512<>+1536(SB), Z11
-	VMOVUPS    constsAVX512<>+1536(SB), Z12
-	VMOVUPS    constsAVX512<>+1536(SB), Z13
-	VMOVUPS    constsAVX512<>+1536(SB), Z14
-	VMOVUPS    constsAVX512<>+1536(SB), Z15
-	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
-	MOVQ       (SP), BX
-	IMUL3Q     $0x0c, CX, SI
-	ADDQ       SI, BX
-	MOVQ       CX, SI
-	SHLQ       $0x05, SI
-	LEAQ       (BX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass3_last_dims
-
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
-	VPMOVZXWD   (BX), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-	ADDQ        $0x40, DI
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	DECQ        R10
-	JNZ         scores_rows4_prefetched_pass3_dims
-
-scores_rows4_prefetched_pass3_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
-	VMOVDQU16.Z (BX), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU16.Z (BX)(CX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU16.Z (BX)(CX*2), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU16.Z (BX)(DX*1), K1, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
-
-scores_rows4_prefetched_pass3_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
-	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z1
-	VSHUFF32X4   $0x44, Z5, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xee, Z7, Z6, Z1
-	VSHUFF32X4   $0x44, Z7, Z6, Z6
-	VADDPS       Z1, Z6, Z6
-	VSHUFF32X4   $0xee, Z9, Z8, Z1
-	VSHUFF32X4   $0x44, Z9, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xee, Z11, Z10, Z1
-	VSHUFF32X4   $0x44, Z11, Z10, Z10
-	VADDPS       Z1, Z10, Z10
-	VSHUFF32X4   $0xee, Z13, Z12, Z1
-	VSHUFF32X4   $0x44, Z13, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFF32X4   $0xee, Z15, Z14, Z1
-	VSHUFF32X4   $0x44, Z15, Z14, Z14
-	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z22, Z21, Z1
-	VSHUFF32X4   $0xee, Z22, Z21, Z2
-	VSHUFF32X4   $0x44, Z0, Z23, Z3
-	VSHUFF32X4   $0xee, Z0, Z23, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
-
-scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z2
-	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+768(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z7
-	VRNDSCALEPS  $0x00, Z7, Z7
-	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z4
-	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z4
-	VMULPS       Z4, Z4, Z8
-	VMOVUPS      constsAVX512<>+320(SB), Z9
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z9
-	VMOVUPS      constsAVX512<>+448(SB), Z10
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z10
-	VFMADD213PS  Z10, Z8, Z9
-	VMOVUPS      constsAVX512<>+576(SB), Z10
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z10
-	VFMADD213PS  Z10, Z8, Z9
-	VFMADD213PS  Z4, Z8, Z9
-	VADDPS       constsAVX512<>+704(SB), Z9, Z9
-	VSCALEFPS.Z  Z7, Z9, K4, Z9
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z9, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z9, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VSHUFF32X4   $0xb1, Z9, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VPERMILPS    $0x4e, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VPERMILPS    $0xb1, Z9, Z4
-	VADDPS       Z4, Z9, Z9
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z5
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z5
-	VMULPS       Z5, Z5, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
-	VMOVUPS      constsAVX512<>+448(SB), Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VMOVUPS      constsAVX512<>+576(SB), Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VFMADD213PS  Z5, Z6, Z7
-	VADDPS       constsAVX512<>+704(SB), Z7, Z7
-	VSCALEFPS.Z  Z4, Z7, K4, Z7
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z9, Z7, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row1_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x01, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
-
-scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z2
-	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+768(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z6
-	VRNDSCALEPS  $0x00, Z6, Z6
-	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
-	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
-	VMULPS       Z1, Z1, Z7
-	VMOVUPS      constsAVX512<>+320(SB), Z8
-	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
-	VMOVUPS      constsAVX512<>+448(SB), Z9
-	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
-	VFMADD213PS  Z9, Z7, Z8
-	VMOVUPS      constsAVX512<>+576(SB), Z9
-	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
-	VFMADD213PS  Z9, Z7, Z8
-	VFMADD213PS  Z1, Z7, Z8
-	VADDPS       constsAVX512<>+704(SB), Z8, Z8
-	VSCALEFPS.Z  Z6, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z1
-	VADDPS       Z1, Z8, Z8
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z1
-	VRNDSCALEPS  $0x00, Z1, Z1
-	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
-	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
-	VMULPS       Z4, Z4, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z4, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z1, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z8, Z6, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row2_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x02, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
-
-scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z5
-	VRNDSCALEPS  $0x00, Z5, Z5
-	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z3
-	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z3
-	VMULPS       Z3, Z3, Z6
-	VMOVUPS      constsAVX512<>+320(SB), Z7
-	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z7
-	VMOVUPS      constsAVX512<>+448(SB), Z8
-	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VMOVUPS      constsAVX512<>+576(SB), Z8
-	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z8
-	VFMADD213PS  Z8, Z6, Z7
-	VFMADD213PS  Z3, Z6, Z7
-	VADDPS       constsAVX512<>+704(SB), Z7, Z7
-	VSCALEFPS.Z  Z5, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z3
-	VADDPS       Z3, Z7, Z7
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z3
-	VRNDSCALEPS  $0x00, Z3, Z3
-	VFNMADD231PS constsAVX512<>+192(SB), Z3, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z3, Z2
-	VMULPS       Z2, Z2, Z4
-	VMOVUPS      constsAVX512<>+320(SB), Z5
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z5
-	VMOVUPS      constsAVX512<>+448(SB), Z6
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z6
-	VFMADD213PS  Z6, Z4, Z5
-	VMOVUPS      constsAVX512<>+576(SB), Z6
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z6
-	VFMADD213PS  Z6, Z4, Z5
-	VFMADD213PS  Z2, Z4, Z5
-	VADDPS       constsAVX512<>+704(SB), Z5, Z5
-	VSCALEFPS.Z  Z3, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z7, Z5, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows4_prefetched_row3_noalibi
-	MOVQ         88(SP), DX
-	ADDQ         $0x03, DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
-
-scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
-	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
-	VMULPS       Z0, Z0, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z0, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z4, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z0
-	VRNDSCALEPS  $0x00, Z0, Z0
-	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
-	VMULPS       Z2, Z2, Z3
-	VMOVUPS      constsAVX512<>+320(SB), Z4
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
-	VMOVUPS      constsAVX512<>+448(SB), Z5
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VMOVUPS      constsAVX512<>+576(SB), Z5
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VFMADD213PS  Z2, Z3, Z4
-	VADDPS       constsAVX512<>+704(SB), Z4, Z4
-	VSCALEFPS.Z  Z0, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z6, Z4, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x04, CX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
-	JMP          rowgroup
-
-scores_rows1_prefetched:
-	VMOVUPS constsAVX512<>+1536(SB), Z0
-	VMOVUPS constsAVX512<>+1536(SB), Z1
-	VMOVUPS constsAVX512<>+1536(SB), Z2
-	VMOVUPS constsAVX512<>+1536(SB), Z3
-	VMOVUPS constsAVX512<>+1536(SB), Z4
-	VMOVUPS constsAVX512<>+1536(SB), Z5
-	VMOVUPS constsAVX512<>+1536(SB), Z6
-	VMOVUPS constsAVX512<>+1536(SB), Z7
-	VMOVUPS constsAVX512<>+1536(SB), Z8
-	VMOVUPS constsAVX512<>+1536(SB), Z9
-	VMOVUPS constsAVX512<>+1536(SB), Z10
-	VMOVUPS constsAVX512<>+1536(SB), Z11
-	VMOVUPS constsAVX512<>+1536(SB), Z12
-	VMOVUPS constsAVX512<>+1536(SB), Z13
-	VMOVUPS constsAVX512<>+1536(SB), Z14
-	VMOVUPS constsAVX512<>+1536(SB), Z15
-	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    CX, R9
-	SHLQ    $0x05, R9
-	LEAQ    (BX)(R9*1), R10
-	LEAQ    (SI)(R9*1), R11
-	LEAQ    (DI)(R9*1), R12
-	LEAQ    (R8)(R9*1), R9
-	MOVQ    96(SP), R13
-	MOVQ    32(SP), R14
-	TESTQ   R14, R14
-	JZ      scores_rows1_prefetched_pass0_last_dims
-
-scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R13), Z16
-	PREFETCHT0  (R10)
-	VPMOVZXWD   (BX), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
-	VPMOVZXWD   (SI), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
-	VPMOVZXWD   (SI)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
-	VPMOVZXWD   (SI)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(DX*1)
-	VPMOVZXWD   (SI)(DX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
-	VPMOVZXWD   (DI), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
-	VPMOVZXWD   (DI)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
-	VPMOVZXWD   (DI)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(DX*1)
-	VPMOVZXWD   (DI)(DX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
-	VPMOVZXWD   (R8), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
-	VPMOVZXWD   (R8)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
-	VPMOVZXWD   (R8)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(DX*1)
-	VPMOVZXWD   (R8)(DX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R13
-	ADDQ        $0x20, BX
-	ADDQ        $0x20, SI
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, R8
-	ADDQ        $0x20, R10
-	ADDQ        $0x20, R11
-	ADDQ        $0x20, R12
-	ADDQ        $0x20, R9
-	DECQ        R14
-	JNZ         scores_rows1_prefetched_pass0_dims
-
-scores_rows1_prefetched_pass0_last_dims:
-	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVUPS.Z   (R13), K1, Z16
-	VMOVDQU16.Z (BX), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVDQU16.Z (BX)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVDQU16.Z (BX)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVDQU16.Z (BX)(DX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVDQU16.Z (SI), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVDQU16.Z (SI)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVDQU16.Z (SI)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVDQU16.Z (SI)(DX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VMOVDQU16.Z (DI), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VMOVDQU16.Z (DI)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VMOVDQU16.Z (DI)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VMOVDQU16.Z (DI)(DX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VMOVDQU16.Z (R8), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VMOVDQU16.Z (R8)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VMOVDQU16.Z (R8)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z11
-	VMOVDQU16.Z (R8)(DX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z15
-
-scores_rows1_prefetched_pass0_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
-	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
-	VSHUFF32X4   $0xee, Z5, Z4, Z1
-	VSHUFF32X4   $0x44, Z5, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xee, Z7, Z6, Z1
-	VSHUFF32X4   $0x44, Z7, Z6, Z6
-	VADDPS       Z1, Z6, Z6
-	VSHUFF32X4   $0xee, Z9, Z8, Z1
-	VSHUFF32X4   $0x44, Z9, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xee, Z11, Z10, Z1
-	VSHUFF32X4   $0x44, Z11, Z10, Z10
-	VADDPS       Z1, Z10, Z10
-	VSHUFF32X4   $0xee, Z13, Z12, Z1
-	VSHUFF32X4   $0x44, Z13, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFF32X4   $0xee, Z15, Z14, Z1
-	VSHUFF32X4   $0x44, Z15, Z14, Z14
-	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
-	VADDPS       Z1, Z0, Z0
-	VMOVUPS      Z0, Z0
-	MOVQ         alibi+120(FP), CX
-	TESTQ        CX, CX
-	JZ           scores_rows1_prefetched_row0_noalibi
-	MOVQ         88(SP), DX
-	MOVQ         nk+64(FP), BX
-	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+1536(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
-	MOVQ         rows+8(FP), BX
-	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
-
-scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+832(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z4
-	VRNDSCALEPS  $0x00, Z4, Z4
-	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
-	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
-	VMULPS       Z0, Z0, Z5
-	VMOVUPS      constsAVX512<>+320(SB), Z6
-	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
-	VMOVUPS      constsAVX512<>+448(SB), Z7
-	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VMOVUPS      constsAVX512<>+576(SB), Z7
-	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
-	VFMADD213PS  Z7, Z5, Z6
-	VFMADD213PS  Z0, Z5, Z6
-	VADDPS       constsAVX512<>+704(SB), Z6, Z6
-	VSCALEFPS.Z  Z4, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z0
-	VRNDSCALEPS  $0x00, Z0, Z0
-	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
-	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
-	VMULPS       Z2, Z2, Z3
-	VMOVUPS      constsAVX512<>+320(SB), Z4
-	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
-	VMOVUPS      constsAVX512<>+448(SB), Z5
-	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VMOVUPS      constsAVX512<>+576(SB), Z5
-	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
-	VFMADD213PS  Z5, Z3, Z4
-	VFMADD213PS  Z2, Z3, Z4
-	VADDPS       constsAVX512<>+704(SB), Z4, Z4
-	VSCALEFPS.Z  Z0, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z6, Z4, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
-	MOVQ         88(SP), CX
-	MOVQ         96(SP), DX
-	ADDQ         $0x01, CX
-	ADDQ         40(SP), DX
-	MOVQ         CX, 88(SP)
-	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -21030,7 +16496,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.
+	// PV, then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 4 rows, each over panels of vectors of dv.
@@ -21307,37 +16773,30 @@ rows4_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z1
 	VFMADD231PS  Z20, Z17, Z5
 	VFMADD231PS  Z20, Z18, Z9
 	VFMADD231PS  Z20, Z19, Z13
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z2
 	VFMADD231PS  Z20, Z17, Z6
 	VFMADD231PS  Z20, Z18, Z10
 	VFMADD231PS  Z20, Z19, Z14
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z3
 	VFMADD231PS  Z20, Z17, Z7
 	VFMADD231PS  Z20, Z18, Z11
 	VFMADD231PS  Z20, Z19, Z15
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z4
@@ -21345,7 +16804,6 @@ rows4_vecs4_whole_keys:
 	VFMADD231PS  Z20, Z18, Z12
 	VFMADD231PS  Z20, Z19, Z16
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs4_whole_keys
@@ -21430,37 +16888,30 @@ rows4_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z1
 	VFMADD231PS  Z20, Z17, Z5
 	VFMADD231PS  Z20, Z18, Z9
 	VFMADD231PS  Z20, Z19, Z13
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z2
 	VFMADD231PS  Z20, Z17, Z6
 	VFMADD231PS  Z20, Z18, Z10
 	VFMADD231PS  Z20, Z19, Z14
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(R8), Z20
 	VPSLLD       $0x10, Z20, Z20
 	VFMADD231PS  Z20, Z0, Z3
 	VFMADD231PS  Z20, Z17, Z7
 	VFMADD231PS  Z20, Z18, Z11
 	VFMADD231PS  Z20, Z19, Z15
-	PREFETCHT0   96(SI)
 	VMOVDQU16.Z  96(R8), K2, Z20
 	VPMOVZXWD    Y20, Z20
 	VPSLLD       $0x10, Z20, Z20
@@ -21469,7 +16920,6 @@ rows4_vecs4_masked_keys:
 	VFMADD231PS  Z20, Z18, Z12
 	VFMADD231PS  Z20, Z19, Z16
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs4_masked_keys
@@ -21546,30 +16996,24 @@ rows4_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z13, Z4
 	VFMADD231PS  Z16, Z14, Z7
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(R8), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z13, Z5
 	VFMADD231PS  Z16, Z14, Z8
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(R8), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z3
@@ -21577,7 +17021,6 @@ rows4_vecs3_whole_keys:
 	VFMADD231PS  Z16, Z14, Z9
 	VFMADD231PS  Z16, Z15, Z12
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs3_whole_keys
@@ -21650,30 +17093,24 @@ rows4_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z13, Z4
 	VFMADD231PS  Z16, Z14, Z7
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(R8), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z13, Z5
 	VFMADD231PS  Z16, Z14, Z8
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   64(SI)
 	VMOVDQU16.Z  64(R8), K2, Z16
 	VPMOVZXWD    Y16, Z16
 	VPSLLD       $0x10, Z16, Z16
@@ -21682,7 +17119,6 @@ rows4_vecs3_masked_keys:
 	VFMADD231PS  Z16, Z14, Z9
 	VFMADD231PS  Z16, Z15, Z12
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs3_masked_keys
@@ -21747,23 +17183,18 @@ rows4_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z9, Z3
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(R8), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z2
@@ -21771,7 +17202,6 @@ rows4_vecs2_whole_keys:
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z8
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs2_whole_keys
@@ -21832,23 +17262,18 @@ rows4_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z9, Z3
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VMOVDQU16.Z  32(R8), K2, Z12
 	VPMOVZXWD    Y12, Z12
 	VPSLLD       $0x10, Z12, Z12
@@ -21857,7 +17282,6 @@ rows4_vecs2_masked_keys:
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z8
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs2_masked_keys
@@ -21910,16 +17334,12 @@ rows4_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (R8), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z1
@@ -21927,7 +17347,6 @@ rows4_vecs1_whole_keys:
 	VFMADD231PS  Z8, Z6, Z3
 	VFMADD231PS  Z8, Z7, Z4
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs1_whole_keys
@@ -21976,16 +17395,12 @@ rows4_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
-	MOVQ         R9, SI
-	SHLQ         $0x05, SI
-	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	PREFETCHT0   (SI)
 	VMOVDQU16.Z  (R8), K2, Z8
 	VPMOVZXWD    Y8, Z8
 	VPSLLD       $0x10, Z8, Z8
@@ -21994,7 +17409,6 @@ rows4_vecs1_masked_keys:
 	VFMADD231PS  Z8, Z6, Z3
 	VFMADD231PS  Z8, Z7, Z4
 	ADDQ         R9, R8
-	ADDQ         R9, SI
 	ADDQ         $0x04, BX
 	DECQ         R10
 	JNZ          rows4_vecs1_masked_keys
@@ -22057,40 +17471,32 @@ rows3_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z1
 	VFMADD231PS  Z15, Z13, Z5
 	VFMADD231PS  Z15, Z14, Z9
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z2
 	VFMADD231PS  Z15, Z13, Z6
 	VFMADD231PS  Z15, Z14, Z10
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z3
 	VFMADD231PS  Z15, Z13, Z7
 	VFMADD231PS  Z15, Z14, Z11
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z4
 	VFMADD231PS  Z15, Z13, Z8
 	VFMADD231PS  Z15, Z14, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs4_whole_keys
@@ -22161,33 +17567,26 @@ rows3_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z1
 	VFMADD231PS  Z15, Z13, Z5
 	VFMADD231PS  Z15, Z14, Z9
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z2
 	VFMADD231PS  Z15, Z13, Z6
 	VFMADD231PS  Z15, Z14, Z10
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z15
 	VPSLLD       $0x10, Z15, Z15
 	VFMADD231PS  Z15, Z0, Z3
 	VFMADD231PS  Z15, Z13, Z7
 	VFMADD231PS  Z15, Z14, Z11
-	PREFETCHT0   96(SI)
 	VMOVDQU16.Z  96(DI), K2, Z15
 	VPMOVZXWD    Y15, Z15
 	VPSLLD       $0x10, Z15, Z15
@@ -22195,7 +17594,6 @@ rows3_vecs4_masked_keys:
 	VFMADD231PS  Z15, Z13, Z8
 	VFMADD231PS  Z15, Z14, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs4_masked_keys
@@ -22260,34 +17658,27 @@ rows3_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z10, Z4
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z9
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs3_whole_keys
@@ -22349,27 +17740,21 @@ rows3_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z10, Z4
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z10, Z5
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   64(SI)
 	VMOVDQU16.Z  64(DI), K2, Z12
 	VPMOVZXWD    Y12, Z12
 	VPSLLD       $0x10, Z12, Z12
@@ -22377,7 +17762,6 @@ rows3_vecs3_masked_keys:
 	VFMADD231PS  Z12, Z10, Z6
 	VFMADD231PS  Z12, Z11, Z9
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs3_masked_keys
@@ -22433,28 +17817,22 @@ rows3_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z1
 	VFMADD231PS  Z9, Z7, Z3
 	VFMADD231PS  Z9, Z8, Z5
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z2
 	VFMADD231PS  Z9, Z7, Z4
 	VFMADD231PS  Z9, Z8, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs2_whole_keys
@@ -22507,21 +17885,16 @@ rows3_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z1
 	VFMADD231PS  Z9, Z7, Z3
 	VFMADD231PS  Z9, Z8, Z5
-	PREFETCHT0   32(SI)
 	VMOVDQU16.Z  32(DI), K2, Z9
 	VPMOVZXWD    Y9, Z9
 	VPSLLD       $0x10, Z9, Z9
@@ -22529,7 +17902,6 @@ rows3_vecs2_masked_keys:
 	VFMADD231PS  Z9, Z7, Z4
 	VFMADD231PS  Z9, Z8, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs2_masked_keys
@@ -22576,22 +17948,17 @@ rows3_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z4, Z2
 	VFMADD231PS  Z6, Z5, Z3
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs1_whole_keys
@@ -22635,15 +18002,11 @@ rows3_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	PREFETCHT0   (SI)
 	VMOVDQU16.Z  (DI), K2, Z6
 	VPMOVZXWD    Y6, Z6
 	VPSLLD       $0x10, Z6, Z6
@@ -22651,7 +18014,6 @@ rows3_vecs1_masked_keys:
 	VFMADD231PS  Z6, Z4, Z2
 	VFMADD231PS  Z6, Z5, Z3
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows3_vecs1_masked_keys
@@ -22720,55 +18082,43 @@ rows2_vecs8_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z1
 	VFMADD231PS  Z18, Z17, Z9
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z2
 	VFMADD231PS  Z18, Z17, Z10
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z3
 	VFMADD231PS  Z18, Z17, Z11
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z4
 	VFMADD231PS  Z18, Z17, Z12
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z5
 	VFMADD231PS  Z18, Z17, Z13
-	PREFETCHT0   160(SI)
 	VPMOVZXWD    160(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z6
 	VFMADD231PS  Z18, Z17, Z14
-	PREFETCHT0   192(SI)
 	VPMOVZXWD    192(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z7
 	VFMADD231PS  Z18, Z17, Z15
-	PREFETCHT0   224(SI)
 	VPMOVZXWD    224(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z8
 	VFMADD231PS  Z18, Z17, Z16
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs8_whole_keys
@@ -22850,56 +18200,44 @@ rows2_vecs8_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z1
 	VFMADD231PS  Z18, Z17, Z9
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z2
 	VFMADD231PS  Z18, Z17, Z10
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z3
 	VFMADD231PS  Z18, Z17, Z11
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z4
 	VFMADD231PS  Z18, Z17, Z12
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z5
 	VFMADD231PS  Z18, Z17, Z13
-	PREFETCHT0   160(SI)
 	VPMOVZXWD    160(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z6
 	VFMADD231PS  Z18, Z17, Z14
-	PREFETCHT0   192(SI)
 	VPMOVZXWD    192(DI), Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z7
 	VFMADD231PS  Z18, Z17, Z15
-	PREFETCHT0   224(SI)
 	VMOVDQU16.Z  224(DI), K2, Z18
 	VPMOVZXWD    Y18, Z18
 	VPSLLD       $0x10, Z18, Z18
 	VFMADD231PS  Z18, Z0, Z8
 	VFMADD231PS  Z18, Z17, Z16
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs8_masked_keys
@@ -22977,50 +18315,39 @@ rows2_vecs7_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z15, Z8
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z15, Z9
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z4
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z5
 	VFMADD231PS  Z16, Z15, Z12
-	PREFETCHT0   160(SI)
 	VPMOVZXWD    160(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z6
 	VFMADD231PS  Z16, Z15, Z13
-	PREFETCHT0   192(SI)
 	VPMOVZXWD    192(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z7
 	VFMADD231PS  Z16, Z15, Z14
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs7_whole_keys
@@ -23096,51 +18423,40 @@ rows2_vecs7_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z1
 	VFMADD231PS  Z16, Z15, Z8
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z2
 	VFMADD231PS  Z16, Z15, Z9
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z3
 	VFMADD231PS  Z16, Z15, Z10
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z4
 	VFMADD231PS  Z16, Z15, Z11
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z5
 	VFMADD231PS  Z16, Z15, Z12
-	PREFETCHT0   160(SI)
 	VPMOVZXWD    160(DI), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z6
 	VFMADD231PS  Z16, Z15, Z13
-	PREFETCHT0   192(SI)
 	VMOVDQU16.Z  192(DI), K2, Z16
 	VPMOVZXWD    Y16, Z16
 	VPSLLD       $0x10, Z16, Z16
 	VFMADD231PS  Z16, Z0, Z7
 	VFMADD231PS  Z16, Z15, Z14
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs7_masked_keys
@@ -23212,45 +18528,35 @@ rows2_vecs6_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z1
 	VFMADD231PS  Z14, Z13, Z7
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z2
 	VFMADD231PS  Z14, Z13, Z8
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z3
 	VFMADD231PS  Z14, Z13, Z9
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z4
 	VFMADD231PS  Z14, Z13, Z10
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z5
 	VFMADD231PS  Z14, Z13, Z11
-	PREFETCHT0   160(SI)
 	VPMOVZXWD    160(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z6
 	VFMADD231PS  Z14, Z13, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs6_whole_keys
@@ -23320,46 +18626,36 @@ rows2_vecs6_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z1
 	VFMADD231PS  Z14, Z13, Z7
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z2
 	VFMADD231PS  Z14, Z13, Z8
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z3
 	VFMADD231PS  Z14, Z13, Z9
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z4
 	VFMADD231PS  Z14, Z13, Z10
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z5
 	VFMADD231PS  Z14, Z13, Z11
-	PREFETCHT0   160(SI)
 	VMOVDQU16.Z  160(DI), K2, Z14
 	VPMOVZXWD    Y14, Z14
 	VPSLLD       $0x10, Z14, Z14
 	VFMADD231PS  Z14, Z0, Z6
 	VFMADD231PS  Z14, Z13, Z12
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs6_masked_keys
@@ -23425,40 +18721,31 @@ rows2_vecs5_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z11, Z6
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z4
 	VFMADD231PS  Z12, Z11, Z9
-	PREFETCHT0   128(SI)
 	VPMOVZXWD    128(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z5
 	VFMADD231PS  Z12, Z11, Z10
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs5_whole_keys
@@ -23522,41 +18809,32 @@ rows2_vecs5_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z1
 	VFMADD231PS  Z12, Z11, Z6
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z2
 	VFMADD231PS  Z12, Z11, Z7
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z3
 	VFMADD231PS  Z12, Z11, Z8
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z4
 	VFMADD231PS  Z12, Z11, Z9
-	PREFETCHT0   128(SI)
 	VMOVDQU16.Z  128(DI), K2, Z12
 	VPMOVZXWD    Y12, Z12
 	VPSLLD       $0x10, Z12, Z12
 	VFMADD231PS  Z12, Z0, Z5
 	VFMADD231PS  Z12, Z11, Z10
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs5_masked_keys
@@ -23616,35 +18894,27 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z1
 	VFMADD231PS  Z10, Z9, Z5
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z2
 	VFMADD231PS  Z10, Z9, Z6
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z3
 	VFMADD231PS  Z10, Z9, Z7
-	PREFETCHT0   96(SI)
 	VPMOVZXWD    96(DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z4
 	VFMADD231PS  Z10, Z9, Z8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_whole_keys
@@ -23702,36 +18972,28 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z1
 	VFMADD231PS  Z10, Z9, Z5
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z2
 	VFMADD231PS  Z10, Z9, Z6
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z3
 	VFMADD231PS  Z10, Z9, Z7
-	PREFETCHT0   96(SI)
 	VMOVDQU16.Z  96(DI), K2, Z10
 	VPMOVZXWD    Y10, Z10
 	VPSLLD       $0x10, Z10, Z10
 	VFMADD231PS  Z10, Z0, Z4
 	VFMADD231PS  Z10, Z9, Z8
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs4_masked_keys
@@ -23785,30 +19047,23 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z7, Z4
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z2
 	VFMADD231PS  Z8, Z7, Z5
-	PREFETCHT0   64(SI)
 	VPMOVZXWD    64(DI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z3
 	VFMADD231PS  Z8, Z7, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_whole_keys
@@ -23860,31 +19115,24 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z1
 	VFMADD231PS  Z8, Z7, Z4
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z2
 	VFMADD231PS  Z8, Z7, Z5
-	PREFETCHT0   64(SI)
 	VMOVDQU16.Z  64(DI), K2, Z8
 	VPMOVZXWD    Y8, Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z3
 	VFMADD231PS  Z8, Z7, Z6
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs3_masked_keys
@@ -23932,25 +19180,19 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z5, Z3
-	PREFETCHT0   32(SI)
 	VPMOVZXWD    32(DI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z2
 	VFMADD231PS  Z6, Z5, Z4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_whole_keys
@@ -23996,26 +19238,20 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z1
 	VFMADD231PS  Z6, Z5, Z3
-	PREFETCHT0   32(SI)
 	VMOVDQU16.Z  32(DI), K2, Z6
 	VPMOVZXWD    Y6, Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z2
 	VFMADD231PS  Z6, Z5, Z4
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs2_masked_keys
@@ -24057,20 +19293,15 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	PREFETCHT0   (SI)
 	VPMOVZXWD    (DI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z1
 	VFMADD231PS  Z4, Z3, Z2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_whole_keys
@@ -24110,21 +19341,16 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
-	MOVQ         R8, SI
-	SHLQ         $0x05, SI
-	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	PREFETCHT0   (SI)
 	VMOVDQU16.Z  (DI), K2, Z4
 	VPMOVZXWD    Y4, Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z1
 	VFMADD231PS  Z4, Z3, Z2
 	ADDQ         R8, DI
-	ADDQ         R8, SI
 	ADDQ         $0x04, BX
 	DECQ         R9
 	JNZ          rows2_vecs1_masked_keys
@@ -24174,46 +19400,34 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z5
-	PREFETCHT0   160(BX)
 	VPMOVZXWD    160(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z6
-	PREFETCHT0   192(BX)
 	VPMOVZXWD    192(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z7
-	PREFETCHT0   224(BX)
 	VPMOVZXWD    224(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_whole_keys
@@ -24269,47 +19483,35 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z5
-	PREFETCHT0   160(BX)
 	VPMOVZXWD    160(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z6
-	PREFETCHT0   192(BX)
 	VPMOVZXWD    192(SI), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z7
-	PREFETCHT0   224(BX)
 	VMOVDQU16.Z  224(SI), K2, Z9
 	VPMOVZXWD    Y9, Z9
 	VPSLLD       $0x10, Z9, Z9
 	VFMADD231PS  Z9, Z0, Z8
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs8_masked_keys
@@ -24363,42 +19565,31 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z5
-	PREFETCHT0   160(BX)
 	VPMOVZXWD    160(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z6
-	PREFETCHT0   192(BX)
 	VPMOVZXWD    192(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_whole_keys
@@ -24451,43 +19642,32 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z5
-	PREFETCHT0   160(BX)
 	VPMOVZXWD    160(SI), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z6
-	PREFETCHT0   192(BX)
 	VMOVDQU16.Z  192(SI), K2, Z8
 	VPMOVZXWD    Y8, Z8
 	VPSLLD       $0x10, Z8, Z8
 	VFMADD231PS  Z8, Z0, Z7
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs7_masked_keys
@@ -24538,38 +19718,28 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z5
-	PREFETCHT0   160(BX)
 	VPMOVZXWD    160(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_whole_keys
@@ -24619,39 +19789,29 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z5
-	PREFETCHT0   160(BX)
 	VMOVDQU16.Z  160(SI), K2, Z7
 	VPMOVZXWD    Y7, Z7
 	VPSLLD       $0x10, Z7, Z7
 	VFMADD231PS  Z7, Z0, Z6
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs6_masked_keys
@@ -24699,34 +19859,25 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z4
-	PREFETCHT0   128(BX)
 	VPMOVZXWD    128(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_whole_keys
@@ -24773,35 +19924,26 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z4
-	PREFETCHT0   128(BX)
 	VMOVDQU16.Z  128(SI), K2, Z6
 	VPMOVZXWD    Y6, Z6
 	VPSLLD       $0x10, Z6, Z6
 	VFMADD231PS  Z6, Z0, Z5
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs5_masked_keys
@@ -24846,30 +19988,22 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z3
-	PREFETCHT0   96(BX)
 	VPMOVZXWD    96(SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_whole_keys
@@ -24913,31 +20047,23 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z3
-	PREFETCHT0   96(BX)
 	VMOVDQU16.Z  96(SI), K2, Z5
 	VPMOVZXWD    Y5, Z5
 	VPSLLD       $0x10, Z5, Z5
 	VFMADD231PS  Z5, Z0, Z4
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs4_masked_keys
@@ -24979,26 +20105,19 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z2
-	PREFETCHT0   64(BX)
 	VPMOVZXWD    64(SI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_whole_keys
@@ -25039,27 +20158,20 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z2
-	PREFETCHT0   64(BX)
 	VMOVDQU16.Z  64(SI), K2, Z4
 	VPMOVZXWD    Y4, Z4
 	VPSLLD       $0x10, Z4, Z4
 	VFMADD231PS  Z4, Z0, Z3
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs3_masked_keys
@@ -25098,22 +20210,16 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z3
 	VPSLLD       $0x10, Z3, Z3
 	VFMADD231PS  Z3, Z0, Z1
-	PREFETCHT0   32(BX)
 	VPMOVZXWD    32(SI), Z3
 	VPSLLD       $0x10, Z3, Z3
 	VFMADD231PS  Z3, Z0, Z2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_whole_keys
@@ -25151,23 +20257,17 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z3
 	VPSLLD       $0x10, Z3, Z3
 	VFMADD231PS  Z3, Z0, Z1
-	PREFETCHT0   32(BX)
 	VMOVDQU16.Z  32(SI), K2, Z3
 	VPMOVZXWD    Y3, Z3
 	VPSLLD       $0x10, Z3, Z3
 	VFMADD231PS  Z3, Z0, Z2
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs2_masked_keys
@@ -25203,18 +20303,13 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VPMOVZXWD    (SI), Z2
 	VPSLLD       $0x10, Z2, Z2
 	VFMADD231PS  Z2, Z0, Z1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_whole_keys
@@ -25249,19 +20344,14 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
-	MOVQ         DI, BX
-	SHLQ         $0x05, BX
-	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
-	PREFETCHT0   (BX)
 	VMOVDQU16.Z  (SI), K2, Z2
 	VPMOVZXWD    Y2, Z2
 	VPSLLD       $0x10, Z2, Z2
 	VFMADD231PS  Z2, Z0, Z1
 	ADDQ         DI, SI
-	ADDQ         DI, BX
 	ADDQ         $0x04, DX
 	DECQ         R8
 	JNZ          rows1_vecs1_masked_keys

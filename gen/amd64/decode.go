@@ -29,15 +29,16 @@ import (
 //	PV      a tile of rows × vectors of O (pvTile) accumulates the T
 //	        weights (broadcast) times the V rows.
 //
-// The first decodeAhead blocks are prefetched up front; then the K rows
-// decodeAhead blocks on are prefetched by the first row group's score loop
-// and the V rows by the PV loop, a line per vector loaded (rows a page or
-// more apart defeat the hardware prefetchers). The last partial block is
-// moved back to end at nk and its first lanes masked, so no row past nk
-// is read (nk >= T is the caller's).
-
-// decodeAhead is how many blocks ahead Decode prefetches.
-const decodeAhead = 2
+// Each block's K rows, then its V rows, are first touched in address
+// order, one byte load per 64-byte line (touchRows), so the memory system
+// sees two ascending streams; the column-wise loads above then hit L1.
+// Without the touch the first access to each line is the column-wise
+// one: T streams 1 line apart at a time, which the hardware prefetchers
+// of some cores do not follow (Zen 4: a plain loop reading 16 rows that
+// way gets 5–8 GB/s against 20–29 in address order; bench's
+// BenchmarkReadPattern). The last partial block is moved back to end at
+// nk and its first lanes masked, so no row past nk is read (nk >= T is
+// the caller's).
 
 // scratchLayout is where Decode keeps things in its scratch s, in float32
 // elements: the weights [16][T] from 0, the rescale factors [16] at alpha,
@@ -56,10 +57,6 @@ func (g *gen) decodeLayout() scratchLayout {
 
 // decodeScratch is the floats of Decode's scratch.
 func (g *gen) decodeScratch() int { return g.decodeLayout().total }
-
-// aheadLog is log2 of the keys Decode prefetches ahead (decodeAhead
-// blocks).
-func (g *gen) aheadLog() uint8 { return g.lanesLog() + 1 }
 
 // pvTile is Decode's PV register tile: up to rows × vecs(rows) vectors of
 // accumulators, wider for fewer rows so a one-row step still has 8
@@ -179,9 +176,6 @@ func (g *gen) decode(e elem) {
 	store(kp, lc.kp)
 	store(vp, lc.vp)
 	store(nk, lc.rem)
-	// The first decodeAhead blocks, before the loop prefetches further.
-	g.prefetchRows(lc.kp, lc.ldk, lc.krow, decodeAhead*T, "pfk0")
-	g.prefetchRows(lc.vp, lc.ldv, lc.vrow, decodeAhead*T, "pfv0")
 
 	g.Comment(fmt.Sprintf("A block of %d keys. The last one, if partial, is moved back to end at", T),
 		"nk; its first skip lanes (keys already done) are masked.")
@@ -212,40 +206,37 @@ func (g *gen) decode(e elem) {
 		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * sl.skips})
 	}
 
-	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (the first group prefetches).", scoreGroups))
+	g.Comment("The block's K rows, then its V rows, touched in address order.")
+	g.touchBlock(lc)
+
+	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows.", scoreGroups))
 	g.MOVQ(operand.U32(0), lc.row)
 	q := g.param("q")
 	store(q, lc.qrow)
-	// The first group prefetches the K rows decodeAhead blocks on, one line
-	// per vector it loads; the others find the block in L1.
-	for _, prefetch := range []bool{true, false} {
-		g.Label(groupLabel("rowgroup", 0, prefetch))
-		left := g.GP64()
-		g.MOVQ(g.arg("rows"), left)
-		g.SUBQ(lc.row, left)
-		if !prefetch {
-			g.JZ(operand.LabelRef("pv"))
+	g.Label("rowgroup")
+	left := g.GP64()
+	g.MOVQ(g.arg("rows"), left)
+	g.SUBQ(lc.row, left)
+	g.JZ(operand.LabelRef("pv"))
+	for _, R := range scoreGroups {
+		g.CMPQ(left, operand.Imm(uint64(R)))
+		g.JGE(operand.LabelRef(label("scores", "rows", R)))
+	}
+	for _, R := range scoreGroups {
+		g.Label(label("scores", "rows", R))
+		g.decodeScores(e, lc, mkK, sp, R)
+		r, q := load(lc.row), load(lc.qrow)
+		g.ADDQ(operand.Imm(uint64(R)), r)
+		for range R {
+			g.ADDQ(lc.qstride, q)
 		}
-		for _, R := range scoreGroups {
-			g.CMPQ(left, operand.Imm(uint64(R)))
-			g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
-		}
-		for _, R := range scoreGroups {
-			g.Label(groupLabel("scores", R, prefetch))
-			g.decodeScores(e, lc, mkK, sp, R, prefetch)
-			r, q := load(lc.row), load(lc.qrow)
-			g.ADDQ(operand.Imm(uint64(R)), r)
-			for range R {
-				g.ADDQ(lc.qstride, q)
-			}
-			store(r, lc.row)
-			store(q, lc.qrow)
-			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
-		}
+		store(r, lc.row)
+		store(q, lc.qrow)
+		g.JMP(operand.LabelRef("rowgroup"))
 	}
 	g.Label("pv")
 
-	g.Comment("PV (V rows decodeAhead blocks on prefetched as it goes), then the next block.")
+	g.Comment("PV, then the next block.")
 	g.decodePV(e, lc, mkV, sp)
 	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
 		step, ptr := load(p.ld), load(p.ptr)
@@ -260,19 +251,31 @@ func (g *gen) decode(e elem) {
 	g.ret()
 }
 
-// prefetchRows prefetches every 64-byte line of the first n rows of
-// rowBytes bytes (a local) at stride ld (a local) from the pointer in the
-// local base.
-func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
-	p := g.GP64()
-	g.MOVQ(base, p)
-	cnt := g.GP64()
-	g.MOVQ(operand.U32(uint64(n)), cnt)
+// touchBlock touches the block's T K rows, then its T V rows.
+func (g *gen) touchBlock(lc decodeLocals) {
+	for _, t := range []struct {
+		ptr, ld, row operand.Mem
+		name         string
+	}{{lc.kp, lc.ldk, lc.krow, "touchk"}, {lc.vp, lc.ldv, lc.vrow, "touchv"}} {
+		p, cnt := g.GP64(), g.GP64()
+		g.MOVQ(t.ptr, p)
+		g.MOVQ(operand.U32(uint64(g.isa.lanes)), cnt)
+		g.touchRows(p, t.ld, t.row, cnt, t.name)
+	}
+}
+
+// touchRows loads one byte at every 64-byte offset of each of cnt rows of
+// rowBytes bytes (a local) at stride ld (a local) from p, row after row:
+// the block's lines requested in address order. A byte, so the load never
+// passes the row's end; the value is dropped (the loads are independent
+// and overlap). p and cnt are consumed.
+func (g *gen) touchRows(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVirtual, lbl string) {
 	g.Label(lbl)
 	off := g.GP64()
 	g.MOVQ(operand.U32(0), off)
 	g.Label(label(lbl, "line"))
-	g.PREFETCHT0(operand.Mem{Base: p, Index: off, Scale: 1})
+	t := g.GP32()
+	g.MOVBLZX(operand.Mem{Base: p, Index: off, Scale: 1}, t)
 	g.ADDQ(operand.Imm(64), off)
 	g.CMPQ(off, rowBytes)
 	g.JLT(operand.LabelRef(label(lbl, "line")))
@@ -288,25 +291,13 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 // R rows instead of one.
 var scoreGroups = []int{4, 1}
 
-// groupLabel names the code of a row group of R rows (0: the dispatch).
-func groupLabel(what string, R int, prefetch bool) string {
-	parts := []any{what}
-	if R > 0 {
-		parts = append(parts, "rows", R)
-	}
-	if prefetch {
-		parts = append(parts, "prefetched")
-	}
-	return label(parts...)
-}
-
 // decodeScores emits the scores of R rows (from the row in lc.row) for
 // the block, then each row's softmax step. Pass p folds the T
 // accumulators so that lane c holds row c/(T/R)'s key p·T/R + c%(T/R)
 // (accOf maps lanes to accumulators); the R folded vectors are then
 // transposed by blocks of T/R lanes into one vector of T keys per row.
-func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, R int, prefetch bool) {
-	lb := groupLabel("scores", R, prefetch)
+func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, R int) {
+	lb := label("scores", "rows", R)
 	T := g.isa.lanes
 	kpp := T / R // keys per pass
 	accOf := g.foldOrder()
@@ -348,17 +339,6 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 				g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
 			}
 		}
-		var ka []reg.GPVirtual // with prefetch: the rows decodeAhead blocks on
-		if prefetch {
-			ahead := g.GP64()
-			g.MOVQ(ld, ahead)
-			g.SHLQ(operand.U8(g.aheadLog()), ahead)
-			for _, b := range kb {
-				a := g.GP64()
-				g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
-				ka = append(ka, a)
-			}
-		}
 		rowOf := func(kb []reg.GPVirtual, c int) operand.Mem {
 			b := kb[c/4]
 			switch c % 4 {
@@ -395,9 +375,6 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 				g.loadKV(f32, mk, qAt(i), masked, qv[i])
 			}
 			for j := range kpp {
-				if prefetch && !masked {
-					g.PREFETCHT0(rowOf(ka, j))
-				}
 				g.loadKV(e, mk, rowOf(kb, j), masked, kv)
 				for i := range R {
 					g.VFMADD231PS(kv, qv[i], acc[accOf[i*kpp+j]])
@@ -415,7 +392,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		if qm3 != nil {
 			g.ADDQ(operand.Imm(uint64(4*T)), qm3)
 		}
-		for _, b := range append(kb, ka...) {
+		for _, b := range kb {
 			g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
 		}
 		g.DECQ(cnt)
@@ -839,10 +816,6 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.LEAQ(operand.Mem{Base: sp, Index: pb, Scale: 4}, pb)
 	g.NEGQ(cnt)
 	g.ADDQ(operand.Imm(uint64(T)), cnt) // keys skip..T-1
-	va := g.GP64()                      // the V rows decodeAhead blocks on, to prefetch
-	g.MOVQ(ldv, va)
-	g.SHLQ(operand.U8(g.aheadLog()), va)
-	g.ADDQ(vb, va)
 	l := label("rows", nr, "vecs", nv, maskWord(masked), "keys")
 	g.Label(l)
 	bc := make([]reg.VecVirtual, nr)
@@ -851,7 +824,6 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4 * T * i}, bc[i])
 	}
 	for j := 0; j < nv; j++ {
-		g.PREFETCHT0(operand.Mem{Base: va, Disp: j * T * e.bytes()})
 		vv := g.vec()
 		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
 		for i := 0; i < nr; i++ {
@@ -859,7 +831,6 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		}
 	}
 	g.ADDQ(ldv, vb)
-	g.ADDQ(ldv, va)
 	g.ADDQ(operand.Imm(4), pb)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(l))
