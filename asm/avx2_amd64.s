@@ -2802,8 +2802,8 @@ rows1_masked_done:
 	RET
 
 // func DecodeF32AVX2(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX2, FMA3
-TEXT ·DecodeF32AVX2(SB), NOSPLIT, $128-128
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeF32AVX2(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -2871,7 +2871,56 @@ kwhole:
 	MOVQ    CX, (SP)
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
+	MOVQ    48(SP), CX
+	CMPQ    CX, 72(SP)
+	JNE     pfk0_strided
+	MOVQ    $0x00000000, 128(SP)
+	JMP     pfk0_done
 
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
 	// A block of 8 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
 block:
@@ -2903,7 +2952,9 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// The block's K rows, then its V rows, touched in address order.
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -2918,8 +2969,12 @@ touchk_line:
 	ADDQ    48(SP), CX
 	DECQ    DX
 	JNZ     touchk
-	MOVQ    8(SP), CX
-	MOVQ    $0x00000008, DX
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
 
 touchv:
 	MOVQ $0x00000000, BX
@@ -2933,10 +2988,970 @@ touchv_line:
 	DECQ    DX
 	JNZ     touchv
 
-	// Scores and softmax in groups of [4 1] rows.
+touchv_skip:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    128(SP), BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     576(AX), Y12
+	VMASKMOVPS  (DX)(CX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    128(SP), DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
+	PREFETCHT0  (R8)
+	VMOVUPS     (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
+	VMOVUPS     (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
+	VMOVUPS     (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
+	VMOVUPS     (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
+	VMOVUPS     (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
+	VMOVUPS     (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
+	VMOVUPS     (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, DI
+	DECQ        R10
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(CX*2), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -3867,7 +4882,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV, then the next block.
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 2 rows, each over panels of vectors of dv.
@@ -4027,36 +5042,47 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	VMOVUPS      (DI), Y10
-	VFMADD231PS  Y10, Y0, Y1
-	VFMADD231PS  Y10, Y9, Y5
-	VMOVUPS      32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y2
-	VFMADD231PS  Y10, Y9, Y6
-	VMOVUPS      64(DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y7
-	VMOVUPS      96(DI), Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
-	VMOVUPS      Y7, 64(CX)(DX*1)
-	VMOVUPS      Y8, 96(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VMOVUPS     (DI), Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     32(DI), Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     64(DI), Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     96(DI), Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -4103,39 +5129,50 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	VMOVUPS      (DI), Y10
-	VFMADD231PS  Y10, Y0, Y1
-	VFMADD231PS  Y10, Y9, Y5
-	VMOVUPS      32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y2
-	VFMADD231PS  Y10, Y9, Y6
-	VMOVUPS      64(DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y7
-	VMOVDQU      608(AX), Y10
-	VMASKMOVPS   96(DI), Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 96(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
-	VMOVUPS      Y7, 64(CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VMOVUPS     (DI), Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     32(DI), Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     64(DI), Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVDQU     608(AX), Y10
+	VMASKMOVPS  96(DI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -4176,31 +5213,41 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	VMOVUPS      (DI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VFMADD231PS  Y8, Y7, Y4
-	VMOVUPS      32(DI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VFMADD231PS  Y8, Y7, Y5
-	VMOVUPS      64(DI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, (CX)(DX*1)
-	VMOVUPS      Y5, 32(CX)(DX*1)
-	VMOVUPS      Y6, 64(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VMOVUPS     (DI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VMOVUPS     32(DI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVUPS     64(DI), Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -4243,34 +5290,44 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	VMOVUPS      (DI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VFMADD231PS  Y8, Y7, Y4
-	VMOVUPS      32(DI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VFMADD231PS  Y8, Y7, Y5
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   64(DI), Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, 64(CX)
-	VMOVUPS      Y4, (CX)(DX*1)
-	VMOVUPS      Y5, 32(CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VMOVUPS     (DI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VMOVUPS     32(DI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVDQU     608(AX), Y8
+	VMASKMOVPS  64(DI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -4307,26 +5364,35 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	VMOVUPS      (DI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVUPS      32(DI), Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VFMADD231PS  Y6, Y5, Y4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, (CX)(DX*1)
-	VMOVUPS      Y4, 32(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VMOVUPS     (DI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVUPS     32(DI), Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -4365,29 +5431,38 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	VMOVUPS      (DI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   32(DI), Y6, Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VFMADD231PS  Y6, Y5, Y4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, 32(CX)
-	VMOVUPS      Y3, (CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VMOVUPS     (DI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVDQU     608(AX), Y6
+	VMASKMOVPS  32(DI), Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -4420,21 +5495,29 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	VMOVUPS      (DI), Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VMOVUPS     (DI), Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -4469,24 +5552,32 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   (DI), Y4, Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_masked_keys
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y1, Y0, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU     608(AX), Y4
+	VMASKMOVPS  (DI), Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -4529,39 +5620,54 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y9
-	VFMADD231PS  Y9, Y0, Y1
-	VMOVUPS      32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y2
-	VMOVUPS      64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
-	VMOVUPS      96(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
-	VMOVUPS      128(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
-	VMOVUPS      160(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
-	VMOVUPS      192(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
-	VMOVUPS      224(SI), Y9
-	VFMADD231PS  Y9, Y0, Y8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	VMOVUPS      Y8, 224(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   224(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y0, Y1
+	VMOVUPS     32(SI), Y9
+	VFMADD231PS Y9, Y0, Y2
+	VMOVUPS     64(SI), Y9
+	VFMADD231PS Y9, Y0, Y3
+	VMOVUPS     96(SI), Y9
+	VFMADD231PS Y9, Y0, Y4
+	VMOVUPS     128(SI), Y9
+	VFMADD231PS Y9, Y0, Y5
+	VMOVUPS     160(SI), Y9
+	VFMADD231PS Y9, Y0, Y6
+	VMOVUPS     192(SI), Y9
+	VFMADD231PS Y9, Y0, Y7
+	VMOVUPS     224(SI), Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -4605,41 +5711,56 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y9
-	VFMADD231PS  Y9, Y0, Y1
-	VMOVUPS      32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y2
-	VMOVUPS      64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
-	VMOVUPS      96(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
-	VMOVUPS      128(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
-	VMOVUPS      160(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
-	VMOVUPS      192(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
-	VMOVDQU      608(AX), Y9
-	VMASKMOVPS   224(SI), Y9, Y9
-	VFMADD231PS  Y9, Y0, Y8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 224(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   224(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VMOVUPS     (SI), Y9
+	VFMADD231PS Y9, Y0, Y1
+	VMOVUPS     32(SI), Y9
+	VFMADD231PS Y9, Y0, Y2
+	VMOVUPS     64(SI), Y9
+	VFMADD231PS Y9, Y0, Y3
+	VMOVUPS     96(SI), Y9
+	VFMADD231PS Y9, Y0, Y4
+	VMOVUPS     128(SI), Y9
+	VFMADD231PS Y9, Y0, Y5
+	VMOVUPS     160(SI), Y9
+	VFMADD231PS Y9, Y0, Y6
+	VMOVUPS     192(SI), Y9
+	VFMADD231PS Y9, Y0, Y7
+	VMOVDQU     608(AX), Y9
+	VMASKMOVPS  224(SI), Y9, Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -4680,36 +5801,50 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VMOVUPS      32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VMOVUPS      64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VMOVUPS      96(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VMOVUPS      128(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
-	VMOVUPS      160(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
-	VMOVUPS      192(SI), Y8
-	VFMADD231PS  Y8, Y0, Y7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VMOVUPS     32(SI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VMOVUPS     64(SI), Y8
+	VFMADD231PS Y8, Y0, Y3
+	VMOVUPS     96(SI), Y8
+	VFMADD231PS Y8, Y0, Y4
+	VMOVUPS     128(SI), Y8
+	VFMADD231PS Y8, Y0, Y5
+	VMOVUPS     160(SI), Y8
+	VFMADD231PS Y8, Y0, Y6
+	VMOVUPS     192(SI), Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -4751,38 +5886,52 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VMOVUPS      32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VMOVUPS      64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VMOVUPS      96(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VMOVUPS      128(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
-	VMOVUPS      160(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
-	VMOVDQU      608(AX), Y8
-	VMASKMOVPS   192(SI), Y8, Y8
-	VFMADD231PS  Y8, Y0, Y7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y7, Y0, 192(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VMOVUPS     32(SI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VMOVUPS     64(SI), Y8
+	VFMADD231PS Y8, Y0, Y3
+	VMOVUPS     96(SI), Y8
+	VFMADD231PS Y8, Y0, Y4
+	VMOVUPS     128(SI), Y8
+	VFMADD231PS Y8, Y0, Y5
+	VMOVUPS     160(SI), Y8
+	VFMADD231PS Y8, Y0, Y6
+	VMOVDQU     608(AX), Y8
+	VMASKMOVPS  192(SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -4821,33 +5970,46 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y7
-	VFMADD231PS  Y7, Y0, Y1
-	VMOVUPS      32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y2
-	VMOVUPS      64(SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
-	VMOVUPS      96(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
-	VMOVUPS      128(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
-	VMOVUPS      160(SI), Y7
-	VFMADD231PS  Y7, Y0, Y6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VMOVUPS     (SI), Y7
+	VFMADD231PS Y7, Y0, Y1
+	VMOVUPS     32(SI), Y7
+	VFMADD231PS Y7, Y0, Y2
+	VMOVUPS     64(SI), Y7
+	VFMADD231PS Y7, Y0, Y3
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS Y7, Y0, Y4
+	VMOVUPS     128(SI), Y7
+	VFMADD231PS Y7, Y0, Y5
+	VMOVUPS     160(SI), Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -4887,35 +6049,48 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y7
-	VFMADD231PS  Y7, Y0, Y1
-	VMOVUPS      32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y2
-	VMOVUPS      64(SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
-	VMOVUPS      96(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
-	VMOVUPS      128(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
-	VMOVDQU      608(AX), Y7
-	VMASKMOVPS   160(SI), Y7, Y7
-	VFMADD231PS  Y7, Y0, Y6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 160(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VMOVUPS     (SI), Y7
+	VFMADD231PS Y7, Y0, Y1
+	VMOVUPS     32(SI), Y7
+	VFMADD231PS Y7, Y0, Y2
+	VMOVUPS     64(SI), Y7
+	VFMADD231PS Y7, Y0, Y3
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS Y7, Y0, Y4
+	VMOVUPS     128(SI), Y7
+	VFMADD231PS Y7, Y0, Y5
+	VMOVDQU     608(AX), Y7
+	VMASKMOVPS  160(SI), Y7, Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -4952,30 +6127,42 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VMOVUPS      32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VMOVUPS      64(SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VMOVUPS      96(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
-	VMOVUPS      128(SI), Y6
-	VFMADD231PS  Y6, Y0, Y5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VMOVUPS     (SI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VMOVUPS     32(SI), Y6
+	VFMADD231PS Y6, Y0, Y2
+	VMOVUPS     64(SI), Y6
+	VFMADD231PS Y6, Y0, Y3
+	VMOVUPS     96(SI), Y6
+	VFMADD231PS Y6, Y0, Y4
+	VMOVUPS     128(SI), Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -5013,32 +6200,44 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VMOVUPS      32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VMOVUPS      64(SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VMOVUPS      96(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
-	VMOVDQU      608(AX), Y6
-	VMASKMOVPS   128(SI), Y6, Y6
-	VFMADD231PS  Y6, Y0, Y5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 128(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VMOVUPS     (SI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VMOVUPS     32(SI), Y6
+	VFMADD231PS Y6, Y0, Y2
+	VMOVUPS     64(SI), Y6
+	VFMADD231PS Y6, Y0, Y3
+	VMOVUPS     96(SI), Y6
+	VFMADD231PS Y6, Y0, Y4
+	VMOVDQU     608(AX), Y6
+	VMASKMOVPS  128(SI), Y6, Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -5073,27 +6272,38 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y5
-	VFMADD231PS  Y5, Y0, Y1
-	VMOVUPS      32(SI), Y5
-	VFMADD231PS  Y5, Y0, Y2
-	VMOVUPS      64(SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
-	VMOVUPS      96(SI), Y5
-	VFMADD231PS  Y5, Y0, Y4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VMOVUPS     (SI), Y5
+	VFMADD231PS Y5, Y0, Y1
+	VMOVUPS     32(SI), Y5
+	VFMADD231PS Y5, Y0, Y2
+	VMOVUPS     64(SI), Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVUPS     96(SI), Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -5129,29 +6339,40 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y5
-	VFMADD231PS  Y5, Y0, Y1
-	VMOVUPS      32(SI), Y5
-	VFMADD231PS  Y5, Y0, Y2
-	VMOVUPS      64(SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
-	VMOVDQU      608(AX), Y5
-	VMASKMOVPS   96(SI), Y5, Y5
-	VFMADD231PS  Y5, Y0, Y4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 96(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VMOVUPS     (SI), Y5
+	VFMADD231PS Y5, Y0, Y1
+	VMOVUPS     32(SI), Y5
+	VFMADD231PS Y5, Y0, Y2
+	VMOVUPS     64(SI), Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVDQU     608(AX), Y5
+	VMASKMOVPS  96(SI), Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -5184,24 +6405,34 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VMOVUPS      32(SI), Y4
-	VFMADD231PS  Y4, Y0, Y2
-	VMOVUPS      64(SI), Y4
-	VFMADD231PS  Y4, Y0, Y3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VMOVUPS     (SI), Y4
+	VFMADD231PS Y4, Y0, Y1
+	VMOVUPS     32(SI), Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVUPS     64(SI), Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -5235,26 +6466,36 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VMOVUPS      32(SI), Y4
-	VFMADD231PS  Y4, Y0, Y2
-	VMOVDQU      608(AX), Y4
-	VMASKMOVPS   64(SI), Y4, Y4
-	VFMADD231PS  Y4, Y0, Y3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, 64(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VMOVUPS     (SI), Y4
+	VFMADD231PS Y4, Y0, Y1
+	VMOVUPS     32(SI), Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVDQU     608(AX), Y4
+	VMASKMOVPS  64(SI), Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -5285,21 +6526,30 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y3
-	VFMADD231PS  Y3, Y0, Y1
-	VMOVUPS      32(SI), Y3
-	VFMADD231PS  Y3, Y0, Y2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VMOVUPS     (SI), Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVUPS     32(SI), Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -5331,23 +6581,32 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y3
-	VFMADD231PS  Y3, Y0, Y1
-	VMOVDQU      608(AX), Y3
-	VMASKMOVPS   32(SI), Y3, Y3
-	VFMADD231PS  Y3, Y0, Y2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, 32(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VMOVUPS     (SI), Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVDQU     608(AX), Y3
+	VMASKMOVPS  32(SI), Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -5376,18 +6635,26 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVUPS      (SI), Y2
-	VFMADD231PS  Y2, Y0, Y1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Y1, (CX)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VMOVUPS     (SI), Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -5417,19 +6684,27 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVDQU      608(AX), Y2
-	VMASKMOVPS   (SI), Y2, Y2
-	VFMADD231PS  Y2, Y0, Y1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_masked_keys
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y1, Y0, (CX)
-	ADDQ         $0x01, 120(SP)
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU     608(AX), Y2
+	VMASKMOVPS  (SI), Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -5458,8 +6733,8 @@ panelnext:
 	RET
 
 // func DecodeF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·DecodeF16AVX2(SB), NOSPLIT, $128-128
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·DecodeF16AVX2(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -5527,7 +6802,56 @@ kwhole:
 	MOVQ    CX, (SP)
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
+	MOVQ    48(SP), CX
+	CMPQ    CX, 72(SP)
+	JNE     pfk0_strided
+	MOVQ    $0x00000000, 128(SP)
+	JMP     pfk0_done
 
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
 	// A block of 8 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
 block:
@@ -5559,7 +6883,9 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// The block's K rows, then its V rows, touched in address order.
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -5574,8 +6900,12 @@ touchk_line:
 	ADDQ    48(SP), CX
 	DECQ    DX
 	JNZ     touchk
-	MOVQ    8(SP), CX
-	MOVQ    $0x00000008, DX
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
 
 touchv:
 	MOVQ $0x00000000, BX
@@ -5589,10 +6919,986 @@ touchv_line:
 	DECQ    DX
 	JNZ     touchv
 
-	// Scores and softmax in groups of [4 1] rows.
+touchv_skip:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    128(SP), BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VCVTPH2PS   (DX), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VCVTPH2PS   X12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    128(SP), DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
+	PREFETCHT0  (R8)
+	VCVTPH2PS   (BX), Y9
+	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
+	VCVTPH2PS   (BX)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
+	VCVTPH2PS   (BX)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
+	VCVTPH2PS   (BX)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
+	VCVTPH2PS   (SI)(CX*1), Y9
+	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
+	VCVTPH2PS   (SI)(CX*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
+	VCVTPH2PS   (SI)(DX*1), Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, R9
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, DI
+	DECQ        R10
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -6539,7 +8845,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV, then the next block.
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 2 rows, each over panels of vectors of dv.
@@ -6699,36 +9005,47 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	VCVTPH2PS    (DI), Y10
-	VFMADD231PS  Y10, Y0, Y1
-	VFMADD231PS  Y10, Y9, Y5
-	VCVTPH2PS    16(DI), Y10
-	VFMADD231PS  Y10, Y0, Y2
-	VFMADD231PS  Y10, Y9, Y6
-	VCVTPH2PS    32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y7
-	VCVTPH2PS    48(DI), Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
-	VMOVUPS      Y7, 64(CX)(DX*1)
-	VMOVUPS      Y8, 96(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   48(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VCVTPH2PS   (DI), Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VCVTPH2PS   16(DI), Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   32(DI), Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VCVTPH2PS   48(DI), Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -6775,40 +9092,51 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	VCVTPH2PS    (DI), Y10
-	VFMADD231PS  Y10, Y0, Y1
-	VFMADD231PS  Y10, Y9, Y5
-	VCVTPH2PS    16(DI), Y10
-	VFMADD231PS  Y10, Y0, Y2
-	VFMADD231PS  Y10, Y9, Y6
-	VCVTPH2PS    32(DI), Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y7
-	VMOVDQU      656(AX), X10
-	VMASKMOVPS   48(DI), X10, X10
-	VCVTPH2PS    X10, Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 96(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
-	VMOVUPS      Y7, 64(CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   48(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VCVTPH2PS   (DI), Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VCVTPH2PS   16(DI), Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   32(DI), Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVDQU     656(AX), X10
+	VMASKMOVPS  48(DI), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -6849,31 +9177,41 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	VCVTPH2PS    (DI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VFMADD231PS  Y8, Y7, Y4
-	VCVTPH2PS    16(DI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VFMADD231PS  Y8, Y7, Y5
-	VCVTPH2PS    32(DI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, (CX)(DX*1)
-	VMOVUPS      Y5, 32(CX)(DX*1)
-	VMOVUPS      Y6, 64(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VCVTPH2PS   (DI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VCVTPH2PS   16(DI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VCVTPH2PS   32(DI), Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -6916,35 +9254,45 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	VCVTPH2PS    (DI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VFMADD231PS  Y8, Y7, Y4
-	VCVTPH2PS    16(DI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VFMADD231PS  Y8, Y7, Y5
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   32(DI), X8, X8
-	VCVTPH2PS    X8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, 64(CX)
-	VMOVUPS      Y4, (CX)(DX*1)
-	VMOVUPS      Y5, 32(CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VCVTPH2PS   (DI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VCVTPH2PS   16(DI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  32(DI), X8, X8
+	VCVTPH2PS   X8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -6981,26 +9329,35 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	VCVTPH2PS    (DI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VFMADD231PS  Y6, Y5, Y3
-	VCVTPH2PS    16(DI), Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VFMADD231PS  Y6, Y5, Y4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, (CX)(DX*1)
-	VMOVUPS      Y4, 32(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VCVTPH2PS   (DI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VCVTPH2PS   16(DI), Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -7039,30 +9396,39 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	VCVTPH2PS    (DI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   16(DI), X6, X6
-	VCVTPH2PS    X6, Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VFMADD231PS  Y6, Y5, Y4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, 32(CX)
-	VMOVUPS      Y3, (CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VCVTPH2PS   (DI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  16(DI), X6, X6
+	VCVTPH2PS   X6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -7095,21 +9461,29 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	VCVTPH2PS    (DI), Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VCVTPH2PS   (DI), Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -7144,25 +9518,33 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	VMOVDQU      656(AX), X4
-	VMASKMOVPS   (DI), X4, X4
-	VCVTPH2PS    X4, Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_masked_keys
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y1, Y0, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  (DI), X4, X4
+	VCVTPH2PS   X4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -7205,39 +9587,54 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y9
-	VFMADD231PS  Y9, Y0, Y1
-	VCVTPH2PS    16(SI), Y9
-	VFMADD231PS  Y9, Y0, Y2
-	VCVTPH2PS    32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
-	VCVTPH2PS    48(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
-	VCVTPH2PS    64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
-	VCVTPH2PS    80(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
-	VCVTPH2PS    96(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
-	VCVTPH2PS    112(SI), Y9
-	VFMADD231PS  Y9, Y0, Y8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	VMOVUPS      Y8, 224(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   112(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y0, Y1
+	VCVTPH2PS   16(SI), Y9
+	VFMADD231PS Y9, Y0, Y2
+	VCVTPH2PS   32(SI), Y9
+	VFMADD231PS Y9, Y0, Y3
+	VCVTPH2PS   48(SI), Y9
+	VFMADD231PS Y9, Y0, Y4
+	VCVTPH2PS   64(SI), Y9
+	VFMADD231PS Y9, Y0, Y5
+	VCVTPH2PS   80(SI), Y9
+	VFMADD231PS Y9, Y0, Y6
+	VCVTPH2PS   96(SI), Y9
+	VFMADD231PS Y9, Y0, Y7
+	VCVTPH2PS   112(SI), Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -7281,42 +9678,57 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y9
-	VFMADD231PS  Y9, Y0, Y1
-	VCVTPH2PS    16(SI), Y9
-	VFMADD231PS  Y9, Y0, Y2
-	VCVTPH2PS    32(SI), Y9
-	VFMADD231PS  Y9, Y0, Y3
-	VCVTPH2PS    48(SI), Y9
-	VFMADD231PS  Y9, Y0, Y4
-	VCVTPH2PS    64(SI), Y9
-	VFMADD231PS  Y9, Y0, Y5
-	VCVTPH2PS    80(SI), Y9
-	VFMADD231PS  Y9, Y0, Y6
-	VCVTPH2PS    96(SI), Y9
-	VFMADD231PS  Y9, Y0, Y7
-	VMOVDQU      656(AX), X9
-	VMASKMOVPS   112(SI), X9, X9
-	VCVTPH2PS    X9, Y9
-	VFMADD231PS  Y9, Y0, Y8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 224(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   112(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y9
+	VFMADD231PS Y9, Y0, Y1
+	VCVTPH2PS   16(SI), Y9
+	VFMADD231PS Y9, Y0, Y2
+	VCVTPH2PS   32(SI), Y9
+	VFMADD231PS Y9, Y0, Y3
+	VCVTPH2PS   48(SI), Y9
+	VFMADD231PS Y9, Y0, Y4
+	VCVTPH2PS   64(SI), Y9
+	VFMADD231PS Y9, Y0, Y5
+	VCVTPH2PS   80(SI), Y9
+	VFMADD231PS Y9, Y0, Y6
+	VCVTPH2PS   96(SI), Y9
+	VFMADD231PS Y9, Y0, Y7
+	VMOVDQU     656(AX), X9
+	VMASKMOVPS  112(SI), X9, X9
+	VCVTPH2PS   X9, Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -7357,36 +9769,50 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VCVTPH2PS    16(SI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VCVTPH2PS    32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VCVTPH2PS    48(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VCVTPH2PS    64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
-	VCVTPH2PS    80(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
-	VCVTPH2PS    96(SI), Y8
-	VFMADD231PS  Y8, Y0, Y7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VCVTPH2PS   16(SI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VCVTPH2PS   32(SI), Y8
+	VFMADD231PS Y8, Y0, Y3
+	VCVTPH2PS   48(SI), Y8
+	VFMADD231PS Y8, Y0, Y4
+	VCVTPH2PS   64(SI), Y8
+	VFMADD231PS Y8, Y0, Y5
+	VCVTPH2PS   80(SI), Y8
+	VFMADD231PS Y8, Y0, Y6
+	VCVTPH2PS   96(SI), Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -7428,39 +9854,53 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VCVTPH2PS    16(SI), Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VCVTPH2PS    32(SI), Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VCVTPH2PS    48(SI), Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VCVTPH2PS    64(SI), Y8
-	VFMADD231PS  Y8, Y0, Y5
-	VCVTPH2PS    80(SI), Y8
-	VFMADD231PS  Y8, Y0, Y6
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   96(SI), X8, X8
-	VCVTPH2PS    X8, Y8
-	VFMADD231PS  Y8, Y0, Y7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y7, Y0, 192(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS Y8, Y0, Y1
+	VCVTPH2PS   16(SI), Y8
+	VFMADD231PS Y8, Y0, Y2
+	VCVTPH2PS   32(SI), Y8
+	VFMADD231PS Y8, Y0, Y3
+	VCVTPH2PS   48(SI), Y8
+	VFMADD231PS Y8, Y0, Y4
+	VCVTPH2PS   64(SI), Y8
+	VFMADD231PS Y8, Y0, Y5
+	VCVTPH2PS   80(SI), Y8
+	VFMADD231PS Y8, Y0, Y6
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  96(SI), X8, X8
+	VCVTPH2PS   X8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -7499,33 +9939,46 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y7
-	VFMADD231PS  Y7, Y0, Y1
-	VCVTPH2PS    16(SI), Y7
-	VFMADD231PS  Y7, Y0, Y2
-	VCVTPH2PS    32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
-	VCVTPH2PS    48(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
-	VCVTPH2PS    64(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
-	VCVTPH2PS    80(SI), Y7
-	VFMADD231PS  Y7, Y0, Y6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y7
+	VFMADD231PS Y7, Y0, Y1
+	VCVTPH2PS   16(SI), Y7
+	VFMADD231PS Y7, Y0, Y2
+	VCVTPH2PS   32(SI), Y7
+	VFMADD231PS Y7, Y0, Y3
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS Y7, Y0, Y4
+	VCVTPH2PS   64(SI), Y7
+	VFMADD231PS Y7, Y0, Y5
+	VCVTPH2PS   80(SI), Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -7565,36 +10018,49 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y7
-	VFMADD231PS  Y7, Y0, Y1
-	VCVTPH2PS    16(SI), Y7
-	VFMADD231PS  Y7, Y0, Y2
-	VCVTPH2PS    32(SI), Y7
-	VFMADD231PS  Y7, Y0, Y3
-	VCVTPH2PS    48(SI), Y7
-	VFMADD231PS  Y7, Y0, Y4
-	VCVTPH2PS    64(SI), Y7
-	VFMADD231PS  Y7, Y0, Y5
-	VMOVDQU      656(AX), X7
-	VMASKMOVPS   80(SI), X7, X7
-	VCVTPH2PS    X7, Y7
-	VFMADD231PS  Y7, Y0, Y6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 160(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y7
+	VFMADD231PS Y7, Y0, Y1
+	VCVTPH2PS   16(SI), Y7
+	VFMADD231PS Y7, Y0, Y2
+	VCVTPH2PS   32(SI), Y7
+	VFMADD231PS Y7, Y0, Y3
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS Y7, Y0, Y4
+	VCVTPH2PS   64(SI), Y7
+	VFMADD231PS Y7, Y0, Y5
+	VMOVDQU     656(AX), X7
+	VMASKMOVPS  80(SI), X7, X7
+	VCVTPH2PS   X7, Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -7631,30 +10097,42 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VCVTPH2PS    16(SI), Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VCVTPH2PS    32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VCVTPH2PS    48(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
-	VCVTPH2PS    64(SI), Y6
-	VFMADD231PS  Y6, Y0, Y5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VCVTPH2PS   16(SI), Y6
+	VFMADD231PS Y6, Y0, Y2
+	VCVTPH2PS   32(SI), Y6
+	VFMADD231PS Y6, Y0, Y3
+	VCVTPH2PS   48(SI), Y6
+	VFMADD231PS Y6, Y0, Y4
+	VCVTPH2PS   64(SI), Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -7692,33 +10170,45 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VCVTPH2PS    16(SI), Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VCVTPH2PS    32(SI), Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VCVTPH2PS    48(SI), Y6
-	VFMADD231PS  Y6, Y0, Y4
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   64(SI), X6, X6
-	VCVTPH2PS    X6, Y6
-	VFMADD231PS  Y6, Y0, Y5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 128(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y6
+	VFMADD231PS Y6, Y0, Y1
+	VCVTPH2PS   16(SI), Y6
+	VFMADD231PS Y6, Y0, Y2
+	VCVTPH2PS   32(SI), Y6
+	VFMADD231PS Y6, Y0, Y3
+	VCVTPH2PS   48(SI), Y6
+	VFMADD231PS Y6, Y0, Y4
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  64(SI), X6, X6
+	VCVTPH2PS   X6, Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -7753,27 +10243,38 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y5
-	VFMADD231PS  Y5, Y0, Y1
-	VCVTPH2PS    16(SI), Y5
-	VFMADD231PS  Y5, Y0, Y2
-	VCVTPH2PS    32(SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
-	VCVTPH2PS    48(SI), Y5
-	VFMADD231PS  Y5, Y0, Y4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y5
+	VFMADD231PS Y5, Y0, Y1
+	VCVTPH2PS   16(SI), Y5
+	VFMADD231PS Y5, Y0, Y2
+	VCVTPH2PS   32(SI), Y5
+	VFMADD231PS Y5, Y0, Y3
+	VCVTPH2PS   48(SI), Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -7809,30 +10310,41 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y5
-	VFMADD231PS  Y5, Y0, Y1
-	VCVTPH2PS    16(SI), Y5
-	VFMADD231PS  Y5, Y0, Y2
-	VCVTPH2PS    32(SI), Y5
-	VFMADD231PS  Y5, Y0, Y3
-	VMOVDQU      656(AX), X5
-	VMASKMOVPS   48(SI), X5, X5
-	VCVTPH2PS    X5, Y5
-	VFMADD231PS  Y5, Y0, Y4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 96(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y5
+	VFMADD231PS Y5, Y0, Y1
+	VCVTPH2PS   16(SI), Y5
+	VFMADD231PS Y5, Y0, Y2
+	VCVTPH2PS   32(SI), Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVDQU     656(AX), X5
+	VMASKMOVPS  48(SI), X5, X5
+	VCVTPH2PS   X5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -7865,24 +10377,34 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VCVTPH2PS    16(SI), Y4
-	VFMADD231PS  Y4, Y0, Y2
-	VCVTPH2PS    32(SI), Y4
-	VFMADD231PS  Y4, Y0, Y3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS Y4, Y0, Y1
+	VCVTPH2PS   16(SI), Y4
+	VFMADD231PS Y4, Y0, Y2
+	VCVTPH2PS   32(SI), Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -7916,27 +10438,37 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VCVTPH2PS    16(SI), Y4
-	VFMADD231PS  Y4, Y0, Y2
-	VMOVDQU      656(AX), X4
-	VMASKMOVPS   32(SI), X4, X4
-	VCVTPH2PS    X4, Y4
-	VFMADD231PS  Y4, Y0, Y3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, 64(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS Y4, Y0, Y1
+	VCVTPH2PS   16(SI), Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  32(SI), X4, X4
+	VCVTPH2PS   X4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -7967,21 +10499,30 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y3
-	VFMADD231PS  Y3, Y0, Y1
-	VCVTPH2PS    16(SI), Y3
-	VFMADD231PS  Y3, Y0, Y2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y3
+	VFMADD231PS Y3, Y0, Y1
+	VCVTPH2PS   16(SI), Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -8013,24 +10554,33 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y3
-	VFMADD231PS  Y3, Y0, Y1
-	VMOVDQU      656(AX), X3
-	VMASKMOVPS   16(SI), X3, X3
-	VCVTPH2PS    X3, Y3
-	VFMADD231PS  Y3, Y0, Y2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, 32(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VCVTPH2PS   (SI), Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVDQU     656(AX), X3
+	VMASKMOVPS  16(SI), X3, X3
+	VCVTPH2PS   X3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -8059,18 +10609,26 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VCVTPH2PS    (SI), Y2
-	VFMADD231PS  Y2, Y0, Y1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Y1, (CX)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VCVTPH2PS   (SI), Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -8100,20 +10658,28 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVDQU      656(AX), X2
-	VMASKMOVPS   (SI), X2, X2
-	VCVTPH2PS    X2, Y2
-	VFMADD231PS  Y2, Y0, Y1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_masked_keys
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y1, Y0, (CX)
-	ADDQ         $0x01, 120(SP)
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X2
+	VMASKMOVPS  (SI), X2, X2
+	VCVTPH2PS   X2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -8142,8 +10708,8 @@ panelnext:
 	RET
 
 // func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX2, FMA3
-TEXT ·DecodeBF16AVX2(SB), NOSPLIT, $128-128
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeBF16AVX2(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -8211,7 +10777,56 @@ kwhole:
 	MOVQ    CX, (SP)
 	MOVQ    DX, 8(SP)
 	MOVQ    BX, 16(SP)
+	MOVQ    48(SP), CX
+	CMPQ    CX, 72(SP)
+	JNE     pfk0_strided
+	MOVQ    $0x00000000, 128(SP)
+	JMP     pfk0_done
 
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
 	// A block of 8 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
 block:
@@ -8243,7 +10858,9 @@ whole:
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
 
-	// The block's K rows, then its V rows, touched in address order.
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -8258,8 +10875,12 @@ touchk_line:
 	ADDQ    48(SP), CX
 	DECQ    DX
 	JNZ     touchk
-	MOVQ    8(SP), CX
-	MOVQ    $0x00000008, DX
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
 
 touchv:
 	MOVQ $0x00000000, BX
@@ -8273,10 +10894,1018 @@ touchv_line:
 	DECQ    DX
 	JNZ     touchv
 
-	// Scores and softmax in groups of [4 1] rows.
+touchv_skip:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    128(SP), BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	PREFETCHT0  (BX)
+	VPMOVZXWD   (DX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVZXWD   X12, Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    128(SP), DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
+	PREFETCHT0  (R8)
+	VPMOVZXWD   (BX), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
+	VPMOVZXWD   (BX)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
+	VPMOVZXWD   (BX)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
+	VPMOVZXWD   (BX)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
+	VPMOVZXWD   (SI)(CX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
+	VPMOVZXWD   (SI)(CX*2), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
+	VPMOVZXWD   (SI)(DX*1), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, R9
+	ADDQ        $0x10, BX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, DI
+	DECQ        R10
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -9255,7 +12884,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV, then the next block.
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 2 rows, each over panels of vectors of dv.
@@ -9415,40 +13044,51 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	VPMOVZXWD    (DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y1
-	VFMADD231PS  Y10, Y9, Y5
-	VPMOVZXWD    16(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y2
-	VFMADD231PS  Y10, Y9, Y6
-	VPMOVZXWD    32(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y7
-	VPMOVZXWD    48(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
-	VMOVUPS      Y7, 64(CX)(DX*1)
-	VMOVUPS      Y8, 96(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   48(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVZXWD   (DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXWD   16(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   32(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VPMOVZXWD   48(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -9495,44 +13135,55 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	VPMOVZXWD    (DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y1
-	VFMADD231PS  Y10, Y9, Y5
-	VPMOVZXWD    16(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y2
-	VFMADD231PS  Y10, Y9, Y6
-	VPMOVZXWD    32(DI), Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y3
-	VFMADD231PS  Y10, Y9, Y7
-	VMOVDQU      656(AX), X10
-	VMASKMOVPS   48(DI), X10, X10
-	VPMOVZXWD    X10, Y10
-	VPSLLD       $0x10, Y10, Y10
-	VFMADD231PS  Y10, Y0, Y4
-	VFMADD231PS  Y10, Y9, Y8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 96(CX)
-	VMOVUPS      Y5, (CX)(DX*1)
-	VMOVUPS      Y6, 32(CX)(DX*1)
-	VMOVUPS      Y7, 64(CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 96(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   48(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVZXWD   (DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXWD   16(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   32(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVDQU     656(AX), X10
+	VMASKMOVPS  48(DI), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -9573,34 +13224,44 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	VPMOVZXWD    (DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VFMADD231PS  Y8, Y7, Y4
-	VPMOVZXWD    16(DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VFMADD231PS  Y8, Y7, Y5
-	VPMOVZXWD    32(DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, (CX)(DX*1)
-	VMOVUPS      Y5, 32(CX)(DX*1)
-	VMOVUPS      Y6, 64(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVZXWD   (DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVZXWD   16(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VPMOVZXWD   32(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -9643,38 +13304,48 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	VPMOVZXWD    (DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VFMADD231PS  Y8, Y7, Y4
-	VPMOVZXWD    16(DI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VFMADD231PS  Y8, Y7, Y5
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   32(DI), X8, X8
-	VPMOVZXWD    X8, Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VFMADD231PS  Y8, Y7, Y6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, 64(CX)
-	VMOVUPS      Y4, (CX)(DX*1)
-	VMOVUPS      Y5, 32(CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 64(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVZXWD   (DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVZXWD   16(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  32(DI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -9711,28 +13382,37 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	VPMOVZXWD    (DI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VFMADD231PS  Y6, Y5, Y3
-	VPMOVZXWD    16(DI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VFMADD231PS  Y6, Y5, Y4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, (CX)(DX*1)
-	VMOVUPS      Y4, 32(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVZXWD   (DI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VPMOVZXWD   16(DI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -9771,32 +13451,41 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	VPMOVZXWD    (DI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   16(DI), X6, X6
-	VPMOVZXWD    X6, Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VFMADD231PS  Y6, Y5, Y4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, 32(CX)
-	VMOVUPS      Y3, (CX)(DX*1)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 32(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   16(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVZXWD   (DI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  16(DI), X6, X6
+	VPMOVZXWD   X6, Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -9829,22 +13518,30 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	VPMOVZXWD    (DI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVZXWD   (DI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -9879,26 +13576,34 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	VMOVDQU      656(AX), X4
-	VMASKMOVPS   (DI), X4, X4
-	VPMOVZXWD    X4, Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_masked_keys
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y1, Y0, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  (DI), X4, X4
+	VPMOVZXWD   X4, Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -9941,47 +13646,62 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y1
-	VPMOVZXWD    16(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y2
-	VPMOVZXWD    32(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y3
-	VPMOVZXWD    48(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y4
-	VPMOVZXWD    64(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y5
-	VPMOVZXWD    80(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y6
-	VPMOVZXWD    96(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y7
-	VPMOVZXWD    112(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	VMOVUPS      Y8, 224(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   112(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVZXWD   16(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVZXWD   32(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVZXWD   48(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVZXWD   64(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y5
+	VPMOVZXWD   80(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y6
+	VPMOVZXWD   96(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y7
+	VPMOVZXWD   112(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -10025,50 +13745,65 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y1
-	VPMOVZXWD    16(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y2
-	VPMOVZXWD    32(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y3
-	VPMOVZXWD    48(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y4
-	VPMOVZXWD    64(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y5
-	VPMOVZXWD    80(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y6
-	VPMOVZXWD    96(SI), Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y7
-	VMOVDQU      656(AX), X9
-	VMASKMOVPS   112(SI), X9, X9
-	VPMOVZXWD    X9, Y9
-	VPSLLD       $0x10, Y9, Y9
-	VFMADD231PS  Y9, Y0, Y8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y8, Y0, 224(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   112(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVZXWD   16(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVZXWD   32(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVZXWD   48(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVZXWD   64(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y5
+	VPMOVZXWD   80(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y6
+	VPMOVZXWD   96(SI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y7
+	VMOVDQU     656(AX), X9
+	VMASKMOVPS  112(SI), X9, X9
+	VPMOVZXWD   X9, Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -10109,43 +13844,57 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VPMOVZXWD    16(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VPMOVZXWD    32(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VPMOVZXWD    48(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VPMOVZXWD    64(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y5
-	VPMOVZXWD    80(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y6
-	VPMOVZXWD    96(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVUPS      Y7, 192(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVZXWD   16(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVZXWD   32(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVZXWD   48(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVZXWD   64(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y5
+	VPMOVZXWD   80(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y6
+	VPMOVZXWD   96(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -10187,46 +13936,60 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y1
-	VPMOVZXWD    16(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y2
-	VPMOVZXWD    32(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y3
-	VPMOVZXWD    48(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y4
-	VPMOVZXWD    64(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y5
-	VPMOVZXWD    80(SI), Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y6
-	VMOVDQU      656(AX), X8
-	VMASKMOVPS   96(SI), X8, X8
-	VPMOVZXWD    X8, Y8
-	VPSLLD       $0x10, Y8, Y8
-	VFMADD231PS  Y8, Y0, Y7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y7, Y0, 192(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVZXWD   16(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVZXWD   32(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVZXWD   48(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVZXWD   64(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y5
+	VPMOVZXWD   80(SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y6
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  96(SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -10265,39 +14028,52 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y1
-	VPMOVZXWD    16(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y2
-	VPMOVZXWD    32(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y3
-	VPMOVZXWD    48(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y4
-	VPMOVZXWD    64(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y5
-	VPMOVZXWD    80(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVUPS      Y6, 160(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVZXWD   16(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVZXWD   32(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVZXWD   48(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVZXWD   64(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y5
+	VPMOVZXWD   80(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -10337,42 +14113,55 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y1
-	VPMOVZXWD    16(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y2
-	VPMOVZXWD    32(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y3
-	VPMOVZXWD    48(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y4
-	VPMOVZXWD    64(SI), Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y5
-	VMOVDQU      656(AX), X7
-	VMASKMOVPS   80(SI), X7, X7
-	VPMOVZXWD    X7, Y7
-	VPSLLD       $0x10, Y7, Y7
-	VFMADD231PS  Y7, Y0, Y6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y6, Y0, 160(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   80(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVZXWD   16(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVZXWD   32(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVZXWD   48(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVZXWD   64(SI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y5
+	VMOVDQU     656(AX), X7
+	VMASKMOVPS  80(SI), X7, X7
+	VPMOVZXWD   X7, Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -10409,35 +14198,47 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VPMOVZXWD    16(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VPMOVZXWD    32(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VPMOVZXWD    48(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y4
-	VPMOVZXWD    64(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVUPS      Y5, 128(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VPMOVZXWD   16(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VPMOVZXWD   32(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y3
+	VPMOVZXWD   48(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y4
+	VPMOVZXWD   64(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -10475,38 +14276,50 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y1
-	VPMOVZXWD    16(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y2
-	VPMOVZXWD    32(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y3
-	VPMOVZXWD    48(SI), Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y4
-	VMOVDQU      656(AX), X6
-	VMASKMOVPS   64(SI), X6, X6
-	VPMOVZXWD    X6, Y6
-	VPSLLD       $0x10, Y6, Y6
-	VFMADD231PS  Y6, Y0, Y5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y5, Y0, 128(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VPMOVZXWD   16(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VPMOVZXWD   32(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y3
+	VPMOVZXWD   48(SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y4
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  64(SI), X6, X6
+	VPMOVZXWD   X6, Y6
+	VPSLLD      $0x10, Y6, Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -10541,31 +14354,42 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y1
-	VPMOVZXWD    16(SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y2
-	VPMOVZXWD    32(SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y3
-	VPMOVZXWD    48(SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVUPS      Y4, 96(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVZXWD   16(SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVZXWD   32(SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VPMOVZXWD   48(SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -10601,34 +14425,45 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y1
-	VPMOVZXWD    16(SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y2
-	VPMOVZXWD    32(SI), Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y3
-	VMOVDQU      656(AX), X5
-	VMASKMOVPS   48(SI), X5, X5
-	VPMOVZXWD    X5, Y5
-	VPSLLD       $0x10, Y5, Y5
-	VFMADD231PS  Y5, Y0, Y4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y4, Y0, 96(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   48(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVZXWD   16(SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVZXWD   32(SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVDQU     656(AX), X5
+	VMASKMOVPS  48(SI), X5, X5
+	VPMOVZXWD   X5, Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -10661,27 +14496,37 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VPMOVZXWD    16(SI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y2
-	VPMOVZXWD    32(SI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVUPS      Y3, 64(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVZXWD   16(SI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VPMOVZXWD   32(SI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -10715,30 +14560,40 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y1
-	VPMOVZXWD    16(SI), Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y2
-	VMOVDQU      656(AX), X4
-	VMASKMOVPS   32(SI), X4, X4
-	VPMOVZXWD    X4, Y4
-	VPSLLD       $0x10, Y4, Y4
-	VFMADD231PS  Y4, Y0, Y3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y3, Y0, 64(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVZXWD   16(SI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  32(SI), X4, X4
+	VPMOVZXWD   X4, Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -10769,23 +14624,32 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y3
-	VPSLLD       $0x10, Y3, Y3
-	VFMADD231PS  Y3, Y0, Y1
-	VPMOVZXWD    16(SI), Y3
-	VPSLLD       $0x10, Y3, Y3
-	VFMADD231PS  Y3, Y0, Y2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Y1, (CX)
-	VMOVUPS      Y2, 32(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y3
+	VPSLLD      $0x10, Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VPMOVZXWD   16(SI), Y3
+	VPSLLD      $0x10, Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -10817,26 +14681,35 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y3
-	VPSLLD       $0x10, Y3, Y3
-	VFMADD231PS  Y3, Y0, Y1
-	VMOVDQU      656(AX), X3
-	VMASKMOVPS   16(SI), X3, X3
-	VPMOVZXWD    X3, Y3
-	VPSLLD       $0x10, Y3, Y3
-	VFMADD231PS  Y3, Y0, Y2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Y1, (CX)
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y2, Y0, 32(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   16(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXWD   (SI), Y3
+	VPSLLD      $0x10, Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVDQU     656(AX), X3
+	VMASKMOVPS  16(SI), X3, X3
+	VPMOVZXWD   X3, Y3
+	VPSLLD      $0x10, Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -10865,19 +14738,27 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	VPMOVZXWD    (SI), Y2
-	VPSLLD       $0x10, Y2, Y2
-	VFMADD231PS  Y2, Y0, Y1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Y1, (CX)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXWD   (SI), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -10907,21 +14788,29 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	VMOVDQU      656(AX), X2
-	VMASKMOVPS   (SI), X2, X2
-	VPMOVZXWD    X2, Y2
-	VPSLLD       $0x10, Y2, Y2
-	VFMADD231PS  Y2, Y0, Y1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_masked_keys
-	VMOVDQU      608(AX), Y0
-	VMASKMOVPS   Y1, Y0, (CX)
-	ADDQ         $0x01, 120(SP)
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X2
+	VMASKMOVPS  (SI), X2, X2
+	VPMOVZXWD   X2, Y2
+	VPSLLD      $0x10, Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX

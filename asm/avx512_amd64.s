@@ -5157,8 +5157,8 @@ rows1_masked_done:
 	RET
 
 // func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512F
-TEXT ·DecodeF32AVX512(SB), NOSPLIT, $128-128
+// Requires: AVX, AVX512F, MMX+
+TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -5202,7 +5202,56 @@ kwhole:
 	MOVQ  CX, (SP)
 	MOVQ  DX, 8(SP)
 	MOVQ  BX, 16(SP)
+	MOVQ  48(SP), CX
+	CMPQ  CX, 72(SP)
+	JNE   pfk0_strided
+	MOVQ  $0x00000000, 128(SP)
+	JMP   pfk0_done
 
+pfk0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
 	// A block of 16 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
 block:
@@ -5230,7 +5279,9 @@ whole:
 	LEAQ  constsAVX512<>+1856(SB), CX
 	KMOVW (CX)(DX*2), K3
 
-	// The block's K rows, then its V rows, touched in address order.
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -5245,8 +5296,12 @@ touchk_line:
 	ADDQ    48(SP), CX
 	DECQ    DX
 	JNZ     touchk
-	MOVQ    8(SP), CX
-	MOVQ    $0x00000010, DX
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
 
 touchv:
 	MOVQ $0x00000000, BX
@@ -5260,10 +5315,1228 @@ touchv_line:
 	DECQ    DX
 	JNZ     touchv
 
-	// Scores and softmax in groups of [4 1] rows.
+touchv_skip:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	MOVQ    128(SP), SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	LEAQ    (DI)(R8*2), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VMOVUPS     (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VMOVUPS     (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VMOVUPS     (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VMOVUPS     (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (BX), K1, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS.Z   (BX)(CX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVUPS.Z   (BX)(CX*2), K1, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVUPS.Z   (BX)(DX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass0_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z21
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x04, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VMOVUPS     (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VMOVUPS     (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VMOVUPS     (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VMOVUPS     (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (BX), K1, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS.Z   (BX)(CX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVUPS.Z   (BX)(CX*2), K1, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVUPS.Z   (BX)(DX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass1_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z22
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x08, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VMOVUPS     (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VMOVUPS     (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VMOVUPS     (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VMOVUPS     (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (BX), K1, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS.Z   (BX)(CX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVUPS.Z   (BX)(CX*2), K1, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVUPS.Z   (BX)(DX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass2_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z23
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x0c, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VMOVUPS     (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VMOVUPS     (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VMOVUPS     (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VMOVUPS     (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (BX), K1, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS.Z   (BX)(CX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVUPS.Z   (BX)(CX*2), K1, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVUPS.Z   (BX)(DX*1), K1, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass3_fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, Z0
+	VSHUFF32X4   $0x44, Z22, Z21, Z1
+	VSHUFF32X4   $0xee, Z22, Z21, Z2
+	VSHUFF32X4   $0x44, Z0, Z23, Z3
+	VSHUFF32X4   $0xee, Z0, Z23, Z0
+	VSHUFF32X4   $0x88, Z3, Z1, Z4
+	VSHUFF32X4   $0xdd, Z3, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z2, Z3
+	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z4, Z4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z2
+	VBLENDMPS    Z2, Z4, K3, Z4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z4, Z2
+	VSHUFF32X4   $0x4e, Z2, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VSHUFF32X4   $0xb1, Z2, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VBROADCASTSS (DX)(CX*4), Z5
+	VMAXPS       Z2, Z5, Z2
+	VMAXPS       constsAVX512<>+768(SB), Z2, Z6
+	VSUBPS       Z6, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z7
+	VRNDSCALEPS  $0x00, Z7, Z7
+	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z4
+	VMULPS       Z4, Z4, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z9
+	VMOVUPS      constsAVX512<>+448(SB), Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VMOVUPS      constsAVX512<>+576(SB), Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VFMADD213PS  Z4, Z8, Z9
+	VADDPS       constsAVX512<>+704(SB), Z9, Z9
+	VSCALEFPS.Z  Z7, Z9, K4, Z9
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z9, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z9, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VSHUFF32X4   $0xb1, Z9, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VSUBPS       Z6, Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K4
+	VMULPS       constsAVX512<>+128(SB), Z5, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z5
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z5
+	VMULPS       Z5, Z5, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z5, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z4, Z7, K4, Z7
+	VBROADCASTSS (BX)(CX*4), Z4
+	VFMADD213PS  Z9, Z7, Z4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z2, Z2
+	VADDPS       Z2, Z1, Z1
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z2
+	VBLENDMPS    Z2, Z1, K3, Z1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z2
+	VSHUFF32X4   $0x4e, Z2, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VSHUFF32X4   $0xb1, Z2, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z2, Z4, Z2
+	VMAXPS       constsAVX512<>+768(SB), Z2, Z5
+	VSUBPS       Z5, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K4
+	VMULPS       constsAVX512<>+128(SB), Z1, Z6
+	VRNDSCALEPS  $0x00, Z6, Z6
+	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
+	VMULPS       Z1, Z1, Z7
+	VMOVUPS      constsAVX512<>+320(SB), Z8
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
+	VMOVUPS      constsAVX512<>+448(SB), Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VMOVUPS      constsAVX512<>+576(SB), Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VFMADD213PS  Z1, Z7, Z8
+	VADDPS       constsAVX512<>+704(SB), Z8, Z8
+	VSCALEFPS.Z  Z6, Z8, K4, Z8
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z8, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xb1, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
+	VMULPS       Z4, Z4, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z4, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z1, Z6, K4, Z6
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z8, Z6, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z3, Z3
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z3, K3, Z3
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z3, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z4
+	VSUBPS       Z4, Z3, Z3
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K4
+	VMULPS       constsAVX512<>+128(SB), Z3, Z5
+	VRNDSCALEPS  $0x00, Z5, Z5
+	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z3
+	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z3
+	VMULPS       Z3, Z3, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z3, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z5, Z7, K4, Z7
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VSUBPS       Z4, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z3
+	VRNDSCALEPS  $0x00, Z3, Z3
+	VFNMADD231PS constsAVX512<>+192(SB), Z3, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z3, Z2
+	VMULPS       Z2, Z2, Z4
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z5
+	VMOVUPS      constsAVX512<>+448(SB), Z6
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VMOVUPS      constsAVX512<>+576(SB), Z6
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VFMADD213PS  Z2, Z4, Z5
+	VADDPS       constsAVX512<>+704(SB), Z5, Z5
+	VSCALEFPS.Z  Z3, Z5, K4, Z5
+	VBROADCASTSS (BX)(CX*4), Z2
+	VFMADD213PS  Z7, Z5, Z2
+	VMOVSS       X2, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z0, Z0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K4, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K4, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	MOVQ    128(SP), R9
+	LEAQ    (BX)(R9*1), R10
+	LEAQ    (SI)(R9*1), R11
+	LEAQ    (DI)(R9*1), R12
+	LEAQ    (R8)(R9*1), R9
+	MOVQ    96(SP), R13
+	MOVQ    32(SP), R14
+	TESTQ   R14, R14
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R13), Z16
+	PREFETCHT0  (R10)
+	VMOVUPS     (BX), Z17
+	VFMADD231PS Z17, Z16, Z0
+	PREFETCHT0  (R10)(CX*1)
+	VMOVUPS     (BX)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	PREFETCHT0  (R10)(CX*2)
+	VMOVUPS     (BX)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z8
+	PREFETCHT0  (R10)(DX*1)
+	VMOVUPS     (BX)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	PREFETCHT0  (R11)
+	VMOVUPS     (SI), Z17
+	VFMADD231PS Z17, Z16, Z1
+	PREFETCHT0  (R11)(CX*1)
+	VMOVUPS     (SI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	PREFETCHT0  (R11)(CX*2)
+	VMOVUPS     (SI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z9
+	PREFETCHT0  (R11)(DX*1)
+	VMOVUPS     (SI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	PREFETCHT0  (R12)
+	VMOVUPS     (DI), Z17
+	VFMADD231PS Z17, Z16, Z2
+	PREFETCHT0  (R12)(CX*1)
+	VMOVUPS     (DI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	PREFETCHT0  (R12)(CX*2)
+	VMOVUPS     (DI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z10
+	PREFETCHT0  (R12)(DX*1)
+	VMOVUPS     (DI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	PREFETCHT0  (R9)
+	VMOVUPS     (R8), Z17
+	VFMADD231PS Z17, Z16, Z3
+	PREFETCHT0  (R9)(CX*1)
+	VMOVUPS     (R8)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	PREFETCHT0  (R9)(CX*2)
+	VMOVUPS     (R8)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z11
+	PREFETCHT0  (R9)(DX*1)
+	VMOVUPS     (R8)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	ADDQ        $0x40, R13
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R8
+	ADDQ        $0x40, R10
+	ADDQ        $0x40, R11
+	ADDQ        $0x40, R12
+	ADDQ        $0x40, R9
+	DECQ        R14
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVUPS.Z   (R13), K1, Z16
+	VMOVUPS.Z   (BX), K1, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS.Z   (BX)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVUPS.Z   (BX)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVUPS.Z   (BX)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVUPS.Z   (SI), K1, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVUPS.Z   (SI)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVUPS.Z   (SI)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVUPS.Z   (SI)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVUPS.Z   (DI), K1, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVUPS.Z   (DI)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVUPS.Z   (DI)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVUPS.Z   (DI)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVUPS.Z   (R8), K1, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVUPS.Z   (R8)(CX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVUPS.Z   (R8)(CX*2), K1, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVUPS.Z   (R8)(DX*1), K1, Z17
+	VFMADD231PS Z17, Z16, Z15
+
+scores_rows1_prefetched_pass0_fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, Z0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z0, Z0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K4, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K4, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -6432,7 +7705,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV, then the next block.
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 4 rows, each over panels of vectors of dv.
@@ -6709,54 +7982,65 @@ rows4_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	VMOVUPS      (R8), Z20
-	VFMADD231PS  Z20, Z0, Z1
-	VFMADD231PS  Z20, Z17, Z5
-	VFMADD231PS  Z20, Z18, Z9
-	VFMADD231PS  Z20, Z19, Z13
-	VMOVUPS      64(R8), Z20
-	VFMADD231PS  Z20, Z0, Z2
-	VFMADD231PS  Z20, Z17, Z6
-	VFMADD231PS  Z20, Z18, Z10
-	VFMADD231PS  Z20, Z19, Z14
-	VMOVUPS      128(R8), Z20
-	VFMADD231PS  Z20, Z0, Z3
-	VFMADD231PS  Z20, Z17, Z7
-	VFMADD231PS  Z20, Z18, Z11
-	VFMADD231PS  Z20, Z19, Z15
-	VMOVUPS      192(R8), Z20
-	VFMADD231PS  Z20, Z0, Z4
-	VFMADD231PS  Z20, Z17, Z8
-	VFMADD231PS  Z20, Z18, Z12
-	VFMADD231PS  Z20, Z19, Z16
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, 192(CX)(DX*2)
-	VMOVUPS      Z13, (DI)(DX*1)
-	VMOVUPS      Z14, 64(DI)(DX*1)
-	VMOVUPS      Z15, 128(DI)(DX*1)
-	VMOVUPS      Z16, 192(DI)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+
+rows4_vecs4_whole_keys_fetched:
+	VMOVUPS     (R8), Z20
+	VFMADD231PS Z20, Z0, Z1
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z9
+	VFMADD231PS Z20, Z19, Z13
+	VMOVUPS     64(R8), Z20
+	VFMADD231PS Z20, Z0, Z2
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z14
+	VMOVUPS     128(R8), Z20
+	VFMADD231PS Z20, Z0, Z3
+	VFMADD231PS Z20, Z17, Z7
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z15
+	VMOVUPS     192(R8), Z20
+	VFMADD231PS Z20, Z0, Z4
+	VFMADD231PS Z20, Z17, Z8
+	VFMADD231PS Z20, Z18, Z12
+	VFMADD231PS Z20, Z19, Z16
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, 192(CX)(DX*2)
+	VMOVUPS     Z13, (DI)(DX*1)
+	VMOVUPS     Z14, 64(DI)(DX*1)
+	VMOVUPS     Z15, 128(DI)(DX*1)
+	VMOVUPS     Z16, 192(DI)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -6820,54 +8104,65 @@ rows4_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	VMOVUPS      (R8), Z20
-	VFMADD231PS  Z20, Z0, Z1
-	VFMADD231PS  Z20, Z17, Z5
-	VFMADD231PS  Z20, Z18, Z9
-	VFMADD231PS  Z20, Z19, Z13
-	VMOVUPS      64(R8), Z20
-	VFMADD231PS  Z20, Z0, Z2
-	VFMADD231PS  Z20, Z17, Z6
-	VFMADD231PS  Z20, Z18, Z10
-	VFMADD231PS  Z20, Z19, Z14
-	VMOVUPS      128(R8), Z20
-	VFMADD231PS  Z20, Z0, Z3
-	VFMADD231PS  Z20, Z17, Z7
-	VFMADD231PS  Z20, Z18, Z11
-	VFMADD231PS  Z20, Z19, Z15
-	VMOVUPS.Z    192(R8), K2, Z20
-	VFMADD231PS  Z20, Z0, Z4
-	VFMADD231PS  Z20, Z17, Z8
-	VFMADD231PS  Z20, Z18, Z12
-	VFMADD231PS  Z20, Z19, Z16
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, K2, 192(CX)(DX*2)
-	VMOVUPS      Z13, (DI)(DX*1)
-	VMOVUPS      Z14, 64(DI)(DX*1)
-	VMOVUPS      Z15, 128(DI)(DX*1)
-	VMOVUPS      Z16, K2, 192(DI)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+
+rows4_vecs4_masked_keys_fetched:
+	VMOVUPS     (R8), Z20
+	VFMADD231PS Z20, Z0, Z1
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z9
+	VFMADD231PS Z20, Z19, Z13
+	VMOVUPS     64(R8), Z20
+	VFMADD231PS Z20, Z0, Z2
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z14
+	VMOVUPS     128(R8), Z20
+	VFMADD231PS Z20, Z0, Z3
+	VFMADD231PS Z20, Z17, Z7
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z15
+	VMOVUPS.Z   192(R8), K2, Z20
+	VFMADD231PS Z20, Z0, Z4
+	VFMADD231PS Z20, Z17, Z8
+	VFMADD231PS Z20, Z18, Z12
+	VFMADD231PS Z20, Z19, Z16
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, K2, 192(CX)(DX*2)
+	VMOVUPS     Z13, (DI)(DX*1)
+	VMOVUPS     Z14, 64(DI)(DX*1)
+	VMOVUPS     Z15, 128(DI)(DX*1)
+	VMOVUPS     Z16, K2, 192(DI)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -6923,45 +8218,55 @@ rows4_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	VMOVUPS      (R8), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z13, Z4
-	VFMADD231PS  Z16, Z14, Z7
-	VFMADD231PS  Z16, Z15, Z10
-	VMOVUPS      64(R8), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z13, Z5
-	VFMADD231PS  Z16, Z14, Z8
-	VFMADD231PS  Z16, Z15, Z11
-	VMOVUPS      128(R8), Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z13, Z6
-	VFMADD231PS  Z16, Z14, Z9
-	VFMADD231PS  Z16, Z15, Z12
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, 128(CX)(DX*2)
-	VMOVUPS      Z10, (DI)(DX*1)
-	VMOVUPS      Z11, 64(DI)(DX*1)
-	VMOVUPS      Z12, 128(DI)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+
+rows4_vecs3_whole_keys_fetched:
+	VMOVUPS     (R8), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z13, Z4
+	VFMADD231PS Z16, Z14, Z7
+	VFMADD231PS Z16, Z15, Z10
+	VMOVUPS     64(R8), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z8
+	VFMADD231PS Z16, Z15, Z11
+	VMOVUPS     128(R8), Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z13, Z6
+	VFMADD231PS Z16, Z14, Z9
+	VFMADD231PS Z16, Z15, Z12
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, 128(CX)(DX*2)
+	VMOVUPS     Z10, (DI)(DX*1)
+	VMOVUPS     Z11, 64(DI)(DX*1)
+	VMOVUPS     Z12, 128(DI)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -7017,45 +8322,55 @@ rows4_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	VMOVUPS      (R8), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z13, Z4
-	VFMADD231PS  Z16, Z14, Z7
-	VFMADD231PS  Z16, Z15, Z10
-	VMOVUPS      64(R8), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z13, Z5
-	VFMADD231PS  Z16, Z14, Z8
-	VFMADD231PS  Z16, Z15, Z11
-	VMOVUPS.Z    128(R8), K2, Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z13, Z6
-	VFMADD231PS  Z16, Z14, Z9
-	VFMADD231PS  Z16, Z15, Z12
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, K2, 128(CX)(DX*2)
-	VMOVUPS      Z10, (DI)(DX*1)
-	VMOVUPS      Z11, 64(DI)(DX*1)
-	VMOVUPS      Z12, K2, 128(DI)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+
+rows4_vecs3_masked_keys_fetched:
+	VMOVUPS     (R8), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z13, Z4
+	VFMADD231PS Z16, Z14, Z7
+	VFMADD231PS Z16, Z15, Z10
+	VMOVUPS     64(R8), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z8
+	VFMADD231PS Z16, Z15, Z11
+	VMOVUPS.Z   128(R8), K2, Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z13, Z6
+	VFMADD231PS Z16, Z14, Z9
+	VFMADD231PS Z16, Z15, Z12
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, K2, 128(CX)(DX*2)
+	VMOVUPS     Z10, (DI)(DX*1)
+	VMOVUPS     Z11, 64(DI)(DX*1)
+	VMOVUPS     Z12, K2, 128(DI)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -7103,36 +8418,45 @@ rows4_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	VMOVUPS      (R8), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z9, Z3
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVUPS      64(R8), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z9, Z4
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z8
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, 64(CX)(DX*2)
-	VMOVUPS      Z7, (DI)(DX*1)
-	VMOVUPS      Z8, 64(DI)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+
+rows4_vecs2_whole_keys_fetched:
+	VMOVUPS     (R8), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z9, Z3
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z7
+	VMOVUPS     64(R8), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z9, Z4
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z8
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, 64(CX)(DX*2)
+	VMOVUPS     Z7, (DI)(DX*1)
+	VMOVUPS     Z8, 64(DI)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -7180,36 +8504,45 @@ rows4_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	VMOVUPS      (R8), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z9, Z3
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVUPS.Z    64(R8), K2, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z9, Z4
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z8
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, K2, 64(CX)(DX*2)
-	VMOVUPS      Z7, (DI)(DX*1)
-	VMOVUPS      Z8, K2, 64(DI)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+
+rows4_vecs2_masked_keys_fetched:
+	VMOVUPS     (R8), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z9, Z3
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z7
+	VMOVUPS.Z   64(R8), K2, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z9, Z4
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z8
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, K2, 64(CX)(DX*2)
+	VMOVUPS     Z7, (DI)(DX*1)
+	VMOVUPS     Z8, K2, 64(DI)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -7249,27 +8582,35 @@ rows4_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	VMOVUPS      (R8), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z5, Z2
-	VFMADD231PS  Z8, Z6, Z3
-	VFMADD231PS  Z8, Z7, Z4
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	VMOVUPS      Z3, (CX)(DX*2)
-	VMOVUPS      Z4, (DI)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows4_vecs1_whole_keys_fetched:
+	VMOVUPS     (R8), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z5, Z2
+	VFMADD231PS Z8, Z6, Z3
+	VFMADD231PS Z8, Z7, Z4
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	VMOVUPS     Z3, (CX)(DX*2)
+	VMOVUPS     Z4, (DI)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -7309,27 +8650,35 @@ rows4_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	VMOVUPS.Z    (R8), K2, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z5, Z2
-	VFMADD231PS  Z8, Z6, Z3
-	VFMADD231PS  Z8, Z7, Z4
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	VMOVUPS      Z3, K2, (CX)(DX*2)
-	VMOVUPS      Z4, K2, (DI)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows4_vecs1_masked_keys_fetched:
+	VMOVUPS.Z   (R8), K2, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z5, Z2
+	VFMADD231PS Z8, Z6, Z3
+	VFMADD231PS Z8, Z7, Z4
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	VMOVUPS     Z3, K2, (CX)(DX*2)
+	VMOVUPS     Z4, K2, (DI)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -7383,45 +8732,56 @@ rows3_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	VMOVUPS      (DI), Z15
-	VFMADD231PS  Z15, Z0, Z1
-	VFMADD231PS  Z15, Z13, Z5
-	VFMADD231PS  Z15, Z14, Z9
-	VMOVUPS      64(DI), Z15
-	VFMADD231PS  Z15, Z0, Z2
-	VFMADD231PS  Z15, Z13, Z6
-	VFMADD231PS  Z15, Z14, Z10
-	VMOVUPS      128(DI), Z15
-	VFMADD231PS  Z15, Z0, Z3
-	VFMADD231PS  Z15, Z13, Z7
-	VFMADD231PS  Z15, Z14, Z11
-	VMOVUPS      192(DI), Z15
-	VFMADD231PS  Z15, Z0, Z4
-	VFMADD231PS  Z15, Z13, Z8
-	VFMADD231PS  Z15, Z14, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, 192(CX)(DX*2)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+
+rows3_vecs4_whole_keys_fetched:
+	VMOVUPS     (DI), Z15
+	VFMADD231PS Z15, Z0, Z1
+	VFMADD231PS Z15, Z13, Z5
+	VFMADD231PS Z15, Z14, Z9
+	VMOVUPS     64(DI), Z15
+	VFMADD231PS Z15, Z0, Z2
+	VFMADD231PS Z15, Z13, Z6
+	VFMADD231PS Z15, Z14, Z10
+	VMOVUPS     128(DI), Z15
+	VFMADD231PS Z15, Z0, Z3
+	VFMADD231PS Z15, Z13, Z7
+	VFMADD231PS Z15, Z14, Z11
+	VMOVUPS     192(DI), Z15
+	VFMADD231PS Z15, Z0, Z4
+	VFMADD231PS Z15, Z13, Z8
+	VFMADD231PS Z15, Z14, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, 192(CX)(DX*2)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -7475,45 +8835,56 @@ rows3_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	VMOVUPS      (DI), Z15
-	VFMADD231PS  Z15, Z0, Z1
-	VFMADD231PS  Z15, Z13, Z5
-	VFMADD231PS  Z15, Z14, Z9
-	VMOVUPS      64(DI), Z15
-	VFMADD231PS  Z15, Z0, Z2
-	VFMADD231PS  Z15, Z13, Z6
-	VFMADD231PS  Z15, Z14, Z10
-	VMOVUPS      128(DI), Z15
-	VFMADD231PS  Z15, Z0, Z3
-	VFMADD231PS  Z15, Z13, Z7
-	VFMADD231PS  Z15, Z14, Z11
-	VMOVUPS.Z    192(DI), K2, Z15
-	VFMADD231PS  Z15, Z0, Z4
-	VFMADD231PS  Z15, Z13, Z8
-	VFMADD231PS  Z15, Z14, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, K2, 192(CX)(DX*2)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+
+rows3_vecs4_masked_keys_fetched:
+	VMOVUPS     (DI), Z15
+	VFMADD231PS Z15, Z0, Z1
+	VFMADD231PS Z15, Z13, Z5
+	VFMADD231PS Z15, Z14, Z9
+	VMOVUPS     64(DI), Z15
+	VFMADD231PS Z15, Z0, Z2
+	VFMADD231PS Z15, Z13, Z6
+	VFMADD231PS Z15, Z14, Z10
+	VMOVUPS     128(DI), Z15
+	VFMADD231PS Z15, Z0, Z3
+	VFMADD231PS Z15, Z13, Z7
+	VFMADD231PS Z15, Z14, Z11
+	VMOVUPS.Z   192(DI), K2, Z15
+	VFMADD231PS Z15, Z0, Z4
+	VFMADD231PS Z15, Z13, Z8
+	VFMADD231PS Z15, Z14, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, K2, 192(CX)(DX*2)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -7561,38 +8932,48 @@ rows3_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	VMOVUPS      (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z10, Z4
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVUPS      64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z8
-	VMOVUPS      128(DI), Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z9
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, 128(CX)(DX*2)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+
+rows3_vecs3_whole_keys_fetched:
+	VMOVUPS     (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z10, Z4
+	VFMADD231PS Z12, Z11, Z7
+	VMOVUPS     64(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z8
+	VMOVUPS     128(DI), Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z9
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, 128(CX)(DX*2)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -7640,38 +9021,48 @@ rows3_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	VMOVUPS      (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z10, Z4
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVUPS      64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z8
-	VMOVUPS.Z    128(DI), K2, Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z9
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, K2, 128(CX)(DX*2)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+
+rows3_vecs3_masked_keys_fetched:
+	VMOVUPS     (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z10, Z4
+	VFMADD231PS Z12, Z11, Z7
+	VMOVUPS     64(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z8
+	VMOVUPS.Z   128(DI), K2, Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z9
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, K2, 128(CX)(DX*2)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -7713,31 +9104,40 @@ rows3_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	VMOVUPS      (DI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VFMADD231PS  Z9, Z7, Z3
-	VFMADD231PS  Z9, Z8, Z5
-	VMOVUPS      64(DI), Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VFMADD231PS  Z9, Z7, Z4
-	VFMADD231PS  Z9, Z8, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, 64(CX)(DX*2)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+
+rows3_vecs2_whole_keys_fetched:
+	VMOVUPS     (DI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VFMADD231PS Z9, Z7, Z3
+	VFMADD231PS Z9, Z8, Z5
+	VMOVUPS     64(DI), Z9
+	VFMADD231PS Z9, Z0, Z2
+	VFMADD231PS Z9, Z7, Z4
+	VFMADD231PS Z9, Z8, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, 64(CX)(DX*2)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -7779,31 +9179,40 @@ rows3_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	VMOVUPS      (DI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VFMADD231PS  Z9, Z7, Z3
-	VFMADD231PS  Z9, Z8, Z5
-	VMOVUPS.Z    64(DI), K2, Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VFMADD231PS  Z9, Z7, Z4
-	VFMADD231PS  Z9, Z8, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, K2, 64(CX)(DX*2)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+
+rows3_vecs2_masked_keys_fetched:
+	VMOVUPS     (DI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VFMADD231PS Z9, Z7, Z3
+	VFMADD231PS Z9, Z8, Z5
+	VMOVUPS.Z   64(DI), K2, Z9
+	VFMADD231PS Z9, Z0, Z2
+	VFMADD231PS Z9, Z7, Z4
+	VFMADD231PS Z9, Z8, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, K2, 64(CX)(DX*2)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -7839,24 +9248,32 @@ rows3_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	VMOVUPS      (DI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z4, Z2
-	VFMADD231PS  Z6, Z5, Z3
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	VMOVUPS      Z3, (CX)(DX*2)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows3_vecs1_whole_keys_fetched:
+	VMOVUPS     (DI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z4, Z2
+	VFMADD231PS Z6, Z5, Z3
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	VMOVUPS     Z3, (CX)(DX*2)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -7892,24 +9309,32 @@ rows3_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	VMOVUPS.Z    (DI), K2, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z4, Z2
-	VFMADD231PS  Z6, Z5, Z3
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	VMOVUPS      Z3, K2, (CX)(DX*2)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows3_vecs1_masked_keys_fetched:
+	VMOVUPS.Z   (DI), K2, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z4, Z2
+	VFMADD231PS Z6, Z5, Z3
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	VMOVUPS     Z3, K2, (CX)(DX*2)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -7970,56 +9395,71 @@ rows2_vecs8_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	VMOVUPS      (DI), Z18
-	VFMADD231PS  Z18, Z0, Z1
-	VFMADD231PS  Z18, Z17, Z9
-	VMOVUPS      64(DI), Z18
-	VFMADD231PS  Z18, Z0, Z2
-	VFMADD231PS  Z18, Z17, Z10
-	VMOVUPS      128(DI), Z18
-	VFMADD231PS  Z18, Z0, Z3
-	VFMADD231PS  Z18, Z17, Z11
-	VMOVUPS      192(DI), Z18
-	VFMADD231PS  Z18, Z0, Z4
-	VFMADD231PS  Z18, Z17, Z12
-	VMOVUPS      256(DI), Z18
-	VFMADD231PS  Z18, Z0, Z5
-	VFMADD231PS  Z18, Z17, Z13
-	VMOVUPS      320(DI), Z18
-	VFMADD231PS  Z18, Z0, Z6
-	VFMADD231PS  Z18, Z17, Z14
-	VMOVUPS      384(DI), Z18
-	VFMADD231PS  Z18, Z0, Z7
-	VFMADD231PS  Z18, Z17, Z15
-	VMOVUPS      448(DI), Z18
-	VFMADD231PS  Z18, Z0, Z8
-	VFMADD231PS  Z18, Z17, Z16
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs8_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, 448(CX)
-	VMOVUPS      Z9, (CX)(DX*1)
-	VMOVUPS      Z10, 64(CX)(DX*1)
-	VMOVUPS      Z11, 128(CX)(DX*1)
-	VMOVUPS      Z12, 192(CX)(DX*1)
-	VMOVUPS      Z13, 256(CX)(DX*1)
-	VMOVUPS      Z14, 320(CX)(DX*1)
-	VMOVUPS      Z15, 384(CX)(DX*1)
-	VMOVUPS      Z16, 448(CX)(DX*1)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs8_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+	PREFETCHT0   320(SI)
+	PREFETCHT0   384(SI)
+	PREFETCHT0   448(SI)
+
+rows2_vecs8_whole_keys_fetched:
+	VMOVUPS     (DI), Z18
+	VFMADD231PS Z18, Z0, Z1
+	VFMADD231PS Z18, Z17, Z9
+	VMOVUPS     64(DI), Z18
+	VFMADD231PS Z18, Z0, Z2
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     128(DI), Z18
+	VFMADD231PS Z18, Z0, Z3
+	VFMADD231PS Z18, Z17, Z11
+	VMOVUPS     192(DI), Z18
+	VFMADD231PS Z18, Z0, Z4
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     256(DI), Z18
+	VFMADD231PS Z18, Z0, Z5
+	VFMADD231PS Z18, Z17, Z13
+	VMOVUPS     320(DI), Z18
+	VFMADD231PS Z18, Z0, Z6
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     384(DI), Z18
+	VFMADD231PS Z18, Z0, Z7
+	VFMADD231PS Z18, Z17, Z15
+	VMOVUPS     448(DI), Z18
+	VFMADD231PS Z18, Z0, Z8
+	VFMADD231PS Z18, Z17, Z16
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs8_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, 448(CX)
+	VMOVUPS     Z9, (CX)(DX*1)
+	VMOVUPS     Z10, 64(CX)(DX*1)
+	VMOVUPS     Z11, 128(CX)(DX*1)
+	VMOVUPS     Z12, 192(CX)(DX*1)
+	VMOVUPS     Z13, 256(CX)(DX*1)
+	VMOVUPS     Z14, 320(CX)(DX*1)
+	VMOVUPS     Z15, 384(CX)(DX*1)
+	VMOVUPS     Z16, 448(CX)(DX*1)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -8080,56 +9520,71 @@ rows2_vecs8_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	VMOVUPS      (DI), Z18
-	VFMADD231PS  Z18, Z0, Z1
-	VFMADD231PS  Z18, Z17, Z9
-	VMOVUPS      64(DI), Z18
-	VFMADD231PS  Z18, Z0, Z2
-	VFMADD231PS  Z18, Z17, Z10
-	VMOVUPS      128(DI), Z18
-	VFMADD231PS  Z18, Z0, Z3
-	VFMADD231PS  Z18, Z17, Z11
-	VMOVUPS      192(DI), Z18
-	VFMADD231PS  Z18, Z0, Z4
-	VFMADD231PS  Z18, Z17, Z12
-	VMOVUPS      256(DI), Z18
-	VFMADD231PS  Z18, Z0, Z5
-	VFMADD231PS  Z18, Z17, Z13
-	VMOVUPS      320(DI), Z18
-	VFMADD231PS  Z18, Z0, Z6
-	VFMADD231PS  Z18, Z17, Z14
-	VMOVUPS      384(DI), Z18
-	VFMADD231PS  Z18, Z0, Z7
-	VFMADD231PS  Z18, Z17, Z15
-	VMOVUPS.Z    448(DI), K2, Z18
-	VFMADD231PS  Z18, Z0, Z8
-	VFMADD231PS  Z18, Z17, Z16
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs8_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, K2, 448(CX)
-	VMOVUPS      Z9, (CX)(DX*1)
-	VMOVUPS      Z10, 64(CX)(DX*1)
-	VMOVUPS      Z11, 128(CX)(DX*1)
-	VMOVUPS      Z12, 192(CX)(DX*1)
-	VMOVUPS      Z13, 256(CX)(DX*1)
-	VMOVUPS      Z14, 320(CX)(DX*1)
-	VMOVUPS      Z15, 384(CX)(DX*1)
-	VMOVUPS      Z16, K2, 448(CX)(DX*1)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs8_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+	PREFETCHT0   320(SI)
+	PREFETCHT0   384(SI)
+	PREFETCHT0   448(SI)
+
+rows2_vecs8_masked_keys_fetched:
+	VMOVUPS     (DI), Z18
+	VFMADD231PS Z18, Z0, Z1
+	VFMADD231PS Z18, Z17, Z9
+	VMOVUPS     64(DI), Z18
+	VFMADD231PS Z18, Z0, Z2
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     128(DI), Z18
+	VFMADD231PS Z18, Z0, Z3
+	VFMADD231PS Z18, Z17, Z11
+	VMOVUPS     192(DI), Z18
+	VFMADD231PS Z18, Z0, Z4
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     256(DI), Z18
+	VFMADD231PS Z18, Z0, Z5
+	VFMADD231PS Z18, Z17, Z13
+	VMOVUPS     320(DI), Z18
+	VFMADD231PS Z18, Z0, Z6
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     384(DI), Z18
+	VFMADD231PS Z18, Z0, Z7
+	VFMADD231PS Z18, Z17, Z15
+	VMOVUPS.Z   448(DI), K2, Z18
+	VFMADD231PS Z18, Z0, Z8
+	VFMADD231PS Z18, Z17, Z16
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs8_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, K2, 448(CX)
+	VMOVUPS     Z9, (CX)(DX*1)
+	VMOVUPS     Z10, 64(CX)(DX*1)
+	VMOVUPS     Z11, 128(CX)(DX*1)
+	VMOVUPS     Z12, 192(CX)(DX*1)
+	VMOVUPS     Z13, 256(CX)(DX*1)
+	VMOVUPS     Z14, 320(CX)(DX*1)
+	VMOVUPS     Z15, 384(CX)(DX*1)
+	VMOVUPS     Z16, K2, 448(CX)(DX*1)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -8186,51 +9641,65 @@ rows2_vecs7_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	VMOVUPS      (DI), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z15, Z8
-	VMOVUPS      64(DI), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z15, Z9
-	VMOVUPS      128(DI), Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z15, Z10
-	VMOVUPS      192(DI), Z16
-	VFMADD231PS  Z16, Z0, Z4
-	VFMADD231PS  Z16, Z15, Z11
-	VMOVUPS      256(DI), Z16
-	VFMADD231PS  Z16, Z0, Z5
-	VFMADD231PS  Z16, Z15, Z12
-	VMOVUPS      320(DI), Z16
-	VFMADD231PS  Z16, Z0, Z6
-	VFMADD231PS  Z16, Z15, Z13
-	VMOVUPS      384(DI), Z16
-	VFMADD231PS  Z16, Z0, Z7
-	VFMADD231PS  Z16, Z15, Z14
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs7_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, (CX)(DX*1)
-	VMOVUPS      Z9, 64(CX)(DX*1)
-	VMOVUPS      Z10, 128(CX)(DX*1)
-	VMOVUPS      Z11, 192(CX)(DX*1)
-	VMOVUPS      Z12, 256(CX)(DX*1)
-	VMOVUPS      Z13, 320(CX)(DX*1)
-	VMOVUPS      Z14, 384(CX)(DX*1)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs7_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+	PREFETCHT0   320(SI)
+	PREFETCHT0   384(SI)
+
+rows2_vecs7_whole_keys_fetched:
+	VMOVUPS     (DI), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z15, Z8
+	VMOVUPS     64(DI), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z15, Z9
+	VMOVUPS     128(DI), Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z15, Z10
+	VMOVUPS     192(DI), Z16
+	VFMADD231PS Z16, Z0, Z4
+	VFMADD231PS Z16, Z15, Z11
+	VMOVUPS     256(DI), Z16
+	VFMADD231PS Z16, Z0, Z5
+	VFMADD231PS Z16, Z15, Z12
+	VMOVUPS     320(DI), Z16
+	VFMADD231PS Z16, Z0, Z6
+	VFMADD231PS Z16, Z15, Z13
+	VMOVUPS     384(DI), Z16
+	VFMADD231PS Z16, Z0, Z7
+	VFMADD231PS Z16, Z15, Z14
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs7_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, (CX)(DX*1)
+	VMOVUPS     Z9, 64(CX)(DX*1)
+	VMOVUPS     Z10, 128(CX)(DX*1)
+	VMOVUPS     Z11, 192(CX)(DX*1)
+	VMOVUPS     Z12, 256(CX)(DX*1)
+	VMOVUPS     Z13, 320(CX)(DX*1)
+	VMOVUPS     Z14, 384(CX)(DX*1)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -8287,51 +9756,65 @@ rows2_vecs7_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	VMOVUPS      (DI), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z15, Z8
-	VMOVUPS      64(DI), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z15, Z9
-	VMOVUPS      128(DI), Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z15, Z10
-	VMOVUPS      192(DI), Z16
-	VFMADD231PS  Z16, Z0, Z4
-	VFMADD231PS  Z16, Z15, Z11
-	VMOVUPS      256(DI), Z16
-	VFMADD231PS  Z16, Z0, Z5
-	VFMADD231PS  Z16, Z15, Z12
-	VMOVUPS      320(DI), Z16
-	VFMADD231PS  Z16, Z0, Z6
-	VFMADD231PS  Z16, Z15, Z13
-	VMOVUPS.Z    384(DI), K2, Z16
-	VFMADD231PS  Z16, Z0, Z7
-	VFMADD231PS  Z16, Z15, Z14
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs7_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, K2, 384(CX)
-	VMOVUPS      Z8, (CX)(DX*1)
-	VMOVUPS      Z9, 64(CX)(DX*1)
-	VMOVUPS      Z10, 128(CX)(DX*1)
-	VMOVUPS      Z11, 192(CX)(DX*1)
-	VMOVUPS      Z12, 256(CX)(DX*1)
-	VMOVUPS      Z13, 320(CX)(DX*1)
-	VMOVUPS      Z14, K2, 384(CX)(DX*1)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs7_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+	PREFETCHT0   320(SI)
+	PREFETCHT0   384(SI)
+
+rows2_vecs7_masked_keys_fetched:
+	VMOVUPS     (DI), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z15, Z8
+	VMOVUPS     64(DI), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z15, Z9
+	VMOVUPS     128(DI), Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z15, Z10
+	VMOVUPS     192(DI), Z16
+	VFMADD231PS Z16, Z0, Z4
+	VFMADD231PS Z16, Z15, Z11
+	VMOVUPS     256(DI), Z16
+	VFMADD231PS Z16, Z0, Z5
+	VFMADD231PS Z16, Z15, Z12
+	VMOVUPS     320(DI), Z16
+	VFMADD231PS Z16, Z0, Z6
+	VFMADD231PS Z16, Z15, Z13
+	VMOVUPS.Z   384(DI), K2, Z16
+	VFMADD231PS Z16, Z0, Z7
+	VFMADD231PS Z16, Z15, Z14
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs7_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, K2, 384(CX)
+	VMOVUPS     Z8, (CX)(DX*1)
+	VMOVUPS     Z9, 64(CX)(DX*1)
+	VMOVUPS     Z10, 128(CX)(DX*1)
+	VMOVUPS     Z11, 192(CX)(DX*1)
+	VMOVUPS     Z12, 256(CX)(DX*1)
+	VMOVUPS     Z13, 320(CX)(DX*1)
+	VMOVUPS     Z14, K2, 384(CX)(DX*1)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -8384,46 +9867,59 @@ rows2_vecs6_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	VMOVUPS      (DI), Z14
-	VFMADD231PS  Z14, Z0, Z1
-	VFMADD231PS  Z14, Z13, Z7
-	VMOVUPS      64(DI), Z14
-	VFMADD231PS  Z14, Z0, Z2
-	VFMADD231PS  Z14, Z13, Z8
-	VMOVUPS      128(DI), Z14
-	VFMADD231PS  Z14, Z0, Z3
-	VFMADD231PS  Z14, Z13, Z9
-	VMOVUPS      192(DI), Z14
-	VFMADD231PS  Z14, Z0, Z4
-	VFMADD231PS  Z14, Z13, Z10
-	VMOVUPS      256(DI), Z14
-	VFMADD231PS  Z14, Z0, Z5
-	VFMADD231PS  Z14, Z13, Z11
-	VMOVUPS      320(DI), Z14
-	VFMADD231PS  Z14, Z0, Z6
-	VFMADD231PS  Z14, Z13, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs6_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, (CX)(DX*1)
-	VMOVUPS      Z8, 64(CX)(DX*1)
-	VMOVUPS      Z9, 128(CX)(DX*1)
-	VMOVUPS      Z10, 192(CX)(DX*1)
-	VMOVUPS      Z11, 256(CX)(DX*1)
-	VMOVUPS      Z12, 320(CX)(DX*1)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs6_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+	PREFETCHT0   320(SI)
+
+rows2_vecs6_whole_keys_fetched:
+	VMOVUPS     (DI), Z14
+	VFMADD231PS Z14, Z0, Z1
+	VFMADD231PS Z14, Z13, Z7
+	VMOVUPS     64(DI), Z14
+	VFMADD231PS Z14, Z0, Z2
+	VFMADD231PS Z14, Z13, Z8
+	VMOVUPS     128(DI), Z14
+	VFMADD231PS Z14, Z0, Z3
+	VFMADD231PS Z14, Z13, Z9
+	VMOVUPS     192(DI), Z14
+	VFMADD231PS Z14, Z0, Z4
+	VFMADD231PS Z14, Z13, Z10
+	VMOVUPS     256(DI), Z14
+	VFMADD231PS Z14, Z0, Z5
+	VFMADD231PS Z14, Z13, Z11
+	VMOVUPS     320(DI), Z14
+	VFMADD231PS Z14, Z0, Z6
+	VFMADD231PS Z14, Z13, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs6_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, (CX)(DX*1)
+	VMOVUPS     Z8, 64(CX)(DX*1)
+	VMOVUPS     Z9, 128(CX)(DX*1)
+	VMOVUPS     Z10, 192(CX)(DX*1)
+	VMOVUPS     Z11, 256(CX)(DX*1)
+	VMOVUPS     Z12, 320(CX)(DX*1)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -8476,46 +9972,59 @@ rows2_vecs6_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	VMOVUPS      (DI), Z14
-	VFMADD231PS  Z14, Z0, Z1
-	VFMADD231PS  Z14, Z13, Z7
-	VMOVUPS      64(DI), Z14
-	VFMADD231PS  Z14, Z0, Z2
-	VFMADD231PS  Z14, Z13, Z8
-	VMOVUPS      128(DI), Z14
-	VFMADD231PS  Z14, Z0, Z3
-	VFMADD231PS  Z14, Z13, Z9
-	VMOVUPS      192(DI), Z14
-	VFMADD231PS  Z14, Z0, Z4
-	VFMADD231PS  Z14, Z13, Z10
-	VMOVUPS      256(DI), Z14
-	VFMADD231PS  Z14, Z0, Z5
-	VFMADD231PS  Z14, Z13, Z11
-	VMOVUPS.Z    320(DI), K2, Z14
-	VFMADD231PS  Z14, Z0, Z6
-	VFMADD231PS  Z14, Z13, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs6_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, K2, 320(CX)
-	VMOVUPS      Z7, (CX)(DX*1)
-	VMOVUPS      Z8, 64(CX)(DX*1)
-	VMOVUPS      Z9, 128(CX)(DX*1)
-	VMOVUPS      Z10, 192(CX)(DX*1)
-	VMOVUPS      Z11, 256(CX)(DX*1)
-	VMOVUPS      Z12, K2, 320(CX)(DX*1)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs6_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+	PREFETCHT0   320(SI)
+
+rows2_vecs6_masked_keys_fetched:
+	VMOVUPS     (DI), Z14
+	VFMADD231PS Z14, Z0, Z1
+	VFMADD231PS Z14, Z13, Z7
+	VMOVUPS     64(DI), Z14
+	VFMADD231PS Z14, Z0, Z2
+	VFMADD231PS Z14, Z13, Z8
+	VMOVUPS     128(DI), Z14
+	VFMADD231PS Z14, Z0, Z3
+	VFMADD231PS Z14, Z13, Z9
+	VMOVUPS     192(DI), Z14
+	VFMADD231PS Z14, Z0, Z4
+	VFMADD231PS Z14, Z13, Z10
+	VMOVUPS     256(DI), Z14
+	VFMADD231PS Z14, Z0, Z5
+	VFMADD231PS Z14, Z13, Z11
+	VMOVUPS.Z   320(DI), K2, Z14
+	VFMADD231PS Z14, Z0, Z6
+	VFMADD231PS Z14, Z13, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs6_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, K2, 320(CX)
+	VMOVUPS     Z7, (CX)(DX*1)
+	VMOVUPS     Z8, 64(CX)(DX*1)
+	VMOVUPS     Z9, 128(CX)(DX*1)
+	VMOVUPS     Z10, 192(CX)(DX*1)
+	VMOVUPS     Z11, 256(CX)(DX*1)
+	VMOVUPS     Z12, K2, 320(CX)(DX*1)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -8564,41 +10073,53 @@ rows2_vecs5_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	VMOVUPS      (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z11, Z6
-	VMOVUPS      64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVUPS      128(DI), Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z11, Z8
-	VMOVUPS      192(DI), Z12
-	VFMADD231PS  Z12, Z0, Z4
-	VFMADD231PS  Z12, Z11, Z9
-	VMOVUPS      256(DI), Z12
-	VFMADD231PS  Z12, Z0, Z5
-	VFMADD231PS  Z12, Z11, Z10
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs5_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, (CX)(DX*1)
-	VMOVUPS      Z7, 64(CX)(DX*1)
-	VMOVUPS      Z8, 128(CX)(DX*1)
-	VMOVUPS      Z9, 192(CX)(DX*1)
-	VMOVUPS      Z10, 256(CX)(DX*1)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs5_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+
+rows2_vecs5_whole_keys_fetched:
+	VMOVUPS     (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z11, Z6
+	VMOVUPS     64(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z11, Z7
+	VMOVUPS     128(DI), Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z11, Z8
+	VMOVUPS     192(DI), Z12
+	VFMADD231PS Z12, Z0, Z4
+	VFMADD231PS Z12, Z11, Z9
+	VMOVUPS     256(DI), Z12
+	VFMADD231PS Z12, Z0, Z5
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs5_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, (CX)(DX*1)
+	VMOVUPS     Z7, 64(CX)(DX*1)
+	VMOVUPS     Z8, 128(CX)(DX*1)
+	VMOVUPS     Z9, 192(CX)(DX*1)
+	VMOVUPS     Z10, 256(CX)(DX*1)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -8647,41 +10168,53 @@ rows2_vecs5_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	VMOVUPS      (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z11, Z6
-	VMOVUPS      64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVUPS      128(DI), Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z11, Z8
-	VMOVUPS      192(DI), Z12
-	VFMADD231PS  Z12, Z0, Z4
-	VFMADD231PS  Z12, Z11, Z9
-	VMOVUPS.Z    256(DI), K2, Z12
-	VFMADD231PS  Z12, Z0, Z5
-	VFMADD231PS  Z12, Z11, Z10
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs5_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, K2, 256(CX)
-	VMOVUPS      Z6, (CX)(DX*1)
-	VMOVUPS      Z7, 64(CX)(DX*1)
-	VMOVUPS      Z8, 128(CX)(DX*1)
-	VMOVUPS      Z9, 192(CX)(DX*1)
-	VMOVUPS      Z10, K2, 256(CX)(DX*1)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs5_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   256(SI)
+
+rows2_vecs5_masked_keys_fetched:
+	VMOVUPS     (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z11, Z6
+	VMOVUPS     64(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z11, Z7
+	VMOVUPS     128(DI), Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z11, Z8
+	VMOVUPS     192(DI), Z12
+	VFMADD231PS Z12, Z0, Z4
+	VFMADD231PS Z12, Z11, Z9
+	VMOVUPS.Z   256(DI), K2, Z12
+	VFMADD231PS Z12, Z0, Z5
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs5_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, K2, 256(CX)
+	VMOVUPS     Z6, (CX)(DX*1)
+	VMOVUPS     Z7, 64(CX)(DX*1)
+	VMOVUPS     Z8, 128(CX)(DX*1)
+	VMOVUPS     Z9, 192(CX)(DX*1)
+	VMOVUPS     Z10, K2, 256(CX)(DX*1)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -8726,36 +10259,47 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	VMOVUPS      (DI), Z10
-	VFMADD231PS  Z10, Z0, Z1
-	VFMADD231PS  Z10, Z9, Z5
-	VMOVUPS      64(DI), Z10
-	VFMADD231PS  Z10, Z0, Z2
-	VFMADD231PS  Z10, Z9, Z6
-	VMOVUPS      128(DI), Z10
-	VFMADD231PS  Z10, Z0, Z3
-	VFMADD231PS  Z10, Z9, Z7
-	VMOVUPS      192(DI), Z10
-	VFMADD231PS  Z10, Z0, Z4
-	VFMADD231PS  Z10, Z9, Z8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VMOVUPS     (DI), Z10
+	VFMADD231PS Z10, Z0, Z1
+	VFMADD231PS Z10, Z9, Z5
+	VMOVUPS     64(DI), Z10
+	VFMADD231PS Z10, Z0, Z2
+	VFMADD231PS Z10, Z9, Z6
+	VMOVUPS     128(DI), Z10
+	VFMADD231PS Z10, Z0, Z3
+	VFMADD231PS Z10, Z9, Z7
+	VMOVUPS     192(DI), Z10
+	VFMADD231PS Z10, Z0, Z4
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -8800,36 +10344,47 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	VMOVUPS      (DI), Z10
-	VFMADD231PS  Z10, Z0, Z1
-	VFMADD231PS  Z10, Z9, Z5
-	VMOVUPS      64(DI), Z10
-	VFMADD231PS  Z10, Z0, Z2
-	VFMADD231PS  Z10, Z9, Z6
-	VMOVUPS      128(DI), Z10
-	VFMADD231PS  Z10, Z0, Z3
-	VFMADD231PS  Z10, Z9, Z7
-	VMOVUPS.Z    192(DI), K2, Z10
-	VFMADD231PS  Z10, Z0, Z4
-	VFMADD231PS  Z10, Z9, Z8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   192(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VMOVUPS     (DI), Z10
+	VFMADD231PS Z10, Z0, Z1
+	VFMADD231PS Z10, Z9, Z5
+	VMOVUPS     64(DI), Z10
+	VFMADD231PS Z10, Z0, Z2
+	VFMADD231PS Z10, Z9, Z6
+	VMOVUPS     128(DI), Z10
+	VFMADD231PS Z10, Z0, Z3
+	VFMADD231PS Z10, Z9, Z7
+	VMOVUPS.Z   192(DI), K2, Z10
+	VFMADD231PS Z10, Z0, Z4
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -8870,31 +10425,41 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	VMOVUPS      (DI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z7, Z4
-	VMOVUPS      64(DI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VFMADD231PS  Z8, Z7, Z5
-	VMOVUPS      128(DI), Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VFMADD231PS  Z8, Z7, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VMOVUPS     (DI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z7, Z4
+	VMOVUPS     64(DI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VFMADD231PS Z8, Z7, Z5
+	VMOVUPS     128(DI), Z8
+	VFMADD231PS Z8, Z0, Z3
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -8935,31 +10500,41 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	VMOVUPS      (DI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z7, Z4
-	VMOVUPS      64(DI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VFMADD231PS  Z8, Z7, Z5
-	VMOVUPS.Z    128(DI), K2, Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VFMADD231PS  Z8, Z7, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   128(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VMOVUPS     (DI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z7, Z4
+	VMOVUPS     64(DI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VFMADD231PS Z8, Z7, Z5
+	VMOVUPS.Z   128(DI), K2, Z8
+	VFMADD231PS Z8, Z0, Z3
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -8996,26 +10571,35 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	VMOVUPS      (DI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z5, Z3
-	VMOVUPS      64(DI), Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VFMADD231PS  Z6, Z5, Z4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VMOVUPS     (DI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z5, Z3
+	VMOVUPS     64(DI), Z6
+	VFMADD231PS Z6, Z0, Z2
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -9052,26 +10636,35 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	VMOVUPS      (DI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z5, Z3
-	VMOVUPS.Z    64(DI), K2, Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VFMADD231PS  Z6, Z5, Z4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VMOVUPS     (DI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z5, Z3
+	VMOVUPS.Z   64(DI), K2, Z6
+	VFMADD231PS Z6, Z0, Z2
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -9104,21 +10697,29 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	VMOVUPS      (DI), Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VFMADD231PS  Z4, Z3, Z2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VMOVUPS     (DI), Z4
+	VFMADD231PS Z4, Z0, Z1
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -9151,21 +10752,29 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	VMOVUPS.Z    (DI), K2, Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VFMADD231PS  Z4, Z3, Z2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVUPS.Z   (DI), K2, Z4
+	VFMADD231PS Z4, Z0, Z1
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -9208,39 +10817,54 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VMOVUPS      64(SI), Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VMOVUPS      128(SI), Z9
-	VFMADD231PS  Z9, Z0, Z3
-	VMOVUPS      192(SI), Z9
-	VFMADD231PS  Z9, Z0, Z4
-	VMOVUPS      256(SI), Z9
-	VFMADD231PS  Z9, Z0, Z5
-	VMOVUPS      320(SI), Z9
-	VFMADD231PS  Z9, Z0, Z6
-	VMOVUPS      384(SI), Z9
-	VFMADD231PS  Z9, Z0, Z7
-	VMOVUPS      448(SI), Z9
-	VFMADD231PS  Z9, Z0, Z8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, 448(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	PREFETCHT0   448(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VMOVUPS     (SI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VMOVUPS     64(SI), Z9
+	VFMADD231PS Z9, Z0, Z2
+	VMOVUPS     128(SI), Z9
+	VFMADD231PS Z9, Z0, Z3
+	VMOVUPS     192(SI), Z9
+	VFMADD231PS Z9, Z0, Z4
+	VMOVUPS     256(SI), Z9
+	VFMADD231PS Z9, Z0, Z5
+	VMOVUPS     320(SI), Z9
+	VFMADD231PS Z9, Z0, Z6
+	VMOVUPS     384(SI), Z9
+	VFMADD231PS Z9, Z0, Z7
+	VMOVUPS     448(SI), Z9
+	VFMADD231PS Z9, Z0, Z8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, 448(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -9283,39 +10907,54 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VMOVUPS      64(SI), Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VMOVUPS      128(SI), Z9
-	VFMADD231PS  Z9, Z0, Z3
-	VMOVUPS      192(SI), Z9
-	VFMADD231PS  Z9, Z0, Z4
-	VMOVUPS      256(SI), Z9
-	VFMADD231PS  Z9, Z0, Z5
-	VMOVUPS      320(SI), Z9
-	VFMADD231PS  Z9, Z0, Z6
-	VMOVUPS      384(SI), Z9
-	VFMADD231PS  Z9, Z0, Z7
-	VMOVUPS.Z    448(SI), K2, Z9
-	VFMADD231PS  Z9, Z0, Z8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, K2, 448(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	PREFETCHT0   448(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VMOVUPS     (SI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VMOVUPS     64(SI), Z9
+	VFMADD231PS Z9, Z0, Z2
+	VMOVUPS     128(SI), Z9
+	VFMADD231PS Z9, Z0, Z3
+	VMOVUPS     192(SI), Z9
+	VFMADD231PS Z9, Z0, Z4
+	VMOVUPS     256(SI), Z9
+	VFMADD231PS Z9, Z0, Z5
+	VMOVUPS     320(SI), Z9
+	VFMADD231PS Z9, Z0, Z6
+	VMOVUPS     384(SI), Z9
+	VFMADD231PS Z9, Z0, Z7
+	VMOVUPS.Z   448(SI), K2, Z9
+	VFMADD231PS Z9, Z0, Z8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, K2, 448(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -9356,36 +10995,50 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VMOVUPS      64(SI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VMOVUPS      128(SI), Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VMOVUPS      192(SI), Z8
-	VFMADD231PS  Z8, Z0, Z4
-	VMOVUPS      256(SI), Z8
-	VFMADD231PS  Z8, Z0, Z5
-	VMOVUPS      320(SI), Z8
-	VFMADD231PS  Z8, Z0, Z6
-	VMOVUPS      384(SI), Z8
-	VFMADD231PS  Z8, Z0, Z7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VMOVUPS     (SI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VMOVUPS     64(SI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VMOVUPS     128(SI), Z8
+	VFMADD231PS Z8, Z0, Z3
+	VMOVUPS     192(SI), Z8
+	VFMADD231PS Z8, Z0, Z4
+	VMOVUPS     256(SI), Z8
+	VFMADD231PS Z8, Z0, Z5
+	VMOVUPS     320(SI), Z8
+	VFMADD231PS Z8, Z0, Z6
+	VMOVUPS     384(SI), Z8
+	VFMADD231PS Z8, Z0, Z7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -9426,36 +11079,50 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VMOVUPS      64(SI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VMOVUPS      128(SI), Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VMOVUPS      192(SI), Z8
-	VFMADD231PS  Z8, Z0, Z4
-	VMOVUPS      256(SI), Z8
-	VFMADD231PS  Z8, Z0, Z5
-	VMOVUPS      320(SI), Z8
-	VFMADD231PS  Z8, Z0, Z6
-	VMOVUPS.Z    384(SI), K2, Z8
-	VFMADD231PS  Z8, Z0, Z7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, K2, 384(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VMOVUPS     (SI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VMOVUPS     64(SI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VMOVUPS     128(SI), Z8
+	VFMADD231PS Z8, Z0, Z3
+	VMOVUPS     192(SI), Z8
+	VFMADD231PS Z8, Z0, Z4
+	VMOVUPS     256(SI), Z8
+	VFMADD231PS Z8, Z0, Z5
+	VMOVUPS     320(SI), Z8
+	VFMADD231PS Z8, Z0, Z6
+	VMOVUPS.Z   384(SI), K2, Z8
+	VFMADD231PS Z8, Z0, Z7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, K2, 384(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -9494,33 +11161,46 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z7
-	VFMADD231PS  Z7, Z0, Z1
-	VMOVUPS      64(SI), Z7
-	VFMADD231PS  Z7, Z0, Z2
-	VMOVUPS      128(SI), Z7
-	VFMADD231PS  Z7, Z0, Z3
-	VMOVUPS      192(SI), Z7
-	VFMADD231PS  Z7, Z0, Z4
-	VMOVUPS      256(SI), Z7
-	VFMADD231PS  Z7, Z0, Z5
-	VMOVUPS      320(SI), Z7
-	VFMADD231PS  Z7, Z0, Z6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VMOVUPS     (SI), Z7
+	VFMADD231PS Z7, Z0, Z1
+	VMOVUPS     64(SI), Z7
+	VFMADD231PS Z7, Z0, Z2
+	VMOVUPS     128(SI), Z7
+	VFMADD231PS Z7, Z0, Z3
+	VMOVUPS     192(SI), Z7
+	VFMADD231PS Z7, Z0, Z4
+	VMOVUPS     256(SI), Z7
+	VFMADD231PS Z7, Z0, Z5
+	VMOVUPS     320(SI), Z7
+	VFMADD231PS Z7, Z0, Z6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -9559,33 +11239,46 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z7
-	VFMADD231PS  Z7, Z0, Z1
-	VMOVUPS      64(SI), Z7
-	VFMADD231PS  Z7, Z0, Z2
-	VMOVUPS      128(SI), Z7
-	VFMADD231PS  Z7, Z0, Z3
-	VMOVUPS      192(SI), Z7
-	VFMADD231PS  Z7, Z0, Z4
-	VMOVUPS      256(SI), Z7
-	VFMADD231PS  Z7, Z0, Z5
-	VMOVUPS.Z    320(SI), K2, Z7
-	VFMADD231PS  Z7, Z0, Z6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, K2, 320(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VMOVUPS     (SI), Z7
+	VFMADD231PS Z7, Z0, Z1
+	VMOVUPS     64(SI), Z7
+	VFMADD231PS Z7, Z0, Z2
+	VMOVUPS     128(SI), Z7
+	VFMADD231PS Z7, Z0, Z3
+	VMOVUPS     192(SI), Z7
+	VFMADD231PS Z7, Z0, Z4
+	VMOVUPS     256(SI), Z7
+	VFMADD231PS Z7, Z0, Z5
+	VMOVUPS.Z   320(SI), K2, Z7
+	VFMADD231PS Z7, Z0, Z6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, K2, 320(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -9622,30 +11315,42 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VMOVUPS      64(SI), Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VMOVUPS      128(SI), Z6
-	VFMADD231PS  Z6, Z0, Z3
-	VMOVUPS      192(SI), Z6
-	VFMADD231PS  Z6, Z0, Z4
-	VMOVUPS      256(SI), Z6
-	VFMADD231PS  Z6, Z0, Z5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VMOVUPS     (SI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VMOVUPS     64(SI), Z6
+	VFMADD231PS Z6, Z0, Z2
+	VMOVUPS     128(SI), Z6
+	VFMADD231PS Z6, Z0, Z3
+	VMOVUPS     192(SI), Z6
+	VFMADD231PS Z6, Z0, Z4
+	VMOVUPS     256(SI), Z6
+	VFMADD231PS Z6, Z0, Z5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -9682,30 +11387,42 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VMOVUPS      64(SI), Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VMOVUPS      128(SI), Z6
-	VFMADD231PS  Z6, Z0, Z3
-	VMOVUPS      192(SI), Z6
-	VFMADD231PS  Z6, Z0, Z4
-	VMOVUPS.Z    256(SI), K2, Z6
-	VFMADD231PS  Z6, Z0, Z5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, K2, 256(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VMOVUPS     (SI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VMOVUPS     64(SI), Z6
+	VFMADD231PS Z6, Z0, Z2
+	VMOVUPS     128(SI), Z6
+	VFMADD231PS Z6, Z0, Z3
+	VMOVUPS     192(SI), Z6
+	VFMADD231PS Z6, Z0, Z4
+	VMOVUPS.Z   256(SI), K2, Z6
+	VFMADD231PS Z6, Z0, Z5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, K2, 256(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -9740,27 +11457,38 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z5
-	VFMADD231PS  Z5, Z0, Z1
-	VMOVUPS      64(SI), Z5
-	VFMADD231PS  Z5, Z0, Z2
-	VMOVUPS      128(SI), Z5
-	VFMADD231PS  Z5, Z0, Z3
-	VMOVUPS      192(SI), Z5
-	VFMADD231PS  Z5, Z0, Z4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VMOVUPS     (SI), Z5
+	VFMADD231PS Z5, Z0, Z1
+	VMOVUPS     64(SI), Z5
+	VFMADD231PS Z5, Z0, Z2
+	VMOVUPS     128(SI), Z5
+	VFMADD231PS Z5, Z0, Z3
+	VMOVUPS     192(SI), Z5
+	VFMADD231PS Z5, Z0, Z4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -9795,27 +11523,38 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z5
-	VFMADD231PS  Z5, Z0, Z1
-	VMOVUPS      64(SI), Z5
-	VFMADD231PS  Z5, Z0, Z2
-	VMOVUPS      128(SI), Z5
-	VFMADD231PS  Z5, Z0, Z3
-	VMOVUPS.Z    192(SI), K2, Z5
-	VFMADD231PS  Z5, Z0, Z4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VMOVUPS     (SI), Z5
+	VFMADD231PS Z5, Z0, Z1
+	VMOVUPS     64(SI), Z5
+	VFMADD231PS Z5, Z0, Z2
+	VMOVUPS     128(SI), Z5
+	VFMADD231PS Z5, Z0, Z3
+	VMOVUPS.Z   192(SI), K2, Z5
+	VFMADD231PS Z5, Z0, Z4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -9848,24 +11587,34 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VMOVUPS      64(SI), Z4
-	VFMADD231PS  Z4, Z0, Z2
-	VMOVUPS      128(SI), Z4
-	VFMADD231PS  Z4, Z0, Z3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VMOVUPS     (SI), Z4
+	VFMADD231PS Z4, Z0, Z1
+	VMOVUPS     64(SI), Z4
+	VFMADD231PS Z4, Z0, Z2
+	VMOVUPS     128(SI), Z4
+	VFMADD231PS Z4, Z0, Z3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -9898,24 +11647,34 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VMOVUPS      64(SI), Z4
-	VFMADD231PS  Z4, Z0, Z2
-	VMOVUPS.Z    128(SI), K2, Z4
-	VFMADD231PS  Z4, Z0, Z3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VMOVUPS     (SI), Z4
+	VFMADD231PS Z4, Z0, Z1
+	VMOVUPS     64(SI), Z4
+	VFMADD231PS Z4, Z0, Z2
+	VMOVUPS.Z   128(SI), K2, Z4
+	VFMADD231PS Z4, Z0, Z3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -9946,21 +11705,30 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z3
-	VFMADD231PS  Z3, Z0, Z1
-	VMOVUPS      64(SI), Z3
-	VFMADD231PS  Z3, Z0, Z2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VMOVUPS     (SI), Z3
+	VFMADD231PS Z3, Z0, Z1
+	VMOVUPS     64(SI), Z3
+	VFMADD231PS Z3, Z0, Z2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -9991,21 +11759,30 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z3
-	VFMADD231PS  Z3, Z0, Z1
-	VMOVUPS.Z    64(SI), K2, Z3
-	VFMADD231PS  Z3, Z0, Z2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VMOVUPS     (SI), Z3
+	VFMADD231PS Z3, Z0, Z1
+	VMOVUPS.Z   64(SI), K2, Z3
+	VFMADD231PS Z3, Z0, Z2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -10034,18 +11811,26 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS      (SI), Z2
-	VFMADD231PS  Z2, Z0, Z1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VMOVUPS     (SI), Z2
+	VFMADD231PS Z2, Z0, Z1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -10074,17 +11859,25 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVUPS.Z    (SI), K2, Z2
-	VFMADD231PS  Z2, Z0, Z1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	ADDQ         $0x01, 120(SP)
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVUPS.Z   (SI), K2, Z2
+	VFMADD231PS Z2, Z0, Z1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	ADDQ        $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -10113,8 +11906,8 @@ panelnext:
 	RET
 
 // func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·DecodeF16AVX512(SB), NOSPLIT, $128-128
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -10158,7 +11951,56 @@ kwhole:
 	MOVQ  CX, (SP)
 	MOVQ  DX, 8(SP)
 	MOVQ  BX, 16(SP)
+	MOVQ  48(SP), CX
+	CMPQ  CX, 72(SP)
+	JNE   pfk0_strided
+	MOVQ  $0x00000000, 128(SP)
+	JMP   pfk0_done
 
+pfk0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
 	// A block of 16 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
 block:
@@ -10186,7 +12028,9 @@ whole:
 	LEAQ  constsAVX512<>+1856(SB), CX
 	KMOVW (CX)(DX*2), K3
 
-	// The block's K rows, then its V rows, touched in address order.
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -10201,8 +12045,12 @@ touchk_line:
 	ADDQ    48(SP), CX
 	DECQ    DX
 	JNZ     touchk
-	MOVQ    8(SP), CX
-	MOVQ    $0x00000010, DX
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
 
 touchv:
 	MOVQ $0x00000000, BX
@@ -10216,10 +12064,1260 @@ touchv_line:
 	DECQ    DX
 	JNZ     touchv
 
-	// Scores and softmax in groups of [4 1] rows.
+touchv_skip:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	MOVQ    128(SP), SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	LEAQ    (DI)(R8*2), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VCVTPH2PS   (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VCVTPH2PS   (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VCVTPH2PS   (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VCVTPH2PS   (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass0_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z21
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x04, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VCVTPH2PS   (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VCVTPH2PS   (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VCVTPH2PS   (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VCVTPH2PS   (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass1_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z22
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x08, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VCVTPH2PS   (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VCVTPH2PS   (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VCVTPH2PS   (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VCVTPH2PS   (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass2_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z23
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x0c, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VCVTPH2PS   (BX), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VCVTPH2PS   (BX)(CX*1), Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VCVTPH2PS   (BX)(CX*2), Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VCVTPH2PS   (BX)(DX*1), Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass3_fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, Z0
+	VSHUFF32X4   $0x44, Z22, Z21, Z1
+	VSHUFF32X4   $0xee, Z22, Z21, Z2
+	VSHUFF32X4   $0x44, Z0, Z23, Z3
+	VSHUFF32X4   $0xee, Z0, Z23, Z0
+	VSHUFF32X4   $0x88, Z3, Z1, Z4
+	VSHUFF32X4   $0xdd, Z3, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z2, Z3
+	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z4, Z4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z2
+	VBLENDMPS    Z2, Z4, K3, Z4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z4, Z2
+	VSHUFF32X4   $0x4e, Z2, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VSHUFF32X4   $0xb1, Z2, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VBROADCASTSS (DX)(CX*4), Z5
+	VMAXPS       Z2, Z5, Z2
+	VMAXPS       constsAVX512<>+768(SB), Z2, Z6
+	VSUBPS       Z6, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z7
+	VRNDSCALEPS  $0x00, Z7, Z7
+	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z4
+	VMULPS       Z4, Z4, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z9
+	VMOVUPS      constsAVX512<>+448(SB), Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VMOVUPS      constsAVX512<>+576(SB), Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VFMADD213PS  Z4, Z8, Z9
+	VADDPS       constsAVX512<>+704(SB), Z9, Z9
+	VSCALEFPS.Z  Z7, Z9, K4, Z9
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z9, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z9, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VSHUFF32X4   $0xb1, Z9, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VSUBPS       Z6, Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K4
+	VMULPS       constsAVX512<>+128(SB), Z5, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z5
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z5
+	VMULPS       Z5, Z5, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z5, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z4, Z7, K4, Z7
+	VBROADCASTSS (BX)(CX*4), Z4
+	VFMADD213PS  Z9, Z7, Z4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z2, Z2
+	VADDPS       Z2, Z1, Z1
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z2
+	VBLENDMPS    Z2, Z1, K3, Z1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z2
+	VSHUFF32X4   $0x4e, Z2, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VSHUFF32X4   $0xb1, Z2, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z2, Z4, Z2
+	VMAXPS       constsAVX512<>+768(SB), Z2, Z5
+	VSUBPS       Z5, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K4
+	VMULPS       constsAVX512<>+128(SB), Z1, Z6
+	VRNDSCALEPS  $0x00, Z6, Z6
+	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
+	VMULPS       Z1, Z1, Z7
+	VMOVUPS      constsAVX512<>+320(SB), Z8
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
+	VMOVUPS      constsAVX512<>+448(SB), Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VMOVUPS      constsAVX512<>+576(SB), Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VFMADD213PS  Z1, Z7, Z8
+	VADDPS       constsAVX512<>+704(SB), Z8, Z8
+	VSCALEFPS.Z  Z6, Z8, K4, Z8
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z8, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xb1, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
+	VMULPS       Z4, Z4, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z4, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z1, Z6, K4, Z6
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z8, Z6, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z3, Z3
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z3, K3, Z3
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z3, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z4
+	VSUBPS       Z4, Z3, Z3
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K4
+	VMULPS       constsAVX512<>+128(SB), Z3, Z5
+	VRNDSCALEPS  $0x00, Z5, Z5
+	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z3
+	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z3
+	VMULPS       Z3, Z3, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z3, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z5, Z7, K4, Z7
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VSUBPS       Z4, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z3
+	VRNDSCALEPS  $0x00, Z3, Z3
+	VFNMADD231PS constsAVX512<>+192(SB), Z3, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z3, Z2
+	VMULPS       Z2, Z2, Z4
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z5
+	VMOVUPS      constsAVX512<>+448(SB), Z6
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VMOVUPS      constsAVX512<>+576(SB), Z6
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VFMADD213PS  Z2, Z4, Z5
+	VADDPS       constsAVX512<>+704(SB), Z5, Z5
+	VSCALEFPS.Z  Z3, Z5, K4, Z5
+	VBROADCASTSS (BX)(CX*4), Z2
+	VFMADD213PS  Z7, Z5, Z2
+	VMOVSS       X2, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z0, Z0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K4, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K4, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	MOVQ    128(SP), R9
+	LEAQ    (BX)(R9*1), R10
+	LEAQ    (SI)(R9*1), R11
+	LEAQ    (DI)(R9*1), R12
+	LEAQ    (R8)(R9*1), R9
+	MOVQ    96(SP), R13
+	MOVQ    32(SP), R14
+	TESTQ   R14, R14
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R13), Z16
+	PREFETCHT0  (R10)
+	VCVTPH2PS   (BX), Z17
+	VFMADD231PS Z17, Z16, Z0
+	PREFETCHT0  (R10)(CX*1)
+	VCVTPH2PS   (BX)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	PREFETCHT0  (R10)(CX*2)
+	VCVTPH2PS   (BX)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z8
+	PREFETCHT0  (R10)(DX*1)
+	VCVTPH2PS   (BX)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	PREFETCHT0  (R11)
+	VCVTPH2PS   (SI), Z17
+	VFMADD231PS Z17, Z16, Z1
+	PREFETCHT0  (R11)(CX*1)
+	VCVTPH2PS   (SI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	PREFETCHT0  (R11)(CX*2)
+	VCVTPH2PS   (SI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z9
+	PREFETCHT0  (R11)(DX*1)
+	VCVTPH2PS   (SI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	PREFETCHT0  (R12)
+	VCVTPH2PS   (DI), Z17
+	VFMADD231PS Z17, Z16, Z2
+	PREFETCHT0  (R12)(CX*1)
+	VCVTPH2PS   (DI)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	PREFETCHT0  (R12)(CX*2)
+	VCVTPH2PS   (DI)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z10
+	PREFETCHT0  (R12)(DX*1)
+	VCVTPH2PS   (DI)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	PREFETCHT0  (R9)
+	VCVTPH2PS   (R8), Z17
+	VFMADD231PS Z17, Z16, Z3
+	PREFETCHT0  (R9)(CX*1)
+	VCVTPH2PS   (R8)(CX*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	PREFETCHT0  (R9)(CX*2)
+	VCVTPH2PS   (R8)(CX*2), Z17
+	VFMADD231PS Z17, Z16, Z11
+	PREFETCHT0  (R9)(DX*1)
+	VCVTPH2PS   (R8)(DX*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	ADDQ        $0x40, R13
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R10
+	ADDQ        $0x20, R11
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R9
+	DECQ        R14
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVUPS.Z   (R13), K1, Z16
+	VMOVDQU16.Z (BX), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVDQU16.Z (BX)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVDQU16.Z (BX)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVDQU16.Z (BX)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVDQU16.Z (SI), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVDQU16.Z (SI)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVDQU16.Z (SI)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVDQU16.Z (SI)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVDQU16.Z (DI), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVDQU16.Z (DI)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVDQU16.Z (DI)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVDQU16.Z (DI)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVDQU16.Z (R8), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVDQU16.Z (R8)(CX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVDQU16.Z (R8)(CX*2), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVDQU16.Z (R8)(DX*1), K1, Z17
+	VCVTPH2PS   Y17, Z17
+	VFMADD231PS Z17, Z16, Z15
+
+scores_rows1_prefetched_pass0_fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, Z0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z0, Z0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K4, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K4, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -11420,7 +14518,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV, then the next block.
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 4 rows, each over panels of vectors of dv.
@@ -11697,54 +14795,65 @@ rows4_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	VCVTPH2PS    (R8), Z20
-	VFMADD231PS  Z20, Z0, Z1
-	VFMADD231PS  Z20, Z17, Z5
-	VFMADD231PS  Z20, Z18, Z9
-	VFMADD231PS  Z20, Z19, Z13
-	VCVTPH2PS    32(R8), Z20
-	VFMADD231PS  Z20, Z0, Z2
-	VFMADD231PS  Z20, Z17, Z6
-	VFMADD231PS  Z20, Z18, Z10
-	VFMADD231PS  Z20, Z19, Z14
-	VCVTPH2PS    64(R8), Z20
-	VFMADD231PS  Z20, Z0, Z3
-	VFMADD231PS  Z20, Z17, Z7
-	VFMADD231PS  Z20, Z18, Z11
-	VFMADD231PS  Z20, Z19, Z15
-	VCVTPH2PS    96(R8), Z20
-	VFMADD231PS  Z20, Z0, Z4
-	VFMADD231PS  Z20, Z17, Z8
-	VFMADD231PS  Z20, Z18, Z12
-	VFMADD231PS  Z20, Z19, Z16
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, 192(CX)(DX*2)
-	VMOVUPS      Z13, (DI)(DX*1)
-	VMOVUPS      Z14, 64(DI)(DX*1)
-	VMOVUPS      Z15, 128(DI)(DX*1)
-	VMOVUPS      Z16, 192(DI)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows4_vecs4_whole_keys_fetched:
+	VCVTPH2PS   (R8), Z20
+	VFMADD231PS Z20, Z0, Z1
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z9
+	VFMADD231PS Z20, Z19, Z13
+	VCVTPH2PS   32(R8), Z20
+	VFMADD231PS Z20, Z0, Z2
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z14
+	VCVTPH2PS   64(R8), Z20
+	VFMADD231PS Z20, Z0, Z3
+	VFMADD231PS Z20, Z17, Z7
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z15
+	VCVTPH2PS   96(R8), Z20
+	VFMADD231PS Z20, Z0, Z4
+	VFMADD231PS Z20, Z17, Z8
+	VFMADD231PS Z20, Z18, Z12
+	VFMADD231PS Z20, Z19, Z16
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, 192(CX)(DX*2)
+	VMOVUPS     Z13, (DI)(DX*1)
+	VMOVUPS     Z14, 64(DI)(DX*1)
+	VMOVUPS     Z15, 128(DI)(DX*1)
+	VMOVUPS     Z16, 192(DI)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -11808,55 +14917,66 @@ rows4_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	VCVTPH2PS    (R8), Z20
-	VFMADD231PS  Z20, Z0, Z1
-	VFMADD231PS  Z20, Z17, Z5
-	VFMADD231PS  Z20, Z18, Z9
-	VFMADD231PS  Z20, Z19, Z13
-	VCVTPH2PS    32(R8), Z20
-	VFMADD231PS  Z20, Z0, Z2
-	VFMADD231PS  Z20, Z17, Z6
-	VFMADD231PS  Z20, Z18, Z10
-	VFMADD231PS  Z20, Z19, Z14
-	VCVTPH2PS    64(R8), Z20
-	VFMADD231PS  Z20, Z0, Z3
-	VFMADD231PS  Z20, Z17, Z7
-	VFMADD231PS  Z20, Z18, Z11
-	VFMADD231PS  Z20, Z19, Z15
-	VMOVDQU16.Z  96(R8), K2, Z20
-	VCVTPH2PS    Y20, Z20
-	VFMADD231PS  Z20, Z0, Z4
-	VFMADD231PS  Z20, Z17, Z8
-	VFMADD231PS  Z20, Z18, Z12
-	VFMADD231PS  Z20, Z19, Z16
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, K2, 192(CX)(DX*2)
-	VMOVUPS      Z13, (DI)(DX*1)
-	VMOVUPS      Z14, 64(DI)(DX*1)
-	VMOVUPS      Z15, 128(DI)(DX*1)
-	VMOVUPS      Z16, K2, 192(DI)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows4_vecs4_masked_keys_fetched:
+	VCVTPH2PS   (R8), Z20
+	VFMADD231PS Z20, Z0, Z1
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z9
+	VFMADD231PS Z20, Z19, Z13
+	VCVTPH2PS   32(R8), Z20
+	VFMADD231PS Z20, Z0, Z2
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z14
+	VCVTPH2PS   64(R8), Z20
+	VFMADD231PS Z20, Z0, Z3
+	VFMADD231PS Z20, Z17, Z7
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU16.Z 96(R8), K2, Z20
+	VCVTPH2PS   Y20, Z20
+	VFMADD231PS Z20, Z0, Z4
+	VFMADD231PS Z20, Z17, Z8
+	VFMADD231PS Z20, Z18, Z12
+	VFMADD231PS Z20, Z19, Z16
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, K2, 192(CX)(DX*2)
+	VMOVUPS     Z13, (DI)(DX*1)
+	VMOVUPS     Z14, 64(DI)(DX*1)
+	VMOVUPS     Z15, 128(DI)(DX*1)
+	VMOVUPS     Z16, K2, 192(DI)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -11912,45 +15032,55 @@ rows4_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	VCVTPH2PS    (R8), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z13, Z4
-	VFMADD231PS  Z16, Z14, Z7
-	VFMADD231PS  Z16, Z15, Z10
-	VCVTPH2PS    32(R8), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z13, Z5
-	VFMADD231PS  Z16, Z14, Z8
-	VFMADD231PS  Z16, Z15, Z11
-	VCVTPH2PS    64(R8), Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z13, Z6
-	VFMADD231PS  Z16, Z14, Z9
-	VFMADD231PS  Z16, Z15, Z12
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, 128(CX)(DX*2)
-	VMOVUPS      Z10, (DI)(DX*1)
-	VMOVUPS      Z11, 64(DI)(DX*1)
-	VMOVUPS      Z12, 128(DI)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows4_vecs3_whole_keys_fetched:
+	VCVTPH2PS   (R8), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z13, Z4
+	VFMADD231PS Z16, Z14, Z7
+	VFMADD231PS Z16, Z15, Z10
+	VCVTPH2PS   32(R8), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z8
+	VFMADD231PS Z16, Z15, Z11
+	VCVTPH2PS   64(R8), Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z13, Z6
+	VFMADD231PS Z16, Z14, Z9
+	VFMADD231PS Z16, Z15, Z12
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, 128(CX)(DX*2)
+	VMOVUPS     Z10, (DI)(DX*1)
+	VMOVUPS     Z11, 64(DI)(DX*1)
+	VMOVUPS     Z12, 128(DI)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -12006,46 +15136,56 @@ rows4_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	VCVTPH2PS    (R8), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z13, Z4
-	VFMADD231PS  Z16, Z14, Z7
-	VFMADD231PS  Z16, Z15, Z10
-	VCVTPH2PS    32(R8), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z13, Z5
-	VFMADD231PS  Z16, Z14, Z8
-	VFMADD231PS  Z16, Z15, Z11
-	VMOVDQU16.Z  64(R8), K2, Z16
-	VCVTPH2PS    Y16, Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z13, Z6
-	VFMADD231PS  Z16, Z14, Z9
-	VFMADD231PS  Z16, Z15, Z12
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, K2, 128(CX)(DX*2)
-	VMOVUPS      Z10, (DI)(DX*1)
-	VMOVUPS      Z11, 64(DI)(DX*1)
-	VMOVUPS      Z12, K2, 128(DI)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows4_vecs3_masked_keys_fetched:
+	VCVTPH2PS   (R8), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z13, Z4
+	VFMADD231PS Z16, Z14, Z7
+	VFMADD231PS Z16, Z15, Z10
+	VCVTPH2PS   32(R8), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z8
+	VFMADD231PS Z16, Z15, Z11
+	VMOVDQU16.Z 64(R8), K2, Z16
+	VCVTPH2PS   Y16, Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z13, Z6
+	VFMADD231PS Z16, Z14, Z9
+	VFMADD231PS Z16, Z15, Z12
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, K2, 128(CX)(DX*2)
+	VMOVUPS     Z10, (DI)(DX*1)
+	VMOVUPS     Z11, 64(DI)(DX*1)
+	VMOVUPS     Z12, K2, 128(DI)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -12093,36 +15233,45 @@ rows4_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	VCVTPH2PS    (R8), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z9, Z3
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z7
-	VCVTPH2PS    32(R8), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z9, Z4
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z8
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, 64(CX)(DX*2)
-	VMOVUPS      Z7, (DI)(DX*1)
-	VMOVUPS      Z8, 64(DI)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows4_vecs2_whole_keys_fetched:
+	VCVTPH2PS   (R8), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z9, Z3
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   32(R8), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z9, Z4
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z8
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, 64(CX)(DX*2)
+	VMOVUPS     Z7, (DI)(DX*1)
+	VMOVUPS     Z8, 64(DI)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -12170,37 +15319,46 @@ rows4_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	VCVTPH2PS    (R8), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z9, Z3
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVDQU16.Z  32(R8), K2, Z12
-	VCVTPH2PS    Y12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z9, Z4
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z8
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, K2, 64(CX)(DX*2)
-	VMOVUPS      Z7, (DI)(DX*1)
-	VMOVUPS      Z8, K2, 64(DI)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows4_vecs2_masked_keys_fetched:
+	VCVTPH2PS   (R8), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z9, Z3
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z7
+	VMOVDQU16.Z 32(R8), K2, Z12
+	VCVTPH2PS   Y12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z9, Z4
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z8
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, K2, 64(CX)(DX*2)
+	VMOVUPS     Z7, (DI)(DX*1)
+	VMOVUPS     Z8, K2, 64(DI)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -12240,27 +15398,35 @@ rows4_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	VCVTPH2PS    (R8), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z5, Z2
-	VFMADD231PS  Z8, Z6, Z3
-	VFMADD231PS  Z8, Z7, Z4
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	VMOVUPS      Z3, (CX)(DX*2)
-	VMOVUPS      Z4, (DI)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows4_vecs1_whole_keys_fetched:
+	VCVTPH2PS   (R8), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z5, Z2
+	VFMADD231PS Z8, Z6, Z3
+	VFMADD231PS Z8, Z7, Z4
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	VMOVUPS     Z3, (CX)(DX*2)
+	VMOVUPS     Z4, (DI)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -12300,28 +15466,36 @@ rows4_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	VMOVDQU16.Z  (R8), K2, Z8
-	VCVTPH2PS    Y8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z5, Z2
-	VFMADD231PS  Z8, Z6, Z3
-	VFMADD231PS  Z8, Z7, Z4
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	VMOVUPS      Z3, K2, (CX)(DX*2)
-	VMOVUPS      Z4, K2, (DI)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows4_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (R8), K2, Z8
+	VCVTPH2PS   Y8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z5, Z2
+	VFMADD231PS Z8, Z6, Z3
+	VFMADD231PS Z8, Z7, Z4
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	VMOVUPS     Z3, K2, (CX)(DX*2)
+	VMOVUPS     Z4, K2, (DI)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -12375,45 +15549,56 @@ rows3_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	VCVTPH2PS    (DI), Z15
-	VFMADD231PS  Z15, Z0, Z1
-	VFMADD231PS  Z15, Z13, Z5
-	VFMADD231PS  Z15, Z14, Z9
-	VCVTPH2PS    32(DI), Z15
-	VFMADD231PS  Z15, Z0, Z2
-	VFMADD231PS  Z15, Z13, Z6
-	VFMADD231PS  Z15, Z14, Z10
-	VCVTPH2PS    64(DI), Z15
-	VFMADD231PS  Z15, Z0, Z3
-	VFMADD231PS  Z15, Z13, Z7
-	VFMADD231PS  Z15, Z14, Z11
-	VCVTPH2PS    96(DI), Z15
-	VFMADD231PS  Z15, Z0, Z4
-	VFMADD231PS  Z15, Z13, Z8
-	VFMADD231PS  Z15, Z14, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, 192(CX)(DX*2)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows3_vecs4_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z15
+	VFMADD231PS Z15, Z0, Z1
+	VFMADD231PS Z15, Z13, Z5
+	VFMADD231PS Z15, Z14, Z9
+	VCVTPH2PS   32(DI), Z15
+	VFMADD231PS Z15, Z0, Z2
+	VFMADD231PS Z15, Z13, Z6
+	VFMADD231PS Z15, Z14, Z10
+	VCVTPH2PS   64(DI), Z15
+	VFMADD231PS Z15, Z0, Z3
+	VFMADD231PS Z15, Z13, Z7
+	VFMADD231PS Z15, Z14, Z11
+	VCVTPH2PS   96(DI), Z15
+	VFMADD231PS Z15, Z0, Z4
+	VFMADD231PS Z15, Z13, Z8
+	VFMADD231PS Z15, Z14, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, 192(CX)(DX*2)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -12467,46 +15652,57 @@ rows3_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	VCVTPH2PS    (DI), Z15
-	VFMADD231PS  Z15, Z0, Z1
-	VFMADD231PS  Z15, Z13, Z5
-	VFMADD231PS  Z15, Z14, Z9
-	VCVTPH2PS    32(DI), Z15
-	VFMADD231PS  Z15, Z0, Z2
-	VFMADD231PS  Z15, Z13, Z6
-	VFMADD231PS  Z15, Z14, Z10
-	VCVTPH2PS    64(DI), Z15
-	VFMADD231PS  Z15, Z0, Z3
-	VFMADD231PS  Z15, Z13, Z7
-	VFMADD231PS  Z15, Z14, Z11
-	VMOVDQU16.Z  96(DI), K2, Z15
-	VCVTPH2PS    Y15, Z15
-	VFMADD231PS  Z15, Z0, Z4
-	VFMADD231PS  Z15, Z13, Z8
-	VFMADD231PS  Z15, Z14, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, K2, 192(CX)(DX*2)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows3_vecs4_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z15
+	VFMADD231PS Z15, Z0, Z1
+	VFMADD231PS Z15, Z13, Z5
+	VFMADD231PS Z15, Z14, Z9
+	VCVTPH2PS   32(DI), Z15
+	VFMADD231PS Z15, Z0, Z2
+	VFMADD231PS Z15, Z13, Z6
+	VFMADD231PS Z15, Z14, Z10
+	VCVTPH2PS   64(DI), Z15
+	VFMADD231PS Z15, Z0, Z3
+	VFMADD231PS Z15, Z13, Z7
+	VFMADD231PS Z15, Z14, Z11
+	VMOVDQU16.Z 96(DI), K2, Z15
+	VCVTPH2PS   Y15, Z15
+	VFMADD231PS Z15, Z0, Z4
+	VFMADD231PS Z15, Z13, Z8
+	VFMADD231PS Z15, Z14, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, K2, 192(CX)(DX*2)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -12554,38 +15750,48 @@ rows3_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	VCVTPH2PS    (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z10, Z4
-	VFMADD231PS  Z12, Z11, Z7
-	VCVTPH2PS    32(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z8
-	VCVTPH2PS    64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z9
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, 128(CX)(DX*2)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows3_vecs3_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z10, Z4
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   32(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS   64(DI), Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z9
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, 128(CX)(DX*2)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -12633,39 +15839,49 @@ rows3_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	VCVTPH2PS    (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z10, Z4
-	VFMADD231PS  Z12, Z11, Z7
-	VCVTPH2PS    32(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z8
-	VMOVDQU16.Z  64(DI), K2, Z12
-	VCVTPH2PS    Y12, Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z9
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, K2, 128(CX)(DX*2)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows3_vecs3_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z10, Z4
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   32(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z8
+	VMOVDQU16.Z 64(DI), K2, Z12
+	VCVTPH2PS   Y12, Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z9
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, K2, 128(CX)(DX*2)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -12707,31 +15923,40 @@ rows3_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	VCVTPH2PS    (DI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VFMADD231PS  Z9, Z7, Z3
-	VFMADD231PS  Z9, Z8, Z5
-	VCVTPH2PS    32(DI), Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VFMADD231PS  Z9, Z7, Z4
-	VFMADD231PS  Z9, Z8, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, 64(CX)(DX*2)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows3_vecs2_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VFMADD231PS Z9, Z7, Z3
+	VFMADD231PS Z9, Z8, Z5
+	VCVTPH2PS   32(DI), Z9
+	VFMADD231PS Z9, Z0, Z2
+	VFMADD231PS Z9, Z7, Z4
+	VFMADD231PS Z9, Z8, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, 64(CX)(DX*2)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -12773,32 +15998,41 @@ rows3_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	VCVTPH2PS    (DI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VFMADD231PS  Z9, Z7, Z3
-	VFMADD231PS  Z9, Z8, Z5
-	VMOVDQU16.Z  32(DI), K2, Z9
-	VCVTPH2PS    Y9, Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VFMADD231PS  Z9, Z7, Z4
-	VFMADD231PS  Z9, Z8, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, K2, 64(CX)(DX*2)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows3_vecs2_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VFMADD231PS Z9, Z7, Z3
+	VFMADD231PS Z9, Z8, Z5
+	VMOVDQU16.Z 32(DI), K2, Z9
+	VCVTPH2PS   Y9, Z9
+	VFMADD231PS Z9, Z0, Z2
+	VFMADD231PS Z9, Z7, Z4
+	VFMADD231PS Z9, Z8, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, K2, 64(CX)(DX*2)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -12834,24 +16068,32 @@ rows3_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	VCVTPH2PS    (DI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z4, Z2
-	VFMADD231PS  Z6, Z5, Z3
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	VMOVUPS      Z3, (CX)(DX*2)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows3_vecs1_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z4, Z2
+	VFMADD231PS Z6, Z5, Z3
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	VMOVUPS     Z3, (CX)(DX*2)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -12887,25 +16129,33 @@ rows3_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	VMOVDQU16.Z  (DI), K2, Z6
-	VCVTPH2PS    Y6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z4, Z2
-	VFMADD231PS  Z6, Z5, Z3
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	VMOVUPS      Z3, K2, (CX)(DX*2)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows3_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (DI), K2, Z6
+	VCVTPH2PS   Y6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z4, Z2
+	VFMADD231PS Z6, Z5, Z3
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	VMOVUPS     Z3, K2, (CX)(DX*2)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -12966,56 +16216,71 @@ rows2_vecs8_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	VCVTPH2PS    (DI), Z18
-	VFMADD231PS  Z18, Z0, Z1
-	VFMADD231PS  Z18, Z17, Z9
-	VCVTPH2PS    32(DI), Z18
-	VFMADD231PS  Z18, Z0, Z2
-	VFMADD231PS  Z18, Z17, Z10
-	VCVTPH2PS    64(DI), Z18
-	VFMADD231PS  Z18, Z0, Z3
-	VFMADD231PS  Z18, Z17, Z11
-	VCVTPH2PS    96(DI), Z18
-	VFMADD231PS  Z18, Z0, Z4
-	VFMADD231PS  Z18, Z17, Z12
-	VCVTPH2PS    128(DI), Z18
-	VFMADD231PS  Z18, Z0, Z5
-	VFMADD231PS  Z18, Z17, Z13
-	VCVTPH2PS    160(DI), Z18
-	VFMADD231PS  Z18, Z0, Z6
-	VFMADD231PS  Z18, Z17, Z14
-	VCVTPH2PS    192(DI), Z18
-	VFMADD231PS  Z18, Z0, Z7
-	VFMADD231PS  Z18, Z17, Z15
-	VCVTPH2PS    224(DI), Z18
-	VFMADD231PS  Z18, Z0, Z8
-	VFMADD231PS  Z18, Z17, Z16
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs8_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, 448(CX)
-	VMOVUPS      Z9, (CX)(DX*1)
-	VMOVUPS      Z10, 64(CX)(DX*1)
-	VMOVUPS      Z11, 128(CX)(DX*1)
-	VMOVUPS      Z12, 192(CX)(DX*1)
-	VMOVUPS      Z13, 256(CX)(DX*1)
-	VMOVUPS      Z14, 320(CX)(DX*1)
-	VMOVUPS      Z15, 384(CX)(DX*1)
-	VMOVUPS      Z16, 448(CX)(DX*1)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs8_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   224(SI)
+
+rows2_vecs8_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z18
+	VFMADD231PS Z18, Z0, Z1
+	VFMADD231PS Z18, Z17, Z9
+	VCVTPH2PS   32(DI), Z18
+	VFMADD231PS Z18, Z0, Z2
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   64(DI), Z18
+	VFMADD231PS Z18, Z0, Z3
+	VFMADD231PS Z18, Z17, Z11
+	VCVTPH2PS   96(DI), Z18
+	VFMADD231PS Z18, Z0, Z4
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   128(DI), Z18
+	VFMADD231PS Z18, Z0, Z5
+	VFMADD231PS Z18, Z17, Z13
+	VCVTPH2PS   160(DI), Z18
+	VFMADD231PS Z18, Z0, Z6
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   192(DI), Z18
+	VFMADD231PS Z18, Z0, Z7
+	VFMADD231PS Z18, Z17, Z15
+	VCVTPH2PS   224(DI), Z18
+	VFMADD231PS Z18, Z0, Z8
+	VFMADD231PS Z18, Z17, Z16
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs8_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, 448(CX)
+	VMOVUPS     Z9, (CX)(DX*1)
+	VMOVUPS     Z10, 64(CX)(DX*1)
+	VMOVUPS     Z11, 128(CX)(DX*1)
+	VMOVUPS     Z12, 192(CX)(DX*1)
+	VMOVUPS     Z13, 256(CX)(DX*1)
+	VMOVUPS     Z14, 320(CX)(DX*1)
+	VMOVUPS     Z15, 384(CX)(DX*1)
+	VMOVUPS     Z16, 448(CX)(DX*1)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -13076,57 +16341,72 @@ rows2_vecs8_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	VCVTPH2PS    (DI), Z18
-	VFMADD231PS  Z18, Z0, Z1
-	VFMADD231PS  Z18, Z17, Z9
-	VCVTPH2PS    32(DI), Z18
-	VFMADD231PS  Z18, Z0, Z2
-	VFMADD231PS  Z18, Z17, Z10
-	VCVTPH2PS    64(DI), Z18
-	VFMADD231PS  Z18, Z0, Z3
-	VFMADD231PS  Z18, Z17, Z11
-	VCVTPH2PS    96(DI), Z18
-	VFMADD231PS  Z18, Z0, Z4
-	VFMADD231PS  Z18, Z17, Z12
-	VCVTPH2PS    128(DI), Z18
-	VFMADD231PS  Z18, Z0, Z5
-	VFMADD231PS  Z18, Z17, Z13
-	VCVTPH2PS    160(DI), Z18
-	VFMADD231PS  Z18, Z0, Z6
-	VFMADD231PS  Z18, Z17, Z14
-	VCVTPH2PS    192(DI), Z18
-	VFMADD231PS  Z18, Z0, Z7
-	VFMADD231PS  Z18, Z17, Z15
-	VMOVDQU16.Z  224(DI), K2, Z18
-	VCVTPH2PS    Y18, Z18
-	VFMADD231PS  Z18, Z0, Z8
-	VFMADD231PS  Z18, Z17, Z16
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs8_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, K2, 448(CX)
-	VMOVUPS      Z9, (CX)(DX*1)
-	VMOVUPS      Z10, 64(CX)(DX*1)
-	VMOVUPS      Z11, 128(CX)(DX*1)
-	VMOVUPS      Z12, 192(CX)(DX*1)
-	VMOVUPS      Z13, 256(CX)(DX*1)
-	VMOVUPS      Z14, 320(CX)(DX*1)
-	VMOVUPS      Z15, 384(CX)(DX*1)
-	VMOVUPS      Z16, K2, 448(CX)(DX*1)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs8_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   224(SI)
+
+rows2_vecs8_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z18
+	VFMADD231PS Z18, Z0, Z1
+	VFMADD231PS Z18, Z17, Z9
+	VCVTPH2PS   32(DI), Z18
+	VFMADD231PS Z18, Z0, Z2
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   64(DI), Z18
+	VFMADD231PS Z18, Z0, Z3
+	VFMADD231PS Z18, Z17, Z11
+	VCVTPH2PS   96(DI), Z18
+	VFMADD231PS Z18, Z0, Z4
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   128(DI), Z18
+	VFMADD231PS Z18, Z0, Z5
+	VFMADD231PS Z18, Z17, Z13
+	VCVTPH2PS   160(DI), Z18
+	VFMADD231PS Z18, Z0, Z6
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   192(DI), Z18
+	VFMADD231PS Z18, Z0, Z7
+	VFMADD231PS Z18, Z17, Z15
+	VMOVDQU16.Z 224(DI), K2, Z18
+	VCVTPH2PS   Y18, Z18
+	VFMADD231PS Z18, Z0, Z8
+	VFMADD231PS Z18, Z17, Z16
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs8_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, K2, 448(CX)
+	VMOVUPS     Z9, (CX)(DX*1)
+	VMOVUPS     Z10, 64(CX)(DX*1)
+	VMOVUPS     Z11, 128(CX)(DX*1)
+	VMOVUPS     Z12, 192(CX)(DX*1)
+	VMOVUPS     Z13, 256(CX)(DX*1)
+	VMOVUPS     Z14, 320(CX)(DX*1)
+	VMOVUPS     Z15, 384(CX)(DX*1)
+	VMOVUPS     Z16, K2, 448(CX)(DX*1)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -13183,51 +16463,65 @@ rows2_vecs7_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	VCVTPH2PS    (DI), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z15, Z8
-	VCVTPH2PS    32(DI), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z15, Z9
-	VCVTPH2PS    64(DI), Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z15, Z10
-	VCVTPH2PS    96(DI), Z16
-	VFMADD231PS  Z16, Z0, Z4
-	VFMADD231PS  Z16, Z15, Z11
-	VCVTPH2PS    128(DI), Z16
-	VFMADD231PS  Z16, Z0, Z5
-	VFMADD231PS  Z16, Z15, Z12
-	VCVTPH2PS    160(DI), Z16
-	VFMADD231PS  Z16, Z0, Z6
-	VFMADD231PS  Z16, Z15, Z13
-	VCVTPH2PS    192(DI), Z16
-	VFMADD231PS  Z16, Z0, Z7
-	VFMADD231PS  Z16, Z15, Z14
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs7_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, (CX)(DX*1)
-	VMOVUPS      Z9, 64(CX)(DX*1)
-	VMOVUPS      Z10, 128(CX)(DX*1)
-	VMOVUPS      Z11, 192(CX)(DX*1)
-	VMOVUPS      Z12, 256(CX)(DX*1)
-	VMOVUPS      Z13, 320(CX)(DX*1)
-	VMOVUPS      Z14, 384(CX)(DX*1)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs7_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+
+rows2_vecs7_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z15, Z8
+	VCVTPH2PS   32(DI), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z15, Z9
+	VCVTPH2PS   64(DI), Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z15, Z10
+	VCVTPH2PS   96(DI), Z16
+	VFMADD231PS Z16, Z0, Z4
+	VFMADD231PS Z16, Z15, Z11
+	VCVTPH2PS   128(DI), Z16
+	VFMADD231PS Z16, Z0, Z5
+	VFMADD231PS Z16, Z15, Z12
+	VCVTPH2PS   160(DI), Z16
+	VFMADD231PS Z16, Z0, Z6
+	VFMADD231PS Z16, Z15, Z13
+	VCVTPH2PS   192(DI), Z16
+	VFMADD231PS Z16, Z0, Z7
+	VFMADD231PS Z16, Z15, Z14
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs7_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, (CX)(DX*1)
+	VMOVUPS     Z9, 64(CX)(DX*1)
+	VMOVUPS     Z10, 128(CX)(DX*1)
+	VMOVUPS     Z11, 192(CX)(DX*1)
+	VMOVUPS     Z12, 256(CX)(DX*1)
+	VMOVUPS     Z13, 320(CX)(DX*1)
+	VMOVUPS     Z14, 384(CX)(DX*1)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -13284,52 +16578,66 @@ rows2_vecs7_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	VCVTPH2PS    (DI), Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z15, Z8
-	VCVTPH2PS    32(DI), Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z15, Z9
-	VCVTPH2PS    64(DI), Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z15, Z10
-	VCVTPH2PS    96(DI), Z16
-	VFMADD231PS  Z16, Z0, Z4
-	VFMADD231PS  Z16, Z15, Z11
-	VCVTPH2PS    128(DI), Z16
-	VFMADD231PS  Z16, Z0, Z5
-	VFMADD231PS  Z16, Z15, Z12
-	VCVTPH2PS    160(DI), Z16
-	VFMADD231PS  Z16, Z0, Z6
-	VFMADD231PS  Z16, Z15, Z13
-	VMOVDQU16.Z  192(DI), K2, Z16
-	VCVTPH2PS    Y16, Z16
-	VFMADD231PS  Z16, Z0, Z7
-	VFMADD231PS  Z16, Z15, Z14
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs7_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, K2, 384(CX)
-	VMOVUPS      Z8, (CX)(DX*1)
-	VMOVUPS      Z9, 64(CX)(DX*1)
-	VMOVUPS      Z10, 128(CX)(DX*1)
-	VMOVUPS      Z11, 192(CX)(DX*1)
-	VMOVUPS      Z12, 256(CX)(DX*1)
-	VMOVUPS      Z13, 320(CX)(DX*1)
-	VMOVUPS      Z14, K2, 384(CX)(DX*1)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs7_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+
+rows2_vecs7_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z15, Z8
+	VCVTPH2PS   32(DI), Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z15, Z9
+	VCVTPH2PS   64(DI), Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z15, Z10
+	VCVTPH2PS   96(DI), Z16
+	VFMADD231PS Z16, Z0, Z4
+	VFMADD231PS Z16, Z15, Z11
+	VCVTPH2PS   128(DI), Z16
+	VFMADD231PS Z16, Z0, Z5
+	VFMADD231PS Z16, Z15, Z12
+	VCVTPH2PS   160(DI), Z16
+	VFMADD231PS Z16, Z0, Z6
+	VFMADD231PS Z16, Z15, Z13
+	VMOVDQU16.Z 192(DI), K2, Z16
+	VCVTPH2PS   Y16, Z16
+	VFMADD231PS Z16, Z0, Z7
+	VFMADD231PS Z16, Z15, Z14
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs7_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, K2, 384(CX)
+	VMOVUPS     Z8, (CX)(DX*1)
+	VMOVUPS     Z9, 64(CX)(DX*1)
+	VMOVUPS     Z10, 128(CX)(DX*1)
+	VMOVUPS     Z11, 192(CX)(DX*1)
+	VMOVUPS     Z12, 256(CX)(DX*1)
+	VMOVUPS     Z13, 320(CX)(DX*1)
+	VMOVUPS     Z14, K2, 384(CX)(DX*1)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -13382,46 +16690,59 @@ rows2_vecs6_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	VCVTPH2PS    (DI), Z14
-	VFMADD231PS  Z14, Z0, Z1
-	VFMADD231PS  Z14, Z13, Z7
-	VCVTPH2PS    32(DI), Z14
-	VFMADD231PS  Z14, Z0, Z2
-	VFMADD231PS  Z14, Z13, Z8
-	VCVTPH2PS    64(DI), Z14
-	VFMADD231PS  Z14, Z0, Z3
-	VFMADD231PS  Z14, Z13, Z9
-	VCVTPH2PS    96(DI), Z14
-	VFMADD231PS  Z14, Z0, Z4
-	VFMADD231PS  Z14, Z13, Z10
-	VCVTPH2PS    128(DI), Z14
-	VFMADD231PS  Z14, Z0, Z5
-	VFMADD231PS  Z14, Z13, Z11
-	VCVTPH2PS    160(DI), Z14
-	VFMADD231PS  Z14, Z0, Z6
-	VFMADD231PS  Z14, Z13, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs6_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, (CX)(DX*1)
-	VMOVUPS      Z8, 64(CX)(DX*1)
-	VMOVUPS      Z9, 128(CX)(DX*1)
-	VMOVUPS      Z10, 192(CX)(DX*1)
-	VMOVUPS      Z11, 256(CX)(DX*1)
-	VMOVUPS      Z12, 320(CX)(DX*1)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs6_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+
+rows2_vecs6_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z14
+	VFMADD231PS Z14, Z0, Z1
+	VFMADD231PS Z14, Z13, Z7
+	VCVTPH2PS   32(DI), Z14
+	VFMADD231PS Z14, Z0, Z2
+	VFMADD231PS Z14, Z13, Z8
+	VCVTPH2PS   64(DI), Z14
+	VFMADD231PS Z14, Z0, Z3
+	VFMADD231PS Z14, Z13, Z9
+	VCVTPH2PS   96(DI), Z14
+	VFMADD231PS Z14, Z0, Z4
+	VFMADD231PS Z14, Z13, Z10
+	VCVTPH2PS   128(DI), Z14
+	VFMADD231PS Z14, Z0, Z5
+	VFMADD231PS Z14, Z13, Z11
+	VCVTPH2PS   160(DI), Z14
+	VFMADD231PS Z14, Z0, Z6
+	VFMADD231PS Z14, Z13, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs6_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, (CX)(DX*1)
+	VMOVUPS     Z8, 64(CX)(DX*1)
+	VMOVUPS     Z9, 128(CX)(DX*1)
+	VMOVUPS     Z10, 192(CX)(DX*1)
+	VMOVUPS     Z11, 256(CX)(DX*1)
+	VMOVUPS     Z12, 320(CX)(DX*1)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -13474,47 +16795,60 @@ rows2_vecs6_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	VCVTPH2PS    (DI), Z14
-	VFMADD231PS  Z14, Z0, Z1
-	VFMADD231PS  Z14, Z13, Z7
-	VCVTPH2PS    32(DI), Z14
-	VFMADD231PS  Z14, Z0, Z2
-	VFMADD231PS  Z14, Z13, Z8
-	VCVTPH2PS    64(DI), Z14
-	VFMADD231PS  Z14, Z0, Z3
-	VFMADD231PS  Z14, Z13, Z9
-	VCVTPH2PS    96(DI), Z14
-	VFMADD231PS  Z14, Z0, Z4
-	VFMADD231PS  Z14, Z13, Z10
-	VCVTPH2PS    128(DI), Z14
-	VFMADD231PS  Z14, Z0, Z5
-	VFMADD231PS  Z14, Z13, Z11
-	VMOVDQU16.Z  160(DI), K2, Z14
-	VCVTPH2PS    Y14, Z14
-	VFMADD231PS  Z14, Z0, Z6
-	VFMADD231PS  Z14, Z13, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs6_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, K2, 320(CX)
-	VMOVUPS      Z7, (CX)(DX*1)
-	VMOVUPS      Z8, 64(CX)(DX*1)
-	VMOVUPS      Z9, 128(CX)(DX*1)
-	VMOVUPS      Z10, 192(CX)(DX*1)
-	VMOVUPS      Z11, 256(CX)(DX*1)
-	VMOVUPS      Z12, K2, 320(CX)(DX*1)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs6_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+
+rows2_vecs6_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z14
+	VFMADD231PS Z14, Z0, Z1
+	VFMADD231PS Z14, Z13, Z7
+	VCVTPH2PS   32(DI), Z14
+	VFMADD231PS Z14, Z0, Z2
+	VFMADD231PS Z14, Z13, Z8
+	VCVTPH2PS   64(DI), Z14
+	VFMADD231PS Z14, Z0, Z3
+	VFMADD231PS Z14, Z13, Z9
+	VCVTPH2PS   96(DI), Z14
+	VFMADD231PS Z14, Z0, Z4
+	VFMADD231PS Z14, Z13, Z10
+	VCVTPH2PS   128(DI), Z14
+	VFMADD231PS Z14, Z0, Z5
+	VFMADD231PS Z14, Z13, Z11
+	VMOVDQU16.Z 160(DI), K2, Z14
+	VCVTPH2PS   Y14, Z14
+	VFMADD231PS Z14, Z0, Z6
+	VFMADD231PS Z14, Z13, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs6_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, K2, 320(CX)
+	VMOVUPS     Z7, (CX)(DX*1)
+	VMOVUPS     Z8, 64(CX)(DX*1)
+	VMOVUPS     Z9, 128(CX)(DX*1)
+	VMOVUPS     Z10, 192(CX)(DX*1)
+	VMOVUPS     Z11, 256(CX)(DX*1)
+	VMOVUPS     Z12, K2, 320(CX)(DX*1)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -13563,41 +16897,53 @@ rows2_vecs5_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	VCVTPH2PS    (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z11, Z6
-	VCVTPH2PS    32(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z11, Z7
-	VCVTPH2PS    64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z11, Z8
-	VCVTPH2PS    96(DI), Z12
-	VFMADD231PS  Z12, Z0, Z4
-	VFMADD231PS  Z12, Z11, Z9
-	VCVTPH2PS    128(DI), Z12
-	VFMADD231PS  Z12, Z0, Z5
-	VFMADD231PS  Z12, Z11, Z10
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs5_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, (CX)(DX*1)
-	VMOVUPS      Z7, 64(CX)(DX*1)
-	VMOVUPS      Z8, 128(CX)(DX*1)
-	VMOVUPS      Z9, 192(CX)(DX*1)
-	VMOVUPS      Z10, 256(CX)(DX*1)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs5_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+
+rows2_vecs5_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z11, Z6
+	VCVTPH2PS   32(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   64(DI), Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS   96(DI), Z12
+	VFMADD231PS Z12, Z0, Z4
+	VFMADD231PS Z12, Z11, Z9
+	VCVTPH2PS   128(DI), Z12
+	VFMADD231PS Z12, Z0, Z5
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs5_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, (CX)(DX*1)
+	VMOVUPS     Z7, 64(CX)(DX*1)
+	VMOVUPS     Z8, 128(CX)(DX*1)
+	VMOVUPS     Z9, 192(CX)(DX*1)
+	VMOVUPS     Z10, 256(CX)(DX*1)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -13646,42 +16992,54 @@ rows2_vecs5_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	VCVTPH2PS    (DI), Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z11, Z6
-	VCVTPH2PS    32(DI), Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z11, Z7
-	VCVTPH2PS    64(DI), Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z11, Z8
-	VCVTPH2PS    96(DI), Z12
-	VFMADD231PS  Z12, Z0, Z4
-	VFMADD231PS  Z12, Z11, Z9
-	VMOVDQU16.Z  128(DI), K2, Z12
-	VCVTPH2PS    Y12, Z12
-	VFMADD231PS  Z12, Z0, Z5
-	VFMADD231PS  Z12, Z11, Z10
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs5_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, K2, 256(CX)
-	VMOVUPS      Z6, (CX)(DX*1)
-	VMOVUPS      Z7, 64(CX)(DX*1)
-	VMOVUPS      Z8, 128(CX)(DX*1)
-	VMOVUPS      Z9, 192(CX)(DX*1)
-	VMOVUPS      Z10, K2, 256(CX)(DX*1)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs5_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+
+rows2_vecs5_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z11, Z6
+	VCVTPH2PS   32(DI), Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   64(DI), Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS   96(DI), Z12
+	VFMADD231PS Z12, Z0, Z4
+	VFMADD231PS Z12, Z11, Z9
+	VMOVDQU16.Z 128(DI), K2, Z12
+	VCVTPH2PS   Y12, Z12
+	VFMADD231PS Z12, Z0, Z5
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs5_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, K2, 256(CX)
+	VMOVUPS     Z6, (CX)(DX*1)
+	VMOVUPS     Z7, 64(CX)(DX*1)
+	VMOVUPS     Z8, 128(CX)(DX*1)
+	VMOVUPS     Z9, 192(CX)(DX*1)
+	VMOVUPS     Z10, K2, 256(CX)(DX*1)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -13726,36 +17084,47 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	VCVTPH2PS    (DI), Z10
-	VFMADD231PS  Z10, Z0, Z1
-	VFMADD231PS  Z10, Z9, Z5
-	VCVTPH2PS    32(DI), Z10
-	VFMADD231PS  Z10, Z0, Z2
-	VFMADD231PS  Z10, Z9, Z6
-	VCVTPH2PS    64(DI), Z10
-	VFMADD231PS  Z10, Z0, Z3
-	VFMADD231PS  Z10, Z9, Z7
-	VCVTPH2PS    96(DI), Z10
-	VFMADD231PS  Z10, Z0, Z4
-	VFMADD231PS  Z10, Z9, Z8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z10
+	VFMADD231PS Z10, Z0, Z1
+	VFMADD231PS Z10, Z9, Z5
+	VCVTPH2PS   32(DI), Z10
+	VFMADD231PS Z10, Z0, Z2
+	VFMADD231PS Z10, Z9, Z6
+	VCVTPH2PS   64(DI), Z10
+	VFMADD231PS Z10, Z0, Z3
+	VFMADD231PS Z10, Z9, Z7
+	VCVTPH2PS   96(DI), Z10
+	VFMADD231PS Z10, Z0, Z4
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -13800,37 +17169,48 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	VCVTPH2PS    (DI), Z10
-	VFMADD231PS  Z10, Z0, Z1
-	VFMADD231PS  Z10, Z9, Z5
-	VCVTPH2PS    32(DI), Z10
-	VFMADD231PS  Z10, Z0, Z2
-	VFMADD231PS  Z10, Z9, Z6
-	VCVTPH2PS    64(DI), Z10
-	VFMADD231PS  Z10, Z0, Z3
-	VFMADD231PS  Z10, Z9, Z7
-	VMOVDQU16.Z  96(DI), K2, Z10
-	VCVTPH2PS    Y10, Z10
-	VFMADD231PS  Z10, Z0, Z4
-	VFMADD231PS  Z10, Z9, Z8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z10
+	VFMADD231PS Z10, Z0, Z1
+	VFMADD231PS Z10, Z9, Z5
+	VCVTPH2PS   32(DI), Z10
+	VFMADD231PS Z10, Z0, Z2
+	VFMADD231PS Z10, Z9, Z6
+	VCVTPH2PS   64(DI), Z10
+	VFMADD231PS Z10, Z0, Z3
+	VFMADD231PS Z10, Z9, Z7
+	VMOVDQU16.Z 96(DI), K2, Z10
+	VCVTPH2PS   Y10, Z10
+	VFMADD231PS Z10, Z0, Z4
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -13871,31 +17251,41 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	VCVTPH2PS    (DI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z7, Z4
-	VCVTPH2PS    32(DI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VFMADD231PS  Z8, Z7, Z5
-	VCVTPH2PS    64(DI), Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VFMADD231PS  Z8, Z7, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z7, Z4
+	VCVTPH2PS   32(DI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VFMADD231PS Z8, Z7, Z5
+	VCVTPH2PS   64(DI), Z8
+	VFMADD231PS Z8, Z0, Z3
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -13936,32 +17326,42 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	VCVTPH2PS    (DI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z7, Z4
-	VCVTPH2PS    32(DI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VFMADD231PS  Z8, Z7, Z5
-	VMOVDQU16.Z  64(DI), K2, Z8
-	VCVTPH2PS    Y8, Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VFMADD231PS  Z8, Z7, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z7, Z4
+	VCVTPH2PS   32(DI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VFMADD231PS Z8, Z7, Z5
+	VMOVDQU16.Z 64(DI), K2, Z8
+	VCVTPH2PS   Y8, Z8
+	VFMADD231PS Z8, Z0, Z3
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -13998,26 +17398,35 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	VCVTPH2PS    (DI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z5, Z3
-	VCVTPH2PS    32(DI), Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VFMADD231PS  Z6, Z5, Z4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z5, Z3
+	VCVTPH2PS   32(DI), Z6
+	VFMADD231PS Z6, Z0, Z2
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -14054,27 +17463,36 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	VCVTPH2PS    (DI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z5, Z3
-	VMOVDQU16.Z  32(DI), K2, Z6
-	VCVTPH2PS    Y6, Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VFMADD231PS  Z6, Z5, Z4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VCVTPH2PS   (DI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z5, Z3
+	VMOVDQU16.Z 32(DI), K2, Z6
+	VCVTPH2PS   Y6, Z6
+	VFMADD231PS Z6, Z0, Z2
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -14107,21 +17525,29 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	VCVTPH2PS    (DI), Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VFMADD231PS  Z4, Z3, Z2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VCVTPH2PS   (DI), Z4
+	VFMADD231PS Z4, Z0, Z1
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -14154,22 +17580,30 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	VMOVDQU16.Z  (DI), K2, Z4
-	VCVTPH2PS    Y4, Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VFMADD231PS  Z4, Z3, Z2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (DI), K2, Z4
+	VCVTPH2PS   Y4, Z4
+	VFMADD231PS Z4, Z0, Z1
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -14212,39 +17646,54 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VCVTPH2PS    32(SI), Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VCVTPH2PS    64(SI), Z9
-	VFMADD231PS  Z9, Z0, Z3
-	VCVTPH2PS    96(SI), Z9
-	VFMADD231PS  Z9, Z0, Z4
-	VCVTPH2PS    128(SI), Z9
-	VFMADD231PS  Z9, Z0, Z5
-	VCVTPH2PS    160(SI), Z9
-	VFMADD231PS  Z9, Z0, Z6
-	VCVTPH2PS    192(SI), Z9
-	VFMADD231PS  Z9, Z0, Z7
-	VCVTPH2PS    224(SI), Z9
-	VFMADD231PS  Z9, Z0, Z8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, 448(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   224(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VCVTPH2PS   32(SI), Z9
+	VFMADD231PS Z9, Z0, Z2
+	VCVTPH2PS   64(SI), Z9
+	VFMADD231PS Z9, Z0, Z3
+	VCVTPH2PS   96(SI), Z9
+	VFMADD231PS Z9, Z0, Z4
+	VCVTPH2PS   128(SI), Z9
+	VFMADD231PS Z9, Z0, Z5
+	VCVTPH2PS   160(SI), Z9
+	VFMADD231PS Z9, Z0, Z6
+	VCVTPH2PS   192(SI), Z9
+	VFMADD231PS Z9, Z0, Z7
+	VCVTPH2PS   224(SI), Z9
+	VFMADD231PS Z9, Z0, Z8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, 448(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -14287,40 +17736,55 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VCVTPH2PS    32(SI), Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VCVTPH2PS    64(SI), Z9
-	VFMADD231PS  Z9, Z0, Z3
-	VCVTPH2PS    96(SI), Z9
-	VFMADD231PS  Z9, Z0, Z4
-	VCVTPH2PS    128(SI), Z9
-	VFMADD231PS  Z9, Z0, Z5
-	VCVTPH2PS    160(SI), Z9
-	VFMADD231PS  Z9, Z0, Z6
-	VCVTPH2PS    192(SI), Z9
-	VFMADD231PS  Z9, Z0, Z7
-	VMOVDQU16.Z  224(SI), K2, Z9
-	VCVTPH2PS    Y9, Z9
-	VFMADD231PS  Z9, Z0, Z8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, K2, 448(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   224(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z9
+	VFMADD231PS Z9, Z0, Z1
+	VCVTPH2PS   32(SI), Z9
+	VFMADD231PS Z9, Z0, Z2
+	VCVTPH2PS   64(SI), Z9
+	VFMADD231PS Z9, Z0, Z3
+	VCVTPH2PS   96(SI), Z9
+	VFMADD231PS Z9, Z0, Z4
+	VCVTPH2PS   128(SI), Z9
+	VFMADD231PS Z9, Z0, Z5
+	VCVTPH2PS   160(SI), Z9
+	VFMADD231PS Z9, Z0, Z6
+	VCVTPH2PS   192(SI), Z9
+	VFMADD231PS Z9, Z0, Z7
+	VMOVDQU16.Z 224(SI), K2, Z9
+	VCVTPH2PS   Y9, Z9
+	VFMADD231PS Z9, Z0, Z8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, K2, 448(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -14361,36 +17825,50 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VCVTPH2PS    32(SI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VCVTPH2PS    64(SI), Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VCVTPH2PS    96(SI), Z8
-	VFMADD231PS  Z8, Z0, Z4
-	VCVTPH2PS    128(SI), Z8
-	VFMADD231PS  Z8, Z0, Z5
-	VCVTPH2PS    160(SI), Z8
-	VFMADD231PS  Z8, Z0, Z6
-	VCVTPH2PS    192(SI), Z8
-	VFMADD231PS  Z8, Z0, Z7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VCVTPH2PS   32(SI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VCVTPH2PS   64(SI), Z8
+	VFMADD231PS Z8, Z0, Z3
+	VCVTPH2PS   96(SI), Z8
+	VFMADD231PS Z8, Z0, Z4
+	VCVTPH2PS   128(SI), Z8
+	VFMADD231PS Z8, Z0, Z5
+	VCVTPH2PS   160(SI), Z8
+	VFMADD231PS Z8, Z0, Z6
+	VCVTPH2PS   192(SI), Z8
+	VFMADD231PS Z8, Z0, Z7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -14431,37 +17909,51 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VCVTPH2PS    32(SI), Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VCVTPH2PS    64(SI), Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VCVTPH2PS    96(SI), Z8
-	VFMADD231PS  Z8, Z0, Z4
-	VCVTPH2PS    128(SI), Z8
-	VFMADD231PS  Z8, Z0, Z5
-	VCVTPH2PS    160(SI), Z8
-	VFMADD231PS  Z8, Z0, Z6
-	VMOVDQU16.Z  192(SI), K2, Z8
-	VCVTPH2PS    Y8, Z8
-	VFMADD231PS  Z8, Z0, Z7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, K2, 384(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z8
+	VFMADD231PS Z8, Z0, Z1
+	VCVTPH2PS   32(SI), Z8
+	VFMADD231PS Z8, Z0, Z2
+	VCVTPH2PS   64(SI), Z8
+	VFMADD231PS Z8, Z0, Z3
+	VCVTPH2PS   96(SI), Z8
+	VFMADD231PS Z8, Z0, Z4
+	VCVTPH2PS   128(SI), Z8
+	VFMADD231PS Z8, Z0, Z5
+	VCVTPH2PS   160(SI), Z8
+	VFMADD231PS Z8, Z0, Z6
+	VMOVDQU16.Z 192(SI), K2, Z8
+	VCVTPH2PS   Y8, Z8
+	VFMADD231PS Z8, Z0, Z7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, K2, 384(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -14500,33 +17992,46 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z7
-	VFMADD231PS  Z7, Z0, Z1
-	VCVTPH2PS    32(SI), Z7
-	VFMADD231PS  Z7, Z0, Z2
-	VCVTPH2PS    64(SI), Z7
-	VFMADD231PS  Z7, Z0, Z3
-	VCVTPH2PS    96(SI), Z7
-	VFMADD231PS  Z7, Z0, Z4
-	VCVTPH2PS    128(SI), Z7
-	VFMADD231PS  Z7, Z0, Z5
-	VCVTPH2PS    160(SI), Z7
-	VFMADD231PS  Z7, Z0, Z6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z7
+	VFMADD231PS Z7, Z0, Z1
+	VCVTPH2PS   32(SI), Z7
+	VFMADD231PS Z7, Z0, Z2
+	VCVTPH2PS   64(SI), Z7
+	VFMADD231PS Z7, Z0, Z3
+	VCVTPH2PS   96(SI), Z7
+	VFMADD231PS Z7, Z0, Z4
+	VCVTPH2PS   128(SI), Z7
+	VFMADD231PS Z7, Z0, Z5
+	VCVTPH2PS   160(SI), Z7
+	VFMADD231PS Z7, Z0, Z6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -14565,34 +18070,47 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z7
-	VFMADD231PS  Z7, Z0, Z1
-	VCVTPH2PS    32(SI), Z7
-	VFMADD231PS  Z7, Z0, Z2
-	VCVTPH2PS    64(SI), Z7
-	VFMADD231PS  Z7, Z0, Z3
-	VCVTPH2PS    96(SI), Z7
-	VFMADD231PS  Z7, Z0, Z4
-	VCVTPH2PS    128(SI), Z7
-	VFMADD231PS  Z7, Z0, Z5
-	VMOVDQU16.Z  160(SI), K2, Z7
-	VCVTPH2PS    Y7, Z7
-	VFMADD231PS  Z7, Z0, Z6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, K2, 320(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z7
+	VFMADD231PS Z7, Z0, Z1
+	VCVTPH2PS   32(SI), Z7
+	VFMADD231PS Z7, Z0, Z2
+	VCVTPH2PS   64(SI), Z7
+	VFMADD231PS Z7, Z0, Z3
+	VCVTPH2PS   96(SI), Z7
+	VFMADD231PS Z7, Z0, Z4
+	VCVTPH2PS   128(SI), Z7
+	VFMADD231PS Z7, Z0, Z5
+	VMOVDQU16.Z 160(SI), K2, Z7
+	VCVTPH2PS   Y7, Z7
+	VFMADD231PS Z7, Z0, Z6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, K2, 320(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -14629,30 +18147,42 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VCVTPH2PS    32(SI), Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VCVTPH2PS    64(SI), Z6
-	VFMADD231PS  Z6, Z0, Z3
-	VCVTPH2PS    96(SI), Z6
-	VFMADD231PS  Z6, Z0, Z4
-	VCVTPH2PS    128(SI), Z6
-	VFMADD231PS  Z6, Z0, Z5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VCVTPH2PS   32(SI), Z6
+	VFMADD231PS Z6, Z0, Z2
+	VCVTPH2PS   64(SI), Z6
+	VFMADD231PS Z6, Z0, Z3
+	VCVTPH2PS   96(SI), Z6
+	VFMADD231PS Z6, Z0, Z4
+	VCVTPH2PS   128(SI), Z6
+	VFMADD231PS Z6, Z0, Z5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -14689,31 +18219,43 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VCVTPH2PS    32(SI), Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VCVTPH2PS    64(SI), Z6
-	VFMADD231PS  Z6, Z0, Z3
-	VCVTPH2PS    96(SI), Z6
-	VFMADD231PS  Z6, Z0, Z4
-	VMOVDQU16.Z  128(SI), K2, Z6
-	VCVTPH2PS    Y6, Z6
-	VFMADD231PS  Z6, Z0, Z5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, K2, 256(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z6
+	VFMADD231PS Z6, Z0, Z1
+	VCVTPH2PS   32(SI), Z6
+	VFMADD231PS Z6, Z0, Z2
+	VCVTPH2PS   64(SI), Z6
+	VFMADD231PS Z6, Z0, Z3
+	VCVTPH2PS   96(SI), Z6
+	VFMADD231PS Z6, Z0, Z4
+	VMOVDQU16.Z 128(SI), K2, Z6
+	VCVTPH2PS   Y6, Z6
+	VFMADD231PS Z6, Z0, Z5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, K2, 256(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -14748,27 +18290,38 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z5
-	VFMADD231PS  Z5, Z0, Z1
-	VCVTPH2PS    32(SI), Z5
-	VFMADD231PS  Z5, Z0, Z2
-	VCVTPH2PS    64(SI), Z5
-	VFMADD231PS  Z5, Z0, Z3
-	VCVTPH2PS    96(SI), Z5
-	VFMADD231PS  Z5, Z0, Z4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z5
+	VFMADD231PS Z5, Z0, Z1
+	VCVTPH2PS   32(SI), Z5
+	VFMADD231PS Z5, Z0, Z2
+	VCVTPH2PS   64(SI), Z5
+	VFMADD231PS Z5, Z0, Z3
+	VCVTPH2PS   96(SI), Z5
+	VFMADD231PS Z5, Z0, Z4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -14803,28 +18356,39 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z5
-	VFMADD231PS  Z5, Z0, Z1
-	VCVTPH2PS    32(SI), Z5
-	VFMADD231PS  Z5, Z0, Z2
-	VCVTPH2PS    64(SI), Z5
-	VFMADD231PS  Z5, Z0, Z3
-	VMOVDQU16.Z  96(SI), K2, Z5
-	VCVTPH2PS    Y5, Z5
-	VFMADD231PS  Z5, Z0, Z4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z5
+	VFMADD231PS Z5, Z0, Z1
+	VCVTPH2PS   32(SI), Z5
+	VFMADD231PS Z5, Z0, Z2
+	VCVTPH2PS   64(SI), Z5
+	VFMADD231PS Z5, Z0, Z3
+	VMOVDQU16.Z 96(SI), K2, Z5
+	VCVTPH2PS   Y5, Z5
+	VFMADD231PS Z5, Z0, Z4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -14857,24 +18421,34 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VCVTPH2PS    32(SI), Z4
-	VFMADD231PS  Z4, Z0, Z2
-	VCVTPH2PS    64(SI), Z4
-	VFMADD231PS  Z4, Z0, Z3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z4
+	VFMADD231PS Z4, Z0, Z1
+	VCVTPH2PS   32(SI), Z4
+	VFMADD231PS Z4, Z0, Z2
+	VCVTPH2PS   64(SI), Z4
+	VFMADD231PS Z4, Z0, Z3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -14907,25 +18481,35 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VCVTPH2PS    32(SI), Z4
-	VFMADD231PS  Z4, Z0, Z2
-	VMOVDQU16.Z  64(SI), K2, Z4
-	VCVTPH2PS    Y4, Z4
-	VFMADD231PS  Z4, Z0, Z3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z4
+	VFMADD231PS Z4, Z0, Z1
+	VCVTPH2PS   32(SI), Z4
+	VFMADD231PS Z4, Z0, Z2
+	VMOVDQU16.Z 64(SI), K2, Z4
+	VCVTPH2PS   Y4, Z4
+	VFMADD231PS Z4, Z0, Z3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -14956,21 +18540,30 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z3
-	VFMADD231PS  Z3, Z0, Z1
-	VCVTPH2PS    32(SI), Z3
-	VFMADD231PS  Z3, Z0, Z2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z3
+	VFMADD231PS Z3, Z0, Z1
+	VCVTPH2PS   32(SI), Z3
+	VFMADD231PS Z3, Z0, Z2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -15001,22 +18594,31 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z3
-	VFMADD231PS  Z3, Z0, Z1
-	VMOVDQU16.Z  32(SI), K2, Z3
-	VCVTPH2PS    Y3, Z3
-	VFMADD231PS  Z3, Z0, Z2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VCVTPH2PS   (SI), Z3
+	VFMADD231PS Z3, Z0, Z1
+	VMOVDQU16.Z 32(SI), K2, Z3
+	VCVTPH2PS   Y3, Z3
+	VFMADD231PS Z3, Z0, Z2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -15045,18 +18647,26 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VCVTPH2PS    (SI), Z2
-	VFMADD231PS  Z2, Z0, Z1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VCVTPH2PS   (SI), Z2
+	VFMADD231PS Z2, Z0, Z1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -15085,18 +18695,26 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVDQU16.Z  (SI), K2, Z2
-	VCVTPH2PS    Y2, Z2
-	VFMADD231PS  Z2, Z0, Z1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	ADDQ         $0x01, 120(SP)
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (SI), K2, Z2
+	VCVTPH2PS   Y2, Z2
+	VFMADD231PS Z2, Z0, Z1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	ADDQ        $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -15125,8 +18743,8 @@ panelnext:
 	RET
 
 // func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $128-128
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -15170,7 +18788,56 @@ kwhole:
 	MOVQ  CX, (SP)
 	MOVQ  DX, 8(SP)
 	MOVQ  BX, 16(SP)
+	MOVQ  48(SP), CX
+	CMPQ  CX, 72(SP)
+	JNE   pfk0_strided
+	MOVQ  $0x00000000, 128(SP)
+	JMP   pfk0_done
 
+pfk0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
 	// A block of 16 keys. The last one, if partial, is moved back to end at
 	// nk; its first skip lanes (keys already done) are masked.
 block:
@@ -15198,7 +18865,9 @@ whole:
 	LEAQ  constsAVX512<>+1856(SB), CX
 	KMOVW (CX)(DX*2), K3
 
-	// The block's K rows, then its V rows, touched in address order.
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -15213,8 +18882,12 @@ touchk_line:
 	ADDQ    48(SP), CX
 	DECQ    DX
 	JNZ     touchk
-	MOVQ    8(SP), CX
-	MOVQ    $0x00000010, DX
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
 
 touchv:
 	MOVQ $0x00000000, BX
@@ -15228,10 +18901,1324 @@ touchv_line:
 	DECQ    DX
 	JNZ     touchv
 
-	// Scores and softmax in groups of [4 1] rows.
+touchv_skip:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	MOVQ    128(SP), SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	LEAQ    (DI)(R8*2), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VPMOVZXWD   (BX), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VPMOVZXWD   (BX)(CX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VPMOVZXWD   (BX)(CX*2), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VPMOVZXWD   (BX)(DX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass0_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z21
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x04, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VPMOVZXWD   (BX), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VPMOVZXWD   (BX)(CX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VPMOVZXWD   (BX)(CX*2), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VPMOVZXWD   (BX)(DX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass1_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z22
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x08, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VPMOVZXWD   (BX), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VPMOVZXWD   (BX)(CX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VPMOVZXWD   (BX)(CX*2), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VPMOVZXWD   (BX)(DX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass2_fold:
+	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z16, Z0, Z0
+	VSHUFF32X4 $0xee, Z3, Z2, Z1
+	VSHUFF32X4 $0x44, Z3, Z2, Z2
+	VADDPS     Z1, Z2, Z2
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xdd, Z2, Z0, Z1
+	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z6, Z4, Z1
+	VSHUFF32X4 $0x88, Z6, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xdd, Z10, Z8, Z1
+	VSHUFF32X4 $0x88, Z10, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xdd, Z14, Z12, Z1
+	VSHUFF32X4 $0x88, Z14, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFPS    $0xee, Z4, Z0, Z1
+	VSHUFPS    $0x44, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z12, Z8, Z1
+	VSHUFPS    $0x44, Z12, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFPS    $0xdd, Z8, Z0, Z1
+	VSHUFPS    $0x88, Z8, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z23
+	VMOVUPS    constsAVX512<>+1536(SB), Z0
+	VMOVUPS    constsAVX512<>+1536(SB), Z1
+	VMOVUPS    constsAVX512<>+1536(SB), Z2
+	VMOVUPS    constsAVX512<>+1536(SB), Z3
+	VMOVUPS    constsAVX512<>+1536(SB), Z4
+	VMOVUPS    constsAVX512<>+1536(SB), Z5
+	VMOVUPS    constsAVX512<>+1536(SB), Z6
+	VMOVUPS    constsAVX512<>+1536(SB), Z7
+	VMOVUPS    constsAVX512<>+1536(SB), Z8
+	VMOVUPS    constsAVX512<>+1536(SB), Z9
+	VMOVUPS    constsAVX512<>+1536(SB), Z10
+	VMOVUPS    constsAVX512<>+1536(SB), Z11
+	VMOVUPS    constsAVX512<>+1536(SB), Z12
+	VMOVUPS    constsAVX512<>+1536(SB), Z13
+	VMOVUPS    constsAVX512<>+1536(SB), Z14
+	VMOVUPS    constsAVX512<>+1536(SB), Z15
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), BX
+	IMUL3Q     $0x0c, CX, SI
+	ADDQ       SI, BX
+	MOVQ       128(SP), SI
+	LEAQ       (BX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (DI), Z16
+	VMOVUPS     (DI)(R8*1), Z17
+	VMOVUPS     (DI)(R8*2), Z18
+	VMOVUPS     (R9)(R8*1), Z19
+	PREFETCHT0  (SI)
+	VPMOVZXWD   (BX), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	PREFETCHT0  (SI)(CX*1)
+	VPMOVZXWD   (BX)(CX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	PREFETCHT0  (SI)(CX*2)
+	VPMOVZXWD   (BX)(CX*2), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	PREFETCHT0  (SI)(DX*1)
+	VPMOVZXWD   (BX)(DX*1), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	DECQ        R10
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVUPS.Z   (DI), K1, Z16
+	VMOVUPS.Z   (DI)(R8*1), K1, Z17
+	VMOVUPS.Z   (DI)(R8*2), K1, Z18
+	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVDQU16.Z (BX), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVDQU16.Z (BX)(CX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z4
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z6
+	VFMADD231PS Z20, Z19, Z7
+	VMOVDQU16.Z (BX)(CX*2), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z8
+	VFMADD231PS Z20, Z17, Z9
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z11
+	VMOVDQU16.Z (BX)(DX*1), K1, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z12
+	VFMADD231PS Z20, Z17, Z13
+	VFMADD231PS Z20, Z18, Z14
+	VFMADD231PS Z20, Z19, Z15
+
+scores_rows4_prefetched_pass3_fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, Z0
+	VSHUFF32X4   $0x44, Z22, Z21, Z1
+	VSHUFF32X4   $0xee, Z22, Z21, Z2
+	VSHUFF32X4   $0x44, Z0, Z23, Z3
+	VSHUFF32X4   $0xee, Z0, Z23, Z0
+	VSHUFF32X4   $0x88, Z3, Z1, Z4
+	VSHUFF32X4   $0xdd, Z3, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z2, Z3
+	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z4, Z4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z2
+	VBLENDMPS    Z2, Z4, K3, Z4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z4, Z2
+	VSHUFF32X4   $0x4e, Z2, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VSHUFF32X4   $0xb1, Z2, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z5
+	VMAXPS       Z5, Z2, Z2
+	VBROADCASTSS (DX)(CX*4), Z5
+	VMAXPS       Z2, Z5, Z2
+	VMAXPS       constsAVX512<>+768(SB), Z2, Z6
+	VSUBPS       Z6, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z7
+	VRNDSCALEPS  $0x00, Z7, Z7
+	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z4
+	VMULPS       Z4, Z4, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z9
+	VMOVUPS      constsAVX512<>+448(SB), Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VMOVUPS      constsAVX512<>+576(SB), Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VFMADD213PS  Z4, Z8, Z9
+	VADDPS       constsAVX512<>+704(SB), Z9, Z9
+	VSCALEFPS.Z  Z7, Z9, K4, Z9
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z9, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z9, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VSHUFF32X4   $0xb1, Z9, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z4
+	VADDPS       Z4, Z9, Z9
+	VSUBPS       Z6, Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K4
+	VMULPS       constsAVX512<>+128(SB), Z5, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z5
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z5
+	VMULPS       Z5, Z5, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z5, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z4, Z7, K4, Z7
+	VBROADCASTSS (BX)(CX*4), Z4
+	VFMADD213PS  Z9, Z7, Z4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z2, Z2
+	VADDPS       Z2, Z1, Z1
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z2
+	VBLENDMPS    Z2, Z1, K3, Z1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z2
+	VSHUFF32X4   $0x4e, Z2, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VSHUFF32X4   $0xb1, Z2, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z4
+	VMAXPS       Z4, Z2, Z2
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z2, Z4, Z2
+	VMAXPS       constsAVX512<>+768(SB), Z2, Z5
+	VSUBPS       Z5, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K4
+	VMULPS       constsAVX512<>+128(SB), Z1, Z6
+	VRNDSCALEPS  $0x00, Z6, Z6
+	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
+	VMULPS       Z1, Z1, Z7
+	VMOVUPS      constsAVX512<>+320(SB), Z8
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
+	VMOVUPS      constsAVX512<>+448(SB), Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VMOVUPS      constsAVX512<>+576(SB), Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VFMADD213PS  Z1, Z7, Z8
+	VADDPS       constsAVX512<>+704(SB), Z8, Z8
+	VSCALEFPS.Z  Z6, Z8, K4, Z8
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z8, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xb1, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
+	VMULPS       Z4, Z4, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z4, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z1, Z6, K4, Z6
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z8, Z6, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z3, Z3
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z3, K3, Z3
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z3, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z4
+	VSUBPS       Z4, Z3, Z3
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K4
+	VMULPS       constsAVX512<>+128(SB), Z3, Z5
+	VRNDSCALEPS  $0x00, Z5, Z5
+	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z3
+	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z3
+	VMULPS       Z3, Z3, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z3, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z5, Z7, K4, Z7
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z3
+	VADDPS       Z3, Z7, Z7
+	VSUBPS       Z4, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z3
+	VRNDSCALEPS  $0x00, Z3, Z3
+	VFNMADD231PS constsAVX512<>+192(SB), Z3, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z3, Z2
+	VMULPS       Z2, Z2, Z4
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z5
+	VMOVUPS      constsAVX512<>+448(SB), Z6
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VMOVUPS      constsAVX512<>+576(SB), Z6
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VFMADD213PS  Z2, Z4, Z5
+	VADDPS       constsAVX512<>+704(SB), Z5, Z5
+	VSCALEFPS.Z  Z3, Z5, K4, Z5
+	VBROADCASTSS (BX)(CX*4), Z2
+	VFMADD213PS  Z7, Z5, Z2
+	VMOVSS       X2, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z0, Z0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K4, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K4, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	MOVQ    128(SP), R9
+	LEAQ    (BX)(R9*1), R10
+	LEAQ    (SI)(R9*1), R11
+	LEAQ    (DI)(R9*1), R12
+	LEAQ    (R8)(R9*1), R9
+	MOVQ    96(SP), R13
+	MOVQ    32(SP), R14
+	TESTQ   R14, R14
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R13), Z16
+	PREFETCHT0  (R10)
+	VPMOVZXWD   (BX), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	PREFETCHT0  (R10)(CX*1)
+	VPMOVZXWD   (BX)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	PREFETCHT0  (R10)(CX*2)
+	VPMOVZXWD   (BX)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	PREFETCHT0  (R10)(DX*1)
+	VPMOVZXWD   (BX)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	PREFETCHT0  (R11)
+	VPMOVZXWD   (SI), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	PREFETCHT0  (R11)(CX*1)
+	VPMOVZXWD   (SI)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	PREFETCHT0  (R11)(CX*2)
+	VPMOVZXWD   (SI)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	PREFETCHT0  (R11)(DX*1)
+	VPMOVZXWD   (SI)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	PREFETCHT0  (R12)
+	VPMOVZXWD   (DI), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	PREFETCHT0  (R12)(CX*1)
+	VPMOVZXWD   (DI)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	PREFETCHT0  (R12)(CX*2)
+	VPMOVZXWD   (DI)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	PREFETCHT0  (R12)(DX*1)
+	VPMOVZXWD   (DI)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	PREFETCHT0  (R9)
+	VPMOVZXWD   (R8), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	PREFETCHT0  (R9)(CX*1)
+	VPMOVZXWD   (R8)(CX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	PREFETCHT0  (R9)(CX*2)
+	VPMOVZXWD   (R8)(CX*2), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	PREFETCHT0  (R9)(DX*1)
+	VPMOVZXWD   (R8)(DX*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	ADDQ        $0x40, R13
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R10
+	ADDQ        $0x20, R11
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R9
+	DECQ        R14
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVUPS.Z   (R13), K1, Z16
+	VMOVDQU16.Z (BX), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVDQU16.Z (BX)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	VMOVDQU16.Z (BX)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	VMOVDQU16.Z (BX)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	VMOVDQU16.Z (SI), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	VMOVDQU16.Z (SI)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	VMOVDQU16.Z (SI)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	VMOVDQU16.Z (SI)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	VMOVDQU16.Z (DI), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	VMOVDQU16.Z (DI)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	VMOVDQU16.Z (DI)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	VMOVDQU16.Z (DI)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	VMOVDQU16.Z (R8), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	VMOVDQU16.Z (R8)(CX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	VMOVDQU16.Z (R8)(CX*2), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	VMOVDQU16.Z (R8)(DX*1), K1, Z17
+	VPMOVZXWD   Y17, Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+
+scores_rows1_prefetched_pass0_fold:
+	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0x44, Z1, Z0, Z0
+	VADDPS       Z16, Z0, Z0
+	VSHUFF32X4   $0xee, Z3, Z2, Z1
+	VSHUFF32X4   $0x44, Z3, Z2, Z2
+	VADDPS       Z1, Z2, Z2
+	VSHUFF32X4   $0xee, Z5, Z4, Z1
+	VSHUFF32X4   $0x44, Z5, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xee, Z7, Z6, Z1
+	VSHUFF32X4   $0x44, Z7, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xee, Z9, Z8, Z1
+	VSHUFF32X4   $0x44, Z9, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xee, Z11, Z10, Z1
+	VSHUFF32X4   $0x44, Z11, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xee, Z13, Z12, Z1
+	VSHUFF32X4   $0x44, Z13, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFF32X4   $0xee, Z15, Z14, Z1
+	VSHUFF32X4   $0x44, Z15, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFF32X4   $0xdd, Z2, Z0, Z1
+	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xdd, Z6, Z4, Z1
+	VSHUFF32X4   $0x88, Z6, Z4, Z4
+	VADDPS       Z1, Z4, Z4
+	VSHUFF32X4   $0xdd, Z10, Z8, Z1
+	VSHUFF32X4   $0x88, Z10, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xdd, Z14, Z12, Z1
+	VSHUFF32X4   $0x88, Z14, Z12, Z12
+	VADDPS       Z1, Z12, Z12
+	VSHUFPS      $0xee, Z4, Z0, Z1
+	VSHUFPS      $0x44, Z4, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VSHUFPS      $0xee, Z12, Z8, Z1
+	VSHUFPS      $0x44, Z12, Z8, Z8
+	VADDPS       Z1, Z8, Z8
+	VSHUFPS      $0xdd, Z8, Z0, Z1
+	VSHUFPS      $0x88, Z8, Z0, Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, Z0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Z1
+	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       Z1, Z0, Z0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K3, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K4
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K4, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K4
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K4, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
 
 rowgroup:
 	MOVQ rows+8(FP), CX
@@ -16496,7 +21483,7 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
-	// PV, then the next block.
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
 	// PV in groups of up to 4 rows, each over panels of vectors of dv.
@@ -16773,58 +21760,69 @@ rows4_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	VPMOVZXWD    (R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z1
-	VFMADD231PS  Z20, Z17, Z5
-	VFMADD231PS  Z20, Z18, Z9
-	VFMADD231PS  Z20, Z19, Z13
-	VPMOVZXWD    32(R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z2
-	VFMADD231PS  Z20, Z17, Z6
-	VFMADD231PS  Z20, Z18, Z10
-	VFMADD231PS  Z20, Z19, Z14
-	VPMOVZXWD    64(R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z3
-	VFMADD231PS  Z20, Z17, Z7
-	VFMADD231PS  Z20, Z18, Z11
-	VFMADD231PS  Z20, Z19, Z15
-	VPMOVZXWD    96(R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z4
-	VFMADD231PS  Z20, Z17, Z8
-	VFMADD231PS  Z20, Z18, Z12
-	VFMADD231PS  Z20, Z19, Z16
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, 192(CX)(DX*2)
-	VMOVUPS      Z13, (DI)(DX*1)
-	VMOVUPS      Z14, 64(DI)(DX*1)
-	VMOVUPS      Z15, 128(DI)(DX*1)
-	VMOVUPS      Z16, 192(DI)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows4_vecs4_whole_keys_fetched:
+	VPMOVZXWD   (R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z1
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z9
+	VFMADD231PS Z20, Z19, Z13
+	VPMOVZXWD   32(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z2
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z14
+	VPMOVZXWD   64(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z3
+	VFMADD231PS Z20, Z17, Z7
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z15
+	VPMOVZXWD   96(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z4
+	VFMADD231PS Z20, Z17, Z8
+	VFMADD231PS Z20, Z18, Z12
+	VFMADD231PS Z20, Z19, Z16
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, 192(CX)(DX*2)
+	VMOVUPS     Z13, (DI)(DX*1)
+	VMOVUPS     Z14, 64(DI)(DX*1)
+	VMOVUPS     Z15, 128(DI)(DX*1)
+	VMOVUPS     Z16, 192(DI)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -16888,59 +21886,70 @@ rows4_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
 	VBROADCASTSS 128(BX), Z18
 	VBROADCASTSS 192(BX), Z19
-	VPMOVZXWD    (R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z1
-	VFMADD231PS  Z20, Z17, Z5
-	VFMADD231PS  Z20, Z18, Z9
-	VFMADD231PS  Z20, Z19, Z13
-	VPMOVZXWD    32(R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z2
-	VFMADD231PS  Z20, Z17, Z6
-	VFMADD231PS  Z20, Z18, Z10
-	VFMADD231PS  Z20, Z19, Z14
-	VPMOVZXWD    64(R8), Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z3
-	VFMADD231PS  Z20, Z17, Z7
-	VFMADD231PS  Z20, Z18, Z11
-	VFMADD231PS  Z20, Z19, Z15
-	VMOVDQU16.Z  96(R8), K2, Z20
-	VPMOVZXWD    Y20, Z20
-	VPSLLD       $0x10, Z20, Z20
-	VFMADD231PS  Z20, Z0, Z4
-	VFMADD231PS  Z20, Z17, Z8
-	VFMADD231PS  Z20, Z18, Z12
-	VFMADD231PS  Z20, Z19, Z16
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, K2, 192(CX)(DX*2)
-	VMOVUPS      Z13, (DI)(DX*1)
-	VMOVUPS      Z14, 64(DI)(DX*1)
-	VMOVUPS      Z15, 128(DI)(DX*1)
-	VMOVUPS      Z16, K2, 192(DI)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows4_vecs4_masked_keys_fetched:
+	VPMOVZXWD   (R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z1
+	VFMADD231PS Z20, Z17, Z5
+	VFMADD231PS Z20, Z18, Z9
+	VFMADD231PS Z20, Z19, Z13
+	VPMOVZXWD   32(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z2
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z10
+	VFMADD231PS Z20, Z19, Z14
+	VPMOVZXWD   64(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z3
+	VFMADD231PS Z20, Z17, Z7
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU16.Z 96(R8), K2, Z20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z0, Z4
+	VFMADD231PS Z20, Z17, Z8
+	VFMADD231PS Z20, Z18, Z12
+	VFMADD231PS Z20, Z19, Z16
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, K2, 192(CX)(DX*2)
+	VMOVUPS     Z13, (DI)(DX*1)
+	VMOVUPS     Z14, 64(DI)(DX*1)
+	VMOVUPS     Z15, 128(DI)(DX*1)
+	VMOVUPS     Z16, K2, 192(DI)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -16996,48 +22005,58 @@ rows4_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	VPMOVZXWD    (R8), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z13, Z4
-	VFMADD231PS  Z16, Z14, Z7
-	VFMADD231PS  Z16, Z15, Z10
-	VPMOVZXWD    32(R8), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z13, Z5
-	VFMADD231PS  Z16, Z14, Z8
-	VFMADD231PS  Z16, Z15, Z11
-	VPMOVZXWD    64(R8), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z13, Z6
-	VFMADD231PS  Z16, Z14, Z9
-	VFMADD231PS  Z16, Z15, Z12
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, 128(CX)(DX*2)
-	VMOVUPS      Z10, (DI)(DX*1)
-	VMOVUPS      Z11, 64(DI)(DX*1)
-	VMOVUPS      Z12, 128(DI)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows4_vecs3_whole_keys_fetched:
+	VPMOVZXWD   (R8), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z13, Z4
+	VFMADD231PS Z16, Z14, Z7
+	VFMADD231PS Z16, Z15, Z10
+	VPMOVZXWD   32(R8), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z8
+	VFMADD231PS Z16, Z15, Z11
+	VPMOVZXWD   64(R8), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z13, Z6
+	VFMADD231PS Z16, Z14, Z9
+	VFMADD231PS Z16, Z15, Z12
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, 128(CX)(DX*2)
+	VMOVUPS     Z10, (DI)(DX*1)
+	VMOVUPS     Z11, 64(DI)(DX*1)
+	VMOVUPS     Z12, 128(DI)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -17093,49 +22112,59 @@ rows4_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
 	VBROADCASTSS 192(BX), Z15
-	VPMOVZXWD    (R8), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z13, Z4
-	VFMADD231PS  Z16, Z14, Z7
-	VFMADD231PS  Z16, Z15, Z10
-	VPMOVZXWD    32(R8), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z13, Z5
-	VFMADD231PS  Z16, Z14, Z8
-	VFMADD231PS  Z16, Z15, Z11
-	VMOVDQU16.Z  64(R8), K2, Z16
-	VPMOVZXWD    Y16, Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z13, Z6
-	VFMADD231PS  Z16, Z14, Z9
-	VFMADD231PS  Z16, Z15, Z12
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, K2, 128(CX)(DX*2)
-	VMOVUPS      Z10, (DI)(DX*1)
-	VMOVUPS      Z11, 64(DI)(DX*1)
-	VMOVUPS      Z12, K2, 128(DI)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows4_vecs3_masked_keys_fetched:
+	VPMOVZXWD   (R8), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z13, Z4
+	VFMADD231PS Z16, Z14, Z7
+	VFMADD231PS Z16, Z15, Z10
+	VPMOVZXWD   32(R8), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z13, Z5
+	VFMADD231PS Z16, Z14, Z8
+	VFMADD231PS Z16, Z15, Z11
+	VMOVDQU16.Z 64(R8), K2, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z13, Z6
+	VFMADD231PS Z16, Z14, Z9
+	VFMADD231PS Z16, Z15, Z12
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, K2, 128(CX)(DX*2)
+	VMOVUPS     Z10, (DI)(DX*1)
+	VMOVUPS     Z11, 64(DI)(DX*1)
+	VMOVUPS     Z12, K2, 128(DI)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -17183,38 +22212,47 @@ rows4_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	VPMOVZXWD    (R8), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z9, Z3
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z7
-	VPMOVZXWD    32(R8), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z9, Z4
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z8
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, 64(CX)(DX*2)
-	VMOVUPS      Z7, (DI)(DX*1)
-	VMOVUPS      Z8, 64(DI)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows4_vecs2_whole_keys_fetched:
+	VPMOVZXWD   (R8), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z9, Z3
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z7
+	VPMOVZXWD   32(R8), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z9, Z4
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z8
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, 64(CX)(DX*2)
+	VMOVUPS     Z7, (DI)(DX*1)
+	VMOVUPS     Z8, 64(DI)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -17262,39 +22300,48 @@ rows4_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
 	VBROADCASTSS 128(BX), Z10
 	VBROADCASTSS 192(BX), Z11
-	VPMOVZXWD    (R8), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z9, Z3
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z7
-	VMOVDQU16.Z  32(R8), K2, Z12
-	VPMOVZXWD    Y12, Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z9, Z4
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z8
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, K2, 64(CX)(DX*2)
-	VMOVUPS      Z7, (DI)(DX*1)
-	VMOVUPS      Z8, K2, 64(DI)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows4_vecs2_masked_keys_fetched:
+	VPMOVZXWD   (R8), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z9, Z3
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z7
+	VMOVDQU16.Z 32(R8), K2, Z12
+	VPMOVZXWD   Y12, Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z9, Z4
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z8
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, K2, 64(CX)(DX*2)
+	VMOVUPS     Z7, (DI)(DX*1)
+	VMOVUPS     Z8, K2, 64(DI)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -17334,28 +22381,36 @@ rows4_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	VPMOVZXWD    (R8), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z5, Z2
-	VFMADD231PS  Z8, Z6, Z3
-	VFMADD231PS  Z8, Z7, Z4
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	VMOVUPS      Z3, (CX)(DX*2)
-	VMOVUPS      Z4, (DI)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows4_vecs1_whole_keys_fetched:
+	VPMOVZXWD   (R8), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z5, Z2
+	VFMADD231PS Z8, Z6, Z3
+	VFMADD231PS Z8, Z7, Z4
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	VMOVUPS     Z3, (CX)(DX*2)
+	VMOVUPS     Z4, (DI)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -17395,29 +22450,37 @@ rows4_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R10
 	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
 	VBROADCASTSS 128(BX), Z6
 	VBROADCASTSS 192(BX), Z7
-	VMOVDQU16.Z  (R8), K2, Z8
-	VPMOVZXWD    Y8, Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z5, Z2
-	VFMADD231PS  Z8, Z6, Z3
-	VFMADD231PS  Z8, Z7, Z4
-	ADDQ         R9, R8
-	ADDQ         $0x04, BX
-	DECQ         R10
-	JNZ          rows4_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	VMOVUPS      Z3, K2, (CX)(DX*2)
-	VMOVUPS      Z4, K2, (DI)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, R8
+	JEQ          rows4_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows4_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (R8), K2, Z8
+	VPMOVZXWD   Y8, Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z5, Z2
+	VFMADD231PS Z8, Z6, Z3
+	VFMADD231PS Z8, Z7, Z4
+	ADDQ        R9, R8
+	ADDQ        R9, SI
+	ADDQ        $0x04, BX
+	DECQ        R10
+	JNZ         rows4_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	VMOVUPS     Z3, K2, (CX)(DX*2)
+	VMOVUPS     Z4, K2, (DI)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -17471,49 +22534,60 @@ rows3_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	VPMOVZXWD    (DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z1
-	VFMADD231PS  Z15, Z13, Z5
-	VFMADD231PS  Z15, Z14, Z9
-	VPMOVZXWD    32(DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z2
-	VFMADD231PS  Z15, Z13, Z6
-	VFMADD231PS  Z15, Z14, Z10
-	VPMOVZXWD    64(DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z3
-	VFMADD231PS  Z15, Z13, Z7
-	VFMADD231PS  Z15, Z14, Z11
-	VPMOVZXWD    96(DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z4
-	VFMADD231PS  Z15, Z13, Z8
-	VFMADD231PS  Z15, Z14, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, 192(CX)(DX*2)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows3_vecs4_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z1
+	VFMADD231PS Z15, Z13, Z5
+	VFMADD231PS Z15, Z14, Z9
+	VPMOVZXWD   32(DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z2
+	VFMADD231PS Z15, Z13, Z6
+	VFMADD231PS Z15, Z14, Z10
+	VPMOVZXWD   64(DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z3
+	VFMADD231PS Z15, Z13, Z7
+	VFMADD231PS Z15, Z14, Z11
+	VPMOVZXWD   96(DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z4
+	VFMADD231PS Z15, Z13, Z8
+	VFMADD231PS Z15, Z14, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, 192(CX)(DX*2)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -17567,50 +22641,61 @@ rows3_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
 	VBROADCASTSS 128(BX), Z14
-	VPMOVZXWD    (DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z1
-	VFMADD231PS  Z15, Z13, Z5
-	VFMADD231PS  Z15, Z14, Z9
-	VPMOVZXWD    32(DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z2
-	VFMADD231PS  Z15, Z13, Z6
-	VFMADD231PS  Z15, Z14, Z10
-	VPMOVZXWD    64(DI), Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z3
-	VFMADD231PS  Z15, Z13, Z7
-	VFMADD231PS  Z15, Z14, Z11
-	VMOVDQU16.Z  96(DI), K2, Z15
-	VPMOVZXWD    Y15, Z15
-	VPSLLD       $0x10, Z15, Z15
-	VFMADD231PS  Z15, Z0, Z4
-	VFMADD231PS  Z15, Z13, Z8
-	VFMADD231PS  Z15, Z14, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	VMOVUPS      Z9, (CX)(DX*2)
-	VMOVUPS      Z10, 64(CX)(DX*2)
-	VMOVUPS      Z11, 128(CX)(DX*2)
-	VMOVUPS      Z12, K2, 192(CX)(DX*2)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows3_vecs4_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z1
+	VFMADD231PS Z15, Z13, Z5
+	VFMADD231PS Z15, Z14, Z9
+	VPMOVZXWD   32(DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z2
+	VFMADD231PS Z15, Z13, Z6
+	VFMADD231PS Z15, Z14, Z10
+	VPMOVZXWD   64(DI), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z3
+	VFMADD231PS Z15, Z13, Z7
+	VFMADD231PS Z15, Z14, Z11
+	VMOVDQU16.Z 96(DI), K2, Z15
+	VPMOVZXWD   Y15, Z15
+	VPSLLD      $0x10, Z15, Z15
+	VFMADD231PS Z15, Z0, Z4
+	VFMADD231PS Z15, Z13, Z8
+	VFMADD231PS Z15, Z14, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	VMOVUPS     Z9, (CX)(DX*2)
+	VMOVUPS     Z10, 64(CX)(DX*2)
+	VMOVUPS     Z11, 128(CX)(DX*2)
+	VMOVUPS     Z12, K2, 192(CX)(DX*2)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -17658,41 +22743,51 @@ rows3_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	VPMOVZXWD    (DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z10, Z4
-	VFMADD231PS  Z12, Z11, Z7
-	VPMOVZXWD    32(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z8
-	VPMOVZXWD    64(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z9
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, 128(CX)(DX*2)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows3_vecs3_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z10, Z4
+	VFMADD231PS Z12, Z11, Z7
+	VPMOVZXWD   32(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z8
+	VPMOVZXWD   64(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z9
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, 128(CX)(DX*2)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -17740,42 +22835,52 @@ rows3_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z10
 	VBROADCASTSS 128(BX), Z11
-	VPMOVZXWD    (DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z10, Z4
-	VFMADD231PS  Z12, Z11, Z7
-	VPMOVZXWD    32(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z10, Z5
-	VFMADD231PS  Z12, Z11, Z8
-	VMOVDQU16.Z  64(DI), K2, Z12
-	VPMOVZXWD    Y12, Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z10, Z6
-	VFMADD231PS  Z12, Z11, Z9
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	VMOVUPS      Z7, (CX)(DX*2)
-	VMOVUPS      Z8, 64(CX)(DX*2)
-	VMOVUPS      Z9, K2, 128(CX)(DX*2)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows3_vecs3_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z10, Z4
+	VFMADD231PS Z12, Z11, Z7
+	VPMOVZXWD   32(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z10, Z5
+	VFMADD231PS Z12, Z11, Z8
+	VMOVDQU16.Z 64(DI), K2, Z12
+	VPMOVZXWD   Y12, Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z10, Z6
+	VFMADD231PS Z12, Z11, Z9
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	VMOVUPS     Z7, (CX)(DX*2)
+	VMOVUPS     Z8, 64(CX)(DX*2)
+	VMOVUPS     Z9, K2, 128(CX)(DX*2)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -17817,33 +22922,42 @@ rows3_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	VPMOVZXWD    (DI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VFMADD231PS  Z9, Z7, Z3
-	VFMADD231PS  Z9, Z8, Z5
-	VPMOVZXWD    32(DI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VFMADD231PS  Z9, Z7, Z4
-	VFMADD231PS  Z9, Z8, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, 64(CX)(DX*2)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows3_vecs2_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z1
+	VFMADD231PS Z9, Z7, Z3
+	VFMADD231PS Z9, Z8, Z5
+	VPMOVZXWD   32(DI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z2
+	VFMADD231PS Z9, Z7, Z4
+	VFMADD231PS Z9, Z8, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, 64(CX)(DX*2)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -17885,34 +22999,43 @@ rows3_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
 	VBROADCASTSS 128(BX), Z8
-	VPMOVZXWD    (DI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VFMADD231PS  Z9, Z7, Z3
-	VFMADD231PS  Z9, Z8, Z5
-	VMOVDQU16.Z  32(DI), K2, Z9
-	VPMOVZXWD    Y9, Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VFMADD231PS  Z9, Z7, Z4
-	VFMADD231PS  Z9, Z8, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	VMOVUPS      Z5, (CX)(DX*2)
-	VMOVUPS      Z6, K2, 64(CX)(DX*2)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows3_vecs2_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z1
+	VFMADD231PS Z9, Z7, Z3
+	VFMADD231PS Z9, Z8, Z5
+	VMOVDQU16.Z 32(DI), K2, Z9
+	VPMOVZXWD   Y9, Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z2
+	VFMADD231PS Z9, Z7, Z4
+	VFMADD231PS Z9, Z8, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	VMOVUPS     Z5, (CX)(DX*2)
+	VMOVUPS     Z6, K2, 64(CX)(DX*2)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -17948,25 +23071,33 @@ rows3_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	VPMOVZXWD    (DI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z4, Z2
-	VFMADD231PS  Z6, Z5, Z3
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	VMOVUPS      Z3, (CX)(DX*2)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows3_vecs1_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z4, Z2
+	VFMADD231PS Z6, Z5, Z3
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	VMOVUPS     Z3, (CX)(DX*2)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -18002,26 +23133,34 @@ rows3_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z4
 	VBROADCASTSS 128(BX), Z5
-	VMOVDQU16.Z  (DI), K2, Z6
-	VPMOVZXWD    Y6, Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z4, Z2
-	VFMADD231PS  Z6, Z5, Z3
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows3_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	VMOVUPS      Z3, K2, (CX)(DX*2)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows3_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows3_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (DI), K2, Z6
+	VPMOVZXWD   Y6, Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z4, Z2
+	VFMADD231PS Z6, Z5, Z3
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows3_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	VMOVUPS     Z3, K2, (CX)(DX*2)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -18082,64 +23221,79 @@ rows2_vecs8_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	VPMOVZXWD    (DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z1
-	VFMADD231PS  Z18, Z17, Z9
-	VPMOVZXWD    32(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z2
-	VFMADD231PS  Z18, Z17, Z10
-	VPMOVZXWD    64(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z3
-	VFMADD231PS  Z18, Z17, Z11
-	VPMOVZXWD    96(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z4
-	VFMADD231PS  Z18, Z17, Z12
-	VPMOVZXWD    128(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z5
-	VFMADD231PS  Z18, Z17, Z13
-	VPMOVZXWD    160(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z6
-	VFMADD231PS  Z18, Z17, Z14
-	VPMOVZXWD    192(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z7
-	VFMADD231PS  Z18, Z17, Z15
-	VPMOVZXWD    224(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z8
-	VFMADD231PS  Z18, Z17, Z16
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs8_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, 448(CX)
-	VMOVUPS      Z9, (CX)(DX*1)
-	VMOVUPS      Z10, 64(CX)(DX*1)
-	VMOVUPS      Z11, 128(CX)(DX*1)
-	VMOVUPS      Z12, 192(CX)(DX*1)
-	VMOVUPS      Z13, 256(CX)(DX*1)
-	VMOVUPS      Z14, 320(CX)(DX*1)
-	VMOVUPS      Z15, 384(CX)(DX*1)
-	VMOVUPS      Z16, 448(CX)(DX*1)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs8_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   224(SI)
+
+rows2_vecs8_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z1
+	VFMADD231PS Z18, Z17, Z9
+	VPMOVZXWD   32(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z2
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   64(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z3
+	VFMADD231PS Z18, Z17, Z11
+	VPMOVZXWD   96(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z4
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   128(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z5
+	VFMADD231PS Z18, Z17, Z13
+	VPMOVZXWD   160(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z6
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   192(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z7
+	VFMADD231PS Z18, Z17, Z15
+	VPMOVZXWD   224(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z8
+	VFMADD231PS Z18, Z17, Z16
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs8_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, 448(CX)
+	VMOVUPS     Z9, (CX)(DX*1)
+	VMOVUPS     Z10, 64(CX)(DX*1)
+	VMOVUPS     Z11, 128(CX)(DX*1)
+	VMOVUPS     Z12, 192(CX)(DX*1)
+	VMOVUPS     Z13, 256(CX)(DX*1)
+	VMOVUPS     Z14, 320(CX)(DX*1)
+	VMOVUPS     Z15, 384(CX)(DX*1)
+	VMOVUPS     Z16, 448(CX)(DX*1)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -18200,65 +23354,80 @@ rows2_vecs8_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z17
-	VPMOVZXWD    (DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z1
-	VFMADD231PS  Z18, Z17, Z9
-	VPMOVZXWD    32(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z2
-	VFMADD231PS  Z18, Z17, Z10
-	VPMOVZXWD    64(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z3
-	VFMADD231PS  Z18, Z17, Z11
-	VPMOVZXWD    96(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z4
-	VFMADD231PS  Z18, Z17, Z12
-	VPMOVZXWD    128(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z5
-	VFMADD231PS  Z18, Z17, Z13
-	VPMOVZXWD    160(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z6
-	VFMADD231PS  Z18, Z17, Z14
-	VPMOVZXWD    192(DI), Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z7
-	VFMADD231PS  Z18, Z17, Z15
-	VMOVDQU16.Z  224(DI), K2, Z18
-	VPMOVZXWD    Y18, Z18
-	VPSLLD       $0x10, Z18, Z18
-	VFMADD231PS  Z18, Z0, Z8
-	VFMADD231PS  Z18, Z17, Z16
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs8_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, K2, 448(CX)
-	VMOVUPS      Z9, (CX)(DX*1)
-	VMOVUPS      Z10, 64(CX)(DX*1)
-	VMOVUPS      Z11, 128(CX)(DX*1)
-	VMOVUPS      Z12, 192(CX)(DX*1)
-	VMOVUPS      Z13, 256(CX)(DX*1)
-	VMOVUPS      Z14, 320(CX)(DX*1)
-	VMOVUPS      Z15, 384(CX)(DX*1)
-	VMOVUPS      Z16, K2, 448(CX)(DX*1)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs8_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+	PREFETCHT0   224(SI)
+
+rows2_vecs8_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z1
+	VFMADD231PS Z18, Z17, Z9
+	VPMOVZXWD   32(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z2
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   64(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z3
+	VFMADD231PS Z18, Z17, Z11
+	VPMOVZXWD   96(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z4
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   128(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z5
+	VFMADD231PS Z18, Z17, Z13
+	VPMOVZXWD   160(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z6
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   192(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z7
+	VFMADD231PS Z18, Z17, Z15
+	VMOVDQU16.Z 224(DI), K2, Z18
+	VPMOVZXWD   Y18, Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z0, Z8
+	VFMADD231PS Z18, Z17, Z16
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs8_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, K2, 448(CX)
+	VMOVUPS     Z9, (CX)(DX*1)
+	VMOVUPS     Z10, 64(CX)(DX*1)
+	VMOVUPS     Z11, 128(CX)(DX*1)
+	VMOVUPS     Z12, 192(CX)(DX*1)
+	VMOVUPS     Z13, 256(CX)(DX*1)
+	VMOVUPS     Z14, 320(CX)(DX*1)
+	VMOVUPS     Z15, 384(CX)(DX*1)
+	VMOVUPS     Z16, K2, 448(CX)(DX*1)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -18315,58 +23484,72 @@ rows2_vecs7_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	VPMOVZXWD    (DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z15, Z8
-	VPMOVZXWD    32(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z15, Z9
-	VPMOVZXWD    64(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z15, Z10
-	VPMOVZXWD    96(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z4
-	VFMADD231PS  Z16, Z15, Z11
-	VPMOVZXWD    128(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z5
-	VFMADD231PS  Z16, Z15, Z12
-	VPMOVZXWD    160(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z6
-	VFMADD231PS  Z16, Z15, Z13
-	VPMOVZXWD    192(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z7
-	VFMADD231PS  Z16, Z15, Z14
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs7_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, (CX)(DX*1)
-	VMOVUPS      Z9, 64(CX)(DX*1)
-	VMOVUPS      Z10, 128(CX)(DX*1)
-	VMOVUPS      Z11, 192(CX)(DX*1)
-	VMOVUPS      Z12, 256(CX)(DX*1)
-	VMOVUPS      Z13, 320(CX)(DX*1)
-	VMOVUPS      Z14, 384(CX)(DX*1)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs7_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+
+rows2_vecs7_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z15, Z8
+	VPMOVZXWD   32(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z15, Z9
+	VPMOVZXWD   64(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z15, Z10
+	VPMOVZXWD   96(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z4
+	VFMADD231PS Z16, Z15, Z11
+	VPMOVZXWD   128(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z5
+	VFMADD231PS Z16, Z15, Z12
+	VPMOVZXWD   160(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z6
+	VFMADD231PS Z16, Z15, Z13
+	VPMOVZXWD   192(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z7
+	VFMADD231PS Z16, Z15, Z14
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs7_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, (CX)(DX*1)
+	VMOVUPS     Z9, 64(CX)(DX*1)
+	VMOVUPS     Z10, 128(CX)(DX*1)
+	VMOVUPS     Z11, 192(CX)(DX*1)
+	VMOVUPS     Z12, 256(CX)(DX*1)
+	VMOVUPS     Z13, 320(CX)(DX*1)
+	VMOVUPS     Z14, 384(CX)(DX*1)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -18423,59 +23606,73 @@ rows2_vecs7_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z15
-	VPMOVZXWD    (DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z1
-	VFMADD231PS  Z16, Z15, Z8
-	VPMOVZXWD    32(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z2
-	VFMADD231PS  Z16, Z15, Z9
-	VPMOVZXWD    64(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z3
-	VFMADD231PS  Z16, Z15, Z10
-	VPMOVZXWD    96(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z4
-	VFMADD231PS  Z16, Z15, Z11
-	VPMOVZXWD    128(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z5
-	VFMADD231PS  Z16, Z15, Z12
-	VPMOVZXWD    160(DI), Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z6
-	VFMADD231PS  Z16, Z15, Z13
-	VMOVDQU16.Z  192(DI), K2, Z16
-	VPMOVZXWD    Y16, Z16
-	VPSLLD       $0x10, Z16, Z16
-	VFMADD231PS  Z16, Z0, Z7
-	VFMADD231PS  Z16, Z15, Z14
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs7_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, K2, 384(CX)
-	VMOVUPS      Z8, (CX)(DX*1)
-	VMOVUPS      Z9, 64(CX)(DX*1)
-	VMOVUPS      Z10, 128(CX)(DX*1)
-	VMOVUPS      Z11, 192(CX)(DX*1)
-	VMOVUPS      Z12, 256(CX)(DX*1)
-	VMOVUPS      Z13, 320(CX)(DX*1)
-	VMOVUPS      Z14, K2, 384(CX)(DX*1)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs7_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+	PREFETCHT0   192(SI)
+
+rows2_vecs7_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z1
+	VFMADD231PS Z16, Z15, Z8
+	VPMOVZXWD   32(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z2
+	VFMADD231PS Z16, Z15, Z9
+	VPMOVZXWD   64(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z3
+	VFMADD231PS Z16, Z15, Z10
+	VPMOVZXWD   96(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z4
+	VFMADD231PS Z16, Z15, Z11
+	VPMOVZXWD   128(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z5
+	VFMADD231PS Z16, Z15, Z12
+	VPMOVZXWD   160(DI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z6
+	VFMADD231PS Z16, Z15, Z13
+	VMOVDQU16.Z 192(DI), K2, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS Z16, Z0, Z7
+	VFMADD231PS Z16, Z15, Z14
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs7_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, K2, 384(CX)
+	VMOVUPS     Z8, (CX)(DX*1)
+	VMOVUPS     Z9, 64(CX)(DX*1)
+	VMOVUPS     Z10, 128(CX)(DX*1)
+	VMOVUPS     Z11, 192(CX)(DX*1)
+	VMOVUPS     Z12, 256(CX)(DX*1)
+	VMOVUPS     Z13, 320(CX)(DX*1)
+	VMOVUPS     Z14, K2, 384(CX)(DX*1)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -18528,52 +23725,65 @@ rows2_vecs6_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	VPMOVZXWD    (DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z1
-	VFMADD231PS  Z14, Z13, Z7
-	VPMOVZXWD    32(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z2
-	VFMADD231PS  Z14, Z13, Z8
-	VPMOVZXWD    64(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z3
-	VFMADD231PS  Z14, Z13, Z9
-	VPMOVZXWD    96(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z4
-	VFMADD231PS  Z14, Z13, Z10
-	VPMOVZXWD    128(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z5
-	VFMADD231PS  Z14, Z13, Z11
-	VPMOVZXWD    160(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z6
-	VFMADD231PS  Z14, Z13, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs6_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, (CX)(DX*1)
-	VMOVUPS      Z8, 64(CX)(DX*1)
-	VMOVUPS      Z9, 128(CX)(DX*1)
-	VMOVUPS      Z10, 192(CX)(DX*1)
-	VMOVUPS      Z11, 256(CX)(DX*1)
-	VMOVUPS      Z12, 320(CX)(DX*1)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs6_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+
+rows2_vecs6_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z1
+	VFMADD231PS Z14, Z13, Z7
+	VPMOVZXWD   32(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z2
+	VFMADD231PS Z14, Z13, Z8
+	VPMOVZXWD   64(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z3
+	VFMADD231PS Z14, Z13, Z9
+	VPMOVZXWD   96(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z4
+	VFMADD231PS Z14, Z13, Z10
+	VPMOVZXWD   128(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z5
+	VFMADD231PS Z14, Z13, Z11
+	VPMOVZXWD   160(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z6
+	VFMADD231PS Z14, Z13, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs6_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, (CX)(DX*1)
+	VMOVUPS     Z8, 64(CX)(DX*1)
+	VMOVUPS     Z9, 128(CX)(DX*1)
+	VMOVUPS     Z10, 192(CX)(DX*1)
+	VMOVUPS     Z11, 256(CX)(DX*1)
+	VMOVUPS     Z12, 320(CX)(DX*1)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -18626,53 +23836,66 @@ rows2_vecs6_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z13
-	VPMOVZXWD    (DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z1
-	VFMADD231PS  Z14, Z13, Z7
-	VPMOVZXWD    32(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z2
-	VFMADD231PS  Z14, Z13, Z8
-	VPMOVZXWD    64(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z3
-	VFMADD231PS  Z14, Z13, Z9
-	VPMOVZXWD    96(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z4
-	VFMADD231PS  Z14, Z13, Z10
-	VPMOVZXWD    128(DI), Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z5
-	VFMADD231PS  Z14, Z13, Z11
-	VMOVDQU16.Z  160(DI), K2, Z14
-	VPMOVZXWD    Y14, Z14
-	VPSLLD       $0x10, Z14, Z14
-	VFMADD231PS  Z14, Z0, Z6
-	VFMADD231PS  Z14, Z13, Z12
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs6_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, K2, 320(CX)
-	VMOVUPS      Z7, (CX)(DX*1)
-	VMOVUPS      Z8, 64(CX)(DX*1)
-	VMOVUPS      Z9, 128(CX)(DX*1)
-	VMOVUPS      Z10, 192(CX)(DX*1)
-	VMOVUPS      Z11, 256(CX)(DX*1)
-	VMOVUPS      Z12, K2, 320(CX)(DX*1)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs6_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+	PREFETCHT0   160(SI)
+
+rows2_vecs6_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z1
+	VFMADD231PS Z14, Z13, Z7
+	VPMOVZXWD   32(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z2
+	VFMADD231PS Z14, Z13, Z8
+	VPMOVZXWD   64(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z3
+	VFMADD231PS Z14, Z13, Z9
+	VPMOVZXWD   96(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z4
+	VFMADD231PS Z14, Z13, Z10
+	VPMOVZXWD   128(DI), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z5
+	VFMADD231PS Z14, Z13, Z11
+	VMOVDQU16.Z 160(DI), K2, Z14
+	VPMOVZXWD   Y14, Z14
+	VPSLLD      $0x10, Z14, Z14
+	VFMADD231PS Z14, Z0, Z6
+	VFMADD231PS Z14, Z13, Z12
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs6_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, K2, 320(CX)
+	VMOVUPS     Z7, (CX)(DX*1)
+	VMOVUPS     Z8, 64(CX)(DX*1)
+	VMOVUPS     Z9, 128(CX)(DX*1)
+	VMOVUPS     Z10, 192(CX)(DX*1)
+	VMOVUPS     Z11, 256(CX)(DX*1)
+	VMOVUPS     Z12, K2, 320(CX)(DX*1)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -18721,46 +23944,58 @@ rows2_vecs5_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	VPMOVZXWD    (DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z11, Z6
-	VPMOVZXWD    32(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z11, Z7
-	VPMOVZXWD    64(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z11, Z8
-	VPMOVZXWD    96(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z4
-	VFMADD231PS  Z12, Z11, Z9
-	VPMOVZXWD    128(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z5
-	VFMADD231PS  Z12, Z11, Z10
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs5_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, (CX)(DX*1)
-	VMOVUPS      Z7, 64(CX)(DX*1)
-	VMOVUPS      Z8, 128(CX)(DX*1)
-	VMOVUPS      Z9, 192(CX)(DX*1)
-	VMOVUPS      Z10, 256(CX)(DX*1)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs5_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+
+rows2_vecs5_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z11, Z6
+	VPMOVZXWD   32(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z11, Z7
+	VPMOVZXWD   64(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z11, Z8
+	VPMOVZXWD   96(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z4
+	VFMADD231PS Z12, Z11, Z9
+	VPMOVZXWD   128(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z5
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs5_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, (CX)(DX*1)
+	VMOVUPS     Z7, 64(CX)(DX*1)
+	VMOVUPS     Z8, 128(CX)(DX*1)
+	VMOVUPS     Z9, 192(CX)(DX*1)
+	VMOVUPS     Z10, 256(CX)(DX*1)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -18809,47 +24044,59 @@ rows2_vecs5_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z11
-	VPMOVZXWD    (DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z1
-	VFMADD231PS  Z12, Z11, Z6
-	VPMOVZXWD    32(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z2
-	VFMADD231PS  Z12, Z11, Z7
-	VPMOVZXWD    64(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z3
-	VFMADD231PS  Z12, Z11, Z8
-	VPMOVZXWD    96(DI), Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z4
-	VFMADD231PS  Z12, Z11, Z9
-	VMOVDQU16.Z  128(DI), K2, Z12
-	VPMOVZXWD    Y12, Z12
-	VPSLLD       $0x10, Z12, Z12
-	VFMADD231PS  Z12, Z0, Z5
-	VFMADD231PS  Z12, Z11, Z10
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs5_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, K2, 256(CX)
-	VMOVUPS      Z6, (CX)(DX*1)
-	VMOVUPS      Z7, 64(CX)(DX*1)
-	VMOVUPS      Z8, 128(CX)(DX*1)
-	VMOVUPS      Z9, 192(CX)(DX*1)
-	VMOVUPS      Z10, K2, 256(CX)(DX*1)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs5_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+	PREFETCHT0   128(SI)
+
+rows2_vecs5_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z1
+	VFMADD231PS Z12, Z11, Z6
+	VPMOVZXWD   32(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z2
+	VFMADD231PS Z12, Z11, Z7
+	VPMOVZXWD   64(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z3
+	VFMADD231PS Z12, Z11, Z8
+	VPMOVZXWD   96(DI), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z4
+	VFMADD231PS Z12, Z11, Z9
+	VMOVDQU16.Z 128(DI), K2, Z12
+	VPMOVZXWD   Y12, Z12
+	VPSLLD      $0x10, Z12, Z12
+	VFMADD231PS Z12, Z0, Z5
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs5_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, K2, 256(CX)
+	VMOVUPS     Z6, (CX)(DX*1)
+	VMOVUPS     Z7, 64(CX)(DX*1)
+	VMOVUPS     Z8, 128(CX)(DX*1)
+	VMOVUPS     Z9, 192(CX)(DX*1)
+	VMOVUPS     Z10, K2, 256(CX)(DX*1)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -18894,40 +24141,51 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	VPMOVZXWD    (DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z1
-	VFMADD231PS  Z10, Z9, Z5
-	VPMOVZXWD    32(DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z2
-	VFMADD231PS  Z10, Z9, Z6
-	VPMOVZXWD    64(DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z3
-	VFMADD231PS  Z10, Z9, Z7
-	VPMOVZXWD    96(DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z4
-	VFMADD231PS  Z10, Z9, Z8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, 192(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z1
+	VFMADD231PS Z10, Z9, Z5
+	VPMOVZXWD   32(DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z2
+	VFMADD231PS Z10, Z9, Z6
+	VPMOVZXWD   64(DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z3
+	VFMADD231PS Z10, Z9, Z7
+	VPMOVZXWD   96(DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z4
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, 192(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -18972,41 +24230,52 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z9
-	VPMOVZXWD    (DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z1
-	VFMADD231PS  Z10, Z9, Z5
-	VPMOVZXWD    32(DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z2
-	VFMADD231PS  Z10, Z9, Z6
-	VPMOVZXWD    64(DI), Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z3
-	VFMADD231PS  Z10, Z9, Z7
-	VMOVDQU16.Z  96(DI), K2, Z10
-	VPMOVZXWD    Y10, Z10
-	VPSLLD       $0x10, Z10, Z10
-	VFMADD231PS  Z10, Z0, Z4
-	VFMADD231PS  Z10, Z9, Z8
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	VMOVUPS      Z5, (CX)(DX*1)
-	VMOVUPS      Z6, 64(CX)(DX*1)
-	VMOVUPS      Z7, 128(CX)(DX*1)
-	VMOVUPS      Z8, K2, 192(CX)(DX*1)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   96(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z1
+	VFMADD231PS Z10, Z9, Z5
+	VPMOVZXWD   32(DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z2
+	VFMADD231PS Z10, Z9, Z6
+	VPMOVZXWD   64(DI), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z3
+	VFMADD231PS Z10, Z9, Z7
+	VMOVDQU16.Z 96(DI), K2, Z10
+	VPMOVZXWD   Y10, Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS Z10, Z0, Z4
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	VMOVUPS     Z5, (CX)(DX*1)
+	VMOVUPS     Z6, 64(CX)(DX*1)
+	VMOVUPS     Z7, 128(CX)(DX*1)
+	VMOVUPS     Z8, K2, 192(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -19047,34 +24316,44 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	VPMOVZXWD    (DI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z7, Z4
-	VPMOVZXWD    32(DI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VFMADD231PS  Z8, Z7, Z5
-	VPMOVZXWD    64(DI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VFMADD231PS  Z8, Z7, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, 128(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z7, Z4
+	VPMOVZXWD   32(DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z2
+	VFMADD231PS Z8, Z7, Z5
+	VPMOVZXWD   64(DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z3
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, 128(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -19115,35 +24394,45 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z7
-	VPMOVZXWD    (DI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VFMADD231PS  Z8, Z7, Z4
-	VPMOVZXWD    32(DI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VFMADD231PS  Z8, Z7, Z5
-	VMOVDQU16.Z  64(DI), K2, Z8
-	VPMOVZXWD    Y8, Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VFMADD231PS  Z8, Z7, Z6
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	VMOVUPS      Z4, (CX)(DX*1)
-	VMOVUPS      Z5, 64(CX)(DX*1)
-	VMOVUPS      Z6, K2, 128(CX)(DX*1)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+	PREFETCHT0   64(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VFMADD231PS Z8, Z7, Z4
+	VPMOVZXWD   32(DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z2
+	VFMADD231PS Z8, Z7, Z5
+	VMOVDQU16.Z 64(DI), K2, Z8
+	VPMOVZXWD   Y8, Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z3
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	VMOVUPS     Z4, (CX)(DX*1)
+	VMOVUPS     Z5, 64(CX)(DX*1)
+	VMOVUPS     Z6, K2, 128(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -19180,28 +24469,37 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	VPMOVZXWD    (DI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z5, Z3
-	VPMOVZXWD    32(DI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VFMADD231PS  Z6, Z5, Z4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, 64(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z5, Z3
+	VPMOVZXWD   32(DI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z2
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, 64(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -19238,29 +24536,38 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z5
-	VPMOVZXWD    (DI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VFMADD231PS  Z6, Z5, Z3
-	VMOVDQU16.Z  32(DI), K2, Z6
-	VPMOVZXWD    Y6, Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VFMADD231PS  Z6, Z5, Z4
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	VMOVUPS      Z3, (CX)(DX*1)
-	VMOVUPS      Z4, K2, 64(CX)(DX*1)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (SI)
+	PREFETCHT0   32(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVZXWD   (DI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VFMADD231PS Z6, Z5, Z3
+	VMOVDQU16.Z 32(DI), K2, Z6
+	VPMOVZXWD   Y6, Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z2
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	VMOVUPS     Z3, (CX)(DX*1)
+	VMOVUPS     Z4, K2, 64(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -19293,22 +24600,30 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	VPMOVZXWD    (DI), Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VFMADD231PS  Z4, Z3, Z2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVZXWD   (DI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z1
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -19341,23 +24656,31 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	NEGQ         R9
 	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Z0
 	VBROADCASTSS 64(BX), Z3
-	VMOVDQU16.Z  (DI), K2, Z4
-	VPMOVZXWD    Y4, Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VFMADD231PS  Z4, Z3, Z2
-	ADDQ         R8, DI
-	ADDQ         $0x04, BX
-	DECQ         R9
-	JNZ          rows2_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	VMOVUPS      Z2, K2, (CX)(DX*1)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (DI), K2, Z4
+	VPMOVZXWD   Y4, Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z1
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	VMOVUPS     Z2, K2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -19400,47 +24723,62 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VPMOVZXWD    32(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VPMOVZXWD    64(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z3
-	VPMOVZXWD    96(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z4
-	VPMOVZXWD    128(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z5
-	VPMOVZXWD    160(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z6
-	VPMOVZXWD    192(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z7
-	VPMOVZXWD    224(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, 448(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   224(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z1
+	VPMOVZXWD   32(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z2
+	VPMOVZXWD   64(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z3
+	VPMOVZXWD   96(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z4
+	VPMOVZXWD   128(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z5
+	VPMOVZXWD   160(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z6
+	VPMOVZXWD   192(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z7
+	VPMOVZXWD   224(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, 448(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -19483,48 +24821,63 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z1
-	VPMOVZXWD    32(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z2
-	VPMOVZXWD    64(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z3
-	VPMOVZXWD    96(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z4
-	VPMOVZXWD    128(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z5
-	VPMOVZXWD    160(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z6
-	VPMOVZXWD    192(SI), Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z7
-	VMOVDQU16.Z  224(SI), K2, Z9
-	VPMOVZXWD    Y9, Z9
-	VPSLLD       $0x10, Z9, Z9
-	VFMADD231PS  Z9, Z0, Z8
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs8_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	VMOVUPS      Z8, K2, 448(CX)
-	ADDQ         $0x08, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   224(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z1
+	VPMOVZXWD   32(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z2
+	VPMOVZXWD   64(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z3
+	VPMOVZXWD   96(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z4
+	VPMOVZXWD   128(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z5
+	VPMOVZXWD   160(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z6
+	VPMOVZXWD   192(SI), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z7
+	VMOVDQU16.Z 224(SI), K2, Z9
+	VPMOVZXWD   Y9, Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS Z9, Z0, Z8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	VMOVUPS     Z8, K2, 448(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -19565,43 +24918,57 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VPMOVZXWD    32(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VPMOVZXWD    64(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VPMOVZXWD    96(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z4
-	VPMOVZXWD    128(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z5
-	VPMOVZXWD    160(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z6
-	VPMOVZXWD    192(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, 384(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VPMOVZXWD   32(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z2
+	VPMOVZXWD   64(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z3
+	VPMOVZXWD   96(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z4
+	VPMOVZXWD   128(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z5
+	VPMOVZXWD   160(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z6
+	VPMOVZXWD   192(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, 384(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -19642,44 +25009,58 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z1
-	VPMOVZXWD    32(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z2
-	VPMOVZXWD    64(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z3
-	VPMOVZXWD    96(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z4
-	VPMOVZXWD    128(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z5
-	VPMOVZXWD    160(SI), Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z6
-	VMOVDQU16.Z  192(SI), K2, Z8
-	VPMOVZXWD    Y8, Z8
-	VPSLLD       $0x10, Z8, Z8
-	VFMADD231PS  Z8, Z0, Z7
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs7_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	VMOVUPS      Z7, K2, 384(CX)
-	ADDQ         $0x07, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+	PREFETCHT0   192(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z1
+	VPMOVZXWD   32(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z2
+	VPMOVZXWD   64(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z3
+	VPMOVZXWD   96(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z4
+	VPMOVZXWD   128(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z5
+	VPMOVZXWD   160(SI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z6
+	VMOVDQU16.Z 192(SI), K2, Z8
+	VPMOVZXWD   Y8, Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS Z8, Z0, Z7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	VMOVUPS     Z7, K2, 384(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -19718,39 +25099,52 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z1
-	VPMOVZXWD    32(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z2
-	VPMOVZXWD    64(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z3
-	VPMOVZXWD    96(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z4
-	VPMOVZXWD    128(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z5
-	VPMOVZXWD    160(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, 320(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z1
+	VPMOVZXWD   32(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z2
+	VPMOVZXWD   64(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z3
+	VPMOVZXWD   96(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z4
+	VPMOVZXWD   128(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z5
+	VPMOVZXWD   160(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, 320(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -19789,40 +25183,53 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z1
-	VPMOVZXWD    32(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z2
-	VPMOVZXWD    64(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z3
-	VPMOVZXWD    96(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z4
-	VPMOVZXWD    128(SI), Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z5
-	VMOVDQU16.Z  160(SI), K2, Z7
-	VPMOVZXWD    Y7, Z7
-	VPSLLD       $0x10, Z7, Z7
-	VFMADD231PS  Z7, Z0, Z6
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs6_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	VMOVUPS      Z6, K2, 320(CX)
-	ADDQ         $0x06, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   160(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z1
+	VPMOVZXWD   32(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z2
+	VPMOVZXWD   64(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z3
+	VPMOVZXWD   96(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z4
+	VPMOVZXWD   128(SI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z5
+	VMOVDQU16.Z 160(SI), K2, Z7
+	VPMOVZXWD   Y7, Z7
+	VPSLLD      $0x10, Z7, Z7
+	VFMADD231PS Z7, Z0, Z6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	VMOVUPS     Z6, K2, 320(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -19859,35 +25266,47 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VPMOVZXWD    32(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VPMOVZXWD    64(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z3
-	VPMOVZXWD    96(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z4
-	VPMOVZXWD    128(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, 256(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VPMOVZXWD   32(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z2
+	VPMOVZXWD   64(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z3
+	VPMOVZXWD   96(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z4
+	VPMOVZXWD   128(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, 256(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -19924,36 +25343,48 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z1
-	VPMOVZXWD    32(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z2
-	VPMOVZXWD    64(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z3
-	VPMOVZXWD    96(SI), Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z4
-	VMOVDQU16.Z  128(SI), K2, Z6
-	VPMOVZXWD    Y6, Z6
-	VPSLLD       $0x10, Z6, Z6
-	VFMADD231PS  Z6, Z0, Z5
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs5_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	VMOVUPS      Z5, K2, 256(CX)
-	ADDQ         $0x05, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+	PREFETCHT0   128(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z1
+	VPMOVZXWD   32(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z2
+	VPMOVZXWD   64(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z3
+	VPMOVZXWD   96(SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z4
+	VMOVDQU16.Z 128(SI), K2, Z6
+	VPMOVZXWD   Y6, Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS Z6, Z0, Z5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	VMOVUPS     Z5, K2, 256(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -19988,31 +25419,42 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z1
-	VPMOVZXWD    32(SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z2
-	VPMOVZXWD    64(SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z3
-	VPMOVZXWD    96(SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, 192(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z1
+	VPMOVZXWD   32(SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z2
+	VPMOVZXWD   64(SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z3
+	VPMOVZXWD   96(SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, 192(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -20047,32 +25489,43 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z1
-	VPMOVZXWD    32(SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z2
-	VPMOVZXWD    64(SI), Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z3
-	VMOVDQU16.Z  96(SI), K2, Z5
-	VPMOVZXWD    Y5, Z5
-	VPSLLD       $0x10, Z5, Z5
-	VFMADD231PS  Z5, Z0, Z4
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs4_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	VMOVUPS      Z4, K2, 192(CX)
-	ADDQ         $0x04, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   96(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z1
+	VPMOVZXWD   32(SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z2
+	VPMOVZXWD   64(SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z3
+	VMOVDQU16.Z 96(SI), K2, Z5
+	VPMOVZXWD   Y5, Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS Z5, Z0, Z4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	VMOVUPS     Z4, K2, 192(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -20105,27 +25558,37 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VPMOVZXWD    32(SI), Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z2
-	VPMOVZXWD    64(SI), Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, 128(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z1
+	VPMOVZXWD   32(SI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z2
+	VPMOVZXWD   64(SI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, 128(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -20158,28 +25621,38 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z1
-	VPMOVZXWD    32(SI), Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z2
-	VMOVDQU16.Z  64(SI), K2, Z4
-	VPMOVZXWD    Y4, Z4
-	VPSLLD       $0x10, Z4, Z4
-	VFMADD231PS  Z4, Z0, Z3
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs3_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	VMOVUPS      Z3, K2, 128(CX)
-	ADDQ         $0x03, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   64(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z1
+	VPMOVZXWD   32(SI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z2
+	VMOVDQU16.Z 64(SI), K2, Z4
+	VPMOVZXWD   Y4, Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS Z4, Z0, Z3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	VMOVUPS     Z3, K2, 128(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -20210,23 +25683,32 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z3
-	VPSLLD       $0x10, Z3, Z3
-	VFMADD231PS  Z3, Z0, Z1
-	VPMOVZXWD    32(SI), Z3
-	VPSLLD       $0x10, Z3, Z3
-	VFMADD231PS  Z3, Z0, Z2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_whole_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, 64(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z3
+	VPSLLD      $0x10, Z3, Z3
+	VFMADD231PS Z3, Z0, Z1
+	VPMOVZXWD   32(SI), Z3
+	VPSLLD      $0x10, Z3, Z3
+	VFMADD231PS Z3, Z0, Z2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, 64(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -20257,24 +25739,33 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z3
-	VPSLLD       $0x10, Z3, Z3
-	VFMADD231PS  Z3, Z0, Z1
-	VMOVDQU16.Z  32(SI), K2, Z3
-	VPMOVZXWD    Y3, Z3
-	VPSLLD       $0x10, Z3, Z3
-	VFMADD231PS  Z3, Z0, Z2
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs2_masked_keys
-	VMOVUPS      Z1, (CX)
-	VMOVUPS      Z2, K2, 64(CX)
-	ADDQ         $0x02, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (BX)
+	PREFETCHT0   32(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXWD   (SI), Z3
+	VPSLLD      $0x10, Z3, Z3
+	VFMADD231PS Z3, Z0, Z1
+	VMOVDQU16.Z 32(SI), K2, Z3
+	VPMOVZXWD   Y3, Z3
+	VPSLLD      $0x10, Z3, Z3
+	VFMADD231PS Z3, Z0, Z2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     Z2, K2, 64(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -20303,19 +25794,27 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Z0
-	VPMOVZXWD    (SI), Z2
-	VPSLLD       $0x10, Z2, Z2
-	VFMADD231PS  Z2, Z0, Z1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_whole_keys
-	VMOVUPS      Z1, (CX)
-	ADDQ         $0x01, 120(SP)
-	JMP          panelnext
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXWD   (SI), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VFMADD231PS Z2, Z0, Z1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Z1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -20344,19 +25843,27 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	NEGQ         R8
 	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Z0
-	VMOVDQU16.Z  (SI), K2, Z2
-	VPMOVZXWD    Y2, Z2
-	VPSLLD       $0x10, Z2, Z2
-	VFMADD231PS  Z2, Z0, Z1
-	ADDQ         DI, SI
-	ADDQ         $0x04, DX
-	DECQ         R8
-	JNZ          rows1_vecs1_masked_keys
-	VMOVUPS      Z1, K2, (CX)
-	ADDQ         $0x01, 120(SP)
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU16.Z (SI), K2, Z2
+	VPMOVZXWD   Y2, Z2
+	VPSLLD      $0x10, Z2, Z2
+	VFMADD231PS Z2, Z0, Z1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVUPS     Z1, K2, (CX)
+	ADDQ        $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX

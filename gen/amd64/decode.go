@@ -29,16 +29,31 @@ import (
 //	PV      a tile of rows × vectors of O (pvTile) accumulates the T
 //	        weights (broadcast) times the V rows.
 //
-// Each block's K rows, then its V rows, are first touched in address
-// order, one byte load per 64-byte line (touchRows), so the memory system
-// sees two ascending streams; the column-wise loads above then hit L1.
-// Without the touch the first access to each line is the column-wise
-// one: T streams 1 line apart at a time, which the hardware prefetchers
-// of some cores do not follow (Zen 4: a plain loop reading 16 rows that
-// way gets 5–8 GB/s against 20–29 in address order; bench's
-// BenchmarkReadPattern). The last partial block is moved back to end at
-// nk and its first lanes masked, so no row past nk is read (nk >= T is
-// the caller's).
+// How the bytes come in depends on whether a tensor's rows are adjacent
+// (stride = row bytes: a Cache, BHSD, MQA):
+//
+//	adjacent  each block's K rows, then its V rows, are first touched in
+//	          address order, one byte load per 64-byte line (touchRows),
+//	          so the memory system sees two ascending streams and the
+//	          column-wise loads above hit L1. Without the touch the first
+//	          access to each line is the column-wise one, T streams a row
+//	          apart, which the prefetchers of some cores do not follow
+//	          (Zen 4: a plain loop reading 16 rows that way gets 5–8 GB/s
+//	          against 20–29 in address order; bench's
+//	          BenchmarkReadPattern). Software prefetch ahead, in either
+//	          order, measured slower there.
+//	strided   (BSHD: each row on its own page, where no hardware
+//	          prefetcher helps) the first decodeAhead blocks are
+//	          prefetched up front; then the K rows decodeAhead blocks on
+//	          are prefetched by the first row group's score loop and the V
+//	          rows by the PV loop, a line per vector loaded. A touch
+//	          measured slower there.
+//
+// The last partial block is moved back to end at nk and its first lanes
+// masked, so no row past nk is read (nk >= T is the caller's).
+
+// decodeAhead is how many blocks ahead Decode prefetches strided rows.
+const decodeAhead = 2
 
 // scratchLayout is where Decode keeps things in its scratch s, in float32
 // elements: the weights [16][T] from 0, the rescale factors [16] at alpha,
@@ -54,6 +69,10 @@ func (g *gen) decodeLayout() scratchLayout {
 	return scratchLayout{alpha: alpha, maskK: maskK, maskV: maskK + 8, pairsK: maskK + 16,
 		pairsV: maskK + 20, skips: maskK + 24, total: maskK + 32}
 }
+
+// aheadLog is log2 of the keys Decode prefetches strided rows ahead
+// (decodeAhead blocks).
+func (g *gen) aheadLog() uint8 { return g.lanesLog() + 1 }
 
 // decodeScratch is the floats of Decode's scratch.
 func (g *gen) decodeScratch() int { return g.decodeLayout().total }
@@ -84,6 +103,7 @@ type decodeLocals struct {
 	krow, vrow        operand.Mem       // bytes of a K and a V row
 	row, qrow, g0, rr operand.Mem       // score row, its q; PV row group and its rows
 	vec               operand.Mem       // PV: first vector of the panel
+	kAhead, vAhead    operand.Mem       // bytes from a row to the one prefetched: 0 if adjacent
 	kSkip             reg.OpmaskVirtual // AVX-512: the skipped lanes of the block
 }
 
@@ -106,7 +126,7 @@ func (g *gen) decode(e elem) {
 	sl := g.decodeLayout()
 	var lc decodeLocals
 	for _, p := range []*operand.Mem{&lc.kp, &lc.vp, &lc.rem, &lc.skip, &lc.kfull, &lc.qstride, &lc.ldk,
-		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec} {
+		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec, &lc.kAhead, &lc.vAhead} {
 		*p = g.AllocLocal(8)
 	}
 	eshift := e.log()
@@ -176,6 +196,24 @@ func (g *gen) decode(e elem) {
 	store(kp, lc.kp)
 	store(vp, lc.vp)
 	store(nk, lc.rem)
+	// Strided rows: the prefetch distance, and the first decodeAhead blocks
+	// prefetched before the loop prefetches further.
+	for _, t := range []struct{ ptr, ld, row, ahead operand.Mem }{{lc.kp, lc.ldk, lc.krow, lc.kAhead}, {lc.vp, lc.ldv, lc.vrow, lc.vAhead}} {
+		lbl := "pfk0"
+		if t.ptr == lc.vp {
+			lbl = "pfv0"
+		}
+		a := load(t.ld)
+		g.CMPQ(a, t.row)
+		g.JNE(operand.LabelRef(label(lbl, "strided")))
+		g.MOVQ(operand.U32(0), t.ahead)
+		g.JMP(operand.LabelRef(label(lbl, "done")))
+		g.Label(label(lbl, "strided"))
+		g.SHLQ(operand.U8(g.aheadLog()), a)
+		store(a, t.ahead)
+		g.prefetchRows(t.ptr, t.ld, t.row, decodeAhead*T, lbl)
+		g.Label(label(lbl, "done"))
+	}
 
 	g.Comment(fmt.Sprintf("A block of %d keys. The last one, if partial, is moved back to end at", T),
 		"nk; its first skip lanes (keys already done) are masked.")
@@ -206,37 +244,45 @@ func (g *gen) decode(e elem) {
 		g.VMOVDQU(y, operand.Mem{Base: sp, Disp: 4 * sl.skips})
 	}
 
-	g.Comment("The block's K rows, then its V rows, touched in address order.")
+	g.Comment("Adjacent rows: the block's K rows, then its V rows, touched in address order.")
 	g.touchBlock(lc)
 
-	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows.", scoreGroups))
+	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
 	g.MOVQ(operand.U32(0), lc.row)
 	q := g.param("q")
 	store(q, lc.qrow)
-	g.Label("rowgroup")
-	left := g.GP64()
-	g.MOVQ(g.arg("rows"), left)
-	g.SUBQ(lc.row, left)
-	g.JZ(operand.LabelRef("pv"))
-	for _, R := range scoreGroups {
-		g.CMPQ(left, operand.Imm(uint64(R)))
-		g.JGE(operand.LabelRef(label("scores", "rows", R)))
-	}
-	for _, R := range scoreGroups {
-		g.Label(label("scores", "rows", R))
-		g.decodeScores(e, lc, mkK, sp, R)
-		r, q := load(lc.row), load(lc.qrow)
-		g.ADDQ(operand.Imm(uint64(R)), r)
-		for range R {
-			g.ADDQ(lc.qstride, q)
+	g.CMPQ(lc.kAhead, operand.U32(0))
+	g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+	// The first group prefetches the K rows decodeAhead blocks on, one line
+	// per vector it loads; the others find the block in L1.
+	for _, prefetch := range []bool{true, false} {
+		g.Label(groupLabel("rowgroup", 0, prefetch))
+		left := g.GP64()
+		g.MOVQ(g.arg("rows"), left)
+		g.SUBQ(lc.row, left)
+		if !prefetch {
+			g.JZ(operand.LabelRef("pv"))
 		}
-		store(r, lc.row)
-		store(q, lc.qrow)
-		g.JMP(operand.LabelRef("rowgroup"))
+		for _, R := range scoreGroups {
+			g.CMPQ(left, operand.Imm(uint64(R)))
+			g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
+		}
+		for _, R := range scoreGroups {
+			g.Label(groupLabel("scores", R, prefetch))
+			g.decodeScores(e, lc, mkK, sp, R, prefetch)
+			r, q := load(lc.row), load(lc.qrow)
+			g.ADDQ(operand.Imm(uint64(R)), r)
+			for range R {
+				g.ADDQ(lc.qstride, q)
+			}
+			store(r, lc.row)
+			store(q, lc.qrow)
+			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+		}
 	}
 	g.Label("pv")
 
-	g.Comment("PV, then the next block.")
+	g.Comment("PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.")
 	g.decodePV(e, lc, mkV, sp)
 	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
 		step, ptr := load(p.ld), load(p.ptr)
@@ -251,17 +297,42 @@ func (g *gen) decode(e elem) {
 	g.ret()
 }
 
-// touchBlock touches the block's T K rows, then its T V rows.
+// touchBlock touches the block's T K rows, then its T V rows, each
+// tensor only if its rows are adjacent (no prefetch distance).
 func (g *gen) touchBlock(lc decodeLocals) {
 	for _, t := range []struct {
-		ptr, ld, row operand.Mem
-		name         string
-	}{{lc.kp, lc.ldk, lc.krow, "touchk"}, {lc.vp, lc.ldv, lc.vrow, "touchv"}} {
+		ptr, ld, row, ahead operand.Mem
+		name                string
+	}{{lc.kp, lc.ldk, lc.krow, lc.kAhead, "touchk"}, {lc.vp, lc.ldv, lc.vrow, lc.vAhead, "touchv"}} {
+		g.CMPQ(t.ahead, operand.U32(0))
+		g.JNE(operand.LabelRef(label(t.name, "skip")))
 		p, cnt := g.GP64(), g.GP64()
 		g.MOVQ(t.ptr, p)
 		g.MOVQ(operand.U32(uint64(g.isa.lanes)), cnt)
 		g.touchRows(p, t.ld, t.row, cnt, t.name)
+		g.Label(label(t.name, "skip"))
 	}
+}
+
+// prefetchRows prefetches every 64-byte line of the first n rows of
+// rowBytes bytes (a local) at stride ld (a local) from the pointer in the
+// local base.
+func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
+	p := g.GP64()
+	g.MOVQ(base, p)
+	cnt := g.GP64()
+	g.MOVQ(operand.U32(uint64(n)), cnt)
+	g.Label(lbl)
+	off := g.GP64()
+	g.MOVQ(operand.U32(0), off)
+	g.Label(label(lbl, "line"))
+	g.PREFETCHT0(operand.Mem{Base: p, Index: off, Scale: 1})
+	g.ADDQ(operand.Imm(64), off)
+	g.CMPQ(off, rowBytes)
+	g.JLT(operand.LabelRef(label(lbl, "line")))
+	g.ADDQ(ld, p)
+	g.DECQ(cnt)
+	g.JNZ(operand.LabelRef(lbl))
 }
 
 // touchRows loads one byte at every 64-byte offset of each of cnt rows of
@@ -284,6 +355,18 @@ func (g *gen) touchRows(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVir
 	g.JNZ(operand.LabelRef(lbl))
 }
 
+// groupLabel names the code of a row group of R rows (0: the dispatch).
+func groupLabel(what string, R int, prefetch bool) string {
+	parts := []any{what}
+	if R > 0 {
+		parts = append(parts, "rows", R)
+	}
+	if prefetch {
+		parts = append(parts, "prefetched")
+	}
+	return label(parts...)
+}
+
 // scoreGroups are the row counts Decode scores together, largest first:
 // R rows take R passes over the block, each of T/R keys, with T
 // accumulators (row i, key j of the pass) fed by one K vector load per key
@@ -296,8 +379,8 @@ var scoreGroups = []int{4, 1}
 // accumulators so that lane c holds row c/(T/R)'s key p·T/R + c%(T/R)
 // (accOf maps lanes to accumulators); the R folded vectors are then
 // transposed by blocks of T/R lanes into one vector of T keys per row.
-func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, R int) {
-	lb := label("scores", "rows", R)
+func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, R int, prefetch bool) {
+	lb := groupLabel("scores", R, prefetch)
 	T := g.isa.lanes
 	kpp := T / R // keys per pass
 	accOf := g.foldOrder()
@@ -339,6 +422,16 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 				g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
 			}
 		}
+		var ka []reg.GPVirtual // with prefetch: the rows decodeAhead blocks on
+		if prefetch {
+			ahead := g.GP64()
+			g.MOVQ(lc.kAhead, ahead)
+			for _, b := range kb {
+				a := g.GP64()
+				g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
+				ka = append(ka, a)
+			}
+		}
 		rowOf := func(kb []reg.GPVirtual, c int) operand.Mem {
 			b := kb[c/4]
 			switch c % 4 {
@@ -375,6 +468,9 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 				g.loadKV(f32, mk, qAt(i), masked, qv[i])
 			}
 			for j := range kpp {
+				if prefetch && !masked {
+					g.PREFETCHT0(rowOf(ka, j))
+				}
 				g.loadKV(e, mk, rowOf(kb, j), masked, kv)
 				for i := range R {
 					g.VFMADD231PS(kv, qv[i], acc[accOf[i*kpp+j]])
@@ -392,7 +488,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		if qm3 != nil {
 			g.ADDQ(operand.Imm(uint64(4*T)), qm3)
 		}
-		for _, b := range kb {
+		for _, b := range append(kb, ka...) {
 			g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
 		}
 		g.DECQ(cnt)
@@ -816,6 +912,11 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.LEAQ(operand.Mem{Base: sp, Index: pb, Scale: 4}, pb)
 	g.NEGQ(cnt)
 	g.ADDQ(operand.Imm(uint64(T)), cnt) // keys skip..T-1
+	// The V rows decodeAhead blocks on, to prefetch (strided V; adjacent:
+	// va = vb, and nothing is prefetched).
+	va := g.GP64()
+	g.MOVQ(lc.vAhead, va)
+	g.ADDQ(vb, va)
 	l := label("rows", nr, "vecs", nv, maskWord(masked), "keys")
 	g.Label(l)
 	bc := make([]reg.VecVirtual, nr)
@@ -823,6 +924,13 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		bc[i] = g.vec()
 		g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4 * T * i}, bc[i])
 	}
+	// Strided V only (va != vb): the row's lines decodeAhead blocks on.
+	g.CMPQ(va, vb)
+	g.JEQ(operand.LabelRef(label(l, "fetched")))
+	for j := 0; j < nv; j++ {
+		g.PREFETCHT0(operand.Mem{Base: va, Disp: j * T * e.bytes()})
+	}
+	g.Label(label(l, "fetched"))
 	for j := 0; j < nv; j++ {
 		vv := g.vec()
 		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
@@ -831,6 +939,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		}
 	}
 	g.ADDQ(ldv, vb)
+	g.ADDQ(ldv, va)
 	g.ADDQ(operand.Imm(4), pb)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(l))
