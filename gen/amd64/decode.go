@@ -198,11 +198,11 @@ func (g *gen) decode(e elem) {
 	store(nk, lc.rem)
 	// Strided rows: the prefetch distance, and the first decodeAhead blocks
 	// prefetched before the loop prefetches further.
-	for _, t := range []struct{ ptr, ld, row, ahead operand.Mem }{{lc.kp, lc.ldk, lc.krow, lc.kAhead}, {lc.vp, lc.ldv, lc.vrow, lc.vAhead}} {
-		lbl := "pfk0"
-		if t.ptr == lc.vp {
-			lbl = "pfv0"
-		}
+	for _, t := range []struct {
+		ptr, ld, row, ahead operand.Mem
+		lbl                 string
+	}{{lc.kp, lc.ldk, lc.krow, lc.kAhead, "pfk0"}, {lc.vp, lc.ldv, lc.vrow, lc.vAhead, "pfv0"}} {
+		lbl := t.lbl
 		a := load(t.ld)
 		g.CMPQ(a, t.row)
 		g.JNE(operand.LabelRef(label(lbl, "strided")))
@@ -322,17 +322,7 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 	g.MOVQ(base, p)
 	cnt := g.GP64()
 	g.MOVQ(operand.U32(uint64(n)), cnt)
-	g.Label(lbl)
-	off := g.GP64()
-	g.MOVQ(operand.U32(0), off)
-	g.Label(label(lbl, "line"))
-	g.PREFETCHT0(operand.Mem{Base: p, Index: off, Scale: 1})
-	g.ADDQ(operand.Imm(64), off)
-	g.CMPQ(off, rowBytes)
-	g.JLT(operand.LabelRef(label(lbl, "line")))
-	g.ADDQ(ld, p)
-	g.DECQ(cnt)
-	g.JNZ(operand.LabelRef(lbl))
+	g.eachLine(p, ld, rowBytes, cnt, lbl, func(m operand.Mem) { g.PREFETCHT0(m) })
 }
 
 // touchRows loads one byte at every 64-byte offset of each of cnt rows of
@@ -341,12 +331,17 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 // passes the row's end; the value is dropped (the loads are independent
 // and overlap). p and cnt are consumed.
 func (g *gen) touchRows(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVirtual, lbl string) {
+	g.eachLine(p, ld, rowBytes, cnt, lbl, func(m operand.Mem) { g.MOVBLZX(m, g.GP32()) })
+}
+
+// eachLine emits visit at every 64-byte offset below rowBytes of each of
+// cnt rows at stride ld from p, row after row (p and cnt are consumed).
+func (g *gen) eachLine(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVirtual, lbl string, visit func(operand.Mem)) {
 	g.Label(lbl)
 	off := g.GP64()
 	g.MOVQ(operand.U32(0), off)
 	g.Label(label(lbl, "line"))
-	t := g.GP32()
-	g.MOVBLZX(operand.Mem{Base: p, Index: off, Scale: 1}, t)
+	visit(operand.Mem{Base: p, Index: off, Scale: 1})
 	g.ADDQ(operand.Imm(64), off)
 	g.CMPQ(off, rowBytes)
 	g.JLT(operand.LabelRef(label(lbl, "line")))
