@@ -3722,6 +3722,38 @@ block:
 	MUL R15, R7, R22
 	SUB R22, R5, R5
 whole:
+	LSR $0, R2, R19
+	CMP R19, R4
+	BNE touchk_done
+	MOVD R3, R17
+	MOVD $4, R6
+touchk:
+	MOVD $0, R22
+touchk_line:
+	MOVBU (R17)(R22), R23
+	ADD $64, R22, R22
+	CMP R19, R22
+	BLT touchk_line
+	ADD R4, R17, R17
+	SUBS $1, R6, R6
+	BNE touchk
+touchk_done:
+	LSR $0, R10, R19
+	CMP R19, R7
+	BNE touchv_done
+	MOVD R5, R17
+	MOVD $4, R6
+touchv:
+	MOVD $0, R22
+touchv_line:
+	MOVBU (R17)(R22), R23
+	ADD $64, R22, R22
+	CMP R19, R22
+	BLT touchv_line
+	ADD R7, R17, R17
+	SUBS $1, R6, R6
+	BNE touchv
+touchv_done:
 	MOVD $0, R16
 	MOVD R0, R8
 	// Row groups of [4 2 1] rows: scores, softmax, PV.
@@ -5466,6 +5498,38 @@ block:
 	MUL R15, R7, R22
 	SUB R22, R5, R5
 whole:
+	LSR $1, R2, R19
+	CMP R19, R4
+	BNE touchk_done
+	MOVD R3, R17
+	MOVD $4, R6
+touchk:
+	MOVD $0, R22
+touchk_line:
+	MOVBU (R17)(R22), R23
+	ADD $64, R22, R22
+	CMP R19, R22
+	BLT touchk_line
+	ADD R4, R17, R17
+	SUBS $1, R6, R6
+	BNE touchk
+touchk_done:
+	LSR $1, R10, R19
+	CMP R19, R7
+	BNE touchv_done
+	MOVD R5, R17
+	MOVD $4, R6
+touchv:
+	MOVD $0, R22
+touchv_line:
+	MOVBU (R17)(R22), R23
+	ADD $64, R22, R22
+	CMP R19, R22
+	BLT touchv_line
+	ADD R7, R17, R17
+	SUBS $1, R6, R6
+	BNE touchv
+touchv_done:
 	MOVD $0, R16
 	MOVD R0, R8
 	// Row groups of [4 2 1] rows: scores, softmax, PV.
@@ -7342,6 +7406,38 @@ block:
 	MUL R15, R7, R22
 	SUB R22, R5, R5
 whole:
+	LSR $1, R2, R19
+	CMP R19, R4
+	BNE touchk_done
+	MOVD R3, R17
+	MOVD $4, R6
+touchk:
+	MOVD $0, R22
+touchk_line:
+	MOVBU (R17)(R22), R23
+	ADD $64, R22, R22
+	CMP R19, R22
+	BLT touchk_line
+	ADD R4, R17, R17
+	SUBS $1, R6, R6
+	BNE touchk
+touchk_done:
+	LSR $1, R10, R19
+	CMP R19, R7
+	BNE touchv_done
+	MOVD R5, R17
+	MOVD $4, R6
+touchv:
+	MOVD $0, R22
+touchv_line:
+	MOVBU (R17)(R22), R23
+	ADD $64, R22, R22
+	CMP R19, R22
+	BLT touchv_line
+	ADD R7, R17, R17
+	SUBS $1, R6, R6
+	BNE touchv
+touchv_done:
 	MOVD $0, R16
 	MOVD R0, R8
 	// Row groups of [4 2 1] rows: scores, softmax, PV.

@@ -141,6 +141,7 @@ func (g *gen) decode(e neonElem) {
 	g.Inst("MUL %s, %s, %s", dSkip, dLdv, dT)
 	g.Inst("SUB %s, %s, %s", dT, dV, dV)
 	g.Label("whole")
+	g.touchBlock(e)
 	g.Inst("MOVD $0, %s", dRow)
 	g.Inst("MOVD %s, %s", dQ, dRowQ)
 
@@ -175,6 +176,38 @@ func (g *gen) decode(e neonElem) {
 	g.Inst("SUBS $4, %s, %s", dRem, dRem)
 	g.Inst("BNE block")
 	g.Inst("RET")
+}
+
+// touchBlock emits, for K and then V if its rows are adjacent (stride =
+// row bytes), a byte load at every 64-byte offset of each of the block's
+// 4 rows, row after row: the block's lines requested in address order
+// before the scores load them 16 bytes of each row at a time (the order
+// gen/amd64's Decode uses, docs/DESIGN.md "The order K and V come in"; a
+// byte, so no load passes a row's end). Strided rows (BSHD) are left to
+// the hardware, as before. Uses dT, dT2, dCnt, dKw and dQw, free here.
+func (g *gen) touchBlock(e neonElem) {
+	for _, t := range []struct {
+		ptr, ld, f32Row R // the block's first row, its stride, a float32 row of the same length
+		name            string
+	}{{dK, dLdk, dQRow, "touchk"}, {dV, dLdv, dORow, "touchv"}} {
+		// dQw = the row's bytes (its float32 length's bytes scaled to e).
+		g.Inst("LSR $%d, %s, %s", 2-e.shift, t.f32Row, dQw)
+		g.Inst("CMP %s, %s", dQw, t.ld)
+		g.Inst("BNE %s_done", t.name)
+		g.Inst("MOVD %s, %s", t.ptr, dKw)
+		g.Inst("MOVD $4, %s", dCnt)
+		g.Label(t.name)
+		g.Inst("MOVD $0, %s", dT)
+		g.Label(t.name + "_line")
+		g.Inst("MOVBU (%s)(%s), %s", dKw, dT, dT2)
+		g.Inst("ADD $64, %s, %s", dT, dT)
+		g.Inst("CMP %s, %s", dQw, dT)
+		g.Inst("BLT %s_line", t.name)
+		g.Inst("ADD %s, %s, %s", t.ld, dKw, dKw)
+		g.Inst("SUBS $1, %s, %s", dCnt, dCnt)
+		g.Inst("BNE %s", t.name)
+		g.Label(t.name + "_done")
+	}
 }
 
 // decodeScores emits the scores of R rows from dRow over the block: per
