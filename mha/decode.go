@@ -153,11 +153,11 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*Dv
 	prep := prepWork{q: sc.q, k: sc.k, qRows: total, kRows: total}
 	if l.rope.half > 0 {
-		prep.pos, prep.cs = sc.positions(total, l.rope.half)
+		prep.pos, prep.seqLen, prep.cs = sc.positions(total, l.rope.half)
 		for b, row := 0, 0; b < cache.batch; b++ {
 			at := int(cache.lens[b].Load())
 			for i := 0; i < counts[b]; i++ {
-				prep.pos[row+i] = at + i
+				prep.pos[row+i], prep.seqLen[row+i] = at+i, at+counts[b]
 			}
 			row += counts[b]
 		}

@@ -144,6 +144,7 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Rotary.Scaling = cfg.Rotary.Scaling.clone()
 	l := &Layer{e: e, cfg: cfg}
 	if l.rope, err = newRope(cfg.Rotary, cfg.HeadDim); err != nil {
 		return nil, err
@@ -237,7 +238,9 @@ func (l *Layer) Config() LayerConfig {
 	if l == nil {
 		return LayerConfig{}
 	}
-	return l.cfg
+	cfg := l.cfg
+	cfg.Rotary.Scaling = cfg.Rotary.Scaling.clone()
+	return cfg
 }
 
 // getScratch returns a free scratch (empty buffers, if it is new).
@@ -328,9 +331,9 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 		kv, prep.kRows = kvData{k: ckv.K, v: ckv.V}, 0
 	}
 	if self && l.rope.half > 0 {
-		prep.pos, prep.cs = sc.positions(mq, l.rope.half)
+		prep.pos, prep.seqLen, prep.cs = sc.positions(mq, l.rope.half)
 		for r := range prep.pos {
-			prep.pos[r] = r % qLen
+			prep.pos[r], prep.seqLen[r] = r%qLen, qLen
 		}
 	}
 	ws := l.e.getWorks(1)
@@ -382,15 +385,15 @@ func (sc *layerScratch) size(s Shape, kv bool) error {
 	return nil
 }
 
-// positions returns the scratch's position and angle buffers for rows
-// tokens with half rotary pairs each.
-func (sc *layerScratch) positions(rows, half int) ([]int, []float32) {
-	if cap(sc.pos) < rows {
-		sc.pos = make([]int, rows)
+// positions returns the scratch's position, sequence-length and angle
+// buffers for rows tokens with half rotary pairs each.
+func (sc *layerScratch) positions(rows, half int) (pos, seqLen []int, cs []float32) {
+	if cap(sc.pos) < 2*rows {
+		sc.pos = make([]int, 2*rows)
 	}
-	sc.pos = sc.pos[:rows]
+	sc.pos = sc.pos[:2*rows]
 	sc.cs = sized(sc.cs, rows*2*half)
-	return sc.pos, sc.cs
+	return sc.pos[:rows], sc.pos[rows:], sc.cs
 }
 
 // sized returns buf with length n, reallocating only when it is too small.

@@ -192,22 +192,16 @@ func rmsNorm64(x []float64, w []float32, eps float64) {
 }
 
 // rope64 is HF transformers' apply_rotary_pos_emb on one head vector x at
-// position pos, in float64: inv_freq = 1/base^(arange(0, dims, 2)/dims),
-// freqs = (pos/scale)·inv_freq; rotate_half (emb = cat(freqs, freqs),
-// x·cos + cat(-x2, x1)·sin) or, interleaved, GPT-J's rotate_every_two,
-// on the first dims values.
-func rope64(x []float64, r Rotary, pos int) {
-	base, scale := r.Base, r.Scale
-	if base == 0 {
-		base = 10000
-	}
-	if scale == 0 {
-		scale = 1
-	}
+// position pos of a forward pass over seqLen positions, in float64:
+// inv_freq and the attention factor A from hfRope, freqs = pos·inv_freq;
+// rotate_half (emb = cat(freqs, freqs), (x·cos + cat(-x2, x1)·sin)·A) or,
+// interleaved, GPT-J's rotate_every_two, on the first dims values.
+func rope64(x []float64, r Rotary, pos, seqLen int) {
 	d := r.Dims
+	inv, attn := hfRope(r, seqLen)
 	freqs := make([]float64, d/2)
 	for i := range freqs {
-		freqs[i] = float64(pos) / scale / math.Pow(base, float64(2*i)/float64(d))
+		freqs[i] = float64(pos) * inv[i]
 	}
 	emb := make([]float64, d)     // the angle of each rotated dimension
 	rotated := make([]float64, d) // rotate_half(x) or rotate_every_two(x)
@@ -229,13 +223,20 @@ func rope64(x []float64, r Rotary, pos int) {
 		}
 	}
 	for i := 0; i < d; i++ {
-		x[i] = x[i]*math.Cos(emb[i]) + rotated[i]*math.Sin(emb[i])
+		x[i] = x[i]*attn*math.Cos(emb[i]) + rotated[i]*attn*math.Sin(emb[i])
 	}
 }
 
 // referenceSelf is Forward's float64 reference with QK-norm and rotary at
 // positions 0..L-1 (HF transformers' order: project, norm, rotate).
 func referenceSelf(cfg LayerConfig, w Weights, x []float32, batch, L int, o *Options) []float64 {
+	return referenceSelfLens(cfg, w, x, batch, L, o, func(int) int { return L })
+}
+
+// referenceSelfLens is referenceSelf with the token at position p rotated
+// for a sequence of lenOf(p) tokens (rope scaling that depends on the
+// length: a token decoded at step p sees length p+1).
+func referenceSelfLens(cfg LayerConfig, w Weights, x []float32, batch, L int, o *Options, lenOf func(int) int) []float64 {
 	dm, H, Hkv, D := cfg.DModel, cfg.Heads, cfg.KVHeads, cfg.HeadDim
 	eps := float64(cfg.NormEps)
 	if eps == 0 {
@@ -254,7 +255,7 @@ func referenceSelf(cfg LayerConfig, w Weights, x []float32, batch, L int, o *Opt
 			}
 			if cfg.Rotary.Dims > 0 {
 				for h := 0; h < t.heads; h++ {
-					rope64(t.x[h*D:(h+1)*D], cfg.Rotary, r%L)
+					rope64(t.x[h*D:(h+1)*D], cfg.Rotary, r%L, lenOf(r%L))
 				}
 			}
 		}

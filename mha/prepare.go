@@ -16,6 +16,7 @@ type prepWork struct {
 	q, k         []float32 // [qRows][Heads][HeadDim], [kRows][KVHeads][HeadDim]; either may be empty
 	qRows, kRows int
 	pos          []int     // position of each row (q and k rows alike), nil: no rotary
+	seqLen       []int     // the length of each row's sequence once the call's tokens are in (for rope.table)
 	cs           []float32 // [rows][2][half]: the angles' cosines and sines, per row
 }
 
@@ -26,11 +27,25 @@ func (t *prepWork) Items() int { return (max(t.qRows, t.kRows) + prepRows - 1) /
 func (t *prepWork) Run(_ *kernels.Set, n int, _ *tile.Workspace) {
 	l, dk := t.l, t.l.cfg.HeadDim
 	H, Hkv, half := l.cfg.Heads, l.cfg.KVHeads, l.rope.half
+	// The frequencies of the rows' sequence lengths (one table while the
+	// length stays the same: the rows of a sequence are consecutive).
+	var stack [maxRopeStack]float64
+	var buf []float64
+	if l.rope.lengthDependent() {
+		buf = stack[:min(half, maxRopeStack)]
+		if half > maxRopeStack {
+			buf = make([]float64, half)
+		}
+	}
+	freq, tableLen := l.rope.freq, -1
 	for r := n * prepRows; r < min((n+1)*prepRows, max(t.qRows, t.kRows)); r++ {
 		var cs []float32
 		if t.pos != nil {
+			if buf != nil && t.seqLen[r] != tableLen {
+				freq, tableLen = l.rope.table(t.seqLen[r], buf), t.seqLen[r]
+			}
 			cs = t.cs[r*2*half : (r+1)*2*half]
-			l.rope.angles(cs, t.pos[r])
+			l.rope.angles(cs, t.pos[r], freq)
 		}
 		if r < t.qRows {
 			l.qNorm.transform(&l.rope, t.q[r*H*dk:(r+1)*H*dk], H, dk, cs)

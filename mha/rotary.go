@@ -10,7 +10,11 @@ import (
 // rotated in pairs by angles proportional to the token's position p:
 //
 //	θ_i = p / Scale · Base^(-2i/Dims),  i in [0, Dims/2)
-//	(x_a, x_b) → (x_a·cos θ_i − x_b·sin θ_i,  x_b·cos θ_i + x_a·sin θ_i)
+//	(x_a, x_b) → A·(x_a·cos θ_i − x_b·sin θ_i,  x_b·cos θ_i + x_a·sin θ_i)
+//
+// where Scaling, when set, replaces the frequencies Base^(-2i/Dims) by its
+// rule's (llama3, yarn, longrope, dynamic NTK…) and A is its attention
+// factor (1 without one; yarn and longrope scale cos and sin by it).
 //
 // where the pair (a, b) is (i, i + Dims/2) — rotate_half, as HF
 // transformers' Llama, Mistral, Qwen, Gemma and GPT-NeoX — or (2i, 2i+1)
@@ -30,13 +34,19 @@ type Rotary struct {
 	// Interleaved pairs dimensions (2i, 2i+1) (GPT-J) instead of (i,
 	// i + Dims/2).
 	Interleaved bool
+	// Scaling, when not nil, is the checkpoint's rope_scaling rule
+	// (Llama 3.1+, Qwen2.5 YaRN, DeepSeek, Phi-3 LongRoPE, dynamic NTK);
+	// Scale must then be 0 or 1. NewLayer copies it.
+	Scaling *RopeScaling
 }
 
 // rope is a layer's resolved rotary embedding.
 type rope struct {
 	half        int       // Dims/2: pairs per head, 0 when off
 	interleaved bool      // pairs (2i, 2i+1)
-	freq        []float64 // [half]: Base^(-2i/Dims) / Scale, radians per position
+	freq        []float64 // [half]: radians per position (Base^(-2i/Dims) / Scale, or Scaling's; longrope: short)
+	attn        float64   // the attention factor multiplied into cos and sin
+	rule        ropeRule  // Scaling's dependence on the sequence's length (longrope, dynamic)
 }
 
 // newRope checks r against the head dimension and resolves it.
@@ -60,9 +70,20 @@ func newRope(r Rotary, headDim int) (rope, error) {
 	if !(scale > 0 && scale <= math.MaxFloat64) {
 		return rope{}, fmt.Errorf("%w: Rotary.Scale = %v, must be finite and > 0", ErrOption, r.Scale)
 	}
-	ro := rope{half: r.Dims / 2, interleaved: r.Interleaved, freq: make([]float64, r.Dims/2)}
+	ro := rope{half: r.Dims / 2, interleaved: r.Interleaved, attn: 1}
+	if r.Scaling != nil {
+		if scale != 1 {
+			return rope{}, fmt.Errorf("%w: Rotary.Scale = %v with Rotary.Scaling: give the factor in Scaling", ErrOption, r.Scale)
+		}
+		var err error
+		if ro.freq, ro.attn, ro.rule, err = r.Scaling.scaled(base, r.Dims); err != nil {
+			return rope{}, err
+		}
+		return ro, nil
+	}
+	ro.freq = defaultFreqs(base, r.Dims)
 	for i := range ro.freq {
-		ro.freq[i] = math.Pow(base, -float64(2*i)/float64(r.Dims)) / scale
+		ro.freq[i] /= scale
 		if math.IsInf(ro.freq[i], 0) { // base far below 1, or scale near 0
 			return rope{}, fmt.Errorf("%w: Rotary.Base = %v with Scale = %v makes pair %d's frequency overflow", ErrOption, base, scale, i)
 		}
@@ -70,12 +91,40 @@ func newRope(r Rotary, headDim int) (rope, error) {
 	return ro, nil
 }
 
-// angles writes the cosines and then the sines of position pos, [2][half].
-func (ro *rope) angles(cs []float32, pos int) {
+// maxRopeStack is the pairs whose dynamic-NTK frequencies table fits on
+// the stack (head dims up to 512).
+const maxRopeStack = 256
+
+// table returns the frequencies for a sequence of seqLen tokens: the fixed
+// table, longrope's long one past its original context, or dynamic NTK's,
+// computed into buf (len half) when the sequence is past MaxPositions.
+func (ro *rope) table(seqLen int, buf []float64) []float64 {
+	switch {
+	case ro.rule.long != nil && seqLen > ro.rule.switchAt:
+		return ro.rule.long
+	case ro.rule.dynamic && seqLen > ro.rule.maxPos:
+		dims := float64(2 * ro.half)
+		n := float64(seqLen) / float64(ro.rule.maxPos)
+		base := ro.rule.base * math.Pow(ro.rule.factor*n-(ro.rule.factor-1), dims/(dims-2))
+		for i := range buf {
+			buf[i] = math.Pow(base, -float64(2*i)/dims)
+		}
+		return buf
+	}
+	return ro.freq
+}
+
+// lengthDependent reports whether the frequencies depend on the
+// sequence's length (longrope, dynamic NTK).
+func (ro *rope) lengthDependent() bool { return ro.rule.long != nil || ro.rule.dynamic }
+
+// angles writes the cosines and then the sines of position pos, [2][half],
+// for the frequencies freq (from table), times the attention factor.
+func (ro *rope) angles(cs []float32, pos int, freq []float64) {
 	c, s := cs[:ro.half], cs[ro.half:2*ro.half]
-	for i, f := range ro.freq {
+	for i, f := range freq {
 		sin, cos := math.Sincos(float64(pos) * f)
-		c[i], s[i] = float32(cos), float32(sin)
+		c[i], s[i] = float32(ro.attn*cos), float32(ro.attn*sin)
 	}
 }
 
