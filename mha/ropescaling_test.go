@@ -338,3 +338,58 @@ func TestRopeScalingLayer(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRopeScaling: any rule NewLayer's rotary resolution accepts gives
+// finite, non-negative frequencies and finite angles at any sequence
+// length and position; any it refuses is an ErrOption. Never a panic.
+func FuzzRopeScaling(f *testing.F) {
+	f.Add(uint8(0), 8.0, 1.0, 4.0, 8192, 0, 0.0, 0.0, 0.0, 0.0, 0.0, false, 128, 500000.0, 100000)
+	f.Add(uint8(1), 4.0, 0.0, 0.0, 32768, 0, 32.0, 1.0, 0.0, 0.0, 0.0, false, 128, 1e6, 40000)
+	f.Add(uint8(1), 40.0, 0.0, 0.0, 4096, 163840, 32.0, 1.0, 1.0, 1.0, 0.0, true, 64, 10000.0, 1<<20)
+	f.Add(uint8(2), 0.0, 0.0, 0.0, 4096, 131072, 0.0, 0.0, 0.0, 0.0, 0.0, false, 96, 10000.0, 5000)
+	f.Add(uint8(3), 1e300, 0.0, 0.0, 0, 16, 0.0, 0.0, 0.0, 0.0, 0.0, false, 16, 10000.0, 1<<40)
+	f.Add(uint8(4), 2.5, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, false, 6, 1e-300, 3)
+	f.Fuzz(func(t *testing.T, kind uint8, factor, low, high float64, orig, maxPos int, betaFast, betaSlow, mscale, mscaleAll, attn float64, noTrunc bool, dims int, base float64, n int) {
+		types := []string{"llama3", "yarn", "longrope", "dynamic", "linear", "default", "bogus"}
+		sc := &RopeScaling{Type: types[int(kind)%len(types)], Factor: factor, LowFreqFactor: low, HighFreqFactor: high,
+			OriginalMaxPositions: orig, MaxPositions: maxPos, BetaFast: betaFast, BetaSlow: betaSlow, MScale: mscale,
+			MScaleAllDim: mscaleAll, AttentionFactor: attn, NoTruncate: noTrunc}
+		if dims < 0 || dims > 512 {
+			dims = 8
+		}
+		if sc.Type == "longrope" && dims >= 2 {
+			sc.ShortFactor, sc.LongFactor = make([]float64, dims/2), make([]float64, dims/2)
+			for i := range sc.ShortFactor {
+				sc.ShortFactor[i], sc.LongFactor[i] = 1+float64(i)/8, 1+float64(i)
+			}
+		}
+		ro, err := newRope(Rotary{Dims: dims, Base: base, Scaling: sc}, 512)
+		if err != nil {
+			if !errors.Is(err, ErrOption) {
+				t.Fatalf("%+v: %v is no ErrOption", *sc, err)
+			}
+			return
+		}
+		if ro.half == 0 {
+			return
+		}
+		if !(ro.attn > 0) || math.IsInf(ro.attn, 0) {
+			t.Fatalf("%+v: attention factor %v", *sc, ro.attn)
+		}
+		cs := make([]float32, 2*ro.half)
+		for _, length := range []int{1, max(orig, 1), max(orig+1, 1), max(maxPos+1, 1), max(n, 1)} {
+			freq := ro.table(length, make([]float64, ro.half))
+			for i, fr := range freq {
+				if !(fr >= 0) || math.IsInf(fr, 0) {
+					t.Fatalf("%+v, length %d: pair %d frequency %v", *sc, length, i, fr)
+				}
+			}
+			ro.angles(cs, length-1, freq)
+			for i, c := range cs {
+				if c != c || math.IsInf(float64(c), 0) {
+					t.Fatalf("%+v, length %d: angle value %d is %v", *sc, length, i, c)
+				}
+			}
+		}
+	})
+}

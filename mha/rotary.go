@@ -104,8 +104,11 @@ func (ro *rope) table(seqLen int, buf []float64) []float64 {
 		return ro.rule.long
 	case ro.rule.dynamic && seqLen > ro.rule.maxPos:
 		dims := float64(2 * ro.half)
-		n := float64(seqLen) / float64(ro.rule.maxPos)
-		base := ro.rule.base * math.Pow(ro.rule.factor*n-(ro.rule.factor-1), dims/(dims-2))
+		// transformers' factor·n/max − (factor − 1), written so that a huge
+		// factor overflows to +Inf (every pair but the first then stands
+		// still) instead of Inf − Inf = NaN.
+		grow := 1 + ro.rule.factor*(float64(seqLen)/float64(ro.rule.maxPos)-1)
+		base := ro.rule.base * math.Pow(grow, dims/(dims-2))
 		for i := range buf {
 			buf[i] = math.Pow(base, -float64(2*i)/dims)
 		}
