@@ -1,0 +1,112 @@
+package mha
+
+import (
+	"fmt"
+	"slices"
+)
+
+// CopyTo copies the first n tokens of sequence src into sequence dst of
+// cache to — c itself or another cache of a layer with the same K/V
+// geometry (KVHeads, HeadDim, ValueDim), the same rotary embedding and the
+// same storage type — and sets dst's length to n: prompt reuse, parallel
+// sampling and beam search start several sequences from one prefix
+// without recomputing it. Tokens are copied as stored (keys already
+// rotated for their positions, 16-bit values bit for bit), so a sequence
+// forked from a prefix and then decoded gives, bit for bit, the outputs of
+// one that decoded the prefix itself.
+//
+// n must be in [0, Len(src)] (ErrOption) and at most to.Cap()
+// (ErrCacheFull); sequences outside [0, Batch) and a mismatched cache are
+// ErrOption; on any error nothing changes. CopyTo holds both caches for
+// the call: either in use by another call is ErrBusy. dst may equal src
+// in the same cache (the sequence is cut to n, as Truncate).
+//
+// The copy is the data, so that a later paged cache (blocks shared by
+// reference, vLLM-style) can make CopyTo share the prefix's blocks and copy
+// on write without changing callers (docs/DESIGN.md).
+func (c *Cache) CopyTo(to *Cache, dst, src, n int) error {
+	if err := c.hold(); err != nil {
+		return err
+	}
+	defer c.release()
+	if to != c {
+		if err := to.hold(); err != nil {
+			return err
+		}
+		defer to.release()
+	}
+	if err := c.compatible(to); err != nil {
+		return err
+	}
+	if src < 0 || src >= c.batch || dst < 0 || dst >= to.batch {
+		return fmt.Errorf("%w: CopyTo from sequence %d of %d to sequence %d of %d", ErrOption, src, c.batch, dst, to.batch)
+	}
+	if have := c.lens[src].Load(); n < 0 || int64(n) > have {
+		return fmt.Errorf("%w: CopyTo of %d tokens from sequence %d, it holds %d", ErrOption, n, src, have)
+	}
+	if n > to.capa {
+		return fmt.Errorf("%w: CopyTo of %d tokens into a cache of capacity %d", ErrCacheFull, n, to.capa)
+	}
+	if to != c || dst != src {
+		cfg := c.layer.cfg
+		for _, t := range [2]struct {
+			dim          int
+			from, into   []float32
+			from16, to16 []uint16
+		}{{cfg.HeadDim, c.K, to.K, c.K16, to.K16}, {cfg.ValueDim, c.V, to.V, c.V16, to.V16}} {
+			for g := 0; g < cfg.KVHeads; g++ {
+				a := (src*cfg.KVHeads + g) * c.capa * t.dim  // src's run of head g
+				b := (dst*cfg.KVHeads + g) * to.capa * t.dim // dst's
+				if c.typ.is16() {
+					copy(t.to16[b:b+n*t.dim], t.from16[a:a+n*t.dim])
+				} else {
+					copy(t.into[b:b+n*t.dim], t.from[a:a+n*t.dim])
+				}
+			}
+		}
+	}
+	to.lens[dst].Store(int64(n))
+	return nil
+}
+
+// compatible reports, as an ErrOption naming the difference, whether to
+// holds K and V that c's tokens can be copied into.
+func (c *Cache) compatible(to *Cache) error {
+	a, b := c.layer.cfg, to.layer.cfg
+	switch {
+	case c.typ != to.typ:
+		return fmt.Errorf("%w: CopyTo between caches of types %v and %v", ErrOption, c.typ, to.typ)
+	case a.KVHeads != b.KVHeads || a.HeadDim != b.HeadDim || a.ValueDim != b.ValueDim:
+		return fmt.Errorf("%w: CopyTo between layers of KVHeads, HeadDim, ValueDim %d, %d, %d and %d, %d, %d",
+			ErrOption, a.KVHeads, a.HeadDim, a.ValueDim, b.KVHeads, b.HeadDim, b.ValueDim)
+	case !sameRotary(a.Rotary, b.Rotary):
+		return fmt.Errorf("%w: CopyTo between layers with different rotary embeddings (their keys are rotated differently)", ErrOption)
+	}
+	return nil
+}
+
+// sameRotary reports whether two rotary settings rotate keys alike.
+func sameRotary(a, b Rotary) bool {
+	as, bs := a.Scaling, b.Scaling
+	a.Scaling, b.Scaling = nil, nil
+	if a != b || (as == nil) != (bs == nil) {
+		return false
+	}
+	if as == nil {
+		return true
+	}
+	// The comparable fields, then the factor lists.
+	type scalars struct {
+		typ                            string
+		factor                         float64
+		orig, maxPos                   int
+		low, high, fast, slow, ms, msa float64
+		attn                           float64
+		noTrunc                        bool
+	}
+	of := func(r *RopeScaling) scalars {
+		return scalars{r.Type, r.Factor, r.OriginalMaxPositions, r.MaxPositions, r.LowFreqFactor, r.HighFreqFactor,
+			r.BetaFast, r.BetaSlow, r.MScale, r.MScaleAllDim, r.AttentionFactor, r.NoTruncate}
+	}
+	return of(as) == of(bs) && slices.Equal(as.ShortFactor, bs.ShortFactor) && slices.Equal(as.LongFactor, bs.LongFactor)
+}
