@@ -2,7 +2,7 @@ package mha
 
 import (
 	"fmt"
-	"slices"
+	"reflect"
 )
 
 // CopyTo copies the first n tokens of sequence src into sequence dst of
@@ -85,28 +85,6 @@ func (c *Cache) compatible(to *Cache) error {
 	return nil
 }
 
-// sameRotary reports whether two rotary settings rotate keys alike.
-func sameRotary(a, b Rotary) bool {
-	as, bs := a.Scaling, b.Scaling
-	a.Scaling, b.Scaling = nil, nil
-	if a != b || (as == nil) != (bs == nil) {
-		return false
-	}
-	if as == nil {
-		return true
-	}
-	// The comparable fields, then the factor lists.
-	type scalars struct {
-		typ                            string
-		factor                         float64
-		orig, maxPos                   int
-		low, high, fast, slow, ms, msa float64
-		attn                           float64
-		noTrunc                        bool
-	}
-	of := func(r *RopeScaling) scalars {
-		return scalars{r.Type, r.Factor, r.OriginalMaxPositions, r.MaxPositions, r.LowFreqFactor, r.HighFreqFactor,
-			r.BetaFast, r.BetaSlow, r.MScale, r.MScaleAllDim, r.AttentionFactor, r.NoTruncate}
-	}
-	return of(as) == of(bs) && slices.Equal(as.ShortFactor, bs.ShortFactor) && slices.Equal(as.LongFactor, bs.LongFactor)
-}
+// sameRotary reports whether two rotary settings rotate keys alike (the
+// scaling rules compared field by field, factor lists element-wise).
+func sameRotary(a, b Rotary) bool { return reflect.DeepEqual(a, b) }

@@ -131,9 +131,14 @@ type ropeRule struct {
 // defaultFreqs returns transformers' default frequencies for dims rotated
 // dimensions: base^(−2i/dims), i in [0, dims/2).
 func defaultFreqs(base float64, dims int) []float64 {
-	f := make([]float64, dims/2)
+	return powFreqs(make([]float64, dims/2), base)
+}
+
+// powFreqs fills f with base^(−2i/dims), dims = 2·len(f), and returns it.
+func powFreqs(f []float64, base float64) []float64 {
+	dims := float64(2 * len(f))
 	for i := range f {
-		f[i] = math.Pow(base, -float64(2*i)/float64(dims))
+		f[i] = math.Pow(base, -float64(2*i)/dims)
 	}
 	return f
 }

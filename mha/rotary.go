@@ -14,9 +14,8 @@ import (
 //
 // where Scaling, when set, replaces the frequencies Base^(-2i/Dims) by its
 // rule's (llama3, yarn, longrope, dynamic NTK…) and A is its attention
-// factor (1 without one; yarn and longrope scale cos and sin by it).
-//
-// where the pair (a, b) is (i, i + Dims/2) — rotate_half, as HF
+// factor (1 without one; yarn and longrope scale cos and sin by it), and
+// the pair (a, b) is (i, i + Dims/2) — rotate_half, as HF
 // transformers' Llama, Mistral, Qwen, Gemma and GPT-NeoX — or (2i, 2i+1)
 // with Interleaved, as GPT-J. The remaining HeadDim − Dims dimensions pass
 // through (NeoX's and Phi's partial rotary). The angles are computed in
@@ -109,10 +108,7 @@ func (ro *rope) table(seqLen int, buf []float64) []float64 {
 		// still) instead of Inf − Inf = NaN.
 		grow := 1 + ro.rule.factor*(float64(seqLen)/float64(ro.rule.maxPos)-1)
 		base := ro.rule.base * math.Pow(grow, dims/(dims-2))
-		for i := range buf {
-			buf[i] = math.Pow(base, -float64(2*i)/dims)
-		}
-		return buf
+		return powFreqs(buf, base)
 	}
 	return ro.freq
 }
