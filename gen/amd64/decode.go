@@ -202,17 +202,16 @@ func (g *gen) decode(e elem) {
 		ptr, ld, row, ahead operand.Mem
 		lbl                 string
 	}{{lc.kp, lc.ldk, lc.krow, lc.kAhead, "pfk0"}, {lc.vp, lc.ldv, lc.vrow, lc.vAhead, "pfv0"}} {
-		lbl := t.lbl
 		a := load(t.ld)
 		g.CMPQ(a, t.row)
-		g.JNE(operand.LabelRef(label(lbl, "strided")))
+		g.JNE(operand.LabelRef(label(t.lbl, "strided")))
 		g.MOVQ(operand.U32(0), t.ahead)
-		g.JMP(operand.LabelRef(label(lbl, "done")))
-		g.Label(label(lbl, "strided"))
+		g.JMP(operand.LabelRef(label(t.lbl, "done")))
+		g.Label(label(t.lbl, "strided"))
 		g.SHLQ(operand.U8(g.aheadLog()), a)
 		store(a, t.ahead)
-		g.prefetchRows(t.ptr, t.ld, t.row, decodeAhead*T, lbl)
-		g.Label(label(lbl, "done"))
+		g.prefetchRows(t.ptr, t.ld, t.row, decodeAhead*T, t.lbl)
+		g.Label(label(t.lbl, "done"))
 	}
 
 	g.Comment(fmt.Sprintf("A block of %d keys. The last one, if partial, is moved back to end at", T),
