@@ -29,9 +29,9 @@ func (t *prepWork) Run(_ *kernels.Set, n int, _ *tile.Workspace) {
 	H, Hkv, half := l.cfg.Heads, l.cfg.KVHeads, l.rope.half
 	// The frequencies of the rows' sequence lengths (one table while the
 	// length stays the same: the rows of a sequence are consecutive).
-	var stack [maxRopeStack]float64
 	var buf []float64
-	if l.rope.lengthDependent() {
+	if l.rope.lengthDependent() { // the stack array is zeroed only here
+		var stack [maxRopeStack]float64
 		buf = stack[:min(half, maxRopeStack)]
 		if half > maxRopeStack {
 			buf = make([]float64, half)
