@@ -151,8 +151,11 @@ func (sc *RopeScaling) scaled(base float64, dims int) (freq []float64, attn floa
 		return fmt.Errorf("%w: Rotary.Scaling (%q): %s", ErrOption, sc.Type, fmt.Sprintf(format, a...))
 	}
 	finite := func(name string, v float64, positive bool) error {
-		if math.IsNaN(v) || math.IsInf(v, 0) || (positive && v <= 0) || v < 0 {
-			return bad("%s = %v, must be finite and %s", name, v, map[bool]string{true: "> 0", false: ">= 0"}[positive])
+		switch {
+		case positive && !(v > 0 && v <= math.MaxFloat64):
+			return bad("%s = %v, must be finite and > 0", name, v)
+		case !(v >= 0 && v <= math.MaxFloat64):
+			return bad("%s = %v, must be finite and >= 0", name, v)
 		}
 		return nil
 	}
