@@ -16,9 +16,12 @@ const (
 	// KVBFloat16 is bfloat16: float32's upper 16 bits (7 mantissa bits,
 	// float32's range).
 	KVBFloat16
+	// KVInt8 is symmetric int8 in blocks of Int8Block elements of a row,
+	// one float32 scale per block (QuantizeInt8).
+	KVInt8
 )
 
-// String returns "f32", "f16" or "bf16".
+// String returns "f32", "f16", "bf16" or "int8".
 func (t KVType) String() string {
 	switch t {
 	case KVFloat32:
@@ -27,14 +30,19 @@ func (t KVType) String() string {
 		return "f16"
 	case KVBFloat16:
 		return "bf16"
+	case KVInt8:
+		return "int8"
 	}
 	return "KVType(?)"
 }
 
-// Bytes returns the size of one element.
+// Bytes returns the size of one element (int8: its scale not counted).
 func (t KVType) Bytes() int {
-	if t == KVFloat32 {
+	switch t {
+	case KVFloat32:
 		return 4
+	case KVInt8:
+		return 1
 	}
 	return 2
 }
@@ -150,38 +158,52 @@ func Narrow(dst []uint16, src []float32, t KVType) {
 	}
 }
 
-// KVRows is a strided run of K or V rows of either storage: F32 when Type
-// is KVFloat32, else U16. Row c starts at element c·Ld.
+// KVRows is a strided run of K or V rows of any storage: F32 when Type
+// is KVFloat32, I8 with its scales S when KVInt8, else U16. Row c starts
+// at element c·Ld, its scales (Int8Blocks of its width) at c·LdS.
 type KVRows struct {
 	F32  []float32
 	U16  []uint16
+	I8   []int8
+	S    []float32
 	Type KVType
 	Ld   int
+	LdS  int
 }
 
 // Len returns the number of elements the rows' slice holds.
 func (r KVRows) Len() int {
-	if r.Type == KVFloat32 {
+	switch r.Type {
+	case KVFloat32:
 		return len(r.F32)
+	case KVInt8:
+		return len(r.I8)
 	}
 	return len(r.U16)
 }
 
 // From returns the rows from row c on.
 func (r KVRows) From(c int) KVRows {
-	if r.Type == KVFloat32 {
+	switch r.Type {
+	case KVFloat32:
 		r.F32 = r.F32[c*r.Ld:]
-	} else {
+	case KVInt8:
+		r.I8, r.S = r.I8[c*r.Ld:], r.S[c*r.LdS:]
+	default:
 		r.U16 = r.U16[c*r.Ld:]
 	}
 	return r
 }
 
 // Row returns the first n elements of row c as float32: a view of F32, or
-// the widened values written to buf.
+// the widened or dequantized values written to buf.
 func (r KVRows) Row(c, n int, buf []float32) []float32 {
-	if r.Type == KVFloat32 {
+	switch r.Type {
+	case KVFloat32:
 		return r.F32[c*r.Ld : c*r.Ld+n]
+	case KVInt8:
+		DequantizeInt8(buf[:n], r.I8[c*r.Ld:c*r.Ld+n], r.S[c*r.LdS:])
+		return buf[:n]
 	}
 	Widen(buf[:n], r.U16[c*r.Ld:c*r.Ld+n], r.Type)
 	return buf[:n]

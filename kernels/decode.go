@@ -21,25 +21,36 @@ type decodeKernel func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m,
 
 // HasDecode reports whether the set has a fused decode kernel for K and V
 // stored as t with head dims dk and dv. (AVX2 loads a 16-bit row's last
-// vector as dword pairs, so it needs even dims there; NEON, without masked
-// loads, needs dims that are multiples of its 4 lanes.)
+// vector as dword pairs, so it needs even dims there, and an int8 row's as
+// dwords, dims multiples of 4; NEON, without masked loads, needs dims
+// that are multiples of its 4 lanes.)
 func (ks *Set) HasDecode(t KVType, dk, dv int) bool {
 	if ks.decode == nil || ks.decodeWhole && (dk%ks.Lanes != 0 || dv%ks.Lanes != 0) {
 		return false
 	}
-	return t == fallback.KVFloat32 || !ks.decodePairs || (dk%2 == 0 && dv%2 == 0)
+	switch t {
+	case fallback.KVFloat32:
+		return true
+	case fallback.KVInt8:
+		// AVX2 loads an int8 row's last vector as dwords: dims multiples of 4.
+		return ks.decodeInt8 && (!ks.decodePairs || (dk%4 == 0 && dv%4 == 0))
+	}
+	return !ks.decodePairs || (dk%2 == 0 && dv%2 == 0)
 }
 
 // DecodeKeys is the fewest keys one Decode call takes: the set's key
 // block (its last, partial block is moved back over keys already done).
 func (ks *Set) DecodeKeys() int { return ks.decodeKeys }
 
-// DecodeScratch is the length of the scratch s that Decode needs.
+// DecodeScratch is the length of the scratch s that Decode needs: for an
+// assembly set its fixed part, then room for the scales of a block of
+// keys of int8 K and V, block-major (decodeKeys per scale block of dk,
+// then of dv).
 func (ks *Set) DecodeScratch(dk, dv int) int {
 	if ks.decodeScratch == 0 {
 		return fallback.DecodeScratch(dk, dv)
 	}
-	return ks.decodeScratch
+	return ks.decodeScratch + ks.decodeKeys*(fallback.Int8Blocks(dk)+fallback.Int8Blocks(dv))
 }
 
 // DecodeScratchBound is the most floats DecodeScratch(dk, dv) asks of any
@@ -48,7 +59,8 @@ func (ks *Set) DecodeScratch(dk, dv int) int {
 func DecodeScratchBound(dk, dv int) float64 {
 	n := float64(fallback.DecodeKeys) + float64(dk) + float64(dv) // the generic set's
 	for _, ks := range available {
-		n = max(n, float64(ks.decodeScratch))
+		scales := float64(ks.decodeKeys) * (float64(dk)/fallback.Int8Block + float64(dv)/fallback.Int8Block + 2)
+		n = max(n, float64(ks.decodeScratch)+scales)
 	}
 	return n
 }
@@ -56,7 +68,7 @@ func DecodeScratchBound(dk, dv int) float64 {
 // Decode is the fused flash loop of a decode step, fallback.Decode's
 // contract: rows (1..DecodeRows) query rows q ([rows][dk], pre-scaled)
 // over nk >= DecodeKeys() keys that every row sees, each K and V row read
-// once and widened in registers if 16-bit; o ([rows][dv]), m and l are
+// once and widened (dequantized) in registers if 16-bit (int8); o ([rows][dv]), m and l are
 // the running state of the online softmax. alibi is nil or 2·rows values:
 // the rows' ALiBi slopes, then their distances to the first key (key c
 // gains slope·(distance + c)). A set without the kernel (HasDecode false)
@@ -74,6 +86,10 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	check("Decode", "q", len(q), rows*dk)
 	check("Decode", "k", k.Len(), span(nk, dk, k.Ld))
 	check("Decode", "v", v.Len(), span(nk, dv, v.Ld))
+	if k.Type == fallback.KVInt8 {
+		check("Decode", "k scales", len(k.S), span(nk, fallback.Int8Blocks(dk), k.LdS))
+		check("Decode", "v scales", len(v.S), span(nk, fallback.Int8Blocks(dv), v.LdS))
+	}
 	check("Decode", "o", len(o), rows*dv)
 	check("Decode", "m", len(m), rows)
 	check("Decode", "l", len(l), rows)
@@ -138,5 +154,23 @@ func (ks *Set) WidenRows(dst []float32, ldd int, src []uint16, lds int, rows, n 
 		for r := 0; r < rows; r++ {
 			fallback.Widen(dst[r*ldd+nv:r*ldd+n], src[r*lds+nv:r*lds+n], t)
 		}
+	}
+}
+
+// DequantRows writes nr rows of n elements of the int8 rows src (with
+// their scales) as float32 at stride ldd in dst: row r element i is
+// float32(q)·scale, as fallback.DequantizeInt8.
+func (ks *Set) DequantRows(dst []float32, ldd int, src KVRows, nr, n int) {
+	if nr <= 0 || n <= 0 {
+		return
+	}
+	if src.Type != fallback.KVInt8 {
+		panic(fmt.Sprintf("kernels: DequantRows: %v rows", src.Type))
+	}
+	check("DequantRows", "dst", len(dst), span(nr, n, ldd))
+	check("DequantRows", "src", len(src.I8), span(nr, n, src.Ld))
+	check("DequantRows", "scales", len(src.S), span(nr, fallback.Int8Blocks(n), src.LdS))
+	for r := range nr {
+		fallback.DequantizeInt8(dst[r*ldd:r*ldd+n], src.I8[r*src.Ld:r*src.Ld+n], src.S[r*src.LdS:])
 	}
 }

@@ -14,4 +14,5 @@ var generic = &Set{
 	tr:         fallback.TransposeScale,
 	decode:     fallback.Decode,
 	decodeKeys: 1,
+	decodeInt8: true,
 }

@@ -55,7 +55,8 @@ type Set struct {
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	decodeKeys    int  // fewest keys of a Decode call
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
-	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only)
+	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only), int8 rows' as dwords
+	decodeInt8    bool // the fused decode takes int8 K/V
 	decodeWhole   bool // whole vectors only: head dims multiples of Lanes (NEON: no masked loads)
 
 	dotRows    int               // the most query rows of a Dot call (0: no Dot)

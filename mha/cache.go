@@ -15,7 +15,9 @@ import (
 // streams each KV head's keys contiguously), stored as float32 (K and V) or, from
 // NewCacheOf, as 16-bit floats (K16 and V16, rounded to nearest even as
 // tokens are appended: half the memory, and half the bytes a decode step
-// reads).
+// reads) or as int8 (K8 and V8 with their scales KScale and VScale,
+// quantized per row as tokens are appended, QuantizeInt8's rule: 0.28 of
+// the memory and bytes read at HeadDim 128).
 //
 // Each sequence of the batch has its own length (a ragged batch: one
 // sequence may take a 300-token prompt while the others decode a token
@@ -27,6 +29,10 @@ import (
 type Cache struct {
 	K, V     []float32 // float32 storage: [Batch][KVHeads][Cap][HeadDim], [Batch][KVHeads][Cap][ValueDim]
 	K16, V16 []uint16  // 16-bit storage, the same shapes
+	K8, V8   []int8    // int8 storage, the same shapes
+	// KScale and VScale are the int8 rows' scales,
+	// [Batch][KVHeads][Cap][Int8Blocks(dim)].
+	KScale, VScale []float32
 
 	typ         KVType
 	layer       *Layer
@@ -46,15 +52,18 @@ func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 	return l.NewCacheOf(batch, capacity, Float32)
 }
 
-// NewCacheOf is NewCache with K and V stored as t: Float32, Float16 or
-// BFloat16 (another value is ErrOption). Decoding against a 16-bit cache
-// gives the float32 result of the rounded keys and values.
+// NewCacheOf is NewCache with K and V stored as t: Float32, Float16,
+// BFloat16 or Int8 (another value is ErrOption). Decoding against a 16-bit
+// or int8 cache gives the float32 result of the rounded (dequantized) keys
+// and values. Appending a token whose K or V holds NaN or ±Inf to an Int8
+// cache is ErrNonFinite, naming the sequence, token and head, and that
+// call appends nothing.
 func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
-	if t != Float32 && !t.is16() {
-		return nil, fmt.Errorf("%w: cache KVType %d is not Float32, Float16 or BFloat16", ErrOption, int(t))
+	if t != Float32 && t != Int8 && !t.is16() {
+		return nil, fmt.Errorf("%w: cache KVType %d is not Float32, Float16, BFloat16 or Int8", ErrOption, int(t))
 	}
 	if batch < 1 || capacity < 1 {
 		return nil, fmt.Errorf("%w: cache batch = %d, capacity = %d, both must be >= 1", ErrShape, batch, capacity)
@@ -65,20 +74,34 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 		return nil, err
 	}
 	size := uint64(nk) + uint64(nv)
-	if t.is16() {
+	switch {
+	case t.is16():
 		size /= 2
+	case t == Int8: // a byte per element and a float per block
+		size = (size + 4*uint64(l.cacheScales(batch, capacity, l.cfg.HeadDim)+l.cacheScales(batch, capacity, l.cfg.ValueDim))) / 4
 	}
 	if err := checkAlloc("the cache", size+uint64(batch)*6); err != nil {
 		return nil, err
 	}
 	c := &Cache{typ: t, layer: l, batch: batch, capa: capacity,
 		lens: make([]atomic.Int64, batch), kvlens: make([]int, batch), counts: make([]int, batch)}
-	if t.is16() {
+	switch {
+	case t.is16():
 		c.K16, c.V16 = make([]uint16, nk), make([]uint16, nv)
-	} else {
+	case t == Int8:
+		c.K8, c.V8 = make([]int8, nk), make([]int8, nv)
+		c.KScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.HeadDim))
+		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.ValueDim))
+	default:
 		c.K, c.V = make([]float32, nk), make([]float32, nv)
 	}
 	return c, nil
+}
+
+// cacheScales is the number of int8 scales of a cache's K (dim HeadDim)
+// or V (ValueDim); its element count passed allocFloats, so it fits.
+func (l *Layer) cacheScales(batch, capacity, dim int) int {
+	return batch * l.cfg.KVHeads * capacity * Int8Blocks(dim)
 }
 
 // Type returns the cache's storage type (Float32 for a nil Cache).
@@ -93,32 +116,72 @@ func (c *Cache) Type() KVType {
 func (c *Cache) kv(b int) kvData {
 	kw, vw := c.layer.cfg.KVHeads*c.layer.cfg.HeadDim, c.layer.cfg.KVHeads*c.layer.cfg.ValueDim
 	kr, vr := b*c.capa*kw, b*c.capa*vw
-	if c.typ.is16() {
+	switch {
+	case c.typ.is16():
 		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw], headsMajor: true}
+	case c.typ == Int8:
+		ksw, vsw := c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.ValueDim)
+		ksr, vsr := b*c.capa*ksw, b*c.capa*vsw
+		return kvData{t: c.typ, k8: c.K8[kr : kr+c.capa*kw], v8: c.V8[vr : vr+c.capa*vw],
+			ks: c.KScale[ksr : ksr+c.capa*ksw], vs: c.VScale[vsr : vsr+c.capa*vsw], headsMajor: true}
 	}
 	return kvData{t: c.typ, k: c.K[kr : kr+c.capa*kw], v: c.V[vr : vr+c.capa*vw], headsMajor: true}
+}
+
+// storable checks, for an Int8 cache, that the n new tokens of sequence b
+// from position at (k and v: [n][KVHeads][dim]) can be quantized: a NaN or
+// ±Inf is ErrNonFinite naming the sequence, token and head.
+func (c *Cache) storable(b, at, n int, k, v []float32) error {
+	if c.typ != Int8 {
+		return nil
+	}
+	cfg := c.layer.cfg
+	for _, t := range [2]struct {
+		name string
+		src  []float32
+		dim  int
+	}{{"K", k, cfg.HeadDim}, {"V", v, cfg.ValueDim}} {
+		for i := range n {
+			for g := range cfg.KVHeads {
+				for d, x := range t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim] {
+					if !finite(x) {
+						return fmt.Errorf("%w: Int8 cache: sequence %d, token %d, KV head %d: %s element %d is %v",
+							ErrNonFinite, b, at+i, g, t.name, d, x)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // store writes n new tokens of sequence b, from position at, into the
 // cache: k and v are their projections, [n][KVHeads][dim] (BSHD rows), and
 // each head's rows go to that head's run of the cache (rounded to the
-// cache's 16-bit type if it has one).
+// cache's 16-bit type, or quantized to int8, if it has one: storable has
+// passed).
 func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
 	cfg := c.layer.cfg
 	for _, t := range [2]struct {
-		src []float32
-		f32 []float32
-		u16 []uint16
-		dim int
-	}{{k, c.K, c.K16, cfg.HeadDim}, {v, c.V, c.V16, cfg.ValueDim}} {
+		src    []float32
+		f32    []float32
+		u16    []uint16
+		i8     []int8
+		scales []float32
+		dim    int
+	}{{k, c.K, c.K16, c.K8, c.KScale, cfg.HeadDim}, {v, c.V, c.V16, c.V8, c.VScale, cfg.ValueDim}} {
+		nb := Int8Blocks(t.dim)
 		for g := 0; g < cfg.KVHeads; g++ {
-			base := ((b*cfg.KVHeads+g)*c.capa + at) * t.dim
+			first := (b*cfg.KVHeads+g)*c.capa + at // the head's row of token at
 			for i := 0; i < n; i++ {
 				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
-				off := base + i*t.dim
-				if c.typ.is16() {
+				off := (first + i) * t.dim
+				switch {
+				case c.typ.is16():
 					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(c.typ))
-				} else {
+				case c.typ == Int8:
+					_ = fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[(first+i)*nb:][:nb], row) // finite: storable
+				default:
 					copy(t.f32[off:off+t.dim], row)
 				}
 			}

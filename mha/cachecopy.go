@@ -50,17 +50,25 @@ func (c *Cache) CopyTo(to *Cache, dst, src, n int) error {
 	if to != c || dst != src {
 		cfg := c.layer.cfg
 		for _, t := range [2]struct {
-			dim          int
-			from, into   []float32
-			from16, to16 []uint16
-		}{{cfg.HeadDim, c.K, to.K, c.K16, to.K16}, {cfg.ValueDim, c.V, to.V, c.V16, to.V16}} {
+			dim                int
+			from, into         []float32
+			from16, to16       []uint16
+			from8, to8         []int8
+			fromScale, toScale []float32
+		}{{cfg.HeadDim, c.K, to.K, c.K16, to.K16, c.K8, to.K8, c.KScale, to.KScale},
+			{cfg.ValueDim, c.V, to.V, c.V16, to.V16, c.V8, to.V8, c.VScale, to.VScale}} {
+			nb := Int8Blocks(t.dim)
 			for g := 0; g < cfg.KVHeads; g++ {
-				a := (src*cfg.KVHeads + g) * c.capa * t.dim  // src's run of head g
-				b := (dst*cfg.KVHeads + g) * to.capa * t.dim // dst's
-				if c.typ.is16() {
-					copy(t.to16[b:b+n*t.dim], t.from16[a:a+n*t.dim])
-				} else {
-					copy(t.into[b:b+n*t.dim], t.from[a:a+n*t.dim])
+				a := (src*cfg.KVHeads + g) * c.capa  // src's first row of head g
+				b := (dst*cfg.KVHeads + g) * to.capa // dst's
+				switch {
+				case c.typ.is16():
+					copy(t.to16[b*t.dim:(b+n)*t.dim], t.from16[a*t.dim:(a+n)*t.dim])
+				case c.typ == Int8:
+					copy(t.to8[b*t.dim:(b+n)*t.dim], t.from8[a*t.dim:(a+n)*t.dim])
+					copy(t.toScale[b*nb:(b+n)*nb], t.fromScale[a*nb:(a+n)*nb])
+				default:
+					copy(t.into[b*t.dim:(b+n)*t.dim], t.from[a*t.dim:(a+n)*t.dim])
 				}
 			}
 		}

@@ -115,7 +115,9 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	}
 	if err := noOverlap([]span{f32("out", out, total*dm), f32("LSE", o.LSE, total*H),
 		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
-		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16))},
+		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16)),
+		i8("cache.K8", cache.K8, len(cache.K8)), i8("cache.V8", cache.V8, len(cache.V8)),
+		f32("cache.KScale", cache.KScale, len(cache.KScale)), f32("cache.VScale", cache.VScale, len(cache.VScale))},
 		[]span{f32("x", x, total*dm)}); err != nil {
 		return err
 	}
@@ -166,6 +168,12 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		l.projectKV(sc.k, sc.v, x, total, c) &&
 		l.prepare(prep, c)) {
 		return ctx.Err()
+	}
+	for b, row := 0, 0; b < cache.batch; b++ { // nothing is stored unless every row can be
+		if err := cache.storable(b, int(cache.lens[b].Load()), counts[b], sc.k[row*kw:], sc.v[row*vw:]); err != nil {
+			return err
+		}
+		row += counts[b]
 	}
 	for b, row := 0, 0; b < cache.batch; b++ {
 		n := counts[b]

@@ -8,11 +8,12 @@ import (
 )
 
 // KVType is the storage type of K and V: Attention takes float32,
-// Attention16 and a Cache made by NewCacheOf take 16-bit floats. The
-// arithmetic is float32 whatever the storage (16-bit values are widened
-// exactly), so a 16-bit K/V gives the float32 result of its rounded
-// values, with half the bytes to read: what a memory-bound decode step is
-// limited by.
+// Attention16 16-bit floats, AttentionInt8 int8 with scales, and a Cache
+// made by NewCacheOf any of them. The arithmetic is float32 whatever the
+// storage (16-bit values are widened exactly, int8 ones dequantized to
+// float32(q)·scale), so a 16-bit or int8 K/V gives the float32 result of
+// its rounded values, with a half or (scales included) 0.28 of the bytes
+// to read: what a memory-bound decode step is limited by.
 type KVType int
 
 const (
@@ -23,9 +24,13 @@ const (
 	// BFloat16 is bfloat16: float32's upper 16 bits (float32's range, 8
 	// significant bits).
 	BFloat16 = KVType(fallback.KVBFloat16)
+	// Int8 is symmetric int8 with one float32 scale per block of
+	// Int8Block consecutive elements of a (token, head) row: see
+	// QuantizeInt8 for the rule and Int8Tensor for the layout.
+	Int8 = KVType(fallback.KVInt8)
 )
 
-// String returns "f32", "f16" or "bf16".
+// String returns "f32", "f16", "bf16" or "int8".
 func (t KVType) String() string { return fallback.KVType(t).String() }
 
 // is16 reports whether t is a 16-bit type.

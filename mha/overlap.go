@@ -24,6 +24,11 @@ func u16(name string, x []uint16, n int) span {
 	return span{name, unsafe.Pointer(unsafe.SliceData(x)), 2 * max(min(n, len(x)), 0)}
 }
 
+// i8 is the span of the first n elements of x.
+func i8(name string, x []int8, n int) span {
+	return span{name, unsafe.Pointer(unsafe.SliceData(x)), max(min(n, len(x)), 0)}
+}
+
 // bools is the span of the first n elements of x.
 func bools(name string, x []bool, n int) span {
 	return span{name, unsafe.Pointer(unsafe.SliceData(x)), max(min(n, len(x)), 0)}

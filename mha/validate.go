@@ -34,29 +34,40 @@ func (s Shape) resolve() (Shape, error) {
 	return s, nil
 }
 
-// kvData is the K and V of a call: float32, or 16-bit of type t (a valid
-// type: Attention16 and NewCacheOf check it).
+// kvData is the K and V of a call: float32, 16-bit of type t, or int8
+// with scales (a valid type: the Attention functions and NewCacheOf check
+// it).
 type kvData struct {
 	t          KVType
 	k, v       []float32
 	k16, v16   []uint16
-	headsMajor bool // [B][KVHeads][KVLen][dim] whatever the shape's Layout (a Cache's rows)
+	k8, v8     []int8
+	ks, vs     []float32 // int8: the scales, Int8Blocks(dim) per row
+	headsMajor bool      // [B][KVHeads][KVLen][dim] whatever the shape's Layout (a Cache's rows)
 }
 
 // lens returns the lengths of K and V.
 func (d kvData) lens() (k, v int) {
-	if d.t == Float32 {
+	switch d.t {
+	case Float32:
 		return len(d.k), len(d.v)
+	case Int8:
+		return len(d.k8), len(d.v8)
 	}
 	return len(d.k16), len(d.v16)
 }
 
-// spans returns the memory K and V use: nk and nv elements.
-func (d kvData) spans(nk, nv int) (k, v span) {
-	if d.t == Float32 {
-		return f32("k", d.k, nk), f32("v", d.v, nv)
+// spans returns the memory K and V use, rows rows of dk and dv elements,
+// and that of their scales (empty unless int8).
+func (d kvData) spans(rows, dk, dv int) (k, v, ks, vs span) {
+	switch d.t {
+	case Float32:
+		return f32("k", d.k, rows*dk), f32("v", d.v, rows*dv), span{}, span{}
+	case Int8:
+		return i8("k", d.k8, rows*dk), i8("v", d.v8, rows*dv),
+			f32("k scales", d.ks, rows*fallback.Int8Blocks(dk)), f32("v scales", d.vs, rows*fallback.Int8Blocks(dv))
 	}
-	return u16("k", d.k16, nk), u16("v", d.v16, nv)
+	return u16("k", d.k16, rows*dk), u16("v", d.v16, rows*dv), span{}, span{}
 }
 
 // problem validates one attention call and resolves it for the tile layer.
@@ -83,11 +94,20 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
 		return tile.Problem{}, err
 	}
+	if kv.t == Int8 {
+		if err := needLen("k scales", len(kv.ks), B, Lk, Hkv, fallback.Int8Blocks(Dk)); err != nil {
+			return tile.Problem{}, err
+		}
+		if err := needLen("v scales", len(kv.vs), B, Lk, Hkv, fallback.Int8Blocks(Dv)); err != nil {
+			return tile.Problem{}, err
+		}
+	}
 	if err := needLen("out", len(out), B, Lq, H, Dv); err != nil {
 		return tile.Problem{}, err
 	}
 	p := tile.Problem{
 		Q: q, K: kv.k, V: kv.v, Out: out, KVType: fallback.KVType(kv.t), K16: kv.k16, V16: kv.v16,
+		K8: kv.k8, V8: kv.v8, KS: kv.ks, VS: kv.vs,
 		Batch: B, Heads: H, KVHeads: Hkv, QLen: Lq, KVLen: Lk, HeadDim: Dk, ValueDim: Dv,
 		HeadsMajor:   s.Layout == BHSD,
 		KVHeadsMajor: s.Layout == BHSD || kv.headsMajor,
@@ -103,10 +123,10 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		return tile.Problem{}, fmt.Errorf("%w: HeadDim = %d, ValueDim = %d need %.3g bytes of scratch on %d workers, more than this machine can allocate (%d)",
 			ErrShape, Dk, Dv, ws, workers, memoryLimit)
 	}
-	ks, vs := kv.spans(B*Lk*Hkv*Dk, B*Lk*Hkv*Dv)
+	ks, vs, kScales, vScales := kv.spans(B*Lk*Hkv, Dk, Dv)
 	return p, noOverlap(
 		[]span{f32("out", out, B*Lq*H*Dv), f32("LSE", p.LSE, B*H*Lq)},
-		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*p.BiasQLen*Lk),
+		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, kScales, vScales, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*p.BiasQLen*Lk),
 			bools("Mask", p.Mask, p.MaskBatch*p.MaskHeads*p.MaskQLen*Lk),
 			f32("ALiBi", p.Slopes, H), f32("Sinks", p.Sinks, H)})
 }

@@ -209,9 +209,9 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 }
 
 // kvBlock returns nk rows of the item's K (or V, if value) from key kb as
-// float32, with their stride: the tensor itself, or for 16-bit storage a
-// contiguous copy widened once per block, which every row of the item
-// then reads from cache.
+// float32, with their stride: the tensor itself, or for 16-bit and int8
+// storage a contiguous copy widened (dequantized) once per block, which
+// every row of the item then reads from cache.
 func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	p, ws := r.p, r.ws
 	rows := p.kvRows(r.it.b, kb, r.it.g, value)
@@ -223,11 +223,14 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 		dim, buf = p.ValueDim, &ws.vb
 	}
 	*buf = grow(*buf, nk*dim)
-	if rows.Type == fallback.KVFloat32 {
+	switch rows.Type {
+	case fallback.KVFloat32:
 		for c := range nk {
 			copy((*buf)[c*dim:(c+1)*dim], rows.F32[c*rows.Ld:])
 		}
-	} else {
+	case fallback.KVInt8:
+		r.ks.DequantRows(*buf, dim, rows, nk, dim)
+	default:
 		r.ks.WidenRows(*buf, dim, rows.U16, rows.Ld, nk, dim, rows.Type)
 	}
 	return *buf, dim

@@ -10,10 +10,13 @@ type Problem struct {
 	Q, K, V, Out []float32
 	LSE          []float32 // [B][H][Lq], or nil
 
-	// KVType is the storage of K and V: float32 in K and V, or a 16-bit
-	// type in K16 and V16.
+	// KVType is the storage of K and V: float32 in K and V, a 16-bit type
+	// in K16 and V16, or int8 in K8 and V8 with their scales KS and VS
+	// (fallback.Int8Blocks(dim) per row, laid out as the rows are).
 	KVType   fallback.KVType
 	K16, V16 []uint16
+	K8, V8   []int8
+	KS, VS   []float32
 
 	Batch, Heads, KVHeads int
 	QLen, KVLen           int // KVLen is the stored key length (the stride)
@@ -170,15 +173,19 @@ func (p *Problem) seesKey(b, h, i int) bool {
 // kvRows returns the rows of K (value false) or V (value true) of KV head
 // g of batch b from key j on, with their stride.
 func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
-	dim, f, h := p.HeadDim, p.K, p.K16
+	dim, f, h, i8, sc := p.HeadDim, p.K, p.K16, p.K8, p.KS
 	if value {
-		dim, f, h = p.ValueDim, p.V, p.V16
+		dim, f, h, i8, sc = p.ValueDim, p.V, p.V16, p.V8, p.VS
 	}
 	off, ld := p.kvRow(b, j, g, dim)
 	r := fallback.KVRows{Type: p.KVType, Ld: ld}
-	if p.KVType == fallback.KVFloat32 {
+	switch p.KVType {
+	case fallback.KVFloat32:
 		r.F32 = f[off:]
-	} else {
+	case fallback.KVInt8:
+		soff, lds := p.kvRow(b, j, g, fallback.Int8Blocks(dim))
+		r.I8, r.S, r.LdS = i8[off:], sc[soff:], lds
+	default:
 		r.U16 = h[off:]
 	}
 	return r
