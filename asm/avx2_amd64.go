@@ -96,6 +96,24 @@ func DecodeF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int
 //go:noescape
 func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 
+// DecodeI8AVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]
+// (v likewise with vs, ldvs), dequantized in registers; s is scratch
+// (fixed part, then a block's K and V scales, block-major).
+//
+//go:noescape
+func DecodeI8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
+
 // WidenF16AVX2 is
 //
 //	for r := 0; r < rows; r++ {

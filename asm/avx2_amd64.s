@@ -14838,6 +14838,4694 @@ panelnext:
 	VZEROUPPER
 	RET
 
+// func DecodeI8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeI8AVX2(SB), NOSPLIT, $200-160
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ ks+128(FP), CX
+	MOVQ CX, 144(SP)
+	MOVQ ldks+136(FP), CX
+	SHLQ $0x02, CX
+	MOVQ CX, 160(SP)
+	MOVQ 72(SP), CX
+	ADDQ $0x1f, CX
+	SHRQ $0x05, CX
+	MOVQ CX, 176(SP)
+	MOVQ vs+144(FP), CX
+	MOVQ CX, 152(SP)
+	MOVQ ldvs+152(FP), CX
+	SHLQ $0x02, CX
+	MOVQ CX, 168(SP)
+	MOVQ 80(SP), CX
+	ADDQ $0x1f, CX
+	SHRQ $0x05, CX
+	MOVQ CX, 184(SP)
+	MOVQ 176(SP), CX
+	SHLQ $0x08, CX
+	ADDQ $0x00000340, CX
+	MOVQ CX, 192(SP)
+	MOVQ 48(SP), CX
+	CMPQ CX, 72(SP)
+	JNE  pfk0_strided
+	MOVQ $0x00000000, 128(SP)
+	JMP  pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+928(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 832(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	VBROADCASTSS (CX), Y0
+	VMOVUPS      Y0, (DX)
+	VBROADCASTSS (CX)(SI*1), Y0
+	VMOVUPS      Y0, 32(DX)
+	VBROADCASTSS (CX)(SI*2), Y0
+	VMOVUPS      Y0, 64(DX)
+	VBROADCASTSS (CX)(DI*1), Y0
+	VMOVUPS      Y0, 96(DX)
+	VBROADCASTSS (R8), Y0
+	VMOVUPS      Y0, 128(DX)
+	VBROADCASTSS (R8)(SI*1), Y0
+	VMOVUPS      Y0, 160(DX)
+	VBROADCASTSS (R8)(SI*2), Y0
+	VMOVUPS      Y0, 192(DX)
+	VBROADCASTSS (R8)(DI*1), Y0
+	VMOVUPS      Y0, 224(DX)
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, CX
+	ADDQ         $0x00000100, DX
+	DECQ         BX
+	JNZ          scalesk
+	MOVQ         152(SP), CX
+	MOVQ         192(SP), DX
+	ADDQ         AX, DX
+	MOVQ         184(SP), BX
+	MOVQ         168(SP), SI
+	LEAQ         (SI)(SI*2), DI
+	LEAQ         (CX)(SI*4), R8
+
+scalesv:
+	VBROADCASTSS (CX), Y0
+	VMOVUPS      Y0, (DX)
+	VBROADCASTSS (CX)(SI*1), Y0
+	VMOVUPS      Y0, 32(DX)
+	VBROADCASTSS (CX)(SI*2), Y0
+	VMOVUPS      Y0, 64(DX)
+	VBROADCASTSS (CX)(DI*1), Y0
+	VMOVUPS      Y0, 96(DX)
+	VBROADCASTSS (R8), Y0
+	VMOVUPS      Y0, 128(DX)
+	VBROADCASTSS (R8)(SI*1), Y0
+	VMOVUPS      Y0, 160(DX)
+	VBROADCASTSS (R8)(SI*2), Y0
+	VMOVUPS      Y0, 192(DX)
+	VBROADCASTSS (R8)(DI*1), Y0
+	VMOVUPS      Y0, 224(DX)
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, CX
+	ADDQ         $0x00000100, DX
+	DECQ         BX
+	JNZ          scalesv
+
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    128(SP), BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT0  (BX)
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      832(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      864(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x08, DX
+	ADDQ        $0x08, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R9, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      832(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      864(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT0  (BX)
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      896(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      928(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x08, DX
+	ADDQ        $0x08, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R9, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      896(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      928(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT0  (BX)
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      960(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      992(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x08, DX
+	ADDQ        $0x08, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R9, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      960(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      992(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT0  (BX)
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1024(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT0  (BX)(CX*1)
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1056(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, R8
+	ADDQ        $0x08, DX
+	ADDQ        $0x08, BX
+	DECQ        R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_prefetched_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (SI)(DI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (R8)(DI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R9, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1024(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1056(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_prefetched_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    128(SP), DI
+	LEAQ    (BX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
+	MOVQ        32(SP), R11
+	SUBQ        R10, R11
+	SHRQ        $0x02, R11
+	SHLQ        $0x08, R11
+	PREFETCHT0  (R8)
+	VPMOVSXBD   (BX), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      832(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	PREFETCHT0  (R8)(CX*1)
+	VPMOVSXBD   (BX)(CX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      864(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	PREFETCHT0  (R8)(CX*2)
+	VPMOVSXBD   (BX)(CX*2), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      896(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	PREFETCHT0  (R8)(DX*1)
+	VPMOVSXBD   (BX)(DX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      928(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	PREFETCHT0  (DI)
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      960(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	PREFETCHT0  (DI)(CX*1)
+	VPMOVSXBD   (SI)(CX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      992(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	PREFETCHT0  (DI)(CX*2)
+	VPMOVSXBD   (SI)(CX*2), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1024(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	PREFETCHT0  (DI)(DX*1)
+	VPMOVSXBD   (SI)(DX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1056(AX)(R11*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, R9
+	ADDQ        $0x08, BX
+	ADDQ        $0x08, SI
+	ADDQ        $0x08, R8
+	ADDQ        $0x08, DI
+	DECQ        R10
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (R9), Y8, Y8
+	MOVQ        32(SP), DI
+	SUBQ        R10, DI
+	SHRQ        $0x02, DI
+	SHLQ        $0x08, DI
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      832(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      864(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      896(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      928(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      960(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      992(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1024(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1056(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_prefetched_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), DX
+	MOVQ    96(SP), BX
+	MOVQ    40(SP), SI
+	LEAQ    (BX)(SI*2), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows4_pass0_last_dims
+
+scores_rows4_pass0_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      832(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      864(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass0_dims
+
+scores_rows4_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R8, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      832(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      864(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass1_last_dims
+
+scores_rows4_pass1_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      896(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      928(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass1_dims
+
+scores_rows4_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R8, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      896(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      928(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass1_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass2_last_dims
+
+scores_rows4_pass2_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      960(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      992(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass2_dims
+
+scores_rows4_pass2_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass2_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R8, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      960(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      992(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass2_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y15
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	LEAQ       (CX)(CX*2), DX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass3_last_dims
+
+scores_rows4_pass3_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (DX), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1024(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVSXBD   (DX)(CX*1), Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1056(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, DX
+	DECQ        R8
+	JNZ         scores_rows4_pass3_dims
+
+scores_rows4_pass3_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows4_pass3_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (BX), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (BX)(SI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (BX)(SI*2), Y10, Y10
+	VMOVDQU     576(AX), Y11
+	VMASKMOVPS  (DI)(SI*1), Y11, Y11
+	MOVQ        32(SP), BX
+	SUBQ        R8, BX
+	SHRQ        $0x02, BX
+	SHLQ        $0x08, BX
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1024(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VMOVDQU     640(AX), X12
+	VMASKMOVPS  (DX)(CX*1), X12, X12
+	VPMOVSXBD   X12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      1056(AX)(BX*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+
+scores_rows4_pass3_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y14, Y13, Y1
+	VSHUFPS      $0xee, Y14, Y13, Y2
+	VSHUFPS      $0x44, Y0, Y15, Y3
+	VSHUFPS      $0xee, Y0, Y15, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	LEAQ    (CX)(CX*2), DX
+	MOVQ    (SP), BX
+	LEAQ    (BX)(CX*4), SI
+	MOVQ    96(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_last_dims
+
+scores_rows1_pass0_dims:
+	VMOVUPS     (DI), Y8
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (BX), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      832(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VPMOVSXBD   (BX)(CX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      864(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVSXBD   (BX)(CX*2), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      896(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVSXBD   (BX)(DX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      928(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      960(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVSXBD   (SI)(CX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      992(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVSXBD   (SI)(CX*2), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1024(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVSXBD   (SI)(DX*1), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1056(AX)(R9*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, BX
+	ADDQ        $0x08, SI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_dims
+
+scores_rows1_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	MOVQ        32(SP), DI
+	SUBQ        R8, DI
+	SHRQ        $0x02, DI
+	SHLQ        $0x08, DI
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      832(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      864(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      896(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      928(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      960(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      992(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(CX*2), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1024(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVDQU     640(AX), X9
+	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      1056(AX)(DI*1), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+
+scores_rows1_pass0_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+pv:
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  rows2_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows2_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
+
+rows2_not4:
+	CMPQ CX, $0x03
+	JNE  rows2_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
+
+rows2_not3:
+	CMPQ CX, $0x02
+	JNE  rows2_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
+
+rows2_not2:
+	CMPQ CX, $0x01
+	JNE  rows2_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
+
+rows2_not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs4_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	CMPQ         R10, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT0   (R10)
+	PREFETCHT0   8(R10)
+	PREFETCHT0   16(R10)
+	PREFETCHT0   24(R10)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   8(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVSXBD   16(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VPMOVSXBD   24(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs4_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	CMPQ         R10, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT0   (R10)
+	PREFETCHT0   8(R10)
+	PREFETCHT0   16(R10)
+	PREFETCHT0   24(R10)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   8(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVSXBD   16(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVDQU     656(AX), X10
+	VMASKMOVPS  24(DI), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      (SI), Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs3_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	CMPQ         R10, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT0   (R10)
+	PREFETCHT0   8(R10)
+	PREFETCHT0   16(R10)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVSXBD   8(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VPMOVSXBD   16(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs3_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	CMPQ         R10, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT0   (R10)
+	PREFETCHT0   8(R10)
+	PREFETCHT0   16(R10)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVSXBD   8(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  16(DI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (SI), Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs2_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	CMPQ         R10, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT0   (R10)
+	PREFETCHT0   8(R10)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (SI), Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VPMOVSXBD   8(DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (SI), Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs2_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	CMPQ         R10, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT0   (R10)
+	PREFETCHT0   8(R10)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (SI), Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  8(DI), X6, X6
+	VPMOVSXBD   X6, Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (SI), Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs1_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	CMPQ         R10, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT0   (R10)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (SI), Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	SHLQ         $0x08, SI
+	ADDQ         192(SP), SI
+	ADDQ         AX, SI
+	MOVQ         R9, R10
+	SHLQ         $0x05, R10
+	ADDQ         R10, SI
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), R10
+	ADDQ         DI, R10
+
+rows2_vecs1_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	CMPQ         R10, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT0   (R10)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  (DI), X4, X4
+	VPMOVSXBD   X4, Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (SI), Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        $0x20, SI
+	ADDQ        R8, DI
+	ADDQ        R8, R10
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+	PREFETCHT0   40(R9)
+	PREFETCHT0   48(R9)
+	PREFETCHT0   56(R9)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y5
+	VPMOVSXBD   40(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y6
+	VPMOVSXBD   48(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y7
+	VPMOVSXBD   56(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+	PREFETCHT0   40(R9)
+	PREFETCHT0   48(R9)
+	PREFETCHT0   56(R9)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      (BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y5
+	VPMOVSXBD   40(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y6
+	VPMOVSXBD   48(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y7
+	VMOVDQU     656(AX), X9
+	VMASKMOVPS  56(SI), X9, X9
+	VPMOVSXBD   X9, Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      256(BX), Y9, Y9
+	VFMADD231PS Y9, Y0, Y8
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+	PREFETCHT0   40(R9)
+	PREFETCHT0   48(R9)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      256(BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y5
+	VPMOVSXBD   40(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      256(BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y6
+	VPMOVSXBD   48(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      256(BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+	PREFETCHT0   40(R9)
+	PREFETCHT0   48(R9)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      256(BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y5
+	VPMOVSXBD   40(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      256(BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y6
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  48(SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      256(BX), Y8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+	PREFETCHT0   40(R9)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVSXBD   32(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      256(BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y5
+	VPMOVSXBD   40(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      256(BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+	PREFETCHT0   40(R9)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      (BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVSXBD   32(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      256(BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y5
+	VMOVDQU     656(AX), X7
+	VMASKMOVPS  40(SI), X7, X7
+	VPMOVSXBD   X7, Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      256(BX), Y7, Y7
+	VFMADD231PS Y7, Y0, Y6
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VPMOVSXBD   8(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VPMOVSXBD   16(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y3
+	VPMOVSXBD   24(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y4
+	VPMOVSXBD   32(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      256(BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+	PREFETCHT0   32(R9)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VPMOVSXBD   8(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VPMOVSXBD   16(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y3
+	VPMOVSXBD   24(SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      (BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y4
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  32(SI), X6, X6
+	VPMOVSXBD   X6, Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      256(BX), Y6, Y6
+	VFMADD231PS Y6, Y0, Y5
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVSXBD   8(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVSXBD   16(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VPMOVSXBD   24(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+	PREFETCHT0   24(R9)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVSXBD   8(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVSXBD   16(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVDQU     656(AX), X5
+	VMASKMOVPS  24(SI), X5, X5
+	VPMOVSXBD   X5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      (BX), Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (BX), Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVSXBD   8(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (BX), Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VPMOVSXBD   16(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (BX), Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+	PREFETCHT0   16(R9)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (BX), Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVSXBD   8(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (BX), Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  16(SI), X4, X4
+	VPMOVSXBD   X4, Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      (BX), Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      (BX), Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VPMOVSXBD   8(SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      (BX), Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT0   (R9)
+	PREFETCHT0   8(R9)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      (BX), Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVDQU     656(AX), X3
+	VMASKMOVPS  8(SI), X3, X3
+	VPMOVSXBD   X3, Y3
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      (BX), Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT0   (R9)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y2
+	VCVTDQ2PS   Y2, Y2
+	VMULPS      (BX), Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	SHLQ         $0x08, BX
+	ADDQ         192(SP), BX
+	ADDQ         AX, BX
+	MOVQ         R8, R9
+	SHLQ         $0x05, R9
+	ADDQ         R9, BX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), R9
+	ADDQ         SI, R9
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         R9, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT0   (R9)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X2
+	VMASKMOVPS  (SI), X2, X2
+	VPMOVSXBD   X2, Y2
+	VCVTDQ2PS   Y2, Y2
+	VMULPS      (BX), Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        $0x20, BX
+	ADDQ        DI, SI
+	ADDQ        DI, R9
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
 // func WidenF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, F16C
 TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-48

@@ -25,7 +25,11 @@ const (
 	DecodeKeysAVX2 = 8
 
 	// DecodeScratchAVX2 is the floats of Decode's scratch: weights, alphas, masks.
-	DecodeScratchAVX2 = 176
+	DecodeScratchAVX2 = 208
+
+	// DecodeScaleWidthAVX2 is the floats of one int8 scale in Decode's scale scratch (AVX2: broadcast
+	// to a vector by the fill, so that the kernel multiplies by a memory operand).
+	DecodeScaleWidthAVX2 = 8
 
 	// DecodePairsAVX2 is whether Decode loads a 16-bit row's last vector as dword pairs
 	// (VMASKMOVPS has no 16-bit form), so it takes even dims only.

@@ -16,17 +16,17 @@ import (
 var (
 	// The avx2 set converts 16-bit floats with F16C.
 	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
-		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
+		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
-		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2,
+		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
 		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
-		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
+		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
-		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512,
+		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
 		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
 )
@@ -35,13 +35,15 @@ var (
 type (
 	decodeF32Func func(q *float32, rows, kvec, ktail int, k *float32, ldk int, v *float32, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)
 	decode16Func  func(q *float32, rows, kvec, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)
+	decodeI8Func  func(q *float32, rows, kvec, ktail int, k *int8, ldk int, v *int8, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32,
+		ks *float32, ldks int, vs *float32, ldvs int)
 )
 
 // x86Params are the numbers one amd64 ISA's kernels were generated with
 // (asm/params_<isa>_amd64.go).
 type x86Params struct {
 	lanes, panelVecs, softmaxVecs, dotRows, peakChains int
-	decodeKeys, decodeScratch                          int
+	decodeKeys, decodeScratch, decodeScaleWidth        int
 	decodePairs                                        bool
 }
 
@@ -58,6 +60,7 @@ type x86Kernels struct {
 
 	decodeF32        decodeF32Func
 	decodeF16, decBF decode16Func
+	decodeI8         decodeI8Func
 	convert          [2]convertFuncs // float16, bfloat16
 }
 
@@ -95,6 +98,9 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			switch kr.Type {
 			case fallback.KVFloat32:
 				k.decodeF32(&q[0], rows, kvec, kt, &kr.F32[0], kr.Ld, &vr.F32[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
+			case fallback.KVInt8:
+				k.decodeI8(&q[0], rows, kvec, kt, &kr.I8[0], kr.Ld, &vr.I8[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al,
+					&kr.S[0], kr.LdS, &vr.S[0], vr.LdS)
 			case fallback.KVFloat16:
 				k.decodeF16(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
 			default:
@@ -104,6 +110,8 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		decodeKeys:    pr.decodeKeys,
 		decodeScratch: pr.decodeScratch,
 		decodePairs:   pr.decodePairs,
+		decodeInt8:    true,
+		decodeScales:  pr.decodeScaleWidth,
 		widen:         widenCalls(k.convert),
 		narrow:        narrowCalls(k.convert),
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fastattn/fastattn/fallback"
 )
 
 // peakGFLOPS measures ks's register-only FMA rate on one thread.
@@ -84,16 +86,27 @@ func BenchmarkDecode(b *testing.B) {
 					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
 						ld := d * c.heads
 						n := c.keys * ld
-						k := KVRows{Type: typ, Ld: ld}
+						nb := fallback.Int8Blocks(d)
+						k := KVRows{Type: typ, Ld: ld, LdS: nb * c.heads}
 						v := k
 						// Written, so that memory rows are real pages (a
 						// fresh make reads the kernel's one zero page).
-						if typ == kvTypes[0] {
+						switch typ {
+						case fallback.KVFloat32:
 							k.F32, v.F32 = make([]float32, n), make([]float32, n)
 							for i := range k.F32 {
 								k.F32[i], v.F32[i] = float32(i%7)*0.01, float32(i%5)*0.01
 							}
-						} else {
+						case fallback.KVInt8:
+							k.I8, v.I8 = make([]int8, n), make([]int8, n)
+							for i := range k.I8 {
+								k.I8[i], v.I8[i] = int8(i%7), int8(i%5)
+							}
+							k.S, v.S = make([]float32, n/d*nb), make([]float32, n/d*nb)
+							for i := range k.S {
+								k.S[i], v.S[i] = 0.01, 0.01
+							}
+						default:
 							k.U16, v.U16 = make([]uint16, n), make([]uint16, n)
 							for i := range k.U16 {
 								k.U16[i], v.U16[i] = uint16(0x3c00+i%7), uint16(0x3c00+i%5)
@@ -105,11 +118,15 @@ func BenchmarkDecode(b *testing.B) {
 						for i := 0; i < b.N; i++ {
 							for c0 := 0; c0 < c.keys; c0 += c.chunk {
 								for h := range c.heads {
-									ks.Decode(q, rows, d, skipElems(k, c0*ld+h*d), skipElems(v, c0*ld+h*d), c.chunk, d, o, m, l, s, nil)
+									ks.Decode(q, rows, d, skipTo(k, c0, h, d), skipTo(v, c0, h, d), c.chunk, d, o, m, l, s, nil)
 								}
 							}
 						}
-						bytes := float64(2 * c.keys * c.heads * d * typ.Bytes())
+						row := d * typ.Bytes()
+						if typ == fallback.KVInt8 {
+							row += 4 * nb // the scales are read too
+						}
+						bytes := float64(2 * c.keys * c.heads * row)
 						b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 						flops := float64(4 * rows * d * c.keys * c.heads)
 						b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
@@ -125,11 +142,15 @@ func BenchmarkDecode(b *testing.B) {
 // cannot import; bench's readChunk is the same number).
 const benchChunk = 512
 
-// skipElems returns r without its first n elements.
-func skipElems(r KVRows, n int) KVRows {
-	if r.Type == kvTypes[0] {
+// skipTo returns r from the row of key c of head h (rows of d elements).
+func skipTo(r KVRows, c, h, d int) KVRows {
+	n := c*r.Ld + h*d
+	switch r.Type {
+	case fallback.KVFloat32:
 		r.F32 = r.F32[n:]
-	} else {
+	case fallback.KVInt8:
+		r.I8, r.S = r.I8[n:], r.S[c*r.LdS+h*fallback.Int8Blocks(d):]
+	default:
 		r.U16 = r.U16[n:]
 	}
 	return r

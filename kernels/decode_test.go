@@ -9,14 +9,34 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-var kvTypes = []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16}
+var kvTypes = []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8}
 
-// kvOperand is a guarded K or V operand of n elements of type t with
-// random values in [-1, 1) (rounded to t), and its float32 values.
-func kvOperand(t *testing.T, rng *rand.Rand, typ KVType, n, ld int, atEnd bool) (KVRows, []float32, func()) {
+// kvOperand is a guarded K or V operand of nk rows of dim elements at
+// stride ld of type t with random values in [-1, 1) (rounded to t;
+// int8: quantized per row, with guarded scales at a stride of their own),
+// and its float32 values.
+func kvOperand(t *testing.T, rng *rand.Rand, typ KVType, nk, dim, ld int, atEnd bool) (KVRows, []float32, func()) {
+	n := span(nk, dim, ld)
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = 2*rng.Float32() - 1
+	}
+	if typ == fallback.KVInt8 {
+		nb := fallback.Int8Blocks(dim)
+		lds := nb + rng.IntN(3)
+		s, free := guarded8(t, n, atEnd)
+		sc, freeS := guarded(t, span(nk, nb, lds), atEnd)
+		for c := range nk {
+			row := vals[c*ld : c*ld+dim]
+			for i := range row { // a spread of block scales
+				row[i] *= float32(1 + (i/fallback.Int8Block+c)%3)
+			}
+			if err := fallback.QuantizeInt8(s[c*ld:c*ld+dim], sc[c*lds:c*lds+nb], row); err != nil {
+				t.Fatal(err)
+			}
+			fallback.DequantizeInt8(row, s[c*ld:c*ld+dim], sc[c*lds:])
+		}
+		return KVRows{I8: s, S: sc, Type: typ, Ld: ld, LdS: lds}, vals, func() { free(); freeS() }
 	}
 	if typ == fallback.KVFloat32 {
 		s, free := guarded(t, n, atEnd)
@@ -72,8 +92,8 @@ func TestDecode(t *testing.T) {
 func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk, dv int, atEnd bool) {
 	t.Helper()
 	ldk, ldv := dk+rng.IntN(3), dv+rng.IntN(3)
-	k, kf, f1 := kvOperand(t, rng, typ, span(nk, dk, ldk), ldk, atEnd)
-	v, vf, f2 := kvOperand(t, rng, typ, span(nk, dv, ldv), ldv, atEnd)
+	k, kf, f1 := kvOperand(t, rng, typ, nk, dk, ldk, atEnd)
+	v, vf, f2 := kvOperand(t, rng, typ, nk, dv, ldv, atEnd)
 	q, f3 := operand(t, rng, rows*dk, atEnd)
 	o, f4 := operand(t, rng, rows*dv, atEnd)
 	s, f5 := guarded(t, ks.DecodeScratch(dk, dv), atEnd)
@@ -143,7 +163,8 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 }
 
 // TestDecodeNaN: a NaN in a key makes the row's sum NaN (so the row
-// becomes NaN); a NaN in a value reaches only its column.
+// becomes NaN); a NaN in a value reaches only its column (int8: a NaN
+// scale, its block's columns).
 func TestDecodeNaN(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 14))
 	for _, ks := range Available() {
@@ -155,13 +176,17 @@ func TestDecodeNaN(t *testing.T) {
 				}
 				for _, poisonK := range []bool{true, false} {
 					nk := 2*T + 3
-					k, _, f1 := kvOperand(t, rng, typ, nk*dk, dk, true)
-					v, _, f2 := kvOperand(t, rng, typ, nk*dk, dk, true)
-					at := rng.IntN(nk)*dk + 5
+					k, _, f1 := kvOperand(t, rng, typ, nk, dk, dk, true)
+					v, _, f2 := kvOperand(t, rng, typ, nk, dk, dk, true)
+					row := rng.IntN(nk)
+					at := row*dk + 5
 					nan := float32(math.NaN())
-					if target := map[bool]KVRows{true: k, false: v}[poisonK]; typ == fallback.KVFloat32 {
+					switch target := map[bool]KVRows{true: k, false: v}[poisonK]; typ {
+					case fallback.KVFloat32:
 						target.F32[at] = nan
-					} else {
+					case fallback.KVInt8:
+						target.S[row*target.LdS] = nan // columns 0..31
+					default:
 						fallback.Narrow(target.U16[at:at+1], []float32{nan}, typ)
 					}
 					q := make([]float32, dk)
@@ -175,7 +200,7 @@ func TestDecodeNaN(t *testing.T) {
 					}
 					if !poisonK {
 						for j, x := range o {
-							if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5) {
+							if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5 || typ == fallback.KVInt8) {
 								t.Errorf("%s %v: NaN value in column 5: o[%d] = %v", ks, typ, j, x)
 							}
 						}
@@ -206,7 +231,7 @@ func TestConvert(t *testing.T) {
 		math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000), math.Float32frombits(0x7f7fffff)}
 	for _, ks := range Available() {
 		t.Run(ks.Name, func(t *testing.T) {
-			for _, typ := range kvTypes[1:] {
+			for _, typ := range kvTypes[1:3] {
 				ks.Widen(f[:len(all)], all, typ)
 				for i, h := range all {
 					want := fallback.F16ToF32(h)

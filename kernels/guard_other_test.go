@@ -14,3 +14,8 @@ func guarded(t *testing.T, n int, atEnd bool) (s []float32, free func()) {
 func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
 	return make([]uint16, n), func() {}
 }
+
+// guarded8 is guarded for n int8 values.
+func guarded8(t *testing.T, n int, atEnd bool) (s []int8, free func()) {
+	return make([]int8, n), func() {}
+}

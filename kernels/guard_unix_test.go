@@ -30,6 +30,13 @@ func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n), free
 }
 
+// guarded8 is guarded for n int8 values.
+func guarded8(t *testing.T, n int, atEnd bool) (s []int8, free func()) {
+	t.Helper()
+	b, free := guardedBytes(t, n, atEnd)
+	return unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(b))), n), free
+}
+
 // guardedBytes is guarded for n bytes.
 func guardedBytes(t *testing.T, n int, atEnd bool) (s []byte, free func()) {
 	t.Helper()

@@ -57,6 +57,7 @@ type Set struct {
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only), int8 rows' as dwords
 	decodeInt8    bool // the fused decode takes int8 K/V
+	decodeScales  int  // floats per int8 scale in Decode's scale scratch (0: 1)
 	decodeWhole   bool // whole vectors only: head dims multiples of Lanes (NEON: no masked loads)
 
 	dotRows    int               // the most query rows of a Dot call (0: no Dot)

@@ -17,16 +17,18 @@ const (
 	f32 elem = iota
 	f16
 	bf16
+	i8 // int8 K/V: its scales come separately (decode's scale scratch)
 )
 
-func (e elem) name() string   { return [...]string{"F32", "F16", "BF16"}[e] }
-func (e elem) bytes() int     { return [...]int{4, 2, 2}[e] }
-func (e elem) log() uint8     { return [...]uint8{2, 1, 1}[e] } // log2 of bytes
-func (e elem) goType() string { return [...]string{"*float32", "*uint16", "*uint16"}[e] }
+func (e elem) name() string   { return [...]string{"F32", "F16", "BF16", "I8"}[e] }
+func (e elem) bytes() int     { return [...]int{4, 2, 2, 1}[e] }
+func (e elem) log() uint8     { return [...]uint8{2, 1, 1, 0}[e] } // log2 of bytes
+func (e elem) goType() string { return [...]string{"*float32", "*uint16", "*uint16", "*int8"}[e] }
 
 // widen loads one vector of lanes elements of type e from m into dst as
 // float32: F16C's VCVTPH2PS for binary16, a zero-extension and a 16-bit
-// shift for bfloat16 (its bits are float32's upper half).
+// shift for bfloat16 (its bits are float32's upper half), a sign
+// extension and an exact conversion for int8 (its scale not applied).
 func (g *gen) widen(e elem, m operand.Op, dst reg.VecVirtual) {
 	switch e {
 	case f32:
@@ -36,13 +38,17 @@ func (g *gen) widen(e elem, m operand.Op, dst reg.VecVirtual) {
 	case bf16:
 		g.VPMOVZXWD(m, dst)
 		g.VPSLLD(operand.U8(16), dst, dst)
+	case i8:
+		g.VPMOVSXBD(m, dst)
+		g.VCVTDQ2PS(dst, dst)
 	}
 }
 
 // kvMask is the mask of a row's last vector of K or V (its first tail
 // lanes) in the form each storage type's masked load needs: the float32
-// lanes (tailRegs; on AVX-512 the same opmask masks 16-bit words) and, on
-// AVX2, an xmm of tail/2 all-ones dwords for 16-bit rows.
+// lanes (tailRegs; on AVX-512 the same opmask masks 16-bit words and
+// bytes) and, on AVX2, an xmm of all-ones dwords covering the tail of a
+// 16-bit (tail/2 dwords) or int8 row (tail/4).
 type kvMask struct {
 	tailRegs
 	pairs operand.Mem
@@ -50,15 +56,20 @@ type kvMask struct {
 
 // loadKV loads vector j of a row of type e at m into dst as float32,
 // masked to the row's end when masked. No byte past the row's last
-// element is read: AVX-512 loads the 16-bit tail with VMOVDQU16 (fault
-// suppressed beyond the mask); AVX2 loads it as dwords, so an odd
-// 16-bit tail is the caller's to avoid.
+// element is read: AVX-512 loads a 16-bit or int8 tail with VMOVDQU16 or
+// VMOVDQU8 (fault suppressed beyond the mask); AVX2 loads it as dwords,
+// so an odd 16-bit tail, or an int8 one not a multiple of 4, is the
+// caller's to avoid.
 func (g *gen) loadKV(e elem, mk kvMask, m operand.Mem, masked bool, dst reg.VecVirtual) {
 	switch {
 	case !masked:
 		g.widen(e, m, dst)
 	case e == f32:
 		g.loadVec(mk.tailRegs, m, 0, 1, true, dst)
+	case g.isa.avx512() && e == i8: // zmm: the xmm form would need AVX512VL
+		t := g.ZMM()
+		g.VMOVDQU8_Z(m, mk.kmask, t)
+		g.widen(e, t.AsX(), dst)
 	case g.isa.avx512():
 		t := g.ZMM()
 		g.VMOVDQU16_Z(m, mk.kmask, t)

@@ -57,17 +57,19 @@ const decodeAhead = 2
 
 // scratchLayout is where Decode keeps things in its scratch s, in float32
 // elements: the weights [16][T] from 0, the rescale factors [16] at alpha,
-// and on AVX2 the masks (K and V lanes, K and V dword pairs, the skipped
-// lanes of the last block), one ymm vector each; total floats in all.
+// on AVX2 the masks (K and V lanes, K and V dword pairs, the skipped
+// lanes of the last block), one ymm vector each, and on AVX-512 the int8
+// scale gathers' indices (K's and V's: key c's scale row, c·ldks); total
+// floats in all (a block's int8 scales follow).
 type scratchLayout struct {
-	alpha, maskK, maskV, pairsK, pairsV, skips, total int
+	alpha, maskK, maskV, pairsK, pairsV, skips, idxK, idxV, total int
 }
 
 func (g *gen) decodeLayout() scratchLayout {
 	alpha := 16 * g.isa.lanes
 	maskK := alpha + 16
 	return scratchLayout{alpha: alpha, maskK: maskK, maskV: maskK + 8, pairsK: maskK + 16,
-		pairsV: maskK + 20, skips: maskK + 24, total: maskK + 32}
+		pairsV: maskK + 20, skips: maskK + 24, idxK: maskK + 32, idxV: maskK + 48, total: maskK + 64}
 }
 
 // aheadLog is log2 of the keys Decode prefetches strided rows ahead
@@ -105,13 +107,46 @@ type decodeLocals struct {
 	vec               operand.Mem       // PV: first vector of the panel
 	kAhead, vAhead    operand.Mem       // bytes from a row to the one prefetched: 0 if adjacent
 	kSkip             reg.OpmaskVirtual // AVX-512: the skipped lanes of the block
+
+	// int8 only: the current block's scale rows, their strides in bytes,
+	// the scales per K and V row, and where the V scales start in the
+	// scale scratch (bytes from s; the K scales start at total floats).
+	ksp, vsp, ldks, ldvs, nbk, nbv, vsOff operand.Mem
 }
+
+// scaleShift is log2 of the vectors of one int8 scale block (32/lanes).
+func (g *gen) scaleShift() uint8 { return 5 - g.lanesLog() }
+
+// scaleEntryLog is log2 of the bytes of one scale in the scale scratch:
+// a float32 on AVX-512 (multiplied in by an embedded broadcast), a whole
+// vector of it on AVX2 (whose VMULPS has no broadcast operand: the fill
+// broadcasts instead, at the cost of a wider store).
+func (g *gen) scaleEntryLog() uint8 {
+	if g.isa.avx512() {
+		return 2
+	}
+	return g.lanesLog() + 2
+}
+
+// scaleEntryBytes is the bytes of one scale in the scale scratch.
+func (g *gen) scaleEntryBytes() int { return 1 << g.scaleEntryLog() }
+
+// scaleRowLog is log2 of the bytes of one block's row of the scale
+// scratch (lanes scales, key c's at c entries).
+func (g *gen) scaleRowLog() uint8 { return g.lanesLog() + g.scaleEntryLog() }
 
 func (g *gen) decode(e elem) {
 	x := g.isa
 	T := x.lanes
-	g.fn("Decode"+e.name(), fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)", e.goType(), e.goType()),
-		"",
+	sig := fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32", e.goType(), e.goType())
+	scaled := []string{"elements of k's type (16-bit: widened in registers); s is scratch."}
+	if e == i8 {
+		sig += ", ks *float32, ldks int, vs *float32, ldvs int"
+		scaled = []string{"elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]",
+			"(v likewise with vs, ldvs), dequantized in registers; s is scratch",
+			"(fixed part, then a block's K and V scales, block-major)."}
+	}
+	doc := []string{"",
 		"\tfor each block of lanes keys c, for r := 0; r < rows; r++ {",
 		"\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)",
 		"\t\tif alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)",
@@ -121,13 +156,18 @@ func (g *gen) decode(e elem) {
 		"\t\to[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)",
 		"",
 		"fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in",
-		"elements of k's type (16-bit: widened in registers); s is scratch.",
-	)
+	}
+	g.fn("Decode"+e.name(), sig+")", append(doc, scaled...)...)
 	sl := g.decodeLayout()
 	var lc decodeLocals
 	for _, p := range []*operand.Mem{&lc.kp, &lc.vp, &lc.rem, &lc.skip, &lc.kfull, &lc.qstride, &lc.ldk,
 		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec, &lc.kAhead, &lc.vAhead} {
 		*p = g.AllocLocal(8)
+	}
+	if e == i8 {
+		for _, p := range []*operand.Mem{&lc.ksp, &lc.vsp, &lc.ldks, &lc.ldvs, &lc.nbk, &lc.nbv, &lc.vsOff} {
+			*p = g.AllocLocal(8)
+		}
 	}
 	eshift := e.log()
 	store := func(r reg.GPVirtual, m operand.Mem) { g.MOVQ(r, m) }
@@ -182,20 +222,65 @@ func (g *gen) decode(e elem) {
 			g.VMOVDQU(y, m)
 			return m
 		}
-		half := func(n reg.GPVirtual) reg.GPVirtual {
+		half := func(n reg.GPVirtual) reg.GPVirtual { // 16-bit: tail/2 dwords; int8: tail/4
 			h := g.GP64()
 			g.MOVQ(n, h)
-			g.SHRQ(operand.U8(1), h)
+			if e == i8 {
+				g.SHRQ(operand.U8(2), h)
+			} else {
+				g.SHRQ(operand.U8(1), h)
+			}
 			return h
 		}
 		mkK.ymask, mkV.ymask = copyMask(ktail, sl.maskK), copyMask(vtail, sl.maskV)
-		// 8 lanes written, the first 4 used.
+		// 8 lanes written, the first 4 (16-bit) or 2 (int8) used.
 		mkK.pairs, mkV.pairs = copyMask(half(ktail), sl.pairsK), copyMask(half(vtail), sl.pairsV)
 	}
 	kp, vp, nk := g.param("k"), g.param("v"), g.param("nk")
 	store(kp, lc.kp)
 	store(vp, lc.vp)
 	store(nk, lc.rem)
+	if e == i8 {
+		g.Comment("int8: scale rows, strides and counts; the V scales' place in the scratch.")
+		for _, t := range []struct {
+			ptr, ld, row, ptrOut, ldOut, nbOut operand.Mem
+			name, ldName                       string
+		}{{lc.ksp, lc.ldks, lc.krow, lc.ksp, lc.ldks, lc.nbk, "ks", "ldks"}, {lc.vsp, lc.ldvs, lc.vrow, lc.vsp, lc.ldvs, lc.nbv, "vs", "ldvs"}} {
+			store(g.param(t.name), t.ptrOut)
+			ld := g.param(t.ldName)
+			g.SHLQ(operand.U8(2), ld)
+			store(ld, t.ldOut)
+			nb := load(t.row) // bytes = elements
+			g.ADDQ(operand.Imm(31), nb)
+			g.SHRQ(operand.U8(5), nb)
+			store(nb, t.nbOut)
+		}
+		if x.avx512() {
+			// The gathers' indices: lane c = c·ldks (in floats).
+			iota := g.vec()
+			g.VCVTPS2DQ(g.iota(), iota)
+			for _, t := range []struct {
+				ld  operand.Mem
+				off int
+			}{{lc.ldks, sl.idxK}, {lc.ldvs, sl.idxV}} {
+				ld := load(t.ld)
+				g.SHRQ(operand.U8(2), ld)
+				b, idx := g.vec(), g.vec()
+				g.VPBROADCASTD(ld.As32(), b)
+				g.VPMULLD(b, iota, idx)
+				g.VMOVDQU32(idx, operand.Mem{Base: sp, Disp: 4 * t.off})
+			}
+		}
+		off := load(lc.nbk)
+		g.SHLQ(operand.U8(g.scaleRowLog()), off)
+		g.ADDQ(operand.U32(uint64(4*sl.total)), off)
+		store(off, lc.vsOff)
+	}
+	// The pointers each block advances: K and V rows, and int8 scale rows.
+	advancing := []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}}
+	if e == i8 {
+		advancing = append(advancing, struct{ ptr, ld operand.Mem }{lc.ksp, lc.ldks}, struct{ ptr, ld operand.Mem }{lc.vsp, lc.ldvs})
+	}
 	// Strided rows: the prefetch distance, and the first decodeAhead blocks
 	// prefetched before the loop prefetches further.
 	for _, t := range []struct {
@@ -225,7 +310,7 @@ func (g *gen) decode(e elem) {
 	g.SUBQ(rem, skip)
 	g.MOVQ(operand.U32(uint64(T)), rem)
 	store(rem, lc.rem)
-	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
+	for _, p := range advancing {
 		back, ptr := load(p.ld), load(p.ptr)
 		g.IMULQ(skip, back)
 		g.SUBQ(back, ptr)
@@ -245,6 +330,10 @@ func (g *gen) decode(e elem) {
 
 	g.Comment("Adjacent rows: the block's K rows, then its V rows, touched in address order.")
 	g.touchBlock(lc)
+	if e == i8 {
+		g.Comment("int8: the block's scales into the scratch, block-major.")
+		g.fillScales(lc, sp)
+	}
 
 	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
 	g.MOVQ(operand.U32(0), lc.row)
@@ -283,7 +372,7 @@ func (g *gen) decode(e elem) {
 
 	g.Comment("PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.")
 	g.decodePV(e, lc, mkV, sp)
-	for _, p := range []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}} {
+	for _, p := range advancing {
 		step, ptr := load(p.ld), load(p.ptr)
 		g.SHLQ(operand.U8(g.lanesLog()), step)
 		g.ADDQ(step, ptr)
@@ -294,6 +383,78 @@ func (g *gen) decode(e elem) {
 	store(rem, lc.rem)
 	g.JNZ(operand.LabelRef("block"))
 	g.ret()
+}
+
+// fillScales copies the scales of the block's T keys (int8) into the
+// scale scratch, block-major: K's from total floats on, scale b of key c
+// at entry b·T + c (scaleEntryBytes each), then V's from lc.vsOff bytes
+// on, so that the score and PV loops find the scales of one scale block
+// of T keys in one row, key c's at a displacement. A row per block:
+// AVX-512 gathers it (VPGATHERDD, lane c from key c's scale row); AVX2
+// broadcasts each key's scale into a vector, the T keys unrolled.
+func (g *gen) fillScales(lc decodeLocals, sp reg.GPVirtual) {
+	T := g.isa.lanes
+	sl := g.decodeLayout()
+	for i, t := range []struct {
+		ptr, ld, nb operand.Mem
+		idx         int
+		name        string
+	}{{lc.ksp, lc.ldks, lc.nbk, sl.idxK, "scalesk"}, {lc.vsp, lc.ldvs, lc.nbv, sl.idxV, "scalesv"}} {
+		src, dst, n := g.GP64(), g.GP64(), g.GP64()
+		g.MOVQ(t.ptr, src)
+		if i == 0 {
+			g.LEAQ(operand.Mem{Base: sp, Disp: 4 * sl.total}, dst)
+		} else {
+			g.MOVQ(lc.vsOff, dst)
+			g.ADDQ(sp, dst)
+		}
+		g.MOVQ(t.nb, n)
+		if g.isa.avx512() {
+			idx := g.vec()
+			g.VMOVDQU32(operand.Mem{Base: sp, Disp: 4 * t.idx}, idx)
+			g.Label(t.name)
+			k, row := g.K(), g.vec()
+			g.KXNORW(k, k, k)
+			g.VPGATHERDD(operand.Mem{Base: src, Index: idx, Scale: 4}, k, row)
+			g.VMOVUPS(row, operand.Mem{Base: dst})
+		} else {
+			ld, ld3, src4 := g.GP64(), g.GP64(), g.GP64()
+			g.MOVQ(t.ld, ld)
+			g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+			g.LEAQ(operand.Mem{Base: src, Index: ld, Scale: 4}, src4)
+			g.Label(t.name)
+			for c := range T {
+				m := operand.Mem{Base: src}
+				if c >= 4 {
+					m.Base = src4
+				}
+				switch c % 4 {
+				case 1, 2:
+					m.Index, m.Scale = ld, uint8(c%4)
+				case 3:
+					m.Index, m.Scale = ld3, 1
+				}
+				y := g.vec()
+				g.VBROADCASTSS(m, y)
+				g.VMOVUPS(y, operand.Mem{Base: dst, Disp: c * g.scaleEntryBytes()})
+			}
+			g.ADDQ(operand.Imm(4), src4)
+		}
+		g.ADDQ(operand.Imm(4), src)
+		g.ADDQ(operand.U32(uint64(T*g.scaleEntryBytes())), dst)
+		g.DECQ(n)
+		g.JNZ(operand.LabelRef(t.name))
+	}
+}
+
+// scale multiplies the widened int8 vector kv by its scale at m in the
+// scale scratch: a float32 broadcast (AVX-512), or a vector of it (AVX2).
+func (g *gen) scale(m operand.Mem, kv reg.VecVirtual) {
+	if g.isa.avx512() {
+		g.VMULPS_BCST(m, kv, kv)
+		return
+	}
+	g.VMULPS(m, kv, kv)
 }
 
 // touchBlock touches the block's T K rows, then its T V rows, each
@@ -457,22 +618,35 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 			}
 			return operand.Mem{Base: qm, Index: qs, Scale: uint8(i)}
 		}
+		cnt := g.GP64() // whole vectors left
 		step := func(masked bool) {
 			for i := range qv {
 				g.loadKV(f32, mk, qAt(i), masked, qv[i])
+			}
+			// int8: the scale row of this vector's block, (kfull - cnt) >>
+			// scaleShift rows into the K scale scratch.
+			var srow reg.GPVirtual
+			if e == i8 {
+				srow = g.GP64()
+				g.MOVQ(lc.kfull, srow)
+				g.SUBQ(cnt, srow)
+				g.SHRQ(operand.U8(g.scaleShift()), srow)
+				g.SHLQ(operand.U8(g.scaleRowLog()), srow)
 			}
 			for j := range kpp {
 				if prefetch && !masked {
 					g.PREFETCHT0(rowOf(ka, j))
 				}
 				g.loadKV(e, mk, rowOf(kb, j), masked, kv)
+				if e == i8 {
+					g.scale(operand.Mem{Base: sp, Index: srow, Scale: 1, Disp: 4*g.decodeLayout().total + (first+j)*g.scaleEntryBytes()}, kv)
+				}
 				for i := range R {
 					g.VFMADD231PS(kv, qv[i], acc[accOf[i*kpp+j]])
 				}
 			}
 		}
 		lp := label(lb, "pass", pass)
-		cnt := g.GP64()
 		g.MOVQ(lc.kfull, cnt)
 		g.TESTQ(cnt, cnt)
 		g.JZ(operand.LabelRef(label(lp, "last_dims")))
@@ -904,6 +1078,21 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.SHLQ(operand.U8(g.lanesLog()), pb)
 	g.ADDQ(cnt, pb)
 	g.LEAQ(operand.Mem{Base: sp, Index: pb, Scale: 4}, pb)
+	// int8: the V scales of key skip, in the scale block of vector vec
+	// (vec·T is a multiple of 32: panels start at multiples of 4 vectors).
+	var vsb reg.GPVirtual
+	if e == i8 {
+		vsb = g.GP64()
+		g.MOVQ(lc.vec, vsb)
+		g.SHRQ(operand.U8(g.scaleShift()), vsb)
+		g.SHLQ(operand.U8(g.scaleRowLog()), vsb)
+		g.ADDQ(lc.vsOff, vsb)
+		g.ADDQ(sp, vsb)
+		skip := g.GP64()
+		g.MOVQ(cnt, skip)
+		g.SHLQ(operand.U8(g.scaleEntryLog()), skip)
+		g.ADDQ(skip, vsb)
+	}
 	g.NEGQ(cnt)
 	g.ADDQ(operand.Imm(uint64(T)), cnt) // keys skip..T-1
 	// The V rows decodeAhead blocks on, to prefetch (strided V; adjacent:
@@ -928,9 +1117,15 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	for j := 0; j < nv; j++ {
 		vv := g.vec()
 		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
+		if e == i8 {
+			g.scale(operand.Mem{Base: vsb, Disp: (j * T / 32) << g.scaleRowLog()}, vv)
+		}
 		for i := 0; i < nr; i++ {
 			g.VFMADD231PS(vv, bc[i], acc[i][j])
 		}
+	}
+	if e == i8 {
+		g.ADDQ(operand.Imm(uint64(g.scaleEntryBytes())), vsb)
 	}
 	g.ADDQ(ldv, vb)
 	g.ADDQ(ldv, va)
