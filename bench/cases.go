@@ -57,12 +57,15 @@ func (c Case) Pairs() float64 {
 func (c Case) FLOPs() float64 { return 2 * float64(2*c.D) * float64(c.B*c.H) * c.Pairs() }
 
 // KVBytes is the K and V a call reads: B·Hkv·Lk·(Dk+Dv) elements of 4
-// bytes, or 2 for 16-bit storage (Lk: the keys kept, for a padded
-// variant).
+// bytes, 2 for 16-bit storage, or 1 for int8 plus a 4-byte scale per 32
+// (Lk: the keys kept, for a padded variant).
 func (c Case) KVBytes() float64 {
 	size := 4.0
-	if c.KV != mha.Float32 {
+	switch c.KV {
+	case mha.Float16, mha.BFloat16:
 		size = 2
+	case mha.Int8:
+		size = 1 + 4*float64(mha.Int8Blocks(c.D))/float64(c.D)
 	}
 	lk := c.Lk
 	if c.Variant.padded() {

@@ -37,7 +37,7 @@ type Row struct {
 	Shape      string  `json:"shape"`
 	Mask       string  `json:"mask"`   // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"` // "bshd" or "bhsd"
-	KV         string  `json:"kv"`     // storage of K and V: "f32", "f16", "bf16"
+	KV         string  `json:"kv"`     // storage of K and V: "f32", "f16", "bf16", "int8"
 	Threads    int     `json:"threads"`
 	MedianMs   float64 `json:"median_ms"`
 	GFLOPS     float64 `json:"gflops"`
@@ -89,7 +89,7 @@ func parseFlags() (*config, error) {
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
 	layouts := flag.String("layout", "bshd", "comma-separated layouts of the attention rows: bshd, bhsd")
-	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16 (default: all three on decode rows, f32 on prefill rows)")
+	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16, int8 (default: all four on decode rows, f32 on prefill rows)")
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	flag.Parse()
@@ -123,13 +123,13 @@ func parseFlags() (*config, error) {
 			cfg.cases = append(cfg.cases, c)
 		}
 	}
-	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16}, []mha.KVType{mha.Float32}
+	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8}, []mha.KVType{mha.Float32}
 	if *kvs != "" {
 		cfg.kvDec = nil
 		for _, name := range strings.Split(*kvs, ",") {
-			t, ok := map[string]mha.KVType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16}[strings.TrimSpace(name)]
+			t, ok := map[string]mha.KVType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16, "int8": mha.Int8}[strings.TrimSpace(name)]
 			if !ok {
-				return nil, fmt.Errorf("-kv: %q is not f32, f16 or bf16", name)
+				return nil, fmt.Errorf("-kv: %q is not f32, f16, bf16 or int8", name)
 			}
 			cfg.kvDec = append(cfg.kvDec, t)
 		}
@@ -319,7 +319,16 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		return Row{}, err
 	}
 	call := func() error { return e.Attention(o, q, k, v, c.Shape(), opts) }
-	if c.KV != mha.Float32 {
+	switch {
+	case c.KV == mha.Int8:
+		nb := c.B * c.Lk * c.Hkv * mha.Int8Blocks(c.D)
+		k8 := mha.Int8Tensor{Data: make([]int8, len(k)), Scales: make([]float32, nb)}
+		v8 := mha.Int8Tensor{Data: make([]int8, len(v)), Scales: make([]float32, nb)}
+		if err := errors.Join(mha.QuantizeInt8(k8, k, c.D), mha.QuantizeInt8(v8, v, c.D)); err != nil {
+			return Row{}, err
+		}
+		call = func() error { return e.AttentionInt8(o, q, k8, v8, c.Shape(), opts) }
+	case c.KV != mha.Float32:
 		k16, v16 := make([]uint16, len(k)), make([]uint16, len(v))
 		if err := errors.Join(mha.Narrow16(k16, k, c.KV), mha.Narrow16(v16, v, c.KV)); err != nil {
 			return Row{}, err
