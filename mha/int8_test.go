@@ -175,42 +175,13 @@ func TestAttentionInt8Errors(t *testing.T) {
 func TestDecodeStepsInt8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 10))
 	for _, layout := range []Layout{BSHD, BHSD} {
-		const L, C, H, Hkv, D = 150, 160, 8, 2, 96
-		full := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: L, KVLen: C, HeadDim: D, Layout: layout}
-		q, k, v, want := inputs(rng, full)
-		k8, _ := quantize8(t, k, D)
-		v8, _ := quantize8(t, v, D)
-		for _, e := range engines {
-			if err := e.AttentionInt8(want, q, k8, v8, full, &Options{Causal: true, KVLens: []int{L}}); err != nil {
-				t.Fatal(err)
+		checkDecodeSteps(t, rng, layout, 96, "int8", func(k, v []float32) attendFunc {
+			k8, _ := quantize8(t, k, 96)
+			v8, _ := quantize8(t, v, 96)
+			return func(e *Engine, out, q []float32, s Shape, o *Options) error {
+				return e.AttentionInt8(out, q, k8, v8, s, o)
 			}
-			step := full
-			step.QLen = 1
-			qi, out := make([]float32, H*D), make([]float32, H*D)
-			for i := 0; i < L; i++ {
-				for h := 0; h < H; h++ {
-					src := (i*H + h) * D
-					if layout == BHSD {
-						src = (h*L + i) * D
-					}
-					copy(qi[h*D:(h+1)*D], q[src:src+D])
-				}
-				if err := e.AttentionInt8(out, qi, k8, v8, step, &Options{KVLens: []int{i + 1}}); err != nil {
-					t.Fatal(err)
-				}
-				for h := 0; h < H; h++ {
-					dst := (i*H + h) * D
-					if layout == BHSD {
-						dst = (h*L + i) * D
-					}
-					w := make([]float64, D)
-					for j := range w {
-						w[j] = float64(want[dst+j])
-					}
-					compare(t, fmt.Sprintf("%s int8 %v step %d head %d", e.Kernels(), layout, i, h), out[h*D:(h+1)*D], w, tolOut, &worstOut)
-				}
-			}
-		}
+		})
 	}
 }
 
@@ -239,26 +210,7 @@ func TestCacheInt8(t *testing.T) {
 		if c8.Type() != Int8 || c8.K != nil || len(c8.K8) != B*C*2*40 || len(c8.KScale) != B*C*2*2 || len(c8.VScale) != B*C*2*1 {
 			t.Fatalf("NewCacheOf(Int8): type %v, K %d, K8 %d, KScale %d, VScale %d", c8.Type(), len(c8.K), len(c8.K8), len(c8.KScale), len(c8.VScale))
 		}
-		worst := 0.0
-		for pos, step := 0, 100; pos < L; pos, step = pos+step, 1+pos%3 {
-			step = min(step, L-pos)
-			xs := make([]float32, B*step*dm)
-			for b := 0; b < B; b++ {
-				copy(xs[b*step*dm:(b+1)*step*dm], x[(b*L+pos)*dm:(b*L+pos+step)*dm])
-			}
-			o8, o32 := make([]float32, len(xs)), make([]float32, len(xs))
-			if err := l.Decode(o8, xs, c8, step, nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Decode(o32, xs, c32, step, nil); err != nil {
-				t.Fatal(err)
-			}
-			for b := 0; b < B; b++ {
-				for i := 0; i < step*dm; i++ {
-					worst = max(worst, math.Abs(float64(o8[b*step*dm+i]-full[(b*L+pos)*dm+i])))
-				}
-			}
-		}
+		worst := decodeVersusForward(t, l, c8, c32, x, full, B, L)
 		for _, p := range []struct {
 			name   string
 			f32    []float32

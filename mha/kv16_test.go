@@ -92,44 +92,89 @@ func TestDecodeSteps16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 17))
 	for _, typ := range types16 {
 		for _, layout := range []Layout{BSHD, BHSD} {
-			const L, C, H, Hkv, D = 150, 160, 8, 2, 64
-			full := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: L, KVLen: C, HeadDim: D, Layout: layout}
-			q, k, v, want := inputs(rng, full)
-			k16, _ := round16(k, typ)
-			v16, _ := round16(v, typ)
-			for _, e := range engines {
-				if err := e.Attention16(want, q, k16, v16, typ, full, &Options{Causal: true, KVLens: []int{L}}); err != nil {
-					t.Fatal(err)
+			checkDecodeSteps(t, rng, layout, 64, typ.String(), func(k, v []float32) attendFunc {
+				k16, _ := round16(k, typ)
+				v16, _ := round16(v, typ)
+				return func(e *Engine, out, q []float32, s Shape, o *Options) error {
+					return e.Attention16(out, q, k16, v16, typ, s, o)
 				}
-				step := full
-				step.QLen = 1
-				qi, out := make([]float32, H*D), make([]float32, H*D)
-				for i := 0; i < L; i++ {
-					for h := 0; h < H; h++ {
-						src := (i*H + h) * D
-						if layout == BHSD {
-							src = (h*L + i) * D
-						}
-						copy(qi[h*D:(h+1)*D], q[src:src+D])
-					}
-					if err := e.Attention16(out, qi, k16, v16, typ, step, &Options{KVLens: []int{i + 1}}); err != nil {
-						t.Fatal(err)
-					}
-					for h := 0; h < H; h++ {
-						dst := (i*H + h) * D
-						if layout == BHSD {
-							dst = (h*L + i) * D
-						}
-						w := make([]float64, D)
-						for j := range w {
-							w[j] = float64(want[dst+j])
-						}
-						compare(t, fmt.Sprintf("%s %v %v step %d head %d", e.Kernels(), typ, layout, i, h), out[h*D:(h+1)*D], w, tolOut, &worstOut)
-					}
+			})
+		}
+	}
+}
+
+// attendFunc is one attention call over K and V held by the closure.
+type attendFunc func(e *Engine, out, q []float32, s Shape, o *Options) error
+
+// checkDecodeSteps runs, on every engine, token-by-token decode steps
+// (QLen 1, KVLens growing) over the K and V that prepare stores, and
+// compares each with the rows of one causal call over the same K and V.
+func checkDecodeSteps(t *testing.T, rng *rand.Rand, layout Layout, D int, name string, prepare func(k, v []float32) attendFunc) {
+	t.Helper()
+	const L, C, H, Hkv = 150, 160, 8, 2
+	full := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: L, KVLen: C, HeadDim: D, Layout: layout}
+	q, k, v, want := inputs(rng, full)
+	attend := prepare(k, v)
+	for _, e := range engines {
+		if err := attend(e, want, q, full, &Options{Causal: true, KVLens: []int{L}}); err != nil {
+			t.Fatal(err)
+		}
+		step := full
+		step.QLen = 1
+		qi, out := make([]float32, H*D), make([]float32, H*D)
+		for i := 0; i < L; i++ {
+			for h := 0; h < H; h++ {
+				src := (i*H + h) * D
+				if layout == BHSD {
+					src = (h*L + i) * D
 				}
+				copy(qi[h*D:(h+1)*D], q[src:src+D])
+			}
+			if err := attend(e, out, qi, step, &Options{KVLens: []int{i + 1}}); err != nil {
+				t.Fatal(err)
+			}
+			for h := 0; h < H; h++ {
+				dst := (i*H + h) * D
+				if layout == BHSD {
+					dst = (h*L + i) * D
+				}
+				w := make([]float64, D)
+				for j := range w {
+					w[j] = float64(want[dst+j])
+				}
+				compare(t, fmt.Sprintf("%s %s %v step %d head %d", e.Kernels(), name, layout, i, h), out[h*D:(h+1)*D], w, tolOut, &worstOut)
 			}
 		}
 	}
+}
+
+// decodeVersusForward decodes x ([B][L][dm]) into cache in steps of
+// varied sizes and returns the largest difference from full, the float32
+// Forward's output of the same x.
+func decodeVersusForward(t *testing.T, l *Layer, cache, ref *Cache, x, full []float32, B, L int) float64 {
+	t.Helper()
+	dm := l.Config().DModel
+	worst := 0.0
+	for pos, step := 0, 100; pos < L; pos, step = pos+step, 1+pos%3 {
+		step = min(step, L-pos)
+		xs := make([]float32, B*step*dm)
+		for b := 0; b < B; b++ {
+			copy(xs[b*step*dm:(b+1)*step*dm], x[(b*L+pos)*dm:(b*L+pos+step)*dm])
+		}
+		got, o32 := make([]float32, len(xs)), make([]float32, len(xs))
+		if err := l.Decode(got, xs, cache, step, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Decode(o32, xs, ref, step, nil); err != nil {
+			t.Fatal(err)
+		}
+		for b := 0; b < B; b++ {
+			for i := 0; i < step*dm; i++ {
+				worst = max(worst, math.Abs(float64(got[b*step*dm+i]-full[(b*L+pos)*dm+i])))
+			}
+		}
+	}
+	return worst
 }
 
 // TestCache16: a layer decoding into a 16-bit cache stores exactly the
@@ -161,27 +206,7 @@ func TestCache16(t *testing.T) {
 			if err := c32.ResetAll(); err != nil {
 				t.Fatal(err)
 			}
-			dm := cfg.DModel
-			worst := 0.0
-			for pos, step := 0, 100; pos < L; pos, step = pos+step, 1+pos%3 {
-				step = min(step, L-pos)
-				xs := make([]float32, B*step*dm)
-				for b := 0; b < B; b++ {
-					copy(xs[b*step*dm:(b+1)*step*dm], x[(b*L+pos)*dm:(b*L+pos+step)*dm])
-				}
-				o16, o32 := make([]float32, len(xs)), make([]float32, len(xs))
-				if err := l.Decode(o16, xs, c16, step, nil); err != nil {
-					t.Fatal(err)
-				}
-				if err := l.Decode(o32, xs, c32, step, nil); err != nil {
-					t.Fatal(err)
-				}
-				for b := 0; b < B; b++ {
-					for i := 0; i < step*dm; i++ {
-						worst = max(worst, math.Abs(float64(o16[b*step*dm+i]-full[(b*L+pos)*dm+i])))
-					}
-				}
-			}
+			worst := decodeVersusForward(t, l, c16, c32, x, full, B, L)
 			k16, _ := round16(c32.K, typ)
 			v16, _ := round16(c32.V, typ)
 			for i := range k16 {
