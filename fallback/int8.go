@@ -1,9 +1,6 @@
 package fallback
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // Int8Block is the number of consecutive elements of one K or V row that
 // share a scale in int8 storage (llama.cpp's q8_0 block). A row of d
@@ -23,14 +20,9 @@ func Int8Blocks(d int) int { return (d + Int8Block - 1) / Int8Block }
 //	q     = round-to-nearest-even(x / scale)  (float32 division), in [-127, 127]
 //
 // so the block's largest magnitude maps to ±127 and a value dequantizes
-// to float32(q)·scale (DequantizeInt8). A NaN or ±Inf in src is an error
-// naming its index, and nothing is written.
-func QuantizeInt8(q []int8, scales []float32, src []float32) error {
-	for i, x := range src {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("element %d is %v", i, x)
-		}
-	}
+// to float32(q)·scale (DequantizeInt8). src must be finite: callers check
+// it with NonFinite first (a NaN or ±Inf cannot be quantized).
+func QuantizeInt8(q []int8, scales []float32, src []float32) {
 	for b := 0; b*Int8Block < len(src); b++ {
 		blk := src[b*Int8Block : min(len(src), (b+1)*Int8Block)]
 		amax := float32(0)
@@ -49,7 +41,17 @@ func QuantizeInt8(q []int8, scales []float32, src []float32) error {
 			out[i] = int8(max(-127, min(127, v)))
 		}
 	}
-	return nil
+}
+
+// NonFinite returns the index of the first NaN or ±Inf in x (exponent
+// bits all ones), or -1 if every element is finite.
+func NonFinite(x []float32) int {
+	for i, v := range x {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
 }
 
 // DequantizeInt8 writes the float32 values of one int8 row q with its

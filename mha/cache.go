@@ -143,11 +143,10 @@ func (c *Cache) storable(b, at, n int, k, v []float32) error {
 	}{{"K", k, cfg.HeadDim}, {"V", v, cfg.ValueDim}} {
 		for i := range n {
 			for g := range cfg.KVHeads {
-				for d, x := range t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim] {
-					if !finite(x) {
-						return fmt.Errorf("%w: Int8 cache: sequence %d, token %d, KV head %d: %s element %d is %v",
-							ErrNonFinite, b, at+i, g, t.name, d, x)
-					}
+				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
+				if d := fallback.NonFinite(row); d >= 0 {
+					return fmt.Errorf("%w: Int8 cache: sequence %d, token %d, KV head %d: %s element %d is %v",
+						ErrNonFinite, b, at+i, g, t.name, d, row[d])
 				}
 			}
 		}
@@ -180,7 +179,7 @@ func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
 				case c.typ.is16():
 					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(c.typ))
 				case c.typ == Int8:
-					_ = fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[(first+i)*nb:][:nb], row) // finite: storable
+					fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[(first+i)*nb:][:nb], row) // finite: storable
 				default:
 					copy(t.f32[off:off+t.dim], row)
 				}

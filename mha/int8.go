@@ -45,17 +45,14 @@ func QuantizeInt8(dst Int8Tensor, src []float32, dim int) error {
 	if err != nil {
 		return err
 	}
-	for r := range rows {
-		for i, x := range src[r*dim : (r+1)*dim] {
-			if !finite(x) {
-				return fmt.Errorf("%w: QuantizeInt8: row %d element %d is %v", ErrNonFinite, r, i, x)
-			}
+	for r := range rows { // every row checked before any is written
+		if i := fallback.NonFinite(src[r*dim : (r+1)*dim]); i >= 0 {
+			return fmt.Errorf("%w: QuantizeInt8: row %d element %d is %v", ErrNonFinite, r, i, src[r*dim+i])
 		}
 	}
 	nb := Int8Blocks(dim)
 	for r := range rows {
-		// The values are finite: the row cannot fail.
-		_ = fallback.QuantizeInt8(dst.Data[r*dim:(r+1)*dim], dst.Scales[r*nb:(r+1)*nb], src[r*dim:(r+1)*dim])
+		fallback.QuantizeInt8(dst.Data[r*dim:(r+1)*dim], dst.Scales[r*nb:(r+1)*nb], src[r*dim:(r+1)*dim])
 	}
 	return nil
 }
@@ -117,6 +114,3 @@ func AttentionInt8(out, q []float32, k, v Int8Tensor, shape Shape, opts *Options
 	}
 	return e.AttentionInt8(out, q, k, v, shape, opts)
 }
-
-// finite reports whether x is neither NaN nor ±Inf.
-func finite(x float32) bool { return x-x == 0 }

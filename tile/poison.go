@@ -1,8 +1,6 @@
 package tile
 
-import (
-	"math"
-)
+import "github.com/fastattn/fastattn/fallback"
 
 // A masked key must contribute nothing to a row, whatever K and V hold
 // there. Its weight is exactly 0 (exp(-Inf)), but the PV kernel still
@@ -30,17 +28,6 @@ func (r *itemRun) poisoned(v []float32, ldv, nk int) bool {
 	return false
 }
 
-// finite reports whether every element of x is finite (exponent bits not
-// all ones).
-func finite(x []float32) bool {
-	for _, v := range x {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-			return false
-		}
-	}
-	return true
-}
-
 // pvPoisoned is the PV update of rows [r0, r1) of a block with poisoned
 // keys: the kernel on each run of clean keys (the first run applies the
 // rescale alpha), and each poisoned key added to the rows that see it.
@@ -61,7 +48,7 @@ func (r *itemRun) pvPoisoned(kb, nk, r0, r1 int, v []float32, ldv int) {
 	}
 	for c := 0; c < nk; c++ {
 		vc := v[c*ldv:][:dv]
-		if !ws.masked[c] || finite(vc) {
+		if !ws.masked[c] || fallback.NonFinite(vc) < 0 {
 			continue
 		}
 		run(c)
