@@ -25939,9 +25939,13 @@ kwhole:
 	MOVQ  BX, 16(SP)
 
 	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	VCVTPS2DQ    iotaAVX512<>+0(SB), Z0
 	MOVQ         ks+128(FP), CX
 	MOVQ         CX, 144(SP)
 	MOVQ         ldks+136(FP), CX
+	VPBROADCASTD CX, Z1
+	VPMULLD      Z1, Z0, Z1
+	VMOVDQU32    Z1, 1216(AX)
 	SHLQ         $0x02, CX
 	MOVQ         CX, 160(SP)
 	MOVQ         72(SP), CX
@@ -25951,23 +25955,15 @@ kwhole:
 	MOVQ         vs+144(FP), CX
 	MOVQ         CX, 152(SP)
 	MOVQ         ldvs+152(FP), CX
+	VPBROADCASTD CX, Z1
+	VPMULLD      Z1, Z0, Z0
+	VMOVDQU32    Z0, 1280(AX)
 	SHLQ         $0x02, CX
 	MOVQ         CX, 168(SP)
 	MOVQ         80(SP), CX
 	ADDQ         $0x1f, CX
 	SHRQ         $0x05, CX
 	MOVQ         CX, 184(SP)
-	VCVTPS2DQ    iotaAVX512<>+0(SB), Z0
-	MOVQ         160(SP), CX
-	SHRQ         $0x02, CX
-	VPBROADCASTD CX, Z1
-	VPMULLD      Z1, Z0, Z1
-	VMOVDQU32    Z1, 1216(AX)
-	MOVQ         168(SP), CX
-	SHRQ         $0x02, CX
-	VPBROADCASTD CX, Z1
-	VPMULLD      Z1, Z0, Z0
-	VMOVDQU32    Z0, 1280(AX)
 	MOVQ         176(SP), CX
 	SHLQ         $0x06, CX
 	ADDQ         $0x00000540, CX

@@ -242,34 +242,31 @@ func (g *gen) decode(e elem) {
 	store(nk, lc.rem)
 	if e == i8 {
 		g.Comment("int8: scale rows, strides and counts; the V scales' place in the scratch.")
-		for _, t := range []struct {
-			ptr, ld, row, ptrOut, ldOut, nbOut operand.Mem
-			name, ldName                       string
-		}{{lc.ksp, lc.ldks, lc.krow, lc.ksp, lc.ldks, lc.nbk, "ks", "ldks"}, {lc.vsp, lc.ldvs, lc.vrow, lc.vsp, lc.ldvs, lc.nbv, "vs", "ldvs"}} {
-			store(g.param(t.name), t.ptrOut)
-			ld := g.param(t.ldName)
-			g.SHLQ(operand.U8(2), ld)
-			store(ld, t.ldOut)
-			nb := load(t.row) // bytes = elements
-			g.ADDQ(operand.Imm(31), nb)
-			g.SHRQ(operand.U8(5), nb)
-			store(nb, t.nbOut)
-		}
+		var iota reg.VecVirtual // AVX-512: lanes 0..T-1 as integers, for the gathers' indices
 		if x.avx512() {
-			// The gathers' indices: lane c = c·ldks (in floats).
-			iota := g.vec()
+			iota = g.vec()
 			g.VCVTPS2DQ(g.iota(), iota)
-			for _, t := range []struct {
-				ld  operand.Mem
-				off int
-			}{{lc.ldks, sl.idxK}, {lc.ldvs, sl.idxV}} {
-				ld := load(t.ld)
-				g.SHRQ(operand.U8(2), ld)
+		}
+		for _, t := range []struct {
+			ptr, ld, row, nb operand.Mem
+			idx              int // AVX-512: where the gather indices go
+			name, ldName     string
+		}{{lc.ksp, lc.ldks, lc.krow, lc.nbk, sl.idxK, "ks", "ldks"}, {lc.vsp, lc.ldvs, lc.vrow, lc.nbv, sl.idxV, "vs", "ldvs"}} {
+			store(g.param(t.name), t.ptr)
+			ld := g.param(t.ldName) // in floats
+			if x.avx512() {
+				// The gathers' indices: lane c = c·ld, key c's scale row.
 				b, idx := g.vec(), g.vec()
 				g.VPBROADCASTD(ld.As32(), b)
 				g.VPMULLD(b, iota, idx)
-				g.VMOVDQU32(idx, operand.Mem{Base: sp, Disp: 4 * t.off})
+				g.VMOVDQU32(idx, operand.Mem{Base: sp, Disp: 4 * t.idx})
 			}
+			g.SHLQ(operand.U8(2), ld)
+			store(ld, t.ld)
+			nb := load(t.row) // bytes = elements
+			g.ADDQ(operand.Imm(31), nb)
+			g.SHRQ(operand.U8(5), nb)
+			store(nb, t.nb)
 		}
 		off := load(lc.nbk)
 		g.SHLQ(operand.U8(g.scaleRowLog()), off)
@@ -955,6 +952,14 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	RP, vecs := g.pvTile()
 	T := g.isa.lanes
+	for nr := 1; nr <= RP; nr++ {
+		// Panels start at multiples of vecs: decodePVTile finds an int8
+		// panel's first scale block from its first vector, which needs
+		// every panel to start on a scale block.
+		if vecs(nr)*T%32 != 0 {
+			panic(fmt.Sprintf("decodePV: %d-row panels of %d vectors do not start on int8 scale blocks", nr, vecs(nr)))
+		}
+	}
 	g.MOVQ(operand.U32(0), lc.g0)
 	g.Comment(fmt.Sprintf("PV in groups of up to %d rows, each over panels of vectors of dv.", RP))
 	g.Label("group")
