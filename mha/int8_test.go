@@ -68,21 +68,7 @@ func TestAttentionInt8(t *testing.T) {
 			checkInt8(t, rng, s, randomOptions(rng).build(rng, s))
 		}
 	}
-	for group := 1; group <= 16; group++ {
-		for _, lq := range []int{1, 16 / group} {
-			s := Shape{Batch: 1 + rng.IntN(2), Heads: 2 * group, KVHeads: 2, QLen: max(lq, 1),
-				KVLen: []int{128, 200, 700}[rng.IntN(3)], HeadDim: []int{32, 64, 80, 128}[rng.IntN(4)],
-				Layout: Layout(rng.IntN(2))}
-			if rng.IntN(3) == 0 {
-				s.ValueDim = 8 * (1 + rng.IntN(12))
-			}
-			o := Options{Causal: true}
-			if rng.IntN(2) == 0 {
-				o = randomOptions(rng).build(rng, s)
-			}
-			checkInt8(t, rng, s, o)
-		}
-	}
+	gqaCases(rng, 12, func(s Shape, o Options) { checkInt8(t, rng, s, o) })
 }
 
 // TestQuantizeInt8: the documented rule (scale = max|x|/127, ties to even,

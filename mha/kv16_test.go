@@ -67,20 +67,28 @@ func TestAttention16(t *testing.T) {
 				check16(t, rng, s, randomOptions(rng).build(rng, s), typ)
 			}
 		}
-		for group := 1; group <= 16; group++ {
-			for _, lq := range []int{1, 16 / group} {
-				s := Shape{Batch: 1 + rng.IntN(2), Heads: 2 * group, KVHeads: 2, QLen: max(lq, 1),
-					KVLen: []int{128, 200, 700}[rng.IntN(3)], HeadDim: []int{32, 64, 80, 128}[rng.IntN(4)],
-					Layout: Layout(rng.IntN(2))}
-				if rng.IntN(3) == 0 {
-					s.ValueDim = 8 * (1 + rng.IntN(8))
-				}
-				o := Options{Causal: true}
-				if rng.IntN(2) == 0 {
-					o = randomOptions(rng).build(rng, s)
-				}
-				check16(t, rng, s, o, typ)
+		gqaCases(rng, 8, func(s Shape, o Options) { check16(t, rng, s, o, typ) })
+	}
+}
+
+// gqaCases calls check on decode-shaped cases of every GQA ratio 1..16
+// (the fused decode path: KVLen >= 128, a group's rows in one call), both
+// layouts, head dims 32..128, a ValueDim of 8..8·valueVecs a third of the
+// time, causal or every option at random.
+func gqaCases(rng *rand.Rand, valueVecs int, check func(Shape, Options)) {
+	for group := 1; group <= 16; group++ {
+		for _, lq := range []int{1, 16 / group} {
+			s := Shape{Batch: 1 + rng.IntN(2), Heads: 2 * group, KVHeads: 2, QLen: max(lq, 1),
+				KVLen: []int{128, 200, 700}[rng.IntN(3)], HeadDim: []int{32, 64, 80, 128}[rng.IntN(4)],
+				Layout: Layout(rng.IntN(2))}
+			if rng.IntN(3) == 0 {
+				s.ValueDim = 8 * (1 + rng.IntN(valueVecs))
 			}
+			o := Options{Causal: true}
+			if rng.IntN(2) == 0 {
+				o = randomOptions(rng).build(rng, s)
+			}
+			check(s, o)
 		}
 	}
 }
