@@ -146,20 +146,28 @@ func BenchmarkLayer(b *testing.B) {
 func BenchmarkGEMM(b *testing.B) {
 	for _, ks := range kernels.Available() {
 		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}} {
-			b.Run(fmt.Sprintf("isa=%s/M=%d/N=%d/K=%d", ks.Name, s.m, s.n, s.k), func(b *testing.B) {
-				cols := tile.PanelCols(ks)
-				g := tile.Gemm{A: fill(s.m * s.k), LDA: s.k, B: tile.PackB(fill(s.k*s.n), s.k, s.n, cols),
-					C: make([]float32, s.m*s.n), LDC: s.n, M: s.m, N: s.n, K: s.k}
-				var ws tile.Workspace
-				items := g.Items()
-				report(b, ks, 1, 2*float64(s.m*s.n*s.k), func() {
-					for i := 0; i < b.N; i++ {
-						for it := 0; it < items; it++ {
-							g.Run(ks, it, &ws)
-						}
-					}
+			for _, t := range []fallback.KVType{fallback.KVFloat32, fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8} {
+				b.Run(fmt.Sprintf("isa=%s/w=%v/M=%d/N=%d/K=%d", ks.Name, t, s.m, s.n, s.k), func(b *testing.B) {
+					benchGemm(b, ks, t, s.m, s.n, s.k)
 				})
-			})
+			}
 		}
 	}
+}
+
+// benchGemm times the projection of m rows through a k×n weight matrix
+// stored as t, reporting GFLOP/s against the set's peak.
+func benchGemm(b *testing.B, ks *kernels.Set, t fallback.KVType, m, n, k int) {
+	cols := tile.PanelCols(ks)
+	w := tile.PackWeights(tile.Matrix{F32: fill(k * n), RowStride: n, ColStride: 1}, k, n, cols, t)
+	g := tile.Gemm{A: fill(m * k), LDA: k, B: w, C: make([]float32, m*n), LDC: n, M: m}
+	var ws tile.Workspace
+	items := g.Items()
+	report(b, ks, 1, 2*float64(m*n*k), func() {
+		for i := 0; i < b.N; i++ {
+			for it := 0; it < items; it++ {
+				g.Run(ks, it, &ws)
+			}
+		}
+	})
 }

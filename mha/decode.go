@@ -164,7 +164,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			row += counts[b]
 		}
 	}
-	if !(l.project(sc.q, x, l.w.WQ, l.w.BQ, total, dm, H*Dk, c) &&
+	if !(l.project(sc.q, x, &l.w.q, l.w.bq, total, c) &&
 		l.projectKV(sc.k, sc.v, x, total, c) &&
 		l.prepare(prep, c)) {
 		return ctx.Err()
@@ -183,7 +183,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		cache.store(l.e.ks, b, int(cache.lens[b].Load()), n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
 		row += n
 	}
-	if !(l.e.attend(works, c) && l.project(out, sc.attn, l.w.WO, l.w.BO, total, H*Dv, dm, c)) {
+	if !(l.e.attend(works, c) && l.project(out, sc.attn, &l.w.o, l.w.bo, total, c)) {
 		return ctx.Err()
 	}
 	for b, n := range counts {

@@ -220,13 +220,16 @@ func TestCacheInt8(t *testing.T) {
 		if worst > 3e-2 {
 			t.Errorf("%s int8 cache: decode differs from the float32 Forward by %.3g > 3e-2", e.Kernels(), worst)
 		}
-		// A NaN weight row makes every token's K NaN: the call fails, and
-		// neither cache contents nor lengths change.
+		// Two huge weights of one key element overflow it to +Inf for an
+		// input whose elements 3 and 4 are 1: the call fails, and neither
+		// cache contents nor lengths change.
 		lens := c8.Lens(nil)
 		k8, ks := append([]int8(nil), c8.K8...), append([]float32(nil), c8.KScale...)
 		bad := w
 		bad.WK = append([]float32(nil), w.WK...)
-		bad.WK[3*cfg.KVHeads*cfg.HeadDim+cfg.HeadDim+5] = float32(math.NaN()) // input 3, head 1, dim 5
+		for in := 3; in <= 4; in++ {
+			bad.WK[in*cfg.KVHeads*cfg.HeadDim+cfg.HeadDim+5] = 3e38 // head 1, dim 5
+		}
 		lb, err := NewLayer(e, cfg, bad)
 		if err != nil {
 			t.Fatal(err)
@@ -236,8 +239,9 @@ func TestCacheInt8(t *testing.T) {
 			t.Fatal(err)
 		}
 		xs := random(rng, B*dm)
+		xs[3], xs[4] = 1, 1
 		err = lb.Decode(make([]float32, B*dm), xs, cb, 1, nil)
-		if !errors.Is(err, ErrNonFinite) || err.Error() != fmt.Sprintf("%v: Int8 cache: sequence 0, token %d, KV head 1: K element 5 is NaN", ErrNonFinite, lens[0]) {
+		if !errors.Is(err, ErrNonFinite) || err.Error() != fmt.Sprintf("%v: Int8 cache: sequence 0, token %d, KV head 1: K element 5 is +Inf", ErrNonFinite, lens[0]) {
 			t.Errorf("%s: decode of a NaN key into an int8 cache: %v", e.Kernels(), err)
 		}
 		if cb.Len(0) != lens[0] || cb.Len(1) != 0 {

@@ -52,6 +52,31 @@ type Weights struct {
 	// OutIn marks the matrices as [out][in] rather than [in][out].
 	OutIn bool
 
+	// Type is the type the layer keeps WQ, WK, WV and WO in (biases and
+	// norms stay float32): Float32 (the zero value), BFloat16, Float16, or
+	// Int8 (a float32 scale per output and block of Int8Block inputs, as
+	// GGUF's q8_0 and ONNX's MatMulNBits block a weight row). A matrix
+	// given as float32 is rounded to it (16-bit: to nearest, ties to even)
+	// or quantized (Int8: QuantizeInt8's rule per block). The projections
+	// then multiply by exactly the stored values, widened or dequantized
+	// in registers: a layer of type t computes what a Float32 layer holding
+	// the rounded weights computes, bit for bit, with a half (16-bit) or
+	// 0.28 (Int8, scales included) of the bytes to read per step.
+	Type KVType
+	// WQ16, WK16, WV16, WO16 and WQKV16 give a matrix as the 16-bit floats
+	// of Type (Float16 or BFloat16) a checkpoint holds, instead of
+	// float32 (its safetensors bytes, read as little-endian uint16). Same
+	// shapes and orientation as the float32 fields; one form per matrix.
+	WQ16, WK16, WV16, WO16, WQKV16 []uint16
+	// WQ8, WK8, WV8, WO8 and WQKV8 give a matrix as int8 with scales (Type
+	// Int8): Data shaped as the float32 matrix, and Scales as the matrix
+	// with its input dimension (DModel for WQ, WK, WV, WQKV; Heads·ValueDim
+	// for WO) replaced by its Int8Blocks: [⌈in/32⌉][out], or [out][⌈in/32⌉]
+	// with OutIn (a q8_0 row's scales in order). Element (i, o) is
+	// float32(q)·scale of block i/32 of output o. A scale must be finite
+	// and >= 0.
+	WQ8, WK8, WV8, WO8, WQKV8 Int8Tensor
+
 	// QNorm and KNorm, when not nil, are the weights of QK-norm: an
 	// RMSNorm of each projected query and key before rotary,
 	// y = x / sqrt(mean(x²) + NormEps) · w. Of HeadDim weights, it runs
@@ -74,7 +99,7 @@ type Weights struct {
 type Layer struct {
 	e            *Engine
 	cfg          LayerConfig
-	w            Weights // packed WQ..WO (tile.PackB), copied biases
+	w            layerWeights
 	rope         rope
 	qNorm, kNorm qkNorm
 
@@ -161,61 +186,6 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	return l, nil
 }
 
-// packWeights checks the matrices and biases of w and packs them for the
-// GEMM kernel in panels of cols columns: dm is DModel, qw, kw, vw the
-// widths of the Q, K and V projections, ow of the concatenated heads.
-func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (Weights, error) {
-	type matrix struct {
-		name     string
-		m        []float32
-		in, out  int
-		optional bool // a bias
-	}
-	mats := []matrix{{"WO", w.WO, ow, dm, false}, {"BO", w.BO, 1, dm, true}}
-	if w.WQKV != nil || w.BQKV != nil {
-		if w.WQ != nil || w.WK != nil || w.WV != nil || w.BQ != nil || w.BK != nil || w.BV != nil {
-			return Weights{}, fmt.Errorf("%w: WQKV/BQKV replace WQ, WK, WV, BQ, BK, BV: set one form", ErrOption)
-		}
-		mats = append(mats, matrix{"WQKV", w.WQKV, dm, qw + kw + vw, false}, matrix{"BQKV", w.BQKV, 1, qw + kw + vw, true})
-	} else {
-		mats = append(mats, matrix{"WQ", w.WQ, dm, qw, false}, matrix{"WK", w.WK, dm, kw, false},
-			matrix{"WV", w.WV, dm, vw, false}, matrix{"BQ", w.BQ, 1, qw, true},
-			matrix{"BK", w.BK, 1, kw, true}, matrix{"BV", w.BV, 1, vw, true})
-	}
-	for _, c := range mats {
-		if c.optional && len(c.m) == 0 {
-			continue
-		}
-		if err := needLen(c.name, len(c.m), c.in, c.out); err != nil {
-			return Weights{}, err
-		}
-	}
-	// pack packs columns [c0, c0+n) of the [in][width] matrix m (stored
-	// [width][in] with OutIn).
-	pack := func(m []float32, in, width, c0, n int) []float32 {
-		if w.OutIn {
-			return tile.PackStrided(m[c0*in:], in, n, 1, in, cols)
-		}
-		return tile.PackStrided(m[c0:], in, n, width, 1, cols)
-	}
-	bias := func(b []float32, c0, n int) []float32 {
-		if len(b) == 0 {
-			return nil
-		}
-		return clone(b[c0:], n)
-	}
-	pw := Weights{WO: pack(w.WO, ow, dm, 0, dm), BO: bias(w.BO, 0, dm)}
-	if w.WQKV != nil {
-		fw := qw + kw + vw
-		pw.WQ, pw.WK, pw.WV = pack(w.WQKV, dm, fw, 0, qw), pack(w.WQKV, dm, fw, qw, kw), pack(w.WQKV, dm, fw, qw+kw, vw)
-		pw.BQ, pw.BK, pw.BV = bias(w.BQKV, 0, qw), bias(w.BQKV, qw, kw), bias(w.BQKV, qw+kw, vw)
-	} else {
-		pw.WQ, pw.WK, pw.WV = pack(w.WQ, dm, qw, 0, qw), pack(w.WK, dm, kw, 0, kw), pack(w.WV, dm, vw, 0, vw)
-		pw.BQ, pw.BK, pw.BV = bias(w.BQ, 0, qw), bias(w.BK, 0, kw), bias(w.BV, 0, vw)
-	}
-	return pw, nil
-}
-
 // usable returns ErrNil for a nil or zero Layer.
 func (l *Layer) usable() error {
 	if l == nil || l.e == nil {
@@ -255,10 +225,10 @@ func (l *Layer) getScratch() *layerScratch {
 func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
-// w is [in][out] packed by tile.PackB, c is [m][out]. It reports whether
-// it ran to the end.
-func (l *Layer) project(c, a, w, bias []float32, m, in, out int, cl call) bool {
-	return l.e.gemm(tile.Gemm{A: a, LDA: in, B: w, C: c, LDC: out, Bias: bias, M: m, N: out, K: in}, cl)
+// w is [in][out] packed, c is [m][out]. It reports whether it ran to the
+// end.
+func (l *Layer) project(c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
+	return l.e.gemm(tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m}, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,
@@ -345,11 +315,11 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 		return err
 	}
 	defer l.e.release()
-	if !(l.project(sc.q, xq, l.w.WQ, l.w.BQ, mq, dm, cfg.Heads*cfg.HeadDim, c) &&
+	if !(l.project(sc.q, xq, &l.w.q, l.w.bq, mq, c) &&
 		(ckv != nil || l.projectKV(sc.k, sc.v, xkv, mkv, c)) &&
 		l.prepare(prep, c) &&
 		l.e.attend(ws, c) &&
-		l.project(out, sc.attn, l.w.WO, l.w.BO, mq, cfg.Heads*cfg.ValueDim, dm, c)) {
+		l.project(out, sc.attn, &l.w.o, l.w.bo, mq, c)) {
 		return ctx.Err()
 	}
 	return nil
@@ -357,9 +327,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 
 // projectKV projects m rows of x into keys and values.
 func (l *Layer) projectKV(k, v, x []float32, m int, c call) bool {
-	cfg := l.cfg
-	return l.project(k, x, l.w.WK, l.w.BK, m, cfg.DModel, cfg.KVHeads*cfg.HeadDim, c) &&
-		l.project(v, x, l.w.WV, l.w.BV, m, cfg.DModel, cfg.KVHeads*cfg.ValueDim, c)
+	return l.project(k, x, &l.w.k, l.w.bk, m, c) && l.project(v, x, &l.w.v, l.w.bv, m, c)
 }
 
 // size makes the scratch hold the projections of shape (resolved), those

@@ -21,6 +21,7 @@ type Workspace struct {
 	probe    []float32 // [dv]: the poisoned probe's output
 	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
 	ds       []float32 // the fused decode kernel's scratch
+	wb       []float32 // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
 	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)
 	dist     []float32 // ALiBi: each row's distance to the block's first key
 	at       []int     // ALiBi: each row's key position (i + offset)

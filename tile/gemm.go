@@ -1,6 +1,9 @@
 package tile
 
-import "github.com/fastattn/fastattn/kernels"
+import (
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
 
 // Projection GEMM blocking. B (a weight matrix, constant for a layer) is
 // packed once into panels of cols columns (PanelCols: the kernel set's
@@ -37,52 +40,30 @@ func gemmDepth(cols int) int {
 	return min(512, max(256, 8192/cols))
 }
 
-// PackB returns b, [k][n] row-major, packed for Gemm in panels of cols
-// columns: panel p holds columns [p·cols, (p+1)·cols) of every row, k rows
-// of cols floats (the last panel zero-padded).
-func PackB(b []float32, k, n, cols int) []float32 { return PackStrided(b, k, n, n, 1, cols) }
-
-// PackStrided is PackB of the k×n matrix whose element (r, c) is
-// b[r·rowStride + c·colStride]: a block of a wider [k][N] matrix
-// (rowStride N, colStride 1) or a matrix stored transposed, [n][k], as
-// PyTorch's nn.Linear keeps its weights (rowStride 1, colStride k).
-func PackStrided(b []float32, k, n, rowStride, colStride, cols int) []float32 {
-	panels := (n + cols - 1) / cols
-	out := make([]float32, panels*k*cols)
-	for p := 0; p < panels; p++ {
-		w := min(cols, n-p*cols)
-		for r := 0; r < k; r++ {
-			dst, src := out[(p*k+r)*cols:][:w], b[r*rowStride+p*cols*colStride:]
-			if colStride == 1 {
-				copy(dst, src)
-				continue
-			}
-			for c := range dst {
-				dst[c] = src[c*colStride]
-			}
-		}
-	}
-	return out
+// PackB returns b, [k][n] row-major float32, packed for Gemm in panels
+// of cols columns (PackWeights of the [in][out] layout).
+func PackB(b []float32, k, n, cols int) Packed {
+	return PackWeights(Matrix{F32: b, RowStride: n, ColStride: 1}, k, n, cols, fallback.KVFloat32)
 }
 
 // Gemm is one projection, C = A·B + bias, in row-major float32: A is
-// [M][K] with row stride LDA, B is PackB of a [K][N] matrix (the [in][out]
-// weight layout) in panels of PanelCols(ks) columns, ks the set that runs
-// it, C is [M][N] with LDC, Bias is [N] or nil. Each item writes its own
-// block of C and walks K in a fixed order, so results do not depend on the
-// thread count.
+// [M][K] with row stride LDA, B a [K][N] weight matrix (the [in][out]
+// layout) packed by PackWeights in panels of PanelCols(ks) columns, ks the
+// set that runs it, of any storage type; C is [M][N] with LDC, Bias is
+// [N] or nil. Each item writes its own block of C and walks K in a fixed
+// order, so results do not depend on the thread count.
 type Gemm struct {
-	A       []float32
-	LDA     int
-	B       []float32 // packed
-	C       []float32
-	LDC     int
-	Bias    []float32
-	M, N, K int
+	A    []float32
+	LDA  int
+	B    Packed
+	C    []float32
+	LDC  int
+	Bias []float32
+	M    int
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.
-func (g *Gemm) colBlocks() int { return (g.N + gemmCols - 1) / gemmCols }
+func (g *Gemm) colBlocks() int { return (g.B.N + gemmCols - 1) / gemmCols }
 
 // Items returns the number of work items: the gemmRows×gemmCols blocks of C.
 func (g *Gemm) Items() int {
@@ -90,12 +71,12 @@ func (g *Gemm) Items() int {
 }
 
 // Run computes work item n, a block of C, with kernel set ks.
-func (g *Gemm) Run(ks *kernels.Set, n int, _ *Workspace) {
+func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	blocks := g.colBlocks()
 	m0 := n / blocks * gemmRows
 	n0 := n % blocks * gemmCols
 	mc := min(gemmRows, g.M-m0)
-	nc := min(gemmCols, g.N-n0)
+	nc := min(gemmCols, g.B.N-n0)
 	c := g.C[m0*g.LDC+n0:]
 	accumulate := g.Bias != nil
 	if accumulate {
@@ -103,15 +84,13 @@ func (g *Gemm) Run(ks *kernels.Set, n int, _ *Workspace) {
 			copy(c[r*g.LDC:r*g.LDC+nc], g.Bias[n0:n0+nc])
 		}
 	}
-	cols := PanelCols(ks)
+	cols := g.B.Cols
 	depth := gemmDepth(cols)
-	for k0 := 0; k0 < g.K; k0 += depth {
-		kc := min(depth, g.K-k0)
+	for k0 := 0; k0 < g.B.K; k0 += depth {
+		kc := min(depth, g.B.K-k0)
 		a := g.A[m0*g.LDA+k0:]
 		for j := 0; j < nc; j += cols {
-			panel := (n0 + j) / cols
-			b := g.B[(panel*g.K+k0)*cols:]
-			ks.Gemm(c[j:], g.LDC, a, g.LDA, b, cols, mc, min(cols, nc-j), kc, accumulate)
+			g.gemmPanel(ks, ws, c[j:], a, (n0+j)/cols, k0, kc, mc, min(cols, nc-j), accumulate)
 		}
 		accumulate = true
 	}

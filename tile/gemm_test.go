@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 )
 
@@ -30,10 +31,10 @@ func TestGemm(t *testing.T) {
 						}
 						packed := PackB(b, s.k, s.n, cols)
 						if outIn {
-							packed = PackStrided(b, s.k, s.n, 1, s.k, cols)
+							packed = PackWeights(Matrix{F32: b, RowStride: 1, ColStride: s.k}, s.k, s.n, cols, fallback.KVFloat32)
 						}
 						c := make([]float32, s.m*s.n)
-						g := Gemm{A: a, LDA: s.k, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, N: s.n, K: s.k}
+						g := Gemm{A: a, LDA: s.k, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m}
 						var ws Workspace
 						for it := 0; it < g.Items(); it++ {
 							g.Run(ks, it, &ws)

@@ -1,0 +1,76 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// WeightRows is a block of a packed projection weight matrix of any
+// storage type (float32, 16-bit floats, int8 with scales per column and
+// block of 32 rows).
+type WeightRows = fallback.WeightRows
+
+// gemmWKernel is the signature of a set's GemmW: GemmW's arguments,
+// checked.
+type gemmWKernel func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool)
+
+// HasGemmW reports whether the set multiplies by weights of type t in
+// registers (GemmW): the amd64 sets for float16, bfloat16 and int8. The
+// others widen a block of the weights to float32 first (WidenWeights) and
+// run Gemm on it, which gives the same bits: GemmW widens or dequantizes
+// each value exactly as WidenWeights does and multiplies in Gemm's order.
+func (ks *Set) HasGemmW(t KVType) bool { return ks.gemmW != nil && t != fallback.KVFloat32 }
+
+// GemmW is Gemm with B a block of a packed weight matrix of a 16-bit or
+// int8 type:
+//
+//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
+//
+// w(p, j) the float32 value of b's element (p, j) (fallback.WidenWeights).
+// b's rows hold b.Ld >= n elements, and the kernel reads them in whole
+// vectors: the block must hold (k-1)·b.Ld plus n rounded up to Lanes
+// elements (a panel of tile.PackWeights, padded to whole panels, does).
+// Only sets that HasGemmW have it; calling it on another is a bug.
+func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	if m <= 0 || n <= 0 || k <= 0 {
+		if k <= 0 && m > 0 && n > 0 {
+			ks.Gemm(c, ldc, a, lda, nil, b.Ld, m, n, 0, accumulate)
+		}
+		return
+	}
+	if !ks.HasGemmW(b.Type) {
+		panic(fmt.Sprintf("kernels: GemmW: set %s has no GemmW for %v", ks.Name, b.Type))
+	}
+	whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+	if b.Ld < whole {
+		panic(fmt.Sprintf("kernels: GemmW: row stride %d below %d columns in whole vectors", b.Ld, whole))
+	}
+	check("GemmW", "c", len(c), span(m, n, ldc))
+	check("GemmW", "a", len(a), span(m, k, lda))
+	check("GemmW", "b", b.Len(), span(k, whole, b.Ld))
+	if b.Type == fallback.KVInt8 {
+		check("GemmW", "scales", len(b.S), span(fallback.Int8Blocks(k), whole, b.Ld))
+	}
+	ks.gemmW(c, ldc, a, lda, b, m, n, k, accumulate)
+}
+
+// WidenWeights writes k rows of n elements of the weight block b as
+// float32 at stride ldd in dst, exactly the values GemmW multiplies by:
+// 16-bit rows through WidenRows, int8 ones as float32(q)·scale.
+func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
+	if k <= 0 || n <= 0 {
+		return
+	}
+	check("WidenWeights", "dst", len(dst), span(k, n, ldd))
+	check("WidenWeights", "b", b.Len(), span(k, n, b.Ld))
+	switch b.Type {
+	case fallback.KVFloat16, fallback.KVBFloat16:
+		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)
+	case fallback.KVInt8:
+		check("WidenWeights", "scales", len(b.S), span(fallback.Int8Blocks(k), n, b.Ld))
+		fallback.WidenWeights(dst, ldd, b, k, n)
+	default:
+		fallback.WidenWeights(dst, ldd, b, k, n)
+	}
+}

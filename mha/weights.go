@@ -1,0 +1,211 @@
+package mha
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/tile"
+)
+
+// layerWeights are a layer's projection matrices packed for the GEMM
+// kernels in the type the caller chose (tile.Packed: panels of the set's
+// register width, int8 scales beside them), and its biases, copied.
+type layerWeights struct {
+	q, k, v, o     tile.Packed
+	bq, bk, bv, bo []float32
+}
+
+// bytes returns the memory the weights hold.
+func (w *layerWeights) bytes() int64 {
+	n := w.q.Bytes() + w.k.Bytes() + w.v.Bytes() + w.o.Bytes()
+	return n + 4*int64(len(w.bq)+len(w.bk)+len(w.bv)+len(w.bo))
+}
+
+// givenMatrix is one weight matrix as the caller gave it: in float32, in
+// 16-bit bits or in int8 with scales (one of them set), in×out elements
+// in Weights' orientation.
+type givenMatrix struct {
+	name    string
+	f32     []float32
+	u16     []uint16
+	i8      Int8Tensor
+	in, out int
+}
+
+// given reports whether the matrix is given in any form.
+func (g givenMatrix) given() bool {
+	return g.f32 != nil || g.u16 != nil || g.i8.Data != nil || g.i8.Scales != nil
+}
+
+// form returns the storage type the matrix is given in, checking that it
+// is given in exactly one form that type t allows.
+func (g givenMatrix) form(t KVType) (KVType, error) {
+	n, form := 0, Float32
+	if g.f32 != nil {
+		n++
+	}
+	if g.u16 != nil {
+		n, form = n+1, t
+		if !t.is16() {
+			return 0, fmt.Errorf("%w: %s16 holds 16-bit floats: Weights.Type must be Float16 or BFloat16, is %v", ErrOption, g.name, t)
+		}
+	}
+	if g.i8.Data != nil || g.i8.Scales != nil {
+		n, form = n+1, Int8
+		if t != Int8 {
+			return 0, fmt.Errorf("%w: %s8 holds int8 blocks: Weights.Type must be Int8, is %v", ErrOption, g.name, t)
+		}
+	}
+	if n > 1 {
+		return 0, fmt.Errorf("%w: %s is given in %d forms (float32, 16-bit, int8): set one", ErrOption, g.name, n)
+	}
+	return form, nil
+}
+
+// check checks the lengths and values of a matrix given in form: every
+// float32 finite (and, to be stored as float16, within its range), every
+// 16-bit value finite, every int8 scale finite and >= 0.
+func (g givenMatrix) check(form, t KVType) error {
+	elems, scales := g.name, g.name+"8.Scales"
+	switch form {
+	case Float32:
+		if err := needLen(g.name, len(g.f32), g.in, g.out); err != nil {
+			return err
+		}
+		if i := fallback.NonFinite(g.f32[:g.in*g.out]); i >= 0 {
+			return fmt.Errorf("%w: %s[%d] = %v", ErrNonFinite, g.name, i, g.f32[i])
+		}
+		if t == Float16 {
+			for i, x := range g.f32[:g.in*g.out] {
+				if math.IsInf(float64(fallback.F16ToF32(fallback.F32ToF16(x))), 0) {
+					return fmt.Errorf("%w: %s[%d] = %v overflows float16 (largest finite 65504)", ErrNonFinite, g.name, i, x)
+				}
+			}
+		}
+	case Int8:
+		if err := needLen(g.name+"8.Data", len(g.i8.Data), g.in, g.out); err != nil {
+			return err
+		}
+		nb := fallback.Int8Blocks(g.in)
+		if err := needLen(scales, len(g.i8.Scales), nb, g.out); err != nil {
+			return err
+		}
+		for i, s := range g.i8.Scales[:nb*g.out] {
+			if !(s >= 0) || math.IsInf(float64(s), 0) {
+				return fmt.Errorf("%w: %s[%d] = %v: a scale must be finite and >= 0", ErrNonFinite, scales, i, s)
+			}
+		}
+	default:
+		elems += "16"
+		if err := needLen(elems, len(g.u16), g.in, g.out); err != nil {
+			return err
+		}
+		exp := uint16(0x7c00) // float16's exponent bits
+		if form == BFloat16 {
+			exp = 0x7f80
+		}
+		for i, h := range g.u16[:g.in*g.out] {
+			if h&exp == exp {
+				return fmt.Errorf("%w: %s[%d] = %#04x is NaN or ±Inf as %v", ErrNonFinite, elems, i, h, form)
+			}
+		}
+	}
+	return nil
+}
+
+// pack packs columns [c0, c0+n) of the matrix as type t in panels of cols
+// columns (the matrix is in×out, [in][out] or, with outIn, [out][in]).
+func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Packed {
+	nb := fallback.Int8Blocks(g.in)
+	m := tile.Matrix{Type: fallback.KVType(form), RowStride: g.out, ColStride: 1, SRowStride: g.out, SColStride: 1}
+	if outIn {
+		m.RowStride, m.ColStride, m.SRowStride, m.SColStride = 1, g.in, 1, nb
+	}
+	switch form {
+	case Float32:
+		m.F32 = g.f32[c0*m.ColStride:]
+	case Int8:
+		m.I8, m.S = g.i8.Data[c0*m.ColStride:], g.i8.Scales[c0*m.SColStride:]
+	default:
+		m.U16 = g.u16[c0*m.ColStride:]
+	}
+	return tile.PackWeights(m, g.in, n, cols, fallback.KVType(t))
+}
+
+// packWeights checks the matrices and biases of w and packs the matrices
+// as w.Type in panels of cols columns: dm is DModel, qw, kw, vw the widths
+// of the Q, K and V projections, ow of the concatenated heads.
+func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) {
+	t := w.Type
+	if t != Float32 && !t.is16() && t != Int8 {
+		return layerWeights{}, fmt.Errorf("%w: Weights.Type %d is not Float32, Float16, BFloat16 or Int8", ErrOption, int(t))
+	}
+	fw := qw + kw + vw
+	mats := []givenMatrix{{"WO", w.WO, w.WO16, w.WO8, ow, dm}}
+	biases := []givenMatrix{{name: "BO", f32: w.BO, in: 1, out: dm}}
+	fused := givenMatrix{"WQKV", w.WQKV, w.WQKV16, w.WQKV8, dm, fw}
+	separate := []givenMatrix{{"WQ", w.WQ, w.WQ16, w.WQ8, dm, qw}, {"WK", w.WK, w.WK16, w.WK8, dm, kw}, {"WV", w.WV, w.WV16, w.WV8, dm, vw}}
+	if fused.given() || w.BQKV != nil {
+		for _, g := range separate {
+			if g.given() {
+				return layerWeights{}, fmt.Errorf("%w: WQKV/BQKV replace WQ, WK, WV, BQ, BK, BV: set one form (%s is set)", ErrOption, g.name)
+			}
+		}
+		if w.BQ != nil || w.BK != nil || w.BV != nil {
+			return layerWeights{}, fmt.Errorf("%w: WQKV/BQKV replace WQ, WK, WV, BQ, BK, BV: set one form", ErrOption)
+		}
+		mats = append(mats, fused)
+		biases = append(biases, givenMatrix{name: "BQKV", f32: w.BQKV, in: 1, out: fw})
+	} else {
+		mats = append(mats, separate...)
+		biases = append(biases, givenMatrix{name: "BQ", f32: w.BQ, in: 1, out: qw},
+			givenMatrix{name: "BK", f32: w.BK, in: 1, out: kw}, givenMatrix{name: "BV", f32: w.BV, in: 1, out: vw})
+	}
+	forms := make([]KVType, len(mats))
+	for i, g := range mats {
+		var err error
+		if forms[i], err = g.form(t); err != nil {
+			return layerWeights{}, err
+		}
+		if err := g.check(forms[i], t); err != nil {
+			return layerWeights{}, err
+		}
+	}
+	for _, b := range biases {
+		if b.f32 == nil {
+			continue
+		}
+		if err := b.check(Float32, Float32); err != nil {
+			return layerWeights{}, err
+		}
+	}
+	bias := func(b []float32, c0, n int) []float32 {
+		if len(b) == 0 {
+			return nil
+		}
+		return clone(b[c0:], n)
+	}
+	lw := layerWeights{o: mats[0].pack(forms[0], t, w.OutIn, 0, dm, cols), bo: bias(w.BO, 0, dm)}
+	if len(mats) == 2 {
+		g, f := mats[1], forms[1]
+		lw.q, lw.k, lw.v = g.pack(f, t, w.OutIn, 0, qw, cols), g.pack(f, t, w.OutIn, qw, kw, cols), g.pack(f, t, w.OutIn, qw+kw, vw, cols)
+		lw.bq, lw.bk, lw.bv = bias(w.BQKV, 0, qw), bias(w.BQKV, qw, kw), bias(w.BQKV, qw+kw, vw)
+	} else {
+		lw.q, lw.k, lw.v = mats[1].pack(forms[1], t, w.OutIn, 0, qw, cols), mats[2].pack(forms[2], t, w.OutIn, 0, kw, cols), mats[3].pack(forms[3], t, w.OutIn, 0, vw, cols)
+		lw.bq, lw.bk, lw.bv = bias(w.BQ, 0, qw), bias(w.BK, 0, kw), bias(w.BV, 0, vw)
+	}
+	return lw, nil
+}
+
+// WeightBytes returns the memory the layer's weights hold: each matrix
+// padded to whole panels of the kernel set's width (to a multiple of 64
+// columns on AVX-512, 16 on AVX2 and NEON) times the bytes of its type,
+// plus for Int8 a float32 scale per 32 weights, plus the float32 biases.
+// A bfloat16 layer holds about half a float32 one's, an Int8 layer 0.28.
+func (l *Layer) WeightBytes() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.w.bytes()
+}

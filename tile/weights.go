@@ -1,0 +1,153 @@
+package tile
+
+import (
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
+
+// Packed is a [K][N] weight matrix packed for Gemm in panels of Cols
+// columns, as PackB lays out float32 (panel p holds columns
+// [p·Cols, (p+1)·Cols) of every row: K rows of Cols elements, the last
+// panel zero-padded), stored as Type: float32 in F32, 16-bit floats in
+// U16, int8 in I8 with one float32 scale per column and block of
+// fallback.Int8Block rows in S (panel p's block b is the row of Cols
+// scales at S[(p·⌈K/32⌉ + b)·Cols]). A panel's rows stream in address
+// order whatever the type.
+type Packed struct {
+	Type       fallback.KVType
+	F32        []float32
+	U16        []uint16
+	I8         []int8
+	S          []float32
+	K, N, Cols int
+}
+
+// Bytes returns the memory the packed matrix holds: K·Cols elements per
+// panel, and for int8 a float32 scale per column and block of 32 rows.
+func (w *Packed) Bytes() int64 {
+	return int64(w.Type.Bytes())*int64(w.Len()) + 4*int64(len(w.S))
+}
+
+// Len returns the number of elements (padding included) w holds.
+func (w *Packed) Len() int { return w.rows(0, 0).Len() }
+
+// rows returns the rows of panel p from row k0 on (k0 a multiple of
+// fallback.Int8Block), at stride Cols.
+func (w *Packed) rows(p, k0 int) fallback.WeightRows {
+	off := (p*w.K + k0) * w.Cols
+	r := fallback.WeightRows{Type: w.Type, Ld: w.Cols}
+	switch w.Type {
+	case fallback.KVFloat32:
+		r.F32 = w.F32[off:]
+	case fallback.KVInt8:
+		r.I8 = w.I8[off:]
+		r.S = w.S[(p*fallback.Int8Blocks(w.K)+k0/fallback.Int8Block)*w.Cols:]
+	default:
+		r.U16 = w.U16[off:]
+	}
+	return r
+}
+
+// Matrix is a k×n weight matrix as a caller gives it: element (r, c) at
+// r·RowStride + c·ColStride of F32, or of U16 (16-bit floats of Type), or
+// of I8 (Type KVInt8) with the scale of element (r, c) at
+// (r/32)·SRowStride + c·SColStride of S. RowStride n and ColStride 1 is
+// the [in][out] layout; RowStride 1 and ColStride k the [out][in] one of
+// PyTorch's nn.Linear.
+type Matrix struct {
+	Type                   fallback.KVType
+	F32                    []float32
+	U16                    []uint16
+	I8                     []int8
+	S                      []float32
+	RowStride, ColStride   int
+	SRowStride, SColStride int
+}
+
+// PackWeights packs m, k×n, in panels of cols columns as type t: the
+// type it is given in, or from float32 to a 16-bit type (rounded to
+// nearest, ties to even) or to int8 (each column's blocks of 32 rows
+// quantized by fallback.QuantizeInt8's rule). Other conversions, and
+// non-finite values to convert, are the caller's to rule out.
+func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
+	panels := (n + cols - 1) / cols
+	w := Packed{Type: t, K: k, N: n, Cols: cols}
+	size := panels * k * cols
+	switch t {
+	case fallback.KVFloat32:
+		w.F32 = make([]float32, size)
+	case fallback.KVInt8:
+		w.I8 = make([]int8, size)
+		w.S = make([]float32, panels*fallback.Int8Blocks(k)*cols)
+	default:
+		w.U16 = make([]uint16, size)
+	}
+	var col [fallback.Int8Block]float32 // a block of a column to quantize
+	var q [fallback.Int8Block]int8
+	for p := 0; p < panels; p++ {
+		for c := 0; c < min(cols, n-p*cols); c++ {
+			j := p*cols + c
+			for r0 := 0; r0 < k; r0 += fallback.Int8Block {
+				rows := min(fallback.Int8Block, k-r0)
+				dst := (p*k+r0)*cols + c // element (r0, c) of panel p
+				src := r0*m.RowStride + j*m.ColStride
+				switch {
+				case t == fallback.KVInt8 && m.Type == fallback.KVFloat32:
+					for i := range rows {
+						col[i] = m.F32[src+i*m.RowStride]
+					}
+					s := w.S[(p*fallback.Int8Blocks(k)+r0/fallback.Int8Block)*cols+c:]
+					fallback.QuantizeInt8(q[:rows], s[:1], col[:rows])
+					for i := range rows {
+						w.I8[dst+i*cols] = q[i]
+					}
+				case t == fallback.KVInt8:
+					w.S[(p*fallback.Int8Blocks(k)+r0/fallback.Int8Block)*cols+c] = m.S[r0/fallback.Int8Block*m.SRowStride+j*m.SColStride]
+					for i := range rows {
+						w.I8[dst+i*cols] = m.I8[src+i*m.RowStride]
+					}
+				case t == fallback.KVFloat32:
+					for i := range rows {
+						w.F32[dst+i*cols] = m.F32[src+i*m.RowStride]
+					}
+				case m.Type == fallback.KVFloat32:
+					for i := range rows {
+						w.U16[dst+i*cols] = narrow(m.F32[src+i*m.RowStride], t)
+					}
+				default:
+					for i := range rows {
+						w.U16[dst+i*cols] = m.U16[src+i*m.RowStride]
+					}
+				}
+			}
+		}
+	}
+	return w
+}
+
+// narrow rounds x to the 16-bit type t.
+func narrow(x float32, t fallback.KVType) uint16 {
+	if t == fallback.KVBFloat16 {
+		return fallback.F32ToBF16(x)
+	}
+	return fallback.F32ToF16(x)
+}
+
+// gemmPanel runs the kernel on panel `panel` of B from row k0: kc rows,
+// nw columns, for the mc rows of A at a into c. 16-bit and int8 panels go
+// to GemmW on sets that have it, and are otherwise widened into the
+// worker's scratch for Gemm (the same values, the same order: the same
+// bits).
+func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, panel, k0, kc, mc, nw int, accumulate bool) {
+	b := g.B.rows(panel, k0)
+	switch {
+	case b.Type == fallback.KVFloat32:
+		ks.Gemm(c, g.LDC, a, g.LDA, b.F32, b.Ld, mc, nw, kc, accumulate)
+	case ks.HasGemmW(b.Type):
+		ks.GemmW(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
+	default:
+		ws.wb = grow(ws.wb, kc*b.Ld)
+		ks.WidenWeights(ws.wb, b.Ld, b, kc, nw)
+		ks.Gemm(c, g.LDC, a, g.LDA, ws.wb, b.Ld, mc, nw, kc, accumulate)
+	}
+}
