@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 	"github.com/fastattn/fastattn/mha"
 	"github.com/fastattn/fastattn/tile"
