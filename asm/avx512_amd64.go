@@ -19,6 +19,48 @@ package asm
 //go:noescape
 func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 
+// GemmWF16AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
+//
+// with w(p, j) = b[p*ldb+j] widened from float16.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements. B (and
+// s) is read in whole vectors, nv of them per row: a packed panel is padded
+// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+//
+//go:noescape
+func GemmWF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+
+// GemmWBF16AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
+//
+// with w(p, j) = b[p*ldb+j] widened from bfloat16.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements. B (and
+// s) is read in whole vectors, nv of them per row: a packed panel is padded
+// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+//
+//go:noescape
+func GemmWBF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+
+// GemmWI8AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
+//
+// with w(p, j) = float32(b[p*ldb+j]) · s[(p/32)*ldb+j], the product rounded.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements. B (and
+// s) is read in whole vectors, nv of them per row: a packed panel is padded
+// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+//
+//go:noescape
+func GemmWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
+
 // TransposeScaleAVX512 is
 //
 //	for r := 0; r < nr; r++ {

@@ -3221,6 +3221,9078 @@ vecs1_masked_done:
 	VZEROUPPER
 	RET
 
+// func GemmWF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, AVX512F
+TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	LEAQ  (BX)(BX*4), DI
+	MOVQ  ldb+40(FP), R8
+	SHLQ  $0x01, R8
+	MOVQ  m+48(FP), R9
+	MOVQ  tail+72(FP), R10
+	LEAQ  constsAVX512<>+1856(SB), R11
+	KMOVW (R11)(R10*2), K1
+	MOVQ  nv+64(FP), R11
+	CMPQ  R10, $0x10
+	JNE   tail_masked
+	CMPQ  R11, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R11, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R11, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R11, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R11, $0x04
+	JEQ  vecs4_masked
+	CMPQ R11, $0x03
+	JEQ  vecs3_masked
+	CMPQ R11, $0x02
+	JEQ  vecs2_masked
+	CMPQ R11, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs4_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows6_load
+	VCVTPH2PS    (R10), Z20
+	VCVTPH2PS    32(R10), Z21
+	VCVTPH2PS    64(R10), Z22
+	VCVTPH2PS    96(R10), Z23
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R11)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R11)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs4_whole_rows6_store
+	JMP          vecs4_whole_rows6
+
+vecs4_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z8
+	VMOVUPS 64(R13), Z9
+	VMOVUPS 128(R13), Z10
+	VMOVUPS 192(R13), Z11
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z12
+	VMOVUPS 64(R13), Z13
+	VMOVUPS 128(R13), Z14
+	VMOVUPS 192(R13), Z15
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z16
+	VMOVUPS 64(R13), Z17
+	VMOVUPS 128(R13), Z18
+	VMOVUPS 192(R13), Z19
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z20
+	VMOVUPS 64(R13), Z21
+	VMOVUPS 128(R13), Z22
+	VMOVUPS 192(R13), Z23
+
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_whole_rows6:
+	VCVTPH2PS    (R10), Z24
+	VCVTPH2PS    32(R10), Z25
+	VCVTPH2PS    64(R10), Z26
+	VCVTPH2PS    96(R10), Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R11)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R11)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R11)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R11)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs4_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs4_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs4_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows4_load
+	VCVTPH2PS    (DI), Z12
+	VCVTPH2PS    32(DI), Z13
+	VCVTPH2PS    64(DI), Z14
+	VCVTPH2PS    96(DI), Z15
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R10)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs4_whole_rows4_store
+	JMP          vecs4_whole_rows4
+
+vecs4_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	VMOVUPS 128(R12), Z14
+	VMOVUPS 192(R12), Z15
+
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_whole_rows4:
+	VCVTPH2PS    (DI), Z16
+	VCVTPH2PS    32(DI), Z17
+	VCVTPH2PS    64(DI), Z18
+	VCVTPH2PS    96(DI), Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R10)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs4_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs4_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows2_load
+	VCVTPH2PS    (SI), Z4
+	VCVTPH2PS    32(SI), Z5
+	VCVTPH2PS    64(SI), Z6
+	VCVTPH2PS    96(SI), Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs4_whole_rows2_store
+	JMP          vecs4_whole_rows2
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	VMOVUPS 192(R11), Z3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	VMOVUPS 128(R11), Z6
+	VMOVUPS 192(R11), Z7
+
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_whole_rows2:
+	VCVTPH2PS    (SI), Z8
+	VCVTPH2PS    32(SI), Z9
+	VCVTPH2PS    64(SI), Z10
+	VCVTPH2PS    96(SI), Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs4_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs4_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VCVTPH2PS    32(SI), Z1
+	VCVTPH2PS    64(SI), Z2
+	VCVTPH2PS    96(SI), Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs4_whole_rows1_store
+	JMP          vecs4_whole_rows1
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+	VMOVUPS 64(R10), Z1
+	VMOVUPS 128(R10), Z2
+	VMOVUPS 192(R10), Z3
+
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_whole_rows1:
+	VCVTPH2PS    (SI), Z4
+	VCVTPH2PS    32(SI), Z5
+	VCVTPH2PS    64(SI), Z6
+	VCVTPH2PS    96(SI), Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs4_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs3_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows6_load
+	VCVTPH2PS    (R10), Z15
+	VCVTPH2PS    32(R10), Z16
+	VCVTPH2PS    64(R10), Z17
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R11)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R11)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs3_whole_rows6_store
+	JMP          vecs3_whole_rows6
+
+vecs3_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z6
+	VMOVUPS 64(R13), Z7
+	VMOVUPS 128(R13), Z8
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z9
+	VMOVUPS 64(R13), Z10
+	VMOVUPS 128(R13), Z11
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z12
+	VMOVUPS 64(R13), Z13
+	VMOVUPS 128(R13), Z14
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z15
+	VMOVUPS 64(R13), Z16
+	VMOVUPS 128(R13), Z17
+
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_whole_rows6:
+	VCVTPH2PS    (R10), Z18
+	VCVTPH2PS    32(R10), Z19
+	VCVTPH2PS    64(R10), Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R11)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R11)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R11)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R11)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R11)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs3_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs3_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs3_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows4_load
+	VCVTPH2PS    (DI), Z9
+	VCVTPH2PS    32(DI), Z10
+	VCVTPH2PS    64(DI), Z11
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R10)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs3_whole_rows4_store
+	JMP          vecs3_whole_rows4
+
+vecs3_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+	VMOVUPS 64(R12), Z4
+	VMOVUPS 128(R12), Z5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS 128(R12), Z8
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z9
+	VMOVUPS 64(R12), Z10
+	VMOVUPS 128(R12), Z11
+
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_whole_rows4:
+	VCVTPH2PS    (DI), Z12
+	VCVTPH2PS    32(DI), Z13
+	VCVTPH2PS    64(DI), Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R10)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs3_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs3_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows2_load
+	VCVTPH2PS    (SI), Z3
+	VCVTPH2PS    32(SI), Z4
+	VCVTPH2PS    64(SI), Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs3_whole_rows2_store
+	JMP          vecs3_whole_rows2
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z3
+	VMOVUPS 64(R11), Z4
+	VMOVUPS 128(R11), Z5
+
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_whole_rows2:
+	VCVTPH2PS    (SI), Z6
+	VCVTPH2PS    32(SI), Z7
+	VCVTPH2PS    64(SI), Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs3_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs3_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VCVTPH2PS    32(SI), Z1
+	VCVTPH2PS    64(SI), Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs3_whole_rows1_store
+	JMP          vecs3_whole_rows1
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+	VMOVUPS 64(R10), Z1
+	VMOVUPS 128(R10), Z2
+
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_whole_rows1:
+	VCVTPH2PS    (SI), Z3
+	VCVTPH2PS    32(SI), Z4
+	VCVTPH2PS    64(SI), Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs3_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows6_load
+	VCVTPH2PS    (R10), Z10
+	VCVTPH2PS    32(R10), Z11
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R11)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R11)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z6
+	VMOVUPS 64(R13), Z7
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z8
+	VMOVUPS 64(R13), Z9
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z10
+	VMOVUPS 64(R13), Z11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VCVTPH2PS    (R10), Z12
+	VCVTPH2PS    32(R10), Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R11)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R11)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R11)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R11)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R11)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows4_load
+	VCVTPH2PS    (DI), Z6
+	VCVTPH2PS    32(DI), Z7
+	VBROADCASTSS (R10), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R10)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R10)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VCVTPH2PS    (DI), Z8
+	VCVTPH2PS    32(DI), Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R10)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows2_load
+	VCVTPH2PS    (SI), Z2
+	VCVTPH2PS    32(SI), Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VCVTPH2PS    (SI), Z4
+	VCVTPH2PS    32(SI), Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VCVTPH2PS    32(SI), Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+	VMOVUPS 64(R10), Z1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VCVTPH2PS    (SI), Z2
+	VCVTPH2PS    32(SI), Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows6_load
+	VCVTPH2PS    (R10), Z5
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R11)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R11)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VCVTPH2PS    (R10), Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R11)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R11)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R11)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R11)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows4_load
+	VCVTPH2PS    (DI), Z3
+	VBROADCASTSS (R10), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R10)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R10)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VCVTPH2PS    (DI), Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R10)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows2_load
+	VCVTPH2PS    (SI), Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VCVTPH2PS    (SI), Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VCVTPH2PS    (SI), Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs4_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows6_load
+	VCVTPH2PS    (R10), Z20
+	VCVTPH2PS    32(R10), Z21
+	VCVTPH2PS    64(R10), Z22
+	VCVTPH2PS    96(R10), Z23
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R11)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R11)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs4_masked_rows6_store
+	JMP          vecs4_masked_rows6
+
+vecs4_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z8
+	VMOVUPS   64(R13), Z9
+	VMOVUPS   128(R13), Z10
+	VMOVUPS.Z 192(R13), K1, Z11
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z12
+	VMOVUPS   64(R13), Z13
+	VMOVUPS   128(R13), Z14
+	VMOVUPS.Z 192(R13), K1, Z15
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z16
+	VMOVUPS   64(R13), Z17
+	VMOVUPS   128(R13), Z18
+	VMOVUPS.Z 192(R13), K1, Z19
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z20
+	VMOVUPS   64(R13), Z21
+	VMOVUPS   128(R13), Z22
+	VMOVUPS.Z 192(R13), K1, Z23
+
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_masked_rows6:
+	VCVTPH2PS    (R10), Z24
+	VCVTPH2PS    32(R10), Z25
+	VCVTPH2PS    64(R10), Z26
+	VCVTPH2PS    96(R10), Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R11)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R11)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R11)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R11)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs4_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs4_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs4_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows4_load
+	VCVTPH2PS    (DI), Z12
+	VCVTPH2PS    32(DI), Z13
+	VCVTPH2PS    64(DI), Z14
+	VCVTPH2PS    96(DI), Z15
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R10)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs4_masked_rows4_store
+	JMP          vecs4_masked_rows4
+
+vecs4_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS   64(R12), Z5
+	VMOVUPS   128(R12), Z6
+	VMOVUPS.Z 192(R12), K1, Z7
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z8
+	VMOVUPS   64(R12), Z9
+	VMOVUPS   128(R12), Z10
+	VMOVUPS.Z 192(R12), K1, Z11
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z12
+	VMOVUPS   64(R12), Z13
+	VMOVUPS   128(R12), Z14
+	VMOVUPS.Z 192(R12), K1, Z15
+
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_masked_rows4:
+	VCVTPH2PS    (DI), Z16
+	VCVTPH2PS    32(DI), Z17
+	VCVTPH2PS    64(DI), Z18
+	VCVTPH2PS    96(DI), Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R10)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs4_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs4_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows2_load
+	VCVTPH2PS    (SI), Z4
+	VCVTPH2PS    32(SI), Z5
+	VCVTPH2PS    64(SI), Z6
+	VCVTPH2PS    96(SI), Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs4_masked_rows2_store
+	JMP          vecs4_masked_rows2
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS   128(R11), Z2
+	VMOVUPS.Z 192(R11), K1, Z3
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z4
+	VMOVUPS   64(R11), Z5
+	VMOVUPS   128(R11), Z6
+	VMOVUPS.Z 192(R11), K1, Z7
+
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_masked_rows2:
+	VCVTPH2PS    (SI), Z8
+	VCVTPH2PS    32(SI), Z9
+	VCVTPH2PS    64(SI), Z10
+	VCVTPH2PS    96(SI), Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs4_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs4_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VCVTPH2PS    32(SI), Z1
+	VCVTPH2PS    64(SI), Z2
+	VCVTPH2PS    96(SI), Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs4_masked_rows1_store
+	JMP          vecs4_masked_rows1
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS   (R10), Z0
+	VMOVUPS   64(R10), Z1
+	VMOVUPS   128(R10), Z2
+	VMOVUPS.Z 192(R10), K1, Z3
+
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_masked_rows1:
+	VCVTPH2PS    (SI), Z4
+	VCVTPH2PS    32(SI), Z5
+	VCVTPH2PS    64(SI), Z6
+	VCVTPH2PS    96(SI), Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs4_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs3_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows6_load
+	VCVTPH2PS    (R10), Z15
+	VCVTPH2PS    32(R10), Z16
+	VCVTPH2PS    64(R10), Z17
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R11)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R11)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs3_masked_rows6_store
+	JMP          vecs3_masked_rows6
+
+vecs3_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z6
+	VMOVUPS   64(R13), Z7
+	VMOVUPS.Z 128(R13), K1, Z8
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z9
+	VMOVUPS   64(R13), Z10
+	VMOVUPS.Z 128(R13), K1, Z11
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z12
+	VMOVUPS   64(R13), Z13
+	VMOVUPS.Z 128(R13), K1, Z14
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z15
+	VMOVUPS   64(R13), Z16
+	VMOVUPS.Z 128(R13), K1, Z17
+
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_masked_rows6:
+	VCVTPH2PS    (R10), Z18
+	VCVTPH2PS    32(R10), Z19
+	VCVTPH2PS    64(R10), Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R11)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R11)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R11)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R11)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R11)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs3_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs3_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs3_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows4_load
+	VCVTPH2PS    (DI), Z9
+	VCVTPH2PS    32(DI), Z10
+	VCVTPH2PS    64(DI), Z11
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R10)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs3_masked_rows4_store
+	JMP          vecs3_masked_rows4
+
+vecs3_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z3
+	VMOVUPS   64(R12), Z4
+	VMOVUPS.Z 128(R12), K1, Z5
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z6
+	VMOVUPS   64(R12), Z7
+	VMOVUPS.Z 128(R12), K1, Z8
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z9
+	VMOVUPS   64(R12), Z10
+	VMOVUPS.Z 128(R12), K1, Z11
+
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_masked_rows4:
+	VCVTPH2PS    (DI), Z12
+	VCVTPH2PS    32(DI), Z13
+	VCVTPH2PS    64(DI), Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R10)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs3_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs3_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows2_load
+	VCVTPH2PS    (SI), Z3
+	VCVTPH2PS    32(SI), Z4
+	VCVTPH2PS    64(SI), Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs3_masked_rows2_store
+	JMP          vecs3_masked_rows2
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS.Z 128(R11), K1, Z2
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z3
+	VMOVUPS   64(R11), Z4
+	VMOVUPS.Z 128(R11), K1, Z5
+
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_masked_rows2:
+	VCVTPH2PS    (SI), Z6
+	VCVTPH2PS    32(SI), Z7
+	VCVTPH2PS    64(SI), Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs3_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs3_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VCVTPH2PS    32(SI), Z1
+	VCVTPH2PS    64(SI), Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs3_masked_rows1_store
+	JMP          vecs3_masked_rows1
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS   (R10), Z0
+	VMOVUPS   64(R10), Z1
+	VMOVUPS.Z 128(R10), K1, Z2
+
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_masked_rows1:
+	VCVTPH2PS    (SI), Z3
+	VCVTPH2PS    32(SI), Z4
+	VCVTPH2PS    64(SI), Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs3_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows6_load
+	VCVTPH2PS    (R10), Z10
+	VCVTPH2PS    32(R10), Z11
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R11)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R11)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS.Z 64(R13), K1, Z5
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z6
+	VMOVUPS.Z 64(R13), K1, Z7
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z8
+	VMOVUPS.Z 64(R13), K1, Z9
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z10
+	VMOVUPS.Z 64(R13), K1, Z11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VCVTPH2PS    (R10), Z12
+	VCVTPH2PS    32(R10), Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R11)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R11)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R11)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R11)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R11)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows4_load
+	VCVTPH2PS    (DI), Z6
+	VCVTPH2PS    32(DI), Z7
+	VBROADCASTSS (R10), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R10)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R10)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4
+
+vecs2_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z2
+	VMOVUPS.Z 64(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS.Z 64(R12), K1, Z5
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z6
+	VMOVUPS.Z 64(R12), K1, Z7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VCVTPH2PS    (DI), Z8
+	VCVTPH2PS    32(DI), Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R10)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows2_load
+	VCVTPH2PS    (SI), Z2
+	VCVTPH2PS    32(SI), Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS.Z 64(R11), K1, Z1
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z2
+	VMOVUPS.Z 64(R11), K1, Z3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VCVTPH2PS    (SI), Z4
+	VCVTPH2PS    32(SI), Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VCVTPH2PS    32(SI), Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS   (R10), Z0
+	VMOVUPS.Z 64(R10), K1, Z1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VCVTPH2PS    (SI), Z2
+	VCVTPH2PS    32(SI), Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows6_load
+	VCVTPH2PS    (R10), Z5
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R11)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R11)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z4
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VCVTPH2PS    (R10), Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R11)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R11)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R11)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R11)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows4_load
+	VCVTPH2PS    (DI), Z3
+	VBROADCASTSS (R10), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R10)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R10)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4
+
+vecs1_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VCVTPH2PS    (DI), Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R10)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows2_load
+	VCVTPH2PS    (SI), Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS.Z (R11), K1, Z0
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VCVTPH2PS    (SI), Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows1_load
+	VCVTPH2PS    (SI), Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS.Z (R10), K1, Z0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VCVTPH2PS    (SI), Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func GemmWBF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, AVX512F
+TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	LEAQ  (BX)(BX*4), DI
+	MOVQ  ldb+40(FP), R8
+	SHLQ  $0x01, R8
+	MOVQ  m+48(FP), R9
+	MOVQ  tail+72(FP), R10
+	LEAQ  constsAVX512<>+1856(SB), R11
+	KMOVW (R11)(R10*2), K1
+	MOVQ  nv+64(FP), R11
+	CMPQ  R10, $0x10
+	JNE   tail_masked
+	CMPQ  R11, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R11, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R11, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R11, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R11, $0x04
+	JEQ  vecs4_masked
+	CMPQ R11, $0x03
+	JEQ  vecs3_masked
+	CMPQ R11, $0x02
+	JEQ  vecs2_masked
+	CMPQ R11, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs4_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows6_load
+	VPMOVZXWD    (R10), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VPMOVZXWD    32(R10), Z21
+	VPSLLD       $0x10, Z21, Z21
+	VPMOVZXWD    64(R10), Z22
+	VPSLLD       $0x10, Z22, Z22
+	VPMOVZXWD    96(R10), Z23
+	VPSLLD       $0x10, Z23, Z23
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R11)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R11)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs4_whole_rows6_store
+	JMP          vecs4_whole_rows6
+
+vecs4_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z8
+	VMOVUPS 64(R13), Z9
+	VMOVUPS 128(R13), Z10
+	VMOVUPS 192(R13), Z11
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z12
+	VMOVUPS 64(R13), Z13
+	VMOVUPS 128(R13), Z14
+	VMOVUPS 192(R13), Z15
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z16
+	VMOVUPS 64(R13), Z17
+	VMOVUPS 128(R13), Z18
+	VMOVUPS 192(R13), Z19
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z20
+	VMOVUPS 64(R13), Z21
+	VMOVUPS 128(R13), Z22
+	VMOVUPS 192(R13), Z23
+
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_whole_rows6:
+	VPMOVZXWD    (R10), Z24
+	VPSLLD       $0x10, Z24, Z24
+	VPMOVZXWD    32(R10), Z25
+	VPSLLD       $0x10, Z25, Z25
+	VPMOVZXWD    64(R10), Z26
+	VPSLLD       $0x10, Z26, Z26
+	VPMOVZXWD    96(R10), Z27
+	VPSLLD       $0x10, Z27, Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R11)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R11)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R11)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R11)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs4_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs4_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs4_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows4_load
+	VPMOVZXWD    (DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(DI), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(DI), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VPMOVZXWD    96(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R10)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs4_whole_rows4_store
+	JMP          vecs4_whole_rows4
+
+vecs4_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	VMOVUPS 128(R12), Z14
+	VMOVUPS 192(R12), Z15
+
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_whole_rows4:
+	VPMOVZXWD    (DI), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    32(DI), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VPMOVZXWD    96(DI), Z19
+	VPSLLD       $0x10, Z19, Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R10)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs4_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs4_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows2_load
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(SI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    96(SI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs4_whole_rows2_store
+	JMP          vecs4_whole_rows2
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	VMOVUPS 192(R11), Z3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	VMOVUPS 128(R11), Z6
+	VMOVUPS 192(R11), Z7
+
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_whole_rows2:
+	VPMOVZXWD    (SI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(SI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    64(SI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    96(SI), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs4_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs4_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VPMOVZXWD    32(SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VPMOVZXWD    64(SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    96(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs4_whole_rows1_store
+	JMP          vecs4_whole_rows1
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+	VMOVUPS 64(R10), Z1
+	VMOVUPS 128(R10), Z2
+	VMOVUPS 192(R10), Z3
+
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_whole_rows1:
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(SI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    96(SI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs4_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs3_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows6_load
+	VPMOVZXWD    (R10), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VPMOVZXWD    32(R10), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    64(R10), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R11)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R11)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs3_whole_rows6_store
+	JMP          vecs3_whole_rows6
+
+vecs3_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z6
+	VMOVUPS 64(R13), Z7
+	VMOVUPS 128(R13), Z8
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z9
+	VMOVUPS 64(R13), Z10
+	VMOVUPS 128(R13), Z11
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z12
+	VMOVUPS 64(R13), Z13
+	VMOVUPS 128(R13), Z14
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z15
+	VMOVUPS 64(R13), Z16
+	VMOVUPS 128(R13), Z17
+
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_whole_rows6:
+	VPMOVZXWD    (R10), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VPMOVZXWD    32(R10), Z19
+	VPSLLD       $0x10, Z19, Z19
+	VPMOVZXWD    64(R10), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R11)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R11)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R11)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R11)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R11)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs3_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs3_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs3_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows4_load
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    64(DI), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R10)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs3_whole_rows4_store
+	JMP          vecs3_whole_rows4
+
+vecs3_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+	VMOVUPS 64(R12), Z4
+	VMOVUPS 128(R12), Z5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS 128(R12), Z8
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z9
+	VMOVUPS 64(R12), Z10
+	VMOVUPS 128(R12), Z11
+
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_whole_rows4:
+	VPMOVZXWD    (DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(DI), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(DI), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R10)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs3_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs3_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows2_load
+	VPMOVZXWD    (SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    64(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs3_whole_rows2_store
+	JMP          vecs3_whole_rows2
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z3
+	VMOVUPS 64(R11), Z4
+	VMOVUPS 128(R11), Z5
+
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_whole_rows2:
+	VPMOVZXWD    (SI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(SI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VPMOVZXWD    64(SI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs3_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs3_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VPMOVZXWD    32(SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VPMOVZXWD    64(SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs3_whole_rows1_store
+	JMP          vecs3_whole_rows1
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+	VMOVUPS 64(R10), Z1
+	VMOVUPS 128(R10), Z2
+
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_whole_rows1:
+	VPMOVZXWD    (SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    64(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs3_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows6_load
+	VPMOVZXWD    (R10), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    32(R10), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R11)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R11)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z6
+	VMOVUPS 64(R13), Z7
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z8
+	VMOVUPS 64(R13), Z9
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z10
+	VMOVUPS 64(R13), Z11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VPMOVZXWD    (R10), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(R10), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R11)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R11)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R11)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R11)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R11)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows4_load
+	VPMOVZXWD    (DI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(DI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (R10), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R10)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R10)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VPMOVZXWD    (DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R10)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows2_load
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    32(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VPMOVZXWD    32(SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+	VMOVUPS 64(R10), Z1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    32(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows6_load
+	VPMOVZXWD    (R10), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R11)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R11)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VPMOVZXWD    (R10), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R11)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R11)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R11)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R11)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows4_load
+	VPMOVZXWD    (DI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (R10), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R10)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R10)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VPMOVZXWD    (DI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R10)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows2_load
+	VPMOVZXWD    (SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Z1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Z0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VPMOVZXWD    (SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs4_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows6_load
+	VPMOVZXWD    (R10), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VPMOVZXWD    32(R10), Z21
+	VPSLLD       $0x10, Z21, Z21
+	VPMOVZXWD    64(R10), Z22
+	VPSLLD       $0x10, Z22, Z22
+	VPMOVZXWD    96(R10), Z23
+	VPSLLD       $0x10, Z23, Z23
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R11)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R11)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs4_masked_rows6_store
+	JMP          vecs4_masked_rows6
+
+vecs4_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z8
+	VMOVUPS   64(R13), Z9
+	VMOVUPS   128(R13), Z10
+	VMOVUPS.Z 192(R13), K1, Z11
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z12
+	VMOVUPS   64(R13), Z13
+	VMOVUPS   128(R13), Z14
+	VMOVUPS.Z 192(R13), K1, Z15
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z16
+	VMOVUPS   64(R13), Z17
+	VMOVUPS   128(R13), Z18
+	VMOVUPS.Z 192(R13), K1, Z19
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z20
+	VMOVUPS   64(R13), Z21
+	VMOVUPS   128(R13), Z22
+	VMOVUPS.Z 192(R13), K1, Z23
+
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_masked_rows6:
+	VPMOVZXWD    (R10), Z24
+	VPSLLD       $0x10, Z24, Z24
+	VPMOVZXWD    32(R10), Z25
+	VPSLLD       $0x10, Z25, Z25
+	VPMOVZXWD    64(R10), Z26
+	VPSLLD       $0x10, Z26, Z26
+	VPMOVZXWD    96(R10), Z27
+	VPSLLD       $0x10, Z27, Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R11)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R11)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R11)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R11)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs4_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs4_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs4_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows4_load
+	VPMOVZXWD    (DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(DI), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(DI), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VPMOVZXWD    96(DI), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R10)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs4_masked_rows4_store
+	JMP          vecs4_masked_rows4
+
+vecs4_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS   64(R12), Z5
+	VMOVUPS   128(R12), Z6
+	VMOVUPS.Z 192(R12), K1, Z7
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z8
+	VMOVUPS   64(R12), Z9
+	VMOVUPS   128(R12), Z10
+	VMOVUPS.Z 192(R12), K1, Z11
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z12
+	VMOVUPS   64(R12), Z13
+	VMOVUPS   128(R12), Z14
+	VMOVUPS.Z 192(R12), K1, Z15
+
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_masked_rows4:
+	VPMOVZXWD    (DI), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    32(DI), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VPMOVZXWD    96(DI), Z19
+	VPSLLD       $0x10, Z19, Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R10)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs4_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs4_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows2_load
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(SI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    96(SI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs4_masked_rows2_store
+	JMP          vecs4_masked_rows2
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS   128(R11), Z2
+	VMOVUPS.Z 192(R11), K1, Z3
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z4
+	VMOVUPS   64(R11), Z5
+	VMOVUPS   128(R11), Z6
+	VMOVUPS.Z 192(R11), K1, Z7
+
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_masked_rows2:
+	VPMOVZXWD    (SI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(SI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    64(SI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    96(SI), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs4_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs4_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VPMOVZXWD    32(SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VPMOVZXWD    64(SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    96(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs4_masked_rows1_store
+	JMP          vecs4_masked_rows1
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS   (R10), Z0
+	VMOVUPS   64(R10), Z1
+	VMOVUPS   128(R10), Z2
+	VMOVUPS.Z 192(R10), K1, Z3
+
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_masked_rows1:
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(SI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    96(SI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs4_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs3_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows6_load
+	VPMOVZXWD    (R10), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VPMOVZXWD    32(R10), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    64(R10), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R11)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R11)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs3_masked_rows6_store
+	JMP          vecs3_masked_rows6
+
+vecs3_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z6
+	VMOVUPS   64(R13), Z7
+	VMOVUPS.Z 128(R13), K1, Z8
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z9
+	VMOVUPS   64(R13), Z10
+	VMOVUPS.Z 128(R13), K1, Z11
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z12
+	VMOVUPS   64(R13), Z13
+	VMOVUPS.Z 128(R13), K1, Z14
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z15
+	VMOVUPS   64(R13), Z16
+	VMOVUPS.Z 128(R13), K1, Z17
+
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_masked_rows6:
+	VPMOVZXWD    (R10), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VPMOVZXWD    32(R10), Z19
+	VPSLLD       $0x10, Z19, Z19
+	VPMOVZXWD    64(R10), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R11)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R11)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R11)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R11)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R11)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs3_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs3_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs3_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows4_load
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    64(DI), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R10)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs3_masked_rows4_store
+	JMP          vecs3_masked_rows4
+
+vecs3_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z3
+	VMOVUPS   64(R12), Z4
+	VMOVUPS.Z 128(R12), K1, Z5
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z6
+	VMOVUPS   64(R12), Z7
+	VMOVUPS.Z 128(R12), K1, Z8
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z9
+	VMOVUPS   64(R12), Z10
+	VMOVUPS.Z 128(R12), K1, Z11
+
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_masked_rows4:
+	VPMOVZXWD    (DI), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(DI), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(DI), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R10)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs3_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs3_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows2_load
+	VPMOVZXWD    (SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    64(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs3_masked_rows2_store
+	JMP          vecs3_masked_rows2
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS.Z 128(R11), K1, Z2
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z3
+	VMOVUPS   64(R11), Z4
+	VMOVUPS.Z 128(R11), K1, Z5
+
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_masked_rows2:
+	VPMOVZXWD    (SI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(SI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VPMOVZXWD    64(SI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs3_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs3_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VPMOVZXWD    32(SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VPMOVZXWD    64(SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs3_masked_rows1_store
+	JMP          vecs3_masked_rows1
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS   (R10), Z0
+	VMOVUPS   64(R10), Z1
+	VMOVUPS.Z 128(R10), K1, Z2
+
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_masked_rows1:
+	VPMOVZXWD    (SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    64(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs3_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows6_load
+	VPMOVZXWD    (R10), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    32(R10), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R11)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R11)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS.Z 64(R13), K1, Z5
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z6
+	VMOVUPS.Z 64(R13), K1, Z7
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z8
+	VMOVUPS.Z 64(R13), K1, Z9
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z10
+	VMOVUPS.Z 64(R13), K1, Z11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VPMOVZXWD    (R10), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(R10), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R11)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R11)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R11)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R11)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R11)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows4_load
+	VPMOVZXWD    (DI), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(DI), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (R10), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R10)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R10)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4
+
+vecs2_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z2
+	VMOVUPS.Z 64(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS.Z 64(R12), K1, Z5
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z6
+	VMOVUPS.Z 64(R12), K1, Z7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VPMOVZXWD    (DI), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R10)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows2_load
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    32(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS.Z 64(R11), K1, Z1
+	ADDQ      CX, R11
+	VMOVUPS   (R11), Z2
+	VMOVUPS.Z 64(R11), K1, Z3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VPMOVZXWD    (SI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(SI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VPMOVZXWD    32(SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS   (R10), Z0
+	VMOVUPS.Z 64(R10), K1, Z1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    32(SI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows6_load
+	VPMOVZXWD    (R10), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R11)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R11)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z4
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VPMOVZXWD    (R10), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R11)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R11)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R11)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R11)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows4_load
+	VPMOVZXWD    (DI), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (R10), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R10)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R10)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4
+
+vecs1_masked_rows4_load:
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VPMOVZXWD    (DI), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R10)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows2_load
+	VPMOVZXWD    (SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R11
+	VMOVUPS.Z (R11), K1, Z0
+	ADDQ      CX, R11
+	VMOVUPS.Z (R11), K1, Z1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VPMOVZXWD    (SI), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R10
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows1_load
+	VPMOVZXWD    (SI), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R10
+	VMOVUPS.Z (R10), K1, Z0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VPMOVZXWD    (SI), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R9
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func GemmWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
+// Requires: AVX, AVX512F
+TEXT ·GemmWI8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	LEAQ  (BX)(BX*4), DI
+	MOVQ  ldb+40(FP), R8
+	MOVQ  m+48(FP), R9
+	MOVQ  tail+72(FP), R10
+	LEAQ  constsAVX512<>+1856(SB), R11
+	KMOVW (R11)(R10*2), K1
+	MOVQ  nv+64(FP), R11
+	CMPQ  R10, $0x10
+	JNE   tail_masked
+	CMPQ  R11, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R11, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R11, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R11, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R11, $0x04
+	JEQ  vecs4_masked
+	CMPQ R11, $0x03
+	JEQ  vecs3_masked
+	CMPQ R11, $0x02
+	JEQ  vecs2_masked
+	CMPQ R11, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs4_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows6_load
+	VPMOVSXBD    (R10), Z20
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       (R13), Z20, Z20
+	VPMOVSXBD    16(R10), Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       64(R13), Z21, Z21
+	VPMOVSXBD    32(R10), Z22
+	VCVTDQ2PS    Z22, Z22
+	VMULPS       128(R13), Z22, Z22
+	VPMOVSXBD    48(R10), Z23
+	VCVTDQ2PS    Z23, Z23
+	VMULPS       192(R13), Z23, Z23
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R11)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R11)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs4_whole_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs4_whole_rows6_block_first:
+	DECQ R12
+	JZ   vecs4_whole_rows6_store
+	JMP  vecs4_whole_rows6
+
+vecs4_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	VMOVUPS 128(R15), Z2
+	VMOVUPS 192(R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	VMOVUPS 64(R15), Z5
+	VMOVUPS 128(R15), Z6
+	VMOVUPS 192(R15), Z7
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z8
+	VMOVUPS 64(R15), Z9
+	VMOVUPS 128(R15), Z10
+	VMOVUPS 192(R15), Z11
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	VMOVUPS 192(R15), Z15
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z16
+	VMOVUPS 64(R15), Z17
+	VMOVUPS 128(R15), Z18
+	VMOVUPS 192(R15), Z19
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z20
+	VMOVUPS 64(R15), Z21
+	VMOVUPS 128(R15), Z22
+	VMOVUPS 192(R15), Z23
+
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_whole_rows6:
+	VPMOVSXBD    (R10), Z24
+	VCVTDQ2PS    Z24, Z24
+	VMULPS       (R13), Z24, Z24
+	VPMOVSXBD    16(R10), Z25
+	VCVTDQ2PS    Z25, Z25
+	VMULPS       64(R13), Z25, Z25
+	VPMOVSXBD    32(R10), Z26
+	VCVTDQ2PS    Z26, Z26
+	VMULPS       128(R13), Z26, Z26
+	VPMOVSXBD    48(R10), Z27
+	VCVTDQ2PS    Z27, Z27
+	VMULPS       192(R13), Z27, Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R11)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R11)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R11)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R11)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs4_whole_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs4_whole_rows6_block_step:
+	DECQ R12
+	JNZ  vecs4_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs4_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs4_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows4_load
+	VPMOVSXBD    (DI), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       (R12), Z12, Z12
+	VPMOVSXBD    16(DI), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       64(R12), Z13, Z13
+	VPMOVSXBD    32(DI), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       128(R12), Z14, Z14
+	VPMOVSXBD    48(DI), Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       192(R12), Z15, Z15
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R10)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs4_whole_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs4_whole_rows4_block_first:
+	DECQ R11
+	JZ   vecs4_whole_rows4_store
+	JMP  vecs4_whole_rows4
+
+vecs4_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	VMOVUPS 192(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	VMOVUPS 128(R14), Z6
+	VMOVUPS 192(R14), Z7
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z8
+	VMOVUPS 64(R14), Z9
+	VMOVUPS 128(R14), Z10
+	VMOVUPS 192(R14), Z11
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z12
+	VMOVUPS 64(R14), Z13
+	VMOVUPS 128(R14), Z14
+	VMOVUPS 192(R14), Z15
+
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_whole_rows4:
+	VPMOVSXBD    (DI), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       (R12), Z16, Z16
+	VPMOVSXBD    16(DI), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       64(R12), Z17, Z17
+	VPMOVSXBD    32(DI), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       128(R12), Z18, Z18
+	VPMOVSXBD    48(DI), Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       192(R12), Z19, Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R10)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs4_whole_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs4_whole_rows4_block_step:
+	DECQ R11
+	JNZ  vecs4_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs4_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows2_load
+	VPMOVSXBD    (SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R11), Z4, Z4
+	VPMOVSXBD    16(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       64(R11), Z5, Z5
+	VPMOVSXBD    32(SI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       128(R11), Z6, Z6
+	VPMOVSXBD    48(SI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       192(R11), Z7, Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs4_whole_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs4_whole_rows2_block_first:
+	DECQ R10
+	JZ   vecs4_whole_rows2_store
+	JMP  vecs4_whole_rows2
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_whole_rows2:
+	VPMOVSXBD    (SI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       (R11), Z8, Z8
+	VPMOVSXBD    16(SI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       64(R11), Z9, Z9
+	VPMOVSXBD    32(SI), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       128(R11), Z10, Z10
+	VPMOVSXBD    48(SI), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       192(R11), Z11, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs4_whole_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs4_whole_rows2_block_step:
+	DECQ R10
+	JNZ  vecs4_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs4_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_whole_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       64(R10), Z1, Z1
+	VPMOVSXBD    32(SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       128(R10), Z2, Z2
+	VPMOVSXBD    48(SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       192(R10), Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs4_whole_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs4_whole_rows1_block_first:
+	DECQ R9
+	JZ   vecs4_whole_rows1_store
+	JMP  vecs4_whole_rows1
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_whole_rows1:
+	VPMOVSXBD    (SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R10), Z4, Z4
+	VPMOVSXBD    16(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       64(R10), Z5, Z5
+	VPMOVSXBD    32(SI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       128(R10), Z6, Z6
+	VPMOVSXBD    48(SI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       192(R10), Z7, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs4_whole_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs4_whole_rows1_block_step:
+	DECQ R9
+	JNZ  vecs4_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs3_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows6_load
+	VPMOVSXBD    (R10), Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       (R13), Z15, Z15
+	VPMOVSXBD    16(R10), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       64(R13), Z16, Z16
+	VPMOVSXBD    32(R10), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       128(R13), Z17, Z17
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R11)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R11)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs3_whole_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs3_whole_rows6_block_first:
+	DECQ R12
+	JZ   vecs3_whole_rows6_store
+	JMP  vecs3_whole_rows6
+
+vecs3_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	VMOVUPS 128(R15), Z2
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z3
+	VMOVUPS 64(R15), Z4
+	VMOVUPS 128(R15), Z5
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z6
+	VMOVUPS 64(R15), Z7
+	VMOVUPS 128(R15), Z8
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z9
+	VMOVUPS 64(R15), Z10
+	VMOVUPS 128(R15), Z11
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z15
+	VMOVUPS 64(R15), Z16
+	VMOVUPS 128(R15), Z17
+
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_whole_rows6:
+	VPMOVSXBD    (R10), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       (R13), Z18, Z18
+	VPMOVSXBD    16(R10), Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       64(R13), Z19, Z19
+	VPMOVSXBD    32(R10), Z20
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       128(R13), Z20, Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R11)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R11)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R11)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R11)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R11)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs3_whole_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs3_whole_rows6_block_step:
+	DECQ R12
+	JNZ  vecs3_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs3_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs3_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows4_load
+	VPMOVSXBD    (DI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       (R12), Z9, Z9
+	VPMOVSXBD    16(DI), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       64(R12), Z10, Z10
+	VPMOVSXBD    32(DI), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       128(R12), Z11, Z11
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R10)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs3_whole_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs3_whole_rows4_block_first:
+	DECQ R11
+	JZ   vecs3_whole_rows4_store
+	JMP  vecs3_whole_rows4
+
+vecs3_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+	VMOVUPS 64(R14), Z4
+	VMOVUPS 128(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	VMOVUPS 128(R14), Z8
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z9
+	VMOVUPS 64(R14), Z10
+	VMOVUPS 128(R14), Z11
+
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_whole_rows4:
+	VPMOVSXBD    (DI), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       (R12), Z12, Z12
+	VPMOVSXBD    16(DI), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       64(R12), Z13, Z13
+	VPMOVSXBD    32(DI), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       128(R12), Z14, Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R10)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs3_whole_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs3_whole_rows4_block_step:
+	DECQ R11
+	JNZ  vecs3_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs3_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows2_load
+	VPMOVSXBD    (SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       (R11), Z3, Z3
+	VPMOVSXBD    16(SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       64(R11), Z4, Z4
+	VPMOVSXBD    32(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       128(R11), Z5, Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs3_whole_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs3_whole_rows2_block_first:
+	DECQ R10
+	JZ   vecs3_whole_rows2_store
+	JMP  vecs3_whole_rows2
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_whole_rows2:
+	VPMOVSXBD    (SI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       (R11), Z6, Z6
+	VPMOVSXBD    16(SI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       64(R11), Z7, Z7
+	VPMOVSXBD    32(SI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       128(R11), Z8, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs3_whole_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs3_whole_rows2_block_step:
+	DECQ R10
+	JNZ  vecs3_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs3_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_whole_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       64(R10), Z1, Z1
+	VPMOVSXBD    32(SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       128(R10), Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs3_whole_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs3_whole_rows1_block_first:
+	DECQ R9
+	JZ   vecs3_whole_rows1_store
+	JMP  vecs3_whole_rows1
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_whole_rows1:
+	VPMOVSXBD    (SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       (R10), Z3, Z3
+	VPMOVSXBD    16(SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       64(R10), Z4, Z4
+	VPMOVSXBD    32(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       128(R10), Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs3_whole_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs3_whole_rows1_block_step:
+	DECQ R9
+	JNZ  vecs3_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows6_load
+	VPMOVSXBD    (R10), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       (R13), Z10, Z10
+	VPMOVSXBD    16(R10), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       64(R13), Z11, Z11
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R11)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R11)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs2_whole_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs2_whole_rows6_block_first:
+	DECQ R12
+	JZ   vecs2_whole_rows6_store
+	JMP  vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z2
+	VMOVUPS 64(R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	VMOVUPS 64(R15), Z5
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z6
+	VMOVUPS 64(R15), Z7
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z8
+	VMOVUPS 64(R15), Z9
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z10
+	VMOVUPS 64(R15), Z11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VPMOVSXBD    (R10), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       (R13), Z12, Z12
+	VPMOVSXBD    16(R10), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       64(R13), Z13, Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R11)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R11)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R11)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R11)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R11)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs2_whole_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs2_whole_rows6_block_step:
+	DECQ R12
+	JNZ  vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows4_load
+	VPMOVSXBD    (DI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       (R12), Z6, Z6
+	VPMOVSXBD    16(DI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       64(R12), Z7, Z7
+	VBROADCASTSS (R10), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R10)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R10)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs2_whole_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs2_whole_rows4_block_first:
+	DECQ R11
+	JZ   vecs2_whole_rows4_store
+	JMP  vecs2_whole_rows4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	VMOVUPS 64(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VPMOVSXBD    (DI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       (R12), Z8, Z8
+	VPMOVSXBD    16(DI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       64(R12), Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R10)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs2_whole_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs2_whole_rows4_block_step:
+	DECQ R11
+	JNZ  vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows2_load
+	VPMOVSXBD    (SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       (R11), Z2, Z2
+	VPMOVSXBD    16(SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       64(R11), Z3, Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs2_whole_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs2_whole_rows2_block_first:
+	DECQ R10
+	JZ   vecs2_whole_rows2_store
+	JMP  vecs2_whole_rows2
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VPMOVSXBD    (SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R11), Z4, Z4
+	VPMOVSXBD    16(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       64(R11), Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs2_whole_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs2_whole_rows2_block_step:
+	DECQ R10
+	JNZ  vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       64(R10), Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs2_whole_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs2_whole_rows1_block_first:
+	DECQ R9
+	JZ   vecs2_whole_rows1_store
+	JMP  vecs2_whole_rows1
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VPMOVSXBD    (SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       (R10), Z2, Z2
+	VPMOVSXBD    16(SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       64(R10), Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs2_whole_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs2_whole_rows1_block_step:
+	DECQ R9
+	JNZ  vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows6_load
+	VPMOVSXBD    (R10), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       (R13), Z5, Z5
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R11)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R11)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs1_whole_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs1_whole_rows6_block_first:
+	DECQ R12
+	JZ   vecs1_whole_rows6_store
+	JMP  vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z1
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z2
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VPMOVSXBD    (R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       (R13), Z6, Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R11)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R11)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R11)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R11)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs1_whole_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs1_whole_rows6_block_step:
+	DECQ R12
+	JNZ  vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows4_load
+	VPMOVSXBD    (DI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       (R12), Z3, Z3
+	VBROADCASTSS (R10), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R10)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R10)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs1_whole_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs1_whole_rows4_block_first:
+	DECQ R11
+	JZ   vecs1_whole_rows4_store
+	JMP  vecs1_whole_rows4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VPMOVSXBD    (DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R12), Z4, Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R10)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs1_whole_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs1_whole_rows4_block_step:
+	DECQ R11
+	JNZ  vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows2_load
+	VPMOVSXBD    (SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       (R11), Z1, Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs1_whole_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs1_whole_rows2_block_first:
+	DECQ R10
+	JZ   vecs1_whole_rows2_store
+	JMP  vecs1_whole_rows2
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VPMOVSXBD    (SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       (R11), Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs1_whole_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs1_whole_rows2_block_step:
+	DECQ R10
+	JNZ  vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs1_whole_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs1_whole_rows1_block_first:
+	DECQ R9
+	JZ   vecs1_whole_rows1_store
+	JMP  vecs1_whole_rows1
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VPMOVSXBD    (SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       (R10), Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs1_whole_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs1_whole_rows1_block_step:
+	DECQ R9
+	JNZ  vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs4_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows6_load
+	VPMOVSXBD    (R10), Z20
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       (R13), Z20, Z20
+	VPMOVSXBD    16(R10), Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       64(R13), Z21, Z21
+	VPMOVSXBD    32(R10), Z22
+	VCVTDQ2PS    Z22, Z22
+	VMULPS       128(R13), Z22, Z22
+	VPMOVSXBD    48(R10), Z23
+	VCVTDQ2PS    Z23, Z23
+	VMULPS       192(R13), Z23, Z23
+	VBROADCASTSS (R11), Z3
+	VMULPS       Z20, Z3, Z0
+	VMULPS       Z21, Z3, Z1
+	VMULPS       Z22, Z3, Z2
+	VMULPS       Z23, Z3, Z3
+	VBROADCASTSS (R11)(BX*1), Z7
+	VMULPS       Z20, Z7, Z4
+	VMULPS       Z21, Z7, Z5
+	VMULPS       Z22, Z7, Z6
+	VMULPS       Z23, Z7, Z7
+	VBROADCASTSS (R11)(BX*2), Z11
+	VMULPS       Z20, Z11, Z8
+	VMULPS       Z21, Z11, Z9
+	VMULPS       Z22, Z11, Z10
+	VMULPS       Z23, Z11, Z11
+	VBROADCASTSS (R11)(SI*1), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R11)(BX*4), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R11)(DI*1), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs4_masked_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs4_masked_rows6_block_first:
+	DECQ R12
+	JZ   vecs4_masked_rows6_store
+	JMP  vecs4_masked_rows6
+
+vecs4_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS   64(R15), Z1
+	VMOVUPS   128(R15), Z2
+	VMOVUPS.Z 192(R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z4
+	VMOVUPS   64(R15), Z5
+	VMOVUPS   128(R15), Z6
+	VMOVUPS.Z 192(R15), K1, Z7
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z8
+	VMOVUPS   64(R15), Z9
+	VMOVUPS   128(R15), Z10
+	VMOVUPS.Z 192(R15), K1, Z11
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z12
+	VMOVUPS   64(R15), Z13
+	VMOVUPS   128(R15), Z14
+	VMOVUPS.Z 192(R15), K1, Z15
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z16
+	VMOVUPS   64(R15), Z17
+	VMOVUPS   128(R15), Z18
+	VMOVUPS.Z 192(R15), K1, Z19
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z20
+	VMOVUPS   64(R15), Z21
+	VMOVUPS   128(R15), Z22
+	VMOVUPS.Z 192(R15), K1, Z23
+
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+vecs4_masked_rows6:
+	VPMOVSXBD    (R10), Z24
+	VCVTDQ2PS    Z24, Z24
+	VMULPS       (R13), Z24, Z24
+	VPMOVSXBD    16(R10), Z25
+	VCVTDQ2PS    Z25, Z25
+	VMULPS       64(R13), Z25, Z25
+	VPMOVSXBD    32(R10), Z26
+	VCVTDQ2PS    Z26, Z26
+	VMULPS       128(R13), Z26, Z26
+	VPMOVSXBD    48(R10), Z27
+	VCVTDQ2PS    Z27, Z27
+	VMULPS       192(R13), Z27, Z27
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS (R11)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS (R11)(SI*1), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R11)(BX*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R11)(DI*1), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs4_masked_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs4_masked_rows6_block_step:
+	DECQ R12
+	JNZ  vecs4_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs4_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs4_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows4_load
+	VPMOVSXBD    (DI), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       (R12), Z12, Z12
+	VPMOVSXBD    16(DI), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       64(R12), Z13, Z13
+	VPMOVSXBD    32(DI), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       128(R12), Z14, Z14
+	VPMOVSXBD    48(DI), Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       192(R12), Z15, Z15
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z12, Z3, Z0
+	VMULPS       Z13, Z3, Z1
+	VMULPS       Z14, Z3, Z2
+	VMULPS       Z15, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VMULPS       Z12, Z7, Z4
+	VMULPS       Z13, Z7, Z5
+	VMULPS       Z14, Z7, Z6
+	VMULPS       Z15, Z7, Z7
+	VBROADCASTSS (R10)(BX*2), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(SI*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs4_masked_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs4_masked_rows4_block_first:
+	DECQ R11
+	JZ   vecs4_masked_rows4_store
+	JMP  vecs4_masked_rows4
+
+vecs4_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS   128(R14), Z2
+	VMOVUPS.Z 192(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS   64(R14), Z5
+	VMOVUPS   128(R14), Z6
+	VMOVUPS.Z 192(R14), K1, Z7
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z8
+	VMOVUPS   64(R14), Z9
+	VMOVUPS   128(R14), Z10
+	VMOVUPS.Z 192(R14), K1, Z11
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z12
+	VMOVUPS   64(R14), Z13
+	VMOVUPS   128(R14), Z14
+	VMOVUPS.Z 192(R14), K1, Z15
+
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+vecs4_masked_rows4:
+	VPMOVSXBD    (DI), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       (R12), Z16, Z16
+	VPMOVSXBD    16(DI), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       64(R12), Z17, Z17
+	VPMOVSXBD    32(DI), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       128(R12), Z18, Z18
+	VPMOVSXBD    48(DI), Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       192(R12), Z19, Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R10)(BX*2), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs4_masked_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs4_masked_rows4_block_step:
+	DECQ R11
+	JNZ  vecs4_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs4_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows2_load
+	VPMOVSXBD    (SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R11), Z4, Z4
+	VPMOVSXBD    16(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       64(R11), Z5, Z5
+	VPMOVSXBD    32(SI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       128(R11), Z6, Z6
+	VPMOVSXBD    48(SI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       192(R11), Z7, Z7
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z4, Z3, Z0
+	VMULPS       Z5, Z3, Z1
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (DI)(BX*1), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs4_masked_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs4_masked_rows2_block_first:
+	DECQ R10
+	JZ   vecs4_masked_rows2_store
+	JMP  vecs4_masked_rows2
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+vecs4_masked_rows2:
+	VPMOVSXBD    (SI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       (R11), Z8, Z8
+	VPMOVSXBD    16(SI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       64(R11), Z9, Z9
+	VPMOVSXBD    32(SI), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       128(R11), Z10, Z10
+	VPMOVSXBD    48(SI), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       192(R11), Z11, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (DI)(BX*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs4_masked_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs4_masked_rows2_block_step:
+	DECQ R10
+	JNZ  vecs4_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs4_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 4 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs4_masked_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       64(R10), Z1, Z1
+	VPMOVSXBD    32(SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       128(R10), Z2, Z2
+	VPMOVSXBD    48(SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       192(R10), Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VMULPS       Z0, Z4, Z0
+	VMULPS       Z1, Z4, Z1
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs4_masked_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs4_masked_rows1_block_first:
+	DECQ R9
+	JZ   vecs4_masked_rows1_store
+	JMP  vecs4_masked_rows1
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+vecs4_masked_rows1:
+	VPMOVSXBD    (SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R10), Z4, Z4
+	VPMOVSXBD    16(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       64(R10), Z5, Z5
+	VPMOVSXBD    32(SI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       128(R10), Z6, Z6
+	VPMOVSXBD    48(SI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       192(R10), Z7, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs4_masked_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs4_masked_rows1_block_step:
+	DECQ R9
+	JNZ  vecs4_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs4_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs3_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows6_load
+	VPMOVSXBD    (R10), Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       (R13), Z15, Z15
+	VPMOVSXBD    16(R10), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       64(R13), Z16, Z16
+	VPMOVSXBD    32(R10), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       128(R13), Z17, Z17
+	VBROADCASTSS (R11), Z2
+	VMULPS       Z15, Z2, Z0
+	VMULPS       Z16, Z2, Z1
+	VMULPS       Z17, Z2, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z15, Z5, Z3
+	VMULPS       Z16, Z5, Z4
+	VMULPS       Z17, Z5, Z5
+	VBROADCASTSS (R11)(BX*2), Z8
+	VMULPS       Z15, Z8, Z6
+	VMULPS       Z16, Z8, Z7
+	VMULPS       Z17, Z8, Z8
+	VBROADCASTSS (R11)(SI*1), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R11)(BX*4), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R11)(DI*1), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs3_masked_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs3_masked_rows6_block_first:
+	DECQ R12
+	JZ   vecs3_masked_rows6_store
+	JMP  vecs3_masked_rows6
+
+vecs3_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS   64(R15), Z1
+	VMOVUPS.Z 128(R15), K1, Z2
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z3
+	VMOVUPS   64(R15), Z4
+	VMOVUPS.Z 128(R15), K1, Z5
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z6
+	VMOVUPS   64(R15), Z7
+	VMOVUPS.Z 128(R15), K1, Z8
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z9
+	VMOVUPS   64(R15), Z10
+	VMOVUPS.Z 128(R15), K1, Z11
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z12
+	VMOVUPS   64(R15), Z13
+	VMOVUPS.Z 128(R15), K1, Z14
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z15
+	VMOVUPS   64(R15), Z16
+	VMOVUPS.Z 128(R15), K1, Z17
+
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+vecs3_masked_rows6:
+	VPMOVSXBD    (R10), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       (R13), Z18, Z18
+	VPMOVSXBD    16(R10), Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       64(R13), Z19, Z19
+	VPMOVSXBD    32(R10), Z20
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       128(R13), Z20, Z20
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z18, Z21, Z0
+	VFMADD231PS  Z19, Z21, Z1
+	VFMADD231PS  Z20, Z21, Z2
+	VBROADCASTSS (R11)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z3
+	VFMADD231PS  Z19, Z21, Z4
+	VFMADD231PS  Z20, Z21, Z5
+	VBROADCASTSS (R11)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z20, Z21, Z8
+	VBROADCASTSS (R11)(SI*1), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R11)(BX*4), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R11)(DI*1), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs3_masked_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs3_masked_rows6_block_step:
+	DECQ R12
+	JNZ  vecs3_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs3_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs3_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows4_load
+	VPMOVSXBD    (DI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       (R12), Z9, Z9
+	VPMOVSXBD    16(DI), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       64(R12), Z10, Z10
+	VPMOVSXBD    32(DI), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       128(R12), Z11, Z11
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z9, Z2, Z0
+	VMULPS       Z10, Z2, Z1
+	VMULPS       Z11, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VMULPS       Z9, Z5, Z3
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R10)(BX*2), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(SI*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs3_masked_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs3_masked_rows4_block_first:
+	DECQ R11
+	JZ   vecs3_masked_rows4_store
+	JMP  vecs3_masked_rows4
+
+vecs3_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS.Z 128(R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z3
+	VMOVUPS   64(R14), Z4
+	VMOVUPS.Z 128(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS   64(R14), Z7
+	VMOVUPS.Z 128(R14), K1, Z8
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z9
+	VMOVUPS   64(R14), Z10
+	VMOVUPS.Z 128(R14), K1, Z11
+
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+vecs3_masked_rows4:
+	VPMOVSXBD    (DI), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       (R12), Z12, Z12
+	VPMOVSXBD    16(DI), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       64(R12), Z13, Z13
+	VPMOVSXBD    32(DI), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       128(R12), Z14, Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z0
+	VFMADD231PS  Z13, Z15, Z1
+	VFMADD231PS  Z14, Z15, Z2
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VFMADD231PS  Z13, Z15, Z4
+	VFMADD231PS  Z14, Z15, Z5
+	VBROADCASTSS (R10)(BX*2), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(SI*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs3_masked_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs3_masked_rows4_block_step:
+	DECQ R11
+	JNZ  vecs3_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs3_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows2_load
+	VPMOVSXBD    (SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       (R11), Z3, Z3
+	VPMOVSXBD    16(SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       64(R11), Z4, Z4
+	VPMOVSXBD    32(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       128(R11), Z5, Z5
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z3, Z2, Z0
+	VMULPS       Z4, Z2, Z1
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (DI)(BX*1), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs3_masked_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs3_masked_rows2_block_first:
+	DECQ R10
+	JZ   vecs3_masked_rows2_store
+	JMP  vecs3_masked_rows2
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+vecs3_masked_rows2:
+	VPMOVSXBD    (SI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       (R11), Z6, Z6
+	VPMOVSXBD    16(SI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       64(R11), Z7, Z7
+	VPMOVSXBD    32(SI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       128(R11), Z8, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (DI)(BX*1), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs3_masked_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs3_masked_rows2_block_step:
+	DECQ R10
+	JNZ  vecs3_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs3_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 3 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs3_masked_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       64(R10), Z1, Z1
+	VPMOVSXBD    32(SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       128(R10), Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z0, Z3, Z0
+	VMULPS       Z1, Z3, Z1
+	VMULPS       Z2, Z3, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs3_masked_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs3_masked_rows1_block_first:
+	DECQ R9
+	JZ   vecs3_masked_rows1_store
+	JMP  vecs3_masked_rows1
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+vecs3_masked_rows1:
+	VPMOVSXBD    (SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       (R10), Z3, Z3
+	VPMOVSXBD    16(SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       64(R10), Z4, Z4
+	VPMOVSXBD    32(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       128(R10), Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z3, Z6, Z0
+	VFMADD231PS  Z4, Z6, Z1
+	VFMADD231PS  Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs3_masked_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs3_masked_rows1_block_step:
+	DECQ R9
+	JNZ  vecs3_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs3_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows6_load
+	VPMOVSXBD    (R10), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       (R13), Z10, Z10
+	VPMOVSXBD    16(R10), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       64(R13), Z11, Z11
+	VBROADCASTSS (R11), Z1
+	VMULPS       Z10, Z1, Z0
+	VMULPS       Z11, Z1, Z1
+	VBROADCASTSS (R11)(BX*1), Z3
+	VMULPS       Z10, Z3, Z2
+	VMULPS       Z11, Z3, Z3
+	VBROADCASTSS (R11)(BX*2), Z5
+	VMULPS       Z10, Z5, Z4
+	VMULPS       Z11, Z5, Z5
+	VBROADCASTSS (R11)(SI*1), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R11)(BX*4), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R11)(DI*1), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs2_masked_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs2_masked_rows6_block_first:
+	DECQ R12
+	JZ   vecs2_masked_rows6_store
+	JMP  vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS.Z 64(R15), K1, Z1
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z2
+	VMOVUPS.Z 64(R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z4
+	VMOVUPS.Z 64(R15), K1, Z5
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z6
+	VMOVUPS.Z 64(R15), K1, Z7
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z8
+	VMOVUPS.Z 64(R15), K1, Z9
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z10
+	VMOVUPS.Z 64(R15), K1, Z11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VPMOVSXBD    (R10), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       (R13), Z12, Z12
+	VPMOVSXBD    16(R10), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       64(R13), Z13, Z13
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS (R11)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z2
+	VFMADD231PS  Z13, Z14, Z3
+	VBROADCASTSS (R11)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS (R11)(SI*1), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R11)(BX*4), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R11)(DI*1), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs2_masked_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs2_masked_rows6_block_step:
+	DECQ R12
+	JNZ  vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows4_load
+	VPMOVSXBD    (DI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       (R12), Z6, Z6
+	VPMOVSXBD    16(DI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       64(R12), Z7, Z7
+	VBROADCASTSS (R10), Z1
+	VMULPS       Z6, Z1, Z0
+	VMULPS       Z7, Z1, Z1
+	VBROADCASTSS (R10)(BX*1), Z3
+	VMULPS       Z6, Z3, Z2
+	VMULPS       Z7, Z3, Z3
+	VBROADCASTSS (R10)(BX*2), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(SI*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs2_masked_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs2_masked_rows4_block_first:
+	DECQ R11
+	JZ   vecs2_masked_rows4_store
+	JMP  vecs2_masked_rows4
+
+vecs2_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS.Z 64(R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z2
+	VMOVUPS.Z 64(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS.Z 64(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS.Z 64(R14), K1, Z7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VPMOVSXBD    (DI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       (R12), Z8, Z8
+	VPMOVSXBD    16(DI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       64(R12), Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R10)(BX*2), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs2_masked_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs2_masked_rows4_block_step:
+	DECQ R11
+	JNZ  vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows2_load
+	VPMOVSXBD    (SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       (R11), Z2, Z2
+	VPMOVSXBD    16(SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       64(R11), Z3, Z3
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z2, Z1, Z0
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (DI)(BX*1), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs2_masked_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs2_masked_rows2_block_first:
+	DECQ R10
+	JZ   vecs2_masked_rows2_store
+	JMP  vecs2_masked_rows2
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VPMOVSXBD    (SI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R11), Z4, Z4
+	VPMOVSXBD    16(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       64(R11), Z5, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z4, Z6, Z0
+	VFMADD231PS  Z5, Z6, Z1
+	VBROADCASTSS (DI)(BX*1), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs2_masked_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs2_masked_rows2_block_step:
+	DECQ R10
+	JNZ  vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VPMOVSXBD    16(SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       64(R10), Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VMULPS       Z0, Z2, Z0
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs2_masked_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs2_masked_rows1_block_first:
+	DECQ R9
+	JZ   vecs2_masked_rows1_store
+	JMP  vecs2_masked_rows1
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VPMOVSXBD    (SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       (R10), Z2, Z2
+	VPMOVSXBD    16(SI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       64(R10), Z3, Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs2_masked_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs2_masked_rows1_block_step:
+	DECQ R9
+	JNZ  vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+	MOVQ s+88(FP), R13
+	MOVQ $0x00000020, R14
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows6_load
+	VPMOVSXBD    (R10), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       (R13), Z5, Z5
+	VBROADCASTSS (R11), Z0
+	VMULPS       Z5, Z0, Z0
+	VBROADCASTSS (R11)(BX*1), Z1
+	VMULPS       Z5, Z1, Z1
+	VBROADCASTSS (R11)(BX*2), Z2
+	VMULPS       Z5, Z2, Z2
+	VBROADCASTSS (R11)(SI*1), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R11)(BX*4), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R11)(DI*1), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs1_masked_rows6_block_first
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs1_masked_rows6_block_first:
+	DECQ R12
+	JZ   vecs1_masked_rows6_store
+	JMP  vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS.Z (R15), K1, Z0
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z1
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z2
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z4
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VPMOVSXBD    (R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       (R13), Z6, Z6
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VBROADCASTSS (R11)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VBROADCASTSS (R11)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(SI*1), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R11)(BX*4), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R11)(DI*1), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, R10
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs1_masked_rows6_block_step
+	LEAQ         (R13)(R8*4), R13
+	MOVQ         $0x00000020, R14
+
+vecs1_masked_rows6_block_step:
+	DECQ R12
+	JNZ  vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), DI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+	MOVQ  s+88(FP), R12
+	MOVQ  $0x00000020, R13
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows4_load
+	VPMOVSXBD    (DI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       (R12), Z3, Z3
+	VBROADCASTSS (R10), Z0
+	VMULPS       Z3, Z0, Z0
+	VBROADCASTSS (R10)(BX*1), Z1
+	VMULPS       Z3, Z1, Z1
+	VBROADCASTSS (R10)(BX*2), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(SI*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs1_masked_rows4_block_first
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs1_masked_rows4_block_first:
+	DECQ R11
+	JZ   vecs1_masked_rows4_store
+	JMP  vecs1_masked_rows4
+
+vecs1_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS.Z (R14), K1, Z0
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VPMOVSXBD    (DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       (R12), Z4, Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R10)(BX*2), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs1_masked_rows4_block_step
+	LEAQ         (R12)(R8*4), R12
+	MOVQ         $0x00000020, R13
+
+vecs1_masked_rows4_block_step:
+	DECQ R11
+	JNZ  vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R10
+	MOVQ  s+88(FP), R11
+	MOVQ  $0x00000020, R12
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows2_load
+	VPMOVSXBD    (SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       (R11), Z1, Z1
+	VBROADCASTSS (DI), Z0
+	VMULPS       Z1, Z0, Z0
+	VBROADCASTSS (DI)(BX*1), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs1_masked_rows2_block_first
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs1_masked_rows2_block_first:
+	DECQ R10
+	JZ   vecs1_masked_rows2_store
+	JMP  vecs1_masked_rows2
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VPMOVSXBD    (SI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       (R11), Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (DI)(BX*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R12
+	JNZ          vecs1_masked_rows2_block_step
+	LEAQ         (R11)(R8*4), R11
+	MOVQ         $0x00000020, R12
+
+vecs1_masked_rows2_block_step:
+	DECQ R10
+	JNZ  vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+56(FP), R9
+	MOVQ  s+88(FP), R10
+	MOVQ  $0x00000020, R11
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows1_load
+	VPMOVSXBD    (SI), Z0
+	VCVTDQ2PS    Z0, Z0
+	VMULPS       (R10), Z0, Z0
+	VBROADCASTSS (DI), Z1
+	VMULPS       Z0, Z1, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs1_masked_rows1_block_first
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs1_masked_rows1_block_first:
+	DECQ R9
+	JZ   vecs1_masked_rows1_store
+	JMP  vecs1_masked_rows1
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VPMOVSXBD    (SI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       (R10), Z1, Z1
+	VBROADCASTSS (DI), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         $0x04, DI
+	DECQ         R11
+	JNZ          vecs1_masked_rows1_block_step
+	LEAQ         (R10)(R8*4), R10
+	MOVQ         $0x00000020, R11
+
+vecs1_masked_rows1_block_step:
+	DECQ R9
+	JNZ  vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
 // func TransposeScaleAVX512(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 // Requires: AVX, AVX2, SSE
 TEXT ·TransposeScaleAVX512(SB), NOSPLIT, $0-52

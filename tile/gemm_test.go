@@ -3,6 +3,7 @@ package tile
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/fastattn/fastattn/fallback"
@@ -72,4 +73,95 @@ func randoms(rng *rand.Rand, n int) []float32 {
 		x[i] = float32(rng.Float64()*2 - 1)
 	}
 	return x
+}
+
+// TestGemmWeights checks projections through 16-bit and int8 weights on
+// every kernel set: the result equals, bit for bit, the float32 Gemm
+// through the widened (dequantized) weights, for M, N and K across the
+// item, panel, depth and int8-block edges and both layouts; and a matrix
+// given as the stored bits packs to the same panels as one rounded or
+// quantized from float32.
+func TestGemmWeights(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	shapes := []struct{ m, n, k int }{
+		{1, 1, 1}, {1, 17, 33}, {2, 70, 31}, {3, 64, 96}, {6, 16, 513}, {7, 300, 1030}, {73, 257, 257}, {13, 40, 600},
+	}
+	types := []fallback.KVType{fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8}
+	for _, ks := range kernels.Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			cols := PanelCols(ks)
+			for _, s := range shapes {
+				for _, typ := range types {
+					for _, outIn := range []bool{false, true} {
+						src := Matrix{F32: randoms(rng, s.k*s.n), RowStride: s.n, ColStride: 1}
+						if outIn {
+							src.RowStride, src.ColStride = 1, s.k
+						}
+						w := PackWeights(src, s.k, s.n, cols, typ)
+						checkRepack(t, w, src, s.k, s.n, cols)
+						// The float32 panels of the same values.
+						wide := Packed{Type: fallback.KVFloat32, F32: make([]float32, w.Len()), K: s.k, N: s.n, Cols: cols}
+						for p := 0; p*cols < s.n; p++ {
+							fallback.WidenWeights(wide.F32[p*s.k*cols:], cols, w.rows(p, 0), s.k, cols)
+						}
+						a := randoms(rng, s.m*s.k)
+						var bias []float32
+						if rng.IntN(2) == 0 {
+							bias = randoms(rng, s.n)
+						}
+						got, want := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
+						var ws Workspace
+						for _, run := range []struct {
+							c []float32
+							b Packed
+						}{{got, w}, {want, wide}} {
+							g := Gemm{A: a, LDA: s.k, B: run.b, C: run.c, LDC: s.n, Bias: bias, M: s.m}
+							for it := 0; it < g.Items(); it++ {
+								g.Run(ks, it, &ws)
+							}
+						}
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%+v %v outIn=%v: c[%d] = %v, float32 Gemm on the widened weights %v", s, typ, outIn, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkRepack checks that w, packed from the float32 matrix src, packs
+// again to the same panels from its own stored values given in src's
+// layout (16-bit bits, or int8 with scales).
+func checkRepack(t *testing.T, w Packed, src Matrix, k, n, cols int) {
+	t.Helper()
+	raw := Matrix{Type: w.Type, RowStride: src.RowStride, ColStride: src.ColStride}
+	nb := fallback.Int8Blocks(k)
+	raw.SRowStride, raw.SColStride = n, 1
+	if src.ColStride != 1 {
+		raw.SRowStride, raw.SColStride = 1, nb
+	}
+	if w.Type == fallback.KVInt8 {
+		raw.I8, raw.S = make([]int8, k*n), make([]float32, nb*n)
+	} else {
+		raw.U16 = make([]uint16, k*n)
+	}
+	for j := 0; j < n; j++ {
+		p, c := j/cols, j%cols
+		for r := 0; r < k; r++ {
+			at, from := r*src.RowStride+j*src.ColStride, (p*k+r)*cols+c
+			if w.Type == fallback.KVInt8 {
+				raw.I8[at] = w.I8[from]
+				raw.S[r/32*raw.SRowStride+j*raw.SColStride] = w.S[(p*nb+r/32)*cols+c]
+			} else {
+				raw.U16[at] = w.U16[from]
+			}
+		}
+	}
+	again := PackWeights(raw, k, n, cols, w.Type)
+	if !slices.Equal(again.U16, w.U16) || !slices.Equal(again.I8, w.I8) || !slices.Equal(again.S, w.S) {
+		t.Fatalf("%v k=%d n=%d: the stored values packed again differ from the packing of the float32 matrix", w.Type, k, n)
+	}
 }

@@ -18,8 +18,9 @@ type gemmRegs struct {
 	ap       reg.GPVirtual // A row of the current row group
 	a        rowStride     // A's rows, read in place at stride lda
 	ldb      reg.GPVirtual // B row stride in bytes
-	acc      reg.GPVirtual // nonzero: add to C
+	acc      reg.GPVirtual // nonzero: add to C (f32 only; GemmW tests its argument)
 	tailRegs               // the last vector's mask
+	e        elem          // B's storage type: f32 (Gemm), f16, bf16, i8 (GemmW)
 }
 
 // gemm emits Gemm<ISA>, the kernel of QK and of the projections: one panel
@@ -38,7 +39,7 @@ func (g *gen) gemm() {
 		fmt.Sprintf("Register tile: %d rows of A (one broadcast each, at stride lda) × nv", x.mk),
 		fmt.Sprintf("vectors of a B row; the last m%%%d rows in shorter tiles.", x.mk),
 	)
-	var r gemmRegs
+	r := gemmRegs{e: f32}
 	r.cp = g.param("c")
 	r.ldc = g.stride("ldc")
 	r.ap = g.param("a")
@@ -49,11 +50,53 @@ func (g *gen) gemm() {
 	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
 }
 
+// gemmW emits GemmW<E><ISA>, Gemm with B a block of a packed weight
+// matrix of type e (a projection through 16-bit or int8 weights): each
+// B vector is widened as it is loaded, and int8 ones multiplied by their
+// scales, so every product is a[i][p] times the float32 value
+// fallback.WidenWeights gives, in Gemm's order (the same bits as Gemm on
+// the widened matrix).
+func (g *gen) gemmW(e elem) {
+	x := g.isa
+	sig := fmt.Sprintf("func(c *float32, ldc int, a *float32, lda int, b %s, ldb int, m, k, nv, tail, acc int", e.goType())
+	doc := []string{
+		"",
+		"\tfor i := 0; i < m; i++ {",
+		"\t\tfor j := 0; j < (nv-1)*lanes+tail; j++ {",
+		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)",
+		"",
+	}
+	switch e {
+	case i8:
+		sig += ", s *float32"
+		doc = append(doc, "with w(p, j) = float32(b[p*ldb+j]) · s[(p/32)*ldb+j], the product rounded.")
+	default:
+		doc = append(doc, fmt.Sprintf("with w(p, j) = b[p*ldb+j] widened from %s.", map[elem]string{f16: "float16", bf16: "bfloat16"}[e]))
+	}
+	doc = append(doc, fmt.Sprintf("nv in 1..%d, tail in 1..%d, m >= 0, k >= 1, strides in elements. B (and", x.nv, x.lanes),
+		"s) is read in whole vectors, nv of them per row: a packed panel is padded",
+		"to its width. Nothing past column (nv-1)*lanes+tail of C is touched.")
+	g.fn("GemmW"+e.name(), sig+")", doc...)
+	r := gemmRegs{e: e}
+	r.cp = g.param("c")
+	r.ldc = g.stride("ldc")
+	r.ap = g.param("a")
+	r.a = g.strided("lda", x.mk)
+	r.ldb = g.param("ldb")
+	if e.log() > 0 {
+		g.SHLQ(operand.U8(e.log()), r.ldb)
+	}
+	rows := g.param("m")
+	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
+}
+
 // gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
 // advances cp and ap by mr rows. Without acc the first step of k
 // multiplies instead of adding to zeros: the accumulators need no
 // zeroing loads (avo would take an XOR's read as a use), and their FMA
-// chains start on the step's own loads.
+// chains start on the step's own loads. A GemmW tile widens each B row
+// as it loads it, and for int8 multiplies it by its block's row of
+// scales, moving on to the next scale row every 32 steps of k.
 func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	b := g.isa.bytes()
 	acc := g.tile(mr, nv)
@@ -61,17 +104,46 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
+	var sp, left reg.GPVirtual // int8: the block's scale row, and the steps left in the block
+	if r.e == i8 {
+		sp, left = g.param("s"), g.GP64()
+		g.MOVQ(operand.U32(32), left)
+	}
+	load := func(j int, dst reg.VecVirtual) {
+		g.loadVec(r.tailRegs, operand.Mem{Base: bp, Disp: j * b}, j, nv, masked, dst)
+	}
+	if r.e != f32 {
+		// Whole vectors: the packed panel's rows are padded to its width.
+		load = func(j int, dst reg.VecVirtual) {
+			g.widen(r.e, operand.Mem{Base: bp, Disp: j * g.isa.lanes * r.e.bytes()}, dst)
+			if r.e == i8 {
+				g.VMULPS(operand.Mem{Base: sp, Disp: j * b}, dst, dst)
+			}
+		}
+	}
 	// step emits one step of k: a row of B, mr broadcasts of A, mr·nv
 	// FMAs (VMULPS if first), then the next row of B and column of A.
 	step := func(first bool) {
-		g.broadcastStep(r.tailRegs, bp, masked, func(i int) operand.Mem { return r.a.at(aa, i) }, acc, first)
+		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.a.at(aa, i) }, acc, first)
 		g.ADDQ(r.ldb, bp)
 		g.ADDQ(operand.Imm(4), aa)
+		if r.e == i8 {
+			next := label(lbl, "block", map[bool]string{true: "first", false: "step"}[first])
+			g.DECQ(left)
+			g.JNZ(operand.LabelRef(next))
+			g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 4}, sp) // ldb bytes of int8 = ldb scales
+			g.MOVQ(operand.U32(32), left)
+			g.Label(next)
+		}
 		g.DECQ(p)
 	}
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the first step of k multiplies, or the", mr, nv),
 		"accumulators start at C.")
-	g.TESTQ(r.acc, r.acc)
+	if r.e == f32 {
+		g.TESTQ(r.acc, r.acc)
+	} else {
+		g.CMPQ(g.arg("acc"), operand.Imm(0))
+	}
 	g.JNZ(operand.LabelRef(label(lbl, "load")))
 	step(true)
 	g.JZ(operand.LabelRef(label(lbl, "store")))
@@ -102,16 +174,15 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.advance(r.ap, r.a, mr)
 }
 
-// broadcastStep emits one step of the Gemm and PV register tiles: the
-// len(acc[0]) vectors of the row at vp (the last one masked if masked),
-// then for each tile row i a broadcast of at(i) into an FMA with every
-// vector (a multiply instead if first: the accumulators start there).
-func (g *gen) broadcastStep(t tailRegs, vp reg.GPVirtual, masked bool, at func(i int) operand.Mem, acc [][]reg.VecVirtual, first bool) {
-	b, nv := g.isa.bytes(), len(acc[0])
+// broadcastStep emits one step of the Gemm and PV register tiles: the nv
+// vectors of a row (load(j, dst) loads vector j), then for each tile row
+// i a broadcast of at(i) into an FMA with every vector (a multiply
+// instead if first: the accumulators start there).
+func (g *gen) broadcastStep(load func(j int, dst reg.VecVirtual), nv int, at func(i int) operand.Mem, acc [][]reg.VecVirtual, first bool) {
 	vv := make([]reg.VecVirtual, nv)
 	for j := range vv {
 		vv[j] = g.vec()
-		g.loadVec(t, operand.Mem{Base: vp, Disp: j * b}, j, nv, masked, vv[j])
+		load(j, vv[j])
 	}
 	for i := range acc {
 		bc := g.vec()

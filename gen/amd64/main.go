@@ -46,6 +46,9 @@ func generate(x isa, dir string) error {
 	c.ConstraintExpr("amd64,!purego")
 	g := newGen(c, x)
 	g.gemm()
+	for _, e := range []elem{f16, bf16, i8} {
+		g.gemmW(e)
+	}
 	g.transpose()
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8} {

@@ -85,7 +85,10 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	g.MOVQ(r.pp, pk)
 	g.Comment(fmt.Sprintf("The key loop: a row of V, %d broadcasts of P, %d FMAs.", mr, mr*nv))
 	g.Label(lbl)
-	g.broadcastStep(r.tailRegs, vp, masked, func(i int) operand.Mem { return operand.Mem{Base: pk, Disp: 4 * i} }, acc, false)
+	load := func(j int, dst reg.VecVirtual) {
+		g.loadVec(r.tailRegs, operand.Mem{Base: vp, Disp: j * g.isa.bytes()}, j, nv, masked, dst)
+	}
+	g.broadcastStep(load, nv, func(i int) operand.Mem { return operand.Mem{Base: pk, Disp: 4 * i} }, acc, false)
 	g.ADDQ(r.ldv, vp)
 	g.ADDQ(r.ldp, pk)
 	g.DECQ(c)

@@ -1,0 +1,86 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// TestGemmW checks GemmW on every set that has it: for float16, bfloat16
+// and int8 weights, every row tile and column tail, k across int8 blocks,
+// the result equals, bit for bit, Gemm on the same weights widened by
+// WidenWeights, with every operand against an unreadable page (B and its
+// scales read in whole vectors up to the row stride, nothing past them);
+// C past column n is never written.
+func TestGemmW(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	types := []KVType{fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8}
+	for _, ks := range Available() {
+		if !ks.HasGemmW(fallback.KVBFloat16) {
+			continue
+		}
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, typ := range types {
+					for _, m := range []int{1, 2, 3, 5, 6, 7, 13} {
+						for _, n := range []int{1, 7, 8, 9, 16, 17, 33, 48, 64} {
+							for _, k := range []int{1, 5, 31, 32, 33, 70} {
+								gemmWCase(t, rng, ks, typ, m, n, k, atEnd)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// gemmWCase runs one GemmW case of TestGemmW.
+func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, atEnd bool) {
+	t.Helper()
+	whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+	ld := whole + rng.IntN(2)*ks.Lanes
+	ldc, lda := n+rng.IntN(3), k+rng.IntN(3)
+	accumulate := rng.IntN(2) == 0
+	c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
+	defer f1()
+	a, f2 := operand(t, rng, span(m, k, lda), atEnd)
+	defer f2()
+	b := WeightRows{Type: typ, Ld: ld}
+	if typ == fallback.KVInt8 {
+		var f3, f4 func()
+		b.I8, f3 = guarded8(t, span(k, whole, ld), atEnd)
+		defer f3()
+		b.S, f4 = guarded(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
+		defer f4()
+		for i := range b.I8 {
+			b.I8[i] = int8(rng.IntN(255) - 127)
+		}
+		for i := range b.S {
+			b.S[i] = rng.Float32() / 64
+		}
+	} else {
+		var f3 func()
+		b.U16, f3 = guarded16(t, span(k, whole, ld), atEnd)
+		defer f3()
+		for i := range b.U16 {
+			b.U16[i] = fallback.F32ToF16(2*rng.Float32() - 1)
+			if typ == fallback.KVBFloat16 {
+				b.U16[i] = fallback.F32ToBF16(2*rng.Float32() - 1)
+			}
+		}
+	}
+	wide := make([]float32, span(k, n, ld))
+	ks.WidenWeights(wide, ld, b, k, n)
+	want := append([]float32(nil), c...)
+	ks.Gemm(want, ldc, a, lda, wide, ld, m, n, k, accumulate)
+	ks.GemmW(c, ldc, a, lda, b, m, n, k, accumulate)
+	for i := range c {
+		if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s GemmW %v m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, Gemm on the widened weights %v",
+				ks, typ, m, n, k, ld, accumulate, i/ldc, i%ldc, c[i], want[i])
+		}
+	}
+}
