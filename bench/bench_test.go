@@ -146,7 +146,7 @@ func BenchmarkLayer(b *testing.B) {
 // thread: C[M][N] = A[M][K]·B[K][N], 2·M·N·K FLOPs.
 func BenchmarkGEMM(b *testing.B) {
 	for _, ks := range kernels.Available() {
-		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}} {
+		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}, {1, 4096, 4096}} {
 			for _, t := range []fallback.KVType{fallback.KVFloat32, fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8} {
 				b.Run(fmt.Sprintf("isa=%s/w=%v/M=%d/N=%d/K=%d", ks.Name, t, s.m, s.n, s.k), func(b *testing.B) {
 					benchGemm(b, ks, t, s.m, s.n, s.k)

@@ -119,7 +119,12 @@ type LayerCase struct {
 }
 
 func (c LayerCase) String() string {
-	return fmt.Sprintf("layer dm=%d,H=%d,Hkv=%d,D=%d,B=%d,L=%d", c.DModel, c.H, c.Hkv, c.D, c.B, c.L)
+	return fmt.Sprintf("layer %s,L=%d", c.model(), c.L)
+}
+
+// model is the layer's shape and batch, without the length.
+func (c LayerCase) model() string {
+	return fmt.Sprintf("dm=%d,H=%d,Hkv=%d,D=%d,B=%d", c.DModel, c.H, c.Hkv, c.D, c.B)
 }
 
 // FLOPs counts the four projections and the causal attention.

@@ -35,9 +35,10 @@ type Row struct {
 	Kind       string  `json:"kind"` // "attention" or "layer"
 	ISA        string  `json:"isa"`
 	Shape      string  `json:"shape"`
-	Mask       string  `json:"mask"`   // "full" or "causal", then "+variant" (bench/variants.go)
-	Layout     string  `json:"layout"` // "bshd" or "bhsd"
-	KV         string  `json:"kv"`     // storage of K and V: "f32", "f16", "bf16", "int8"
+	Mask       string  `json:"mask"`              // "full" or "causal", then "+variant" (bench/variants.go)
+	Layout     string  `json:"layout"`            // "bshd" or "bhsd"
+	KV         string  `json:"kv"`                // storage of K and V: "f32", "f16", "bf16", "int8"
+	Weights    string  `json:"weights,omitempty"` // layer rows: the weights' type
 	Threads    int     `json:"threads"`
 	MedianMs   float64 `json:"median_ms"`
 	GFLOPS     float64 `json:"gflops"`
@@ -58,14 +59,18 @@ type config struct {
 	sets    []*kernels.Set
 	cases   []Case
 	layers  []LayerCase
-	threads []int
-	layouts []mha.Layout // of the attention rows (layer rows: BSHD)
-	kvDec   []mha.KVType // K/V storage of decode rows
-	kvPre   []mha.KVType // and of prefill rows
-	minTime time.Duration
-	noBase  bool
-	vars    []variant // of every attention row
-	serving string    // "on", "off" or "only": the serving rows (bench/serving.go)
+	weights []mha.KVType // of the layer rows
+	kvLayer []mha.KVType // the cache of the layer decode rows
+	// layerCtx is the context of the layer decode rows.
+	layerCtx int
+	threads  []int
+	layouts  []mha.Layout // of the attention rows (layer rows: BSHD)
+	kvDec    []mha.KVType // K/V storage of decode rows
+	kvPre    []mha.KVType // and of prefill rows
+	minTime  time.Duration
+	noBase   bool
+	vars     []variant // of every attention row
+	serving  string    // "on", "off" or "only": the serving rows (bench/serving.go)
 }
 
 func main() {
@@ -92,15 +97,24 @@ func parseFlags() (*config, error) {
 	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16, int8 (default: all four on decode rows, f32 on prefill rows)")
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
+	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
+	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8")
 	flag.Parse()
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
 	}
 
 	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase, serving: *serving,
-		cases: defaultCases, layers: defaultLayers, minTime: time.Second}
+		cases: defaultCases, layers: defaultLayers, minTime: time.Second, layerCtx: 4096}
 	if cfg.quick {
-		cfg.cases, cfg.layers, cfg.minTime = quickCases, quickLayers, 100*time.Millisecond
+		cfg.cases, cfg.layers, cfg.minTime, cfg.layerCtx = quickCases, quickLayers, 100*time.Millisecond, 256
+	}
+	for _, name := range strings.Split(*weights, ",") {
+		t, ok := weightNames[strings.TrimSpace(name)]
+		if !ok {
+			return nil, fmt.Errorf("-weights: %q is not f32, bf16, f16 or int8", name)
+		}
+		cfg.weights = append(cfg.weights, t)
 	}
 	cfg.sets = kernels.Available()
 	if *isa != "" {
@@ -113,7 +127,10 @@ func parseFlags() (*config, error) {
 			cfg.sets = append(cfg.sets, ks)
 		}
 	}
-	if *shapes != "" {
+	if *layersOnly {
+		cfg.cases, cfg.serving = nil, "off"
+	}
+	if *shapes != "" && !*layersOnly {
 		cfg.cases, cfg.layers = nil, nil
 		for _, s := range strings.Split(*shapes, ";") {
 			c, err := parseShape(s)
@@ -124,6 +141,7 @@ func parseFlags() (*config, error) {
 		}
 	}
 	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8}, []mha.KVType{mha.Float32}
+	cfg.kvLayer = []mha.KVType{mha.BFloat16}
 	if *kvs != "" {
 		cfg.kvDec = nil
 		for _, name := range strings.Split(*kvs, ",") {
@@ -133,7 +151,7 @@ func parseFlags() (*config, error) {
 			}
 			cfg.kvDec = append(cfg.kvDec, t)
 		}
-		cfg.kvPre = cfg.kvDec
+		cfg.kvPre, cfg.kvLayer = cfg.kvDec, cfg.kvDec
 	}
 	for _, name := range strings.Split(*layouts, ",") {
 		switch strings.TrimSpace(name) {
@@ -218,7 +236,7 @@ func run(cfg *config) error {
 	if cfg.serving != "off" {
 		servingRows = 1
 	}
-	total := len(cfg.sets) * len(cfg.threads) * (len(layers) + len(rows) + servingRows)
+	total := len(cfg.sets) * len(cfg.threads) * (len(layers)*len(cfg.weights) + len(rows) + servingRows)
 	step := 0
 	progress := func(what string) {
 		step++
@@ -241,13 +259,25 @@ func run(cfg *config) error {
 			}
 		}
 		for _, lc := range layers {
-			for _, th := range cfg.threads {
-				progress(fmt.Sprintf("%s %s threads=%d", ks.Name, lc, th))
-				row, err := measureLayer(cfg, e, ks, lc, th)
+			for _, wt := range cfg.weights {
+				l, err := newBenchLayer(e, lc, wt)
 				if err != nil {
 					return err
 				}
-				out.row(row)
+				for _, th := range cfg.threads {
+					progress(fmt.Sprintf("%s %s weights=%v threads=%d", ks.Name, lc, wt, th))
+					row, err := measureLayer(cfg, l, ks, lc, wt, th)
+					if err != nil {
+						return err
+					}
+					out.row(row)
+					for _, kv := range cfg.kvLayer {
+						if row, err = measureLayerDecode(cfg, l, ks, lc, wt, kv, th, m); err != nil {
+							return err
+						}
+						out.row(row)
+					}
+				}
 			}
 		}
 		for i := 0; i < servingRows; i++ {
@@ -369,35 +399,6 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	return r, nil
 }
 
-// measureLayer times one causal MHA layer forward.
-func measureLayer(cfg *config, e *mha.Engine, ks *kernels.Set, lc LayerCase, threads int) (Row, error) {
-	dm := lc.DModel
-	w := mha.Weights{
-		WQ: fill(dm * lc.H * lc.D), WK: fill(dm * lc.Hkv * lc.D),
-		WV: fill(dm * lc.Hkv * lc.D), WO: fill(lc.H * lc.D * dm),
-	}
-	layer, err := mha.NewLayer(e, mha.LayerConfig{DModel: dm, Heads: lc.H, KVHeads: lc.Hkv, HeadDim: lc.D}, w)
-	if err != nil {
-		return Row{}, err
-	}
-	x := fill(lc.B * lc.L * dm)
-	y := make([]float32, len(x))
-	opts := &mha.Options{Causal: true, Threads: threads}
-	var d time.Duration
-	peak := Around(ks, threads, func() {
-		d, err = Median(func() error { return layer.Forward(y, x, lc.B, lc.L, opts) }, cfg.minTime)
-	})
-	if err != nil {
-		return Row{}, err
-	}
-	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", KV: "f32", Threads: threads,
-		MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
-	if peak > 0 {
-		r.PctPeak = 100 * r.GFLOPS / peak
-	}
-	return r, nil
-}
-
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // printer writes the human table or JSON lines.
@@ -435,8 +436,8 @@ func (p *printer) row(r Row) {
 	}
 	if !p.head {
 		p.head = true
-		fmt.Printf("%-7s %-42s %-13s %-4s %-4s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
-			"isa", "shape", "mask", "lay", "kv", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
+		fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
+			"kind", "isa", "shape", "mask", "lay", "kv", "w", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
 	}
 	gbs, bw, tok, base, speed := "", "", "", "", ""
 	if r.GBs > 0 {
@@ -449,8 +450,16 @@ func (p *printer) row(r Row) {
 	if r.PctPeak > 0 {
 		peak = fmt.Sprintf("%6.1f", r.PctPeak)
 	}
-	fmt.Printf("%-7s %-42s %-13s %-4s %-4s %3d %8.3fms %8.1f %s %7s %5s %8s %10s %7s\n",
-		r.ISA, r.Shape, r.Mask, r.Layout, r.KV, r.Threads, r.MedianMs, r.GFLOPS, peak, gbs, bw, tok, base, speed)
+	w := r.Weights
+	if w == "" {
+		w = "-"
+	}
+	gflops := "       -"
+	if r.GFLOPS > 0 {
+		gflops = fmt.Sprintf("%8.1f", r.GFLOPS)
+	}
+	fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %3d %8.3fms %s %s %7s %5s %8s %10s %7s\n",
+		r.Kind, r.ISA, r.Shape, r.Mask, r.Layout, r.KV, w, r.Threads, r.MedianMs, gflops, peak, gbs, bw, tok, base, speed)
 }
 
 func (p *printer) note(s string) {
