@@ -5388,6 +5388,988 @@ vecs1_masked_done:
 	VZEROUPPER
 	RET
 
+// func GemvWI8AVX2(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
+// Requires: AVX, AVX2, CMOV, FMA3
+TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
+	MOVQ c+0(FP), AX
+	MOVQ ldc+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ a+16(FP), DX
+	MOVQ lda+24(FP), BX
+	SHLQ $0x02, BX
+	MOVQ ldb+40(FP), SI
+	MOVQ m+48(FP), DI
+	MOVQ tail+72(FP), R8
+	MOVQ $0x00000008, R9
+	SUBQ R8, R9
+	LEAQ constsAVX2<>+928(SB), R10
+	LEAQ (R10)(R9*4), R10
+	MOVQ nv+64(FP), R9
+	CMPQ R8, $0x08
+	JNE  tail_masked
+	CMPQ R9, $0x02
+	JEQ  vecs2_whole
+	CMPQ R9, $0x01
+	JEQ  vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R9, $0x02
+	JEQ  vecs2_masked
+	CMPQ R9, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 3 rows.
+vecs2_whole_groups:
+	CMPQ DI, $0x03
+	JLT  vecs2_whole_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows3_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	JMP     vecs2_whole_rows3_blocks
+
+vecs2_whole_rows3_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVSXBD    8(R8), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS (R10)(BX*1), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS (R10)(BX*2), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_whole_rows3_scale
+
+vecs2_whole_rows3_steps:
+	VPMOVSXBD    (R8), Y12
+	VCVTDQ2PS    Y12, Y12
+	VPMOVSXBD    8(R8), Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R10)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R10)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_whole_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_whole_rows3_scale:
+	VFMADD231PS (R9), Y6, Y0
+	VFMADD231PS (R9), Y8, Y2
+	VFMADD231PS (R9), Y10, Y4
+	VFMADD231PS 32(R9), Y7, Y1
+	VFMADD231PS 32(R9), Y9, Y3
+	VFMADD231PS 32(R9), Y11, Y5
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs2_whole_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs2_whole_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	JMP     vecs2_whole_rows2_blocks
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVSXBD    8(R8), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R10), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS (R10)(BX*1), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_whole_rows2_scale
+
+vecs2_whole_rows2_steps:
+	VPMOVSXBD    (R8), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVSXBD    8(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_whole_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_whole_rows2_scale:
+	VFMADD231PS (R9), Y4, Y0
+	VFMADD231PS (R9), Y6, Y2
+	VFMADD231PS 32(R9), Y5, Y1
+	VFMADD231PS 32(R9), Y7, Y3
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs2_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs2_whole_rows1_blocks
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VPMOVSXBD    8(DI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs2_whole_rows1_scale
+
+vecs2_whole_rows1_steps:
+	VPMOVSXBD    (DI), Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVSXBD    8(DI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs2_whole_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_whole_rows1_scale:
+	VFMADD231PS (R8), Y2, Y0
+	VFMADD231PS 32(R8), Y3, Y1
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs2_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 3 rows.
+vecs1_whole_groups:
+	CMPQ DI, $0x03
+	JLT  vecs1_whole_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows3_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	JMP     vecs1_whole_rows3_blocks
+
+vecs1_whole_rows3_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS (R10)(BX*1), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS (R10)(BX*2), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_whole_rows3_scale
+
+vecs1_whole_rows3_steps:
+	VPMOVSXBD    (R8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R10)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R10)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_whole_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_whole_rows3_scale:
+	VFMADD231PS (R9), Y3, Y0
+	VFMADD231PS (R9), Y4, Y1
+	VFMADD231PS (R9), Y5, Y2
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs1_whole_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs1_whole_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs1_whole_rows2_blocks
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R10), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (R10)(BX*1), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_whole_rows2_scale
+
+vecs1_whole_rows2_steps:
+	VPMOVSXBD    (R8), Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_whole_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_whole_rows2_scale:
+	VFMADD231PS (R9), Y2, Y0
+	VFMADD231PS (R9), Y3, Y1
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs1_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	JMP     vecs1_whole_rows1_blocks
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs1_whole_rows1_scale
+
+vecs1_whole_rows1_steps:
+	VPMOVSXBD    (DI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs1_whole_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_whole_rows1_scale:
+	VFMADD231PS (R8), Y1, Y0
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs1_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 3 rows.
+vecs2_masked_groups:
+	CMPQ DI, $0x03
+	JLT  vecs2_masked_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 3 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows3_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	JMP     vecs2_masked_rows3_blocks
+
+vecs2_masked_rows3_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R10), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y4
+	VMOVDQU    (R10), Y5
+	VMASKMOVPS 32(R13), Y5, Y5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows3_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVSXBD    (R8), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVSXBD    8(R8), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R11), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS (R11)(BX*1), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS (R11)(BX*2), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs2_masked_rows3_scale
+
+vecs2_masked_rows3_steps:
+	VPMOVSXBD    (R8), Y12
+	VCVTDQ2PS    Y12, Y12
+	VPMOVSXBD    8(R8), Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs2_masked_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_masked_rows3_scale:
+	VFMADD231PS (R9), Y6, Y0
+	VFMADD231PS (R9), Y8, Y2
+	VFMADD231PS (R9), Y10, Y4
+	VFMADD231PS 32(R9), Y7, Y1
+	VFMADD231PS 32(R9), Y9, Y3
+	VFMADD231PS 32(R9), Y11, Y5
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R12, R12
+	JNZ         vecs2_masked_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+	ADDQ       BX, DX
+	SUBQ       $0x03, DI
+	JMP        vecs2_masked_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	JMP     vecs2_masked_rows2_blocks
+
+vecs2_masked_rows2_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R10), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVSXBD    (R8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVSXBD    8(R8), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R11), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS (R11)(BX*1), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs2_masked_rows2_scale
+
+vecs2_masked_rows2_steps:
+	VPMOVSXBD    (R8), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVSXBD    8(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs2_masked_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_masked_rows2_scale:
+	VFMADD231PS (R9), Y4, Y0
+	VFMADD231PS (R9), Y6, Y2
+	VFMADD231PS 32(R9), Y5, Y1
+	VFMADD231PS 32(R9), Y7, Y3
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R12, R12
+	JNZ         vecs2_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs2_masked_rows1_blocks
+
+vecs2_masked_rows1_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (DI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VPMOVSXBD    8(DI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JZ           vecs2_masked_rows1_scale
+
+vecs2_masked_rows1_steps:
+	VPMOVSXBD    (DI), Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVSXBD    8(DI), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JNZ          vecs2_masked_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_masked_rows1_scale:
+	VFMADD231PS (R8), Y2, Y0
+	VFMADD231PS 32(R8), Y3, Y1
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R11, R11
+	JNZ         vecs2_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 3 rows.
+vecs1_masked_groups:
+	CMPQ DI, $0x03
+	JLT  vecs1_masked_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 3 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows3_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	JMP     vecs1_masked_rows3_blocks
+
+vecs1_masked_rows3_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS (R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVDQU    (R10), Y2
+	VMASKMOVPS (R13), Y2, Y2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows3_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVSXBD    (R8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R11), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS (R11)(BX*1), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS (R11)(BX*2), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs1_masked_rows3_scale
+
+vecs1_masked_rows3_steps:
+	VPMOVSXBD    (R8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs1_masked_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_masked_rows3_scale:
+	VFMADD231PS (R9), Y3, Y0
+	VFMADD231PS (R9), Y4, Y1
+	VFMADD231PS (R9), Y5, Y2
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R12, R12
+	JNZ         vecs1_masked_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R10), Y3
+	VMASKMOVPS Y0, Y3, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+	ADDQ       BX, DX
+	SUBQ       $0x03, DI
+	JMP        vecs1_masked_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs1_masked_rows2_blocks
+
+vecs1_masked_rows2_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS (R13), Y1, Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVSXBD    (R8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R11), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (R11)(BX*1), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs1_masked_rows2_scale
+
+vecs1_masked_rows2_steps:
+	VPMOVSXBD    (R8), Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs1_masked_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_masked_rows2_scale:
+	VFMADD231PS (R9), Y2, Y0
+	VFMADD231PS (R9), Y3, Y1
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R12, R12
+	JNZ         vecs1_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R10), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	JMP     vecs1_masked_rows1_blocks
+
+vecs1_masked_rows1_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS (R12), Y0, Y0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JZ           vecs1_masked_rows1_scale
+
+vecs1_masked_rows1_steps:
+	VPMOVSXBD    (DI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JNZ          vecs1_masked_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_masked_rows1_scale:
+	VFMADD231PS (R8), Y1, Y0
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R11, R11
+	JNZ         vecs1_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
 // func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 // Requires: AVX, AVX2, SSE
 TEXT ·TransposeScaleAVX2(SB), NOSPLIT, $0-52

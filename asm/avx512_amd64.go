@@ -61,6 +61,23 @@ func GemmWBF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb in
 //go:noescape
 func GemmWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
 
+// GemvWI8AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0)
+//			for each block q0 = 0, 32, ... < k:
+//				c[i*ldc+j] = fma(Σ_{q0<=p<q0+32, p<k} a[i*lda+p] · float32(b[p*ldb+j]), s[(q0/32)*ldb+j], c[i*ldc+j])
+//
+// the block sums in order of p (the first a product, then FMAs).
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements. B and s
+// are read in whole vectors, nv of them per row: a packed panel is padded
+// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+// Register tile: 3 rows × nv vectors, accumulators and block sums.
+//
+//go:noescape
+func GemvWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
+
 // TransposeScaleAVX512 is
 //
 //	for r := 0; r < nr; r++ {

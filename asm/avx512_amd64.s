@@ -12293,6 +12293,2278 @@ vecs1_masked_done:
 	VZEROUPPER
 	RET
 
+// func GemvWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
+// Requires: AVX, AVX512F, CMOV
+TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	MOVQ  ldb+40(FP), SI
+	MOVQ  m+48(FP), DI
+	MOVQ  tail+72(FP), R8
+	LEAQ  constsAVX512<>+1856(SB), R9
+	KMOVW (R9)(R8*2), K1
+	MOVQ  nv+64(FP), R9
+	CMPQ  R8, $0x10
+	JNE   tail_masked
+	CMPQ  R9, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R9, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R9, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R9, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R9, $0x04
+	JEQ  vecs4_masked
+	CMPQ R9, $0x03
+	JEQ  vecs3_masked
+	CMPQ R9, $0x02
+	JEQ  vecs2_masked
+	CMPQ R9, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 3 rows.
+vecs4_whole_groups:
+	CMPQ DI, $0x03
+	JLT  vecs4_whole_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_whole_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs4_whole_rows3_blocks
+
+vecs4_whole_rows3_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_whole_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z20
+	VCVTDQ2PS    Z20, Z20
+	VPMOVSXBD    16(R8), Z21
+	VCVTDQ2PS    Z21, Z21
+	VPMOVSXBD    32(R8), Z22
+	VCVTDQ2PS    Z22, Z22
+	VPMOVSXBD    48(R8), Z23
+	VCVTDQ2PS    Z23, Z23
+	VBROADCASTSS (R10), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R10)(BX*1), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R10)(BX*2), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs4_whole_rows3_scale
+
+vecs4_whole_rows3_steps:
+	VPMOVSXBD    (R8), Z24
+	VCVTDQ2PS    Z24, Z24
+	VPMOVSXBD    16(R8), Z25
+	VCVTDQ2PS    Z25, Z25
+	VPMOVSXBD    32(R8), Z26
+	VCVTDQ2PS    Z26, Z26
+	VPMOVSXBD    48(R8), Z27
+	VCVTDQ2PS    Z27, Z27
+	VBROADCASTSS (R10), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R10)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R10)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs4_whole_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs4_whole_rows3_scale:
+	VFMADD231PS (R9), Z12, Z0
+	VFMADD231PS (R9), Z16, Z4
+	VFMADD231PS (R9), Z20, Z8
+	VFMADD231PS 64(R9), Z13, Z1
+	VFMADD231PS 64(R9), Z17, Z5
+	VFMADD231PS 64(R9), Z21, Z9
+	VFMADD231PS 128(R9), Z14, Z2
+	VFMADD231PS 128(R9), Z18, Z6
+	VFMADD231PS 128(R9), Z22, Z10
+	VFMADD231PS 192(R9), Z15, Z3
+	VFMADD231PS 192(R9), Z19, Z7
+	VFMADD231PS 192(R9), Z23, Z11
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs4_whole_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs4_whole_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs4_whole_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_whole_rows2_blocks
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_whole_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z12
+	VCVTDQ2PS    Z12, Z12
+	VPMOVSXBD    16(R8), Z13
+	VCVTDQ2PS    Z13, Z13
+	VPMOVSXBD    32(R8), Z14
+	VCVTDQ2PS    Z14, Z14
+	VPMOVSXBD    48(R8), Z15
+	VCVTDQ2PS    Z15, Z15
+	VBROADCASTSS (R10), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(BX*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs4_whole_rows2_scale
+
+vecs4_whole_rows2_steps:
+	VPMOVSXBD    (R8), Z16
+	VCVTDQ2PS    Z16, Z16
+	VPMOVSXBD    16(R8), Z17
+	VCVTDQ2PS    Z17, Z17
+	VPMOVSXBD    32(R8), Z18
+	VCVTDQ2PS    Z18, Z18
+	VPMOVSXBD    48(R8), Z19
+	VCVTDQ2PS    Z19, Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs4_whole_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs4_whole_rows2_scale:
+	VFMADD231PS (R9), Z8, Z0
+	VFMADD231PS (R9), Z12, Z4
+	VFMADD231PS 64(R9), Z9, Z1
+	VFMADD231PS 64(R9), Z13, Z5
+	VFMADD231PS 128(R9), Z10, Z2
+	VFMADD231PS 128(R9), Z14, Z6
+	VFMADD231PS 192(R9), Z11, Z3
+	VFMADD231PS 192(R9), Z15, Z7
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs4_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs4_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_whole_rows1_blocks
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	VMOVUPS 192(R11), Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_whole_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VPMOVSXBD    16(DI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VPMOVSXBD    32(DI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VPMOVSXBD    48(DI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS (R9), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs4_whole_rows1_scale
+
+vecs4_whole_rows1_steps:
+	VPMOVSXBD    (DI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VPMOVSXBD    16(DI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VPMOVSXBD    32(DI), Z10
+	VCVTDQ2PS    Z10, Z10
+	VPMOVSXBD    48(DI), Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS (R9), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs4_whole_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs4_whole_rows1_scale:
+	VFMADD231PS (R8), Z4, Z0
+	VFMADD231PS 64(R8), Z5, Z1
+	VFMADD231PS 128(R8), Z6, Z2
+	VFMADD231PS 192(R8), Z7, Z3
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs4_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 3 rows.
+vecs3_whole_groups:
+	CMPQ DI, $0x03
+	JLT  vecs3_whole_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_whole_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	JMP     vecs3_whole_rows3_blocks
+
+vecs3_whole_rows3_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+	VMOVUPS 64(R12), Z4
+	VMOVUPS 128(R12), Z5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	VMOVUPS 128(R12), Z8
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_whole_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z15
+	VCVTDQ2PS    Z15, Z15
+	VPMOVSXBD    16(R8), Z16
+	VCVTDQ2PS    Z16, Z16
+	VPMOVSXBD    32(R8), Z17
+	VCVTDQ2PS    Z17, Z17
+	VBROADCASTSS (R10), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R10)(BX*1), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R10)(BX*2), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs3_whole_rows3_scale
+
+vecs3_whole_rows3_steps:
+	VPMOVSXBD    (R8), Z18
+	VCVTDQ2PS    Z18, Z18
+	VPMOVSXBD    16(R8), Z19
+	VCVTDQ2PS    Z19, Z19
+	VPMOVSXBD    32(R8), Z20
+	VCVTDQ2PS    Z20, Z20
+	VBROADCASTSS (R10), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R10)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R10)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs3_whole_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs3_whole_rows3_scale:
+	VFMADD231PS (R9), Z9, Z0
+	VFMADD231PS (R9), Z12, Z3
+	VFMADD231PS (R9), Z15, Z6
+	VFMADD231PS 64(R9), Z10, Z1
+	VFMADD231PS 64(R9), Z13, Z4
+	VFMADD231PS 64(R9), Z16, Z7
+	VFMADD231PS 128(R9), Z11, Z2
+	VFMADD231PS 128(R9), Z14, Z5
+	VFMADD231PS 128(R9), Z17, Z8
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs3_whole_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs3_whole_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs3_whole_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_whole_rows2_blocks
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z3
+	VMOVUPS 64(R12), Z4
+	VMOVUPS 128(R12), Z5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_whole_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z9
+	VCVTDQ2PS    Z9, Z9
+	VPMOVSXBD    16(R8), Z10
+	VCVTDQ2PS    Z10, Z10
+	VPMOVSXBD    32(R8), Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS (R10), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(BX*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs3_whole_rows2_scale
+
+vecs3_whole_rows2_steps:
+	VPMOVSXBD    (R8), Z12
+	VCVTDQ2PS    Z12, Z12
+	VPMOVSXBD    16(R8), Z13
+	VCVTDQ2PS    Z13, Z13
+	VPMOVSXBD    32(R8), Z14
+	VCVTDQ2PS    Z14, Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs3_whole_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs3_whole_rows2_scale:
+	VFMADD231PS (R9), Z6, Z0
+	VFMADD231PS (R9), Z9, Z3
+	VFMADD231PS 64(R9), Z7, Z1
+	VFMADD231PS 64(R9), Z10, Z4
+	VFMADD231PS 128(R9), Z8, Z2
+	VFMADD231PS 128(R9), Z11, Z5
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs3_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs3_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_whole_rows1_blocks
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_whole_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VPMOVSXBD    16(DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VPMOVSXBD    32(DI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS (R9), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs3_whole_rows1_scale
+
+vecs3_whole_rows1_steps:
+	VPMOVSXBD    (DI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VPMOVSXBD    16(DI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VPMOVSXBD    32(DI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VBROADCASTSS (R9), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs3_whole_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs3_whole_rows1_scale:
+	VFMADD231PS (R8), Z3, Z0
+	VFMADD231PS 64(R8), Z4, Z1
+	VFMADD231PS 128(R8), Z5, Z2
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs3_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 3 rows.
+vecs2_whole_groups:
+	CMPQ DI, $0x03
+	JLT  vecs2_whole_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs2_whole_rows3_blocks
+
+vecs2_whole_rows3_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z10
+	VCVTDQ2PS    Z10, Z10
+	VPMOVSXBD    16(R8), Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS (R10), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R10)(BX*1), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R10)(BX*2), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_whole_rows3_scale
+
+vecs2_whole_rows3_steps:
+	VPMOVSXBD    (R8), Z12
+	VCVTDQ2PS    Z12, Z12
+	VPMOVSXBD    16(R8), Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS (R10), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R10)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R10)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_whole_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_whole_rows3_scale:
+	VFMADD231PS (R9), Z6, Z0
+	VFMADD231PS (R9), Z8, Z2
+	VFMADD231PS (R9), Z10, Z4
+	VFMADD231PS 64(R9), Z7, Z1
+	VFMADD231PS 64(R9), Z9, Z3
+	VFMADD231PS 64(R9), Z11, Z5
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs2_whole_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs2_whole_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_whole_rows2_blocks
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z6
+	VCVTDQ2PS    Z6, Z6
+	VPMOVSXBD    16(R8), Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS (R10), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(BX*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_whole_rows2_scale
+
+vecs2_whole_rows2_steps:
+	VPMOVSXBD    (R8), Z8
+	VCVTDQ2PS    Z8, Z8
+	VPMOVSXBD    16(R8), Z9
+	VCVTDQ2PS    Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_whole_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_whole_rows2_scale:
+	VFMADD231PS (R9), Z4, Z0
+	VFMADD231PS (R9), Z6, Z2
+	VFMADD231PS 64(R9), Z5, Z1
+	VFMADD231PS 64(R9), Z7, Z3
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs2_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_whole_rows1_blocks
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VPMOVSXBD    16(DI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS (R9), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs2_whole_rows1_scale
+
+vecs2_whole_rows1_steps:
+	VPMOVSXBD    (DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VPMOVSXBD    16(DI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS (R9), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs2_whole_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_whole_rows1_scale:
+	VFMADD231PS (R8), Z2, Z0
+	VFMADD231PS 64(R8), Z3, Z1
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs2_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 3 rows.
+vecs1_whole_groups:
+	CMPQ DI, $0x03
+	JLT  vecs1_whole_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs1_whole_rows3_blocks
+
+vecs1_whole_rows3_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R10)(BX*2), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_whole_rows3_scale
+
+vecs1_whole_rows3_steps:
+	VPMOVSXBD    (R8), Z6
+	VCVTDQ2PS    Z6, Z6
+	VBROADCASTSS (R10), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R10)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_whole_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_whole_rows3_scale:
+	VFMADD231PS (R9), Z3, Z0
+	VFMADD231PS (R9), Z4, Z1
+	VFMADD231PS (R9), Z5, Z2
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs1_whole_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs1_whole_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_whole_rows2_blocks
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_whole_rows2_scale
+
+vecs1_whole_rows2_steps:
+	VPMOVSXBD    (R8), Z4
+	VCVTDQ2PS    Z4, Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_whole_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_whole_rows2_scale:
+	VFMADD231PS (R9), Z2, Z0
+	VFMADD231PS (R9), Z3, Z1
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs1_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_whole_rows1_blocks
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VBROADCASTSS (R9), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs1_whole_rows1_scale
+
+vecs1_whole_rows1_steps:
+	VPMOVSXBD    (DI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VBROADCASTSS (R9), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs1_whole_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_whole_rows1_scale:
+	VFMADD231PS (R8), Z1, Z0
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs1_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 3 rows.
+vecs4_masked_groups:
+	CMPQ DI, $0x03
+	JLT  vecs4_masked_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_masked_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs4_masked_rows3_blocks
+
+vecs4_masked_rows3_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS   64(R12), Z5
+	VMOVUPS   128(R12), Z6
+	VMOVUPS.Z 192(R12), K1, Z7
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z8
+	VMOVUPS   64(R12), Z9
+	VMOVUPS   128(R12), Z10
+	VMOVUPS.Z 192(R12), K1, Z11
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_masked_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z20
+	VCVTDQ2PS    Z20, Z20
+	VPMOVSXBD    16(R8), Z21
+	VCVTDQ2PS    Z21, Z21
+	VPMOVSXBD    32(R8), Z22
+	VCVTDQ2PS    Z22, Z22
+	VPMOVSXBD    48(R8), Z23
+	VCVTDQ2PS    Z23, Z23
+	VBROADCASTSS (R10), Z15
+	VMULPS       Z20, Z15, Z12
+	VMULPS       Z21, Z15, Z13
+	VMULPS       Z22, Z15, Z14
+	VMULPS       Z23, Z15, Z15
+	VBROADCASTSS (R10)(BX*1), Z19
+	VMULPS       Z20, Z19, Z16
+	VMULPS       Z21, Z19, Z17
+	VMULPS       Z22, Z19, Z18
+	VMULPS       Z23, Z19, Z19
+	VBROADCASTSS (R10)(BX*2), Z24
+	VMULPS       Z20, Z24, Z20
+	VMULPS       Z21, Z24, Z21
+	VMULPS       Z22, Z24, Z22
+	VMULPS       Z23, Z24, Z23
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs4_masked_rows3_scale
+
+vecs4_masked_rows3_steps:
+	VPMOVSXBD    (R8), Z24
+	VCVTDQ2PS    Z24, Z24
+	VPMOVSXBD    16(R8), Z25
+	VCVTDQ2PS    Z25, Z25
+	VPMOVSXBD    32(R8), Z26
+	VCVTDQ2PS    Z26, Z26
+	VPMOVSXBD    48(R8), Z27
+	VCVTDQ2PS    Z27, Z27
+	VBROADCASTSS (R10), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS (R10)(BX*1), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS (R10)(BX*2), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs4_masked_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs4_masked_rows3_scale:
+	VFMADD231PS (R9), Z12, Z0
+	VFMADD231PS (R9), Z16, Z4
+	VFMADD231PS (R9), Z20, Z8
+	VFMADD231PS 64(R9), Z13, Z1
+	VFMADD231PS 64(R9), Z17, Z5
+	VFMADD231PS 64(R9), Z21, Z9
+	VFMADD231PS 128(R9), Z14, Z2
+	VFMADD231PS 128(R9), Z18, Z6
+	VFMADD231PS 128(R9), Z22, Z10
+	VFMADD231PS 192(R9), Z15, Z3
+	VFMADD231PS 192(R9), Z19, Z7
+	VFMADD231PS 192(R9), Z23, Z11
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs4_masked_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs4_masked_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs4_masked_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_masked_rows2_blocks
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS   64(R12), Z5
+	VMOVUPS   128(R12), Z6
+	VMOVUPS.Z 192(R12), K1, Z7
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_masked_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z12
+	VCVTDQ2PS    Z12, Z12
+	VPMOVSXBD    16(R8), Z13
+	VCVTDQ2PS    Z13, Z13
+	VPMOVSXBD    32(R8), Z14
+	VCVTDQ2PS    Z14, Z14
+	VPMOVSXBD    48(R8), Z15
+	VCVTDQ2PS    Z15, Z15
+	VBROADCASTSS (R10), Z11
+	VMULPS       Z12, Z11, Z8
+	VMULPS       Z13, Z11, Z9
+	VMULPS       Z14, Z11, Z10
+	VMULPS       Z15, Z11, Z11
+	VBROADCASTSS (R10)(BX*1), Z16
+	VMULPS       Z12, Z16, Z12
+	VMULPS       Z13, Z16, Z13
+	VMULPS       Z14, Z16, Z14
+	VMULPS       Z15, Z16, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs4_masked_rows2_scale
+
+vecs4_masked_rows2_steps:
+	VPMOVSXBD    (R8), Z16
+	VCVTDQ2PS    Z16, Z16
+	VPMOVSXBD    16(R8), Z17
+	VCVTDQ2PS    Z17, Z17
+	VPMOVSXBD    32(R8), Z18
+	VCVTDQ2PS    Z18, Z18
+	VPMOVSXBD    48(R8), Z19
+	VCVTDQ2PS    Z19, Z19
+	VBROADCASTSS (R10), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs4_masked_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs4_masked_rows2_scale:
+	VFMADD231PS (R9), Z8, Z0
+	VFMADD231PS (R9), Z12, Z4
+	VFMADD231PS 64(R9), Z9, Z1
+	VFMADD231PS 64(R9), Z13, Z5
+	VFMADD231PS 128(R9), Z10, Z2
+	VFMADD231PS 128(R9), Z14, Z6
+	VFMADD231PS 192(R9), Z11, Z3
+	VFMADD231PS 192(R9), Z15, Z7
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs4_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs4_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_masked_rows1_blocks
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS   128(R11), Z2
+	VMOVUPS.Z 192(R11), K1, Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_masked_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VPMOVSXBD    16(DI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VPMOVSXBD    32(DI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VPMOVSXBD    48(DI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS (R9), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs4_masked_rows1_scale
+
+vecs4_masked_rows1_steps:
+	VPMOVSXBD    (DI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VPMOVSXBD    16(DI), Z9
+	VCVTDQ2PS    Z9, Z9
+	VPMOVSXBD    32(DI), Z10
+	VCVTDQ2PS    Z10, Z10
+	VPMOVSXBD    48(DI), Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS (R9), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs4_masked_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs4_masked_rows1_scale:
+	VFMADD231PS (R8), Z4, Z0
+	VFMADD231PS 64(R8), Z5, Z1
+	VFMADD231PS 128(R8), Z6, Z2
+	VFMADD231PS 192(R8), Z7, Z3
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs4_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 3 rows.
+vecs3_masked_groups:
+	CMPQ DI, $0x03
+	JLT  vecs3_masked_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_masked_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	JMP     vecs3_masked_rows3_blocks
+
+vecs3_masked_rows3_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z3
+	VMOVUPS   64(R12), Z4
+	VMOVUPS.Z 128(R12), K1, Z5
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z6
+	VMOVUPS   64(R12), Z7
+	VMOVUPS.Z 128(R12), K1, Z8
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_masked_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z15
+	VCVTDQ2PS    Z15, Z15
+	VPMOVSXBD    16(R8), Z16
+	VCVTDQ2PS    Z16, Z16
+	VPMOVSXBD    32(R8), Z17
+	VCVTDQ2PS    Z17, Z17
+	VBROADCASTSS (R10), Z11
+	VMULPS       Z15, Z11, Z9
+	VMULPS       Z16, Z11, Z10
+	VMULPS       Z17, Z11, Z11
+	VBROADCASTSS (R10)(BX*1), Z14
+	VMULPS       Z15, Z14, Z12
+	VMULPS       Z16, Z14, Z13
+	VMULPS       Z17, Z14, Z14
+	VBROADCASTSS (R10)(BX*2), Z18
+	VMULPS       Z15, Z18, Z15
+	VMULPS       Z16, Z18, Z16
+	VMULPS       Z17, Z18, Z17
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs3_masked_rows3_scale
+
+vecs3_masked_rows3_steps:
+	VPMOVSXBD    (R8), Z18
+	VCVTDQ2PS    Z18, Z18
+	VPMOVSXBD    16(R8), Z19
+	VCVTDQ2PS    Z19, Z19
+	VPMOVSXBD    32(R8), Z20
+	VCVTDQ2PS    Z20, Z20
+	VBROADCASTSS (R10), Z21
+	VFMADD231PS  Z18, Z21, Z9
+	VFMADD231PS  Z19, Z21, Z10
+	VFMADD231PS  Z20, Z21, Z11
+	VBROADCASTSS (R10)(BX*1), Z21
+	VFMADD231PS  Z18, Z21, Z12
+	VFMADD231PS  Z19, Z21, Z13
+	VFMADD231PS  Z20, Z21, Z14
+	VBROADCASTSS (R10)(BX*2), Z21
+	VFMADD231PS  Z18, Z21, Z15
+	VFMADD231PS  Z19, Z21, Z16
+	VFMADD231PS  Z20, Z21, Z17
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs3_masked_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs3_masked_rows3_scale:
+	VFMADD231PS (R9), Z9, Z0
+	VFMADD231PS (R9), Z12, Z3
+	VFMADD231PS (R9), Z15, Z6
+	VFMADD231PS 64(R9), Z10, Z1
+	VFMADD231PS 64(R9), Z13, Z4
+	VFMADD231PS 64(R9), Z16, Z7
+	VFMADD231PS 128(R9), Z11, Z2
+	VFMADD231PS 128(R9), Z14, Z5
+	VFMADD231PS 128(R9), Z17, Z8
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs3_masked_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs3_masked_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs3_masked_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_masked_rows2_blocks
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z3
+	VMOVUPS   64(R12), Z4
+	VMOVUPS.Z 128(R12), K1, Z5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_masked_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z9
+	VCVTDQ2PS    Z9, Z9
+	VPMOVSXBD    16(R8), Z10
+	VCVTDQ2PS    Z10, Z10
+	VPMOVSXBD    32(R8), Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS (R10), Z8
+	VMULPS       Z9, Z8, Z6
+	VMULPS       Z10, Z8, Z7
+	VMULPS       Z11, Z8, Z8
+	VBROADCASTSS (R10)(BX*1), Z12
+	VMULPS       Z9, Z12, Z9
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs3_masked_rows2_scale
+
+vecs3_masked_rows2_steps:
+	VPMOVSXBD    (R8), Z12
+	VCVTDQ2PS    Z12, Z12
+	VPMOVSXBD    16(R8), Z13
+	VCVTDQ2PS    Z13, Z13
+	VPMOVSXBD    32(R8), Z14
+	VCVTDQ2PS    Z14, Z14
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VFMADD231PS  Z14, Z15, Z8
+	VBROADCASTSS (R10)(BX*1), Z15
+	VFMADD231PS  Z12, Z15, Z9
+	VFMADD231PS  Z13, Z15, Z10
+	VFMADD231PS  Z14, Z15, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs3_masked_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs3_masked_rows2_scale:
+	VFMADD231PS (R9), Z6, Z0
+	VFMADD231PS (R9), Z9, Z3
+	VFMADD231PS 64(R9), Z7, Z1
+	VFMADD231PS 64(R9), Z10, Z4
+	VFMADD231PS 128(R9), Z8, Z2
+	VFMADD231PS 128(R9), Z11, Z5
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs3_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs3_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_masked_rows1_blocks
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS.Z 128(R11), K1, Z2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_masked_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VPMOVSXBD    16(DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VPMOVSXBD    32(DI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS (R9), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs3_masked_rows1_scale
+
+vecs3_masked_rows1_steps:
+	VPMOVSXBD    (DI), Z6
+	VCVTDQ2PS    Z6, Z6
+	VPMOVSXBD    16(DI), Z7
+	VCVTDQ2PS    Z7, Z7
+	VPMOVSXBD    32(DI), Z8
+	VCVTDQ2PS    Z8, Z8
+	VBROADCASTSS (R9), Z9
+	VFMADD231PS  Z6, Z9, Z3
+	VFMADD231PS  Z7, Z9, Z4
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs3_masked_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs3_masked_rows1_scale:
+	VFMADD231PS (R8), Z3, Z0
+	VFMADD231PS 64(R8), Z4, Z1
+	VFMADD231PS 128(R8), Z5, Z2
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs3_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 3 rows.
+vecs2_masked_groups:
+	CMPQ DI, $0x03
+	JLT  vecs2_masked_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs2_masked_rows3_blocks
+
+vecs2_masked_rows3_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z2
+	VMOVUPS.Z 64(R12), K1, Z3
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z4
+	VMOVUPS.Z 64(R12), K1, Z5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z10
+	VCVTDQ2PS    Z10, Z10
+	VPMOVSXBD    16(R8), Z11
+	VCVTDQ2PS    Z11, Z11
+	VBROADCASTSS (R10), Z7
+	VMULPS       Z10, Z7, Z6
+	VMULPS       Z11, Z7, Z7
+	VBROADCASTSS (R10)(BX*1), Z9
+	VMULPS       Z10, Z9, Z8
+	VMULPS       Z11, Z9, Z9
+	VBROADCASTSS (R10)(BX*2), Z12
+	VMULPS       Z10, Z12, Z10
+	VMULPS       Z11, Z12, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_masked_rows3_scale
+
+vecs2_masked_rows3_steps:
+	VPMOVSXBD    (R8), Z12
+	VCVTDQ2PS    Z12, Z12
+	VPMOVSXBD    16(R8), Z13
+	VCVTDQ2PS    Z13, Z13
+	VBROADCASTSS (R10), Z14
+	VFMADD231PS  Z12, Z14, Z6
+	VFMADD231PS  Z13, Z14, Z7
+	VBROADCASTSS (R10)(BX*1), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS (R10)(BX*2), Z14
+	VFMADD231PS  Z12, Z14, Z10
+	VFMADD231PS  Z13, Z14, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_masked_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_masked_rows3_scale:
+	VFMADD231PS (R9), Z6, Z0
+	VFMADD231PS (R9), Z8, Z2
+	VFMADD231PS (R9), Z10, Z4
+	VFMADD231PS 64(R9), Z7, Z1
+	VFMADD231PS 64(R9), Z9, Z3
+	VFMADD231PS 64(R9), Z11, Z5
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs2_masked_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs2_masked_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_masked_rows2_blocks
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS   (R12), Z2
+	VMOVUPS.Z 64(R12), K1, Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z6
+	VCVTDQ2PS    Z6, Z6
+	VPMOVSXBD    16(R8), Z7
+	VCVTDQ2PS    Z7, Z7
+	VBROADCASTSS (R10), Z5
+	VMULPS       Z6, Z5, Z4
+	VMULPS       Z7, Z5, Z5
+	VBROADCASTSS (R10)(BX*1), Z8
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_masked_rows2_scale
+
+vecs2_masked_rows2_steps:
+	VPMOVSXBD    (R8), Z8
+	VCVTDQ2PS    Z8, Z8
+	VPMOVSXBD    16(R8), Z9
+	VCVTDQ2PS    Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(BX*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_masked_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_masked_rows2_scale:
+	VFMADD231PS (R9), Z4, Z0
+	VFMADD231PS (R9), Z6, Z2
+	VFMADD231PS 64(R9), Z5, Z1
+	VFMADD231PS 64(R9), Z7, Z3
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs2_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_masked_rows1_blocks
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS.Z 64(R11), K1, Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VPMOVSXBD    16(DI), Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS (R9), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs2_masked_rows1_scale
+
+vecs2_masked_rows1_steps:
+	VPMOVSXBD    (DI), Z4
+	VCVTDQ2PS    Z4, Z4
+	VPMOVSXBD    16(DI), Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS (R9), Z6
+	VFMADD231PS  Z4, Z6, Z2
+	VFMADD231PS  Z5, Z6, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs2_masked_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs2_masked_rows1_scale:
+	VFMADD231PS (R8), Z2, Z0
+	VFMADD231PS 64(R8), Z3, Z1
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs2_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 3 rows.
+vecs1_masked_groups:
+	CMPQ DI, $0x03
+	JLT  vecs1_masked_tail2
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 3 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows3_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs1_masked_rows3_blocks
+
+vecs1_masked_rows3_load:
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z1
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows3_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z5
+	VCVTDQ2PS    Z5, Z5
+	VBROADCASTSS (R10), Z3
+	VMULPS       Z5, Z3, Z3
+	VBROADCASTSS (R10)(BX*1), Z4
+	VMULPS       Z5, Z4, Z4
+	VBROADCASTSS (R10)(BX*2), Z6
+	VMULPS       Z5, Z6, Z5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_masked_rows3_scale
+
+vecs1_masked_rows3_steps:
+	VPMOVSXBD    (R8), Z6
+	VCVTDQ2PS    Z6, Z6
+	VBROADCASTSS (R10), Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VBROADCASTSS (R10)(BX*1), Z7
+	VFMADD231PS  Z6, Z7, Z4
+	VBROADCASTSS (R10)(BX*2), Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_masked_rows3_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_masked_rows3_scale:
+	VFMADD231PS (R9), Z3, Z0
+	VFMADD231PS (R9), Z4, Z1
+	VFMADD231PS (R9), Z5, Z2
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs1_masked_rows3_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	ADDQ    BX, DX
+	SUBQ    $0x03, DI
+	JMP     vecs1_masked_groups
+
+	// The last rows: 2 of them, if rows%3 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, DI
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), R8
+	MOVQ  s+88(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_masked_rows2_blocks
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+	ADDQ      CX, R12
+	VMOVUPS.Z (R12), K1, Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows2_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVSXBD    (R8), Z3
+	VCVTDQ2PS    Z3, Z3
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z3, Z2, Z2
+	VBROADCASTSS (R10)(BX*1), Z4
+	VMULPS       Z3, Z4, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_masked_rows2_scale
+
+vecs1_masked_rows2_steps:
+	VPMOVSXBD    (R8), Z4
+	VCVTDQ2PS    Z4, Z4
+	VBROADCASTSS (R10), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(BX*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_masked_rows2_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_masked_rows2_scale:
+	VFMADD231PS (R9), Z2, Z0
+	VFMADD231PS (R9), Z3, Z1
+	LEAQ        (R9)(SI*4), R9
+	TESTQ       R11, R11
+	JNZ         vecs1_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%3 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_masked_rows1_blocks
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R11
+	VMOVUPS.Z (R11), K1, Z0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows1_blocks:
+	MOVQ         $0x00000020, R11
+	CMPQ         R10, $0x00000020
+	CMOVQLT      R10, R11
+	SUBQ         R11, R10
+	VPMOVSXBD    (DI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VBROADCASTSS (R9), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JZ           vecs1_masked_rows1_scale
+
+vecs1_masked_rows1_steps:
+	VPMOVSXBD    (DI), Z2
+	VCVTDQ2PS    Z2, Z2
+	VBROADCASTSS (R9), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R11
+	JNZ          vecs1_masked_rows1_steps
+
+	// The block's sums times its scales, into the accumulators; the next scale row.
+vecs1_masked_rows1_scale:
+	VFMADD231PS (R8), Z1, Z0
+	LEAQ        (R8)(SI*4), R8
+	TESTQ       R10, R10
+	JNZ         vecs1_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
 // func TransposeScaleAVX512(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 // Requires: AVX, AVX2, SSE
 TEXT ·TransposeScaleAVX512(SB), NOSPLIT, $0-52

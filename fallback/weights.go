@@ -1,5 +1,7 @@
 package fallback
 
+import "math"
+
 // WeightRows is a block of a projection weight matrix as a layer keeps
 // it: rows of Ld elements of Type (row p holds the weights of input p for
 // Ld consecutive outputs) in F32, U16 (16-bit floats) or I8. Int8 rows
@@ -45,4 +47,49 @@ func WidenWeights(dst []float32, ldd int, w WeightRows, k, n int) {
 			Widen(d, w.U16[p*w.Ld:][:n], w.Type)
 		}
 	}
+}
+
+// GemvI8 is the projection of a few rows through int8 weights with each
+// block's scales applied to the block's sum (the GemvWI8 kernels' order):
+//
+//	c[i][j] = accumulate ? c[i][j] : 0
+//	for each block q0 = 0, 32, ... < k:
+//	    sum     = a[i][q0]·float32(q[q0][j]) + ... (FMAs, in order of p)
+//	    c[i][j] = fma(sum, scale[q0/32][j], c[i][j])
+//
+// w is int8; its rows hold at least n elements at stride w.Ld.
+func GemvI8(c []float32, ldc int, a []float32, lda int, w WeightRows, m, n, k int, accumulate bool) {
+	var sum [64]float32 // the block sums of 64 columns at a time
+	for i := 0; i < m; i++ {
+		ci, ai := c[i*ldc:i*ldc+n], a[i*lda:i*lda+k]
+		if !accumulate {
+			clear(ci)
+		}
+		for j0 := 0; j0 < n; j0 += len(sum) {
+			cw := min(len(sum), n-j0)
+			for q0 := 0; q0 < k; q0 += Int8Block {
+				s := sum[:cw]
+				for p := q0; p < min(k, q0+Int8Block); p++ {
+					q := w.I8[p*w.Ld+j0:][:cw]
+					for j, x := range q {
+						if p == q0 {
+							s[j] = ai[p] * float32(x)
+						} else {
+							s[j] = fma32(ai[p], float32(x), s[j])
+						}
+					}
+				}
+				scale := w.S[q0/Int8Block*w.Ld+j0:][:cw]
+				for j := range s {
+					ci[j0+j] = fma32(s[j], scale[j], ci[j0+j])
+				}
+			}
+		}
+	}
+}
+
+// fma32 is x·y + z rounded once to float64, then to float32 (as a float32
+// FMA but for the rare value a double rounding moves by one ulp).
+func fma32(x, y, z float32) float32 {
+	return float32(math.FMA(float64(x), float64(y), float64(z)))
 }

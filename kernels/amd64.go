@@ -16,7 +16,7 @@ import (
 var (
 	// The avx2 set converts 16-bit floats with F16C.
 	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
-		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemmWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
+		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemmWI8AVX2, asm.GemvWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
@@ -24,7 +24,7 @@ var (
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
-		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemmWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
+		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemmWI8AVX512, asm.GemvWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
@@ -46,6 +46,26 @@ type (
 	gemmWI8Func func(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
 )
 
+// weightPanels runs a GemmW or GemvWI8 kernel over the column panels of
+// C, split as gemmPanels splits them: kernels[t] for 16-bit weights of
+// type t, i8 for int8 ones.
+func weightPanels(kernels [2]gemmW16Func, i8 gemmWI8Func, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	for v0 := 0; v0*lanes < n; {
+		nv, tail := panel(v0, n, lanes, maxNV)
+		j0 := v0 * lanes
+		if b.Type == fallback.KVInt8 {
+			i8(&c[j0], ldc, &a[0], lda, &b.I8[j0], b.Ld, m, k, nv, tail, acc, &b.S[j0])
+		} else {
+			kernels[b.Type-fallback.KVFloat16](&c[j0], ldc, &a[0], lda, &b.U16[j0], b.Ld, m, k, nv, tail, acc)
+		}
+		v0 += nv
+	}
+}
+
 // x86Params are the numbers one amd64 ISA's kernels were generated with
 // (asm/params_<isa>_amd64.go).
 type x86Params struct {
@@ -59,6 +79,7 @@ type x86Kernels struct {
 	gemm    gemmFunc
 	gemmW16 [2]gemmW16Func // float16, bfloat16
 	gemmWI8 gemmWI8Func
+	gemvWI8 gemmWI8Func
 	pv      pvFunc
 	softmax softmaxFunc
 	bias    biasFunc
@@ -82,20 +103,10 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			gemmPanels(k.gemm, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
 		},
 		gemmW: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
-			acc := 0
-			if accumulate {
-				acc = 1
-			}
-			for v0 := 0; v0*lanes < n; { // the panels of gemmPanels
-				nv, tail := panel(v0, n, lanes, maxNV)
-				j0 := v0 * lanes
-				if b.Type == fallback.KVInt8 {
-					k.gemmWI8(&c[j0], ldc, &a[0], lda, &b.I8[j0], b.Ld, m, kk, nv, tail, acc, &b.S[j0])
-				} else {
-					k.gemmW16[b.Type-fallback.KVFloat16](&c[j0], ldc, &a[0], lda, &b.U16[j0], b.Ld, m, kk, nv, tail, acc)
-				}
-				v0 += nv
-			}
+			weightPanels(k.gemmW16, k.gemmWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
+		},
+		gemvI8: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
+			weightPanels(k.gemmW16, k.gemvWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
 		},
 		qk: func(s []float32, lds int, kr []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
 			gemmPanels(k.gemm, lanes, maxNV, qkChunk, s, lds, kr, ldk, qt, ldq, nk, rows, dk, false)

@@ -52,6 +52,7 @@ type Set struct {
 	widen   func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType)               // rows of whole vectors; nil: Go
 	narrow  func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
 	gemmW   gemmWKernel                                                                              // nil: WidenWeights + Gemm
+	gemvI8  gemmWKernel                                                                              // nil: fallback.GemvI8
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	decodeKeys    int  // fewest keys of a Decode call

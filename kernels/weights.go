@@ -33,26 +33,54 @@ func (ks *Set) HasGemmW(t KVType) bool { return ks.gemmW != nil && t != fallback
 // elements (a panel of tile.PackWeights, padded to whole panels, does).
 // Only sets that HasGemmW have it; calling it on another is a bug.
 func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
-	if m <= 0 || n <= 0 || k <= 0 {
-		if k <= 0 && m > 0 && n > 0 {
-			ks.Gemm(c, ldc, a, lda, nil, b.Ld, m, n, 0, accumulate)
-		}
-		return
-	}
 	if !ks.HasGemmW(b.Type) {
 		panic(fmt.Sprintf("kernels: GemmW: set %s has no GemmW for %v", ks.Name, b.Type))
 	}
+	if ks.weightsCall("GemmW", c, ldc, a, lda, b, m, n, k, accumulate) {
+		ks.gemmW(c, ldc, a, lda, b, m, n, k, accumulate)
+	}
+}
+
+// GemvI8 is the projection of a few rows (a decode step's) through int8
+// weights with each block's scales applied once to the block's sum, in
+// fallback.GemvI8's order (the amd64 sets' GemvWI8 kernels, the Go twin
+// elsewhere): three vector operations per weight vector instead of
+// GemmW's four. b is int8, read as GemmW reads it.
+func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	if b.Type != fallback.KVInt8 {
+		panic(fmt.Sprintf("kernels: GemvI8: %v weights", b.Type))
+	}
+	if !ks.weightsCall("GemvI8", c, ldc, a, lda, b, m, n, k, accumulate) {
+		return
+	}
+	if ks.gemvI8 == nil {
+		fallback.GemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
+		return
+	}
+	ks.gemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
+}
+
+// weightsCall checks the contract of GemmW and GemvI8 and reports
+// whether the kernel has work (k = 0 clears C, or leaves it).
+func (ks *Set) weightsCall(kernel string, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) bool {
+	if m <= 0 || n <= 0 {
+		return false
+	}
+	if k <= 0 {
+		ks.Gemm(c, ldc, a, lda, nil, b.Ld, m, n, 0, accumulate)
+		return false
+	}
 	whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
 	if b.Ld < whole {
-		panic(fmt.Sprintf("kernels: GemmW: row stride %d below %d columns in whole vectors", b.Ld, whole))
+		panic(fmt.Sprintf("kernels: %s: row stride %d below %d columns in whole vectors", kernel, b.Ld, whole))
 	}
-	check("GemmW", "c", len(c), span(m, n, ldc))
-	check("GemmW", "a", len(a), span(m, k, lda))
-	check("GemmW", "b", b.Len(), span(k, whole, b.Ld))
+	check(kernel, "c", len(c), span(m, n, ldc))
+	check(kernel, "a", len(a), span(m, k, lda))
+	check(kernel, "b", b.Len(), span(k, whole, b.Ld))
 	if b.Type == fallback.KVInt8 {
-		check("GemmW", "scales", len(b.S), span(fallback.Int8Blocks(k), whole, b.Ld))
+		check(kernel, "scales", len(b.S), span(fallback.Int8Blocks(k), whole, b.Ld))
 	}
-	ks.gemmW(c, ldc, a, lda, b, m, n, k, accumulate)
+	return true
 }
 
 // WidenWeights writes k rows of n elements of the weight block b as

@@ -84,3 +84,73 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 		}
 	}
 }
+
+// TestGemvI8 checks GemvI8 on every set against the float64 product
+// through the dequantized weights (its block sums are float32 sums of up
+// to 32 products, scaled once), with every operand against an
+// unreadable page.
+func TestGemvI8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, m := range []int{1, 2, 3, 4, 7} {
+					for _, n := range []int{1, 7, 9, 16, 17, 48, 64, 65} {
+						for _, k := range []int{1, 5, 31, 32, 33, 70, 100} {
+							gemvCase(t, rng, ks, m, n, k, atEnd)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// gemvCase runs one case of TestGemvI8.
+func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
+	t.Helper()
+	whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+	ld := whole + rng.IntN(2)*ks.Lanes
+	ldc, lda := n+rng.IntN(3), k+rng.IntN(3)
+	accumulate := rng.IntN(2) == 0
+	c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
+	defer f1()
+	a, f2 := operand(t, rng, span(m, k, lda), atEnd)
+	defer f2()
+	b := WeightRows{Type: fallback.KVInt8, Ld: ld}
+	var f3, f4 func()
+	b.I8, f3 = guarded8(t, span(k, whole, ld), atEnd)
+	defer f3()
+	b.S, f4 = guarded(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
+	defer f4()
+	for i := range b.I8 {
+		b.I8[i] = int8(rng.IntN(255) - 127)
+	}
+	for i := range b.S {
+		b.S[i] = rng.Float32() / 64
+	}
+	before := append([]float32(nil), c...)
+	ks.GemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
+	for i := 0; i < m; i++ {
+		for j := 0; j < ldc && i*ldc+j < len(c); j++ {
+			at := i*ldc + j
+			if j >= n {
+				if c[at] != before[at] {
+					t.Fatalf("%s GemvI8 m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
+				}
+				continue
+			}
+			want, abs := 0.0, 0.0
+			if accumulate {
+				want, abs = float64(before[at]), math.Abs(float64(before[at]))
+			}
+			for p := 0; p < k; p++ {
+				x := float64(a[i*lda+p]) * float64(b.I8[p*ld+j]) * float64(b.S[p/32*ld+j])
+				want, abs = want+x, abs+math.Abs(x)
+			}
+			if got := float64(c[at]); math.Abs(got-want) > dotTol(k+2, abs) {
+				t.Fatalf("%s GemvI8 m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
+			}
+		}
+	}
+}

@@ -137,12 +137,16 @@ func narrow(x float32, t fallback.KVType) uint16 {
 // nw columns, for the mc rows of A at a into c. 16-bit and int8 panels go
 // to GemmW on sets that have it, and are otherwise widened into the
 // worker's scratch for Gemm (the same values, the same order: the same
-// bits).
+// bits); int8 panels of an item of at most gemvRows rows (a decode
+// step's) go to GemvI8, which scales block sums rather than weights, on
+// every set.
 func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, panel, k0, kc, mc, nw int, accumulate bool) {
 	b := g.B.rows(panel, k0)
 	switch {
 	case b.Type == fallback.KVFloat32:
 		ks.Gemm(c, g.LDC, a, g.LDA, b.F32, b.Ld, mc, nw, kc, accumulate)
+	case b.Type == fallback.KVInt8 && mc <= gemvRows:
+		ks.GemvI8(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
 	case ks.HasGemmW(b.Type):
 		ks.GemmW(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
 	default:

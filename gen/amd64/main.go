@@ -49,6 +49,7 @@ func generate(x isa, dir string) error {
 	for _, e := range []elem{f16, bf16, i8} {
 		g.gemmW(e)
 	}
+	g.gemvI8()
 	g.transpose()
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8} {

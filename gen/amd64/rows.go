@@ -53,13 +53,16 @@ func (s rowStride) at(base reg.GPVirtual, i int) operand.Mem {
 	panic(fmt.Sprintf("rowStride: row %d out of 0..5", i))
 }
 
-// advance moves base on by n rows (1, 2, 4 or 6).
+// advance moves base on by n rows (1, 2, 3, 4 or 6).
 func (g *gen) advance(base reg.GPVirtual, s rowStride, n int) {
 	switch n {
 	case 1:
 		g.ADDQ(s.ld, base)
 	case 2, 4:
 		g.LEAQ(operand.Mem{Base: base, Index: s.ld, Scale: uint8(n)}, base)
+	case 3:
+		g.LEAQ(operand.Mem{Base: base, Index: s.ld, Scale: 2}, base)
+		g.ADDQ(s.ld, base)
 	case 6:
 		g.LEAQ(operand.Mem{Base: base, Index: s.ld3, Scale: 2}, base)
 	default:
