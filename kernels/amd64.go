@@ -20,7 +20,7 @@ var (
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
-		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
@@ -28,7 +28,7 @@ var (
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
-		cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
+		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
 )
 
 // decodeF32Func and decode16Func are the fused decode kernels' signatures.
