@@ -1,106 +1,381 @@
 package mha
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
 )
 
-// transposed returns the [out][in] copy of m, [in][out].
-func transposed(m []float32, in, out int) []float32 {
-	t := make([]float32, len(m))
-	for r := 0; r < in; r++ {
-		for c := 0; c < out; c++ {
-			t[c*in+r] = m[r*out+c]
+// storedWeights returns what a layer of type t keeps of the in×out
+// matrix w ([in][out], or [out][in] with outIn): its values as float32,
+// and the same as a checkpoint would give them (16-bit bits, or int8 with
+// scales in Weights' documented layout).
+func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []float32, bits []uint16, q Int8Tensor) {
+	values = make([]float32, len(w))
+	at := func(i, o int) int { // element (input i, output o)
+		if outIn {
+			return o*in + i
 		}
+		return i*out + o
 	}
-	return t
+	switch {
+	case t.is16():
+		bits = make([]uint16, len(w))
+		fallback.Narrow(bits, w, fallback.KVType(t))
+		fallback.Widen(values, bits, fallback.KVType(t))
+	case t == Int8:
+		nb := Int8Blocks(in)
+		q = Int8Tensor{Data: make([]int8, len(w)), Scales: make([]float32, nb*out)}
+		var col [Int8Block]float32
+		var blk [Int8Block]int8
+		var s [1]float32
+		for o := 0; o < out; o++ {
+			for b := 0; b < nb; b++ {
+				n := min(Int8Block, in-b*Int8Block)
+				for i := range n {
+					col[i] = w[at(b*Int8Block+i, o)]
+				}
+				fallback.QuantizeInt8(blk[:n], s[:], col[:n])
+				si := b*out + o
+				if outIn {
+					si = o*nb + b
+				}
+				q.Scales[si] = s[0]
+				for i := range n {
+					q.Data[at(b*Int8Block+i, o)] = blk[i]
+					values[at(b*Int8Block+i, o)] = float32(blk[i]) * s[0]
+				}
+			}
+		}
+	default:
+		copy(values, w)
+	}
+	return values, bits, q
 }
 
-// fused stacks the [in][out] matrices ms (of widths ws) along the output
-// dimension.
-func fused(in int, ms [][]float32, ws []int) []float32 {
-	var f []float32
-	for r := 0; r < in; r++ {
-		for i, m := range ms {
-			f = append(f, m[r*ws[i]:(r+1)*ws[i]]...)
+// weightsAs returns w's matrices as a layer of type t stores them
+// (float32 values), and as a checkpoint gives them (raw forms, Type t).
+func weightsAs(w Weights, cfg LayerConfig, t KVType) (values, raw Weights) {
+	dm, qw, kw, vw, ow := cfg.DModel, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim, cfg.Heads*cfg.ValueDim
+	values, raw = w, w
+	raw.WQ, raw.WK, raw.WV, raw.WO, raw.Type = nil, nil, nil, nil, t
+	for _, m := range []struct {
+		src          []float32
+		in, out      int
+		val          *[]float32
+		bits         *[]uint16
+		q            *Int8Tensor
+		rawF32       *[]float32
+		rawF32Source []float32
+	}{
+		{w.WQ, dm, qw, &values.WQ, &raw.WQ16, &raw.WQ8, &raw.WQ, w.WQ},
+		{w.WK, dm, kw, &values.WK, &raw.WK16, &raw.WK8, &raw.WK, w.WK},
+		{w.WV, dm, vw, &values.WV, &raw.WV16, &raw.WV8, &raw.WV, w.WV},
+		{w.WO, ow, dm, &values.WO, &raw.WO16, &raw.WO8, &raw.WO, w.WO},
+	} {
+		v, bits, q := storedWeights(m.src, m.in, m.out, w.OutIn, t)
+		*m.val = v
+		switch {
+		case t.is16():
+			*m.bits = bits
+		case t == Int8:
+			*m.q = q
+		default:
+			*m.rawF32 = m.rawF32Source
 		}
 	}
-	return f
+	return values, raw
 }
 
-// TestWeightLayouts: [out][in] matrices and a fused QKV matrix, in either
-// layout, give a layer bit for bit equal to the one built from separate
-// [in][out] matrices.
-func TestWeightLayouts(t *testing.T) {
+// TestLayerWeightTypes: a layer of each weight type, built from float32
+// matrices (rounded or quantized by NewLayer) or from the stored values a
+// checkpoint holds, on every kernel set: the two give the same bits; a
+// 16-bit layer gives the bits of a Float32 layer holding the rounded
+// weights; and each is within the layer tolerance of the float64 oracle
+// through the stored values (GQA, biases, cross-attention, both
+// orientations, odd widths).
+func TestLayerWeightTypes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	cases := []struct {
+		cfg   LayerConfig
+		b, lq int
+		lk    int
+		opts  Options
+		bias  bool
+		outIn bool
+	}{
+		{LayerConfig{DModel: 32, Heads: 4, HeadDim: 8}, 2, 13, 13, Options{}, true, false},
+		{LayerConfig{DModel: 48, Heads: 6, KVHeads: 2, HeadDim: 16}, 1, 75, 75, Options{Causal: true}, false, true},
+		{LayerConfig{DModel: 40, Heads: 4, KVHeads: 1, HeadDim: 12, ValueDim: 7}, 2, 9, 9, Options{Causal: true, Window: 4}, true, true},
+		{LayerConfig{DModel: 100, Heads: 3, HeadDim: 33}, 1, 80, 80, Options{Causal: true}, true, false},
+		{LayerConfig{DModel: 24, Heads: 2, HeadDim: 5}, 3, 11, 29, Options{}, true, true}, // cross
+	}
+	for _, typ := range []KVType{BFloat16, Float16, Int8} {
+		for _, c := range cases {
+			for _, e := range engines {
+				_, w := testLayer(t, e, rng, c.cfg, c.bias)
+				w.OutIn = c.outIn
+				if c.outIn { // the same random values read as [out][in]
+					cfg := c.cfg
+					w.WQ, w.WK, w.WV, w.WO = transposed(w.WQ, cfg.DModel), transposed(w.WK, cfg.DModel), transposed(w.WV, cfg.DModel), transposed(w.WO, len(w.WO)/cfg.DModel)
+				}
+				cfg := mustLayer(t, e, c.cfg, Weights{}).Config()
+				values, raw := weightsAs(w, cfg, typ)
+				typed := w
+				typed.Type = typ
+				lt, lr, lv := mustLayer(t, e, c.cfg, typed), mustLayer(t, e, c.cfg, raw), mustLayer(t, e, c.cfg, values)
+				xq := random(rng, c.b*c.lq*cfg.DModel)
+				xkv := xq
+				if c.lk != c.lq {
+					xkv = random(rng, c.b*c.lk*cfg.DModel)
+				}
+				outs := make([][]float32, 3)
+				for i, l := range []*Layer{lt, lr, lv} {
+					outs[i] = make([]float32, c.b*c.lq*cfg.DModel)
+					var err error
+					if c.lk == c.lq {
+						err = l.Forward(outs[i], xq, c.b, c.lq, &c.opts)
+					} else {
+						err = l.ForwardCross(outs[i], xq, xkv, c.b, c.lq, c.lk, &c.opts)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if i := firstDiff(outs[0], outs[1]); i >= 0 {
+					t.Fatalf("%s %v %+v: float32 weights converted and the stored values given differ at %d: %v, %v", e.Kernels(), typ, cfg, i, outs[0][i], outs[1][i])
+				}
+				if i := firstDiff(outs[0], outs[2]); i >= 0 && typ.is16() {
+					t.Fatalf("%s %v %+v: differs from the float32 layer of the rounded weights at %d: %v, %v", e.Kernels(), typ, cfg, i, outs[0][i], outs[2][i])
+				}
+				if values.OutIn {
+					values = untransposed(values, cfg)
+				}
+				want := referenceLayer(cfg, values, xq, xkv, c.b, c.lq, c.lk, &c.opts)
+				compare(t, e.Kernels()+" "+typ.String()+" weights layer", outs[0], want, tolLayer, &worstLayer)
+			}
+		}
+	}
+}
+
+// mustLayer is NewLayer that fails the test on an error; empty weights
+// give a float32 layer of zeros (for its resolved Config).
+func mustLayer(t *testing.T, e *Engine, cfg LayerConfig, w Weights) *Layer {
+	t.Helper()
+	if w.WO == nil && w.WO16 == nil && w.WO8.Data == nil {
+		r := LayerConfig{KVHeads: cfg.KVHeads, ValueDim: cfg.ValueDim}
+		if r.KVHeads == 0 {
+			r.KVHeads = cfg.Heads
+		}
+		if r.ValueDim == 0 {
+			r.ValueDim = cfg.HeadDim
+		}
+		dm, qw, kw, vw := cfg.DModel, cfg.Heads*cfg.HeadDim, r.KVHeads*cfg.HeadDim, r.KVHeads*r.ValueDim
+		w = Weights{WQ: make([]float32, dm*qw), WK: make([]float32, dm*kw), WV: make([]float32, dm*vw), WO: make([]float32, cfg.Heads*r.ValueDim*dm)}
+	}
+	l, err := NewLayer(e, cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// transposed returns the [in][out] matrix m (in rows) as [out][in].
+func transposed(m []float32, in int) []float32 {
+	out := len(m) / in
+	r := make([]float32, len(m))
+	for i := 0; i < in; i++ {
+		for o := 0; o < out; o++ {
+			r[o*in+i] = m[i*out+o]
+		}
+	}
+	return r
+}
+
+// untransposed returns OutIn weights as [in][out] ones.
+func untransposed(w Weights, cfg LayerConfig) Weights {
+	back := func(m []float32, in int) []float32 { return transposed(m, len(m)/in) }
+	w.WQ, w.WK, w.WV = back(w.WQ, cfg.DModel), back(w.WK, cfg.DModel), back(w.WV, cfg.DModel)
+	w.WO = back(w.WO, len(w.WO)/cfg.DModel)
+	w.OutIn = false
+	return w
+}
+
+// TestLayerWeightBytes: WeightBytes is the stored matrices and biases, a
+// bfloat16 layer at most 0.52 of the float32 one's, an Int8 layer at most
+// 0.285 (1 byte and a 4-byte scale per 32 weights: 0.28125).
+func TestLayerWeightBytes(t *testing.T) {
+	cfg := LayerConfig{DModel: 512, Heads: 8, KVHeads: 2, HeadDim: 64}
 	rng := rand.New(rand.NewPCG(33, 34))
-	cfg := LayerConfig{DModel: 70, Heads: 6, KVHeads: 2, HeadDim: 12, ValueDim: 9}
-	for _, e := range engines {
-		l, w := testLayer(t, e, rng, cfg, true)
-		dm, qw, kw, vw, ow := 70, 72, 24, 18, 54
-		const B, L = 2, 11
-		x := random(rng, B*L*dm)
-		want := make([]float32, B*L*dm)
-		if err := l.Forward(want, x, B, L, &Options{Causal: true}); err != nil {
+	_, w := testLayer(t, engines[0], rng, cfg, true)
+	bytes := map[KVType]int64{}
+	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8} {
+		w.Type = typ
+		bytes[typ] = mustLayer(t, engines[0], cfg, w).WeightBytes()
+	}
+	matrices := int64(512 * (512 + 128 + 128 + 512))
+	biases := int64(4 * (512 + 128 + 128 + 512))
+	if bytes[Float32] != 4*matrices+biases {
+		t.Errorf("float32 layer: WeightBytes %d, want %d", bytes[Float32], 4*matrices+biases)
+	}
+	for typ, bound := range map[KVType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285} {
+		if r := float64(bytes[typ]) / float64(bytes[Float32]); r > bound {
+			t.Errorf("%v layer holds %.4f of the float32 layer's bytes, bound %.3f", typ, r, bound)
+		}
+	}
+	if (*Layer)(nil).WeightBytes() != 0 {
+		t.Error("a nil layer's WeightBytes is not 0")
+	}
+}
+
+// TestLayerWeightErrors: NewLayer names the tensor and index of a
+// non-finite weight, bias or scale (and a float32 weight past float16's
+// range for a Float16 layer), and rejects wrong lengths, forms its Type
+// does not allow, and two forms of one matrix.
+func TestLayerWeightErrors(t *testing.T) {
+	cfg := LayerConfig{DModel: 64, Heads: 2, KVHeads: 2, HeadDim: 32, ValueDim: 32}
+	rng := rand.New(rand.NewPCG(35, 36))
+	_, w := testLayer(t, engines[0], rng, cfg, true)
+	_, bf := weightsAs(w, cfg, BFloat16)
+	_, i8 := weightsAs(w, cfg, Int8)
+	nan := float32(math.NaN())
+	cases := []struct {
+		name string
+		edit func() Weights
+		err  error
+		msg  string
+	}{
+		{"NaN weight", func() Weights { x := w; x.WQ = append([]float32(nil), w.WQ...); x.WQ[5] = nan; return x }, ErrNonFinite, "WQ[5] = NaN"},
+		{"Inf bias", func() Weights {
+			x := w
+			x.BO = append([]float32(nil), w.BO...)
+			x.BO[3] = float32(math.Inf(-1))
+			return x
+		}, ErrNonFinite, "BO[3] = -Inf"},
+		{"NaN weight, int8 layer", func() Weights {
+			x := w
+			x.Type, x.WK = Int8, append([]float32(nil), w.WK...)
+			x.WK[7] = nan
+			return x
+		}, ErrNonFinite, "WK[7] = NaN"},
+		{"float16 overflow", func() Weights {
+			x := w
+			x.Type, x.WV = Float16, append([]float32(nil), w.WV...)
+			x.WV[2] = 70000
+			return x
+		}, ErrNonFinite, "WV[2] = 70000 overflows float16"},
+		{"bfloat16 NaN bits", func() Weights { x := bf; x.WK16 = append([]uint16(nil), bf.WK16...); x.WK16[3] = 0x7fc0; return x }, ErrNonFinite, "WK16[3] = 0x7fc0 is NaN or ±Inf as bf16"},
+		{"negative scale", func() Weights {
+			x := i8
+			x.WV8.Scales = append([]float32(nil), i8.WV8.Scales...)
+			x.WV8.Scales[2] = -0.5
+			return x
+		}, ErrNonFinite, "WV8.Scales[2] = -0.5"},
+		{"NaN scale", func() Weights {
+			x := i8
+			x.WO8.Scales = append([]float32(nil), i8.WO8.Scales...)
+			x.WO8.Scales[1] = nan
+			return x
+		}, ErrNonFinite, "WO8.Scales[1] = NaN"},
+		{"short bits", func() Weights { x := bf; x.WQ16 = bf.WQ16[:10]; return x }, ErrBuffer, "WQ16 has 10 elements"},
+		{"short scales", func() Weights { x := i8; x.WQ8.Scales = i8.WQ8.Scales[:3]; return x }, ErrBuffer, "WQ8.Scales has 3 elements"},
+		{"bits in a float32 layer", func() Weights { x := bf; x.Type = Float32; return x }, ErrOption, "Weights.Type must be Float16 or BFloat16"},
+		{"int8 in a bfloat16 layer", func() Weights { x := i8; x.Type = BFloat16; return x }, ErrOption, "Weights.Type must be Int8"},
+		{"two forms", func() Weights { x := bf; x.WQ = w.WQ; return x }, ErrOption, "WQ is given in 2 forms"},
+		{"fused and separate", func() Weights { x := bf; x.WQKV16 = make([]uint16, 64*192); return x }, ErrOption, "WQKV/BQKV replace"},
+		{"unknown type", func() Weights { x := w; x.Type = 9; return x }, ErrOption, "Weights.Type 9"},
+	}
+	for _, c := range cases {
+		_, err := NewLayer(engines[0], cfg, c.edit())
+		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want %v naming %q", c.name, err, c.err, c.msg)
+		}
+	}
+	// A zero scale (a block of zeros, as q8_0 files hold it) is accepted.
+	x := i8
+	x.WQ8.Scales = append([]float32(nil), i8.WQ8.Scales...)
+	x.WQ8.Scales[0] = 0
+	if _, err := NewLayer(engines[0], cfg, x); err != nil {
+		t.Errorf("a zero scale: %v", err)
+	}
+}
+
+// TestLayerWeightAccuracy: on realistic data (weights ~ N(0, 1/fan-in),
+// inputs ~ N(0, 1)) each weight type's output stays within a stated
+// relative error of the float32 layer's (max |y - y32| / max |y32|), in a
+// causal forward and in the decode steps after it (int8 there runs
+// GemvI8); docs/DESIGN.md quotes these bounds.
+func TestLayerWeightAccuracy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 38))
+	cfg := LayerConfig{DModel: 512, Heads: 8, KVHeads: 2, HeadDim: 64, Rotary: Rotary{Dims: 64, Base: 10000}}
+	dm, L, B := cfg.DModel, 40, 2
+	normal := func(n int, sd float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * sd)
+		}
+		return x
+	}
+	qw, kw, ow := 8*64, 2*64, 8*64
+	w := Weights{WQ: normal(dm*qw, 1/math.Sqrt(float64(dm))), WK: normal(dm*kw, 1/math.Sqrt(float64(dm))),
+		WV: normal(dm*kw, 1/math.Sqrt(float64(dm))), WO: normal(ow*dm, 1/math.Sqrt(float64(ow)))}
+	x := normal(B*L*dm, 1)
+	e := engines[0]
+	run := func(typ KVType) []float32 {
+		w.Type = typ
+		l := mustLayer(t, e, cfg, w)
+		out := make([]float32, B*L*dm)
+		if err := l.Forward(out[:B*(L-4)*dm], prefix(x, B, L, L-4, dm), B, L-4, &Options{Causal: true}); err != nil {
 			t.Fatal(err)
 		}
-		qkv := fused(dm, [][]float32{w.WQ, w.WK, w.WV}, []int{qw, kw, vw})
-		bqkv := append(append(append([]float32(nil), w.BQ...), w.BK...), w.BV...)
-		for name, lw := range map[string]Weights{
-			"out-in": {WQ: transposed(w.WQ, dm, qw), WK: transposed(w.WK, dm, kw), WV: transposed(w.WV, dm, vw),
-				WO: transposed(w.WO, ow, dm), BQ: w.BQ, BK: w.BK, BV: w.BV, BO: w.BO, OutIn: true},
-			"fused":        {WQKV: qkv, BQKV: bqkv, WO: w.WO, BO: w.BO},
-			"fused out-in": {WQKV: transposed(qkv, dm, qw+kw+vw), BQKV: bqkv, WO: transposed(w.WO, ow, dm), BO: w.BO, OutIn: true},
-		} {
-			l2, err := NewLayer(e, cfg, lw)
-			if err != nil {
-				t.Fatal(name, err)
+		// The last 4 tokens decode one at a time after a cached prefill.
+		c, err := l.NewCache(B, L)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Decode(make([]float32, B*(L-4)*dm), prefix(x, B, L, L-4, dm), c, L-4, nil); err != nil {
+			t.Fatal(err)
+		}
+		for p := L - 4; p < L; p++ {
+			xs, ys := make([]float32, B*dm), make([]float32, B*dm)
+			for b := 0; b < B; b++ {
+				copy(xs[b*dm:], x[(b*L+p)*dm:(b*L+p+1)*dm])
 			}
-			got := make([]float32, len(want))
-			if err := l2.Forward(got, x, B, L, &Options{Causal: true}); err != nil {
+			if err := l.Decode(ys, xs, c, 1, nil); err != nil {
 				t.Fatal(err)
 			}
-			if i := firstDiff(got, want); i >= 0 {
-				t.Fatalf("%s %s: out[%d] = %v, want %v", e.Kernels(), name, i, got[i], want[i])
+			for b := 0; b < B; b++ {
+				copy(out[B*(L-4)*dm+(b*4+p-(L-4))*dm:], ys[b*dm:(b+1)*dm])
 			}
+		}
+		return out
+	}
+	ref := run(Float32)
+	peak := 0.0
+	for _, v := range ref {
+		peak = max(peak, math.Abs(float64(v)))
+	}
+	for typ, bound := range map[KVType]float64{BFloat16: 5e-3, Float16: 1e-3, Int8: 1.5e-2} {
+		got, worst := run(typ), 0.0
+		for i := range got {
+			worst = max(worst, math.Abs(float64(got[i]-ref[i])))
+		}
+		t.Logf("%v weights: max relative error %.3g of the float32 layer's output (bound %.1e)", typ, worst/peak, bound)
+		if worst/peak > bound {
+			t.Errorf("%v weights: max relative error %.3g > %.1e", typ, worst/peak, bound)
 		}
 	}
 }
 
-// TestLayerConfigErrors: rotary, QK-norm and weight-form errors.
-func TestLayerConfigErrors(t *testing.T) {
-	rng := rand.New(rand.NewPCG(35, 36))
-	cfg := LayerConfig{DModel: 16, Heads: 2, HeadDim: 8}
-	_, w := testLayer(t, engines[0], rng, cfg, true)
-	nan := math.NaN()
-	for _, c := range []struct {
-		name string
-		cfg  func(*LayerConfig)
-		w    func(*Weights)
-		want error
-	}{
-		{"odd rotary dims", func(c *LayerConfig) { c.Rotary.Dims = 3 }, nil, ErrOption},
-		{"rotary dims > HeadDim", func(c *LayerConfig) { c.Rotary.Dims = 10 }, nil, ErrOption},
-		{"negative rotary dims", func(c *LayerConfig) { c.Rotary.Dims = -2 }, nil, ErrOption},
-		{"NaN base", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Base: nan} }, nil, ErrOption},
-		{"negative base", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Base: -1} }, nil, ErrOption},
-		{"infinite scale", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Scale: math.Inf(1)} }, nil, ErrOption},
-		{"frequency overflow", func(c *LayerConfig) { c.Rotary = Rotary{Dims: 8, Base: 1e-300, Scale: 1e-300} }, nil, ErrOption},
-		{"negative eps", func(c *LayerConfig) { c.NormEps = -1 }, nil, ErrOption},
-		{"NaN eps", func(c *LayerConfig) { c.NormEps = float32(nan) }, nil, ErrOption},
-		{"QNorm length", nil, func(w *Weights) { w.QNorm = make([]float32, 5) }, ErrBuffer},
-		{"KNorm length", nil, func(w *Weights) { w.KNorm = make([]float32, 17) }, ErrBuffer},
-		{"WQKV and WQ", nil, func(w *Weights) { w.WQKV = make([]float32, 16*48) }, ErrOption},
-		{"short WQKV", nil, func(w *Weights) { *w = Weights{WQKV: make([]float32, 16*47), WO: w.WO} }, ErrBuffer},
-		{"short BQKV", nil, func(w *Weights) { *w = Weights{WQKV: make([]float32, 16*48), BQKV: make([]float32, 47), WO: w.WO} }, ErrBuffer},
-	} {
-		cc, ww := cfg, w
-		if c.cfg != nil {
-			c.cfg(&cc)
-		}
-		if c.w != nil {
-			c.w(&ww)
-		}
-		wantErr(t, c.name, noPanic(t, c.name, func() error { _, err := NewLayer(engines[0], cc, ww); return err }), c.want)
+// prefix returns the first n of L tokens of each of B sequences of x.
+func prefix(x []float32, B, L, n, dm int) []float32 {
+	p := make([]float32, 0, B*n*dm)
+	for b := 0; b < B; b++ {
+		p = append(p, x[b*L*dm:(b*L+n)*dm]...)
 	}
+	return p
 }
