@@ -50,17 +50,9 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 	defer f2()
 	b := WeightRows{Type: typ, Ld: ld}
 	if typ == fallback.KVInt8 {
-		var f3, f4 func()
-		b.I8, f3 = guarded8(t, span(k, whole, ld), atEnd)
-		defer f3()
-		b.S, f4 = guarded(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
-		defer f4()
-		for i := range b.I8 {
-			b.I8[i] = int8(rng.IntN(255) - 127)
-		}
-		for i := range b.S {
-			b.S[i] = rng.Float32() / 64
-		}
+		var free func()
+		b, free = int8Weights(t, rng, k, whole, ld, atEnd)
+		defer free()
 	} else {
 		var f3 func()
 		b.U16, f3 = guarded16(t, span(k, whole, ld), atEnd)
@@ -117,18 +109,8 @@ func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	defer f1()
 	a, f2 := operand(t, rng, span(m, k, lda), atEnd)
 	defer f2()
-	b := WeightRows{Type: fallback.KVInt8, Ld: ld}
-	var f3, f4 func()
-	b.I8, f3 = guarded8(t, span(k, whole, ld), atEnd)
-	defer f3()
-	b.S, f4 = guarded(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
-	defer f4()
-	for i := range b.I8 {
-		b.I8[i] = int8(rng.IntN(255) - 127)
-	}
-	for i := range b.S {
-		b.S[i] = rng.Float32() / 64
-	}
+	b, free := int8Weights(t, rng, k, whole, ld, atEnd)
+	defer free()
 	before := append([]float32(nil), c...)
 	ks.GemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
 	for i := 0; i < m; i++ {
@@ -153,4 +135,21 @@ func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 			}
 		}
 	}
+}
+
+// int8Weights returns k random int8 weight rows of whole columns at
+// stride ld with their scales, each slice against an unreadable page.
+func int8Weights(t *testing.T, rng *rand.Rand, k, whole, ld int, atEnd bool) (WeightRows, func()) {
+	t.Helper()
+	b := WeightRows{Type: fallback.KVInt8, Ld: ld}
+	var f1, f2 func()
+	b.I8, f1 = guarded8(t, span(k, whole, ld), atEnd)
+	b.S, f2 = guarded(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
+	for i := range b.I8 {
+		b.I8[i] = int8(rng.IntN(255) - 127)
+	}
+	for i := range b.S {
+		b.S[i] = rng.Float32() / 64
+	}
+	return b, func() { f1(); f2() }
 }

@@ -39,12 +39,7 @@ func (g *gen) gemm() {
 		fmt.Sprintf("Register tile: %d rows of A (one broadcast each, at stride lda) × nv", x.mk),
 		fmt.Sprintf("vectors of a B row; the last m%%%d rows in shorter tiles.", x.mk),
 	)
-	r := gemmRegs{e: f32}
-	r.cp = g.param("c")
-	r.ldc = g.stride("ldc")
-	r.ap = g.param("a")
-	r.a = g.strided("lda", x.mk)
-	r.ldb = g.stride("ldb")
+	r := g.gemmParams(f32, x.mk)
 	r.acc = g.param("acc")
 	rows := g.param("m")
 	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
@@ -77,17 +72,25 @@ func (g *gen) gemmW(e elem) {
 		"s) is read in whole vectors, nv of them per row: a packed panel is padded",
 		"to its width. Nothing past column (nv-1)*lanes+tail of C is touched.")
 	g.fn("GemmW"+e.name(), sig+")", doc...)
+	r := g.gemmParams(e, x.mk)
+	rows := g.param("m")
+	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
+}
+
+// gemmParams loads the parameters of a Gemm-shaped kernel whose B is of
+// type e: C and its stride, A and its stride for tiles of up to rows rows,
+// and B's row stride in bytes.
+func (g *gen) gemmParams(e elem, rows int) gemmRegs {
 	r := gemmRegs{e: e}
 	r.cp = g.param("c")
 	r.ldc = g.stride("ldc")
 	r.ap = g.param("a")
-	r.a = g.strided("lda", x.mk)
+	r.a = g.strided("lda", rows)
 	r.ldb = g.param("ldb")
 	if e.log() > 0 {
 		g.SHLQ(operand.U8(e.log()), r.ldb)
 	}
-	rows := g.param("m")
-	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
+	return r
 }
 
 // gemmBlock emits one mr×nv tile: C rows cp..cp+mr-1 from A rows ap.., then
@@ -149,29 +152,42 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.JZ(operand.LabelRef(label(lbl, "store")))
 	g.JMP(operand.LabelRef(lbl))
 	g.Label(label(lbl, "load"))
-	t := g.GP64()
-	g.MOVQ(r.cp, t)
-	for i := range acc {
-		for j := range acc[i] {
-			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
-		}
-		if i < mr-1 {
-			g.ADDQ(r.ldc, t)
-		}
-	}
+	g.loadTile(r, acc, masked)
 	g.Comment(fmt.Sprintf("The k loop: a row of B, %d broadcasts of A, %d FMAs.", mr, mr*nv))
 	g.Label(lbl)
 	step(false)
 	g.JNZ(operand.LabelRef(lbl))
 	g.Comment("Store the tile row by row; cp ends one row past it.")
 	g.Label(label(lbl, "store"))
-	for i := 0; i < mr; i++ {
+	g.storeTile(r, acc, masked)
+}
+
+// loadTile loads the accumulators of a tile from C's rows at cp.
+func (g *gen) loadTile(r gemmRegs, acc [][]reg.VecVirtual, masked bool) {
+	b, nv := g.isa.bytes(), len(acc[0])
+	t := g.GP64()
+	g.MOVQ(r.cp, t)
+	for i := range acc {
+		for j := range acc[i] {
+			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
+		}
+		if i < len(acc)-1 {
+			g.ADDQ(r.ldc, t)
+		}
+	}
+}
+
+// storeTile stores a tile's accumulators row by row from cp, which ends
+// one row past it, and moves ap on by the tile's rows.
+func (g *gen) storeTile(r gemmRegs, acc [][]reg.VecVirtual, masked bool) {
+	b, nv := g.isa.bytes(), len(acc[0])
+	for i := range acc {
 		for j := 0; j < nv; j++ {
 			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.cp, Disp: j * b}, j, nv, masked)
 		}
 		g.ADDQ(r.ldc, r.cp)
 	}
-	g.advance(r.ap, r.a, mr)
+	g.advance(r.ap, r.a, len(acc))
 }
 
 // broadcastStep emits one step of the Gemm and PV register tiles: the nv

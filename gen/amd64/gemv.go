@@ -38,12 +38,7 @@ func (g *gen) gemvI8() {
 		"to its width. Nothing past column (nv-1)*lanes+tail of C is touched.",
 		fmt.Sprintf("Register tile: %d rows × nv vectors, accumulators and block sums.", gemvRows),
 	)
-	r := gemmRegs{e: i8}
-	r.cp = g.param("c")
-	r.ldc = g.stride("ldc")
-	r.ap = g.param("a")
-	r.a = g.strided("lda", gemvRows)
-	r.ldb = g.param("ldb") // bytes of an int8 row
+	r := g.gemmParams(i8, gemvRows)
 	rows := g.param("m")
 	mk := g.isa.mk
 	g.isa.mk = gemvRows // rowGroups' tile height
@@ -72,16 +67,7 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	}
 	g.JMP(operand.LabelRef(label(lbl, "blocks")))
 	g.Label(label(lbl, "load"))
-	t := g.GP64()
-	g.MOVQ(r.cp, t)
-	for i := range acc {
-		for j := range acc[i] {
-			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: j * b}, j, nv, masked, acc[i][j])
-		}
-		if i < mr-1 {
-			g.ADDQ(r.ldc, t)
-		}
-	}
+	g.loadTile(r, acc, masked)
 	load := func(j int, dst reg.VecVirtual) { g.widen(i8, operand.Mem{Base: bp, Disp: j * g.isa.lanes}, dst) }
 	step := func(first bool) {
 		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.a.at(aa, i) }, part, first)
@@ -113,11 +99,5 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.TESTQ(p, p)
 	g.JNZ(operand.LabelRef(label(lbl, "blocks")))
 	g.Comment("Store the tile row by row; cp ends one row past it.")
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			g.storeVec(r.tailRegs, acc[i][j], operand.Mem{Base: r.cp, Disp: j * b}, j, nv, masked)
-		}
-		g.ADDQ(r.ldc, r.cp)
-	}
-	g.advance(r.ap, r.a, mr)
+	g.storeTile(r, acc, masked)
 }
