@@ -82,47 +82,80 @@ func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
 	default:
 		w.U16 = make([]uint16, size)
 	}
-	var col [fallback.Int8Block]float32 // a block of a column to quantize
+	nb := fallback.Int8Blocks(k)
+	var blk []float32 // int8 from float32: a block of 32 rows of a panel, [32][cols]
+	var col [fallback.Int8Block]float32
 	var q [fallback.Int8Block]int8
+	// Block by block of 32 rows of a panel, each copied in the source's
+	// address order (gather), so that the 32 rows × cols elements it
+	// covers are read as runs, not one strided column at a time.
 	for p := 0; p < panels; p++ {
-		for c := 0; c < min(cols, n-p*cols); c++ {
-			j := p*cols + c
-			for r0 := 0; r0 < k; r0 += fallback.Int8Block {
-				rows := min(fallback.Int8Block, k-r0)
-				dst := (p*k+r0)*cols + c // element (r0, c) of panel p
-				src := r0*m.RowStride + j*m.ColStride
-				switch {
-				case t == fallback.KVInt8 && m.Type == fallback.KVFloat32:
+		w0 := min(cols, n-p*cols) // the panel's columns
+		for r0 := 0; r0 < k; r0 += fallback.Int8Block {
+			rows := min(fallback.Int8Block, k-r0)
+			dst := (p*k + r0) * cols // element (r0, 0) of panel p
+			src := r0*m.RowStride + p*cols*m.ColStride
+			switch {
+			case t == fallback.KVInt8 && m.Type == fallback.KVFloat32:
+				if blk == nil {
+					blk = make([]float32, fallback.Int8Block*cols)
+				}
+				gather(blk, cols, m.F32[src:], m.RowStride, m.ColStride, rows, w0, nil)
+				for c := range w0 {
 					for i := range rows {
-						col[i] = m.F32[src+i*m.RowStride]
+						col[i] = blk[i*cols+c]
 					}
-					s := w.S[(p*fallback.Int8Blocks(k)+r0/fallback.Int8Block)*cols+c:]
-					fallback.QuantizeInt8(q[:rows], s[:1], col[:rows])
+					fallback.QuantizeInt8(q[:rows], w.S[(p*nb+r0/fallback.Int8Block)*cols+c:][:1], col[:rows])
 					for i := range rows {
-						w.I8[dst+i*cols] = q[i]
-					}
-				case t == fallback.KVInt8:
-					w.S[(p*fallback.Int8Blocks(k)+r0/fallback.Int8Block)*cols+c] = m.S[r0/fallback.Int8Block*m.SRowStride+j*m.SColStride]
-					for i := range rows {
-						w.I8[dst+i*cols] = m.I8[src+i*m.RowStride]
-					}
-				case t == fallback.KVFloat32:
-					for i := range rows {
-						w.F32[dst+i*cols] = m.F32[src+i*m.RowStride]
-					}
-				case m.Type == fallback.KVFloat32:
-					for i := range rows {
-						w.U16[dst+i*cols] = narrow(m.F32[src+i*m.RowStride], t)
-					}
-				default:
-					for i := range rows {
-						w.U16[dst+i*cols] = m.U16[src+i*m.RowStride]
+						w.I8[dst+i*cols+c] = q[i]
 					}
 				}
+			case t == fallback.KVInt8:
+				gather(w.S[(p*nb+r0/fallback.Int8Block)*cols:], cols, m.S[r0/fallback.Int8Block*m.SRowStride+p*cols*m.SColStride:],
+					m.SRowStride, m.SColStride, 1, w0, nil)
+				gather(w.I8[dst:], cols, m.I8[src:], m.RowStride, m.ColStride, rows, w0, nil)
+			case t == fallback.KVFloat32:
+				gather(w.F32[dst:], cols, m.F32[src:], m.RowStride, m.ColStride, rows, w0, nil)
+			case m.Type == fallback.KVFloat32:
+				gather(w.U16[dst:], cols, m.F32[src:], m.RowStride, m.ColStride, rows, w0, func(x float32) uint16 { return narrow(x, t) })
+			default:
+				gather(w.U16[dst:], cols, m.U16[src:], m.RowStride, m.ColStride, rows, w0, nil)
 			}
 		}
 	}
 	return w
+}
+
+// gather writes the rows×w block of src whose element (i, c) is at
+// i·rs + c·cs to dst at i·ld + c, converted by conv (nil: none, S is D),
+// walking src in its address order: rows by copy when cs is 1 and there
+// is no conversion, else column by column when rows are contiguous (rs
+// 1), else row by row.
+func gather[S, D any](dst []D, ld int, src []S, rs, cs, rows, w int, conv func(S) D) {
+	if conv == nil {
+		d := any(dst).([]S)
+		if cs != 1 {
+			gather(d, ld, src, rs, cs, rows, w, func(x S) S { return x })
+			return
+		}
+		for i := range rows {
+			copy(d[i*ld:i*ld+w], src[i*rs:i*rs+w])
+		}
+		return
+	}
+	if rs == 1 {
+		for c := range w {
+			for i, x := range src[c*cs : c*cs+rows] {
+				dst[i*ld+c] = conv(x)
+			}
+		}
+		return
+	}
+	for i := range rows {
+		for c := range w {
+			dst[i*ld+c] = conv(src[i*rs+c*cs])
+		}
+	}
 }
 
 // narrow rounds x to the 16-bit type t.
