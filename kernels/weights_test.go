@@ -40,14 +40,9 @@ func TestGemmW(t *testing.T) {
 // gemmWCase runs one GemmW case of TestGemmW.
 func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, atEnd bool) {
 	t.Helper()
-	whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
-	ld := whole + rng.IntN(2)*ks.Lanes
-	ldc, lda := n+rng.IntN(3), k+rng.IntN(3)
-	accumulate := rng.IntN(2) == 0
-	c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
-	defer f1()
-	a, f2 := operand(t, rng, span(m, k, lda), atEnd)
-	defer f2()
+	o := newWeightOperands(t, rng, ks, m, n, k, atEnd)
+	defer o.free()
+	whole, ld, ldc, lda, accumulate, c, a := o.whole, o.ld, o.ldc, o.lda, o.accumulate, o.c, o.a
 	b := WeightRows{Type: typ, Ld: ld}
 	if typ == fallback.KVInt8 {
 		var free func()
@@ -101,14 +96,9 @@ func TestGemvI8(t *testing.T) {
 // gemvCase runs one case of TestGemvI8.
 func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	t.Helper()
-	whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
-	ld := whole + rng.IntN(2)*ks.Lanes
-	ldc, lda := n+rng.IntN(3), k+rng.IntN(3)
-	accumulate := rng.IntN(2) == 0
-	c, f1 := operand(t, rng, span(m, n, ldc), atEnd)
-	defer f1()
-	a, f2 := operand(t, rng, span(m, k, lda), atEnd)
-	defer f2()
+	o := newWeightOperands(t, rng, ks, m, n, k, atEnd)
+	defer o.free()
+	whole, ld, ldc, lda, accumulate, c, a := o.whole, o.ld, o.ldc, o.lda, o.accumulate, o.c, o.a
 	b, free := int8Weights(t, rng, k, whole, ld, atEnd)
 	defer free()
 	before := append([]float32(nil), c...)
@@ -152,4 +142,27 @@ func int8Weights(t *testing.T, rng *rand.Rand, k, whole, ld int, atEnd bool) (We
 		b.S[i] = rng.Float32() / 64
 	}
 	return b, func() { f1(); f2() }
+}
+
+// weightOperands are the operands of a GemmW or GemvI8 case but B: the
+// columns in whole vectors, a random B row stride of whole vectors, random
+// strides of C and A and their guarded random contents.
+type weightOperands struct {
+	whole, ld, ldc, lda int
+	accumulate          bool
+	c, a                []float32
+	free                func()
+}
+
+func newWeightOperands(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) weightOperands {
+	t.Helper()
+	o := weightOperands{whole: (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes}
+	o.ld = o.whole + rng.IntN(2)*ks.Lanes
+	o.ldc, o.lda = n+rng.IntN(3), k+rng.IntN(3)
+	o.accumulate = rng.IntN(2) == 0
+	var f1, f2 func()
+	o.c, f1 = operand(t, rng, span(m, n, o.ldc), atEnd)
+	o.a, f2 = operand(t, rng, span(m, k, o.lda), atEnd)
+	o.free = func() { f1(); f2() }
+	return o
 }

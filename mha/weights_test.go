@@ -117,13 +117,12 @@ func TestLayerWeightTypes(t *testing.T) {
 	for _, typ := range []KVType{BFloat16, Float16, Int8} {
 		for _, c := range cases {
 			for _, e := range engines {
-				_, w := testLayer(t, e, rng, c.cfg, c.bias)
+				l32, w := testLayer(t, e, rng, c.cfg, c.bias)
+				cfg := l32.Config()
 				w.OutIn = c.outIn
 				if c.outIn { // the same random values read as [out][in]
-					cfg := c.cfg
 					w.WQ, w.WK, w.WV, w.WO = transposed(w.WQ, cfg.DModel), transposed(w.WK, cfg.DModel), transposed(w.WV, cfg.DModel), transposed(w.WO, len(w.WO)/cfg.DModel)
 				}
-				cfg := mustLayer(t, e, c.cfg, Weights{}).Config()
 				values, raw := weightsAs(w, cfg, typ)
 				typed := w
 				typed.Type = typ
@@ -162,21 +161,9 @@ func TestLayerWeightTypes(t *testing.T) {
 	}
 }
 
-// mustLayer is NewLayer that fails the test on an error; empty weights
-// give a float32 layer of zeros (for its resolved Config).
+// mustLayer is NewLayer that fails the test on an error.
 func mustLayer(t *testing.T, e *Engine, cfg LayerConfig, w Weights) *Layer {
 	t.Helper()
-	if w.WO == nil && w.WO16 == nil && w.WO8.Data == nil {
-		r := LayerConfig{KVHeads: cfg.KVHeads, ValueDim: cfg.ValueDim}
-		if r.KVHeads == 0 {
-			r.KVHeads = cfg.Heads
-		}
-		if r.ValueDim == 0 {
-			r.ValueDim = cfg.HeadDim
-		}
-		dm, qw, kw, vw := cfg.DModel, cfg.Heads*cfg.HeadDim, r.KVHeads*cfg.HeadDim, r.KVHeads*r.ValueDim
-		w = Weights{WQ: make([]float32, dm*qw), WK: make([]float32, dm*kw), WV: make([]float32, dm*vw), WO: make([]float32, cfg.Heads*r.ValueDim*dm)}
-	}
 	l, err := NewLayer(e, cfg, w)
 	if err != nil {
 		t.Fatal(err)
