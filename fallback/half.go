@@ -19,9 +19,13 @@ const (
 	// KVInt8 is symmetric int8 in blocks of Int8Block elements of a row,
 	// one float32 scale per block (QuantizeInt8).
 	KVInt8
+	// KVInt4 is 4-bit weights (never K/V): unsigned nibbles u with a
+	// float32 scale s and a zero point z per column and block of
+	// Int8Block rows, the value float32(u-z)·s (QuantizeInt4).
+	KVInt4
 )
 
-// String returns "f32", "f16", "bf16" or "int8".
+// String returns "f32", "f16", "bf16", "int8" or "int4".
 func (t KVType) String() string {
 	switch t {
 	case KVFloat32:
@@ -32,17 +36,22 @@ func (t KVType) String() string {
 		return "bf16"
 	case KVInt8:
 		return "int8"
+	case KVInt4:
+		return "int4"
 	}
 	return "KVType(?)"
 }
 
-// Bytes returns the size of one element (int8: its scale not counted).
+// Bytes returns the size of one element (int8: its scale not counted;
+// int4, two elements to a byte: 0).
 func (t KVType) Bytes() int {
 	switch t {
 	case KVFloat32:
 		return 4
 	case KVInt8:
 		return 1
+	case KVInt4:
+		return 0
 	}
 	return 2
 }

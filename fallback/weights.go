@@ -9,13 +9,19 @@ import "math"
 // scale of element (p, j) is S[(p/Int8Block)·Ld + j], so a block of the
 // matrix starts on a multiple of Int8Block rows. (Along the input
 // dimension, as GGUF's q8_0 and ONNX's MatMulNBits block a weight row.)
+// Int4 rows are packed nibbles in I4, row p at byte p·Ld/2, interleaved
+// by Half (Int4Byte; Ld a multiple of 2·Half), with the scales in S and
+// the zero points (0..15) in Z, both indexed as int8's scales.
 type WeightRows struct {
 	Type KVType
 	F32  []float32
 	U16  []uint16
 	I8   []int8
+	I4   []byte
 	S    []float32
+	Z    []uint8
 	Ld   int
+	Half int
 }
 
 // Len returns the number of elements the rows' slice holds.
@@ -25,14 +31,21 @@ func (w WeightRows) Len() int {
 		return len(w.F32)
 	case KVInt8:
 		return len(w.I8)
+	case KVInt4:
+		return 2 * len(w.I4)
 	}
 	return len(w.U16)
 }
 
 // WidenWeights writes k rows of n elements of w as float32 at stride ldd
 // in dst: 16-bit values widened exactly, int8 ones as float32(q)·scale,
-// rounded once (the value the kernels multiply by).
+// rounded once (the value the kernels multiply by), int4 ones as
+// float32(u-z)·scale.
 func WidenWeights(dst []float32, ldd int, w WeightRows, k, n int) {
+	if w.Type == KVInt4 {
+		widenInt4(dst, ldd, w, k, n)
+		return
+	}
 	for p := 0; p < k; p++ {
 		d := dst[p*ldd : p*ldd+n]
 		switch w.Type {

@@ -7,8 +7,8 @@ import (
 )
 
 // WeightRows is a block of a packed projection weight matrix of any
-// storage type (float32, 16-bit floats, int8 with scales per column and
-// block of 32 rows).
+// storage type (float32, 16-bit floats, int8 with scales, int4 with
+// scales and zero points per column and block of 32 rows).
 type WeightRows = fallback.WeightRows
 
 // gemmWKernel is the signature of a set's GemmW: GemmW's arguments,
@@ -17,10 +17,13 @@ type gemmWKernel func(c []float32, ldc int, a []float32, lda int, b WeightRows, 
 
 // HasGemmW reports whether the set multiplies by weights of type t in
 // registers (GemmW): the amd64 sets for float16, bfloat16 and int8. The
-// others widen a block of the weights to float32 first (WidenWeights) and
-// run Gemm on it, which gives the same bits: GemmW widens or dequantizes
-// each value exactly as WidenWeights does and multiplies in Gemm's order.
-func (ks *Set) HasGemmW(t KVType) bool { return ks.gemmW != nil && t != fallback.KVFloat32 }
+// others, and int4 everywhere, widen a block of the weights to float32
+// first (WidenWeights) and run Gemm on it, which gives the same bits:
+// GemmW widens or dequantizes each value exactly as WidenWeights does and
+// multiplies in Gemm's order.
+func (ks *Set) HasGemmW(t KVType) bool {
+	return ks.gemmW != nil && (t == fallback.KVFloat16 || t == fallback.KVBFloat16 || t == fallback.KVInt8)
+}
 
 // GemmW is Gemm with B a block of a packed weight matrix of a 16-bit or
 // int8 type:
@@ -60,6 +63,27 @@ func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, 
 	ks.gemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
 }
 
+// GemvI4 is the projection of a few rows (a decode step's) through int4
+// weights in fallback.GemvI4's order: per block of 32 rows the nibbles'
+// products summed unscaled, the zero points taken off through the block's
+// sum of A, the scales applied once. The amd64 sets run it in registers
+// (GemvWI4) on rows interleaved by their Lanes (tile.PackWeights' panels
+// for the set); other rows, and other sets, take the Go twin. b is int4,
+// read as GemmW reads it.
+func (ks *Set) GemvI4(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	if b.Type != fallback.KVInt4 {
+		panic(fmt.Sprintf("kernels: GemvI4: %v weights", b.Type))
+	}
+	if !ks.weightsCall("GemvI4", c, ldc, a, lda, b, m, n, k, accumulate) {
+		return
+	}
+	if ks.gemvI4 == nil || b.Half != ks.Lanes {
+		fallback.GemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
+		return
+	}
+	ks.gemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
+}
+
 // weightsCall checks the contract of GemmW and GemvI8 and reports
 // whether the kernel has work (k = 0 clears C, or leaves it).
 func (ks *Set) weightsCall(kernel string, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) bool {
@@ -77,15 +101,31 @@ func (ks *Set) weightsCall(kernel string, c []float32, ldc int, a []float32, lda
 	check(kernel, "c", len(c), span(m, n, ldc))
 	check(kernel, "a", len(a), span(m, k, lda))
 	check(kernel, "b", b.Len(), span(k, whole, b.Ld))
-	if b.Type == fallback.KVInt8 {
-		check(kernel, "scales", len(b.S), span(fallback.Int8Blocks(k), whole, b.Ld))
-	}
+	checkScales(kernel, b, k, whole)
 	return true
+}
+
+// checkScales checks that the scales (and int4's zero points) of b cover
+// k rows of n columns, and that int4 rows are whole groups of nibbles.
+func checkScales(kernel string, b WeightRows, k, n int) {
+	switch b.Type {
+	case fallback.KVInt8:
+		check(kernel, "scales", len(b.S), span(fallback.Int8Blocks(k), n, b.Ld))
+	case fallback.KVInt4:
+		if b.Half <= 0 || b.Ld%(2*b.Half) != 0 {
+			panic(fmt.Sprintf("kernels: %s: int4 row stride %d is not a multiple of 2·Half (Half %d)", kernel, b.Ld, b.Half))
+		}
+		check(kernel, "scales", len(b.S), span(fallback.Int8Blocks(k), n, b.Ld))
+		check(kernel, "zero points", len(b.Z), span(fallback.Int8Blocks(k), n, b.Ld))
+	}
 }
 
 // WidenWeights writes k rows of n elements of the weight block b as
 // float32 at stride ldd in dst, exactly the values GemmW multiplies by:
-// 16-bit rows through WidenRows, int8 ones as float32(q)·scale.
+// 16-bit rows through WidenRows, int8 ones as float32(q)·scale, int4 ones
+// as float32(u-z)·scale (on the amd64 sets by the WidenWI4 kernels, which
+// write whole vectors: dst's rows must have room for n rounded up to
+// Lanes).
 func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	if k <= 0 || n <= 0 {
 		return
@@ -96,8 +136,18 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	case fallback.KVFloat16, fallback.KVBFloat16:
 		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)
 	case fallback.KVInt8:
-		check("WidenWeights", "scales", len(b.S), span(fallback.Int8Blocks(k), n, b.Ld))
+		checkScales("WidenWeights", b, k, n)
 		fallback.WidenWeights(dst, ldd, b, k, n)
+	case fallback.KVInt4:
+		checkScales("WidenWeights", b, k, n)
+		if ks.widenI4 == nil || b.Half != ks.Lanes {
+			fallback.WidenWeights(dst, ldd, b, k, n)
+			return
+		}
+		whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+		check("WidenWeights", "dst", len(dst), span(k, whole, ldd))
+		check("WidenWeights", "b", b.Len(), span(k, whole, b.Ld))
+		ks.widenI4(dst, ldd, b, k, n)
 	default:
 		fallback.WidenWeights(dst, ldd, b, k, n)
 	}

@@ -53,20 +53,23 @@ type Weights struct {
 	OutIn bool
 
 	// Type is the type the layer keeps WQ, WK, WV and WO in (biases and
-	// norms stay float32): Float32 (the zero value), BFloat16, Float16, or
+	// norms stay float32): Float32 (the zero value), BFloat16, Float16,
 	// Int8 (a float32 scale per output and block of Int8Block inputs, as
-	// GGUF's q8_0 and ONNX's MatMulNBits block a weight row). A matrix
-	// given as float32 is rounded to it (16-bit: to nearest, ties to even)
-	// or quantized (Int8: QuantizeInt8's rule per block). The projections
-	// multiply by exactly the stored values, widened or dequantized in
-	// registers, with a half (16-bit) or 0.28 (Int8, scales included) of
-	// the bytes to read per step (WeightBytes): a 16-bit layer computes
-	// what a Float32 layer holding the rounded weights computes, bit for
-	// bit; an Int8 layer too, except that a projection of at most 6 rows
-	// (a decode step's) sums each block's 32 products before scaling them
-	// (a float32 rounding apart). On realistic data the output is within
-	// 0.3% (BFloat16), 0.03% (Float16) and 0.8% (Int8) of the float32
-	// weights' (TestLayerWeightAccuracy).
+	// GGUF's q8_0 and ONNX's MatMulNBits block a weight row) or Int4 (a
+	// scale and a zero point per block: see Int4). A matrix given as
+	// float32 is rounded to it (16-bit: to nearest, ties to even) or
+	// quantized (Int8: QuantizeInt8's rule per block; Int4: Int4's). The
+	// projections multiply by exactly the stored values, widened or
+	// dequantized in registers, with a half (16-bit) or 0.28 (Int8, scales
+	// included) of the bytes to read per step (WeightBytes): a 16-bit
+	// layer computes what a Float32 layer holding the rounded weights
+	// computes, bit for bit; an Int8 layer too, except that a projection
+	// of at most 6 rows (a decode step's) sums each block's 32 products
+	// before scaling them (a float32 rounding apart); an Int4 one too,
+	// except that such a projection also takes the zero points off through
+	// each block's sum of its input. On realistic data the output is
+	// within 0.3% (BFloat16), 0.03% (Float16), 0.8% (Int8) and 11%
+	// (Int4) of the float32 weights' (TestLayerWeightAccuracy).
 	Type KVType
 	// WQ16, WK16, WV16, WO16 and WQKV16 give a matrix as the 16-bit floats
 	// of Type (Float16 or BFloat16) a checkpoint holds, instead of
@@ -81,6 +84,10 @@ type Weights struct {
 	// float32(q)·scale of block i/32 of output o. A scale must be finite
 	// and >= 0.
 	WQ8, WK8, WV8, WO8, WQKV8 Int8Tensor
+	// WQ4, WK4, WV4, WO4 and WQKV4 give a matrix as 4-bit blocks (Type
+	// Int4) in MatMulNBits' layout with OutIn: see Int4Tensor. A scale
+	// must be finite and >= 0.
+	WQ4, WK4, WV4, WO4, WQKV4 Int4Tensor
 
 	// QNorm and KNorm, when not nil, are the weights of QK-norm: an
 	// RMSNorm of each projected query and key before rotary,

@@ -23,19 +23,25 @@ func (w *layerWeights) bytes() int64 {
 }
 
 // givenMatrix is one weight matrix as the caller gave it: in float32, in
-// 16-bit bits or in int8 with scales (one of them set), in×out elements
-// in Weights' orientation.
+// 16-bit bits, in int8 with scales or in int4 blocks (one of them set),
+// in×out elements in Weights' orientation.
 type givenMatrix struct {
 	name    string
 	f32     []float32
 	u16     []uint16
 	i8      Int8Tensor
+	i4      Int4Tensor
 	in, out int
 }
 
 // given reports whether the matrix is given in any form.
 func (g givenMatrix) given() bool {
-	return g.f32 != nil || g.u16 != nil || g.i8.Data != nil || g.i8.Scales != nil
+	return g.f32 != nil || g.u16 != nil || g.i8.Data != nil || g.i8.Scales != nil || g.given4()
+}
+
+// given4 reports whether the matrix is given as int4 blocks.
+func (g givenMatrix) given4() bool {
+	return g.i4.Data != nil || g.i4.Scales != nil || g.i4.Zeros != nil
 }
 
 // form returns the storage type the matrix is given in, checking that it
@@ -57,16 +63,23 @@ func (g givenMatrix) form(t KVType) (KVType, error) {
 			return 0, fmt.Errorf("%w: %s8 holds int8 blocks: Weights.Type must be Int8, is %v", ErrOption, g.name, t)
 		}
 	}
+	if g.given4() {
+		n, form = n+1, Int4
+		if t != Int4 {
+			return 0, fmt.Errorf("%w: %s4 holds int4 blocks: Weights.Type must be Int4, is %v", ErrOption, g.name, t)
+		}
+	}
 	if n > 1 {
-		return 0, fmt.Errorf("%w: %s is given in %d forms (float32, 16-bit, int8): set one", ErrOption, g.name, n)
+		return 0, fmt.Errorf("%w: %s is given in %d forms (float32, 16-bit, int8, int4): set one", ErrOption, g.name, n)
 	}
 	return form, nil
 }
 
 // check checks the lengths and values of a matrix given in form: every
 // float32 finite (and, to be stored as float16, within its range), every
-// 16-bit value finite, every int8 scale finite and >= 0.
-func (g givenMatrix) check(form, t KVType) error {
+// 16-bit value finite, every int8 or int4 scale finite and >= 0. The
+// layout of int4 blocks depends on outIn.
+func (g givenMatrix) check(form, t KVType, outIn bool) error {
 	elems, scales := g.name, g.name+"8.Scales"
 	switch form {
 	case Float32:
@@ -87,15 +100,22 @@ func (g givenMatrix) check(form, t KVType) error {
 		if err := needLen(g.name+"8.Data", len(g.i8.Data), g.in, g.out); err != nil {
 			return err
 		}
+		return checkScales(scales, g.i8.Scales, g.in, g.out)
+	case Int4:
 		nb := fallback.Int8Blocks(g.in)
-		if err := needLen(scales, len(g.i8.Scales), nb, g.out); err != nil {
-			return err
+		data, zeros := []int{g.in, g.out}, []int{nb, g.out} // nibbles, rounded up to bytes below
+		if outIn {
+			data, zeros = []int{g.out, nb * Int8Block}, []int{g.out, 2 * ((nb + 1) / 2)}
 		}
-		for i, s := range g.i8.Scales[:nb*g.out] {
-			if !(s >= 0) || math.IsInf(float64(s), 0) {
-				return fmt.Errorf("%w: %s[%d] = %v: a scale must be finite and >= 0", ErrNonFinite, scales, i, s)
+		if err := needLen(g.name+"4.Data", 2*len(g.i4.Data), data...); err != nil {
+			return fmt.Errorf("%w (nibbles)", err)
+		}
+		if g.i4.Zeros != nil {
+			if err := needLen(g.name+"4.Zeros", 2*len(g.i4.Zeros), zeros...); err != nil {
+				return fmt.Errorf("%w (nibbles)", err)
 			}
 		}
+		return checkScales(g.name+"4.Scales", g.i4.Scales, g.in, g.out)
 	default:
 		elems += "16"
 		if err := needLen(elems, len(g.u16), g.in, g.out); err != nil {
@@ -114,6 +134,21 @@ func (g givenMatrix) check(form, t KVType) error {
 	return nil
 }
 
+// checkScales checks that scales holds Int8Blocks(in)·out scales, each
+// finite and >= 0.
+func checkScales(name string, scales []float32, in, out int) error {
+	nb := fallback.Int8Blocks(in)
+	if err := needLen(name, len(scales), nb, out); err != nil {
+		return err
+	}
+	for i, s := range scales[:nb*out] {
+		if !(s >= 0) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("%w: %s[%d] = %v: a scale must be finite and >= 0", ErrNonFinite, name, i, s)
+		}
+	}
+	return nil
+}
+
 // pack packs columns [c0, c0+n) of the matrix as type t in panels of cols
 // columns (the matrix is in×out, [in][out] or, with outIn, [out][in]).
 func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Packed {
@@ -127,6 +162,12 @@ func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Pack
 		m.F32 = g.f32[c0*m.ColStride:]
 	case Int8:
 		m.I8, m.S = g.i8.Data[c0*m.ColStride:], g.i8.Scales[c0*m.SColStride:]
+	case Int4: // nibbles: column c0 may start mid-byte
+		m.I4, m.S, m.Z, m.Col0 = g.i4.Data, g.i4.Scales, g.i4.Zeros, c0
+		m.ZRowStride, m.ZColStride = m.SRowStride, m.SColStride
+		if outIn {
+			m.ColStride, m.ZColStride = nb*Int8Block, 2*((nb+1)/2)
+		}
 	default:
 		m.U16 = g.u16[c0*m.ColStride:]
 	}
@@ -138,14 +179,14 @@ func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Pack
 // of the Q, K and V projections, ow of the concatenated heads.
 func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) {
 	t := w.Type
-	if t != Float32 && !t.is16() && t != Int8 {
-		return layerWeights{}, fmt.Errorf("%w: Weights.Type %d is not Float32, Float16, BFloat16 or Int8", ErrOption, int(t))
+	if t != Float32 && !t.is16() && t != Int8 && t != Int4 {
+		return layerWeights{}, fmt.Errorf("%w: Weights.Type %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
 	}
 	fw := qw + kw + vw
-	mats := []givenMatrix{{"WO", w.WO, w.WO16, w.WO8, ow, dm}}
+	mats := []givenMatrix{{"WO", w.WO, w.WO16, w.WO8, w.WO4, ow, dm}}
 	biases := []givenMatrix{{name: "BO", f32: w.BO, in: 1, out: dm}}
-	fused := givenMatrix{"WQKV", w.WQKV, w.WQKV16, w.WQKV8, dm, fw}
-	separate := []givenMatrix{{"WQ", w.WQ, w.WQ16, w.WQ8, dm, qw}, {"WK", w.WK, w.WK16, w.WK8, dm, kw}, {"WV", w.WV, w.WV16, w.WV8, dm, vw}}
+	fused := givenMatrix{"WQKV", w.WQKV, w.WQKV16, w.WQKV8, w.WQKV4, dm, fw}
+	separate := []givenMatrix{{"WQ", w.WQ, w.WQ16, w.WQ8, w.WQ4, dm, qw}, {"WK", w.WK, w.WK16, w.WK8, w.WK4, dm, kw}, {"WV", w.WV, w.WV16, w.WV8, w.WV4, dm, vw}}
 	if fused.given() || w.BQKV != nil {
 		for _, g := range separate {
 			if g.given() {
@@ -168,7 +209,7 @@ func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) 
 		if forms[i], err = g.form(t); err != nil {
 			return layerWeights{}, err
 		}
-		if err := g.check(forms[i], t); err != nil {
+		if err := g.check(forms[i], t, w.OutIn); err != nil {
 			return layerWeights{}, err
 		}
 	}
@@ -176,7 +217,7 @@ func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) 
 		if b.f32 == nil {
 			continue
 		}
-		if err := b.check(Float32, Float32); err != nil {
+		if err := b.check(Float32, Float32, false); err != nil {
 			return layerWeights{}, err
 		}
 	}
@@ -202,7 +243,9 @@ func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) 
 // padded to whole panels of the kernel set's width (to a multiple of 64
 // columns on AVX-512, 16 on AVX2 and NEON) times the bytes of its type,
 // plus for Int8 a float32 scale per 32 weights, plus the float32 biases.
-// A bfloat16 layer holds about half a float32 one's, an Int8 layer 0.28.
+// Int4 takes half a byte per weight, and per 32 weights a float32 scale
+// and a byte of zero point. A bfloat16 layer holds about half a float32
+// one's, an Int8 layer 0.28, an Int4 layer 0.16.
 func (l *Layer) WeightBytes() int64 {
 	if l == nil {
 		return 0

@@ -12,16 +12,11 @@ import (
 
 // storedWeights returns what a layer of type t keeps of the in×out
 // matrix w ([in][out], or [out][in] with outIn): its values as float32,
-// and the same as a checkpoint would give them (16-bit bits, or int8 with
-// scales in Weights' documented layout).
-func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []float32, bits []uint16, q Int8Tensor) {
+// and the same as a checkpoint would give them (16-bit bits, int8 with
+// scales, or int4 blocks, in Weights' documented layouts).
+func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []float32, bits []uint16, q Int8Tensor, q4 Int4Tensor) {
 	values = make([]float32, len(w))
-	at := func(i, o int) int { // element (input i, output o)
-		if outIn {
-			return o*in + i
-		}
-		return i*out + o
-	}
+	at := func(i, o int) int { return weightAt(i, o, in, out, outIn) }
 	switch {
 	case t.is16():
 		bits = make([]uint16, len(w))
@@ -51,10 +46,60 @@ func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []flo
 				}
 			}
 		}
+	case t == Int4:
+		q4 = int4Weights(w, values, in, out, outIn)
 	default:
 		copy(values, w)
 	}
-	return values, bits, q
+	return values, bits, q, q4
+}
+
+// int4Weights quantizes the in×out matrix w by Int4's rule into Int4Tensor
+// form (MatMulNBits' padded rows with outIn) and writes the values it
+// stands for to values.
+func int4Weights(w, values []float32, in, out int, outIn bool) Int4Tensor {
+	nb := Int8Blocks(in)
+	set := func(x []byte, e int, u uint8) { x[e/2] |= u << (4 * (e & 1)) }
+	data, zeros := (in*out+1)/2, (nb*out+1)/2
+	if outIn {
+		data, zeros = out*nb*16, out*((nb+1)/2)
+	}
+	q := Int4Tensor{Data: make([]byte, data), Scales: make([]float32, nb*out), Zeros: make([]byte, zeros)}
+	var col [Int8Block]float32
+	var u [Int8Block]uint8
+	for o := 0; o < out; o++ {
+		for b := 0; b < nb; b++ {
+			n := min(Int8Block, in-b*Int8Block)
+			for i := range n {
+				col[i] = w[weightAt(b*Int8Block+i, o, in, out, outIn)]
+			}
+			s, z := fallback.QuantizeInt4(u[:n], col[:n])
+			si, zi := b*out+o, b*out+o
+			if outIn {
+				si, zi = o*nb+b, o*2*((nb+1)/2)+b
+			}
+			q.Scales[si] = s
+			set(q.Zeros, zi, z)
+			for i := range n {
+				e := (b*Int8Block+i)*out + o
+				if outIn {
+					e = o*nb*Int8Block + b*Int8Block + i
+				}
+				set(q.Data, e, u[i])
+				values[weightAt(b*Int8Block+i, o, in, out, outIn)] = float32(int(u[i])-int(z)) * s
+			}
+		}
+	}
+	return q
+}
+
+// weightAt is the index of element (input i, output o) of an in×out
+// matrix, [in][out] or, with outIn, [out][in].
+func weightAt(i, o, in, out int, outIn bool) int {
+	if outIn {
+		return o*in + i
+	}
+	return i*out + o
 }
 
 // weightsAs returns w's matrices as a layer of type t stores them
@@ -69,26 +114,68 @@ func weightsAs(w Weights, cfg LayerConfig, t KVType) (values, raw Weights) {
 		val          *[]float32
 		bits         *[]uint16
 		q            *Int8Tensor
+		q4           *Int4Tensor
 		rawF32       *[]float32
 		rawF32Source []float32
 	}{
-		{w.WQ, dm, qw, &values.WQ, &raw.WQ16, &raw.WQ8, &raw.WQ, w.WQ},
-		{w.WK, dm, kw, &values.WK, &raw.WK16, &raw.WK8, &raw.WK, w.WK},
-		{w.WV, dm, vw, &values.WV, &raw.WV16, &raw.WV8, &raw.WV, w.WV},
-		{w.WO, ow, dm, &values.WO, &raw.WO16, &raw.WO8, &raw.WO, w.WO},
+		{w.WQ, dm, qw, &values.WQ, &raw.WQ16, &raw.WQ8, &raw.WQ4, &raw.WQ, w.WQ},
+		{w.WK, dm, kw, &values.WK, &raw.WK16, &raw.WK8, &raw.WK4, &raw.WK, w.WK},
+		{w.WV, dm, vw, &values.WV, &raw.WV16, &raw.WV8, &raw.WV4, &raw.WV, w.WV},
+		{w.WO, ow, dm, &values.WO, &raw.WO16, &raw.WO8, &raw.WO4, &raw.WO, w.WO},
 	} {
-		v, bits, q := storedWeights(m.src, m.in, m.out, w.OutIn, t)
+		v, bits, q, q4 := storedWeights(m.src, m.in, m.out, w.OutIn, t)
 		*m.val = v
 		switch {
 		case t.is16():
 			*m.bits = bits
 		case t == Int8:
 			*m.q = q
+		case t == Int4:
+			*m.q4 = q4
 		default:
 			*m.rawF32 = m.rawF32Source
 		}
 	}
 	return values, raw
+}
+
+// fusedAs returns w with WQ, WK and WV concatenated into WQKV, given as
+// a checkpoint of type t gives it (float32 for Float32).
+func fusedAs(w Weights, cfg LayerConfig, t KVType) Weights {
+	dm := cfg.DModel
+	var qkv []float32
+	if w.OutIn { // [out][in]: the rows one after the other
+		qkv = append(append(append(qkv, w.WQ...), w.WK...), w.WV...)
+	} else {
+		for i := 0; i < dm; i++ {
+			for _, m := range [][]float32{w.WQ, w.WK, w.WV} {
+				n := len(m) / dm
+				qkv = append(qkv, m[i*n:(i+1)*n]...)
+			}
+		}
+	}
+	f := w
+	f.WQ, f.WK, f.WV, f.Type = nil, nil, nil, t
+	if w.BQ != nil {
+		f.BQKV = append(append(append([]float32(nil), w.BQ...), w.BK...), w.BV...)
+		f.BQ, f.BK, f.BV = nil, nil, nil
+	}
+	_, bits, q, q4 := storedWeights(qkv, dm, len(qkv)/dm, w.OutIn, t)
+	switch {
+	case t.is16():
+		f.WQKV16 = bits
+	case t == Int8:
+		f.WQKV8 = q
+	case t == Int4:
+		f.WQKV4 = q4
+	default:
+		f.WQKV = qkv
+	}
+	if t != Float32 {
+		f.WO = nil
+		_, f.WO16, f.WO8, f.WO4 = storedWeights(w.WO, len(w.WO)/dm, dm, w.OutIn, t)
+	}
+	return f
 }
 
 // TestLayerWeightTypes: a layer of each weight type, built from float32
@@ -114,7 +201,7 @@ func TestLayerWeightTypes(t *testing.T) {
 		{LayerConfig{DModel: 100, Heads: 3, HeadDim: 33}, 1, 80, 80, Options{Causal: true}, true, false},
 		{LayerConfig{DModel: 24, Heads: 2, HeadDim: 5}, 3, 11, 29, Options{}, true, true}, // cross
 	}
-	for _, typ := range []KVType{BFloat16, Float16, Int8} {
+	for _, typ := range []KVType{BFloat16, Float16, Int8, Int4} {
 		for _, c := range cases {
 			for _, e := range engines {
 				l32, w := testLayer(t, e, rng, c.cfg, c.bias)
@@ -132,8 +219,9 @@ func TestLayerWeightTypes(t *testing.T) {
 				if c.lk != c.lq {
 					xkv = random(rng, c.b*c.lk*cfg.DModel)
 				}
-				outs := make([][]float32, 3)
-				for i, l := range []*Layer{lt, lr, lv} {
+				lf := mustLayer(t, e, c.cfg, fusedAs(w, cfg, typ))
+				outs := make([][]float32, 4)
+				for i, l := range []*Layer{lt, lr, lv, lf} {
 					outs[i] = make([]float32, c.b*c.lq*cfg.DModel)
 					var err error
 					if c.lk == c.lq {
@@ -147,6 +235,9 @@ func TestLayerWeightTypes(t *testing.T) {
 				}
 				if i := firstDiff(outs[0], outs[1]); i >= 0 {
 					t.Fatalf("%s %v %+v: float32 weights converted and the stored values given differ at %d: %v, %v", e.Kernels(), typ, cfg, i, outs[0][i], outs[1][i])
+				}
+				if i := firstDiff(outs[0], outs[3]); i >= 0 {
+					t.Fatalf("%s %v %+v: fused WQKV in stored form differs from WQ, WK, WV at %d: %v, %v", e.Kernels(), typ, cfg, i, outs[0][i], outs[3][i])
 				}
 				if i := firstDiff(outs[0], outs[2]); i >= 0 && typ.is16() {
 					t.Fatalf("%s %v %+v: differs from the float32 layer of the rounded weights at %d: %v, %v", e.Kernels(), typ, cfg, i, outs[0][i], outs[2][i])
@@ -194,13 +285,15 @@ func untransposed(w Weights, cfg LayerConfig) Weights {
 
 // TestLayerWeightBytes: WeightBytes is the stored matrices and biases, a
 // bfloat16 layer at most 0.52 of the float32 one's, an Int8 layer at most
-// 0.285 (1 byte and a 4-byte scale per 32 weights: 0.28125).
+// 0.285 (1 byte and a 4-byte scale per 32 weights: 0.28125), an Int4
+// layer at most 0.17 (half a byte, and a scale and a zero-point byte per
+// 32 weights: 0.1641; the float32 biases add 0.0016 here).
 func TestLayerWeightBytes(t *testing.T) {
 	cfg := LayerConfig{DModel: 512, Heads: 8, KVHeads: 2, HeadDim: 64}
 	rng := rand.New(rand.NewPCG(33, 34))
 	_, w := testLayer(t, engines[0], rng, cfg, true)
 	bytes := map[KVType]int64{}
-	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8} {
+	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8, Int4} {
 		w.Type = typ
 		bytes[typ] = mustLayer(t, engines[0], cfg, w).WeightBytes()
 	}
@@ -209,7 +302,7 @@ func TestLayerWeightBytes(t *testing.T) {
 	if bytes[Float32] != 4*matrices+biases {
 		t.Errorf("float32 layer: WeightBytes %d, want %d", bytes[Float32], 4*matrices+biases)
 	}
-	for typ, bound := range map[KVType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285} {
+	for typ, bound := range map[KVType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285, Int4: 0.17} {
 		if r := float64(bytes[typ]) / float64(bytes[Float32]); r > bound {
 			t.Errorf("%v layer holds %.4f of the float32 layer's bytes, bound %.3f", typ, r, bound)
 		}
@@ -229,6 +322,7 @@ func TestLayerWeightErrors(t *testing.T) {
 	_, w := testLayer(t, engines[0], rng, cfg, true)
 	_, bf := weightsAs(w, cfg, BFloat16)
 	_, i8 := weightsAs(w, cfg, Int8)
+	_, i4 := weightsAs(w, cfg, Int4)
 	nan := float32(math.NaN())
 	cases := []struct {
 		name string
@@ -268,7 +362,16 @@ func TestLayerWeightErrors(t *testing.T) {
 			x.WO8.Scales[1] = nan
 			return x
 		}, ErrNonFinite, "WO8.Scales[1] = NaN"},
+		{"NaN int4 scale", func() Weights {
+			x := i4
+			x.WK4.Scales = append([]float32(nil), i4.WK4.Scales...)
+			x.WK4.Scales[4] = float32(math.Inf(1))
+			return x
+		}, ErrNonFinite, "WK4.Scales[4] = +Inf"},
 		{"short bits", func() Weights { x := bf; x.WQ16 = bf.WQ16[:10]; return x }, ErrBuffer, "WQ16 has 10 elements"},
+		{"short nibbles", func() Weights { x := i4; x.WV4.Data = i4.WV4.Data[:7]; return x }, ErrBuffer, "WV4.Data has 14 elements"},
+		{"short zero points", func() Weights { x := i4; x.WO4.Zeros = i4.WO4.Zeros[:1]; return x }, ErrBuffer, "WO4.Zeros has 2 elements"},
+		{"int4 in an int8 layer", func() Weights { x := i4; x.Type = Int8; return x }, ErrOption, "Weights.Type must be Int4"},
 		{"short scales", func() Weights { x := i8; x.WQ8.Scales = i8.WQ8.Scales[:3]; return x }, ErrBuffer, "WQ8.Scales has 3 elements"},
 		{"bits in a float32 layer", func() Weights { x := bf; x.Type = Float32; return x }, ErrOption, "Weights.Type must be Float16 or BFloat16"},
 		{"int8 in a bfloat16 layer", func() Weights { x := i8; x.Type = BFloat16; return x }, ErrOption, "Weights.Type must be Int8"},
@@ -288,6 +391,24 @@ func TestLayerWeightErrors(t *testing.T) {
 	x.WQ8.Scales[0] = 0
 	if _, err := NewLayer(engines[0], cfg, x); err != nil {
 		t.Errorf("a zero scale: %v", err)
+	}
+	// Int4 zero points left nil are 8: the same layer as zero-point
+	// nibbles of 8 given.
+	given, none := i4, i4
+	given.WQ4.Zeros = make([]byte, len(i4.WQ4.Zeros))
+	for i := range given.WQ4.Zeros {
+		given.WQ4.Zeros[i] = 0x88
+	}
+	none.WQ4.Zeros = nil
+	x1 := random(rng, 3*cfg.DModel)
+	y := [2][]float32{make([]float32, len(x1)), make([]float32, len(x1))}
+	for i, w := range []Weights{given, none} {
+		if err := mustLayer(t, engines[0], cfg, w).Forward(y[i], x1, 1, 3, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if i := firstDiff(y[0], y[1]); i >= 0 {
+		t.Errorf("int4 zero points nil and all 8 differ at %d: %v, %v", i, y[0][i], y[1][i])
 	}
 }
 
@@ -346,7 +467,7 @@ func TestLayerWeightAccuracy(t *testing.T) {
 	for _, v := range ref {
 		peak = max(peak, math.Abs(float64(v)))
 	}
-	for typ, bound := range map[KVType]float64{BFloat16: 5e-3, Float16: 1e-3, Int8: 1.5e-2} {
+	for typ, bound := range map[KVType]float64{BFloat16: 5e-3, Float16: 1e-3, Int8: 1.5e-2, Int4: 0.15} {
 		got, worst := run(typ), 0.0
 		for i := range got {
 			worst = max(worst, math.Abs(float64(got[i]-ref[i])))

@@ -86,7 +86,7 @@ func TestGemmWeights(t *testing.T) {
 	shapes := []struct{ m, n, k int }{
 		{1, 1, 1}, {1, 17, 33}, {2, 70, 31}, {3, 64, 96}, {6, 16, 513}, {7, 300, 1030}, {73, 257, 257}, {13, 40, 600},
 	}
-	types := []fallback.KVType{fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8}
+	types := []fallback.KVType{fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8, fallback.KVInt4}
 	for _, ks := range kernels.Available() {
 		t.Run(ks.Name, func(t *testing.T) {
 			cols := PanelCols(ks)
@@ -122,11 +122,14 @@ func TestGemmWeights(t *testing.T) {
 						}
 						for i := 0; i < s.m; i++ {
 							row := got[i*s.n : (i+1)*s.n]
-							if typ == fallback.KVInt8 && min(gemmRows, s.m-i/gemmRows*gemmRows) <= gemvRows {
-								// An item of a few rows runs GemvI8, which
-								// scales block sums: within float32 rounding
-								// of the float64 product.
-								checkProduct(t, row, a[i*s.k:], wide, bias, 1, s.n, s.k, cols)
+							if typ >= fallback.KVInt8 && min(gemmRows, s.m-i/gemmRows*gemmRows) <= gemvRows {
+								// An item of a few rows runs GemvI8 or
+								// GemvI4, which scale block sums (and
+								// take int4's zero points off through the
+								// block's sum of a): within float32
+								// rounding of the float64 product, the
+								// larger for int4's cancellation.
+								checkProduct(t, row, a[i*s.k:], wide, bias, 1, s.n, s.k, cols, map[bool]float64{false: 1e-6, true: 1e-5}[typ == fallback.KVInt4])
 								continue
 							}
 							for j, x := range row {
@@ -153,32 +156,47 @@ func checkRepack(t *testing.T, w Packed, src Matrix, k, n, cols int) {
 	if src.ColStride != 1 {
 		raw.SRowStride, raw.SColStride = 1, nb
 	}
-	if w.Type == fallback.KVInt8 {
+	raw.ZRowStride, raw.ZColStride = raw.SRowStride, raw.SColStride
+	switch w.Type {
+	case fallback.KVInt8:
 		raw.I8, raw.S = make([]int8, k*n), make([]float32, nb*n)
-	} else {
+	case fallback.KVInt4:
+		raw.I4, raw.S, raw.Z = make([]byte, (k*n+1)/2), make([]float32, nb*n), make([]byte, (nb*n+1)/2)
+	default:
 		raw.U16 = make([]uint16, k*n)
 	}
+	setNibble := func(x []byte, e int, u uint8) { x[e/2] |= u << (4 * (e & 1)) }
 	for j := 0; j < n; j++ {
 		p, c := j/cols, j%cols
 		for r := 0; r < k; r++ {
 			at, from := r*src.RowStride+j*src.ColStride, (p*k+r)*cols+c
-			if w.Type == fallback.KVInt8 {
+			sat, sfrom := r/32*raw.SRowStride+j*raw.SColStride, (p*nb+r/32)*cols+c
+			switch w.Type {
+			case fallback.KVInt8:
 				raw.I8[at] = w.I8[from]
-				raw.S[r/32*raw.SRowStride+j*raw.SColStride] = w.S[(p*nb+r/32)*cols+c]
-			} else {
+				raw.S[sat] = w.S[sfrom]
+			case fallback.KVInt4:
+				setNibble(raw.I4, at, fallback.Int4At(w.I4[(p*k+r)*cols/2:], c, w.Half))
+				raw.S[sat] = w.S[sfrom]
+				if r%32 == 0 {
+					setNibble(raw.Z, sat, w.Z[sfrom])
+				}
+			default:
 				raw.U16[at] = w.U16[from]
 			}
 		}
 	}
 	again := PackWeights(raw, k, n, cols, w.Type)
-	if !slices.Equal(again.U16, w.U16) || !slices.Equal(again.I8, w.I8) || !slices.Equal(again.S, w.S) {
+	if !slices.Equal(again.U16, w.U16) || !slices.Equal(again.I8, w.I8) || !slices.Equal(again.S, w.S) ||
+		!slices.Equal(again.I4, w.I4) || !slices.Equal(again.Z, w.Z) {
 		t.Fatalf("%v k=%d n=%d: the stored values packed again differ from the packing of the float32 matrix", w.Type, k, n)
 	}
 }
 
 // checkProduct checks c, [m][n], against the float64 product of a, [m][k],
-// and the packed float32 panels w (cols wide), plus bias.
-func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, k, cols int) {
+// and the packed float32 panels w (cols wide), plus bias, within tol of
+// the sum of the products' magnitudes.
+func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, k, cols int, tol float64) {
 	t.Helper()
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
@@ -190,7 +208,7 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 				x := float64(a[i*k+p]) * float64(w.F32[(j/cols*k+p)*cols+j%cols])
 				want, mag = want+x, mag+math.Abs(x)
 			}
-			if got := float64(c[i*n+j]); math.Abs(got-want) > 1e-6*mag+1e-30 {
+			if got := float64(c[i*n+j]); math.Abs(got-want) > tol*mag+1e-30 {
 				t.Fatalf("m=%d n=%d k=%d: c[%d][%d] = %v, want %v", m, n, k, i, j, got, want)
 			}
 		}

@@ -11,22 +11,37 @@ import (
 // panel zero-padded), stored as Type: float32 in F32, 16-bit floats in
 // U16, int8 in I8 with one float32 scale per column and block of
 // fallback.Int8Block rows in S (panel p's block b is the row of Cols
-// scales at S[(p·⌈K/32⌉ + b)·Cols]). A panel's rows stream in address
+// scales at S[(p·⌈K/32⌉ + b)·Cols]), or int4 in I4 (rows of Cols/2
+// bytes interleaved by Half, fallback.Int4Byte) with scales in S and
+// zero points in Z as int8's scales. A panel's rows stream in address
 // order whatever the type.
 type Packed struct {
 	Type       fallback.KVType
 	F32        []float32
 	U16        []uint16
 	I8         []int8
+	I4         []byte
 	S          []float32
+	Z          []uint8
 	K, N, Cols int
+	Half       int
 }
 
 // Bytes returns the memory the packed matrix holds: K·Cols elements per
-// panel, and for int8 a float32 scale per column and block of 32 rows.
+// panel, and for int8 a float32 scale per column and block of 32 rows
+// (int4: half a byte per element, a scale and a byte of zero point per
+// column and block).
 func (w *Packed) Bytes() int64 {
+	if w.Type == fallback.KVInt4 {
+		return int64(len(w.I4)) + 4*int64(len(w.S)) + int64(len(w.Z))
+	}
 	return int64(w.Type.Bytes())*int64(w.Len()) + 4*int64(len(w.S))
 }
+
+// Int4Half returns the nibble interleave of int4 panels of cols columns:
+// the vector width of the kernel set whose panels they are (16 lanes for
+// AVX-512's 64 columns, 8 for the 16 of AVX2 and NEON).
+func Int4Half(cols int) int { return min(16, cols/2) }
 
 // Len returns the number of elements (padding included) w holds.
 func (w *Packed) Len() int { return w.rows(0, 0).Len() }
@@ -35,13 +50,16 @@ func (w *Packed) Len() int { return w.rows(0, 0).Len() }
 // fallback.Int8Block), at stride Cols.
 func (w *Packed) rows(p, k0 int) fallback.WeightRows {
 	off := (p*w.K + k0) * w.Cols
-	r := fallback.WeightRows{Type: w.Type, Ld: w.Cols}
+	r := fallback.WeightRows{Type: w.Type, Ld: w.Cols, Half: w.Half}
+	blocks := (p*fallback.Int8Blocks(w.K) + k0/fallback.Int8Block) * w.Cols
 	switch w.Type {
 	case fallback.KVFloat32:
 		r.F32 = w.F32[off:]
 	case fallback.KVInt8:
 		r.I8 = w.I8[off:]
-		r.S = w.S[(p*fallback.Int8Blocks(w.K)+k0/fallback.Int8Block)*w.Cols:]
+		r.S = w.S[blocks:]
+	case fallback.KVInt4:
+		r.I4, r.S, r.Z = w.I4[off/2:], w.S[blocks:], w.Z[blocks:]
 	default:
 		r.U16 = w.U16[off:]
 	}
@@ -53,22 +71,31 @@ func (w *Packed) rows(p, k0 int) fallback.WeightRows {
 // of I8 (Type KVInt8) with the scale of element (r, c) at
 // (r/32)·SRowStride + c·SColStride of S. RowStride n and ColStride 1 is
 // the [in][out] layout; RowStride 1 and ColStride k the [out][in] one of
-// PyTorch's nn.Linear.
+// PyTorch's nn.Linear. Int4 (Type KVInt4) is I4 of nibbles, element e in
+// byte e/2, the low nibble when e is even, indexed as I8 from column Col0
+// on (its columns may start mid-byte); its zero points are nibbles of Z
+// at (r/32)·ZRowStride + (Col0+c)·ZColStride (nil: 8 for every block),
+// its scales indexed as int8's from column Col0.
 type Matrix struct {
 	Type                   fallback.KVType
 	F32                    []float32
 	U16                    []uint16
 	I8                     []int8
+	I4                     []byte
 	S                      []float32
+	Z                      []byte
 	RowStride, ColStride   int
 	SRowStride, SColStride int
+	ZRowStride, ZColStride int
+	Col0                   int
 }
 
 // PackWeights packs m, k×n, in panels of cols columns as type t: the
 // type it is given in, or from float32 to a 16-bit type (rounded to
-// nearest, ties to even) or to int8 (each column's blocks of 32 rows
-// quantized by fallback.QuantizeInt8's rule). Other conversions, and
-// non-finite values to convert, are the caller's to rule out.
+// nearest, ties to even) or to int8 or int4 (each column's blocks of 32
+// rows quantized by fallback.QuantizeInt8's or QuantizeInt4's rule).
+// Other conversions, and non-finite values to convert, are the caller's
+// to rule out.
 func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
 	panels := (n + cols - 1) / cols
 	w := Packed{Type: t, K: k, N: n, Cols: cols}
@@ -79,6 +106,9 @@ func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
 	case fallback.KVInt8:
 		w.I8 = make([]int8, size)
 		w.S = make([]float32, panels*fallback.Int8Blocks(k)*cols)
+	case fallback.KVInt4:
+		packInt4(&w, m)
+		return w
 	default:
 		w.U16 = make([]uint16, size)
 	}
@@ -126,6 +156,50 @@ func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
 	return w
 }
 
+// packInt4 fills w (Type KVInt4, its sizes set) from m: int4 nibbles
+// moved, or float32 quantized by fallback.QuantizeInt4 per column and
+// block of 32 rows.
+func packInt4(w *Packed, m Matrix) {
+	k, cols := w.K, w.Cols
+	panels, nb := (w.N+cols-1)/cols, fallback.Int8Blocks(k)
+	w.Half = Int4Half(cols)
+	w.I4 = make([]byte, panels*k*cols/2)
+	w.S = make([]float32, panels*nb*cols)
+	w.Z = make([]uint8, panels*nb*cols)
+	var col [fallback.Int8Block]float32
+	var u [fallback.Int8Block]uint8
+	for p := 0; p < panels; p++ {
+		for r0 := 0; r0 < k; r0 += fallback.Int8Block {
+			rows := min(fallback.Int8Block, k-r0)
+			sb := (p*nb + r0/fallback.Int8Block) * cols // the block's scale row
+			for c := range min(cols, w.N-p*cols) {
+				mc := m.Col0 + p*cols + c // the column of m
+				if m.Type == fallback.KVFloat32 {
+					for i := range rows {
+						col[i] = m.F32[(r0+i)*m.RowStride+mc*m.ColStride]
+					}
+					w.S[sb+c], w.Z[sb+c] = fallback.QuantizeInt4(u[:rows], col[:rows])
+				} else {
+					for i := range rows {
+						u[i] = nibble(m.I4, (r0+i)*m.RowStride+mc*m.ColStride)
+					}
+					w.S[sb+c], w.Z[sb+c] = m.S[r0/fallback.Int8Block*m.SRowStride+mc*m.SColStride], 8
+					if m.Z != nil {
+						w.Z[sb+c] = nibble(m.Z, r0/fallback.Int8Block*m.ZRowStride+mc*m.ZColStride)
+					}
+				}
+				for i := range rows {
+					fallback.SetInt4(w.I4[(p*k+r0+i)*cols/2:], c, w.Half, u[i])
+				}
+			}
+		}
+	}
+}
+
+// nibble returns element e of nibble-packed x: the low nibble of byte e/2
+// when e is even, else its high one.
+func nibble(x []byte, e int) uint8 { return x[e/2] >> (4 * (e & 1)) & 15 }
+
 // gather writes the rows×w block of src whose element (i, c) is at
 // i·rs + c·cs to dst at i·ld + c, converted by conv (nil: none, S is D),
 // walking src in its address order: rows by copy when cs is 1 and there
@@ -170,9 +244,9 @@ func narrow(x float32, t fallback.KVType) uint16 {
 // nw columns, for the mc rows of A at a into c. 16-bit and int8 panels go
 // to GemmW on sets that have it, and are otherwise widened into the
 // worker's scratch for Gemm (the same values, the same order: the same
-// bits); int8 panels of an item of at most gemvRows rows (a decode
-// step's) go to GemvI8, which scales block sums rather than weights, on
-// every set.
+// bits); int8 and int4 panels of an item of at most gemvRows rows (a
+// decode step's) go to GemvI8 and GemvI4, which scale block sums rather
+// than weights, on every set. Int4 panels of larger items are widened.
 func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, panel, k0, kc, mc, nw int, accumulate bool) {
 	b := g.B.rows(panel, k0)
 	switch {
@@ -180,6 +254,8 @@ func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, panel, 
 		ks.Gemm(c, g.LDC, a, g.LDA, b.F32, b.Ld, mc, nw, kc, accumulate)
 	case b.Type == fallback.KVInt8 && mc <= gemvRows:
 		ks.GemvI8(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
+	case b.Type == fallback.KVInt4 && mc <= gemvRows:
+		ks.GemvI4(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
 	case ks.HasGemmW(b.Type):
 		ks.GemmW(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
 	default:
