@@ -236,23 +236,31 @@ DATA constsAVX2<>+912(SB)/4, $0x00000040
 DATA constsAVX2<>+916(SB)/4, $0x00000040
 DATA constsAVX2<>+920(SB)/4, $0x00000040
 DATA constsAVX2<>+924(SB)/4, $0x00000040
-DATA constsAVX2<>+928(SB)/4, $0xffffffff
-DATA constsAVX2<>+932(SB)/4, $0xffffffff
-DATA constsAVX2<>+936(SB)/4, $0xffffffff
-DATA constsAVX2<>+940(SB)/4, $0xffffffff
-DATA constsAVX2<>+944(SB)/4, $0xffffffff
-DATA constsAVX2<>+948(SB)/4, $0xffffffff
-DATA constsAVX2<>+952(SB)/4, $0xffffffff
-DATA constsAVX2<>+956(SB)/4, $0xffffffff
-DATA constsAVX2<>+960(SB)/4, $0x00000000
-DATA constsAVX2<>+964(SB)/4, $0x00000000
-DATA constsAVX2<>+968(SB)/4, $0x00000000
-DATA constsAVX2<>+972(SB)/4, $0x00000000
-DATA constsAVX2<>+976(SB)/4, $0x00000000
-DATA constsAVX2<>+980(SB)/4, $0x00000000
-DATA constsAVX2<>+984(SB)/4, $0x00000000
-DATA constsAVX2<>+988(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $992
+DATA constsAVX2<>+928(SB)/4, $0x0000000f
+DATA constsAVX2<>+932(SB)/4, $0x0000000f
+DATA constsAVX2<>+936(SB)/4, $0x0000000f
+DATA constsAVX2<>+940(SB)/4, $0x0000000f
+DATA constsAVX2<>+944(SB)/4, $0x0000000f
+DATA constsAVX2<>+948(SB)/4, $0x0000000f
+DATA constsAVX2<>+952(SB)/4, $0x0000000f
+DATA constsAVX2<>+956(SB)/4, $0x0000000f
+DATA constsAVX2<>+960(SB)/4, $0xffffffff
+DATA constsAVX2<>+964(SB)/4, $0xffffffff
+DATA constsAVX2<>+968(SB)/4, $0xffffffff
+DATA constsAVX2<>+972(SB)/4, $0xffffffff
+DATA constsAVX2<>+976(SB)/4, $0xffffffff
+DATA constsAVX2<>+980(SB)/4, $0xffffffff
+DATA constsAVX2<>+984(SB)/4, $0xffffffff
+DATA constsAVX2<>+988(SB)/4, $0xffffffff
+DATA constsAVX2<>+992(SB)/4, $0x00000000
+DATA constsAVX2<>+996(SB)/4, $0x00000000
+DATA constsAVX2<>+1000(SB)/4, $0x00000000
+DATA constsAVX2<>+1004(SB)/4, $0x00000000
+DATA constsAVX2<>+1008(SB)/4, $0x00000000
+DATA constsAVX2<>+1012(SB)/4, $0x00000000
+DATA constsAVX2<>+1016(SB)/4, $0x00000000
+DATA constsAVX2<>+1020(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1024
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -282,7 +290,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+928(SB), R13
+	LEAQ constsAVX2<>+960(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1483,7 +1491,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+928(SB), R12
+	LEAQ constsAVX2<>+960(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2668,7 +2676,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+928(SB), R12
+	LEAQ constsAVX2<>+960(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -3900,7 +3908,7 @@ TEXT ·GemmWI8AVX2(SB), NOSPLIT, $8-96
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+928(SB), R12
+	LEAQ constsAVX2<>+960(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -5402,7 +5410,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+928(SB), R10
+	LEAQ constsAVX2<>+960(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -6370,6 +6378,801 @@ vecs1_masked_done:
 	VZEROUPPER
 	RET
 
+// func GemvWI4AVX2(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m int, k int, nv int, tail int, acc int, s *float32, z *uint8)
+// Requires: AVX, AVX2, CMOV, FMA3
+TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
+	MOVQ c+0(FP), AX
+	MOVQ ldc+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ a+16(FP), DX
+	MOVQ lda+24(FP), BX
+	SHLQ $0x02, BX
+	MOVQ ldb+40(FP), SI
+	SHRQ $0x01, SI
+	MOVQ m+48(FP), DI
+	MOVQ tail+72(FP), R8
+	MOVQ $0x00000008, R9
+	SUBQ R8, R9
+	LEAQ constsAVX2<>+960(SB), R10
+	LEAQ (R10)(R9*4), R10
+	MOVQ nv+64(FP), R9
+	CMPQ R8, $0x08
+	JNE  tail_masked
+	CMPQ R9, $0x02
+	JEQ  vecs2_whole
+	CMPQ R9, $0x01
+	JEQ  vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R9, $0x02
+	JEQ  vecs2_masked
+	CMPQ R9, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 2 rows.
+vecs2_whole_groups:
+	CMPQ DI, $0x02
+	JLT  vecs2_whole_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	JMP     vecs2_whole_rows2_blocks
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	VMOVUPS 32(R13), Y1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y2
+	VMOVUPS 32(R13), Y3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Y4
+	VPAND        constsAVX2<>+928(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPSRLD       $0x04, Y4, Y4
+	VCVTDQ2PS    Y4, Y7
+	VBROADCASTSS (R11), Y8
+	VMULPS       Y6, Y8, Y4
+	VMULPS       Y7, Y8, Y5
+	VBROADCASTSS (R11)(BX*1), Y9
+	VMULPS       Y6, Y9, Y6
+	VMULPS       Y7, Y9, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs2_whole_rows2_scale
+
+vecs2_whole_rows2_steps:
+	VPMOVZXBD    (R8), Y11
+	VPAND        constsAVX2<>+928(SB), Y11, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPSRLD       $0x04, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R11), Y12
+	VADDPS       Y12, Y8, Y8
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS (R11)(BX*1), Y12
+	VADDPS       Y12, Y9, Y9
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs2_whole_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_whole_rows2_scale:
+	VPMOVZXBD    (R10), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFNMADD231PS Y10, Y8, Y4
+	VFMADD231PS  (R9), Y4, Y0
+	VFNMADD231PS Y10, Y9, Y6
+	VFMADD231PS  (R9), Y6, Y2
+	VPMOVZXBD    8(R10), Y4
+	VCVTDQ2PS    Y4, Y4
+	VFNMADD231PS Y4, Y8, Y5
+	VFMADD231PS  32(R9), Y5, Y1
+	VFNMADD231PS Y4, Y9, Y7
+	VFMADD231PS  32(R9), Y7, Y3
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs2_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs2_whole_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs2_whole_rows1_blocks
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Y3
+	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VCVTDQ2PS    Y2, Y2
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R10), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_whole_rows1_scale
+
+vecs2_whole_rows1_steps:
+	VPMOVZXBD    (DI), Y6
+	VPAND        constsAVX2<>+928(SB), Y6, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPSRLD       $0x04, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VADDPS       Y7, Y4, Y4
+	VFMADD231PS  Y5, Y7, Y2
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_whole_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_whole_rows1_scale:
+	VPMOVZXBD    (R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFNMADD231PS Y5, Y4, Y2
+	VFMADD231PS  (R8), Y2, Y0
+	VPMOVZXBD    8(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y4, Y3
+	VFMADD231PS  32(R8), Y3, Y1
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs2_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 2 rows.
+vecs1_whole_groups:
+	CMPQ DI, $0x02
+	JLT  vecs1_whole_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs1_whole_rows2_blocks
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Y2
+	VPAND        constsAVX2<>+928(SB), Y2, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y3, Y4, Y2
+	VBROADCASTSS (R11)(BX*1), Y5
+	VMULPS       Y3, Y5, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs1_whole_rows2_scale
+
+vecs1_whole_rows2_steps:
+	VPMOVZXBD    (R8), Y6
+	VPAND        constsAVX2<>+928(SB), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VADDPS       Y7, Y4, Y4
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R11)(BX*1), Y7
+	VADDPS       Y7, Y5, Y5
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs1_whole_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_whole_rows2_scale:
+	VPMOVZXBD    (R10), Y6
+	VCVTDQ2PS    Y6, Y6
+	VFNMADD231PS Y6, Y4, Y2
+	VFMADD231PS  (R9), Y2, Y0
+	VFNMADD231PS Y6, Y5, Y3
+	VFMADD231PS  (R9), Y3, Y1
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs1_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs1_whole_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	JMP     vecs1_whole_rows1_blocks
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Y1
+	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R10), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_whole_rows1_scale
+
+vecs1_whole_rows1_steps:
+	VPMOVZXBD    (DI), Y3
+	VPAND        constsAVX2<>+928(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R10), Y4
+	VADDPS       Y4, Y2, Y2
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_whole_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_whole_rows1_scale:
+	VPMOVZXBD    (R9), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFNMADD231PS Y3, Y2, Y1
+	VFMADD231PS  (R8), Y1, Y0
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs1_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 2 rows.
+vecs2_masked_groups:
+	CMPQ DI, $0x02
+	JLT  vecs2_masked_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	JMP     vecs2_masked_rows2_blocks
+
+vecs2_masked_rows2_load:
+	MOVQ       AX, R14
+	VMOVUPS    (R14), Y0
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS 32(R14), Y1, Y1
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y2
+	VMOVDQU    (R10), Y3
+	VMASKMOVPS 32(R14), Y3, Y3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows2_blocks:
+	MOVQ         $0x00000020, R14
+	CMPQ         R13, $0x00000020
+	CMOVQLT      R13, R14
+	SUBQ         R14, R13
+	VPMOVZXBD    (R8), Y4
+	VPAND        constsAVX2<>+928(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPSRLD       $0x04, Y4, Y4
+	VCVTDQ2PS    Y4, Y7
+	VBROADCASTSS (R12), Y8
+	VMULPS       Y6, Y8, Y4
+	VMULPS       Y7, Y8, Y5
+	VBROADCASTSS (R12)(BX*1), Y9
+	VMULPS       Y6, Y9, Y6
+	VMULPS       Y7, Y9, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R12
+	DECQ         R14
+	JZ           vecs2_masked_rows2_scale
+
+vecs2_masked_rows2_steps:
+	VPMOVZXBD    (R8), Y11
+	VPAND        constsAVX2<>+928(SB), Y11, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPSRLD       $0x04, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R12), Y12
+	VADDPS       Y12, Y8, Y8
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS (R12)(BX*1), Y12
+	VADDPS       Y12, Y9, Y9
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R12
+	DECQ         R14
+	JNZ          vecs2_masked_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_masked_rows2_scale:
+	VPMOVZXBD    (R11), Y10
+	VCVTDQ2PS    Y10, Y10
+	VFNMADD231PS Y10, Y8, Y4
+	VFMADD231PS  (R9), Y4, Y0
+	VFNMADD231PS Y10, Y9, Y6
+	VFMADD231PS  (R9), Y6, Y2
+	VPMOVZXBD    8(R11), Y4
+	VCVTDQ2PS    Y4, Y4
+	VFNMADD231PS Y4, Y8, Y5
+	VFMADD231PS  32(R9), Y5, Y1
+	VFNMADD231PS Y4, Y9, Y7
+	VFMADD231PS  32(R9), Y7, Y3
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R11)(SI*2), R11
+	TESTQ        R13, R13
+	JNZ          vecs2_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+	SUBQ       $0x02, DI
+	JMP        vecs2_masked_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs2_masked_rows1_blocks
+
+vecs2_masked_rows1_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows1_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (DI), Y3
+	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VCVTDQ2PS    Y2, Y2
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs2_masked_rows1_scale
+
+vecs2_masked_rows1_steps:
+	VPMOVZXBD    (DI), Y6
+	VPAND        constsAVX2<>+928(SB), Y6, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPSRLD       $0x04, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VADDPS       Y7, Y4, Y4
+	VFMADD231PS  Y5, Y7, Y2
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs2_masked_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_masked_rows1_scale:
+	VPMOVZXBD    (R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFNMADD231PS Y5, Y4, Y2
+	VFMADD231PS  (R8), Y2, Y0
+	VPMOVZXBD    8(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y4, Y3
+	VFMADD231PS  32(R8), Y3, Y1
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R12, R12
+	JNZ          vecs2_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 2 rows.
+vecs1_masked_groups:
+	CMPQ DI, $0x02
+	JLT  vecs1_masked_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R11
+	MOVQ DX, R12
+	MOVQ k+56(FP), R13
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows2_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	JMP     vecs1_masked_rows2_blocks
+
+vecs1_masked_rows2_load:
+	MOVQ       AX, R14
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS (R14), Y0, Y0
+	ADDQ       CX, R14
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS (R14), Y1, Y1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows2_blocks:
+	MOVQ         $0x00000020, R14
+	CMPQ         R13, $0x00000020
+	CMOVQLT      R13, R14
+	SUBQ         R14, R13
+	VPMOVZXBD    (R8), Y2
+	VPAND        constsAVX2<>+928(SB), Y2, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y3, Y4, Y2
+	VBROADCASTSS (R12)(BX*1), Y5
+	VMULPS       Y3, Y5, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R12
+	DECQ         R14
+	JZ           vecs1_masked_rows2_scale
+
+vecs1_masked_rows2_steps:
+	VPMOVZXBD    (R8), Y6
+	VPAND        constsAVX2<>+928(SB), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (R12), Y7
+	VADDPS       Y7, Y4, Y4
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R12)(BX*1), Y7
+	VADDPS       Y7, Y5, Y5
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R12
+	DECQ         R14
+	JNZ          vecs1_masked_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_masked_rows2_scale:
+	VPMOVZXBD    (R11), Y6
+	VCVTDQ2PS    Y6, Y6
+	VFNMADD231PS Y6, Y4, Y2
+	VFMADD231PS  (R9), Y2, Y0
+	VFNMADD231PS Y6, Y5, Y3
+	VFMADD231PS  (R9), Y3, Y1
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R11)(SI*2), R11
+	TESTQ        R13, R13
+	JNZ          vecs1_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R10), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+	SUBQ       $0x02, DI
+	JMP        vecs1_masked_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R11
+	MOVQ  k+56(FP), R12
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows1_load
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	JMP     vecs1_masked_rows1_blocks
+
+vecs1_masked_rows1_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R10), Y0
+	VMASKMOVPS (R13), Y0, Y0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows1_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (DI), Y1
+	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R11), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs1_masked_rows1_scale
+
+vecs1_masked_rows1_steps:
+	VPMOVZXBD    (DI), Y3
+	VPAND        constsAVX2<>+928(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R11), Y4
+	VADDPS       Y4, Y2, Y2
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs1_masked_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_masked_rows1_scale:
+	VPMOVZXBD    (R9), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFNMADD231PS Y3, Y2, Y1
+	VFMADD231PS  (R8), Y1, Y0
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R12, R12
+	JNZ          vecs1_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVDQU    (R10), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func WidenWI4AVX2(dst *float32, ldd int, b *byte, ldb int, k int, nv int, s *float32, z *uint8)
+// Requires: AVX, AVX2
+TEXT ·WidenWI4AVX2(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), AX
+	MOVQ ldd+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ b+16(FP), DX
+	MOVQ ldb+24(FP), BX
+	MOVQ s+48(FP), SI
+	MOVQ z+56(FP), DI
+	MOVQ k+32(FP), R8
+	SHRQ $0x01, BX
+	MOVQ nv+40(FP), R9
+	CMPQ R9, $0x02
+	JEQ  vecs2
+	CMPQ R9, $0x01
+	JEQ  vecs1
+	VZEROUPPER
+	RET
+
+	// 2 vectors a row.
+vecs2:
+vecs2_block:
+	// A block's zero points, as int32 lanes.
+	VPMOVZXBD (DI), Y0
+	VPMOVZXBD 8(DI), Y1
+	MOVQ      $0x00000020, R9
+
+vecs2_row:
+	VPMOVZXBD (DX), Y3
+	VPAND     constsAVX2<>+928(SB), Y3, Y2
+	VPSUBD    Y0, Y2, Y2
+	VCVTDQ2PS Y2, Y2
+	VPSRLD    $0x04, Y3, Y3
+	VPSUBD    Y1, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    (SI), Y2, Y2
+	VMOVUPS   Y2, (AX)
+	VMULPS    32(SI), Y3, Y3
+	VMOVUPS   Y3, 32(AX)
+	ADDQ      BX, DX
+	ADDQ      CX, AX
+	DECQ      R8
+	JZ        vecs2_done
+	DECQ      R9
+	JNZ       vecs2_row
+	LEAQ      (SI)(BX*8), SI
+	LEAQ      (DI)(BX*2), DI
+	JMP       vecs2_block
+
+vecs2_done:
+	VZEROUPPER
+	RET
+
+	// 1 vectors a row.
+vecs1:
+vecs1_block:
+	// A block's zero points, as int32 lanes.
+	VPMOVZXBD (DI), Y0
+	MOVQ      $0x00000020, R9
+
+vecs1_row:
+	VPMOVZXBD (DX), Y1
+	VPAND     constsAVX2<>+928(SB), Y1, Y1
+	VPSUBD    Y0, Y1, Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    (SI), Y1, Y1
+	VMOVUPS   Y1, (AX)
+	ADDQ      BX, DX
+	ADDQ      CX, AX
+	DECQ      R8
+	JZ        vecs1_done
+	DECQ      R9
+	JNZ       vecs1_row
+	LEAQ      (SI)(BX*8), SI
+	LEAQ      (DI)(BX*2), DI
+	JMP       vecs1_block
+
+vecs1_done:
+	VZEROUPPER
+	RET
+
 // func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 // Requires: AVX, AVX2, SSE
 TEXT ·TransposeScaleAVX2(SB), NOSPLIT, $0-52
@@ -6488,7 +7291,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+928(SB), R11
+	LEAQ constsAVX2<>+960(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -7743,13 +8546,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7757,7 +8560,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7765,7 +8568,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7851,7 +8654,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), DX
+	LEAQ    constsAVX2<>+960(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11674,13 +12477,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11688,7 +12491,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11696,7 +12499,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11782,7 +12585,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), DX
+	LEAQ    constsAVX2<>+960(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -15649,13 +16452,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15663,7 +16466,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15671,7 +16474,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15757,7 +16560,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), DX
+	LEAQ    constsAVX2<>+960(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -19780,13 +20583,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+928(SB), BX
+	LEAQ    constsAVX2<>+960(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -19794,7 +20597,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -19802,7 +20605,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+928(SB), CX
+	LEAQ    constsAVX2<>+960(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -19922,7 +20725,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+928(SB), DX
+	LEAQ    constsAVX2<>+960(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -24578,7 +25381,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+928(SB), R11
+	LEAQ constsAVX2<>+960(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

@@ -78,6 +78,42 @@ func GemmWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m
 //go:noescape
 func GemvWI8AVX512(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
 
+// GemvWI4AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0)
+//			for each block q0 = 0, 32, ... < k (p over q0 <= p < min(k, q0+32)):
+//				sum  = Σ_p a[i*lda+p] · float32(u(p, j))
+//				asum = Σ_p a[i*lda+p]
+//				sum  = fma(-float32(z[(q0/32)*ldb+j]), asum, sum)
+//				c[i*ldc+j] = fma(sum, s[(q0/32)*ldb+j], c[i*ldc+j])
+//
+// u(p, j) the nibble of element j of row p of b (ldb elements, ldb/2
+// bytes a row, interleaved by 16: fallback.Int4Byte), the sums in order
+// of p (the first a product or a value, then FMAs or adds).
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements, ldb a
+// multiple of 32. B, s and z are read in whole vectors, nv of them per
+// row: a packed panel is padded to its width. Nothing past column
+// (nv-1)*lanes+tail of C is touched.
+// Register tile: 2 rows × nv vectors, accumulators and block sums.
+//
+//go:noescape
+func GemvWI4AVX512(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m int, k int, nv int, tail int, acc int, s *float32, z *uint8)
+
+// WidenWI4AVX512 is
+//
+//	for p := 0; p < k; p++ {
+//		for j := 0; j < nv*lanes; j++ {
+//			dst[p*ldd+j] = float32(int(u(p, j)) - int(z[(p/32)*ldb+j])) · s[(p/32)*ldb+j]
+//
+// the product rounded; u(p, j) the nibble of element j of row p of b (as
+// GemvWI4 reads it). nv in 1..4, k >= 1, strides in elements, ldb a
+// multiple of 32: whole vectors of b, s and z are read and of dst written.
+//
+//go:noescape
+func WidenWI4AVX512(dst *float32, ldd int, b *byte, ldb int, k int, nv int, s *float32, z *uint8)
+
 // TransposeScaleAVX512 is
 //
 //	for r := 0; r < nr; r++ {

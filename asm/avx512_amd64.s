@@ -468,24 +468,40 @@ DATA constsAVX512<>+1840(SB)/4, $0x00000040
 DATA constsAVX512<>+1844(SB)/4, $0x00000040
 DATA constsAVX512<>+1848(SB)/4, $0x00000040
 DATA constsAVX512<>+1852(SB)/4, $0x00000040
-DATA constsAVX512<>+1856(SB)/2, $0x0000
-DATA constsAVX512<>+1858(SB)/2, $0x0001
-DATA constsAVX512<>+1860(SB)/2, $0x0003
-DATA constsAVX512<>+1862(SB)/2, $0x0007
-DATA constsAVX512<>+1864(SB)/2, $0x000f
-DATA constsAVX512<>+1866(SB)/2, $0x001f
-DATA constsAVX512<>+1868(SB)/2, $0x003f
-DATA constsAVX512<>+1870(SB)/2, $0x007f
-DATA constsAVX512<>+1872(SB)/2, $0x00ff
-DATA constsAVX512<>+1874(SB)/2, $0x01ff
-DATA constsAVX512<>+1876(SB)/2, $0x03ff
-DATA constsAVX512<>+1878(SB)/2, $0x07ff
-DATA constsAVX512<>+1880(SB)/2, $0x0fff
-DATA constsAVX512<>+1882(SB)/2, $0x1fff
-DATA constsAVX512<>+1884(SB)/2, $0x3fff
-DATA constsAVX512<>+1886(SB)/2, $0x7fff
-DATA constsAVX512<>+1888(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1890
+DATA constsAVX512<>+1856(SB)/4, $0x0000000f
+DATA constsAVX512<>+1860(SB)/4, $0x0000000f
+DATA constsAVX512<>+1864(SB)/4, $0x0000000f
+DATA constsAVX512<>+1868(SB)/4, $0x0000000f
+DATA constsAVX512<>+1872(SB)/4, $0x0000000f
+DATA constsAVX512<>+1876(SB)/4, $0x0000000f
+DATA constsAVX512<>+1880(SB)/4, $0x0000000f
+DATA constsAVX512<>+1884(SB)/4, $0x0000000f
+DATA constsAVX512<>+1888(SB)/4, $0x0000000f
+DATA constsAVX512<>+1892(SB)/4, $0x0000000f
+DATA constsAVX512<>+1896(SB)/4, $0x0000000f
+DATA constsAVX512<>+1900(SB)/4, $0x0000000f
+DATA constsAVX512<>+1904(SB)/4, $0x0000000f
+DATA constsAVX512<>+1908(SB)/4, $0x0000000f
+DATA constsAVX512<>+1912(SB)/4, $0x0000000f
+DATA constsAVX512<>+1916(SB)/4, $0x0000000f
+DATA constsAVX512<>+1920(SB)/2, $0x0000
+DATA constsAVX512<>+1922(SB)/2, $0x0001
+DATA constsAVX512<>+1924(SB)/2, $0x0003
+DATA constsAVX512<>+1926(SB)/2, $0x0007
+DATA constsAVX512<>+1928(SB)/2, $0x000f
+DATA constsAVX512<>+1930(SB)/2, $0x001f
+DATA constsAVX512<>+1932(SB)/2, $0x003f
+DATA constsAVX512<>+1934(SB)/2, $0x007f
+DATA constsAVX512<>+1936(SB)/2, $0x00ff
+DATA constsAVX512<>+1938(SB)/2, $0x01ff
+DATA constsAVX512<>+1940(SB)/2, $0x03ff
+DATA constsAVX512<>+1942(SB)/2, $0x07ff
+DATA constsAVX512<>+1944(SB)/2, $0x0fff
+DATA constsAVX512<>+1946(SB)/2, $0x1fff
+DATA constsAVX512<>+1948(SB)/2, $0x3fff
+DATA constsAVX512<>+1950(SB)/2, $0x7fff
+DATA constsAVX512<>+1952(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1954
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -521,7 +537,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1856(SB), R12
+	LEAQ  constsAVX512<>+1920(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3236,7 +3252,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1856(SB), R11
+	LEAQ  constsAVX512<>+1920(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -5951,7 +5967,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1856(SB), R11
+	LEAQ  constsAVX512<>+1920(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -8825,7 +8841,7 @@ TEXT ·GemmWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1856(SB), R11
+	LEAQ  constsAVX512<>+1920(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -12305,7 +12321,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+1856(SB), R9
+	LEAQ  constsAVX512<>+1920(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -14565,6 +14581,1785 @@ vecs1_masked_done:
 	VZEROUPPER
 	RET
 
+// func GemvWI4AVX512(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m int, k int, nv int, tail int, acc int, s *float32, z *uint8)
+// Requires: AVX, AVX512F, CMOV
+TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	MOVQ  ldb+40(FP), SI
+	SHRQ  $0x01, SI
+	MOVQ  m+48(FP), DI
+	MOVQ  tail+72(FP), R8
+	LEAQ  constsAVX512<>+1920(SB), R9
+	KMOVW (R9)(R8*2), K1
+	MOVQ  nv+64(FP), R9
+	CMPQ  R8, $0x10
+	JNE   tail_masked
+	CMPQ  R9, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R9, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R9, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R9, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R9, $0x04
+	JEQ  vecs4_masked
+	CMPQ R9, $0x03
+	JEQ  vecs3_masked
+	CMPQ R9, $0x02
+	JEQ  vecs2_masked
+	CMPQ R9, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 2 rows.
+vecs4_whole_groups:
+	CMPQ DI, $0x02
+	JLT  vecs4_whole_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_whole_rows2_blocks
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_whole_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z12
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z13
+	VPMOVZXBD    16(R8), Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z14
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z15
+	VBROADCASTSS (R11), Z16
+	VMULPS       Z12, Z16, Z8
+	VMULPS       Z13, Z16, Z9
+	VMULPS       Z14, Z16, Z10
+	VMULPS       Z15, Z16, Z11
+	VBROADCASTSS (R11)(BX*1), Z17
+	VMULPS       Z12, Z17, Z12
+	VMULPS       Z13, Z17, Z13
+	VMULPS       Z14, Z17, Z14
+	VMULPS       Z15, Z17, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs4_whole_rows2_scale
+
+vecs4_whole_rows2_steps:
+	VPMOVZXBD    (R8), Z19
+	VPERMPS      iotaAVX512<>+0(SB), Z19, Z18
+	VPSRLD       $0x04, Z19, Z19
+	VPERMPS      iotaAVX512<>+0(SB), Z19, Z19
+	VPMOVZXBD    16(R8), Z21
+	VPERMPS      iotaAVX512<>+0(SB), Z21, Z20
+	VPSRLD       $0x04, Z21, Z21
+	VPERMPS      iotaAVX512<>+0(SB), Z21, Z21
+	VBROADCASTSS (R11), Z22
+	VADDPS       Z22, Z16, Z16
+	VFMADD231PS  Z18, Z22, Z8
+	VFMADD231PS  Z19, Z22, Z9
+	VFMADD231PS  Z20, Z22, Z10
+	VFMADD231PS  Z21, Z22, Z11
+	VBROADCASTSS (R11)(BX*1), Z22
+	VADDPS       Z22, Z17, Z17
+	VFMADD231PS  Z18, Z22, Z12
+	VFMADD231PS  Z19, Z22, Z13
+	VFMADD231PS  Z20, Z22, Z14
+	VFMADD231PS  Z21, Z22, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs4_whole_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs4_whole_rows2_scale:
+	VPMOVZXBD    (R10), Z18
+	VCVTDQ2PS    Z18, Z18
+	VFNMADD231PS Z18, Z16, Z8
+	VFMADD231PS  (R9), Z8, Z0
+	VFNMADD231PS Z18, Z17, Z12
+	VFMADD231PS  (R9), Z12, Z4
+	VPMOVZXBD    16(R10), Z8
+	VCVTDQ2PS    Z8, Z8
+	VFNMADD231PS Z8, Z16, Z9
+	VFMADD231PS  64(R9), Z9, Z1
+	VFNMADD231PS Z8, Z17, Z13
+	VFMADD231PS  64(R9), Z13, Z5
+	VPMOVZXBD    32(R10), Z8
+	VCVTDQ2PS    Z8, Z8
+	VFNMADD231PS Z8, Z16, Z10
+	VFMADD231PS  128(R9), Z10, Z2
+	VFNMADD231PS Z8, Z17, Z14
+	VFMADD231PS  128(R9), Z14, Z6
+	VPMOVZXBD    48(R10), Z8
+	VCVTDQ2PS    Z8, Z8
+	VFNMADD231PS Z8, Z16, Z11
+	VFMADD231PS  192(R9), Z11, Z3
+	VFNMADD231PS Z8, Z17, Z15
+	VFMADD231PS  192(R9), Z15, Z7
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs4_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs4_whole_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs4_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_whole_rows1_blocks
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_whole_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z5
+	VPERMPS      iotaAVX512<>+0(SB), Z5, Z4
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
+	VPMOVZXBD    16(DI), Z7
+	VPERMPS      iotaAVX512<>+0(SB), Z7, Z6
+	VPSRLD       $0x04, Z7, Z7
+	VPERMPS      iotaAVX512<>+0(SB), Z7, Z7
+	VBROADCASTSS (R10), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs4_whole_rows1_scale
+
+vecs4_whole_rows1_steps:
+	VPMOVZXBD    (DI), Z10
+	VPERMPS      iotaAVX512<>+0(SB), Z10, Z9
+	VPSRLD       $0x04, Z10, Z10
+	VPERMPS      iotaAVX512<>+0(SB), Z10, Z10
+	VPMOVZXBD    16(DI), Z12
+	VPERMPS      iotaAVX512<>+0(SB), Z12, Z11
+	VPSRLD       $0x04, Z12, Z12
+	VPERMPS      iotaAVX512<>+0(SB), Z12, Z12
+	VBROADCASTSS (R10), Z13
+	VADDPS       Z13, Z8, Z8
+	VFMADD231PS  Z9, Z13, Z4
+	VFMADD231PS  Z10, Z13, Z5
+	VFMADD231PS  Z11, Z13, Z6
+	VFMADD231PS  Z12, Z13, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs4_whole_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs4_whole_rows1_scale:
+	VPMOVZXBD    (R9), Z9
+	VCVTDQ2PS    Z9, Z9
+	VFNMADD231PS Z9, Z8, Z4
+	VFMADD231PS  (R8), Z4, Z0
+	VPMOVZXBD    16(R9), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z5
+	VFMADD231PS  64(R8), Z5, Z1
+	VPMOVZXBD    32(R9), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z6
+	VFMADD231PS  128(R8), Z6, Z2
+	VPMOVZXBD    48(R9), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z7
+	VFMADD231PS  192(R8), Z7, Z3
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs4_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 2 rows.
+vecs3_whole_groups:
+	CMPQ DI, $0x02
+	JLT  vecs3_whole_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_whole_rows2_blocks
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_whole_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z9
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z10
+	VPMOVZXBD    16(R8), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z11
+	VBROADCASTSS (R11), Z12
+	VMULPS       Z9, Z12, Z6
+	VMULPS       Z10, Z12, Z7
+	VMULPS       Z11, Z12, Z8
+	VBROADCASTSS (R11)(BX*1), Z13
+	VMULPS       Z9, Z13, Z9
+	VMULPS       Z10, Z13, Z10
+	VMULPS       Z11, Z13, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs3_whole_rows2_scale
+
+vecs3_whole_rows2_steps:
+	VPMOVZXBD    (R8), Z15
+	VPERMPS      iotaAVX512<>+0(SB), Z15, Z14
+	VPSRLD       $0x04, Z15, Z15
+	VPERMPS      iotaAVX512<>+0(SB), Z15, Z15
+	VPMOVZXBD    16(R8), Z16
+	VPERMPS      iotaAVX512<>+0(SB), Z16, Z16
+	VBROADCASTSS (R11), Z17
+	VADDPS       Z17, Z12, Z12
+	VFMADD231PS  Z14, Z17, Z6
+	VFMADD231PS  Z15, Z17, Z7
+	VFMADD231PS  Z16, Z17, Z8
+	VBROADCASTSS (R11)(BX*1), Z17
+	VADDPS       Z17, Z13, Z13
+	VFMADD231PS  Z14, Z17, Z9
+	VFMADD231PS  Z15, Z17, Z10
+	VFMADD231PS  Z16, Z17, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs3_whole_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs3_whole_rows2_scale:
+	VPMOVZXBD    (R10), Z14
+	VCVTDQ2PS    Z14, Z14
+	VFNMADD231PS Z14, Z12, Z6
+	VFMADD231PS  (R9), Z6, Z0
+	VFNMADD231PS Z14, Z13, Z9
+	VFMADD231PS  (R9), Z9, Z3
+	VPMOVZXBD    16(R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFNMADD231PS Z6, Z12, Z7
+	VFMADD231PS  64(R9), Z7, Z1
+	VFNMADD231PS Z6, Z13, Z10
+	VFMADD231PS  64(R9), Z10, Z4
+	VPMOVZXBD    32(R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFNMADD231PS Z6, Z12, Z8
+	VFMADD231PS  128(R9), Z8, Z2
+	VFNMADD231PS Z6, Z13, Z11
+	VFMADD231PS  128(R9), Z11, Z5
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs3_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs3_whole_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs3_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_whole_rows1_blocks
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_whole_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z3
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z4
+	VPMOVZXBD    16(DI), Z5
+	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
+	VBROADCASTSS (R10), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs3_whole_rows1_scale
+
+vecs3_whole_rows1_steps:
+	VPMOVZXBD    (DI), Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z7
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z8
+	VPMOVZXBD    16(DI), Z9
+	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VADDPS       Z10, Z6, Z6
+	VFMADD231PS  Z7, Z10, Z3
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs3_whole_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs3_whole_rows1_scale:
+	VPMOVZXBD    (R9), Z7
+	VCVTDQ2PS    Z7, Z7
+	VFNMADD231PS Z7, Z6, Z3
+	VFMADD231PS  (R8), Z3, Z0
+	VPMOVZXBD    16(R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VFNMADD231PS Z3, Z6, Z4
+	VFMADD231PS  64(R8), Z4, Z1
+	VPMOVZXBD    32(R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VFNMADD231PS Z3, Z6, Z5
+	VFMADD231PS  128(R8), Z5, Z2
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs3_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 2 rows.
+vecs2_whole_groups:
+	CMPQ DI, $0x02
+	JLT  vecs2_whole_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_whole_rows2_blocks
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z6
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z7
+	VBROADCASTSS (R11), Z8
+	VMULPS       Z6, Z8, Z4
+	VMULPS       Z7, Z8, Z5
+	VBROADCASTSS (R11)(BX*1), Z9
+	VMULPS       Z6, Z9, Z6
+	VMULPS       Z7, Z9, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs2_whole_rows2_scale
+
+vecs2_whole_rows2_steps:
+	VPMOVZXBD    (R8), Z11
+	VPERMPS      iotaAVX512<>+0(SB), Z11, Z10
+	VPSRLD       $0x04, Z11, Z11
+	VPERMPS      iotaAVX512<>+0(SB), Z11, Z11
+	VBROADCASTSS (R11), Z12
+	VADDPS       Z12, Z8, Z8
+	VFMADD231PS  Z10, Z12, Z4
+	VFMADD231PS  Z11, Z12, Z5
+	VBROADCASTSS (R11)(BX*1), Z12
+	VADDPS       Z12, Z9, Z9
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs2_whole_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_whole_rows2_scale:
+	VPMOVZXBD    (R10), Z10
+	VCVTDQ2PS    Z10, Z10
+	VFNMADD231PS Z10, Z8, Z4
+	VFMADD231PS  (R9), Z4, Z0
+	VFNMADD231PS Z10, Z9, Z6
+	VFMADD231PS  (R9), Z6, Z2
+	VPMOVZXBD    16(R10), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z5
+	VFMADD231PS  64(R9), Z5, Z1
+	VFNMADD231PS Z4, Z9, Z7
+	VFMADD231PS  64(R9), Z7, Z3
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs2_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs2_whole_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_whole_rows1_blocks
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_whole_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z3
+	VPERMPS      iotaAVX512<>+0(SB), Z3, Z2
+	VPSRLD       $0x04, Z3, Z3
+	VPERMPS      iotaAVX512<>+0(SB), Z3, Z3
+	VBROADCASTSS (R10), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_whole_rows1_scale
+
+vecs2_whole_rows1_steps:
+	VPMOVZXBD    (DI), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z5
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z6
+	VBROADCASTSS (R10), Z7
+	VADDPS       Z7, Z4, Z4
+	VFMADD231PS  Z5, Z7, Z2
+	VFMADD231PS  Z6, Z7, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_whole_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_whole_rows1_scale:
+	VPMOVZXBD    (R9), Z5
+	VCVTDQ2PS    Z5, Z5
+	VFNMADD231PS Z5, Z4, Z2
+	VFMADD231PS  (R8), Z2, Z0
+	VPMOVZXBD    16(R9), Z2
+	VCVTDQ2PS    Z2, Z2
+	VFNMADD231PS Z2, Z4, Z3
+	VFMADD231PS  64(R8), Z3, Z1
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs2_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 2 rows.
+vecs1_whole_groups:
+	CMPQ DI, $0x02
+	JLT  vecs1_whole_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_whole_rows2_blocks
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z2
+	VPERMPS      iotaAVX512<>+0(SB), Z2, Z3
+	VBROADCASTSS (R11), Z4
+	VMULPS       Z3, Z4, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z3, Z5, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs1_whole_rows2_scale
+
+vecs1_whole_rows2_steps:
+	VPMOVZXBD    (R8), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z6
+	VBROADCASTSS (R11), Z7
+	VADDPS       Z7, Z4, Z4
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(BX*1), Z7
+	VADDPS       Z7, Z5, Z5
+	VFMADD231PS  Z6, Z7, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs1_whole_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_whole_rows2_scale:
+	VPMOVZXBD    (R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFNMADD231PS Z6, Z4, Z2
+	VFMADD231PS  (R9), Z2, Z0
+	VFNMADD231PS Z6, Z5, Z3
+	VFMADD231PS  (R9), Z3, Z1
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs1_whole_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs1_whole_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_whole_rows1_blocks
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_whole_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z1
+	VPERMPS      iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_whole_rows1_scale
+
+vecs1_whole_rows1_steps:
+	VPMOVZXBD    (DI), Z3
+	VPERMPS      iotaAVX512<>+0(SB), Z3, Z3
+	VBROADCASTSS (R10), Z4
+	VADDPS       Z4, Z2, Z2
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_whole_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_whole_rows1_scale:
+	VPMOVZXBD    (R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VFNMADD231PS Z3, Z2, Z1
+	VFMADD231PS  (R8), Z1, Z0
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs1_whole_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 2 rows.
+vecs4_masked_groups:
+	CMPQ DI, $0x02
+	JLT  vecs4_masked_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_masked_rows2_blocks
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_masked_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z12
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z13
+	VPMOVZXBD    16(R8), Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z14
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z15
+	VBROADCASTSS (R11), Z16
+	VMULPS       Z12, Z16, Z8
+	VMULPS       Z13, Z16, Z9
+	VMULPS       Z14, Z16, Z10
+	VMULPS       Z15, Z16, Z11
+	VBROADCASTSS (R11)(BX*1), Z17
+	VMULPS       Z12, Z17, Z12
+	VMULPS       Z13, Z17, Z13
+	VMULPS       Z14, Z17, Z14
+	VMULPS       Z15, Z17, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs4_masked_rows2_scale
+
+vecs4_masked_rows2_steps:
+	VPMOVZXBD    (R8), Z19
+	VPERMPS      iotaAVX512<>+0(SB), Z19, Z18
+	VPSRLD       $0x04, Z19, Z19
+	VPERMPS      iotaAVX512<>+0(SB), Z19, Z19
+	VPMOVZXBD    16(R8), Z21
+	VPERMPS      iotaAVX512<>+0(SB), Z21, Z20
+	VPSRLD       $0x04, Z21, Z21
+	VPERMPS      iotaAVX512<>+0(SB), Z21, Z21
+	VBROADCASTSS (R11), Z22
+	VADDPS       Z22, Z16, Z16
+	VFMADD231PS  Z18, Z22, Z8
+	VFMADD231PS  Z19, Z22, Z9
+	VFMADD231PS  Z20, Z22, Z10
+	VFMADD231PS  Z21, Z22, Z11
+	VBROADCASTSS (R11)(BX*1), Z22
+	VADDPS       Z22, Z17, Z17
+	VFMADD231PS  Z18, Z22, Z12
+	VFMADD231PS  Z19, Z22, Z13
+	VFMADD231PS  Z20, Z22, Z14
+	VFMADD231PS  Z21, Z22, Z15
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs4_masked_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs4_masked_rows2_scale:
+	VPMOVZXBD    (R10), Z18
+	VCVTDQ2PS    Z18, Z18
+	VFNMADD231PS Z18, Z16, Z8
+	VFMADD231PS  (R9), Z8, Z0
+	VFNMADD231PS Z18, Z17, Z12
+	VFMADD231PS  (R9), Z12, Z4
+	VPMOVZXBD    16(R10), Z8
+	VCVTDQ2PS    Z8, Z8
+	VFNMADD231PS Z8, Z16, Z9
+	VFMADD231PS  64(R9), Z9, Z1
+	VFNMADD231PS Z8, Z17, Z13
+	VFMADD231PS  64(R9), Z13, Z5
+	VPMOVZXBD    32(R10), Z8
+	VCVTDQ2PS    Z8, Z8
+	VFNMADD231PS Z8, Z16, Z10
+	VFMADD231PS  128(R9), Z10, Z2
+	VFNMADD231PS Z8, Z17, Z14
+	VFMADD231PS  128(R9), Z14, Z6
+	VPMOVZXBD    48(R10), Z8
+	VCVTDQ2PS    Z8, Z8
+	VFNMADD231PS Z8, Z16, Z11
+	VFMADD231PS  192(R9), Z11, Z3
+	VFNMADD231PS Z8, Z17, Z15
+	VFMADD231PS  192(R9), Z15, Z7
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs4_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs4_masked_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs4_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs4_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_masked_rows1_blocks
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs4_masked_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z5
+	VPERMPS      iotaAVX512<>+0(SB), Z5, Z4
+	VPSRLD       $0x04, Z5, Z5
+	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
+	VPMOVZXBD    16(DI), Z7
+	VPERMPS      iotaAVX512<>+0(SB), Z7, Z6
+	VPSRLD       $0x04, Z7, Z7
+	VPERMPS      iotaAVX512<>+0(SB), Z7, Z7
+	VBROADCASTSS (R10), Z8
+	VMULPS       Z4, Z8, Z4
+	VMULPS       Z5, Z8, Z5
+	VMULPS       Z6, Z8, Z6
+	VMULPS       Z7, Z8, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs4_masked_rows1_scale
+
+vecs4_masked_rows1_steps:
+	VPMOVZXBD    (DI), Z10
+	VPERMPS      iotaAVX512<>+0(SB), Z10, Z9
+	VPSRLD       $0x04, Z10, Z10
+	VPERMPS      iotaAVX512<>+0(SB), Z10, Z10
+	VPMOVZXBD    16(DI), Z12
+	VPERMPS      iotaAVX512<>+0(SB), Z12, Z11
+	VPSRLD       $0x04, Z12, Z12
+	VPERMPS      iotaAVX512<>+0(SB), Z12, Z12
+	VBROADCASTSS (R10), Z13
+	VADDPS       Z13, Z8, Z8
+	VFMADD231PS  Z9, Z13, Z4
+	VFMADD231PS  Z10, Z13, Z5
+	VFMADD231PS  Z11, Z13, Z6
+	VFMADD231PS  Z12, Z13, Z7
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs4_masked_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs4_masked_rows1_scale:
+	VPMOVZXBD    (R9), Z9
+	VCVTDQ2PS    Z9, Z9
+	VFNMADD231PS Z9, Z8, Z4
+	VFMADD231PS  (R8), Z4, Z0
+	VPMOVZXBD    16(R9), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z5
+	VFMADD231PS  64(R8), Z5, Z1
+	VPMOVZXBD    32(R9), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z6
+	VFMADD231PS  128(R8), Z6, Z2
+	VPMOVZXBD    48(R9), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z7
+	VFMADD231PS  192(R8), Z7, Z3
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs4_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 2 rows.
+vecs3_masked_groups:
+	CMPQ DI, $0x02
+	JLT  vecs3_masked_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_masked_rows2_blocks
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_masked_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z9
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z10
+	VPMOVZXBD    16(R8), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z11
+	VBROADCASTSS (R11), Z12
+	VMULPS       Z9, Z12, Z6
+	VMULPS       Z10, Z12, Z7
+	VMULPS       Z11, Z12, Z8
+	VBROADCASTSS (R11)(BX*1), Z13
+	VMULPS       Z9, Z13, Z9
+	VMULPS       Z10, Z13, Z10
+	VMULPS       Z11, Z13, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs3_masked_rows2_scale
+
+vecs3_masked_rows2_steps:
+	VPMOVZXBD    (R8), Z15
+	VPERMPS      iotaAVX512<>+0(SB), Z15, Z14
+	VPSRLD       $0x04, Z15, Z15
+	VPERMPS      iotaAVX512<>+0(SB), Z15, Z15
+	VPMOVZXBD    16(R8), Z16
+	VPERMPS      iotaAVX512<>+0(SB), Z16, Z16
+	VBROADCASTSS (R11), Z17
+	VADDPS       Z17, Z12, Z12
+	VFMADD231PS  Z14, Z17, Z6
+	VFMADD231PS  Z15, Z17, Z7
+	VFMADD231PS  Z16, Z17, Z8
+	VBROADCASTSS (R11)(BX*1), Z17
+	VADDPS       Z17, Z13, Z13
+	VFMADD231PS  Z14, Z17, Z9
+	VFMADD231PS  Z15, Z17, Z10
+	VFMADD231PS  Z16, Z17, Z11
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs3_masked_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs3_masked_rows2_scale:
+	VPMOVZXBD    (R10), Z14
+	VCVTDQ2PS    Z14, Z14
+	VFNMADD231PS Z14, Z12, Z6
+	VFMADD231PS  (R9), Z6, Z0
+	VFNMADD231PS Z14, Z13, Z9
+	VFMADD231PS  (R9), Z9, Z3
+	VPMOVZXBD    16(R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFNMADD231PS Z6, Z12, Z7
+	VFMADD231PS  64(R9), Z7, Z1
+	VFNMADD231PS Z6, Z13, Z10
+	VFMADD231PS  64(R9), Z10, Z4
+	VPMOVZXBD    32(R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFNMADD231PS Z6, Z12, Z8
+	VFMADD231PS  128(R9), Z8, Z2
+	VFNMADD231PS Z6, Z13, Z11
+	VFMADD231PS  128(R9), Z11, Z5
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs3_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs3_masked_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs3_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs3_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_masked_rows1_blocks
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs3_masked_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z3
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z4
+	VPMOVZXBD    16(DI), Z5
+	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
+	VBROADCASTSS (R10), Z6
+	VMULPS       Z3, Z6, Z3
+	VMULPS       Z4, Z6, Z4
+	VMULPS       Z5, Z6, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs3_masked_rows1_scale
+
+vecs3_masked_rows1_steps:
+	VPMOVZXBD    (DI), Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z7
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      iotaAVX512<>+0(SB), Z8, Z8
+	VPMOVZXBD    16(DI), Z9
+	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
+	VBROADCASTSS (R10), Z10
+	VADDPS       Z10, Z6, Z6
+	VFMADD231PS  Z7, Z10, Z3
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs3_masked_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs3_masked_rows1_scale:
+	VPMOVZXBD    (R9), Z7
+	VCVTDQ2PS    Z7, Z7
+	VFNMADD231PS Z7, Z6, Z3
+	VFMADD231PS  (R8), Z3, Z0
+	VPMOVZXBD    16(R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VFNMADD231PS Z3, Z6, Z4
+	VFMADD231PS  64(R8), Z4, Z1
+	VPMOVZXBD    32(R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VFNMADD231PS Z3, Z6, Z5
+	VFMADD231PS  128(R8), Z5, Z2
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs3_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 2 rows.
+vecs2_masked_groups:
+	CMPQ DI, $0x02
+	JLT  vecs2_masked_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_masked_rows2_blocks
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z6
+	VPSRLD       $0x04, Z4, Z4
+	VPERMPS      iotaAVX512<>+0(SB), Z4, Z7
+	VBROADCASTSS (R11), Z8
+	VMULPS       Z6, Z8, Z4
+	VMULPS       Z7, Z8, Z5
+	VBROADCASTSS (R11)(BX*1), Z9
+	VMULPS       Z6, Z9, Z6
+	VMULPS       Z7, Z9, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs2_masked_rows2_scale
+
+vecs2_masked_rows2_steps:
+	VPMOVZXBD    (R8), Z11
+	VPERMPS      iotaAVX512<>+0(SB), Z11, Z10
+	VPSRLD       $0x04, Z11, Z11
+	VPERMPS      iotaAVX512<>+0(SB), Z11, Z11
+	VBROADCASTSS (R11), Z12
+	VADDPS       Z12, Z8, Z8
+	VFMADD231PS  Z10, Z12, Z4
+	VFMADD231PS  Z11, Z12, Z5
+	VBROADCASTSS (R11)(BX*1), Z12
+	VADDPS       Z12, Z9, Z9
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs2_masked_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_masked_rows2_scale:
+	VPMOVZXBD    (R10), Z10
+	VCVTDQ2PS    Z10, Z10
+	VFNMADD231PS Z10, Z8, Z4
+	VFMADD231PS  (R9), Z4, Z0
+	VFNMADD231PS Z10, Z9, Z6
+	VFMADD231PS  (R9), Z6, Z2
+	VPMOVZXBD    16(R10), Z4
+	VCVTDQ2PS    Z4, Z4
+	VFNMADD231PS Z4, Z8, Z5
+	VFMADD231PS  64(R9), Z5, Z1
+	VFNMADD231PS Z4, Z9, Z7
+	VFMADD231PS  64(R9), Z7, Z3
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs2_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs2_masked_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs2_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_masked_rows1_blocks
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs2_masked_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z3
+	VPERMPS      iotaAVX512<>+0(SB), Z3, Z2
+	VPSRLD       $0x04, Z3, Z3
+	VPERMPS      iotaAVX512<>+0(SB), Z3, Z3
+	VBROADCASTSS (R10), Z4
+	VMULPS       Z2, Z4, Z2
+	VMULPS       Z3, Z4, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs2_masked_rows1_scale
+
+vecs2_masked_rows1_steps:
+	VPMOVZXBD    (DI), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z5
+	VPSRLD       $0x04, Z6, Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z6
+	VBROADCASTSS (R10), Z7
+	VADDPS       Z7, Z4, Z4
+	VFMADD231PS  Z5, Z7, Z2
+	VFMADD231PS  Z6, Z7, Z3
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs2_masked_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs2_masked_rows1_scale:
+	VPMOVZXBD    (R9), Z5
+	VCVTDQ2PS    Z5, Z5
+	VFNMADD231PS Z5, Z4, Z2
+	VFMADD231PS  (R8), Z2, Z0
+	VPMOVZXBD    16(R9), Z2
+	VCVTDQ2PS    Z2, Z2
+	VFNMADD231PS Z2, Z4, Z3
+	VFMADD231PS  64(R8), Z3, Z1
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs2_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 2 rows.
+vecs1_masked_groups:
+	CMPQ DI, $0x02
+	JLT  vecs1_masked_tail1
+	MOVQ b+32(FP), R8
+	MOVQ s+88(FP), R9
+	MOVQ z+96(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_masked_rows2_blocks
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows2_blocks:
+	MOVQ         $0x00000020, R13
+	CMPQ         R12, $0x00000020
+	CMOVQLT      R12, R13
+	SUBQ         R13, R12
+	VPMOVZXBD    (R8), Z2
+	VPERMPS      iotaAVX512<>+0(SB), Z2, Z3
+	VBROADCASTSS (R11), Z4
+	VMULPS       Z3, Z4, Z2
+	VBROADCASTSS (R11)(BX*1), Z5
+	VMULPS       Z3, Z5, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JZ           vecs1_masked_rows2_scale
+
+vecs1_masked_rows2_steps:
+	VPMOVZXBD    (R8), Z6
+	VPERMPS      iotaAVX512<>+0(SB), Z6, Z6
+	VBROADCASTSS (R11), Z7
+	VADDPS       Z7, Z4, Z4
+	VFMADD231PS  Z6, Z7, Z2
+	VBROADCASTSS (R11)(BX*1), Z7
+	VADDPS       Z7, Z5, Z5
+	VFMADD231PS  Z6, Z7, Z3
+	ADDQ         SI, R8
+	ADDQ         $0x04, R11
+	DECQ         R13
+	JNZ          vecs1_masked_rows2_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_masked_rows2_scale:
+	VPMOVZXBD    (R10), Z6
+	VCVTDQ2PS    Z6, Z6
+	VFNMADD231PS Z6, Z4, Z2
+	VFMADD231PS  (R9), Z2, Z0
+	VFNMADD231PS Z6, Z5, Z3
+	VFMADD231PS  (R9), Z3, Z1
+	LEAQ         (R9)(SI*8), R9
+	LEAQ         (R10)(SI*2), R10
+	TESTQ        R12, R12
+	JNZ          vecs1_masked_rows2_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+	SUBQ    $0x02, DI
+	JMP     vecs1_masked_groups
+
+	// The last rows: 1 of them, if rows%2 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, DI
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), DI
+	MOVQ  s+88(FP), R8
+	MOVQ  z+96(FP), R9
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
+	CMPQ    acc+80(FP), $0x00
+	JNZ     vecs1_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_masked_rows1_blocks
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
+
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+vecs1_masked_rows1_blocks:
+	MOVQ         $0x00000020, R12
+	CMPQ         R11, $0x00000020
+	CMOVQLT      R11, R12
+	SUBQ         R12, R11
+	VPMOVZXBD    (DI), Z1
+	VPERMPS      iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS (R10), Z2
+	VMULPS       Z1, Z2, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JZ           vecs1_masked_rows1_scale
+
+vecs1_masked_rows1_steps:
+	VPMOVZXBD    (DI), Z3
+	VPERMPS      iotaAVX512<>+0(SB), Z3, Z3
+	VBROADCASTSS (R10), Z4
+	VADDPS       Z4, Z2, Z2
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R12
+	JNZ          vecs1_masked_rows1_steps
+
+	// The block's zero points off (sum -= z·asum), its sums times its scales into
+	// the accumulators; the next rows of scales and zero points.
+vecs1_masked_rows1_scale:
+	VPMOVZXBD    (R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VFNMADD231PS Z3, Z2, Z1
+	VFMADD231PS  (R8), Z1, Z0
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*2), R9
+	TESTQ        R11, R11
+	JNZ          vecs1_masked_rows1_blocks
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func WidenWI4AVX512(dst *float32, ldd int, b *byte, ldb int, k int, nv int, s *float32, z *uint8)
+// Requires: AVX, AVX512F
+TEXT ·WidenWI4AVX512(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), AX
+	MOVQ ldd+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ b+16(FP), DX
+	MOVQ ldb+24(FP), BX
+	MOVQ s+48(FP), SI
+	MOVQ z+56(FP), DI
+	MOVQ k+32(FP), R8
+	SHRQ $0x01, BX
+	MOVQ nv+40(FP), R9
+	CMPQ R9, $0x04
+	JEQ  vecs4
+	CMPQ R9, $0x03
+	JEQ  vecs3
+	CMPQ R9, $0x02
+	JEQ  vecs2
+	CMPQ R9, $0x01
+	JEQ  vecs1
+	VZEROUPPER
+	RET
+
+	// 4 vectors a row.
+vecs4:
+vecs4_block:
+	// A block's zero points, as int32 lanes.
+	VPMOVZXBD (DI), Z0
+	VPMOVZXBD 16(DI), Z1
+	VPMOVZXBD 32(DI), Z2
+	VPMOVZXBD 48(DI), Z3
+	MOVQ      $0x00000020, R9
+
+vecs4_row:
+	VPMOVZXBD (DX), Z5
+	VPANDD    constsAVX512<>+1856(SB), Z5, Z4
+	VPSUBD    Z0, Z4, Z4
+	VCVTDQ2PS Z4, Z4
+	VPSRLD    $0x04, Z5, Z5
+	VPSUBD    Z1, Z5, Z5
+	VCVTDQ2PS Z5, Z5
+	VMULPS    (SI), Z4, Z4
+	VMOVUPS   Z4, (AX)
+	VMULPS    64(SI), Z5, Z5
+	VMOVUPS   Z5, 64(AX)
+	VPMOVZXBD 16(DX), Z5
+	VPANDD    constsAVX512<>+1856(SB), Z5, Z4
+	VPSUBD    Z2, Z4, Z4
+	VCVTDQ2PS Z4, Z4
+	VPSRLD    $0x04, Z5, Z5
+	VPSUBD    Z3, Z5, Z5
+	VCVTDQ2PS Z5, Z5
+	VMULPS    128(SI), Z4, Z4
+	VMOVUPS   Z4, 128(AX)
+	VMULPS    192(SI), Z5, Z5
+	VMOVUPS   Z5, 192(AX)
+	ADDQ      BX, DX
+	ADDQ      CX, AX
+	DECQ      R8
+	JZ        vecs4_done
+	DECQ      R9
+	JNZ       vecs4_row
+	LEAQ      (SI)(BX*8), SI
+	LEAQ      (DI)(BX*2), DI
+	JMP       vecs4_block
+
+vecs4_done:
+	VZEROUPPER
+	RET
+
+	// 3 vectors a row.
+vecs3:
+vecs3_block:
+	// A block's zero points, as int32 lanes.
+	VPMOVZXBD (DI), Z0
+	VPMOVZXBD 16(DI), Z1
+	VPMOVZXBD 32(DI), Z2
+	MOVQ      $0x00000020, R9
+
+vecs3_row:
+	VPMOVZXBD (DX), Z4
+	VPANDD    constsAVX512<>+1856(SB), Z4, Z3
+	VPSUBD    Z0, Z3, Z3
+	VCVTDQ2PS Z3, Z3
+	VPSRLD    $0x04, Z4, Z4
+	VPSUBD    Z1, Z4, Z4
+	VCVTDQ2PS Z4, Z4
+	VMULPS    (SI), Z3, Z3
+	VMOVUPS   Z3, (AX)
+	VMULPS    64(SI), Z4, Z4
+	VMOVUPS   Z4, 64(AX)
+	VPMOVZXBD 16(DX), Z3
+	VPANDD    constsAVX512<>+1856(SB), Z3, Z3
+	VPSUBD    Z2, Z3, Z3
+	VCVTDQ2PS Z3, Z3
+	VMULPS    128(SI), Z3, Z3
+	VMOVUPS   Z3, 128(AX)
+	ADDQ      BX, DX
+	ADDQ      CX, AX
+	DECQ      R8
+	JZ        vecs3_done
+	DECQ      R9
+	JNZ       vecs3_row
+	LEAQ      (SI)(BX*8), SI
+	LEAQ      (DI)(BX*2), DI
+	JMP       vecs3_block
+
+vecs3_done:
+	VZEROUPPER
+	RET
+
+	// 2 vectors a row.
+vecs2:
+vecs2_block:
+	// A block's zero points, as int32 lanes.
+	VPMOVZXBD (DI), Z0
+	VPMOVZXBD 16(DI), Z1
+	MOVQ      $0x00000020, R9
+
+vecs2_row:
+	VPMOVZXBD (DX), Z3
+	VPANDD    constsAVX512<>+1856(SB), Z3, Z2
+	VPSUBD    Z0, Z2, Z2
+	VCVTDQ2PS Z2, Z2
+	VPSRLD    $0x04, Z3, Z3
+	VPSUBD    Z1, Z3, Z3
+	VCVTDQ2PS Z3, Z3
+	VMULPS    (SI), Z2, Z2
+	VMOVUPS   Z2, (AX)
+	VMULPS    64(SI), Z3, Z3
+	VMOVUPS   Z3, 64(AX)
+	ADDQ      BX, DX
+	ADDQ      CX, AX
+	DECQ      R8
+	JZ        vecs2_done
+	DECQ      R9
+	JNZ       vecs2_row
+	LEAQ      (SI)(BX*8), SI
+	LEAQ      (DI)(BX*2), DI
+	JMP       vecs2_block
+
+vecs2_done:
+	VZEROUPPER
+	RET
+
+	// 1 vectors a row.
+vecs1:
+vecs1_block:
+	// A block's zero points, as int32 lanes.
+	VPMOVZXBD (DI), Z0
+	MOVQ      $0x00000020, R9
+
+vecs1_row:
+	VPMOVZXBD (DX), Z1
+	VPANDD    constsAVX512<>+1856(SB), Z1, Z1
+	VPSUBD    Z0, Z1, Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    (SI), Z1, Z1
+	VMOVUPS   Z1, (AX)
+	ADDQ      BX, DX
+	ADDQ      CX, AX
+	DECQ      R8
+	JZ        vecs1_done
+	DECQ      R9
+	JNZ       vecs1_row
+	LEAQ      (SI)(BX*8), SI
+	LEAQ      (DI)(BX*2), DI
+	JMP       vecs1_block
+
+vecs1_done:
+	VZEROUPPER
+	RET
+
 // func TransposeScaleAVX512(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 // Requires: AVX, AVX2, SSE
 TEXT ·TransposeScaleAVX512(SB), NOSPLIT, $0-52
@@ -14681,7 +16476,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+1856(SB), R10
+	LEAQ  constsAVX512<>+1920(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -16536,9 +18331,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -16620,7 +18415,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -23285,9 +25080,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -23369,7 +25164,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -30122,9 +31917,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -30206,7 +32001,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -37271,9 +39066,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $200-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -37396,7 +39191,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1856(SB), CX
+	LEAQ  constsAVX512<>+1920(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -45432,7 +47227,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+1856(SB), R10
+	LEAQ  constsAVX512<>+1920(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10

@@ -16,7 +16,7 @@ import (
 var (
 	// The avx2 set converts 16-bit floats with F16C.
 	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
-		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemmWI8AVX2, asm.GemvWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
+		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemmWI8AVX2, asm.GemvWI8AVX2, asm.GemvWI4AVX2, asm.WidenWI4AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
@@ -24,7 +24,7 @@ var (
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
-		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemmWI8AVX512, asm.GemvWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
+		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemmWI8AVX512, asm.GemvWI8AVX512, asm.GemvWI4AVX512, asm.WidenWI4AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
@@ -45,6 +45,27 @@ type (
 	gemmW16Func func(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
 	gemmWI8Func func(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
 )
+
+// gemvWI4Func and widenWI4Func are the signatures of the generated int4
+// kernels.
+type (
+	gemvWI4Func  func(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m, k, nv, tail, acc int, s *float32, z *uint8)
+	widenWI4Func func(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)
+)
+
+// int4Panels calls kernel(j0, nv, tail) on the column panels of n columns:
+// maxNV vectors (an even number: whole bytes of nibbles) each, the last
+// holding the rest.
+func int4Panels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
+	vecs := (n + lanes - 1) / lanes
+	for v0 := 0; v0 < vecs; v0 += maxNV {
+		nv, tail := min(maxNV, vecs-v0), lanes
+		if v0+nv == vecs && n%lanes != 0 {
+			tail = n % lanes
+		}
+		kernel(v0*lanes, nv, tail)
+	}
+}
 
 // weightPanels runs a GemmW or GemvWI8 kernel over the column panels of
 // C, split as gemmPanels splits them: kernels[t] for 16-bit weights of
@@ -80,6 +101,8 @@ type x86Kernels struct {
 	gemmW16 [2]gemmW16Func // float16, bfloat16
 	gemmWI8 gemmWI8Func
 	gemvWI8 gemmWI8Func
+	gemvWI4 gemvWI4Func
+	widenI4 widenWI4Func
 	pv      pvFunc
 	softmax softmaxFunc
 	bias    biasFunc
@@ -107,6 +130,20 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		},
 		gemvI8: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
 			weightPanels(k.gemmW16, k.gemvWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
+		},
+		gemvI4: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
+			acc := 0
+			if accumulate {
+				acc = 1
+			}
+			int4Panels(lanes, maxNV, n, func(j0, nv, tail int) {
+				k.gemvWI4(&c[j0], ldc, &a[0], lda, &b.I4[j0/2], b.Ld, m, kk, nv, tail, acc, &b.S[j0], &b.Z[j0])
+			})
+		},
+		widenI4: func(dst []float32, ldd int, b WeightRows, kk, n int) {
+			int4Panels(lanes, maxNV, n, func(j0, nv, _ int) {
+				k.widenI4(&dst[j0], ldd, &b.I4[j0/2], b.Ld, kk, nv, &b.S[j0], &b.Z[j0])
+			})
 		},
 		qk: func(s []float32, lds int, kr []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {
 			gemmPanels(k.gemm, lanes, maxNV, qkChunk, s, lds, kr, ldk, qt, ldq, nk, rows, dk, false)

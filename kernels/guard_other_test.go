@@ -19,3 +19,8 @@ func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
 func guarded8(t *testing.T, n int, atEnd bool) (s []int8, free func()) {
 	return make([]int8, n), func() {}
 }
+
+// guardedBytes is guarded for n bytes.
+func guardedBytes(t *testing.T, n int, atEnd bool) (s []byte, free func()) {
+	return make([]byte, n), func() {}
+}

@@ -69,7 +69,8 @@ func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, 
 // sum of A, the scales applied once. The amd64 sets run it in registers
 // (GemvWI4) on rows interleaved by their Lanes (tile.PackWeights' panels
 // for the set); other rows, and other sets, take the Go twin. b is int4,
-// read as GemmW reads it.
+// read as GemmW reads it but in pairs of vectors: its rows must hold n
+// rounded up to 2·Lanes columns.
 func (ks *Set) GemvI4(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
 	if b.Type != fallback.KVInt4 {
 		panic(fmt.Sprintf("kernels: GemvI4: %v weights", b.Type))
@@ -100,9 +101,19 @@ func (ks *Set) weightsCall(kernel string, c []float32, ldc int, a []float32, lda
 	}
 	check(kernel, "c", len(c), span(m, n, ldc))
 	check(kernel, "a", len(a), span(m, k, lda))
-	check(kernel, "b", b.Len(), span(k, whole, b.Ld))
 	checkScales(kernel, b, k, whole)
+	check(kernel, "b", b.Len(), span(k, int4Whole(b, whole), b.Ld))
 	return true
+}
+
+// int4Whole returns the columns of b a kernel reads for whole columns: for
+// int4, whole rounded up to pairs of vectors (a kernel's load of nibbles
+// makes two).
+func int4Whole(b WeightRows, whole int) int {
+	if b.Type != fallback.KVInt4 {
+		return whole
+	}
+	return (whole + 2*b.Half - 1) / (2 * b.Half) * 2 * b.Half
 }
 
 // checkScales checks that the scales (and int4's zero points) of b cover
@@ -146,7 +157,7 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 		}
 		whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
 		check("WidenWeights", "dst", len(dst), span(k, whole, ldd))
-		check("WidenWeights", "b", b.Len(), span(k, whole, b.Ld))
+		check("WidenWeights", "b", b.Len(), span(k, int4Whole(b, whole), b.Ld))
 		ks.widenI4(dst, ldd, b, k, n)
 	default:
 		fallback.WidenWeights(dst, ldd, b, k, n)

@@ -166,3 +166,99 @@ func newWeightOperands(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd
 	o.free = func() { f1(); f2() }
 	return o
 }
+
+// TestGemvI4 checks GemvI4 on every set against the float64 product
+// through the dequantized weights, (u-z)·s (its block sums are float32
+// sums of up to 32 products, the zero points taken off through the sum of
+// A's block, scaled once: within float32 rounding of the products' and
+// the zero-point terms' magnitudes), and WidenWeights of int4 rows bit
+// for bit against the Go twin's float32(u-z)·s; every operand against an
+// unreadable page, nibble rows interleaved by the set's lanes.
+func TestGemvI4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, m := range []int{1, 2, 3, 4, 7} {
+					for _, n := range []int{1, 7, 9, 16, 17, 33, 48, 64, 65, 100} {
+						for _, k := range []int{1, 5, 31, 32, 33, 70, 100} {
+							gemv4Case(t, rng, ks, m, n, k, atEnd)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// gemv4Case runs one case of TestGemvI4.
+func gemv4Case(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
+	t.Helper()
+	o := newWeightOperands(t, rng, ks, m, n, k, atEnd)
+	defer o.free()
+	whole, ldc, lda, accumulate, c, a := o.whole, o.ldc, o.lda, o.accumulate, o.c, o.a
+	half := max(2, ks.Lanes)
+	ld := (whole+2*half-1)/(2*half)*2*half + rng.IntN(2)*2*half
+	b, free := int4Weights(t, rng, k, whole, ld, half, atEnd)
+	defer free()
+	value := func(p, j int) (float64, float64) { // (u-z)·s and (u+z)·s
+		u := float64(fallback.Int4At(b.I4[p*ld/2:], j, half))
+		z, s := float64(b.Z[p/32*ld+j]), float64(b.S[p/32*ld+j])
+		return (u - z) * s, (u + z) * s
+	}
+	before := append([]float32(nil), c...)
+	ks.GemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
+	for i := 0; i < m; i++ {
+		for j := 0; j < ldc && i*ldc+j < len(c); j++ {
+			at := i*ldc + j
+			if j >= n {
+				if c[at] != before[at] {
+					t.Fatalf("%s GemvI4 m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
+				}
+				continue
+			}
+			want, abs := 0.0, 0.0
+			if accumulate {
+				want, abs = float64(before[at]), math.Abs(float64(before[at]))
+			}
+			for p := 0; p < k; p++ {
+				w, mag := value(p, j)
+				want, abs = want+float64(a[i*lda+p])*w, abs+math.Abs(float64(a[i*lda+p]))*mag
+			}
+			if got := float64(c[at]); math.Abs(got-want) > dotTol(k+2, abs) {
+				t.Fatalf("%s GemvI4 m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, ld, accumulate, i, j, got, want)
+			}
+		}
+	}
+	wide, twin := make([]float32, span(k, whole, ld)), make([]float32, span(k, n, ld))
+	ks.WidenWeights(wide, ld, b, k, n)
+	fallback.WidenWeights(twin, ld, b, k, n)
+	for p := 0; p < k; p++ {
+		for j := 0; j < n; j++ {
+			if got, want := wide[p*ld+j], twin[p*ld+j]; math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s WidenWeights int4 n=%d k=%d: (%d, %d) = %v, want %v", ks, n, k, p, j, got, want)
+			}
+		}
+	}
+}
+
+// int4Weights returns k random int4 weight rows of whole columns at
+// stride ld (nibbles interleaved by half), with their scales and zero
+// points, each slice against an unreadable page.
+func int4Weights(t *testing.T, rng *rand.Rand, k, whole, ld, half int, atEnd bool) (WeightRows, func()) {
+	t.Helper()
+	b := WeightRows{Type: fallback.KVInt4, Ld: ld, Half: half}
+	pairs := (whole + 2*half - 1) / (2 * half) * 2 * half
+	var f1, f2, f3 func()
+	b.I4, f1 = guardedBytes(t, span(k, pairs, ld)/2, atEnd)
+	b.S, f2 = guarded(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
+	b.Z, f3 = guardedBytes(t, span(fallback.Int8Blocks(k), whole, ld), atEnd)
+	for i := range b.I4 {
+		b.I4[i] = byte(rng.IntN(256))
+	}
+	for i := range b.S {
+		b.S[i] = rng.Float32() / 8
+		b.Z[i] = uint8(rng.IntN(16))
+	}
+	return b, func() { f1(); f2(); f3() }
+}

@@ -79,6 +79,8 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "round7fff", Bits: 0x7fff},
 	expconst.Const{Name: "infBits", Bits: 0x7f800000},
 	expconst.Const{Name: "quietBF16", Bits: 0x40},
+	// int4 weights: a nibble's mask (gemv4.go).
+	expconst.Const{Name: "nibble", Bits: 15},
 )
 
 func newGen(c *build.Context, x isa) *gen {

@@ -50,6 +50,8 @@ func generate(x isa, dir string) error {
 		g.gemmW(e)
 	}
 	g.gemvI8()
+	g.gemvI4()
+	g.widenI4()
 	g.transpose()
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8} {
