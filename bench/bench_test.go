@@ -147,7 +147,7 @@ func BenchmarkLayer(b *testing.B) {
 func BenchmarkGEMM(b *testing.B) {
 	for _, ks := range kernels.Available() {
 		for _, s := range []struct{ m, n, k int }{{512, 512, 512}, {512, 1536, 512}, {512, 6144, 4096}, {64, 4096, 4096}, {1, 4096, 4096}} {
-			for _, t := range []fallback.KVType{fallback.KVFloat32, fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8} {
+			for _, t := range []fallback.KVType{fallback.KVFloat32, fallback.KVBFloat16, fallback.KVFloat16, fallback.KVInt8, fallback.KVInt4} {
 				b.Run(fmt.Sprintf("isa=%s/w=%v/M=%d/N=%d/K=%d", ks.Name, t, s.m, s.n, s.k), func(b *testing.B) {
 					benchGemm(b, ks, t, s.m, s.n, s.k)
 				})
@@ -157,7 +157,8 @@ func BenchmarkGEMM(b *testing.B) {
 }
 
 // benchGemm times the projection of m rows through a k×n weight matrix
-// stored as t, reporting GFLOP/s against the set's peak.
+// stored as t, reporting GFLOP/s against the set's peak and the weights'
+// GB/s.
 func benchGemm(b *testing.B, ks *kernels.Set, t fallback.KVType, m, n, k int) {
 	cols := tile.PanelCols(ks)
 	w := tile.PackWeights(tile.Matrix{F32: fill(k * n), RowStride: n, ColStride: 1}, k, n, cols, t)
@@ -171,4 +172,6 @@ func benchGemm(b *testing.B, ks *kernels.Set, t fallback.KVType, m, n, k int) {
 			}
 		}
 	})
+	// The weights' bytes, read once per call: what bounds a GEMV (M=1).
+	b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }

@@ -15,7 +15,7 @@ import (
 // as stored plus the K/V it reads.
 
 // weightNames are the weight types -weights takes.
-var weightNames = map[string]mha.KVType{"f32": mha.Float32, "bf16": mha.BFloat16, "f16": mha.Float16, "int8": mha.Int8}
+var weightNames = map[string]mha.KVType{"f32": mha.Float32, "bf16": mha.BFloat16, "f16": mha.Float16, "int8": mha.Int8, "int4": mha.Int4}
 
 // newBenchLayer returns a layer of shape lc with weights of type wt drawn
 // as a trained layer's (standard deviation 1/sqrt(fan-in): activations

@@ -98,7 +98,7 @@ func parseFlags() (*config, error) {
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
-	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8")
+	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
 	flag.Parse()
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
@@ -112,7 +112,7 @@ func parseFlags() (*config, error) {
 	for _, name := range strings.Split(*weights, ",") {
 		t, ok := weightNames[strings.TrimSpace(name)]
 		if !ok {
-			return nil, fmt.Errorf("-weights: %q is not f32, bf16, f16 or int8", name)
+			return nil, fmt.Errorf("-weights: %q is not f32, bf16, f16, int8 or int4", name)
 		}
 		cfg.weights = append(cfg.weights, t)
 	}
