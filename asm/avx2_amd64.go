@@ -26,9 +26,9 @@ func GemmAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m i
 //			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
 //
 // with w(p, j) = b[p*ldb+j] widened from float16.
-// nv in 1..2, tail in 1..8, m >= 0, k >= 1, strides in elements. B (and
-// s) is read in whole vectors, nv of them per row: a packed panel is padded
-// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+// nv in 1..2, tail in 1..8, m >= 0, k >= 1, strides in elements. B is
+// read in whole vectors, nv of them per row: a packed panel is padded to
+// its width. Nothing past column (nv-1)*lanes+tail of C is touched.
 //
 //go:noescape
 func GemmWF16AVX2(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
@@ -40,26 +40,12 @@ func GemmWF16AVX2(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, 
 //			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
 //
 // with w(p, j) = b[p*ldb+j] widened from bfloat16.
-// nv in 1..2, tail in 1..8, m >= 0, k >= 1, strides in elements. B (and
-// s) is read in whole vectors, nv of them per row: a packed panel is padded
-// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+// nv in 1..2, tail in 1..8, m >= 0, k >= 1, strides in elements. B is
+// read in whole vectors, nv of them per row: a packed panel is padded to
+// its width. Nothing past column (nv-1)*lanes+tail of C is touched.
 //
 //go:noescape
 func GemmWBF16AVX2(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
-
-// GemmWI8AVX2 is
-//
-//	for i := 0; i < m; i++ {
-//		for j := 0; j < (nv-1)*lanes+tail; j++ {
-//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
-//
-// with w(p, j) = float32(b[p*ldb+j]) · s[(p/32)*ldb+j], the product rounded.
-// nv in 1..2, tail in 1..8, m >= 0, k >= 1, strides in elements. B (and
-// s) is read in whole vectors, nv of them per row: a packed panel is padded
-// to its width. Nothing past column (nv-1)*lanes+tail of C is touched.
-//
-//go:noescape
-func GemmWI8AVX2(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
 
 // GemvWI8AVX2 is
 //
@@ -101,15 +87,30 @@ func GemvWI8AVX2(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m i
 //go:noescape
 func GemvWI4AVX2(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m int, k int, nv int, tail int, acc int, s *float32, z *uint8)
 
+// WidenWI8AVX2 is
+//
+//	for p := 0; p < k; p++ {
+//		for j := 0; j < nv*lanes; j++ {
+//			dst[p*ldd+j] = float32(b[p*ldb+j]) · s[(p/32)*ldb+j]
+//
+// the product rounded (u(p, j) the nibble of element j of row p of b, as
+// GemvWI4 reads it): the weights fallback.WidenWeights gives, for Gemm to
+// multiply by. nv in 1..2, k >= 1, strides in elements; whole vectors of b and s are read
+// and of dst written.
+//
+//go:noescape
+func WidenWI8AVX2(dst *float32, ldd int, b *int8, ldb int, k int, nv int, s *float32)
+
 // WidenWI4AVX2 is
 //
 //	for p := 0; p < k; p++ {
 //		for j := 0; j < nv*lanes; j++ {
 //			dst[p*ldd+j] = float32(int(u(p, j)) - int(z[(p/32)*ldb+j])) · s[(p/32)*ldb+j]
 //
-// the product rounded; u(p, j) the nibble of element j of row p of b (as
-// GemvWI4 reads it). nv in 1..2, k >= 1, strides in elements, ldb a
-// multiple of 16: whole vectors of b, s and z are read and of dst written.
+// the product rounded (u(p, j) the nibble of element j of row p of b, as
+// GemvWI4 reads it): the weights fallback.WidenWeights gives, for Gemm to
+// multiply by. nv in 1..2, k >= 1, strides in elements; ldb a multiple of 16: whole vectors of b, s and z are read
+// and of dst written.
 //
 //go:noescape
 func WidenWI4AVX2(dst *float32, ldd int, b *byte, ldb int, k int, nv int, s *float32, z *uint8)

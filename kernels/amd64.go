@@ -16,7 +16,7 @@ import (
 var (
 	// The avx2 set converts 16-bit floats with F16C.
 	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
-		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemmWI8AVX2, asm.GemvWI8AVX2, asm.GemvWI4AVX2, asm.WidenWI4AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
+		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemvWI8AVX2, asm.GemvWI4AVX2, asm.WidenWI4AVX2, asm.WidenWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}},
@@ -24,7 +24,7 @@ var (
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
-		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemmWI8AVX512, asm.GemvWI8AVX512, asm.GemvWI4AVX512, asm.WidenWI4AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
+		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemvWI8AVX512, asm.GemvWI4AVX512, asm.WidenWI4AVX512, asm.WidenWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}},
@@ -40,7 +40,8 @@ type (
 )
 
 // gemmW16Func and gemmWI8Func are the signatures of the generated GemmW
-// kernels: gemmFunc with B of 16-bit floats, or int8 with its scales.
+// and GemvWI8 kernels: gemmFunc with B of 16-bit floats, or int8 with its
+// scales.
 type (
 	gemmW16Func func(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
 	gemmWI8Func func(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
@@ -51,6 +52,7 @@ type (
 type (
 	gemvWI4Func  func(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m, k, nv, tail, acc int, s *float32, z *uint8)
 	widenWI4Func func(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)
+	widenWI8Func func(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32)
 )
 
 // int4Panels calls kernel(j0, nv, tail) on the column panels of n columns:
@@ -99,10 +101,10 @@ type x86Params struct {
 type x86Kernels struct {
 	gemm    gemmFunc
 	gemmW16 [2]gemmW16Func // float16, bfloat16
-	gemmWI8 gemmWI8Func
 	gemvWI8 gemmWI8Func
 	gemvWI4 gemvWI4Func
 	widenI4 widenWI4Func
+	widenI8 widenWI8Func
 	pv      pvFunc
 	softmax softmaxFunc
 	bias    biasFunc
@@ -126,7 +128,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			gemmPanels(k.gemm, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
 		},
 		gemmW: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
-			weightPanels(k.gemmW16, k.gemmWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
+			weightPanels(k.gemmW16, nil, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
 		},
 		gemvI8: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
 			weightPanels(k.gemmW16, k.gemvWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
@@ -140,9 +142,13 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 				k.gemvWI4(&c[j0], ldc, &a[0], lda, &b.I4[j0/2], b.Ld, m, kk, nv, tail, acc, &b.S[j0], &b.Z[j0])
 			})
 		},
-		widenI4: func(dst []float32, ldd int, b WeightRows, kk, n int) {
+		widenW: func(dst []float32, ldd int, b WeightRows, kk, n int) {
 			int4Panels(lanes, maxNV, n, func(j0, nv, _ int) {
-				k.widenI4(&dst[j0], ldd, &b.I4[j0/2], b.Ld, kk, nv, &b.S[j0], &b.Z[j0])
+				if b.Type == fallback.KVInt8 {
+					k.widenI8(&dst[j0], ldd, &b.I8[j0], b.Ld, kk, nv, &b.S[j0])
+				} else {
+					k.widenI4(&dst[j0], ldd, &b.I4[j0/2], b.Ld, kk, nv, &b.S[j0], &b.Z[j0])
+				}
 			})
 		},
 		qk: func(s []float32, lds int, kr []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) {

@@ -54,7 +54,7 @@ type Set struct {
 	gemmW   gemmWKernel                                                                              // nil: WidenWeights + Gemm
 	gemvI8  gemmWKernel                                                                              // nil: fallback.GemvI8
 	gemvI4  gemmWKernel                                                                              // rows of Half = Lanes; nil: fallback.GemvI4
-	widenI4 func(dst []float32, ldd int, b WeightRows, k, n int)                                     // rows of Half = Lanes; nil: Go
+	widenW  func(dst []float32, ldd int, b WeightRows, k, n int)                                     // int8, int4 (Half = Lanes) in whole vectors; nil: Go
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	decodeKeys    int  // fewest keys of a Decode call

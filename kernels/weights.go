@@ -16,17 +16,17 @@ type WeightRows = fallback.WeightRows
 type gemmWKernel func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool)
 
 // HasGemmW reports whether the set multiplies by weights of type t in
-// registers (GemmW): the amd64 sets for float16, bfloat16 and int8. The
-// others, and int4 everywhere, widen a block of the weights to float32
+// registers (GemmW): the amd64 sets for float16 and bfloat16. The others,
+// and int8 and int4 everywhere, widen a block of the weights to float32
 // first (WidenWeights) and run Gemm on it, which gives the same bits:
-// GemmW widens or dequantizes each value exactly as WidenWeights does and
-// multiplies in Gemm's order.
+// GemmW widens each value exactly as WidenWeights does and multiplies in
+// Gemm's order.
 func (ks *Set) HasGemmW(t KVType) bool {
-	return ks.gemmW != nil && (t == fallback.KVFloat16 || t == fallback.KVBFloat16 || t == fallback.KVInt8)
+	return ks.gemmW != nil && (t == fallback.KVFloat16 || t == fallback.KVBFloat16)
 }
 
-// GemmW is Gemm with B a block of a packed weight matrix of a 16-bit or
-// int8 type:
+// GemmW is Gemm with B a block of a packed weight matrix of a 16-bit
+// type:
 //
 //	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
 //
@@ -47,8 +47,9 @@ func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m
 // GemvI8 is the projection of a few rows (a decode step's) through int8
 // weights with each block's scales applied once to the block's sum, in
 // fallback.GemvI8's order (the amd64 sets' GemvWI8 kernels, the Go twin
-// elsewhere): three vector operations per weight vector instead of
-// GemmW's four. b is int8, read as GemmW reads it.
+// elsewhere): three vector operations per weight vector (extension,
+// conversion, FMA), where dequantizing each weight takes four. b is int8,
+// read as GemmW reads it.
 func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
 	if b.Type != fallback.KVInt8 {
 		panic(fmt.Sprintf("kernels: GemvI8: %v weights", b.Type))
@@ -134,9 +135,10 @@ func checkScales(kernel string, b WeightRows, k, n int) {
 // WidenWeights writes k rows of n elements of the weight block b as
 // float32 at stride ldd in dst, exactly the values GemmW multiplies by:
 // 16-bit rows through WidenRows, int8 ones as float32(q)·scale, int4 ones
-// as float32(u-z)·scale (on the amd64 sets by the WidenWI4 kernels, which
-// write whole vectors: dst's rows must have room for n rounded up to
-// Lanes).
+// as float32(u-z)·scale (int8 and int4 on the amd64 sets by the WidenWI8
+// and WidenWI4 kernels, which read and write whole vectors: dst's rows
+// must have room for n rounded up to Lanes, b's rows hold as many, int4's
+// rounded up to pairs of vectors).
 func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	if k <= 0 || n <= 0 {
 		return
@@ -146,19 +148,17 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	switch b.Type {
 	case fallback.KVFloat16, fallback.KVBFloat16:
 		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4:
 		checkScales("WidenWeights", b, k, n)
-		fallback.WidenWeights(dst, ldd, b, k, n)
-	case fallback.KVInt4:
-		checkScales("WidenWeights", b, k, n)
-		if ks.widenI4 == nil || b.Half != ks.Lanes {
+		if ks.widenW == nil || b.Type == fallback.KVInt4 && b.Half != ks.Lanes {
 			fallback.WidenWeights(dst, ldd, b, k, n)
 			return
 		}
 		whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
 		check("WidenWeights", "dst", len(dst), span(k, whole, ldd))
 		check("WidenWeights", "b", b.Len(), span(k, int4Whole(b, whole), b.Ld))
-		ks.widenI4(dst, ldd, b, k, n)
+		checkScales("WidenWeights", b, k, whole)
+		ks.widenW(dst, ldd, b, k, n)
 	default:
 		fallback.WidenWeights(dst, ldd, b, k, n)
 	}

@@ -8,15 +8,14 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-// TestGemmW checks GemmW on every set that has it: for float16, bfloat16
-// and int8 weights, every row tile and column tail, k across int8 blocks,
-// the result equals, bit for bit, Gemm on the same weights widened by
-// WidenWeights, with every operand against an unreadable page (B and its
-// scales read in whole vectors up to the row stride, nothing past them);
-// C past column n is never written.
+// TestGemmW checks GemmW on every set that has it: for float16 and
+// bfloat16 weights, every row tile and column tail, the result equals,
+// bit for bit, Gemm on the same weights widened by WidenWeights, with
+// every operand against an unreadable page (B read in whole vectors up to
+// the row stride, nothing past them); C past column n is never written.
 func TestGemmW(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	types := []KVType{fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8}
+	types := []KVType{fallback.KVFloat16, fallback.KVBFloat16}
 	for _, ks := range Available() {
 		if !ks.HasGemmW(fallback.KVBFloat16) {
 			continue
@@ -44,22 +43,16 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 	defer o.free()
 	whole, ld, ldc, lda, accumulate, c, a := o.whole, o.ld, o.ldc, o.lda, o.accumulate, o.c, o.a
 	b := WeightRows{Type: typ, Ld: ld}
-	if typ == fallback.KVInt8 {
-		var free func()
-		b, free = int8Weights(t, rng, k, whole, ld, atEnd)
-		defer free()
-	} else {
-		var f3 func()
-		b.U16, f3 = guarded16(t, span(k, whole, ld), atEnd)
-		defer f3()
-		for i := range b.U16 {
-			b.U16[i] = fallback.F32ToF16(2*rng.Float32() - 1)
-			if typ == fallback.KVBFloat16 {
-				b.U16[i] = fallback.F32ToBF16(2*rng.Float32() - 1)
-			}
+	var f3 func()
+	b.U16, f3 = guarded16(t, span(k, whole, ld), atEnd)
+	defer f3()
+	for i := range b.U16 {
+		b.U16[i] = fallback.F32ToF16(2*rng.Float32() - 1)
+		if typ == fallback.KVBFloat16 {
+			b.U16[i] = fallback.F32ToBF16(2*rng.Float32() - 1)
 		}
 	}
-	wide := make([]float32, span(k, n, ld))
+	wide := make([]float32, span(k, whole, ld))
 	ks.WidenWeights(wide, ld, b, k, n)
 	want := append([]float32(nil), c...)
 	ks.Gemm(want, ldc, a, lda, wide, ld, m, n, k, accumulate)
@@ -74,7 +67,8 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 
 // TestGemvI8 checks GemvI8 on every set against the float64 product
 // through the dequantized weights (its block sums are float32 sums of up
-// to 32 products, scaled once), with every operand against an
+// to 32 products, scaled once), and WidenWeights of int8 rows bit for bit
+// against the Go twin's float32(q)·s, with every operand against an
 // unreadable page.
 func TestGemvI8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
@@ -122,6 +116,24 @@ func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 			}
 			if got := float64(c[at]); math.Abs(got-want) > dotTol(k+2, abs) {
 				t.Fatalf("%s GemvI8 m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
+			}
+		}
+	}
+	checkWiden(t, ks, b, k, n, whole)
+}
+
+// checkWiden checks the set's WidenWeights of the rows b against the Go
+// twin's, bit for bit (dst rows of whole columns, written in whole
+// vectors).
+func checkWiden(t *testing.T, ks *Set, b WeightRows, k, n, whole int) {
+	t.Helper()
+	wide, twin := make([]float32, span(k, whole, b.Ld)), make([]float32, span(k, n, b.Ld))
+	ks.WidenWeights(wide, b.Ld, b, k, n)
+	fallback.WidenWeights(twin, b.Ld, b, k, n)
+	for p := 0; p < k; p++ {
+		for j := 0; j < n; j++ {
+			if got, want := wide[p*b.Ld+j], twin[p*b.Ld+j]; math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s WidenWeights %v n=%d k=%d: (%d, %d) = %v, want %v", ks, b.Type, n, k, p, j, got, want)
 			}
 		}
 	}
@@ -230,16 +242,7 @@ func gemv4Case(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 			}
 		}
 	}
-	wide, twin := make([]float32, span(k, whole, ld)), make([]float32, span(k, n, ld))
-	ks.WidenWeights(wide, ld, b, k, n)
-	fallback.WidenWeights(twin, ld, b, k, n)
-	for p := 0; p < k; p++ {
-		for j := 0; j < n; j++ {
-			if got, want := wide[p*ld+j], twin[p*ld+j]; math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("%s WidenWeights int4 n=%d k=%d: (%d, %d) = %v, want %v", ks, n, k, p, j, got, want)
-			}
-		}
-	}
+	checkWiden(t, ks, b, k, n, whole)
 }
 
 // int4Weights returns k random int4 weight rows of whole columns at

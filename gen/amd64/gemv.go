@@ -1,9 +1,9 @@
 // GemvWI8<ISA>, the projection of a decode step's few rows through int8
-// weights. GemmWI8 multiplies every weight by its scale before the FMA:
-// four vector operations per weight vector (sign extension, conversion,
-// scale, FMA), which at one row per call bound the kernel on the vector
-// ports before memory (Zen 4, one thread: 21 GB/s of int8 panels against
-// 26–29 GB/s of bandwidth). Here the products of a block of 32 rows of B
+// weights. Dequantizing every weight before its FMA (as the int8 GemmW
+// kernel that preceded WidenWI8 did) takes four vector operations per
+// weight vector (sign extension, conversion, scale, FMA), which at one
+// row per call bound the kernel on the vector ports before memory (Zen 4,
+// one thread: 21 GB/s of int8 panels against 26–29 GB/s of bandwidth). Here the products of a block of 32 rows of B
 // are summed unscaled, and the block's scales applied once to the sum:
 // three operations per weight vector, and one FMA per block. Register
 // tile: 3 rows × nv vectors of accumulators and as many of block sums

@@ -16,9 +16,10 @@
 // accumulators and as many block sums, the 2 rows' sums of A (AVX-512
 // 2×4: 8 + 8 + 4 + 1 + 2 = 23 zmm; AVX2 2×2: 4 + 4 + 2 + 1 + 2 = 13 ymm).
 //
-// WidenWI4 writes a block of panel rows as float32(u-z)·s, for Gemm to
-// multiply by (a prefill's projection: each widened block serves every
-// row group of an item).
+// WidenWI4 (and WidenWI8 for int8) writes a block of panel rows as
+// float32(u-z)·s (float32(q)·s), for Gemm to multiply by: a prefill's
+// projection, where each widened block serves every row group of an item
+// (widening in registers would repeat it for every group of 6 rows).
 
 package main
 
@@ -193,23 +194,34 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.storeTile(r, acc, masked)
 }
 
-// widenI4 emits WidenWI4<ISA>.
-func (g *gen) widenI4() {
+// widenW emits WidenWI8<ISA> (int4 false) or WidenWI4<ISA>.
+func (g *gen) widenW(int4 bool) {
 	x := g.isa
-	g.fn("WidenWI4", "func(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)",
+	name, sig, value := "WidenWI8", "func(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32)", "float32(b[p*ldb+j])"
+	read := "whole vectors of b and s are read"
+	if int4 {
+		name, sig, value = "WidenWI4", "func(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)", "float32(int(u(p, j)) - int(z[(p/32)*ldb+j]))"
+		read = fmt.Sprintf("ldb a multiple of %d: whole vectors of b, s and z are read", 2*x.lanes)
+	}
+	g.fn(name, sig,
 		"",
 		"\tfor p := 0; p < k; p++ {",
 		"\t\tfor j := 0; j < nv*lanes; j++ {",
-		"\t\t\tdst[p*ldd+j] = float32(int(u(p, j)) - int(z[(p/32)*ldb+j])) · s[(p/32)*ldb+j]",
+		"\t\t\tdst[p*ldd+j] = "+value+" · s[(p/32)*ldb+j]",
 		"",
-		"the product rounded; u(p, j) the nibble of element j of row p of b (as",
-		fmt.Sprintf("GemvWI4 reads it). nv in 1..%d, k >= 1, strides in elements, ldb a", x.nv),
-		fmt.Sprintf("multiple of %d: whole vectors of b, s and z are read and of dst written.", 2*x.lanes),
+		"the product rounded (u(p, j) the nibble of element j of row p of b, as",
+		"GemvWI4 reads it): the weights fallback.WidenWeights gives, for Gemm to",
+		fmt.Sprintf("multiply by. nv in 1..%d, k >= 1, strides in elements; %s", x.nv, read),
+		"and of dst written.",
 	)
 	b := x.bytes()
 	dp, ldd, bp, ldb := g.param("dst"), g.stride("ldd"), g.param("b"), g.param("ldb")
-	sp, zp, p := g.param("s"), g.param("z"), g.param("k")
-	g.SHRQ(operand.U8(1), ldb) // bytes
+	sp, p := g.param("s"), g.param("k")
+	var zp reg.GPVirtual
+	if int4 {
+		zp = g.param("z")
+		g.SHRQ(operand.U8(1), ldb) // bytes
+	}
 	nvr := g.param("nv")
 	for v := x.nv; v >= 1; v-- {
 		g.CMPQ(nvr, operand.Imm(uint64(v)))
@@ -221,28 +233,39 @@ func (g *gen) widenI4() {
 		g.Comment(fmt.Sprintf("%d vectors a row.", nv))
 		g.Label(l)
 		left := g.GP64()
-		zv := make([]reg.VecVirtual, nv)
-		for j := range zv {
-			zv[j] = g.vec()
-		}
+		var zv []reg.VecVirtual
 		g.Label(label(l, "block"))
-		g.Comment("A block's zero points, as int32 lanes.")
-		for j := range zv {
-			g.VPMOVZXBD(operand.Mem{Base: zp, Disp: j * x.lanes}, zv[j])
+		if int4 {
+			g.Comment("A block's zero points, as int32 lanes.")
+			zv = make([]reg.VecVirtual, nv)
+			for j := range zv {
+				zv[j] = g.vec()
+				g.VPMOVZXBD(operand.Mem{Base: zp, Disp: j * x.lanes}, zv[j])
+			}
 		}
 		g.MOVQ(operand.U32(32), left)
 		g.Label(label(l, "row"))
-		for j := 0; j < nv; j += 2 {
-			lo := g.vec()
-			var hi, zhi reg.VecVirtual
-			if j+1 < nv {
-				hi, zhi = g.vec(), zv[j+1]
-			}
-			g.nibbles(operand.Mem{Base: bp, Disp: j / 2 * x.lanes}, lo, hi, zv[j], zhi)
-			for i, v := range []reg.VecVirtual{lo, hi} {
-				if v != nil {
-					g.VMULPS(operand.Mem{Base: sp, Disp: (j + i) * b}, v, v)
-					g.VMOVUPS(v, operand.Mem{Base: dp, Disp: (j + i) * b})
+		// store scales vector j, widened, and writes it to dst.
+		store := func(j int, v reg.VecVirtual) {
+			g.VMULPS(operand.Mem{Base: sp, Disp: j * b}, v, v)
+			g.VMOVUPS(v, operand.Mem{Base: dp, Disp: j * b})
+		}
+		for j := 0; j < nv; j++ {
+			switch {
+			case !int4:
+				v := g.vec()
+				g.widen(i8, operand.Mem{Base: bp, Disp: j * x.lanes}, v)
+				store(j, v)
+			case j%2 == 0:
+				lo := g.vec()
+				var hi, zhi reg.VecVirtual
+				if j+1 < nv {
+					hi, zhi = g.vec(), zv[j+1]
+				}
+				g.nibbles(operand.Mem{Base: bp, Disp: j / 2 * x.lanes}, lo, hi, zv[j], zhi)
+				store(j, lo)
+				if hi != nil {
+					store(j+1, hi)
 				}
 			}
 		}
@@ -252,8 +275,12 @@ func (g *gen) widenI4() {
 		g.JZ(operand.LabelRef(label(l, "done")))
 		g.DECQ(left)
 		g.JNZ(operand.LabelRef(label(l, "row")))
-		g.LEAQ(operand.Mem{Base: sp, Index: ldb, Scale: 8}, sp)
-		g.LEAQ(operand.Mem{Base: zp, Index: ldb, Scale: 2}, zp)
+		if int4 {
+			g.LEAQ(operand.Mem{Base: sp, Index: ldb, Scale: 8}, sp) // ldb/2 bytes of nibbles = ldb scales
+			g.LEAQ(operand.Mem{Base: zp, Index: ldb, Scale: 2}, zp)
+		} else {
+			g.LEAQ(operand.Mem{Base: sp, Index: ldb, Scale: 4}, sp) // ldb bytes of int8 = ldb scales
+		}
 		g.JMP(operand.LabelRef(label(l, "block")))
 		g.Label(label(l, "done"))
 		g.ret()

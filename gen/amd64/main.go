@@ -46,12 +46,13 @@ func generate(x isa, dir string) error {
 	c.ConstraintExpr("amd64,!purego")
 	g := newGen(c, x)
 	g.gemm()
-	for _, e := range []elem{f16, bf16, i8} {
+	for _, e := range []elem{f16, bf16} {
 		g.gemmW(e)
 	}
 	g.gemvI8()
 	g.gemvI4()
-	g.widenI4()
+	g.widenW(false)
+	g.widenW(true)
 	g.transpose()
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8} {
