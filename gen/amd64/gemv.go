@@ -57,7 +57,32 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C, or at zero.", mr, nv))
+	g.startTile(r, acc, masked, lbl)
+	load := func(j int, dst reg.VecVirtual) { g.widen(i8, operand.Mem{Base: bp, Disp: j * g.isa.lanes}, dst) }
+	step := func(first bool) {
+		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.a.at(aa, i) }, part, first)
+		g.ADDQ(r.ldb, bp)
+		g.ADDQ(operand.Imm(4), aa)
+	}
+	g.blockSteps(p, step, lbl)
+	g.Comment("The block's sums times its scales, into the accumulators; the next scale row.")
+	g.Label(label(lbl, "scale"))
+	for j := 0; j < nv; j++ {
+		for i := 0; i < mr; i++ {
+			g.VFMADD231PS(operand.Mem{Base: sp, Disp: j * b}, part[i][j], acc[i][j])
+		}
+	}
+	g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 4}, sp) // ldb bytes of int8 = ldb scales
+	g.TESTQ(p, p)
+	g.JNZ(operand.LabelRef(label(lbl, "blocks")))
+	g.Comment("Store the tile row by row; cp ends one row past it.")
+	g.storeTile(r, acc, masked)
+}
+
+// startTile starts a GEMV tile's accumulators at C's rows (acc != 0) or
+// at zero, then jumps to the tile's blocks (label lbl_blocks).
+func (g *gen) startTile(r gemmRegs, acc [][]reg.VecVirtual, masked bool, lbl string) {
+	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C, or at zero.", len(acc), len(acc[0])))
 	g.CMPQ(g.arg("acc"), operand.Imm(0))
 	g.JNZ(operand.LabelRef(label(lbl, "load")))
 	for i := range acc {
@@ -68,12 +93,12 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.JMP(operand.LabelRef(label(lbl, "blocks")))
 	g.Label(label(lbl, "load"))
 	g.loadTile(r, acc, masked)
-	load := func(j int, dst reg.VecVirtual) { g.widen(i8, operand.Mem{Base: bp, Disp: j * g.isa.lanes}, dst) }
-	step := func(first bool) {
-		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.a.at(aa, i) }, part, first)
-		g.ADDQ(r.ldb, bp)
-		g.ADDQ(operand.Imm(4), aa)
-	}
+}
+
+// blockSteps emits a block of a GEMV tile at label lbl_blocks: n =
+// min(32, p) steps (step(true) first, then step(false)), p reduced by n,
+// ending at label lbl_scale.
+func (g *gen) blockSteps(p reg.GPVirtual, step func(first bool), lbl string) {
 	g.Comment("A block: n = min(32, rows of k left) steps of B rows summed unscaled.")
 	g.Label(label(lbl, "blocks"))
 	n := g.GP64()
@@ -88,16 +113,4 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	step(false)
 	g.DECQ(n)
 	g.JNZ(operand.LabelRef(label(lbl, "steps")))
-	g.Comment("The block's sums times its scales, into the accumulators; the next scale row.")
-	g.Label(label(lbl, "scale"))
-	for j := 0; j < nv; j++ {
-		for i := 0; i < mr; i++ {
-			g.VFMADD231PS(operand.Mem{Base: sp, Disp: j * b}, part[i][j], acc[i][j])
-		}
-	}
-	g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 4}, sp) // ldb bytes of int8 = ldb scales
-	g.TESTQ(p, p)
-	g.JNZ(operand.LabelRef(label(lbl, "blocks")))
-	g.Comment("Store the tile row by row; cp ends one row past it.")
-	g.storeTile(r, acc, masked)
 }

@@ -115,17 +115,7 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C, or at zero.", mr, nv))
-	g.CMPQ(g.arg("acc"), operand.Imm(0))
-	g.JNZ(operand.LabelRef(label(lbl, "load")))
-	for i := range acc {
-		for j := range acc[i] {
-			g.zero(acc[i][j])
-		}
-	}
-	g.JMP(operand.LabelRef(label(lbl, "blocks")))
-	g.Label(label(lbl, "load"))
-	g.loadTile(r, acc, masked)
+	g.startTile(r, acc, masked, lbl)
 	// step emits one row of B: its nv vectors from nv/2 loads, then per
 	// tile row a broadcast of a into the row's asum (the first step) or
 	// added to it, and its products into the block sums.
@@ -160,20 +150,7 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 		g.ADDQ(r.ldb, bp)
 		g.ADDQ(operand.Imm(4), aa)
 	}
-	g.Comment("A block: n = min(32, rows of k left) steps of B rows summed unscaled.")
-	g.Label(label(lbl, "blocks"))
-	n := g.GP64()
-	g.MOVQ(operand.U32(32), n)
-	g.CMPQ(p, operand.U32(32))
-	g.CMOVQLT(p, n)
-	g.SUBQ(n, p)
-	step(true)
-	g.DECQ(n)
-	g.JZ(operand.LabelRef(label(lbl, "scale")))
-	g.Label(label(lbl, "steps"))
-	step(false)
-	g.DECQ(n)
-	g.JNZ(operand.LabelRef(label(lbl, "steps")))
+	g.blockSteps(p, step, lbl)
 	g.Comment("The block's zero points off (sum -= z·asum), its sums times its scales into",
 		"the accumulators; the next rows of scales and zero points.")
 	g.Label(label(lbl, "scale"))
