@@ -97,29 +97,42 @@ func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	defer free()
 	before := append([]float32(nil), c...)
 	ks.GemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
+	checkGemv(t, "GemvI8", ks, o, c, before, m, n, k, func(p, j int) (float64, float64) {
+		w := float64(b.I8[p*ld+j]) * float64(b.S[p/32*ld+j])
+		return w, math.Abs(w)
+	})
+	checkWiden(t, ks, b, k, n, whole)
+}
+
+// checkGemv checks the GEMV result c (before: C on entry) of the operands
+// o against the float64 product through the weights value(p, j) gives
+// (the value and the magnitude its rounding error scales with), within
+// float32 rounding; C past column n must be untouched.
+func checkGemv(t *testing.T, kernel string, ks *Set, o weightOperands, c, before []float32, m, n, k int, value func(p, j int) (float64, float64)) {
+	t.Helper()
 	for i := 0; i < m; i++ {
-		for j := 0; j < ldc && i*ldc+j < len(c); j++ {
-			at := i*ldc + j
+		for j := 0; j < o.ldc && i*o.ldc+j < len(c); j++ {
+			at := i*o.ldc + j
 			if j >= n {
 				if c[at] != before[at] {
-					t.Fatalf("%s GemvI8 m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
+					t.Fatalf("%s %s m=%d n=%d k=%d wrote c[%d][%d] past n", ks, kernel, m, n, k, i, j)
 				}
 				continue
 			}
 			want, abs := 0.0, 0.0
-			if accumulate {
+			if o.accumulate {
 				want, abs = float64(before[at]), math.Abs(float64(before[at]))
 			}
 			for p := 0; p < k; p++ {
-				x := float64(a[i*lda+p]) * float64(b.I8[p*ld+j]) * float64(b.S[p/32*ld+j])
-				want, abs = want+x, abs+math.Abs(x)
+				w, mag := value(p, j)
+				x := float64(o.a[i*o.lda+p])
+				want, abs = want+x*w, abs+math.Abs(x)*mag
 			}
 			if got := float64(c[at]); math.Abs(got-want) > dotTol(k+2, abs) {
-				t.Fatalf("%s GemvI8 m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
+				t.Fatalf("%s %s m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, kernel, m, n, k, o.accumulate, i, j, got, want)
 			}
 		}
 	}
-	checkWiden(t, ks, b, k, n, whole)
 }
 
 // checkWiden checks the set's WidenWeights of the rows b against the Go
@@ -220,28 +233,7 @@ func gemv4Case(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	}
 	before := append([]float32(nil), c...)
 	ks.GemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
-	for i := 0; i < m; i++ {
-		for j := 0; j < ldc && i*ldc+j < len(c); j++ {
-			at := i*ldc + j
-			if j >= n {
-				if c[at] != before[at] {
-					t.Fatalf("%s GemvI4 m=%d n=%d k=%d wrote c[%d][%d] past n", ks, m, n, k, i, j)
-				}
-				continue
-			}
-			want, abs := 0.0, 0.0
-			if accumulate {
-				want, abs = float64(before[at]), math.Abs(float64(before[at]))
-			}
-			for p := 0; p < k; p++ {
-				w, mag := value(p, j)
-				want, abs = want+float64(a[i*lda+p])*w, abs+math.Abs(float64(a[i*lda+p]))*mag
-			}
-			if got := float64(c[at]); math.Abs(got-want) > dotTol(k+2, abs) {
-				t.Fatalf("%s GemvI4 m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, ld, accumulate, i, j, got, want)
-			}
-		}
-	}
+	checkGemv(t, "GemvI4", ks, o, c, before, m, n, k, value)
 	checkWiden(t, ks, b, k, n, whole)
 }
 
