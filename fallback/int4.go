@@ -79,39 +79,7 @@ func QuantizeInt4(u []uint8, src []float32) (scale float32, z uint8) {
 //
 // Its rows hold at least n elements at stride w.Ld.
 func GemvI4(c []float32, ldc int, a []float32, lda int, w WeightRows, m, n, k int, accumulate bool) {
-	var sum [64]float32 // the block sums of 64 columns at a time
-	for i := 0; i < m; i++ {
-		ci, ai := c[i*ldc:i*ldc+n], a[i*lda:i*lda+k]
-		if !accumulate {
-			clear(ci)
-		}
-		for j0 := 0; j0 < n; j0 += len(sum) {
-			cw := min(len(sum), n-j0)
-			for q0 := 0; q0 < k; q0 += Int8Block {
-				s := sum[:cw]
-				asum := ai[q0]
-				for p := q0; p < min(k, q0+Int8Block); p++ {
-					if p > q0 {
-						asum += ai[p]
-					}
-					row := w.I4[p*w.Ld/2:]
-					for j := range s {
-						x := float32(Int4At(row, j0+j, w.Half))
-						if p == q0 {
-							s[j] = ai[p] * x
-						} else {
-							s[j] = fma32(ai[p], x, s[j])
-						}
-					}
-				}
-				blk := q0 / Int8Block * w.Ld
-				for j := range s {
-					t := fma32(-float32(w.Z[blk+j0+j]), asum, s[j])
-					ci[j0+j] = fma32(t, w.S[blk+j0+j], ci[j0+j])
-				}
-			}
-		}
-	}
+	gemvBlocks(c, ldc, a, lda, w, m, n, k, accumulate)
 }
 
 // widenInt4 writes k rows of n elements of the int4 rows w as

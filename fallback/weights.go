@@ -72,6 +72,14 @@ func WidenWeights(dst []float32, ldd int, w WeightRows, k, n int) {
 //
 // w is int8; its rows hold at least n elements at stride w.Ld.
 func GemvI8(c []float32, ldc int, a []float32, lda int, w WeightRows, m, n, k int, accumulate bool) {
+	gemvBlocks(c, ldc, a, lda, w, m, n, k, accumulate)
+}
+
+// gemvBlocks is GemvI8 and GemvI4: per block of Int8Block rows the
+// products with the stored integers (q, or int4's nibbles u) summed
+// unscaled, int4's zero points taken off through the block's sum of a,
+// the scales applied once.
+func gemvBlocks(c []float32, ldc int, a []float32, lda int, w WeightRows, m, n, k int, accumulate bool) {
 	var sum [64]float32 // the block sums of 64 columns at a time
 	for i := 0; i < m; i++ {
 		ci, ai := c[i*ldc:i*ldc+n], a[i*lda:i*lda+k]
@@ -82,19 +90,31 @@ func GemvI8(c []float32, ldc int, a []float32, lda int, w WeightRows, m, n, k in
 			cw := min(len(sum), n-j0)
 			for q0 := 0; q0 < k; q0 += Int8Block {
 				s := sum[:cw]
+				asum := ai[q0]
 				for p := q0; p < min(k, q0+Int8Block); p++ {
-					q := w.I8[p*w.Ld+j0:][:cw]
-					for j, x := range q {
-						if p == q0 {
-							s[j] = ai[p] * float32(x)
+					if p > q0 {
+						asum += ai[p]
+					}
+					for j := range s {
+						var x float32
+						if w.Type == KVInt4 {
+							x = float32(Int4At(w.I4[p*w.Ld/2:], j0+j, w.Half))
 						} else {
-							s[j] = fma32(ai[p], float32(x), s[j])
+							x = float32(w.I8[p*w.Ld+j0+j])
+						}
+						if p == q0 {
+							s[j] = ai[p] * x
+						} else {
+							s[j] = fma32(ai[p], x, s[j])
 						}
 					}
 				}
-				scale := w.S[q0/Int8Block*w.Ld+j0:][:cw]
+				blk := q0/Int8Block*w.Ld + j0
 				for j := range s {
-					ci[j0+j] = fma32(s[j], scale[j], ci[j0+j])
+					if w.Type == KVInt4 {
+						s[j] = fma32(-float32(w.Z[blk+j]), asum, s[j])
+					}
+					ci[j0+j] = fma32(s[j], w.S[blk+j], ci[j0+j])
 				}
 			}
 		}
