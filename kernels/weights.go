@@ -51,17 +51,7 @@ func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m
 // conversion, FMA), where dequantizing each weight takes four. b is int8,
 // read as GemmW reads it.
 func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
-	if b.Type != fallback.KVInt8 {
-		panic(fmt.Sprintf("kernels: GemvI8: %v weights", b.Type))
-	}
-	if !ks.weightsCall("GemvI8", c, ldc, a, lda, b, m, n, k, accumulate) {
-		return
-	}
-	if ks.gemvI8 == nil {
-		fallback.GemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
-		return
-	}
-	ks.gemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
+	ks.gemv("GemvI8", fallback.KVInt8, ks.gemvI8, fallback.GemvI8, c, ldc, a, lda, b, m, n, k, accumulate)
 }
 
 // GemvI4 is the projection of a few rows (a decode step's) through int4
@@ -73,17 +63,26 @@ func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, 
 // read as GemmW reads it but in pairs of vectors: its rows must hold n
 // rounded up to 2·Lanes columns.
 func (ks *Set) GemvI4(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
-	if b.Type != fallback.KVInt4 {
-		panic(fmt.Sprintf("kernels: GemvI4: %v weights", b.Type))
+	kernel := ks.gemvI4
+	if b.Half != ks.Lanes {
+		kernel = nil
 	}
-	if !ks.weightsCall("GemvI4", c, ldc, a, lda, b, m, n, k, accumulate) {
+	ks.gemv("GemvI4", fallback.KVInt4, kernel, fallback.GemvI4, c, ldc, a, lda, b, m, n, k, accumulate)
+}
+
+// gemv checks a GemvI8 or GemvI4 call (b of type t) and runs it on the
+// set's kernel, or on the Go twin when kernel is nil.
+func (ks *Set) gemv(name string, t KVType, kernel, twin gemmWKernel, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	if b.Type != t {
+		panic(fmt.Sprintf("kernels: %s: %v weights", name, b.Type))
+	}
+	if !ks.weightsCall(name, c, ldc, a, lda, b, m, n, k, accumulate) {
 		return
 	}
-	if ks.gemvI4 == nil || b.Half != ks.Lanes {
-		fallback.GemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
-		return
+	if kernel == nil {
+		kernel = twin
 	}
-	ks.gemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
+	kernel(c, ldc, a, lda, b, m, n, k, accumulate)
 }
 
 // weightsCall checks the contract of GemmW and GemvI8 and reports
