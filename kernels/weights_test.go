@@ -71,14 +71,21 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 // against the Go twin's float32(q)·s, with every operand against an
 // unreadable page.
 func TestGemvI8(t *testing.T) {
-	rng := rand.New(rand.NewPCG(8, 8))
+	eachGemvCase(t, 8, []int{1, 7, 9, 16, 17, 48, 64, 65}, gemvCase)
+}
+
+// eachGemvCase runs run on every set for every row count m (1..7), n of
+// ns, k across int8 blocks and both guard-page sides, drawing from a
+// generator seeded with seed.
+func eachGemvCase(t *testing.T, seed uint64, ns []int, run func(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool)) {
+	rng := rand.New(rand.NewPCG(seed, seed))
 	for _, ks := range Available() {
 		t.Run(ks.Name, func(t *testing.T) {
 			for _, atEnd := range []bool{true, false} {
 				for _, m := range []int{1, 2, 3, 4, 7} {
-					for _, n := range []int{1, 7, 9, 16, 17, 48, 64, 65} {
+					for _, n := range ns {
 						for _, k := range []int{1, 5, 31, 32, 33, 70, 100} {
-							gemvCase(t, rng, ks, m, n, k, atEnd)
+							run(t, rng, ks, m, n, k, atEnd)
 						}
 					}
 				}
@@ -200,20 +207,7 @@ func newWeightOperands(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd
 // for bit against the Go twin's float32(u-z)·s; every operand against an
 // unreadable page, nibble rows interleaved by the set's lanes.
 func TestGemvI4(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 9))
-	for _, ks := range Available() {
-		t.Run(ks.Name, func(t *testing.T) {
-			for _, atEnd := range []bool{true, false} {
-				for _, m := range []int{1, 2, 3, 4, 7} {
-					for _, n := range []int{1, 7, 9, 16, 17, 33, 48, 64, 65, 100} {
-						for _, k := range []int{1, 5, 31, 32, 33, 70, 100} {
-							gemv4Case(t, rng, ks, m, n, k, atEnd)
-						}
-					}
-				}
-			}
-		})
-	}
+	eachGemvCase(t, 9, []int{1, 7, 9, 16, 17, 33, 48, 64, 65, 100}, gemv4Case)
 }
 
 // gemv4Case runs one case of TestGemvI4.
