@@ -148,8 +148,8 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	case fallback.KVFloat16, fallback.KVBFloat16:
 		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)
 	case fallback.KVInt8, fallback.KVInt4:
-		checkScales("WidenWeights", b, k, n)
 		if ks.widenW == nil || b.Type == fallback.KVInt4 && b.Half != ks.Lanes {
+			checkScales("WidenWeights", b, k, n)
 			fallback.WidenWeights(dst, ldd, b, k, n)
 			return
 		}

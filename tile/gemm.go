@@ -95,7 +95,7 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 			copy(c[r*g.LDC:r*g.LDC+nc], g.Bias[n0:n0+nc])
 		}
 	}
-	cols := g.B.Cols
+	cols := g.B.Ld
 	depth := gemmDepth(cols)
 	if mc <= gemvRows {
 		depth = g.B.K

@@ -100,7 +100,7 @@ func TestGemmWeights(t *testing.T) {
 						w := PackWeights(src, s.k, s.n, cols, typ)
 						checkRepack(t, w, src, s.k, s.n, cols)
 						// The float32 panels of the same values.
-						wide := Packed{Type: fallback.KVFloat32, F32: make([]float32, w.Len()), K: s.k, N: s.n, Cols: cols}
+						wide := Packed{WeightRows: fallback.WeightRows{Type: fallback.KVFloat32, F32: make([]float32, w.Len()), Ld: cols}, K: s.k, N: s.n}
 						for p := 0; p*cols < s.n; p++ {
 							fallback.WidenWeights(wide.F32[p*s.k*cols:], cols, w.rows(p, 0), s.k, cols)
 						}

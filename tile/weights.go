@@ -5,29 +5,21 @@ import (
 	"github.com/fastattn/fastattn/kernels"
 )
 
-// Packed is a [K][N] weight matrix packed for Gemm in panels of Cols
+// Packed is a [K][N] weight matrix packed for Gemm in panels of Ld
 // columns, as PackB lays out float32 (panel p holds columns
-// [p·Cols, (p+1)·Cols) of every row: K rows of Cols elements, the last
-// panel zero-padded), stored as Type: float32 in F32, 16-bit floats in
-// U16, int8 in I8 with one float32 scale per column and block of
-// fallback.Int8Block rows in S (panel p's block b is the row of Cols
-// scales at S[(p·⌈K/32⌉ + b)·Cols]), or int4 in I4 (rows of Cols/2
-// bytes interleaved by Half, fallback.Int4Byte) with scales in S and
-// zero points in Z as int8's scales. A panel's rows stream in address
-// order whatever the type.
+// [p·Ld, (p+1)·Ld) of every row: K rows of Ld elements, the last panel
+// zero-padded): the panels one after the other as the rows of a
+// fallback.WeightRows of stride Ld, so panel p's row r is its row p·K + r,
+// in its type (float32, 16-bit floats, int8 with scales, int4 with scales
+// and zero points interleaved by Half); panel p's block b of 32 rows has
+// its row of Ld scales (and int4 zero points) at (p·⌈K/32⌉ + b)·Ld. A
+// panel's rows stream in address order whatever the type.
 type Packed struct {
-	Type       fallback.KVType
-	F32        []float32
-	U16        []uint16
-	I8         []int8
-	I4         []byte
-	S          []float32
-	Z          []uint8
-	K, N, Cols int
-	Half       int
+	fallback.WeightRows
+	K, N int
 }
 
-// Bytes returns the memory the packed matrix holds: K·Cols elements per
+// Bytes returns the memory the packed matrix holds: K·Ld elements per
 // panel, and for int8 a float32 scale per column and block of 32 rows
 // (int4: half a byte per element, a scale and a byte of zero point per
 // column and block).
@@ -43,21 +35,17 @@ func (w *Packed) Bytes() int64 {
 // AVX-512's 64 columns, 8 for the 16 of AVX2 and NEON).
 func Int4Half(cols int) int { return min(16, cols/2) }
 
-// Len returns the number of elements (padding included) w holds.
-func (w *Packed) Len() int { return w.rows(0, 0).Len() }
-
 // rows returns the rows of panel p from row k0 on (k0 a multiple of
-// fallback.Int8Block), at stride Cols.
+// fallback.Int8Block), at stride Ld.
 func (w *Packed) rows(p, k0 int) fallback.WeightRows {
-	off := (p*w.K + k0) * w.Cols
-	r := fallback.WeightRows{Type: w.Type, Ld: w.Cols, Half: w.Half}
-	blocks := (p*fallback.Int8Blocks(w.K) + k0/fallback.Int8Block) * w.Cols
+	r := w.WeightRows
+	off := (p*w.K + k0) * w.Ld
+	blocks := (p*fallback.Int8Blocks(w.K) + k0/fallback.Int8Block) * w.Ld
 	switch w.Type {
 	case fallback.KVFloat32:
 		r.F32 = w.F32[off:]
 	case fallback.KVInt8:
-		r.I8 = w.I8[off:]
-		r.S = w.S[blocks:]
+		r.I8, r.S = w.I8[off:], w.S[blocks:]
 	case fallback.KVInt4:
 		r.I4, r.S, r.Z = w.I4[off/2:], w.S[blocks:], w.Z[blocks:]
 	default:
@@ -98,7 +86,7 @@ type Matrix struct {
 // to rule out.
 func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
 	panels := (n + cols - 1) / cols
-	w := Packed{Type: t, K: k, N: n, Cols: cols}
+	w := Packed{WeightRows: fallback.WeightRows{Type: t, Ld: cols}, K: k, N: n}
 	size := panels * k * cols
 	switch t {
 	case fallback.KVFloat32:
@@ -160,7 +148,7 @@ func PackWeights(m Matrix, k, n, cols int, t fallback.KVType) Packed {
 // moved, or float32 quantized by fallback.QuantizeInt4 per column and
 // block of 32 rows.
 func packInt4(w *Packed, m Matrix) {
-	k, cols := w.K, w.Cols
+	k, cols := w.K, w.Ld
 	panels, nb := (w.N+cols-1)/cols, fallback.Int8Blocks(k)
 	w.Half = Int4Half(cols)
 	w.I4 = make([]byte, panels*k*cols/2)
