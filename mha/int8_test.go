@@ -30,13 +30,28 @@ func quantize8(t *testing.T, x []float32, dim int) (Int8Tensor, []float32) {
 // (the quantization is in the inputs, not in the arithmetic).
 func checkInt8(t *testing.T, rng *rand.Rand, s Shape, o Options) {
 	t.Helper()
+	checkStored(t, rng, s, o, "int8", func(k, v []float32, kd, vd int) ([]float32, []float32, storedCall) {
+		k8, kf := quantize8(t, k, kd)
+		v8, vf := quantize8(t, v, vd)
+		return kf, vf, func(e *Engine, out, q []float32, o *Options) error { return e.AttentionInt8(out, q, k8, v8, s, o) }
+	})
+}
+
+// storedCall runs an attention of stored K and V (bound in) on engine e.
+type storedCall func(e *Engine, out, q []float32, o *Options) error
+
+// checkStored draws inputs for s, stores K and V (store returns their
+// float32 values and the call on the stored form; kd and vd are the head
+// dims), and compares the call's output and LSE on every engine with the
+// float64 oracle on those values, within the float32 tolerance.
+func checkStored(t *testing.T, rng *rand.Rand, s Shape, o Options, name string, store func(k, v []float32, kd, vd int) ([]float32, []float32, storedCall)) {
+	t.Helper()
 	rs, err := s.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
 	q, k, v, _ := inputs(rng, rs)
-	k8, kf := quantize8(t, k, rs.HeadDim)
-	v8, vf := quantize8(t, v, rs.ValueDim)
+	kf, vf, call := store(k, v, rs.HeadDim, rs.ValueDim)
 	wantOut, wantLSE := fallback.Attention(specOf(rs, &o), q, kf, vf)
 	for _, e := range engines {
 		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))
@@ -44,13 +59,13 @@ func checkInt8(t *testing.T, rng *rand.Rand, s Shape, o Options) {
 			out[i] = 12345
 		}
 		o.LSE = lse
-		if err := e.AttentionInt8(out, q, k8, v8, s, &o); err != nil {
-			t.Fatalf("%s int8: %+v %+v: %v", e.Kernels(), s, o, err)
+		if err := call(e, out, q, &o); err != nil {
+			t.Fatalf("%s %s: %+v %+v: %v", e.Kernels(), name, s, o, err)
 		}
-		compare(t, e.Kernels()+" int8 out", out, wantOut, tolOut, &worstOut)
-		compare(t, e.Kernels()+" int8 lse", lse, wantLSE, tolLSE, &worstLSE)
+		compare(t, e.Kernels()+" "+name+" out", out, wantOut, tolOut, &worstOut)
+		compare(t, e.Kernels()+" "+name+" lse", lse, wantLSE, tolLSE, &worstLSE)
 		if t.Failed() {
-			t.Fatalf("%s int8: shape %+v options %+v", e.Kernels(), s, o)
+			t.Fatalf("%s %s: shape %+v options %+v", e.Kernels(), name, s, o)
 		}
 	}
 }

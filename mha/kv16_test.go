@@ -28,29 +28,11 @@ func round16(x []float32, t KVType) ([]uint16, []float32) {
 // (the rounding is in the inputs, not in the arithmetic).
 func check16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 	t.Helper()
-	rs, err := s.resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, k, v, _ := inputs(rng, rs)
-	k16, kf := round16(k, typ)
-	v16, vf := round16(v, typ)
-	wantOut, wantLSE := fallback.Attention(specOf(rs, &o), q, kf, vf)
-	for _, e := range engines {
-		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))
-		for i := range out {
-			out[i] = 12345
-		}
-		o.LSE = lse
-		if err := e.Attention16(out, q, k16, v16, typ, s, &o); err != nil {
-			t.Fatalf("%s %v: %+v %+v: %v", e.Kernels(), typ, s, o, err)
-		}
-		compare(t, fmt.Sprintf("%s %v out", e.Kernels(), typ), out, wantOut, tolOut, &worstOut)
-		compare(t, fmt.Sprintf("%s %v lse", e.Kernels(), typ), lse, wantLSE, tolLSE, &worstLSE)
-		if t.Failed() {
-			t.Fatalf("%s %v: shape %+v options %+v", e.Kernels(), typ, s, o)
-		}
-	}
+	checkStored(t, rng, s, o, typ.String(), func(k, v []float32, _, _ int) ([]float32, []float32, storedCall) {
+		k16, kf := round16(k, typ)
+		v16, vf := round16(v, typ)
+		return kf, vf, func(e *Engine, out, q []float32, o *Options) error { return e.Attention16(out, q, k16, v16, typ, s, o) }
+	})
 }
 
 // TestAttention16: 16-bit K and V on every set, prefill (flash path) and
