@@ -19111,7 +19111,7 @@ panelnext:
 
 // func DecodeI8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
 // Requires: AVX, AVX2, FMA3, MMX+
-TEXT ·DecodeI8AVX2(SB), NOSPLIT, $200-160
+TEXT ·DecodeI8AVX2(SB), NOSPLIT, $208-160
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -19201,8 +19201,12 @@ kwhole:
 	MOVQ CX, 184(SP)
 	MOVQ 176(SP), CX
 	SHLQ $0x08, CX
-	ADDQ $0x00000340, CX
+	ADDQ $0x000002c0, CX
 	MOVQ CX, 192(SP)
+	MOVQ 184(SP), DX
+	SHLQ $0x05, DX
+	ADDQ CX, DX
+	MOVQ DX, 200(SP)
 	MOVQ 48(SP), CX
 	CMPQ CX, 72(SP)
 	JNE  pfk0_strided
@@ -19333,7 +19337,7 @@ touchv_line:
 touchv_skip:
 	// int8: the block's scales into the scratch, block-major.
 	MOVQ 144(SP), CX
-	LEAQ 832(AX), DX
+	LEAQ 704(AX), DX
 	MOVQ 176(SP), BX
 	MOVQ 160(SP), SI
 	LEAQ (SI)(SI*2), DI
@@ -19356,8 +19360,8 @@ scalesk:
 	VMOVUPS      Y0, 192(DX)
 	VBROADCASTSS (R8)(DI*1), Y0
 	VMOVUPS      Y0, 224(DX)
-	ADDQ         $0x04, R8
 	ADDQ         $0x04, CX
+	ADDQ         $0x04, R8
 	ADDQ         $0x00000100, DX
 	DECQ         BX
 	JNZ          scalesk
@@ -19370,27 +19374,27 @@ scalesk:
 	LEAQ         (CX)(SI*4), R8
 
 scalesv:
-	VBROADCASTSS (CX), Y0
-	VMOVUPS      Y0, (DX)
-	VBROADCASTSS (CX)(SI*1), Y0
-	VMOVUPS      Y0, 32(DX)
-	VBROADCASTSS (CX)(SI*2), Y0
-	VMOVUPS      Y0, 64(DX)
-	VBROADCASTSS (CX)(DI*1), Y0
-	VMOVUPS      Y0, 96(DX)
-	VBROADCASTSS (R8), Y0
-	VMOVUPS      Y0, 128(DX)
-	VBROADCASTSS (R8)(SI*1), Y0
-	VMOVUPS      Y0, 160(DX)
-	VBROADCASTSS (R8)(SI*2), Y0
-	VMOVUPS      Y0, 192(DX)
-	VBROADCASTSS (R8)(DI*1), Y0
-	VMOVUPS      Y0, 224(DX)
-	ADDQ         $0x04, R8
-	ADDQ         $0x04, CX
-	ADDQ         $0x00000100, DX
-	DECQ         BX
-	JNZ          scalesv
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
 
 	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
@@ -19438,7 +19442,7 @@ scores_rows4_prefetched_pass0_dims:
 	PREFETCHT0  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      832(AX)(R10*1), Y12, Y12
+	VMULPS      704(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19446,7 +19450,7 @@ scores_rows4_prefetched_pass0_dims:
 	PREFETCHT0  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      864(AX)(R10*1), Y12, Y12
+	VMULPS      736(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19477,7 +19481,7 @@ scores_rows4_prefetched_pass0_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      832(AX)(BX*1), Y12, Y12
+	VMULPS      704(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19486,7 +19490,7 @@ scores_rows4_prefetched_pass0_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      864(AX)(BX*1), Y12, Y12
+	VMULPS      736(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19549,7 +19553,7 @@ scores_rows4_prefetched_pass1_dims:
 	PREFETCHT0  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      896(AX)(R10*1), Y12, Y12
+	VMULPS      768(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19557,7 +19561,7 @@ scores_rows4_prefetched_pass1_dims:
 	PREFETCHT0  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      928(AX)(R10*1), Y12, Y12
+	VMULPS      800(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19588,7 +19592,7 @@ scores_rows4_prefetched_pass1_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      896(AX)(BX*1), Y12, Y12
+	VMULPS      768(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19597,7 +19601,7 @@ scores_rows4_prefetched_pass1_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      928(AX)(BX*1), Y12, Y12
+	VMULPS      800(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19660,7 +19664,7 @@ scores_rows4_prefetched_pass2_dims:
 	PREFETCHT0  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      960(AX)(R10*1), Y12, Y12
+	VMULPS      832(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19668,7 +19672,7 @@ scores_rows4_prefetched_pass2_dims:
 	PREFETCHT0  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      992(AX)(R10*1), Y12, Y12
+	VMULPS      864(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19699,7 +19703,7 @@ scores_rows4_prefetched_pass2_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      960(AX)(BX*1), Y12, Y12
+	VMULPS      832(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19708,7 +19712,7 @@ scores_rows4_prefetched_pass2_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      992(AX)(BX*1), Y12, Y12
+	VMULPS      864(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19771,7 +19775,7 @@ scores_rows4_prefetched_pass3_dims:
 	PREFETCHT0  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1024(AX)(R10*1), Y12, Y12
+	VMULPS      896(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19779,7 +19783,7 @@ scores_rows4_prefetched_pass3_dims:
 	PREFETCHT0  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1056(AX)(R10*1), Y12, Y12
+	VMULPS      928(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -19810,7 +19814,7 @@ scores_rows4_prefetched_pass3_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1024(AX)(BX*1), Y12, Y12
+	VMULPS      896(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -19819,7 +19823,7 @@ scores_rows4_prefetched_pass3_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1056(AX)(BX*1), Y12, Y12
+	VMULPS      928(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20255,42 +20259,42 @@ scores_rows1_prefetched_pass0_dims:
 	PREFETCHT0  (R8)
 	VPMOVSXBD   (BX), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      832(AX)(R11*1), Y9, Y9
+	VMULPS      704(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
 	VPMOVSXBD   (BX)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      864(AX)(R11*1), Y9, Y9
+	VMULPS      736(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
 	VPMOVSXBD   (BX)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      896(AX)(R11*1), Y9, Y9
+	VMULPS      768(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	PREFETCHT0  (R8)(DX*1)
 	VPMOVSXBD   (BX)(DX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      928(AX)(R11*1), Y9, Y9
+	VMULPS      800(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
 	VPMOVSXBD   (SI), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      960(AX)(R11*1), Y9, Y9
+	VMULPS      832(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
 	PREFETCHT0  (DI)(CX*1)
 	VPMOVSXBD   (SI)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      992(AX)(R11*1), Y9, Y9
+	VMULPS      864(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
 	PREFETCHT0  (DI)(CX*2)
 	VPMOVSXBD   (SI)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1024(AX)(R11*1), Y9, Y9
+	VMULPS      896(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	PREFETCHT0  (DI)(DX*1)
 	VPMOVSXBD   (SI)(DX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1056(AX)(R11*1), Y9, Y9
+	VMULPS      928(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
 	ADDQ        $0x08, BX
@@ -20313,49 +20317,49 @@ scores_rows1_prefetched_pass0_last_dims:
 	VMASKMOVPS  (BX), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      832(AX)(DI*1), Y9, Y9
+	VMULPS      704(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX)(CX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      864(AX)(DI*1), Y9, Y9
+	VMULPS      736(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX)(CX*2), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      896(AX)(DI*1), Y9, Y9
+	VMULPS      768(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX)(DX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      928(AX)(DI*1), Y9, Y9
+	VMULPS      800(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      960(AX)(DI*1), Y9, Y9
+	VMULPS      832(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI)(CX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      992(AX)(DI*1), Y9, Y9
+	VMULPS      864(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI)(CX*2), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1024(AX)(DI*1), Y9, Y9
+	VMULPS      896(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI)(DX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1056(AX)(DI*1), Y9, Y9
+	VMULPS      928(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
 scores_rows1_prefetched_pass0_fold:
@@ -20515,14 +20519,14 @@ scores_rows4_pass0_dims:
 	SHLQ        $0x08, R9
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      832(AX)(R9*1), Y12, Y12
+	VMULPS      704(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      864(AX)(R9*1), Y12, Y12
+	VMULPS      736(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20552,7 +20556,7 @@ scores_rows4_pass0_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      832(AX)(BX*1), Y12, Y12
+	VMULPS      704(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -20561,7 +20565,7 @@ scores_rows4_pass0_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      864(AX)(BX*1), Y12, Y12
+	VMULPS      736(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20621,14 +20625,14 @@ scores_rows4_pass1_dims:
 	SHLQ        $0x08, R9
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      896(AX)(R9*1), Y12, Y12
+	VMULPS      768(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      928(AX)(R9*1), Y12, Y12
+	VMULPS      800(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20658,7 +20662,7 @@ scores_rows4_pass1_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      896(AX)(BX*1), Y12, Y12
+	VMULPS      768(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -20667,7 +20671,7 @@ scores_rows4_pass1_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      928(AX)(BX*1), Y12, Y12
+	VMULPS      800(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20727,14 +20731,14 @@ scores_rows4_pass2_dims:
 	SHLQ        $0x08, R9
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      960(AX)(R9*1), Y12, Y12
+	VMULPS      832(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      992(AX)(R9*1), Y12, Y12
+	VMULPS      864(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20764,7 +20768,7 @@ scores_rows4_pass2_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      960(AX)(BX*1), Y12, Y12
+	VMULPS      832(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -20773,7 +20777,7 @@ scores_rows4_pass2_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      992(AX)(BX*1), Y12, Y12
+	VMULPS      864(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20833,14 +20837,14 @@ scores_rows4_pass3_dims:
 	SHLQ        $0x08, R9
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1024(AX)(R9*1), Y12, Y12
+	VMULPS      896(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1056(AX)(R9*1), Y12, Y12
+	VMULPS      928(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -20870,7 +20874,7 @@ scores_rows4_pass3_last_dims:
 	VMASKMOVPS  (DX), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1024(AX)(BX*1), Y12, Y12
+	VMULPS      896(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
@@ -20879,7 +20883,7 @@ scores_rows4_pass3_last_dims:
 	VMASKMOVPS  (DX)(CX*1), X12, X12
 	VPMOVSXBD   X12, Y12
 	VCVTDQ2PS   Y12, Y12
-	VMULPS      1056(AX)(BX*1), Y12, Y12
+	VMULPS      928(AX)(BX*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
 	VFMADD231PS Y12, Y10, Y3
@@ -21311,35 +21315,35 @@ scores_rows1_pass0_dims:
 	SHLQ        $0x08, R9
 	VPMOVSXBD   (BX), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      832(AX)(R9*1), Y9, Y9
+	VMULPS      704(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VPMOVSXBD   (BX)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      864(AX)(R9*1), Y9, Y9
+	VMULPS      736(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VPMOVSXBD   (BX)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      896(AX)(R9*1), Y9, Y9
+	VMULPS      768(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VPMOVSXBD   (BX)(DX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      928(AX)(R9*1), Y9, Y9
+	VMULPS      800(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VPMOVSXBD   (SI), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      960(AX)(R9*1), Y9, Y9
+	VMULPS      832(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
 	VPMOVSXBD   (SI)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      992(AX)(R9*1), Y9, Y9
+	VMULPS      864(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
 	VPMOVSXBD   (SI)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1024(AX)(R9*1), Y9, Y9
+	VMULPS      896(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VPMOVSXBD   (SI)(DX*1), Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1056(AX)(R9*1), Y9, Y9
+	VMULPS      928(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, DI
 	ADDQ        $0x08, BX
@@ -21360,49 +21364,49 @@ scores_rows1_pass0_last_dims:
 	VMASKMOVPS  (BX), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      832(AX)(DI*1), Y9, Y9
+	VMULPS      704(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX)(CX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      864(AX)(DI*1), Y9, Y9
+	VMULPS      736(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX)(CX*2), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      896(AX)(DI*1), Y9, Y9
+	VMULPS      768(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (BX)(DX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      928(AX)(DI*1), Y9, Y9
+	VMULPS      800(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      960(AX)(DI*1), Y9, Y9
+	VMULPS      832(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI)(CX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      992(AX)(DI*1), Y9, Y9
+	VMULPS      864(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI)(CX*2), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1024(AX)(DI*1), Y9, Y9
+	VMULPS      896(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
 	VMASKMOVPS  (SI)(DX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
-	VMULPS      1056(AX)(DI*1), Y9, Y9
+	VMULPS      928(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
 scores_rows1_pass0_fold:
@@ -21525,6 +21529,31 @@ scores_rows1_row0_noalibi:
 	JMP          rowgroup
 
 pv:
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
 	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
@@ -21685,51 +21714,43 @@ rows2_vecs4_whole:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (R10)
-	PREFETCHT0   8(R10)
-	PREFETCHT0   16(R10)
-	PREFETCHT0   24(R10)
+	PREFETCHT0   (SI)
+	PREFETCHT0   8(SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   24(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y1
 	VFMADD231PS Y10, Y9, Y5
 	VPMOVSXBD   8(DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y2
 	VFMADD231PS Y10, Y9, Y6
 	VPMOVSXBD   16(DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y3
 	VFMADD231PS Y10, Y9, Y7
 	VPMOVSXBD   24(DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y4
 	VFMADD231PS Y10, Y9, Y8
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs4_whole_keys
@@ -21789,53 +21810,45 @@ rows2_vecs4_masked:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y9
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (R10)
-	PREFETCHT0   8(R10)
-	PREFETCHT0   16(R10)
-	PREFETCHT0   24(R10)
+	PREFETCHT0   (SI)
+	PREFETCHT0   8(SI)
+	PREFETCHT0   16(SI)
+	PREFETCHT0   24(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VPMOVSXBD   (DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y1
 	VFMADD231PS Y10, Y9, Y5
 	VPMOVSXBD   8(DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y2
 	VFMADD231PS Y10, Y9, Y6
 	VPMOVSXBD   16(DI), Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y3
 	VFMADD231PS Y10, Y9, Y7
 	VMOVDQU     656(AX), X10
 	VMASKMOVPS  24(DI), X10, X10
 	VPMOVSXBD   X10, Y10
 	VCVTDQ2PS   Y10, Y10
-	VMULPS      (SI), Y10, Y10
 	VFMADD231PS Y10, Y0, Y4
 	VFMADD231PS Y10, Y9, Y8
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs4_masked_keys
@@ -21891,45 +21904,38 @@ rows2_vecs3_whole:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (R10)
-	PREFETCHT0   8(R10)
-	PREFETCHT0   16(R10)
+	PREFETCHT0   (SI)
+	PREFETCHT0   8(SI)
+	PREFETCHT0   16(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y8
 	VCVTDQ2PS   Y8, Y8
-	VMULPS      (SI), Y8, Y8
 	VFMADD231PS Y8, Y0, Y1
 	VFMADD231PS Y8, Y7, Y4
 	VPMOVSXBD   8(DI), Y8
 	VCVTDQ2PS   Y8, Y8
-	VMULPS      (SI), Y8, Y8
 	VFMADD231PS Y8, Y0, Y2
 	VFMADD231PS Y8, Y7, Y5
 	VPMOVSXBD   16(DI), Y8
 	VCVTDQ2PS   Y8, Y8
-	VMULPS      (SI), Y8, Y8
 	VFMADD231PS Y8, Y0, Y3
 	VFMADD231PS Y8, Y7, Y6
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs3_whole_keys
@@ -21983,47 +21989,40 @@ rows2_vecs3_masked:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y7
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (R10)
-	PREFETCHT0   8(R10)
-	PREFETCHT0   16(R10)
+	PREFETCHT0   (SI)
+	PREFETCHT0   8(SI)
+	PREFETCHT0   16(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VPMOVSXBD   (DI), Y8
 	VCVTDQ2PS   Y8, Y8
-	VMULPS      (SI), Y8, Y8
 	VFMADD231PS Y8, Y0, Y1
 	VFMADD231PS Y8, Y7, Y4
 	VPMOVSXBD   8(DI), Y8
 	VCVTDQ2PS   Y8, Y8
-	VMULPS      (SI), Y8, Y8
 	VFMADD231PS Y8, Y0, Y2
 	VFMADD231PS Y8, Y7, Y5
 	VMOVDQU     656(AX), X8
 	VMASKMOVPS  16(DI), X8, X8
 	VPMOVSXBD   X8, Y8
 	VCVTDQ2PS   Y8, Y8
-	VMULPS      (SI), Y8, Y8
 	VFMADD231PS Y8, Y0, Y3
 	VFMADD231PS Y8, Y7, Y6
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs3_masked_keys
@@ -22073,39 +22072,33 @@ rows2_vecs2_whole:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (R10)
-	PREFETCHT0   8(R10)
+	PREFETCHT0   (SI)
+	PREFETCHT0   8(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y6
 	VCVTDQ2PS   Y6, Y6
-	VMULPS      (SI), Y6, Y6
 	VFMADD231PS Y6, Y0, Y1
 	VFMADD231PS Y6, Y5, Y3
 	VPMOVSXBD   8(DI), Y6
 	VCVTDQ2PS   Y6, Y6
-	VMULPS      (SI), Y6, Y6
 	VFMADD231PS Y6, Y0, Y2
 	VFMADD231PS Y6, Y5, Y4
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs2_whole_keys
@@ -22153,41 +22146,35 @@ rows2_vecs2_masked:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y5
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (R10)
-	PREFETCHT0   8(R10)
+	PREFETCHT0   (SI)
+	PREFETCHT0   8(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VPMOVSXBD   (DI), Y6
 	VCVTDQ2PS   Y6, Y6
-	VMULPS      (SI), Y6, Y6
 	VFMADD231PS Y6, Y0, Y1
 	VFMADD231PS Y6, Y5, Y3
 	VMOVDQU     656(AX), X6
 	VMASKMOVPS  8(DI), X6, X6
 	VPMOVSXBD   X6, Y6
 	VCVTDQ2PS   Y6, Y6
-	VMULPS      (SI), Y6, Y6
 	VFMADD231PS Y6, Y0, Y2
 	VFMADD231PS Y6, Y5, Y4
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs2_masked_keys
@@ -22231,33 +22218,28 @@ rows2_vecs1_whole:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (R10)
+	PREFETCHT0   (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (SI), Y4, Y4
 	VFMADD231PS Y4, Y0, Y1
 	VFMADD231PS Y4, Y3, Y2
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs1_whole_keys
@@ -22299,35 +22281,30 @@ rows2_vecs1_masked:
 	LEAQ         (AX)(BX*4), BX
 	MOVQ         120(SP), SI
 	SHRQ         $0x02, SI
-	SHLQ         $0x08, SI
-	ADDQ         192(SP), SI
-	ADDQ         AX, SI
-	MOVQ         R9, R10
-	SHLQ         $0x05, R10
-	ADDQ         R10, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
 	NEGQ         R9
 	ADDQ         $0x08, R9
-	MOVQ         136(SP), R10
-	ADDQ         DI, R10
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y0
 	VBROADCASTSS 32(BX), Y3
-	CMPQ         R10, DI
+	CMPQ         SI, DI
 	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (R10)
+	PREFETCHT0   (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X4
 	VMASKMOVPS  (DI), X4, X4
 	VPMOVSXBD   X4, Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (SI), Y4, Y4
 	VFMADD231PS Y4, Y0, Y1
 	VFMADD231PS Y4, Y3, Y2
-	ADDQ        $0x20, SI
 	ADDQ        R8, DI
-	ADDQ        R8, R10
+	ADDQ        R8, SI
 	ADDQ        $0x04, BX
 	DECQ        R9
 	JNZ         rows2_vecs1_masked_keys
@@ -22379,66 +22356,55 @@ rows1_vecs8_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
 	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
-	PREFETCHT0   40(R9)
-	PREFETCHT0   48(R9)
-	PREFETCHT0   56(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   40(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   56(BX)
 
 rows1_vecs8_whole_keys_fetched:
-	VPMOVSXBD   (SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y1
-	VPMOVSXBD   8(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y2
-	VPMOVSXBD   16(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y3
-	VPMOVSXBD   24(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y4
-	VPMOVSXBD   32(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y5
-	VPMOVSXBD   40(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y6
-	VPMOVSXBD   48(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y7
-	VPMOVSXBD   56(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y8
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VPMOVSXBD   8(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VPMOVSXBD   16(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VPMOVSXBD   24(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y7
+	VPMOVSXBD   56(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y8
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs8_whole_keys
@@ -22495,68 +22461,57 @@ rows1_vecs8_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
 	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
-	PREFETCHT0   40(R9)
-	PREFETCHT0   48(R9)
-	PREFETCHT0   56(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   40(BX)
+	PREFETCHT0   48(BX)
+	PREFETCHT0   56(BX)
 
 rows1_vecs8_masked_keys_fetched:
-	VPMOVSXBD   (SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y1
-	VPMOVSXBD   8(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y2
-	VPMOVSXBD   16(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y3
-	VPMOVSXBD   24(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      (BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y4
-	VPMOVSXBD   32(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y5
-	VPMOVSXBD   40(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y6
-	VPMOVSXBD   48(SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y7
-	VMOVDQU     656(AX), X9
-	VMASKMOVPS  56(SI), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      256(BX), Y9, Y9
-	VFMADD231PS Y9, Y0, Y8
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VPMOVSXBD   8(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VPMOVSXBD   16(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VPMOVSXBD   24(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y7
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  56(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y8
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs8_masked_keys
@@ -22611,61 +22566,51 @@ rows1_vecs7_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y8
+	CMPQ         BX, SI
 	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
-	PREFETCHT0   40(R9)
-	PREFETCHT0   48(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   40(BX)
+	PREFETCHT0   48(BX)
 
 rows1_vecs7_whole_keys_fetched:
-	VPMOVSXBD   (SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y1
-	VPMOVSXBD   8(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y2
-	VPMOVSXBD   16(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y3
-	VPMOVSXBD   24(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y4
-	VPMOVSXBD   32(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      256(BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y5
-	VPMOVSXBD   40(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      256(BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y6
-	VPMOVSXBD   48(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      256(BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y7
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y7
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs7_whole_keys
@@ -22719,63 +22664,53 @@ rows1_vecs7_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y8
+	CMPQ         BX, SI
 	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
-	PREFETCHT0   40(R9)
-	PREFETCHT0   48(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   40(BX)
+	PREFETCHT0   48(BX)
 
 rows1_vecs7_masked_keys_fetched:
-	VPMOVSXBD   (SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y1
-	VPMOVSXBD   8(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y2
-	VPMOVSXBD   16(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y3
-	VPMOVSXBD   24(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      (BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y4
-	VPMOVSXBD   32(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      256(BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y5
-	VPMOVSXBD   40(SI), Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      256(BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y6
-	VMOVDQU     656(AX), X8
-	VMASKMOVPS  48(SI), X8, X8
-	VPMOVSXBD   X8, Y8
-	VCVTDQ2PS   Y8, Y8
-	VMULPS      256(BX), Y8, Y8
-	VFMADD231PS Y8, Y0, Y7
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y6
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  48(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y7
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs7_masked_keys
@@ -22827,56 +22762,47 @@ rows1_vecs6_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y7
+	CMPQ         BX, SI
 	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
-	PREFETCHT0   40(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   40(BX)
 
 rows1_vecs6_whole_keys_fetched:
-	VPMOVSXBD   (SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y1
-	VPMOVSXBD   8(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y2
-	VPMOVSXBD   16(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y3
-	VPMOVSXBD   24(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y4
-	VPMOVSXBD   32(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      256(BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y5
-	VPMOVSXBD   40(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      256(BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y6
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y6
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs6_whole_keys
@@ -22927,58 +22853,49 @@ rows1_vecs6_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y7
+	CMPQ         BX, SI
 	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
-	PREFETCHT0   40(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
+	PREFETCHT0   40(BX)
 
 rows1_vecs6_masked_keys_fetched:
-	VPMOVSXBD   (SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y1
-	VPMOVSXBD   8(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y2
-	VPMOVSXBD   16(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y3
-	VPMOVSXBD   24(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      (BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y4
-	VPMOVSXBD   32(SI), Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      256(BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y5
-	VMOVDQU     656(AX), X7
-	VMASKMOVPS  40(SI), X7, X7
-	VPMOVSXBD   X7, Y7
-	VCVTDQ2PS   Y7, Y7
-	VMULPS      256(BX), Y7, Y7
-	VFMADD231PS Y7, Y0, Y6
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y5
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  40(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y6
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs6_masked_keys
@@ -23027,51 +22944,43 @@ rows1_vecs5_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y6
+	CMPQ         BX, SI
 	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
 
 rows1_vecs5_whole_keys_fetched:
-	VPMOVSXBD   (SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y1
-	VPMOVSXBD   8(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y2
-	VPMOVSXBD   16(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y3
-	VPMOVSXBD   24(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y4
-	VPMOVSXBD   32(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      256(BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y5
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y6, Y5
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs5_whole_keys
@@ -23119,53 +23028,45 @@ rows1_vecs5_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	VBROADCASTSS 512(DX), Y6
+	CMPQ         BX, SI
 	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
-	PREFETCHT0   32(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
+	PREFETCHT0   32(BX)
 
 rows1_vecs5_masked_keys_fetched:
-	VPMOVSXBD   (SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y1
-	VPMOVSXBD   8(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y2
-	VPMOVSXBD   16(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y3
-	VPMOVSXBD   24(SI), Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      (BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y4
-	VMOVDQU     656(AX), X6
-	VMASKMOVPS  32(SI), X6, X6
-	VPMOVSXBD   X6, Y6
-	VCVTDQ2PS   Y6, Y6
-	VMULPS      256(BX), Y6, Y6
-	VFMADD231PS Y6, Y0, Y5
-	ADDQ        $0x20, BX
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  32(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y6, Y5
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs5_masked_keys
@@ -23211,46 +23112,38 @@ rows1_vecs4_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y1
 	VPMOVSXBD   8(SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y2
 	VPMOVSXBD   16(SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y3
 	VPMOVSXBD   24(SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y4
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs4_whole_keys
@@ -23295,48 +23188,40 @@ rows1_vecs4_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
-	PREFETCHT0   24(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
+	PREFETCHT0   24(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y1
 	VPMOVSXBD   8(SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y2
 	VPMOVSXBD   16(SI), Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y3
 	VMOVDQU     656(AX), X5
 	VMASKMOVPS  24(SI), X5, X5
 	VPMOVSXBD   X5, Y5
 	VCVTDQ2PS   Y5, Y5
-	VMULPS      (BX), Y5, Y5
 	VFMADD231PS Y5, Y0, Y4
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs4_masked_keys
@@ -23379,41 +23264,34 @@ rows1_vecs3_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (BX), Y4, Y4
 	VFMADD231PS Y4, Y0, Y1
 	VPMOVSXBD   8(SI), Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (BX), Y4, Y4
 	VFMADD231PS Y4, Y0, Y2
 	VPMOVSXBD   16(SI), Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (BX), Y4, Y4
 	VFMADD231PS Y4, Y0, Y3
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs3_whole_keys
@@ -23455,43 +23333,36 @@ rows1_vecs3_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
-	PREFETCHT0   16(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
+	PREFETCHT0   16(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (BX), Y4, Y4
 	VFMADD231PS Y4, Y0, Y1
 	VPMOVSXBD   8(SI), Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (BX), Y4, Y4
 	VFMADD231PS Y4, Y0, Y2
 	VMOVDQU     656(AX), X4
 	VMASKMOVPS  16(SI), X4, X4
 	VPMOVSXBD   X4, Y4
 	VCVTDQ2PS   Y4, Y4
-	VMULPS      (BX), Y4, Y4
 	VFMADD231PS Y4, Y0, Y3
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs3_masked_keys
@@ -23531,36 +23402,30 @@ rows1_vecs2_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y3
 	VCVTDQ2PS   Y3, Y3
-	VMULPS      (BX), Y3, Y3
 	VFMADD231PS Y3, Y0, Y1
 	VPMOVSXBD   8(SI), Y3
 	VCVTDQ2PS   Y3, Y3
-	VMULPS      (BX), Y3, Y3
 	VFMADD231PS Y3, Y0, Y2
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs2_whole_keys
@@ -23599,38 +23464,32 @@ rows1_vecs2_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (R9)
-	PREFETCHT0   8(R9)
+	PREFETCHT0   (BX)
+	PREFETCHT0   8(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y3
 	VCVTDQ2PS   Y3, Y3
-	VMULPS      (BX), Y3, Y3
 	VFMADD231PS Y3, Y0, Y1
 	VMOVDQU     656(AX), X3
 	VMASKMOVPS  8(SI), X3, X3
 	VPMOVSXBD   X3, Y3
 	VCVTDQ2PS   Y3, Y3
-	VMULPS      (BX), Y3, Y3
 	VFMADD231PS Y3, Y0, Y2
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs2_masked_keys
@@ -23667,31 +23526,26 @@ rows1_vecs1_whole:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (R9)
+	PREFETCHT0   (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y2
 	VCVTDQ2PS   Y2, Y2
-	VMULPS      (BX), Y2, Y2
 	VFMADD231PS Y2, Y0, Y1
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs1_whole_keys
@@ -23727,33 +23581,28 @@ rows1_vecs1_masked:
 	LEAQ         (AX)(DX*4), DX
 	MOVQ         120(SP), BX
 	SHRQ         $0x02, BX
-	SHLQ         $0x08, BX
-	ADDQ         192(SP), BX
-	ADDQ         AX, BX
-	MOVQ         R8, R9
-	SHLQ         $0x05, R9
-	ADDQ         R9, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
 	NEGQ         R8
 	ADDQ         $0x08, R8
-	MOVQ         136(SP), R9
-	ADDQ         SI, R9
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
-	CMPQ         R9, SI
+	CMPQ         BX, SI
 	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (R9)
+	PREFETCHT0   (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X2
 	VMASKMOVPS  (SI), X2, X2
 	VPMOVSXBD   X2, Y2
 	VCVTDQ2PS   Y2, Y2
-	VMULPS      (BX), Y2, Y2
 	VFMADD231PS Y2, Y0, Y1
-	ADDQ        $0x20, BX
 	ADDQ        DI, SI
-	ADDQ        DI, R9
+	ADDQ        DI, BX
 	ADDQ        $0x04, DX
 	DECQ        R8
 	JNZ         rows1_vecs1_masked_keys

@@ -25,9 +25,9 @@ const (
 	DecodeKeysAVX2 = 8
 
 	// DecodeScratchAVX2 is the floats of Decode's scratch: weights, alphas, masks.
-	DecodeScratchAVX2 = 208
+	DecodeScratchAVX2 = 176
 
-	// DecodeScaleWidthAVX2 is the floats of one int8 scale in Decode's scale scratch (AVX2: broadcast
+	// DecodeScaleWidthAVX2 is the floats of one int8 K scale in Decode's scale scratch (AVX2: broadcast
 	// to a vector by the fill, so that the kernel multiplies by a memory operand).
 	DecodeScaleWidthAVX2 = 8
 

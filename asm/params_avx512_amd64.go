@@ -25,9 +25,9 @@ const (
 	DecodeKeysAVX512 = 16
 
 	// DecodeScratchAVX512 is the floats of Decode's scratch: weights, alphas, masks.
-	DecodeScratchAVX512 = 336
+	DecodeScratchAVX512 = 304
 
-	// DecodeScaleWidthAVX512 is the floats of one int8 scale in Decode's scale scratch (AVX2: broadcast
+	// DecodeScaleWidthAVX512 is the floats of one int8 K scale in Decode's scale scratch (AVX2: broadcast
 	// to a vector by the fill, so that the kernel multiplies by a memory operand).
 	DecodeScaleWidthAVX512 = 1
 

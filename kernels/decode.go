@@ -43,14 +43,16 @@ func (ks *Set) HasDecode(t KVType, dk, dv int) bool {
 func (ks *Set) DecodeKeys() int { return ks.decodeKeys }
 
 // DecodeScratch is the length of the scratch s that Decode needs: for an
-// assembly set its fixed part, then room for the scales of a block of
-// keys of int8 K and V, block-major (decodeKeys scales per scale block
-// of dk, then of dv; on AVX2 each scale broadcast to a vector).
+// assembly set its fixed part, then room for a block of keys of int8 K
+// and V, block-major: decodeKeys K scales per scale block of dk (on AVX2
+// each broadcast to a vector), decodeKeys V scales per scale block of
+// dv, and per scale block of dv the weights of DecodeRows rows times
+// those scales.
 func (ks *Set) DecodeScratch(dk, dv int) int {
 	if ks.decodeScratch == 0 {
 		return fallback.DecodeScratch(dk, dv)
 	}
-	return ks.decodeScratch + ks.decodeKeys*max(ks.decodeScales, 1)*(fallback.Int8Blocks(dk)+fallback.Int8Blocks(dv))
+	return ks.decodeScratch + ks.decodeKeys*(max(ks.decodeScales, 1)*fallback.Int8Blocks(dk)+(1+fallback.DecodeRows)*fallback.Int8Blocks(dv))
 }
 
 // DecodeScratchBound is the most floats DecodeScratch(dk, dv) asks of any
@@ -59,7 +61,7 @@ func (ks *Set) DecodeScratch(dk, dv int) int {
 func DecodeScratchBound(dk, dv int) float64 {
 	n := float64(fallback.DecodeKeys) + float64(dk) + float64(dv) // the generic set's
 	for _, ks := range available {
-		scales := float64(ks.decodeKeys*max(ks.decodeScales, 1)) * (float64(dk)/fallback.Int8Block + float64(dv)/fallback.Int8Block + 2)
+		scales := float64(ks.decodeKeys) * (float64(max(ks.decodeScales, 1))*(float64(dk)/fallback.Int8Block+1) + (1+fallback.DecodeRows)*(float64(dv)/fallback.Int8Block+1))
 		n = max(n, float64(ks.decodeScratch)+scales)
 	}
 	return n

@@ -54,7 +54,7 @@ func kvOperand(t *testing.T, rng *rand.Rand, typ KVType, nk, dim, ld int, atEnd 
 // operand against a guard page.
 func TestDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 13))
-	dims := []int{1, 2, 3, 8, 14, 16, 18, 31, 32, 64, 66, 128}
+	dims := []int{1, 2, 3, 8, 14, 16, 18, 31, 32, 64, 66, 128, 160}
 	for _, ks := range Available() {
 		t.Run(ks.Name, func(t *testing.T) {
 			for _, typ := range kvTypes {

@@ -58,18 +58,17 @@ const decodeAhead = 2
 // scratchLayout is where Decode keeps things in its scratch s, in float32
 // elements: the weights [16][T] from 0, the rescale factors [16] at alpha,
 // on AVX2 the masks (K and V lanes, K and V dword pairs, the skipped
-// lanes of the last block), one ymm vector each, and on AVX-512 the int8
-// scale gathers' indices (K's and V's: key c's scale row, c·ldks); total
-// floats in all (a block's int8 scales follow).
+// lanes of the last block), one ymm vector each; total floats in all (a
+// block's int8 scales and scaled weights follow).
 type scratchLayout struct {
-	alpha, maskK, maskV, pairsK, pairsV, skips, idxK, idxV, total int
+	alpha, maskK, maskV, pairsK, pairsV, skips, total int
 }
 
 func (g *gen) decodeLayout() scratchLayout {
 	alpha := 16 * g.isa.lanes
 	maskK := alpha + 16
 	return scratchLayout{alpha: alpha, maskK: maskK, maskV: maskK + 8, pairsK: maskK + 16,
-		pairsV: maskK + 20, skips: maskK + 24, idxK: maskK + 32, idxV: maskK + 48, total: maskK + 64}
+		pairsV: maskK + 20, skips: maskK + 24, total: maskK + 32}
 }
 
 // aheadLog is log2 of the keys Decode prefetches strided rows ahead
@@ -109,9 +108,10 @@ type decodeLocals struct {
 	kSkip             reg.OpmaskVirtual // AVX-512: the skipped lanes of the block
 
 	// int8 only: the current block's scale rows, their strides in bytes,
-	// the scales per K and V row, and where the V scales start in the
-	// scale scratch (bytes from s; the K scales start at total floats).
-	ksp, vsp, ldks, ldvs, nbk, nbv, vsOff operand.Mem
+	// the scales per K and V row, and where the V scales and the scaled
+	// weights start in the scratch (bytes from s; the K scales start at
+	// total floats).
+	ksp, vsp, ldks, ldvs, nbk, nbv, vsOff, wOff operand.Mem
 }
 
 // scaleShift is log2 of the vectors of one int8 scale block (32/lanes).
@@ -165,7 +165,7 @@ func (g *gen) decode(e elem) {
 		*p = g.AllocLocal(8)
 	}
 	if e == i8 {
-		for _, p := range []*operand.Mem{&lc.ksp, &lc.vsp, &lc.ldks, &lc.ldvs, &lc.nbk, &lc.nbv, &lc.vsOff} {
+		for _, p := range []*operand.Mem{&lc.ksp, &lc.vsp, &lc.ldks, &lc.ldvs, &lc.nbk, &lc.nbv, &lc.vsOff, &lc.wOff} {
 			*p = g.AllocLocal(8)
 		}
 	}
@@ -242,25 +242,12 @@ func (g *gen) decode(e elem) {
 	store(nk, lc.rem)
 	if e == i8 {
 		g.Comment("int8: scale rows, strides and counts; the V scales' place in the scratch.")
-		var iota reg.VecVirtual // AVX-512: lanes 0..T-1 as integers, for the gathers' indices
-		if x.avx512() {
-			iota = g.vec()
-			g.VCVTPS2DQ(g.iota(), iota)
-		}
 		for _, t := range []struct {
 			ptr, ld, row, nb operand.Mem
-			idx              int // AVX-512: where the gather indices go
 			name, ldName     string
-		}{{lc.ksp, lc.ldks, lc.krow, lc.nbk, sl.idxK, "ks", "ldks"}, {lc.vsp, lc.ldvs, lc.vrow, lc.nbv, sl.idxV, "vs", "ldvs"}} {
+		}{{lc.ksp, lc.ldks, lc.krow, lc.nbk, "ks", "ldks"}, {lc.vsp, lc.ldvs, lc.vrow, lc.nbv, "vs", "ldvs"}} {
 			store(g.param(t.name), t.ptr)
 			ld := g.param(t.ldName) // in floats
-			if x.avx512() {
-				// The gathers' indices: lane c = c·ld, key c's scale row.
-				b, idx := g.vec(), g.vec()
-				g.VPBROADCASTD(ld.As32(), b)
-				g.VPMULLD(b, iota, idx)
-				g.VMOVDQU32(idx, operand.Mem{Base: sp, Disp: 4 * t.idx})
-			}
 			g.SHLQ(operand.U8(2), ld)
 			store(ld, t.ld)
 			nb := load(t.row) // bytes = elements
@@ -272,6 +259,11 @@ func (g *gen) decode(e elem) {
 		g.SHLQ(operand.U8(g.scaleRowLog()), off)
 		g.ADDQ(operand.U32(uint64(4*sl.total)), off)
 		store(off, lc.vsOff)
+		// The V scales are plain floats, T per scale block.
+		w := load(lc.nbv)
+		g.SHLQ(operand.U8(g.lanesLog()+2), w)
+		g.ADDQ(off, w)
+		store(w, lc.wOff)
 	}
 	// The pointers each block advances: K and V rows, and int8 scale rows.
 	advancing := []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}}
@@ -366,6 +358,10 @@ func (g *gen) decode(e elem) {
 		}
 	}
 	g.Label("pv")
+	if e == i8 {
+		g.Comment("int8: each row's weights times the V scales of each scale block.")
+		g.scaleWeights(lc, sp)
+	}
 
 	g.Comment("PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.")
 	g.decodePV(e, lc, mkV, sp)
@@ -385,18 +381,16 @@ func (g *gen) decode(e elem) {
 // fillScales copies the scales of the block's T keys (int8) into the
 // scale scratch, block-major: K's from total floats on, scale b of key c
 // at entry b·T + c (scaleEntryBytes each), then V's from lc.vsOff bytes
-// on, so that the score and PV loops find the scales of one scale block
-// of T keys in one row, key c's at a displacement. A row per block:
-// AVX-512 gathers it (VPGATHERDD, lane c from key c's scale row); AVX2
-// broadcasts each key's scale into a vector, the T keys unrolled.
+// on (a float each), so that the score loop finds the scales of one
+// scale block of T keys in one row, key c's at a displacement, and
+// scaleWeights a vector of them: fillScales512 (a transpose) on
+// AVX-512, fillScales2 (a key at a time) on AVX2.
 func (g *gen) fillScales(lc decodeLocals, sp reg.GPVirtual) {
-	T := g.isa.lanes
 	sl := g.decodeLayout()
 	for i, t := range []struct {
 		ptr, ld, nb operand.Mem
-		idx         int
 		name        string
-	}{{lc.ksp, lc.ldks, lc.nbk, sl.idxK, "scalesk"}, {lc.vsp, lc.ldvs, lc.nbv, sl.idxV, "scalesv"}} {
+	}{{lc.ksp, lc.ldks, lc.nbk, "scalesk"}, {lc.vsp, lc.ldvs, lc.nbv, "scalesv"}} {
 		src, dst, n := g.GP64(), g.GP64(), g.GP64()
 		g.MOVQ(t.ptr, src)
 		if i == 0 {
@@ -407,41 +401,172 @@ func (g *gen) fillScales(lc decodeLocals, sp reg.GPVirtual) {
 		}
 		g.MOVQ(t.nb, n)
 		if g.isa.avx512() {
-			idx := g.vec()
-			g.VMOVDQU32(operand.Mem{Base: sp, Disp: 4 * t.idx}, idx)
-			g.Label(t.name)
-			k, row := g.K(), g.vec()
-			g.KXNORW(k, k, k)
-			g.VPGATHERDD(operand.Mem{Base: src, Index: idx, Scale: 4}, k, row)
-			g.VMOVUPS(row, operand.Mem{Base: dst})
+			g.fillScales512(t.ld, src, dst, n, t.name)
 		} else {
-			ld, ld3, src4 := g.GP64(), g.GP64(), g.GP64()
-			g.MOVQ(t.ld, ld)
-			g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
-			g.LEAQ(operand.Mem{Base: src, Index: ld, Scale: 4}, src4)
-			g.Label(t.name)
-			for c := range T {
-				m := operand.Mem{Base: src}
-				if c >= 4 {
-					m.Base = src4
-				}
-				switch c % 4 {
-				case 1, 2:
-					m.Index, m.Scale = ld, uint8(c%4)
-				case 3:
-					m.Index, m.Scale = ld3, 1
-				}
-				y := g.vec()
-				g.VBROADCASTSS(m, y)
-				g.VMOVUPS(y, operand.Mem{Base: dst, Disp: c * g.scaleEntryBytes()})
-			}
-			g.ADDQ(operand.Imm(4), src4)
+			g.fillScales2(t.ld, src, dst, n, t.name, i == 0)
 		}
-		g.ADDQ(operand.Imm(4), src)
-		g.ADDQ(operand.U32(uint64(T*g.scaleEntryBytes())), dst)
-		g.DECQ(n)
-		g.JNZ(operand.LabelRef(t.name))
 	}
+}
+
+// fillScales2 is fillScales' AVX2 loop for one tensor: n scale blocks of
+// the T = 8 keys whose scale rows start at src, ld bytes apart, to dst,
+// the keys unrolled: with broadcast (K's) each scale broadcast to a
+// vector, else (V's) copied as a float.
+func (g *gen) fillScales2(ldm operand.Mem, src, dst, n reg.GPVirtual, name string, broadcast bool) {
+	T := g.isa.lanes
+	entry := 4
+	if broadcast {
+		entry = g.scaleEntryBytes()
+	}
+	ld, ld3, src4 := g.GP64(), g.GP64(), g.GP64()
+	g.MOVQ(ldm, ld)
+	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+	g.LEAQ(operand.Mem{Base: src, Index: ld, Scale: 4}, src4)
+	g.Label(name)
+	for c := range T {
+		m := operand.Mem{Base: src}
+		if c >= 4 {
+			m.Base = src4
+		}
+		switch c % 4 {
+		case 1, 2:
+			m.Index, m.Scale = ld, uint8(c%4)
+		case 3:
+			m.Index, m.Scale = ld3, 1
+		}
+		if broadcast {
+			y := g.vec()
+			g.VBROADCASTSS(m, y)
+			g.VMOVUPS(y, operand.Mem{Base: dst, Disp: c * entry})
+		} else {
+			f := g.GP32()
+			g.MOVL(m, f)
+			g.MOVL(f, operand.Mem{Base: dst, Disp: c * entry})
+		}
+	}
+	g.ADDQ(operand.Imm(4), src)
+	g.ADDQ(operand.Imm(4), src4)
+	g.ADDQ(operand.U32(uint64(T*entry)), dst)
+	g.DECQ(n)
+	g.JNZ(operand.LabelRef(name))
+}
+
+// fillScales512 is fillScales' AVX-512 loop for one tensor: n scale
+// blocks of the T = 16 keys whose scale rows start at src, ld bytes
+// apart, to dst, a float per scale. Four scale blocks at a time: key
+// c's four scales (16 bytes, a masked load: the last group may have
+// fewer) go to 128-bit lane c/4 of vector c%4; a 4×4 transpose in each
+// 128-bit lane (unpack low/high of floats, then of pairs) leaves in
+// vector b the scale b of keys 0..15 in order. (VPGATHERDD, a gather per
+// scale block, cost a fifth of a one-row int8 step in L2 on Zen 4.)
+func (g *gen) fillScales512(ldm operand.Mem, src, dst, n reg.GPVirtual, name string) {
+	T, entry := g.isa.lanes, 4
+	ld, ld3 := g.GP64(), g.GP64()
+	g.MOVQ(ldm, ld)
+	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+	// Bases of keys 0, 4, 8, 12; key 4L+i at base L + i·ld.
+	bases := []reg.GPVirtual{src}
+	for L := 1; L < 4; L++ {
+		b := g.GP64()
+		g.LEAQ(operand.Mem{Base: bases[L-1], Index: ld, Scale: 4}, b)
+		bases = append(bases, b)
+	}
+	rowAt := func(L, i int) operand.Mem {
+		m := operand.Mem{Base: bases[L]}
+		switch i {
+		case 1, 2:
+			m.Index, m.Scale = ld, uint8(i)
+		case 3:
+			m.Index, m.Scale = ld3, 1
+		}
+		return m
+	}
+	g.Label(name)
+	// The group's blocks: min(n, 4), as a mask of lanes.
+	cnt := g.GP64()
+	g.MOVQ(operand.U32(4), cnt)
+	g.CMPQ(n, cnt)
+	g.CMOVQLT(n, cnt)
+	k := g.tailMask(cnt).kmask
+	z := make([]reg.VecVirtual, 4)
+	for i := range z {
+		z[i] = g.vec()
+		for L := range 4 {
+			if L == 0 {
+				g.VMOVUPS_Z(rowAt(L, i), k, z[i])
+				continue
+			}
+			t := g.vec()
+			g.VMOVUPS_Z(rowAt(L, i), k, t)
+			g.VINSERTF32X4(operand.U8(L), t.AsX(), z[i], z[i])
+		}
+	}
+	lo01, hi01, lo23, hi23 := g.vec(), g.vec(), g.vec(), g.vec()
+	g.VUNPCKLPS(z[1], z[0], lo01) // k0b0 k1b0 k0b1 k1b1
+	g.VUNPCKHPS(z[1], z[0], hi01) // k0b2 k1b2 k0b3 k1b3
+	g.VUNPCKLPS(z[3], z[2], lo23)
+	g.VUNPCKHPS(z[3], z[2], hi23)
+	out := []reg.VecVirtual{g.vec(), g.vec(), g.vec(), g.vec()}
+	g.VUNPCKLPD(lo23, lo01, out[0]) // k0b0 k1b0 k2b0 k3b0
+	g.VUNPCKHPD(lo23, lo01, out[1])
+	g.VUNPCKLPD(hi23, hi01, out[2])
+	g.VUNPCKHPD(hi23, hi01, out[3])
+	for b, o := range out {
+		if b > 0 {
+			g.CMPQ(cnt, operand.Imm(uint64(b)))
+			g.JLE(operand.LabelRef(name + "_stored"))
+		}
+		g.VMOVUPS(o, operand.Mem{Base: dst, Disp: b * T * entry})
+	}
+	g.Label(name + "_stored")
+	for _, b := range bases {
+		g.ADDQ(operand.Imm(16), b)
+	}
+	g.ADDQ(operand.U32(uint64(4*T*entry)), dst)
+	g.SUBQ(cnt, n)
+	g.JNZ(operand.LabelRef(name))
+}
+
+// wBlockBytes is the bytes of one scale block of Decode's scaled weights
+// (int8): DecodeRows rows of T.
+func wBlockBytes(T int) int { return 4 * T * decodeRows }
+
+// decodeRows is the most rows one Decode call takes (fallback.DecodeRows).
+const decodeRows = 16
+
+// scaleWeights writes, for int8 V, each row's weights of the block times
+// the V scales of each scale block (row r of block b at lc.wOff +
+// b·wBlockBytes + 4·T·r bytes from s), so that PV multiplies each
+// widened V vector by a broadcast of the product instead of scaling it:
+// one product per row, scale block and key, where scaling the V vectors
+// takes one per vector and key.
+func (g *gen) scaleWeights(lc decodeLocals, sp reg.GPVirtual) {
+	T := g.isa.lanes
+	vs, w, nb := g.GP64(), g.GP64(), g.GP64()
+	g.MOVQ(lc.vsOff, vs)
+	g.ADDQ(sp, vs)
+	g.MOVQ(lc.wOff, w)
+	g.ADDQ(sp, w)
+	g.MOVQ(lc.nbv, nb)
+	g.Label("scaleblock")
+	sv := g.vec()
+	g.VMOVUPS(operand.Mem{Base: vs}, sv)
+	r, pr, wr := g.GP64(), g.GP64(), g.GP64()
+	g.MOVQ(g.arg("rows"), r)
+	g.MOVQ(sp, pr)
+	g.MOVQ(w, wr)
+	g.Label("scalerow")
+	t := g.vec()
+	g.VMULPS(operand.Mem{Base: pr}, sv, t)
+	g.VMOVUPS(t, operand.Mem{Base: wr})
+	g.ADDQ(operand.Imm(uint64(4*T)), pr)
+	g.ADDQ(operand.Imm(uint64(4*T)), wr)
+	g.DECQ(r)
+	g.JNZ(operand.LabelRef("scalerow"))
+	g.ADDQ(operand.Imm(uint64(4*T)), vs)
+	g.ADDQ(operand.U32(uint64(wBlockBytes(T))), w)
+	g.DECQ(nb)
+	g.JNZ(operand.LabelRef("scaleblock"))
 }
 
 // scale multiplies the widened int8 vector kv by its scale at m in the
@@ -1083,20 +1208,18 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.SHLQ(operand.U8(g.lanesLog()), pb)
 	g.ADDQ(cnt, pb)
 	g.LEAQ(operand.Mem{Base: sp, Index: pb, Scale: 4}, pb)
-	// int8: the V scales of key skip, in the scale block of vector vec
-	// (vec·T is a multiple of 32: panels start at multiples of 4 vectors).
-	var vsb reg.GPVirtual
+	// int8: the scaled weights of row g0, key skip, in the scale block of
+	// vector vec (vec·T is a multiple of 32: panels start on scale blocks),
+	// row i of scale block jb of the panel at wBlock·jb + 4·T·i.
+	nbp := 1
 	if e == i8 {
-		vsb = g.GP64()
-		g.MOVQ(lc.vec, vsb)
-		g.SHRQ(operand.U8(g.scaleShift()), vsb)
-		g.SHLQ(operand.U8(g.scaleRowLog()), vsb)
-		g.ADDQ(lc.vsOff, vsb)
-		g.ADDQ(sp, vsb)
-		skip := g.GP64()
-		g.MOVQ(cnt, skip)
-		g.SHLQ(operand.U8(g.scaleEntryLog()), skip)
-		g.ADDQ(skip, vsb)
+		nbp = (nv*T + 31) / 32
+		t2 := g.GP64()
+		g.MOVQ(lc.vec, t2)
+		g.SHRQ(operand.U8(g.scaleShift()), t2)
+		g.IMUL3Q(operand.U32(uint64(wBlockBytes(T))), t2, t2)
+		g.ADDQ(lc.wOff, t2)
+		g.ADDQ(t2, pb)
 	}
 	g.NEGQ(cnt)
 	g.ADDQ(operand.Imm(uint64(T)), cnt) // keys skip..T-1
@@ -1107,10 +1230,15 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.ADDQ(vb, va)
 	l := label("rows", nr, "vecs", nv, maskWord(masked), "keys")
 	g.Label(l)
-	bc := make([]reg.VecVirtual, nr)
+	// bc[i][jb]: row i's weight of this key, times its V scale of the
+	// panel's scale block jb if int8.
+	bc := make([][]reg.VecVirtual, nr)
 	for i := range bc {
-		bc[i] = g.vec()
-		g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4 * T * i}, bc[i])
+		bc[i] = make([]reg.VecVirtual, nbp)
+		for jb := range bc[i] {
+			bc[i][jb] = g.vec()
+			g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4*T*i + jb*wBlockBytes(T)}, bc[i][jb])
+		}
 	}
 	// Strided V only (va != vb): the row's lines decodeAhead blocks on.
 	g.CMPQ(va, vb)
@@ -1122,15 +1250,9 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	for j := 0; j < nv; j++ {
 		vv := g.vec()
 		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
-		if e == i8 {
-			g.scale(operand.Mem{Base: vsb, Disp: (j * T / 32) << g.scaleRowLog()}, vv)
-		}
 		for i := 0; i < nr; i++ {
-			g.VFMADD231PS(vv, bc[i], acc[i][j])
+			g.VFMADD231PS(vv, bc[i][min(j*T/32, nbp-1)], acc[i][j])
 		}
-	}
-	if e == i8 {
-		g.ADDQ(operand.Imm(uint64(g.scaleEntryBytes())), vsb)
 	}
 	g.ADDQ(ldv, vb)
 	g.ADDQ(ldv, va)

@@ -101,7 +101,7 @@ func generate(x isa, dir string) error {
 		{Name: "PeakChains", Value: peakChains, Doc: "the independent vector FMAs of an FMAPeak iteration."},
 		{Name: "DecodeKeys", Value: x.lanes, Doc: "the fewest keys of a Decode call (one block)."},
 		{Name: "DecodeScratch", Value: g.decodeScratch(), Doc: "the floats of Decode's scratch: weights, alphas, masks."},
-		{Name: "DecodeScaleWidth", Value: g.scaleEntryBytes() / 4, Doc: "the floats of one int8 scale in Decode's scale scratch (AVX2: broadcast\n// to a vector by the fill, so that the kernel multiplies by a memory operand)."},
+		{Name: "DecodeScaleWidth", Value: g.scaleEntryBytes() / 4, Doc: "the floats of one int8 K scale in Decode's scale scratch (AVX2: broadcast\n// to a vector by the fill, so that the kernel multiplies by a memory operand)."},
 		{Name: "DecodePairs", Value: !x.avx512(), Doc: "whether Decode loads a 16-bit row's last vector as dword pairs\n// (VMASKMOVPS has no 16-bit form), so it takes even dims only."},
 	})
 }
