@@ -1251,6 +1251,8 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		vv := g.vec()
 		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
 		for i := 0; i < nr; i++ {
+			// Vector j is in the panel's scale block j·T/32 (int8; the
+			// other types have the one weight, nbp = 1).
 			g.VFMADD231PS(vv, bc[i][min(j*T/32, nbp-1)], acc[i][j])
 		}
 	}
