@@ -279,8 +279,17 @@ func Default() (*Engine, error) {
 	return defaultEngine, defaultErr
 }
 
-// Attention computes scaled dot-product attention on the Default engine;
-// see Engine.Attention.
+// Attention computes scaled dot-product attention on the Default engine
+// (every core, the best kernel set of the CPU): for each batch b, query
+// head h and query row i,
+//
+//	out[b,i,h,:] = Σ_j softmax_j(s_ij) · v[b,j,h/(H/Hkv),:]
+//
+// with s_ij = scale·q·k plus the biases and masks of opts (nil: plain
+// attention). Tensors are laid out as shape.Layout says (BSHD:
+// [B][S][H][D]). out must not overlap the inputs; bad input returns an
+// error wrapping ErrShape, ErrBuffer or ErrOption. Engine.Attention has
+// the full contract.
 func Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
 	e, err := Default()
 	if err != nil {
@@ -289,8 +298,11 @@ func Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
 	return e.Attention(out, q, k, v, shape, opts)
 }
 
-// Attention16 computes attention with 16-bit K and V on the Default
-// engine; see Engine.Attention16.
+// Attention16 is Attention with K and V stored as 16-bit floats of type
+// t (Float16 or BFloat16; Narrow16 makes them from float32), on the
+// Default engine: half the bytes of K and V to read, widened to float32
+// in registers, the result Attention's on the widened K and V. A t other
+// than Float16 or BFloat16 is ErrOption (Engine.Attention16).
 func Attention16(out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
 	e, err := Default()
 	if err != nil {

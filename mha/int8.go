@@ -105,8 +105,11 @@ func (e *Engine) AttentionInt8Context(ctx context.Context, out, q []float32, k, 
 	return e.run(ctx, out, q, kvData{t: Int8, k8: k.Data, v8: v.Data, ks: k.Scales, vs: v.Scales}, shape, opts)
 }
 
-// AttentionInt8 computes attention with int8 K and V on the Default
-// engine; see Engine.AttentionInt8.
+// AttentionInt8 is Attention with K and V stored as int8 with a float32
+// scale per block of 32 elements of a row (QuantizeInt8 makes them), on
+// the Default engine: each element stands for float32(q)·scale, so the
+// result is Attention's on the dequantized K and V, dequantized in
+// registers (Engine.AttentionInt8).
 func AttentionInt8(out, q []float32, k, v Int8Tensor, shape Shape, opts *Options) error {
 	e, err := Default()
 	if err != nil {
