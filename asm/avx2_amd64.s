@@ -7283,8 +7283,8 @@ scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    128(SP), BX
 	LEAQ    (DX)(BX*1), BX
 	MOVQ    96(SP), SI
@@ -7374,10 +7374,10 @@ scores_rows4_prefetched_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -7467,10 +7467,10 @@ scores_rows4_prefetched_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -7560,10 +7560,10 @@ scores_rows4_prefetched_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -8031,11 +8031,11 @@ scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    128(SP), DI
-	LEAQ    (BX)(DI*1), R8
+	LEAQ    (DX)(DI*1), R8
 	LEAQ    (SI)(DI*1), DI
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
@@ -8045,16 +8045,16 @@ scores_rows1_prefetched:
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R9), Y8
 	PREFETCHT0  (R8)
-	VMOVUPS     (BX), Y9
+	VMOVUPS     (DX), Y9
 	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VMOVUPS     (BX)(CX*1), Y9
+	VMOVUPS     (DX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VMOVUPS     (BX)(CX*2), Y9
+	VMOVUPS     (DX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VMOVUPS     (BX)(DX*1), Y9
+	PREFETCHT0  (R8)(BX*1)
+	VMOVUPS     (DX)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
 	VMOVUPS     (SI), Y9
@@ -8065,11 +8065,11 @@ scores_rows1_prefetched_pass0_dims:
 	PREFETCHT0  (DI)(CX*2)
 	VMOVUPS     (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VMOVUPS     (SI)(DX*1), Y9
+	PREFETCHT0  (DI)(BX*1)
+	VMOVUPS     (SI)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
-	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
 	ADDQ        $0x20, SI
 	ADDQ        $0x20, R8
 	ADDQ        $0x20, DI
@@ -8082,16 +8082,16 @@ scores_rows1_prefetched_pass0_last_dims:
 	VMOVDQU     576(AX), Y8
 	VMASKMOVPS  (R9), Y8, Y8
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX), Y9, Y9
+	VMASKMOVPS  (DX), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VMASKMOVPS  (DX)(CX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VMASKMOVPS  (DX)(CX*2), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VMASKMOVPS  (DX)(BX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVDQU     576(AX), Y9
 	VMASKMOVPS  (SI), Y9, Y9
@@ -8103,7 +8103,7 @@ scores_rows1_prefetched_pass0_last_dims:
 	VMASKMOVPS  (SI)(CX*2), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VMASKMOVPS  (SI)(BX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
 scores_rows1_prefetched_pass0_fold:
@@ -8243,8 +8243,8 @@ scores_rows4:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    96(SP), BX
 	MOVQ    40(SP), SI
 	LEAQ    (BX)(SI*2), DI
@@ -8329,10 +8329,10 @@ scores_rows4_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -8417,10 +8417,10 @@ scores_rows4_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -8505,10 +8505,10 @@ scores_rows4_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -8971,9 +8971,9 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
@@ -8981,13 +8981,13 @@ scores_rows1:
 
 scores_rows1_pass0_dims:
 	VMOVUPS     (DI), Y8
-	VMOVUPS     (BX), Y9
+	VMOVUPS     (DX), Y9
 	VFMADD231PS Y9, Y8, Y0
-	VMOVUPS     (BX)(CX*1), Y9
+	VMOVUPS     (DX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
-	VMOVUPS     (BX)(CX*2), Y9
+	VMOVUPS     (DX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
-	VMOVUPS     (BX)(DX*1), Y9
+	VMOVUPS     (DX)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVUPS     (SI), Y9
 	VFMADD231PS Y9, Y8, Y1
@@ -8995,10 +8995,10 @@ scores_rows1_pass0_dims:
 	VFMADD231PS Y9, Y8, Y3
 	VMOVUPS     (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
-	VMOVUPS     (SI)(DX*1), Y9
+	VMOVUPS     (SI)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, DI
-	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
 	ADDQ        $0x20, SI
 	DECQ        R8
 	JNZ         scores_rows1_pass0_dims
@@ -9009,16 +9009,16 @@ scores_rows1_pass0_last_dims:
 	VMOVDQU     576(AX), Y8
 	VMASKMOVPS  (DI), Y8, Y8
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX), Y9, Y9
+	VMASKMOVPS  (DX), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(CX*1), Y9, Y9
+	VMASKMOVPS  (DX)(CX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(CX*2), Y9, Y9
+	VMASKMOVPS  (DX)(CX*2), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (BX)(DX*1), Y9, Y9
+	VMASKMOVPS  (DX)(BX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVDQU     576(AX), Y9
 	VMASKMOVPS  (SI), Y9, Y9
@@ -9030,7 +9030,7 @@ scores_rows1_pass0_last_dims:
 	VMASKMOVPS  (SI)(CX*2), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(DX*1), Y9, Y9
+	VMASKMOVPS  (SI)(BX*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
 scores_rows1_pass0_fold:
@@ -11214,8 +11214,8 @@ scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    128(SP), BX
 	LEAQ    (DX)(BX*1), BX
 	MOVQ    96(SP), SI
@@ -11307,10 +11307,10 @@ scores_rows4_prefetched_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -11402,10 +11402,10 @@ scores_rows4_prefetched_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -11497,10 +11497,10 @@ scores_rows4_prefetched_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -11970,11 +11970,11 @@ scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    128(SP), DI
-	LEAQ    (BX)(DI*1), R8
+	LEAQ    (DX)(DI*1), R8
 	LEAQ    (SI)(DI*1), DI
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
@@ -11984,16 +11984,16 @@ scores_rows1_prefetched:
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R9), Y8
 	PREFETCHT0  (R8)
-	VCVTPH2PS   (BX), Y9
+	VCVTPH2PS   (DX), Y9
 	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VCVTPH2PS   (BX)(CX*1), Y9
+	VCVTPH2PS   (DX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VCVTPH2PS   (BX)(CX*2), Y9
+	VCVTPH2PS   (DX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VCVTPH2PS   (BX)(DX*1), Y9
+	PREFETCHT0  (R8)(BX*1)
+	VCVTPH2PS   (DX)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
 	VCVTPH2PS   (SI), Y9
@@ -12004,11 +12004,11 @@ scores_rows1_prefetched_pass0_dims:
 	PREFETCHT0  (DI)(CX*2)
 	VCVTPH2PS   (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VCVTPH2PS   (SI)(DX*1), Y9
+	PREFETCHT0  (DI)(BX*1)
+	VCVTPH2PS   (SI)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
-	ADDQ        $0x10, BX
+	ADDQ        $0x10, DX
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, R8
 	ADDQ        $0x10, DI
@@ -12021,19 +12021,19 @@ scores_rows1_prefetched_pass0_last_dims:
 	VMOVDQU     576(AX), Y8
 	VMASKMOVPS  (R9), Y8, Y8
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
+	VMASKMOVPS  (DX), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VMASKMOVPS  (DX)(CX*1), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VMASKMOVPS  (DX)(CX*2), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VMASKMOVPS  (DX)(BX*1), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVDQU     640(AX), X9
@@ -12049,7 +12049,7 @@ scores_rows1_prefetched_pass0_last_dims:
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VMASKMOVPS  (SI)(BX*1), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
@@ -12190,8 +12190,8 @@ scores_rows4:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    96(SP), BX
 	MOVQ    40(SP), SI
 	LEAQ    (BX)(SI*2), DI
@@ -12278,10 +12278,10 @@ scores_rows4_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -12368,10 +12368,10 @@ scores_rows4_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -12458,10 +12458,10 @@ scores_rows4_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -12926,9 +12926,9 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
@@ -12936,13 +12936,13 @@ scores_rows1:
 
 scores_rows1_pass0_dims:
 	VMOVUPS     (DI), Y8
-	VCVTPH2PS   (BX), Y9
+	VCVTPH2PS   (DX), Y9
 	VFMADD231PS Y9, Y8, Y0
-	VCVTPH2PS   (BX)(CX*1), Y9
+	VCVTPH2PS   (DX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
-	VCVTPH2PS   (BX)(CX*2), Y9
+	VCVTPH2PS   (DX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
-	VCVTPH2PS   (BX)(DX*1), Y9
+	VCVTPH2PS   (DX)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
 	VCVTPH2PS   (SI), Y9
 	VFMADD231PS Y9, Y8, Y1
@@ -12950,10 +12950,10 @@ scores_rows1_pass0_dims:
 	VFMADD231PS Y9, Y8, Y3
 	VCVTPH2PS   (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
-	VCVTPH2PS   (SI)(DX*1), Y9
+	VCVTPH2PS   (SI)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, DI
-	ADDQ        $0x10, BX
+	ADDQ        $0x10, DX
 	ADDQ        $0x10, SI
 	DECQ        R8
 	JNZ         scores_rows1_pass0_dims
@@ -12964,19 +12964,19 @@ scores_rows1_pass0_last_dims:
 	VMOVDQU     576(AX), Y8
 	VMASKMOVPS  (DI), Y8, Y8
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
+	VMASKMOVPS  (DX), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VMASKMOVPS  (DX)(CX*1), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VMASKMOVPS  (DX)(CX*2), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VMASKMOVPS  (DX)(BX*1), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VMOVDQU     640(AX), X9
@@ -12992,7 +12992,7 @@ scores_rows1_pass0_last_dims:
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VMASKMOVPS  (SI)(BX*1), X9, X9
 	VCVTPH2PS   X9, Y9
 	VFMADD231PS Y9, Y8, Y7
 
@@ -15189,8 +15189,8 @@ scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    128(SP), BX
 	LEAQ    (DX)(BX*1), BX
 	MOVQ    96(SP), SI
@@ -15286,10 +15286,10 @@ scores_rows4_prefetched_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -15385,10 +15385,10 @@ scores_rows4_prefetched_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -15484,10 +15484,10 @@ scores_rows4_prefetched_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -15961,11 +15961,11 @@ scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    128(SP), DI
-	LEAQ    (BX)(DI*1), R8
+	LEAQ    (DX)(DI*1), R8
 	LEAQ    (SI)(DI*1), DI
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
@@ -15975,19 +15975,19 @@ scores_rows1_prefetched:
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R9), Y8
 	PREFETCHT0  (R8)
-	VPMOVZXWD   (BX), Y9
+	VPMOVZXWD   (DX), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VPMOVZXWD   (BX)(CX*1), Y9
+	VPMOVZXWD   (DX)(CX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VPMOVZXWD   (BX)(CX*2), Y9
+	VPMOVZXWD   (DX)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VPMOVZXWD   (BX)(DX*1), Y9
+	PREFETCHT0  (R8)(BX*1)
+	VPMOVZXWD   (DX)(BX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	PREFETCHT0  (DI)
@@ -16002,12 +16002,12 @@ scores_rows1_prefetched_pass0_dims:
 	VPMOVZXWD   (SI)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VPMOVZXWD   (SI)(DX*1), Y9
+	PREFETCHT0  (DI)(BX*1)
+	VPMOVZXWD   (SI)(BX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
-	ADDQ        $0x10, BX
+	ADDQ        $0x10, DX
 	ADDQ        $0x10, SI
 	ADDQ        $0x10, R8
 	ADDQ        $0x10, DI
@@ -16020,22 +16020,22 @@ scores_rows1_prefetched_pass0_last_dims:
 	VMOVDQU     576(AX), Y8
 	VMASKMOVPS  (R9), Y8, Y8
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
+	VMASKMOVPS  (DX), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VMASKMOVPS  (DX)(CX*1), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VMASKMOVPS  (DX)(CX*2), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VMASKMOVPS  (DX)(BX*1), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
@@ -16055,7 +16055,7 @@ scores_rows1_prefetched_pass0_last_dims:
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VMASKMOVPS  (SI)(BX*1), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
@@ -16197,8 +16197,8 @@ scores_rows4:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    96(SP), BX
 	MOVQ    40(SP), SI
 	LEAQ    (BX)(SI*2), DI
@@ -16289,10 +16289,10 @@ scores_rows4_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -16383,10 +16383,10 @@ scores_rows4_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -16477,10 +16477,10 @@ scores_rows4_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -16949,9 +16949,9 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
@@ -16959,16 +16959,16 @@ scores_rows1:
 
 scores_rows1_pass0_dims:
 	VMOVUPS     (DI), Y8
-	VPMOVZXWD   (BX), Y9
+	VPMOVZXWD   (DX), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
-	VPMOVZXWD   (BX)(CX*1), Y9
+	VPMOVZXWD   (DX)(CX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
-	VPMOVZXWD   (BX)(CX*2), Y9
+	VPMOVZXWD   (DX)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
-	VPMOVZXWD   (BX)(DX*1), Y9
+	VPMOVZXWD   (DX)(BX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
 	VPMOVZXWD   (SI), Y9
@@ -16980,11 +16980,11 @@ scores_rows1_pass0_dims:
 	VPMOVZXWD   (SI)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
-	VPMOVZXWD   (SI)(DX*1), Y9
+	VPMOVZXWD   (SI)(BX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, DI
-	ADDQ        $0x10, BX
+	ADDQ        $0x10, DX
 	ADDQ        $0x10, SI
 	DECQ        R8
 	JNZ         scores_rows1_pass0_dims
@@ -16995,22 +16995,22 @@ scores_rows1_pass0_last_dims:
 	VMOVDQU     576(AX), Y8
 	VMASKMOVPS  (DI), Y8, Y8
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
+	VMASKMOVPS  (DX), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VMASKMOVPS  (DX)(CX*1), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VMASKMOVPS  (DX)(CX*2), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VMASKMOVPS  (DX)(BX*1), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
@@ -17030,7 +17030,7 @@ scores_rows1_pass0_last_dims:
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VMASKMOVPS  (SI)(BX*1), X9, X9
 	VPMOVZXWD   X9, Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
@@ -19419,8 +19419,8 @@ scores_rows4_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    128(SP), BX
 	LEAQ    (DX)(BX*1), BX
 	MOVQ    96(SP), SI
@@ -19528,10 +19528,10 @@ scores_rows4_prefetched_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -19639,10 +19639,10 @@ scores_rows4_prefetched_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -19750,10 +19750,10 @@ scores_rows4_prefetched_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), BX
 	LEAQ       (DX)(BX*1), BX
 	MOVQ       96(SP), SI
@@ -20239,11 +20239,11 @@ scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    128(SP), DI
-	LEAQ    (BX)(DI*1), R8
+	LEAQ    (DX)(DI*1), R8
 	LEAQ    (SI)(DI*1), DI
 	MOVQ    96(SP), R9
 	MOVQ    32(SP), R10
@@ -20257,22 +20257,22 @@ scores_rows1_prefetched_pass0_dims:
 	SHRQ        $0x02, R11
 	SHLQ        $0x08, R11
 	PREFETCHT0  (R8)
-	VPMOVSXBD   (BX), Y9
+	VPMOVSXBD   (DX), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      704(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	PREFETCHT0  (R8)(CX*1)
-	VPMOVSXBD   (BX)(CX*1), Y9
+	VPMOVSXBD   (DX)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      736(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	PREFETCHT0  (R8)(CX*2)
-	VPMOVSXBD   (BX)(CX*2), Y9
+	VPMOVSXBD   (DX)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      768(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(DX*1)
-	VPMOVSXBD   (BX)(DX*1), Y9
+	PREFETCHT0  (R8)(BX*1)
+	VPMOVSXBD   (DX)(BX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      800(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
@@ -20291,13 +20291,13 @@ scores_rows1_prefetched_pass0_dims:
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      896(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(DX*1)
-	VPMOVSXBD   (SI)(DX*1), Y9
+	PREFETCHT0  (DI)(BX*1)
+	VPMOVSXBD   (SI)(BX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      928(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
-	ADDQ        $0x08, BX
+	ADDQ        $0x08, DX
 	ADDQ        $0x08, SI
 	ADDQ        $0x08, R8
 	ADDQ        $0x08, DI
@@ -20314,25 +20314,25 @@ scores_rows1_prefetched_pass0_last_dims:
 	SHRQ        $0x02, DI
 	SHLQ        $0x08, DI
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
+	VMASKMOVPS  (DX), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      704(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VMASKMOVPS  (DX)(CX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      736(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VMASKMOVPS  (DX)(CX*2), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      768(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VMASKMOVPS  (DX)(BX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      800(AX)(DI*1), Y9, Y9
@@ -20356,7 +20356,7 @@ scores_rows1_prefetched_pass0_last_dims:
 	VMULPS      896(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VMASKMOVPS  (SI)(BX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      928(AX)(DI*1), Y9, Y9
@@ -20499,8 +20499,8 @@ scores_rows4:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
 	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
 	MOVQ    96(SP), BX
 	MOVQ    40(SP), SI
 	LEAQ    (BX)(SI*2), DI
@@ -20603,10 +20603,10 @@ scores_rows4_pass0_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -20709,10 +20709,10 @@ scores_rows4_pass1_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -20815,10 +20815,10 @@ scores_rows4_pass2_fold:
 	VMOVUPS    constsAVX2<>+768(SB), Y6
 	VMOVUPS    constsAVX2<>+768(SB), Y7
 	MOVQ       48(SP), CX
-	LEAQ       (CX)(CX*2), DX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
 	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), BX
 	MOVQ       40(SP), SI
 	LEAQ       (BX)(SI*2), DI
@@ -21299,9 +21299,9 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y6
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
-	LEAQ    (CX)(CX*2), DX
-	MOVQ    (SP), BX
-	LEAQ    (BX)(CX*4), SI
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
 	MOVQ    96(SP), DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
@@ -21313,19 +21313,19 @@ scores_rows1_pass0_dims:
 	SUBQ        R8, R9
 	SHRQ        $0x02, R9
 	SHLQ        $0x08, R9
-	VPMOVSXBD   (BX), Y9
+	VPMOVSXBD   (DX), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      704(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
-	VPMOVSXBD   (BX)(CX*1), Y9
+	VPMOVSXBD   (DX)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      736(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
-	VPMOVSXBD   (BX)(CX*2), Y9
+	VPMOVSXBD   (DX)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      768(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
-	VPMOVSXBD   (BX)(DX*1), Y9
+	VPMOVSXBD   (DX)(BX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      800(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
@@ -21341,12 +21341,12 @@ scores_rows1_pass0_dims:
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      896(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
-	VPMOVSXBD   (SI)(DX*1), Y9
+	VPMOVSXBD   (SI)(BX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      928(AX)(R9*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, DI
-	ADDQ        $0x08, BX
+	ADDQ        $0x08, DX
 	ADDQ        $0x08, SI
 	DECQ        R8
 	JNZ         scores_rows1_pass0_dims
@@ -21361,25 +21361,25 @@ scores_rows1_pass0_last_dims:
 	SHRQ        $0x02, DI
 	SHLQ        $0x08, DI
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX), X9, X9
+	VMASKMOVPS  (DX), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      704(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*1), X9, X9
+	VMASKMOVPS  (DX)(CX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      736(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(CX*2), X9, X9
+	VMASKMOVPS  (DX)(CX*2), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      768(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (BX)(DX*1), X9, X9
+	VMASKMOVPS  (DX)(BX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      800(AX)(DI*1), Y9, Y9
@@ -21403,7 +21403,7 @@ scores_rows1_pass0_last_dims:
 	VMULPS      896(AX)(DI*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
 	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(DX*1), X9, X9
+	VMASKMOVPS  (SI)(BX*1), X9, X9
 	VPMOVSXBD   X9, Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      928(AX)(DI*1), Y9, Y9

@@ -418,22 +418,12 @@ func (g *gen) fillScales2(ldm operand.Mem, src, dst, n reg.GPVirtual, name strin
 	if broadcast {
 		entry = g.scaleEntryBytes()
 	}
-	ld, ld3, src4 := g.GP64(), g.GP64(), g.GP64()
+	ld := g.GP64()
 	g.MOVQ(ldm, ld)
-	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
-	g.LEAQ(operand.Mem{Base: src, Index: ld, Scale: 4}, src4)
+	keys := g.keyRows(src, ld, T)
 	g.Label(name)
 	for c := range T {
-		m := operand.Mem{Base: src}
-		if c >= 4 {
-			m.Base = src4
-		}
-		switch c % 4 {
-		case 1, 2:
-			m.Index, m.Scale = ld, uint8(c%4)
-		case 3:
-			m.Index, m.Scale = ld3, 1
-		}
+		m := keys.row(c)
 		if broadcast {
 			y := g.vec()
 			g.VBROADCASTSS(m, y)
@@ -444,8 +434,9 @@ func (g *gen) fillScales2(ldm operand.Mem, src, dst, n reg.GPVirtual, name strin
 			g.MOVL(f, operand.Mem{Base: dst, Disp: c * entry})
 		}
 	}
-	g.ADDQ(operand.Imm(4), src)
-	g.ADDQ(operand.Imm(4), src4)
+	for _, b := range keys.bases {
+		g.ADDQ(operand.Imm(4), b)
+	}
 	g.ADDQ(operand.U32(uint64(T*entry)), dst)
 	g.DECQ(n)
 	g.JNZ(operand.LabelRef(name))
@@ -461,26 +452,9 @@ func (g *gen) fillScales2(ldm operand.Mem, src, dst, n reg.GPVirtual, name strin
 // scale block, cost a fifth of a one-row int8 step in L2 on Zen 4.)
 func (g *gen) fillScales512(ldm operand.Mem, src, dst, n reg.GPVirtual, name string) {
 	T, entry := g.isa.lanes, 4
-	ld, ld3 := g.GP64(), g.GP64()
+	ld := g.GP64()
 	g.MOVQ(ldm, ld)
-	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
-	// Bases of keys 0, 4, 8, 12; key 4L+i at base L + i·ld.
-	bases := []reg.GPVirtual{src}
-	for L := 1; L < 4; L++ {
-		b := g.GP64()
-		g.LEAQ(operand.Mem{Base: bases[L-1], Index: ld, Scale: 4}, b)
-		bases = append(bases, b)
-	}
-	rowAt := func(L, i int) operand.Mem {
-		m := operand.Mem{Base: bases[L]}
-		switch i {
-		case 1, 2:
-			m.Index, m.Scale = ld, uint8(i)
-		case 3:
-			m.Index, m.Scale = ld3, 1
-		}
-		return m
-	}
+	keys := g.keyRows(src, ld, T)
 	g.Label(name)
 	// The group's blocks: min(n, 4), as a mask of lanes.
 	cnt := g.GP64()
@@ -493,11 +467,11 @@ func (g *gen) fillScales512(ldm operand.Mem, src, dst, n reg.GPVirtual, name str
 		z[i] = g.vec()
 		for L := range 4 {
 			if L == 0 {
-				g.VMOVUPS_Z(rowAt(L, i), k, z[i])
+				g.VMOVUPS_Z(keys.row(4*L+i), k, z[i])
 				continue
 			}
 			t := g.vec()
-			g.VMOVUPS_Z(rowAt(L, i), k, t)
+			g.VMOVUPS_Z(keys.row(4*L+i), k, t)
 			g.VINSERTF32X4(operand.U8(L), t.AsX(), z[i], z[i])
 		}
 	}
@@ -519,12 +493,45 @@ func (g *gen) fillScales512(ldm operand.Mem, src, dst, n reg.GPVirtual, name str
 		g.VMOVUPS(o, operand.Mem{Base: dst, Disp: b * T * entry})
 	}
 	g.Label(name + "_stored")
-	for _, b := range bases {
+	for _, b := range keys.bases {
 		g.ADDQ(operand.Imm(16), b)
 	}
 	g.ADDQ(operand.U32(uint64(4*T*entry)), dst)
 	g.SUBQ(cnt, n)
 	g.JNZ(operand.LabelRef(name))
+}
+
+// keyRows addresses the rows of a block's keys, ld bytes apart, without
+// a register per key: key c at bases[c/4] + (c%4)·ld, with ld3 = 3·ld
+// (an index scale of 3 does not exist).
+type keyRows struct {
+	bases   []reg.GPVirtual
+	ld, ld3 reg.GPVirtual
+}
+
+// keyRows emits ld3 and the bases of n keys whose first row is at
+// first (which becomes bases[0]): base i = first + 4i·ld.
+func (g *gen) keyRows(first, ld reg.GPVirtual, n int) keyRows {
+	kr := keyRows{bases: []reg.GPVirtual{first}, ld: ld, ld3: g.GP64()}
+	g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, kr.ld3)
+	for len(kr.bases) < (n+3)/4 {
+		b := g.GP64()
+		g.LEAQ(operand.Mem{Base: kr.bases[len(kr.bases)-1], Index: ld, Scale: 4}, b)
+		kr.bases = append(kr.bases, b)
+	}
+	return kr
+}
+
+// row is the address of key c's row.
+func (kr keyRows) row(c int) operand.Mem {
+	m := operand.Mem{Base: kr.bases[c/4]}
+	switch c % 4 {
+	case 1, 2:
+		m.Index, m.Scale = kr.ld, uint8(c%4)
+	case 3:
+		m.Index, m.Scale = kr.ld3, 1
+	}
+	return m
 }
 
 // wBlockBytes is the bytes of one scale block of Decode's scaled weights
@@ -682,42 +689,25 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		// +ld, +2ld, +3ld.
 		ld := g.GP64()
 		g.MOVQ(lc.ldk, ld)
-		ld3 := g.GP64()
-		g.LEAQ(operand.Mem{Base: ld, Index: ld, Scale: 2}, ld3)
 		first := pass * kpp
-		kb := make([]reg.GPVirtual, (kpp+3)/4)
-		for i := range kb {
-			kb[i] = g.GP64()
-			if i == 0 {
-				g.MOVQ(lc.kp, kb[0])
-				if first > 0 {
-					t := g.GP64()
-					g.IMUL3Q(operand.Imm(uint64(first)), ld, t)
-					g.ADDQ(t, kb[0])
-				}
-			} else {
-				g.LEAQ(operand.Mem{Base: kb[i-1], Index: ld, Scale: 4}, kb[i])
-			}
+		k0 := g.GP64()
+		g.MOVQ(lc.kp, k0)
+		if first > 0 {
+			t := g.GP64()
+			g.IMUL3Q(operand.Imm(uint64(first)), ld, t)
+			g.ADDQ(t, k0)
 		}
-		var ka []reg.GPVirtual // with prefetch: the rows decodeAhead blocks on
+		kb := g.keyRows(k0, ld, kpp)
+		ka := kb // with prefetch: the rows decodeAhead blocks on
+		ka.bases = nil
 		if prefetch {
 			ahead := g.GP64()
 			g.MOVQ(lc.kAhead, ahead)
-			for _, b := range kb {
+			for _, b := range kb.bases {
 				a := g.GP64()
 				g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
-				ka = append(ka, a)
+				ka.bases = append(ka.bases, a)
 			}
-		}
-		rowOf := func(kb []reg.GPVirtual, c int) operand.Mem {
-			b := kb[c/4]
-			switch c % 4 {
-			case 0:
-				return operand.Mem{Base: b}
-			case 3:
-				return operand.Mem{Base: b, Index: ld3, Scale: 1}
-			}
-			return operand.Mem{Base: b, Index: ld, Scale: uint8(c % 4)}
 		}
 		// q rows: qm + i·qs; row 3 from a second base, qm3 = qm + 2·qs.
 		qm := g.GP64()
@@ -757,9 +747,9 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 			}
 			for j := range kpp {
 				if prefetch && !masked {
-					g.PREFETCHT0(rowOf(ka, j))
+					g.PREFETCHT0(ka.row(j))
 				}
-				g.loadKV(e, mk, rowOf(kb, j), masked, kv)
+				g.loadKV(e, mk, kb.row(j), masked, kv)
 				if e == i8 {
 					g.scale(operand.Mem{Base: sp, Index: srow, Scale: 1, Disp: 4*g.decodeLayout().total + (first+j)*g.scaleEntryBytes()}, kv)
 				}
@@ -778,7 +768,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		if qm3 != nil {
 			g.ADDQ(operand.Imm(uint64(4*T)), qm3)
 		}
-		for _, b := range append(kb, ka...) {
+		for _, b := range append(kb.bases, ka.bases...) {
 			g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
 		}
 		g.DECQ(cnt)
