@@ -65,8 +65,8 @@ type scratchLayout struct {
 }
 
 func (g *gen) decodeLayout() scratchLayout {
-	alpha := 16 * g.isa.lanes
-	maskK := alpha + 16
+	alpha := decodeRows * g.isa.lanes
+	maskK := alpha + decodeRows
 	return scratchLayout{alpha: alpha, maskK: maskK, maskV: maskK + 8, pairsK: maskK + 16,
 		pairsV: maskK + 20, skips: maskK + 24, total: maskK + 32}
 }
