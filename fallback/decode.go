@@ -18,7 +18,7 @@ func DecodeScratch(dk, dv int) int { return DecodeKeys + dk + dv }
 // and row r:
 //
 //	s[c]  = q_r · k_c  (+ alibi[r]·(alibi[rows+r] + c0 + c), if alibi != nil)
-//	mNew  = max(m[r], max_c s[c]);  base = max(mNew, -MaxFloat32)
+//	mNew, base = stepMax(m[r], max_c s[c])   (Softmax's rule)
 //	p[c]  = exp(s[c] - base);       alpha = exp(m[r] - base)
 //	l[r]  = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //	o[r][:] = alpha·o[r][:] + Σ_c p[c]·v_c[:dv]
@@ -34,7 +34,7 @@ func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf, al
 		n := min(DecodeKeys, nk-c0)
 		for r := 0; r < rows; r++ {
 			qr := q[r*dk : (r+1)*dk]
-			mNew := m[r]
+			blockMax := float32(math.Inf(-1))
 			for c := 0; c < n; c++ {
 				kc := k.Row(c0+c, dk, kb)
 				sum := float32(0)
@@ -45,12 +45,9 @@ func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf, al
 					sum += float32(alibi[r] * (alibi[rows+r] + float32(c0+c)))
 				}
 				p[c] = sum
-				mNew = max32(mNew, sum)
+				blockMax = max32(blockMax, sum)
 			}
-			base := mNew
-			if !(base >= -math.MaxFloat32) { // -Inf (NaN stays NaN)
-				base = -math.MaxFloat32
-			}
+			mNew, base := stepMax(m[r], blockMax)
 			sum := float32(0)
 			for c := 0; c < n; c++ {
 				p[c] = Exp32(p[c] - base)
@@ -79,4 +76,20 @@ func max32(a, b float32) float32 {
 		return float32(math.NaN())
 	}
 	return max(a, b)
+}
+
+// stepMax is the online softmax's one rule for a block of scores whose
+// largest is blockMax, seen by a row whose running max is m: the new
+// running max mNew (NaN when either is NaN, so a NaN score poisons the
+// row's sum and output rather than being skipped), and the base the
+// block's exponentials subtract: mNew, or -MaxFloat32 while no finite
+// score has been seen (mNew = -Inf), so that a masked score gives
+// exp(-Inf) = 0 instead of exp(-Inf - -Inf) = NaN.
+func stepMax(m, blockMax float32) (mNew, base float32) {
+	mNew = max32(m, blockMax)
+	base = mNew
+	if !(base >= -math.MaxFloat32) { // -Inf; a NaN stays NaN
+		base = -math.MaxFloat32
+	}
+	return mNew, base
 }

@@ -27,28 +27,22 @@ func Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 // by rows, overwriting the scores with the weights P:
 //
 //	x[c]     = softcap(s[c*lds+r])            (when softcap > 0; -Inf stays)
-//	mNew     = max(m[r], max_c x[c])
-//	base     = mNew, or 0 when mNew = -Inf    (no key seen yet: no NaN)
+//	mNew, base = stepMax(m[r], max_c x[c])    (the one NaN and -Inf rule, shared with Decode)
 //	s[c*lds+r] = exp(x[c] - base)
 //	alpha[r] = exp(m[r] - base)               (the rescale of O and l)
 //	l[r]     = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
 func Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
 	for r := 0; r < rows; r++ {
-		mNew := m[r]
+		blockMax := float32(math.Inf(-1))
 		for c := 0; c < nk; c++ {
 			x := s[c*lds+r]
 			if softcap > 0 {
 				x = Softcap32(x, softcap)
 				s[c*lds+r] = x
 			}
-			if x > mNew {
-				mNew = x
-			}
+			blockMax = max32(blockMax, x)
 		}
-		base := mNew
-		if math.IsInf(float64(base), -1) {
-			base = 0
-		}
+		mNew, base := stepMax(m[r], blockMax)
 		sum := float32(0)
 		for c := 0; c < nk; c++ {
 			p := Exp32(s[c*lds+r] - base)
