@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/fastattn/fastattn/fallback"
 )
@@ -42,29 +43,36 @@ func (ks *Set) HasDecode(t KVType, dk, dv int) bool {
 // block (its last, partial block is moved back over keys already done).
 func (ks *Set) DecodeKeys() int { return ks.decodeKeys }
 
-// DecodeScratch is the length of the scratch s that Decode needs: for an
-// assembly set its fixed part, then room for a block of keys of int8 K
-// and V, block-major: decodeKeys K scales per scale block of dk (on AVX2
-// each broadcast to a vector), decodeKeys V scales per scale block of
-// dv, and per scale block of dv the weights of DecodeRows rows times
-// those scales.
+// DecodeScratch is the length of the scratch s that Decode needs
+// (decodeScratchOf).
 func (ks *Set) DecodeScratch(dk, dv int) int {
-	if ks.decodeScratch == 0 {
-		return fallback.DecodeScratch(dk, dv)
-	}
-	return ks.decodeScratch + ks.decodeKeys*(max(ks.decodeScales, 1)*fallback.Int8Blocks(dk)+(1+fallback.DecodeRows)*fallback.Int8Blocks(dv))
+	return int(ks.decodeScratchOf(float64(dk), float64(dv)))
 }
 
 // DecodeScratchBound is the most floats DecodeScratch(dk, dv) asks of any
 // set this build and CPU run (for memory estimates; a float64, so absurd
 // dims cannot overflow).
 func DecodeScratchBound(dk, dv int) float64 {
-	n := float64(fallback.DecodeKeys) + float64(dk) + float64(dv) // the generic set's
+	n := generic.decodeScratchOf(float64(dk), float64(dv))
 	for _, ks := range available {
-		scales := float64(ks.decodeKeys) * (float64(max(ks.decodeScales, 1))*(float64(dk)/fallback.Int8Block+1) + (1+fallback.DecodeRows)*(float64(dv)/fallback.Int8Block+1))
-		n = max(n, float64(ks.decodeScratch)+scales)
+		n = max(n, ks.decodeScratchOf(float64(dk), float64(dv)))
 	}
 	return n
+}
+
+// decodeScratchOf is the one formula of Decode's scratch, in float64 so
+// that DecodeScratchBound may take absurd dims: the generic kernel's
+// (fallback.DecodeScratch), or for an assembly set its fixed part, then
+// room for a block of keys of int8 K and V, block-major: decodeKeys K
+// scales per scale block of dk (on AVX2 each broadcast to a vector),
+// decodeKeys V scales per scale block of dv, and per scale block of dv
+// the weights of DecodeRows rows times those scales.
+func (ks *Set) decodeScratchOf(dk, dv float64) float64 {
+	if ks.decodeScratch == 0 {
+		return float64(fallback.DecodeKeys) + dk + dv
+	}
+	blocks := func(d float64) float64 { return math.Ceil(d / fallback.Int8Block) }
+	return float64(ks.decodeScratch) + float64(ks.decodeKeys)*(float64(max(ks.decodeScales, 1))*blocks(dk)+(1+fallback.DecodeRows)*blocks(dv))
 }
 
 // Decode is the fused flash loop of a decode step, fallback.Decode's
