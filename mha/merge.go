@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/tile"
 )
 
 // Merge combines attention results computed over disjoint key ranges of
@@ -82,39 +83,26 @@ func Merge(out, lse []float32, outs, lses [][]float32, shape Shape) error {
 	return nil
 }
 
-// mergeRow merges one row: the parts' LSEs at index at, their output rows
-// at offset o, into dst (acc is scratch of its length); it returns the
-// merged LSE.
+// mergeRow merges one row by tile.MergeParts: the parts' LSEs at index at,
+// their output rows at offset o, into dst (acc is scratch of its length);
+// it returns the merged LSE. A part with an LSE of -Inf adds nothing.
 func mergeRow(dst []float32, acc []float64, outs, lses [][]float32, at, o int) float32 {
-	m := math.Inf(-1)
-	for _, l := range lses {
-		x := float64(l[at])
-		if x != x {
-			nan := float32(math.NaN())
-			fill32(dst, nan)
-			return nan
+	shard := func(p int) tile.Part {
+		x := lses[p][at]
+		if math.IsInf(float64(x), -1) {
+			return tile.Part{M: x}
 		}
-		m = math.Max(m, x)
+		return tile.Part{M: x, L: 1, O: outs[p][o : o+len(dst)]}
 	}
-	if math.IsInf(m, -1) { // no part saw a key
+	m, sum, nan := tile.MergeParts(acc, len(lses), shard)
+	switch {
+	case nan:
+		nan := float32(math.NaN())
+		fill32(dst, nan)
+		return nan
+	case math.IsInf(m, -1): // no part saw a key
 		clear(dst)
 		return float32(m)
-	}
-	clear(acc)
-	sum := 0.0
-	for p, l := range lses {
-		x := float64(l[at])
-		if math.IsInf(x, -1) {
-			continue
-		}
-		w := 1.0 // x == m covers m = +Inf
-		if x != m {
-			w = math.Exp(x - m)
-		}
-		sum += w
-		for j, v := range outs[p][o : o+len(dst)] {
-			acc[j] += w * float64(v)
-		}
 	}
 	for j, a := range acc {
 		dst[j] = float32(a / sum)

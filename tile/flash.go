@@ -26,6 +26,7 @@ type Workspace struct {
 	dist     []float32 // ALiBi: each row's distance to the block's first key
 	at       []int     // ALiBi: each row's key position (i + offset)
 	alibi    []float32 // ALiBi of the fused decode kernel: slopes, then distances
+	acc      []float64 // a merged row, [dv] (Merging)
 	dot      bool      // scores by Dot (rows not transposed) instead of QK
 	packV    bool      // f32 V blocks are copied contiguous into vb (packsV)
 	run      itemRun   // the item in progress (begin)
@@ -35,6 +36,14 @@ type Workspace struct {
 func grow(buf []float32, n int) []float32 {
 	if cap(buf) < n {
 		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// grow64 is grow for float64 buffers.
+func grow64(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
 	}
 	return buf[:n]
 }

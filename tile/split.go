@@ -98,29 +98,19 @@ func (sp Split) run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []fl
 // MergeItems is the number of merge items: one per (batch, head).
 func (sp Split) MergeItems(p *Problem) int { return p.Batch * p.Heads }
 
-// merge combines the chunks of merge item n (batch, head), in chunk order:
-//
-//	m = max_c m_c;  w_c = exp(m_c - m);  l = Σ w_c·l_c;  out = Σ w_c·O_c / l
-//
-// (the max over the chunks with l_c > 0), and writes the output rows and
-// the LSE (m + ln l). A chunk whose sum is NaN makes the row NaN; a row whose sums
-// are all 0 is decided by rowResult, as in the flash path.
-func (sp Split) merge(p *Problem, n int, part []float32) {
+// merge combines the chunks of merge item n (batch, head) by MergeParts,
+// in chunk order, and writes the output rows and the LSE (m + ln l, or
+// with the head's sink). A row whose sums are all 0 is decided by
+// rowResult, as in the flash path. acc is the row's float64 scratch.
+func (sp Split) merge(p *Problem, n int, part []float32, acc []float64) {
 	b, h := n/p.Heads, n%p.Heads
 	dv, st := p.ValueDim, partStride(p)
 	for i := 0; i < p.QLen; i++ {
-		row := func(c int) []float32 {
-			return part[(((b*sp.Chunks+c)*p.Heads+h)*p.QLen+i)*st:][:st]
+		chunk := func(c int) Part {
+			pc := part[(((b*sp.Chunks+c)*p.Heads+h)*p.QLen+i)*st:][:st]
+			return Part{M: pc[dv], L: pc[dv+1], O: pc[:dv]}
 		}
-		m, nan := math.Inf(-1), false
-		for c := 0; c < sp.Chunks; c++ {
-			switch l := row(c)[dv+1]; {
-			case l != l:
-				nan = true
-			case l > 0:
-				m = math.Max(m, float64(row(c)[dv]))
-			}
-		}
+		m, l, nan := MergeParts(acc, sp.Chunks, chunk)
 		off, _ := p.row(b, i, h, p.Heads, p.QLen, dv)
 		out := p.Out[off : off+dv]
 		var lse float32
@@ -136,28 +126,16 @@ func (sp Split) merge(p *Problem, n int, part []float32) {
 				fill(out, scale) // NaN
 			}
 		default:
-			clear(out)
-			l := 0.0
-			for c := 0; c < sp.Chunks; c++ {
-				// A chunk with sum 0 has m_c = -Inf, so w = 0: it adds
-				// nothing, except the NaN of a visible value under a -Inf
-				// score (0·NaN), as in the flash path.
-				pc := row(c)
-				w := math.Exp(float64(pc[dv]) - m)
-				l += w * float64(pc[dv+1])
-				wf := float32(w)
-				for j, x := range pc[:dv] {
-					out[j] += wf * x
-				}
-			}
-			var inv float32
+			inv := 1 / l
 			if p.Sinks != nil {
-				inv, lse = sunk(p, h, m, l)
+				var s float32
+				s, lse = sunk(p, h, m, l)
+				inv = float64(s)
 			} else {
-				inv, lse = float32(1/l), float32(m+math.Log(l))
+				lse = float32(m + math.Log(l))
 			}
-			for j := range out {
-				out[j] *= inv
+			for j, a := range acc {
+				out[j] = float32(a * inv)
 			}
 		}
 		if p.LSE != nil {
