@@ -254,10 +254,7 @@ func (e *Engine) putPart(b []float32) {
 // gemm runs one projection on the pool; it reports whether it ran to the
 // end (false: c.cancel fired).
 func (e *Engine) gemm(g tile.Gemm, c call) bool {
-	j := e.pool.get()
-	j.gemm = g
-	j.w = &j.gemm
-	return e.pool.run(j, e.ks, c.threads, c.cancel)
+	return gemmWorks.run(e.pool, g, e.ks, c)
 }
 
 var (

@@ -21,13 +21,6 @@ type job struct {
 	done   chan struct{}
 	cancel <-chan struct{} // a context's Done channel, or nil
 	halted atomic.Bool     // cancel fired: the items left were skipped
-
-	// Storage for w, one field per kind of work a call hands the pool,
-	// reused with the job: w points at one of them, so running a work
-	// allocates nothing.
-	batch attnBatch
-	gemm  tile.Gemm
-	prep  prepWork
 }
 
 // pool is a fixed set of worker goroutines, each with its own workspace.
@@ -116,10 +109,44 @@ func (p *pool) run(j *job, ks *kernels.Set, threads int, cancel <-chan struct{})
 	}
 	complete := !j.halted.Load()
 	j.w, j.ks, j.cancel = nil, nil, nil
-	j.batch, j.gemm, j.prep = attnBatch{}, tile.Gemm{}, prepWork{}
 	p.free.put(j)
 	return complete
 }
+
+// works recycles the values of one kind of tile.Work (W, run through its
+// pointer P), so that handing a value to the pool allocates nothing: a
+// job holds the Work only through its interface, which would box a W
+// anew on every call.
+type works[W any, P interface {
+	*W
+	tile.Work
+}] struct {
+	free freeList[P]
+}
+
+// run runs w's items on p (see pool.run) from a recycled copy, cleared
+// afterwards so that it holds no caller's buffers.
+func (s *works[W, P]) run(p *pool, w W, ks *kernels.Set, c call) bool {
+	held, ok := s.free.get()
+	if !ok {
+		held = P(new(W))
+	}
+	*held = w
+	j := p.get()
+	j.w = held
+	complete := p.run(j, ks, c.threads, c.cancel)
+	var zero W
+	*held = zero
+	s.free.put(held)
+	return complete
+}
+
+// The kinds of work calls hand the pool, each recycled on its own.
+var (
+	batchWorks works[attnBatch, *attnBatch]
+	gemmWorks  works[tile.Gemm, *tile.Gemm]
+	prepWorks  works[prepWork, *prepWork]
+)
 
 // close stops the workers once; jobs already taken finish first.
 func (p *pool) close() {

@@ -68,8 +68,5 @@ func (l *Layer) prepare(t prepWork, c call) bool {
 		return true
 	}
 	t.l = l
-	j := l.e.pool.get()
-	j.prep = t
-	j.w = &j.prep
-	return l.e.pool.run(j, l.e.ks, c.threads, c.cancel)
+	return prepWorks.run(l.e.pool, t, l.e.ks, c)
 }

@@ -100,8 +100,5 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 
 // runBatch runs t's items on the pool.
 func (e *Engine) runBatch(t attnBatch, c call) bool {
-	j := e.pool.get()
-	j.batch = t
-	j.w = &j.batch
-	return e.pool.run(j, e.ks, c.threads, c.cancel)
+	return batchWorks.run(e.pool, t, e.ks, c)
 }
