@@ -44,7 +44,11 @@ type Engine struct {
 	works  freeList[[]attnWork] // free problem lists of calls
 }
 
-// New starts an Engine.
+// New starts an Engine: cfg.Threads worker goroutines (GOMAXPROCS for 0)
+// running the kernel set cfg.ISA names ("": FASTATTN_ISA if set, else the
+// best this CPU runs).
+// An unknown set, or one this CPU cannot run, is an error wrapping ErrISA;
+// Threads outside [0, MaxThreads] wraps ErrOption. Close stops the workers.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Threads < 0 || cfg.Threads > MaxThreads {
 		return nil, fmt.Errorf("%w: Threads = %d, must be in [0, %d]", ErrOption, cfg.Threads, MaxThreads)

@@ -13,10 +13,18 @@ import (
 // a 3-token prompt in the same call; a rejected speculative token is
 // rolled back with Truncate; a finished slot is reused after Reset.
 func ExampleLayer_DecodeSeqs() {
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
 	cfg := mha.LayerConfig{DModel: 8, Heads: 4, KVHeads: 2, HeadDim: 4,
 		Rotary: mha.Rotary{Dims: 4, Base: 10000}}
-	w := mha.Weights{WQ: ramp(make([]float32, 8*16), 1), WK: ramp(make([]float32, 8*8), 2),
-		WV: ramp(make([]float32, 8*8), 3), WO: ramp(make([]float32, 16*8), 4),
+	w := mha.Weights{WQ: fill(8*16, 1), WK: fill(8*8, 2),
+		WV: fill(8*8, 3), WO: fill(16*8, 4),
 		QNorm: []float32{1, 1, 1, 1}, KNorm: []float32{1, 1, 1, 1}}
 	layer, err := mha.NewLayer(nil, cfg, w)
 	if err != nil {
@@ -27,7 +35,7 @@ func ExampleLayer_DecodeSeqs() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	token := func(seed int) []float32 { return ramp(make([]float32, 8), seed) }
+	token := func(seed int) []float32 { return fill(8, seed) }
 	step := func(counts []int, x []float32) []float32 {
 		out := make([]float32, len(x))
 		if err := layer.DecodeSeqs(ctx, out, x, cache, counts, nil); err != nil {
@@ -68,11 +76,19 @@ func ExampleLayer_DecodeSeqs() {
 // (Phi-3's qkv_proj). OutIn takes them as they are; the layer is the same
 // as one built from [in][out] copies.
 func ExampleWeights_outIn() {
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
 	const dm, heads, kvHeads, dim = 6, 2, 1, 3
 	// As a safetensors file would hold them (name → [out][in] tensor).
 	tensors := map[string][]float32{
-		"qkv_proj.weight": ramp(make([]float32, (heads+2*kvHeads)*dim*dm), 1), // [(2+1+1)·3][6]
-		"o_proj.weight":   ramp(make([]float32, dm*heads*dim), 2),             // [6][2·3]
+		"qkv_proj.weight": fill((heads+2*kvHeads)*dim*dm, 1), // [(2+1+1)·3][6]
+		"o_proj.weight":   fill(dm*heads*dim, 2),             // [6][2·3]
 	}
 	cfg := mha.LayerConfig{DModel: dm, Heads: heads, KVHeads: kvHeads, HeadDim: dim}
 	fusedLayer, err := mha.NewLayer(nil, cfg, mha.Weights{OutIn: true,
@@ -97,7 +113,7 @@ func ExampleWeights_outIn() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	x := ramp(make([]float32, 4*dm), 5)
+	x := fill(4*dm, 5)
 	a, b := make([]float32, len(x)), make([]float32, len(x))
 	if err := fusedLayer.Forward(a, x, 1, 4, &mha.Options{Causal: true}); err != nil {
 		log.Fatal(err)

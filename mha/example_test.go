@@ -71,26 +71,26 @@ func ExampleLayer_Decode() {
 	// output: [0.400 0.540 0.480 0.520 0.460 0.400 0.540 0.480]
 }
 
-// ramp fills x with a deterministic pattern in [-1, 1).
-func ramp(x []float32, seed int) []float32 {
-	for i := range x {
-		x[i] = float32((i*7+seed*13)%17)/8.5 - 1
-	}
-	return x
-}
-
 // An Engine owns its worker pool and scratch: make one per process (or per
 // kernel set), share it between goroutines, Close it when done.
 func ExampleNew() {
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
 	e, err := mha.New(mha.Config{Threads: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer e.Close()
 	shape := mha.Shape{Batch: 1, Heads: 4, KVHeads: 2, QLen: 5, KVLen: 7, HeadDim: 8, Layout: mha.BHSD}
-	q := ramp(make([]float32, 1*4*5*8), 1)
-	k := ramp(make([]float32, 1*2*7*8), 2)
-	v := ramp(make([]float32, 1*2*7*8), 3)
+	q := fill(1*4*5*8, 1)
+	k := fill(1*2*7*8, 2)
+	v := fill(1*2*7*8, 3)
 	out := make([]float32, len(q))
 	if err := e.Attention(out, q, k, v, shape, &mha.Options{Causal: true}); err != nil {
 		log.Fatal(err)
@@ -103,11 +103,19 @@ func ExampleNew() {
 // ALiBi as an additive bias: slope_h·(j - i) for head h, broadcast over
 // the batch (BiasBatch 1). A -Inf entry would mask its key.
 func ExampleOptions_bias() {
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
 	const H, L, D = 2, 4, 4
 	shape := mha.Shape{Batch: 1, Heads: H, QLen: L, KVLen: L, HeadDim: D}
-	q := ramp(make([]float32, L*H*D), 4)
-	k := ramp(make([]float32, L*H*D), 5)
-	v := ramp(make([]float32, L*H*D), 6)
+	q := fill(L*H*D, 4)
+	k := fill(L*H*D, 5)
+	v := fill(L*H*D, 6)
 	slopes := []float32{0.25, 0.0625} // 2^(-8h/H) for H = 2
 	bias := make([]float32, H*L*L)    // [BiasBatch=1][H][Lq][Lk]
 	for h := 0; h < H; h++ {
@@ -131,11 +139,19 @@ func ExampleOptions_bias() {
 // padding keys are never read. LSE returns each row's log-sum-exp, with
 // which partial results over disjoint keys can be merged.
 func ExampleOptions_kvLens() {
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
 	const B, H, Lq, Lk, D = 2, 1, 1, 6, 4
 	shape := mha.Shape{Batch: B, Heads: H, QLen: Lq, KVLen: Lk, HeadDim: D}
-	q := ramp(make([]float32, B*Lq*H*D), 7)
-	k := ramp(make([]float32, B*Lk*H*D), 8)
-	v := ramp(make([]float32, B*Lk*H*D), 9)
+	q := fill(B*Lq*H*D, 7)
+	k := fill(B*Lk*H*D, 8)
+	v := fill(B*Lk*H*D, 9)
 	out := make([]float32, B*Lq*H*D)
 	lse := make([]float32, B*H*Lq)
 	opts := &mha.Options{KVLens: []int{6, 2}, LSE: lse} // sequence 1 has 2 real keys
@@ -149,25 +165,27 @@ func ExampleOptions_kvLens() {
 	// lse: [1.817 1.139]
 }
 
-// exampleLayer is a small GQA layer with deterministic weights.
-func exampleLayer() *mha.Layer {
+// Self-attention over a batch of 2 sequences of 3 tokens, causal.
+func ExampleLayer_Forward() {
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
 	cfg := mha.LayerConfig{DModel: 8, Heads: 4, KVHeads: 2, HeadDim: 2}
 	w := mha.Weights{
-		WQ: ramp(make([]float32, 8*8), 1), WK: ramp(make([]float32, 8*4), 2),
-		WV: ramp(make([]float32, 8*4), 3), WO: ramp(make([]float32, 8*8), 4),
-		BO: ramp(make([]float32, 8), 5),
+		WQ: fill(8*8, 1), WK: fill(8*4, 2),
+		WV: fill(8*4, 3), WO: fill(8*8, 4),
+		BO: fill(8, 5),
 	}
 	layer, err := mha.NewLayer(nil, cfg, w)
 	if err != nil {
 		log.Fatal(err)
 	}
-	return layer
-}
-
-// Self-attention over a batch of 2 sequences of 3 tokens, causal.
-func ExampleLayer_Forward() {
-	layer := exampleLayer()
-	x := ramp(make([]float32, 2*3*8), 6) // [batch][seq][DModel]
+	x := fill(2*3*8, 6) // [batch][seq][DModel]
 	out := make([]float32, len(x))
 	if err := layer.Forward(out, x, 2, 3, &mha.Options{Causal: true}); err != nil {
 		log.Fatal(err)
@@ -179,9 +197,26 @@ func ExampleLayer_Forward() {
 
 // Cross-attention: 2 decoder tokens attend to 5 encoder tokens.
 func ExampleLayer_ForwardCross() {
-	layer := exampleLayer()
-	dec := ramp(make([]float32, 2*8), 7) // [1][2][DModel]
-	enc := ramp(make([]float32, 5*8), 8) // [1][5][DModel]
+	// fill returns n values in [-1, 1) in a fixed pattern: any data will do.
+	fill := func(n, seed int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((i*7+seed*13)%17)/8.5 - 1
+		}
+		return x
+	}
+	cfg := mha.LayerConfig{DModel: 8, Heads: 4, KVHeads: 2, HeadDim: 2}
+	w := mha.Weights{
+		WQ: fill(8*8, 1), WK: fill(8*4, 2),
+		WV: fill(8*4, 3), WO: fill(8*8, 4),
+		BO: fill(8, 5),
+	}
+	layer, err := mha.NewLayer(nil, cfg, w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dec := fill(2*8, 7) // [1][2][DModel]
+	enc := fill(5*8, 8) // [1][5][DModel]
 	out := make([]float32, len(dec))
 	if err := layer.ForwardCross(out, dec, enc, 1, 2, 5, nil); err != nil {
 		log.Fatal(err)

@@ -280,7 +280,7 @@ func TestCacheInt8(t *testing.T) {
 // outlier channels 20× the rest (as trained LLMs' keys have). The
 // relative error is the largest |out8 - out32| of a row over the largest
 // |out32| of that row, bfloat16 K/V's alongside for scale. The figures
-// (go test -v -run Int8Accuracy) are in docs/DESIGN.md: per-token blocks
+// (go test -v -run Int8Accuracy) are in docs/NOTES.md: per-token blocks
 // of 32 lose an order of magnitude more on outlier channels, whose block
 // scale coarsens the 31 channels that share it.
 func TestInt8Accuracy(t *testing.T) {

@@ -32,7 +32,7 @@ import (
 //
 // The formulas are those of modeling_rope_utils.py in transformers' main
 // branch (read at commit 26892c16b782 of a fork tracking it, 2026-11), in
-// float64; docs/DESIGN.md ("Rotary scaling") lists where transformers'
+// float64; docs/NOTES.md ("Rotary scaling") lists where transformers'
 // own float32 arithmetic differs and which of its versions disagree.
 //
 // "dynamic" and "longrope" depend on the sequence's length: the number of

@@ -182,7 +182,7 @@ func (g *gen) decode(e neonElem) {
 // row bytes), a byte load at every 64-byte offset of each of the block's
 // 4 rows, row after row: the block's lines requested in address order
 // before the scores load them 16 bytes of each row at a time (the order
-// gen/amd64's Decode uses, docs/DESIGN.md "The order K and V come in"; a
+// gen/amd64's Decode uses, docs/DESIGN.md "Why the touch"; a
 // byte, so no load passes a row's end). Strided rows (BSHD) are left to
 // the hardware, as before. Uses dT, dT2, dCnt, dKw and dQw, free here.
 func (g *gen) touchBlock(e neonElem) {
