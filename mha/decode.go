@@ -118,7 +118,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16)),
 		i8("cache.K8", cache.K8, len(cache.K8)), i8("cache.V8", cache.V8, len(cache.V8)),
 		f32("cache.KScale", cache.KScale, len(cache.KScale)), f32("cache.VScale", cache.VScale, len(cache.VScale))},
-		[]span{f32("x", x, total*dm)}); err != nil {
+		[]span{f32("x", x, total*dm), f32("ALiBi", o.ALiBi, len(o.ALiBi)), f32("Sinks", o.Sinks, len(o.Sinks))}); err != nil {
 		return err
 	}
 	sc := l.getScratch()

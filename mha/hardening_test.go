@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -213,8 +214,8 @@ func TestOverlap(t *testing.T) {
 	if err := e.Attention(out, q, k, v, s, &Options{LSE: lse, Bias: bias}); err != nil {
 		t.Fatalf("disjoint parts of one arena: %v", err)
 	}
-	if err := e.Attention(out, arena, k, v, s, nil); err != nil {
-		t.Fatalf("q longer than needed but its used part disjoint: %v", err)
+	if err := e.Attention(out, arena, k, v, s, nil); !errors.Is(err, ErrBuffer) || !strings.Contains(err.Error(), "q has") {
+		t.Fatalf("q longer than the shape needs: %v, want ErrBuffer naming q", err)
 	}
 	for name, c := range map[string]struct {
 		out, q, k, v, lse, bias []float32

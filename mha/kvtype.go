@@ -42,8 +42,8 @@ func convertSet(name string, t KVType, dst, src int) (*kernels.Set, error) {
 	if !t.is16() {
 		return nil, fmt.Errorf("%w: %s: %v is not Float16 or BFloat16", ErrOption, name, t)
 	}
-	if dst < src {
-		return nil, fmt.Errorf("%w: %s: dst has %d elements, src %d", ErrBuffer, name, dst, src)
+	if dst != src {
+		return nil, fmt.Errorf("%w: %s: dst has %d elements, src %d: they must be equal", ErrBuffer, name, dst, src)
 	}
 	return kernels.Best()
 }
@@ -51,7 +51,7 @@ func convertSet(name string, t KVType, dst, src int) (*kernels.Set, error) {
 // Narrow16 rounds src to 16-bit floats of type t (Float16 or BFloat16) in
 // dst, to nearest, ties to even, vectorized: float16 overflows to ±Inf
 // above 65519.99 and goes subnormal below 2^-14; a NaN stays NaN (sign
-// kept, quiet bit set). dst must hold len(src) values (ErrBuffer), and t
+// kept, quiet bit set). len(dst) must equal len(src) (ErrBuffer), and t
 // be a 16-bit type (ErrOption).
 func Narrow16(dst []uint16, src []float32, t KVType) error {
 	ks, err := convertSet("Narrow16", t, len(dst), len(src))
@@ -63,9 +63,13 @@ func Narrow16(dst []uint16, src []float32, t KVType) error {
 }
 
 // Widen16 writes the float32 values of src, 16-bit floats of type t
-// (Float16 or BFloat16), to dst, exactly (NaN payloads kept, quiet bit
-// set), vectorized. dst must hold len(src) values (ErrBuffer), and t be a
-// 16-bit type (ErrOption).
+// (Float16 or BFloat16), to dst, exactly, vectorized. A float16 NaN keeps
+// its sign and payload with the quiet bit set (as F16C's VCVTPH2PS); a
+// bfloat16 becomes the upper half of the float32 and every other bit 0 (a
+// plain shift, as PyTorch widens it), so a NaN keeps all its bits: a
+// signalling bfloat16 NaN stays signalling (0x7f81 → 0x7f810000).
+// len(dst) must equal len(src) (ErrBuffer), and t be a 16-bit type
+// (ErrOption).
 func Widen16(dst []float32, src []uint16, t KVType) error {
 	ks, err := convertSet("Widen16", t, len(dst), len(src))
 	if err != nil {

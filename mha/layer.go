@@ -214,13 +214,24 @@ func clone(bias []float32, n int) []float32 {
 	return append([]float32(nil), bias[:n]...)
 }
 
-// Config returns the layer's configuration, defaults filled in (the zero
-// value for a nil Layer).
+// Config returns the layer's configuration with every default filled in
+// (KVHeads, ValueDim, NormEps, and Rotary.Base and Scale when Rotary is
+// on), so that NewLayer of it makes the same layer; the zero value for a
+// nil Layer.
 func (l *Layer) Config() LayerConfig {
 	if l == nil {
 		return LayerConfig{}
 	}
 	cfg := l.cfg
+	cfg.NormEps, _ = normEps(cfg.NormEps) // checked by NewLayer
+	if cfg.Rotary.Dims > 0 {
+		if cfg.Rotary.Base == 0 {
+			cfg.Rotary.Base = 10000
+		}
+		if cfg.Rotary.Scale == 0 {
+			cfg.Rotary.Scale = 1
+		}
+	}
 	cfg.Rotary.Scaling = cfg.Rotary.Scaling.clone()
 	return cfg
 }
@@ -298,8 +309,14 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 			return err
 		}
 	}
+	oi := optionInputs(opts)
+	var ck, cv span
+	if ckv != nil {
+		ck, cv = f32("CrossKV.K", ckv.K, len(ckv.K)), f32("CrossKV.V", ckv.V, len(ckv.V))
+	}
 	if err := noOverlap([]span{f32("out", out, batch*qLen*dm), f32("LSE", lseOf(opts), batch*cfg.Heads*qLen)},
-		[]span{f32("xq", xq, batch*qLen*dm), f32("xkv", xkv, batch*kvLen*dm)}); err != nil {
+		[]span{f32("xq", xq, batch*qLen*dm), f32("xkv", xkv, batch*kvLen*dm), ck, cv,
+			oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
 		return err
 	}
 	sc := l.getScratch()

@@ -31,14 +31,31 @@ func overflow(name string, dims []int) error {
 	return fmt.Errorf("%w: %s size %v overflows int", ErrShape, name, append([]int(nil), dims...))
 }
 
-// needLen checks that a slice named name holds the product of dims.
+// needLen checks that a slice named name holds exactly the product of
+// dims: a shorter one would be read past its end, and a longer one means
+// the caller counted rows differently from the shape (a plausible answer
+// from the wrong rows), so both are ErrBuffer.
 func needLen(name string, have int, dims ...int) error {
 	n, ok := product(dims...)
 	if !ok {
 		return overflow(name, dims)
 	}
-	if have < n {
-		return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrBuffer, name, have, n)
+	if have != n {
+		return fmt.Errorf("%w: %s has %d elements, the shape needs %d", ErrBuffer, name, have, n)
+	}
+	return nil
+}
+
+// needNibbles checks that a slice of bytes named name holds exactly the
+// product of dims 4-bit values, two to a byte (an odd count's last byte
+// half used).
+func needNibbles(name string, bytes int, dims ...int) error {
+	n, ok := product(dims...)
+	if !ok {
+		return overflow(name, dims)
+	}
+	if bytes != n/2+n%2 {
+		return fmt.Errorf("%w: %s has %d bytes, the shape needs %d nibbles (%d bytes)", ErrBuffer, name, bytes, n, n/2+n%2)
 	}
 	return nil
 }

@@ -34,6 +34,9 @@ import (
 // parts.
 func Merge(out, lse []float32, outs, lses [][]float32, shape Shape) error {
 	shape.KVHeads, shape.KVLen = 0, 1
+	if shape.HeadDim == 0 && shape.ValueDim > 0 {
+		shape.HeadDim = shape.ValueDim // Merge never reads q or k
+	}
 	s, err := shape.resolve()
 	if err != nil {
 		return err

@@ -34,6 +34,23 @@ func bools(name string, x []bool, n int) span {
 	return span{name, unsafe.Pointer(unsafe.SliceData(x)), max(min(n, len(x)), 0)}
 }
 
+// ints is the span of the first n elements of x.
+func ints(name string, x []int, n int) span {
+	return span{name, unsafe.Pointer(unsafe.SliceData(x)), int(unsafe.Sizeof(int(0))) * max(min(n, len(x)), 0)}
+}
+
+// optionInputs returns the spans of the inputs an Options holds (the
+// whole slices: their lengths are checked to be exactly what the shape
+// needs), for the entry points whose outputs the attention call itself
+// does not see (a layer's out and cache).
+func optionInputs(o *Options) [5]span {
+	if o == nil {
+		return [5]span{}
+	}
+	return [5]span{f32("Bias", o.Bias, len(o.Bias)), bools("Mask", o.Mask, len(o.Mask)),
+		f32("ALiBi", o.ALiBi, len(o.ALiBi)), f32("Sinks", o.Sinks, len(o.Sinks)), ints("KVLens", o.KVLens, len(o.KVLens))}
+}
+
 // bounds returns the byte addresses [lo, hi) of the span, or lo = hi for
 // an empty one.
 func (s span) bounds() (lo, hi uintptr) {

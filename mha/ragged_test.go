@@ -278,7 +278,7 @@ func TestCancel(t *testing.T) {
 			x := random(rng, 2*300*32)
 			y := make([]float32, len(x))
 			wantErr(t, name+" forward", l.ForwardContext(ctx(), y, x, 2, 300, nil), context.Canceled)
-			wantErr(t, name+" cross", l.ForwardCrossContext(ctx(), y[:32], x[:32], x, 1, 1, 300, nil), context.Canceled)
+			wantErr(t, name+" cross", l.ForwardCrossContext(ctx(), y[:32], x[:32], x[:300*32], 1, 1, 300, nil), context.Canceled)
 			c, _ := l.NewCache(2, 300)
 			hist := make([]seqHistory, 2)
 			for i, counts := range [][]int{{100, 3}, {1, 1}, {0, 150}} {

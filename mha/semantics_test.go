@@ -111,7 +111,7 @@ func TestPaddingMask(t *testing.T) {
 				}
 			}
 		}
-		checkCase(t, rng, s, Options{Mask: mask, MaskQLen: 1})
+		checkCase(t, rng, s, Options{Mask: mask[:s.KVLen], MaskQLen: 1}) // sequence 0's mask for every sequence
 		checkCase(t, rng, s, Options{Bias: bias, BiasBatch: s.Batch, BiasQLen: 1, Causal: true})
 		checkCase(t, rng, s, Options{Mask: mask, MaskBatch: s.Batch, MaskQLen: 1, Sinks: random(rng, s.Heads)})
 		// A per-key bias that is 0 on most keys: clean runs and biased runs.

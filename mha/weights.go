@@ -107,12 +107,12 @@ func (g givenMatrix) check(form, t KVType, outIn bool) error {
 		if outIn {
 			data, zeros = []int{g.out, nb * Int8Block}, []int{g.out, 2 * ((nb + 1) / 2)}
 		}
-		if err := needLen(g.name+"4.Data", 2*len(g.i4.Data), data...); err != nil {
-			return fmt.Errorf("%w (nibbles)", err)
+		if err := needNibbles(g.name+"4.Data", len(g.i4.Data), data...); err != nil {
+			return err
 		}
 		if g.i4.Zeros != nil {
-			if err := needLen(g.name+"4.Zeros", 2*len(g.i4.Zeros), zeros...); err != nil {
-				return fmt.Errorf("%w (nibbles)", err)
+			if err := needNibbles(g.name+"4.Zeros", len(g.i4.Zeros), zeros...); err != nil {
+				return err
 			}
 		}
 		return checkScales(g.name+"4.Scales", g.i4.Scales, g.in, g.out)

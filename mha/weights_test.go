@@ -369,8 +369,10 @@ func TestLayerWeightErrors(t *testing.T) {
 			return x
 		}, ErrNonFinite, "WK4.Scales[4] = +Inf"},
 		{"short bits", func() Weights { x := bf; x.WQ16 = bf.WQ16[:10]; return x }, ErrBuffer, "WQ16 has 10 elements"},
-		{"short nibbles", func() Weights { x := i4; x.WV4.Data = i4.WV4.Data[:7]; return x }, ErrBuffer, "WV4.Data has 14 elements"},
-		{"short zero points", func() Weights { x := i4; x.WO4.Zeros = i4.WO4.Zeros[:1]; return x }, ErrBuffer, "WO4.Zeros has 2 elements"},
+		{"short nibbles", func() Weights { x := i4; x.WV4.Data = i4.WV4.Data[:7]; return x }, ErrBuffer, "WV4.Data has 7 bytes"},
+		{"long nibbles", func() Weights { x := i4; x.WV4.Data = append(append([]byte(nil), i4.WV4.Data...), 0); return x }, ErrBuffer, "WV4.Data has 2049 bytes"},
+		{"short zero points", func() Weights { x := i4; x.WO4.Zeros = i4.WO4.Zeros[:1]; return x }, ErrBuffer, "WO4.Zeros has 1 bytes"},
+		{"long bits", func() Weights { x := bf; x.WQ16 = append(append([]uint16(nil), bf.WQ16...), 0); return x }, ErrBuffer, "WQ16 has"},
 		{"int4 in an int8 layer", func() Weights { x := i4; x.Type = Int8; return x }, ErrOption, "Weights.Type must be Int4"},
 		{"short scales", func() Weights { x := i8; x.WQ8.Scales = i8.WQ8.Scales[:3]; return x }, ErrBuffer, "WQ8.Scales has 3 elements"},
 		{"bits in a float32 layer", func() Weights { x := bf; x.Type = Float32; return x }, ErrOption, "Weights.Type must be Float16 or BFloat16"},
