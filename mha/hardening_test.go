@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -41,6 +42,15 @@ func noPanic(t *testing.T, name string, f func() error) error {
 	return nil
 }
 
+// huge returns 2^n, or math.MaxInt where int has no room for it (32-bit
+// targets), so the absurd sizes below compile everywhere.
+func huge(n uint) int {
+	if n >= bits.UintSize-1 {
+		return math.MaxInt
+	}
+	return 1 << n
+}
+
 // wantErr checks that err wraps want.
 func wantErr(t *testing.T, name string, err, want error) {
 	t.Helper()
@@ -52,24 +62,24 @@ func wantErr(t *testing.T, name string, err, want error) {
 // TestAbsurdConfigurations: configurations that panicked or never returned
 // are errors now.
 func TestAbsurdConfigurations(t *testing.T) {
-	for _, th := range []int{1 << 62, MaxThreads + 1, -1} {
+	for _, th := range []int{huge(62), MaxThreads + 1, -1} {
 		_, err := New(Config{Threads: th})
 		wantErr(t, "New threads", err, ErrOption)
 	}
 	e := engines[0]
 	l, _ := testLayer(t, e, rand.New(rand.NewPCG(1, 1)), LayerConfig{DModel: 8, Heads: 2, HeadDim: 4}, false)
-	for _, c := range []struct{ batch, capacity int }{{1, 1 << 50}, {1 << 40, 1 << 40}, {1 << 62, 4}, {4, math.MaxInt}} {
+	for _, c := range []struct{ batch, capacity int }{{1, huge(50)}, {huge(40), huge(40)}, {huge(62), 4}, {4, math.MaxInt}} {
 		err := noPanic(t, "NewCache", func() error { _, err := l.NewCache(c.batch, c.capacity); return err })
 		wantErr(t, "NewCache", err, ErrShape)
 	}
 	small := make([]float32, 64)
 	for _, cfg := range []LayerConfig{
-		{DModel: 4, Heads: 1 << 32, HeadDim: 1 << 32},           // Heads·HeadDim wraps to 0
-		{DModel: 4, Heads: 1 << 33, HeadDim: 1<<31 + 1},         // wraps to 2^33
-		{DModel: 4, Heads: 2, KVHeads: 1, HeadDim: 1 << 62},     // wraps with DModel
-		{DModel: 1 << 40, Heads: 1, HeadDim: 1},                 // packed panels beyond memory
+		{DModel: 4, Heads: huge(32), HeadDim: huge(32)},         // Heads·HeadDim wraps to 0
+		{DModel: 4, Heads: huge(33), HeadDim: huge(31) + 1},     // wraps to 2^33
+		{DModel: 4, Heads: 2, KVHeads: 1, HeadDim: huge(62)},    // wraps with DModel
+		{DModel: huge(40), Heads: 1, HeadDim: 1},                // packed panels beyond memory
 		{DModel: 1 << 20, Heads: 1 << 20, HeadDim: 1 << 20},     // far beyond memory
-		{DModel: 4, Heads: 3, HeadDim: 2, ValueDim: 1 << 61},    // WO wraps
+		{DModel: 4, Heads: 3, HeadDim: 2, ValueDim: huge(61)},   // WO wraps
 		{DModel: math.MaxInt, Heads: 1, HeadDim: 1},             // overflow with the panel padding
 		{DModel: 4, Heads: math.MaxInt, KVHeads: 1, HeadDim: 1}, // overflow of Heads·HeadDim·DModel
 	} {
@@ -81,10 +91,10 @@ func TestAbsurdConfigurations(t *testing.T) {
 			t.Errorf("NewLayer(%+v): %v, want ErrShape or ErrBuffer", cfg, err)
 		}
 	}
-	err := noPanic(t, "Forward huge", func() error { return l.Forward(small, small, 1<<40, 1<<40, nil) })
+	err := noPanic(t, "Forward huge", func() error { return l.Forward(small, small, huge(40), huge(40), nil) })
 	wantErr(t, "Forward huge", err, ErrShape)
-	forged := &Cache{layer: l, batch: 1 << 40, capa: 1 << 40, kvlens: make([]int, 1)}
-	err = noPanic(t, "Decode huge", func() error { return l.Decode(small, small, forged, 1<<40, nil) })
+	forged := &Cache{layer: l, batch: huge(40), capa: huge(40), kvlens: make([]int, 1)}
+	err = noPanic(t, "Decode huge", func() error { return l.Decode(small, small, forged, huge(40), nil) })
 	if err == nil {
 		t.Errorf("Decode of 2^40 tokens into a forged cache succeeded")
 	}

@@ -347,7 +347,7 @@ func FuzzRopeScaling(f *testing.F) {
 	f.Add(uint8(1), 4.0, 0.0, 0.0, 32768, 0, 32.0, 1.0, 0.0, 0.0, 0.0, false, 128, 1e6, 40000)
 	f.Add(uint8(1), 40.0, 0.0, 0.0, 4096, 163840, 32.0, 1.0, 1.0, 1.0, 0.0, true, 64, 10000.0, 1<<20)
 	f.Add(uint8(2), 0.0, 0.0, 0.0, 4096, 131072, 0.0, 0.0, 0.0, 0.0, 0.0, false, 96, 10000.0, 5000)
-	f.Add(uint8(3), 1e300, 0.0, 0.0, 0, 16, 0.0, 0.0, 0.0, 0.0, 0.0, false, 16, 10000.0, 1<<40)
+	f.Add(uint8(3), 1e300, 0.0, 0.0, 0, 16, 0.0, 0.0, 0.0, 0.0, 0.0, false, 16, 10000.0, math.MaxInt)
 	f.Add(uint8(4), 2.5, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, false, 6, 1e-300, 3)
 	f.Fuzz(func(t *testing.T, kind uint8, factor, low, high float64, orig, maxPos int, betaFast, betaSlow, mscale, mscaleAll, attn float64, noTrunc bool, dims int, base float64, n int) {
 		types := []string{"llama3", "yarn", "longrope", "dynamic", "linear", "default", "bogus"}
