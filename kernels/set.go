@@ -99,8 +99,11 @@ func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq 
 	}
 	ks.checkRows("QK", rows)
 	check("QK", "s", len(s), span(nk, rows, lds))
+	raceWriteRows(s, nk, rows, lds)
 	check("QK", "k", len(k), span(nk, dk, ldk))
+	raceReadRows(k, nk, dk, ldk)
 	check("QK", "qt", len(qt), span(dk, rows, ldq))
+	raceReadRows(qt, dk, rows, ldq)
 	if ks.qk != nil {
 		ks.qk(s, lds, k, ldk, qt, ldq, nk, rows, dk)
 		return
@@ -127,8 +130,11 @@ func (ks *Set) Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb
 		return
 	}
 	check("Gemm", "c", len(c), span(m, n, ldc))
+	raceWriteRows(c, m, n, ldc)
 	check("Gemm", "a", len(a), span(m, k, lda))
+	raceReadRows(a, m, k, lda)
 	check("Gemm", "b", len(b), span(k, n, ldb))
+	raceReadRows(b, k, n, ldb)
 	ks.gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
 }
 
@@ -147,9 +153,13 @@ func (ks *Set) Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int
 	}
 	ks.checkRows("Softmax", rows)
 	check("Softmax", "s", len(s), span(nk, rows, lds))
+	raceWriteRows(s, nk, rows, lds)
 	check("Softmax", "m", len(m), rows)
+	raceWrite(m, rows)
 	check("Softmax", "l", len(l), rows)
+	raceWrite(l, rows)
 	check("Softmax", "alpha", len(alpha), rows)
+	raceWrite(alpha, rows)
 	ks.softmax(s, lds, m, l, alpha, nk, rows, softcap)
 }
 
@@ -165,12 +175,16 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 		return
 	}
 	check("PV", "o", len(o), span(rows, dv, ldo))
+	raceWriteRows(o, rows, dv, ldo)
 	if alpha != nil {
 		check("PV", "alpha", len(alpha), rows)
+		raceRead(alpha, rows)
 	}
 	if nk > 0 {
 		check("PV", "p", len(p), span(nk, rows, ldp))
+		raceReadRows(p, nk, rows, ldp)
 		check("PV", "v", len(v), span(nk, dv, ldv))
+		raceReadRows(v, nk, dv, ldv)
 	} else {
 		nk = 0
 	}
@@ -192,15 +206,19 @@ func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, 
 	}
 	ks.checkRows("ScoreBias", rows)
 	check("ScoreBias", "s", len(s), span(nk, rows, lds))
+	raceWriteRows(s, nk, rows, lds)
 	if (slope == nil) != (dist == nil) {
 		panic("kernels: ScoreBias: slope and dist must both be nil or both be set")
 	}
 	if slope != nil {
 		check("ScoreBias", "slope", len(slope), rows)
+		raceRead(slope, rows)
 		check("ScoreBias", "dist", len(dist), rows)
+		raceRead(dist, rows)
 	}
 	if bias != nil {
 		check("ScoreBias", "bias", len(bias), nk)
+		raceRead(bias, nk)
 	}
 	if ks.bias == nil {
 		fallback.ScoreBias(s, lds, slope, dist, bias, nk, rows)
@@ -235,8 +253,11 @@ func (ks *Set) Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq 
 		panic(fmt.Sprintf("kernels: Dot: %d rows, at most %d", rows, ks.dotRows))
 	}
 	check("Dot", "s", len(s), span(nk, rows, lds))
+	raceWriteRows(s, nk, rows, lds)
 	check("Dot", "k", len(k), span(nk, dk, ldk))
+	raceReadRows(k, nk, dk, ldk)
 	check("Dot", "q", len(q), span(rows, dk, ldq))
+	raceReadRows(q, rows, dk, ldq)
 	ks.dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
 }
 
@@ -248,7 +269,9 @@ func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr
 		return
 	}
 	check("TransposeScale", "dst", len(dst), span(nc, nr, ldd))
+	raceWriteRows(dst, nc, nr, ldd)
 	check("TransposeScale", "src", len(src), span(nr, nc, lds))
+	raceReadRows(src, nr, nc, lds)
 	ks.tr(dst, ldd, src, lds, nr, nc, scale)
 }
 
@@ -287,6 +310,8 @@ func (ks *Set) FMAPeak(iters int) {
 // saturated at exp(fallback.ExpMax) ≈ 2.4e38 above ExpMax (never +Inf).
 func (ks *Set) Exp(dst, src []float32) {
 	check("Exp", "src", len(src), len(dst))
+	raceWrite(dst, len(dst))
+	raceRead(src, len(dst))
 	if len(dst) == 0 {
 		return
 	}
