@@ -148,6 +148,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		}
 		w, row = w+1, row+n
 	}
+	l.reserve()
 	if err := l.e.acquire(); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fastattn/fastattn/kernels"
 	"github.com/fastattn/fastattn/tile"
@@ -28,8 +29,13 @@ type Config struct {
 }
 
 // Engine owns a pool of worker goroutines, each with its own scratch, and
-// runs attention calls and MHA layers on it. After the first call of a
-// shape, calls allocate nothing. An Engine is safe for concurrent use; its
+// runs attention calls and MHA layers on it. The first call with larger
+// head dims than before sizes every worker's scratch for them (briefly
+// holding the engine alone), so later calls allocate nothing on the
+// workers, whichever run their items. A call's own buffers (its job, a
+// layer's projections) come from free lists: they are allocated only the
+// first time more calls run at once than before, so a steady load
+// allocates nothing. An Engine is safe for concurrent use; its
 // results are bit for bit the same whatever the thread count. Only New
 // makes a usable Engine: the methods of a nil or zero Engine return
 // ErrNil.
@@ -38,10 +44,13 @@ type Engine struct {
 	pool   *pool
 	mu     sync.RWMutex // calls hold it for reading, Close for writing
 	closed bool
-	shared bool                 // the Default engine: Close does nothing
-	partMu sync.Mutex           // guards parts
-	parts  [][]float32          // free partial buffers of split decode steps
-	works  freeList[[]attnWork] // free problem lists of calls
+	shared bool // the Default engine: Close does nothing
+	// The head dims and widened-weight floats every worker's scratch is
+	// reserved for (reserve); written under mu held for writing.
+	resDk, resDv, resWb atomic.Int64
+	partMu              sync.Mutex           // guards parts
+	parts               [][]float32          // free partial buffers of split decode steps
+	works               freeList[[]attnWork] // free problem lists of calls
 }
 
 // New starts an Engine: cfg.Threads worker goroutines (GOMAXPROCS for 0)
@@ -123,6 +132,36 @@ func (e *Engine) workers(o *Options) int {
 	return e.pool.size
 }
 
+// reserve makes every worker's scratch hold what any work item of head
+// dims dk, dv (and a widened weight block of wb floats) can need, the
+// first time a call brings larger ones: so after the first call of a
+// shape, no call of it allocates, whichever workers run its items and
+// however many goroutines call (without it, each worker grew its scratch
+// the first time it happened to run such an item, calls later). It takes
+// the engine for writing, so the workers are idle while it grows their
+// scratch; later calls see it through the lock and the job channel. Call
+// it before acquire.
+func (e *Engine) reserve(dk, dv, wb int) {
+	if int64(dk) <= e.resDk.Load() && int64(dv) <= e.resDv.Load() && int64(wb) <= e.resWb.Load() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	dk, dv, wb = max(dk, int(e.resDk.Load())), max(dv, int(e.resDv.Load())), max(wb, int(e.resWb.Load()))
+	if (tile.WorkspaceBytes(dk, dv)+4*float64(wb))*float64(len(e.pool.ws)) > float64(memoryLimit) {
+		return // more than the machine has: the workers grow as items need, as the calls' checks allow
+	}
+	for i := range e.pool.ws {
+		e.pool.ws[i].Reserve(e.ks, dk, dv, wb)
+	}
+	e.resDk.Store(int64(dk))
+	e.resDv.Store(int64(dv))
+	e.resWb.Store(int64(wb))
+}
+
 // acquire marks a call in flight; release must follow if it succeeds.
 func (e *Engine) acquire() error {
 	e.mu.RLock()
@@ -190,6 +229,7 @@ func (e *Engine) run(ctx context.Context, out, q []float32, kv kvData, shape Sha
 	if ws[0].p, err = problem(out, q, kv, shape, opts, e.workers(opts)); err != nil {
 		return err
 	}
+	e.reserve(ws[0].p.HeadDim, ws[0].p.ValueDim, 0)
 	if err := e.acquire(); err != nil {
 		return err
 	}

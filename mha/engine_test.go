@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -339,5 +340,157 @@ func TestNoAllocs(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: Layer.Cross allocates %v times per call", e.Kernels(), n)
 		}
+	}
+}
+
+// TestNoAllocsAnyWorker: after the first call of a shape, calls allocate
+// nothing whichever of the engine's workers pick up their items: each
+// worker's scratch is reserved by that first call (before, a worker grew
+// its scratch the first time it happened to run such an item, so calls
+// on an 8-worker engine allocated long after the first).
+func TestNoAllocsAnyWorker(t *testing.T) {
+	rng := rand.New(rand.NewPCG(34, 8))
+	e, err := New(Config{Threads: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s := Shape{Batch: 1, Heads: 1, QLen: 8, KVLen: 64, HeadDim: 32} // one work item
+	dec := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 3000, HeadDim: 64}
+	q, k, v, out := inputs(rng, s)
+	dq, dk, dv, dout := inputs(rng, dec)
+	l, _ := testLayer(t, e, rng, LayerConfig{DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 16}, true)
+	cache, err := l.NewCache(1, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A decode step at a fixed context: 200 tokens, one more, rolled back.
+	if err := l.Decode(make([]float32, 200*64), random(rng, 200*64), cache, 200, nil); err != nil {
+		t.Fatal(err)
+	}
+	x, y := random(rng, 64), make([]float32, 64)
+	opts := &Options{Causal: true}
+	call := func() {
+		if err := e.Attention(out, q, k, v, s, opts); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Attention(dout, dq, dk, dv, dec, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Decode(y, x, cache, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Truncate(0, 200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call() // the first call of each shape
+	// Every worker's scratch is sized now, also those that ran no item.
+	want := e.pool.ws[0].Bytes()
+	for i := range e.pool.ws {
+		if got := e.pool.ws[i].Bytes(); got != want || got == 0 {
+			t.Errorf("after the first call, worker %d holds %d bytes of scratch, worker 0 %d", i, got, want)
+		}
+	}
+	// A few more calls let the Go runtime start the OS threads the
+	// workers' wake-ups need (runtime.newm allocates, now and then: not
+	// the library's allocations, and what the bound below leaves room for).
+	for i := 0; i < 20; i++ {
+		call()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 200; i++ {
+		call()
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > 10 {
+		t.Errorf("200 calls after the first on an 8-worker engine allocated %d times", n)
+	}
+}
+
+// TestNoAllocsConcurrent: after the first call of a shape, calls from
+// several goroutines allocate nothing, whichever of the engine's workers
+// run their items (each worker's scratch is reserved by that first call,
+// not grown the first time the worker happens to run such an item).
+func TestNoAllocsConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(34, 9))
+	e, err := New(Config{Threads: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s := Shape{Batch: 1, Heads: 1, QLen: 8, KVLen: 64, HeadDim: 32}
+	dec := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 3000, HeadDim: 64}
+	l, _ := testLayer(t, e, rng, LayerConfig{DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 16}, true)
+	const goroutines, calls = 4, 50
+	type state struct {
+		q, k, v, out     []float32
+		dq, dk, dv, dout []float32
+		x, y             []float32
+		cache            *Cache
+	}
+	st := make([]state, goroutines)
+	for g := range st {
+		st[g].q, st[g].k, st[g].v, st[g].out = inputs(rng, s)
+		st[g].dq, st[g].dk, st[g].dv, st[g].dout = inputs(rng, dec)
+		st[g].x, st[g].y = random(rng, 64), make([]float32, 64)
+		if st[g].cache, err = l.NewCache(1, 2*calls+2); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Decode(make([]float32, calls*64), random(rng, calls*64), st[g].cache, calls, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	causal := &Options{Causal: true}
+	call := func(g int) {
+		c := &st[g]
+		if err := e.Attention(c.out, c.q, c.k, c.v, s, causal); err != nil {
+			t.Error(err)
+		}
+		if err := e.Attention(c.dout, c.dq, c.dk, c.dv, dec, nil); err != nil {
+			t.Error(err)
+		}
+		if err := l.Decode(c.y, c.x, c.cache, 1, nil); err != nil {
+			t.Error(err)
+		}
+		if err := c.cache.Truncate(0, calls); err != nil { // a fixed context
+			t.Error(err)
+		}
+	}
+	call(0) // the first call of each shape, on one goroutine
+	// phase runs the calls from every goroutine at once and returns the
+	// allocations made.
+	phase := func() uint64 {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < calls; i++ {
+					call(g)
+				}
+			}()
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		close(start)
+		wg.Wait()
+		runtime.ReadMemStats(&after)
+		return after.Mallocs - before.Mallocs
+	}
+	// A call's own buffers (its job, problem list, a layer's projections)
+	// come from free lists: the first time more calls run at once than
+	// before, each extra one allocates its set. Nothing grows with the
+	// number of calls, and a second phase at the same concurrency finds
+	// the sets there.
+	first, second := phase(), phase()
+	t.Logf("%d calls from %d goroutines: %d allocations, then %d", 3*goroutines*calls, goroutines, first, second)
+	if bound := uint64(16 * goroutines); first > bound || second > bound {
+		t.Errorf("%d calls from %d goroutines on a %d-worker engine allocated %d, then %d times (bound %d: one set of call buffers per concurrent call)",
+			3*goroutines*calls, goroutines, e.Threads(), first, second, bound)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/tile"
 )
 
@@ -198,6 +199,17 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	return l, nil
 }
 
+// reserve sizes the engine's workers for this layer's calls
+// (Engine.reserve): its head dims and, for weights kept in a type the
+// GEMM widens, the largest weight block.
+func (l *Layer) reserve() {
+	wb := 0
+	if l.w.q.Type != fallback.KVFloat32 {
+		wb = tile.WeightBlockFloats(max(l.cfg.DModel, l.cfg.Heads*l.cfg.ValueDim), l.w.q.Ld)
+	}
+	l.e.reserve(l.cfg.HeadDim, l.cfg.ValueDim, wb)
+}
+
 // usable returns ErrNil for a nil or zero Layer.
 func (l *Layer) usable() error {
 	if l == nil || l.e == nil {
@@ -340,6 +352,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	if ws[0].p, err = problem(sc.attn, sc.q, kv, shape, opts, l.e.workers(opts)); err != nil {
 		return err
 	}
+	l.reserve()
 	if err := l.e.acquire(); err != nil {
 		return err
 	}

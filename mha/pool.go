@@ -30,20 +30,20 @@ type pool struct {
 	jobs chan *job
 	quit chan struct{}
 	once sync.Once
+	ws   []tile.Workspace // worker i's scratch; only Engine.reserve touches it from outside, while no call runs
 
 	free freeList[*job]
 }
 
 func newPool(size int) *pool {
-	p := &pool{size: size, jobs: make(chan *job, size), quit: make(chan struct{})}
+	p := &pool{size: size, jobs: make(chan *job, size), quit: make(chan struct{}), ws: make([]tile.Workspace, size)}
 	for i := 0; i < size; i++ {
-		go p.worker()
+		go p.worker(&p.ws[i])
 	}
 	return p
 }
 
-func (p *pool) worker() {
-	var ws tile.Workspace
+func (p *pool) worker(ws *tile.Workspace) {
 	for {
 		select {
 		case j := <-p.jobs:
@@ -52,7 +52,7 @@ func (p *pool) worker() {
 				if n >= j.items || j.stopped() {
 					break
 				}
-				j.w.Run(j.ks, int(n), &ws)
+				j.w.Run(j.ks, int(n), ws)
 			}
 			if j.active.Add(-1) == 0 {
 				j.done <- struct{}{}

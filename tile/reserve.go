@@ -1,0 +1,57 @@
+package tile
+
+import "github.com/fastattn/fastattn/kernels"
+
+// Reserve grows ws to what any work item of head dims dk and dv can ask
+// of it on set ks — the largest blocks BlocksFor returns (maxRows rows,
+// maxKeys keys), every optional buffer (16-bit K/V blocks, the fused
+// decode's scratch, ALiBi rows, a merged row) — and its widened weight
+// block to wbFloats floats (WeightBlockFloats; 0 for attention alone).
+// Items of such problems then never allocate on ws, whichever worker runs
+// them. It keeps what ws holds and never shrinks it.
+func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
+	rp := (maxRows + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+	ws.qt = reserve(ws.qt, dk*rp)
+	ws.s = reserve(ws.s, maxKeys*rp)
+	ws.o = reserve(ws.o, maxRows*dv)
+	ws.m, ws.l, ws.al = reserve(ws.m, rp), reserve(ws.l, rp), reserve(ws.al, rp)
+	if cap(ws.masked) < maxKeys {
+		ws.masked, ws.zeros = make([]bool, 0, maxKeys), make([]float32, maxKeys)
+	}
+	ws.probe = reserve(ws.probe, dv)
+	ws.qr = reserve(ws.qr, maxRows*dk)
+	ws.ds = reserve(ws.ds, ks.DecodeScratch(dk, dv))
+	ws.kb, ws.vb = reserve(ws.kb, maxKeys*dk), reserve(ws.vb, maxKeys*dv)
+	ws.slope, ws.dist = reserve(ws.slope, rp), reserve(ws.dist, rp)
+	if cap(ws.at) < rp {
+		ws.at = make([]int, 0, rp)
+	}
+	ws.alibi = reserve(ws.alibi, 2*rp)
+	if cap(ws.acc) < dv {
+		ws.acc = make([]float64, 0, dv)
+	}
+	ws.wb = reserve(ws.wb, wbFloats)
+}
+
+// WeightBlockFloats is the most floats a Gemm item over k input rows of
+// panels cols wide widens at once (the depth step, or all k rows for a
+// decode step's GEMV), for Workspace.Reserve.
+func WeightBlockFloats(k, cols int) int {
+	return max(gemmDepth(cols), k) * cols
+}
+
+// reserve returns buf with room for n values, its length unchanged.
+func reserve(buf []float32, n int) []float32 {
+	if cap(buf) >= n {
+		return buf
+	}
+	return make([]float32, len(buf), n)
+}
+
+// Bytes returns the memory ws holds (the capacity of its buffers).
+func (ws *Workspace) Bytes() int {
+	n := 4 * (cap(ws.qt) + cap(ws.s) + cap(ws.o) + cap(ws.m) + cap(ws.l) + cap(ws.al) + cap(ws.qr) +
+		cap(ws.zeros) + cap(ws.probe) + cap(ws.kb) + cap(ws.vb) + cap(ws.ds) + cap(ws.wb) +
+		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi))
+	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc)
+}
