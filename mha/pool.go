@@ -49,6 +49,9 @@ func (p *pool) worker(ws *tile.Workspace) {
 		case j := <-p.jobs:
 			for {
 				n := j.next.Add(1) - 1
+				if n < j.items && itemHook != nil {
+					itemHook(j.cancel)
+				}
 				if n >= j.items || j.stopped() {
 					break
 				}
@@ -62,6 +65,11 @@ func (p *pool) worker(ws *tile.Workspace) {
 		}
 	}
 }
+
+// itemHook, when set (by tests only, before any engine runs), is called
+// with a job's cancel channel before each of its items: the soak test
+// cancels calls at chosen work-item boundaries through it.
+var itemHook func(cancel <-chan struct{})
 
 // stopped reports whether the job's context is done; the first worker to
 // see it marks the job halted. A nil channel (context.Background) is never
