@@ -137,8 +137,8 @@ func TestSoak(t *testing.T) {
 			}
 			hist := make([][]float32, slots) // every token of each slot's sequence, [n·dm]
 			tokens := func(s int) int { return len(hist[s]) / dm }
-			target := make([]int, slots)     // a request's total length; 0: idle
-			prompt := make([]int, slots)     // tokens of its prompt still to feed
+			target := make([]int, slots) // a request's total length; 0: idle
+			prompt := make([]int, slots) // tokens of its prompt still to feed
 			for step := 0; time.Now().Before(deadline); step++ {
 				steps.Add(1)
 				counts := make([]int, slots)
