@@ -102,6 +102,7 @@ func TestSoak(t *testing.T) {
 	// both times: what the run holds must not grow between the two.
 	var heapWarm, heapLate uint64
 	var goroutinesWarm, goroutinesLate int
+	goroutinesBefore := runtime.NumGoroutine()
 	measured := make(chan struct{})
 	go func() {
 		defer close(measured)
@@ -112,7 +113,7 @@ func TestSoak(t *testing.T) {
 			runtime.ReadMemStats(&ms)
 			return ms.HeapInuse, runtime.NumGoroutine()
 		}
-		heapWarm, goroutinesWarm = snap(time.Now().Add(d / 10))
+		heapWarm, goroutinesWarm = snap(time.Now().Add(d / 5))
 		heapLate, goroutinesLate = snap(deadline.Add(-d / 20))
 	}()
 
@@ -244,14 +245,19 @@ func TestSoak(t *testing.T) {
 	wg.Wait()
 	<-measured
 	growth := 100 * (float64(heapLate) - float64(heapWarm)) / float64(heapWarm)
-	t.Logf("soak: %d steps, %d recomputation checks, %d mismatches, heap growth %.1f%% (%d cancelled calls, %d runs into ErrCacheFull, largest relative error %.2g, %d goroutines both times, %v, %s)",
+	t.Logf("soak: %d steps, %d recomputation checks, %d mismatches, heap growth %.1f%% (%d cancelled calls, %d runs into ErrCacheFull, largest relative error %.2g, %d and %d goroutines after warm-up and near the end, %v, %s)",
 		steps.Load(), checks.Load(), mismatches.Load(), growth, cancelled.Load(), full.Load(),
-		math.Float64frombits(worst.Load()), goroutinesLate, d, e.Kernels())
-	if float64(heapLate) > 1.25*float64(heapWarm)+(1<<20) {
+		math.Float64frombits(worst.Load()), goroutinesWarm, goroutinesLate, d, e.Kernels())
+	if float64(heapLate) > 1.25*float64(heapWarm)+(4<<20) { // a few MiB of slack: short runs hold small, noisy heaps
 		t.Errorf("heap in use grew from %d to %d bytes between the warm-up and the end", heapWarm, heapLate)
 	}
-	if goroutinesLate != goroutinesWarm {
-		t.Errorf("%d goroutines near the end, %d after warm-up", goroutinesLate, goroutinesWarm)
+	// Goroutines: none left behind once the serving goroutines are done
+	// (timers of cancelled contexts may take a moment to finish).
+	for wait := time.Now().Add(time.Second); runtime.NumGoroutine() > goroutinesBefore && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutinesBefore {
+		t.Errorf("%d goroutines after the run, %d before it", n, goroutinesBefore)
 	}
 	if checks.Load() == 0 {
 		t.Errorf("the soak checked nothing")
