@@ -358,7 +358,7 @@ func TestNoAllocsAnyWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	s := Shape{Batch: 1, Heads: 1, QLen: 8, KVLen: 64, HeadDim: 32} // one work item
+	s := Shape{Batch: 1, Heads: 1, QLen: 8, KVLen: 64, HeadDim: 32}                 // one work item
 	dec := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 1500, HeadDim: 64} // split decode
 	q, k, v, out := inputs(rng, s)
 	dq, dk, dv, dout := inputs(rng, dec)
