@@ -191,7 +191,7 @@ func FuzzMerge(f *testing.F) {
 				}
 			}
 		}
-		near(t, "merged shards", got, w, 1e-5)
+		near(t, "merged shards", got, w, 1e-4) // shards round outputs and LSEs to float32 on their own
 	})
 }
 
