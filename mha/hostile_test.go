@@ -138,3 +138,22 @@ func TestLayerConfigDefaults(t *testing.T) {
 		t.Errorf("Config() = %+v, want NormEps 1e-6, Rotary.Base 10000, Scale 1, KVHeads 2, ValueDim 16", got)
 	}
 }
+
+// TestALiBiSpan: ALiBi's distances are float32 integers, so a call whose
+// distances reach 2^24 (an absurd QueryOffset, found by FuzzOptionEdges)
+// is ErrOption instead of a result that depends on lost bits.
+func TestALiBiSpan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(34, 12))
+	s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 5, HeadDim: 8}
+	q, k, v, out := inputs(rng, s)
+	for _, off := range []int{MaxALiBiSpan, -MaxALiBiSpan, math.MaxInt / 4} {
+		err := engines[0].Attention(out, q, k, v, s, &Options{ALiBi: []float32{0.5, 0.25}, QueryOffset: &off})
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "ALiBi") {
+			t.Errorf("QueryOffset %d with ALiBi: %v, want ErrOption naming ALiBi", off, err)
+		}
+	}
+	off := MaxALiBiSpan - 9
+	if err := engines[0].Attention(out, q, k, v, s, &Options{ALiBi: []float32{0.5, 0.25}, QueryOffset: &off}); err != nil {
+		t.Errorf("QueryOffset %d with ALiBi: %v", off, err)
+	}
+}

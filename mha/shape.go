@@ -103,6 +103,8 @@ type Options struct {
 	// (the ALiBi paper, BLOOM, llama.cpp); without it keys after the
 	// query's position get a positive term (BLOOM's slope·j, shifted; the
 	// softmax is the same). Each slope is finite, |slope| <= MaxSlope.
+	// The distances are float32 integers, exact below 2^24: with ALiBi,
+	// QLen + KVLen + |QueryOffset| must stay below MaxALiBiSpan (ErrOption).
 	ALiBi []float32
 	// Sinks, when not nil, holds one logit per query head (an attention
 	// sink: gpt-oss, StreamingLLM, ONNX GroupQueryAttention's head_sink):

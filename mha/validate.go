@@ -190,6 +190,18 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if p.Slopes, err = perHead("ALiBi", o.ALiBi, p.Heads, MaxSlope); err != nil {
 		return err
 	}
+	if p.Slopes != nil {
+		// Every distance j - (i + off) must be an exact float32 integer;
+		// the operands are at most maxCoord each, so the sum cannot overflow.
+		span := p.QLen + p.KVLen
+		if o.QueryOffset != nil {
+			span += max(*o.QueryOffset, -*o.QueryOffset)
+		}
+		if span >= MaxALiBiSpan {
+			return bad("ALiBi with QLen %d, KVLen %d and QueryOffset %v: distances reach %d, ALiBi needs them below %d (exact float32 integers)",
+				p.QLen, p.KVLen, derefOffset(o.QueryOffset), span, MaxALiBiSpan)
+		}
+	}
 	if p.Sinks, err = perHead("Sinks", o.Sinks, p.Heads, math.MaxFloat32); err != nil {
 		return err
 	}
@@ -237,4 +249,16 @@ func perHead(name string, x []float32, heads int, limit float64) ([]float32, err
 		}
 	}
 	return x, nil
+}
+
+// MaxALiBiSpan bounds QLen + KVLen + |QueryOffset| of a call with ALiBi:
+// its distances are stepped as float32 integers, exact below 2^24.
+const MaxALiBiSpan = 1 << 24
+
+// derefOffset returns *off, or "none" for nil, for messages.
+func derefOffset(off *int) any {
+	if off == nil {
+		return "none"
+	}
+	return *off
 }
