@@ -490,13 +490,14 @@ func TestNoAllocsConcurrent(t *testing.T) {
 	}
 	// A call's own buffers (its job, problem list, a layer's projections)
 	// come from free lists: the first time more calls run at once than
-	// before, each extra one allocates its set. Nothing grows with the
-	// number of calls, and a second phase at the same concurrency finds
-	// the sets there.
+	// before, each extra one allocates its set (and the Go runtime may
+	// start OS threads, which allocates too: more under emulation), so the
+	// first phase is only logged. Nothing grows with the number of calls:
+	// a second phase at the same concurrency finds the sets there.
 	first, second := phase(), phase()
 	t.Logf("%d calls from %d goroutines: %d allocations, then %d", 3*goroutines*calls, goroutines, first, second)
-	if bound := uint64(16 * goroutines); first > bound || second > bound {
-		t.Errorf("%d calls from %d goroutines on a %d-worker engine allocated %d, then %d times (bound %d: one set of call buffers per concurrent call)",
-			3*goroutines*calls, goroutines, e.Threads(), first, second, bound)
+	if bound := uint64(16 * goroutines); second > bound {
+		t.Errorf("%d calls from %d goroutines on a %d-worker engine allocated %d times after a first phase of %d (bound %d)",
+			3*goroutines*calls, goroutines, e.Threads(), second, first, bound)
 	}
 }
