@@ -93,29 +93,19 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	if nk < ks.decodeKeys {
 		panic(fmt.Sprintf("kernels: Decode: %d keys, at least %d", nk, ks.decodeKeys))
 	}
-	check("Decode", "q", len(q), rows*dk)
-	raceRead(q, rows*dk)
-	check("Decode", "k", k.Len(), span(nk, dk, k.Ld))
-	raceKV(k, nk, dk)
-	check("Decode", "v", v.Len(), span(nk, dv, v.Ld))
-	raceKV(v, nk, dv)
+	checkInN("Decode", "q", q, rows*dk)
+	checkKV("Decode", "k", k, nk, dk)
+	checkKV("Decode", "v", v, nk, dv)
 	if k.Type == fallback.KVInt8 {
-		check("Decode", "k scales", len(k.S), span(nk, fallback.Int8Blocks(dk), k.LdS))
-		raceReadRows(k.S, nk, fallback.Int8Blocks(dk), k.LdS)
-		check("Decode", "v scales", len(v.S), span(nk, fallback.Int8Blocks(dv), v.LdS))
-		raceReadRows(v.S, nk, fallback.Int8Blocks(dv), v.LdS)
+		checkIn("Decode", "k scales", k.S, nk, fallback.Int8Blocks(dk), k.LdS)
+		checkIn("Decode", "v scales", v.S, nk, fallback.Int8Blocks(dv), v.LdS)
 	}
-	check("Decode", "o", len(o), rows*dv)
-	raceWrite(o, rows*dv)
-	check("Decode", "m", len(m), rows)
-	raceWrite(m, rows)
-	check("Decode", "l", len(l), rows)
-	raceWrite(l, rows)
-	check("Decode", "s", len(s), ks.DecodeScratch(dk, dv))
-	raceWrite(s, ks.DecodeScratch(dk, dv))
+	checkOutN("Decode", "o", o, rows*dv)
+	checkOutN("Decode", "m", m, rows)
+	checkOutN("Decode", "l", l, rows)
+	checkOutN("Decode", "s", s, ks.DecodeScratch(dk, dv))
 	if alibi != nil {
-		check("Decode", "alibi", len(alibi), 2*rows)
-		raceRead(alibi, 2*rows)
+		checkInN("Decode", "alibi", alibi, 2*rows)
 	}
 	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
@@ -165,10 +155,8 @@ func (ks *Set) WidenRows(dst []float32, ldd int, src []uint16, lds int, rows, n 
 	if rows <= 0 || n <= 0 {
 		return
 	}
-	check("WidenRows", "dst", len(dst), span(rows, n, ldd))
-	raceWriteRows(dst, rows, n, ldd)
-	check("WidenRows", "src", len(src), span(rows, n, lds))
-	raceReadRows(src, rows, n, lds)
+	checkOut("WidenRows", "dst", dst, rows, n, ldd)
+	checkIn("WidenRows", "src", src, rows, n, lds)
 	if ldd == n && lds == n {
 		n, rows = rows*n, 1
 	}
@@ -193,12 +181,9 @@ func (ks *Set) DequantRows(dst []float32, ldd int, src KVRows, nr, n int) {
 	if src.Type != fallback.KVInt8 {
 		panic(fmt.Sprintf("kernels: DequantRows: %v rows", src.Type))
 	}
-	check("DequantRows", "dst", len(dst), span(nr, n, ldd))
-	raceWriteRows(dst, nr, n, ldd)
-	check("DequantRows", "src", len(src.I8), span(nr, n, src.Ld))
-	raceReadRows(src.I8, nr, n, src.Ld)
-	check("DequantRows", "scales", len(src.S), span(nr, fallback.Int8Blocks(n), src.LdS))
-	raceReadRows(src.S, nr, fallback.Int8Blocks(n), src.LdS)
+	checkOut("DequantRows", "dst", dst, nr, n, ldd)
+	checkIn("DequantRows", "src", src.I8, nr, n, src.Ld)
+	checkIn("DequantRows", "scales", src.S, nr, fallback.Int8Blocks(n), src.LdS)
 	for r := range nr {
 		fallback.DequantizeInt8(dst[r*ldd:r*ldd+n], src.I8[r*src.Ld:r*src.Ld+n], src.S[r*src.LdS:])
 	}

@@ -82,6 +82,42 @@ func check(kernel, operand string, have, need int) {
 	}
 }
 
+// checkIn checks that x holds rows rows of cols elements, ld apart, and
+// tells the race detector (race.go) that the kernel reads them; checkOut
+// likewise for rows it writes.
+func checkIn[T any](kernel, operand string, x []T, rows, cols, ld int) {
+	check(kernel, operand, len(x), span(rows, cols, ld))
+	raceReadRows(x, rows, cols, ld)
+}
+
+func checkOut[T any](kernel, operand string, x []T, rows, cols, ld int) {
+	check(kernel, operand, len(x), span(rows, cols, ld))
+	raceWriteRows(x, rows, cols, ld)
+}
+
+// checkInN and checkOutN are checkIn and checkOut of n contiguous elements.
+func checkInN[T any](kernel, operand string, x []T, n int) {
+	check(kernel, operand, len(x), n)
+	raceRead(x, n)
+}
+
+func checkOutN[T any](kernel, operand string, x []T, n int) {
+	check(kernel, operand, len(x), n)
+	raceWrite(x, n)
+}
+
+// checkKV is checkIn of K or V rows of any storage type.
+func checkKV(kernel, operand string, kv KVRows, rows, cols int) {
+	check(kernel, operand, kv.Len(), span(rows, cols, kv.Ld))
+	raceKV(kv, rows, cols)
+}
+
+// checkWeights is checkIn of the rows of a weight block (int4: nibbles).
+func checkWeights(kernel, operand string, b WeightRows, rows, cols int) {
+	check(kernel, operand, b.Len(), span(rows, cols, b.Ld))
+	raceWeights(b, rows, cols)
+}
+
 func (ks *Set) checkRows(kernel string, rows int) {
 	if rows%ks.Lanes != 0 {
 		panic(fmt.Sprintf("kernels: %s: rows %d not a multiple of %d lanes", kernel, rows, ks.Lanes))
@@ -98,12 +134,9 @@ func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq 
 		return
 	}
 	ks.checkRows("QK", rows)
-	check("QK", "s", len(s), span(nk, rows, lds))
-	raceWriteRows(s, nk, rows, lds)
-	check("QK", "k", len(k), span(nk, dk, ldk))
-	raceReadRows(k, nk, dk, ldk)
-	check("QK", "qt", len(qt), span(dk, rows, ldq))
-	raceReadRows(qt, dk, rows, ldq)
+	checkOut("QK", "s", s, nk, rows, lds)
+	checkIn("QK", "k", k, nk, dk, ldk)
+	checkIn("QK", "qt", qt, dk, rows, ldq)
 	if ks.qk != nil {
 		ks.qk(s, lds, k, ldk, qt, ldq, nk, rows, dk)
 		return
@@ -129,12 +162,9 @@ func (ks *Set) Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb
 		}
 		return
 	}
-	check("Gemm", "c", len(c), span(m, n, ldc))
-	raceWriteRows(c, m, n, ldc)
-	check("Gemm", "a", len(a), span(m, k, lda))
-	raceReadRows(a, m, k, lda)
-	check("Gemm", "b", len(b), span(k, n, ldb))
-	raceReadRows(b, k, n, ldb)
+	checkOut("Gemm", "c", c, m, n, ldc)
+	checkIn("Gemm", "a", a, m, k, lda)
+	checkIn("Gemm", "b", b, k, n, ldb)
 	ks.gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
 }
 
@@ -152,14 +182,10 @@ func (ks *Set) Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int
 		return
 	}
 	ks.checkRows("Softmax", rows)
-	check("Softmax", "s", len(s), span(nk, rows, lds))
-	raceWriteRows(s, nk, rows, lds)
-	check("Softmax", "m", len(m), rows)
-	raceWrite(m, rows)
-	check("Softmax", "l", len(l), rows)
-	raceWrite(l, rows)
-	check("Softmax", "alpha", len(alpha), rows)
-	raceWrite(alpha, rows)
+	checkOut("Softmax", "s", s, nk, rows, lds)
+	checkOutN("Softmax", "m", m, rows)
+	checkOutN("Softmax", "l", l, rows)
+	checkOutN("Softmax", "alpha", alpha, rows)
 	ks.softmax(s, lds, m, l, alpha, nk, rows, softcap)
 }
 
@@ -174,17 +200,13 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 	if rows <= 0 || dv <= 0 {
 		return
 	}
-	check("PV", "o", len(o), span(rows, dv, ldo))
-	raceWriteRows(o, rows, dv, ldo)
+	checkOut("PV", "o", o, rows, dv, ldo)
 	if alpha != nil {
-		check("PV", "alpha", len(alpha), rows)
-		raceRead(alpha, rows)
+		checkInN("PV", "alpha", alpha, rows)
 	}
 	if nk > 0 {
-		check("PV", "p", len(p), span(nk, rows, ldp))
-		raceReadRows(p, nk, rows, ldp)
-		check("PV", "v", len(v), span(nk, dv, ldv))
-		raceReadRows(v, nk, dv, ldv)
+		checkIn("PV", "p", p, nk, rows, ldp)
+		checkIn("PV", "v", v, nk, dv, ldv)
 	} else {
 		nk = 0
 	}
@@ -205,20 +227,16 @@ func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, 
 		return
 	}
 	ks.checkRows("ScoreBias", rows)
-	check("ScoreBias", "s", len(s), span(nk, rows, lds))
-	raceWriteRows(s, nk, rows, lds)
+	checkOut("ScoreBias", "s", s, nk, rows, lds)
 	if (slope == nil) != (dist == nil) {
 		panic("kernels: ScoreBias: slope and dist must both be nil or both be set")
 	}
 	if slope != nil {
-		check("ScoreBias", "slope", len(slope), rows)
-		raceRead(slope, rows)
-		check("ScoreBias", "dist", len(dist), rows)
-		raceRead(dist, rows)
+		checkInN("ScoreBias", "slope", slope, rows)
+		checkInN("ScoreBias", "dist", dist, rows)
 	}
 	if bias != nil {
-		check("ScoreBias", "bias", len(bias), nk)
-		raceRead(bias, nk)
+		checkInN("ScoreBias", "bias", bias, nk)
 	}
 	if ks.bias == nil {
 		fallback.ScoreBias(s, lds, slope, dist, bias, nk, rows)
@@ -252,12 +270,9 @@ func (ks *Set) Dot(s []float32, lds int, k []float32, ldk int, q []float32, ldq 
 	if rows > ks.dotRows {
 		panic(fmt.Sprintf("kernels: Dot: %d rows, at most %d", rows, ks.dotRows))
 	}
-	check("Dot", "s", len(s), span(nk, rows, lds))
-	raceWriteRows(s, nk, rows, lds)
-	check("Dot", "k", len(k), span(nk, dk, ldk))
-	raceReadRows(k, nk, dk, ldk)
-	check("Dot", "q", len(q), span(rows, dk, ldq))
-	raceReadRows(q, rows, dk, ldq)
+	checkOut("Dot", "s", s, nk, rows, lds)
+	checkIn("Dot", "k", k, nk, dk, ldk)
+	checkIn("Dot", "q", q, rows, dk, ldq)
 	ks.dot(s, lds, k, ldk, q, ldq, nk, rows, dk)
 }
 
@@ -268,10 +283,8 @@ func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr
 	if nr <= 0 || nc <= 0 {
 		return
 	}
-	check("TransposeScale", "dst", len(dst), span(nc, nr, ldd))
-	raceWriteRows(dst, nc, nr, ldd)
-	check("TransposeScale", "src", len(src), span(nr, nc, lds))
-	raceReadRows(src, nr, nc, lds)
+	checkOut("TransposeScale", "dst", dst, nc, nr, ldd)
+	checkIn("TransposeScale", "src", src, nr, nc, lds)
 	ks.tr(dst, ldd, src, lds, nr, nc, scale)
 }
 

@@ -99,13 +99,10 @@ func (ks *Set) weightsCall(kernel string, c []float32, ldc int, a []float32, lda
 	if b.Ld < whole {
 		panic(fmt.Sprintf("kernels: %s: row stride %d below %d columns in whole vectors", kernel, b.Ld, whole))
 	}
-	check(kernel, "c", len(c), span(m, n, ldc))
-	raceWriteRows(c, m, n, ldc)
-	check(kernel, "a", len(a), span(m, k, lda))
-	raceReadRows(a, m, k, lda)
+	checkOut(kernel, "c", c, m, n, ldc)
+	checkIn(kernel, "a", a, m, k, lda)
 	checkScales(kernel, b, k, whole)
-	check(kernel, "b", b.Len(), span(k, int4Whole(b, whole), b.Ld))
-	raceWeights(b, k, int4Whole(b, whole))
+	checkWeights(kernel, "b", b, k, int4Whole(b, whole))
 	return true
 }
 
@@ -124,16 +121,13 @@ func int4Whole(b WeightRows, whole int) int {
 func checkScales(kernel string, b WeightRows, k, n int) {
 	switch b.Type {
 	case fallback.KVInt8:
-		check(kernel, "scales", len(b.S), span(fallback.Int8Blocks(k), n, b.Ld))
-		raceReadRows(b.S, fallback.Int8Blocks(k), n, b.Ld)
+		checkIn(kernel, "scales", b.S, fallback.Int8Blocks(k), n, b.Ld)
 	case fallback.KVInt4:
 		if b.Half <= 0 || b.Ld%(2*b.Half) != 0 {
 			panic(fmt.Sprintf("kernels: %s: int4 row stride %d is not a multiple of 2·Half (Half %d)", kernel, b.Ld, b.Half))
 		}
-		check(kernel, "scales", len(b.S), span(fallback.Int8Blocks(k), n, b.Ld))
-		raceReadRows(b.S, fallback.Int8Blocks(k), n, b.Ld)
-		check(kernel, "zero points", len(b.Z), span(fallback.Int8Blocks(k), n, b.Ld))
-		raceReadRows(b.Z, fallback.Int8Blocks(k), n, b.Ld)
+		checkIn(kernel, "scales", b.S, fallback.Int8Blocks(k), n, b.Ld)
+		checkIn(kernel, "zero points", b.Z, fallback.Int8Blocks(k), n, b.Ld)
 	}
 }
 
@@ -148,10 +142,8 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	if k <= 0 || n <= 0 {
 		return
 	}
-	check("WidenWeights", "dst", len(dst), span(k, n, ldd))
-	raceWriteRows(dst, k, n, ldd)
-	check("WidenWeights", "b", b.Len(), span(k, n, b.Ld))
-	raceWeights(b, k, n)
+	checkOut("WidenWeights", "dst", dst, k, n, ldd)
+	checkWeights("WidenWeights", "b", b, k, n)
 	switch b.Type {
 	case fallback.KVFloat16, fallback.KVBFloat16:
 		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)
@@ -162,10 +154,8 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 			return
 		}
 		whole := (n + ks.Lanes - 1) / ks.Lanes * ks.Lanes
-		check("WidenWeights", "dst", len(dst), span(k, whole, ldd))
-		raceWriteRows(dst, k, whole, ldd)
-		check("WidenWeights", "b", b.Len(), span(k, int4Whole(b, whole), b.Ld))
-		raceWeights(b, k, int4Whole(b, whole))
+		checkOut("WidenWeights", "dst", dst, k, whole, ldd)
+		checkWeights("WidenWeights", "b", b, k, int4Whole(b, whole))
 		checkScales("WidenWeights", b, k, whole)
 		ks.widenW(dst, ldd, b, k, n)
 	default:
