@@ -113,12 +113,13 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	if seqs == 0 {
 		return nil
 	}
+	oi := optionInputs(&o) // ALiBi and Sinks: Decode takes no Bias, Mask or KVLens
 	if err := noOverlap([]span{f32("out", out, total*dm), f32("LSE", o.LSE, total*H),
 		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
 		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16)),
 		i8("cache.K8", cache.K8, len(cache.K8)), i8("cache.V8", cache.V8, len(cache.V8)),
 		f32("cache.KScale", cache.KScale, len(cache.KScale)), f32("cache.VScale", cache.VScale, len(cache.VScale))},
-		[]span{f32("x", x, total*dm), f32("ALiBi", o.ALiBi, len(o.ALiBi)), f32("Sinks", o.Sinks, len(o.Sinks))}); err != nil {
+		[]span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
 		return err
 	}
 	sc := l.getScratch()
