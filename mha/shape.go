@@ -25,7 +25,7 @@ func (l Layout) String() string {
 //
 // q is [B][QLen][Heads][HeadDim] (BSHD) or [B][Heads][QLen][HeadDim] (BHSD);
 // k is the same with KVHeads and KVLen; v with KVHeads, KVLen and
-// ValueDim; out like q with ValueDim.
+// ValueDim (or nothing, with ValueInKey); out like q with ValueDim.
 type Shape struct {
 	Batch    int // B >= 1
 	Heads    int // H query heads >= 1
@@ -35,6 +35,14 @@ type Shape struct {
 	HeadDim  int // Dk of q and k >= 1
 	ValueDim int // Dv of v and out; 0 means HeadDim
 	Layout   Layout
+	// ValueInKey says V is not a tensor of its own: each value row is the
+	// first ValueDim elements of its key row (ValueDim <= HeadDim), and v
+	// (its scales too, for int8) must be empty. It is MLA's absorbed
+	// decode (DeepSeek V2/V3, Kimi K2: one KV head of Dk = 576, the 512
+	// latent dimensions then 64 rotary ones, and Dv = 512, V the latent):
+	// the call reads each key row once for both products, not K and a copy
+	// of its prefix. Every option and storage type holds.
+	ValueInKey bool
 }
 
 // Options are the optional parts of an attention call. The zero value (or a

@@ -28,6 +28,9 @@ func (s Shape) resolve() (Shape, error) {
 	if s.Heads%s.KVHeads != 0 {
 		return s, fmt.Errorf("%w: Heads = %d is not a multiple of KVHeads = %d", ErrShape, s.Heads, s.KVHeads)
 	}
+	if s.ValueInKey && s.ValueDim > s.HeadDim {
+		return s, fmt.Errorf("%w: ValueInKey with ValueDim = %d > HeadDim = %d: a value row is a prefix of its key row", ErrShape, s.ValueDim, s.HeadDim)
+	}
 	if s.Layout != BSHD && s.Layout != BHSD {
 		return s, fmt.Errorf("%w: unknown Layout %d", ErrShape, int(s.Layout))
 	}
@@ -91,15 +94,21 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	if err := needLen("k", kl, B, Lk, Hkv, Dk); err != nil {
 		return tile.Problem{}, err
 	}
-	if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
+	if s.ValueInKey {
+		if vl != 0 || len(kv.vs) != 0 {
+			return tile.Problem{}, fmt.Errorf("%w: v holds %d elements and %d scales: with ValueInKey it must be empty (V is read inside k)", ErrBuffer, vl, len(kv.vs))
+		}
+	} else if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
 		return tile.Problem{}, err
 	}
 	if kv.t == Int8 {
 		if err := needLen("k scales", len(kv.ks), B, Lk, Hkv, fallback.Int8Blocks(Dk)); err != nil {
 			return tile.Problem{}, err
 		}
-		if err := needLen("v scales", len(kv.vs), B, Lk, Hkv, fallback.Int8Blocks(Dv)); err != nil {
-			return tile.Problem{}, err
+		if !s.ValueInKey {
+			if err := needLen("v scales", len(kv.vs), B, Lk, Hkv, fallback.Int8Blocks(Dv)); err != nil {
+				return tile.Problem{}, err
+			}
 		}
 	}
 	if err := needLen("out", len(out), B, Lq, H, Dv); err != nil {
@@ -111,6 +120,7 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		Batch: B, Heads: H, KVHeads: Hkv, QLen: Lq, KVLen: Lk, HeadDim: Dk, ValueDim: Dv,
 		HeadsMajor:   s.Layout == BHSD,
 		KVHeadsMajor: s.Layout == BHSD || kv.headsMajor,
+		VInK:         s.ValueInKey,
 		Causal:       o.Causal,
 		Window:       o.Window,
 		BiasBatch:    1, BiasHeads: 1, BiasQLen: 1,
@@ -124,6 +134,9 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 			ErrShape, Dk, Dv, ws, workers, memoryLimit)
 	}
 	ks, vs, kScales, vScales := kv.spans(B*Lk*Hkv, Dk, Dv)
+	if s.ValueInKey {
+		vs, vScales = span{}, span{}
+	}
 	return p, noOverlap(
 		[]span{f32("out", out, B*Lq*H*Dv), f32("LSE", p.LSE, B*H*Lq)},
 		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, kScales, vScales, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*p.BiasQLen*Lk),

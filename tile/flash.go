@@ -270,7 +270,7 @@ func packsV(ks *kernels.Set, p *Problem) bool {
 	if p.KVType != fallback.KVFloat32 {
 		return false
 	}
-	_, ld := p.kvRow(0, 0, 0, p.ValueDim)
+	_, ld := p.kvRow(0, 0, 0, p.vWidth())
 	return ld != p.ValueDim && ld*4%aliasBytes == 0 && ks.Panels(p.ValueDim) >= packPanels
 }
 

@@ -23,6 +23,11 @@ type Problem struct {
 	HeadDim, ValueDim     int
 	HeadsMajor            bool // Q and Out are BHSD
 	KVHeadsMajor          bool // K and V are BHSD (a KV cache's layout, whatever Q's)
+	// VInK: each V row is the first ValueDim elements of its K row (MLA's
+	// absorbed form, V the latent prefix of K), read through K's storage
+	// and strides; V, V16, V8 and VS are unused. Int8 needs ValueDim a
+	// multiple of fallback.Int8Block (V's scales are K's first ones).
+	VInK bool
 
 	Scale   float32 // folded into the packed Q block
 	Softcap float32 // 0 = off
@@ -174,9 +179,10 @@ func (p *Problem) seesKey(b, h, i int) bool {
 // g of batch b from key j on, with their stride.
 func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
 	dim, f, h, i8, sc := p.HeadDim, p.K, p.K16, p.K8, p.KS
-	if value {
+	if value && !p.VInK {
 		dim, f, h, i8, sc = p.ValueDim, p.V, p.V16, p.V8, p.VS
 	}
+	// dim is the row width of the storage; a V row inside K is read at K's.
 	off, ld := p.kvRow(b, j, g, dim)
 	r := fallback.KVRows{Type: p.KVType, Ld: ld}
 	switch p.KVType {
@@ -189,4 +195,13 @@ func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
 		r.U16 = h[off:]
 	}
 	return r
+}
+
+// vWidth is the row width of V's storage: ValueDim, or HeadDim when V
+// lies in K.
+func (p *Problem) vWidth() int {
+	if p.VInK {
+		return p.HeadDim
+	}
+	return p.ValueDim
 }
