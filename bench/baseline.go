@@ -47,11 +47,11 @@ func (bl *Baseline) Run(out, q, k, v []float32, threads int) {
 func (bl *Baseline) head(out, q, k, v []float32, b, h int) {
 	c := bl.c
 	g := h / (c.H / c.Hkv)
-	D := c.D
+	D, Dv := c.D, c.ValueDim()
 	Q := blas32.General{Rows: c.Lq, Cols: D, Stride: c.H * D, Data: q[(b*c.Lq*c.H+h)*D:]}
 	K := blas32.General{Rows: c.Lk, Cols: D, Stride: c.Hkv * D, Data: k[(b*c.Lk*c.Hkv+g)*D:]}
-	V := blas32.General{Rows: c.Lk, Cols: D, Stride: c.Hkv * D, Data: v[(b*c.Lk*c.Hkv+g)*D:]}
-	O := blas32.General{Rows: c.Lq, Cols: D, Stride: c.H * D, Data: out[(b*c.Lq*c.H+h)*D:]}
+	V := blas32.General{Rows: c.Lk, Cols: Dv, Stride: c.Hkv * Dv, Data: v[(b*c.Lk*c.Hkv+g)*Dv:]}
+	O := blas32.General{Rows: c.Lq, Cols: Dv, Stride: c.H * Dv, Data: out[(b*c.Lq*c.H+h)*Dv:]}
 	S := blas32.General{Rows: c.Lq, Cols: c.Lk, Stride: c.Lk, Data: bl.scores[b*c.H+h]}
 	blas32.Gemm(blas.NoTrans, blas.Trans, float32(1/math.Sqrt(float64(D))), Q, K, 0, S)
 	for i := 0; i < c.Lq; i++ {

@@ -175,3 +175,30 @@ func benchGemm(b *testing.B, ks *kernels.Set, t fallback.KVType, m, n, k int) {
 	// The weights' bytes, read once per call: what bounds a GEMV (M=1).
 	b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// TestShapeDims: -shape takes Dk/Dv in its last field, and a row with V
+// inside K counts K's bytes once.
+func TestShapeDims(t *testing.T) {
+	c, err := parseShape("1,16,1,1,4096,576/512")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.D != 576 || c.ValueDim() != 512 || c.String() != "B=1,H=16,Hkv=1,Lq=1,Lk=4096,D=576/512" {
+		t.Errorf("parsed %+v as %s", c, c)
+	}
+	if got, want := c.KVBytes(), 4096*4*float64(576+512); got != want {
+		t.Errorf("KVBytes %v, want %v", got, want)
+	}
+	c.VInK, c.KV = true, mha.BFloat16
+	if got, want := c.KVBytes(), 4096*2*576.0; got != want || c.String() != "B=1,H=16,Hkv=1,Lq=1,Lk=4096,D=576/512+vink" {
+		t.Errorf("V in K: KVBytes %v, want %v (%s)", got, want, c)
+	}
+	if got, want := c.FLOPs(), 2*float64(576+512)*16*4096; got != want {
+		t.Errorf("FLOPs %v, want %v", got, want)
+	}
+	for _, bad := range []string{"1,16,1,1,4096,576/", "1,16,1,1,4096,/512", "1,16,1,1,4096,576/0", "1,2,3"} {
+		if _, err := parseShape(bad); err == nil {
+			t.Errorf("parseShape(%q) took it", bad)
+		}
+	}
+}

@@ -11,15 +11,38 @@ import (
 // Case is one attention shape of the table.
 type Case struct {
 	B, H, Hkv, Lq, Lk, D int
+	Dv                   int  // the value dim; 0 means D
+	VInK                 bool // V is the first Dv elements of each K row (-vink)
 	Causal               bool
 	Layout               mha.Layout
 	KV                   mha.KVType // storage of K and V
 	Variant              variant    // semantics on top of the mask (variants.go)
 }
 
-// String is the shape in the table's form.
+// String is the shape in the table's form: D=Dk, or D=Dk/Dv when they
+// differ, then "+vink" with V inside K.
 func (c Case) String() string {
-	return fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D)
+	s := fmt.Sprintf("B=%d,H=%d,Hkv=%d,Lq=%d,Lk=%d,D=%s", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.dims())
+	if c.VInK {
+		s += "+vink"
+	}
+	return s
+}
+
+// dims is "Dk", or "Dk/Dv" when they differ.
+func (c Case) dims() string {
+	if c.ValueDim() == c.D {
+		return strconv.Itoa(c.D)
+	}
+	return fmt.Sprintf("%d/%d", c.D, c.ValueDim())
+}
+
+// ValueDim is Dv.
+func (c Case) ValueDim() int {
+	if c.Dv == 0 {
+		return c.D
+	}
+	return c.Dv
 }
 
 // layoutName is a layout's name in the table and in flags.
@@ -29,6 +52,9 @@ func layoutName(l mha.Layout) string { return strings.ToLower(l.String()) }
 // benchstat can group by any of them: B=1/H=16/L=1024/D=128 for
 // self-attention shapes, with Hkv, Lq and Lk spelled out otherwise.
 func (c Case) Path() string {
+	if c.ValueDim() != c.D {
+		return fmt.Sprintf("B=%d/H=%d/Hkv=%d/Lq=%d/Lk=%d/Dk=%d/Dv=%d", c.B, c.H, c.Hkv, c.Lq, c.Lk, c.D, c.ValueDim())
+	}
 	if c.Lq == c.Lk && c.H == c.Hkv {
 		return fmt.Sprintf("B=%d/H=%d/L=%d/D=%d", c.B, c.H, c.Lq, c.D)
 	}
@@ -54,29 +80,39 @@ func (c Case) Pairs() float64 {
 }
 
 // FLOPs is 2·(Dk+Dv)·B·H·pairs.
-func (c Case) FLOPs() float64 { return 2 * float64(2*c.D) * float64(c.B*c.H) * c.Pairs() }
+func (c Case) FLOPs() float64 {
+	return 2 * float64(c.D+c.ValueDim()) * float64(c.B*c.H) * c.Pairs()
+}
 
-// KVBytes is the K and V a call reads: B·Hkv·Lk·(Dk+Dv) elements of 4
-// bytes, 2 for 16-bit storage, or 1 for int8 plus a 4-byte scale per 32
+// KVBytes is the K and V a call reads: B·Hkv·Lk rows of Dk and of Dv
+// elements (of Dk only with V inside K: each row is read once), 4 bytes
+// each, 2 for 16-bit storage, or 1 for int8 plus a 4-byte scale per 32
 // (Lk: the keys kept, for a padded variant).
 func (c Case) KVBytes() float64 {
-	size := 4.0
-	switch c.KV {
-	case mha.Float16, mha.BFloat16:
-		size = 2
-	case mha.Int8:
-		size = 1 + 4*float64(mha.Int8Blocks(c.D))/float64(c.D)
+	row := func(d int) float64 {
+		switch c.KV {
+		case mha.Float16, mha.BFloat16:
+			return 2 * float64(d)
+		case mha.Int8:
+			return float64(d) + 4*float64(mha.Int8Blocks(d))
+		}
+		return 4 * float64(d)
 	}
 	lk := c.Lk
 	if c.Variant.padded() {
 		lk = c.keep()
 	}
-	return size * float64(c.B*c.Hkv*lk) * float64(2*c.D)
+	per := row(c.D) + row(c.ValueDim())
+	if c.VInK {
+		per = row(c.D)
+	}
+	return float64(c.B*c.Hkv*lk) * per
 }
 
 // Shape is the case as an mha.Shape.
 func (c Case) Shape() mha.Shape {
-	return mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D, Layout: c.Layout}
+	return mha.Shape{Batch: c.B, Heads: c.H, KVHeads: c.Hkv, QLen: c.Lq, KVLen: c.Lk, HeadDim: c.D,
+		ValueDim: c.ValueDim(), ValueInKey: c.VInK, Layout: c.Layout}
 }
 
 // defaultCases are the shapes of the README table: (B, H, Hkv, Lq, Lk, D).
@@ -95,13 +131,18 @@ var quickCases = []Case{
 	{B: 1, H: 8, Hkv: 2, Lq: 1, Lk: 2048, D: 64},
 }
 
-// parseShape reads "B,H,Hkv,Lq,Lk,D".
+// parseShape reads "B,H,Hkv,Lq,Lk,D", D either one head dim or "Dk/Dv".
 func parseShape(s string) (Case, error) {
 	f := strings.Split(s, ",")
 	if len(f) != 6 {
-		return Case{}, fmt.Errorf("shape %q: want B,H,Hkv,Lq,Lk,D", s)
+		return Case{}, fmt.Errorf("shape %q: want B,H,Hkv,Lq,Lk,D (D: a head dim, or Dk/Dv)", s)
 	}
-	var v [6]int
+	dk, dv, split := strings.Cut(f[5], "/")
+	f[5] = dk
+	if split {
+		f = append(f, dv)
+	}
+	var v [7]int
 	for i, x := range f {
 		n, err := strconv.Atoi(strings.TrimSpace(x))
 		if err != nil || n < 1 {
@@ -109,7 +150,7 @@ func parseShape(s string) (Case, error) {
 		}
 		v[i] = n
 	}
-	return Case{B: v[0], H: v[1], Hkv: v[2], Lq: v[3], Lk: v[4], D: v[5]}, nil
+	return Case{B: v[0], H: v[1], Hkv: v[2], Lq: v[3], Lk: v[4], D: v[5], Dv: v[6]}, nil
 }
 
 // LayerCase is one MHA layer shape: projections and causal attention over

@@ -35,6 +35,8 @@ type Row struct {
 	Kind       string  `json:"kind"` // "attention" or "layer"
 	ISA        string  `json:"isa"`
 	Shape      string  `json:"shape"`
+	Dv         int     `json:"dv,omitempty"`     // attention rows whose Dv differs from Dk
+	VInK       bool    `json:"v_in_k,omitempty"` // V read inside K (-vink)
 	Mask       string  `json:"mask"`              // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"`            // "bshd" or "bhsd"
 	KV         string  `json:"kv"`                // storage of K and V: "f32", "f16", "bf16", "int8"
@@ -88,7 +90,8 @@ func main() {
 func parseFlags() (*config, error) {
 	quick := flag.Bool("quick", false, "small shapes and short timings: a smoke run of under a minute")
 	isa := flag.String("isa", "", "comma-separated kernel sets (default: every set this CPU runs)")
-	shapes := flag.String("shape", "", "semicolon-separated shapes B,H,Hkv,Lq,Lk,D instead of the defaults")
+	shapes := flag.String("shape", "", "semicolon-separated shapes B,H,Hkv,Lq,Lk,D instead of the defaults (D: a head dim, or Dk/Dv)")
+	vink := flag.Bool("vink", false, "read V as the first Dv elements of each K row (MLA's absorbed decode; shapes with Dv <= Dk)")
 	threads := flag.String("threads", "", "comma-separated thread counts (default: 1 and all cores)")
 	asJSON := flag.Bool("json", false, "print one JSON record per line instead of the table")
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
@@ -136,6 +139,10 @@ func parseFlags() (*config, error) {
 			c, err := parseShape(s)
 			if err != nil {
 				return nil, err
+			}
+			c.VInK = *vink
+			if c.VInK && c.ValueDim() > c.D {
+				return nil, fmt.Errorf("-vink: shape %q has Dv > Dk: a value row must be a prefix of its key row", s)
 			}
 			cfg.cases = append(cfg.cases, c)
 		}
@@ -342,25 +349,38 @@ func (c Case) maskName() string {
 
 // measureAttention times one attention row, its peak and its baseline.
 func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threads int, m Machine, baselines map[string]float64) (Row, error) {
-	q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(c.B*c.Lk*c.Hkv*c.D), fill(c.B*c.Lk*c.Hkv*c.D)
-	o := make([]float32, c.B*c.Lq*c.H*c.D)
+	dv, rows := c.ValueDim(), c.B*c.Lk*c.Hkv
+	q, k, v := fill(c.B*c.Lq*c.H*c.D), fill(rows*c.D), fill(rows*dv) // v: the baseline's too
+	o := make([]float32, c.B*c.Lq*c.H*dv)
 	opts, err := c.options(threads)
 	if err != nil {
 		return Row{}, err
 	}
-	call := func() error { return e.Attention(o, q, k, v, c.Shape(), opts) }
+	fv := v // what fastattn reads: nothing with V inside K
+	if c.VInK {
+		fv = nil
+	}
+	call := func() error { return e.Attention(o, q, k, fv, c.Shape(), opts) }
 	switch {
 	case c.KV == mha.Int8:
-		nb := c.B * c.Lk * c.Hkv * mha.Int8Blocks(c.D)
-		k8 := mha.Int8Tensor{Data: make([]int8, len(k)), Scales: make([]float32, nb)}
-		v8 := mha.Int8Tensor{Data: make([]int8, len(v)), Scales: make([]float32, nb)}
-		if err := errors.Join(mha.QuantizeInt8(k8, k, c.D), mha.QuantizeInt8(v8, v, c.D)); err != nil {
+		k8 := mha.Int8Tensor{Data: make([]int8, len(k)), Scales: make([]float32, rows*mha.Int8Blocks(c.D))}
+		var v8 mha.Int8Tensor
+		if !c.VInK {
+			v8 = mha.Int8Tensor{Data: make([]int8, len(v)), Scales: make([]float32, rows*mha.Int8Blocks(dv))}
+			err = mha.QuantizeInt8(v8, v, dv)
+		}
+		if err := errors.Join(mha.QuantizeInt8(k8, k, c.D), err); err != nil {
 			return Row{}, err
 		}
 		call = func() error { return e.AttentionInt8(o, q, k8, v8, c.Shape(), opts) }
 	case c.KV != mha.Float32:
-		k16, v16 := make([]uint16, len(k)), make([]uint16, len(v))
-		if err := errors.Join(mha.Narrow16(k16, k, c.KV), mha.Narrow16(v16, v, c.KV)); err != nil {
+		k16 := make([]uint16, len(k))
+		var v16 []uint16
+		if !c.VInK {
+			v16 = make([]uint16, len(v))
+			err = mha.Narrow16(v16, v, c.KV)
+		}
+		if err := errors.Join(mha.Narrow16(k16, k, c.KV), err); err != nil {
 			return Row{}, err
 		}
 		call = func() error { return e.Attention16(o, q, k16, v16, c.KV, c.Shape(), opts) }
@@ -370,8 +390,11 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(), Threads: threads,
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), VInK: c.VInK, Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(), Threads: threads,
 		MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
+	if dv != c.D {
+		r.Dv = dv
+	}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
 	}
