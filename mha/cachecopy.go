@@ -48,33 +48,87 @@ func (c *Cache) CopyTo(to *Cache, dst, src, n int) error {
 		return fmt.Errorf("%w: CopyTo of %d tokens into a cache of capacity %d", ErrCacheFull, n, to.capa)
 	}
 	if to != c || dst != src {
-		cfg := c.layer.cfg
-		for _, t := range [2]struct {
-			dim                int
-			from, into         []float32
-			from16, to16       []uint16
-			from8, to8         []int8
-			fromScale, toScale []float32
-		}{{cfg.HeadDim, c.K, to.K, c.K16, to.K16, c.K8, to.K8, c.KScale, to.KScale},
-			{cfg.ValueDim, c.V, to.V, c.V16, to.V16, c.V8, to.V8, c.VScale, to.VScale}} {
-			nb := Int8Blocks(t.dim)
-			for g := 0; g < cfg.KVHeads; g++ {
-				a := (src*cfg.KVHeads + g) * c.capa  // src's first row of head g
-				b := (dst*cfg.KVHeads + g) * to.capa // dst's
-				switch {
-				case c.typ.is16():
-					copy(t.to16[b*t.dim:(b+n)*t.dim], t.from16[a*t.dim:(a+n)*t.dim])
-				case c.typ == Int8:
-					copy(t.to8[b*t.dim:(b+n)*t.dim], t.from8[a*t.dim:(a+n)*t.dim])
-					copy(t.toScale[b*nb:(b+n)*nb], t.fromScale[a*nb:(a+n)*nb])
-				default:
-					copy(t.into[b*t.dim:(b+n)*t.dim], t.from[a*t.dim:(a+n)*t.dim])
-				}
-			}
-		}
+		c.copyRows(to, src, 0, dst, 0, n)
 	}
 	to.lens[dst].Store(int64(n))
 	return nil
+}
+
+// Keep keeps, after the first from tokens of sequence seq, the tokens at
+// slots (token indices, strictly increasing, each in [from, Len(seq))) in
+// their order, and drops the rest: the sequence becomes its first from
+// tokens followed by those, Len(seq) = from + len(slots). It commits the
+// accepted path of a verified draft tree, or any subset of the newest
+// tokens, without recomputing them. Tokens move as stored: a key keeps the
+// rotation of the position it was decoded at, so a kept token should sit
+// at that position afterwards (a tree's accepted path, whose depths
+// follow from, does). Bad arguments are ErrOption and change nothing; a
+// cache in use by another call is ErrBusy.
+func (c *Cache) Keep(seq, from int, slots []int) error {
+	if err := c.hold(); err != nil {
+		return err
+	}
+	defer c.release()
+	if seq < 0 || seq >= c.batch {
+		return fmt.Errorf("%w: Keep on sequence %d, the cache has %d", ErrOption, seq, c.batch)
+	}
+	have := int(c.lens[seq].Load())
+	if from < 0 || from > have {
+		return fmt.Errorf("%w: Keep after %d tokens of sequence %d, it holds %d", ErrOption, from, seq, have)
+	}
+	for i, s := range slots {
+		switch {
+		case s < from || s >= have:
+			return fmt.Errorf("%w: Keep of slot %d (slots[%d]) of sequence %d: must be in [%d, %d)", ErrOption, s, i, seq, from, have)
+		case i > 0 && s <= slots[i-1]:
+			return fmt.Errorf("%w: Keep: slots[%d] = %d after slots[%d] = %d: slots must increase", ErrOption, i, s, i-1, slots[i-1])
+		}
+	}
+	// Slot slots[i] >= from+i moves down to from+i: increasing slots never
+	// overwrite one still to move. Runs of consecutive slots move at once.
+	for i := 0; i < len(slots); {
+		n := 1
+		for i+n < len(slots) && slots[i+n] == slots[i]+n {
+			n++
+		}
+		if slots[i] != from+i {
+			c.copyRows(c, seq, slots[i], seq, from+i, n)
+		}
+		i += n
+	}
+	c.lens[seq].Store(int64(from + len(slots)))
+	return nil
+}
+
+// copyRows copies n stored tokens of sequence src from token a on into
+// sequence dst of cache to from token b on, K and V, every KV head, as
+// stored (to has c's geometry and type; when the ranges overlap in one
+// sequence, b <= a: copy moves them as memmove does).
+func (c *Cache) copyRows(to *Cache, src, a, dst, b, n int) {
+	cfg := c.layer.cfg
+	for _, t := range [2]struct {
+		dim                int
+		from, into         []float32
+		from16, to16       []uint16
+		from8, to8         []int8
+		fromScale, toScale []float32
+	}{{cfg.HeadDim, c.K, to.K, c.K16, to.K16, c.K8, to.K8, c.KScale, to.KScale},
+		{cfg.ValueDim, c.V, to.V, c.V16, to.V16, c.V8, to.V8, c.VScale, to.VScale}} {
+		d, nb := t.dim, Int8Blocks(t.dim)
+		for g := 0; g < cfg.KVHeads; g++ {
+			i := (src*cfg.KVHeads+g)*c.capa + a  // the first row to copy, of head g
+			j := (dst*cfg.KVHeads+g)*to.capa + b // where it goes
+			switch {
+			case c.typ.is16():
+				copy(t.to16[j*d:(j+n)*d], t.from16[i*d:(i+n)*d])
+			case c.typ == Int8:
+				copy(t.to8[j*d:(j+n)*d], t.from8[i*d:(i+n)*d])
+				copy(t.toScale[j*nb:(j+n)*nb], t.fromScale[i*nb:(i+n)*nb])
+			default:
+				copy(t.into[j*d:(j+n)*d], t.from[i*d:(i+n)*d])
+			}
+		}
+	}
 }
 
 // compatible reports, as an ErrOption naming the difference, whether to

@@ -3,6 +3,7 @@ package mha
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -142,4 +143,97 @@ func TestCopyToErrors(t *testing.T) {
 	if err := a.CopyTo(a, 0, 0, 4); err != nil || a.Len(0) != 4 {
 		t.Fatalf("self copy: %v, length %d", err, a.Len(0))
 	}
+}
+
+// TestKeep: the tokens Keep keeps from a sequence's newest ones, then
+// decoding on, give bit for bit what decoding only the kept tokens gives,
+// on every set and storage type; bad arguments change nothing.
+func TestKeep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	// No rotary: a token's K and V do not depend on its slot, so kept
+	// tokens that move down hold what decoding them there would store.
+	cfg := LayerConfig{DModel: 24, Heads: 4, KVHeads: 2, HeadDim: 8, ValueDim: 6}
+	ctx := context.Background()
+	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8} {
+		for _, e := range engines {
+			l, _ := testLayer(t, e, rng, cfg, true)
+			dm := cfg.DModel
+			c, err := l.NewCacheOf(2, 64, typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := random(rng, 10*dm)
+			if err := l.DecodeSeqs(ctx, make([]float32, 20*dm), slices.Concat(prompt, prompt), c, []int{10, 10}, nil); err != nil {
+				t.Fatal(err)
+			}
+			// Sequence 0 decodes 7 drafts; slots 10, 12, 13 and 16 are
+			// accepted. Sequence 1 decodes only those four.
+			drafts := random(rng, 7*dm)
+			slots := []int{10, 12, 13, 16}
+			var kept []float32
+			for _, s := range slots {
+				kept = append(kept, drafts[(s-10)*dm:(s-9)*dm]...)
+			}
+			if err := l.DecodeSeqs(ctx, make([]float32, 11*dm), slices.Concat(drafts, kept), c, []int{7, 4}, nil); err != nil {
+				t.Fatal(err)
+			}
+			before := cacheState(c)
+			for _, bad := range []struct {
+				seq, from int
+				slots     []int
+			}{{2, 10, slots}, {-1, 10, slots}, {0, 18, nil}, {0, -1, nil}, {0, 10, []int{9}}, {0, 10, []int{17}},
+				{0, 10, []int{12, 12}}, {0, 10, []int{13, 12}}} {
+				if err := c.Keep(bad.seq, bad.from, bad.slots); !errors.Is(err, ErrOption) {
+					t.Errorf("Keep(%d, %d, %v) = %v, want ErrOption", bad.seq, bad.from, bad.slots, err)
+				}
+			}
+			if !slices.Equal(before, cacheState(c)) || c.Len(0) != 17 {
+				t.Fatalf("a refused Keep changed the cache")
+			}
+			if err := c.Keep(0, 10, slots); err != nil {
+				t.Fatal(err)
+			}
+			if c.Len(0) != 14 || c.Len(1) != 14 {
+				t.Fatalf("lengths after Keep %d, %d, want 14", c.Len(0), c.Len(1))
+			}
+			for s := 0; s < 3; s++ {
+				tok := random(rng, dm)
+				out := make([]float32, 2*dm)
+				if err := l.DecodeSeqs(ctx, out, slices.Concat(tok, tok), c, []int{1, 1}, nil); err != nil {
+					t.Fatal(err)
+				}
+				if i := firstDiff(out[:dm], out[dm:]); i >= 0 {
+					t.Fatalf("%s %v step %d: kept sequence out[%d] = %v, decoded-alone %v", e.Kernels(), typ, s, i, out[i], out[dm+i])
+				}
+			}
+			if err := c.Keep(1, 17, nil); err != nil || c.Len(1) != 17 { // keeping nothing after all: a no-op
+				t.Fatalf("Keep(1, 17, nil): %v, length %d", err, c.Len(1))
+			}
+		}
+	}
+}
+
+// cacheState is a copy of every byte a cache stores, as float32 bits, and
+// its lengths.
+func cacheState(c *Cache) []uint32 {
+	var s []uint32
+	for _, f := range [][]float32{c.K, c.V, c.KScale, c.VScale} {
+		for _, x := range f {
+			s = append(s, math.Float32bits(x))
+		}
+	}
+	for _, h := range [][]uint16{c.K16, c.V16} {
+		for _, x := range h {
+			s = append(s, uint32(x))
+		}
+	}
+	for _, q := range [][]int8{c.K8, c.V8} {
+		for _, x := range q {
+			s = append(s, uint32(uint8(x)))
+		}
+	}
+	for b := range c.Batch() {
+		s = append(s, uint32(c.Len(b)))
+	}
+	return s
 }
