@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -392,4 +393,40 @@ func FuzzRopeScaling(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFrequencies: the exported table is the layer's own, a copy, and
+// length-dependent for longrope; a bad Rotary or length is ErrOption.
+func TestFrequencies(t *testing.T) {
+	rot := Rotary{Dims: 8, Base: 500000, Scaling: &RopeScaling{Type: "longrope", OriginalMaxPositions: 16, MaxPositions: 64,
+		ShortFactor: []float64{1, 1, 1, 1}, LongFactor: []float64{1, 2, 4, 8}}}
+	ro, err := newRope(rot, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 16, 17, 1000} {
+		freq, attn, err := rot.Frequencies(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ro.table(n, make([]float64, 4))
+		if !slices.Equal(freq, want) || attn != ro.attn {
+			t.Errorf("length %d: %v, %v; the layer uses %v, %v", n, freq, attn, want, ro.attn)
+		}
+		freq[0] = -1 // a copy: the layer's table stays
+	}
+	if ro.freq[0] == -1 || ro.rule.long[0] == -1 {
+		t.Error("Frequencies handed out the layer's table")
+	}
+	if f, a, err := (Rotary{}).Frequencies(5); f != nil || a != 1 || err != nil {
+		t.Errorf("no rotary: %v, %v, %v", f, a, err)
+	}
+	for _, bad := range []Rotary{{Dims: 3}, {Dims: 8, Base: -1}, {Dims: 8, Scale: 2, Scaling: &RopeScaling{Type: "linear", Factor: 2}}} {
+		if _, _, err := bad.Frequencies(1); !errors.Is(err, ErrOption) {
+			t.Errorf("%+v: %v, want ErrOption", bad, err)
+		}
+	}
+	if _, _, err := rot.Frequencies(-1); !errors.Is(err, ErrOption) {
+		t.Errorf("length -1: %v, want ErrOption", err)
+	}
 }

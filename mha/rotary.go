@@ -90,6 +90,28 @@ func newRope(r Rotary, headDim int) (rope, error) {
 	return ro, nil
 }
 
+// Frequencies returns what the layer rotates a sequence of seqLen tokens
+// with: the radians per position of each rotated pair, Dims/2 values
+// (pair i rotates dimensions i and i + Dims/2, or 2i and 2i+1 when
+// Interleaved), and the attention factor multiplied into cos and sin (1
+// unless Scaling sets one). It is for checking a port against the
+// checkpoint's own inv_freq and attention_scaling (transformers'
+// rope_init_fn). seqLen matters only for longrope and dynamic NTK. A
+// Rotary that NewLayer would refuse is ErrOption; Dims 0 gives none.
+func (r Rotary) Frequencies(seqLen int) (freq []float64, attentionFactor float64, err error) {
+	ro, err := newRope(r, r.Dims)
+	if err != nil {
+		return nil, 0, err
+	}
+	if ro.half == 0 {
+		return nil, 1, nil
+	}
+	if seqLen < 0 {
+		return nil, 0, fmt.Errorf("%w: Frequencies of a sequence of %d tokens", ErrOption, seqLen)
+	}
+	return append([]float64(nil), ro.table(seqLen, make([]float64, ro.half))...), ro.attn, nil
+}
+
 // maxRopeStack is the pairs whose dynamic-NTK frequencies table fits on
 // the stack (head dims up to 512).
 const maxRopeStack = 256
