@@ -35,8 +35,8 @@ type Row struct {
 	Kind       string  `json:"kind"` // "attention" or "layer"
 	ISA        string  `json:"isa"`
 	Shape      string  `json:"shape"`
-	Dv         int     `json:"dv,omitempty"`     // attention rows whose Dv differs from Dk
-	VInK       bool    `json:"v_in_k,omitempty"` // V read inside K (-vink)
+	Dv         int     `json:"dv,omitempty"`      // attention rows whose Dv differs from Dk
+	VInK       bool    `json:"v_in_k,omitempty"`  // V read inside K (-vink)
 	Mask       string  `json:"mask"`              // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"`            // "bshd" or "bhsd"
 	KV         string  `json:"kv"`                // storage of K and V: "f32", "f16", "bf16", "int8"
