@@ -27,7 +27,7 @@ func (l *Layer) DecodeContext(ctx context.Context, out, x []float32, cache *Cach
 	for b := range cache.counts {
 		cache.counts[b] = n
 	}
-	return l.decode(ctx, out, x, cache, cache.counts, opts)
+	return l.decode(ctx, out, x, cache, cache.counts, nil, opts)
 }
 
 // DecodeSeqs appends counts[b] new tokens to sequence b of the cache (0:
@@ -61,11 +61,11 @@ func (l *Layer) DecodeSeqs(ctx context.Context, out, x []float32, cache *Cache, 
 		return err
 	}
 	defer cache.release()
-	return l.decode(ctx, out, x, cache, counts, opts)
+	return l.decode(ctx, out, x, cache, counts, nil, opts)
 }
 
-// decode runs DecodeSeqs on a held cache.
-func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, counts []int, opts *Options) error {
+// decode runs DecodeSeqs (parents nil) or DecodeTree on a held cache.
+func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, counts, parents []int, opts *Options) error {
 	c, err := callOf(ctx, opts)
 	if err != nil {
 		return err
@@ -129,14 +129,37 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		return err
 	}
 	// One problem per stepping sequence: its new rows of the packed
-	// projections against its own cache rows.
-	works := l.e.getWorks(seqs)
+	// projections against its own cache rows (a tree: its history's and
+	// its tree's, tree.go).
+	var tr *treeScratch
+	nw := seqs
+	if parents != nil {
+		if sc.tree == nil {
+			sc.tree = new(treeScratch)
+		}
+		tr = sc.tree
+		tr.span = grown(tr.span, cache.batch)
+		if err := tr.depths(parents, counts, tr.span, total); err != nil {
+			return err
+		}
+		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)
+		nw = treeWorks(counts, &o)
+	}
+	works := l.e.getWorks(nw)
 	defer l.e.putWorks(works)
+	user := o
 	o.Causal = true
 	lse := o.LSE
 	for b, w, row := 0, 0, 0; b < cache.batch; b++ {
 		n := counts[b]
 		if n == 0 {
+			continue
+		}
+		if tr != nil {
+			if w, err = tr.problems(l, works, w, sc, cache, b, row, n, &user); err != nil {
+				return err
+			}
+			row += n
 			continue
 		}
 		o.KVLens = cache.kvlens[b : b+1]
@@ -162,6 +185,9 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			at := int(cache.lens[b].Load())
 			for i := 0; i < counts[b]; i++ {
 				prep.pos[row+i], prep.seqLen[row+i] = at+i, at+counts[b]
+				if tr != nil { // at its depth; the sequence reaches its deepest level
+					prep.pos[row+i], prep.seqLen[row+i] = at+tr.depth[row+i], at+tr.span[b]
+				}
 			}
 			row += counts[b]
 		}
@@ -183,9 +209,26 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			continue
 		}
 		cache.store(l.e.ks, b, int(cache.lens[b].Load()), n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
+		if tr != nil {
+			tr.fill(cfg, cache, b, row, int(cache.lens[b].Load()), n)
+		}
 		row += n
 	}
-	if !(l.e.attend(works, c) && l.project(out, sc.attn, &l.w.o, l.w.bo, total, c)) {
+	if !l.e.attend(works, c) {
+		return ctx.Err()
+	}
+	if tr != nil {
+		for b, row := 0, 0; b < cache.batch; b++ {
+			n := counts[b]
+			var seqLSE []float32
+			if lse != nil {
+				seqLSE = lse[row*H : (row+n)*H]
+			}
+			tr.merge(cfg, sc.attn, seqLSE, row, n, user.Window > 0 || user.ALiBi != nil)
+			row += n
+		}
+	}
+	if !l.project(out, sc.attn, &l.w.o, l.w.bo, total, c) {
 		return ctx.Err()
 	}
 	for b, n := range counts {

@@ -122,6 +122,7 @@ type Layer struct {
 // layerScratch holds one call's projected tensors, and the positions and
 // rotary angles of its tokens.
 type layerScratch struct {
+	tree          *treeScratch // DecodeTree's, made by its first call
 	q, k, v, attn []float32
 	pos           []int
 	cs            []float32

@@ -1,0 +1,295 @@
+package mha
+
+import (
+	"context"
+	"fmt"
+)
+
+// DecodeTree is DecodeSeqs for a tree of draft tokens per sequence, as a
+// speculative decoder verifies them (Medusa, EAGLE, llama.cpp's tree
+// drafts). parents has one entry per new token, in x's packed order: the
+// index, among its own sequence's new tokens, of the token's parent, or
+// -1 for a token that follows the cached tokens directly. A parent comes
+// before its children (so there is no cycle). A token's depth is 0 for a
+// root and its parent's plus one; it stands at position Len(seq) + depth
+// — rotary, Window and ALiBi measure from there, and siblings share a
+// position — and it attends to every cached token of its sequence, to its
+// ancestors among the new tokens, and to itself; never to a sibling or
+// another branch.
+//
+// Every new token is appended to the cache in x's order (token i of the
+// sequence at slot Len(seq) + i), so after choosing the accepted path,
+// Keep(seq, Len(seq), its slots) commits it: a path's depths are 0, 1,
+// 2, …, so its tokens then sit at the positions they were rotated for,
+// and the cache is, bit for bit, the cache that decoding the path alone
+// leaves. The outputs of a path's tokens equal that decoding's within
+// float32 rounding (not bit for bit: each row's softmax runs over the
+// cached tokens and the tree's in two parts, merged). A chain (parents
+// -1, 0, 1, …) is DecodeSeqs.
+//
+// opts, errors and cancellation are DecodeSeqs'. A parent out of range or
+// after its child is ErrOption and nothing changes.
+func (l *Layer) DecodeTree(ctx context.Context, out, x []float32, cache *Cache, counts, parents []int, opts *Options) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if parents == nil {
+		return fmt.Errorf("%w: DecodeTree needs parents (DecodeSeqs decodes chains)", ErrOption)
+	}
+	if err := cache.hold(); err != nil {
+		return err
+	}
+	defer cache.release()
+	return l.decode(ctx, out, x, cache, counts, parents, opts)
+}
+
+// treeScratch holds the buffers a tree step needs beyond a chain's, per
+// new token row (Σ counts rows, packed by sequence like x).
+type treeScratch struct {
+	parents []int        // the call's parents (read only)
+	mo      int          // the next sequence's offset in mask (and /H in bias)
+	span    []int        // per sequence: its deepest level plus one
+	depth   []int        // each token's depth in its tree
+	at      []int        // each token's position: the per-row history problems' QueryOffset
+	lens    []int        // per row: its sequence's cached length (the history problems' KVLens)
+	mask    []bool       // per sequence, [n][n]: token i sees token k of the tree
+	bias    []float32    // per sequence with ALiBi, [H][n][n]: the tree keys' ALiBi terms
+	o1, o2  []float32    // [rows][H][Dv]: the history's and the tree's outputs
+	l1, l2  []float32    // per sequence [H][n]: their LSEs
+	lrow    []float32    // [rows][H]: the per-row history problems' LSEs
+	k, v    []float32    // per sequence [Hkv][n][dim]: the tree's stored K and V, float32
+	k16     []uint16     // or 16-bit
+	v16     []uint16     //
+	k8, v8  []int8       // or int8
+	ks, vs  []float32    // with their scales
+	acc     []float64    // a merge's row
+	outs    [2][]float32 // the two parts of the sequence being merged
+	lses    [2][]float32
+}
+
+// grown returns buf with length n, reallocated only when too small.
+func grown[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+// treeDepths checks parents against counts and fills t.depth; it returns
+// each sequence's deepest level plus one in span (indexed by sequence).
+func (t *treeScratch) depths(parents, counts, span []int, total int) error {
+	if len(parents) != total {
+		return fmt.Errorf("%w: parents has %d entries for %d new tokens", ErrBuffer, len(parents), total)
+	}
+	t.parents, t.depth = parents, grown(t.depth, total)
+	for b, row := 0, 0; b < len(counts); b++ {
+		span[b] = 0
+		for i := 0; i < counts[b]; i++ {
+			p := parents[row+i]
+			if p < -1 || p >= i {
+				return fmt.Errorf("%w: parents[%d] = %d: token %d of sequence %d needs a parent in [-1, %d), one of its sequence's earlier new tokens",
+					ErrOption, row+i, p, i, b, i)
+			}
+			d := 0
+			if p >= 0 {
+				d = t.depth[row+p] + 1
+			}
+			t.depth[row+i] = d
+			span[b] = max(span[b], d+1)
+		}
+		row += counts[b]
+	}
+	return nil
+}
+
+// treeWorks is how many attention problems a tree step runs: per stepping
+// sequence its tree's, and its history's — one, or one per row when
+// Window or ALiBi make each position's view of the history its own.
+func treeWorks(counts []int, o *Options) int {
+	n := 0
+	for _, c := range counts {
+		switch {
+		case c == 0:
+		case o.Window > 0 || o.ALiBi != nil:
+			n += 1 + c
+		default:
+			n += 2
+		}
+	}
+	return n
+}
+
+// size readies the buffers of a step of rows new tokens in sequences
+// holding counts of them.
+func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi bool) {
+	cfg := l.cfg
+	H, Hkv, Dk, Dv := cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.ValueDim
+	sq := 0
+	for _, n := range counts {
+		sq += n * n
+	}
+	t.mo = 0
+	t.at, t.lens = grown(t.at, rows), grown(t.lens, rows)
+	t.mask = grown(t.mask, sq)
+	if alibi {
+		t.bias = grown(t.bias, H*sq)
+	}
+	t.o1, t.o2 = grown(t.o1, rows*H*Dv), grown(t.o2, rows*H*Dv)
+	t.l1, t.l2, t.lrow = grown(t.l1, rows*H), grown(t.l2, rows*H), grown(t.lrow, rows*H)
+	t.acc = grown(t.acc, Dv)
+	switch {
+	case typ.is16():
+		t.k16, t.v16 = grown(t.k16, rows*Hkv*Dk), grown(t.v16, rows*Hkv*Dv)
+	case typ == Int8:
+		t.k8, t.v8 = grown(t.k8, rows*Hkv*Dk), grown(t.v8, rows*Hkv*Dv)
+		t.ks, t.vs = grown(t.ks, rows*Hkv*Int8Blocks(Dk)), grown(t.vs, rows*Hkv*Int8Blocks(Dv))
+	default:
+		t.k, t.v = grown(t.k, rows*Hkv*Dk), grown(t.v, rows*Hkv*Dv)
+	}
+}
+
+// kv returns the tree keys of the sequence whose rows start at row, n of
+// them: [1][Hkv][n][dim] in the cache's type, filled by fill.
+func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
+	Hkv, Dk, Dv := cfg.KVHeads, cfg.HeadDim, cfg.ValueDim
+	kr, vr := [2]int{row * Hkv * Dk, (row + n) * Hkv * Dk}, [2]int{row * Hkv * Dv, (row + n) * Hkv * Dv}
+	d := kvData{t: typ, headsMajor: true}
+	switch {
+	case typ.is16():
+		d.k16, d.v16 = t.k16[kr[0]:kr[1]], t.v16[vr[0]:vr[1]]
+	case typ == Int8:
+		bk, bv := Int8Blocks(Dk), Int8Blocks(Dv)
+		d.k8, d.v8 = t.k8[kr[0]:kr[1]], t.v8[vr[0]:vr[1]]
+		d.ks, d.vs = t.ks[row*Hkv*bk:(row+n)*Hkv*bk], t.vs[row*Hkv*bv:(row+n)*Hkv*bv]
+	default:
+		d.k, d.v = t.k[kr[0]:kr[1]], t.v[vr[0]:vr[1]]
+	}
+	return d
+}
+
+// problems appends sequence b's problems to works from w on — its
+// history's and its tree's — and fills the tree's mask (and ALiBi terms);
+// it returns the next free work. rows [row, row+n) are the sequence's new
+// tokens, have its cached length, o the caller's options.
+func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScratch, cache *Cache, b, row, n int, o *Options) (int, error) {
+	cfg := l.cfg
+	H, Hkv, Dk, Dv := cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.ValueDim
+	have := int(cache.lens[b].Load())
+	workers := l.e.workers(o)
+	for i := 0; i < n; i++ {
+		t.at[row+i], t.lens[row+i] = have+t.depth[row+i], have
+	}
+	// The history: every cached key, seen by every new token.
+	hist := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: n, KVLen: cache.capa, HeadDim: Dk, ValueDim: Dv}
+	oh := Options{Scale: o.Scale, Softcap: o.Softcap, Sinks: o.Sinks, KVLens: t.lens[row : row+1], LSE: t.l1[row*H : (row+n)*H]}
+	var err error
+	if o.Window == 0 && o.ALiBi == nil {
+		if works[w].p, err = problem(t.o1[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], cache.kv(b), hist, &oh, workers); err != nil {
+			return w, err
+		}
+		w++
+	} else { // each token at its own position: causal there, with its window and distances
+		hist.QLen = 1
+		oh.Causal, oh.Window, oh.ALiBi = true, o.Window, o.ALiBi
+		for i := row; i < row+n; i++ {
+			oh.QueryOffset, oh.KVLens, oh.LSE = &t.at[i], t.lens[i:i+1], t.lrow[i*H:(i+1)*H]
+			if works[w].p, err = problem(t.o1[i*H*Dv:(i+1)*H*Dv], sc.q[i*H*Dk:(i+1)*H*Dk], cache.kv(b), hist, &oh, workers); err != nil {
+				return w, err
+			}
+			w++
+		}
+	}
+	// The tree: token i sees token k if k is i or one of its ancestors
+	// (and, with a window, close enough); ALiBi as the bias of those keys.
+	mo := t.mo
+	t.mo += n * n
+	mask := t.mask[mo : mo+n*n]
+	clear(mask)
+	for i := 0; i < n; i++ {
+		for k := i; ; k = t.parents[row+k] {
+			if o.Window > 0 && t.at[row+i]-t.at[row+k] >= o.Window {
+				break
+			}
+			mask[i*n+k] = true
+			if t.depth[row+k] == 0 {
+				break
+			}
+		}
+	}
+	ot := Options{Scale: o.Scale, Softcap: o.Softcap, Mask: mask, MaskQLen: n, LSE: t.l2[row*H : (row+n)*H]}
+	if o.ALiBi != nil {
+		ot.Bias, ot.BiasHeads, ot.BiasQLen = t.bias[H*mo:H*(mo+n*n)], H, n
+		for h := 0; h < H; h++ {
+			for i := 0; i < n; i++ {
+				for k := 0; k < n; k++ {
+					ot.Bias[(h*n+i)*n+k] = o.ALiBi[h] * float32(t.at[row+k]-t.at[row+i])
+				}
+			}
+		}
+	}
+	tree := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: n, KVLen: n, HeadDim: Dk, ValueDim: Dv}
+	if works[w].p, err = problem(t.o2[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], t.kv(cfg, cache.typ, row, n), tree, &ot, workers); err != nil {
+		return w, err
+	}
+	return w + 1, nil
+}
+
+// fill copies the tree tokens of sequence b, stored at slots [have,
+// have+n) of the cache, into the tree's K and V (rows from row on).
+func (t *treeScratch) fill(cfg LayerConfig, cache *Cache, b, row, have, n int) {
+	d := t.kv(cfg, cache.typ, row, n)
+	for _, x := range [2]struct {
+		dim    int
+		from   []float32
+		from16 []uint16
+		from8  []int8
+		fromS  []float32
+		to     []float32
+		to16   []uint16
+		to8    []int8
+		toS    []float32
+	}{{cfg.HeadDim, cache.K, cache.K16, cache.K8, cache.KScale, d.k, d.k16, d.k8, d.ks},
+		{cfg.ValueDim, cache.V, cache.V16, cache.V8, cache.VScale, d.v, d.v16, d.v8, d.vs}} {
+		dim, nb := x.dim, Int8Blocks(x.dim)
+		for g := 0; g < cfg.KVHeads; g++ {
+			i := (b*cfg.KVHeads+g)*cache.capa + have // the first tree row of head g in the cache
+			j := g * n                               // and in the copy
+			switch {
+			case cache.typ.is16():
+				copy(x.to16[j*dim:(j+n)*dim], x.from16[i*dim:(i+n)*dim])
+			case cache.typ == Int8:
+				copy(x.to8[j*dim:(j+n)*dim], x.from8[i*dim:(i+n)*dim])
+				copy(x.toS[j*nb:(j+n)*nb], x.fromS[i*nb:(i+n)*nb])
+			default:
+				copy(x.to[j*dim:(j+n)*dim], x.from[i*dim:(i+n)*dim])
+			}
+		}
+	}
+}
+
+// merge combines the history's and the tree's results of the sequence
+// whose rows start at row into attn ([rows][H][Dv]) and, if lse is not
+// nil, its [H][n] LSEs; perRow says the history ran one problem per row
+// (its LSEs in lrow, [row][H]).
+func (t *treeScratch) merge(cfg LayerConfig, attn, lse []float32, row, n int, perRow bool) {
+	H, Dv := cfg.Heads, cfg.ValueDim
+	l1, l2 := t.l1[row*H:(row+n)*H], t.l2[row*H:(row+n)*H]
+	if perRow {
+		for i := 0; i < n; i++ {
+			for h := 0; h < H; h++ {
+				l1[h*n+i] = t.lrow[(row+i)*H+h]
+			}
+		}
+	}
+	t.outs = [2][]float32{t.o1[row*H*Dv : (row+n)*H*Dv], t.o2[row*H*Dv : (row+n)*H*Dv]}
+	t.lses = [2][]float32{l1, l2}
+	for i := 0; i < n; i++ {
+		for h := 0; h < H; h++ {
+			o := (i*H + h) * Dv
+			m := mergeRow(attn[row*H*Dv+o:][:Dv], t.acc, t.outs[:], t.lses[:], h*n+i, o)
+			if lse != nil {
+				lse[h*n+i] = m
+			}
+		}
+	}
+}

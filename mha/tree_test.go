@@ -1,0 +1,348 @@
+package mha
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randomTree returns the parents of n draft tokens: each a root (-1) or
+// a child of an earlier token, at most 4 children per token (and roots),
+// depth at most 6.
+func randomTree(rng *rand.Rand, n int) []int {
+	parents, depth, kids := make([]int, n), make([]int, n), make([]int, n+1) // kids[n]: the roots
+	for i := range n {
+		for {
+			p := rng.IntN(i+1) - 1
+			slot := p
+			if p < 0 {
+				slot = n
+			}
+			if kids[slot] >= 4 || (p >= 0 && depth[p] >= 5) {
+				continue
+			}
+			parents[i], kids[slot] = p, kids[slot]+1
+			if p >= 0 {
+				depth[i] = depth[p] + 1
+			}
+			break
+		}
+	}
+	return parents
+}
+
+// pathTo returns token i's ancestors from its root, then i.
+func pathTo(parents []int, i int) []int {
+	var path []int
+	for k := i; k >= 0; k = parents[k] {
+		path = append(path, k)
+	}
+	slices.Reverse(path)
+	return path
+}
+
+// seqRows returns the stored bits of sequence b's first n tokens, K then
+// V, every KV head, whatever the cache's type.
+func seqRows(c *Cache, b, n int) []uint32 {
+	cfg := c.layer.cfg
+	var s []uint32
+	for _, d := range []struct {
+		dim int
+		f   []float32
+		h   []uint16
+		q   []int8
+		sc  []float32
+	}{{cfg.HeadDim, c.K, c.K16, c.K8, c.KScale}, {cfg.ValueDim, c.V, c.V16, c.V8, c.VScale}} {
+		nb := Int8Blocks(d.dim)
+		for g := 0; g < cfg.KVHeads; g++ {
+			r := (b*cfg.KVHeads + g) * c.capa
+			for _, x := range d.f[min(len(d.f), r*d.dim):min(len(d.f), (r+n)*d.dim)] {
+				s = append(s, math.Float32bits(x))
+			}
+			for _, x := range d.h[min(len(d.h), r*d.dim):min(len(d.h), (r+n)*d.dim)] {
+				s = append(s, uint32(x))
+			}
+			for _, x := range d.q[min(len(d.q), r*d.dim):min(len(d.q), (r+n)*d.dim)] {
+				s = append(s, uint32(uint8(x)))
+			}
+			for _, x := range d.sc[min(len(d.sc), r*nb):min(len(d.sc), (r+n)*nb)] {
+				s = append(s, math.Float32bits(x))
+			}
+		}
+	}
+	return s
+}
+
+// relErr is the largest |got − want| relative to the largest |want|.
+func relErr(got, want []float32) float64 {
+	scale, worst := 1e-30, 0.0
+	for i := range want {
+		scale = math.Max(scale, math.Abs(float64(want[i])))
+		worst = math.Max(worst, math.Abs(float64(got[i])-float64(want[i])))
+	}
+	if anyNaN(got) != anyNaN(want) {
+		return math.NaN()
+	}
+	return worst / scale
+}
+
+// TestDecodeTree: every token of random draft trees (depth <= 6, width
+// <= 4, several sequences, an empty history too) gets, within float32
+// rounding, the output and LSE of decoding its root-to-token path alone
+// after the same history — with rotary (llama3), GQA, Dk != Dv, and with
+// window, sinks, softcap and ALiBi — on every kernel set and K/V storage
+// type; Keep of a path then leaves the cache, bit for bit, as decoding
+// the path alone does, and the next step's outputs are bit for bit the
+// same.
+func TestDecodeTree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8, ValueDim: 6,
+		Rotary: Rotary{Dims: 8, Base: 10000, Scaling: &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 16}}}
+	dm, H := cfg.DModel, cfg.Heads
+	ctx := context.Background()
+	optionSets := []Options{{}, {Window: 4}, {Sinks: []float32{0.5, -1, 2, 0}, Softcap: 2}, {ALiBi: []float32{0.25, 0.0625, 0.015625, 0.00390625}},
+		{Window: 6, ALiBi: []float32{-0.3, 0.2, 0.1, 0.05}, Sinks: []float32{1, 1, 1, 1}}}
+	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8} {
+		for _, e := range engines {
+			for oi, base := range optionSets {
+				if testing.Short() && oi%2 != int(typ)%2 {
+					continue
+				}
+				name := fmt.Sprintf("%s/%v/%+v", e.Kernels(), typ, base)
+				l, _ := testLayer(t, e, rng, cfg, true)
+				const capa = 64
+				c, err := l.NewCacheOf(3, capa, typ)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, _ := l.NewCacheOf(1, capa, typ)
+				prompt := []int{9, 0, 3} // sequence 1 has no history
+				np := sum(prompt)
+				if err := l.DecodeSeqs(ctx, make([]float32, np*dm), random(rng, np*dm), c, prompt, nil); err != nil {
+					t.Fatal(err)
+				}
+				counts := []int{1 + rng.IntN(12), 1 + rng.IntN(12), 1 + rng.IntN(12)}
+				var parents []int
+				for _, n := range counts {
+					parents = append(parents, randomTree(rng, n)...)
+				}
+				total := sum(counts)
+				x, out := random(rng, total*dm), make([]float32, total*dm)
+				o := base
+				o.LSE = make([]float32, total*H)
+				if err := l.DecodeTree(ctx, out, x, c, counts, parents, &o); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				for b, row := 0, 0; b < 3; b++ {
+					n, have := counts[b], prompt[b]
+					tree := parents[row : row+n]
+					for i := 0; i < n; i++ {
+						path := pathTo(tree, i)
+						want, wantLSE := decodePath(t, l, c, ref, b, have, path, x[row*dm:], base)
+						if d := relErr(out[(row+i)*dm:(row+i+1)*dm], want); !(d <= 1e-4) {
+							t.Fatalf("%s: sequence %d token %d (path %v): output differs from decoding the path alone by %.3g", name, b, i, path, d)
+						}
+						for h := 0; h < H; h++ {
+							g, w := o.LSE[row*H+h*n+i], wantLSE[h]
+							if !(math.Abs(float64(g-w)) <= 1e-4*(1+math.Abs(float64(w)))) {
+								t.Fatalf("%s: sequence %d token %d head %d: LSE %v, the path alone %v", name, b, i, h, g, w)
+							}
+						}
+					}
+					// Commit a random token's path; the cache then is the
+					// path-alone cache, and so is the next step.
+					leaf := rng.IntN(n)
+					path := pathTo(tree, leaf)
+					decodePath(t, l, c, ref, b, have, path, x[row*dm:], base)
+					slots := make([]int, len(path))
+					for j, k := range path {
+						slots[j] = have + k
+					}
+					if err := c.Keep(b, have, slots); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(seqRows(c, b, have+len(path)), seqRows(ref, 0, have+len(path))) || c.Len(b) != ref.Len(0) {
+						t.Fatalf("%s: sequence %d after Keep of path %v: the cache differs from decoding the path alone", name, b, path)
+					}
+					tok := random(rng, dm)
+					got, want := make([]float32, dm), make([]float32, dm)
+					one := make([]int, 3)
+					one[b] = 1
+					ob, or := base, base
+					if err := errors.Join(l.DecodeSeqs(ctx, got, tok, c, one, &ob), l.DecodeSeqs(ctx, want, tok, ref, []int{1}, &or)); err != nil {
+						t.Fatal(err)
+					}
+					if i := firstDiff(got, want); i >= 0 {
+						t.Fatalf("%s: sequence %d, the step after Keep: out[%d] = %v, after the path alone %v", name, b, i, got[i], want[i])
+					}
+					row += n
+				}
+			}
+		}
+	}
+}
+
+// decodePath decodes, into ref's sequence 0, sequence b's first have
+// tokens of c (copied) and then the tree tokens of path (rows of xs), and
+// returns the last token's output and its LSE per head.
+func decodePath(t *testing.T, l *Layer, c, ref *Cache, b, have int, path []int, xs []float32, o Options) ([]float32, []float32) {
+	t.Helper()
+	dm, H := l.cfg.DModel, l.cfg.Heads
+	if err := c.CopyTo(ref, 0, b, have); err != nil {
+		t.Fatal(err)
+	}
+	var x []float32
+	for _, k := range path {
+		x = append(x, xs[k*dm:(k+1)*dm]...)
+	}
+	n := len(path)
+	out := make([]float32, n*dm)
+	o.LSE = make([]float32, n*H)
+	if err := l.DecodeSeqs(context.Background(), out, x, ref, []int{n}, &o); err != nil {
+		t.Fatal(err)
+	}
+	lse := make([]float32, H)
+	for h := range lse {
+		lse[h] = o.LSE[h*n+n-1]
+	}
+	return out[(n-1)*dm:], lse
+}
+
+// TestDecodeTreeThreads: a tree step is bit for bit the same at 1, 2 and
+// 7 threads, and a chain is DecodeSeqs within float32 rounding.
+func TestDecodeTreeThreads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(63, 64))
+	cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 1, HeadDim: 16, Rotary: Rotary{Dims: 16}}
+	_, w := testLayer(t, engines[0], rng, cfg, true)
+	dm := cfg.DModel
+	prompt := random(rng, 40*dm)
+	counts := []int{11, 7}
+	parents := slices.Concat(randomTree(rng, 11), randomTree(rng, 7))
+	x := random(rng, 18*dm)
+	opts := &Options{Window: 30, ALiBi: []float32{0.1, 0.2, 0.3, 0.4}}
+	var first []float32
+	for _, threads := range []int{1, 2, 7} {
+		e, err := New(Config{Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		l, err := NewLayer(e, cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := l.NewCache(2, 64)
+		if err := l.DecodeSeqs(context.Background(), make([]float32, 40*dm), prompt, c, []int{30, 10}, nil); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, 18*dm)
+		if err := l.DecodeTree(context.Background(), out, x, c, counts, parents, opts); err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = out
+		} else if i := firstDiff(out, first); i >= 0 {
+			t.Fatalf("%d threads: out[%d] = %v, 1 thread %v", threads, i, out[i], first[i])
+		}
+		// The same tokens as chains: DecodeSeqs.
+		chain := slices.Concat([]int{-1}, seqTo(10), []int{-1}, seqTo(6))
+		if err := errors.Join(c.Truncate(0, 30), c.Truncate(1, 10)); err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]float32, 18*dm), make([]float32, 18*dm)
+		if err := l.DecodeTree(context.Background(), got, x, c, counts, chain, opts); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(c.Truncate(0, 30), c.Truncate(1, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.DecodeSeqs(context.Background(), want, x, c, counts, opts); err != nil {
+			t.Fatal(err)
+		}
+		if d := relErr(got, want); !(d <= 1e-4) {
+			t.Fatalf("%d threads: a chain through DecodeTree differs from DecodeSeqs by %.3g", threads, d)
+		}
+	}
+}
+
+// seqTo returns 0, 1, ..., n-1: the parents of a chain's tokens after its first.
+func seqTo(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// TestDecodeTreeErrors: bad parents name the problem and change nothing.
+func TestDecodeTreeErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(65, 66))
+	cfg := LayerConfig{DModel: 16, Heads: 2, HeadDim: 8, Rotary: Rotary{Dims: 8}}
+	l, _ := testLayer(t, engines[0], rng, cfg, true)
+	c, _ := l.NewCache(2, 16)
+	ctx := context.Background()
+	if err := l.DecodeSeqs(ctx, make([]float32, 4*16), random(rng, 4*16), c, []int{2, 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := cacheState(c)
+	x, out := random(rng, 5*16), make([]float32, 5*16)
+	for _, bad := range []struct {
+		parents []int
+		want    error
+	}{{nil, ErrOption}, {[]int{-1, 0, 1}, ErrBuffer}, {[]int{-1, 1, 1, -1, 0}, ErrOption}, {[]int{-1, 0, 0, -1, -2}, ErrOption},
+		{[]int{0, 0, 0, -1, 0}, ErrOption}, {[]int{-1, 0, 3, -1, 0}, ErrOption}} {
+		if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, bad.parents, nil); !errors.Is(err, bad.want) {
+			t.Errorf("parents %v: %v, want %v", bad.parents, err, bad.want)
+		}
+	}
+	if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, []int{-1, 0, 0, -1, 0}, &Options{Mask: []bool{true}}); !errors.Is(err, ErrOption) {
+		t.Errorf("a Mask: %v, want ErrOption", err)
+	}
+	if !slices.Equal(before, cacheState(c)) {
+		t.Fatal("a refused DecodeTree changed the cache")
+	}
+	full, _ := l.NewCache(1, 3)
+	if err := l.DecodeTree(ctx, out[:4*16], x[:4*16], full, []int{4}, []int{-1, 0, 0, 1}, nil); !errors.Is(err, ErrCacheFull) {
+		t.Errorf("past capacity: %v, want ErrCacheFull", err)
+	}
+}
+
+// TestDecodeTreeNoAllocs: after the first call, a tree step allocates
+// nothing in the library.
+func TestDecodeTreeNoAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("steady-state allocation counts: the full suite checks them")
+	}
+	rng := rand.New(rand.NewPCG(67, 68))
+	cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16}}
+	l, _ := testLayer(t, engines[0], rng, cfg, true)
+	c, _ := l.NewCache(2, 64)
+	ctx := context.Background()
+	if err := l.DecodeSeqs(ctx, make([]float32, 40*32), random(rng, 40*32), c, []int{30, 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	counts, parents := []int{6, 5}, slices.Concat(randomTree(rng, 6), randomTree(rng, 5))
+	x, out := random(rng, 11*32), make([]float32, 11*32)
+	for _, o := range []*Options{nil, {Window: 20, ALiBi: []float32{0.1, 0.2, 0.3, 0.4}, LSE: make([]float32, 11*4)}} {
+		step := func() {
+			if err := l.DecodeTree(ctx, out, x, c, counts, parents, o); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(c.Truncate(0, 30), c.Truncate(1, 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step()
+		if n, where := libraryAllocs(t, func() {
+			for range 20 {
+				step()
+			}
+		}); n != 0 {
+			t.Errorf("options %+v: 20 tree steps allocated %d objects in the library: %s", o, n, where)
+		}
+	}
+}
