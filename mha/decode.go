@@ -64,8 +64,8 @@ func (l *Layer) DecodeSeqs(ctx context.Context, out, x []float32, cache *Cache, 
 	return l.decode(ctx, out, x, cache, counts, nil, opts)
 }
 
-// decode runs DecodeSeqs (parents nil) or DecodeTree on a held cache.
-func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, counts, parents []int, opts *Options) error {
+// decode runs DecodeSeqs (tree nil) or DecodeTree on a held cache.
+func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, counts []int, tree *Tree, opts *Options) error {
 	c, err := callOf(ctx, opts)
 	if err != nil {
 		return err
@@ -133,13 +133,12 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	// its tree's, tree.go).
 	var tr *treeScratch
 	nw := seqs
-	if parents != nil {
+	if tree != nil {
 		if sc.tree == nil {
 			sc.tree = new(treeScratch)
 		}
 		tr = sc.tree
-		tr.span = grown(tr.span, cache.batch)
-		if err := tr.depths(parents, counts, tr.span, total); err != nil {
+		if err := tr.resolve(tree, counts, cache, total); err != nil {
 			return err
 		}
 		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)
@@ -185,8 +184,8 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			at := int(cache.lens[b].Load())
 			for i := 0; i < counts[b]; i++ {
 				prep.pos[row+i], prep.seqLen[row+i] = at+i, at+counts[b]
-				if tr != nil { // at its depth; the sequence reaches its deepest level
-					prep.pos[row+i], prep.seqLen[row+i] = at+tr.depth[row+i], at+tr.span[b]
+				if tr != nil { // at its tree position; the sequence reaches its largest
+					prep.pos[row+i], prep.seqLen[row+i] = tr.at[row+i], tr.span[b]
 				}
 			}
 			row += counts[b]

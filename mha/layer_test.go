@@ -12,7 +12,7 @@ import (
 
 // testLayer builds a layer with random weights (scaled 1/sqrt(fan-in), so
 // activations stay O(1)) and, when withBias, random biases.
-func testLayer(t *testing.T, e *Engine, rng *rand.Rand, cfg LayerConfig, withBias bool) (*Layer, Weights) {
+func testLayer(t testing.TB, e *Engine, rng *rand.Rand, cfg LayerConfig, withBias bool) (*Layer, Weights) {
 	t.Helper()
 	if cfg.KVHeads == 0 {
 		cfg.KVHeads = cfg.Heads

@@ -5,42 +5,58 @@ import (
 	"fmt"
 )
 
+// Tree is the shape of a DecodeTree call's draft tokens: one entry per
+// new token, in x's packed order (sequence 0's new tokens, then sequence
+// 1's, ...).
+type Tree struct {
+	// Parents holds the index, among its own sequence's new tokens, of
+	// each token's parent, or -1 for a token that follows the cached
+	// tokens directly. A parent comes before its children (so there is no
+	// cycle). A token's depth is 0 for a root, its parent's plus one.
+	Parents []int
+	// Positions, when not nil, holds each token's position (rotary,
+	// Window and ALiBi measure from it): at least its sequence's Len (the
+	// cached tokens come first), above its parent's, at most MaxPosition.
+	// nil means Len(seq) + depth: siblings share a position, a path's
+	// tokens are consecutive.
+	Positions []int
+}
+
+// MaxPosition is the largest position Tree.Positions may give.
+const MaxPosition = maxCoord
+
 // DecodeTree is DecodeSeqs for a tree of draft tokens per sequence, as a
 // speculative decoder verifies them (Medusa, EAGLE, llama.cpp's tree
-// drafts). parents has one entry per new token, in x's packed order: the
-// index, among its own sequence's new tokens, of the token's parent, or
-// -1 for a token that follows the cached tokens directly. A parent comes
-// before its children (so there is no cycle). A token's depth is 0 for a
-// root and its parent's plus one; it stands at position Len(seq) + depth
-// — rotary, Window and ALiBi measure from there, and siblings share a
-// position — and it attends to every cached token of its sequence, to its
-// ancestors among the new tokens, and to itself; never to a sibling or
-// another branch.
+// drafts): each new token attends to every cached token of its sequence,
+// to its ancestors among the new tokens (tree.Parents), and to itself;
+// never to a sibling or another branch. Rotary embeddings, Window and
+// ALiBi use each token's position (tree.Positions).
 //
 // Every new token is appended to the cache in x's order (token i of the
 // sequence at slot Len(seq) + i), so after choosing the accepted path,
-// Keep(seq, Len(seq), its slots) commits it: a path's depths are 0, 1,
-// 2, …, so its tokens then sit at the positions they were rotated for,
-// and the cache is, bit for bit, the cache that decoding the path alone
-// leaves. The outputs of a path's tokens equal that decoding's within
-// float32 rounding (not bit for bit: each row's softmax runs over the
-// cached tokens and the tree's in two parts, merged). A chain (parents
-// -1, 0, 1, …) is DecodeSeqs.
+// Keep(seq, Len(seq), its slots) commits it. With the default positions a
+// path's tokens then sit at the positions they were rotated for, and the
+// cache is, bit for bit, the cache that decoding the path alone leaves.
+// The outputs of a path's tokens equal that decoding's within float32
+// rounding (not bit for bit: each row's softmax runs over the cached
+// tokens and the tree's in two parts, merged). A chain (parents -1, 0, 1,
+// …) is DecodeSeqs.
 //
-// opts, errors and cancellation are DecodeSeqs'. A parent out of range or
-// after its child is ErrOption and nothing changes.
-func (l *Layer) DecodeTree(ctx context.Context, out, x []float32, cache *Cache, counts, parents []int, opts *Options) error {
+// opts, errors and cancellation are DecodeSeqs'. Parents or positions
+// that break the rules above are ErrOption naming the token, a tree whose
+// slices do not hold one entry per new token ErrBuffer; nothing changes.
+func (l *Layer) DecodeTree(ctx context.Context, out, x []float32, cache *Cache, counts []int, tree Tree, opts *Options) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if parents == nil {
-		return fmt.Errorf("%w: DecodeTree needs parents (DecodeSeqs decodes chains)", ErrOption)
+	if tree.Parents == nil {
+		return fmt.Errorf("%w: DecodeTree needs Tree.Parents (DecodeSeqs decodes chains)", ErrOption)
 	}
 	if err := cache.hold(); err != nil {
 		return err
 	}
 	defer cache.release()
-	return l.decode(ctx, out, x, cache, counts, parents, opts)
+	return l.decode(ctx, out, x, cache, counts, &tree, opts)
 }
 
 // treeScratch holds the buffers a tree step needs beyond a chain's, per
@@ -48,9 +64,8 @@ func (l *Layer) DecodeTree(ctx context.Context, out, x []float32, cache *Cache, 
 type treeScratch struct {
 	parents []int        // the call's parents (read only)
 	mo      int          // the next sequence's offset in mask (and /H in bias)
-	span    []int        // per sequence: its deepest level plus one
-	depth   []int        // each token's depth in its tree
-	at      []int        // each token's position: the per-row history problems' QueryOffset
+	span    []int        // per sequence: its largest position plus one
+	at      []int        // each token's position (the per-row history problems' QueryOffset)
 	lens    []int        // per row: its sequence's cached length (the history problems' KVLens)
 	mask    []bool       // per sequence, [n][n]: token i sees token k of the tree
 	bias    []float32    // per sequence with ALiBi, [H][n][n]: the tree keys' ALiBi terms
@@ -75,27 +90,41 @@ func grown[T any](buf []T, n int) []T {
 	return buf[:n]
 }
 
-// treeDepths checks parents against counts and fills t.depth; it returns
-// each sequence's deepest level plus one in span (indexed by sequence).
-func (t *treeScratch) depths(parents, counts, span []int, total int) error {
-	if len(parents) != total {
-		return fmt.Errorf("%w: parents has %d entries for %d new tokens", ErrBuffer, len(parents), total)
+// resolve checks tree against counts and the cache's lengths, and fills
+// t.at with each token's position and t.span with each sequence's
+// length for rotary (its largest position plus one).
+func (t *treeScratch) resolve(tree *Tree, counts []int, cache *Cache, total int) error {
+	if len(tree.Parents) != total || (tree.Positions != nil && len(tree.Positions) != total) {
+		return fmt.Errorf("%w: Tree has %d parents and %d positions for %d new tokens", ErrBuffer, len(tree.Parents), len(tree.Positions), total)
 	}
-	t.parents, t.depth = parents, grown(t.depth, total)
+	t.parents = tree.Parents
+	t.at, t.span = grown(t.at, total), grown(t.span, len(counts))
 	for b, row := 0, 0; b < len(counts); b++ {
-		span[b] = 0
+		have := int(cache.lens[b].Load())
+		t.span[b] = 0
 		for i := 0; i < counts[b]; i++ {
-			p := parents[row+i]
+			p := t.parents[row+i]
 			if p < -1 || p >= i {
-				return fmt.Errorf("%w: parents[%d] = %d: token %d of sequence %d needs a parent in [-1, %d), one of its sequence's earlier new tokens",
+				return fmt.Errorf("%w: Tree.Parents[%d] = %d: token %d of sequence %d needs a parent in [-1, %d), one of its sequence's earlier new tokens",
 					ErrOption, row+i, p, i, b, i)
 			}
-			d := 0
+			at := have // a root's default position
 			if p >= 0 {
-				d = t.depth[row+p] + 1
+				at = t.at[row+p] + 1
 			}
-			t.depth[row+i] = d
-			span[b] = max(span[b], d+1)
+			if tree.Positions != nil {
+				at = tree.Positions[row+i]
+				switch {
+				case at < have || at > MaxPosition:
+					return fmt.Errorf("%w: Tree.Positions[%d] = %d: token %d of sequence %d must stand in [%d, %d] (after its %d cached tokens)",
+						ErrOption, row+i, at, i, b, have, MaxPosition, have)
+				case p >= 0 && at <= t.at[row+p]:
+					return fmt.Errorf("%w: Tree.Positions[%d] = %d: token %d of sequence %d must stand after its parent, at %d",
+						ErrOption, row+i, at, i, b, t.at[row+p])
+				}
+			}
+			t.at[row+i] = at
+			t.span[b] = max(t.span[b], at+1)
 		}
 		row += counts[b]
 	}
@@ -129,7 +158,7 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 		sq += n * n
 	}
 	t.mo = 0
-	t.at, t.lens = grown(t.at, rows), grown(t.lens, rows)
+	t.lens = grown(t.lens, rows)
 	t.mask = grown(t.mask, sq)
 	if alibi {
 		t.bias = grown(t.bias, H*sq)
@@ -177,7 +206,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 	have := int(cache.lens[b].Load())
 	workers := l.e.workers(o)
 	for i := 0; i < n; i++ {
-		t.at[row+i], t.lens[row+i] = have+t.depth[row+i], have
+		t.lens[row+i] = have
 	}
 	// The history: every cached key, seen by every new token.
 	hist := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: n, KVLen: cache.capa, HeadDim: Dk, ValueDim: Dv}
@@ -206,14 +235,11 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 	mask := t.mask[mo : mo+n*n]
 	clear(mask)
 	for i := 0; i < n; i++ {
-		for k := i; ; k = t.parents[row+k] {
+		for k := i; k >= 0; k = t.parents[row+k] {
 			if o.Window > 0 && t.at[row+i]-t.at[row+k] >= o.Window {
-				break
+				break // and every ancestor further up
 			}
 			mask[i*n+k] = true
-			if t.depth[row+k] == 0 {
-				break
-			}
 		}
 	}
 	ot := Options{Scale: o.Scale, Softcap: o.Softcap, Mask: mask, MaskQLen: n, LSE: t.l2[row*H : (row+n)*H]}

@@ -134,7 +134,7 @@ func TestDecodeTree(t *testing.T) {
 				x, out := random(rng, total*dm), make([]float32, total*dm)
 				o := base
 				o.LSE = make([]float32, total*H)
-				if err := l.DecodeTree(ctx, out, x, c, counts, parents, &o); err != nil {
+				if err := l.DecodeTree(ctx, out, x, c, counts, Tree{Parents: parents}, &o); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 				for b, row := 0, 0; b < 3; b++ {
@@ -240,7 +240,7 @@ func TestDecodeTreeThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := make([]float32, 18*dm)
-		if err := l.DecodeTree(context.Background(), out, x, c, counts, parents, opts); err != nil {
+		if err := l.DecodeTree(context.Background(), out, x, c, counts, Tree{Parents: parents}, opts); err != nil {
 			t.Fatal(err)
 		}
 		if first == nil {
@@ -254,7 +254,7 @@ func TestDecodeTreeThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, want := make([]float32, 18*dm), make([]float32, 18*dm)
-		if err := l.DecodeTree(context.Background(), got, x, c, counts, chain, opts); err != nil {
+		if err := l.DecodeTree(context.Background(), got, x, c, counts, Tree{Parents: chain}, opts); err != nil {
 			t.Fatal(err)
 		}
 		if err := errors.Join(c.Truncate(0, 30), c.Truncate(1, 10)); err != nil {
@@ -291,22 +291,32 @@ func TestDecodeTreeErrors(t *testing.T) {
 	before := cacheState(c)
 	x, out := random(rng, 5*16), make([]float32, 5*16)
 	for _, bad := range []struct {
-		parents []int
-		want    error
-	}{{nil, ErrOption}, {[]int{-1, 0, 1}, ErrBuffer}, {[]int{-1, 1, 1, -1, 0}, ErrOption}, {[]int{-1, 0, 0, -1, -2}, ErrOption},
-		{[]int{0, 0, 0, -1, 0}, ErrOption}, {[]int{-1, 0, 3, -1, 0}, ErrOption}} {
-		if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, bad.parents, nil); !errors.Is(err, bad.want) {
-			t.Errorf("parents %v: %v, want %v", bad.parents, err, bad.want)
+		tree Tree
+		want error
+	}{{Tree{}, ErrOption}, {Tree{Parents: []int{-1, 0, 1}}, ErrBuffer}, {Tree{Parents: []int{-1, 1, 1, -1, 0}}, ErrOption},
+		{Tree{Parents: []int{-1, 0, 0, -1, -2}}, ErrOption}, {Tree{Parents: []int{0, 0, 0, -1, 0}}, ErrOption},
+		{Tree{Parents: []int{-1, 0, 3, -1, 0}}, ErrOption},
+		{Tree{Parents: []int{-1, 0, 0, -1, 0}, Positions: []int{2, 3, 3}}, ErrBuffer},
+		{Tree{Parents: []int{-1, 0, 0, -1, 0}, Positions: []int{1, 3, 3, 2, 3}}, ErrOption},                 // before the cache's end
+		{Tree{Parents: []int{-1, 0, 0, -1, 0}, Positions: []int{2, 3, 2, 2, 3}}, ErrOption},                 // not after its parent
+		{Tree{Parents: []int{-1, 0, 0, -1, 0}, Positions: []int{2, 3, 3, 2, MaxPosition + 1}}, ErrOption}} { // too far
+		if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, bad.tree, nil); !errors.Is(err, bad.want) {
+			t.Errorf("tree %+v: %v, want %v", bad.tree, err, bad.want)
 		}
 	}
-	if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, []int{-1, 0, 0, -1, 0}, &Options{Mask: []bool{true}}); !errors.Is(err, ErrOption) {
+	if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, Tree{Parents: []int{-1, 0, 0, -1, 0}}, &Options{Mask: []bool{true}}); !errors.Is(err, ErrOption) {
 		t.Errorf("a Mask: %v, want ErrOption", err)
+	}
+	// ALiBi's distances are float32 integers: positions 2^25 apart are refused.
+	if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, Tree{Parents: []int{-1, 0, 0, -1, 0}, Positions: []int{2, 3, 3, 2, 1 << 25}},
+		&Options{ALiBi: []float32{0.1, 0.2}}); !errors.Is(err, ErrOption) {
+		t.Errorf("ALiBi at position 2^25: %v, want ErrOption", err)
 	}
 	if !slices.Equal(before, cacheState(c)) {
 		t.Fatal("a refused DecodeTree changed the cache")
 	}
 	full, _ := l.NewCache(1, 3)
-	if err := l.DecodeTree(ctx, out[:4*16], x[:4*16], full, []int{4}, []int{-1, 0, 0, 1}, nil); !errors.Is(err, ErrCacheFull) {
+	if err := l.DecodeTree(ctx, out[:4*16], x[:4*16], full, []int{4}, Tree{Parents: []int{-1, 0, 0, 1}}, nil); !errors.Is(err, ErrCacheFull) {
 		t.Errorf("past capacity: %v, want ErrCacheFull", err)
 	}
 }
@@ -329,7 +339,7 @@ func TestDecodeTreeNoAllocs(t *testing.T) {
 	x, out := random(rng, 11*32), make([]float32, 11*32)
 	for _, o := range []*Options{nil, {Window: 20, ALiBi: []float32{0.1, 0.2, 0.3, 0.4}, LSE: make([]float32, 11*4)}} {
 		step := func() {
-			if err := l.DecodeTree(ctx, out, x, c, counts, parents, o); err != nil {
+			if err := l.DecodeTree(ctx, out, x, c, counts, Tree{Parents: parents}, o); err != nil {
 				t.Fatal(err)
 			}
 			if err := errors.Join(c.Truncate(0, 30), c.Truncate(1, 10)); err != nil {
@@ -345,4 +355,101 @@ func TestDecodeTreeNoAllocs(t *testing.T) {
 			t.Errorf("options %+v: 20 tree steps allocated %d objects in the library: %s", o, n, where)
 		}
 	}
+}
+
+// TestDecodeTreePositions: explicit positions equal to the defaults give
+// the same result bit for bit; over an empty history, shifting every
+// position by one constant changes only rounding (rotary, window and
+// ALiBi see distances); and positions are used (a gap changes the result).
+func TestDecodeTreePositions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(69, 70))
+	cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 100}}
+	dm := cfg.DModel
+	ctx := context.Background()
+	for _, e := range engines {
+		l, _ := testLayer(t, e, rng, cfg, true)
+		parents := randomTree(rng, 12)
+		x := random(rng, 12*dm)
+		opts := &Options{Window: 3, ALiBi: []float32{0.3, 0.1, -0.2, 0.05}}
+		run := func(positions []int) []float32 {
+			c, _ := l.NewCache(1, 16)
+			out := make([]float32, 12*dm)
+			if err := l.DecodeTree(ctx, out, x, c, []int{12}, Tree{Parents: parents, Positions: positions}, opts); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		depth := make([]int, 12)
+		for i, p := range parents {
+			if p >= 0 {
+				depth[i] = depth[p] + 1
+			}
+		}
+		def := run(nil)
+		if i := firstDiff(run(depth), def); i >= 0 {
+			t.Fatalf("%s: positions equal to the defaults: out[%d] = %v, %v", e.Kernels(), i, run(depth)[i], def[i])
+		}
+		shifted := make([]int, 12)
+		for i, d := range depth {
+			shifted[i] = d + 1000
+		}
+		if d := relErr(run(shifted), def); !(d <= 1e-4) {
+			t.Fatalf("%s: positions shifted by 1000 differ by %.3g", e.Kernels(), d)
+		}
+		gapped := make([]int, 12)
+		for i, d := range depth {
+			gapped[i] = 2 * d
+		}
+		if d := relErr(run(gapped), def); !(d > 1e-3) {
+			t.Fatalf("%s: positions twice the depths change the result by only %.3g", e.Kernels(), d)
+		}
+	}
+}
+
+// FuzzDecodeTree feeds arbitrary parents, positions and counts: every
+// call either succeeds, advancing each sequence by its count, or returns
+// an error wrapping a sentinel and changes nothing; never a panic.
+func FuzzDecodeTree(f *testing.F) {
+	f.Add([]byte{3, 2, 0, 1, 0, 1, 2, 0, 1}, false)
+	f.Add([]byte{4, 0, 0, 1, 1, 2, 3, 9, 200}, true)
+	rng := rand.New(rand.NewPCG(71, 72))
+	cfg := LayerConfig{DModel: 16, Heads: 2, HeadDim: 8, Rotary: Rotary{Dims: 8}}
+	l, _ := testLayer(f, engines[0], rng, cfg, true)
+	f.Fuzz(func(t *testing.T, data []byte, withPositions bool) {
+		if len(data) < 2 || len(data) > 64 {
+			return
+		}
+		c, _ := l.NewCache(2, 12)
+		if err := l.DecodeSeqs(context.Background(), make([]float32, 3*16), make([]float32, 3*16), c, []int{2, 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		counts := []int{int(data[0] % 8), int(data[1] % 8)}
+		total := counts[0] + counts[1]
+		tree := Tree{Parents: make([]int, total)}
+		if withPositions {
+			tree.Positions = make([]int, total)
+		}
+		for i := range total {
+			b := 0
+			if 2+i < len(data) {
+				b = int(data[2+i])
+			}
+			tree.Parents[i] = b%9 - 2
+			if withPositions {
+				tree.Positions[i] = b % 13
+			}
+		}
+		before := cacheState(c)
+		err := l.DecodeTree(context.Background(), make([]float32, total*16), make([]float32, total*16), c, counts, tree, &Options{ALiBi: []float32{0.5, 0.25}})
+		switch {
+		case err == nil:
+			if c.Len(0) != 2+counts[0] || c.Len(1) != 1+counts[1] {
+				t.Fatalf("lengths %d, %d after a step of %v", c.Len(0), c.Len(1), counts)
+			}
+		case !errors.Is(err, ErrOption) && !errors.Is(err, ErrCacheFull) && !errors.Is(err, ErrBuffer):
+			t.Fatalf("%v: no sentinel", err)
+		case !slices.Equal(before, cacheState(c)):
+			t.Fatalf("a refused call (%v) changed the cache", err)
+		}
+	})
 }
