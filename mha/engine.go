@@ -48,9 +48,10 @@ type Engine struct {
 	// The head dims and widened-weight floats every worker's scratch is
 	// reserved for (reserve); written under mu held for writing.
 	resDk, resDv, resWb atomic.Int64
-	partMu              sync.Mutex           // guards parts
-	parts               [][]float32          // free partial buffers of split decode steps
-	works               freeList[[]attnWork] // free problem lists of calls
+	partMu              sync.Mutex             // guards parts
+	parts               [][]float32            // free partial buffers of split decode steps
+	works               freeList[[]attnWork]   // free problem lists of calls
+	copies              freeList[*tile.KVCopy] // free heads-major K/V copies (tile.Regroup)
 }
 
 // New starts an Engine: cfg.Threads worker goroutines (GOMAXPROCS for 0)

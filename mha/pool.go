@@ -154,6 +154,7 @@ var (
 	batchWorks works[attnBatch, *attnBatch]
 	gemmWorks  works[tile.Gemm, *tile.Gemm]
 	prepWorks  works[prepWork, *prepWork]
+	regroups   works[tile.Regroup, *tile.Regroup]
 )
 
 // close stops the workers once; jobs already taken finish first.

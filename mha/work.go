@@ -74,6 +74,20 @@ func (t *attnBatch) Run(ks *kernels.Set, n int, ws *tile.Workspace) {
 // pool: every run item in one job, then every merge item in another. It
 // reports whether the call ran to the end (false: c.cancel fired).
 func (e *Engine) attend(works []attnWork, c call) bool {
+	for i := range works { // BSHD K/V whose rows alias: copied heads-major first
+		if p := &works[i].p; tile.Regroups(p) && regroupFits(p) {
+			kv, ok := e.copies.get()
+			if !ok {
+				kv = new(tile.KVCopy)
+			}
+			defer e.copies.put(kv)
+			rg := tile.NewRegroup(p, kv)
+			if !regroups.run(e.pool, rg, e.ks, c) {
+				return false
+			}
+			rg.Use()
+		}
+	}
 	parts, runs, merges := 0, 0, 0
 	for i := range works {
 		w := &works[i]
@@ -96,6 +110,14 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 		return false
 	}
 	return merges == 0 || e.runBatch(attnBatch{works: works, merge: true}, c)
+}
+
+// regroupFits reports whether a heads-major copy of p's K and V stays
+// within a quarter of what fastattn may allocate at once (memoryLimit);
+// a larger one is not made and the flash items walk the strided rows.
+func regroupFits(p *tile.Problem) bool {
+	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
+	return rows*float64(p.HeadDim+p.ValueDim)*4 <= float64(memoryLimit)/4
 }
 
 // runBatch runs t's items on the pool.
