@@ -453,3 +453,26 @@ func FuzzDecodeTree(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeTreeCancelled: a tree step on a done context returns its
+// error and leaves every sequence's tokens and length as they were.
+func TestDecodeTreeCancelled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	cfg := LayerConfig{DModel: 16, Heads: 2, HeadDim: 8, Rotary: Rotary{Dims: 8}}
+	l, _ := testLayer(t, engines[0], rng, cfg, true)
+	c, _ := l.NewCacheOf(2, 32, BFloat16)
+	if err := l.DecodeSeqs(context.Background(), make([]float32, 7*16), random(rng, 7*16), c, []int{4, 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rows0, rows1 := seqRows(c, 0, 4), seqRows(c, 1, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := l.DecodeTree(ctx, make([]float32, 9*16), random(rng, 9*16), c, []int{5, 4},
+		Tree{Parents: []int{-1, 0, 0, 1, 1, -1, 0, 1, 1}}, &Options{Window: 3})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled tree step: %v", err)
+	}
+	if c.Len(0) != 4 || c.Len(1) != 3 || !slices.Equal(rows0, seqRows(c, 0, 4)) || !slices.Equal(rows1, seqRows(c, 1, 3)) {
+		t.Fatal("a cancelled tree step changed the cached tokens")
+	}
+}
