@@ -105,30 +105,36 @@ func (c *Cache) Keep(seq, from int, slots []int) error {
 // stored (to has c's geometry and type; when the ranges overlap in one
 // sequence, b <= a: copy moves them as memmove does).
 func (c *Cache) copyRows(to *Cache, src, a, dst, b, n int) {
-	cfg := c.layer.cfg
-	for _, t := range [2]struct {
-		dim                int
-		from, into         []float32
-		from16, to16       []uint16
-		from8, to8         []int8
-		fromScale, toScale []float32
-	}{{cfg.HeadDim, c.K, to.K, c.K16, to.K16, c.K8, to.K8, c.KScale, to.KScale},
-		{cfg.ValueDim, c.V, to.V, c.V16, to.V16, c.V8, to.V8, c.VScale, to.VScale}} {
-		d, nb := t.dim, Int8Blocks(t.dim)
-		for g := 0; g < cfg.KVHeads; g++ {
-			i := (src*cfg.KVHeads+g)*c.capa + a  // the first row to copy, of head g
-			j := (dst*cfg.KVHeads+g)*to.capa + b // where it goes
-			switch {
-			case c.typ.is16():
-				copy(t.to16[j*d:(j+n)*d], t.from16[i*d:(i+n)*d])
-			case c.typ == Int8:
-				copy(t.to8[j*d:(j+n)*d], t.from8[i*d:(i+n)*d])
-				copy(t.toScale[j*nb:(j+n)*nb], t.fromScale[i*nb:(i+n)*nb])
-			default:
-				copy(t.into[j*d:(j+n)*d], t.from[i*d:(i+n)*d])
-			}
+	copyKV(c.layer.cfg, to.kv(dst), b, to.capa, c.kv(src), a, c.capa, n)
+}
+
+// copyKV copies n stored rows of K and V of every KV head g, from row
+// srcAt + g·srcStride of from to row dstAt + g·dstStride of to: rows of
+// HeadDim (K) and ValueDim (V) elements of from's type (to's too), int8's
+// scales along. Overlapping runs move as memmove moves them.
+func copyKV(cfg LayerConfig, to kvData, dstAt, dstStride int, from kvData, srcAt, srcStride, n int) {
+	dk, dv := cfg.HeadDim, cfg.ValueDim
+	for g := 0; g < cfg.KVHeads; g++ {
+		j, i := dstAt+g*dstStride, srcAt+g*srcStride
+		switch {
+		case from.t.is16():
+			copyRun(to.k16, from.k16, j, i, n, dk)
+			copyRun(to.v16, from.v16, j, i, n, dv)
+		case from.t == Int8:
+			copyRun(to.k8, from.k8, j, i, n, dk)
+			copyRun(to.v8, from.v8, j, i, n, dv)
+			copyRun(to.ks, from.ks, j, i, n, Int8Blocks(dk))
+			copyRun(to.vs, from.vs, j, i, n, Int8Blocks(dv))
+		default:
+			copyRun(to.k, from.k, j, i, n, dk)
+			copyRun(to.v, from.v, j, i, n, dv)
 		}
 	}
+}
+
+// copyRun copies rows [i, i+n) of src to rows [j, j+n) of dst, rows of d.
+func copyRun[T any](dst, src []T, j, i, n, d int) {
+	copy(dst[j*d:(j+n)*d], src[i*d:(i+n)*d])
 }
 
 // compatible reports, as an ErrOption naming the difference, whether to

@@ -263,34 +263,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 // fill copies the tree tokens of sequence b, stored at slots [have,
 // have+n) of the cache, into the tree's K and V (rows from row on).
 func (t *treeScratch) fill(cfg LayerConfig, cache *Cache, b, row, have, n int) {
-	d := t.kv(cfg, cache.typ, row, n)
-	for _, x := range [2]struct {
-		dim    int
-		from   []float32
-		from16 []uint16
-		from8  []int8
-		fromS  []float32
-		to     []float32
-		to16   []uint16
-		to8    []int8
-		toS    []float32
-	}{{cfg.HeadDim, cache.K, cache.K16, cache.K8, cache.KScale, d.k, d.k16, d.k8, d.ks},
-		{cfg.ValueDim, cache.V, cache.V16, cache.V8, cache.VScale, d.v, d.v16, d.v8, d.vs}} {
-		dim, nb := x.dim, Int8Blocks(x.dim)
-		for g := 0; g < cfg.KVHeads; g++ {
-			i := (b*cfg.KVHeads+g)*cache.capa + have // the first tree row of head g in the cache
-			j := g * n                               // and in the copy
-			switch {
-			case cache.typ.is16():
-				copy(x.to16[j*dim:(j+n)*dim], x.from16[i*dim:(i+n)*dim])
-			case cache.typ == Int8:
-				copy(x.to8[j*dim:(j+n)*dim], x.from8[i*dim:(i+n)*dim])
-				copy(x.toS[j*nb:(j+n)*nb], x.fromS[i*nb:(i+n)*nb])
-			default:
-				copy(x.to[j*dim:(j+n)*dim], x.from[i*dim:(i+n)*dim])
-			}
-		}
-	}
+	copyKV(cfg, t.kv(cfg, cache.typ, row, n), 0, n, cache.kv(b), have, cache.capa, n)
 }
 
 // merge combines the history's and the tree's results of the sequence
