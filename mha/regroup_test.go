@@ -32,7 +32,12 @@ func TestRegroup(t *testing.T) {
 		vink        bool
 	}{{Float32, 8, 128, 128, false}, {Float32, 4, 256, 64, false}, {Float32, 8, 128, 96, true},
 		{BFloat16, 16, 128, 128, false}, {Float16, 8, 256, 200, false}, {Int8, 8, 512, 512, false}, {Int8, 4, 1024, 512, true}} {
-		s := Shape{Batch: 2, Heads: 2 * c.hkv, KVHeads: c.hkv, QLen: 256 + rng.IntN(40), KVLen: 100 + rng.IntN(200),
+		if testing.Short() && c.t != BFloat16 && !c.vink { // emulators: the 16-bit case and the two with V in K
+			continue
+		}
+		// Enough query rows to regroup (256), few keys: the copy's cost
+		// is in its rows, not in the keys' count.
+		s := Shape{Batch: 2, Heads: 2 * c.hkv, KVHeads: c.hkv, QLen: 256 + rng.IntN(8), KVLen: 20 + rng.IntN(50),
 			HeadDim: c.dk, ValueDim: c.dv, ValueInKey: c.vink}
 		f := randomOptions(rng)
 		f.bias, f.mask = false, false // broadcast shapes differ between the layouts
