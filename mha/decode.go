@@ -171,6 +171,9 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		}
 		w, row = w+1, row+n
 	}
+	if tr != nil {
+		tr.parents = nil // the caller's slice: read by the masks above, not kept
+	}
 	l.reserve()
 	if err := l.e.acquire(); err != nil {
 		return err
