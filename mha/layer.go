@@ -399,18 +399,15 @@ func (sc *layerScratch) size(s Shape, kv bool) error {
 // positions returns the scratch's position, sequence-length and angle
 // buffers for rows tokens with half rotary pairs each.
 func (sc *layerScratch) positions(rows, half int) (pos, seqLen []int, cs []float32) {
-	if cap(sc.pos) < 2*rows {
-		sc.pos = make([]int, 2*rows)
-	}
-	sc.pos = sc.pos[:2*rows]
+	sc.pos = sized(sc.pos, 2*rows)
 	sc.cs = sized(sc.cs, rows*2*half)
 	return sc.pos[:rows], sc.pos[rows:], sc.cs
 }
 
 // sized returns buf with length n, reallocating only when it is too small.
-func sized(buf []float32, n int) []float32 {
+func sized[T any](buf []T, n int) []T {
 	if cap(buf) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return buf[:n]
 }

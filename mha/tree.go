@@ -82,14 +82,6 @@ type treeScratch struct {
 	lses    [2][]float32
 }
 
-// grown returns buf with length n, reallocated only when too small.
-func grown[T any](buf []T, n int) []T {
-	if cap(buf) < n {
-		return make([]T, n)
-	}
-	return buf[:n]
-}
-
 // resolve checks tree against counts and the cache's lengths, and fills
 // t.at with each token's position and t.span with each sequence's
 // length for rotary (its largest position plus one).
@@ -98,7 +90,7 @@ func (t *treeScratch) resolve(tree *Tree, counts []int, cache *Cache, total int)
 		return fmt.Errorf("%w: Tree has %d parents and %d positions for %d new tokens", ErrBuffer, len(tree.Parents), len(tree.Positions), total)
 	}
 	t.parents = tree.Parents
-	t.at, t.span = grown(t.at, total), grown(t.span, len(counts))
+	t.at, t.span = sized(t.at, total), sized(t.span, len(counts))
 	for b, row := 0, 0; b < len(counts); b++ {
 		have := int(cache.lens[b].Load())
 		t.span[b] = 0
@@ -158,22 +150,22 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 		sq += n * n
 	}
 	t.mo = 0
-	t.lens = grown(t.lens, rows)
-	t.mask = grown(t.mask, sq)
+	t.lens = sized(t.lens, rows)
+	t.mask = sized(t.mask, sq)
 	if alibi {
-		t.bias = grown(t.bias, H*sq)
+		t.bias = sized(t.bias, H*sq)
 	}
-	t.o1, t.o2 = grown(t.o1, rows*H*Dv), grown(t.o2, rows*H*Dv)
-	t.l1, t.l2, t.lrow = grown(t.l1, rows*H), grown(t.l2, rows*H), grown(t.lrow, rows*H)
-	t.acc = grown(t.acc, Dv)
+	t.o1, t.o2 = sized(t.o1, rows*H*Dv), sized(t.o2, rows*H*Dv)
+	t.l1, t.l2, t.lrow = sized(t.l1, rows*H), sized(t.l2, rows*H), sized(t.lrow, rows*H)
+	t.acc = sized(t.acc, Dv)
 	switch {
 	case typ.is16():
-		t.k16, t.v16 = grown(t.k16, rows*Hkv*Dk), grown(t.v16, rows*Hkv*Dv)
+		t.k16, t.v16 = sized(t.k16, rows*Hkv*Dk), sized(t.v16, rows*Hkv*Dv)
 	case typ == Int8:
-		t.k8, t.v8 = grown(t.k8, rows*Hkv*Dk), grown(t.v8, rows*Hkv*Dv)
-		t.ks, t.vs = grown(t.ks, rows*Hkv*Int8Blocks(Dk)), grown(t.vs, rows*Hkv*Int8Blocks(Dv))
+		t.k8, t.v8 = sized(t.k8, rows*Hkv*Dk), sized(t.v8, rows*Hkv*Dv)
+		t.ks, t.vs = sized(t.ks, rows*Hkv*Int8Blocks(Dk)), sized(t.vs, rows*Hkv*Int8Blocks(Dv))
 	default:
-		t.k, t.v = grown(t.k, rows*Hkv*Dk), grown(t.v, rows*Hkv*Dv)
+		t.k, t.v = sized(t.k, rows*Hkv*Dk), sized(t.v, rows*Hkv*Dv)
 	}
 }
 

@@ -33,17 +33,9 @@ type Workspace struct {
 }
 
 // grow returns buf with length n, reallocating only when it is too small.
-func grow(buf []float32, n int) []float32 {
+func grow[T any](buf []T, n int) []T {
 	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
-}
-
-// grow64 is grow for float64 buffers.
-func grow64(buf []float64, n int) []float64 {
-	if cap(buf) < n {
-		return make([]float64, n)
+		return make([]T, n)
 	}
 	return buf[:n]
 }

@@ -25,8 +25,9 @@ type Problem struct {
 	KVHeadsMajor          bool // K and V are BHSD (a KV cache's layout, whatever Q's)
 	// VInK: each V row is the first ValueDim elements of its K row (MLA's
 	// absorbed form, V the latent prefix of K), read through K's storage
-	// and strides; V, V16, V8 and VS are unused. Int8 needs ValueDim a
-	// multiple of fallback.Int8Block (V's scales are K's first ones).
+	// and strides; V, V16, V8 and VS are unused. Int8 V uses K's first
+	// Int8Blocks(ValueDim) scales: V's blocks start where K's do, so any
+	// ValueDim <= HeadDim reads the scale its elements were quantized with.
 	VInK bool
 
 	Scale   float32 // folded into the packed Q block

@@ -81,24 +81,16 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	case fallback.KVFloat32:
 		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
 	case fallback.KVInt8:
-		into.K8, into.V8 = growAny(into.K8, nk), growAny(into.V8, nv)
+		into.K8, into.V8 = grow(into.K8, nk), grow(into.V8, nv)
 		sv := rows * fallback.Int8Blocks(p.ValueDim)
 		if p.VInK {
 			sv = 0
 		}
 		into.KS, into.VS = grow(into.KS, rows*fallback.Int8Blocks(p.HeadDim)), grow(into.VS, sv)
 	default:
-		into.K16, into.V16 = growAny(into.K16, nk), growAny(into.V16, nv)
+		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
 	}
 	return Regroup{P: p, Into: into}
-}
-
-// growAny returns buf with length n, reallocated only when too small.
-func growAny[T any](buf []T, n int) []T {
-	if cap(buf) < n {
-		return make([]T, n)
-	}
-	return buf[:n]
 }
 
 // Items is one per batch and run of regroupKeys key positions.

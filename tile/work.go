@@ -84,7 +84,7 @@ func (m *Merging) Items() int {
 
 // Run merges the chunks of item n's rows and writes their output.
 func (m *Merging) Run(_ *kernels.Set, n int, ws *Workspace) {
-	ws.acc = grow64(ws.acc, m.P.ValueDim)
+	ws.acc = grow(ws.acc, m.P.ValueDim)
 	m.split.merge(m.P, n, m.Part, ws.acc)
 }
 
