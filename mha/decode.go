@@ -186,9 +186,10 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		for b, row := 0, 0; b < cache.batch; b++ {
 			at := int(cache.lens[b].Load())
 			for i := 0; i < counts[b]; i++ {
-				prep.pos[row+i], prep.seqLen[row+i] = at+i, at+counts[b]
 				if tr != nil { // at its tree position; the sequence reaches its largest
 					prep.pos[row+i], prep.seqLen[row+i] = tr.at[row+i], tr.span[b]
+				} else {
+					prep.pos[row+i], prep.seqLen[row+i] = at+i, at+counts[b]
 				}
 			}
 			row += counts[b]
@@ -226,7 +227,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			if lse != nil {
 				seqLSE = lse[row*H : (row+n)*H]
 			}
-			tr.merge(cfg, sc.attn, seqLSE, row, n, user.Window > 0 || user.ALiBi != nil)
+			tr.merge(cfg, sc.attn, seqLSE, row, n, historyPerRow(&user))
 			row += n
 		}
 	}

@@ -131,7 +131,7 @@ func treeWorks(counts []int, o *Options) int {
 	for _, c := range counts {
 		switch {
 		case c == 0:
-		case o.Window > 0 || o.ALiBi != nil:
+		case historyPerRow(o):
 			n += 1 + c
 		default:
 			n += 2
@@ -139,6 +139,10 @@ func treeWorks(counts []int, o *Options) int {
 	}
 	return n
 }
+
+// historyPerRow reports whether a tree step runs the history as one
+// problem per row: Window and ALiBi depend on each token's position.
+func historyPerRow(o *Options) bool { return o.Window > 0 || o.ALiBi != nil }
 
 // size readies the buffers of a step of rows new tokens in sequences
 // holding counts of them.
@@ -204,7 +208,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 	hist := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: n, KVLen: cache.capa, HeadDim: Dk, ValueDim: Dv}
 	oh := Options{Scale: o.Scale, Softcap: o.Softcap, Sinks: o.Sinks, KVLens: t.lens[row : row+1], LSE: t.l1[row*H : (row+n)*H]}
 	var err error
-	if o.Window == 0 && o.ALiBi == nil {
+	if !historyPerRow(o) {
 		if works[w].p, err = problem(t.o1[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], cache.kv(b), hist, &oh, workers); err != nil {
 			return w, err
 		}
