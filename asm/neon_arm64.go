@@ -170,3 +170,56 @@ func NarrowF16NEON(dst *uint16, src *float32, n int)
 //
 //go:noescape
 func NarrowBF16NEON(dst *uint16, src *float32, n int)
+
+// GemmWF16NEON is GemmNEON with B of float16 values, widened exactly:
+//
+//	c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · float32(b[p*ldb+j])
+//
+// for i < m, j < nv*4, nv in 1..4, whole vectors only (tail must be 4),
+// strides in elements. Same tile and order as GemmNEON.
+//
+//go:noescape
+func GemmWF16NEON(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
+
+// GemmWBF16NEON is GemmNEON with B of bfloat16 values, widened exactly:
+//
+//	c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · float32(b[p*ldb+j])
+//
+// for i < m, j < nv*4, nv in 1..4, whole vectors only (tail must be 4),
+// strides in elements. Same tile and order as GemmNEON.
+//
+//go:noescape
+func GemmWBF16NEON(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
+
+// GemvWI8NEON is, for i < m, j < nv*4:
+//
+//	c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0)
+//	for each block q0 = 0, 32, ... < k (p over q0 <= p < min(k, q0+32)):
+//		sum = Σ_p a[i*lda+p] · float32(b[p*ldb+j])   (the first a product, then FMAs)
+//		c[i*ldc+j] = fma(sum, s[(q0/32)*ldb+j], c[i*ldc+j])
+//
+// nv in 1..4 whole vectors (tail must be 4: the caller writes a partial
+// last vector through a tile of its own), m >= 0, k >= 1, strides in
+// elements; B, s (and z) are read in whole vectors, nv of them per row.
+//
+//go:noescape
+func GemvWI8NEON(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
+
+// GemvWI4NEON is, for i < m, j < nv*4:
+//
+//	c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0)
+//	for each block q0 = 0, 32, ... < k (p over q0 <= p < min(k, q0+32)):
+//		sum = Σ_p a[i*lda+p] · float32(u(p, j))   (the first a product, then FMAs)
+//		sum = fma(-float32(z[(q0/32)*ldb+j]), Σ_p a[i*lda+p], sum)   (the sum of a in order of p)
+//		c[i*ldc+j] = fma(sum, s[(q0/32)*ldb+j], c[i*ldc+j])
+//
+// nv in 1..4 whole vectors (tail must be 4: the caller writes a partial
+// last vector through a tile of its own), m >= 0, k >= 1, strides in
+// elements; B, s (and z) are read in whole vectors, nv of them per row.
+// u(p, j) is the nibble of element j of row p of b, ldb/2 bytes a row,
+// interleaved by 8 (fallback.Int4Byte): columns 0..7 of a group of 16 in
+// the low nibbles of its 8 bytes, 8..15 in the high ones. ldb is a
+// multiple of 16; the 8 bytes of a group are read whole whatever nv.
+//
+//go:noescape
+func GemvWI4NEON(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m, k, nv, tail, acc int, s *float32, z *uint8)

@@ -9422,3 +9422,3867 @@ last:
 	FMOVD F2, (R0)
 done:
 	RET
+
+// func GemmWF16NEON(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
+TEXT ·GemmWF16NEON(SB), NOSPLIT, $0-88
+	MOVD c+0(FP), R0
+	MOVD ldc+8(FP), R1
+	MOVD a+16(FP), R2
+	MOVD lda+24(FP), R3
+	MOVD b+32(FP), R4
+	MOVD ldb+40(FP), R5
+	MOVD m+48(FP), R6
+	MOVD k+56(FP), R7
+	MOVD nv+64(FP), R8
+	MOVD acc+80(FP), R9
+	LSL $2, R1, R1
+	LSL $2, R3, R3
+	LSL $1, R5, R5
+	CMP $4, R8
+	BEQ gemmwF16_vecs4
+	CMP $3, R8
+	BEQ gemmwF16_vecs3
+	CMP $2, R8
+	BEQ gemmwF16_vecs2
+	CMP $1, R8
+	BEQ gemmwF16_vecs1
+	RET
+	// Panel of 4 vectors.
+gemmwF16_vecs4:
+	// Groups of 6 rows.
+gemmwF16_vecs4_groups:
+	CMP $6, R6
+	BLT gemmwF16_vecs4_tail4
+	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs4_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	VEOR V23.B16, V23.B16, V23.B16
+	B gemmwF16_vecs4_rows6_start
+gemmwF16_vecs4_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4, V22.S4, V23.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs4_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+gemmwF16_vecs4_rows6:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x4e217b3b // fcvtl2 v27.4s, v25.8h
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VFMLA V27.S4, V29.S4, V7.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VFMLA V27.S4, V28.S4, V11.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VFMLA V27.S4, V29.S4, V15.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VFMLA V26.S4, V28.S4, V18.S4
+	VFMLA V27.S4, V28.S4, V19.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	VFMLA V25.S4, V29.S4, V21.S4
+	VFMLA V26.S4, V29.S4, V22.S4
+	VFMLA V27.S4, V29.S4, V23.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs4_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwF16_vecs4_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwF16_vecs4_tail4:
+	TBZ $2, R6, gemmwF16_vecs4_tail2
+	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs4_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	B gemmwF16_vecs4_rows4_start
+gemmwF16_vecs4_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs4_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+gemmwF16_vecs4_rows4:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x4e217b3b // fcvtl2 v27.4s, v25.8h
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VFMLA V27.S4, V29.S4, V7.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VFMLA V27.S4, V28.S4, V11.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VFMLA V27.S4, V29.S4, V15.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs4_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwF16_vecs4_tail2:
+	TBZ $1, R6, gemmwF16_vecs4_tail1
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs4_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	B gemmwF16_vecs4_rows2_start
+gemmwF16_vecs4_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs4_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+gemmwF16_vecs4_rows2:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x4e217b3b // fcvtl2 v27.4s, v25.8h
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VFMLA V27.S4, V29.S4, V7.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs4_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwF16_vecs4_tail1:
+	TBZ $0, R6, gemmwF16_vecs4_done
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs4_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	B gemmwF16_vecs4_rows1_start
+gemmwF16_vecs4_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs4_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+gemmwF16_vecs4_rows1:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x4e217b3b // fcvtl2 v27.4s, v25.8h
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs4_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwF16_vecs4_done:
+	RET
+	// Panel of 3 vectors.
+gemmwF16_vecs3:
+	// Groups of 6 rows.
+gemmwF16_vecs3_groups:
+	CMP $6, R6
+	BLT gemmwF16_vecs3_tail4
+	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs3_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	B gemmwF16_vecs3_rows6_start
+gemmwF16_vecs3_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4, V18.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4, V22.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs3_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+gemmwF16_vecs3_rows6:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VFMLA V26.S4, V28.S4, V18.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	VFMLA V25.S4, V29.S4, V21.S4
+	VFMLA V26.S4, V29.S4, V22.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs3_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4, V18.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4, V22.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwF16_vecs3_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwF16_vecs3_tail4:
+	TBZ $2, R6, gemmwF16_vecs3_tail2
+	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs3_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	B gemmwF16_vecs3_rows4_start
+gemmwF16_vecs3_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs3_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+gemmwF16_vecs3_rows4:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs3_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwF16_vecs3_tail2:
+	TBZ $1, R6, gemmwF16_vecs3_tail1
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs3_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	B gemmwF16_vecs3_rows2_start
+gemmwF16_vecs3_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs3_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+gemmwF16_vecs3_rows2:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs3_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwF16_vecs3_tail1:
+	TBZ $0, R6, gemmwF16_vecs3_done
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs3_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	B gemmwF16_vecs3_rows1_start
+gemmwF16_vecs3_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs3_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+gemmwF16_vecs3_rows1:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x0e217b3a // fcvtl v26.4s, v25.4h
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs3_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwF16_vecs3_done:
+	RET
+	// Panel of 2 vectors.
+gemmwF16_vecs2:
+	// Groups of 6 rows.
+gemmwF16_vecs2_groups:
+	CMP $6, R6
+	BLT gemmwF16_vecs2_tail4
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs2_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	B gemmwF16_vecs2_rows6_start
+gemmwF16_vecs2_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs2_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+gemmwF16_vecs2_rows6:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	VFMLA V25.S4, V29.S4, V21.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs2_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwF16_vecs2_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwF16_vecs2_tail4:
+	TBZ $2, R6, gemmwF16_vecs2_tail2
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs2_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	B gemmwF16_vecs2_rows4_start
+gemmwF16_vecs2_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs2_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+gemmwF16_vecs2_rows4:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs2_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwF16_vecs2_tail2:
+	TBZ $1, R6, gemmwF16_vecs2_tail1
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs2_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	B gemmwF16_vecs2_rows2_start
+gemmwF16_vecs2_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs2_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+gemmwF16_vecs2_rows2:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs2_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwF16_vecs2_tail1:
+	TBZ $0, R6, gemmwF16_vecs2_done
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs2_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	B gemmwF16_vecs2_rows1_start
+gemmwF16_vecs2_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs2_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+gemmwF16_vecs2_rows1:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x4e217b19 // fcvtl2 v25.4s, v24.8h
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs2_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwF16_vecs2_done:
+	RET
+	// Panel of 1 vectors.
+gemmwF16_vecs1:
+	// Groups of 6 rows.
+gemmwF16_vecs1_groups:
+	CMP $6, R6
+	BLT gemmwF16_vecs1_tail4
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs1_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	B gemmwF16_vecs1_rows6_start
+gemmwF16_vecs1_rows6_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs1_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+gemmwF16_vecs1_rows6:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs1_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwF16_vecs1_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwF16_vecs1_tail4:
+	TBZ $2, R6, gemmwF16_vecs1_tail2
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs1_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	B gemmwF16_vecs1_rows4_start
+gemmwF16_vecs1_rows4_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs1_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+gemmwF16_vecs1_rows4:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs1_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwF16_vecs1_tail2:
+	TBZ $1, R6, gemmwF16_vecs1_tail1
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs1_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	B gemmwF16_vecs1_rows2_start
+gemmwF16_vecs1_rows2_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs1_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+gemmwF16_vecs1_rows2:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs1_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwF16_vecs1_tail1:
+	TBZ $0, R6, gemmwF16_vecs1_done
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwF16_vecs1_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	B gemmwF16_vecs1_rows1_start
+gemmwF16_vecs1_rows1_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+gemmwF16_vecs1_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+gemmwF16_vecs1_rows1:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x0e217b18 // fcvtl v24.4s, v24.4h
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	SUBS $1, R17, R17
+	BNE gemmwF16_vecs1_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwF16_vecs1_done:
+	RET
+
+// func GemmWBF16NEON(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
+TEXT ·GemmWBF16NEON(SB), NOSPLIT, $0-88
+	MOVD c+0(FP), R0
+	MOVD ldc+8(FP), R1
+	MOVD a+16(FP), R2
+	MOVD lda+24(FP), R3
+	MOVD b+32(FP), R4
+	MOVD ldb+40(FP), R5
+	MOVD m+48(FP), R6
+	MOVD k+56(FP), R7
+	MOVD nv+64(FP), R8
+	MOVD acc+80(FP), R9
+	LSL $2, R1, R1
+	LSL $2, R3, R3
+	LSL $1, R5, R5
+	CMP $4, R8
+	BEQ gemmwBF16_vecs4
+	CMP $3, R8
+	BEQ gemmwBF16_vecs3
+	CMP $2, R8
+	BEQ gemmwBF16_vecs2
+	CMP $1, R8
+	BEQ gemmwBF16_vecs1
+	RET
+	// Panel of 4 vectors.
+gemmwBF16_vecs4:
+	// Groups of 6 rows.
+gemmwBF16_vecs4_groups:
+	CMP $6, R6
+	BLT gemmwBF16_vecs4_tail4
+	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs4_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	VEOR V23.B16, V23.B16, V23.B16
+	B gemmwBF16_vecs4_rows6_start
+gemmwBF16_vecs4_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4, V22.S4, V23.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs4_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 24 FMAs.
+gemmwBF16_vecs4_rows6:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x6e613b3b // shll2 v27.4s, v25.8h, #16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VFMLA V27.S4, V29.S4, V7.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VFMLA V27.S4, V28.S4, V11.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VFMLA V27.S4, V29.S4, V15.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VFMLA V26.S4, V28.S4, V18.S4
+	VFMLA V27.S4, V28.S4, V19.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	VFMLA V25.S4, V29.S4, V21.S4
+	VFMLA V26.S4, V29.S4, V22.S4
+	VFMLA V27.S4, V29.S4, V23.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs4_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwBF16_vecs4_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwBF16_vecs4_tail4:
+	TBZ $2, R6, gemmwBF16_vecs4_tail2
+	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs4_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	B gemmwBF16_vecs4_rows4_start
+gemmwBF16_vecs4_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs4_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 16 FMAs.
+gemmwBF16_vecs4_rows4:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x6e613b3b // shll2 v27.4s, v25.8h, #16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VFMLA V27.S4, V29.S4, V7.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VFMLA V27.S4, V28.S4, V11.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VFMLA V27.S4, V29.S4, V15.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs4_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwBF16_vecs4_tail2:
+	TBZ $1, R6, gemmwBF16_vecs4_tail1
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs4_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	B gemmwBF16_vecs4_rows2_start
+gemmwBF16_vecs4_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs4_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 8 FMAs.
+gemmwBF16_vecs4_rows2:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x6e613b3b // shll2 v27.4s, v25.8h, #16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VFMLA V27.S4, V29.S4, V7.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs4_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwBF16_vecs4_tail1:
+	TBZ $0, R6, gemmwBF16_vecs4_done
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs4_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	B gemmwBF16_vecs4_rows1_start
+gemmwBF16_vecs4_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs4_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 4 FMAs.
+gemmwBF16_vecs4_rows1:
+	VLD1.P (R16)(R5), [V24.H8, V25.H8]
+	WORD $0x6e613b3b // shll2 v27.4s, v25.8h, #16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VFMLA V27.S4, V28.S4, V3.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs4_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwBF16_vecs4_done:
+	RET
+	// Panel of 3 vectors.
+gemmwBF16_vecs3:
+	// Groups of 6 rows.
+gemmwBF16_vecs3_groups:
+	CMP $6, R6
+	BLT gemmwBF16_vecs3_tail4
+	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs3_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	B gemmwBF16_vecs3_rows6_start
+gemmwBF16_vecs3_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4, V18.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4, V22.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs3_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 18 FMAs.
+gemmwBF16_vecs3_rows6:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VFMLA V26.S4, V28.S4, V18.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	VFMLA V25.S4, V29.S4, V21.S4
+	VFMLA V26.S4, V29.S4, V22.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs3_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4, V18.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4, V22.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwBF16_vecs3_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwBF16_vecs3_tail4:
+	TBZ $2, R6, gemmwBF16_vecs3_tail2
+	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs3_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	B gemmwBF16_vecs3_rows4_start
+gemmwBF16_vecs3_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs3_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 12 FMAs.
+gemmwBF16_vecs3_rows4:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs3_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwBF16_vecs3_tail2:
+	TBZ $1, R6, gemmwBF16_vecs3_tail1
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs3_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	B gemmwBF16_vecs3_rows2_start
+gemmwBF16_vecs3_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs3_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 6 FMAs.
+gemmwBF16_vecs3_rows2:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VFMLA V26.S4, V29.S4, V6.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs3_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwBF16_vecs3_tail1:
+	TBZ $0, R6, gemmwBF16_vecs3_done
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs3_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	B gemmwBF16_vecs3_rows1_start
+gemmwBF16_vecs3_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs3_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 3 FMAs.
+gemmwBF16_vecs3_rows1:
+	VLD1 (R16), [V24.H8]
+	FMOVD 16(R16), F25
+	ADD R5, R16, R16
+	WORD $0x2e613b3a // shll v26.4s, v25.4h, #16
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VFMLA V26.S4, V28.S4, V2.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs3_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwBF16_vecs3_done:
+	RET
+	// Panel of 2 vectors.
+gemmwBF16_vecs2:
+	// Groups of 6 rows.
+gemmwBF16_vecs2_groups:
+	CMP $6, R6
+	BLT gemmwBF16_vecs2_tail4
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs2_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	B gemmwBF16_vecs2_rows6_start
+gemmwBF16_vecs2_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs2_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+gemmwBF16_vecs2_rows6:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	VFMLA V25.S4, V29.S4, V21.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs2_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwBF16_vecs2_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwBF16_vecs2_tail4:
+	TBZ $2, R6, gemmwBF16_vecs2_tail2
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs2_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	B gemmwBF16_vecs2_rows4_start
+gemmwBF16_vecs2_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs2_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+gemmwBF16_vecs2_rows4:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs2_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwBF16_vecs2_tail2:
+	TBZ $1, R6, gemmwBF16_vecs2_tail1
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs2_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	B gemmwBF16_vecs2_rows2_start
+gemmwBF16_vecs2_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs2_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+gemmwBF16_vecs2_rows2:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VFMLA V25.S4, V29.S4, V5.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs2_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwBF16_vecs2_tail1:
+	TBZ $0, R6, gemmwBF16_vecs2_done
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs2_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	B gemmwBF16_vecs2_rows1_start
+gemmwBF16_vecs2_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs2_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+gemmwBF16_vecs2_rows1:
+	VLD1.P (R16)(R5), [V24.H8]
+	WORD $0x6e613b19 // shll2 v25.4s, v24.8h, #16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VFMLA V25.S4, V28.S4, V1.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs2_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwBF16_vecs2_done:
+	RET
+	// Panel of 1 vectors.
+gemmwBF16_vecs1:
+	// Groups of 6 rows.
+gemmwBF16_vecs1_groups:
+	CMP $6, R6
+	BLT gemmwBF16_vecs1_tail4
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs1_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	B gemmwBF16_vecs1_rows6_start
+gemmwBF16_vecs1_rows6_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs1_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+gemmwBF16_vecs1_rows6:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	VLD1R.P 4(R14), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VLD1R.P 4(R15), [V29.S4]
+	VFMLA V24.S4, V29.S4, V20.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs1_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmwBF16_vecs1_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmwBF16_vecs1_tail4:
+	TBZ $2, R6, gemmwBF16_vecs1_tail2
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs1_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	B gemmwBF16_vecs1_rows4_start
+gemmwBF16_vecs1_rows4_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs1_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+gemmwBF16_vecs1_rows4:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V8.S4
+	VLD1R.P 4(R13), [V29.S4]
+	VFMLA V24.S4, V29.S4, V12.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs1_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmwBF16_vecs1_tail2:
+	TBZ $1, R6, gemmwBF16_vecs1_tail1
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs1_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	B gemmwBF16_vecs1_rows2_start
+gemmwBF16_vecs1_rows2_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs1_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+gemmwBF16_vecs1_rows2:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V4.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs1_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmwBF16_vecs1_tail1:
+	TBZ $0, R6, gemmwBF16_vecs1_done
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmwBF16_vecs1_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	B gemmwBF16_vecs1_rows1_start
+gemmwBF16_vecs1_rows1_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+gemmwBF16_vecs1_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+gemmwBF16_vecs1_rows1:
+	FMOVD (R16), F24
+	ADD R5, R16, R16
+	WORD $0x2e613b18 // shll v24.4s, v24.4h, #16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V0.S4
+	SUBS $1, R17, R17
+	BNE gemmwBF16_vecs1_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmwBF16_vecs1_done:
+	RET
+
+// func GemvWI8NEON(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
+TEXT ·GemvWI8NEON(SB), NOSPLIT, $0-96
+	MOVD c+0(FP), R0
+	MOVD ldc+8(FP), R1
+	MOVD a+16(FP), R2
+	MOVD lda+24(FP), R3
+	MOVD b+32(FP), R4
+	MOVD ldb+40(FP), R5
+	MOVD m+48(FP), R6
+	MOVD k+56(FP), R7
+	MOVD nv+64(FP), R8
+	MOVD acc+80(FP), R9
+	MOVD s+88(FP), R20
+	LSL $2, R1, R1
+	LSL $2, R3, R3
+	LSL $2, R5, R14
+	CMP $4, R8
+	BEQ gemvi8_vecs4
+	CMP $3, R8
+	BEQ gemvi8_vecs3
+	CMP $2, R8
+	BEQ gemvi8_vecs2
+	CMP $1, R8
+	BEQ gemvi8_vecs1
+	RET
+	// Panel of 4 vectors.
+gemvi8_vecs4:
+	// Groups of 3 rows.
+gemvi8_vecs4_groups:
+	CMP $3, R6
+	BLT gemvi8_vecs4_tail2
+	// Tile of 3 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs4_rows3_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	B gemvi8_vecs4_rows3_start
+gemvi8_vecs4_rows3_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+gemvi8_vecs4_rows3_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs4_rows3_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	VLD1 (R16), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8e // fmul v14.4s, v28.4s, v26.4s
+	WORD $0x6e3bdf8f // fmul v15.4s, v28.4s, v27.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	WORD $0x6e39dfb1 // fmul v17.4s, v29.4s, v25.4s
+	WORD $0x6e3adfb2 // fmul v18.4s, v29.4s, v26.4s
+	WORD $0x6e3bdfb3 // fmul v19.4s, v29.4s, v27.4s
+	VLD1R.P 4(R12), [V28.S4]
+	WORD $0x6e38df94 // fmul v20.4s, v28.4s, v24.4s
+	WORD $0x6e39df95 // fmul v21.4s, v28.4s, v25.4s
+	WORD $0x6e3adf96 // fmul v22.4s, v28.4s, v26.4s
+	WORD $0x6e3bdf97 // fmul v23.4s, v28.4s, v27.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs4_rows3_scale
+gemvi8_vecs4_rows3_steps:
+	VLD1 (R16), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VFMLA V26.S4, V28.S4, V14.S4
+	VFMLA V27.S4, V28.S4, V15.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VFMLA V25.S4, V29.S4, V17.S4
+	VFMLA V26.S4, V29.S4, V18.S4
+	VFMLA V27.S4, V29.S4, V19.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V20.S4
+	VFMLA V25.S4, V28.S4, V21.S4
+	VFMLA V26.S4, V28.S4, V22.S4
+	VFMLA V27.S4, V28.S4, V23.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs4_rows3_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs4_rows3_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V30.S4, V20.S4, V8.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	VFMLA V31.S4, V17.S4, V5.S4
+	VFMLA V31.S4, V21.S4, V9.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V30.S4, V31.S4]
+	VFMLA V30.S4, V14.S4, V2.S4
+	VFMLA V30.S4, V18.S4, V6.S4
+	VFMLA V30.S4, V22.S4, V10.S4
+	VFMLA V31.S4, V15.S4, V3.S4
+	VFMLA V31.S4, V19.S4, V7.S4
+	VFMLA V31.S4, V23.S4, V11.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs4_rows3_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $3, R6, R6
+	B gemvi8_vecs4_groups
+	// The last rows: 2 of them, if rows%3 has that bit.
+gemvi8_vecs4_tail2:
+	TBZ $1, R6, gemvi8_vecs4_tail1
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs4_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	B gemvi8_vecs4_rows2_start
+gemvi8_vecs4_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+gemvi8_vecs4_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs4_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	VLD1 (R16), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8e // fmul v14.4s, v28.4s, v26.4s
+	WORD $0x6e3bdf8f // fmul v15.4s, v28.4s, v27.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	WORD $0x6e39dfb1 // fmul v17.4s, v29.4s, v25.4s
+	WORD $0x6e3adfb2 // fmul v18.4s, v29.4s, v26.4s
+	WORD $0x6e3bdfb3 // fmul v19.4s, v29.4s, v27.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs4_rows2_scale
+gemvi8_vecs4_rows2_steps:
+	VLD1 (R16), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VFMLA V26.S4, V28.S4, V14.S4
+	VFMLA V27.S4, V28.S4, V15.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VFMLA V25.S4, V29.S4, V17.S4
+	VFMLA V26.S4, V29.S4, V18.S4
+	VFMLA V27.S4, V29.S4, V19.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs4_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs4_rows2_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	VFMLA V31.S4, V17.S4, V5.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V30.S4, V31.S4]
+	VFMLA V30.S4, V14.S4, V2.S4
+	VFMLA V30.S4, V18.S4, V6.S4
+	VFMLA V31.S4, V15.S4, V3.S4
+	VFMLA V31.S4, V19.S4, V7.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs4_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%3 has that bit.
+gemvi8_vecs4_tail1:
+	TBZ $0, R6, gemvi8_vecs4_done
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs4_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	B gemvi8_vecs4_rows1_start
+gemvi8_vecs4_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+gemvi8_vecs4_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs4_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	VLD1 (R16), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8e // fmul v14.4s, v28.4s, v26.4s
+	WORD $0x6e3bdf8f // fmul v15.4s, v28.4s, v27.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs4_rows1_scale
+gemvi8_vecs4_rows1_steps:
+	VLD1 (R16), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VFMLA V26.S4, V28.S4, V14.S4
+	VFMLA V27.S4, V28.S4, V15.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs4_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs4_rows1_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V30.S4, V31.S4]
+	VFMLA V30.S4, V14.S4, V2.S4
+	VFMLA V31.S4, V15.S4, V3.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs4_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi8_vecs4_done:
+	RET
+	// Panel of 3 vectors.
+gemvi8_vecs3:
+	// Groups of 3 rows.
+gemvi8_vecs3_groups:
+	CMP $3, R6
+	BLT gemvi8_vecs3_tail2
+	// Tile of 3 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs3_rows3_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	B gemvi8_vecs3_rows3_start
+gemvi8_vecs3_rows3_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+gemvi8_vecs3_rows3_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs3_rows3_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F24
+	FMOVS 8(R16), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8e // fmul v14.4s, v28.4s, v26.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	WORD $0x6e39dfb1 // fmul v17.4s, v29.4s, v25.4s
+	WORD $0x6e3adfb2 // fmul v18.4s, v29.4s, v26.4s
+	VLD1R.P 4(R12), [V28.S4]
+	WORD $0x6e38df94 // fmul v20.4s, v28.4s, v24.4s
+	WORD $0x6e39df95 // fmul v21.4s, v28.4s, v25.4s
+	WORD $0x6e3adf96 // fmul v22.4s, v28.4s, v26.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs3_rows3_scale
+gemvi8_vecs3_rows3_steps:
+	FMOVD (R16), F24
+	FMOVS 8(R16), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VFMLA V26.S4, V28.S4, V14.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VFMLA V25.S4, V29.S4, V17.S4
+	VFMLA V26.S4, V29.S4, V18.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V20.S4
+	VFMLA V25.S4, V28.S4, V21.S4
+	VFMLA V26.S4, V28.S4, V22.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs3_rows3_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs3_rows3_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V30.S4, V20.S4, V8.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	VFMLA V31.S4, V17.S4, V5.S4
+	VFMLA V31.S4, V21.S4, V9.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V30.S4]
+	VFMLA V30.S4, V14.S4, V2.S4
+	VFMLA V30.S4, V18.S4, V6.S4
+	VFMLA V30.S4, V22.S4, V10.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs3_rows3_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $3, R6, R6
+	B gemvi8_vecs3_groups
+	// The last rows: 2 of them, if rows%3 has that bit.
+gemvi8_vecs3_tail2:
+	TBZ $1, R6, gemvi8_vecs3_tail1
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs3_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	B gemvi8_vecs3_rows2_start
+gemvi8_vecs3_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+gemvi8_vecs3_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs3_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F24
+	FMOVS 8(R16), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8e // fmul v14.4s, v28.4s, v26.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	WORD $0x6e39dfb1 // fmul v17.4s, v29.4s, v25.4s
+	WORD $0x6e3adfb2 // fmul v18.4s, v29.4s, v26.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs3_rows2_scale
+gemvi8_vecs3_rows2_steps:
+	FMOVD (R16), F24
+	FMOVS 8(R16), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VFMLA V26.S4, V28.S4, V14.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VFMLA V25.S4, V29.S4, V17.S4
+	VFMLA V26.S4, V29.S4, V18.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs3_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs3_rows2_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	VFMLA V31.S4, V17.S4, V5.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V30.S4]
+	VFMLA V30.S4, V14.S4, V2.S4
+	VFMLA V30.S4, V18.S4, V6.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs3_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%3 has that bit.
+gemvi8_vecs3_tail1:
+	TBZ $0, R6, gemvi8_vecs3_done
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs3_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	B gemvi8_vecs3_rows1_start
+gemvi8_vecs3_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+gemvi8_vecs3_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs3_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F24
+	FMOVS 8(R16), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8e // fmul v14.4s, v28.4s, v26.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs3_rows1_scale
+gemvi8_vecs3_rows1_steps:
+	FMOVD (R16), F24
+	FMOVS 8(R16), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VFMLA V26.S4, V28.S4, V14.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs3_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs3_rows1_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V30.S4]
+	VFMLA V30.S4, V14.S4, V2.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs3_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi8_vecs3_done:
+	RET
+	// Panel of 2 vectors.
+gemvi8_vecs2:
+	// Groups of 3 rows.
+gemvi8_vecs2_groups:
+	CMP $3, R6
+	BLT gemvi8_vecs2_tail2
+	// Tile of 3 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs2_rows3_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	B gemvi8_vecs2_rows3_start
+gemvi8_vecs2_rows3_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+gemvi8_vecs2_rows3_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs2_rows3_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	WORD $0x6e39dfb1 // fmul v17.4s, v29.4s, v25.4s
+	VLD1R.P 4(R12), [V28.S4]
+	WORD $0x6e38df94 // fmul v20.4s, v28.4s, v24.4s
+	WORD $0x6e39df95 // fmul v21.4s, v28.4s, v25.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs2_rows3_scale
+gemvi8_vecs2_rows3_steps:
+	FMOVD (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VFMLA V25.S4, V29.S4, V17.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V20.S4
+	VFMLA V25.S4, V28.S4, V21.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs2_rows3_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs2_rows3_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V30.S4, V20.S4, V8.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	VFMLA V31.S4, V17.S4, V5.S4
+	VFMLA V31.S4, V21.S4, V9.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs2_rows3_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $3, R6, R6
+	B gemvi8_vecs2_groups
+	// The last rows: 2 of them, if rows%3 has that bit.
+gemvi8_vecs2_tail2:
+	TBZ $1, R6, gemvi8_vecs2_tail1
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs2_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	B gemvi8_vecs2_rows2_start
+gemvi8_vecs2_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+gemvi8_vecs2_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs2_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	WORD $0x6e39dfb1 // fmul v17.4s, v29.4s, v25.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs2_rows2_scale
+gemvi8_vecs2_rows2_steps:
+	FMOVD (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VFMLA V25.S4, V29.S4, V17.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs2_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs2_rows2_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	VFMLA V31.S4, V17.S4, V5.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs2_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%3 has that bit.
+gemvi8_vecs2_tail1:
+	TBZ $0, R6, gemvi8_vecs2_done
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs2_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	B gemvi8_vecs2_rows1_start
+gemvi8_vecs2_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+gemvi8_vecs2_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs2_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	WORD $0x6e39df8d // fmul v13.4s, v28.4s, v25.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs2_rows1_scale
+gemvi8_vecs2_rows1_steps:
+	FMOVD (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VFMLA V25.S4, V28.S4, V13.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs2_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs2_rows1_scale:
+	VLD1 (R21), [V30.S4, V31.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V31.S4, V13.S4, V1.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs2_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi8_vecs2_done:
+	RET
+	// Panel of 1 vectors.
+gemvi8_vecs1:
+	// Groups of 3 rows.
+gemvi8_vecs1_groups:
+	CMP $3, R6
+	BLT gemvi8_vecs1_tail2
+	// Tile of 3 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs1_rows3_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	B gemvi8_vecs1_rows3_start
+gemvi8_vecs1_rows3_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+gemvi8_vecs1_rows3_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs1_rows3_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVS (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	VLD1R.P 4(R12), [V28.S4]
+	WORD $0x6e38df94 // fmul v20.4s, v28.4s, v24.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs1_rows3_scale
+gemvi8_vecs1_rows3_steps:
+	FMOVS (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	VLD1R.P 4(R12), [V28.S4]
+	VFMLA V24.S4, V28.S4, V20.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs1_rows3_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs1_rows3_scale:
+	VLD1 (R21), [V30.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	VFMLA V30.S4, V20.S4, V8.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs1_rows3_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $3, R6, R6
+	B gemvi8_vecs1_groups
+	// The last rows: 2 of them, if rows%3 has that bit.
+gemvi8_vecs1_tail2:
+	TBZ $1, R6, gemvi8_vecs1_tail1
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs1_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	B gemvi8_vecs1_rows2_start
+gemvi8_vecs1_rows2_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+gemvi8_vecs1_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs1_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVS (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x6e38dfb0 // fmul v16.4s, v29.4s, v24.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs1_rows2_scale
+gemvi8_vecs1_rows2_steps:
+	FMOVS (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	VLD1R.P 4(R11), [V29.S4]
+	VFMLA V24.S4, V29.S4, V16.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs1_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs1_rows2_scale:
+	VLD1 (R21), [V30.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	VFMLA V30.S4, V16.S4, V4.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs1_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%3 has that bit.
+gemvi8_vecs1_tail1:
+	TBZ $0, R6, gemvi8_vecs1_done
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi8_vecs1_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	B gemvi8_vecs1_rows1_start
+gemvi8_vecs1_rows1_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+gemvi8_vecs1_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi8_vecs1_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVS (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x6e38df8c // fmul v12.4s, v28.4s, v24.4s
+	SUBS $1, R23, R23
+	BEQ gemvi8_vecs1_rows1_scale
+gemvi8_vecs1_rows1_steps:
+	FMOVS (R16), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R5, R16, R16
+	VLD1R.P 4(R10), [V28.S4]
+	VFMLA V24.S4, V28.S4, V12.S4
+	SUBS $1, R23, R23
+	BNE gemvi8_vecs1_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi8_vecs1_rows1_scale:
+	VLD1 (R21), [V30.S4]
+	VFMLA V30.S4, V12.S4, V0.S4
+	ADD R14, R21, R21
+	CBNZ R22, gemvi8_vecs1_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi8_vecs1_done:
+	RET
+
+// func GemvWI4NEON(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m, k, nv, tail, acc int, s *float32, z *uint8)
+TEXT ·GemvWI4NEON(SB), NOSPLIT, $0-104
+	MOVD c+0(FP), R0
+	MOVD ldc+8(FP), R1
+	MOVD a+16(FP), R2
+	MOVD lda+24(FP), R3
+	MOVD b+32(FP), R4
+	MOVD ldb+40(FP), R5
+	MOVD m+48(FP), R6
+	MOVD k+56(FP), R7
+	MOVD nv+64(FP), R8
+	MOVD acc+80(FP), R9
+	MOVD s+88(FP), R20
+	MOVD z+96(FP), R25
+	LSL $2, R1, R1
+	LSL $2, R3, R3
+	LSL $2, R5, R14
+	MOVD R5, R17
+	LSR $1, R5, R5
+	VMOVI $15, V22.B16
+	CMP $4, R8
+	BEQ gemvi4_vecs4
+	CMP $3, R8
+	BEQ gemvi4_vecs3
+	CMP $2, R8
+	BEQ gemvi4_vecs2
+	CMP $1, R8
+	BEQ gemvi4_vecs1
+	RET
+	// Panel of 4 vectors.
+gemvi4_vecs4:
+	// Groups of 2 rows.
+gemvi4_vecs4_groups:
+	CMP $2, R6
+	BLT gemvi4_vecs4_tail1
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs4_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	B gemvi4_vecs4_rows2_start
+gemvi4_vecs4_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+gemvi4_vecs4_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs4_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x6f10a75b // uxtl2 v27.4s, v26.8h
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	WORD $0x6e21db7b // ucvtf v27.4s, v27.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	WORD $0x6e39df89 // fmul v9.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8a // fmul v10.4s, v28.4s, v26.4s
+	WORD $0x6e3bdf8b // fmul v11.4s, v28.4s, v27.4s
+	VLD1R.P 4(R11), [V29.S4]
+	VORR V29.B16, V29.B16, V21.B16
+	WORD $0x6e38dfac // fmul v12.4s, v29.4s, v24.4s
+	WORD $0x6e39dfad // fmul v13.4s, v29.4s, v25.4s
+	WORD $0x6e3adfae // fmul v14.4s, v29.4s, v26.4s
+	WORD $0x6e3bdfaf // fmul v15.4s, v29.4s, v27.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs4_rows2_scale
+gemvi4_vecs4_rows2_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x6f10a75b // uxtl2 v27.4s, v26.8h
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	WORD $0x6e21db7b // ucvtf v27.4s, v27.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VFMLA V27.S4, V28.S4, V11.S4
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x4e3dd6b5 // fadd v21.4s, v21.4s, v29.4s
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	VFMLA V27.S4, V29.S4, V15.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs4_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs4_rows2_scale:
+	VLD1 (R13), [V16.B16]
+	WORD $0x6f08a612 // uxtl2 v18.8h, v16.16b
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x6f10a653 // uxtl2 v19.4s, v18.8h
+	WORD $0x2f10a652 // uxtl v18.4s, v18.4h
+	WORD $0x6f10a611 // uxtl2 v17.4s, v16.8h
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
+	WORD $0x6e21da73 // ucvtf v19.4s, v19.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb5ce0c // fmls v12.4s, v16.4s, v21.4s
+	WORD $0x4eb4ce29 // fmls v9.4s, v17.4s, v20.4s
+	WORD $0x4eb5ce2d // fmls v13.4s, v17.4s, v21.4s
+	WORD $0x4eb4ce4a // fmls v10.4s, v18.4s, v20.4s
+	WORD $0x4eb5ce4e // fmls v14.4s, v18.4s, v21.4s
+	WORD $0x4eb4ce6b // fmls v11.4s, v19.4s, v20.4s
+	WORD $0x4eb5ce6f // fmls v15.4s, v19.4s, v21.4s
+	VLD1 (R21), [V16.S4, V17.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V16.S4, V12.S4, V4.S4
+	VFMLA V17.S4, V9.S4, V1.S4
+	VFMLA V17.S4, V13.S4, V5.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V16.S4, V17.S4]
+	VFMLA V16.S4, V10.S4, V2.S4
+	VFMLA V16.S4, V14.S4, V6.S4
+	VFMLA V17.S4, V11.S4, V3.S4
+	VFMLA V17.S4, V15.S4, V7.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs4_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $2, R6, R6
+	B gemvi4_vecs4_groups
+	// The last rows: 1 of them, if rows%2 has that bit.
+gemvi4_vecs4_tail1:
+	TBZ $0, R6, gemvi4_vecs4_done
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs4_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	B gemvi4_vecs4_rows1_start
+gemvi4_vecs4_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+gemvi4_vecs4_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs4_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x6f10a75b // uxtl2 v27.4s, v26.8h
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	WORD $0x6e21db7b // ucvtf v27.4s, v27.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	WORD $0x6e39df89 // fmul v9.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8a // fmul v10.4s, v28.4s, v26.4s
+	WORD $0x6e3bdf8b // fmul v11.4s, v28.4s, v27.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs4_rows1_scale
+gemvi4_vecs4_rows1_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x6f10a75b // uxtl2 v27.4s, v26.8h
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	WORD $0x6e21db7b // ucvtf v27.4s, v27.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VFMLA V27.S4, V28.S4, V11.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs4_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs4_rows1_scale:
+	VLD1 (R13), [V16.B16]
+	WORD $0x6f08a612 // uxtl2 v18.8h, v16.16b
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x6f10a653 // uxtl2 v19.4s, v18.8h
+	WORD $0x2f10a652 // uxtl v18.4s, v18.4h
+	WORD $0x6f10a611 // uxtl2 v17.4s, v16.8h
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
+	WORD $0x6e21da73 // ucvtf v19.4s, v19.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb4ce29 // fmls v9.4s, v17.4s, v20.4s
+	WORD $0x4eb4ce4a // fmls v10.4s, v18.4s, v20.4s
+	WORD $0x4eb4ce6b // fmls v11.4s, v19.4s, v20.4s
+	VLD1 (R21), [V16.S4, V17.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V17.S4, V9.S4, V1.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V16.S4, V17.S4]
+	VFMLA V16.S4, V10.S4, V2.S4
+	VFMLA V17.S4, V11.S4, V3.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs4_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi4_vecs4_done:
+	RET
+	// Panel of 3 vectors.
+gemvi4_vecs3:
+	// Groups of 2 rows.
+gemvi4_vecs3_groups:
+	CMP $2, R6
+	BLT gemvi4_vecs3_tail1
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs3_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	B gemvi4_vecs3_rows2_start
+gemvi4_vecs3_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+gemvi4_vecs3_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs3_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	WORD $0x6e39df89 // fmul v9.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8a // fmul v10.4s, v28.4s, v26.4s
+	VLD1R.P 4(R11), [V29.S4]
+	VORR V29.B16, V29.B16, V21.B16
+	WORD $0x6e38dfac // fmul v12.4s, v29.4s, v24.4s
+	WORD $0x6e39dfad // fmul v13.4s, v29.4s, v25.4s
+	WORD $0x6e3adfae // fmul v14.4s, v29.4s, v26.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs3_rows2_scale
+gemvi4_vecs3_rows2_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x4e3dd6b5 // fadd v21.4s, v21.4s, v29.4s
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	VFMLA V26.S4, V29.S4, V14.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs3_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs3_rows2_scale:
+	FMOVD (R13), F16
+	FMOVS 8(R13), F18
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x2f08a652 // uxtl v18.8h, v18.8b
+	WORD $0x2f10a652 // uxtl v18.4s, v18.4h
+	WORD $0x6f10a611 // uxtl2 v17.4s, v16.8h
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb5ce0c // fmls v12.4s, v16.4s, v21.4s
+	WORD $0x4eb4ce29 // fmls v9.4s, v17.4s, v20.4s
+	WORD $0x4eb5ce2d // fmls v13.4s, v17.4s, v21.4s
+	WORD $0x4eb4ce4a // fmls v10.4s, v18.4s, v20.4s
+	WORD $0x4eb5ce4e // fmls v14.4s, v18.4s, v21.4s
+	VLD1 (R21), [V16.S4, V17.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V16.S4, V12.S4, V4.S4
+	VFMLA V17.S4, V9.S4, V1.S4
+	VFMLA V17.S4, V13.S4, V5.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V16.S4]
+	VFMLA V16.S4, V10.S4, V2.S4
+	VFMLA V16.S4, V14.S4, V6.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs3_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $2, R6, R6
+	B gemvi4_vecs3_groups
+	// The last rows: 1 of them, if rows%2 has that bit.
+gemvi4_vecs3_tail1:
+	TBZ $0, R6, gemvi4_vecs3_done
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs3_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	B gemvi4_vecs3_rows1_start
+gemvi4_vecs3_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+gemvi4_vecs3_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs3_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	WORD $0x6e39df89 // fmul v9.4s, v28.4s, v25.4s
+	WORD $0x6e3adf8a // fmul v10.4s, v28.4s, v26.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs3_rows1_scale
+gemvi4_vecs3_rows1_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VFMLA V26.S4, V28.S4, V10.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs3_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs3_rows1_scale:
+	FMOVD (R13), F16
+	FMOVS 8(R13), F18
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x2f08a652 // uxtl v18.8h, v18.8b
+	WORD $0x2f10a652 // uxtl v18.4s, v18.4h
+	WORD $0x6f10a611 // uxtl2 v17.4s, v16.8h
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x6e21da52 // ucvtf v18.4s, v18.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb4ce29 // fmls v9.4s, v17.4s, v20.4s
+	WORD $0x4eb4ce4a // fmls v10.4s, v18.4s, v20.4s
+	VLD1 (R21), [V16.S4, V17.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V17.S4, V9.S4, V1.S4
+	ADD $32, R21, R15
+	VLD1 (R15), [V16.S4]
+	VFMLA V16.S4, V10.S4, V2.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs3_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi4_vecs3_done:
+	RET
+	// Panel of 2 vectors.
+gemvi4_vecs2:
+	// Groups of 2 rows.
+gemvi4_vecs2_groups:
+	CMP $2, R6
+	BLT gemvi4_vecs2_tail1
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs2_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	B gemvi4_vecs2_rows2_start
+gemvi4_vecs2_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+gemvi4_vecs2_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs2_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	WORD $0x6e39df89 // fmul v9.4s, v28.4s, v25.4s
+	VLD1R.P 4(R11), [V29.S4]
+	VORR V29.B16, V29.B16, V21.B16
+	WORD $0x6e38dfac // fmul v12.4s, v29.4s, v24.4s
+	WORD $0x6e39dfad // fmul v13.4s, v29.4s, v25.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs2_rows2_scale
+gemvi4_vecs2_rows2_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x4e3dd6b5 // fadd v21.4s, v21.4s, v29.4s
+	VFMLA V24.S4, V29.S4, V12.S4
+	VFMLA V25.S4, V29.S4, V13.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs2_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs2_rows2_scale:
+	FMOVD (R13), F16
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x6f10a611 // uxtl2 v17.4s, v16.8h
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb5ce0c // fmls v12.4s, v16.4s, v21.4s
+	WORD $0x4eb4ce29 // fmls v9.4s, v17.4s, v20.4s
+	WORD $0x4eb5ce2d // fmls v13.4s, v17.4s, v21.4s
+	VLD1 (R21), [V16.S4, V17.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V16.S4, V12.S4, V4.S4
+	VFMLA V17.S4, V9.S4, V1.S4
+	VFMLA V17.S4, V13.S4, V5.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs2_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $2, R6, R6
+	B gemvi4_vecs2_groups
+	// The last rows: 1 of them, if rows%2 has that bit.
+gemvi4_vecs2_tail1:
+	TBZ $0, R6, gemvi4_vecs2_done
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs2_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	B gemvi4_vecs2_rows1_start
+gemvi4_vecs2_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+gemvi4_vecs2_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs2_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	WORD $0x6e39df89 // fmul v9.4s, v28.4s, v25.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs2_rows1_scale
+gemvi4_vecs2_rows1_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VFMLA V25.S4, V28.S4, V9.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs2_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs2_rows1_scale:
+	FMOVD (R13), F16
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x6f10a611 // uxtl2 v17.4s, v16.8h
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x6e21da31 // ucvtf v17.4s, v17.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb4ce29 // fmls v9.4s, v17.4s, v20.4s
+	VLD1 (R21), [V16.S4, V17.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V17.S4, V9.S4, V1.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs2_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi4_vecs2_done:
+	RET
+	// Panel of 1 vectors.
+gemvi4_vecs1:
+	// Groups of 2 rows.
+gemvi4_vecs1_groups:
+	CMP $2, R6
+	BLT gemvi4_vecs1_tail1
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs1_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	B gemvi4_vecs1_rows2_start
+gemvi4_vecs1_rows2_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+gemvi4_vecs1_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs1_rows2_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	VLD1R.P 4(R11), [V29.S4]
+	VORR V29.B16, V29.B16, V21.B16
+	WORD $0x6e38dfac // fmul v12.4s, v29.4s, v24.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs1_rows2_scale
+gemvi4_vecs1_rows2_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	VLD1R.P 4(R11), [V29.S4]
+	WORD $0x4e3dd6b5 // fadd v21.4s, v21.4s, v29.4s
+	VFMLA V24.S4, V29.S4, V12.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs1_rows2_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs1_rows2_scale:
+	FMOVS (R13), F16
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	WORD $0x4eb5ce0c // fmls v12.4s, v16.4s, v21.4s
+	VLD1 (R21), [V16.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	VFMLA V16.S4, V12.S4, V4.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs1_rows2_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $2, R6, R6
+	B gemvi4_vecs1_groups
+	// The last rows: 1 of them, if rows%2 has that bit.
+gemvi4_vecs1_tail1:
+	TBZ $0, R6, gemvi4_vecs1_done
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemvi4_vecs1_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	B gemvi4_vecs1_rows1_start
+gemvi4_vecs1_rows1_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+gemvi4_vecs1_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R20, R21
+	MOVD R25, R13
+	MOVD R7, R22
+	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
+gemvi4_vecs1_rows1_blocks:
+	MOVD $32, R23
+	CMP $32, R22
+	CSEL LT, R22, R23, R23
+	SUB R23, R22, R22
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	VLD1R.P 4(R10), [V28.S4]
+	VORR V28.B16, V28.B16, V20.B16
+	WORD $0x6e38df88 // fmul v8.4s, v28.4s, v24.4s
+	SUBS $1, R23, R23
+	BEQ gemvi4_vecs1_rows1_scale
+gemvi4_vecs1_rows1_steps:
+	FMOVD (R16), F26
+	ADD R5, R16, R16
+	VAND V22.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	VLD1R.P 4(R10), [V28.S4]
+	WORD $0x4e3cd694 // fadd v20.4s, v20.4s, v28.4s
+	VFMLA V24.S4, V28.S4, V8.S4
+	SUBS $1, R23, R23
+	BNE gemvi4_vecs1_rows1_steps
+	// The block's sums times its scales, into the accumulators; the next scale row.
+gemvi4_vecs1_rows1_scale:
+	FMOVS (R13), F16
+	WORD $0x2f08a610 // uxtl v16.8h, v16.8b
+	WORD $0x2f10a610 // uxtl v16.4s, v16.4h
+	WORD $0x6e21da10 // ucvtf v16.4s, v16.4s
+	WORD $0x4eb4ce08 // fmls v8.4s, v16.4s, v20.4s
+	VLD1 (R21), [V16.S4]
+	VFMLA V16.S4, V8.S4, V0.S4
+	ADD R14, R21, R21
+	ADD R17, R13, R13
+	CBNZ R22, gemvi4_vecs1_rows1_blocks
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemvi4_vecs1_done:
+	RET

@@ -60,6 +60,65 @@ var neon = &Set{
 	decodeWhole:   true,
 	widen:         widenCalls(neonConvert),
 	narrow:        narrowCalls(neonConvert),
+	gemmW:         neonWeights,
+	gemvI8:        neonWeights,
+	gemvI4:        neonWeights,
+	int4Half:      neonWeightCols / 2,
+}
+
+// neonWeightCols is the width of a column group of the NEON weight
+// kernels: a register tile's 4 vectors, the 8 bytes of an int4 row.
+const neonWeightCols = asm.LanesNEON * asm.PanelVecsNEON
+
+// neonWeights is GemmW (16-bit b), GemvI8 and GemvI4 on the NEON kernels,
+// which read and write whole vectors: C's columns in groups of
+// neonWeightCols, nv vectors straight into C, a group that ends in a
+// partial vector through a tile on the stack, 6 rows at a time (B, its
+// scales and zero points are read in whole vectors, as the contract
+// allows).
+func neonWeights(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	for j0 := 0; j0 < n; j0 += neonWeightCols {
+		w := min(neonWeightCols, n-j0)
+		nv := (w + asm.LanesNEON - 1) / asm.LanesNEON
+		if w == nv*asm.LanesNEON {
+			neonWeightCall(&c[j0], ldc, a, lda, b, 0, m, j0, nv, k, acc)
+			continue
+		}
+		const tileRows = 6
+		var tile [tileRows * neonWeightCols]float32
+		for i0 := 0; i0 < m; i0 += tileRows {
+			mc := min(tileRows, m-i0)
+			if accumulate {
+				for i := range mc {
+					copy(tile[i*neonWeightCols:i*neonWeightCols+w], c[(i0+i)*ldc+j0:])
+				}
+			}
+			neonWeightCall(&tile[0], neonWeightCols, a, lda, b, i0, mc, j0, nv, k, acc)
+			for i := range mc {
+				copy(c[(i0+i)*ldc+j0:(i0+i)*ldc+j0+w], tile[i*neonWeightCols:])
+			}
+		}
+	}
+}
+
+// neonWeightCall runs the kernel of b's type on rows i0..i0+mc of A and
+// the nv vectors of columns from j0 (a multiple of neonWeightCols), into c.
+func neonWeightCall(c *float32, ldc int, a []float32, lda int, b WeightRows, i0, mc, j0, nv, k, acc int) {
+	ap := &a[i0*lda]
+	switch b.Type {
+	case fallback.KVInt8:
+		asm.GemvWI8NEON(c, ldc, ap, lda, &b.I8[j0], b.Ld, mc, k, nv, asm.LanesNEON, acc, &b.S[j0])
+	case fallback.KVInt4:
+		asm.GemvWI4NEON(c, ldc, ap, lda, &b.I4[j0/2], b.Ld, mc, k, nv, asm.LanesNEON, acc, &b.S[j0], &b.Z[j0])
+	case fallback.KVFloat16:
+		asm.GemmWF16NEON(c, ldc, ap, lda, &b.U16[j0], b.Ld, mc, k, nv, asm.LanesNEON, acc)
+	default:
+		asm.GemmWBF16NEON(c, ldc, ap, lda, &b.U16[j0], b.Ld, mc, k, nv, asm.LanesNEON, acc)
+	}
 }
 
 // neonConvert are the NEON conversion kernels, float16 then bfloat16.

@@ -53,10 +53,11 @@ type Set struct {
 	narrow  func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
 	gemmW   gemmWKernel                                                                              // nil: WidenWeights + Gemm
 	gemvI8  gemmWKernel                                                                              // nil: fallback.GemvI8
-	gemvI4  gemmWKernel                                                                              // rows of Half = Lanes; nil: fallback.GemvI4
+	gemvI4  gemmWKernel                                                                              // rows of Half = int4Half; nil: fallback.GemvI4
 	widenW  func(dst []float32, ldd int, b WeightRows, k, n int)                                     // int8, int4 (Half = Lanes) in whole vectors; nil: Go
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
+	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)
 	decodeKeys    int  // fewest keys of a Decode call
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only), int8 rows' as dwords

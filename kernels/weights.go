@@ -16,7 +16,7 @@ type WeightRows = fallback.WeightRows
 type gemmWKernel func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool)
 
 // HasGemmW reports whether the set multiplies by weights of type t in
-// registers (GemmW): the amd64 sets for float16 and bfloat16. The others,
+// registers (GemmW): the amd64 and NEON sets for float16 and bfloat16. The others,
 // and int8 and int4 everywhere, widen a block of the weights to float32
 // first (WidenWeights) and run Gemm on it, which gives the same bits:
 // GemmW widens each value exactly as WidenWeights does and multiplies in
@@ -46,8 +46,8 @@ func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m
 
 // GemvI8 is the projection of a few rows (a decode step's) through int8
 // weights with each block's scales applied once to the block's sum, in
-// fallback.GemvI8's order (the amd64 sets' GemvWI8 kernels, the Go twin
-// elsewhere): three vector operations per weight vector (extension,
+// fallback.GemvI8's order (the GemvWI8 kernels of the amd64 and NEON
+// sets, the Go twin elsewhere): three vector operations per weight vector (extension,
 // conversion, FMA), where dequantizing each weight takes four. b is int8,
 // read as GemmW reads it.
 func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
@@ -57,17 +57,27 @@ func (ks *Set) GemvI8(c []float32, ldc int, a []float32, lda int, b WeightRows, 
 // GemvI4 is the projection of a few rows (a decode step's) through int4
 // weights in fallback.GemvI4's order: per block of 32 rows the nibbles'
 // products summed unscaled, the zero points taken off through the block's
-// sum of A, the scales applied once. The amd64 sets run it in registers
-// (GemvWI4) on rows interleaved by their Lanes (tile.PackWeights' panels
-// for the set); other rows, and other sets, take the Go twin. b is int4,
-// read as GemmW reads it but in pairs of vectors: its rows must hold n
-// rounded up to 2·Lanes columns.
+// sum of A, the scales applied once. The amd64 and NEON sets run it in
+// registers (GemvWI4) on rows interleaved by Int4Half (tile.PackWeights'
+// panels for the set); other rows, and other sets, take the Go twin. b
+// is int4, read as GemmW reads it but in pairs of Half columns: its rows
+// must hold n rounded up to 2·Half columns.
 func (ks *Set) GemvI4(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
 	kernel := ks.gemvI4
-	if b.Half != ks.Lanes {
+	if b.Half != ks.Int4Half() {
 		kernel = nil
 	}
 	ks.gemv("GemvI4", fallback.KVInt4, kernel, fallback.GemvI4, c, ldc, a, lda, b, m, n, k, accumulate)
+}
+
+// Int4Half is the nibble interleave (fallback.WeightRows.Half) of the int4
+// rows the set's GemvI4 kernel reads: that of tile.PackWeights' panels for
+// the set (Lanes; 8 on NEON, whose 16-column panel row is 8 bytes).
+func (ks *Set) Int4Half() int {
+	if ks.int4Half > 0 {
+		return ks.int4Half
+	}
+	return ks.Lanes
 }
 
 // gemv checks a GemvI8 or GemvI4 call (b of type t) and runs it on the

@@ -216,7 +216,7 @@ func gemv4Case(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	o := newWeightOperands(t, rng, ks, m, n, k, atEnd)
 	defer o.free()
 	whole, ldc, lda, accumulate, c, a := o.whole, o.ldc, o.lda, o.accumulate, o.c, o.a
-	half := max(2, ks.Lanes)
+	half := max(2, ks.Int4Half())
 	ld := (whole+2*half-1)/(2*half)*2*half + rng.IntN(2)*2*half
 	b, free := int4Weights(t, rng, k, whole, ld, half, atEnd)
 	defer free()

@@ -45,12 +45,20 @@ func (g *gen) gemm() {
 	)
 	g.loadArgs(arg{"c", gC}, arg{"ldc", gLdc}, arg{"a", gA}, arg{"lda", gLda}, arg{"b", gB}, arg{"ldb", gLdb}, arg{"m", rRows}, arg{"k", gK}, arg{"nv", rNV}, arg{"acc", gAcc})
 	g.toBytes(gLdc, gLda, gLdb)
-	g.panelRows("gemm", g.gemmBlock)
+	g.panelRows("gemm", g.gemmTile(func(nv int) {
+		g.Inst("VLD1.P (%s)(%s), %s", gBrow, gLdb, vlist(24, nv))
+	}))
 }
 
-// gemmBlock emits one mr×nv tile: C rows from gC, A rows from gA, then
-// advances both by mr rows.
-func (g *gen) gemmBlock(mr, nv int, l string) {
+// gemmTile returns the emitter of one mr×nv tile whose B row is brought
+// into V24.. by loadB (from gBrow, which it advances by gLdb): C rows
+// from gC, A rows from gA, then advances both by mr rows.
+func (g *gen) gemmTile(loadB func(nv int)) func(mr, nv int, l string) {
+	return func(mr, nv int, l string) { g.gemmBlock(loadB, mr, nv, l) }
+}
+
+// gemmBlock emits one tile of gemmTile.
+func (g *gen) gemmBlock(loadB func(nv int), mr, nv int, l string) {
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at 0, or at C.", mr, nv))
 	g.Inst("MOVD %s, %s", gC, gCrow)
 	g.Inst("CBNZ %s, %s_load", gAcc, l)
@@ -77,7 +85,7 @@ func (g *gen) gemmBlock(mr, nv int, l string) {
 	g.Inst("MOVD %s, %s", gK, gStep)
 	g.Comment(fmt.Sprintf("The k loop: a row of B, %d broadcasts of A, %d FMAs.", mr, mr*nv))
 	g.Label(l)
-	g.Inst("VLD1.P (%s)(%s), %s", gBrow, gLdb, vlist(24, nv))
+	loadB(nv)
 	for i := 0; i < mr; i++ {
 		bc := V(28 + i%2)
 		g.Inst("VLD1R.P 4(%s), [%s]", gArow0+R(i), bc.S4())

@@ -38,6 +38,7 @@ func main() {
 	}
 	g.convert()
 	g.narrow()
+	g.weights()
 	stubs, err := e.Stubs()
 	if err != nil {
 		log.Fatal(err)

@@ -25,22 +25,34 @@ func (g *gen) panelRows(prefix string, block func(mr, nv int, l string)) {
 // rowGroups emits the loop over the rows in rRows: groups of mk rows,
 // then the last rows%mk in blocks of 4, 2 and 1 (at most one of each),
 // each block emitted by block(rows, label) and labelled l_rowsN.
-func (g *gen) rowGroups(l string, block func(mr int, lbl string)) {
-	g.Comment(fmt.Sprintf("Groups of %d rows.", mk))
+func (g *gen) rowGroups(l string, block func(mr int, lbl string)) { g.rowGroupsOf(l, mk, block) }
+
+// rowGroupsOf is rowGroups with groups of h rows, the last rows%h in
+// blocks of the powers of two below h.
+func (g *gen) rowGroupsOf(l string, h int, block func(mr int, lbl string)) {
+	var tails []int
+	for mr := 1; mr < h; mr *= 2 {
+		tails = append([]int{mr}, tails...)
+	}
+	g.Comment(fmt.Sprintf("Groups of %d rows.", h))
 	g.Label(l + "_groups")
-	g.Inst("CMP $%d, %s", mk, rRows)
-	g.Inst("BLT %s_tail4", l)
-	block(mk, fmt.Sprintf("%s_rows%d", l, mk))
-	g.Inst("SUB $%d, %s, %s", mk, rRows, rRows)
+	g.Inst("CMP $%d, %s", h, rRows)
+	g.Inst("BLT %s_tail%d", l, tails[0])
+	block(h, fmt.Sprintf("%s_rows%d", l, h))
+	g.Inst("SUB $%d, %s, %s", h, rRows, rRows)
 	g.Inst("B %s_groups", l)
-	for bit, mr := range []int{4, 2, 1} {
-		g.Comment(fmt.Sprintf("The last rows: %d of them, if rows%%%d has that bit.", mr, mk))
+	for _, mr := range tails {
+		g.Comment(fmt.Sprintf("The last rows: %d of them, if rows%%%d has that bit.", mr, h))
 		g.Label(fmt.Sprintf("%s_tail%d", l, mr))
 		next := fmt.Sprintf("%s_tail%d", l, mr/2)
 		if mr == 1 {
 			next = l + "_done"
 		}
-		g.Inst("TBZ $%d, %s, %s", 2-bit, rRows, next)
+		bit := 0
+		for 1<<bit < mr {
+			bit++
+		}
+		g.Inst("TBZ $%d, %s, %s", bit, rRows, next)
 		block(mr, fmt.Sprintf("%s_rows%d", l, mr))
 	}
 	g.Label(l + "_done")

@@ -28,6 +28,8 @@ const (
 	opFCVTL  = 0x0e217800 // "two-register misc", Q = 0: the lower 4 halves; FCVTL2 sets Q
 	opSHLL   = 0x2e613800 // size = 01 (halfwords), shift = 16; SHLL2 sets Q
 	opFCVTN  = 0x0e216800 // "two-register misc", Q = 0: into the lower 4 halves; FCVTN2 sets Q
+	opSCVTF  = 0x4e21d800 // "two-register misc", sz = 0; UCVTF sets U
+	opSXTL   = 0x0f00a400 // SSHLL #0, "shift by immediate": immh in bits 19-22, Q, and U for UXTL
 )
 
 // Encoding is one encoded instruction and its disassembly.
@@ -142,6 +144,40 @@ func EncFCVTN(d, n V, upper bool) Encoding {
 	}
 	return Encoding{op | uint32(n.check())<<5 | uint32(d.check()),
 		fmt.Sprintf("%s v%d.%s, v%d.4s", name, d, arr, n)}
+}
+
+// EncSCVTF converts 4 signed int32 lanes to float32 (exact below 2^24);
+// with unsigned, UCVTF, 4 unsigned ones.
+func EncSCVTF(d, n V, unsigned bool) Encoding {
+	op, name := uint32(opSCVTF), "scvtf"
+	if unsigned {
+		op, name = op|1<<29, "ucvtf"
+	}
+	return two(op, name, d, n)
+}
+
+// EncXTL sign-extends (unsigned: zero-extends, UXTL) the lower half of
+// Vn's lanes to twice their width in Vd: 8 bytes to 8 halfwords with
+// bytes, else 4 halfwords to 4 words; with upper (SXTL2, UXTL2) the upper
+// half of Vn.
+func EncXTL(d, n V, unsigned, bytes, upper bool) Encoding {
+	op, name := uint32(opSXTL), "sxtl"
+	if unsigned {
+		op, name = op|1<<29, "uxtl"
+	}
+	from, to := "4h", "4s"
+	op |= 2 << 19 // immh 0010: halfwords
+	if bytes {
+		op ^= 3 << 19 // immh 0001: bytes
+		from, to = "8b", "8h"
+	}
+	if upper {
+		op |= 1 << 30
+		name += "2"
+		from = map[string]string{"4h": "8h", "8b": "16b"}[from]
+	}
+	return Encoding{op | uint32(n.check())<<5 | uint32(d.check()),
+		fmt.Sprintf("%s v%d.%s, v%d.%s", name, d, to, n, from)}
 }
 
 // Emit writes an encoded instruction.

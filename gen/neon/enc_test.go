@@ -24,7 +24,10 @@ func every() []Encoding {
 			EncFADDP(d, n, m), EncFMAXP(d, n, m),
 		)
 		for _, upper := range []bool{false, true} {
-			out = append(out, EncFCVTL(d, n, upper), EncSHLL(d, n, upper), EncFCVTN(d, n, upper))
+			out = append(out, EncFCVTL(d, n, upper), EncSHLL(d, n, upper), EncFCVTN(d, n, upper), EncSCVTF(d, n, upper))
+			for _, unsigned := range []bool{false, true} {
+				out = append(out, EncXTL(d, n, unsigned, false, upper), EncXTL(d, n, unsigned, true, upper))
+			}
 		}
 		for i := 0; i < 4; i++ {
 			out = append(out, EncFMLAElem(d, n, m, i))
@@ -45,9 +48,12 @@ func TestEncodingsTable(t *testing.T) {
 		{EncFMLAElem(0, 1, 2, 3), 0x4fa21820},  // L=1 (bit 21), H=1 (bit 11)
 		{EncFMLAElem(0, 1, 17, 0), 0x4f911020}, // M=1 (bit 20) for V17
 		{EncFRINTN(2, 3), 0x4e218862},
-		{EncFADDP(0, 1, 2), 0x6e22d420},     // U=1 beside FADD
-		{EncFCVTL(1, 2, false), 0x0e217841}, // Q=0 sz=0 opcode 10111
-		{EncSHLL(1, 2, true), 0x6e613841},   // Q=1 U=1 size=01 opcode 10011
+		{EncFADDP(0, 1, 2), 0x6e22d420},                // U=1 beside FADD
+		{EncFCVTL(1, 2, false), 0x0e217841},            // Q=0 sz=0 opcode 10111
+		{EncSHLL(1, 2, true), 0x6e613841},              // Q=1 U=1 size=01 opcode 10011
+		{EncXTL(0, 1, false, true, false), 0x0f08a420}, // sxtl v0.8h, v1.8b: immh=0001 opcode 10100
+		{EncXTL(0, 1, true, false, true), 0x6f10a420},  // uxtl2 v0.4s, v1.8h: Q=1 U=1 immh=0010
+		{EncSCVTF(2, 3, false), 0x4e21d862},            // sz=0 opcode 11101
 	} {
 		if c.got.Word != c.want {
 			t.Errorf("%s: encoded 0x%08x, want 0x%08x", c.got.Mnemonic, c.got.Word, c.want)
