@@ -223,3 +223,31 @@ func GemvWI8NEON(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, 
 //
 //go:noescape
 func GemvWI4NEON(c *float32, ldc int, a *float32, lda int, b *byte, ldb int, m, k, nv, tail, acc int, s *float32, z *uint8)
+
+// WidenWI8NEON is
+//
+//	for p := 0; p < k; p++ {
+//		for j := 0; j < nv*4; j++ {
+//			dst[p*ldd+j] = float32(b[p*ldb+j]) · s[(p/32)*ldb+j]
+//
+// the product rounded: the weights fallback.WidenWeights gives, for Gemm
+// to multiply by. nv in 1..4, k >= 1, strides in elements; whole vectors
+// of b, s (and z) are read and of dst written.
+//
+//go:noescape
+func WidenWI8NEON(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32)
+
+// WidenWI4NEON is
+//
+//	for p := 0; p < k; p++ {
+//		for j := 0; j < nv*4; j++ {
+//			dst[p*ldd+j] = float32(int(u(p, j)) - int(z[(p/32)*ldb+j])) · s[(p/32)*ldb+j]
+//
+// the product rounded: the weights fallback.WidenWeights gives, for Gemm
+// to multiply by. nv in 1..4, k >= 1, strides in elements; whole vectors
+// of b, s (and z) are read and of dst written.
+// u(p, j) as GemvWI4NEON reads it: ldb a multiple of 16, the 8 bytes of
+// a group of 16 columns read whole whatever nv.
+//
+//go:noescape
+func WidenWI4NEON(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)

@@ -13286,3 +13286,352 @@ gemvi4_vecs1_rows1_scale:
 	ADD R3, R2, R2
 gemvi4_vecs1_done:
 	RET
+
+// func WidenWI8NEON(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32)
+TEXT ·WidenWI8NEON(SB), NOSPLIT, $0-56
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R1
+	MOVD b+16(FP), R2
+	MOVD ldb+24(FP), R3
+	MOVD k+32(FP), R4
+	MOVD nv+40(FP), R8
+	MOVD s+48(FP), R5
+	LSL $2, R1, R1
+	LSL $2, R3, R12
+	CMP $4, R8
+	BEQ widenwi8_vecs4
+	CMP $3, R8
+	BEQ widenwi8_vecs3
+	CMP $2, R8
+	BEQ widenwi8_vecs2
+	CMP $1, R8
+	BEQ widenwi8_vecs1
+	RET
+	// Panel of 4 vectors.
+widenwi8_vecs4:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R4, R10
+widenwi8_vecs4_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD R12, R14, R14
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi8_vecs4_row:
+	VLD1 (R15), [V24.B16]
+	WORD $0x4f08a71a // sxtl2 v26.8h, v24.16b
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a75b // sxtl2 v27.4s, v26.8h
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	ADD R3, R15, R15
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	WORD $0x6e31df39 // fmul v25.4s, v25.4s, v17.4s
+	WORD $0x6e32df5a // fmul v26.4s, v26.4s, v18.4s
+	WORD $0x6e33df7b // fmul v27.4s, v27.4s, v19.4s
+	VST1 [V24.S4, V25.S4, V26.S4, V27.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi8_vecs4_row
+	CBNZ R10, widenwi8_vecs4_block
+	RET
+	// Panel of 3 vectors.
+widenwi8_vecs3:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R4, R10
+widenwi8_vecs3_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4, V17.S4, V18.S4]
+	ADD R12, R14, R14
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi8_vecs3_row:
+	FMOVD (R15), F24
+	FMOVS 8(R15), F26
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f08a75a // sxtl v26.8h, v26.8b
+	WORD $0x0f10a75a // sxtl v26.4s, v26.4h
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	ADD R3, R15, R15
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	WORD $0x6e31df39 // fmul v25.4s, v25.4s, v17.4s
+	WORD $0x6e32df5a // fmul v26.4s, v26.4s, v18.4s
+	VST1 [V24.S4, V25.S4, V26.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi8_vecs3_row
+	CBNZ R10, widenwi8_vecs3_block
+	RET
+	// Panel of 2 vectors.
+widenwi8_vecs2:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R4, R10
+widenwi8_vecs2_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4, V17.S4]
+	ADD R12, R14, R14
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi8_vecs2_row:
+	FMOVD (R15), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x4f10a719 // sxtl2 v25.4s, v24.8h
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD R3, R15, R15
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	WORD $0x6e31df39 // fmul v25.4s, v25.4s, v17.4s
+	VST1 [V24.S4, V25.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi8_vecs2_row
+	CBNZ R10, widenwi8_vecs2_block
+	RET
+	// Panel of 1 vectors.
+widenwi8_vecs1:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R4, R10
+widenwi8_vecs1_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4]
+	ADD R12, R14, R14
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi8_vecs1_row:
+	FMOVS (R15), F24
+	WORD $0x0f08a718 // sxtl v24.8h, v24.8b
+	WORD $0x0f10a718 // sxtl v24.4s, v24.4h
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	ADD R3, R15, R15
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	VST1 [V24.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi8_vecs1_row
+	CBNZ R10, widenwi8_vecs1_block
+	RET
+
+// func WidenWI4NEON(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)
+TEXT ·WidenWI4NEON(SB), NOSPLIT, $0-64
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R1
+	MOVD b+16(FP), R2
+	MOVD ldb+24(FP), R3
+	MOVD k+32(FP), R4
+	MOVD nv+40(FP), R8
+	MOVD s+48(FP), R5
+	LSL $2, R1, R1
+	LSL $2, R3, R12
+	MOVD z+56(FP), R7
+	LSR $1, R3, R9
+	VMOVI $15, V28.B16
+	CMP $4, R8
+	BEQ widenwi4_vecs4
+	CMP $3, R8
+	BEQ widenwi4_vecs3
+	CMP $2, R8
+	BEQ widenwi4_vecs2
+	CMP $1, R8
+	BEQ widenwi4_vecs1
+	RET
+	// Panel of 4 vectors.
+widenwi4_vecs4:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R7, R13
+	MOVD R4, R10
+widenwi4_vecs4_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD R12, R14, R14
+	VLD1 (R13), [V20.B16]
+	WORD $0x6f08a696 // uxtl2 v22.8h, v20.16b
+	WORD $0x2f08a694 // uxtl v20.8h, v20.8b
+	WORD $0x6f10a6d7 // uxtl2 v23.4s, v22.8h
+	WORD $0x2f10a6d6 // uxtl v22.4s, v22.4h
+	WORD $0x6f10a695 // uxtl2 v21.4s, v20.8h
+	WORD $0x2f10a694 // uxtl v20.4s, v20.4h
+	WORD $0x6e21da94 // ucvtf v20.4s, v20.4s
+	WORD $0x6e21dab5 // ucvtf v21.4s, v21.4s
+	WORD $0x6e21dad6 // ucvtf v22.4s, v22.4s
+	WORD $0x6e21daf7 // ucvtf v23.4s, v23.4s
+	ADD R3, R13, R13
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi4_vecs4_row:
+	FMOVD (R15), F26
+	ADD R9, R15, R15
+	VAND V28.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x6f10a75b // uxtl2 v27.4s, v26.8h
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	WORD $0x6e21db7b // ucvtf v27.4s, v27.4s
+	WORD $0x4eb4d718 // fsub v24.4s, v24.4s, v20.4s
+	WORD $0x4eb5d739 // fsub v25.4s, v25.4s, v21.4s
+	WORD $0x4eb6d75a // fsub v26.4s, v26.4s, v22.4s
+	WORD $0x4eb7d77b // fsub v27.4s, v27.4s, v23.4s
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	WORD $0x6e31df39 // fmul v25.4s, v25.4s, v17.4s
+	WORD $0x6e32df5a // fmul v26.4s, v26.4s, v18.4s
+	WORD $0x6e33df7b // fmul v27.4s, v27.4s, v19.4s
+	VST1 [V24.S4, V25.S4, V26.S4, V27.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi4_vecs4_row
+	CBNZ R10, widenwi4_vecs4_block
+	RET
+	// Panel of 3 vectors.
+widenwi4_vecs3:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R7, R13
+	MOVD R4, R10
+widenwi4_vecs3_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4, V17.S4, V18.S4]
+	ADD R12, R14, R14
+	FMOVD (R13), F20
+	FMOVS 8(R13), F22
+	WORD $0x2f08a694 // uxtl v20.8h, v20.8b
+	WORD $0x2f08a6d6 // uxtl v22.8h, v22.8b
+	WORD $0x2f10a6d6 // uxtl v22.4s, v22.4h
+	WORD $0x6f10a695 // uxtl2 v21.4s, v20.8h
+	WORD $0x2f10a694 // uxtl v20.4s, v20.4h
+	WORD $0x6e21da94 // ucvtf v20.4s, v20.4s
+	WORD $0x6e21dab5 // ucvtf v21.4s, v21.4s
+	WORD $0x6e21dad6 // ucvtf v22.4s, v22.4s
+	ADD R3, R13, R13
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi4_vecs3_row:
+	FMOVD (R15), F26
+	ADD R9, R15, R15
+	VAND V28.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	VUSHR $4, V26.B16, V26.B16
+	WORD $0x2f08a75a // uxtl v26.8h, v26.8b
+	WORD $0x2f10a75a // uxtl v26.4s, v26.4h
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x6e21db5a // ucvtf v26.4s, v26.4s
+	WORD $0x4eb4d718 // fsub v24.4s, v24.4s, v20.4s
+	WORD $0x4eb5d739 // fsub v25.4s, v25.4s, v21.4s
+	WORD $0x4eb6d75a // fsub v26.4s, v26.4s, v22.4s
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	WORD $0x6e31df39 // fmul v25.4s, v25.4s, v17.4s
+	WORD $0x6e32df5a // fmul v26.4s, v26.4s, v18.4s
+	VST1 [V24.S4, V25.S4, V26.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi4_vecs3_row
+	CBNZ R10, widenwi4_vecs3_block
+	RET
+	// Panel of 2 vectors.
+widenwi4_vecs2:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R7, R13
+	MOVD R4, R10
+widenwi4_vecs2_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4, V17.S4]
+	ADD R12, R14, R14
+	FMOVD (R13), F20
+	WORD $0x2f08a694 // uxtl v20.8h, v20.8b
+	WORD $0x6f10a695 // uxtl2 v21.4s, v20.8h
+	WORD $0x2f10a694 // uxtl v20.4s, v20.4h
+	WORD $0x6e21da94 // ucvtf v20.4s, v20.4s
+	WORD $0x6e21dab5 // ucvtf v21.4s, v21.4s
+	ADD R3, R13, R13
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi4_vecs2_row:
+	FMOVD (R15), F26
+	ADD R9, R15, R15
+	VAND V28.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x6f10a719 // uxtl2 v25.4s, v24.8h
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x6e21db39 // ucvtf v25.4s, v25.4s
+	WORD $0x4eb4d718 // fsub v24.4s, v24.4s, v20.4s
+	WORD $0x4eb5d739 // fsub v25.4s, v25.4s, v21.4s
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	WORD $0x6e31df39 // fmul v25.4s, v25.4s, v17.4s
+	VST1 [V24.S4, V25.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi4_vecs2_row
+	CBNZ R10, widenwi4_vecs2_block
+	RET
+	// Panel of 1 vectors.
+widenwi4_vecs1:
+	MOVD R2, R15
+	MOVD R5, R14
+	MOVD R7, R13
+	MOVD R4, R10
+widenwi4_vecs1_block:
+	// A block: its scales (and zero points), then n = min(32, rows left) rows.
+	VLD1 (R14), [V16.S4]
+	ADD R12, R14, R14
+	FMOVS (R13), F20
+	WORD $0x2f08a694 // uxtl v20.8h, v20.8b
+	WORD $0x2f10a694 // uxtl v20.4s, v20.4h
+	WORD $0x6e21da94 // ucvtf v20.4s, v20.4s
+	ADD R3, R13, R13
+	MOVD $32, R11
+	CMP $32, R10
+	CSEL LT, R10, R11, R11
+	SUB R11, R10, R10
+widenwi4_vecs1_row:
+	FMOVD (R15), F26
+	ADD R9, R15, R15
+	VAND V28.B16, V26.B16, V24.B16
+	WORD $0x2f08a718 // uxtl v24.8h, v24.8b
+	WORD $0x2f10a718 // uxtl v24.4s, v24.4h
+	WORD $0x6e21db18 // ucvtf v24.4s, v24.4s
+	WORD $0x4eb4d718 // fsub v24.4s, v24.4s, v20.4s
+	WORD $0x6e30df18 // fmul v24.4s, v24.4s, v16.4s
+	VST1 [V24.S4], (R0)
+	ADD R1, R0, R0
+	SUBS $1, R11, R11
+	BNE widenwi4_vecs1_row
+	CBNZ R10, widenwi4_vecs1_block
+	RET

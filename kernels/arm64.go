@@ -64,6 +64,20 @@ var neon = &Set{
 	gemvI8:        neonWeights,
 	gemvI4:        neonWeights,
 	int4Half:      neonWeightCols / 2,
+	widenW:        neonWiden,
+}
+
+// neonWiden is WidenWeights of int8 and int4 rows on the NEON kernels, in
+// groups of neonWeightCols columns, whole vectors.
+func neonWiden(dst []float32, ldd int, b WeightRows, k, n int) {
+	for j0 := 0; j0 < n; j0 += neonWeightCols {
+		nv := (min(neonWeightCols, n-j0) + asm.LanesNEON - 1) / asm.LanesNEON
+		if b.Type == fallback.KVInt8 {
+			asm.WidenWI8NEON(&dst[j0], ldd, &b.I8[j0], b.Ld, k, nv, &b.S[j0])
+		} else {
+			asm.WidenWI4NEON(&dst[j0], ldd, &b.I4[j0/2], b.Ld, k, nv, &b.S[j0], &b.Z[j0])
+		}
+	}
 }
 
 // neonWeightCols is the width of a column group of the NEON weight

@@ -144,8 +144,8 @@ func checkScales(kernel string, b WeightRows, k, n int) {
 // WidenWeights writes k rows of n elements of the weight block b as
 // float32 at stride ldd in dst, exactly the values GemmW multiplies by:
 // 16-bit rows through WidenRows, int8 ones as float32(q)·scale, int4 ones
-// as float32(u-z)·scale (int8 and int4 on the amd64 sets by the WidenWI8
-// and WidenWI4 kernels, which read and write whole vectors: dst's rows
+// as float32(u-z)·scale (int8 and int4 on the amd64 and NEON sets by the
+// WidenWI8 and WidenWI4 kernels, which read and write whole vectors: dst's rows
 // must have room for n rounded up to Lanes, b's rows hold as many, int4's
 // rounded up to pairs of vectors).
 func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
@@ -158,7 +158,7 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	case fallback.KVFloat16, fallback.KVBFloat16:
 		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)
 	case fallback.KVInt8, fallback.KVInt4:
-		if ks.widenW == nil || b.Type == fallback.KVInt4 && b.Half != ks.Lanes {
+		if ks.widenW == nil || b.Type == fallback.KVInt4 && b.Half != ks.Int4Half() {
 			checkScales("WidenWeights", b, k, n)
 			fallback.WidenWeights(dst, ldd, b, k, n)
 			return

@@ -57,6 +57,8 @@ func (g *gen) weights() {
 	}
 	g.gemvI8()
 	g.gemvI4()
+	g.widenW(false)
+	g.widenW(true)
 }
 
 // gemmW emits GemmW<E>NEON.
@@ -200,19 +202,7 @@ func (g *gen) gemvI4() {
 	g.panels("gemvi4", func(nv int) {
 		g.rowGroupsOf(fmt.Sprintf("gemvi4_vecs%d", nv), gemvRowsI4, func(mr int, l string) {
 			g.gemvTile(mr, nv, l, func(i, j int) V { return V(4*i + j) }, func(i, j int) V { return V(8 + 4*i + j) },
-				func(first bool) {
-					// One 8-byte row: low nibbles (columns 0..7) to V24,
-					// high ones (8..15) to V26, then to float32.
-					g.Inst("FMOVD (%s), %s", gBrow, V(26).F())
-					g.Inst("ADD %s, %s, %s", gLdb, gBrow, gBrow)
-					g.Inst("VAND %s, %s, %s", V(22).B16(), V(26).B16(), V(24).B16())
-					g.Emit(EncXTL(24, 24, true, true, false))
-					if nv >= 3 {
-						g.Inst("VUSHR $4, %s, %s", V(26).B16(), V(26).B16())
-						g.Emit(EncXTL(26, 26, true, true, false))
-					}
-					g.widenHalves(nv, true, 24)
-				},
+				func(first bool) { g.nibbles(gBrow, gLdb, nv, 22) },
 				func(i int, bc V, first bool) { // the row's sum of A
 					if first {
 						g.VMOV(asum(i), bc)
@@ -229,6 +219,102 @@ func (g *gen) gemvI4() {
 					}
 				})
 		})
+	})
+}
+
+// nibbles loads the 8 bytes of an int4 row of 16 columns from (src),
+// advances src by step, and widens the first nv vectors of columns to
+// float32 in V24..: the low nibbles (the AND with mask, 15 in each byte)
+// are columns 0..7, the high ones (a shift by 4) 8..15.
+func (g *gen) nibbles(src, step R, nv int, mask V) {
+	g.Inst("FMOVD (%s), %s", src, V(26).F())
+	g.Inst("ADD %s, %s, %s", step, src, src)
+	g.Inst("VAND %s, %s, %s", mask.B16(), V(26).B16(), V(24).B16())
+	g.Emit(EncXTL(24, 24, true, true, false))
+	if nv >= 3 {
+		g.Inst("VUSHR $4, %s, %s", V(26).B16(), V(26).B16())
+		g.Emit(EncXTL(26, 26, true, true, false))
+	}
+	g.widenHalves(nv, true, 24)
+}
+
+// widenW emits WidenWI8NEON (int4 false) or WidenWI4NEON: per block of
+// 32 rows the scales (V16..) and int4's zero points (V20.., as float32;
+// the nibble mask in V28)
+// are loaded once; each row is widened into V24.., int4's zero points
+// subtracted (exact: small integers), multiplied by the scales and
+// stored.
+func (g *gen) widenW(int4 bool) {
+	name, sig, value, size := "WidenWI8NEON", "(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32)", "float32(b[p*ldb+j])", 56
+	if int4 {
+		name, sig, value, size = "WidenWI4NEON", "(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)", "float32(int(u(p, j)) - int(z[(p/32)*ldb+j]))", 64
+	}
+	doc := []string{name + " is", "",
+		"\tfor p := 0; p < k; p++ {",
+		"\t\tfor j := 0; j < nv*4; j++ {",
+		"\t\t\tdst[p*ldd+j] = " + value + " · s[(p/32)*ldb+j]",
+		"",
+		"the product rounded: the weights fallback.WidenWeights gives, for Gemm",
+		"to multiply by. nv in 1..4, k >= 1, strides in elements; whole vectors",
+		"of b, s (and z) are read and of dst written.",
+	}
+	if int4 {
+		doc = append(doc, "u(p, j) as GemvWI4NEON reads it: ldb a multiple of 16, the 8 bytes of",
+			"a group of 16 columns read whole whatever nv.")
+	}
+	g.Func(name, sig, size, doc...)
+	const dst, ldd, b, ldb, k, s, z, row, left, n, ldbs, zrow, srow, drow R = 0, 1, 2, 3, 4, 5, 7, 9, 10, 11, 12, 13, 14, 15
+	g.loadArgs(arg{"dst", dst}, arg{"ldd", ldd}, arg{"b", b}, arg{"ldb", ldb}, arg{"k", k}, arg{"nv", rNV}, arg{"s", s})
+	g.toBytes(ldd)
+	g.Inst("LSL $2, %s, %s", ldb, ldbs)
+	if int4 {
+		g.loadArgs(arg{"z", z})
+		g.Inst("LSR $1, %s, %s", ldb, row) // bytes of a nibble row; ldb stays the zero points'
+		g.Inst("VMOVI $15, %s", V(28).B16())
+	}
+	prefix := "widenwi8"
+	if int4 {
+		prefix = "widenwi4"
+	}
+	g.panels(prefix, func(nv int) {
+		l := fmt.Sprintf("%s_vecs%d", prefix, nv)
+		g.Inst("MOVD %s, %s", b, drow) // drow walks B here; dst's rows advance in dst
+		g.Inst("MOVD %s, %s", s, srow)
+		if int4 {
+			g.Inst("MOVD %s, %s", z, zrow)
+		}
+		g.Inst("MOVD %s, %s", k, left)
+		g.Label(l + "_block")
+		g.Comment("A block: its scales (and zero points), then n = min(32, rows left) rows.")
+		g.Inst("VLD1 (%s), %s", srow, vlist(16, nv))
+		g.Inst("ADD %s, %s, %s", ldbs, srow, srow)
+		if int4 {
+			g.widenBytes(zrow, nv, true, 20)
+			g.Inst("ADD %s, %s, %s", ldb, zrow, zrow)
+		}
+		g.Inst("MOVD $32, %s", n)
+		g.Inst("CMP $32, %s", left)
+		g.Inst("CSEL LT, %s, %s, %s", left, n, n)
+		g.Inst("SUB %s, %s, %s", n, left, left)
+		g.Label(l + "_row")
+		if int4 {
+			g.nibbles(drow, row, nv, 28)
+			for j := 0; j < nv; j++ {
+				g.Emit(EncFSUB(V(24+j), V(24+j), V(20+j)))
+			}
+		} else {
+			g.widenBytes(drow, nv, false, 24)
+			g.Inst("ADD %s, %s, %s", ldb, drow, drow)
+		}
+		for j := 0; j < nv; j++ {
+			g.Emit(EncFMUL(V(24+j), V(24+j), V(16+j)))
+		}
+		g.Inst("VST1 %s, (%s)", vlist(24, nv), dst)
+		g.Inst("ADD %s, %s, %s", ldd, dst, dst)
+		g.Inst("SUBS $1, %s, %s", n, n)
+		g.Inst("BNE %s_row", l)
+		g.Inst("CBNZ %s, %s_block", left, l)
+		g.Inst("RET")
 	})
 }
 
