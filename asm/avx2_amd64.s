@@ -4119,18 +4119,77 @@ vecs2_whole_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
+	MOVQ  SI, R11
+	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs2_whole_rows1_blocks
+	JMP     vecs2_whole_rows1_pairs
 
 vecs2_whole_rows1_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Y0
-	VMOVUPS 32(R11), Y1
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs2_whole_rows1_pairs:
+	CMPQ  R10, $0x00000040
+	JGE   vecs2_whole_rows1_pair
+	TESTQ R10, R10
+	JNZ   vecs2_whole_rows1_blocks
+	JMP   vecs2_whole_rows1_store
+
+vecs2_whole_rows1_pair:
+	SUBQ         $0x00000040, R10
+	MOVQ         $0x00000020, R12
+	VPMOVSXBD    (DI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VPMOVSXBD    8(DI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	VPMOVSXBD    (DI)(R11*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVSXBD    8(DI)(R11*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 128(R9), Y6
+	VMULPS       Y4, Y6, Y4
+	VMULPS       Y5, Y6, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+
+vecs2_whole_rows1_pairsteps:
+	VPMOVSXBD    (DI), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVSXBD    8(DI), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VPMOVSXBD    (DI)(R11*1), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVSXBD    8(DI)(R11*1), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 128(R9), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JNZ          vecs2_whole_rows1_pairsteps
+	VFMADD231PS  (R8), Y2, Y0
+	VFMADD231PS  32(R8), Y3, Y1
+	VFMADD231PS  (R8)(SI*4), Y4, Y0
+	VFMADD231PS  32(R8)(SI*4), Y5, Y1
+	LEAQ         (R8)(SI*8), R8
+	ADDQ         R11, DI
+	ADDQ         $0x80, R9
+	JMP          vecs2_whole_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_whole_rows1_blocks:
@@ -4172,6 +4231,7 @@ vecs2_whole_rows1_scale:
 	JNZ         vecs2_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -4336,16 +4396,61 @@ vecs1_whole_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
+	MOVQ  SI, R11
+	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     vecs1_whole_rows1_blocks
+	JMP     vecs1_whole_rows1_pairs
 
 vecs1_whole_rows1_load:
-	MOVQ    AX, R11
-	VMOVUPS (R11), Y0
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs1_whole_rows1_pairs:
+	CMPQ  R10, $0x00000040
+	JGE   vecs1_whole_rows1_pair
+	TESTQ R10, R10
+	JNZ   vecs1_whole_rows1_blocks
+	JMP   vecs1_whole_rows1_store
+
+vecs1_whole_rows1_pair:
+	SUBQ         $0x00000040, R10
+	MOVQ         $0x00000020, R12
+	VPMOVSXBD    (DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VMULPS       Y1, Y2, Y1
+	VPMOVSXBD    (DI)(R11*1), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 128(R9), Y3
+	VMULPS       Y2, Y3, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+
+vecs1_whole_rows1_pairsteps:
+	VPMOVSXBD    (DI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VPMOVSXBD    (DI)(R11*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 128(R9), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JNZ          vecs1_whole_rows1_pairsteps
+	VFMADD231PS  (R8), Y1, Y0
+	VFMADD231PS  (R8)(SI*4), Y2, Y0
+	LEAQ         (R8)(SI*8), R8
+	ADDQ         R11, DI
+	ADDQ         $0x80, R9
+	JMP          vecs1_whole_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_whole_rows1_blocks:
@@ -4380,6 +4485,7 @@ vecs1_whole_rows1_scale:
 	JNZ         vecs1_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -4591,19 +4697,78 @@ vecs2_masked_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R11
+	MOVQ  SI, R12
+	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs2_masked_rows1_blocks
+	JMP     vecs2_masked_rows1_pairs
 
 vecs2_masked_rows1_load:
-	MOVQ       AX, R12
-	VMOVUPS    (R12), Y0
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
 	VMOVDQU    (R10), Y1
-	VMASKMOVPS 32(R12), Y1, Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs2_masked_rows1_pairs:
+	CMPQ  R11, $0x00000040
+	JGE   vecs2_masked_rows1_pair
+	TESTQ R11, R11
+	JNZ   vecs2_masked_rows1_blocks
+	JMP   vecs2_masked_rows1_store
+
+vecs2_masked_rows1_pair:
+	SUBQ         $0x00000040, R11
+	MOVQ         $0x00000020, R13
+	VPMOVSXBD    (DI), Y2
+	VCVTDQ2PS    Y2, Y2
+	VPMOVSXBD    8(DI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	VPMOVSXBD    (DI)(R12*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVSXBD    8(DI)(R12*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 128(R9), Y6
+	VMULPS       Y4, Y6, Y4
+	VMULPS       Y5, Y6, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R13
+
+vecs2_masked_rows1_pairsteps:
+	VPMOVSXBD    (DI), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVSXBD    8(DI), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VPMOVSXBD    (DI)(R12*1), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVSXBD    8(DI)(R12*1), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 128(R9), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R13
+	JNZ          vecs2_masked_rows1_pairsteps
+	VFMADD231PS  (R8), Y2, Y0
+	VFMADD231PS  32(R8), Y3, Y1
+	VFMADD231PS  (R8)(SI*4), Y4, Y0
+	VFMADD231PS  32(R8)(SI*4), Y5, Y1
+	LEAQ         (R8)(SI*8), R8
+	ADDQ         R12, DI
+	ADDQ         $0x80, R9
+	JMP          vecs2_masked_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_masked_rows1_blocks:
@@ -4645,6 +4810,7 @@ vecs2_masked_rows1_scale:
 	JNZ         vecs2_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R10), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -4820,17 +4986,62 @@ vecs1_masked_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R11
+	MOVQ  SI, R12
+	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     vecs1_masked_rows1_blocks
+	JMP     vecs1_masked_rows1_pairs
 
 vecs1_masked_rows1_load:
-	MOVQ       AX, R12
+	MOVQ       AX, R13
 	VMOVDQU    (R10), Y0
-	VMASKMOVPS (R12), Y0, Y0
+	VMASKMOVPS (R13), Y0, Y0
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs1_masked_rows1_pairs:
+	CMPQ  R11, $0x00000040
+	JGE   vecs1_masked_rows1_pair
+	TESTQ R11, R11
+	JNZ   vecs1_masked_rows1_blocks
+	JMP   vecs1_masked_rows1_store
+
+vecs1_masked_rows1_pair:
+	SUBQ         $0x00000040, R11
+	MOVQ         $0x00000020, R13
+	VPMOVSXBD    (DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VMULPS       Y1, Y2, Y1
+	VPMOVSXBD    (DI)(R12*1), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 128(R9), Y3
+	VMULPS       Y2, Y3, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R13
+
+vecs1_masked_rows1_pairsteps:
+	VPMOVSXBD    (DI), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VPMOVSXBD    (DI)(R12*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 128(R9), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R9
+	DECQ         R13
+	JNZ          vecs1_masked_rows1_pairsteps
+	VFMADD231PS  (R8), Y1, Y0
+	VFMADD231PS  (R8)(SI*4), Y2, Y0
+	LEAQ         (R8)(SI*8), R8
+	ADDQ         R12, DI
+	ADDQ         $0x80, R9
+	JMP          vecs1_masked_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_masked_rows1_blocks:
@@ -4865,6 +5076,7 @@ vecs1_masked_rows1_scale:
 	JNZ         vecs1_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
 	VMOVDQU    (R10), Y1
 	VMASKMOVPS Y0, Y1, (AX)
 	ADDQ       CX, AX
@@ -5019,18 +5231,97 @@ vecs2_whole_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
+	MOVQ  SI, R12
+	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs2_whole_rows1_blocks
+	JMP     vecs2_whole_rows1_pairs
 
 vecs2_whole_rows1_load:
-	MOVQ    AX, R12
-	VMOVUPS (R12), Y0
-	VMOVUPS 32(R12), Y1
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	VMOVUPS 32(R13), Y1
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs2_whole_rows1_pairs:
+	CMPQ  R11, $0x00000040
+	JGE   vecs2_whole_rows1_pair
+	TESTQ R11, R11
+	JNZ   vecs2_whole_rows1_blocks
+	JMP   vecs2_whole_rows1_store
+
+vecs2_whole_rows1_pair:
+	SUBQ         $0x00000040, R11
+	MOVQ         $0x00000020, R13
+	VPMOVZXBD    (DI), Y3
+	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VCVTDQ2PS    Y2, Y2
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R10), Y6
+	VMULPS       Y2, Y6, Y2
+	VMULPS       Y3, Y6, Y3
+	VPMOVZXBD    (DI)(R12*1), Y5
+	VPAND        constsAVX2<>+928(SB), Y5, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 128(R10), Y7
+	VMULPS       Y4, Y7, Y4
+	VMULPS       Y5, Y7, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+
+vecs2_whole_rows1_pairsteps:
+	VPMOVZXBD    (DI), Y9
+	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R10), Y10
+	VADDPS       Y10, Y6, Y6
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VPMOVZXBD    (DI)(R12*1), Y9
+	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 128(R10), Y10
+	VADDPS       Y10, Y7, Y7
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs2_whole_rows1_pairsteps
+	VPMOVZXBD    (R9), Y8
+	VCVTDQ2PS    Y8, Y8
+	VFNMADD231PS Y8, Y6, Y2
+	VFMADD231PS  (R8), Y2, Y0
+	VPMOVZXBD    8(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y6, Y3
+	VFMADD231PS  32(R8), Y3, Y1
+	VPMOVZXBD    (R9)(SI*2), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y7, Y4
+	VFMADD231PS  (R8)(SI*8), Y4, Y0
+	VPMOVZXBD    8(R9)(SI*2), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y7, Y5
+	VFMADD231PS  32(R8)(SI*8), Y5, Y1
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*4), R9
+	ADDQ         R12, DI
+	ADDQ         $0x80, R10
+	JMP          vecs2_whole_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_whole_rows1_blocks:
@@ -5083,6 +5374,7 @@ vecs2_whole_rows1_scale:
 	JNZ          vecs2_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
@@ -5182,16 +5474,75 @@ vecs1_whole_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
+	MOVQ  SI, R12
+	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     vecs1_whole_rows1_blocks
+	JMP     vecs1_whole_rows1_pairs
 
 vecs1_whole_rows1_load:
-	MOVQ    AX, R12
-	VMOVUPS (R12), Y0
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs1_whole_rows1_pairs:
+	CMPQ  R11, $0x00000040
+	JGE   vecs1_whole_rows1_pair
+	TESTQ R11, R11
+	JNZ   vecs1_whole_rows1_blocks
+	JMP   vecs1_whole_rows1_store
+
+vecs1_whole_rows1_pair:
+	SUBQ         $0x00000040, R11
+	MOVQ         $0x00000020, R13
+	VPMOVZXBD    (DI), Y1
+	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R10), Y3
+	VMULPS       Y1, Y3, Y1
+	VPMOVZXBD    (DI)(R12*1), Y2
+	VPAND        constsAVX2<>+928(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 128(R10), Y4
+	VMULPS       Y2, Y4, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+
+vecs1_whole_rows1_pairsteps:
+	VPMOVZXBD    (DI), Y5
+	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R10), Y6
+	VADDPS       Y6, Y3, Y3
+	VFMADD231PS  Y5, Y6, Y1
+	VPMOVZXBD    (DI)(R12*1), Y5
+	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 128(R10), Y6
+	VADDPS       Y6, Y4, Y4
+	VFMADD231PS  Y5, Y6, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          vecs1_whole_rows1_pairsteps
+	VPMOVZXBD    (R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFNMADD231PS Y5, Y3, Y1
+	VFMADD231PS  (R8), Y1, Y0
+	VPMOVZXBD    (R9)(SI*2), Y1
+	VCVTDQ2PS    Y1, Y1
+	VFNMADD231PS Y1, Y4, Y2
+	VFMADD231PS  (R8)(SI*8), Y2, Y0
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*4), R9
+	ADDQ         R12, DI
+	ADDQ         $0x80, R10
+	JMP          vecs1_whole_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_whole_rows1_blocks:
@@ -5234,6 +5585,7 @@ vecs1_whole_rows1_scale:
 	JNZ          vecs1_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -5356,19 +5708,98 @@ vecs2_masked_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R11
 	MOVQ  k+56(FP), R12
+	MOVQ  SI, R13
+	SHLQ  $0x05, R13
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
-	JMP     vecs2_masked_rows1_blocks
+	JMP     vecs2_masked_rows1_pairs
 
 vecs2_masked_rows1_load:
-	MOVQ       AX, R13
-	VMOVUPS    (R13), Y0
+	MOVQ       AX, R14
+	VMOVUPS    (R14), Y0
 	VMOVDQU    (R10), Y1
-	VMASKMOVPS 32(R13), Y1, Y1
+	VMASKMOVPS 32(R14), Y1, Y1
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs2_masked_rows1_pairs:
+	CMPQ  R12, $0x00000040
+	JGE   vecs2_masked_rows1_pair
+	TESTQ R12, R12
+	JNZ   vecs2_masked_rows1_blocks
+	JMP   vecs2_masked_rows1_store
+
+vecs2_masked_rows1_pair:
+	SUBQ         $0x00000040, R12
+	MOVQ         $0x00000020, R14
+	VPMOVZXBD    (DI), Y3
+	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VCVTDQ2PS    Y2, Y2
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y2, Y6, Y2
+	VMULPS       Y3, Y6, Y3
+	VPMOVZXBD    (DI)(R13*1), Y5
+	VPAND        constsAVX2<>+928(SB), Y5, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 128(R11), Y7
+	VMULPS       Y4, Y7, Y4
+	VMULPS       Y5, Y7, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R14
+
+vecs2_masked_rows1_pairsteps:
+	VPMOVZXBD    (DI), Y9
+	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (R11), Y10
+	VADDPS       Y10, Y6, Y6
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VPMOVZXBD    (DI)(R13*1), Y9
+	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 128(R11), Y10
+	VADDPS       Y10, Y7, Y7
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs2_masked_rows1_pairsteps
+	VPMOVZXBD    (R9), Y8
+	VCVTDQ2PS    Y8, Y8
+	VFNMADD231PS Y8, Y6, Y2
+	VFMADD231PS  (R8), Y2, Y0
+	VPMOVZXBD    8(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y6, Y3
+	VFMADD231PS  32(R8), Y3, Y1
+	VPMOVZXBD    (R9)(SI*2), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y7, Y4
+	VFMADD231PS  (R8)(SI*8), Y4, Y0
+	VPMOVZXBD    8(R9)(SI*2), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y7, Y5
+	VFMADD231PS  32(R8)(SI*8), Y5, Y1
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*4), R9
+	ADDQ         R13, DI
+	ADDQ         $0x80, R11
+	JMP          vecs2_masked_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_masked_rows1_blocks:
@@ -5421,6 +5852,7 @@ vecs2_masked_rows1_scale:
 	JNZ          vecs2_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
 	VMOVUPS    Y0, (AX)
 	VMOVDQU    (R10), Y0
 	VMASKMOVPS Y1, Y0, 32(AX)
@@ -5525,17 +5957,76 @@ vecs1_masked_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R11
 	MOVQ  k+56(FP), R12
+	MOVQ  SI, R13
+	SHLQ  $0x05, R13
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows1_load
 	VMOVUPS constsAVX2<>+768(SB), Y0
-	JMP     vecs1_masked_rows1_blocks
+	JMP     vecs1_masked_rows1_pairs
 
 vecs1_masked_rows1_load:
-	MOVQ       AX, R13
+	MOVQ       AX, R14
 	VMOVDQU    (R10), Y0
-	VMASKMOVPS (R13), Y0, Y0
+	VMASKMOVPS (R14), Y0, Y0
+
+	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
+vecs1_masked_rows1_pairs:
+	CMPQ  R12, $0x00000040
+	JGE   vecs1_masked_rows1_pair
+	TESTQ R12, R12
+	JNZ   vecs1_masked_rows1_blocks
+	JMP   vecs1_masked_rows1_store
+
+vecs1_masked_rows1_pair:
+	SUBQ         $0x00000040, R12
+	MOVQ         $0x00000020, R14
+	VPMOVZXBD    (DI), Y1
+	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (R11), Y3
+	VMULPS       Y1, Y3, Y1
+	VPMOVZXBD    (DI)(R13*1), Y2
+	VPAND        constsAVX2<>+928(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 128(R11), Y4
+	VMULPS       Y2, Y4, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R14
+
+vecs1_masked_rows1_pairsteps:
+	VPMOVZXBD    (DI), Y5
+	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (R11), Y6
+	VADDPS       Y6, Y3, Y3
+	VFMADD231PS  Y5, Y6, Y1
+	VPMOVZXBD    (DI)(R13*1), Y5
+	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 128(R11), Y6
+	VADDPS       Y6, Y4, Y4
+	VFMADD231PS  Y5, Y6, Y2
+	ADDQ         SI, DI
+	ADDQ         $0x04, R11
+	DECQ         R14
+	JNZ          vecs1_masked_rows1_pairsteps
+	VPMOVZXBD    (R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFNMADD231PS Y5, Y3, Y1
+	VFMADD231PS  (R8), Y1, Y0
+	VPMOVZXBD    (R9)(SI*2), Y1
+	VCVTDQ2PS    Y1, Y1
+	VFNMADD231PS Y1, Y4, Y2
+	VFMADD231PS  (R8)(SI*8), Y2, Y0
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R8)(SI*8), R8
+	LEAQ         (R9)(SI*4), R9
+	ADDQ         R13, DI
+	ADDQ         $0x80, R11
+	JMP          vecs1_masked_rows1_pairs
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_masked_rows1_blocks:
@@ -5578,6 +6069,7 @@ vecs1_masked_rows1_scale:
 	JNZ          vecs1_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
 	VMOVDQU    (R10), Y1
 	VMASKMOVPS Y0, Y1, (AX)
 	ADDQ       CX, AX

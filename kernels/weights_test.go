@@ -84,7 +84,7 @@ func eachGemvCase(t *testing.T, seed uint64, ns []int, run func(t *testing.T, rn
 			for _, atEnd := range []bool{true, false} {
 				for _, m := range []int{1, 2, 3, 4, 7} {
 					for _, n := range ns {
-						for _, k := range []int{1, 5, 31, 32, 33, 70, 100} {
+						for _, k := range []int{1, 5, 31, 32, 33, 64, 70, 100, 128, 130} {
 							run(t, rng, ks, m, n, k, atEnd)
 						}
 					}
@@ -104,11 +104,31 @@ func gemvCase(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	defer free()
 	before := append([]float32(nil), c...)
 	ks.GemvI8(c, ldc, a, lda, b, m, n, k, accumulate)
+	checkRowAlone(t, "GemvI8", ks.GemvI8, o, b, c, before, m, n, k)
 	checkGemv(t, "GemvI8", ks, o, c, before, m, n, k, func(p, j int) (float64, float64) {
 		w := float64(b.I8[p*ld+j]) * float64(b.S[p/32*ld+j])
 		return w, math.Abs(w)
 	})
 	checkWiden(t, ks, b, k, n, whole)
+}
+
+// checkRowAlone checks that the first row of a GEMV of m rows (c; before:
+// C on entry) is, bit for bit, that row computed alone: a one-row tile
+// (which sums two blocks at a time on amd64) adds each block in the order
+// the taller tiles do.
+func checkRowAlone(t *testing.T, kernel string, gemv func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool),
+	o weightOperands, b WeightRows, c, before []float32, m, n, k int) {
+	t.Helper()
+	if m < 2 {
+		return
+	}
+	row := append([]float32(nil), before[:n]...)
+	gemv(row, n, o.a, o.lda, b, 1, n, k, o.accumulate)
+	for j, x := range row {
+		if got := c[j]; math.Float32bits(got) != math.Float32bits(x) {
+			t.Fatalf("%s m=%d n=%d k=%d: row 0 column %d = %v in a tile, %v alone", kernel, m, n, k, j, got, x)
+		}
+	}
 }
 
 // checkGemv checks the GEMV result c (before: C on entry) of the operands
@@ -227,6 +247,7 @@ func gemv4Case(t *testing.T, rng *rand.Rand, ks *Set, m, n, k int, atEnd bool) {
 	}
 	before := append([]float32(nil), c...)
 	ks.GemvI4(c, ldc, a, lda, b, m, n, k, accumulate)
+	checkRowAlone(t, "GemvI4", ks.GemvI4, o, b, c, before, m, n, k)
 	checkGemv(t, "GemvI4", ks, o, c, before, m, n, k, value)
 	checkWiden(t, ks, b, k, n, whole)
 }

@@ -49,39 +49,122 @@ func (g *gen) gemvI8() {
 // gemvBlock emits one mr×nv tile of GemvWI8: the accumulators start at C
 // (or zero), then each block of up to 32 rows of B is summed into the
 // block sums and added to the accumulators times the block's scales; cp
-// and ap advance by mr rows.
+// and ap advance by mr rows. A one-row tile sums two blocks at a time
+// (blockPairs) while 64 rows are left.
 func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	b := g.isa.bytes()
-	acc, part := g.tile(mr, nv), g.tile(mr, nv)
+	acc := g.tile(mr, nv)
 	bp, sp := g.param("b"), g.param("s")
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	g.startTile(r, acc, masked, lbl)
-	load := func(j int, dst reg.VecVirtual) { g.widen(i8, operand.Mem{Base: bp, Disp: j * g.isa.lanes}, dst) }
-	step := func(first bool) {
-		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.a.at(aa, i) }, part, first)
+	pair := mr == 1
+	var far reg.GPVirtual // 32 rows of B in bytes: where a pair's second block starts
+	if pair {
+		far = g.GP64()
+		g.MOVQ(r.ldb, far)
+		g.SHLQ(operand.U8(5), far)
+	}
+	g.startTile(r, acc, masked, lbl, pair)
+	// sums emits one step of block blk (0, or 1: the pair's second) into
+	// its block sums part.
+	sums := func(blk int, part [][]reg.VecVirtual, first bool) {
+		load := func(j int, dst reg.VecVirtual) {
+			g.widen(i8, pairMem(operand.Mem{Base: bp, Disp: j * g.isa.lanes}, blk, far, 1), dst)
+		}
+		g.broadcastStep(load, nv, func(i int) operand.Mem { return pairA(r.a.at(aa, i), blk) }, part, first)
+	}
+	next := func() {
 		g.ADDQ(r.ldb, bp)
 		g.ADDQ(operand.Imm(4), aa)
 	}
-	g.blockSteps(p, step, lbl)
-	g.Comment("The block's sums times its scales, into the accumulators; the next scale row.")
-	g.Label(label(lbl, "scale"))
-	for j := 0; j < nv; j++ {
-		for i := 0; i < mr; i++ {
-			g.VFMADD231PS(operand.Mem{Base: sp, Disp: j * b}, part[i][j], acc[i][j])
+	// fold adds block blk's sums times its scales to the accumulators.
+	fold := func(blk int, part [][]reg.VecVirtual) {
+		for j := 0; j < nv; j++ {
+			for i := 0; i < mr; i++ {
+				g.VFMADD231PS(pairMem(operand.Mem{Base: sp, Disp: j * b}, blk, r.ldb, 4), part[i][j], acc[i][j])
+			}
 		}
 	}
+	if pair {
+		part0, part1 := g.tile(mr, nv), g.tile(mr, nv)
+		g.blockPairs(p, lbl, func(first bool) {
+			sums(0, part0, first)
+			sums(1, part1, first)
+			next()
+		}, func() {
+			fold(0, part0)
+			fold(1, part1)
+			g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 8}, sp) // two rows of scales
+			g.ADDQ(far, bp)                                           // past the second block's rows
+			g.ADDQ(operand.Imm(32*4), aa)
+		})
+	}
+	part := g.tile(mr, nv)
+	g.blockSteps(p, func(first bool) { sums(0, part, first); next() }, lbl)
+	g.Comment("The block's sums times its scales, into the accumulators; the next scale row.")
+	g.Label(label(lbl, "scale"))
+	fold(0, part)
 	g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 4}, sp) // ldb bytes of int8 = ldb scales
 	g.TESTQ(p, p)
 	g.JNZ(operand.LabelRef(label(lbl, "blocks")))
 	g.Comment("Store the tile row by row; cp ends one row past it.")
+	g.Label(label(lbl, "store"))
 	g.storeTile(r, acc, masked)
 }
 
+// pairMem is m for the first block of a pair (blk 0), or m moved by
+// index·scale bytes for the second.
+func pairMem(m operand.Mem, blk int, index reg.GPVirtual, scale uint8) operand.Mem {
+	if blk == 1 {
+		m.Index, m.Scale = index, scale
+	}
+	return m
+}
+
+// pairA is the A element at m for block blk of a pair: 32 floats on for
+// the second.
+func pairA(m operand.Mem, blk int) operand.Mem {
+	m.Disp += blk * 32 * 4
+	return m
+}
+
+// blockPairs emits the pair loop of a one-row GEMV tile at lbl_pairs: while
+// 64 rows of k are left (p), 32 steps (step(true) first) each summing a
+// row of two consecutive blocks into two sets of block sums, then fold
+// (which scales them into the accumulators in block order, the first
+// block's first, and moves past both blocks); then on to lbl_blocks, or
+// to lbl_store when no row is left. A
+// row's sums are the same as block by block, and its FMA chains twice as
+// many: with one row, the 2 (AVX2) or 4 (AVX-512) vectors of a panel
+// alone leave the 4-cycle FMA latency as the bound (AVX2: 16 int8
+// weights per 4 cycles).
+func (g *gen) blockPairs(p reg.GPVirtual, lbl string, step func(first bool), fold func()) {
+	g.Comment("Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.")
+	g.Label(label(lbl, "pairs"))
+	g.CMPQ(p, operand.U32(64))
+	g.JGE(operand.LabelRef(label(lbl, "pair")))
+	g.TESTQ(p, p)
+	g.JNZ(operand.LabelRef(label(lbl, "blocks")))
+	g.JMP(operand.LabelRef(label(lbl, "store")))
+	g.Label(label(lbl, "pair"))
+	g.SUBQ(operand.U32(64), p)
+	n := g.GP64()
+	g.MOVQ(operand.U32(32), n)
+	step(true)
+	g.DECQ(n)
+	g.Label(label(lbl, "pairsteps"))
+	step(false)
+	g.DECQ(n)
+	g.JNZ(operand.LabelRef(label(lbl, "pairsteps")))
+	fold()
+	g.JMP(operand.LabelRef(label(lbl, "pairs")))
+}
+
 // startTile starts a GEMV tile's accumulators at C's rows (acc != 0) or
-// at zero, then jumps to the tile's blocks (label lbl_blocks).
-func (g *gen) startTile(r gemmRegs, acc [][]reg.VecVirtual, masked bool, lbl string) {
+// at zero, then goes on to the tile's blocks (label lbl_blocks), or with
+// pairs to its pairs of blocks (lbl_pairs), which must follow.
+func (g *gen) startTile(r gemmRegs, acc [][]reg.VecVirtual, masked bool, lbl string, pairs bool) {
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C, or at zero.", len(acc), len(acc[0])))
 	g.CMPQ(g.arg("acc"), operand.Imm(0))
 	g.JNZ(operand.LabelRef(label(lbl, "load")))
@@ -90,7 +173,11 @@ func (g *gen) startTile(r gemmRegs, acc [][]reg.VecVirtual, masked bool, lbl str
 			g.zero(acc[i][j])
 		}
 	}
-	g.JMP(operand.LabelRef(label(lbl, "blocks")))
+	entry := label(lbl, "blocks")
+	if pairs {
+		entry = label(lbl, "pairs")
+	}
+	g.JMP(operand.LabelRef(entry))
 	g.Label(label(lbl, "load"))
 	g.loadTile(r, acc, masked)
 }

@@ -103,23 +103,28 @@ func (g *gen) nibbles(m operand.Mem, lo, hi, subLo, subHi reg.VecVirtual) {
 // (or zero), then each block of up to 32 rows of B is summed into the
 // block sums (and A's values into asum), the zero points taken off and
 // the sums added to the accumulators times the block's scales; cp and ap
-// advance by mr rows.
+// advance by mr rows. A one-row tile sums two blocks at a time
+// (blockPairs) while 64 rows are left.
 func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	b := g.isa.bytes()
-	acc, part := g.tile(mr, nv), g.tile(mr, nv)
-	asum := make([]reg.VecVirtual, mr)
-	for i := range asum {
-		asum[i] = g.vec()
-	}
+	acc := g.tile(mr, nv)
 	bp, sp, zp := g.param("b"), g.param("s"), g.param("z")
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	g.startTile(r, acc, masked, lbl)
-	// step emits one row of B: its nv vectors from nv/2 loads, then per
-	// tile row a broadcast of a into the row's asum (the first step) or
-	// added to it, and its products into the block sums.
-	step := func(first bool) {
+	pair := mr == 1
+	var far reg.GPVirtual // 32 rows of B in bytes: where a pair's second block starts
+	if pair {
+		far = g.GP64()
+		g.MOVQ(r.ldb, far)
+		g.SHLQ(operand.U8(5), far)
+	}
+	g.startTile(r, acc, masked, lbl, pair)
+	// sums emits one step of block blk (0, or 1: the pair's second): its
+	// row's nv vectors from nv/2 loads, then per tile row a broadcast of a
+	// into the row's asum (the first step) or added to it, and its
+	// products into the block sums part.
+	sums := func(blk int, part [][]reg.VecVirtual, asum []reg.VecVirtual, first bool) {
 		vv := make([]reg.VecVirtual, nv)
 		for j := 0; j < nv; j += 2 {
 			vv[j] = g.vec()
@@ -128,14 +133,14 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 				vv[j+1] = g.vec()
 				hi = vv[j+1]
 			}
-			g.nibbles(operand.Mem{Base: bp, Disp: j / 2 * g.isa.lanes}, vv[j], hi, nil, nil)
+			g.nibbles(pairMem(operand.Mem{Base: bp, Disp: j / 2 * g.isa.lanes}, blk, far, 1), vv[j], hi, nil, nil)
 		}
 		for i := range part {
 			bc := asum[i]
 			if !first {
 				bc = g.vec()
 			}
-			g.VBROADCASTSS(r.a.at(aa, i), bc)
+			g.VBROADCASTSS(pairA(r.a.at(aa, i), blk), bc)
 			if !first {
 				g.VADDPS(bc, asum[i], asum[i])
 			}
@@ -147,27 +152,59 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 				}
 			}
 		}
+	}
+	next := func() {
 		g.ADDQ(r.ldb, bp)
 		g.ADDQ(operand.Imm(4), aa)
 	}
-	g.blockSteps(p, step, lbl)
+	// fold takes block blk's zero points off its sums (sum -= z·asum) and
+	// adds the sums times its scales to the accumulators.
+	fold := func(blk int, part [][]reg.VecVirtual, asum []reg.VecVirtual) {
+		for j := 0; j < nv; j++ {
+			zf := g.vec()
+			g.VPMOVZXBD(pairMem(operand.Mem{Base: zp, Disp: j * g.isa.lanes}, blk, r.ldb, 2), zf)
+			g.VCVTDQ2PS(zf, zf)
+			for i := 0; i < mr; i++ {
+				g.VFNMADD231PS(zf, asum[i], part[i][j])
+				g.VFMADD231PS(pairMem(operand.Mem{Base: sp, Disp: j * b}, blk, r.ldb, 8), part[i][j], acc[i][j])
+			}
+		}
+	}
+	vecs := func() []reg.VecVirtual {
+		v := make([]reg.VecVirtual, mr)
+		for i := range v {
+			v[i] = g.vec()
+		}
+		return v
+	}
+	if pair {
+		part0, part1, asum0, asum1 := g.tile(mr, nv), g.tile(mr, nv), vecs(), vecs()
+		g.blockPairs(p, lbl, func(first bool) {
+			sums(0, part0, asum0, first)
+			sums(1, part1, asum1, first)
+			next()
+		}, func() {
+			fold(0, part0, asum0)
+			fold(1, part1, asum1)
+			g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 8}, sp) // ldb/2 bytes of nibbles = ldb scales, twice
+			g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 8}, sp)
+			g.LEAQ(operand.Mem{Base: zp, Index: r.ldb, Scale: 4}, zp) // two rows of zero points
+			g.ADDQ(far, bp)                                           // past the second block's rows
+			g.ADDQ(operand.Imm(32*4), aa)
+		})
+	}
+	part, asum := g.tile(mr, nv), vecs()
+	g.blockSteps(p, func(first bool) { sums(0, part, asum, first); next() }, lbl)
 	g.Comment("The block's zero points off (sum -= z·asum), its sums times its scales into",
 		"the accumulators; the next rows of scales and zero points.")
 	g.Label(label(lbl, "scale"))
-	for j := 0; j < nv; j++ {
-		zf := g.vec()
-		g.VPMOVZXBD(operand.Mem{Base: zp, Disp: j * g.isa.lanes}, zf)
-		g.VCVTDQ2PS(zf, zf)
-		for i := 0; i < mr; i++ {
-			g.VFNMADD231PS(zf, asum[i], part[i][j])
-			g.VFMADD231PS(operand.Mem{Base: sp, Disp: j * b}, part[i][j], acc[i][j])
-		}
-	}
+	fold(0, part, asum)
 	g.LEAQ(operand.Mem{Base: sp, Index: r.ldb, Scale: 8}, sp) // ldb/2 bytes of nibbles = ldb scales
 	g.LEAQ(operand.Mem{Base: zp, Index: r.ldb, Scale: 2}, zp)
 	g.TESTQ(p, p)
 	g.JNZ(operand.LabelRef(label(lbl, "blocks")))
 	g.Comment("Store the tile row by row; cp ends one row past it.")
+	g.Label(label(lbl, "store"))
 	g.storeTile(r, acc, masked)
 }
 
