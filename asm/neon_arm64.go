@@ -127,6 +127,25 @@ func DecodeF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv 
 //go:noescape
 func DecodeBF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv int, nk, dv int, o, m, l, alibi *float32)
 
+// DecodeI8NEON is fallback.Decode in blocks of 4 keys:
+//
+//	for each block of 4 keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
+//
+// with rows in 1..16, nk >= 4, dk and dv multiples of 4, strides in
+// elements of k's type (16-bit: widened in registers). The last partial
+// block is moved back to end at nk and its first keys masked.
+// K and V are int8, element d of row c standing for float32(k[c*ldk+d]) ·
+// ks[c*ldks+d/32] (V likewise), rounded once: each block's rows are
+// dequantized into s (4·dk then 4·dv floats) and read from there.
+//
+//go:noescape
+func DecodeI8NEON(q *float32, rows, dk int, k *int8, ldk int, v *int8, ldv int, nk, dv int, o, m, l, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, s *float32)
+
 // WidenF16NEON is
 //
 //	for r := 0; r < rows; r++ {

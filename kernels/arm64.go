@@ -44,11 +44,14 @@ var neon = &Set{
 	peak:       asm.FMAPeakNEON,
 	peakChains: asm.PeakChainsNEON,
 	panelCols:  asm.LanesNEON * asm.PanelVecsNEON,
-	decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, _, alibi []float32) {
+	decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
 		al := first(alibi)
 		switch kr.Type {
 		case fallback.KVFloat32:
 			asm.DecodeF32NEON(&q[0], rows, dk, &kr.F32[0], kr.Ld, &vr.F32[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], al)
+		case fallback.KVInt8:
+			asm.DecodeI8NEON(&q[0], rows, dk, &kr.I8[0], kr.Ld, &vr.I8[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], al,
+				&kr.S[0], kr.LdS, &vr.S[0], vr.LdS, &s[0])
 		case fallback.KVFloat16:
 			asm.DecodeF16NEON(&q[0], rows, dk, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], al)
 		default:
@@ -56,8 +59,10 @@ var neon = &Set{
 		}
 	},
 	decodeKeys:    asm.DecodeKeysNEON,
-	decodeScratch: 1, // none used; one float, so that a Decode call's s is a real slice
+	decodeScratch: 1, // one float more than int8's block, so that a Decode call's s is a real slice
 	decodeWhole:   true,
+	decodeInt8:    true,
+	decodeDequant: true,
 	widen:         widenCalls(neonConvert),
 	narrow:        narrowCalls(neonConvert),
 	gemmW:         neonWeights,

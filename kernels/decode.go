@@ -66,10 +66,14 @@ func DecodeScratchBound(dk, dv int) float64 {
 // room for a block of keys of int8 K and V, block-major: decodeKeys K
 // scales per scale block of dk (on AVX2 each broadcast to a vector),
 // decodeKeys V scales per scale block of dv, and per scale block of dv
-// the weights of DecodeRows rows times those scales.
+// the weights of DecodeRows rows times those scales; or (NEON) room for
+// a block of keys of K and V dequantized to float32.
 func (ks *Set) decodeScratchOf(dk, dv float64) float64 {
 	if ks.decodeScratch == 0 {
 		return float64(fallback.DecodeKeys) + dk + dv
+	}
+	if ks.decodeDequant {
+		return float64(ks.decodeScratch) + float64(ks.decodeKeys)*(dk+dv)
 	}
 	blocks := func(d float64) float64 { return math.Ceil(d / fallback.Int8Block) }
 	return float64(ks.decodeScratch) + float64(ks.decodeKeys)*(float64(max(ks.decodeScales, 1))*blocks(dk)+(1+fallback.DecodeRows)*blocks(dv))

@@ -117,6 +117,19 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 	}
 	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
 	ks.Decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+	if typ == fallback.KVInt8 && ks.decodeDequant {
+		// A kernel that dequantizes each block into the scratch gives, bit
+		// for bit, its float32 result on the dequantized K and V.
+		o32, m32, l32 := append([]float32(nil), o0...), append([]float32(nil), m0...), append([]float32(nil), l0...)
+		ks.Decode(q, rows, dk, KVRows{F32: kf, Type: fallback.KVFloat32, Ld: ldk}, KVRows{F32: vf, Type: fallback.KVFloat32, Ld: ldv},
+			nk, dv, o32, m32, l32, s, alibi)
+		got := append(append(append([]float32(nil), o...), m...), l...)
+		for i, x := range append(append(o32, m32...), l32...) {
+			if y := got[i]; math.Float32bits(x) != math.Float32bits(y) {
+				t.Fatalf("%s int8 rows=%d nk=%d dk=%d dv=%d: state[%d] = %v, float32 on the dequantized K/V %v", ks, rows, nk, dk, dv, i, y, x)
+			}
+		}
+	}
 	for r := 0; r < rows; r++ {
 		// float64: the state after all keys, normalized.
 		sc := make([]float64, nk)

@@ -64,6 +64,7 @@ type Set struct {
 	decodeInt8    bool // the fused decode takes int8 K/V
 	decodeScales  int  // floats per int8 scale in Decode's scale scratch (0: 1)
 	decodeWhole   bool // whole vectors only: head dims multiples of Lanes (NEON: no masked loads)
+	decodeDequant bool // int8 blocks dequantized into the scratch: decodeKeys rows of dk and of dv floats
 
 	dotRows    int               // the most query rows of a Dot call (0: no Dot)
 	peakChains int               // independent vector FMAs per iteration of peak

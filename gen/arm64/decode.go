@@ -74,6 +74,9 @@ type neonElem struct {
 
 var neonElems = []neonElem{{"F32", "*float32", 2}, {"F16", "*uint16", 1}, {"BF16", "*uint16", 1}}
 
+// neonInt8 is int8 K/V: the decode kernel dequantizes it (DecodeI8NEON).
+var neonInt8 = neonElem{"I8", "*int8", 0}
+
 // loadKV emits a VLD1 of n vectors' worth of e from (base), post-
 // incremented by step, into the registers from v on, widened to float32
 // in place.
@@ -100,11 +103,17 @@ func (g *gen) loadKV(e neonElem, base, step R, v V, n int) {
 	}
 }
 
-// decode emits Decode<E>NEON.
+// decode emits Decode<E>NEON. Int8 K and V (DecodeI8NEON) are
+// dequantized a block at a time (dequantBlock) into the scratch s as
+// float32 rows, and the block is then scored and summed as float32 from
+// there: every row of the call reads the block from L1, and the result is
+// bit for bit that of the float32 kernel on the dequantized K and V.
 func (g *gen) decode(e neonElem) {
 	name := "Decode" + e.name + "NEON"
-	g.Func(name, fmt.Sprintf("(q *float32, rows, dk int, k %s, ldk int, v %s, ldv int, nk, dv int, o, m, l, alibi *float32)", e.goTyp, e.goTyp), 104,
-		name+" is fallback.Decode in blocks of 4 keys:",
+	int8 := e.name == "I8"
+	sig, size := fmt.Sprintf("(q *float32, rows, dk int, k %s, ldk int, v %s, ldv int, nk, dv int, o, m, l, alibi *float32)", e.goTyp, e.goTyp), 104
+	doc := []string{
+		name + " is fallback.Decode in blocks of 4 keys:",
 		"",
 		"\tfor each block of 4 keys c, for r := 0; r < rows; r++ {",
 		"\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)",
@@ -116,16 +125,34 @@ func (g *gen) decode(e neonElem) {
 		"with rows in 1..16, nk >= 4, dk and dv multiples of 4, strides in",
 		"elements of k's type (16-bit: widened in registers). The last partial",
 		"block is moved back to end at nk and its first keys masked.",
-	)
+	}
+	if int8 {
+		sig, size = sig[:len(sig)-1]+", ks *float32, ldks int, vs *float32, ldvs int, s *float32)", 144
+		doc = append(doc,
+			"K and V are int8, element d of row c standing for float32(k[c*ldk+d]) ·",
+			"ks[c*ldks+d/32] (V likewise), rounded once: each block's rows are",
+			"dequantized into s (4·dk then 4·dv floats) and read from there.")
+	}
+	g.Func(name, sig, size, doc...)
 	g.loadArgs(arg{"q", dQ}, arg{"rows", dRows}, arg{"dk", dQRow}, arg{"k", dK}, arg{"ldk", dLdk},
 		arg{"v", dV}, arg{"ldv", dLdv}, arg{"nk", dRem}, arg{"dv", dORow}, arg{"o", dO}, arg{"m", dM},
 		arg{"l", dL}, arg{"alibi", dAlibi})
 	g.toBytes(dQRow, dORow)
-	g.Inst("LSL $%d, %s, %s", e.shift, dLdk, dLdk)
-	g.Inst("LSL $%d, %s, %s", e.shift, dLdv, dLdv)
+	body := e
+	if int8 {
+		// The block is read from s as float32 rows: K at s, V after 4 K rows.
+		body = neonElems[0]
+		g.loadArgs(arg{"s", dK})
+		g.Inst("MOVD %s, %s", dQRow, dLdk)
+		g.Inst("MOVD %s, %s", dORow, dLdv)
+		g.Inst("ADD %s<<2, %s, %s", dLdk, dK, dV)
+	} else {
+		g.Inst("LSL $%d, %s, %s", e.shift, dLdk, dLdk)
+		g.Inst("LSL $%d, %s, %s", e.shift, dLdv, dLdv)
+	}
 	// kback = 4·ldk - (one K vector: 4 elements).
 	g.Inst("LSL $2, %s, %s", dLdk, dKback)
-	g.Inst("SUB $%d, %s, %s", 4<<e.shift, dKback, dKback)
+	g.Inst("SUB $%d, %s, %s", 4<<body.shift, dKback, dKback)
 
 	g.Comment("A block of 4 keys. The last one, if partial, is moved back to end at nk;")
 	g.Comment("its first skip keys (already done) are masked.")
@@ -136,12 +163,20 @@ func (g *gen) decode(e neonElem) {
 	g.Inst("MOVD $4, %s", dSkip)
 	g.Inst("SUB %s, %s, %s", dRem, dSkip, dSkip)
 	g.Inst("MOVD $4, %s", dRem)
-	g.Inst("MUL %s, %s, %s", dSkip, dLdk, dT)
-	g.Inst("SUB %s, %s, %s", dT, dK, dK)
-	g.Inst("MUL %s, %s, %s", dSkip, dLdv, dT)
-	g.Inst("SUB %s, %s, %s", dT, dV, dV)
+	if int8 {
+		g.stepInt8Rows(dSkip, true)
+	} else {
+		g.Inst("MUL %s, %s, %s", dSkip, dLdk, dT)
+		g.Inst("SUB %s, %s, %s", dT, dK, dK)
+		g.Inst("MUL %s, %s, %s", dSkip, dLdv, dT)
+		g.Inst("SUB %s, %s, %s", dT, dV, dV)
+	}
 	g.Label("whole")
-	g.touchBlock(e)
+	if int8 {
+		g.dequantBlock()
+	} else {
+		g.touchBlock(e)
+	}
 	g.Inst("MOVD $0, %s", dRow)
 	g.Inst("MOVD %s, %s", dQ, dRowQ)
 
@@ -156,12 +191,12 @@ func (g *gen) decode(e neonElem) {
 	g.Inst("B rows%d", decodeGroups[len(decodeGroups)-1])
 	for _, R := range decodeGroups {
 		g.Label(fmt.Sprintf("rows%d", R))
-		g.decodeScores(e, R)
+		g.decodeScores(body, R)
 		g.loadExpConsts()
 		for r := 0; r < R; r++ {
 			g.decodeSoftmax(R, r)
 		}
-		g.decodePV(e, R)
+		g.decodePV(body, R)
 		g.Inst("ADD $%d, %s, %s", R, dRow, dRow)
 		for range R {
 			g.Inst("ADD %s, %s, %s", dQRow, dRowQ, dRowQ)
@@ -171,11 +206,102 @@ func (g *gen) decode(e neonElem) {
 
 	g.Comment("The next block.")
 	g.Label("next")
-	g.Inst("ADD %s<<2, %s, %s", dLdk, dK, dK)
-	g.Inst("ADD %s<<2, %s, %s", dLdv, dV, dV)
+	if int8 {
+		g.Inst("MOVD $4, %s", dT2)
+		g.stepInt8Rows(dT2, false)
+	} else {
+		g.Inst("ADD %s<<2, %s, %s", dLdk, dK, dK)
+		g.Inst("ADD %s<<2, %s, %s", dLdv, dV, dV)
+	}
 	g.Inst("SUBS $4, %s, %s", dRem, dRem)
 	g.Inst("BNE block")
 	g.Inst("RET")
+}
+
+// stepInt8Rows moves DecodeI8NEON's int8 K and V rows and their scales,
+// kept in the argument slots k, v, ks and vs, by n rows (back with back):
+// registers are short, and this happens once a block.
+func (g *gen) stepInt8Rows(n R, back bool) {
+	op := "ADD"
+	if back {
+		op = "SUB"
+	}
+	for _, p := range []struct {
+		ptr, ld string
+		shift   int
+	}{{"k", "ldk", 0}, {"v", "ldv", 0}, {"ks", "ldks", 2}, {"vs", "ldvs", 2}} {
+		g.Inst("MOVD %s, %s", g.Arg(p.ld), dT)
+		g.Inst("MUL %s, %s, %s", n, dT, dT)
+		g.Inst("MOVD %s, %s", g.Arg(p.ptr), dKw)
+		g.Inst("%s %s<<%d, %s, %s", op, dT, p.shift, dKw, dKw)
+		g.Inst("MOVD %s, %s", dKw, g.Arg(p.ptr))
+	}
+}
+
+// dequantBlock emits DecodeI8NEON's dequantization of the block's 4 K
+// rows (dk elements each) into the float32 rows at dK, then its 4 V rows
+// (dv) at dV: per scale block of 32 elements the scale broadcast (V24),
+// then 16 elements at a time (a 16-byte load, SXTL/SXTL2 to halfwords and
+// words, SCVTF, FMUL by the scale, one 64-byte store), the rest 4 at a
+// time. Rows in order, each in address order: when they are adjacent the
+// block is read as one stream, the first touch of every line in address
+// order (as touchBlock orders it for the other types). Uses dT, dT2,
+// dKw, dQw, dCnt, dOw, dQback and dRowQ, free here.
+func (g *gen) dequantBlock() {
+	for _, t := range []struct {
+		ptr, ld, scales, ldS, name string
+		dst, n                     R
+	}{{"k", "ldk", "ks", "ldks", "dqk", dK, dQRow}, {"v", "ldv", "vs", "ldvs", "dqv", dV, dORow}} {
+		g.Inst("MOVD %s, %s", g.Arg(t.ptr), dOw)
+		g.Inst("MOVD %s, %s", g.Arg(t.scales), dQback)
+		g.Inst("MOVD %s, %s", t.dst, dKw)
+		g.Inst("MOVD $4, %s", dRowQ)
+		g.Label(t.name + "_row")
+		g.Inst("MOVD %s, %s", dOw, dT)
+		g.Inst("MOVD %s, %s", dQback, dT2)
+		g.Inst("LSR $2, %s, %s", t.n, dCnt) // elements of the row
+		g.Label(t.name + "_block")
+		g.Inst("VLD1R.P 4(%s), [%s]", dT2, V(24).S4())
+		g.Inst("MOVD $32, %s", dQw)
+		g.Inst("CMP $32, %s", dCnt)
+		g.Inst("CSEL LT, %s, %s, %s", dCnt, dQw, dQw)
+		g.Inst("SUB %s, %s, %s", dQw, dCnt, dCnt)
+		g.Label(t.name + "_16")
+		g.Inst("CMP $16, %s", dQw)
+		g.Inst("BLT %s_4", t.name)
+		g.Inst("VLD1.P 16(%s), [%s]", dT, V(25).B16())
+		g.Emit(EncXTL(27, 25, false, true, true))
+		g.Emit(EncXTL(25, 25, false, true, false))
+		g.Emit(EncXTL(28, 27, false, false, true))
+		g.Emit(EncXTL(27, 27, false, false, false))
+		g.Emit(EncXTL(26, 25, false, false, true))
+		g.Emit(EncXTL(25, 25, false, false, false))
+		for j := V(25); j <= 28; j++ {
+			g.Emit(EncSCVTF(j, j, false))
+			g.Emit(EncFMUL(j, j, 24))
+		}
+		g.Inst("VST1.P %s, 64(%s)", vlist(25, 4), dKw)
+		g.Inst("SUB $16, %s, %s", dQw, dQw)
+		g.Inst("B %s_16", t.name)
+		g.Label(t.name + "_4")
+		g.Inst("CBZ %s, %s_next", dQw, t.name)
+		g.Inst("FMOVS.P 4(%s), %s", dT, V(25).F())
+		g.Emit(EncXTL(25, 25, false, true, false))
+		g.Emit(EncXTL(25, 25, false, false, false))
+		g.Emit(EncSCVTF(25, 25, false))
+		g.Emit(EncFMUL(25, 25, 24))
+		g.Inst("VST1.P [%s], 16(%s)", V(25).S4(), dKw)
+		g.Inst("SUB $4, %s, %s", dQw, dQw)
+		g.Inst("B %s_4", t.name)
+		g.Label(t.name + "_next")
+		g.Inst("CBNZ %s, %s_block", dCnt, t.name)
+		g.Inst("MOVD %s, %s", g.Arg(t.ld), dT)
+		g.Inst("ADD %s, %s, %s", dT, dOw, dOw)
+		g.Inst("MOVD %s, %s", g.Arg(t.ldS), dT)
+		g.Inst("ADD %s<<2, %s, %s", dT, dQback, dQback)
+		g.Inst("SUBS $1, %s, %s", dRowQ, dRowQ)
+		g.Inst("BNE %s_row", t.name)
+	}
 }
 
 // touchBlock emits, for K and then V if its rows are adjacent (stride =

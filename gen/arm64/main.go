@@ -33,7 +33,7 @@ func main() {
 	g.scoreBias()
 	g.expKernel()
 	g.peak()
-	for _, el := range neonElems {
+	for _, el := range append(neonElems, neonInt8) {
 		g.decode(el)
 	}
 	g.convert()
