@@ -9136,8 +9136,6 @@ vecs4_whole_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -9146,99 +9144,14 @@ vecs4_whole_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs4_whole_rows1_pairs
+	JMP     vecs4_whole_rows1_blocks
 
 vecs4_whole_rows1_load:
-	MOVQ    AX, R12
-	VMOVUPS (R12), Z0
-	VMOVUPS 64(R12), Z1
-	VMOVUPS 128(R12), Z2
-	VMOVUPS 192(R12), Z3
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs4_whole_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs4_whole_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs4_whole_rows1_blocks
-	JMP   vecs4_whole_rows1_store
-
-vecs4_whole_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z4
-	VCVTDQ2PS    Z4, Z4
-	VPMOVSXBD    16(DI), Z5
-	VCVTDQ2PS    Z5, Z5
-	VPMOVSXBD    32(DI), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    48(DI), Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS (R9), Z8
-	VMULPS       Z4, Z8, Z4
-	VMULPS       Z5, Z8, Z5
-	VMULPS       Z6, Z8, Z6
-	VMULPS       Z7, Z8, Z7
-	VPMOVSXBD    (DI)(R11*1), Z8
-	VCVTDQ2PS    Z8, Z8
-	VPMOVSXBD    16(DI)(R11*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VPMOVSXBD    32(DI)(R11*1), Z10
-	VCVTDQ2PS    Z10, Z10
-	VPMOVSXBD    48(DI)(R11*1), Z11
-	VCVTDQ2PS    Z11, Z11
-	VBROADCASTSS 128(R9), Z12
-	VMULPS       Z8, Z12, Z8
-	VMULPS       Z9, Z12, Z9
-	VMULPS       Z10, Z12, Z10
-	VMULPS       Z11, Z12, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs4_whole_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z12
-	VCVTDQ2PS    Z12, Z12
-	VPMOVSXBD    16(DI), Z13
-	VCVTDQ2PS    Z13, Z13
-	VPMOVSXBD    32(DI), Z14
-	VCVTDQ2PS    Z14, Z14
-	VPMOVSXBD    48(DI), Z15
-	VCVTDQ2PS    Z15, Z15
-	VBROADCASTSS (R9), Z16
-	VFMADD231PS  Z12, Z16, Z4
-	VFMADD231PS  Z13, Z16, Z5
-	VFMADD231PS  Z14, Z16, Z6
-	VFMADD231PS  Z15, Z16, Z7
-	VPMOVSXBD    (DI)(R11*1), Z12
-	VCVTDQ2PS    Z12, Z12
-	VPMOVSXBD    16(DI)(R11*1), Z13
-	VCVTDQ2PS    Z13, Z13
-	VPMOVSXBD    32(DI)(R11*1), Z14
-	VCVTDQ2PS    Z14, Z14
-	VPMOVSXBD    48(DI)(R11*1), Z15
-	VCVTDQ2PS    Z15, Z15
-	VBROADCASTSS 128(R9), Z16
-	VFMADD231PS  Z12, Z16, Z8
-	VFMADD231PS  Z13, Z16, Z9
-	VFMADD231PS  Z14, Z16, Z10
-	VFMADD231PS  Z15, Z16, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs4_whole_rows1_pairsteps
-	VFMADD231PS  (R8), Z4, Z0
-	VFMADD231PS  64(R8), Z5, Z1
-	VFMADD231PS  128(R8), Z6, Z2
-	VFMADD231PS  192(R8), Z7, Z3
-	VFMADD231PS  (R8)(SI*4), Z8, Z0
-	VFMADD231PS  64(R8)(SI*4), Z9, Z1
-	VFMADD231PS  128(R8)(SI*4), Z10, Z2
-	VFMADD231PS  192(R8)(SI*4), Z11, Z3
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs4_whole_rows1_pairs
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
+	VMOVUPS 192(R11), Z3
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs4_whole_rows1_blocks:
@@ -9294,7 +9207,6 @@ vecs4_whole_rows1_scale:
 	JNZ         vecs4_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs4_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -9537,8 +9449,6 @@ vecs3_whole_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -9546,84 +9456,13 @@ vecs3_whole_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     vecs3_whole_rows1_pairs
+	JMP     vecs3_whole_rows1_blocks
 
 vecs3_whole_rows1_load:
-	MOVQ    AX, R12
-	VMOVUPS (R12), Z0
-	VMOVUPS 64(R12), Z1
-	VMOVUPS 128(R12), Z2
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs3_whole_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs3_whole_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs3_whole_rows1_blocks
-	JMP   vecs3_whole_rows1_store
-
-vecs3_whole_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z3
-	VCVTDQ2PS    Z3, Z3
-	VPMOVSXBD    16(DI), Z4
-	VCVTDQ2PS    Z4, Z4
-	VPMOVSXBD    32(DI), Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS (R9), Z6
-	VMULPS       Z3, Z6, Z3
-	VMULPS       Z4, Z6, Z4
-	VMULPS       Z5, Z6, Z5
-	VPMOVSXBD    (DI)(R11*1), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    16(DI)(R11*1), Z7
-	VCVTDQ2PS    Z7, Z7
-	VPMOVSXBD    32(DI)(R11*1), Z8
-	VCVTDQ2PS    Z8, Z8
-	VBROADCASTSS 128(R9), Z9
-	VMULPS       Z6, Z9, Z6
-	VMULPS       Z7, Z9, Z7
-	VMULPS       Z8, Z9, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs3_whole_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z9
-	VCVTDQ2PS    Z9, Z9
-	VPMOVSXBD    16(DI), Z10
-	VCVTDQ2PS    Z10, Z10
-	VPMOVSXBD    32(DI), Z11
-	VCVTDQ2PS    Z11, Z11
-	VBROADCASTSS (R9), Z12
-	VFMADD231PS  Z9, Z12, Z3
-	VFMADD231PS  Z10, Z12, Z4
-	VFMADD231PS  Z11, Z12, Z5
-	VPMOVSXBD    (DI)(R11*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VPMOVSXBD    16(DI)(R11*1), Z10
-	VCVTDQ2PS    Z10, Z10
-	VPMOVSXBD    32(DI)(R11*1), Z11
-	VCVTDQ2PS    Z11, Z11
-	VBROADCASTSS 128(R9), Z12
-	VFMADD231PS  Z9, Z12, Z6
-	VFMADD231PS  Z10, Z12, Z7
-	VFMADD231PS  Z11, Z12, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs3_whole_rows1_pairsteps
-	VFMADD231PS  (R8), Z3, Z0
-	VFMADD231PS  64(R8), Z4, Z1
-	VFMADD231PS  128(R8), Z5, Z2
-	VFMADD231PS  (R8)(SI*4), Z6, Z0
-	VFMADD231PS  64(R8)(SI*4), Z7, Z1
-	VFMADD231PS  128(R8)(SI*4), Z8, Z2
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs3_whole_rows1_pairs
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	VMOVUPS 128(R11), Z2
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs3_whole_rows1_blocks:
@@ -9672,7 +9511,6 @@ vecs3_whole_rows1_scale:
 	JNZ         vecs3_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs3_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -9876,77 +9714,18 @@ vecs2_whole_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs2_whole_rows1_pairs
+	JMP     vecs2_whole_rows1_blocks
 
 vecs2_whole_rows1_load:
-	MOVQ    AX, R12
-	VMOVUPS (R12), Z0
-	VMOVUPS 64(R12), Z1
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs2_whole_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs2_whole_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs2_whole_rows1_blocks
-	JMP   vecs2_whole_rows1_store
-
-vecs2_whole_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z2
-	VCVTDQ2PS    Z2, Z2
-	VPMOVSXBD    16(DI), Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS (R9), Z4
-	VMULPS       Z2, Z4, Z2
-	VMULPS       Z3, Z4, Z3
-	VPMOVSXBD    (DI)(R11*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VPMOVSXBD    16(DI)(R11*1), Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 128(R9), Z6
-	VMULPS       Z4, Z6, Z4
-	VMULPS       Z5, Z6, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs2_whole_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    16(DI), Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS (R9), Z8
-	VFMADD231PS  Z6, Z8, Z2
-	VFMADD231PS  Z7, Z8, Z3
-	VPMOVSXBD    (DI)(R11*1), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    16(DI)(R11*1), Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS 128(R9), Z8
-	VFMADD231PS  Z6, Z8, Z4
-	VFMADD231PS  Z7, Z8, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs2_whole_rows1_pairsteps
-	VFMADD231PS  (R8), Z2, Z0
-	VFMADD231PS  64(R8), Z3, Z1
-	VFMADD231PS  (R8)(SI*4), Z4, Z0
-	VFMADD231PS  64(R8)(SI*4), Z5, Z1
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs2_whole_rows1_pairs
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_whole_rows1_blocks:
@@ -9988,7 +9767,6 @@ vecs2_whole_rows1_scale:
 	JNZ         vecs2_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs2_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -10153,61 +9931,16 @@ vecs1_whole_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     vecs1_whole_rows1_pairs
+	JMP     vecs1_whole_rows1_blocks
 
 vecs1_whole_rows1_load:
-	MOVQ    AX, R12
-	VMOVUPS (R12), Z0
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs1_whole_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs1_whole_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs1_whole_rows1_blocks
-	JMP   vecs1_whole_rows1_store
-
-vecs1_whole_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z1
-	VCVTDQ2PS    Z1, Z1
-	VBROADCASTSS (R9), Z2
-	VMULPS       Z1, Z2, Z1
-	VPMOVSXBD    (DI)(R11*1), Z2
-	VCVTDQ2PS    Z2, Z2
-	VBROADCASTSS 128(R9), Z3
-	VMULPS       Z2, Z3, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs1_whole_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS (R9), Z4
-	VFMADD231PS  Z3, Z4, Z1
-	VPMOVSXBD    (DI)(R11*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 128(R9), Z4
-	VFMADD231PS  Z3, Z4, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs1_whole_rows1_pairsteps
-	VFMADD231PS  (R8), Z1, Z0
-	VFMADD231PS  (R8)(SI*4), Z2, Z0
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs1_whole_rows1_pairs
+	MOVQ    AX, R11
+	VMOVUPS (R11), Z0
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_whole_rows1_blocks:
@@ -10242,7 +9975,6 @@ vecs1_whole_rows1_scale:
 	JNZ         vecs1_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs1_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -10520,8 +10252,6 @@ vecs4_masked_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -10530,99 +10260,14 @@ vecs4_masked_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs4_masked_rows1_pairs
+	JMP     vecs4_masked_rows1_blocks
 
 vecs4_masked_rows1_load:
-	MOVQ      AX, R12
-	VMOVUPS   (R12), Z0
-	VMOVUPS   64(R12), Z1
-	VMOVUPS   128(R12), Z2
-	VMOVUPS.Z 192(R12), K1, Z3
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs4_masked_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs4_masked_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs4_masked_rows1_blocks
-	JMP   vecs4_masked_rows1_store
-
-vecs4_masked_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z4
-	VCVTDQ2PS    Z4, Z4
-	VPMOVSXBD    16(DI), Z5
-	VCVTDQ2PS    Z5, Z5
-	VPMOVSXBD    32(DI), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    48(DI), Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS (R9), Z8
-	VMULPS       Z4, Z8, Z4
-	VMULPS       Z5, Z8, Z5
-	VMULPS       Z6, Z8, Z6
-	VMULPS       Z7, Z8, Z7
-	VPMOVSXBD    (DI)(R11*1), Z8
-	VCVTDQ2PS    Z8, Z8
-	VPMOVSXBD    16(DI)(R11*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VPMOVSXBD    32(DI)(R11*1), Z10
-	VCVTDQ2PS    Z10, Z10
-	VPMOVSXBD    48(DI)(R11*1), Z11
-	VCVTDQ2PS    Z11, Z11
-	VBROADCASTSS 128(R9), Z12
-	VMULPS       Z8, Z12, Z8
-	VMULPS       Z9, Z12, Z9
-	VMULPS       Z10, Z12, Z10
-	VMULPS       Z11, Z12, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs4_masked_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z12
-	VCVTDQ2PS    Z12, Z12
-	VPMOVSXBD    16(DI), Z13
-	VCVTDQ2PS    Z13, Z13
-	VPMOVSXBD    32(DI), Z14
-	VCVTDQ2PS    Z14, Z14
-	VPMOVSXBD    48(DI), Z15
-	VCVTDQ2PS    Z15, Z15
-	VBROADCASTSS (R9), Z16
-	VFMADD231PS  Z12, Z16, Z4
-	VFMADD231PS  Z13, Z16, Z5
-	VFMADD231PS  Z14, Z16, Z6
-	VFMADD231PS  Z15, Z16, Z7
-	VPMOVSXBD    (DI)(R11*1), Z12
-	VCVTDQ2PS    Z12, Z12
-	VPMOVSXBD    16(DI)(R11*1), Z13
-	VCVTDQ2PS    Z13, Z13
-	VPMOVSXBD    32(DI)(R11*1), Z14
-	VCVTDQ2PS    Z14, Z14
-	VPMOVSXBD    48(DI)(R11*1), Z15
-	VCVTDQ2PS    Z15, Z15
-	VBROADCASTSS 128(R9), Z16
-	VFMADD231PS  Z12, Z16, Z8
-	VFMADD231PS  Z13, Z16, Z9
-	VFMADD231PS  Z14, Z16, Z10
-	VFMADD231PS  Z15, Z16, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs4_masked_rows1_pairsteps
-	VFMADD231PS  (R8), Z4, Z0
-	VFMADD231PS  64(R8), Z5, Z1
-	VFMADD231PS  128(R8), Z6, Z2
-	VFMADD231PS  192(R8), Z7, Z3
-	VFMADD231PS  (R8)(SI*4), Z8, Z0
-	VFMADD231PS  64(R8)(SI*4), Z9, Z1
-	VFMADD231PS  128(R8)(SI*4), Z10, Z2
-	VFMADD231PS  192(R8)(SI*4), Z11, Z3
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs4_masked_rows1_pairs
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS   128(R11), Z2
+	VMOVUPS.Z 192(R11), K1, Z3
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs4_masked_rows1_blocks:
@@ -10678,7 +10323,6 @@ vecs4_masked_rows1_scale:
 	JNZ         vecs4_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs4_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -10921,8 +10565,6 @@ vecs3_masked_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -10930,84 +10572,13 @@ vecs3_masked_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     vecs3_masked_rows1_pairs
+	JMP     vecs3_masked_rows1_blocks
 
 vecs3_masked_rows1_load:
-	MOVQ      AX, R12
-	VMOVUPS   (R12), Z0
-	VMOVUPS   64(R12), Z1
-	VMOVUPS.Z 128(R12), K1, Z2
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs3_masked_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs3_masked_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs3_masked_rows1_blocks
-	JMP   vecs3_masked_rows1_store
-
-vecs3_masked_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z3
-	VCVTDQ2PS    Z3, Z3
-	VPMOVSXBD    16(DI), Z4
-	VCVTDQ2PS    Z4, Z4
-	VPMOVSXBD    32(DI), Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS (R9), Z6
-	VMULPS       Z3, Z6, Z3
-	VMULPS       Z4, Z6, Z4
-	VMULPS       Z5, Z6, Z5
-	VPMOVSXBD    (DI)(R11*1), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    16(DI)(R11*1), Z7
-	VCVTDQ2PS    Z7, Z7
-	VPMOVSXBD    32(DI)(R11*1), Z8
-	VCVTDQ2PS    Z8, Z8
-	VBROADCASTSS 128(R9), Z9
-	VMULPS       Z6, Z9, Z6
-	VMULPS       Z7, Z9, Z7
-	VMULPS       Z8, Z9, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs3_masked_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z9
-	VCVTDQ2PS    Z9, Z9
-	VPMOVSXBD    16(DI), Z10
-	VCVTDQ2PS    Z10, Z10
-	VPMOVSXBD    32(DI), Z11
-	VCVTDQ2PS    Z11, Z11
-	VBROADCASTSS (R9), Z12
-	VFMADD231PS  Z9, Z12, Z3
-	VFMADD231PS  Z10, Z12, Z4
-	VFMADD231PS  Z11, Z12, Z5
-	VPMOVSXBD    (DI)(R11*1), Z9
-	VCVTDQ2PS    Z9, Z9
-	VPMOVSXBD    16(DI)(R11*1), Z10
-	VCVTDQ2PS    Z10, Z10
-	VPMOVSXBD    32(DI)(R11*1), Z11
-	VCVTDQ2PS    Z11, Z11
-	VBROADCASTSS 128(R9), Z12
-	VFMADD231PS  Z9, Z12, Z6
-	VFMADD231PS  Z10, Z12, Z7
-	VFMADD231PS  Z11, Z12, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs3_masked_rows1_pairsteps
-	VFMADD231PS  (R8), Z3, Z0
-	VFMADD231PS  64(R8), Z4, Z1
-	VFMADD231PS  128(R8), Z5, Z2
-	VFMADD231PS  (R8)(SI*4), Z6, Z0
-	VFMADD231PS  64(R8)(SI*4), Z7, Z1
-	VFMADD231PS  128(R8)(SI*4), Z8, Z2
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs3_masked_rows1_pairs
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS   64(R11), Z1
+	VMOVUPS.Z 128(R11), K1, Z2
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs3_masked_rows1_blocks:
@@ -11056,7 +10627,6 @@ vecs3_masked_rows1_scale:
 	JNZ         vecs3_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs3_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -11260,77 +10830,18 @@ vecs2_masked_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs2_masked_rows1_pairs
+	JMP     vecs2_masked_rows1_blocks
 
 vecs2_masked_rows1_load:
-	MOVQ      AX, R12
-	VMOVUPS   (R12), Z0
-	VMOVUPS.Z 64(R12), K1, Z1
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs2_masked_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs2_masked_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs2_masked_rows1_blocks
-	JMP   vecs2_masked_rows1_store
-
-vecs2_masked_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z2
-	VCVTDQ2PS    Z2, Z2
-	VPMOVSXBD    16(DI), Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS (R9), Z4
-	VMULPS       Z2, Z4, Z2
-	VMULPS       Z3, Z4, Z3
-	VPMOVSXBD    (DI)(R11*1), Z4
-	VCVTDQ2PS    Z4, Z4
-	VPMOVSXBD    16(DI)(R11*1), Z5
-	VCVTDQ2PS    Z5, Z5
-	VBROADCASTSS 128(R9), Z6
-	VMULPS       Z4, Z6, Z4
-	VMULPS       Z5, Z6, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs2_masked_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    16(DI), Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS (R9), Z8
-	VFMADD231PS  Z6, Z8, Z2
-	VFMADD231PS  Z7, Z8, Z3
-	VPMOVSXBD    (DI)(R11*1), Z6
-	VCVTDQ2PS    Z6, Z6
-	VPMOVSXBD    16(DI)(R11*1), Z7
-	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS 128(R9), Z8
-	VFMADD231PS  Z6, Z8, Z4
-	VFMADD231PS  Z7, Z8, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs2_masked_rows1_pairsteps
-	VFMADD231PS  (R8), Z2, Z0
-	VFMADD231PS  64(R8), Z3, Z1
-	VFMADD231PS  (R8)(SI*4), Z4, Z0
-	VFMADD231PS  64(R8)(SI*4), Z5, Z1
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs2_masked_rows1_pairs
+	MOVQ      AX, R11
+	VMOVUPS   (R11), Z0
+	VMOVUPS.Z 64(R11), K1, Z1
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_masked_rows1_blocks:
@@ -11372,7 +10883,6 @@ vecs2_masked_rows1_scale:
 	JNZ         vecs2_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs2_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -11537,61 +11047,16 @@ vecs1_masked_tail1:
 	MOVQ  s+88(FP), R8
 	MOVQ  DX, R9
 	MOVQ  k+56(FP), R10
-	MOVQ  SI, R11
-	SHLQ  $0x05, R11
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     vecs1_masked_rows1_pairs
+	JMP     vecs1_masked_rows1_blocks
 
 vecs1_masked_rows1_load:
-	MOVQ      AX, R12
-	VMOVUPS.Z (R12), K1, Z0
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs1_masked_rows1_pairs:
-	CMPQ  R10, $0x00000040
-	JGE   vecs1_masked_rows1_pair
-	TESTQ R10, R10
-	JNZ   vecs1_masked_rows1_blocks
-	JMP   vecs1_masked_rows1_store
-
-vecs1_masked_rows1_pair:
-	SUBQ         $0x00000040, R10
-	MOVQ         $0x00000020, R12
-	VPMOVSXBD    (DI), Z1
-	VCVTDQ2PS    Z1, Z1
-	VBROADCASTSS (R9), Z2
-	VMULPS       Z1, Z2, Z1
-	VPMOVSXBD    (DI)(R11*1), Z2
-	VCVTDQ2PS    Z2, Z2
-	VBROADCASTSS 128(R9), Z3
-	VMULPS       Z2, Z3, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-
-vecs1_masked_rows1_pairsteps:
-	VPMOVSXBD    (DI), Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS (R9), Z4
-	VFMADD231PS  Z3, Z4, Z1
-	VPMOVSXBD    (DI)(R11*1), Z3
-	VCVTDQ2PS    Z3, Z3
-	VBROADCASTSS 128(R9), Z4
-	VFMADD231PS  Z3, Z4, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R9
-	DECQ         R12
-	JNZ          vecs1_masked_rows1_pairsteps
-	VFMADD231PS  (R8), Z1, Z0
-	VFMADD231PS  (R8)(SI*4), Z2, Z0
-	LEAQ         (R8)(SI*8), R8
-	ADDQ         R11, DI
-	ADDQ         $0x80, R9
-	JMP          vecs1_masked_rows1_pairs
+	MOVQ      AX, R11
+	VMOVUPS.Z (R11), K1, Z0
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_masked_rows1_blocks:
@@ -11626,7 +11091,6 @@ vecs1_masked_rows1_scale:
 	JNZ         vecs1_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs1_masked_rows1_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -11824,8 +11288,6 @@ vecs4_whole_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -11834,127 +11296,14 @@ vecs4_whole_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs4_whole_rows1_pairs
+	JMP     vecs4_whole_rows1_blocks
 
 vecs4_whole_rows1_load:
-	MOVQ    AX, R13
-	VMOVUPS (R13), Z0
-	VMOVUPS 64(R13), Z1
-	VMOVUPS 128(R13), Z2
-	VMOVUPS 192(R13), Z3
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs4_whole_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs4_whole_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs4_whole_rows1_blocks
-	JMP   vecs4_whole_rows1_store
-
-vecs4_whole_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z4
-	VPSRLD       $0x04, Z5, Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VPMOVZXBD    16(DI), Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z6
-	VPSRLD       $0x04, Z7, Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z7
-	VBROADCASTSS (R10), Z12
-	VMULPS       Z4, Z12, Z4
-	VMULPS       Z5, Z12, Z5
-	VMULPS       Z6, Z12, Z6
-	VMULPS       Z7, Z12, Z7
-	VPMOVZXBD    (DI)(R12*1), Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z8
-	VPSRLD       $0x04, Z9, Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
-	VPMOVZXBD    16(DI)(R12*1), Z11
-	VPERMPS      iotaAVX512<>+0(SB), Z11, Z10
-	VPSRLD       $0x04, Z11, Z11
-	VPERMPS      iotaAVX512<>+0(SB), Z11, Z11
-	VBROADCASTSS 128(R10), Z13
-	VMULPS       Z8, Z13, Z8
-	VMULPS       Z9, Z13, Z9
-	VMULPS       Z10, Z13, Z10
-	VMULPS       Z11, Z13, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs4_whole_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z14
-	VPSRLD       $0x04, Z15, Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z15
-	VPMOVZXBD    16(DI), Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z16
-	VPSRLD       $0x04, Z17, Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z17
-	VBROADCASTSS (R10), Z18
-	VADDPS       Z18, Z12, Z12
-	VFMADD231PS  Z14, Z18, Z4
-	VFMADD231PS  Z15, Z18, Z5
-	VFMADD231PS  Z16, Z18, Z6
-	VFMADD231PS  Z17, Z18, Z7
-	VPMOVZXBD    (DI)(R12*1), Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z14
-	VPSRLD       $0x04, Z15, Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z15
-	VPMOVZXBD    16(DI)(R12*1), Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z16
-	VPSRLD       $0x04, Z17, Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z17
-	VBROADCASTSS 128(R10), Z18
-	VADDPS       Z18, Z13, Z13
-	VFMADD231PS  Z14, Z18, Z8
-	VFMADD231PS  Z15, Z18, Z9
-	VFMADD231PS  Z16, Z18, Z10
-	VFMADD231PS  Z17, Z18, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs4_whole_rows1_pairsteps
-	VPMOVZXBD    (R9), Z14
-	VCVTDQ2PS    Z14, Z14
-	VFNMADD231PS Z14, Z12, Z4
-	VFMADD231PS  (R8), Z4, Z0
-	VPMOVZXBD    16(R9), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z12, Z5
-	VFMADD231PS  64(R8), Z5, Z1
-	VPMOVZXBD    32(R9), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z12, Z6
-	VFMADD231PS  128(R8), Z6, Z2
-	VPMOVZXBD    48(R9), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z12, Z7
-	VFMADD231PS  192(R8), Z7, Z3
-	VPMOVZXBD    (R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z8
-	VFMADD231PS  (R8)(SI*8), Z8, Z0
-	VPMOVZXBD    16(R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z9
-	VFMADD231PS  64(R8)(SI*8), Z9, Z1
-	VPMOVZXBD    32(R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z10
-	VFMADD231PS  128(R8)(SI*8), Z10, Z2
-	VPMOVZXBD    48(R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z11
-	VFMADD231PS  192(R8)(SI*8), Z11, Z3
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs4_whole_rows1_pairs
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs4_whole_rows1_blocks:
@@ -12025,7 +11374,6 @@ vecs4_whole_rows1_scale:
 	JNZ          vecs4_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs4_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -12165,8 +11513,6 @@ vecs3_whole_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -12174,106 +11520,13 @@ vecs3_whole_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     vecs3_whole_rows1_pairs
+	JMP     vecs3_whole_rows1_blocks
 
 vecs3_whole_rows1_load:
-	MOVQ    AX, R13
-	VMOVUPS (R13), Z0
-	VMOVUPS 64(R13), Z1
-	VMOVUPS 128(R13), Z2
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs3_whole_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs3_whole_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs3_whole_rows1_blocks
-	JMP   vecs3_whole_rows1_store
-
-vecs3_whole_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z4
-	VPERMPS      iotaAVX512<>+0(SB), Z4, Z3
-	VPSRLD       $0x04, Z4, Z4
-	VPERMPS      iotaAVX512<>+0(SB), Z4, Z4
-	VPMOVZXBD    16(DI), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS (R10), Z9
-	VMULPS       Z3, Z9, Z3
-	VMULPS       Z4, Z9, Z4
-	VMULPS       Z5, Z9, Z5
-	VPMOVZXBD    (DI)(R12*1), Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z6
-	VPSRLD       $0x04, Z7, Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z7
-	VPMOVZXBD    16(DI)(R12*1), Z8
-	VPERMPS      iotaAVX512<>+0(SB), Z8, Z8
-	VBROADCASTSS 128(R10), Z10
-	VMULPS       Z6, Z10, Z6
-	VMULPS       Z7, Z10, Z7
-	VMULPS       Z8, Z10, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs3_whole_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z11
-	VPSRLD       $0x04, Z12, Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z12
-	VPMOVZXBD    16(DI), Z13
-	VPERMPS      iotaAVX512<>+0(SB), Z13, Z13
-	VBROADCASTSS (R10), Z14
-	VADDPS       Z14, Z9, Z9
-	VFMADD231PS  Z11, Z14, Z3
-	VFMADD231PS  Z12, Z14, Z4
-	VFMADD231PS  Z13, Z14, Z5
-	VPMOVZXBD    (DI)(R12*1), Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z11
-	VPSRLD       $0x04, Z12, Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z12
-	VPMOVZXBD    16(DI)(R12*1), Z13
-	VPERMPS      iotaAVX512<>+0(SB), Z13, Z13
-	VBROADCASTSS 128(R10), Z14
-	VADDPS       Z14, Z10, Z10
-	VFMADD231PS  Z11, Z14, Z6
-	VFMADD231PS  Z12, Z14, Z7
-	VFMADD231PS  Z13, Z14, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs3_whole_rows1_pairsteps
-	VPMOVZXBD    (R9), Z11
-	VCVTDQ2PS    Z11, Z11
-	VFNMADD231PS Z11, Z9, Z3
-	VFMADD231PS  (R8), Z3, Z0
-	VPMOVZXBD    16(R9), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z9, Z4
-	VFMADD231PS  64(R8), Z4, Z1
-	VPMOVZXBD    32(R9), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z9, Z5
-	VFMADD231PS  128(R8), Z5, Z2
-	VPMOVZXBD    (R9)(SI*2), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z10, Z6
-	VFMADD231PS  (R8)(SI*8), Z6, Z0
-	VPMOVZXBD    16(R9)(SI*2), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z10, Z7
-	VFMADD231PS  64(R8)(SI*8), Z7, Z1
-	VPMOVZXBD    32(R9)(SI*2), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z10, Z8
-	VFMADD231PS  128(R8)(SI*8), Z8, Z2
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs3_whole_rows1_pairs
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs3_whole_rows1_blocks:
@@ -12334,7 +11587,6 @@ vecs3_whole_rows1_scale:
 	JNZ          vecs3_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs3_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -12453,93 +11705,18 @@ vecs2_whole_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs2_whole_rows1_pairs
+	JMP     vecs2_whole_rows1_blocks
 
 vecs2_whole_rows1_load:
-	MOVQ    AX, R13
-	VMOVUPS (R13), Z0
-	VMOVUPS 64(R13), Z1
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs2_whole_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs2_whole_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs2_whole_rows1_blocks
-	JMP   vecs2_whole_rows1_store
-
-vecs2_whole_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z3
-	VPERMPS      iotaAVX512<>+0(SB), Z3, Z2
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      iotaAVX512<>+0(SB), Z3, Z3
-	VBROADCASTSS (R10), Z6
-	VMULPS       Z2, Z6, Z2
-	VMULPS       Z3, Z6, Z3
-	VPMOVZXBD    (DI)(R12*1), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z4
-	VPSRLD       $0x04, Z5, Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS 128(R10), Z7
-	VMULPS       Z4, Z7, Z4
-	VMULPS       Z5, Z7, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs2_whole_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z8
-	VPSRLD       $0x04, Z9, Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
-	VBROADCASTSS (R10), Z10
-	VADDPS       Z10, Z6, Z6
-	VFMADD231PS  Z8, Z10, Z2
-	VFMADD231PS  Z9, Z10, Z3
-	VPMOVZXBD    (DI)(R12*1), Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z8
-	VPSRLD       $0x04, Z9, Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
-	VBROADCASTSS 128(R10), Z10
-	VADDPS       Z10, Z7, Z7
-	VFMADD231PS  Z8, Z10, Z4
-	VFMADD231PS  Z9, Z10, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs2_whole_rows1_pairsteps
-	VPMOVZXBD    (R9), Z8
-	VCVTDQ2PS    Z8, Z8
-	VFNMADD231PS Z8, Z6, Z2
-	VFMADD231PS  (R8), Z2, Z0
-	VPMOVZXBD    16(R9), Z2
-	VCVTDQ2PS    Z2, Z2
-	VFNMADD231PS Z2, Z6, Z3
-	VFMADD231PS  64(R8), Z3, Z1
-	VPMOVZXBD    (R9)(SI*2), Z2
-	VCVTDQ2PS    Z2, Z2
-	VFNMADD231PS Z2, Z7, Z4
-	VFMADD231PS  (R8)(SI*8), Z4, Z0
-	VPMOVZXBD    16(R9)(SI*2), Z2
-	VCVTDQ2PS    Z2, Z2
-	VFNMADD231PS Z2, Z7, Z5
-	VFMADD231PS  64(R8)(SI*8), Z5, Z1
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs2_whole_rows1_pairs
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_whole_rows1_blocks:
@@ -12590,7 +11767,6 @@ vecs2_whole_rows1_scale:
 	JNZ          vecs2_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs2_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	ADDQ    CX, AX
@@ -12688,71 +11864,16 @@ vecs1_whole_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     vecs1_whole_rows1_pairs
+	JMP     vecs1_whole_rows1_blocks
 
 vecs1_whole_rows1_load:
-	MOVQ    AX, R13
-	VMOVUPS (R13), Z0
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs1_whole_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs1_whole_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs1_whole_rows1_blocks
-	JMP   vecs1_whole_rows1_store
-
-vecs1_whole_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z1
-	VPERMPS      iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (R10), Z3
-	VMULPS       Z1, Z3, Z1
-	VPMOVZXBD    (DI)(R12*1), Z2
-	VPERMPS      iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS 128(R10), Z4
-	VMULPS       Z2, Z4, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs1_whole_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS (R10), Z6
-	VADDPS       Z6, Z3, Z3
-	VFMADD231PS  Z5, Z6, Z1
-	VPMOVZXBD    (DI)(R12*1), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS 128(R10), Z6
-	VADDPS       Z6, Z4, Z4
-	VFMADD231PS  Z5, Z6, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs1_whole_rows1_pairsteps
-	VPMOVZXBD    (R9), Z5
-	VCVTDQ2PS    Z5, Z5
-	VFNMADD231PS Z5, Z3, Z1
-	VFMADD231PS  (R8), Z1, Z0
-	VPMOVZXBD    (R9)(SI*2), Z1
-	VCVTDQ2PS    Z1, Z1
-	VFNMADD231PS Z1, Z4, Z2
-	VFMADD231PS  (R8)(SI*8), Z2, Z0
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs1_whole_rows1_pairs
+	MOVQ    AX, R12
+	VMOVUPS (R12), Z0
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_whole_rows1_blocks:
@@ -12793,7 +11914,6 @@ vecs1_whole_rows1_scale:
 	JNZ          vecs1_whole_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs1_whole_rows1_store:
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX
@@ -12950,8 +12070,6 @@ vecs4_masked_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -12960,127 +12078,14 @@ vecs4_masked_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
 	VMOVUPS constsAVX512<>+1536(SB), Z3
-	JMP     vecs4_masked_rows1_pairs
+	JMP     vecs4_masked_rows1_blocks
 
 vecs4_masked_rows1_load:
-	MOVQ      AX, R13
-	VMOVUPS   (R13), Z0
-	VMOVUPS   64(R13), Z1
-	VMOVUPS   128(R13), Z2
-	VMOVUPS.Z 192(R13), K1, Z3
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs4_masked_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs4_masked_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs4_masked_rows1_blocks
-	JMP   vecs4_masked_rows1_store
-
-vecs4_masked_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z4
-	VPSRLD       $0x04, Z5, Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VPMOVZXBD    16(DI), Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z6
-	VPSRLD       $0x04, Z7, Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z7
-	VBROADCASTSS (R10), Z12
-	VMULPS       Z4, Z12, Z4
-	VMULPS       Z5, Z12, Z5
-	VMULPS       Z6, Z12, Z6
-	VMULPS       Z7, Z12, Z7
-	VPMOVZXBD    (DI)(R12*1), Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z8
-	VPSRLD       $0x04, Z9, Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
-	VPMOVZXBD    16(DI)(R12*1), Z11
-	VPERMPS      iotaAVX512<>+0(SB), Z11, Z10
-	VPSRLD       $0x04, Z11, Z11
-	VPERMPS      iotaAVX512<>+0(SB), Z11, Z11
-	VBROADCASTSS 128(R10), Z13
-	VMULPS       Z8, Z13, Z8
-	VMULPS       Z9, Z13, Z9
-	VMULPS       Z10, Z13, Z10
-	VMULPS       Z11, Z13, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs4_masked_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z14
-	VPSRLD       $0x04, Z15, Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z15
-	VPMOVZXBD    16(DI), Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z16
-	VPSRLD       $0x04, Z17, Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z17
-	VBROADCASTSS (R10), Z18
-	VADDPS       Z18, Z12, Z12
-	VFMADD231PS  Z14, Z18, Z4
-	VFMADD231PS  Z15, Z18, Z5
-	VFMADD231PS  Z16, Z18, Z6
-	VFMADD231PS  Z17, Z18, Z7
-	VPMOVZXBD    (DI)(R12*1), Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z14
-	VPSRLD       $0x04, Z15, Z15
-	VPERMPS      iotaAVX512<>+0(SB), Z15, Z15
-	VPMOVZXBD    16(DI)(R12*1), Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z16
-	VPSRLD       $0x04, Z17, Z17
-	VPERMPS      iotaAVX512<>+0(SB), Z17, Z17
-	VBROADCASTSS 128(R10), Z18
-	VADDPS       Z18, Z13, Z13
-	VFMADD231PS  Z14, Z18, Z8
-	VFMADD231PS  Z15, Z18, Z9
-	VFMADD231PS  Z16, Z18, Z10
-	VFMADD231PS  Z17, Z18, Z11
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs4_masked_rows1_pairsteps
-	VPMOVZXBD    (R9), Z14
-	VCVTDQ2PS    Z14, Z14
-	VFNMADD231PS Z14, Z12, Z4
-	VFMADD231PS  (R8), Z4, Z0
-	VPMOVZXBD    16(R9), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z12, Z5
-	VFMADD231PS  64(R8), Z5, Z1
-	VPMOVZXBD    32(R9), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z12, Z6
-	VFMADD231PS  128(R8), Z6, Z2
-	VPMOVZXBD    48(R9), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z12, Z7
-	VFMADD231PS  192(R8), Z7, Z3
-	VPMOVZXBD    (R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z8
-	VFMADD231PS  (R8)(SI*8), Z8, Z0
-	VPMOVZXBD    16(R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z9
-	VFMADD231PS  64(R8)(SI*8), Z9, Z1
-	VPMOVZXBD    32(R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z10
-	VFMADD231PS  128(R8)(SI*8), Z10, Z2
-	VPMOVZXBD    48(R9)(SI*2), Z4
-	VCVTDQ2PS    Z4, Z4
-	VFNMADD231PS Z4, Z13, Z11
-	VFMADD231PS  192(R8)(SI*8), Z11, Z3
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs4_masked_rows1_pairs
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS   128(R12), Z2
+	VMOVUPS.Z 192(R12), K1, Z3
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs4_masked_rows1_blocks:
@@ -13151,7 +12156,6 @@ vecs4_masked_rows1_scale:
 	JNZ          vecs4_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs4_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, 128(AX)
@@ -13291,8 +12295,6 @@ vecs3_masked_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
@@ -13300,106 +12302,13 @@ vecs3_masked_tail1:
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
 	VMOVUPS constsAVX512<>+1536(SB), Z2
-	JMP     vecs3_masked_rows1_pairs
+	JMP     vecs3_masked_rows1_blocks
 
 vecs3_masked_rows1_load:
-	MOVQ      AX, R13
-	VMOVUPS   (R13), Z0
-	VMOVUPS   64(R13), Z1
-	VMOVUPS.Z 128(R13), K1, Z2
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs3_masked_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs3_masked_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs3_masked_rows1_blocks
-	JMP   vecs3_masked_rows1_store
-
-vecs3_masked_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z4
-	VPERMPS      iotaAVX512<>+0(SB), Z4, Z3
-	VPSRLD       $0x04, Z4, Z4
-	VPERMPS      iotaAVX512<>+0(SB), Z4, Z4
-	VPMOVZXBD    16(DI), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS (R10), Z9
-	VMULPS       Z3, Z9, Z3
-	VMULPS       Z4, Z9, Z4
-	VMULPS       Z5, Z9, Z5
-	VPMOVZXBD    (DI)(R12*1), Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z6
-	VPSRLD       $0x04, Z7, Z7
-	VPERMPS      iotaAVX512<>+0(SB), Z7, Z7
-	VPMOVZXBD    16(DI)(R12*1), Z8
-	VPERMPS      iotaAVX512<>+0(SB), Z8, Z8
-	VBROADCASTSS 128(R10), Z10
-	VMULPS       Z6, Z10, Z6
-	VMULPS       Z7, Z10, Z7
-	VMULPS       Z8, Z10, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs3_masked_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z11
-	VPSRLD       $0x04, Z12, Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z12
-	VPMOVZXBD    16(DI), Z13
-	VPERMPS      iotaAVX512<>+0(SB), Z13, Z13
-	VBROADCASTSS (R10), Z14
-	VADDPS       Z14, Z9, Z9
-	VFMADD231PS  Z11, Z14, Z3
-	VFMADD231PS  Z12, Z14, Z4
-	VFMADD231PS  Z13, Z14, Z5
-	VPMOVZXBD    (DI)(R12*1), Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z11
-	VPSRLD       $0x04, Z12, Z12
-	VPERMPS      iotaAVX512<>+0(SB), Z12, Z12
-	VPMOVZXBD    16(DI)(R12*1), Z13
-	VPERMPS      iotaAVX512<>+0(SB), Z13, Z13
-	VBROADCASTSS 128(R10), Z14
-	VADDPS       Z14, Z10, Z10
-	VFMADD231PS  Z11, Z14, Z6
-	VFMADD231PS  Z12, Z14, Z7
-	VFMADD231PS  Z13, Z14, Z8
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs3_masked_rows1_pairsteps
-	VPMOVZXBD    (R9), Z11
-	VCVTDQ2PS    Z11, Z11
-	VFNMADD231PS Z11, Z9, Z3
-	VFMADD231PS  (R8), Z3, Z0
-	VPMOVZXBD    16(R9), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z9, Z4
-	VFMADD231PS  64(R8), Z4, Z1
-	VPMOVZXBD    32(R9), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z9, Z5
-	VFMADD231PS  128(R8), Z5, Z2
-	VPMOVZXBD    (R9)(SI*2), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z10, Z6
-	VFMADD231PS  (R8)(SI*8), Z6, Z0
-	VPMOVZXBD    16(R9)(SI*2), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z10, Z7
-	VFMADD231PS  64(R8)(SI*8), Z7, Z1
-	VPMOVZXBD    32(R9)(SI*2), Z3
-	VCVTDQ2PS    Z3, Z3
-	VFNMADD231PS Z3, Z10, Z8
-	VFMADD231PS  128(R8)(SI*8), Z8, Z2
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs3_masked_rows1_pairs
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS   64(R12), Z1
+	VMOVUPS.Z 128(R12), K1, Z2
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs3_masked_rows1_blocks:
@@ -13460,7 +12369,6 @@ vecs3_masked_rows1_scale:
 	JNZ          vecs3_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs3_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
 	VMOVUPS Z2, K1, 128(AX)
@@ -13579,93 +12487,18 @@ vecs2_masked_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
 	VMOVUPS constsAVX512<>+1536(SB), Z1
-	JMP     vecs2_masked_rows1_pairs
+	JMP     vecs2_masked_rows1_blocks
 
 vecs2_masked_rows1_load:
-	MOVQ      AX, R13
-	VMOVUPS   (R13), Z0
-	VMOVUPS.Z 64(R13), K1, Z1
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs2_masked_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs2_masked_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs2_masked_rows1_blocks
-	JMP   vecs2_masked_rows1_store
-
-vecs2_masked_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z3
-	VPERMPS      iotaAVX512<>+0(SB), Z3, Z2
-	VPSRLD       $0x04, Z3, Z3
-	VPERMPS      iotaAVX512<>+0(SB), Z3, Z3
-	VBROADCASTSS (R10), Z6
-	VMULPS       Z2, Z6, Z2
-	VMULPS       Z3, Z6, Z3
-	VPMOVZXBD    (DI)(R12*1), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z4
-	VPSRLD       $0x04, Z5, Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS 128(R10), Z7
-	VMULPS       Z4, Z7, Z4
-	VMULPS       Z5, Z7, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs2_masked_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z8
-	VPSRLD       $0x04, Z9, Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
-	VBROADCASTSS (R10), Z10
-	VADDPS       Z10, Z6, Z6
-	VFMADD231PS  Z8, Z10, Z2
-	VFMADD231PS  Z9, Z10, Z3
-	VPMOVZXBD    (DI)(R12*1), Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z8
-	VPSRLD       $0x04, Z9, Z9
-	VPERMPS      iotaAVX512<>+0(SB), Z9, Z9
-	VBROADCASTSS 128(R10), Z10
-	VADDPS       Z10, Z7, Z7
-	VFMADD231PS  Z8, Z10, Z4
-	VFMADD231PS  Z9, Z10, Z5
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs2_masked_rows1_pairsteps
-	VPMOVZXBD    (R9), Z8
-	VCVTDQ2PS    Z8, Z8
-	VFNMADD231PS Z8, Z6, Z2
-	VFMADD231PS  (R8), Z2, Z0
-	VPMOVZXBD    16(R9), Z2
-	VCVTDQ2PS    Z2, Z2
-	VFNMADD231PS Z2, Z6, Z3
-	VFMADD231PS  64(R8), Z3, Z1
-	VPMOVZXBD    (R9)(SI*2), Z2
-	VCVTDQ2PS    Z2, Z2
-	VFNMADD231PS Z2, Z7, Z4
-	VFMADD231PS  (R8)(SI*8), Z4, Z0
-	VPMOVZXBD    16(R9)(SI*2), Z2
-	VCVTDQ2PS    Z2, Z2
-	VFNMADD231PS Z2, Z7, Z5
-	VFMADD231PS  64(R8)(SI*8), Z5, Z1
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs2_masked_rows1_pairs
+	MOVQ      AX, R12
+	VMOVUPS   (R12), Z0
+	VMOVUPS.Z 64(R12), K1, Z1
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs2_masked_rows1_blocks:
@@ -13716,7 +12549,6 @@ vecs2_masked_rows1_scale:
 	JNZ          vecs2_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs2_masked_rows1_store:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, K1, 64(AX)
 	ADDQ    CX, AX
@@ -13814,71 +12646,16 @@ vecs1_masked_tail1:
 	MOVQ  z+96(FP), R9
 	MOVQ  DX, R10
 	MOVQ  k+56(FP), R11
-	MOVQ  SI, R12
-	SHLQ  $0x05, R12
 
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows1_load
 	VMOVUPS constsAVX512<>+1536(SB), Z0
-	JMP     vecs1_masked_rows1_pairs
+	JMP     vecs1_masked_rows1_blocks
 
 vecs1_masked_rows1_load:
-	MOVQ      AX, R13
-	VMOVUPS.Z (R13), K1, Z0
-
-	// Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.
-vecs1_masked_rows1_pairs:
-	CMPQ  R11, $0x00000040
-	JGE   vecs1_masked_rows1_pair
-	TESTQ R11, R11
-	JNZ   vecs1_masked_rows1_blocks
-	JMP   vecs1_masked_rows1_store
-
-vecs1_masked_rows1_pair:
-	SUBQ         $0x00000040, R11
-	MOVQ         $0x00000020, R13
-	VPMOVZXBD    (DI), Z1
-	VPERMPS      iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (R10), Z3
-	VMULPS       Z1, Z3, Z1
-	VPMOVZXBD    (DI)(R12*1), Z2
-	VPERMPS      iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS 128(R10), Z4
-	VMULPS       Z2, Z4, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-
-vecs1_masked_rows1_pairsteps:
-	VPMOVZXBD    (DI), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS (R10), Z6
-	VADDPS       Z6, Z3, Z3
-	VFMADD231PS  Z5, Z6, Z1
-	VPMOVZXBD    (DI)(R12*1), Z5
-	VPERMPS      iotaAVX512<>+0(SB), Z5, Z5
-	VBROADCASTSS 128(R10), Z6
-	VADDPS       Z6, Z4, Z4
-	VFMADD231PS  Z5, Z6, Z2
-	ADDQ         SI, DI
-	ADDQ         $0x04, R10
-	DECQ         R13
-	JNZ          vecs1_masked_rows1_pairsteps
-	VPMOVZXBD    (R9), Z5
-	VCVTDQ2PS    Z5, Z5
-	VFNMADD231PS Z5, Z3, Z1
-	VFMADD231PS  (R8), Z1, Z0
-	VPMOVZXBD    (R9)(SI*2), Z1
-	VCVTDQ2PS    Z1, Z1
-	VFNMADD231PS Z1, Z4, Z2
-	VFMADD231PS  (R8)(SI*8), Z2, Z0
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R8)(SI*8), R8
-	LEAQ         (R9)(SI*4), R9
-	ADDQ         R12, DI
-	ADDQ         $0x80, R10
-	JMP          vecs1_masked_rows1_pairs
+	MOVQ      AX, R12
+	VMOVUPS.Z (R12), K1, Z0
 
 	// A block: n = min(32, rows of k left) steps of B rows summed unscaled.
 vecs1_masked_rows1_blocks:
@@ -13919,7 +12696,6 @@ vecs1_masked_rows1_scale:
 	JNZ          vecs1_masked_rows1_blocks
 
 	// Store the tile row by row; cp ends one row past it.
-vecs1_masked_rows1_store:
 	VMOVUPS Z0, K1, (AX)
 	ADDQ    CX, AX
 	ADDQ    BX, DX

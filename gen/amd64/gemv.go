@@ -58,8 +58,8 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	pair := mr == 1
-	var far reg.GPVirtual // 32 rows of B in bytes: where a pair's second block starts
+	pair := mr == 1 && !g.isa.avx512() // AVX-512: four chains already (see blockPairs)
+	var far reg.GPVirtual              // 32 rows of B in bytes: where a pair's second block starts
 	if pair {
 		far = g.GP64()
 		g.MOVQ(r.ldb, far)
@@ -136,9 +136,11 @@ func pairA(m operand.Mem, blk int) operand.Mem {
 // block's first, and moves past both blocks); then on to lbl_blocks, or
 // to lbl_store when no row is left. A
 // row's sums are the same as block by block, and its FMA chains twice as
-// many: with one row, the 2 (AVX2) or 4 (AVX-512) vectors of a panel
-// alone leave the 4-cycle FMA latency as the bound (AVX2: 16 int8
-// weights per 4 cycles).
+// many: with one row, the 2 vectors of an AVX2 panel alone leave the
+// 4-cycle FMA latency as the bound (16 int8 weights per 4 cycles). AVX2
+// only: AVX-512's one-row tile has 4 chains, and pairs there read int8
+// panels from memory slower (Intel Xeon, 4096² GEMV from L3: 8.5–15.8
+// GB/s against 12.9–17.8 block by block), for 5–10% in L2.
 func (g *gen) blockPairs(p reg.GPVirtual, lbl string, step func(first bool), fold func()) {
 	g.Comment("Pairs of blocks: 32 steps, each a row of two blocks, while 64 rows of k are left.")
 	g.Label(label(lbl, "pairs"))

@@ -112,8 +112,8 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	pair := mr == 1
-	var far reg.GPVirtual // 32 rows of B in bytes: where a pair's second block starts
+	pair := mr == 1 && !g.isa.avx512() // AVX-512: four chains already (see blockPairs)
+	var far reg.GPVirtual              // 32 rows of B in bytes: where a pair's second block starts
 	if pair {
 		far = g.GP64()
 		g.MOVQ(r.ldb, far)
