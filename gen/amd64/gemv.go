@@ -58,13 +58,7 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	pair := mr == 1 && !g.isa.avx512() // AVX-512: four chains already (see blockPairs)
-	var far reg.GPVirtual              // 32 rows of B in bytes: where a pair's second block starts
-	if pair {
-		far = g.GP64()
-		g.MOVQ(r.ldb, far)
-		g.SHLQ(operand.U8(5), far)
-	}
+	pair, far := g.pairs(r, mr)
 	g.startTile(r, acc, masked, lbl, pair)
 	// sums emits one step of block blk (0, or 1: the pair's second) into
 	// its block sums part.
@@ -111,6 +105,20 @@ func (g *gen) gemvBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.Comment("Store the tile row by row; cp ends one row past it.")
 	g.Label(label(lbl, "store"))
 	g.storeTile(r, acc, masked)
+}
+
+// pairs reports whether a tile of mr rows sums its blocks in pairs
+// (blockPairs: one row, AVX2 only — AVX-512's one-row tile has four
+// chains already) and, if so, returns 32 rows of B in bytes, where a
+// pair's second block starts.
+func (g *gen) pairs(r gemmRegs, mr int) (bool, reg.GPVirtual) {
+	if mr != 1 || g.isa.avx512() {
+		return false, nil
+	}
+	far := g.GP64()
+	g.MOVQ(r.ldb, far)
+	g.SHLQ(operand.U8(5), far)
+	return true, far
 }
 
 // pairMem is m for the first block of a pair (blk 0), or m moved by

@@ -112,13 +112,7 @@ func (g *gen) gemv4Block(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	aa := g.GP64()
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
-	pair := mr == 1 && !g.isa.avx512() // AVX-512: four chains already (see blockPairs)
-	var far reg.GPVirtual              // 32 rows of B in bytes: where a pair's second block starts
-	if pair {
-		far = g.GP64()
-		g.MOVQ(r.ldb, far)
-		g.SHLQ(operand.U8(5), far)
-	}
+	pair, far := g.pairs(r, mr)
 	g.startTile(r, acc, masked, lbl, pair)
 	// sums emits one step of block blk (0, or 1: the pair's second): its
 	// row's nv vectors from nv/2 loads, then per tile row a broadcast of a

@@ -57,8 +57,10 @@ func (g *gen) gemmTile(loadB func(nv int)) func(mr, nv int, l string) {
 	return func(mr, nv int, l string) { g.gemmBlock(loadB, mr, nv, l) }
 }
 
-// gemmBlock emits one tile of gemmTile.
-func (g *gen) gemmBlock(loadB func(nv int), mr, nv int, l string) {
+// tileStart starts an mr×nv tile whose accumulators are acc(i, j), rows
+// consecutive: at 0, or at C's rows (gAcc != 0), from gC; then the tile's
+// A row pointers from gA into gArow0...
+func (g *gen) tileStart(mr, nv int, l string, acc func(i, j int) V) {
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at 0, or at C.", mr, nv))
 	g.Inst("MOVD %s, %s", gC, gCrow)
 	g.Inst("CBNZ %s, %s_load", gAcc, l)
@@ -81,6 +83,11 @@ func (g *gen) gemmBlock(loadB func(nv int), mr, nv int, l string) {
 			g.Inst("ADD %s, %s, %s", gLda, gArow0+R(i-1), gArow0+R(i))
 		}
 	}
+}
+
+// gemmBlock emits one tile of gemmTile.
+func (g *gen) gemmBlock(loadB func(nv int), mr, nv int, l string) {
+	g.tileStart(mr, nv, l, acc)
 	g.Inst("MOVD %s, %s", gB, gBrow)
 	g.Inst("MOVD %s, %s", gK, gStep)
 	g.Comment(fmt.Sprintf("The k loop: a row of B, %d broadcasts of A, %d FMAs.", mr, mr*nv))

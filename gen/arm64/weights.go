@@ -342,28 +342,7 @@ func (g *gen) gemvArgs(int4 bool) {
 // A advance by mr rows.
 func (g *gen) gemvTile(mr, nv int, l string, acc, part func(i, j int) V, loadW func(first bool),
 	onA func(i int, bc V, first bool), offBlock func(part func(i, j int) V)) {
-	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at 0, or at C.", mr, nv))
-	g.Inst("MOVD %s, %s", gC, gCrow)
-	g.Inst("CBNZ %s, %s_load", gAcc, l)
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			g.zero(acc(i, j))
-		}
-	}
-	g.Inst("B %s_start", l)
-	g.Label(l + "_load")
-	for i := 0; i < mr; i++ {
-		g.Inst("VLD1 (%s), %s", gCrow, vlist(acc(i, 0), nv))
-		g.Inst("ADD %s, %s, %s", gLdc, gCrow, gCrow)
-	}
-	g.Label(l + "_start")
-	for i := 0; i < mr; i++ {
-		if i == 0 {
-			g.Inst("MOVD %s, %s", gA, gArow0)
-		} else {
-			g.Inst("ADD %s, %s, %s", gLda, gArow0+R(i-1), gArow0+R(i))
-		}
-	}
+	g.tileStart(mr, nv, l, acc)
 	g.Inst("MOVD %s, %s", gB, gBrow)
 	g.Inst("MOVD %s, %s", gS, gSrow)
 	if offBlock != nil {
