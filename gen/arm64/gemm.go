@@ -85,6 +85,19 @@ func (g *gen) tileStart(mr, nv int, l string, acc func(i, j int) V) {
 	}
 }
 
+// tileEnd stores a tile's accumulators acc(i, j) row by row from gC and
+// moves gC and gA past its mr rows.
+func (g *gen) tileEnd(mr, nv int, acc func(i, j int) V) {
+	g.Comment("Store the tile row by row.")
+	for i := 0; i < mr; i++ {
+		g.Inst("VST1 %s, (%s)", vlist(acc(i, 0), nv), gC)
+		g.Inst("ADD %s, %s, %s", gLdc, gC, gC)
+	}
+	for i := 0; i < mr; i++ {
+		g.Inst("ADD %s, %s, %s", gLda, gA, gA)
+	}
+}
+
 // gemmBlock emits one tile of gemmTile.
 func (g *gen) gemmBlock(loadB func(nv int), mr, nv int, l string) {
 	g.tileStart(mr, nv, l, acc)
@@ -102,12 +115,5 @@ func (g *gen) gemmBlock(loadB func(nv int), mr, nv int, l string) {
 	}
 	g.Inst("SUBS $1, %s, %s", gStep, gStep)
 	g.Inst("BNE %s", l)
-	g.Comment("Store the tile row by row.")
-	for i := 0; i < mr; i++ {
-		g.Inst("VST1 %s, (%s)", vlist(acc(i, 0), nv), gC)
-		g.Inst("ADD %s, %s, %s", gLdc, gC, gC)
-	}
-	for i := 0; i < mr; i++ {
-		g.Inst("ADD %s, %s, %s", gLda, gA, gA)
-	}
+	g.tileEnd(mr, nv, acc)
 }

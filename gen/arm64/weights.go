@@ -407,12 +407,5 @@ func (g *gen) gemvTile(mr, nv int, l string, acc, part func(i, j int) V, loadW f
 		g.Inst("ADD %s, %s, %s", gLdbZ, gZrow, gZrow)
 	}
 	g.Inst("CBNZ %s, %s_blocks", gLeft, l)
-	g.Comment("Store the tile row by row.")
-	for i := 0; i < mr; i++ {
-		g.Inst("VST1 %s, (%s)", vlist(acc(i, 0), nv), gC)
-		g.Inst("ADD %s, %s, %s", gLdc, gC, gC)
-	}
-	for i := 0; i < mr; i++ {
-		g.Inst("ADD %s, %s, %s", gLda, gA, gA)
-	}
+	g.tileEnd(mr, nv, acc)
 }
