@@ -10,7 +10,8 @@ import (
 )
 
 // Cache is a layer's KV cache for incremental decoding: the projected keys
-// and values (rotated, with rotary embeddings) of every token seen so far,
+// and values (rotated, with rotary embeddings) of every token seen so far
+// (keys only for a layer with ValueInKey: V is empty),
 // [Batch][KVHeads][Cap][dim] each (heads major, so that a decode step
 // streams each KV head's keys contiguously), stored as float32 (K and V) or, from
 // NewCacheOf, as 16-bit floats (K16 and V16, rounded to nearest even as
@@ -69,7 +70,7 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 		return nil, fmt.Errorf("%w: cache batch = %d, capacity = %d, both must be >= 1", ErrShape, batch, capacity)
 	}
 	nk, errK := allocFloats("cache K", batch, capacity, l.cfg.KVHeads, l.cfg.HeadDim)
-	nv, errV := allocFloats("cache V", batch, capacity, l.cfg.KVHeads, l.cfg.ValueDim)
+	nv, errV := allocFloats("cache V", batch, capacity, l.cfg.KVHeads, l.cfg.storedV())
 	if err := errors.Join(errK, errV); err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	case t.is16():
 		size /= 2
 	case t == Int8: // a byte per element and a float per block
-		size = (size + 4*uint64(l.cacheScales(batch, capacity, l.cfg.HeadDim)+l.cacheScales(batch, capacity, l.cfg.ValueDim))) / 4
+		size = (size + 4*uint64(l.cacheScales(batch, capacity, l.cfg.HeadDim)+l.cacheScales(batch, capacity, l.cfg.storedV()))) / 4
 	}
 	if err := checkAlloc("the cache", size+uint64(batch)*6); err != nil {
 		return nil, err
@@ -91,7 +92,7 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	case t == Int8:
 		c.K8, c.V8 = make([]int8, nk), make([]int8, nv)
 		c.KScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.HeadDim))
-		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.ValueDim))
+		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.storedV()))
 	default:
 		c.K, c.V = make([]float32, nk), make([]float32, nv)
 	}
@@ -114,13 +115,13 @@ func (c *Cache) Type() KVType {
 
 // kv returns the K and V of sequence b, [KVHeads][Cap][dim] each.
 func (c *Cache) kv(b int) kvData {
-	kw, vw := c.layer.cfg.KVHeads*c.layer.cfg.HeadDim, c.layer.cfg.KVHeads*c.layer.cfg.ValueDim
+	kw, vw := c.layer.cfg.KVHeads*c.layer.cfg.HeadDim, c.layer.cfg.KVHeads*c.layer.cfg.storedV()
 	kr, vr := b*c.capa*kw, b*c.capa*vw
 	switch {
 	case c.typ.is16():
 		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw], headsMajor: true}
 	case c.typ == Int8:
-		ksw, vsw := c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.ValueDim)
+		ksw, vsw := c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.storedV())
 		ksr, vsr := b*c.capa*ksw, b*c.capa*vsw
 		return kvData{t: c.typ, k8: c.K8[kr : kr+c.capa*kw], v8: c.V8[vr : vr+c.capa*vw],
 			ks: c.KScale[ksr : ksr+c.capa*ksw], vs: c.VScale[vsr : vsr+c.capa*vsw], headsMajor: true}
@@ -140,7 +141,7 @@ func (c *Cache) storable(b, at, n int, k, v []float32) error {
 		name string
 		src  []float32
 		dim  int
-	}{{"K", k, cfg.HeadDim}, {"V", v, cfg.ValueDim}} {
+	}{{"K", k, cfg.HeadDim}, {"V", v, cfg.storedV()}} {
 		for i := range n {
 			for g := range cfg.KVHeads {
 				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
@@ -168,7 +169,7 @@ func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
 		i8     []int8
 		scales []float32
 		dim    int
-	}{{k, c.K, c.K16, c.K8, c.KScale, cfg.HeadDim}, {v, c.V, c.V16, c.V8, c.VScale, cfg.ValueDim}} {
+	}{{k, c.K, c.K16, c.K8, c.KScale, cfg.HeadDim}, {v, c.V, c.V16, c.V8, c.VScale, cfg.storedV()}} {
 		nb := Int8Blocks(t.dim)
 		for g := 0; g < cfg.KVHeads; g++ {
 			first := (b*cfg.KVHeads+g)*c.capa + at // the head's row of token at

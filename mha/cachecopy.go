@@ -113,7 +113,7 @@ func (c *Cache) copyRows(to *Cache, src, a, dst, b, n int) {
 // HeadDim (K) and ValueDim (V) elements of from's type (to's too), int8's
 // scales along. Overlapping runs move as memmove moves them.
 func copyKV(cfg LayerConfig, to kvData, dstAt, dstStride int, from kvData, srcAt, srcStride, n int) {
-	dk, dv := cfg.HeadDim, cfg.ValueDim
+	dk, dv := cfg.HeadDim, cfg.storedV()
 	for g := 0; g < cfg.KVHeads; g++ {
 		j, i := dstAt+g*dstStride, srcAt+g*srcStride
 		switch {
@@ -144,7 +144,7 @@ func (c *Cache) compatible(to *Cache) error {
 	switch {
 	case c.typ != to.typ:
 		return fmt.Errorf("%w: CopyTo between caches of types %v and %v", ErrOption, c.typ, to.typ)
-	case a.KVHeads != b.KVHeads || a.HeadDim != b.HeadDim || a.ValueDim != b.ValueDim:
+	case a.KVHeads != b.KVHeads || a.HeadDim != b.HeadDim || a.ValueDim != b.ValueDim || a.ValueInKey != b.ValueInKey:
 		return fmt.Errorf("%w: CopyTo between layers of KVHeads, HeadDim, ValueDim %d, %d, %d and %d, %d, %d",
 			ErrOption, a.KVHeads, a.HeadDim, a.ValueDim, b.KVHeads, b.HeadDim, b.ValueDim)
 	case !sameRotary(a.Rotary, b.Rotary):

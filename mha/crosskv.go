@@ -34,6 +34,9 @@ func (l *Layer) NewCrossKVContext(ctx context.Context, xkv []float32, batch, kvL
 	if err != nil {
 		return nil, err
 	}
+	if l.mla != nil {
+		return nil, fmt.Errorf("%w: an MLA layer (NewMLALayer) does no cross-attention", ErrOption)
+	}
 	cfg := l.cfg
 	if batch < 1 || kvLen < 1 {
 		return nil, fmt.Errorf("%w: CrossKV batch = %d, kvLen = %d, both must be >= 1", ErrShape, batch, kvLen)
@@ -45,7 +48,7 @@ func (l *Layer) NewCrossKVContext(ctx context.Context, xkv []float32, batch, kvL
 	if err != nil {
 		return nil, err
 	}
-	nv, err := allocFloats("CrossKV V", batch, kvLen, cfg.KVHeads, cfg.ValueDim)
+	nv, err := allocFloats("CrossKV V", batch, kvLen, cfg.KVHeads, cfg.storedV())
 	if err != nil {
 		return nil, err
 	}

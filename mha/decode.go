@@ -80,6 +80,9 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			return fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
 		}
 	}
+	if l.mla != nil && o.Scale == 0 {
+		o.Scale = l.mla.scale
+	}
 	if len(counts) != cache.batch {
 		return fmt.Errorf("%w: counts has %d entries, the cache %d sequences", ErrBuffer, len(counts), cache.batch)
 	}
@@ -124,8 +127,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	}
 	sc := l.getScratch()
 	defer l.putScratch(sc)
-	if err := sc.size(Shape{Batch: 1, Heads: H, KVHeads: cfg.KVHeads, QLen: total, KVLen: total,
-		HeadDim: Dk, ValueDim: Dv}, true); err != nil {
+	if err := sc.size(cfg.shape(1, total, total), true); err != nil {
 		return err
 	}
 	// One problem per stepping sequence: its new rows of the packed
@@ -165,7 +167,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		if lse != nil {
 			o.LSE = lse[row*H : (row+n)*H]
 		}
-		shape := Shape{Batch: 1, Heads: H, KVHeads: cfg.KVHeads, QLen: n, KVLen: cache.capa, HeadDim: Dk, ValueDim: Dv}
+		shape := cfg.shape(1, n, cache.capa)
 		if works[w].p, err = problem(sc.attn[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], cache.kv(b), shape, &o, l.e.workers(&o)); err != nil {
 			return err
 		}
@@ -179,7 +181,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		return err
 	}
 	defer l.e.release()
-	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*Dv
+	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*cfg.storedV()
 	prep := prepWork{q: sc.q, k: sc.k, qRows: total, kRows: total}
 	if l.rope.half > 0 {
 		prep.pos, prep.seqLen, prep.cs = sc.positions(total, l.rope.half)
@@ -195,7 +197,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			row += counts[b]
 		}
 	}
-	if !(l.project(sc.q, x, &l.w.q, l.w.bq, total, c) &&
+	if !(l.projectQ(sc, x, total, c) &&
 		l.projectKV(sc.k, sc.v, x, total, c) &&
 		l.prepare(prep, c)) {
 		return ctx.Err()

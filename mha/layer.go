@@ -16,6 +16,12 @@ type LayerConfig struct {
 	KVHeads  int // key/value heads; 0 means Heads. Heads % KVHeads == 0 (GQA, MQA)
 	HeadDim  int // Dk of queries and keys
 	ValueDim int // Dv of values; 0 means HeadDim
+	// ValueInKey projects no values: each head's value is the first
+	// ValueDim elements of its key (after QK-norm and rotary), as MLA's
+	// absorbed form reads its latent (NewMLALayer sets it). WV and BV
+	// must then be absent (WQKV is Q then K), ValueDim at most HeadDim,
+	// and a cache holds the keys only.
+	ValueInKey bool
 
 	// Rotary, when Rotary.Dims > 0, rotates queries and keys by their
 	// positions (RoPE) in self-attention (Forward, Decode); the cache
@@ -25,6 +31,15 @@ type LayerConfig struct {
 	// NormEps is the epsilon of QK-norm (Weights.QNorm, KNorm); 0 means
 	// 1e-6 (Qwen3, Gemma 3, OLMo 2).
 	NormEps float32
+}
+
+// storedV is the width of a value row the layer projects and a cache
+// stores: ValueDim, or 0 when values are read inside the keys.
+func (cfg *LayerConfig) storedV() int {
+	if cfg.ValueInKey {
+		return 0
+	}
+	return cfg.ValueDim
 }
 
 // Weights are an MHA layer's parameters. By default the matrices are
@@ -115,6 +130,7 @@ type Layer struct {
 	w            layerWeights
 	rope         rope
 	qNorm, kNorm qkNorm
+	mla          *mlaParts // NewMLALayer's query stage, key norm and scale; nil for others
 
 	free freeList[*layerScratch]
 }
@@ -124,6 +140,8 @@ type Layer struct {
 type layerScratch struct {
 	tree          *treeScratch // DecodeTree's, made by its first call
 	q, k, v, attn []float32
+	qa            []float32 // an MLA layer's low-rank queries
+	opts          Options   // a call's options with an MLA layer's scale
 	pos           []int
 	cs            []float32
 }
@@ -131,6 +149,12 @@ type layerScratch struct {
 // NewLayer checks the weights against cfg and returns a layer running on e
 // (nil means Default()).
 func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
+	return newLayer(e, cfg, w, 0)
+}
+
+// newLayer is NewLayer with WQ's input width qIn (0: DModel; MLA's
+// q_lora_rank when its queries come from a low-rank stage).
+func newLayer(e *Engine, cfg LayerConfig, w Weights, qIn int) (*Layer, error) {
 	if e == nil {
 		var err error
 		if e, err = Default(); err != nil {
@@ -146,8 +170,7 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if cfg.ValueDim == 0 {
 		cfg.ValueDim = cfg.HeadDim
 	}
-	s := Shape{Batch: 1, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: 1, KVLen: 1,
-		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
+	s := cfg.shape(1, 1, 1)
 	if _, err := s.resolve(); err != nil {
 		return nil, err
 	}
@@ -155,8 +178,11 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 		return nil, fmt.Errorf("%w: DModel = %d, must be >= 1", ErrShape, cfg.DModel)
 	}
 	dm := cfg.DModel
+	if qIn == 0 {
+		qIn = dm
+	}
 	var widths [4]int // of Q, K, V and the concatenated heads (WO's input)
-	for i, d := range [4][2]int{{cfg.Heads, cfg.HeadDim}, {cfg.KVHeads, cfg.HeadDim}, {cfg.KVHeads, cfg.ValueDim}, {cfg.Heads, cfg.ValueDim}} {
+	for i, d := range [4][2]int{{cfg.Heads, cfg.HeadDim}, {cfg.KVHeads, cfg.HeadDim}, {cfg.KVHeads, cfg.storedV()}, {cfg.Heads, cfg.ValueDim}} {
 		n, ok := product(d[0], d[1])
 		if !ok {
 			return nil, overflow("projection width", d[:])
@@ -164,12 +190,15 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 		widths[i] = n
 	}
 	qw, kw, vw, ow := widths[0], widths[1], widths[2], widths[3]
+	if cfg.ValueInKey && (w.WV != nil || w.WV16 != nil || w.WV8.Data != nil || w.WV8.Scales != nil || w.WV4.Data != nil || w.BV != nil) {
+		return nil, fmt.Errorf("%w: ValueInKey reads values inside the keys: WV and BV must be nil", ErrOption)
+	}
 	if qw > maxCoord-kw-vw {
 		return nil, overflow("fused QKV width", []int{qw, kw, vw})
 	}
 	cols := tile.PanelCols(e.ks)
 	packed := uint64(0) // PackB pads every matrix to whole panels
-	for _, m := range [4][2]int{{dm, qw}, {dm, kw}, {dm, vw}, {ow, dm}} {
+	for _, m := range [4][2]int{{qIn, qw}, {dm, kw}, {dm, vw}, {ow, dm}} {
 		n, err := allocFloats("packed weights", m[0], (m[1]+cols-1)/cols, cols)
 		if err != nil {
 			return nil, err
@@ -194,7 +223,7 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	if l.kNorm, err = newQKNorm("KNorm", w.KNorm, cfg.KVHeads, cfg.HeadDim, eps); err != nil {
 		return nil, err
 	}
-	if l.w, err = packWeights(w, dm, qw, kw, vw, ow, cols); err != nil {
+	if l.w, err = packWeights(w, dm, qIn, qw, kw, vw, ow, cols); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -206,7 +235,7 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 func (l *Layer) reserve() {
 	wb := 0
 	if l.w.q.Type != fallback.KVFloat32 {
-		wb = tile.WeightBlockFloats(max(l.cfg.DModel, l.cfg.Heads*l.cfg.ValueDim), l.w.q.Ld)
+		wb = tile.WeightBlockFloats(max(l.cfg.DModel, l.cfg.Heads*l.cfg.ValueDim, l.w.q.K), l.w.q.Ld)
 	}
 	l.e.reserve(l.cfg.HeadDim, l.cfg.ValueDim, wb)
 }
@@ -304,9 +333,11 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	if err != nil {
 		return err
 	}
+	if l.mla != nil && !self {
+		return fmt.Errorf("%w: an MLA layer (NewMLALayer) does no cross-attention", ErrOption)
+	}
 	cfg := l.cfg
-	shape := Shape{Batch: batch, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: qLen, KVLen: kvLen,
-		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
+	shape := cfg.shape(batch, qLen, kvLen)
 	if _, err := shape.resolve(); err != nil {
 		return err
 	}
@@ -350,6 +381,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	}
 	ws := l.e.getWorks(1)
 	defer l.e.putWorks(ws)
+	opts = l.mlaScale(sc, opts)
 	if ws[0].p, err = problem(sc.attn, sc.q, kv, shape, opts, l.e.workers(opts)); err != nil {
 		return err
 	}
@@ -358,7 +390,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 		return err
 	}
 	defer l.e.release()
-	if !(l.project(sc.q, xq, &l.w.q, l.w.bq, mq, c) &&
+	if !(l.projectQ(sc, xq, mq, c) &&
 		(ckv != nil || l.projectKV(sc.k, sc.v, xkv, mkv, c)) &&
 		l.prepare(prep, c) &&
 		l.e.attend(ws, c) &&
@@ -368,21 +400,33 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	return nil
 }
 
-// projectKV projects m rows of x into keys and values.
+// projectKV projects m rows of x into keys and values (keys only with
+// ValueInKey).
 func (l *Layer) projectKV(k, v, x []float32, m int, c call) bool {
-	return l.project(k, x, &l.w.k, l.w.bk, m, c) && l.project(v, x, &l.w.v, l.w.bv, m, c)
+	return l.project(k, x, &l.w.k, l.w.bk, m, c) && (l.cfg.ValueInKey || l.project(v, x, &l.w.v, l.w.bv, m, c))
+}
+
+// shape is the attention shape of the layer's calls: batch sequences of
+// qLen queries over kvLen keys.
+func (cfg *LayerConfig) shape(batch, qLen, kvLen int) Shape {
+	return Shape{Batch: batch, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: qLen, KVLen: kvLen,
+		HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim, ValueInKey: cfg.ValueInKey}
 }
 
 // size makes the scratch hold the projections of shape (resolved), those
-// of K and V only when kv.
+// of K and V only when kv (no V with ValueInKey).
 func (sc *layerScratch) size(s Shape, kv bool) error {
 	if !kv {
 		s.KVLen = 0
 	}
+	dv := s.ValueDim
+	if s.ValueInKey {
+		dv = 0
+	}
 	var n [4]int
 	total := uint64(0)
 	for i, d := range [4][4]int{{s.Batch, s.QLen, s.Heads, s.HeadDim}, {s.Batch, s.KVLen, s.KVHeads, s.HeadDim},
-		{s.Batch, s.KVLen, s.KVHeads, s.ValueDim}, {s.Batch, s.QLen, s.Heads, s.ValueDim}} {
+		{s.Batch, s.KVLen, s.KVHeads, dv}, {s.Batch, s.QLen, s.Heads, s.ValueDim}} {
 		var err error
 		if n[i], err = allocFloats("the layer's projections", d[:]...); err != nil {
 			return err

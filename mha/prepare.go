@@ -47,18 +47,28 @@ func (t *prepWork) Run(_ *kernels.Set, n int, _ *tile.Workspace) {
 			cs = t.cs[r*2*half : (r+1)*2*half]
 			l.rope.angles(cs, t.pos[r], freq)
 		}
-		if r < t.qRows {
-			l.qNorm.transform(&l.rope, t.q[r*H*dk:(r+1)*H*dk], H, dk, cs)
-		}
-		if r < t.kRows {
-			l.kNorm.transform(&l.rope, t.k[r*Hkv*dk:(r+1)*Hkv*dk], Hkv, dk, cs)
+		switch {
+		case l.mla != nil: // one KV head: the latent normed, the rotary values rotated
+			if r < t.qRows {
+				l.mla.transformQ(&l.rope, t.q[r*H*dk:(r+1)*H*dk], H, dk, cs)
+			}
+			if r < t.kRows {
+				l.mla.transformK(&l.rope, t.k[r*dk:(r+1)*dk], cs)
+			}
+		default:
+			if r < t.qRows {
+				l.qNorm.transform(&l.rope, t.q[r*H*dk:(r+1)*H*dk], H, dk, cs)
+			}
+			if r < t.kRows {
+				l.kNorm.transform(&l.rope, t.k[r*Hkv*dk:(r+1)*Hkv*dk], Hkv, dk, cs)
+			}
 		}
 	}
 }
 
 // prepares reports whether the layer changes q or k after projection.
 func (l *Layer) prepares() bool {
-	return l.rope.half > 0 || l.qNorm.w != nil || l.kNorm.w != nil
+	return l.rope.half > 0 || l.qNorm.w != nil || l.kNorm.w != nil || l.mla != nil
 }
 
 // prepare runs t on the pool (nothing when the layer has neither QK-norm

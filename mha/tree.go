@@ -162,21 +162,22 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 	t.o1, t.o2 = sized(t.o1, rows*H*Dv), sized(t.o2, rows*H*Dv)
 	t.l1, t.l2, t.lrow = sized(t.l1, rows*H), sized(t.l2, rows*H), sized(t.lrow, rows*H)
 	t.acc = sized(t.acc, Dv)
+	sv := cfg.storedV() // the tree's V rows: none inside K
 	switch {
 	case typ.is16():
-		t.k16, t.v16 = sized(t.k16, rows*Hkv*Dk), sized(t.v16, rows*Hkv*Dv)
+		t.k16, t.v16 = sized(t.k16, rows*Hkv*Dk), sized(t.v16, rows*Hkv*sv)
 	case typ == Int8:
-		t.k8, t.v8 = sized(t.k8, rows*Hkv*Dk), sized(t.v8, rows*Hkv*Dv)
-		t.ks, t.vs = sized(t.ks, rows*Hkv*Int8Blocks(Dk)), sized(t.vs, rows*Hkv*Int8Blocks(Dv))
+		t.k8, t.v8 = sized(t.k8, rows*Hkv*Dk), sized(t.v8, rows*Hkv*sv)
+		t.ks, t.vs = sized(t.ks, rows*Hkv*Int8Blocks(Dk)), sized(t.vs, rows*Hkv*Int8Blocks(sv))
 	default:
-		t.k, t.v = sized(t.k, rows*Hkv*Dk), sized(t.v, rows*Hkv*Dv)
+		t.k, t.v = sized(t.k, rows*Hkv*Dk), sized(t.v, rows*Hkv*sv)
 	}
 }
 
 // kv returns the tree keys of the sequence whose rows start at row, n of
 // them: [1][Hkv][n][dim] in the cache's type, filled by fill.
 func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
-	Hkv, Dk, Dv := cfg.KVHeads, cfg.HeadDim, cfg.ValueDim
+	Hkv, Dk, Dv := cfg.KVHeads, cfg.HeadDim, cfg.storedV()
 	kr, vr := [2]int{row * Hkv * Dk, (row + n) * Hkv * Dk}, [2]int{row * Hkv * Dv, (row + n) * Hkv * Dv}
 	d := kvData{t: typ, headsMajor: true}
 	switch {
@@ -198,14 +199,14 @@ func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
 // tokens, have its cached length, o the caller's options.
 func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScratch, cache *Cache, b, row, n int, o *Options) (int, error) {
 	cfg := l.cfg
-	H, Hkv, Dk, Dv := cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.ValueDim
+	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
 	have := int(cache.lens[b].Load())
 	workers := l.e.workers(o)
 	for i := 0; i < n; i++ {
 		t.lens[row+i] = have
 	}
 	// The history: every cached key, seen by every new token.
-	hist := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: n, KVLen: cache.capa, HeadDim: Dk, ValueDim: Dv}
+	hist := cfg.shape(1, n, cache.capa)
 	oh := Options{Scale: o.Scale, Softcap: o.Softcap, Sinks: o.Sinks, KVLens: t.lens[row : row+1], LSE: t.l1[row*H : (row+n)*H]}
 	var err error
 	if !historyPerRow(o) {
@@ -249,7 +250,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 			}
 		}
 	}
-	tree := Shape{Batch: 1, Heads: H, KVHeads: Hkv, QLen: n, KVLen: n, HeadDim: Dk, ValueDim: Dv}
+	tree := cfg.shape(1, n, n)
 	if works[w].p, err = problem(t.o2[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], t.kv(cfg, cache.typ, row, n), tree, &ot, workers); err != nil {
 		return w, err
 	}

@@ -177,7 +177,7 @@ func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Pack
 // packWeights checks the matrices and biases of w and packs the matrices
 // as w.Type in panels of cols columns: dm is DModel, qw, kw, vw the widths
 // of the Q, K and V projections, ow of the concatenated heads.
-func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) {
+func packWeights(w Weights, dm, qIn, qw, kw, vw, ow, cols int) (layerWeights, error) {
 	t := w.Type
 	if t != Float32 && !t.is16() && t != Int8 && t != Int4 {
 		return layerWeights{}, fmt.Errorf("%w: Weights.Type %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
@@ -186,7 +186,7 @@ func packWeights(w Weights, dm, qw, kw, vw, ow, cols int) (layerWeights, error) 
 	mats := []givenMatrix{{"WO", w.WO, w.WO16, w.WO8, w.WO4, ow, dm}}
 	biases := []givenMatrix{{name: "BO", f32: w.BO, in: 1, out: dm}}
 	fused := givenMatrix{"WQKV", w.WQKV, w.WQKV16, w.WQKV8, w.WQKV4, dm, fw}
-	separate := []givenMatrix{{"WQ", w.WQ, w.WQ16, w.WQ8, w.WQ4, dm, qw}, {"WK", w.WK, w.WK16, w.WK8, w.WK4, dm, kw}, {"WV", w.WV, w.WV16, w.WV8, w.WV4, dm, vw}}
+	separate := []givenMatrix{{"WQ", w.WQ, w.WQ16, w.WQ8, w.WQ4, qIn, qw}, {"WK", w.WK, w.WK16, w.WK8, w.WK4, dm, kw}, {"WV", w.WV, w.WV16, w.WV8, w.WV4, dm, vw}}
 	if fused.given() || w.BQKV != nil {
 		for _, g := range separate {
 			if g.given() {
@@ -250,5 +250,5 @@ func (l *Layer) WeightBytes() int64 {
 	if l == nil {
 		return 0
 	}
-	return l.w.bytes()
+	return l.w.bytes() + l.mla.bytes()
 }
