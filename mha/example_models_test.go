@@ -141,3 +141,73 @@ func decodeTwo(cfg mha.LayerConfig) {
 	}
 	fmt.Printf("%d tokens decoded, %d heads over %d KV heads of %d\n", cache.Len(0), cfg.Heads, kv, cfg.HeadDim)
 }
+
+// DeepSeek V3's attention through NewMLALayer, its config.json mapped
+// field by field: "hidden_size": 7168 → DModel, "num_attention_heads":
+// 128 → Heads, "q_lora_rank": 1536, "kv_lora_rank": 512,
+// "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+// "rope_theta": 10000, "rope_interleave": true, "rms_norm_eps": 1e-6 and
+// "rope_scaling": {"type": "yarn", "factor": 40, "mscale": 1.0,
+// "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1,
+// "original_max_position_embeddings": 4096}. Its tensors are the
+// checkpoint's q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,
+// kv_a_layernorm, kv_b_proj and o_proj weights (here made up). The layer
+// built here has the model's structure at a smaller width, so that the
+// example runs quickly.
+func ExampleNewMLALayer() {
+	v3 := mha.MLAConfig{DModel: 7168, Heads: 128, QLoraRank: 1536, KVLoraRank: 512, NopeDim: 128, RopeDim: 64, VHeadDim: 128,
+		Rotary: mha.Rotary{Base: 10000, Interleaved: true, Scaling: &mha.RopeScaling{Type: "yarn", Factor: 40,
+			MScale: 1, MScaleAllDim: 1, BetaFast: 32, BetaSlow: 1, OriginalMaxPositions: 4096}}, NormEps: 1e-6}
+	// A token's cache row is its latent and rotary values, shared by all
+	// 128 heads.
+	fmt.Printf("DeepSeek V3: cache row %d values, %d bytes as bfloat16\n", v3.KVLoraRank+v3.RopeDim, 2*(v3.KVLoraRank+v3.RopeDim))
+
+	c := v3
+	c.DModel, c.Heads, c.QLoraRank, c.KVLoraRank, c.NopeDim, c.VHeadDim = 64, 4, 32, 32, 16, 16
+	fill := func(n int, v float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = v + float32(i%13-6)/64
+		}
+		return x
+	}
+	w := mha.MLAWeights{
+		WQA: fill(c.QLoraRank*c.DModel, 0), QANorm: fill(c.QLoraRank, 1),
+		WQB:  fill(c.Heads*(c.NopeDim+c.RopeDim)*c.QLoraRank, 0),
+		WKVA: fill((c.KVLoraRank+c.RopeDim)*c.DModel, 0), KVANorm: fill(c.KVLoraRank, 1),
+		WKVB: fill(c.Heads*(c.NopeDim+c.VHeadDim)*c.KVLoraRank, 0), WO: fill(c.DModel*c.Heads*c.VHeadDim, 0),
+		Type: mha.BFloat16,
+	}
+	layer, err := mha.NewMLALayer(nil, c, w)
+	if err != nil {
+		panic(err)
+	}
+	cfg := layer.Config()
+	fmt.Printf("layer: %d heads over %d KV head, HeadDim %d, ValueDim %d read inside the keys: %v\n",
+		cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.ValueDim, cfg.ValueInKey)
+
+	cache, err := layer.NewCacheOf(1, 16, mha.BFloat16)
+	if err != nil {
+		panic(err)
+	}
+	x := fill(5*c.DModel, 0.1)
+	stepwise, whole := make([]float32, len(x)), make([]float32, len(x))
+	for i := 0; i < 5; i++ { // token by token through the cache
+		if err := layer.Decode(stepwise[i*c.DModel:(i+1)*c.DModel], x[i*c.DModel:(i+1)*c.DModel], cache, 1, nil); err != nil {
+			panic(err)
+		}
+	}
+	if err := layer.Forward(whole, x, 1, 5, &mha.Options{Causal: true}); err != nil {
+		panic(err)
+	}
+	diff, size := 0.0, 0.0
+	for i := range whole {
+		diff, size = math.Max(diff, math.Abs(float64(stepwise[i]-whole[i]))), math.Max(size, math.Abs(float64(whole[i])))
+	}
+	fmt.Printf("%d tokens cached, K %d values, V %d; decoding matches Forward within bfloat16: %v\n",
+		cache.Len(0), len(cache.K16), len(cache.V16), diff <= 1e-2*size)
+	// Output:
+	// DeepSeek V3: cache row 576 values, 1152 bytes as bfloat16
+	// layer: 4 heads over 1 KV head, HeadDim 96, ValueDim 32 read inside the keys: true
+	// 5 tokens cached, K 1536 values, V 0; decoding matches Forward within bfloat16: true
+}
