@@ -259,7 +259,10 @@ func clone(bias []float32, n int) []float32 {
 // Config returns the layer's configuration with every default filled in
 // (KVHeads, ValueDim, NormEps, and Rotary.Base and Scale when Rotary is
 // on), so that NewLayer of it makes the same layer; the zero value for a
-// nil Layer.
+// nil Layer. For a layer from NewMLALayer it describes the absorbed
+// attention (one KV head of KVLoraRank+RopeDim, ValueInKey), which
+// NewLayer cannot rebuild: its low-rank query stage, latent norm and
+// rotary placement are NewMLALayer's.
 func (l *Layer) Config() LayerConfig {
 	if l == nil {
 		return LayerConfig{}
