@@ -179,7 +179,10 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	ks, p, it, ws, rp := r.ks, r.p, r.it, r.ws, r.rp
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
 	kblk, ldk := r.kvBlock(kb, nk, false)
-	vblk, ldv := r.kvBlock(kb, nk, true)
+	vblk, ldv := kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
+	if !p.VInK || p.KVType == fallback.KVFloat32 {
+		vblk, ldv = r.kvBlock(kb, nk, true)
+	}
 	s := ws.s[:nk*rp]
 	if ws.dot {
 		ks.Dot(s[r0:], rp, kblk, ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
