@@ -253,6 +253,17 @@ func callOf(ctx context.Context, opts *Options) (call, error) {
 	return call{threads: threadsOf(opts), cancel: ctx.Done()}, nil
 }
 
+// usableOr returns e, or Default() for nil, if it can take calls.
+func usableOr(e *Engine) (*Engine, error) {
+	if e == nil {
+		var err error
+		if e, err = Default(); err != nil {
+			return nil, err
+		}
+	}
+	return e, e.usable()
+}
+
 // getWorks returns n cleared attnWorks from the engine's free list.
 func (e *Engine) getWorks(n int) []attnWork {
 	ws, _ := e.works.get()

@@ -155,13 +155,8 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 // newLayer is NewLayer with WQ's input width qIn (0: DModel; MLA's
 // q_lora_rank when its queries come from a low-rank stage).
 func newLayer(e *Engine, cfg LayerConfig, w Weights, qIn int) (*Layer, error) {
-	if e == nil {
-		var err error
-		if e, err = Default(); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.usable(); err != nil {
+	e, err := usableOr(e)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.KVHeads == 0 {

@@ -94,13 +94,8 @@ type mlaParts struct {
 // A missing or mis-sized tensor is ErrBuffer naming it, a NaN or ±Inf
 // ErrNonFinite naming the tensor and index, a bad size ErrShape.
 func NewMLALayer(e *Engine, cfg MLAConfig, w MLAWeights) (*Layer, error) {
-	if e == nil {
-		var err error
-		if e, err = Default(); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.usable(); err != nil {
+	e, err := usableOr(e)
+	if err != nil {
 		return nil, err
 	}
 	for _, d := range []struct {
