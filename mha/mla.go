@@ -202,7 +202,7 @@ func absorbMLA(e *Engine, cfg MLAConfig, w MLAWeights, qIn int) (wq, wo []float3
 	}
 	defer e.release()
 	cols := tile.PanelCols(e.ks)
-	c := call{threads: 0}
+	var c call // every worker, no cancellation
 	for h := 0; h < H; h++ {
 		uk := w.WKVB[h*kv*lat : (h*kv+nope)*lat] // W_UK_h, [nope][lat]
 		for n := 0; n < nope; n++ {
@@ -233,10 +233,7 @@ func (l *Layer) projectQ(sc *layerScratch, x []float32, m int, c call) bool {
 	if !l.project(sc.qa, x, &l.mla.qa, nil, m, c) {
 		return false
 	}
-	var none rope
-	for i := 0; i < m; i++ {
-		l.mla.qaNorm.transform(&none, sc.qa[i*r:(i+1)*r], 1, r, nil)
-	}
+	l.mla.qaNorm.transform(&l.rope, sc.qa[:m*r], m, r, nil) // each row its own norm (no angles: no rotation)
 	return l.project(sc.q, sc.qa, &l.w.q, l.w.bq, m, c)
 }
 
@@ -254,10 +251,7 @@ func (m *mlaParts) transformQ(ro *rope, q []float32, heads, dk int, cs []float32
 // transformK norms one token's key latent (its first lat values) and
 // rotates its rotary values by cs (nil: none).
 func (m *mlaParts) transformK(ro *rope, k []float32, cs []float32) {
-	inv := m.kvNorm.factor(k[:m.lat])
-	for i, w := range m.kvNorm.w {
-		k[i] = k[i] * inv * w
-	}
+	m.kvNorm.transform(ro, k[:m.lat], 1, m.lat, nil)
 	if cs != nil {
 		ro.apply(k[m.lat:], cs, 1, nil)
 	}
