@@ -36,6 +36,17 @@ func libraryAllocs(t *testing.T, f func()) (int64, string) {
 	return n, strings.Join(where, "; ")
 }
 
+// stepAllocs runs step once to warm up, then n times under libraryAllocs.
+func stepAllocs(t *testing.T, n int, step func()) (int64, string) {
+	t.Helper()
+	step()
+	return libraryAllocs(t, func() {
+		for range n {
+			step()
+		}
+	})
+}
+
 // librarySites returns the cumulative allocation count of each library
 // site. The profile is published at the end of a GC cycle and holds the
 // allocations of the cycle before: two cycles make it current.

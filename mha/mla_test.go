@@ -221,21 +221,29 @@ func TestMLALayer(t *testing.T) {
 	}
 }
 
-// TestMLAFork: an MLA cache's sequence forked by CopyTo then decoded gives,
-// bit for bit, what decoding the prefix itself gives; Keep and DecodeTree
-// run on it.
-func TestMLAFork(t *testing.T) {
-	rng := rand.New(rand.NewPCG(62, 62))
+// mlaWithCache returns an MLA layer with q_lora, interleaved rotary and
+// yarn on the first engine, a bfloat16 cache of batch sequences of
+// capacity tokens, and the layer's DModel.
+func mlaWithCache(t *testing.T, rng *rand.Rand, batch, capacity int) (*Layer, *Cache, int) {
+	t.Helper()
 	mc := newMLACase(rng, 24, true, true)
 	l, err := NewMLALayer(engines[0], mc.cfg, mc.w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dm := mc.cfg.DModel
-	cache, err := l.NewCacheOf(2, 16, BFloat16)
+	c, err := l.NewCacheOf(batch, capacity, BFloat16)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, c, mc.cfg.DModel
+}
+
+// TestMLAFork: an MLA cache's sequence forked by CopyTo then decoded gives,
+// bit for bit, what decoding the prefix itself gives; Keep and DecodeTree
+// run on it.
+func TestMLAFork(t *testing.T) {
+	rng := rand.New(rand.NewPCG(62, 62))
+	l, cache, dm := mlaWithCache(t, rng, 2, 16)
 	prompt, next := random(rng, 6*dm), random(rng, dm)
 	y := make([]float32, 6*dm)
 	if err := l.DecodeSeqs(nil, y, prompt, cache, []int{6, 0}, nil); err != nil {
@@ -356,16 +364,7 @@ func TestMLAErrors(t *testing.T) {
 // steady state.
 func TestMLANoAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(65, 65))
-	mc := newMLACase(rng, 24, true, true)
-	l, err := NewMLALayer(engines[0], mc.cfg, mc.w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm := mc.cfg.DModel
-	c, err := l.NewCacheOf(1, 64, BFloat16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, c, dm := mlaWithCache(t, rng, 1, 64)
 	x, y := random(rng, 8*dm), make([]float32, 8*dm)
 	step := func() {
 		if err := l.Decode(y[:dm], x[:dm], c, 1, nil); err != nil {
@@ -378,12 +377,7 @@ func TestMLANoAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	step()
-	if n, where := libraryAllocs(t, func() {
-		for range 20 {
-			step()
-		}
-	}); n != 0 {
+	if n, where := stepAllocs(t, 20, step); n != 0 {
 		t.Errorf("20 MLA steps allocated %d objects in the library: %s", n, where)
 	}
 }

@@ -346,12 +346,7 @@ func TestDecodeTreeNoAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		step()
-		if n, where := libraryAllocs(t, func() {
-			for range 20 {
-				step()
-			}
-		}); n != 0 {
+		if n, where := stepAllocs(t, 20, step); n != 0 {
 			t.Errorf("options %+v: 20 tree steps allocated %d objects in the library: %s", o, n, where)
 		}
 	}
