@@ -73,10 +73,7 @@ func int4Panels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
 // C, split as gemmPanels splits them: kernels[t] for 16-bit weights of
 // type t, i8 for int8 ones.
 func weightPanels(kernels [2]gemmW16Func, i8 gemmWI8Func, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
-	acc := 0
-	if accumulate {
-		acc = 1
-	}
+	acc := accFlag(accumulate)
 	for v0 := 0; v0*lanes < n; {
 		nv, tail := panel(v0, n, lanes, maxNV)
 		j0 := v0 * lanes
@@ -134,10 +131,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			weightPanels(k.gemmW16, k.gemvWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
 		},
 		gemvI4: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
-			acc := 0
-			if accumulate {
-				acc = 1
-			}
+			acc := accFlag(accumulate)
 			int4Panels(lanes, maxNV, n, func(j0, nv, tail int) {
 				k.gemvWI4(&c[j0], ldc, &a[0], lda, &b.I4[j0/2], b.Ld, m, kk, nv, tail, acc, &b.S[j0], &b.Z[j0])
 			})

@@ -96,10 +96,7 @@ const neonWeightCols = asm.LanesNEON * asm.PanelVecsNEON
 // scales and zero points are read in whole vectors, as the contract
 // allows).
 func neonWeights(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
-	acc := 0
-	if accumulate {
-		acc = 1
-	}
+	acc := accFlag(accumulate)
 	for j0 := 0; j0 < n; j0 += neonWeightCols {
 		w := min(neonWeightCols, n-j0)
 		nv := (w + asm.LanesNEON - 1) / asm.LanesNEON

@@ -39,10 +39,7 @@ const qkChunk = 48
 // gemmPanels runs a GEMM kernel over the column panels of C, in chunks of
 // chunk rows of A (0: all).
 func gemmPanels(kernel gemmFunc, lanes, maxNV, chunk int, c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
-	acc := 0
-	if accumulate {
-		acc = 1
-	}
+	acc := accFlag(accumulate)
 	if chunk <= 0 || n <= lanes*maxNV {
 		chunk = m
 	}
@@ -55,6 +52,14 @@ func gemmPanels(kernel gemmFunc, lanes, maxNV, chunk int, c []float32, ldc int, 
 			v0 += nv
 		}
 	}
+}
+
+// accFlag is a kernel's acc argument: 1 to add to C, 0 to overwrite it.
+func accFlag(accumulate bool) int {
+	if accumulate {
+		return 1
+	}
+	return 0
 }
 
 // softmaxFunc and biasFunc are the signatures of the generated Softmax and
