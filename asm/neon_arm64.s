@@ -9349,7 +9349,7 @@ dqk_block:
 dqk_16:
 	CMP $16, R19
 	BLT dqk_4
-	VLD1.P 16(R22), [V25.B16]
+	VLD1 (R22), [V25.B16]
 	WORD $0x4f08a73b // sxtl2 v27.8h, v25.16b
 	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
 	WORD $0x4f10a77c // sxtl2 v28.4s, v27.8h
@@ -9357,22 +9357,24 @@ dqk_16:
 	WORD $0x4f10a73a // sxtl2 v26.4s, v25.8h
 	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
 	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
-	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
 	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
-	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
 	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
-	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
 	WORD $0x4e21db9c // scvtf v28.4s, v28.4s
+	ADD $16, R22, R22
+	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
+	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
+	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
 	WORD $0x6e38df9c // fmul v28.4s, v28.4s, v24.4s
 	VST1.P [V25.S4, V26.S4, V27.S4, V28.S4], 64(R17)
 	SUB $16, R19, R19
 	B dqk_16
 dqk_4:
 	CBZ R19, dqk_next
-	FMOVS.P 4(R22), F25
+	FMOVS (R22), F25
 	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
 	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
 	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD $4, R22, R22
 	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
 	VST1.P [V25.S4], 16(R17)
 	SUB $4, R19, R19
@@ -9402,7 +9404,7 @@ dqv_block:
 dqv_16:
 	CMP $16, R19
 	BLT dqv_4
-	VLD1.P 16(R22), [V25.B16]
+	VLD1 (R22), [V25.B16]
 	WORD $0x4f08a73b // sxtl2 v27.8h, v25.16b
 	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
 	WORD $0x4f10a77c // sxtl2 v28.4s, v27.8h
@@ -9410,22 +9412,24 @@ dqv_16:
 	WORD $0x4f10a73a // sxtl2 v26.4s, v25.8h
 	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
 	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
-	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
 	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
-	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
 	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
-	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
 	WORD $0x4e21db9c // scvtf v28.4s, v28.4s
+	ADD $16, R22, R22
+	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
+	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
+	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
 	WORD $0x6e38df9c // fmul v28.4s, v28.4s, v24.4s
 	VST1.P [V25.S4, V26.S4, V27.S4, V28.S4], 64(R17)
 	SUB $16, R19, R19
 	B dqv_16
 dqv_4:
 	CBZ R19, dqv_next
-	FMOVS.P 4(R22), F25
+	FMOVS (R22), F25
 	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
 	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
 	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD $4, R22, R22
 	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
 	VST1.P [V25.S4], 16(R17)
 	SUB $4, R19, R19

@@ -269,28 +269,12 @@ func (g *gen) dequantBlock() {
 		g.Label(t.name + "_16")
 		g.Inst("CMP $16, %s", dQw)
 		g.Inst("BLT %s_4", t.name)
-		g.Inst("VLD1.P 16(%s), [%s]", dT, V(25).B16())
-		g.Emit(EncXTL(27, 25, false, true, true))
-		g.Emit(EncXTL(25, 25, false, true, false))
-		g.Emit(EncXTL(28, 27, false, false, true))
-		g.Emit(EncXTL(27, 27, false, false, false))
-		g.Emit(EncXTL(26, 25, false, false, true))
-		g.Emit(EncXTL(25, 25, false, false, false))
-		for j := V(25); j <= 28; j++ {
-			g.Emit(EncSCVTF(j, j, false))
-			g.Emit(EncFMUL(j, j, 24))
-		}
-		g.Inst("VST1.P %s, 64(%s)", vlist(25, 4), dKw)
+		g.dequantStep(dT, 4)
 		g.Inst("SUB $16, %s, %s", dQw, dQw)
 		g.Inst("B %s_16", t.name)
 		g.Label(t.name + "_4")
 		g.Inst("CBZ %s, %s_next", dQw, t.name)
-		g.Inst("FMOVS.P 4(%s), %s", dT, V(25).F())
-		g.Emit(EncXTL(25, 25, false, true, false))
-		g.Emit(EncXTL(25, 25, false, false, false))
-		g.Emit(EncSCVTF(25, 25, false))
-		g.Emit(EncFMUL(25, 25, 24))
-		g.Inst("VST1.P [%s], 16(%s)", V(25).S4(), dKw)
+		g.dequantStep(dT, 1)
 		g.Inst("SUB $4, %s, %s", dQw, dQw)
 		g.Inst("B %s_4", t.name)
 		g.Label(t.name + "_next")
@@ -302,6 +286,18 @@ func (g *gen) dequantBlock() {
 		g.Inst("SUBS $1, %s, %s", dRowQ, dRowQ)
 		g.Inst("BNE %s_row", t.name)
 	}
+}
+
+// dequantStep dequantizes nv·4 int8 values from (src) by the scale in
+// V24 into V25.. (widenBytes), stores them at dKw and moves src and dKw
+// past them.
+func (g *gen) dequantStep(src R, nv int) {
+	g.widenBytes(src, nv, false, 25)
+	g.Inst("ADD $%d, %s, %s", 4*nv, src, src)
+	for j := 0; j < nv; j++ {
+		g.Emit(EncFMUL(V(25+j), V(25+j), 24))
+	}
+	g.Inst("VST1.P %s, %d(%s)", vlist(25, nv), 16*nv, dKw)
 }
 
 // touchBlock emits, for K and then V if its rows are adjacent (stride =
