@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 
 	. "github.com/fastattn/fastattn/gen/neon"
 )
@@ -48,11 +49,7 @@ func (g *gen) rowGroupsOf(l string, h int, block func(mr int, lbl string)) {
 		if mr == 1 {
 			next = l + "_done"
 		}
-		bit := 0
-		for 1<<bit < mr {
-			bit++
-		}
-		g.Inst("TBZ $%d, %s, %s", bit, rRows, next)
+		g.Inst("TBZ $%d, %s, %s", bits.TrailingZeros(uint(mr)), rRows, next) // mr's bit of the rows left
 		block(mr, fmt.Sprintf("%s_rows%d", l, mr))
 	}
 	g.Label(l + "_done")
