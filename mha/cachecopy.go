@@ -145,8 +145,8 @@ func (c *Cache) compatible(to *Cache) error {
 	case c.typ != to.typ:
 		return fmt.Errorf("%w: CopyTo between caches of types %v and %v", ErrOption, c.typ, to.typ)
 	case a.KVHeads != b.KVHeads || a.HeadDim != b.HeadDim || a.ValueDim != b.ValueDim || a.ValueInKey != b.ValueInKey:
-		return fmt.Errorf("%w: CopyTo between layers of KVHeads, HeadDim, ValueDim %d, %d, %d and %d, %d, %d",
-			ErrOption, a.KVHeads, a.HeadDim, a.ValueDim, b.KVHeads, b.HeadDim, b.ValueDim)
+		return fmt.Errorf("%w: CopyTo between layers of KVHeads, HeadDim, ValueDim, ValueInKey %d, %d, %d, %v and %d, %d, %d, %v",
+			ErrOption, a.KVHeads, a.HeadDim, a.ValueDim, a.ValueInKey, b.KVHeads, b.HeadDim, b.ValueDim, b.ValueInKey)
 	case !sameRotary(a.Rotary, b.Rotary):
 		return fmt.Errorf("%w: CopyTo between layers with different rotary embeddings (their keys are rotated differently)", ErrOption)
 	}

@@ -131,11 +131,12 @@ func NewMLALayer(e *Engine, cfg MLAConfig, w MLAWeights) (*Layer, error) {
 	}
 	tensors := []givenMatrix{{name: "WKVA", f32: w.WKVA, in: dm, out: lat + rd}, {name: "KVANorm", f32: w.KVANorm, in: 1, out: lat},
 		{name: "WKVB", f32: w.WKVB, in: lat, out: H * (nope + vd)}, {name: "WO", f32: w.WO, in: H * vd, out: dm}}
+	wqa := givenMatrix{name: "WQA", f32: w.WQA, in: dm, out: qIn} // q_a_proj, packed below when q_lora is on
 	if cfg.QLoraRank > 0 {
 		if w.WQ != nil {
 			return nil, fmt.Errorf("%w: MLAWeights.WQ is q_proj, for QLoraRank 0; with q_lora_rank %d give WQA, QANorm and WQB", ErrOption, cfg.QLoraRank)
 		}
-		tensors = append(tensors, givenMatrix{name: "WQA", f32: w.WQA, in: dm, out: qIn}, givenMatrix{name: "QANorm", f32: w.QANorm, in: 1, out: qIn},
+		tensors = append(tensors, wqa, givenMatrix{name: "QANorm", f32: w.QANorm, in: 1, out: qIn},
 			givenMatrix{name: "WQB", f32: w.WQB, in: qIn, out: H * (nope + rd)})
 	} else {
 		if w.WQA != nil || w.QANorm != nil || w.WQB != nil {
@@ -175,7 +176,7 @@ func NewMLALayer(e *Engine, cfg MLAConfig, w MLAWeights) (*Layer, error) {
 	}
 	if cfg.QLoraRank > 0 {
 		cols := tile.PanelCols(e.ks)
-		m.qa = tensors[len(tensors)-3].pack(Float32, w.Type, true, 0, qIn, cols)
+		m.qa = wqa.pack(Float32, w.Type, true, 0, qIn, cols)
 		if m.qaNorm, err = newQKNorm("QANorm", w.QANorm, 1, qIn, eps); err != nil {
 			return nil, err
 		}
