@@ -129,4 +129,7 @@ type Options struct {
 	LSE []float32
 	// Threads caps the workers this call uses; 0 means all of the engine's.
 	Threads int
+	// Compute is the arithmetic of the two products: ComputeF32 (the zero
+	// value) or ComputeBF16 (bfloat16 operands, float32 sums).
+	Compute Compute
 }

@@ -174,6 +174,10 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if o.Threads < 0 {
 		return bad("Threads = %d, must be >= 0", o.Threads)
 	}
+	if !o.Compute.valid() {
+		return bad("Compute = %v, must be ComputeF32 or ComputeBF16", o.Compute)
+	}
+	p.BF16 = o.Compute == ComputeBF16
 	if o.KVLens != nil {
 		if len(o.KVLens) != p.Batch {
 			return fmt.Errorf("%w: KVLens has %d entries, Batch is %d", ErrBuffer, len(o.KVLens), p.Batch)

@@ -20,6 +20,7 @@ type Workspace struct {
 	zeros    []float32 // [keys] of 0: the weights of the poisoned probe
 	probe    []float32 // [dv]: the poisoned probe's output
 	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
+	h16      []uint16  // the bfloat16 mode: one chunk being rounded (bf16.go)
 	ds       []float32 // the fused decode kernel's scratch
 	wb       []float32 // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
 	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)
@@ -102,6 +103,9 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	clear(ws.l)
 	clear(ws.o)
 	ws.run = itemRun{ks: ks, p: p, it: it, ws: ws, rp: rp, bc: bc}
+	if p.BF16 {
+		ws.run.roundQuery()
+	}
 	return &ws.run
 }
 
@@ -180,7 +184,7 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
 	kblk, ldk := r.kvBlock(kb, nk, false)
 	vblk, ldv := kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
-	if !p.VInK || p.KVType == fallback.KVFloat32 {
+	if !p.VInK || !p.copiesKV() {
 		vblk, ldv = r.kvBlock(kb, nk, true)
 	}
 	s := ws.s[:nk*rp]
@@ -206,6 +210,9 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	if p.BF16 {
+		r.roundWeights(nk, r0, r1)
+	}
 	if masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk) {
 		r.pvPoisoned(kb, nk, r0, min(r1, rows), vblk, ldv)
 		return
@@ -216,11 +223,12 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 // kvBlock returns nk rows of the item's K (or V, if value) from key kb as
 // float32, with their stride: the tensor itself, or for 16-bit and int8
 // storage a contiguous copy widened (dequantized) once per block, which
-// every row of the item then reads from cache.
+// every row of the item then reads from cache. In the bfloat16 mode the
+// copy is always made, and rounded unless its rows are bfloat16 already.
 func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	p, ws := r.p, r.ws
 	rows := p.kvRows(r.it.b, kb, r.it.g, value)
-	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) {
+	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !p.BF16 {
 		return rows.F32, rows.Ld
 	}
 	dim, buf := p.HeadDim, &ws.kb
@@ -237,6 +245,9 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 		r.ks.DequantRows(*buf, dim, rows, nk, dim)
 	default:
 		r.ks.WidenRows(*buf, dim, rows.U16, rows.Ld, nk, dim, rows.Type)
+	}
+	if p.BF16 && rows.Type != fallback.KVBFloat16 {
+		r.roundBF16((*buf)[:nk*dim])
 	}
 	return *buf, dim
 }

@@ -30,6 +30,10 @@ type Problem struct {
 	// ValueDim <= HeadDim reads the scale its elements were quantized with.
 	VInK bool
 
+	// BF16: both products on bfloat16 operands, summed in float32
+	// (bf16.go); false is float32 throughout.
+	BF16 bool
+
 	Scale   float32 // folded into the packed Q block
 	Softcap float32 // 0 = off
 

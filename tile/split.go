@@ -64,9 +64,10 @@ func (sp Split) PartLen(p *Problem) int {
 
 // Fused reports whether the keys every row sees may run through ks's
 // fused decode kernel (which adds ALiBi terms but no softcap; of a bias
-// or mask, only the runs of keys they leave untouched do).
+// or mask, only the runs of keys they leave untouched do; no bfloat16
+// mode: its arithmetic is float32's).
 func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
-	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0
+	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0 && !p.BF16
 }
 
 // run computes chunk item n: the query rows of one KV head over the

@@ -1,0 +1,46 @@
+package mha
+
+import "fmt"
+
+// Compute is the arithmetic of attention's two products, q·kᵀ and P·v.
+type Compute int
+
+const (
+	// ComputeF32 multiplies and sums in float32 (the default): the
+	// operands as given (16-bit and int8 K/V widened exactly).
+	ComputeF32 Compute = iota
+	// ComputeBF16 multiplies bfloat16 operands and sums in float32, as
+	// bfloat16 dot-product hardware does (AVX512_BF16's VDPBF16PS, Arm's
+	// BFDOT): each query row, times the scale, is rounded to bfloat16
+	// (nearest, ties to even), and so are the keys (bfloat16 K/V as
+	// stored; float32, float16 and dequantized int8 rounded), the
+	// softmax weights that multiply the values, and the values. A
+	// product of two bfloat16 values is exact in float32, so only the
+	// float32 sums round after it. The softmax is float32: scores,
+	// maxima, exponentials and each row's denominator (of the unrounded
+	// weights) as in ComputeF32, so masks, windows, softcap, ALiBi,
+	// biases, sinks, the LSE and the NaN rules are unchanged.
+	//
+	// The output differs from ComputeF32's by about 1% of its magnitude
+	// on data of unit scale (the input roundings: TestComputeBF16Accuracy
+	// measures and bounds it). Every kernel set computes the mode, on its
+	// float32 kernels where the CPU has no bfloat16 dot product, with the
+	// same roundings; kernel sets differ only in the order of the float32
+	// sums, as in ComputeF32. A decode step in this mode runs the flash
+	// blocks, not the fused decode kernel.
+	ComputeBF16
+)
+
+// String returns "f32" or "bf16".
+func (c Compute) String() string {
+	switch c {
+	case ComputeF32:
+		return "f32"
+	case ComputeBF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("Compute(%d)", int(c))
+}
+
+// valid reports whether c is one of the defined modes.
+func (c Compute) valid() bool { return c == ComputeF32 || c == ComputeBF16 }

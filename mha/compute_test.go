@@ -1,0 +1,171 @@
+package mha
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// tolBF16 bounds ComputeBF16 against the float64 oracle on the operands
+// it rounds (the scaled queries, the keys and the values): what is left
+// is the rounding of the weights PV reads, each within 2^-9 of itself,
+// so at most 2^-9·max|v| <= 1.96e-3 on values in [-1, 1], plus float32's
+// sums. The LSE does not see that rounding: it keeps tolLSE.
+const tolBF16 = 2.5e-3
+
+// roundBF16 returns x rounded to bfloat16 (nearest, ties to even), as
+// float32.
+func roundBF16(x []float32) []float32 {
+	r := make([]float32, len(x))
+	for i, f := range x {
+		r[i] = fallback.BF16ToF32(fallback.F32ToBF16(f))
+	}
+	return r
+}
+
+// checkBF16 runs one call with K and V stored as typ in ComputeBF16 on
+// every engine, and compares it with the float64 oracle on the rounded
+// operands: each query times the scale, then rounded, with a scale of 1;
+// the stored keys and values rounded.
+func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
+	t.Helper()
+	rs, err := s.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, k, v, _ := inputs(rng, rs)
+	var kf, vf []float32
+	var call storedCall
+	switch typ {
+	case Float32:
+		kf, vf = k, v
+		call = func(e *Engine, out, q []float32, o *Options) error { return e.Attention(out, q, k, v, s, o) }
+	case Int8:
+		var k8, v8 Int8Tensor
+		k8, kf = quantize8(t, k, rs.HeadDim)
+		v8, vf = quantize8(t, v, rs.ValueDim)
+		call = func(e *Engine, out, q []float32, o *Options) error { return e.AttentionInt8(out, q, k8, v8, s, o) }
+	default:
+		var k16, v16 []uint16
+		k16, kf = round16(k, typ)
+		v16, vf = round16(v, typ)
+		call = func(e *Engine, out, q []float32, o *Options) error { return e.Attention16(out, q, k16, v16, typ, s, o) }
+	}
+	spec := specOf(rs, &o)
+	scale := float32(spec.Scale)
+	qs := make([]float32, len(q))
+	for i, x := range q {
+		qs[i] = x * scale // the float32 product the packed query block holds
+	}
+	spec.Scale = 1
+	wantOut, wantLSE := fallback.Attention(spec, roundBF16(qs), roundBF16(kf), roundBF16(vf))
+	o.Compute = ComputeBF16
+	name := "bf16 compute, " + typ.String() + " K/V"
+	for _, e := range engines {
+		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))
+		for i := range out {
+			out[i] = 12345
+		}
+		o.LSE = lse
+		if err := call(e, out, q, &o); err != nil {
+			t.Fatalf("%s %s: %+v %+v: %v", e.Kernels(), name, s, o, err)
+		}
+		compare(t, e.Kernels()+" "+name+" out", out, wantOut, tolBF16, &worstOut)
+		compare(t, e.Kernels()+" "+name+" lse", lse, wantLSE, tolLSE, &worstLSE)
+		if t.Failed() {
+			t.Fatalf("%s %s: shape %+v options %+v", e.Kernels(), name, s, o)
+		}
+	}
+}
+
+// TestComputeBF16: the bfloat16 mode on every set and every K/V storage,
+// head dims at every vector tail, prefill and decode shapes (Dot rows, the
+// split-KV path), GQA ratios 1..16, both layouts, every option at random.
+func TestComputeBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xbf, 16))
+	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8} {
+		for _, dk := range []int{1, 7, 16, 33, 64, 80, 128} {
+			for _, lens := range [][2]int{{1, 1}, {5, 17}, {70, 130}, {1, 300}, {3, 700}} {
+				s := randomShape(rng, dk, lens[0], lens[1])
+				checkBF16(t, rng, s, randomOptions(rng).build(rng, s), typ)
+			}
+		}
+		gqaCases(rng, 8, func(s Shape, o Options) { checkBF16(t, rng, s, o, typ) })
+		// Sharp softmaxes (scores of ±10 and more): a score off by the
+		// rounding of an operand moves the output far past tolBF16, so
+		// these fail unless the queries and keys are rounded as specified.
+		for _, lens := range [][2]int{{1, 64}, {33, 200}} {
+			s := randomShape(rng, 64, lens[0], lens[1])
+			o := randomOptions(rng).build(rng, s)
+			o.Scale, o.Softcap = 4, 0
+			checkBF16(t, rng, s, o, typ)
+		}
+	}
+}
+
+// TestComputeBF16Roundings pins the roundings tolBF16 cannot see, bit for
+// bit on every set: a row that sees one key outputs its value rounded to
+// bfloat16 (its weight is exactly 1); a row of two keys, values 1 and 0,
+// outputs its first weight rounded to bfloat16 over the unrounded sum.
+func TestComputeBF16Roundings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xbf, 1))
+	s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 1, HeadDim: 5, ValueDim: 37}
+	q, k, v, out := inputs(rng, s)
+	want := roundBF16(v)
+	for _, e := range engines {
+		if err := e.Attention(out, q, k, v, s, &Options{Compute: ComputeBF16}); err != nil {
+			t.Fatal(err)
+		}
+		for i, got := range out {
+			if w := want[(i/s.ValueDim)%s.Heads*s.ValueDim+i%s.ValueDim]; got != w { // BSHD: head (i/dv) mod H
+				t.Fatalf("%s: one key: out[%d] = %v, want its value rounded, %v", e.Kernels(), i, got, w)
+			}
+		}
+	}
+	two := Shape{Batch: 1, Heads: 1, QLen: 1, KVLen: 2, HeadDim: 1}
+	for _, e := range engines {
+		moved := 0
+		for x := float32(0.125); x < 4; x += 0.125 { // keys 0 and x: weights e^-x and 1
+			k, v := []float32{0, x}, []float32{1, 0}
+			f32, bf := make([]float32, 1), make([]float32, 1)
+			if err := e.Attention(f32, []float32{1}, k, v, two, &Options{Scale: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Attention(bf, []float32{1}, k, v, two, &Options{Scale: 1, Compute: ComputeBF16}); err != nil {
+				t.Fatal(err)
+			}
+			p := float64(f32[0]) / (1 - float64(f32[0])) // the weight e^-x, from p/(1+p)
+			want := float64(fallback.BF16ToF32(fallback.F32ToBF16(float32(p)))) / (1 + p)
+			if math.Abs(float64(bf[0])-want) > 1e-6*want {
+				t.Fatalf("%s: keys 0, %v: out %v, want %v (the weight %v rounded, over the unrounded sum)", e.Kernels(), x, bf[0], want, p)
+			}
+			if bf[0] != f32[0] {
+				moved++
+			}
+		}
+		if moved == 0 {
+			t.Fatalf("%s: no weight was rounded", e.Kernels())
+		}
+	}
+}
+
+// TestComputeErrors: an undefined Compute is refused and named.
+func TestComputeErrors(t *testing.T) {
+	s := Shape{Batch: 1, Heads: 1, QLen: 2, KVLen: 3, HeadDim: 4}
+	q, k, v, out := inputs(rand.New(rand.NewPCG(1, 1)), s)
+	for _, c := range []Compute{-1, 2, 99} {
+		err := engines[0].Attention(out, q, k, v, s, &Options{Compute: c})
+		if !errors.Is(err, ErrOption) {
+			t.Fatalf("Compute %d: err = %v, want ErrOption", int(c), err)
+		}
+		if want := "Compute = " + c.String(); !contains(err.Error(), want) {
+			t.Fatalf("Compute %d: %q does not name %q", int(c), err, want)
+		}
+	}
+	if ComputeF32.String() != "f32" || ComputeBF16.String() != "bf16" {
+		t.Fatalf("names %q %q", ComputeF32, ComputeBF16)
+	}
+}
