@@ -29,6 +29,12 @@ const (
 	// same roundings; kernel sets differ only in the order of the float32
 	// sums, as in ComputeF32. A decode step in this mode runs the flash
 	// blocks, not the fused decode kernel.
+	//
+	// In a Layer's calls the mode also covers the projections of
+	// BFloat16 weights (Weights.Type): each input row is rounded to
+	// bfloat16 before it multiplies them, so those products too are
+	// bfloat16 by bfloat16 summed in float32. Projections of other weight
+	// types keep their arithmetic.
 	ComputeBF16
 )
 

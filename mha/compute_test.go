@@ -233,3 +233,85 @@ func TestComputeBF16Accuracy(t *testing.T) {
 		}
 	}
 }
+
+// referenceBF16Layer is referenceLayer in the bfloat16 mode, in float64:
+// each projection's input rounded to bfloat16 (w holds the bfloat16
+// weights' values), the attention on rounded operands (the scaled
+// queries, the keys, the values), its output rounded before WO.
+func referenceBF16Layer(cfg LayerConfig, w Weights, x []float32, batch, L int, o *Options) []float64 {
+	dm := cfg.DModel
+	xr := roundBF16(x)
+	q := toF32(fallback.Linear(xr, w.WQ, w.BQ, batch*L, dm, cfg.Heads*cfg.HeadDim))
+	k := toF32(fallback.Linear(xr, w.WK, w.BK, batch*L, dm, cfg.KVHeads*cfg.HeadDim))
+	v := toF32(fallback.Linear(xr, w.WV, w.BV, batch*L, dm, cfg.KVHeads*cfg.ValueDim))
+	s := Shape{Batch: batch, Heads: cfg.Heads, KVHeads: cfg.KVHeads, QLen: L, KVLen: L, HeadDim: cfg.HeadDim, ValueDim: cfg.ValueDim}
+	spec := specOf(s, o)
+	for i := range q {
+		q[i] *= float32(spec.Scale)
+	}
+	spec.Scale = 1
+	attn, _ := fallback.Attention(spec, roundBF16(q), roundBF16(k), roundBF16(v))
+	return fallback.Linear(roundBF16(toF32(attn)), w.WO, w.BO, batch*L, cfg.Heads*cfg.ValueDim, dm)
+}
+
+// tolBF16Layer bounds a layer in the bfloat16 mode against
+// referenceBF16Layer: tolBF16 of the attention, and float32 sums a
+// bfloat16 rounding apart (of a projected query, or of an attention
+// output before WO) where the two round a value that sits near a tie.
+const tolBF16Layer = 5e-3
+
+// TestLayerComputeBF16: a layer of bfloat16 weights in the bfloat16 mode
+// on every set, Forward against the float64 composition of the same
+// roundings (measured: at most 2.4e-3), bit for bit on an input rounded
+// beforehand, and decode steps through a cache against Forward's rows.
+func TestLayerComputeBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xbf, 4))
+	for _, cfg := range []LayerConfig{
+		{DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 16},
+		{DModel: 72, Heads: 3, HeadDim: 24, ValueDim: 20},
+	} {
+		for _, e := range engines {
+			l32, w := testLayer(t, e, rng, cfg, true)
+			cfg := l32.Config()
+			values, _ := weightsAs(w, cfg, BFloat16)
+			typed := w
+			typed.Type = BFloat16
+			l := mustLayer(t, e, cfg, typed)
+			const B, L = 2, 40
+			x := random(rng, B*L*cfg.DModel)
+			o := Options{Causal: true, Compute: ComputeBF16}
+			full := make([]float32, len(x))
+			if err := l.Forward(full, x, B, L, &o); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, e.Kernels()+" bf16 layer", full, referenceBF16Layer(cfg, values, x, B, L, &o), tolBF16Layer, &worstLayer)
+			rounded := make([]float32, len(x)) // the projections round their input: the same bits
+			if err := l.Forward(rounded, roundBF16(x), B, L, &o); err != nil {
+				t.Fatal(err)
+			}
+			if i := firstDiff(rounded, full); i >= 0 {
+				t.Fatalf("%s: the input rounded beforehand changes out[%d]: %v, %v", e.Kernels(), i, rounded[i], full[i])
+			}
+			cache, err := l.NewCacheOf(B, L, BFloat16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dm := cfg.DModel
+			for pos, step := 0, 9; pos < L; pos, step = pos+step, 1+pos%2 {
+				step = min(step, L-pos)
+				xs, want := make([]float32, B*step*dm), make([]float64, B*step*dm)
+				for b := range B {
+					copy(xs[b*step*dm:(b+1)*step*dm], x[(b*L+pos)*dm:])
+					for i := range step * dm {
+						want[b*step*dm+i] = float64(full[(b*L+pos)*dm+i])
+					}
+				}
+				out := make([]float32, len(xs))
+				if err := l.Decode(out, xs, cache, step, &Options{Compute: ComputeBF16}); err != nil {
+					t.Fatal(err)
+				}
+				compare(t, e.Kernels()+" bf16 layer decode", out, want, tolBF16Layer, &worstLayer)
+			}
+		}
+	}
+}

@@ -244,13 +244,15 @@ func (e *Engine) run(ctx context.Context, out, q []float32, kv kvData, shape Sha
 // callOf returns the call of a context and options: nil ctx means
 // context.Background(); a context already done is its error.
 func callOf(ctx context.Context, opts *Options) (call, error) {
+	c := call{threads: threadsOf(opts), bf16: opts != nil && opts.Compute == ComputeBF16}
 	if ctx == nil {
-		return call{threads: threadsOf(opts)}, nil
+		return c, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return call{}, err
 	}
-	return call{threads: threadsOf(opts), cancel: ctx.Done()}, nil
+	c.cancel = ctx.Done()
+	return c, nil
 }
 
 // usableOr returns e, or Default() for nil, if it can take calls.

@@ -288,10 +288,12 @@ func (l *Layer) getScratch() *layerScratch {
 func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
-// w is [in][out] packed, c is [m][out]. It reports whether it ran to the
-// end.
+// w is [in][out] packed, c is [m][out]. In the bfloat16 mode (cl.bf16) a
+// projection of bfloat16 weights rounds a's elements to bfloat16 first.
+// It reports whether it ran to the end.
 func (l *Layer) project(c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
-	return l.e.gemm(tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m}, cl)
+	bf16 := cl.bf16 && w.Type == fallback.KVBFloat16
+	return l.e.gemm(tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16}, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,

@@ -10,6 +10,7 @@ import (
 type call struct {
 	threads int
 	cancel  <-chan struct{}
+	bf16    bool // Options.Compute is ComputeBF16: bfloat16 weights' projections round their inputs too
 }
 
 // attnWork is one validated attention problem and its plan (a

@@ -1,6 +1,9 @@
 package tile
 
-import "github.com/fastattn/fastattn/fallback"
+import (
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
 
 // The bfloat16 compute mode (Problem.BF16) on the float32 kernels. Both
 // products take bfloat16 operands: the scaled query rows and the keys
@@ -20,14 +23,30 @@ import "github.com/fastattn/fastattn/fallback"
 const roundChunk = 2048
 
 // roundBF16 rounds x to bfloat16 in place through the set's kernels.
-func (r *itemRun) roundBF16(x []float32) {
-	r.ws.h16 = grow(r.ws.h16, roundChunk)
+func (r *itemRun) roundBF16(x []float32) { roundBF16(r.ks, r.ws, x) }
+
+// roundBF16 rounds x to bfloat16 in place through ks's kernels, a chunk
+// of ws's scratch at a time.
+func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) {
+	ws.h16 = grow(ws.h16, roundChunk)
 	for len(x) > 0 {
 		n := min(len(x), roundChunk)
-		r.ks.Narrow(r.ws.h16[:n], x[:n], fallback.KVBFloat16)
-		r.ks.Widen(x[:n], r.ws.h16[:n], fallback.KVBFloat16)
+		ks.Narrow(ws.h16[:n], x[:n], fallback.KVBFloat16)
+		ks.Widen(x[:n], ws.h16[:n], fallback.KVBFloat16)
 		x = x[n:]
 	}
+}
+
+// roundedRows returns rows rows of n elements of a, at stride lda,
+// rounded to bfloat16 into ws's scratch ([rows][n]): a projection's A
+// block in the bfloat16 mode (Gemm.BF16).
+func roundedRows(ks *kernels.Set, ws *Workspace, a []float32, lda, rows, n int) []float32 {
+	ws.ab = grow(ws.ab, rows*n)
+	for i := range rows {
+		copy(ws.ab[i*n:(i+1)*n], a[i*lda:])
+	}
+	roundBF16(ks, ws, ws.ab)
+	return ws.ab
 }
 
 // roundWeights rounds the weights PV reads in rows [r0, r1) of an nk-key

@@ -21,6 +21,7 @@ type Workspace struct {
 	probe    []float32 // [dv]: the poisoned probe's output
 	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
 	h16      []uint16  // the bfloat16 mode: one chunk being rounded (bf16.go)
+	ab       []float32 // the bfloat16 mode of Gemm: the A block rounded, [rows][depth]
 	ds       []float32 // the fused decode kernel's scratch
 	wb       []float32 // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
 	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)

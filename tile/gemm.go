@@ -71,6 +71,11 @@ type Gemm struct {
 	LDC  int
 	Bias []float32
 	M    int
+	// BF16 rounds A's elements to bfloat16 (nearest, ties to even) before
+	// they multiply B, block by block in the worker's scratch: the
+	// bfloat16 compute mode, for B of bfloat16 weights, whose products
+	// are then exact in float32 and only the sums round.
+	BF16 bool
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.
@@ -102,9 +107,12 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	}
 	for k0 := 0; k0 < g.B.K; k0 += depth {
 		kc := min(depth, g.B.K-k0)
-		a := g.A[m0*g.LDA+k0:]
+		a, lda := g.A[m0*g.LDA+k0:], g.LDA
+		if g.BF16 {
+			a, lda = roundedRows(ks, ws, a, lda, mc, kc), kc
+		}
 		for j := 0; j < nc; j += cols {
-			g.gemmPanel(ks, ws, c[j:], a, (n0+j)/cols, k0, kc, mc, min(cols, nc-j), accumulate)
+			g.gemmPanel(ks, ws, c[j:], a, lda, (n0+j)/cols, k0, kc, mc, min(cols, nc-j), accumulate)
 		}
 		accumulate = true
 	}

@@ -214,3 +214,46 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 		}
 	}
 }
+
+// TestGemmBF16 checks the bfloat16 mode of the projection GEMM on every
+// kernel set: with BF16 set, a product through bfloat16 weights equals,
+// bit for bit, the same product of A rounded to bfloat16 beforehand, at
+// GEMM and GEMV row counts, K across the depth steps, with a bias and an
+// A stride wider than K; A itself is left as it was.
+func TestGemmBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xbf, 3))
+	for _, ks := range kernels.Available() {
+		cols := PanelCols(ks)
+		for _, s := range []struct{ m, n, k int }{{1, 70, 33}, {6, 300, 1100}, {73, 257, 600}} {
+			lda := s.k + 3
+			a, b, bias := randoms(rng, s.m*lda), randoms(rng, s.k*s.n), randoms(rng, s.n)
+			packed := PackWeights(Matrix{Type: fallback.KVFloat32, F32: b, RowStride: s.n, ColStride: 1}, s.k, s.n, cols, fallback.KVBFloat16)
+			rounded := make([]float32, len(a))
+			for i, x := range a {
+				rounded[i] = fallback.BF16ToF32(fallback.F32ToBF16(x))
+			}
+			kept := slices.Clone(a)
+			run := func(a []float32, bf16 bool) []float32 {
+				c := make([]float32, s.m*s.n)
+				g := Gemm{A: a, LDA: lda, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, BF16: bf16}
+				var ws Workspace
+				for it := 0; it < g.Items(); it++ {
+					g.Run(ks, it, &ws)
+				}
+				return c
+			}
+			got, want := run(a, true), run(rounded, false)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s %+v: c[%d] = %v, want %v (A rounded first)", ks.Name, s, i, got[i], want[i])
+				}
+			}
+			if !slices.Equal(a, kept) {
+				t.Fatalf("%s %+v: the bfloat16 mode wrote to A", ks.Name, s)
+			}
+			if slices.Equal(got, run(a, false)) {
+				t.Fatalf("%s %+v: rounding A changed nothing", ks.Name, s)
+			}
+		}
+	}
+}

@@ -229,26 +229,26 @@ func narrow(x float32, t fallback.KVType) uint16 {
 }
 
 // gemmPanel runs the kernel on panel `panel` of B from row k0: kc rows,
-// nw columns, for the mc rows of A at a into c. 16-bit and int8 panels go
+// nw columns, for the mc rows of A at a (stride lda) into c. 16-bit and int8 panels go
 // to GemmW on sets that have it, and are otherwise widened into the
 // worker's scratch for Gemm (the same values, the same order: the same
 // bits); int8 and int4 panels of an item of at most gemvRows rows (a
 // decode step's) go to GemvI8 and GemvI4, which scale block sums rather
 // than weights, on every set. Int4 panels of larger items are widened.
-func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, panel, k0, kc, mc, nw int, accumulate bool) {
+func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, lda, panel, k0, kc, mc, nw int, accumulate bool) {
 	b := g.B.rows(panel, k0)
 	switch {
 	case b.Type == fallback.KVFloat32:
-		ks.Gemm(c, g.LDC, a, g.LDA, b.F32, b.Ld, mc, nw, kc, accumulate)
+		ks.Gemm(c, g.LDC, a, lda, b.F32, b.Ld, mc, nw, kc, accumulate)
 	case b.Type == fallback.KVInt8 && mc <= gemvRows:
-		ks.GemvI8(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
+		ks.GemvI8(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	case b.Type == fallback.KVInt4 && mc <= gemvRows:
-		ks.GemvI4(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
+		ks.GemvI4(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	case ks.HasGemmW(b.Type):
-		ks.GemmW(c, g.LDC, a, g.LDA, b, mc, nw, kc, accumulate)
+		ks.GemmW(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	default:
 		ws.wb = grow(ws.wb, kc*b.Ld)
 		ks.WidenWeights(ws.wb, b.Ld, b, kc, nw)
-		ks.Gemm(c, g.LDC, a, g.LDA, ws.wb, b.Ld, mc, nw, kc, accumulate)
+		ks.Gemm(c, g.LDC, a, lda, ws.wb, b.Ld, mc, nw, kc, accumulate)
 	}
 }
