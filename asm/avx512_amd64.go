@@ -313,3 +313,65 @@ func ExpAVX512(dst *float32, src *float32, n int)
 //
 //go:noescape
 func FMAPeakAVX512(iters int)
+
+// GemmBF16AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<k} dot2(a[i*lda+p*lka], b[p*ldb+j])
+//
+// where each uint32 holds two bfloat16 (the first term in the low half) and
+// ⊕ adds each pair's two products into the lane as VDPBF16PS does (the high
+// terms' product, then the low ones', each an FMA). Strides in uint32.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1. Nothing past column
+// (nv-1)*lanes+tail of C or B is touched. QK is this with C = Sᵀ, A = K's
+// bfloat16 rows (lda = ldk/2, lka = 1), B = Qᵀ paired; PV with C = O, A = the
+// weights paired (lda = 1, lka = their row), B = V paired.
+// Register tile: 6 rows of A (one dword broadcast each) × nv vectors.
+//
+//go:noescape
+func GemmBF16AVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+
+// GemmBF16EmuAVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<k} dot2(a[i*lda+p*lka], b[p*ldb+j])
+//
+// where each uint32 holds two bfloat16 (the first term in the low half) and
+// ⊕ adds each pair's two products into the lane as VDPBF16PS does (the high
+// terms' product, then the low ones', each an FMA). Strides in uint32.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1. Nothing past column
+// (nv-1)*lanes+tail of C or B is touched. QK is this with C = Sᵀ, A = K's
+// bfloat16 rows (lda = ldk/2, lka = 1), B = Qᵀ paired; PV with C = O, A = the
+// weights paired (lda = 1, lka = their row), B = V paired.
+// Register tile: 6 rows of A (one dword broadcast each) × nv vectors.
+// This twin computes VDPBF16PS in AVX-512F, for the tests.
+//
+//go:noescape
+func GemmBF16EmuAVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+
+// PairBF16AVX512 is
+//
+//	for p := 0; p < (rows+1)/2; p++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			dst[p*ldd+j] = bf16(src[2p*lds+j]) | bf16(src[(2p+1)*lds+j])<<16
+//
+// with bf16 fallback.F32ToBF16's rounding (nearest, ties to even; NaN kept
+// quiet) and, when rows is odd, 0 for the missing last row. Strides in
+// elements; nv >= 1, tail in 1..16. Nothing past column (nv-1)*lanes+tail
+// of a row is read or written.
+//
+//go:noescape
+func PairBF16AVX512(dst *uint32, ldd int, src *float32, lds int, rows int, nv int, tail int)
+
+// BF16PeakAVX512 is
+//
+//	for i := 0; i < iters; i++ {
+//		for c := 0; c < 12; c++ { acc[c] += a·b }   (one VDPBF16PS each)
+//
+// so one call computes iters·12·lanes·4 floating-point operations (two
+// products and two sums a lane). It needs AVX512_BF16.
+//
+//go:noescape
+func BF16PeakAVX512(iters int)

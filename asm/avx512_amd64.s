@@ -484,24 +484,40 @@ DATA constsAVX512<>+1904(SB)/4, $0x0000000f
 DATA constsAVX512<>+1908(SB)/4, $0x0000000f
 DATA constsAVX512<>+1912(SB)/4, $0x0000000f
 DATA constsAVX512<>+1916(SB)/4, $0x0000000f
-DATA constsAVX512<>+1920(SB)/2, $0x0000
-DATA constsAVX512<>+1922(SB)/2, $0x0001
-DATA constsAVX512<>+1924(SB)/2, $0x0003
-DATA constsAVX512<>+1926(SB)/2, $0x0007
-DATA constsAVX512<>+1928(SB)/2, $0x000f
-DATA constsAVX512<>+1930(SB)/2, $0x001f
-DATA constsAVX512<>+1932(SB)/2, $0x003f
-DATA constsAVX512<>+1934(SB)/2, $0x007f
-DATA constsAVX512<>+1936(SB)/2, $0x00ff
-DATA constsAVX512<>+1938(SB)/2, $0x01ff
-DATA constsAVX512<>+1940(SB)/2, $0x03ff
-DATA constsAVX512<>+1942(SB)/2, $0x07ff
-DATA constsAVX512<>+1944(SB)/2, $0x0fff
-DATA constsAVX512<>+1946(SB)/2, $0x1fff
-DATA constsAVX512<>+1948(SB)/2, $0x3fff
-DATA constsAVX512<>+1950(SB)/2, $0x7fff
-DATA constsAVX512<>+1952(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $1954
+DATA constsAVX512<>+1920(SB)/4, $0xffff0000
+DATA constsAVX512<>+1924(SB)/4, $0xffff0000
+DATA constsAVX512<>+1928(SB)/4, $0xffff0000
+DATA constsAVX512<>+1932(SB)/4, $0xffff0000
+DATA constsAVX512<>+1936(SB)/4, $0xffff0000
+DATA constsAVX512<>+1940(SB)/4, $0xffff0000
+DATA constsAVX512<>+1944(SB)/4, $0xffff0000
+DATA constsAVX512<>+1948(SB)/4, $0xffff0000
+DATA constsAVX512<>+1952(SB)/4, $0xffff0000
+DATA constsAVX512<>+1956(SB)/4, $0xffff0000
+DATA constsAVX512<>+1960(SB)/4, $0xffff0000
+DATA constsAVX512<>+1964(SB)/4, $0xffff0000
+DATA constsAVX512<>+1968(SB)/4, $0xffff0000
+DATA constsAVX512<>+1972(SB)/4, $0xffff0000
+DATA constsAVX512<>+1976(SB)/4, $0xffff0000
+DATA constsAVX512<>+1980(SB)/4, $0xffff0000
+DATA constsAVX512<>+1984(SB)/2, $0x0000
+DATA constsAVX512<>+1986(SB)/2, $0x0001
+DATA constsAVX512<>+1988(SB)/2, $0x0003
+DATA constsAVX512<>+1990(SB)/2, $0x0007
+DATA constsAVX512<>+1992(SB)/2, $0x000f
+DATA constsAVX512<>+1994(SB)/2, $0x001f
+DATA constsAVX512<>+1996(SB)/2, $0x003f
+DATA constsAVX512<>+1998(SB)/2, $0x007f
+DATA constsAVX512<>+2000(SB)/2, $0x00ff
+DATA constsAVX512<>+2002(SB)/2, $0x01ff
+DATA constsAVX512<>+2004(SB)/2, $0x03ff
+DATA constsAVX512<>+2006(SB)/2, $0x07ff
+DATA constsAVX512<>+2008(SB)/2, $0x0fff
+DATA constsAVX512<>+2010(SB)/2, $0x1fff
+DATA constsAVX512<>+2012(SB)/2, $0x3fff
+DATA constsAVX512<>+2014(SB)/2, $0x7fff
+DATA constsAVX512<>+2016(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2018
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -537,7 +553,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1920(SB), R12
+	LEAQ  constsAVX512<>+1984(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3252,7 +3268,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1920(SB), R11
+	LEAQ  constsAVX512<>+1984(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -5967,7 +5983,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1920(SB), R11
+	LEAQ  constsAVX512<>+1984(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -8839,7 +8855,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+1920(SB), R9
+	LEAQ  constsAVX512<>+1984(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -11112,7 +11128,7 @@ TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
 	SHRQ  $0x01, SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+1920(SB), R9
+	LEAQ  constsAVX512<>+1984(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -13132,7 +13148,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+1920(SB), R10
+	LEAQ  constsAVX512<>+1984(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -14987,9 +15003,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -15071,7 +15087,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -21736,9 +21752,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -21820,7 +21836,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -28573,9 +28589,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -28657,7 +28673,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -35722,9 +35738,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -35844,7 +35860,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1920(SB), CX
+	LEAQ  constsAVX512<>+1984(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -35898,7 +35914,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+1920(SB), R12
+	LEAQ         constsAVX512<>+1984(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -35969,7 +35985,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+1920(SB), R12
+	LEAQ         constsAVX512<>+1984(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -43743,7 +43759,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+1920(SB), R10
+	LEAQ  constsAVX512<>+1984(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -47815,6 +47831,6160 @@ loop:
 	VFMADD213PS Z13, Z12, Z11
 	DECQ        AX
 	JNZ         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func GemmBF16AVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, AVX512F, AVX512_BF16
+TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	LEAQ  (BX)(BX*4), DI
+	MOVQ  ldb+48(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  acc+88(FP), R9
+	MOVQ  lka+32(FP), R10
+	SHLQ  $0x02, R10
+	MOVQ  m+56(FP), R11
+	MOVQ  tail+80(FP), R12
+	LEAQ  constsAVX512<>+1984(SB), R13
+	KMOVW (R13)(R12*2), K1
+	MOVQ  nv+72(FP), R13
+	CMPQ  R12, $0x10
+	JNE   tail_masked
+	CMPQ  R13, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R13, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R13, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R13, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R13, $0x04
+	JEQ  vecs4_masked
+	CMPQ R13, $0x03
+	JEQ  vecs3_masked
+	CMPQ R13, $0x02
+	JEQ  vecs2_masked
+	CMPQ R13, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs4_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z21
+	VMOVUPS constsAVX512<>+1536(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z23
+	JMP     vecs4_whole_rows6
+
+vecs4_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	VMOVUPS 128(R15), Z2
+	VMOVUPS 192(R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	VMOVUPS 64(R15), Z5
+	VMOVUPS 128(R15), Z6
+	VMOVUPS 192(R15), Z7
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z8
+	VMOVUPS 64(R15), Z9
+	VMOVUPS 128(R15), Z10
+	VMOVUPS 192(R15), Z11
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	VMOVUPS 192(R15), Z15
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z16
+	VMOVUPS 64(R15), Z17
+	VMOVUPS 128(R15), Z18
+	VMOVUPS 192(R15), Z19
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z20
+	VMOVUPS 64(R15), Z21
+	VMOVUPS 128(R15), Z22
+	VMOVUPS 192(R15), Z23
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 24 VDPBF16PS.
+vecs4_whole_rows6:
+	VMOVUPS      (R12), Z24
+	VMOVUPS      64(R12), Z25
+	VMOVUPS      128(R12), Z26
+	VMOVUPS      192(R12), Z27
+	VPBROADCASTD (R13), Z28
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z24, Z28, Z0
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z25, Z28, Z1
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z26, Z28, Z2
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z27, Z28, Z3
+	VPBROADCASTD (R13)(BX*1), Z28
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z24, Z28, Z4
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z25, Z28, Z5
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z26, Z28, Z6
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z27, Z28, Z7
+	VPBROADCASTD (R13)(BX*2), Z28
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z24, Z28, Z8
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z25, Z28, Z9
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z26, Z28, Z10
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z27, Z28, Z11
+	VPBROADCASTD (R13)(SI*1), Z28
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z24, Z28, Z12
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z25, Z28, Z13
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z26, Z28, Z14
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z27, Z28, Z15
+	VPBROADCASTD (R13)(BX*4), Z28
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z24, Z28, Z16
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z25, Z28, Z17
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z26, Z28, Z18
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z27, Z28, Z19
+	VPBROADCASTD (R13)(DI*1), Z28
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z24, Z28, Z20
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z25, Z28, Z21
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z26, Z28, Z22
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z27, Z28, Z23
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs4_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs4_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs4_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	JMP     vecs4_whole_rows4
+
+vecs4_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	VMOVUPS 192(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	VMOVUPS 128(R14), Z6
+	VMOVUPS 192(R14), Z7
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z8
+	VMOVUPS 64(R14), Z9
+	VMOVUPS 128(R14), Z10
+	VMOVUPS 192(R14), Z11
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z12
+	VMOVUPS 64(R14), Z13
+	VMOVUPS 128(R14), Z14
+	VMOVUPS 192(R14), Z15
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 16 VDPBF16PS.
+vecs4_whole_rows4:
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VPBROADCASTD (R12), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z16, Z20, Z0
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z17, Z20, Z1
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z18, Z20, Z2
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z19, Z20, Z3
+	VPBROADCASTD (R12)(BX*1), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z16, Z20, Z4
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z17, Z20, Z5
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z18, Z20, Z6
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z19, Z20, Z7
+	VPBROADCASTD (R12)(BX*2), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z16, Z20, Z8
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z17, Z20, Z9
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z18, Z20, Z10
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z19, Z20, Z11
+	VPBROADCASTD (R12)(SI*1), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z16, Z20, Z12
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z17, Z20, Z13
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z18, Z20, Z14
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs4_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs4_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_whole_rows2
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 8 VDPBF16PS.
+vecs4_whole_rows2:
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS      192(SI), Z11
+	VPBROADCASTD (DI), Z12
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z8, Z12, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z9, Z12, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z10, Z12, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z11, Z12, Z3
+	VPBROADCASTD (DI)(BX*1), Z12
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z8, Z12, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z9, Z12, Z5
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z10, Z12, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs4_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs4_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_whole_rows1
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 4 VDPBF16PS.
+vecs4_whole_rows1:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS      192(SI), Z7
+	VPBROADCASTD (DI), Z8
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z4, Z8, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z5, Z8, Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xd6 // VDPBF16PS Z6, Z8, Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xdf // VDPBF16PS Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs4_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs3_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	JMP     vecs3_whole_rows6
+
+vecs3_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	VMOVUPS 128(R15), Z2
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z3
+	VMOVUPS 64(R15), Z4
+	VMOVUPS 128(R15), Z5
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z6
+	VMOVUPS 64(R15), Z7
+	VMOVUPS 128(R15), Z8
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z9
+	VMOVUPS 64(R15), Z10
+	VMOVUPS 128(R15), Z11
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z15
+	VMOVUPS 64(R15), Z16
+	VMOVUPS 128(R15), Z17
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 18 VDPBF16PS.
+vecs3_whole_rows6:
+	VMOVUPS      (R12), Z18
+	VMOVUPS      64(R12), Z19
+	VMOVUPS      128(R12), Z20
+	VPBROADCASTD (R13), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xc2 // VDPBF16PS Z18, Z21, Z0
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xcb // VDPBF16PS Z19, Z21, Z1
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z20, Z21, Z2
+	VPBROADCASTD (R13)(BX*1), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xda // VDPBF16PS Z18, Z21, Z3
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xe3 // VDPBF16PS Z19, Z21, Z4
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xec // VDPBF16PS Z20, Z21, Z5
+	VPBROADCASTD (R13)(BX*2), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z18, Z21, Z6
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z19, Z21, Z7
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z20, Z21, Z8
+	VPBROADCASTD (R13)(SI*1), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xca // VDPBF16PS Z18, Z21, Z9
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xd3 // VDPBF16PS Z19, Z21, Z10
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xdc // VDPBF16PS Z20, Z21, Z11
+	VPBROADCASTD (R13)(BX*4), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xe2 // VDPBF16PS Z18, Z21, Z12
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xeb // VDPBF16PS Z19, Z21, Z13
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xf4 // VDPBF16PS Z20, Z21, Z14
+	VPBROADCASTD (R13)(DI*1), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xfa // VDPBF16PS Z18, Z21, Z15
+	BYTE $0x62; BYTE $0xa2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xc3 // VDPBF16PS Z19, Z21, Z16
+	BYTE $0x62; BYTE $0xa2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z20, Z21, Z17
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs3_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs3_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs3_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs3_whole_rows4
+
+vecs3_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+	VMOVUPS 64(R14), Z4
+	VMOVUPS 128(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	VMOVUPS 128(R14), Z8
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z9
+	VMOVUPS 64(R14), Z10
+	VMOVUPS 128(R14), Z11
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 12 VDPBF16PS.
+vecs3_whole_rows4:
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS      128(DI), Z14
+	VPBROADCASTD (R12), Z15
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z12, Z15, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z15, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xd6 // VDPBF16PS Z14, Z15, Z2
+	VPBROADCASTD (R12)(BX*1), Z15
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xdc // VDPBF16PS Z12, Z15, Z3
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xe5 // VDPBF16PS Z13, Z15, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xee // VDPBF16PS Z14, Z15, Z5
+	VPBROADCASTD (R12)(BX*2), Z15
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xf4 // VDPBF16PS Z12, Z15, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xfd // VDPBF16PS Z13, Z15, Z7
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xc6 // VDPBF16PS Z14, Z15, Z8
+	VPBROADCASTD (R12)(SI*1), Z15
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z12, Z15, Z9
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xd5 // VDPBF16PS Z13, Z15, Z10
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xde // VDPBF16PS Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs3_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs3_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_whole_rows2
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 6 VDPBF16PS.
+vecs3_whole_rows2:
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS      128(SI), Z8
+	VPBROADCASTD (DI), Z9
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xc6 // VDPBF16PS Z6, Z9, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xcf // VDPBF16PS Z7, Z9, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xd0 // VDPBF16PS Z8, Z9, Z2
+	VPBROADCASTD (DI)(BX*1), Z9
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xde // VDPBF16PS Z6, Z9, Z3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xe7 // VDPBF16PS Z7, Z9, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xe8 // VDPBF16PS Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs3_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs3_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_whole_rows1
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 3 VDPBF16PS.
+vecs3_whole_rows1:
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS      128(SI), Z5
+	VPBROADCASTD (DI), Z6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xc3 // VDPBF16PS Z3, Z6, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z4, Z6, Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xd5 // VDPBF16PS Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs3_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z2
+	VMOVUPS 64(R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	VMOVUPS 64(R15), Z5
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z6
+	VMOVUPS 64(R15), Z7
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z8
+	VMOVUPS 64(R15), Z9
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z10
+	VMOVUPS 64(R15), Z11
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 12 VDPBF16PS.
+vecs2_whole_rows6:
+	VMOVUPS      (R12), Z12
+	VMOVUPS      64(R12), Z13
+	VPBROADCASTD (R13), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z12, Z14, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z14, Z1
+	VPBROADCASTD (R13)(BX*1), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z12, Z14, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z13, Z14, Z3
+	VPBROADCASTD (R13)(BX*2), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xe4 // VDPBF16PS Z12, Z14, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xed // VDPBF16PS Z13, Z14, Z5
+	VPBROADCASTD (R13)(SI*1), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xf4 // VDPBF16PS Z12, Z14, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xfd // VDPBF16PS Z13, Z14, Z7
+	VPBROADCASTD (R13)(BX*4), Z14
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z12, Z14, Z8
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z14, Z9
+	VPBROADCASTD (R13)(DI*1), Z14
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z12, Z14, Z10
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z13, Z14, Z11
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs2_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs2_whole_rows4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	VMOVUPS 64(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 8 VDPBF16PS.
+vecs2_whole_rows4:
+	VMOVUPS      (DI), Z8
+	VMOVUPS      64(DI), Z9
+	VPBROADCASTD (R12), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z8, Z10, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z9, Z10, Z1
+	VPBROADCASTD (R12)(BX*1), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xd0 // VDPBF16PS Z8, Z10, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xd9 // VDPBF16PS Z9, Z10, Z3
+	VPBROADCASTD (R12)(BX*2), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z8, Z10, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z9, Z10, Z5
+	VPBROADCASTD (R12)(SI*1), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xf0 // VDPBF16PS Z8, Z10, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xf9 // VDPBF16PS Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs2_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_whole_rows2
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 4 VDPBF16PS.
+vecs2_whole_rows2:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VPBROADCASTD (DI), Z6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z4, Z6, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z5, Z6, Z1
+	VPBROADCASTD (DI)(BX*1), Z6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z4, Z6, Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs2_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_whole_rows1
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 2 VDPBF16PS.
+vecs2_whole_rows1:
+	VMOVUPS      (SI), Z2
+	VMOVUPS      64(SI), Z3
+	VPBROADCASTD (DI), Z4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5e; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // VDPBF16PS Z2, Z4, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5e; BYTE $0x48; BYTE $0x52; BYTE $0xcb // VDPBF16PS Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z1
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z2
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z5
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 6 VDPBF16PS.
+vecs1_whole_rows6:
+	VMOVUPS      (R12), Z6
+	VPBROADCASTD (R13), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xc6 // VDPBF16PS Z6, Z7, Z0
+	VPBROADCASTD (R13)(BX*1), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xce // VDPBF16PS Z6, Z7, Z1
+	VPBROADCASTD (R13)(BX*2), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xd6 // VDPBF16PS Z6, Z7, Z2
+	VPBROADCASTD (R13)(SI*1), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xde // VDPBF16PS Z6, Z7, Z3
+	VPBROADCASTD (R13)(BX*4), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xe6 // VDPBF16PS Z6, Z7, Z4
+	VPBROADCASTD (R13)(DI*1), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xee // VDPBF16PS Z6, Z7, Z5
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs1_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs1_whole_rows4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 4 VDPBF16PS.
+vecs1_whole_rows4:
+	VMOVUPS      (DI), Z4
+	VPBROADCASTD (R12), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z4, Z5, Z0
+	VPBROADCASTD (R12)(BX*1), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z4, Z5, Z1
+	VPBROADCASTD (R12)(BX*2), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z4, Z5, Z2
+	VPBROADCASTD (R12)(SI*1), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xdc // VDPBF16PS Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs1_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_whole_rows2
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 2 VDPBF16PS.
+vecs1_whole_rows2:
+	VMOVUPS      (SI), Z2
+	VPBROADCASTD (DI), Z3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // VDPBF16PS Z2, Z3, Z0
+	VPBROADCASTD (DI)(BX*1), Z3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xca // VDPBF16PS Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs1_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_whole_rows1
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 1 VDPBF16PS.
+vecs1_whole_rows1:
+	VMOVUPS      (SI), Z1
+	VPBROADCASTD (DI), Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x6e; BYTE $0x48; BYTE $0x52; BYTE $0xc1 // VDPBF16PS Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs4_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z21
+	VMOVUPS constsAVX512<>+1536(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z23
+	JMP     vecs4_masked_rows6
+
+vecs4_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS   64(R15), Z1
+	VMOVUPS   128(R15), Z2
+	VMOVUPS.Z 192(R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z4
+	VMOVUPS   64(R15), Z5
+	VMOVUPS   128(R15), Z6
+	VMOVUPS.Z 192(R15), K1, Z7
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z8
+	VMOVUPS   64(R15), Z9
+	VMOVUPS   128(R15), Z10
+	VMOVUPS.Z 192(R15), K1, Z11
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z12
+	VMOVUPS   64(R15), Z13
+	VMOVUPS   128(R15), Z14
+	VMOVUPS.Z 192(R15), K1, Z15
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z16
+	VMOVUPS   64(R15), Z17
+	VMOVUPS   128(R15), Z18
+	VMOVUPS.Z 192(R15), K1, Z19
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z20
+	VMOVUPS   64(R15), Z21
+	VMOVUPS   128(R15), Z22
+	VMOVUPS.Z 192(R15), K1, Z23
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 24 VDPBF16PS.
+vecs4_masked_rows6:
+	VMOVUPS      (R12), Z24
+	VMOVUPS      64(R12), Z25
+	VMOVUPS      128(R12), Z26
+	VMOVUPS.Z    192(R12), K1, Z27
+	VPBROADCASTD (R13), Z28
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z24, Z28, Z0
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z25, Z28, Z1
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z26, Z28, Z2
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z27, Z28, Z3
+	VPBROADCASTD (R13)(BX*1), Z28
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z24, Z28, Z4
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z25, Z28, Z5
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z26, Z28, Z6
+	BYTE $0x62; BYTE $0x92; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z27, Z28, Z7
+	VPBROADCASTD (R13)(BX*2), Z28
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z24, Z28, Z8
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z25, Z28, Z9
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z26, Z28, Z10
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z27, Z28, Z11
+	VPBROADCASTD (R13)(SI*1), Z28
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z24, Z28, Z12
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z25, Z28, Z13
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z26, Z28, Z14
+	BYTE $0x62; BYTE $0x12; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z27, Z28, Z15
+	VPBROADCASTD (R13)(BX*4), Z28
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z24, Z28, Z16
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z25, Z28, Z17
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z26, Z28, Z18
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z27, Z28, Z19
+	VPBROADCASTD (R13)(DI*1), Z28
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z24, Z28, Z20
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z25, Z28, Z21
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z26, Z28, Z22
+	BYTE $0x62; BYTE $0x82; BYTE $0x1e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z27, Z28, Z23
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs4_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs4_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs4_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	JMP     vecs4_masked_rows4
+
+vecs4_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS   128(R14), Z2
+	VMOVUPS.Z 192(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS   64(R14), Z5
+	VMOVUPS   128(R14), Z6
+	VMOVUPS.Z 192(R14), K1, Z7
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z8
+	VMOVUPS   64(R14), Z9
+	VMOVUPS   128(R14), Z10
+	VMOVUPS.Z 192(R14), K1, Z11
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z12
+	VMOVUPS   64(R14), Z13
+	VMOVUPS   128(R14), Z14
+	VMOVUPS.Z 192(R14), K1, Z15
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 16 VDPBF16PS.
+vecs4_masked_rows4:
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS.Z    192(DI), K1, Z19
+	VPBROADCASTD (R12), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z16, Z20, Z0
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z17, Z20, Z1
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z18, Z20, Z2
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z19, Z20, Z3
+	VPBROADCASTD (R12)(BX*1), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z16, Z20, Z4
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z17, Z20, Z5
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z18, Z20, Z6
+	BYTE $0x62; BYTE $0xb2; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z19, Z20, Z7
+	VPBROADCASTD (R12)(BX*2), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z16, Z20, Z8
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z17, Z20, Z9
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z18, Z20, Z10
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z19, Z20, Z11
+	VPBROADCASTD (R12)(SI*1), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z16, Z20, Z12
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z17, Z20, Z13
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z18, Z20, Z14
+	BYTE $0x62; BYTE $0x32; BYTE $0x5e; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z19, Z20, Z15
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs4_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs4_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_masked_rows2
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 8 VDPBF16PS.
+vecs4_masked_rows2:
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS.Z    192(SI), K1, Z11
+	VPBROADCASTD (DI), Z12
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z8, Z12, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z9, Z12, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xd2 // VDPBF16PS Z10, Z12, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xdb // VDPBF16PS Z11, Z12, Z3
+	VPBROADCASTD (DI)(BX*1), Z12
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z8, Z12, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z9, Z12, Z5
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z10, Z12, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z11, Z12, Z7
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs4_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs4_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_masked_rows1
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS   128(R9), Z2
+	VMOVUPS.Z 192(R9), K1, Z3
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 4 VDPBF16PS.
+vecs4_masked_rows1:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS.Z    192(SI), K1, Z7
+	VPBROADCASTD (DI), Z8
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z4, Z8, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z5, Z8, Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xd6 // VDPBF16PS Z6, Z8, Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xdf // VDPBF16PS Z7, Z8, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs4_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs3_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	JMP     vecs3_masked_rows6
+
+vecs3_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS   64(R15), Z1
+	VMOVUPS.Z 128(R15), K1, Z2
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z3
+	VMOVUPS   64(R15), Z4
+	VMOVUPS.Z 128(R15), K1, Z5
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z6
+	VMOVUPS   64(R15), Z7
+	VMOVUPS.Z 128(R15), K1, Z8
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z9
+	VMOVUPS   64(R15), Z10
+	VMOVUPS.Z 128(R15), K1, Z11
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z12
+	VMOVUPS   64(R15), Z13
+	VMOVUPS.Z 128(R15), K1, Z14
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z15
+	VMOVUPS   64(R15), Z16
+	VMOVUPS.Z 128(R15), K1, Z17
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 18 VDPBF16PS.
+vecs3_masked_rows6:
+	VMOVUPS      (R12), Z18
+	VMOVUPS      64(R12), Z19
+	VMOVUPS.Z    128(R12), K1, Z20
+	VPBROADCASTD (R13), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xc2 // VDPBF16PS Z18, Z21, Z0
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xcb // VDPBF16PS Z19, Z21, Z1
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z20, Z21, Z2
+	VPBROADCASTD (R13)(BX*1), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xda // VDPBF16PS Z18, Z21, Z3
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xe3 // VDPBF16PS Z19, Z21, Z4
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xec // VDPBF16PS Z20, Z21, Z5
+	VPBROADCASTD (R13)(BX*2), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xf2 // VDPBF16PS Z18, Z21, Z6
+	BYTE $0x62; BYTE $0xb2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xfb // VDPBF16PS Z19, Z21, Z7
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z20, Z21, Z8
+	VPBROADCASTD (R13)(SI*1), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xca // VDPBF16PS Z18, Z21, Z9
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xd3 // VDPBF16PS Z19, Z21, Z10
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xdc // VDPBF16PS Z20, Z21, Z11
+	VPBROADCASTD (R13)(BX*4), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xe2 // VDPBF16PS Z18, Z21, Z12
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xeb // VDPBF16PS Z19, Z21, Z13
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xf4 // VDPBF16PS Z20, Z21, Z14
+	VPBROADCASTD (R13)(DI*1), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xfa // VDPBF16PS Z18, Z21, Z15
+	BYTE $0x62; BYTE $0xa2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xc3 // VDPBF16PS Z19, Z21, Z16
+	BYTE $0x62; BYTE $0xa2; BYTE $0x56; BYTE $0x40; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z20, Z21, Z17
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs3_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs3_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs3_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs3_masked_rows4
+
+vecs3_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS.Z 128(R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z3
+	VMOVUPS   64(R14), Z4
+	VMOVUPS.Z 128(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS   64(R14), Z7
+	VMOVUPS.Z 128(R14), K1, Z8
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z9
+	VMOVUPS   64(R14), Z10
+	VMOVUPS.Z 128(R14), K1, Z11
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 12 VDPBF16PS.
+vecs3_masked_rows4:
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS.Z    128(DI), K1, Z14
+	VPBROADCASTD (R12), Z15
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z12, Z15, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z15, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xd6 // VDPBF16PS Z14, Z15, Z2
+	VPBROADCASTD (R12)(BX*1), Z15
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xdc // VDPBF16PS Z12, Z15, Z3
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xe5 // VDPBF16PS Z13, Z15, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xee // VDPBF16PS Z14, Z15, Z5
+	VPBROADCASTD (R12)(BX*2), Z15
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xf4 // VDPBF16PS Z12, Z15, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xfd // VDPBF16PS Z13, Z15, Z7
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xc6 // VDPBF16PS Z14, Z15, Z8
+	VPBROADCASTD (R12)(SI*1), Z15
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z12, Z15, Z9
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xd5 // VDPBF16PS Z13, Z15, Z10
+	BYTE $0x62; BYTE $0x52; BYTE $0x06; BYTE $0x48; BYTE $0x52; BYTE $0xde // VDPBF16PS Z14, Z15, Z11
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs3_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs3_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_masked_rows2
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 6 VDPBF16PS.
+vecs3_masked_rows2:
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS.Z    128(SI), K1, Z8
+	VPBROADCASTD (DI), Z9
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xc6 // VDPBF16PS Z6, Z9, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xcf // VDPBF16PS Z7, Z9, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xd0 // VDPBF16PS Z8, Z9, Z2
+	VPBROADCASTD (DI)(BX*1), Z9
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xde // VDPBF16PS Z6, Z9, Z3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xe7 // VDPBF16PS Z7, Z9, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xe8 // VDPBF16PS Z8, Z9, Z5
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs3_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs3_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_masked_rows1
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS.Z 128(R9), K1, Z2
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 3 VDPBF16PS.
+vecs3_masked_rows1:
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS.Z    128(SI), K1, Z5
+	VPBROADCASTD (DI), Z6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xc3 // VDPBF16PS Z3, Z6, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z4, Z6, Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xd5 // VDPBF16PS Z5, Z6, Z2
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs3_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS.Z 64(R15), K1, Z1
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z2
+	VMOVUPS.Z 64(R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z4
+	VMOVUPS.Z 64(R15), K1, Z5
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z6
+	VMOVUPS.Z 64(R15), K1, Z7
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z8
+	VMOVUPS.Z 64(R15), K1, Z9
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z10
+	VMOVUPS.Z 64(R15), K1, Z11
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 12 VDPBF16PS.
+vecs2_masked_rows6:
+	VMOVUPS      (R12), Z12
+	VMOVUPS.Z    64(R12), K1, Z13
+	VPBROADCASTD (R13), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z12, Z14, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z14, Z1
+	VPBROADCASTD (R13)(BX*1), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z12, Z14, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z13, Z14, Z3
+	VPBROADCASTD (R13)(BX*2), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xe4 // VDPBF16PS Z12, Z14, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xed // VDPBF16PS Z13, Z14, Z5
+	VPBROADCASTD (R13)(SI*1), Z14
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xf4 // VDPBF16PS Z12, Z14, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xfd // VDPBF16PS Z13, Z14, Z7
+	VPBROADCASTD (R13)(BX*4), Z14
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z12, Z14, Z8
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z14, Z9
+	VPBROADCASTD (R13)(DI*1), Z14
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z12, Z14, Z10
+	BYTE $0x62; BYTE $0x52; BYTE $0x0e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z13, Z14, Z11
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs2_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs2_masked_rows4
+
+vecs2_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS.Z 64(R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z2
+	VMOVUPS.Z 64(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS.Z 64(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS.Z 64(R14), K1, Z7
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 8 VDPBF16PS.
+vecs2_masked_rows4:
+	VMOVUPS      (DI), Z8
+	VMOVUPS.Z    64(DI), K1, Z9
+	VPBROADCASTD (R12), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xc0 // VDPBF16PS Z8, Z10, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xc9 // VDPBF16PS Z9, Z10, Z1
+	VPBROADCASTD (R12)(BX*1), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xd0 // VDPBF16PS Z8, Z10, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xd9 // VDPBF16PS Z9, Z10, Z3
+	VPBROADCASTD (R12)(BX*2), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xe0 // VDPBF16PS Z8, Z10, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xe9 // VDPBF16PS Z9, Z10, Z5
+	VPBROADCASTD (R12)(SI*1), Z10
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xf0 // VDPBF16PS Z8, Z10, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xf9 // VDPBF16PS Z9, Z10, Z7
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs2_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_masked_rows2
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 4 VDPBF16PS.
+vecs2_masked_rows2:
+	VMOVUPS      (SI), Z4
+	VMOVUPS.Z    64(SI), K1, Z5
+	VPBROADCASTD (DI), Z6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z4, Z6, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z5, Z6, Z1
+	VPBROADCASTD (DI)(BX*1), Z6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z4, Z6, Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z5, Z6, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs2_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_masked_rows1
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS.Z 64(R9), K1, Z1
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 2 VDPBF16PS.
+vecs2_masked_rows1:
+	VMOVUPS      (SI), Z2
+	VMOVUPS.Z    64(SI), K1, Z3
+	VPBROADCASTD (DI), Z4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5e; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // VDPBF16PS Z2, Z4, Z0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5e; BYTE $0x48; BYTE $0x52; BYTE $0xcb // VDPBF16PS Z3, Z4, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS.Z (R15), K1, Z0
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z1
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z2
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z4
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z5
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 6 VDPBF16PS.
+vecs1_masked_rows6:
+	VMOVUPS.Z    (R12), K1, Z6
+	VPBROADCASTD (R13), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xc6 // VDPBF16PS Z6, Z7, Z0
+	VPBROADCASTD (R13)(BX*1), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xce // VDPBF16PS Z6, Z7, Z1
+	VPBROADCASTD (R13)(BX*2), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xd6 // VDPBF16PS Z6, Z7, Z2
+	VPBROADCASTD (R13)(SI*1), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xde // VDPBF16PS Z6, Z7, Z3
+	VPBROADCASTD (R13)(BX*4), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xe6 // VDPBF16PS Z6, Z7, Z4
+	VPBROADCASTD (R13)(DI*1), Z7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x46; BYTE $0x48; BYTE $0x52; BYTE $0xee // VDPBF16PS Z6, Z7, Z5
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs1_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs1_masked_rows4
+
+vecs1_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS.Z (R14), K1, Z0
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z3
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 4 VDPBF16PS.
+vecs1_masked_rows4:
+	VMOVUPS.Z    (DI), K1, Z4
+	VPBROADCASTD (R12), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xc4 // VDPBF16PS Z4, Z5, Z0
+	VPBROADCASTD (R12)(BX*1), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xcc // VDPBF16PS Z4, Z5, Z1
+	VPBROADCASTD (R12)(BX*2), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xd4 // VDPBF16PS Z4, Z5, Z2
+	VPBROADCASTD (R12)(SI*1), Z5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x56; BYTE $0x48; BYTE $0x52; BYTE $0xdc // VDPBF16PS Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs1_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_masked_rows2
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 2 VDPBF16PS.
+vecs1_masked_rows2:
+	VMOVUPS.Z    (SI), K1, Z2
+	VPBROADCASTD (DI), Z3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // VDPBF16PS Z2, Z3, Z0
+	VPBROADCASTD (DI)(BX*1), Z3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xca // VDPBF16PS Z2, Z3, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs1_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_masked_rows1
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS.Z (R9), K1, Z0
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 1 VDPBF16PS.
+vecs1_masked_rows1:
+	VMOVUPS.Z    (SI), K1, Z1
+	VPBROADCASTD (DI), Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x6e; BYTE $0x48; BYTE $0x52; BYTE $0xc1 // VDPBF16PS Z1, Z2, Z0
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func GemmBF16EmuAVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, AVX512F
+TEXT ·GemmBF16EmuAVX512(SB), NOSPLIT, $0-96
+	MOVQ  c+0(FP), AX
+	MOVQ  ldc+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  a+16(FP), DX
+	MOVQ  lda+24(FP), BX
+	SHLQ  $0x02, BX
+	LEAQ  (BX)(BX*2), SI
+	LEAQ  (BX)(BX*4), DI
+	MOVQ  ldb+48(FP), R8
+	SHLQ  $0x02, R8
+	MOVQ  acc+88(FP), R9
+	MOVQ  lka+32(FP), R10
+	SHLQ  $0x02, R10
+	MOVQ  m+56(FP), R11
+	MOVQ  tail+80(FP), R12
+	LEAQ  constsAVX512<>+1984(SB), R13
+	KMOVW (R13)(R12*2), K1
+	MOVQ  nv+72(FP), R13
+	CMPQ  R12, $0x10
+	JNE   tail_masked
+	CMPQ  R13, $0x04
+	JEQ   vecs4_whole
+	CMPQ  R13, $0x03
+	JEQ   vecs3_whole
+	CMPQ  R13, $0x02
+	JEQ   vecs2_whole
+	CMPQ  R13, $0x01
+	JEQ   vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R13, $0x04
+	JEQ  vecs4_masked
+	CMPQ R13, $0x03
+	JEQ  vecs3_masked
+	CMPQ R13, $0x02
+	JEQ  vecs2_masked
+	CMPQ R13, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one whole.
+vecs4_whole:
+	// Groups of 6 rows.
+vecs4_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs4_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z21
+	VMOVUPS constsAVX512<>+1536(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z23
+	JMP     vecs4_whole_rows6
+
+vecs4_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	VMOVUPS 128(R15), Z2
+	VMOVUPS 192(R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	VMOVUPS 64(R15), Z5
+	VMOVUPS 128(R15), Z6
+	VMOVUPS 192(R15), Z7
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z8
+	VMOVUPS 64(R15), Z9
+	VMOVUPS 128(R15), Z10
+	VMOVUPS 192(R15), Z11
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	VMOVUPS 192(R15), Z15
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z16
+	VMOVUPS 64(R15), Z17
+	VMOVUPS 128(R15), Z18
+	VMOVUPS 192(R15), Z19
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z20
+	VMOVUPS 64(R15), Z21
+	VMOVUPS 128(R15), Z22
+	VMOVUPS 192(R15), Z23
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 24 VDPBF16PS.
+vecs4_whole_rows6:
+	VMOVUPS      (R12), Z24
+	VMOVUPS      64(R12), Z25
+	VMOVUPS      128(R12), Z26
+	VMOVUPS      192(R12), Z27
+	VPBROADCASTD (R13), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z0
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z1
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z2
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z3
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z3
+	VPBROADCASTD (R13)(BX*1), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z4
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z5
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z6
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z7
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z7
+	VPBROADCASTD (R13)(BX*2), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z8
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z9
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z10
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z11
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z11
+	VPBROADCASTD (R13)(SI*1), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z12
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z13
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z14
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z14
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z15
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z15
+	VPBROADCASTD (R13)(BX*4), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z16
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z17
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z17
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z18
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z18
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z19
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z19
+	VPBROADCASTD (R13)(DI*1), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z20
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z20
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z24
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z29
+	VFMADD231PS  Z24, Z29, Z21
+	VPSLLD       $0x10, Z28, Z24
+	VPSLLD       $0x10, Z25, Z29
+	VFMADD231PS  Z24, Z29, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z24
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z25
+	VFMADD231PS  Z24, Z25, Z22
+	VPSLLD       $0x10, Z28, Z24
+	VPSLLD       $0x10, Z26, Z25
+	VFMADD231PS  Z24, Z25, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z24
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z25
+	VFMADD231PS  Z24, Z25, Z23
+	VPSLLD       $0x10, Z28, Z24
+	VPSLLD       $0x10, Z27, Z25
+	VFMADD231PS  Z24, Z25, Z23
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs4_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs4_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs4_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	JMP     vecs4_whole_rows4
+
+vecs4_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	VMOVUPS 192(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	VMOVUPS 128(R14), Z6
+	VMOVUPS 192(R14), Z7
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z8
+	VMOVUPS 64(R14), Z9
+	VMOVUPS 128(R14), Z10
+	VMOVUPS 192(R14), Z11
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z12
+	VMOVUPS 64(R14), Z13
+	VMOVUPS 128(R14), Z14
+	VMOVUPS 192(R14), Z15
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 16 VDPBF16PS.
+vecs4_whole_rows4:
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS      192(DI), Z19
+	VPBROADCASTD (R12), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z0
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z22
+	VFMADD231PS  Z21, Z22, Z1
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z17, Z22
+	VFMADD231PS  Z21, Z22, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z22
+	VFMADD231PS  Z21, Z22, Z2
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z18, Z22
+	VFMADD231PS  Z21, Z22, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z21, Z22, Z3
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z21, Z22, Z3
+	VPBROADCASTD (R12)(BX*1), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z4
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z22
+	VFMADD231PS  Z21, Z22, Z5
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z17, Z22
+	VFMADD231PS  Z21, Z22, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z22
+	VFMADD231PS  Z21, Z22, Z6
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z18, Z22
+	VFMADD231PS  Z21, Z22, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z21, Z22, Z7
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z21, Z22, Z7
+	VPBROADCASTD (R12)(BX*2), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z8
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z22
+	VFMADD231PS  Z21, Z22, Z9
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z17, Z22
+	VFMADD231PS  Z21, Z22, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z22
+	VFMADD231PS  Z21, Z22, Z10
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z18, Z22
+	VFMADD231PS  Z21, Z22, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z21, Z22, Z11
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z21, Z22, Z11
+	VPBROADCASTD (R12)(SI*1), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z12
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z21
+	VFMADD231PS  Z16, Z21, Z13
+	VPSLLD       $0x10, Z20, Z16
+	VPSLLD       $0x10, Z17, Z21
+	VFMADD231PS  Z16, Z21, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z17
+	VFMADD231PS  Z16, Z17, Z14
+	VPSLLD       $0x10, Z20, Z16
+	VPSLLD       $0x10, Z18, Z17
+	VFMADD231PS  Z16, Z17, Z14
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z17
+	VFMADD231PS  Z16, Z17, Z15
+	VPSLLD       $0x10, Z20, Z16
+	VPSLLD       $0x10, Z19, Z17
+	VFMADD231PS  Z16, Z17, Z15
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs4_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs4_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_whole_rows2
+
+vecs4_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	VMOVUPS 192(R13), Z3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 8 VDPBF16PS.
+vecs4_whole_rows2:
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS      192(SI), Z11
+	VPBROADCASTD (DI), Z12
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z14
+	VFMADD231PS  Z13, Z14, Z0
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z8, Z14
+	VFMADD231PS  Z13, Z14, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z14
+	VFMADD231PS  Z13, Z14, Z1
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z9, Z14
+	VFMADD231PS  Z13, Z14, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z14
+	VFMADD231PS  Z13, Z14, Z2
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z10, Z14
+	VFMADD231PS  Z13, Z14, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z11, Z14
+	VFMADD231PS  Z13, Z14, Z3
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z11, Z14
+	VFMADD231PS  Z13, Z14, Z3
+	VPBROADCASTD (DI)(BX*1), Z12
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z14
+	VFMADD231PS  Z13, Z14, Z4
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z8, Z14
+	VFMADD231PS  Z13, Z14, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z13
+	VFMADD231PS  Z8, Z13, Z5
+	VPSLLD       $0x10, Z12, Z8
+	VPSLLD       $0x10, Z9, Z13
+	VFMADD231PS  Z8, Z13, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VPSLLD       $0x10, Z12, Z8
+	VPSLLD       $0x10, Z10, Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z11, Z9
+	VFMADD231PS  Z8, Z9, Z7
+	VPSLLD       $0x10, Z12, Z8
+	VPSLLD       $0x10, Z11, Z9
+	VFMADD231PS  Z8, Z9, Z7
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs4_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs4_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_whole_rows1
+
+vecs4_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+	VMOVUPS 192(R9), Z3
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 4 VDPBF16PS.
+vecs4_whole_rows1:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS      192(SI), Z7
+	VPBROADCASTD (DI), Z8
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z10
+	VFMADD231PS  Z9, Z10, Z0
+	VPSLLD       $0x10, Z8, Z9
+	VPSLLD       $0x10, Z4, Z10
+	VFMADD231PS  Z9, Z10, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z9
+	VFMADD231PS  Z4, Z9, Z1
+	VPSLLD       $0x10, Z8, Z4
+	VPSLLD       $0x10, Z5, Z9
+	VFMADD231PS  Z4, Z9, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VPSLLD       $0x10, Z8, Z4
+	VPSLLD       $0x10, Z6, Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z5
+	VFMADD231PS  Z4, Z5, Z3
+	VPSLLD       $0x10, Z8, Z4
+	VPSLLD       $0x10, Z7, Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs4_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one whole.
+vecs3_whole:
+	// Groups of 6 rows.
+vecs3_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs3_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	JMP     vecs3_whole_rows6
+
+vecs3_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	VMOVUPS 128(R15), Z2
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z3
+	VMOVUPS 64(R15), Z4
+	VMOVUPS 128(R15), Z5
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z6
+	VMOVUPS 64(R15), Z7
+	VMOVUPS 128(R15), Z8
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z9
+	VMOVUPS 64(R15), Z10
+	VMOVUPS 128(R15), Z11
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z15
+	VMOVUPS 64(R15), Z16
+	VMOVUPS 128(R15), Z17
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 18 VDPBF16PS.
+vecs3_whole_rows6:
+	VMOVUPS      (R12), Z18
+	VMOVUPS      64(R12), Z19
+	VMOVUPS      128(R12), Z20
+	VPBROADCASTD (R13), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z0
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z1
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z2
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z2
+	VPBROADCASTD (R13)(BX*1), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z3
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z4
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z5
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z5
+	VPBROADCASTD (R13)(BX*2), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z6
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z7
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z8
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z8
+	VPBROADCASTD (R13)(SI*1), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z9
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z10
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z11
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z11
+	VPBROADCASTD (R13)(BX*4), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z12
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z13
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z14
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z14
+	VPBROADCASTD (R13)(DI*1), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z15
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z18
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z18, Z22, Z16
+	VPSLLD       $0x10, Z21, Z18
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z18, Z22, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z18
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z19
+	VFMADD231PS  Z18, Z19, Z17
+	VPSLLD       $0x10, Z21, Z18
+	VPSLLD       $0x10, Z20, Z19
+	VFMADD231PS  Z18, Z19, Z17
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs3_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs3_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs3_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs3_whole_rows4
+
+vecs3_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	VMOVUPS 128(R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+	VMOVUPS 64(R14), Z4
+	VMOVUPS 128(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	VMOVUPS 128(R14), Z8
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z9
+	VMOVUPS 64(R14), Z10
+	VMOVUPS 128(R14), Z11
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 12 VDPBF16PS.
+vecs3_whole_rows4:
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS      128(DI), Z14
+	VPBROADCASTD (R12), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z0
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z17
+	VFMADD231PS  Z16, Z17, Z1
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z13, Z17
+	VFMADD231PS  Z16, Z17, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z17
+	VFMADD231PS  Z16, Z17, Z2
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z14, Z17
+	VFMADD231PS  Z16, Z17, Z2
+	VPBROADCASTD (R12)(BX*1), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z3
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z17
+	VFMADD231PS  Z16, Z17, Z4
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z13, Z17
+	VFMADD231PS  Z16, Z17, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z17
+	VFMADD231PS  Z16, Z17, Z5
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z14, Z17
+	VFMADD231PS  Z16, Z17, Z5
+	VPBROADCASTD (R12)(BX*2), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z6
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z17
+	VFMADD231PS  Z16, Z17, Z7
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z13, Z17
+	VFMADD231PS  Z16, Z17, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z17
+	VFMADD231PS  Z16, Z17, Z8
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z14, Z17
+	VFMADD231PS  Z16, Z17, Z8
+	VPBROADCASTD (R12)(SI*1), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z9
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z12, Z16, Z10
+	VPSLLD       $0x10, Z15, Z12
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z12, Z16, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z13
+	VFMADD231PS  Z12, Z13, Z11
+	VPSLLD       $0x10, Z15, Z12
+	VPSLLD       $0x10, Z14, Z13
+	VFMADD231PS  Z12, Z13, Z11
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs3_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs3_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_whole_rows2
+
+vecs3_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	VMOVUPS 128(R13), Z2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z3
+	VMOVUPS 64(R13), Z4
+	VMOVUPS 128(R13), Z5
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 6 VDPBF16PS.
+vecs3_whole_rows2:
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS      128(SI), Z8
+	VPBROADCASTD (DI), Z9
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z11
+	VFMADD231PS  Z10, Z11, Z0
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z6, Z11
+	VFMADD231PS  Z10, Z11, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z11
+	VFMADD231PS  Z10, Z11, Z1
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z7, Z11
+	VFMADD231PS  Z10, Z11, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z11
+	VFMADD231PS  Z10, Z11, Z2
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z8, Z11
+	VFMADD231PS  Z10, Z11, Z2
+	VPBROADCASTD (DI)(BX*1), Z9
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z11
+	VFMADD231PS  Z10, Z11, Z3
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z6, Z11
+	VFMADD231PS  Z10, Z11, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z10
+	VFMADD231PS  Z6, Z10, Z4
+	VPSLLD       $0x10, Z9, Z6
+	VPSLLD       $0x10, Z7, Z10
+	VFMADD231PS  Z6, Z10, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z7
+	VFMADD231PS  Z6, Z7, Z5
+	VPSLLD       $0x10, Z9, Z6
+	VPSLLD       $0x10, Z8, Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs3_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs3_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_whole_rows1
+
+vecs3_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	VMOVUPS 128(R9), Z2
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 3 VDPBF16PS.
+vecs3_whole_rows1:
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS      128(SI), Z5
+	VPBROADCASTD (DI), Z6
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z3, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z3, Z7, Z1
+	VPSLLD       $0x10, Z6, Z3
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z3, Z7, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z4
+	VFMADD231PS  Z3, Z4, Z2
+	VPSLLD       $0x10, Z6, Z3
+	VPSLLD       $0x10, Z5, Z4
+	VFMADD231PS  Z3, Z4, Z2
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs3_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	VMOVUPS 64(R15), Z1
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z2
+	VMOVUPS 64(R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	VMOVUPS 64(R15), Z5
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z6
+	VMOVUPS 64(R15), Z7
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z8
+	VMOVUPS 64(R15), Z9
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z10
+	VMOVUPS 64(R15), Z11
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 12 VDPBF16PS.
+vecs2_whole_rows6:
+	VMOVUPS      (R12), Z12
+	VMOVUPS      64(R12), Z13
+	VPBROADCASTD (R13), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z0
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z1
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z1
+	VPBROADCASTD (R13)(BX*1), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z2
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z3
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z3
+	VPBROADCASTD (R13)(BX*2), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z4
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z5
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z5
+	VPBROADCASTD (R13)(SI*1), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z6
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z7
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z7
+	VPBROADCASTD (R13)(BX*4), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z8
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z9
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z9
+	VPBROADCASTD (R13)(DI*1), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z10
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z15
+	VFMADD231PS  Z12, Z15, Z11
+	VPSLLD       $0x10, Z14, Z12
+	VPSLLD       $0x10, Z13, Z15
+	VFMADD231PS  Z12, Z15, Z11
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs2_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs2_whole_rows4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	VMOVUPS 64(R14), Z3
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z4
+	VMOVUPS 64(R14), Z5
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 8 VDPBF16PS.
+vecs2_whole_rows4:
+	VMOVUPS      (DI), Z8
+	VMOVUPS      64(DI), Z9
+	VPBROADCASTD (R12), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z0
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z12
+	VFMADD231PS  Z11, Z12, Z1
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z9, Z12
+	VFMADD231PS  Z11, Z12, Z1
+	VPBROADCASTD (R12)(BX*1), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z2
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z12
+	VFMADD231PS  Z11, Z12, Z3
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z9, Z12
+	VFMADD231PS  Z11, Z12, Z3
+	VPBROADCASTD (R12)(BX*2), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z4
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z12
+	VFMADD231PS  Z11, Z12, Z5
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z9, Z12
+	VFMADD231PS  Z11, Z12, Z5
+	VPBROADCASTD (R12)(SI*1), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z6
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z11
+	VFMADD231PS  Z8, Z11, Z7
+	VPSLLD       $0x10, Z10, Z8
+	VPSLLD       $0x10, Z9, Z11
+	VFMADD231PS  Z8, Z11, Z7
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs2_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_whole_rows2
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	VMOVUPS 64(R13), Z1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z2
+	VMOVUPS 64(R13), Z3
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 4 VDPBF16PS.
+vecs2_whole_rows2:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VPBROADCASTD (DI), Z6
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z4, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z8
+	VFMADD231PS  Z7, Z8, Z1
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z5, Z8
+	VFMADD231PS  Z7, Z8, Z1
+	VPBROADCASTD (DI)(BX*1), Z6
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z8
+	VFMADD231PS  Z7, Z8, Z2
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z4, Z8
+	VFMADD231PS  Z7, Z8, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z7
+	VFMADD231PS  Z4, Z7, Z3
+	VPSLLD       $0x10, Z6, Z4
+	VPSLLD       $0x10, Z5, Z7
+	VFMADD231PS  Z4, Z7, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs2_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_whole_rows1
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 2 VDPBF16PS.
+vecs2_whole_rows1:
+	VMOVUPS      (SI), Z2
+	VMOVUPS      64(SI), Z3
+	VPBROADCASTD (DI), Z4
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z6
+	VFMADD231PS  Z5, Z6, Z0
+	VPSLLD       $0x10, Z4, Z5
+	VPSLLD       $0x10, Z2, Z6
+	VFMADD231PS  Z5, Z6, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z5
+	VFMADD231PS  Z2, Z5, Z1
+	VPSLLD       $0x10, Z4, Z2
+	VPSLLD       $0x10, Z3, Z5
+	VFMADD231PS  Z2, Z5, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R11, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R15
+	VMOVUPS (R15), Z0
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z1
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z2
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z3
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z4
+	ADDQ    CX, R15
+	VMOVUPS (R15), Z5
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 6 VDPBF16PS.
+vecs1_whole_rows6:
+	VMOVUPS      (R12), Z6
+	VPBROADCASTD (R13), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VPBROADCASTD (R13)(BX*1), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VPBROADCASTD (R13)(BX*2), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VPBROADCASTD (R13)(SI*1), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VPBROADCASTD (R13)(BX*4), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VPBROADCASTD (R13)(DI*1), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs1_whole_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs1_whole_rows4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R14
+	VMOVUPS (R14), Z0
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z1
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z2
+	ADDQ    CX, R14
+	VMOVUPS (R14), Z3
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 4 VDPBF16PS.
+vecs1_whole_rows4:
+	VMOVUPS      (DI), Z4
+	VPBROADCASTD (R12), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VPBROADCASTD (R12)(BX*1), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VPBROADCASTD (R12)(BX*2), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VPBROADCASTD (R12)(SI*1), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z3
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs1_whole_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_whole_rows2
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Z0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Z1
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 2 VDPBF16PS.
+vecs1_whole_rows2:
+	VMOVUPS      (SI), Z2
+	VPBROADCASTD (DI), Z3
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VPSLLD       $0x10, Z3, Z4
+	VPSLLD       $0x10, Z2, Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VPBROADCASTD (DI)(BX*1), Z3
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VPSLLD       $0x10, Z3, Z4
+	VPSLLD       $0x10, Z2, Z5
+	VFMADD231PS  Z4, Z5, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs1_whole_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_whole_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_whole_rows1
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R9
+	VMOVUPS (R9), Z0
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 1 VDPBF16PS.
+vecs1_whole_rows1:
+	VMOVUPS      (SI), Z1
+	VPBROADCASTD (DI), Z2
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z1, Z4
+	VFMADD231PS  Z3, Z4, Z0
+	VPSLLD       $0x10, Z2, Z3
+	VPSLLD       $0x10, Z1, Z4
+	VFMADD231PS  Z3, Z4, Z0
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 4 vectors, the last one masked.
+vecs4_masked:
+	// Groups of 6 rows.
+vecs4_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs4_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	VMOVUPS constsAVX512<>+1536(SB), Z18
+	VMOVUPS constsAVX512<>+1536(SB), Z19
+	VMOVUPS constsAVX512<>+1536(SB), Z20
+	VMOVUPS constsAVX512<>+1536(SB), Z21
+	VMOVUPS constsAVX512<>+1536(SB), Z22
+	VMOVUPS constsAVX512<>+1536(SB), Z23
+	JMP     vecs4_masked_rows6
+
+vecs4_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS   64(R15), Z1
+	VMOVUPS   128(R15), Z2
+	VMOVUPS.Z 192(R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z4
+	VMOVUPS   64(R15), Z5
+	VMOVUPS   128(R15), Z6
+	VMOVUPS.Z 192(R15), K1, Z7
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z8
+	VMOVUPS   64(R15), Z9
+	VMOVUPS   128(R15), Z10
+	VMOVUPS.Z 192(R15), K1, Z11
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z12
+	VMOVUPS   64(R15), Z13
+	VMOVUPS   128(R15), Z14
+	VMOVUPS.Z 192(R15), K1, Z15
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z16
+	VMOVUPS   64(R15), Z17
+	VMOVUPS   128(R15), Z18
+	VMOVUPS.Z 192(R15), K1, Z19
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z20
+	VMOVUPS   64(R15), Z21
+	VMOVUPS   128(R15), Z22
+	VMOVUPS.Z 192(R15), K1, Z23
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 24 VDPBF16PS.
+vecs4_masked_rows6:
+	VMOVUPS      (R12), Z24
+	VMOVUPS      64(R12), Z25
+	VMOVUPS      128(R12), Z26
+	VMOVUPS.Z    192(R12), K1, Z27
+	VPBROADCASTD (R13), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z0
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z1
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z2
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z3
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z3
+	VPBROADCASTD (R13)(BX*1), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z4
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z5
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z6
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z7
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z7
+	VPBROADCASTD (R13)(BX*2), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z8
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z9
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z10
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z11
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z11
+	VPBROADCASTD (R13)(SI*1), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z12
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z13
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z14
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z14
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z15
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z15
+	VPBROADCASTD (R13)(BX*4), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z16
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z30
+	VFMADD231PS  Z29, Z30, Z17
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z25, Z30
+	VFMADD231PS  Z29, Z30, Z17
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z30
+	VFMADD231PS  Z29, Z30, Z18
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z26, Z30
+	VFMADD231PS  Z29, Z30, Z18
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z30
+	VFMADD231PS  Z29, Z30, Z19
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z27, Z30
+	VFMADD231PS  Z29, Z30, Z19
+	VPBROADCASTD (R13)(DI*1), Z28
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z29
+	VPANDD       constsAVX512<>+1920(SB), Z24, Z30
+	VFMADD231PS  Z29, Z30, Z20
+	VPSLLD       $0x10, Z28, Z29
+	VPSLLD       $0x10, Z24, Z30
+	VFMADD231PS  Z29, Z30, Z20
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z24
+	VPANDD       constsAVX512<>+1920(SB), Z25, Z29
+	VFMADD231PS  Z24, Z29, Z21
+	VPSLLD       $0x10, Z28, Z24
+	VPSLLD       $0x10, Z25, Z29
+	VFMADD231PS  Z24, Z29, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z24
+	VPANDD       constsAVX512<>+1920(SB), Z26, Z25
+	VFMADD231PS  Z24, Z25, Z22
+	VPSLLD       $0x10, Z28, Z24
+	VPSLLD       $0x10, Z26, Z25
+	VFMADD231PS  Z24, Z25, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z28, Z24
+	VPANDD       constsAVX512<>+1920(SB), Z27, Z25
+	VFMADD231PS  Z24, Z25, Z23
+	VPSLLD       $0x10, Z28, Z24
+	VPSLLD       $0x10, Z27, Z25
+	VFMADD231PS  Z24, Z25, Z23
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs4_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs4_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs4_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs4_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	JMP     vecs4_masked_rows4
+
+vecs4_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS   128(R14), Z2
+	VMOVUPS.Z 192(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS   64(R14), Z5
+	VMOVUPS   128(R14), Z6
+	VMOVUPS.Z 192(R14), K1, Z7
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z8
+	VMOVUPS   64(R14), Z9
+	VMOVUPS   128(R14), Z10
+	VMOVUPS.Z 192(R14), K1, Z11
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z12
+	VMOVUPS   64(R14), Z13
+	VMOVUPS   128(R14), Z14
+	VMOVUPS.Z 192(R14), K1, Z15
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 16 VDPBF16PS.
+vecs4_masked_rows4:
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS.Z    192(DI), K1, Z19
+	VPBROADCASTD (R12), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z0
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z22
+	VFMADD231PS  Z21, Z22, Z1
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z17, Z22
+	VFMADD231PS  Z21, Z22, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z22
+	VFMADD231PS  Z21, Z22, Z2
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z18, Z22
+	VFMADD231PS  Z21, Z22, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z21, Z22, Z3
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z21, Z22, Z3
+	VPBROADCASTD (R12)(BX*1), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z4
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z22
+	VFMADD231PS  Z21, Z22, Z5
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z17, Z22
+	VFMADD231PS  Z21, Z22, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z22
+	VFMADD231PS  Z21, Z22, Z6
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z18, Z22
+	VFMADD231PS  Z21, Z22, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z21, Z22, Z7
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z21, Z22, Z7
+	VPBROADCASTD (R12)(BX*2), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z8
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z22
+	VFMADD231PS  Z21, Z22, Z9
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z17, Z22
+	VFMADD231PS  Z21, Z22, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z22
+	VFMADD231PS  Z21, Z22, Z10
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z18, Z22
+	VFMADD231PS  Z21, Z22, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z21, Z22, Z11
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z21, Z22, Z11
+	VPBROADCASTD (R12)(SI*1), Z20
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z21
+	VPANDD       constsAVX512<>+1920(SB), Z16, Z22
+	VFMADD231PS  Z21, Z22, Z12
+	VPSLLD       $0x10, Z20, Z21
+	VPSLLD       $0x10, Z16, Z22
+	VFMADD231PS  Z21, Z22, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z17, Z21
+	VFMADD231PS  Z16, Z21, Z13
+	VPSLLD       $0x10, Z20, Z16
+	VPSLLD       $0x10, Z17, Z21
+	VFMADD231PS  Z16, Z21, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z17
+	VFMADD231PS  Z16, Z17, Z14
+	VPSLLD       $0x10, Z20, Z16
+	VPSLLD       $0x10, Z18, Z17
+	VFMADD231PS  Z16, Z17, Z14
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z17
+	VFMADD231PS  Z16, Z17, Z15
+	VPSLLD       $0x10, Z20, Z16
+	VPSLLD       $0x10, Z19, Z17
+	VFMADD231PS  Z16, Z17, Z15
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs4_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs4_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs4_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs4_masked_rows2
+
+vecs4_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS   128(R13), Z2
+	VMOVUPS.Z 192(R13), K1, Z3
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z4
+	VMOVUPS   64(R13), Z5
+	VMOVUPS   128(R13), Z6
+	VMOVUPS.Z 192(R13), K1, Z7
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 8 VDPBF16PS.
+vecs4_masked_rows2:
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS.Z    192(SI), K1, Z11
+	VPBROADCASTD (DI), Z12
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z14
+	VFMADD231PS  Z13, Z14, Z0
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z8, Z14
+	VFMADD231PS  Z13, Z14, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z14
+	VFMADD231PS  Z13, Z14, Z1
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z9, Z14
+	VFMADD231PS  Z13, Z14, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z14
+	VFMADD231PS  Z13, Z14, Z2
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z10, Z14
+	VFMADD231PS  Z13, Z14, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z11, Z14
+	VFMADD231PS  Z13, Z14, Z3
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z11, Z14
+	VFMADD231PS  Z13, Z14, Z3
+	VPBROADCASTD (DI)(BX*1), Z12
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z14
+	VFMADD231PS  Z13, Z14, Z4
+	VPSLLD       $0x10, Z12, Z13
+	VPSLLD       $0x10, Z8, Z14
+	VFMADD231PS  Z13, Z14, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z13
+	VFMADD231PS  Z8, Z13, Z5
+	VPSLLD       $0x10, Z12, Z8
+	VPSLLD       $0x10, Z9, Z13
+	VFMADD231PS  Z8, Z13, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VPSLLD       $0x10, Z12, Z8
+	VPSLLD       $0x10, Z10, Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z11, Z9
+	VFMADD231PS  Z8, Z9, Z7
+	VPSLLD       $0x10, Z12, Z8
+	VPSLLD       $0x10, Z11, Z9
+	VFMADD231PS  Z8, Z9, Z7
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs4_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs4_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs4_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 4 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs4_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs4_masked_rows1
+
+vecs4_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS   128(R9), Z2
+	VMOVUPS.Z 192(R9), K1, Z3
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 4 VDPBF16PS.
+vecs4_masked_rows1:
+	VMOVUPS      (SI), Z4
+	VMOVUPS      64(SI), Z5
+	VMOVUPS      128(SI), Z6
+	VMOVUPS.Z    192(SI), K1, Z7
+	VPBROADCASTD (DI), Z8
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z10
+	VFMADD231PS  Z9, Z10, Z0
+	VPSLLD       $0x10, Z8, Z9
+	VPSLLD       $0x10, Z4, Z10
+	VFMADD231PS  Z9, Z10, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z9
+	VFMADD231PS  Z4, Z9, Z1
+	VPSLLD       $0x10, Z8, Z4
+	VPSLLD       $0x10, Z5, Z9
+	VFMADD231PS  Z4, Z9, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VPSLLD       $0x10, Z8, Z4
+	VPSLLD       $0x10, Z6, Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z5
+	VFMADD231PS  Z4, Z5, Z3
+	VPSLLD       $0x10, Z8, Z4
+	VPSLLD       $0x10, Z7, Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs4_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs4_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 3 vectors, the last one masked.
+vecs3_masked:
+	// Groups of 6 rows.
+vecs3_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs3_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	VMOVUPS constsAVX512<>+1536(SB), Z14
+	VMOVUPS constsAVX512<>+1536(SB), Z15
+	VMOVUPS constsAVX512<>+1536(SB), Z16
+	VMOVUPS constsAVX512<>+1536(SB), Z17
+	JMP     vecs3_masked_rows6
+
+vecs3_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS   64(R15), Z1
+	VMOVUPS.Z 128(R15), K1, Z2
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z3
+	VMOVUPS   64(R15), Z4
+	VMOVUPS.Z 128(R15), K1, Z5
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z6
+	VMOVUPS   64(R15), Z7
+	VMOVUPS.Z 128(R15), K1, Z8
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z9
+	VMOVUPS   64(R15), Z10
+	VMOVUPS.Z 128(R15), K1, Z11
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z12
+	VMOVUPS   64(R15), Z13
+	VMOVUPS.Z 128(R15), K1, Z14
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z15
+	VMOVUPS   64(R15), Z16
+	VMOVUPS.Z 128(R15), K1, Z17
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 18 VDPBF16PS.
+vecs3_masked_rows6:
+	VMOVUPS      (R12), Z18
+	VMOVUPS      64(R12), Z19
+	VMOVUPS.Z    128(R12), K1, Z20
+	VPBROADCASTD (R13), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z0
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z1
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z2
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z2
+	VPBROADCASTD (R13)(BX*1), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z3
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z4
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z5
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z5
+	VPBROADCASTD (R13)(BX*2), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z6
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z7
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z8
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z8
+	VPBROADCASTD (R13)(SI*1), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z9
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z10
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z11
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z11
+	VPBROADCASTD (R13)(BX*4), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z12
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z23
+	VFMADD231PS  Z22, Z23, Z13
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z19, Z23
+	VFMADD231PS  Z22, Z23, Z13
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z23
+	VFMADD231PS  Z22, Z23, Z14
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z20, Z23
+	VFMADD231PS  Z22, Z23, Z14
+	VPBROADCASTD (R13)(DI*1), Z21
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z22
+	VPANDD       constsAVX512<>+1920(SB), Z18, Z23
+	VFMADD231PS  Z22, Z23, Z15
+	VPSLLD       $0x10, Z21, Z22
+	VPSLLD       $0x10, Z18, Z23
+	VFMADD231PS  Z22, Z23, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z18
+	VPANDD       constsAVX512<>+1920(SB), Z19, Z22
+	VFMADD231PS  Z18, Z22, Z16
+	VPSLLD       $0x10, Z21, Z18
+	VPSLLD       $0x10, Z19, Z22
+	VFMADD231PS  Z18, Z22, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z21, Z18
+	VPANDD       constsAVX512<>+1920(SB), Z20, Z19
+	VFMADD231PS  Z18, Z19, Z17
+	VPSLLD       $0x10, Z21, Z18
+	VPSLLD       $0x10, Z20, Z19
+	VFMADD231PS  Z18, Z19, Z17
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs3_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs3_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs3_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs3_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs3_masked_rows4
+
+vecs3_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS   64(R14), Z1
+	VMOVUPS.Z 128(R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z3
+	VMOVUPS   64(R14), Z4
+	VMOVUPS.Z 128(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS   64(R14), Z7
+	VMOVUPS.Z 128(R14), K1, Z8
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z9
+	VMOVUPS   64(R14), Z10
+	VMOVUPS.Z 128(R14), K1, Z11
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 12 VDPBF16PS.
+vecs3_masked_rows4:
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS.Z    128(DI), K1, Z14
+	VPBROADCASTD (R12), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z0
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z17
+	VFMADD231PS  Z16, Z17, Z1
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z13, Z17
+	VFMADD231PS  Z16, Z17, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z17
+	VFMADD231PS  Z16, Z17, Z2
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z14, Z17
+	VFMADD231PS  Z16, Z17, Z2
+	VPBROADCASTD (R12)(BX*1), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z3
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z17
+	VFMADD231PS  Z16, Z17, Z4
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z13, Z17
+	VFMADD231PS  Z16, Z17, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z17
+	VFMADD231PS  Z16, Z17, Z5
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z14, Z17
+	VFMADD231PS  Z16, Z17, Z5
+	VPBROADCASTD (R12)(BX*2), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z6
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z17
+	VFMADD231PS  Z16, Z17, Z7
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z13, Z17
+	VFMADD231PS  Z16, Z17, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z17
+	VFMADD231PS  Z16, Z17, Z8
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z14, Z17
+	VFMADD231PS  Z16, Z17, Z8
+	VPBROADCASTD (R12)(SI*1), Z15
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z16
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z17
+	VFMADD231PS  Z16, Z17, Z9
+	VPSLLD       $0x10, Z15, Z16
+	VPSLLD       $0x10, Z12, Z17
+	VFMADD231PS  Z16, Z17, Z9
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z12, Z16, Z10
+	VPSLLD       $0x10, Z15, Z12
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z12, Z16, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z15, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z13
+	VFMADD231PS  Z12, Z13, Z11
+	VPSLLD       $0x10, Z15, Z12
+	VPSLLD       $0x10, Z14, Z13
+	VFMADD231PS  Z12, Z13, Z11
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs3_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs3_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs3_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs3_masked_rows2
+
+vecs3_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS   64(R13), Z1
+	VMOVUPS.Z 128(R13), K1, Z2
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z3
+	VMOVUPS   64(R13), Z4
+	VMOVUPS.Z 128(R13), K1, Z5
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 6 VDPBF16PS.
+vecs3_masked_rows2:
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS.Z    128(SI), K1, Z8
+	VPBROADCASTD (DI), Z9
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z11
+	VFMADD231PS  Z10, Z11, Z0
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z6, Z11
+	VFMADD231PS  Z10, Z11, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z11
+	VFMADD231PS  Z10, Z11, Z1
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z7, Z11
+	VFMADD231PS  Z10, Z11, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z11
+	VFMADD231PS  Z10, Z11, Z2
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z8, Z11
+	VFMADD231PS  Z10, Z11, Z2
+	VPBROADCASTD (DI)(BX*1), Z9
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z11
+	VFMADD231PS  Z10, Z11, Z3
+	VPSLLD       $0x10, Z9, Z10
+	VPSLLD       $0x10, Z6, Z11
+	VFMADD231PS  Z10, Z11, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z10
+	VFMADD231PS  Z6, Z10, Z4
+	VPSLLD       $0x10, Z9, Z6
+	VPSLLD       $0x10, Z7, Z10
+	VFMADD231PS  Z6, Z10, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z7
+	VFMADD231PS  Z6, Z7, Z5
+	VPSLLD       $0x10, Z9, Z6
+	VPSLLD       $0x10, Z8, Z7
+	VFMADD231PS  Z6, Z7, Z5
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs3_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs3_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs3_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 3 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs3_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	JMP     vecs3_masked_rows1
+
+vecs3_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS   64(R9), Z1
+	VMOVUPS.Z 128(R9), K1, Z2
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 3 VDPBF16PS.
+vecs3_masked_rows1:
+	VMOVUPS      (SI), Z3
+	VMOVUPS      64(SI), Z4
+	VMOVUPS.Z    128(SI), K1, Z5
+	VPBROADCASTD (DI), Z6
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z3, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z3, Z7, Z1
+	VPSLLD       $0x10, Z6, Z3
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z3, Z7, Z1
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z4
+	VFMADD231PS  Z3, Z4, Z2
+	VPSLLD       $0x10, Z6, Z3
+	VPSLLD       $0x10, Z5, Z4
+	VFMADD231PS  Z3, Z4, Z2
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs3_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs3_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	JMP     vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS   (R15), Z0
+	VMOVUPS.Z 64(R15), K1, Z1
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z2
+	VMOVUPS.Z 64(R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z4
+	VMOVUPS.Z 64(R15), K1, Z5
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z6
+	VMOVUPS.Z 64(R15), K1, Z7
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z8
+	VMOVUPS.Z 64(R15), K1, Z9
+	ADDQ      CX, R15
+	VMOVUPS   (R15), Z10
+	VMOVUPS.Z 64(R15), K1, Z11
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 12 VDPBF16PS.
+vecs2_masked_rows6:
+	VMOVUPS      (R12), Z12
+	VMOVUPS.Z    64(R12), K1, Z13
+	VPBROADCASTD (R13), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z0
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z1
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z1
+	VPBROADCASTD (R13)(BX*1), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z2
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z3
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z3
+	VPBROADCASTD (R13)(BX*2), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z4
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z5
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z5
+	VPBROADCASTD (R13)(SI*1), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z6
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z7
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z7
+	VPBROADCASTD (R13)(BX*4), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z8
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z16
+	VFMADD231PS  Z15, Z16, Z9
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z13, Z16
+	VFMADD231PS  Z15, Z16, Z9
+	VPBROADCASTD (R13)(DI*1), Z14
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z15
+	VPANDD       constsAVX512<>+1920(SB), Z12, Z16
+	VFMADD231PS  Z15, Z16, Z10
+	VPSLLD       $0x10, Z14, Z15
+	VPSLLD       $0x10, Z12, Z16
+	VFMADD231PS  Z15, Z16, Z10
+	VPANDD       constsAVX512<>+1920(SB), Z14, Z12
+	VPANDD       constsAVX512<>+1920(SB), Z13, Z15
+	VFMADD231PS  Z12, Z15, Z11
+	VPSLLD       $0x10, Z14, Z12
+	VPSLLD       $0x10, Z13, Z15
+	VFMADD231PS  Z12, Z15, Z11
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs2_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	JMP     vecs2_masked_rows4
+
+vecs2_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS   (R14), Z0
+	VMOVUPS.Z 64(R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z2
+	VMOVUPS.Z 64(R14), K1, Z3
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z4
+	VMOVUPS.Z 64(R14), K1, Z5
+	ADDQ      CX, R14
+	VMOVUPS   (R14), Z6
+	VMOVUPS.Z 64(R14), K1, Z7
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 8 VDPBF16PS.
+vecs2_masked_rows4:
+	VMOVUPS      (DI), Z8
+	VMOVUPS.Z    64(DI), K1, Z9
+	VPBROADCASTD (R12), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z0
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z12
+	VFMADD231PS  Z11, Z12, Z1
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z9, Z12
+	VFMADD231PS  Z11, Z12, Z1
+	VPBROADCASTD (R12)(BX*1), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z2
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z12
+	VFMADD231PS  Z11, Z12, Z3
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z9, Z12
+	VFMADD231PS  Z11, Z12, Z3
+	VPBROADCASTD (R12)(BX*2), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z4
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z12
+	VFMADD231PS  Z11, Z12, Z5
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z9, Z12
+	VFMADD231PS  Z11, Z12, Z5
+	VPBROADCASTD (R12)(SI*1), Z10
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z11
+	VPANDD       constsAVX512<>+1920(SB), Z8, Z12
+	VFMADD231PS  Z11, Z12, Z6
+	VPSLLD       $0x10, Z10, Z11
+	VPSLLD       $0x10, Z8, Z12
+	VFMADD231PS  Z11, Z12, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z10, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z9, Z11
+	VFMADD231PS  Z8, Z11, Z7
+	VPSLLD       $0x10, Z10, Z8
+	VPSLLD       $0x10, Z9, Z11
+	VFMADD231PS  Z8, Z11, Z7
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs2_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs2_masked_rows2
+
+vecs2_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS   (R13), Z0
+	VMOVUPS.Z 64(R13), K1, Z1
+	ADDQ      CX, R13
+	VMOVUPS   (R13), Z2
+	VMOVUPS.Z 64(R13), K1, Z3
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 4 VDPBF16PS.
+vecs2_masked_rows2:
+	VMOVUPS      (SI), Z4
+	VMOVUPS.Z    64(SI), K1, Z5
+	VPBROADCASTD (DI), Z6
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z4, Z8
+	VFMADD231PS  Z7, Z8, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z8
+	VFMADD231PS  Z7, Z8, Z1
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z5, Z8
+	VFMADD231PS  Z7, Z8, Z1
+	VPBROADCASTD (DI)(BX*1), Z6
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z7
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z8
+	VFMADD231PS  Z7, Z8, Z2
+	VPSLLD       $0x10, Z6, Z7
+	VPSLLD       $0x10, Z4, Z8
+	VFMADD231PS  Z7, Z8, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z7
+	VFMADD231PS  Z4, Z7, Z3
+	VPSLLD       $0x10, Z6, Z4
+	VPSLLD       $0x10, Z5, Z7
+	VFMADD231PS  Z4, Z7, Z3
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs2_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs2_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs2_masked_rows1
+
+vecs2_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS   (R9), Z0
+	VMOVUPS.Z 64(R9), K1, Z1
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 2 VDPBF16PS.
+vecs2_masked_rows1:
+	VMOVUPS      (SI), Z2
+	VMOVUPS.Z    64(SI), K1, Z3
+	VPBROADCASTD (DI), Z4
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z5
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z6
+	VFMADD231PS  Z5, Z6, Z0
+	VPSLLD       $0x10, Z4, Z5
+	VPSLLD       $0x10, Z2, Z6
+	VFMADD231PS  Z5, Z6, Z0
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z2
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z5
+	VFMADD231PS  Z2, Z5, Z1
+	VPSLLD       $0x10, Z4, Z2
+	VPSLLD       $0x10, Z3, Z5
+	VFMADD231PS  Z2, Z5, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R11, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+40(FP), R12
+	MOVQ DX, R13
+	MOVQ k+64(FP), R14
+
+	// Tile of 6 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows6_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	JMP     vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ      AX, R15
+	VMOVUPS.Z (R15), K1, Z0
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z1
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z2
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z3
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z4
+	ADDQ      CX, R15
+	VMOVUPS.Z (R15), K1, Z5
+
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 6 VDPBF16PS.
+vecs1_masked_rows6:
+	VMOVUPS.Z    (R12), K1, Z6
+	VPBROADCASTD (R13), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VPBROADCASTD (R13)(BX*1), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VPBROADCASTD (R13)(BX*2), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VPBROADCASTD (R13)(SI*1), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VPBROADCASTD (R13)(BX*4), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VPBROADCASTD (R13)(DI*1), Z7
+	VPANDD       constsAVX512<>+1920(SB), Z7, Z8
+	VPANDD       constsAVX512<>+1920(SB), Z6, Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VPSLLD       $0x10, Z7, Z8
+	VPSLLD       $0x10, Z6, Z9
+	VFMADD231PS  Z8, Z9, Z5
+	ADDQ         R8, R12
+	ADDQ         R10, R13
+	DECQ         R14
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R11
+	JMP     vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R11
+	JZ    vecs1_masked_tail2
+	MOVQ  b+40(FP), DI
+	MOVQ  DX, R12
+	MOVQ  k+64(FP), R13
+
+	// Tile of 4 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows4_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	JMP     vecs1_masked_rows4
+
+vecs1_masked_rows4_load:
+	MOVQ      AX, R14
+	VMOVUPS.Z (R14), K1, Z0
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z1
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z2
+	ADDQ      CX, R14
+	VMOVUPS.Z (R14), K1, Z3
+
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 4 VDPBF16PS.
+vecs1_masked_rows4:
+	VMOVUPS.Z    (DI), K1, Z4
+	VPBROADCASTD (R12), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z0
+	VPBROADCASTD (R12)(BX*1), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z1
+	VPBROADCASTD (R12)(BX*2), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z2
+	VPBROADCASTD (R12)(SI*1), Z5
+	VPANDD       constsAVX512<>+1920(SB), Z5, Z6
+	VPANDD       constsAVX512<>+1920(SB), Z4, Z7
+	VFMADD231PS  Z6, Z7, Z3
+	VPSLLD       $0x10, Z5, Z6
+	VPSLLD       $0x10, Z4, Z7
+	VFMADD231PS  Z6, Z7, Z3
+	ADDQ         R8, DI
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R11
+	JZ    vecs1_masked_tail1
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R12
+
+	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows2_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	JMP     vecs1_masked_rows2
+
+vecs1_masked_rows2_load:
+	MOVQ      AX, R13
+	VMOVUPS.Z (R13), K1, Z0
+	ADDQ      CX, R13
+	VMOVUPS.Z (R13), K1, Z1
+
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 2 VDPBF16PS.
+vecs1_masked_rows2:
+	VMOVUPS.Z    (SI), K1, Z2
+	VPBROADCASTD (DI), Z3
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VPSLLD       $0x10, Z3, Z4
+	VPSLLD       $0x10, Z2, Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VPBROADCASTD (DI)(BX*1), Z3
+	VPANDD       constsAVX512<>+1920(SB), Z3, Z4
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VPSLLD       $0x10, Z3, Z4
+	VPSLLD       $0x10, Z2, Z5
+	VFMADD231PS  Z4, Z5, Z1
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R12
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R11
+	JZ    vecs1_masked_done
+	MOVQ  b+40(FP), SI
+	MOVQ  DX, DI
+	MOVQ  k+64(FP), R11
+
+	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at 0.
+	TESTQ   R9, R9
+	JNZ     vecs1_masked_rows1_load
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	JMP     vecs1_masked_rows1
+
+vecs1_masked_rows1_load:
+	MOVQ      AX, R9
+	VMOVUPS.Z (R9), K1, Z0
+
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 1 VDPBF16PS.
+vecs1_masked_rows1:
+	VMOVUPS.Z    (SI), K1, Z1
+	VPBROADCASTD (DI), Z2
+	VPANDD       constsAVX512<>+1920(SB), Z2, Z3
+	VPANDD       constsAVX512<>+1920(SB), Z1, Z4
+	VFMADD231PS  Z3, Z4, Z0
+	VPSLLD       $0x10, Z2, Z3
+	VPSLLD       $0x10, Z1, Z4
+	VFMADD231PS  Z3, Z4, Z0
+	ADDQ         R8, SI
+	ADDQ         R10, DI
+	DECQ         R11
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func PairBF16AVX512(dst *uint32, ldd int, src *float32, lds int, rows int, nv int, tail int)
+// Requires: AVX, AVX512F
+TEXT ·PairBF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+16(FP), CX
+	MOVQ  ldd+8(FP), DX
+	SHLQ  $0x02, DX
+	MOVQ  lds+24(FP), BX
+	SHLQ  $0x02, BX
+	MOVQ  rows+32(FP), SI
+	MOVQ  nv+40(FP), DI
+	MOVQ  tail+48(FP), R8
+	LEAQ  constsAVX512<>+1984(SB), R9
+	KMOVW (R9)(R8*2), K1
+
+	// Whole pairs of rows.
+pair:
+	CMPQ SI, $0x02
+	JL   odd
+	MOVQ CX, R8
+	MOVQ AX, R10
+	LEAQ (CX)(BX*1), R9
+	MOVQ DI, R11
+
+pair_vec:
+	CMPQ      R11, $0x01
+	JE        pair_last
+	VMOVUPS   (R8), Z0
+	VPSRLD    $0x10, Z0, Z3
+	VPANDD    constsAVX512<>+1600(SB), Z3, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K2
+	VPORD     constsAVX512<>+1792(SB), Z3, Z3
+	VBLENDMPS Z3, Z2, K2, Z2
+	VMOVUPS   (R9), Z0
+	VPSRLD    $0x10, Z0, Z4
+	VPANDD    constsAVX512<>+1600(SB), Z4, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z3
+	VPADDD    Z1, Z3, Z3
+	VPSRLD    $0x10, Z3, Z3
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K2
+	VPORD     constsAVX512<>+1792(SB), Z4, Z4
+	VBLENDMPS Z4, Z3, K2, Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPORD     Z3, Z2, Z2
+	VMOVDQU32 Z2, (R10)
+	ADDQ      $0x40, R8
+	ADDQ      $0x40, R10
+	ADDQ      $0x40, R9
+	DECQ      R11
+	JMP       pair_vec
+
+pair_last:
+	VMOVUPS.Z (R8), K1, Z0
+	VPSRLD    $0x10, Z0, Z3
+	VPANDD    constsAVX512<>+1600(SB), Z3, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K2
+	VPORD     constsAVX512<>+1792(SB), Z3, Z3
+	VBLENDMPS Z3, Z2, K2, Z2
+	VMOVUPS.Z (R9), K1, Z0
+	VPSRLD    $0x10, Z0, Z4
+	VPANDD    constsAVX512<>+1600(SB), Z4, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z3
+	VPADDD    Z1, Z3, Z3
+	VPSRLD    $0x10, Z3, Z3
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K2
+	VPORD     constsAVX512<>+1792(SB), Z4, Z4
+	VBLENDMPS Z4, Z3, K2, Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPORD     Z3, Z2, Z2
+	VMOVDQU32 Z2, K1, (R10)
+	LEAQ      (CX)(BX*2), CX
+	ADDQ      DX, AX
+	SUBQ      $0x02, SI
+	JMP       pair
+
+	// An odd last row pairs with zeros.
+odd:
+	TESTQ SI, SI
+	JZ    done
+	MOVQ  CX, R8
+	MOVQ  AX, R10
+	MOVQ  DI, R11
+
+odd_vec:
+	CMPQ      R11, $0x01
+	JE        odd_last
+	VMOVUPS   (R8), Z0
+	VPSRLD    $0x10, Z0, Z3
+	VPANDD    constsAVX512<>+1600(SB), Z3, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K2
+	VPORD     constsAVX512<>+1792(SB), Z3, Z3
+	VBLENDMPS Z3, Z2, K2, Z2
+	VMOVDQU32 Z2, (R10)
+	ADDQ      $0x40, R8
+	ADDQ      $0x40, R10
+	DECQ      R11
+	JMP       odd_vec
+
+odd_last:
+	VMOVUPS.Z (R8), K1, Z0
+	VPSRLD    $0x10, Z0, Z3
+	VPANDD    constsAVX512<>+1600(SB), Z3, Z1
+	VPADDD    constsAVX512<>+1664(SB), Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    constsAVX512<>+1344(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+1728(SB), Z0, K2
+	VPORD     constsAVX512<>+1792(SB), Z3, Z3
+	VBLENDMPS Z3, Z2, K2, Z2
+	VMOVDQU32 Z2, K1, (R10)
+
+done:
+	VZEROUPPER
+	RET
+
+// func BF16PeakAVX512(iters int)
+// Requires: AVX, AVX512F, AVX512_BF16
+TEXT ·BF16PeakAVX512(SB), NOSPLIT, $0-8
+	MOVQ    iters+0(FP), AX
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+	VMOVUPS constsAVX512<>+1536(SB), Z4
+	VMOVUPS constsAVX512<>+1536(SB), Z5
+	VMOVUPS constsAVX512<>+1536(SB), Z6
+	VMOVUPS constsAVX512<>+1536(SB), Z7
+	VMOVUPS constsAVX512<>+1536(SB), Z8
+	VMOVUPS constsAVX512<>+1536(SB), Z9
+	VMOVUPS constsAVX512<>+1536(SB), Z10
+	VMOVUPS constsAVX512<>+1536(SB), Z11
+	VMOVUPS constsAVX512<>+1536(SB), Z12
+	VMOVUPS constsAVX512<>+1536(SB), Z13
+	TESTQ   AX, AX
+	JZ      done
+
+loop:
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xc5 // VDPBF16PS Z13, Z12, Z0
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z12, Z1
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xd5 // VDPBF16PS Z13, Z12, Z2
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z13, Z12, Z3
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xe5 // VDPBF16PS Z13, Z12, Z4
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xed // VDPBF16PS Z13, Z12, Z5
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xf5 // VDPBF16PS Z13, Z12, Z6
+	BYTE $0x62; BYTE $0xd2; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xfd // VDPBF16PS Z13, Z12, Z7
+	BYTE $0x62; BYTE $0x52; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xc5 // VDPBF16PS Z13, Z12, Z8
+	BYTE $0x62; BYTE $0x52; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xcd // VDPBF16PS Z13, Z12, Z9
+	BYTE $0x62; BYTE $0x52; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xd5 // VDPBF16PS Z13, Z12, Z10
+	BYTE $0x62; BYTE $0x52; BYTE $0x1e; BYTE $0x48; BYTE $0x52; BYTE $0xdd // VDPBF16PS Z13, Z12, Z11
+	DECQ AX
+	JNZ  loop
 
 done:
 	VZEROUPPER

@@ -21,6 +21,9 @@ const (
 	// PeakChainsAVX2 is the independent vector FMAs of an FMAPeak iteration.
 	PeakChainsAVX2 = 12
 
+	// BF16PeakChainsAVX2 is the independent VDPBF16PS of a BF16Peak iteration (0: no bfloat16 kernels).
+	BF16PeakChainsAVX2 = 0
+
 	// DecodeKeysAVX2 is the fewest keys of a Decode call (one block).
 	DecodeKeysAVX2 = 8
 

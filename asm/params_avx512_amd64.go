@@ -21,6 +21,9 @@ const (
 	// PeakChainsAVX512 is the independent vector FMAs of an FMAPeak iteration.
 	PeakChainsAVX512 = 12
 
+	// BF16PeakChainsAVX512 is the independent VDPBF16PS of a BF16Peak iteration (0: no bfloat16 kernels).
+	BF16PeakChainsAVX512 = 12
+
 	// DecodeKeysAVX512 is the fewest keys of a Decode call (one block).
 	DecodeKeysAVX512 = 16
 

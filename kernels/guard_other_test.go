@@ -15,6 +15,11 @@ func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
 	return make([]uint16, n), func() {}
 }
 
+// guarded32 is guarded for n uint32 values.
+func guarded32(t *testing.T, n int, atEnd bool) (s []uint32, free func()) {
+	return make([]uint32, n), func() {}
+}
+
 // guarded8 is guarded for n int8 values.
 func guarded8(t *testing.T, n int, atEnd bool) (s []int8, free func()) {
 	return make([]int8, n), func() {}

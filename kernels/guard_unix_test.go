@@ -30,6 +30,13 @@ func guarded16(t *testing.T, n int, atEnd bool) (s []uint16, free func()) {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n), free
 }
 
+// guarded32 is guarded for n uint32 values.
+func guarded32(t *testing.T, n int, atEnd bool) (s []uint32, free func()) {
+	t.Helper()
+	b, free := guardedBytes(t, 4*n, atEnd)
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), n), free
+}
+
 // guarded8 is guarded for n int8 values.
 func guarded8(t *testing.T, n int, atEnd bool) (s []int8, free func()) {
 	t.Helper()

@@ -55,6 +55,7 @@ type Set struct {
 	gemvI8  gemmWKernel                                                                              // nil: fallback.GemvI8
 	gemvI4  gemmWKernel                                                                              // rows of Half = int4Half; nil: fallback.GemvI4
 	widenW  func(dst []float32, ldd int, b WeightRows, k, n int)                                     // int8, int4 (Half = Lanes) in whole vectors; nil: Go
+	bf16    *bf16Kernels                                                                             // nil: no bfloat16 dot products (bf16.go)
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)
@@ -69,6 +70,7 @@ type Set struct {
 	dotRows    int               // the most query rows of a Dot call (0: no Dot)
 	peakChains int               // independent vector FMAs per iteration of peak
 	requires   []cpuid.FeatureID // the CPU features the set's code uses
+	optional   []cpuid.FeatureID // features of kernels it calls only where the CPU has them (AVX512_BF16)
 }
 
 // String returns the set's name.

@@ -185,6 +185,22 @@ func (g *gen) lanesLog() uint8 {
 // arithmetic on the bits: b + 0x7fff + bit 16 of b, the upper half; a NaN
 // keeps its upper half with the quiet bit set) and stores them to m.
 func (g *gen) narrowBF16(v reg.VecVirtual, m operand.Mem) {
+	r := g.bf16Bits(v)
+	if g.isa.avx512() {
+		g.VPMOVDW(r, m)
+		return
+	}
+	// Pack 8 dwords (each < 2^16) to words: VPACKUSDW packs within each
+	// 128-bit half, VPERMQ gathers the two halves' low quadwords.
+	g.VPACKUSDW(r, r, r)
+	g.VPERMQ(operand.U8(0x08), r, r)
+	g.VMOVDQU(r.AsX(), m)
+}
+
+// bf16Bits returns the float32 lanes of v rounded to bfloat16 (as
+// narrowBF16 rounds them), each in the low half of its dword, the upper
+// half zero.
+func (g *gen) bf16Bits(v reg.VecVirtual) reg.VecVirtual {
 	and := func(a operand.Op, b, dst reg.VecVirtual) {
 		if g.isa.avx512() {
 			g.VPANDD(a, b, dst)
@@ -203,15 +219,7 @@ func (g *gen) narrowBF16(v reg.VecVirtual, m operand.Mem) {
 	isNaN := g.compareInt(abs, g.cst("infBits")) // |b| > 0x7f800000
 	g.vor(g.cst("quietBF16"), nan, nan)
 	g.blend(isNaN, nan, r, r)
-	if g.isa.avx512() {
-		g.VPMOVDW(r, m)
-		return
-	}
-	// Pack 8 dwords (each < 2^16) to words: VPACKUSDW packs within each
-	// 128-bit half, VPERMQ gathers the two halves' low quadwords.
-	g.VPACKUSDW(r, r, r)
-	g.VPERMQ(operand.U8(0x08), r, r)
-	g.VMOVDQU(r.AsX(), m)
+	return r
 }
 
 // compareInt returns the lanes where the signed dword a > b.

@@ -81,6 +81,8 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "quietBF16", Bits: 0x40},
 	// int4 weights: a nibble's mask (gemv4.go).
 	expconst.Const{Name: "nibble", Bits: 15},
+	// bfloat16 pairs: the high halves (the Emu twin of VDPBF16PS, bf16.go).
+	expconst.Const{Name: "hiHalves", Bits: 0xffff0000},
 )
 
 func newGen(c *build.Context, x isa) *gen {

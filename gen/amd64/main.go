@@ -64,11 +64,20 @@ func generate(x isa, dir string) error {
 	g.scoreBias()
 	g.expKernel()
 	g.peak()
+	if x.avx512() {
+		g.gemmBF16(false)
+		g.gemmBF16(true)
+		g.pairBF16()
+		g.bf16Peak()
+	}
 	f, err := c.Result()
 	if err != nil {
 		return err
 	}
 	if err := pass.Compile.Execute(f); err != nil {
+		return err
+	}
+	if err := rawPass(f); err != nil { // VDPBF16PS's bytes, once registers are allocated
 		return err
 	}
 	// A fixed command line in the header: the files do not depend on -out.
@@ -99,6 +108,7 @@ func generate(x isa, dir string) error {
 		{Name: "SoftmaxVecs", Value: x.softNV, Doc: "the most vectors of rows of a Softmax or ScoreBias call."},
 		{Name: "DotRows", Value: dotRows, Doc: "the most query rows of a Dot call."},
 		{Name: "PeakChains", Value: peakChains, Doc: "the independent vector FMAs of an FMAPeak iteration."},
+		{Name: "BF16PeakChains", Value: bf16Chains(x), Doc: "the independent VDPBF16PS of a BF16Peak iteration (0: no bfloat16 kernels)."},
 		{Name: "DecodeKeys", Value: x.lanes, Doc: "the fewest keys of a Decode call (one block)."},
 		{Name: "DecodeScratch", Value: g.decodeScratch(), Doc: "the floats of Decode's scratch: weights, alphas, masks."},
 		{Name: "DecodeScaleWidth", Value: g.scaleEntryBytes() / 4, Doc: "the floats of one int8 K scale in Decode's scale scratch (AVX2: broadcast\n// to a vector by the fill, so that the kernel multiplies by a memory operand)."},

@@ -1,0 +1,58 @@
+package fallback
+
+import "math"
+
+// The bfloat16 dot products of the bfloat16 compute mode: operands that
+// hold two bfloat16 terms in each uint32 (the first in the low half), as
+// AVX512_BF16's VDPBF16PS multiplies them.
+
+// PairBF16 rounds rows rows of n float32 elements (at stride lds in src)
+// to bfloat16 and packs them in pairs of rows: dst[p*ldd+j] holds row 2p's
+// element j in its low half and row 2p+1's in its high half (0 when rows
+// is odd and 2p+1 = rows), rounded as F32ToBF16 rounds.
+func PairBF16(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
+	for p := 0; p < (rows+1)/2; p++ {
+		lo := src[2*p*lds:][:n]
+		d := dst[p*ldd:][:n]
+		if 2*p+1 == rows {
+			for j, x := range lo {
+				d[j] = uint32(F32ToBF16(x))
+			}
+			continue
+		}
+		hi := src[(2*p+1)*lds:][:n]
+		for j, x := range lo {
+			d[j] = uint32(F32ToBF16(x)) | uint32(F32ToBF16(hi[j]))<<16
+		}
+	}
+}
+
+// GemmBF16 is the bfloat16 pair product, in the order VDPBF16PS sums:
+//
+//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) ⊕_{p<k} (a[i*lda+p*lka], b[p*ldb+j])
+//
+// where each term adds the product of the two high halves, then that of
+// the two low halves, each rounded to float32 once (a product of two
+// bfloat16 values is exact in float32, so a fused and an unfused
+// multiply-add agree). Strides in uint32. The instruction also reads
+// denormal inputs as zero and flushes denormal results to zero; this
+// twin does not, so the two agree on normal numbers.
+func GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {
+	hi := func(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
+	lo := func(x uint32) float32 { return math.Float32frombits(x << 16) }
+	for i := range m {
+		ci := c[i*ldc:][:n]
+		for j := range ci {
+			var acc float32
+			if accumulate {
+				acc = ci[j]
+			}
+			for p := range k {
+				x, y := a[i*lda+p*lka], b[p*ldb+j]
+				acc += hi(x) * hi(y)
+				acc += lo(x) * lo(y)
+			}
+			ci[j] = acc
+		}
+	}
+}

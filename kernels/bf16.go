@@ -1,0 +1,99 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// The bfloat16 dot-product kernels of the bfloat16 compute mode. Their
+// operands hold two bfloat16 terms in each uint32 (the first in the low
+// half), as VDPBF16PS multiplies them: a bfloat16 row read in place (K),
+// or float32 rows rounded and packed in pairs by PairBF16 (Qᵀ, the
+// weights, V). A set has them where its CPU multiplies bfloat16 pairs
+// (AVX-512 with AVX512_BF16); elsewhere the mode runs on the float32
+// kernels (the tile package rounds the operands).
+
+// bf16Kernels are a set's bfloat16 kernels.
+type bf16Kernels struct {
+	gemm   func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
+	pair   func(dst []uint32, ldd int, src []float32, lds int, rows, n int) // nil: fallback.PairBF16
+	peak   func(iters int)                                                  // nil: none
+	chains int                                                              // independent VDPBF16PS of a peak iteration
+	native bool                                                             // the CPU's instruction, not its emulation
+}
+
+// HasBF16 reports whether the set has bfloat16 dot-product kernels
+// (GemmBF16).
+func (ks *Set) HasBF16() bool { return ks.bf16 != nil }
+
+// BF16Native reports whether the set's GemmBF16 runs the CPU's bfloat16
+// instruction (false: none, or its emulation in float32 instructions, a
+// set for the tests: EmulatedBF16).
+func (ks *Set) BF16Native() bool { return ks.bf16 != nil && ks.bf16.native }
+
+// GemmBF16 multiplies operands of bfloat16 pairs (strides in uint32):
+//
+//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) ⊕_{p<k} (a[i*lda+p*lka], b[p*ldb+j])   for i < m, j < n
+//
+// each term adding the product of the pair's high halves, then of its low
+// halves, as fallback.GemmBF16 (its twin, bit for bit on normal numbers:
+// the instruction reads denormals as zero). QK is this with A the bfloat16
+// K rows (lda = ldk/2, lka = 1) and B the paired Qᵀ; PV with A the paired
+// weights (lda = 1, lka = their stride) and B the paired V. Only sets that
+// HasBF16 have it; calling it on another is a bug.
+func (ks *Set) GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {
+	if m <= 0 || n <= 0 || k <= 0 {
+		return
+	}
+	if ks.bf16 == nil {
+		panic("kernels: GemmBF16: set " + ks.Name + " has no bfloat16 kernels")
+	}
+	if lda < 0 || lka < 0 {
+		panic(fmt.Sprintf("kernels: GemmBF16: strides %d, %d", lda, lka))
+	}
+	checkOut("GemmBF16", "c", c, m, n, ldc)
+	checkIn("GemmBF16", "a", a, 1, (m-1)*lda+(k-1)*lka+1, 1)
+	checkIn("GemmBF16", "b", b, k, n, ldb)
+	ks.bf16.gemm(c, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
+}
+
+// PairBF16 rounds rows rows of n float32 elements (stride lds) to
+// bfloat16 and packs them in pairs of rows, (rows+1)/2 rows of n uint32 at
+// stride ldd in dst, as fallback.PairBF16 (bit for bit). Every set has it.
+func (ks *Set) PairBF16(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	checkOut("PairBF16", "dst", dst, (rows+1)/2, n, ldd)
+	checkIn("PairBF16", "src", src, rows, n, lds)
+	if ks.bf16 == nil || ks.bf16.pair == nil {
+		fallback.PairBF16(dst, ldd, src, lds, rows, n)
+		return
+	}
+	ks.bf16.pair(dst, ldd, src, lds, rows, n)
+}
+
+// HasBF16Peak reports whether the set has a generated bfloat16
+// dot-product throughput loop (BF16Peak): a set whose CPU has the
+// instruction.
+func (ks *Set) HasBF16Peak() bool { return ks.bf16 != nil && ks.bf16.peak != nil }
+
+// BF16PeakFLOPsPerIter is the floating-point operations one iteration of
+// BF16Peak computes: independent VDPBF16PS × lanes × 4 (two products and
+// two sums a lane).
+func (ks *Set) BF16PeakFLOPsPerIter() int {
+	if !ks.HasBF16Peak() {
+		return 0
+	}
+	return ks.bf16.chains * ks.Lanes * 4
+}
+
+// BF16Peak runs iters iterations of independent register-only bfloat16
+// dot products, iters·BF16PeakFLOPsPerIter() operations at the machine's
+// bfloat16 peak. It does nothing on a set without one.
+func (ks *Set) BF16Peak(iters int) {
+	if ks.HasBF16Peak() && iters > 0 {
+		ks.bf16.peak(iters)
+	}
+}
