@@ -24,12 +24,9 @@ func TestThreadsBitwise(t *testing.T) {
 func threadsBitwise(t *testing.T, rng *rand.Rand, s Shape) {
 	q, k, v, _ := inputs(rng, s)
 	for _, ks := range engines {
-		e7, err := New(Config{ISA: ks.Kernels(), Threads: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e7 := &Engine{ks: ks.ks, pool: newPool(7)} // New's engine on ks's set
 		defer e7.Close()
-		for _, o := range []Options{{}, {Causal: true, Window: 33, Softcap: 5}} {
+		for _, o := range []Options{{}, {Causal: true, Window: 33, Softcap: 5}, {Causal: true, Compute: ComputeBF16}} {
 			var ref []float32
 			for _, th := range []int{1, 2, 7} {
 				o.Threads = th

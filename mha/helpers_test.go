@@ -11,8 +11,9 @@ import (
 	"github.com/fastattn/fastattn/kernels"
 )
 
-// engines holds one Engine per kernel set this CPU runs: every test that
-// checks numbers runs on all of them.
+// engines holds one Engine per kernel set this CPU runs, and one on the
+// emulated bfloat16 kernels (kernels.EmulatedBF16) where there is AVX-512:
+// every test that checks numbers runs on all of them.
 var engines []*Engine
 
 func TestMain(m *testing.M) {
@@ -23,6 +24,11 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		engines = append(engines, e)
+	}
+	// The avx512 set with its bfloat16 kernels' Emu twins: the bfloat16
+	// mode's kernel path runs on every AVX-512 CPU, AVX512_BF16 or not.
+	if ks := kernels.EmulatedBF16(); ks != nil {
+		engines = append(engines, &Engine{ks: ks, pool: newPool(2)})
 	}
 	os.Exit(m.Run())
 }

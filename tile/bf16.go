@@ -1,6 +1,8 @@
 package tile
 
 import (
+	"unsafe"
+
 	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 )
@@ -77,3 +79,68 @@ func (r *itemRun) roundQuery() {
 // copy in the workspace (widened, dequantized or rounded) rather than in
 // place.
 func (p *Problem) copiesKV() bool { return p.KVType != fallback.KVFloat32 || p.BF16 }
+
+// The bfloat16 mode on a set's bfloat16 kernels (kernels.Set.HasBF16):
+// QK multiplies K's bfloat16 rows (read in place when K is stored as
+// bfloat16, else rounded into the workspace) by the paired Qᵀ; after the
+// float32 softmax, PairBF16 rounds and pairs the weights and the V block,
+// and PV is GemmBF16 on them, after the rescale of O by alpha. The same
+// roundings as on the float32 kernels, summed by VDPBF16PS. Items of Dot
+// rows (a decode step's few rows) and odd head dims stay on the float32
+// kernels; so does the PV of a block with a masked non-finite value (its
+// weights rounded, its values not: they are NaN or Inf to the rows that
+// see them).
+
+// usesPairs reports whether an item of p runs the bfloat16 kernels.
+func usesPairs(ks *kernels.Set, p *Problem, dot bool) bool {
+	return p.BF16 && ks.HasBF16() && !dot && p.HeadDim%2 == 0
+}
+
+// pairQuery packs the item's scaled Qᵀ block ([dk][rp]) in pairs of
+// dims, rounded: [dk/2][rp].
+func (r *itemRun) pairQuery() {
+	dk, rp := r.p.HeadDim, r.rp
+	r.ws.qp = grow(r.ws.qp, dk/2*rp)
+	r.ks.PairBF16(r.ws.qp, rp, r.ws.qt, rp, dk, rp)
+}
+
+// keyPairs returns nk K rows from key kb as bfloat16 pairs and their
+// stride in pairs: the cache's own rows when K is stored as bfloat16 at an
+// even stride and 4-byte alignment, else the block (widened or
+// dequantized first, for 16-bit and int8 storage) rounded into the
+// workspace.
+func (r *itemRun) keyPairs(kb, nk int) ([]uint32, int) {
+	p, ws := r.p, r.ws
+	dk := p.HeadDim
+	rows := p.kvRows(r.it.b, kb, r.it.g, false)
+	if rows.Type == fallback.KVBFloat16 && rows.Ld%2 == 0 && uintptr(unsafe.Pointer(&rows.U16[0]))%4 == 0 {
+		n := ((nk-1)*rows.Ld + dk) / 2
+		return unsafe.Slice((*uint32)(unsafe.Pointer(&rows.U16[0])), n), rows.Ld / 2
+	}
+	ws.kp = grow(ws.kp, nk*dk/2) // uint32: the uint16 view below is aligned
+	k16 := unsafe.Slice((*uint16)(unsafe.Pointer(&ws.kp[0])), nk*dk)
+	if rows.Type == fallback.KVFloat32 {
+		for c := range nk {
+			r.ks.Narrow(k16[c*dk:(c+1)*dk], rows.F32[c*rows.Ld:][:dk], fallback.KVBFloat16)
+		}
+	} else {
+		kblk, _ := r.kvBlock(kb, nk, false) // contiguous, widened or dequantized
+		r.ks.Narrow(k16, kblk[:nk*dk], fallback.KVBFloat16)
+	}
+	return ws.kp, dk / 2
+}
+
+// pvPairs is the PV update of rows [r0, r1) on the bfloat16 kernels: O
+// rescaled by alpha, then the weights (rounded, paired over keys) times
+// the V block (nk rows at stride ldv, rounded, paired).
+func (r *itemRun) pvPairs(nk, r0, r1 int, v []float32, ldv int) {
+	ks, ws, rp, dv := r.ks, r.ws, r.rp, r.p.ValueDim
+	half := (nk + 1) / 2
+	ws.pp = grow(ws.pp, half*rp)
+	ws.vp = grow(ws.vp, half*dv)
+	ks.PairBF16(ws.pp[r0:], rp, ws.s[r0:], rp, nk, r1-r0)
+	ks.PairBF16(ws.vp, dv, v, ldv, nk, dv)
+	o := ws.o[r0*dv:]
+	ks.PV(o, dv, nil, 0, nil, 0, ws.al[r0:], r1-r0, 0, dv)
+	ks.GemmBF16(o, dv, ws.pp[r0:], 1, rp, ws.vp, dv, r1-r0, dv, half, true)
+}

@@ -22,6 +22,10 @@ type Workspace struct {
 	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
 	h16      []uint16  // the bfloat16 mode: one chunk being rounded (bf16.go)
 	ab       []float32 // the bfloat16 mode of Gemm: the A block rounded, [rows][depth]
+	qp       []uint32  // the bfloat16 kernels: Qᵀ paired, [dk/2][rowsPad]
+	pp       []uint32  // the bfloat16 kernels: the weights paired, [keys/2][rowsPad]
+	vp       []uint32  // the bfloat16 kernels: the V block paired, [keys/2][dv]
+	kp       []uint32  // the bfloat16 kernels: a K block rounded, [keys][dk/2] pairs
 	ds       []float32 // the fused decode kernel's scratch
 	wb       []float32 // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
 	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)
@@ -52,8 +56,9 @@ type itemRun struct {
 	p  *Problem
 	it item
 	ws *Workspace
-	rp int // the item's rows padded to whole vectors
-	bc int // keys per KV block
+	rp int  // the item's rows padded to whole vectors
+	bc int  // keys per KV block
+	dp bool // the bfloat16 mode on the set's bfloat16 kernels (bf16.go)
 }
 
 // flashItem runs item it of problem p: the flash-attention forward of one
@@ -104,7 +109,11 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	clear(ws.l)
 	clear(ws.o)
 	ws.run = itemRun{ks: ks, p: p, it: it, ws: ws, rp: rp, bc: bc}
-	if p.BF16 {
+	ws.run.dp = usesPairs(ks, p, ws.dot)
+	switch {
+	case ws.run.dp:
+		ws.run.pairQuery()
+	case p.BF16:
 		ws.run.roundQuery()
 	}
 	return &ws.run
@@ -183,13 +192,20 @@ func (r *itemRun) edges(from, to int) {
 func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	ks, p, it, ws, rp := r.ks, r.p, r.it, r.ws, r.rp
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
-	kblk, ldk := r.kvBlock(kb, nk, false)
+	var kblk []float32
+	var ldk int
+	if !r.dp {
+		kblk, ldk = r.kvBlock(kb, nk, false)
+	}
 	vblk, ldv := kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
-	if !p.VInK || !p.copiesKV() {
+	if !p.VInK || !p.copiesKV() || r.dp {
 		vblk, ldv = r.kvBlock(kb, nk, true)
 	}
 	s := ws.s[:nk*rp]
-	if ws.dot {
+	if r.dp {
+		ka, lda := r.keyPairs(kb, nk)
+		ks.GemmBF16(s[r0:], rp, ka, lda, 1, ws.qp[r0:], rp, nk, r1-r0, dk/2, false)
+	} else if ws.dot {
 		ks.Dot(s[r0:], rp, kblk, ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
 	} else {
 		ks.QK(s[r0:], rp, kblk, ldk, ws.qt[r0:], rp, nk, r1-r0, dk)
@@ -211,10 +227,15 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	poisoned := masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk)
+	if r.dp && !poisoned {
+		r.pvPairs(nk, r0, min(r1, rows), vblk, ldv)
+		return
+	}
 	if p.BF16 {
 		r.roundWeights(nk, r0, r1)
 	}
-	if masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk) {
+	if poisoned {
 		r.pvPoisoned(kb, nk, r0, min(r1, rows), vblk, ldv)
 		return
 	}
@@ -224,12 +245,14 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 // kvBlock returns nk rows of the item's K (or V, if value) from key kb as
 // float32, with their stride: the tensor itself, or for 16-bit and int8
 // storage a contiguous copy widened (dequantized) once per block, which
-// every row of the item then reads from cache. In the bfloat16 mode the
-// copy is always made, and rounded unless its rows are bfloat16 already.
+// every row of the item then reads from cache. In the bfloat16 mode on
+// the float32 kernels the copy is always made, and rounded unless its
+// rows are bfloat16 already.
 func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	p, ws := r.p, r.ws
 	rows := p.kvRows(r.it.b, kb, r.it.g, value)
-	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !p.BF16 {
+	rounds := p.BF16 && !r.dp // the bfloat16 kernels pair (and round) the block themselves
+	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !rounds {
 		return rows.F32, rows.Ld
 	}
 	dim, buf := p.HeadDim, &ws.kb
@@ -247,7 +270,7 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	default:
 		r.ks.WidenRows(*buf, dim, rows.U16, rows.Ld, nk, dim, rows.Type)
 	}
-	if p.BF16 && rows.Type != fallback.KVBFloat16 {
+	if rounds && rows.Type != fallback.KVBFloat16 {
 		r.roundBF16((*buf)[:nk*dim])
 	}
 	return *buf, dim

@@ -31,6 +31,12 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 		ws.acc = make([]float64, 0, dv)
 	}
 	ws.wb = reserve(ws.wb, wbFloats)
+	if ks.HasBF16() {
+		ws.qp = reserveAny(ws.qp, dk/2*rp)
+		ws.pp = reserveAny(ws.pp, (maxKeys/2+1)*rp)
+		ws.vp = reserveAny(ws.vp, (maxKeys/2+1)*dv)
+		ws.kp = reserveAny(ws.kp, maxKeys*dk/2)
+	}
 }
 
 // WeightBlockFloats is the most floats a Gemm item over k input rows of
@@ -41,17 +47,20 @@ func WeightBlockFloats(k, cols int) int {
 }
 
 // reserve returns buf with room for n values, its length unchanged.
-func reserve(buf []float32, n int) []float32 {
+func reserve(buf []float32, n int) []float32 { return reserveAny(buf, n) }
+
+// reserveAny is reserve for any element type.
+func reserveAny[T any](buf []T, n int) []T {
 	if cap(buf) >= n {
 		return buf
 	}
-	return make([]float32, len(buf), n)
+	return make([]T, len(buf), n)
 }
 
 // Bytes returns the memory ws holds (the capacity of its buffers).
 func (ws *Workspace) Bytes() int {
 	n := 4 * (cap(ws.qt) + cap(ws.s) + cap(ws.o) + cap(ws.m) + cap(ws.l) + cap(ws.al) + cap(ws.qr) +
 		cap(ws.zeros) + cap(ws.probe) + cap(ws.kb) + cap(ws.vb) + cap(ws.ds) + cap(ws.wb) +
-		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi))
-	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc)
+		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp))
+	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc) + 2*cap(ws.h16)
 }
