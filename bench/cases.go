@@ -15,8 +15,9 @@ type Case struct {
 	VInK                 bool // V is the first Dv elements of each K row (-vink)
 	Causal               bool
 	Layout               mha.Layout
-	KV                   mha.KVType // storage of K and V
-	Variant              variant    // semantics on top of the mask (variants.go)
+	KV                   mha.KVType  // storage of K and V
+	Variant              variant     // semantics on top of the mask (variants.go)
+	Compute              mha.Compute // the arithmetic of the products (-compute)
 }
 
 // String is the shape in the table's form: D=Dk, or D=Dk/Dv when they

@@ -30,20 +30,21 @@ func newBenchLayer(e *mha.Engine, lc LayerCase, wt mha.KVType) (*mha.Layer, erro
 
 // measureLayer times one causal forward of layer l (shape lc, weights of
 // type wt).
-func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt mha.KVType, threads int) (Row, error) {
+func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt mha.KVType, cm mha.Compute, threads int) (Row, error) {
 	x := fill(lc.B * lc.L * lc.DModel)
 	y := make([]float32, len(x))
-	opts := &mha.Options{Causal: true, Threads: threads}
+	opts := &mha.Options{Causal: true, Threads: threads, Compute: cm}
 	var d time.Duration
 	var err error
-	peak := Around(ks, threads, func() {
+	native := nativeBF16(ks, cm)
+	peak := Around(ks, threads, native, func() {
 		d, err = Median(func() error { return l.Forward(y, x, lc.B, lc.L, opts) }, cfg.minTime)
 	})
 	if err != nil {
 		return Row{}, err
 	}
 	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", KV: "f32", Weights: wt.String(),
-		Threads: threads, MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
+		Compute: cm.String(), BF16Native: native, Threads: threads, MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak = 100 * r.GFLOPS / peak
 	}
@@ -54,7 +55,7 @@ func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt m
 // cfg.layerCtx tokens in a cache of type kv, one new token each. GB/s
 // counts the weights as the layer stores them and the K/V the step reads
 // (scales included).
-func measureLayerDecode(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt, kv mha.KVType, threads int, m Machine) (Row, error) {
+func measureLayerDecode(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt, kv mha.KVType, cm mha.Compute, threads int, m Machine) (Row, error) {
 	lens := make([]int, lc.B)
 	for b := range lens {
 		lens[b] = cfg.layerCtx
@@ -63,14 +64,14 @@ func measureLayerDecode(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase
 	if err != nil {
 		return Row{}, err
 	}
-	d, err := Median(stepper(l, c, threads), cfg.minTime)
+	d, err := Median(stepperWith(l, c, &mha.Options{Threads: threads, Compute: cm}), cfg.minTime)
 	if err != nil {
 		return Row{}, err
 	}
 	kvCase := Case{B: lc.B, H: lc.H, Hkv: lc.Hkv, Lq: 1, Lk: cfg.layerCtx + 1, D: lc.D, KV: kv}
 	bytes := float64(l.WeightBytes()) + kvCase.KVBytes()
 	r := Row{Kind: "layer decode", ISA: ks.Name, Shape: fmt.Sprintf("%s ctx=%d", lc.model(), cfg.layerCtx), Mask: "causal",
-		Layout: "bhsd", KV: kv.String(), Weights: wt.String(), Threads: threads, MedianMs: ms(d),
+		Layout: "bhsd", KV: kv.String(), Weights: wt.String(), Compute: cm.String(), Threads: threads, MedianMs: ms(d),
 		GBs: bytes / d.Seconds() / 1e9, ReadGBs: m.ReadBW(cfg.bwBuf, threads), TokPerS: float64(lc.B) / d.Seconds()}
 	r.PctBW = 100 * r.GBs / r.ReadGBs
 	return r, nil

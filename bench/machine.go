@@ -21,6 +21,10 @@ type Machine struct {
 	// Peak GFLOP/s per kernel set, one thread and all threads.
 	Peak1 map[string]float64 `json:"peak_gflops_1_thread"`
 	PeakN map[string]float64 `json:"peak_gflops_all_threads"`
+	// bfloat16 dot-product peak GFLOP/s of the sets that have one
+	// (AVX512_BF16's VDPBF16PS), one thread and all threads.
+	BF16Peak1 map[string]float64 `json:"bf16_peak_gflops_1_thread,omitempty"`
+	BF16PeakN map[string]float64 `json:"bf16_peak_gflops_all_threads,omitempty"`
 	// Memory read bandwidth, GB/s, one thread and all threads.
 	BW1 float64 `json:"read_gbs_1_thread"`
 	BWN float64 `json:"read_gbs_all_threads"`

@@ -35,12 +35,14 @@ type Row struct {
 	Kind       string  `json:"kind"` // "attention" or "layer"
 	ISA        string  `json:"isa"`
 	Shape      string  `json:"shape"`
-	Dv         int     `json:"dv,omitempty"`      // attention rows whose Dv differs from Dk
-	VInK       bool    `json:"v_in_k,omitempty"`  // V read inside K (-vink)
-	Mask       string  `json:"mask"`              // "full" or "causal", then "+variant" (bench/variants.go)
-	Layout     string  `json:"layout"`            // "bshd" or "bhsd"
-	KV         string  `json:"kv"`                // storage of K and V: "f32", "f16", "bf16", "int8"
-	Weights    string  `json:"weights,omitempty"` // layer rows: the weights' type
+	Dv         int     `json:"dv,omitempty"`          // attention rows whose Dv differs from Dk
+	VInK       bool    `json:"v_in_k,omitempty"`      // V read inside K (-vink)
+	Mask       string  `json:"mask"`                  // "full" or "causal", then "+variant" (bench/variants.go)
+	Layout     string  `json:"layout"`                // "bshd" or "bhsd"
+	KV         string  `json:"kv"`                    // storage of K and V: "f32", "f16", "bf16", "int8"
+	Compute    string  `json:"compute"`               // the products' arithmetic: "f32", or "bf16" (mha.ComputeBF16)
+	BF16Native bool    `json:"bf16_native,omitempty"` // bf16 rows: on the CPU's bfloat16 instruction, %peak of its peak
+	Weights    string  `json:"weights,omitempty"`     // layer rows: the weights' type
 	Threads    int     `json:"threads"`
 	MedianMs   float64 `json:"median_ms"`
 	GFLOPS     float64 `json:"gflops"`
@@ -61,8 +63,9 @@ type config struct {
 	sets    []*kernels.Set
 	cases   []Case
 	layers  []LayerCase
-	weights []mha.KVType // of the layer rows
-	kvLayer []mha.KVType // the cache of the layer decode rows
+	weights []mha.KVType  // of the layer rows
+	compute []mha.Compute // of the attention and layer rows
+	kvLayer []mha.KVType  // the cache of the layer decode rows
 	// layerCtx is the context of the layer decode rows.
 	layerCtx int
 	threads  []int
@@ -102,6 +105,7 @@ func parseFlags() (*config, error) {
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
+	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums)")
 	flag.Parse()
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
@@ -118,6 +122,13 @@ func parseFlags() (*config, error) {
 			return nil, fmt.Errorf("-weights: %q is not f32, bf16, f16, int8 or int4", name)
 		}
 		cfg.weights = append(cfg.weights, t)
+	}
+	for _, name := range strings.Split(*computes, ",") {
+		c, ok := map[string]mha.Compute{"f32": mha.ComputeF32, "bf16": mha.ComputeBF16}[strings.TrimSpace(name)]
+		if !ok {
+			return nil, fmt.Errorf("-compute: %q is not f32 or bf16", name)
+		}
+		cfg.compute = append(cfg.compute, c)
 	}
 	cfg.sets = kernels.Available()
 	if *isa != "" {
@@ -226,10 +237,14 @@ func run(cfg *config) error {
 		return err
 	}
 	m := Machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Threads: runtime.GOMAXPROCS(0), Selected: best.Name,
-		Peak1: map[string]float64{}, PeakN: map[string]float64{}}
+		Peak1: map[string]float64{}, PeakN: map[string]float64{}, BF16Peak1: map[string]float64{}, BF16PeakN: map[string]float64{}}
 	for _, ks := range cfg.sets {
-		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1)
-		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads)
+		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1, false)
+		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, false)
+		if ks.HasBF16Peak() {
+			m.BF16Peak1[ks.Name] = PeakGFLOPS(ks, 1, true)
+			m.BF16PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, true)
+		}
 	}
 	cfg.bwBuf = newBandwidthBuffer()
 	m.BW1, m.BWN = ReadGBs(cfg.bwBuf, 1), ReadGBs(cfg.bwBuf, m.Threads)
@@ -243,7 +258,7 @@ func run(cfg *config) error {
 	if cfg.serving != "off" {
 		servingRows = 1
 	}
-	total := len(cfg.sets) * len(cfg.threads) * (len(layers)*len(cfg.weights) + len(rows) + servingRows)
+	total := len(cfg.sets) * len(cfg.threads) * (len(layers)*len(cfg.weights)*len(cfg.compute) + len(rows) + servingRows)
 	step := 0
 	progress := func(what string) {
 		step++
@@ -257,7 +272,7 @@ func run(cfg *config) error {
 		}
 		for _, c := range rows {
 			for _, th := range cfg.threads {
-				progress(fmt.Sprintf("%s %s %s %s %v threads=%d", ks.Name, c, c.maskName(), layoutName(c.Layout), c.KV, th))
+				progress(fmt.Sprintf("%s %s %s %s %v compute=%v threads=%d", ks.Name, c, c.maskName(), layoutName(c.Layout), c.KV, c.Compute, th))
 				row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
 				if err != nil {
 					return err
@@ -272,17 +287,19 @@ func run(cfg *config) error {
 					return err
 				}
 				for _, th := range cfg.threads {
-					progress(fmt.Sprintf("%s %s weights=%v threads=%d", ks.Name, lc, wt, th))
-					row, err := measureLayer(cfg, l, ks, lc, wt, th)
-					if err != nil {
-						return err
-					}
-					out.row(row)
-					for _, kv := range cfg.kvLayer {
-						if row, err = measureLayerDecode(cfg, l, ks, lc, wt, kv, th, m); err != nil {
+					for _, cm := range cfg.compute {
+						progress(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, lc, wt, cm, th))
+						row, err := measureLayer(cfg, l, ks, lc, wt, cm, th)
+						if err != nil {
 							return err
 						}
 						out.row(row)
+						for _, kv := range cfg.kvLayer {
+							if row, err = measureLayerDecode(cfg, l, ks, lc, wt, kv, cm, th, m); err != nil {
+								return err
+							}
+							out.row(row)
+						}
 					}
 				}
 			}
@@ -309,8 +326,9 @@ func run(cfg *config) error {
 
 // rows expands the cases into the table's attention rows: prefill shapes
 // full and causal (BSHD), decode steps (which see every key either way)
-// in each layout of -layout; each with every variant of -variants, one
-// after the other, so a variant's row is timed next to its plain one.
+// in each layout of -layout; each with every variant of -variants and
+// every arithmetic of -compute, one after the other, so a variant's (or a
+// bf16) row is timed next to its plain one.
 func (cfg *config) rows() []Case {
 	var rows []Case
 	for _, c := range cfg.cases {
@@ -319,8 +337,10 @@ func (cfg *config) rows() []Case {
 				for _, kv := range cfg.kvPre {
 					for _, causal := range []bool{false, true} {
 						for _, v := range cfg.vars {
-							c.Layout, c.Causal, c.KV, c.Variant = l, causal, kv, v
-							rows = append(rows, c)
+							for _, cm := range cfg.compute {
+								c.Layout, c.Causal, c.KV, c.Variant, c.Compute = l, causal, kv, v, cm
+								rows = append(rows, c)
+							}
 						}
 					}
 				}
@@ -330,8 +350,10 @@ func (cfg *config) rows() []Case {
 		for _, l := range cfg.layouts {
 			for _, kv := range cfg.kvDec {
 				for _, v := range cfg.vars {
-					c.Layout, c.KV, c.Variant = l, kv, v
-					rows = append(rows, c)
+					for _, cm := range cfg.compute {
+						c.Layout, c.KV, c.Variant, c.Compute = l, kv, v, cm
+						rows = append(rows, c)
+					}
 				}
 			}
 		}
@@ -386,12 +408,13 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		call = func() error { return e.Attention16(o, q, k16, v16, c.KV, c.Shape(), opts) }
 	}
 	var d time.Duration
-	peak := Around(ks, threads, func() { d, err = Median(call, cfg.minTime) })
+	native := nativeBF16(ks, c.Compute)
+	peak := Around(ks, threads, native, func() { d, err = Median(call, cfg.minTime) })
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), VInK: c.VInK, Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(), Threads: threads,
-		MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), VInK: c.VInK, Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(),
+		Compute: c.Compute.String(), BF16Native: native, Threads: threads, MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
 	if dv != c.D {
 		r.Dv = dv
 	}
@@ -448,6 +471,9 @@ func (p *printer) machine(m Machine, sets []*kernels.Set) {
 		if m.Peak1[ks.Name] > 0 {
 			fmt.Printf("FMA peak %-7s %7.1f GFLOP/s 1 thread, %7.1f GFLOP/s %d threads\n", ks.Name, m.Peak1[ks.Name], m.PeakN[ks.Name], m.Threads)
 		}
+		if m.BF16Peak1[ks.Name] > 0 {
+			fmt.Printf("BF16 dot peak %-7s %7.1f GFLOP/s 1 thread, %7.1f GFLOP/s %d threads (%%peak of bf16* rows)\n", ks.Name, m.BF16Peak1[ks.Name], m.BF16PeakN[ks.Name], m.Threads)
+		}
 	}
 	fmt.Printf("memory read  %7.1f GB/s 1 thread, %7.1f GB/s %d threads\n\n", m.BW1, m.BWN, m.Threads)
 }
@@ -459,8 +485,8 @@ func (p *printer) row(r Row) {
 	}
 	if !p.head {
 		p.head = true
-		fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
-			"kind", "isa", "shape", "mask", "lay", "kv", "w", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
+		fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
+			"kind", "isa", "shape", "mask", "lay", "kv", "w", "comp", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
 	}
 	gbs, bw, tok, base, speed := "", "", "", "", ""
 	if r.GBs > 0 {
@@ -481,8 +507,12 @@ func (p *printer) row(r Row) {
 	if r.GFLOPS > 0 {
 		gflops = fmt.Sprintf("%8.1f", r.GFLOPS)
 	}
-	fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %3d %8.3fms %s %s %7s %5s %8s %10s %7s\n",
-		r.Kind, r.ISA, r.Shape, r.Mask, r.Layout, r.KV, w, r.Threads, r.MedianMs, gflops, peak, gbs, bw, tok, base, speed)
+	comp := r.Compute
+	if r.BF16Native {
+		comp += "*" // %peak of the bfloat16 peak
+	}
+	fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3d %8.3fms %s %s %7s %5s %8s %10s %7s\n",
+		r.Kind, r.ISA, r.Shape, r.Mask, r.Layout, r.KV, w, comp, r.Threads, r.MedianMs, gflops, peak, gbs, bw, tok, base, speed)
 }
 
 func (p *printer) note(s string) {

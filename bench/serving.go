@@ -126,10 +126,14 @@ func filledCache(l *mha.Layer, lens []int, t mha.KVType) (*mha.Cache, error) {
 // stepper returns a decode step of one token per sequence that leaves the
 // cache as it found it (Truncate after each step).
 func stepper(l *mha.Layer, c *mha.Cache, threads int) func() error {
+	return stepperWith(l, c, &mha.Options{Threads: threads})
+}
+
+// stepperWith is stepper with the step's options.
+func stepperWith(l *mha.Layer, c *mha.Cache, opts *mha.Options) func() error {
 	b, dm := c.Batch(), l.Config().DModel
 	x, y := noise(b*dm, 8, 1), make([]float32, b*dm)
 	lens := c.Lens(nil)
-	opts := &mha.Options{Threads: threads}
 	return func() error {
 		if err := l.Decode(y, x, c, 1, opts); err != nil {
 			return err

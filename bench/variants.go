@@ -73,7 +73,7 @@ func (c Case) keep() int { return c.Lk - c.Lk/4 }
 
 // options returns the call's options for the case and its variant.
 func (c Case) options(threads int) (*mha.Options, error) {
-	o := &mha.Options{Causal: c.Causal, Threads: threads}
+	o := &mha.Options{Causal: c.Causal, Threads: threads, Compute: c.Compute}
 	if c.Causal && (c.Variant.name == "mask" || c.Variant.name == "bias") {
 		off := c.keep() - c.Lq // the queries end at the last kept key, where KVLens puts them
 		o.QueryOffset = &off
