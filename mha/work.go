@@ -75,7 +75,7 @@ func (t *attnBatch) Run(ks *kernels.Set, n int, ws *tile.Workspace) {
 // pool: every run item in one job, then every merge item in another. It
 // reports whether the call ran to the end (false: c.cancel fired).
 func (e *Engine) attend(works []attnWork, c call) bool {
-	for i := range works { // BSHD K/V whose rows alias: copied heads-major first
+	for i := range works { // BSHD K/V whose rows alias (or the bfloat16 mode's): copied heads-major first
 		if p := &works[i].p; tile.Regroups(p) && regroupFits(p) {
 			kv, ok := e.copies.get()
 			if !ok {
@@ -117,8 +117,7 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 // within a quarter of what fastattn may allocate at once (memoryLimit);
 // a larger one is not made and the flash items walk the strided rows.
 func regroupFits(p *tile.Problem) bool {
-	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
-	return rows*float64(p.HeadDim+p.ValueDim)*4 <= float64(memoryLimit)/4
+	return tile.CopyBytes(p) <= float64(memoryLimit)/4
 }
 
 // runBatch runs t's items on the pool.

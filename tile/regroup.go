@@ -30,16 +30,43 @@ const regroupKeys = 64
 // Regroups reports whether p's K and V are worth copying heads-major
 // before its flash items run (Regroup): BSHD K/V whose rows alias in the
 // caches (see aliasBytes), several KV heads, enough query rows, and not a
-// split decode.
+// split decode; or, in the bfloat16 mode, K/V not stored as bfloat16 that
+// more than one item per KV head would each round (rounds).
 func Regroups(p *Problem) bool {
-	if p.KVHeadsMajor || p.KVHeads == 1 || p.QLen < regroupMinRows {
+	if _, ok := NewSplit(p); ok {
 		return false
 	}
-	if _, ok := NewSplit(p); ok {
+	if rounds(p) {
+		return true
+	}
+	if p.KVHeadsMajor || p.KVHeads == 1 || p.QLen < regroupMinRows {
 		return false
 	}
 	_, ld := p.kvRow(0, 0, 0, p.HeadDim)
 	return ld*kvSize(p.KVType)%aliasBytes == 0
+}
+
+// rounds reports whether a Regroup of p also rounds K and V to bfloat16
+// (the bfloat16 mode, K/V stored otherwise, more query rows per KV head
+// than one item holds): each item would otherwise round every block it
+// reads, and the copy rounds each value once. The flash loop then reads
+// bfloat16 K/V, whose widening is exact: the same values, the same bits.
+func rounds(p *Problem) bool {
+	return p.BF16 && p.KVType != fallback.KVBFloat16 && p.QLen*(p.Heads/p.KVHeads) > maxRows
+}
+
+// CopyBytes is the memory a Regroup of p copies K and V into.
+func CopyBytes(p *Problem) float64 {
+	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
+	dv := float64(p.ValueDim)
+	if p.VInK {
+		dv = 0
+	}
+	size := float64(kvSize(p.KVType))
+	if rounds(p) {
+		size = 2
+	}
+	return rows * (float64(p.HeadDim) + dv) * size
 }
 
 // kvSize is the bytes of one K/V element of type t.
@@ -77,10 +104,12 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	if p.VInK {
 		nv = 0
 	}
-	switch p.KVType {
-	case fallback.KVFloat32:
+	switch {
+	case rounds(p):
+		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
+	case p.KVType == fallback.KVFloat32:
 		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
-	case fallback.KVInt8:
+	case p.KVType == fallback.KVInt8:
 		into.K8, into.V8 = grow(into.K8, nk), grow(into.V8, nv)
 		sv := rows * fallback.Int8Blocks(p.ValueDim)
 		if p.VInK {
@@ -99,12 +128,17 @@ func (r Regroup) Items() int {
 }
 
 // Run copies item n's key positions, each position's heads in turn (the
-// source in address order).
-func (r Regroup) Run(_ *kernels.Set, n int, _ *Workspace) {
+// source in address order when it is BSHD), rounding them to bfloat16
+// if the copy rounds.
+func (r Regroup) Run(ks *kernels.Set, n int, ws *Workspace) {
 	p, c := r.P, r.Into
 	chunks := (p.KVLen + regroupKeys - 1) / regroupKeys
 	b, j0 := n/chunks, n%chunks*regroupKeys
 	j1 := min(j0+regroupKeys, p.KVLen)
+	if rounds(p) {
+		r.round(ks, ws, b, j0, j1)
+		return
+	}
 	kb, vb := fallback.Int8Blocks(p.HeadDim), fallback.Int8Blocks(p.ValueDim)
 	for j := j0; j < j1; j++ {
 		for g := 0; g < p.KVHeads; g++ {
@@ -138,9 +172,47 @@ func copyRow[T any](dst, src []T, to, from, d int) {
 	copy(dst[to*d:(to+1)*d], src[from*d:(from+1)*d])
 }
 
-// Use points the problem at the copy: K and V heads-major.
+// round is Run for a copy that rounds: key positions [j0, j1) of batch
+// b, each head's K and V rows widened or dequantized (16-bit, int8) into
+// ws's scratch, then rounded into the copy.
+func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
+	p, c := r.P, r.Into
+	ws.kb = grow(ws.kb, max(p.HeadDim, p.ValueDim))
+	for j := j0; j < j1; j++ {
+		for g := 0; g < p.KVHeads; g++ {
+			to := (b*p.KVHeads+g)*p.KVLen + j // the row, BHSD
+			for _, value := range []bool{false, true} {
+				dst, dim := c.K16, p.HeadDim
+				if value {
+					if p.VInK {
+						continue
+					}
+					dst, dim = c.V16, p.ValueDim
+				}
+				src := p.kvRows(b, j, g, value)
+				row := ws.kb[:dim]
+				switch src.Type {
+				case fallback.KVFloat32:
+					row = src.F32[:dim]
+				case fallback.KVInt8:
+					ks.DequantRows(row, dim, src, 1, dim)
+				default:
+					ks.Widen(row, src.U16[:dim], src.Type)
+				}
+				ks.Narrow(dst[to*dim:(to+1)*dim], row, fallback.KVBFloat16)
+			}
+		}
+	}
+}
+
+// Use points the problem at the copy: K and V heads-major (and bfloat16,
+// if the copy rounds).
 func (r Regroup) Use() {
 	p, c := r.P, r.Into
+	if rounds(p) {
+		p.KVHeadsMajor, p.KVType, p.K16, p.V16 = true, fallback.KVBFloat16, c.K16, c.V16
+		return
+	}
 	p.KVHeadsMajor = true
 	switch p.KVType {
 	case fallback.KVFloat32:
