@@ -56,3 +56,26 @@ func GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb in
 		}
 	}
 }
+
+// GemmWDot is GemmBF16 with B a block of bfloat16 weight rows as packed
+// ([2k][ldb]): the pair p of column j is rows 2p (low half) and 2p+1
+// (high half) of b. a holds two bfloat16 of a row in each uint32.
+func GemmWDot(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool) {
+	hi := func(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
+	lo := func(x uint32) float32 { return math.Float32frombits(x << 16) }
+	for i := range m {
+		ci := c[i*ldc:][:n]
+		for j := range ci {
+			var acc float32
+			if accumulate {
+				acc = ci[j]
+			}
+			for p := range k {
+				x := a[i*lda+p]
+				acc += hi(x) * BF16ToF32(b[(2*p+1)*ldb+j])
+				acc += lo(x) * BF16ToF32(b[2*p*ldb+j])
+			}
+			ci[j] = acc
+		}
+	}
+}

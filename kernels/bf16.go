@@ -17,6 +17,7 @@ import (
 // bf16Kernels are a set's bfloat16 kernels.
 type bf16Kernels struct {
 	gemm   func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
+	gemmW  func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool)
 	pair   func(dst []uint32, ldd int, src []float32, lds int, rows, n int) // nil: fallback.PairBF16
 	peak   func(iters int)                                                  // nil: none
 	chains int                                                              // independent VDPBF16PS of a peak iteration
@@ -56,6 +57,33 @@ func (ks *Set) GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint
 	checkIn("GemmBF16", "a", a, 1, (m-1)*lda+(k-1)*lka+1, 1)
 	checkIn("GemmBF16", "b", b, k, n, ldb)
 	ks.bf16.gemm(c, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
+}
+
+// GemmWDot is GemmBF16 of the bfloat16 rows of the activations (a, two
+// elements of a row per uint32) by a block of bfloat16 weights as packed
+// (b: 2·k rows of a panel, Type KVBFloat16), rows 2p and 2p+1 paired:
+//
+//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) ⊕_{p<k} (a[i*lda+p], w[2p][j] | w[2p+1][j]<<16)
+//
+// as fallback.GemmWDot (bit for bit on normal numbers). The kernel reads B
+// in groups of 2·Lanes columns, so each row must hold n rounded up to
+// that (a packed panel is padded to its width). Only sets that HasBF16
+// have it.
+func (ks *Set) GemmWDot(c []float32, ldc int, a []uint32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	if m <= 0 || n <= 0 || k <= 0 {
+		return
+	}
+	if ks.bf16 == nil {
+		panic("kernels: GemmWDot: set " + ks.Name + " has no bfloat16 kernels")
+	}
+	if b.Type != fallback.KVBFloat16 {
+		panic(fmt.Sprintf("kernels: GemmWDot: %v weights", b.Type))
+	}
+	group := 2 * ks.Lanes
+	checkOut("GemmWDot", "c", c, m, n, ldc)
+	checkIn("GemmWDot", "a", a, m, k, lda)
+	checkWeights("GemmWDot", "b", b, 2*k, (n+group-1)/group*group)
+	ks.bf16.gemmW(c, ldc, a, lda, b.U16, b.Ld, m, n, k, accumulate)
 }
 
 // PairBF16 rounds rows rows of n float32 elements (stride lds) to

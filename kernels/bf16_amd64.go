@@ -7,12 +7,17 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// gemmBF16Func is the signature of the generated GemmBF16 kernels.
-type gemmBF16Func func(c *float32, ldc int, a *uint32, lda, lka int, b *uint32, ldb int, m, k, nv, tail, acc int)
+// gemmBF16Func and gemmWDotFunc are the signatures of the generated
+// GemmBF16 and GemmWDot kernels.
+type (
+	gemmBF16Func func(c *float32, ldc int, a *uint32, lda, lka int, b *uint32, ldb int, m, k, nv, tail, acc int)
+	gemmWDotFunc func(c *float32, ldc int, a *uint32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
+)
 
-// x86BF16 wraps the avx512 set's bfloat16 kernels: gemm (GemmBF16AVX512,
-// or its Emu twin), PairBF16AVX512, and with native BF16PeakAVX512.
-func x86BF16(gemm gemmBF16Func, native bool) *bf16Kernels {
+// x86BF16 wraps the avx512 set's bfloat16 kernels: gemm and gemmW
+// (GemmBF16AVX512 and GemmWDotAVX512, or their Emu twins),
+// PairBF16AVX512, and with native BF16PeakAVX512.
+func x86BF16(gemm gemmBF16Func, gemmW gemmWDotFunc, native bool) *bf16Kernels {
 	lanes, maxNV := asm.LanesAVX512, asm.PanelVecsAVX512
 	k := &bf16Kernels{
 		gemm: func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, kk int, accumulate bool) {
@@ -22,6 +27,20 @@ func x86BF16(gemm gemmBF16Func, native bool) *bf16Kernels {
 				j0 := v0 * lanes
 				gemm(&c[j0], ldc, &a[0], lda, lka, &b[j0], ldb, m, kk, nv, tail, acc)
 				v0 += nv
+			}
+		},
+		gemmW: func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, kk int, accumulate bool) {
+			// Panels of maxNV (even) vectors, the last one the rest: the
+			// kernel reads B in groups of two vectors, so only the last
+			// panel may read past n, up to n rounded up to a group.
+			acc := accFlag(accumulate)
+			vecs := (n + lanes - 1) / lanes
+			for v0 := 0; v0 < vecs; v0 += maxNV {
+				nv, tail := min(maxNV, vecs-v0), lanes
+				if v0+nv == vecs && n%lanes != 0 {
+					tail = n % lanes
+				}
+				gemmW(&c[v0*lanes], ldc, &a[0], lda, &b[v0*lanes], ldb, m, kk, nv, tail, acc)
 			}
 		},
 		pair: func(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
@@ -39,7 +58,7 @@ func x86BF16(gemm gemmBF16Func, native bool) *bf16Kernels {
 func init() {
 	avx512.optional = []cpuid.FeatureID{cpuid.AVX512BF16}
 	if cpuid.CPU.Supports(cpuid.AVX512BF16) {
-		avx512.bf16 = x86BF16(asm.GemmBF16AVX512, true)
+		avx512.bf16 = x86BF16(asm.GemmBF16AVX512, asm.GemmWDotAVX512, true)
 	}
 }
 
@@ -56,6 +75,6 @@ func EmulatedBF16() *Set {
 	}
 	ks := *avx512
 	ks.Name = "avx512-bf16emu"
-	ks.bf16 = x86BF16(asm.GemmBF16EmuAVX512, false)
+	ks.bf16 = x86BF16(asm.GemmBF16EmuAVX512, asm.GemmWDotEmuAVX512, false)
 	return &ks
 }

@@ -39,6 +39,18 @@ func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) {
 	}
 }
 
+// roundedPairs returns rows rows of n (even) elements of a, at stride
+// lda, rounded to bfloat16 into ws's scratch, two elements of a row per
+// uint32 ([rows][n/2]): GemmWDot's A.
+func roundedPairs(ks *kernels.Set, ws *Workspace, a []float32, lda, rows, n int) []uint32 {
+	ws.ap = grow(ws.ap, rows*n/2)
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(&ws.ap[0])), rows*n)
+	for i := range rows {
+		ks.Narrow(h[i*n:(i+1)*n], a[i*lda:i*lda+n], fallback.KVBFloat16)
+	}
+	return ws.ap
+}
+
 // roundedRows returns rows rows of n elements of a, at stride lda,
 // rounded to bfloat16 into ws's scratch ([rows][n]): a projection's A
 // block in the bfloat16 mode (Gemm.BF16).

@@ -22,6 +22,7 @@ type Workspace struct {
 	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
 	h16      []uint16  // the bfloat16 mode: one chunk being rounded (bf16.go)
 	ab       []float32 // the bfloat16 mode of Gemm: the A block rounded, [rows][depth]
+	ap       []uint32  // the bfloat16 mode of Gemm on bfloat16 kernels: the A block as pairs, [rows][depth/2]
 	qp       []uint32  // the bfloat16 kernels: Qᵀ paired, [dk/2][rowsPad]
 	pp       []uint32  // the bfloat16 kernels: the weights paired, [keys/2][rowsPad]
 	vp       []uint32  // the bfloat16 kernels: the V block paired, [keys/2][dv]

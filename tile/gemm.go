@@ -74,8 +74,15 @@ type Gemm struct {
 	// BF16 rounds A's elements to bfloat16 (nearest, ties to even) before
 	// they multiply B, block by block in the worker's scratch: the
 	// bfloat16 compute mode, for B of bfloat16 weights, whose products
-	// are then exact in float32 and only the sums round.
+	// are then exact in float32 and only the sums round. On a set with
+	// bfloat16 kernels (and K even) the rounded rows are bfloat16 and
+	// GemmWDot multiplies them by the panels as packed (dots).
 	BF16 bool
+}
+
+// dots reports whether g runs on ks's bfloat16 kernels (GemmWDot).
+func (g *Gemm) dots(ks *kernels.Set) bool {
+	return g.BF16 && ks.HasBF16() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.
@@ -108,7 +115,15 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	for k0 := 0; k0 < g.B.K; k0 += depth {
 		kc := min(depth, g.B.K-k0)
 		a, lda := g.A[m0*g.LDA+k0:], g.LDA
-		if g.BF16 {
+		switch {
+		case g.dots(ks):
+			ap := roundedPairs(ks, ws, a, lda, mc, kc)
+			for j := 0; j < nc; j += cols {
+				ks.GemmWDot(c[j:], g.LDC, ap, kc/2, g.B.rows((n0+j)/cols, k0), mc, min(cols, nc-j), kc/2, accumulate)
+			}
+			accumulate = true
+			continue
+		case g.BF16:
 			a, lda = roundedRows(ks, ws, a, lda, mc, kc), kc
 		}
 		for j := 0; j < nc; j += cols {

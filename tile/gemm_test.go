@@ -217,14 +217,20 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 
 // TestGemmBF16 checks the bfloat16 mode of the projection GEMM on every
 // kernel set: with BF16 set, a product through bfloat16 weights equals,
-// bit for bit, the same product of A rounded to bfloat16 beforehand, at
+// bit for bit, the same product of A rounded to bfloat16 beforehand (on a
+// set with bfloat16 kernels, and K even: fallback.GemmWDot of the rounded
+// rows, pairs summed as VDPBF16PS sums them, over every depth step), at
 // GEMM and GEMV row counts, K across the depth steps, with a bias and an
 // A stride wider than K; A itself is left as it was.
 func TestGemmBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(0xbf, 3))
-	for _, ks := range kernels.Available() {
+	sets := kernels.Available()
+	if ks := kernels.EmulatedBF16(); ks != nil {
+		sets = append(sets, ks)
+	}
+	for _, ks := range sets {
 		cols := PanelCols(ks)
-		for _, s := range []struct{ m, n, k int }{{1, 70, 33}, {6, 300, 1100}, {73, 257, 600}} {
+		for _, s := range []struct{ m, n, k int }{{1, 70, 33}, {6, 300, 1100}, {73, 257, 600}, {2, 40, 34}, {80, 300, 1040}} {
 			lda := s.k + 3
 			a, b, bias := randoms(rng, s.m*lda), randoms(rng, s.k*s.n), randoms(rng, s.n)
 			packed := PackWeights(Matrix{Type: fallback.KVFloat32, F32: b, RowStride: s.n, ColStride: 1}, s.k, s.n, cols, fallback.KVBFloat16)
@@ -243,6 +249,20 @@ func TestGemmBF16(t *testing.T) {
 				return c
 			}
 			got, want := run(a, true), run(rounded, false)
+			if ks.HasBF16() && s.k%2 == 0 { // GemmWDot: rows of bfloat16 pairs by the weights' row pairs
+				ap := make([]uint32, s.m*s.k/2)
+				for i := range s.m {
+					for p := range s.k / 2 {
+						ap[i*s.k/2+p] = uint32(fallback.F32ToBF16(a[i*lda+2*p])) | uint32(fallback.F32ToBF16(a[i*lda+2*p+1]))<<16
+					}
+				}
+				w := make([]uint16, len(b))
+				fallback.Narrow(w, b, fallback.KVBFloat16)
+				for i := range s.m {
+					copy(want[i*s.n:(i+1)*s.n], bias)
+				}
+				fallback.GemmWDot(want, s.n, ap, s.k/2, w, s.n, s.m, s.n, s.k/2, true)
+			}
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("%s %+v: c[%d] = %v, want %v (A rounded first)", ks.Name, s, i, got[i], want[i])
