@@ -38,6 +38,13 @@ func PairBF16(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
 // denormal inputs as zero and flushes denormal results to zero; this
 // twin does not, so the two agree on normal numbers.
 func GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {
+	pairSums(c, ldc, m, n, k, accumulate, func(i, p int) uint32 { return a[i*lda+p*lka] },
+		func(p, j int) uint32 { return b[p*ldb+j] })
+}
+
+// pairSums is the loop of GemmBF16 and GemmWDot: c[i][j] (or 0) ⊕ the k
+// pairs of terms a(i, p) and b(p, j), high halves first.
+func pairSums(c []float32, ldc int, m, n, k int, accumulate bool, a func(i, p int) uint32, b func(p, j int) uint32) {
 	hi := func(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
 	lo := func(x uint32) float32 { return math.Float32frombits(x << 16) }
 	for i := range m {
@@ -48,7 +55,7 @@ func GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb in
 				acc = ci[j]
 			}
 			for p := range k {
-				x, y := a[i*lda+p*lka], b[p*ldb+j]
+				x, y := a(i, p), b(p, j)
 				acc += hi(x) * hi(y)
 				acc += lo(x) * lo(y)
 			}
@@ -61,21 +68,6 @@ func GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb in
 // ([2k][ldb]): the pair p of column j is rows 2p (low half) and 2p+1
 // (high half) of b. a holds two bfloat16 of a row in each uint32.
 func GemmWDot(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool) {
-	hi := func(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
-	lo := func(x uint32) float32 { return math.Float32frombits(x << 16) }
-	for i := range m {
-		ci := c[i*ldc:][:n]
-		for j := range ci {
-			var acc float32
-			if accumulate {
-				acc = ci[j]
-			}
-			for p := range k {
-				x := a[i*lda+p]
-				acc += hi(x) * BF16ToF32(b[(2*p+1)*ldb+j])
-				acc += lo(x) * BF16ToF32(b[2*p*ldb+j])
-			}
-			ci[j] = acc
-		}
-	}
+	pairSums(c, ldc, m, n, k, accumulate, func(i, p int) uint32 { return a[i*lda+p] },
+		func(p, j int) uint32 { return uint32(b[2*p*ldb+j]) | uint32(b[(2*p+1)*ldb+j])<<16 })
 }

@@ -63,22 +63,7 @@ func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 	spec.Scale = 1
 	wantOut, wantLSE := fallback.Attention(spec, roundBF16(qs), roundBF16(kf), roundBF16(vf))
 	o.Compute = ComputeBF16
-	name := "bf16 compute, " + typ.String() + " K/V"
-	for _, e := range engines {
-		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))
-		for i := range out {
-			out[i] = 12345
-		}
-		o.LSE = lse
-		if err := call(e, out, q, &o); err != nil {
-			t.Fatalf("%s %s: %+v %+v: %v", e.Kernels(), name, s, o, err)
-		}
-		compare(t, e.Kernels()+" "+name+" out", out, wantOut, tolBF16, &worstOut)
-		compare(t, e.Kernels()+" "+name+" lse", lse, wantLSE, tolLSE, &worstLSE)
-		if t.Failed() {
-			t.Fatalf("%s %s: shape %+v options %+v", e.Kernels(), name, s, o)
-		}
-	}
+	compareEngines(t, "bf16 compute, "+typ.String()+" K/V", s, o, q, call, wantOut, wantLSE, tolBF16)
 }
 
 // TestComputeBF16: the bfloat16 mode on every set and every K/V storage,

@@ -53,6 +53,14 @@ func checkStored(t *testing.T, rng *rand.Rand, s Shape, o Options, name string, 
 	q, k, v, _ := inputs(rng, rs)
 	kf, vf, call := store(k, v, rs.HeadDim, rs.ValueDim)
 	wantOut, wantLSE := fallback.Attention(specOf(rs, &o), q, kf, vf)
+	compareEngines(t, name, s, o, q, call, wantOut, wantLSE, tolOut)
+}
+
+// compareEngines runs call on every engine and compares its output (every
+// element must be written) within tol and its LSE within tolLSE with the
+// oracle's.
+func compareEngines(t *testing.T, name string, s Shape, o Options, q []float32, call storedCall, wantOut, wantLSE []float64, tol float64) {
+	t.Helper()
 	for _, e := range engines {
 		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))
 		for i := range out {
@@ -62,7 +70,7 @@ func checkStored(t *testing.T, rng *rand.Rand, s Shape, o Options, name string, 
 		if err := call(e, out, q, &o); err != nil {
 			t.Fatalf("%s %s: %+v %+v: %v", e.Kernels(), name, s, o, err)
 		}
-		compare(t, e.Kernels()+" "+name+" out", out, wantOut, tolOut, &worstOut)
+		compare(t, e.Kernels()+" "+name+" out", out, wantOut, tol, &worstOut)
 		compare(t, e.Kernels()+" "+name+" lse", lse, wantLSE, tolLSE, &worstLSE)
 		if t.Failed() {
 			t.Fatalf("%s %s: shape %+v options %+v", e.Kernels(), name, s, o)

@@ -89,16 +89,7 @@ func (g *gen) gemmBF16Block(r gemmRegs, lka reg.GPVirtual, mr, nv int, masked bo
 	g.MOVQ(r.ap, aa)
 	p := g.param("k")
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C, or at 0.", mr, nv))
-	g.TESTQ(r.acc, r.acc)
-	g.JNZ(operand.LabelRef(label(lbl, "load")))
-	for i := range acc {
-		for j := range acc[i] {
-			g.zero(acc[i][j])
-		}
-	}
-	g.JMP(operand.LabelRef(lbl))
-	g.Label(label(lbl, "load"))
-	g.loadTile(r, acc, masked)
+	g.accStart(r, acc, lbl, func() { g.loadTile(r, acc, masked) })
 	g.Comment(fmt.Sprintf("The k loop, a pair of terms a step: a row of B, %d broadcasts of A, %d VDPBF16PS.", mr, mr*nv))
 	g.Label(lbl)
 	vv := make([]reg.VecVirtual, nv)
@@ -212,6 +203,47 @@ func (g *gen) pairVec(lo, hi, d reg.GPVirtual, second bool, t tailRegs, masked b
 	}
 }
 
+// accStart emits the start of a tile whose first k step does not
+// multiply: the accumulators at 0, or (acc set) loaded by load; both then
+// go on at label lbl, the k loop.
+func (g *gen) accStart(r gemmRegs, acc [][]reg.VecVirtual, lbl string, load func()) {
+	g.TESTQ(r.acc, r.acc)
+	g.JNZ(operand.LabelRef(label(lbl, "load")))
+	for i := range acc {
+		for j := range acc[i] {
+			g.zero(acc[i][j])
+		}
+	}
+	g.JMP(operand.LabelRef(lbl))
+	g.Label(label(lbl, "load"))
+	load()
+}
+
+// loadInterleaved loads GemmWDot's accumulators from C's rows at cp: per
+// group of two vectors, lo = (v0.0, v0.2, v1.0, v1.2) and hi = (v0.1,
+// v0.3, v1.1, v1.3) in 128-bit chunks (a missing second vector is 0).
+func (g *gen) loadInterleaved(r gemmRegs, acc [][]reg.VecVirtual, nv int, masked bool) {
+	b, groups := g.isa.bytes(), len(acc[0])/2
+	t := g.GP64()
+	g.MOVQ(r.cp, t)
+	for i := range acc {
+		for h := 0; h < groups; h++ {
+			v0, v1 := g.vec(), g.vec()
+			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: 2 * h * b}, 2*h, nv, masked, v0)
+			if 2*h+1 < nv {
+				g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: (2*h + 1) * b}, 2*h+1, nv, masked, v1)
+			} else {
+				g.zero(v1)
+			}
+			g.VSHUFI64X2(operand.U8(0x88), v1, v0, acc[i][2*h])
+			g.VSHUFI64X2(operand.U8(0xdd), v1, v0, acc[i][2*h+1])
+		}
+		if i < len(acc)-1 {
+			g.ADDQ(r.ldc, t)
+		}
+	}
+}
+
 // bf16PeakChains is the number of independent VDPBF16PS chains of
 // BF16Peak, as FMAPeak's.
 const bf16PeakChains = peakChains
@@ -236,25 +268,7 @@ func (g *gen) bf16Peak() {
 		fmt.Sprintf("so one call computes iters·%d·lanes·4 floating-point operations (two", bf16PeakChains),
 		"products and two sums a lane). It needs AVX512_BF16.",
 	)
-	n := g.param("iters")
-	acc := make([]reg.VecVirtual, bf16PeakChains)
-	for i := range acc {
-		acc[i] = g.vec()
-		g.zero(acc[i])
-	}
-	a, b := g.vec(), g.vec()
-	g.zero(a)
-	g.zero(b)
-	g.TESTQ(n, n)
-	g.JZ(operand.LabelRef("done"))
-	g.Label("loop")
-	for i := range acc {
-		g.dpbf16(acc[i], a, b, false)
-	}
-	g.DECQ(n)
-	g.JNZ(operand.LabelRef("loop"))
-	g.Label("done")
-	g.ret()
+	g.peakLoop(bf16PeakChains, func(acc, a, b reg.VecVirtual) { g.dpbf16(acc, a, b, false) })
 }
 
 // gemmWDot emits GemmWDot<ISA> (or its Emu twin): a projection on the
@@ -304,34 +318,7 @@ func (g *gen) gemmWDotBlock(r gemmRegs, mr, nv int, masked bool, lbl string, emu
 	p := g.param("k")
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C (shuffled into", mr, nv),
 		"the interleaves' column order), or at 0.")
-	g.TESTQ(r.acc, r.acc)
-	g.JNZ(operand.LabelRef(label(lbl, "load")))
-	for i := range acc {
-		for j := range acc[i] {
-			g.zero(acc[i][j])
-		}
-	}
-	g.JMP(operand.LabelRef(lbl))
-	g.Label(label(lbl, "load"))
-	t := g.GP64()
-	g.MOVQ(r.cp, t)
-	for i := range acc {
-		for h := 0; h < groups; h++ {
-			v0, v1 := g.vec(), g.vec()
-			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: 2 * h * b}, 2*h, nv, masked, v0)
-			if 2*h+1 < nv {
-				g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: (2*h + 1) * b}, 2*h+1, nv, masked, v1)
-			} else {
-				g.zero(v1)
-			}
-			// lo = (v0.0, v0.2, v1.0, v1.2), hi = (v0.1, v0.3, v1.1, v1.3) in 128-bit chunks.
-			g.VSHUFI64X2(operand.U8(0x88), v1, v0, acc[i][2*h])
-			g.VSHUFI64X2(operand.U8(0xdd), v1, v0, acc[i][2*h+1])
-		}
-		if i < len(acc)-1 {
-			g.ADDQ(r.ldc, t)
-		}
-	}
+	g.accStart(r, acc, lbl, func() { g.loadInterleaved(r, acc, nv, masked) })
 	g.Comment(fmt.Sprintf("The k loop, rows 2p and 2p+1 of B a step: %d groups interleaved, %d broadcasts of A, %d VDPBF16PS.", groups, mr, 2*mr*groups))
 	g.Label(lbl)
 	pairs := make([]reg.VecVirtual, 2*groups)

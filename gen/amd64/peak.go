@@ -23,8 +23,15 @@ func (g *gen) peak() {
 		"",
 		"so one call computes iters·12·lanes·2 floating-point operations.",
 	)
+	g.peakLoop(peakChains, func(acc, a, b reg.VecVirtual) { g.VFMADD213PS(b, a, acc) })
+}
+
+// peakLoop emits the body of a throughput loop: chains accumulators and
+// two operands from zero, then iters rounds of op(acc[c], a, b) for every
+// chain, each independent of the others.
+func (g *gen) peakLoop(chains int, op func(acc, a, b reg.VecVirtual)) {
 	n := g.param("iters")
-	acc := make([]reg.VecVirtual, peakChains)
+	acc := make([]reg.VecVirtual, chains)
 	for i := range acc {
 		acc[i] = g.vec()
 		g.zero(acc[i])
@@ -36,7 +43,7 @@ func (g *gen) peak() {
 	g.JZ(operand.LabelRef("done"))
 	g.Label("loop")
 	for i := range acc {
-		g.VFMADD213PS(b, a, acc[i])
+		op(acc[i], a, b)
 	}
 	g.DECQ(n)
 	g.JNZ(operand.LabelRef("loop"))
