@@ -270,3 +270,18 @@ func WidenWI8NEON(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32
 //
 //go:noescape
 func WidenWI4NEON(dst *float32, ldd int, b *byte, ldb int, k, nv int, s *float32, z *uint8)
+
+// GemmBF16NEON is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < nv*4; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<k} dot2(a[i*lda+p*lka], b[p*ldb+j])
+//
+// where each uint32 holds two bfloat16 (the first term in the low half) and
+// ⊕ is BFDOT's (fallback.GemmBF16Odd). Strides in uint32; nv in 1..4,
+// whole vectors only (tail must be 4: the caller does the last n%4
+// columns), m >= 0, k >= 1. It needs FEAT_BF16. Register tile: 6 rows of
+// A (a VLD1R dword broadcast each) × nv vectors of a B row.
+//
+//go:noescape
+func GemmBF16NEON(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)

@@ -15526,3 +15526,954 @@ widenwi4_vecs1_row:
 	BNE widenwi4_vecs1_row
 	CBNZ R10, widenwi4_vecs1_block
 	RET
+
+// func GemmBF16NEON(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+TEXT ·GemmBF16NEON(SB), NOSPLIT, $0-96
+	MOVD c+0(FP), R0
+	MOVD ldc+8(FP), R1
+	MOVD a+16(FP), R2
+	MOVD lda+24(FP), R3
+	MOVD lka+32(FP), R20
+	MOVD b+40(FP), R4
+	MOVD ldb+48(FP), R5
+	MOVD m+56(FP), R6
+	MOVD k+64(FP), R7
+	MOVD nv+72(FP), R8
+	MOVD acc+88(FP), R9
+	LSL $2, R1, R1
+	LSL $2, R3, R3
+	LSL $2, R20, R20
+	LSL $2, R5, R5
+	CMP $4, R8
+	BEQ gemmbf16_vecs4
+	CMP $3, R8
+	BEQ gemmbf16_vecs3
+	CMP $2, R8
+	BEQ gemmbf16_vecs2
+	CMP $1, R8
+	BEQ gemmbf16_vecs1
+	RET
+	// Panel of 4 vectors.
+gemmbf16_vecs4:
+	// Groups of 6 rows.
+gemmbf16_vecs4_groups:
+	CMP $6, R6
+	BLT gemmbf16_vecs4_tail4
+	// Tile of 6 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs4_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	VEOR V23.B16, V23.B16, V23.B16
+	B gemmbf16_vecs4_rows6_start
+gemmbf16_vecs4_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4, V18.S4, V19.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4, V22.S4, V23.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs4_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 24 BFDOT.
+gemmbf16_vecs4_rows6:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	WORD $0x6e5cff63 // bfdot v3.4s, v27.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	WORD $0x6e5dff46 // bfdot v6.4s, v26.8h, v29.8h
+	WORD $0x6e5dff67 // bfdot v7.4s, v27.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	WORD $0x6e5cff29 // bfdot v9.4s, v25.8h, v28.8h
+	WORD $0x6e5cff4a // bfdot v10.4s, v26.8h, v28.8h
+	WORD $0x6e5cff6b // bfdot v11.4s, v27.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	WORD $0x6e5dff2d // bfdot v13.4s, v25.8h, v29.8h
+	WORD $0x6e5dff4e // bfdot v14.4s, v26.8h, v29.8h
+	WORD $0x6e5dff6f // bfdot v15.4s, v27.8h, v29.8h
+	VLD1R.P (R14)(R20), [V28.S4]
+	WORD $0x6e5cff10 // bfdot v16.4s, v24.8h, v28.8h
+	WORD $0x6e5cff31 // bfdot v17.4s, v25.8h, v28.8h
+	WORD $0x6e5cff52 // bfdot v18.4s, v26.8h, v28.8h
+	WORD $0x6e5cff73 // bfdot v19.4s, v27.8h, v28.8h
+	VLD1R.P (R15)(R20), [V29.S4]
+	WORD $0x6e5dff14 // bfdot v20.4s, v24.8h, v29.8h
+	WORD $0x6e5dff35 // bfdot v21.4s, v25.8h, v29.8h
+	WORD $0x6e5dff56 // bfdot v22.4s, v26.8h, v29.8h
+	WORD $0x6e5dff77 // bfdot v23.4s, v27.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs4_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4, V22.S4, V23.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmbf16_vecs4_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmbf16_vecs4_tail4:
+	TBZ $2, R6, gemmbf16_vecs4_tail2
+	// Tile of 4 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs4_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	B gemmbf16_vecs4_rows4_start
+gemmbf16_vecs4_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4, V15.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs4_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 16 BFDOT.
+gemmbf16_vecs4_rows4:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	WORD $0x6e5cff63 // bfdot v3.4s, v27.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	WORD $0x6e5dff46 // bfdot v6.4s, v26.8h, v29.8h
+	WORD $0x6e5dff67 // bfdot v7.4s, v27.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	WORD $0x6e5cff29 // bfdot v9.4s, v25.8h, v28.8h
+	WORD $0x6e5cff4a // bfdot v10.4s, v26.8h, v28.8h
+	WORD $0x6e5cff6b // bfdot v11.4s, v27.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	WORD $0x6e5dff2d // bfdot v13.4s, v25.8h, v29.8h
+	WORD $0x6e5dff4e // bfdot v14.4s, v26.8h, v29.8h
+	WORD $0x6e5dff6f // bfdot v15.4s, v27.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs4_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmbf16_vecs4_tail2:
+	TBZ $1, R6, gemmbf16_vecs4_tail1
+	// Tile of 2 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs4_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	B gemmbf16_vecs4_rows2_start
+gemmbf16_vecs4_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs4_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 8 BFDOT.
+gemmbf16_vecs4_rows2:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	WORD $0x6e5cff63 // bfdot v3.4s, v27.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	WORD $0x6e5dff46 // bfdot v6.4s, v26.8h, v29.8h
+	WORD $0x6e5dff67 // bfdot v7.4s, v27.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs4_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmbf16_vecs4_tail1:
+	TBZ $0, R6, gemmbf16_vecs4_done
+	// Tile of 1 rows × 4 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs4_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	B gemmbf16_vecs4_rows1_start
+gemmbf16_vecs4_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs4_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 4 BFDOT.
+gemmbf16_vecs4_rows1:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	WORD $0x6e5cff63 // bfdot v3.4s, v27.8h, v28.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs4_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmbf16_vecs4_done:
+	RET
+	// Panel of 3 vectors.
+gemmbf16_vecs3:
+	// Groups of 6 rows.
+gemmbf16_vecs3_groups:
+	CMP $6, R6
+	BLT gemmbf16_vecs3_tail4
+	// Tile of 6 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs3_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	B gemmbf16_vecs3_rows6_start
+gemmbf16_vecs3_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4, V18.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4, V22.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs3_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 18 BFDOT.
+gemmbf16_vecs3_rows6:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	WORD $0x6e5dff46 // bfdot v6.4s, v26.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	WORD $0x6e5cff29 // bfdot v9.4s, v25.8h, v28.8h
+	WORD $0x6e5cff4a // bfdot v10.4s, v26.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	WORD $0x6e5dff2d // bfdot v13.4s, v25.8h, v29.8h
+	WORD $0x6e5dff4e // bfdot v14.4s, v26.8h, v29.8h
+	VLD1R.P (R14)(R20), [V28.S4]
+	WORD $0x6e5cff10 // bfdot v16.4s, v24.8h, v28.8h
+	WORD $0x6e5cff31 // bfdot v17.4s, v25.8h, v28.8h
+	WORD $0x6e5cff52 // bfdot v18.4s, v26.8h, v28.8h
+	VLD1R.P (R15)(R20), [V29.S4]
+	WORD $0x6e5dff14 // bfdot v20.4s, v24.8h, v29.8h
+	WORD $0x6e5dff35 // bfdot v21.4s, v25.8h, v29.8h
+	WORD $0x6e5dff56 // bfdot v22.4s, v26.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs3_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4, V18.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4, V22.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmbf16_vecs3_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmbf16_vecs3_tail4:
+	TBZ $2, R6, gemmbf16_vecs3_tail2
+	// Tile of 4 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs3_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	B gemmbf16_vecs3_rows4_start
+gemmbf16_vecs3_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4, V10.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4, V14.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs3_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 12 BFDOT.
+gemmbf16_vecs3_rows4:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	WORD $0x6e5dff46 // bfdot v6.4s, v26.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	WORD $0x6e5cff29 // bfdot v9.4s, v25.8h, v28.8h
+	WORD $0x6e5cff4a // bfdot v10.4s, v26.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	WORD $0x6e5dff2d // bfdot v13.4s, v25.8h, v29.8h
+	WORD $0x6e5dff4e // bfdot v14.4s, v26.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs3_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4, V10.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4, V14.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmbf16_vecs3_tail2:
+	TBZ $1, R6, gemmbf16_vecs3_tail1
+	// Tile of 2 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs3_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	B gemmbf16_vecs3_rows2_start
+gemmbf16_vecs3_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4, V6.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs3_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 6 BFDOT.
+gemmbf16_vecs3_rows2:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	WORD $0x6e5dff46 // bfdot v6.4s, v26.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs3_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4, V6.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmbf16_vecs3_tail1:
+	TBZ $0, R6, gemmbf16_vecs3_done
+	// Tile of 1 rows × 3 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs3_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	B gemmbf16_vecs3_rows1_start
+gemmbf16_vecs3_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4, V2.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs3_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 3 BFDOT.
+gemmbf16_vecs3_rows1:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4, V26.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	WORD $0x6e5cff42 // bfdot v2.4s, v26.8h, v28.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs3_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4, V2.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmbf16_vecs3_done:
+	RET
+	// Panel of 2 vectors.
+gemmbf16_vecs2:
+	// Groups of 6 rows.
+gemmbf16_vecs2_groups:
+	CMP $6, R6
+	BLT gemmbf16_vecs2_tail4
+	// Tile of 6 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs2_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	B gemmbf16_vecs2_rows6_start
+gemmbf16_vecs2_rows6_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4, V17.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4, V21.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs2_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 12 BFDOT.
+gemmbf16_vecs2_rows6:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	WORD $0x6e5cff29 // bfdot v9.4s, v25.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	WORD $0x6e5dff2d // bfdot v13.4s, v25.8h, v29.8h
+	VLD1R.P (R14)(R20), [V28.S4]
+	WORD $0x6e5cff10 // bfdot v16.4s, v24.8h, v28.8h
+	WORD $0x6e5cff31 // bfdot v17.4s, v25.8h, v28.8h
+	VLD1R.P (R15)(R20), [V29.S4]
+	WORD $0x6e5dff14 // bfdot v20.4s, v24.8h, v29.8h
+	WORD $0x6e5dff35 // bfdot v21.4s, v25.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs2_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4, V17.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4, V21.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmbf16_vecs2_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmbf16_vecs2_tail4:
+	TBZ $2, R6, gemmbf16_vecs2_tail2
+	// Tile of 4 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs2_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	B gemmbf16_vecs2_rows4_start
+gemmbf16_vecs2_rows4_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4, V9.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4, V13.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs2_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 8 BFDOT.
+gemmbf16_vecs2_rows4:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	WORD $0x6e5cff29 // bfdot v9.4s, v25.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	WORD $0x6e5dff2d // bfdot v13.4s, v25.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs2_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4, V9.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4, V13.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmbf16_vecs2_tail2:
+	TBZ $1, R6, gemmbf16_vecs2_tail1
+	// Tile of 2 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs2_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	B gemmbf16_vecs2_rows2_start
+gemmbf16_vecs2_rows2_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4, V5.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs2_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 4 BFDOT.
+gemmbf16_vecs2_rows2:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	WORD $0x6e5dff25 // bfdot v5.4s, v25.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs2_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4, V5.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmbf16_vecs2_tail1:
+	TBZ $0, R6, gemmbf16_vecs2_done
+	// Tile of 1 rows × 2 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs2_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	B gemmbf16_vecs2_rows1_start
+gemmbf16_vecs2_rows1_load:
+	VLD1 (R19), [V0.S4, V1.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs2_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 2 BFDOT.
+gemmbf16_vecs2_rows1:
+	VLD1.P (R16)(R5), [V24.S4, V25.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	WORD $0x6e5cff21 // bfdot v1.4s, v25.8h, v28.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs2_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4, V1.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmbf16_vecs2_done:
+	RET
+	// Panel of 1 vectors.
+gemmbf16_vecs1:
+	// Groups of 6 rows.
+gemmbf16_vecs1_groups:
+	CMP $6, R6
+	BLT gemmbf16_vecs1_tail4
+	// Tile of 6 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs1_rows6_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	B gemmbf16_vecs1_rows6_start
+gemmbf16_vecs1_rows6_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V16.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V20.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs1_rows6_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	ADD R3, R13, R14
+	ADD R3, R14, R15
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 6 broadcasts of A, 6 BFDOT.
+gemmbf16_vecs1_rows6:
+	VLD1.P (R16)(R5), [V24.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	VLD1R.P (R14)(R20), [V28.S4]
+	WORD $0x6e5cff10 // bfdot v16.4s, v24.8h, v28.8h
+	VLD1R.P (R15)(R20), [V29.S4]
+	WORD $0x6e5dff14 // bfdot v20.4s, v24.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs1_rows6
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V16.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V20.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	SUB $6, R6, R6
+	B gemmbf16_vecs1_groups
+	// The last rows: 4 of them, if rows%6 has that bit.
+gemmbf16_vecs1_tail4:
+	TBZ $2, R6, gemmbf16_vecs1_tail2
+	// Tile of 4 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs1_rows4_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	B gemmbf16_vecs1_rows4_start
+gemmbf16_vecs1_rows4_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V8.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V12.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs1_rows4_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	ADD R3, R11, R12
+	ADD R3, R12, R13
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 4 broadcasts of A, 4 BFDOT.
+gemmbf16_vecs1_rows4:
+	VLD1.P (R16)(R5), [V24.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	VLD1R.P (R12)(R20), [V28.S4]
+	WORD $0x6e5cff08 // bfdot v8.4s, v24.8h, v28.8h
+	VLD1R.P (R13)(R20), [V29.S4]
+	WORD $0x6e5dff0c // bfdot v12.4s, v24.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs1_rows4
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V8.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V12.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 2 of them, if rows%6 has that bit.
+gemmbf16_vecs1_tail2:
+	TBZ $1, R6, gemmbf16_vecs1_tail1
+	// Tile of 2 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs1_rows2_load
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	B gemmbf16_vecs1_rows2_start
+gemmbf16_vecs1_rows2_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+	VLD1 (R19), [V4.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs1_rows2_start:
+	MOVD R2, R10
+	ADD R3, R10, R11
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 2 broadcasts of A, 2 BFDOT.
+gemmbf16_vecs1_rows2:
+	VLD1.P (R16)(R5), [V24.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	VLD1R.P (R11)(R20), [V29.S4]
+	WORD $0x6e5dff04 // bfdot v4.4s, v24.8h, v29.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs1_rows2
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	VST1 [V4.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R3, R2, R2
+	// The last rows: 1 of them, if rows%6 has that bit.
+gemmbf16_vecs1_tail1:
+	TBZ $0, R6, gemmbf16_vecs1_done
+	// Tile of 1 rows × 1 vectors: the accumulators start at 0, or at C.
+	MOVD R0, R19
+	CBNZ R9, gemmbf16_vecs1_rows1_load
+	VEOR V0.B16, V0.B16, V0.B16
+	B gemmbf16_vecs1_rows1_start
+gemmbf16_vecs1_rows1_load:
+	VLD1 (R19), [V0.S4]
+	ADD R1, R19, R19
+gemmbf16_vecs1_rows1_start:
+	MOVD R2, R10
+	MOVD R4, R16
+	MOVD R7, R17
+	// The k loop, a pair of terms a step: a row of B, 1 broadcasts of A, 1 BFDOT.
+gemmbf16_vecs1_rows1:
+	VLD1.P (R16)(R5), [V24.S4]
+	VLD1R.P (R10)(R20), [V28.S4]
+	WORD $0x6e5cff00 // bfdot v0.4s, v24.8h, v28.8h
+	SUBS $1, R17, R17
+	BNE gemmbf16_vecs1_rows1
+	// Store the tile row by row.
+	VST1 [V0.S4], (R0)
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+gemmbf16_vecs1_done:
+	RET

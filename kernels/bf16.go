@@ -16,12 +16,13 @@ import (
 
 // bf16Kernels are a set's bfloat16 kernels.
 type bf16Kernels struct {
-	gemm   func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
-	gemmW  func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool)
-	pair   func(dst []uint32, ldd int, src []float32, lds int, rows, n int) // nil: fallback.PairBF16
-	peak   func(iters int)                                                  // nil: none
-	chains int                                                              // independent VDPBF16PS of a peak iteration
-	native bool                                                             // the CPU's instruction, not its emulation
+	gemm      func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
+	gemmW     func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool) // nil: none
+	pair      func(dst []uint32, ldd int, src []float32, lds int, rows, n int)                                   // nil: fallback.PairBF16
+	peak      func(iters int)                                                                                    // nil: none
+	chains    int                                                                                                // independent VDPBF16PS of a peak iteration
+	native    bool                                                                                               // the CPU's instruction, not its emulation
+	roundsOdd bool                                                                                               // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
 }
 
 // HasBF16 reports whether the set has bfloat16 dot-product kernels
@@ -39,7 +40,8 @@ func (ks *Set) BF16Native() bool { return ks.bf16 != nil && ks.bf16.native }
 //
 // each term adding the product of the pair's high halves, then of its low
 // halves, as fallback.GemmBF16 (its twin, bit for bit on normal numbers:
-// the instruction reads denormals as zero). QK is this with A the bfloat16
+// the instruction reads denormals as zero); on a set whose sums round to
+// odd (NEON's BFDOT: BF16RoundsOdd), as fallback.GemmBF16Odd. QK is this with A the bfloat16
 // K rows (lda = ldk/2, lka = 1) and B the paired Qᵀ; PV with A the paired
 // weights (lda = 1, lka = their stride) and B the paired V. Only sets that
 // HasBF16 have it; calling it on another is a bug.
@@ -67,14 +69,14 @@ func (ks *Set) GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint
 //
 // as fallback.GemmWDot (bit for bit on normal numbers). The kernel reads B
 // in groups of 2·Lanes columns, so each row must hold n rounded up to
-// that (a packed panel is padded to its width). Only sets that HasBF16
-// have it.
+// that (a packed panel is padded to its width). Only sets that
+// HasGemmWDot have it.
 func (ks *Set) GemmWDot(c []float32, ldc int, a []uint32, lda int, b WeightRows, m, n, k int, accumulate bool) {
 	if m <= 0 || n <= 0 || k <= 0 {
 		return
 	}
-	if ks.bf16 == nil {
-		panic("kernels: GemmWDot: set " + ks.Name + " has no bfloat16 kernels")
+	if !ks.HasGemmWDot() {
+		panic("kernels: GemmWDot: set " + ks.Name + " has no GemmWDot")
 	}
 	if b.Type != fallback.KVBFloat16 {
 		panic(fmt.Sprintf("kernels: GemmWDot: %v weights", b.Type))
@@ -85,6 +87,15 @@ func (ks *Set) GemmWDot(c []float32, ldc int, a []uint32, lda int, b WeightRows,
 	checkWeights("GemmWDot", "b", b, 2*k, (n+group-1)/group*group)
 	ks.bf16.gemmW(c, ldc, a, lda, b.U16, b.Ld, m, n, k, accumulate)
 }
+
+// BF16RoundsOdd reports whether the set's GemmBF16 sums as Arm's BFDOT
+// does (fallback.GemmBF16Odd) rather than as x86's VDPBF16PS
+// (fallback.GemmBF16).
+func (ks *Set) BF16RoundsOdd() bool { return ks.bf16 != nil && ks.bf16.roundsOdd }
+
+// HasGemmWDot reports whether the set has GemmWDot, the projections of
+// bfloat16 weights on its bfloat16 kernels.
+func (ks *Set) HasGemmWDot() bool { return ks.bf16 != nil && ks.bf16.gemmW != nil }
 
 // PairBF16 rounds rows rows of n float32 elements (stride lds) to
 // bfloat16 and packs them in pairs of rows, (rows+1)/2 rows of n uint32 at

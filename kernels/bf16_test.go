@@ -45,7 +45,8 @@ func pairs(t *testing.T, rng *rand.Rand, n int, atEnd bool) ([]uint32, func()) {
 }
 
 // TestGemmBF16 checks every set with bfloat16 kernels (natively, or the
-// emulated twin) bit for bit against fallback.GemmBF16: both operand
+// emulated twin) bit for bit against fallback.GemmBF16 (GemmBF16Odd for
+// NEON's BFDOT): both operand
 // layouts (QK's A rows, lka = 1; PV's A columns, lda = 1), every row-group
 // tail, panels of 1..4 vectors and their masked tails, accumulate or not,
 // operands ending at a guard page; nothing of C outside its block changes.
@@ -71,7 +72,11 @@ func TestGemmBF16(t *testing.T) {
 							b, f2 := pairs(t, rng, span(k, n, ldb), atEnd)
 							c, f3 := operand(t, rng, span(m, n, ldc), atEnd)
 							want := slices.Clone(c)
-							fallback.GemmBF16(want, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
+							twin := fallback.GemmBF16
+							if ks.BF16RoundsOdd() {
+								twin = fallback.GemmBF16Odd
+							}
+							twin(want, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
 							ks.GemmBF16(c, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
 							for i := range want {
 								if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
@@ -158,9 +163,14 @@ func TestBF16Peak(t *testing.T) {
 // 1–33 pairs, accumulate or not, B rows padded to a group and ending at a
 // guard page; nothing of C outside its block changes.
 func TestGemmWDot(t *testing.T) {
-	sets := bf16Sets()
+	var sets []*Set
+	for _, ks := range bf16Sets() {
+		if ks.HasGemmWDot() {
+			sets = append(sets, ks)
+		}
+	}
 	if len(sets) == 0 {
-		t.Skip("no set with bfloat16 kernels on this CPU (AVX-512 needed, natively AVX512_BF16)")
+		t.Skip("no set with GemmWDot on this CPU (AVX-512 needed, natively AVX512_BF16)")
 	}
 	rng := rand.New(rand.NewPCG(0xbf, 8))
 	for _, ks := range sets {

@@ -249,7 +249,7 @@ func TestGemmBF16(t *testing.T) {
 				return c
 			}
 			got, want := run(a, true), run(rounded, false)
-			if ks.HasBF16() && s.k%2 == 0 { // GemmWDot: rows of bfloat16 pairs by the weights' row pairs
+			if ks.HasGemmWDot() && s.k%2 == 0 { // GemmWDot: rows of bfloat16 pairs by the weights' row pairs
 				ap := make([]uint32, s.m*s.k/2)
 				for i := range s.m {
 					for p := range s.k / 2 {

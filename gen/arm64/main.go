@@ -39,6 +39,7 @@ func main() {
 	g.convert()
 	g.narrow()
 	g.weights()
+	g.gemmBF16()
 	stubs, err := e.Stubs()
 	if err != nil {
 		log.Fatal(err)

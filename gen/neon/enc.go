@@ -30,6 +30,7 @@ const (
 	opFCVTN  = 0x0e216800 // "two-register misc", Q = 0: into the lower 4 halves; FCVTN2 sets Q
 	opSCVTF  = 0x4e21d800 // "two-register misc", sz = 0; UCVTF sets U
 	opSXTL   = 0x0f00a400 // SSHLL #0, "shift by immediate": immh in bits 19-22, Q, and U for UXTL
+	opBFDOT  = 0x6e40fc00 // FEAT_BF16, "three-register extension": Q = 1, size = 01
 )
 
 // Encoding is one encoded instruction and its disassembly.
@@ -104,6 +105,17 @@ func EncFMLAElem(d, n, m V, index int) Encoding {
 		opFMLAe | uint32(index&1)<<21 | (mm>>4&1)<<20 | (mm&15)<<16 | uint32(index>>1)<<11 |
 			uint32(n.check())<<5 | uint32(d.check()),
 		fmt.Sprintf("fmla v%d.4s, v%d.4s, v%d.s[%d]", d, n, m, index),
+	}
+}
+
+// EncBFDOT is BFDOT Vd.4S, Vn.8H, Vm.8H (FEAT_BF16): each word lane of
+// Vd gains the dot product of the lane's two bfloat16 of Vn and of Vm
+// (with FPCR.EBF = 0: the two products summed, then added to Vd, each
+// sum rounded to odd, denormals flushed to zero).
+func EncBFDOT(d, n, m V) Encoding {
+	return Encoding{
+		opBFDOT | uint32(m.check())<<16 | uint32(n.check())<<5 | uint32(d.check()),
+		fmt.Sprintf("bfdot v%d.4s, v%d.8h, v%d.8h", d, n, m),
 	}
 }
 

@@ -21,7 +21,7 @@ func every() []Encoding {
 			EncFMAX(d, n, m), EncFMIN(d, n, m), EncFMLS(d, n, m),
 			EncFCMGT(d, n, m), EncFCMEQ(d, n, m), EncBIC(d, n, m),
 			EncFRINTN(d, n), EncFCVTZS(d, n), EncFABS(d, n), EncFNEG(d, n),
-			EncFADDP(d, n, m), EncFMAXP(d, n, m),
+			EncFADDP(d, n, m), EncFMAXP(d, n, m), EncBFDOT(d, n, m),
 		)
 		for _, upper := range []bool{false, true} {
 			out = append(out, EncFCVTL(d, n, upper), EncSHLL(d, n, upper), EncFCVTN(d, n, upper), EncSCVTF(d, n, upper))
@@ -54,6 +54,7 @@ func TestEncodingsTable(t *testing.T) {
 		{EncXTL(0, 1, false, true, false), 0x0f08a420}, // sxtl v0.8h, v1.8b: immh=0001 opcode 10100
 		{EncXTL(0, 1, true, false, true), 0x6f10a420},  // uxtl2 v0.4s, v1.8h: Q=1 U=1 immh=0010
 		{EncSCVTF(2, 3, false), 0x4e21d862},            // sz=0 opcode 11101
+		{EncBFDOT(0, 1, 2), 0x6e42fc20},                // 0 Q=1 1 01110 010 Rm=2 111111 Rn=1 Rd=0
 	} {
 		if c.got.Word != c.want {
 			t.Errorf("%s: encoded 0x%08x, want 0x%08x", c.got.Mnemonic, c.got.Word, c.want)
