@@ -29,10 +29,10 @@ const (
 	// same roundings; kernel sets differ only in the order of the float32
 	// sums, as in ComputeF32. Where the CPU multiplies bfloat16 pairs
 	// (AVX512_BF16) the products run on that instruction; elsewhere the
-	// float32 kernels take the rounded operands, which costs copies: 1.2–1.7×
-	// the float32 mode's time for a prefill on an AVX-512 CPU without it.
-	// A decode step in this mode runs the flash blocks, not the fused
-	// decode kernel, and gains nothing (it is bound by memory): 1.8–7×
+	// float32 kernels take the rounded operands, which costs copies: up to
+	// 1.3× the float32 mode's time for a prefill on an AVX-512 CPU without
+	// it. A decode step in this mode runs the flash blocks, not the fused
+	// decode kernel, and gains nothing (it is bound by memory): 1.3–7×
 	// slower. Use the mode for prefill, ComputeF32 for decode steps.
 	//
 	// In a Layer's calls the mode also covers the projections of
