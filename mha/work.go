@@ -76,7 +76,9 @@ func (t *attnBatch) Run(ks *kernels.Set, n int, ws *tile.Workspace) {
 // reports whether the call ran to the end (false: c.cancel fired).
 func (e *Engine) attend(works []attnWork, c call) bool {
 	for i := range works { // BSHD K/V whose rows alias (or the bfloat16 mode's): copied heads-major first
-		if p := &works[i].p; tile.Regroups(p) && regroupFits(p) {
+		p := &works[i].p
+		p.PairV = p.BF16 && e.ks.HasBF16() && p.HeadDim%2 == 0 && !p.VInK
+		if tile.Regroups(p) && regroupFits(p) {
 			kv, ok := e.copies.get()
 			if !ok {
 				kv = new(tile.KVCopy)

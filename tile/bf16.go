@@ -142,17 +142,40 @@ func (r *itemRun) keyPairs(kb, nk int) ([]uint32, int) {
 	return ws.kp, dk / 2
 }
 
-// pvPairs is the PV update of rows [r0, r1) on the bfloat16 kernels: O
-// rescaled by alpha, then the weights (rounded, paired over keys) times
-// the V block (nk rows at stride ldv, rounded, paired).
-func (r *itemRun) pvPairs(nk, r0, r1 int, v []float32, ldv int) {
+// pvPairs is the PV update of rows [r0, r1) of the block of nk keys from
+// kb on the bfloat16 kernels: O rescaled by alpha, then the weights
+// (rounded, paired over keys) times V paired: the call's VPairs where
+// they line up with the block, else the block's rows (v at stride ldv,
+// read here if v is nil) rounded and paired for this item.
+func (r *itemRun) pvPairs(kb, nk, r0, r1 int, v []float32, ldv int) {
 	ks, ws, rp, dv := r.ks, r.ws, r.rp, r.p.ValueDim
 	half := (nk + 1) / 2
 	ws.pp = grow(ws.pp, half*rp)
-	ws.vp = grow(ws.vp, half*dv)
 	ks.PairBF16(ws.pp[r0:], rp, ws.s[r0:], rp, nk, r1-r0)
-	ks.PairBF16(ws.vp, dv, v, ldv, nk, dv)
+	vp := r.valuePairs(kb, nk)
+	if vp == nil {
+		if v == nil {
+			v, ldv = r.kvBlock(kb, nk, true)
+		}
+		ws.vp = grow(ws.vp, half*dv)
+		ks.PairBF16(ws.vp, dv, v, ldv, nk, dv)
+		vp = ws.vp
+	}
 	o := ws.o[r0*dv:]
 	ks.PV(o, dv, nil, 0, nil, 0, ws.al[r0:], r1-r0, 0, dv)
-	ks.GemmBF16(o, dv, ws.pp[r0:], 1, rp, ws.vp, dv, r1-r0, dv, half, true)
+	ks.GemmBF16(o, dv, ws.pp[r0:], 1, rp, vp, dv, r1-r0, dv, half, true)
+}
+
+// valuePairs returns the call's paired V (Problem.VPairs) for the block
+// of nk keys from kb, or nil where there is none or it does not line up:
+// the block must start on a pair, and an odd block must end at the last
+// key (whose pair holds 0), never mid-pair (the next key's value, which
+// its weight 0 would multiply, may be NaN).
+func (r *itemRun) valuePairs(kb, nk int) []uint32 {
+	p := r.p
+	if p.VPairs == nil || kb%2 != 0 || (nk%2 != 0 && kb+nk != p.KVLen) {
+		return nil
+	}
+	off := ((r.it.b*p.KVHeads+r.it.g)*valueHalf(p) + kb/2) * p.ValueDim
+	return p.VPairs[off:]
 }

@@ -193,14 +193,14 @@ func (r *itemRun) edges(from, to int) {
 func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	ks, p, it, ws, rp := r.ks, r.p, r.it, r.ws, r.rp
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
-	var kblk []float32
-	var ldk int
+	var kblk, vblk []float32 // the bfloat16 kernels read V's rows only when they must (pvPairs)
+	var ldk, ldv int
 	if !r.dp {
 		kblk, ldk = r.kvBlock(kb, nk, false)
-	}
-	vblk, ldv := kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
-	if !p.VInK || !p.copiesKV() || r.dp {
-		vblk, ldv = r.kvBlock(kb, nk, true)
+		vblk, ldv = kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
+		if !p.VInK || !p.copiesKV() {
+			vblk, ldv = r.kvBlock(kb, nk, true)
+		}
 	}
 	s := ws.s[:nk*rp]
 	if r.dp {
@@ -228,9 +228,12 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	if r.dp && masked && anyOf(ws.masked[:nk]) {
+		vblk, ldv = r.kvBlock(kb, nk, true) // for the poison check
+	}
 	poisoned := masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk)
 	if r.dp && !poisoned {
-		r.pvPairs(nk, r0, min(r1, rows), vblk, ldv)
+		r.pvPairs(kb, nk, r0, min(r1, rows), vblk, ldv)
 		return
 	}
 	if p.BF16 {

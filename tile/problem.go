@@ -33,6 +33,13 @@ type Problem struct {
 	// BF16: both products on bfloat16 operands, summed in float32
 	// (bf16.go); false is float32 throughout.
 	BF16 bool
+	// PairV: the bfloat16 mode on a set with bfloat16 kernels, even head
+	// dims and V of its own: a Regroup that rounds K and V also stores V
+	// paired over keys (VPairs), once for every item. The caller sets it.
+	PairV bool
+	// VPairs is that copy: [B][KVHeads][(KVLen+1)/2][ValueDim], keys 2c
+	// (low half) and 2c+1 (high half, 0 past the last key) of each column.
+	VPairs []uint32
 
 	Scale   float32 // folded into the packed Q block
 	Softcap float32 // 0 = off

@@ -47,13 +47,20 @@ func Regroups(p *Problem) bool {
 }
 
 // rounds reports whether a Regroup of p also rounds K and V to bfloat16
-// (the bfloat16 mode, K/V stored otherwise, more query rows per KV head
-// than one item holds): each item would otherwise round every block it
-// reads, and the copy rounds each value once. The flash loop then reads
-// bfloat16 K/V, whose widening is exact: the same values, the same bits.
+// (the bfloat16 mode, K/V stored otherwise or V to be paired, more query
+// rows per KV head than one item holds): each item would otherwise round
+// (or pair) every block it reads, and the copy does each value once. The
+// flash loop then reads bfloat16 K/V, whose widening is exact, and V's
+// pairs: the same values, the same bits.
 func rounds(p *Problem) bool {
-	return p.BF16 && p.KVType != fallback.KVBFloat16 && p.QLen*(p.Heads/p.KVHeads) > maxRows
+	return p.BF16 && (p.KVType != fallback.KVBFloat16 || p.PairV) && p.QLen*(p.Heads/p.KVHeads) > maxRows
 }
+
+// pairsV reports whether a Regroup of p also pairs V (Problem.PairV).
+func pairsV(p *Problem) bool { return p.PairV && !p.VInK && rounds(p) }
+
+// valueHalf is the key pairs of a VPairs copy of p's V.
+func valueHalf(p *Problem) int { return (p.KVLen + 1) / 2 }
 
 // CopyBytes is the memory a Regroup of p copies K and V into.
 func CopyBytes(p *Problem) float64 {
@@ -66,7 +73,11 @@ func CopyBytes(p *Problem) float64 {
 	if rounds(p) {
 		size = 2
 	}
-	return rows * (float64(p.HeadDim) + dv) * size
+	pairs := 0.0
+	if pairsV(p) {
+		pairs = float64(p.Batch) * float64(p.KVHeads) * float64(valueHalf(p)) * dv * 4
+	}
+	return rows*(float64(p.HeadDim)+dv)*size + pairs
 }
 
 // kvSize is the bytes of one K/V element of type t.
@@ -87,6 +98,7 @@ type KVCopy struct {
 	K16, V16 []uint16
 	K8, V8   []int8
 	KS, VS   []float32
+	VP       []uint32 // V paired over keys (Problem.VPairs)
 }
 
 // Regroup is the Work that copies P's BSHD K and V into Into heads-major
@@ -107,6 +119,9 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	switch {
 	case rounds(p):
 		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
+		if pairsV(p) {
+			into.VP = grow(into.VP, p.Batch*p.KVHeads*valueHalf(p)*p.ValueDim)
+		}
 	case p.KVType == fallback.KVFloat32:
 		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
 	case p.KVType == fallback.KVInt8:
@@ -203,6 +218,34 @@ func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 			}
 		}
 	}
+	if pairsV(p) {
+		r.pairValues(b, j0, j1)
+	}
+}
+
+// pairValues pairs the rounded V rows of key positions [j0, j1) of batch
+// b (j0 even; j1 even or the last key) into the copy's VP: keys j and j+1
+// of each column in one uint32, 0 for a key past the last.
+func (r Regroup) pairValues(b, j0, j1 int) {
+	p, c, dv := r.P, r.Into, r.P.ValueDim
+	half := valueHalf(p)
+	for g := 0; g < p.KVHeads; g++ {
+		head := (b*p.KVHeads + g) * p.KVLen // the head's first row in V16
+		for j := j0; j < j1; j += 2 {
+			lo := c.V16[(head+j)*dv:][:dv]
+			out := c.VP[((b*p.KVHeads+g)*half+j/2)*dv:][:dv]
+			if j+1 == p.KVLen {
+				for x, l := range lo {
+					out[x] = uint32(l)
+				}
+				continue
+			}
+			hi := c.V16[(head+j+1)*dv:][:dv]
+			for x, l := range lo {
+				out[x] = uint32(l) | uint32(hi[x])<<16
+			}
+		}
+	}
 }
 
 // Use points the problem at the copy: K and V heads-major (and bfloat16,
@@ -210,6 +253,9 @@ func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 func (r Regroup) Use() {
 	p, c := r.P, r.Into
 	if rounds(p) {
+		if pairsV(p) {
+			p.VPairs = c.VP
+		}
 		p.KVHeadsMajor, p.KVType, p.K16, p.V16 = true, fallback.KVBFloat16, c.K16, c.V16
 		return
 	}
