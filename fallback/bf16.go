@@ -39,14 +39,26 @@ func PairBF16(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
 // twin does not, so the two agree on normal numbers.
 func GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {
 	pairSums(c, ldc, m, n, k, accumulate, func(i, p int) uint32 { return a[i*lda+p*lka] },
-		func(p, j int) uint32 { return b[p*ldb+j] })
+		func(p, j int) uint32 { return b[p*ldb+j] }, dotNearest)
 }
 
-// pairSums is the loop of GemmBF16 and GemmWDot: c[i][j] (or 0) ⊕ the k
-// pairs of terms a(i, p) and b(p, j), high halves first.
-func pairSums(c []float32, ldc int, m, n, k int, accumulate bool, a func(i, p int) uint32, b func(p, j int) uint32) {
-	hi := func(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
-	lo := func(x uint32) float32 { return math.Float32frombits(x << 16) }
+// hiBF16 and loBF16 are the bfloat16 in the high and low half of x, as
+// float32.
+func hiBF16(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
+func loBF16(x uint32) float32 { return math.Float32frombits(x << 16) }
+
+// dotNearest adds the pair product of x and y to acc as VDPBF16PS does:
+// the high halves' product, then the low halves', each sum rounded to
+// nearest (the products are exact).
+func dotNearest(acc float32, x, y uint32) float32 {
+	acc += hiBF16(x) * hiBF16(y)
+	return acc + loBF16(x)*loBF16(y)
+}
+
+// pairSums is the loop of the bfloat16 twins: c[i][j] (or 0), then for
+// each of the k pairs of terms a(i, p) and b(p, j), dot(acc, a, b).
+func pairSums(c []float32, ldc int, m, n, k int, accumulate bool, a func(i, p int) uint32, b func(p, j int) uint32,
+	dot func(acc float32, x, y uint32) float32) {
 	for i := range m {
 		ci := c[i*ldc:][:n]
 		for j := range ci {
@@ -55,9 +67,7 @@ func pairSums(c []float32, ldc int, m, n, k int, accumulate bool, a func(i, p in
 				acc = ci[j]
 			}
 			for p := range k {
-				x, y := a(i, p), b(p, j)
-				acc += hi(x) * hi(y)
-				acc += lo(x) * lo(y)
+				acc = dot(acc, a(i, p), b(p, j))
 			}
 			ci[j] = acc
 		}
@@ -69,5 +79,5 @@ func pairSums(c []float32, ldc int, m, n, k int, accumulate bool, a func(i, p in
 // (high half) of b. a holds two bfloat16 of a row in each uint32.
 func GemmWDot(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool) {
 	pairSums(c, ldc, m, n, k, accumulate, func(i, p int) uint32 { return a[i*lda+p] },
-		func(p, j int) uint32 { return uint32(b[2*p*ldb+j]) | uint32(b[(2*p+1)*ldb+j])<<16 })
+		func(p, j int) uint32 { return uint32(b[2*p*ldb+j]) | uint32(b[(2*p+1)*ldb+j])<<16 }, dotNearest)
 }

@@ -12,22 +12,13 @@ import "math"
 // GemmBF16Odd is GemmBF16 with BFDOT's sums: c[i][j] (or 0) plus, pair by
 // pair, oddSum(oddSum(lo·lo, hi·hi)) of a[i*lda+p*lka] and b[p*ldb+j].
 func GemmBF16Odd(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {
-	hi := func(x uint32) float32 { return math.Float32frombits(x &^ 0xffff) }
-	lo := func(x uint32) float32 { return math.Float32frombits(x << 16) }
-	for i := range m {
-		ci := c[i*ldc:][:n]
-		for j := range ci {
-			var acc float32
-			if accumulate {
-				acc = ci[j]
-			}
-			for p := range k {
-				x, y := a[i*lda+p*lka], b[p*ldb+j]
-				acc = addOdd(acc, addOdd(mulFlush(lo(x), lo(y)), mulFlush(hi(x), hi(y))))
-			}
-			ci[j] = acc
-		}
-	}
+	pairSums(c, ldc, m, n, k, accumulate, func(i, p int) uint32 { return a[i*lda+p*lka] },
+		func(p, j int) uint32 { return b[p*ldb+j] }, dotOdd)
+}
+
+// dotOdd adds the pair product of x and y to acc as BFDOT does.
+func dotOdd(acc float32, x, y uint32) float32 {
+	return addOdd(acc, addOdd(mulFlush(loBF16(x), loBF16(y)), mulFlush(hiBF16(x), hiBF16(y))))
 }
 
 // flush returns x, or a zero of its sign if x is denormal.
