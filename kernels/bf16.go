@@ -11,8 +11,9 @@ import (
 // half), as VDPBF16PS multiplies them: a bfloat16 row read in place (K),
 // or float32 rows rounded and packed in pairs by PairBF16 (Qᵀ, the
 // weights, V). A set has them where its CPU multiplies bfloat16 pairs
-// (AVX-512 with AVX512_BF16); elsewhere the mode runs on the float32
-// kernels (the tile package rounds the operands).
+// (AVX-512 with AVX512_BF16: VDPBF16PS; NEON with FEAT_BF16: BFDOT, whose
+// sums round to odd); elsewhere the mode runs on the float32 kernels (the
+// tile package rounds the operands).
 
 // bf16Kernels are a set's bfloat16 kernels.
 type bf16Kernels struct {

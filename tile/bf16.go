@@ -13,7 +13,7 @@ import (
 // bfloat16 (ties to even) where the loop already holds it. A product of
 // two bfloat16 values is exact in float32 (8 + 8 significant bits), so a
 // float32 kernel's FMA on the rounded operands adds the exact product and
-// rounds the sum once, as a bfloat16 dot-product instruction does; only
+// rounds the sum once, as VDPBF16PS does (BFDOT rounds to odd); only
 // the order of the sums is the kernel's. The softmax stays float32: each
 // row's running sum l adds the unrounded weights, and only the copy PV
 // reads is rounded (FlashAttention's order on GPUs).
