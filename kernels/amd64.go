@@ -55,10 +55,11 @@ type (
 	widenWI8Func func(dst *float32, ldd int, b *int8, ldb int, k, nv int, s *float32)
 )
 
-// int4Panels calls kernel(j0, nv, tail) on the column panels of n columns:
-// maxNV vectors (an even number: whole bytes of nibbles) each, the last
-// holding the rest.
-func int4Panels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
+// evenPanels calls kernel(j0, nv, tail) on the column panels of n
+// columns: maxNV vectors (an even number) each, the last holding the
+// rest, so every panel but the last has whole pairs of vectors (int4:
+// whole bytes of nibbles; GemmWDot: its groups of two vectors).
+func evenPanels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
 	vecs := (n + lanes - 1) / lanes
 	for v0 := 0; v0 < vecs; v0 += maxNV {
 		nv, tail := min(maxNV, vecs-v0), lanes
@@ -74,16 +75,13 @@ func int4Panels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
 // type t, i8 for int8 ones.
 func weightPanels(kernels [2]gemmW16Func, i8 gemmWI8Func, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
 	acc := accFlag(accumulate)
-	for v0 := 0; v0*lanes < n; {
-		nv, tail := panel(v0, n, lanes, maxNV)
-		j0 := v0 * lanes
+	panels(lanes, maxNV, n, func(j0, nv, tail int) {
 		if b.Type == fallback.KVInt8 {
 			i8(&c[j0], ldc, &a[0], lda, &b.I8[j0], b.Ld, m, k, nv, tail, acc, &b.S[j0])
 		} else {
 			kernels[b.Type-fallback.KVFloat16](&c[j0], ldc, &a[0], lda, &b.U16[j0], b.Ld, m, k, nv, tail, acc)
 		}
-		v0 += nv
-	}
+	})
 }
 
 // x86Params are the numbers one amd64 ISA's kernels were generated with
@@ -132,12 +130,12 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		},
 		gemvI4: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
 			acc := accFlag(accumulate)
-			int4Panels(lanes, maxNV, n, func(j0, nv, tail int) {
+			evenPanels(lanes, maxNV, n, func(j0, nv, tail int) {
 				k.gemvWI4(&c[j0], ldc, &a[0], lda, &b.I4[j0/2], b.Ld, m, kk, nv, tail, acc, &b.S[j0], &b.Z[j0])
 			})
 		},
 		widenW: func(dst []float32, ldd int, b WeightRows, kk, n int) {
-			int4Panels(lanes, maxNV, n, func(j0, nv, _ int) {
+			evenPanels(lanes, maxNV, n, func(j0, nv, _ int) {
 				if b.Type == fallback.KVInt8 {
 					k.widenI8(&dst[j0], ldd, &b.I8[j0], b.Ld, kk, nv, &b.S[j0])
 				} else {

@@ -22,26 +22,18 @@ func x86BF16(gemm gemmBF16Func, gemmW gemmWDotFunc, native bool) *bf16Kernels {
 	k := &bf16Kernels{
 		gemm: func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, kk int, accumulate bool) {
 			acc := accFlag(accumulate)
-			for v0 := 0; v0*lanes < n; {
-				nv, tail := panel(v0, n, lanes, maxNV)
-				j0 := v0 * lanes
+			panels(lanes, maxNV, n, func(j0, nv, tail int) {
 				gemm(&c[j0], ldc, &a[0], lda, lka, &b[j0], ldb, m, kk, nv, tail, acc)
-				v0 += nv
-			}
+			})
 		},
 		gemmW: func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, kk int, accumulate bool) {
-			// Panels of maxNV (even) vectors, the last one the rest: the
-			// kernel reads B in groups of two vectors, so only the last
-			// panel may read past n, up to n rounded up to a group.
+			// The kernel reads B in groups of two vectors: with even
+			// panels only the last may read past n, up to n rounded up
+			// to a group.
 			acc := accFlag(accumulate)
-			vecs := (n + lanes - 1) / lanes
-			for v0 := 0; v0 < vecs; v0 += maxNV {
-				nv, tail := min(maxNV, vecs-v0), lanes
-				if v0+nv == vecs && n%lanes != 0 {
-					tail = n % lanes
-				}
-				gemmW(&c[v0*lanes], ldc, &a[0], lda, &b[v0*lanes], ldb, m, kk, nv, tail, acc)
-			}
+			evenPanels(lanes, maxNV, n, func(j0, nv, tail int) {
+				gemmW(&c[j0], ldc, &a[0], lda, &b[j0], ldb, m, kk, nv, tail, acc)
+			})
 		},
 		pair: func(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
 			vecs := (n + lanes - 1) / lanes

@@ -18,12 +18,9 @@ var neonBF16 = &bf16Kernels{
 		lanes, maxNV := asm.LanesNEON, asm.PanelVecsNEON
 		whole := n / lanes * lanes
 		acc := accFlag(accumulate)
-		for v0 := 0; v0*lanes < whole; {
-			nv, _ := panel(v0, whole, lanes, maxNV)
-			j0 := v0 * lanes
+		panels(lanes, maxNV, whole, func(j0, nv, _ int) {
 			asm.GemmBF16NEON(&c[j0], ldc, &a[0], lda, lka, &b[j0], ldb, m, k, nv, lanes, acc)
-			v0 += nv
-		}
+		})
 		if whole < n {
 			fallback.GemmBF16Odd(c[whole:], ldc, a, lda, lka, b[whole:], ldb, m, n-whole, k, accumulate)
 		}

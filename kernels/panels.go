@@ -28,6 +28,17 @@ func panel(j0, n, lanes, maxNV int) (nv, tail int) {
 	return nv, tail
 }
 
+// panels calls kernel(j0, nv, tail) on the column panels of n columns as
+// panel splits them: j0 the panel's first column, nv its vectors, tail
+// the lanes of its last one.
+func panels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
+	for v0 := 0; v0*lanes < n; {
+		nv, tail := panel(v0, n, lanes, maxNV)
+		kernel(v0*lanes, nv, tail)
+		v0 += nv
+	}
+}
+
 // qkChunk is the most keys one QK kernel call takes when the score tile
 // has several column panels (AVX2: 64 rows are 4 panels of 16): the calls
 // for all panels run on one chunk of K before the next, so its rows, a page
@@ -45,12 +56,9 @@ func gemmPanels(kernel gemmFunc, lanes, maxNV, chunk int, c []float32, ldc int, 
 	}
 	for i0 := 0; i0 < m; i0 += chunk {
 		mc := min(chunk, m-i0)
-		for v0 := 0; v0*lanes < n; {
-			nv, tail := panel(v0, n, lanes, maxNV)
-			j0 := v0 * lanes
+		panels(lanes, maxNV, n, func(j0, nv, tail int) {
 			kernel(&c[i0*ldc+j0], ldc, &a[i0*lda], lda, &b[j0], ldb, mc, k, nv, tail, acc)
-			v0 += nv
-		}
+		})
 	}
 }
 
@@ -114,16 +122,13 @@ func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32
 	if nk > 0 {
 		pp = &p[0]
 	}
-	for v0 := 0; v0*lanes < dv; {
-		nv, tail := panel(v0, dv, lanes, maxNV)
-		j0 := v0 * lanes
+	panels(lanes, maxNV, dv, func(j0, nv, tail int) {
 		var vp *float32
 		if nk > 0 {
 			vp = &v[j0]
 		}
 		kernel(&o[j0], ldo, pp, ldp, vp, ldv, ap, rows, nk, nv, tail)
-		v0 += nv
-	}
+	})
 }
 
 // transposeBlocks runs a transpose kernel over the whole 8×8 blocks and
