@@ -42,10 +42,11 @@ func (ks *Set) BF16Native() bool { return ks.bf16 != nil && ks.bf16.native }
 // each term adding the product of the pair's high halves, then of its low
 // halves, as fallback.GemmBF16 (its twin, bit for bit on normal numbers:
 // the instruction reads denormals as zero); on a set whose sums round to
-// odd (NEON's BFDOT: BF16RoundsOdd), as fallback.GemmBF16Odd. QK is this with A the bfloat16
-// K rows (lda = ldk/2, lka = 1) and B the paired Qᵀ; PV with A the paired
-// weights (lda = 1, lka = their stride) and B the paired V. Only sets that
-// HasBF16 have it; calling it on another is a bug.
+// odd (NEON's BFDOT: BF16RoundsOdd), as fallback.GemmBF16Odd. QK is this
+// with A the bfloat16 K rows (lda = ldk/2, lka = 1) and B the paired Qᵀ;
+// PV with A the paired weights (lda = 1, lka = their stride) and B the
+// paired V. Only sets that HasBF16 have it; calling it on another is a
+// bug.
 func (ks *Set) GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {
 	if m <= 0 || n <= 0 || k <= 0 {
 		return

@@ -24,14 +24,14 @@ const (
 	// The output differs from the exact result by about 0.3% of its
 	// magnitude on data of unit scale (q, k, v ~ N(0, 1): 0.34% at head
 	// dims 64 and 128 over 4096 keys, against float32's 1.2e-6;
-	// TestComputeBF16Accuracy bounds it at 1%). Every kernel set computes the mode, on its
-	// float32 kernels where the CPU has no bfloat16 dot product, with the
-	// same roundings; kernel sets differ only in the order of the float32
-	// sums, as in ComputeF32. Where the CPU multiplies bfloat16 pairs
-	// (AVX512_BF16) the products run on that instruction; elsewhere the
-	// float32 kernels take the rounded operands, which costs copies: up to
-	// 1.3× the float32 mode's time for a prefill on an AVX-512 CPU without
-	// it. A decode step in this mode runs the flash blocks, not the fused
+	// TestComputeBF16Accuracy bounds it at 1%). Every kernel set computes
+	// the mode with the same roundings; kernel sets differ only in the
+	// order of the float32 sums, as in ComputeF32, and on arm64 in BFDOT's
+	// rounding of them (to odd). Where the CPU multiplies bfloat16 pairs
+	// (AVX512_BF16's VDPBF16PS, FEAT_BF16's BFDOT) the products run on
+	// that instruction; elsewhere the float32 kernels take the rounded
+	// operands, which costs copies: up to 1.3× the float32 mode's time for
+	// a prefill on an AVX-512 CPU without it. A decode step in this mode runs the flash blocks, not the fused
 	// decode kernel, and gains nothing (it is bound by memory): 1.3–7×
 	// slower. Use the mode for prefill, ComputeF32 for decode steps.
 	//

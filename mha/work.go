@@ -77,7 +77,7 @@ func (t *attnBatch) Run(ks *kernels.Set, n int, ws *tile.Workspace) {
 func (e *Engine) attend(works []attnWork, c call) bool {
 	for i := range works { // BSHD K/V whose rows alias (or the bfloat16 mode's): copied heads-major first
 		p := &works[i].p
-		p.PairV = p.BF16 && e.ks.HasBF16() && p.HeadDim%2 == 0 && !p.VInK
+		tile.PairValues(e.ks, p)
 		if tile.Regroups(p) && regroupFits(p) {
 			kv, ok := e.copies.get()
 			if !ok {

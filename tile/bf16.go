@@ -103,10 +103,17 @@ func (p *Problem) copiesKV() bool { return p.KVType != fallback.KVFloat32 || p.B
 // weights rounded, its values not: they are NaN or Inf to the rows that
 // see them).
 
-// usesPairs reports whether an item of p runs the bfloat16 kernels.
-func usesPairs(ks *kernels.Set, p *Problem, dot bool) bool {
-	return p.BF16 && ks.HasBF16() && !dot && p.HeadDim%2 == 0
-}
+// pairsOn reports whether ks runs p's bfloat16 mode on its bfloat16
+// kernels (even head dims: K's rows hold whole pairs).
+func pairsOn(ks *kernels.Set, p *Problem) bool { return p.BF16 && ks.HasBF16() && p.HeadDim%2 == 0 }
+
+// usesPairs reports whether an item of p runs the bfloat16 kernels (not
+// the Dot rows of a decode step).
+func usesPairs(ks *kernels.Set, p *Problem, dot bool) bool { return pairsOn(ks, p) && !dot }
+
+// PairValues sets p.PairV for set ks, before Regroups: V of its own, read
+// by ks's bfloat16 kernels, is worth pairing once per call.
+func PairValues(ks *kernels.Set, p *Problem) { p.PairV = pairsOn(ks, p) && !p.VInK }
 
 // pairQuery packs the item's scaled Qᵀ block ([dk][rp]) in pairs of
 // dims, rounded: [dk/2][rp].

@@ -255,8 +255,8 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	p, ws := r.p, r.ws
 	rows := p.kvRows(r.it.b, kb, r.it.g, value)
-	rounds := p.BF16 && !r.dp // the bfloat16 kernels pair (and round) the block themselves
-	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !rounds {
+	rounding := p.BF16 && !r.dp // the bfloat16 kernels pair (and round) the block themselves
+	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !rounding {
 		return rows.F32, rows.Ld
 	}
 	dim, buf := p.HeadDim, &ws.kb
@@ -274,7 +274,7 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	default:
 		r.ks.WidenRows(*buf, dim, rows.U16, rows.Ld, nk, dim, rows.Type)
 	}
-	if rounds && rows.Type != fallback.KVBFloat16 {
+	if rounding && rows.Type != fallback.KVBFloat16 {
 		r.roundBF16((*buf)[:nk*dim])
 	}
 	return *buf, dim

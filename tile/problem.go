@@ -35,7 +35,7 @@ type Problem struct {
 	BF16 bool
 	// PairV: the bfloat16 mode on a set with bfloat16 kernels, even head
 	// dims and V of its own: a Regroup that rounds K and V also stores V
-	// paired over keys (VPairs), once for every item. The caller sets it.
+	// paired over keys (VPairs), once for every item. PairValues sets it.
 	PairV bool
 	// VPairs is that copy: [B][KVHeads][(KVLen+1)/2][ValueDim], keys 2c
 	// (low half) and 2c+1 (high half, 0 past the last key) of each column.

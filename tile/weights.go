@@ -229,12 +229,13 @@ func narrow(x float32, t fallback.KVType) uint16 {
 }
 
 // gemmPanel runs the kernel on panel `panel` of B from row k0: kc rows,
-// nw columns, for the mc rows of A at a (stride lda) into c. 16-bit and int8 panels go
-// to GemmW on sets that have it, and are otherwise widened into the
-// worker's scratch for Gemm (the same values, the same order: the same
-// bits); int8 and int4 panels of an item of at most gemvRows rows (a
-// decode step's) go to GemvI8 and GemvI4, which scale block sums rather
-// than weights, on every set. Int4 panels of larger items are widened.
+// nw columns, for the mc rows of A at a (stride lda) into c. 16-bit and
+// int8 panels go to GemmW on sets that have it, and are otherwise widened
+// into the worker's scratch for Gemm (the same values, the same order:
+// the same bits); int8 and int4 panels of an item of at most gemvRows
+// rows (a decode step's) go to GemvI8 and GemvI4, which scale block sums
+// rather than weights, on every set. Int4 panels of larger items are
+// widened.
 func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, lda, panel, k0, kc, mc, nw int, accumulate bool) {
 	b := g.B.rows(panel, k0)
 	switch {
