@@ -285,6 +285,22 @@ func TestNoAllocs(t *testing.T) {
 				t.Errorf("%s: Attention with ALiBi, sinks, window, mask and bias (%s) allocates %v times per call", e.Kernels(), name, n)
 			}
 		}
+		// The heads-major regroup copy: BSHD K/V whose rows are a multiple
+		// of 4 KiB apart, and every prefill in the bfloat16 mode.
+		rs := Shape{Batch: 1, Heads: 16, KVHeads: 16, QLen: 256, KVLen: 256, HeadDim: 64}
+		rq, rk, rv, rout := inputs(rng, rs)
+		for name, o := range map[string]*Options{
+			"BSHD aliasing rows": {Causal: true},
+			"ComputeBF16":        {Causal: true, Compute: ComputeBF16},
+		} {
+			if n := testing.AllocsPerRun(20, func() {
+				if err := e.Attention(rout, rq, rk, rv, rs, o); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%s: Attention (%s, the regroup copy) allocates %v times per call", e.Kernels(), name, n)
+			}
+		}
 		cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8, Rotary: Rotary{Dims: 6, Interleaved: true}}
 		l, w := testLayer(t, e, rng, cfg, true)
 		w.QNorm, w.KNorm = random(rng, 8), random(rng, 16)

@@ -22,6 +22,7 @@ type attnWork struct {
 	a     tile.Attention // planned from p
 	first int            // its first run item in the batch's numbering
 	merge int            // its first merge item
+	copy  *tile.KVCopy   // its heads-major K/V copy, if it has one (returned by attend)
 }
 
 // attnBatch is the tile.Work of a list of problems, their items numbered
@@ -75,7 +76,8 @@ func (t *attnBatch) Run(ks *kernels.Set, n int, ws *tile.Workspace) {
 // pool: every run item in one job, then every merge item in another. It
 // reports whether the call ran to the end (false: c.cancel fired).
 func (e *Engine) attend(works []attnWork, c call) bool {
-	for i := range works { // BSHD K/V whose rows alias (or the bfloat16 mode's): copied heads-major first
+	defer e.putCopies(works) // one defer, not one per copy: a defer in a loop allocates its record
+	for i := range works {   // BSHD K/V whose rows alias (or the bfloat16 mode's): copied heads-major first
 		p := &works[i].p
 		tile.PairValues(e.ks, p)
 		if tile.Regroups(p) && regroupFits(p) {
@@ -83,7 +85,7 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 			if !ok {
 				kv = new(tile.KVCopy)
 			}
-			defer e.copies.put(kv)
+			works[i].copy = kv
 			rg := tile.NewRegroup(p, kv)
 			if !regroups.run(e.pool, rg, e.ks, c) {
 				return false
@@ -113,6 +115,17 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 		return false
 	}
 	return merges == 0 || e.runBatch(attnBatch{works: works, merge: true}, c)
+}
+
+// putCopies returns the heads-major copies attend took for works to the
+// engine's free list.
+func (e *Engine) putCopies(works []attnWork) {
+	for i := range works {
+		if works[i].copy != nil {
+			e.copies.put(works[i].copy)
+			works[i].copy = nil
+		}
+	}
 }
 
 // regroupFits reports whether a heads-major copy of p's K and V stays
