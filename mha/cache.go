@@ -3,6 +3,7 @@ package mha
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 
 	"github.com/fastattn/fastattn/fallback"
@@ -48,7 +49,14 @@ type Cache struct {
 
 // NewCache returns an empty float32 cache for batch sequences of up to
 // capacity tokens each. A cache larger than this machine can allocate is
-// an error wrapping ErrShape.
+// an error wrapping ErrShape; a layer whose Engine is closed, ErrClosed.
+//
+// The cache belongs to l: l's decoding calls take it, and those of any
+// other Layer value refuse it (ErrOption), even one of the same geometry —
+// every layer of a model has the same geometry, and a cache handed to the
+// wrong one would give wrong outputs silently. To move tokens to another
+// layer's cache (a Layer made again from the same weights, on another
+// Engine), CopyTo copies them between caches of the same geometry.
 func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 	return l.NewCacheOf(batch, capacity, Float32)
 }
@@ -56,9 +64,12 @@ func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 // NewCacheOf is NewCache with K and V stored as t: Float32, Float16,
 // BFloat16 or Int8 (another value is ErrOption). Decoding against a 16-bit
 // or int8 cache gives the float32 result of the rounded (dequantized) keys
-// and values. Appending a token whose K or V holds NaN or ±Inf to an Int8
-// cache is ErrNonFinite, naming the sequence, token and head, and that
-// call appends nothing.
+// and values. Appending a token whose K or V is not finite in the cache's
+// type — NaN or ±Inf in any type, or beyond a 16-bit type's range (float16
+// from 65520 on, bfloat16 from 3.3961776e38 on: it would round to ±Inf) —
+// is ErrNonFinite, naming the sequence, token, head and element, and that
+// call appends nothing to any sequence: such a token would make every
+// later step of its sequence NaN.
 func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
@@ -129,30 +140,60 @@ func (c *Cache) kv(b int) kvData {
 	return kvData{t: c.typ, k: c.K[kr : kr+c.capa*kw], v: c.V[vr : vr+c.capa*vw], headsMajor: true}
 }
 
-// storable checks, for an Int8 cache, that the n new tokens of sequence b
-// from position at (k and v: [n][KVHeads][dim]) can be quantized: a NaN or
-// ±Inf is ErrNonFinite naming the sequence, token and head.
+// storable checks that the n new tokens of sequence b from position at
+// (k and v: [n][KVHeads][dim]) are finite in the cache's storage type: a
+// NaN or ±Inf (in any type), or a finite float32 beyond a 16-bit type's
+// range (it would round to ±Inf), is ErrNonFinite naming the sequence,
+// token, head and element. One such token would turn every later step of
+// its sequence to NaN; refused, it leaves the cache as it was.
 func (c *Cache) storable(b, at, n int, k, v []float32) error {
-	if c.typ != Int8 {
-		return nil
-	}
 	cfg := c.layer.cfg
+	limit := storableLimit(c.typ)
 	for _, t := range [2]struct {
 		name string
 		src  []float32
 		dim  int
 	}{{"K", k, cfg.HeadDim}, {"V", v, cfg.storedV()}} {
-		for i := range n {
-			for g := range cfg.KVHeads {
-				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
-				if d := fallback.NonFinite(row); d >= 0 {
-					return fmt.Errorf("%w: Int8 cache: sequence %d, token %d, KV head %d: %s element %d is %v",
-						ErrNonFinite, b, at+i, g, t.name, d, row[d])
-				}
-			}
+		rows := t.src[:n*cfg.KVHeads*t.dim]
+		d := beyond(rows, limit)
+		if d < 0 {
+			continue
 		}
+		i, g, e := d/(cfg.KVHeads*t.dim), d/t.dim%cfg.KVHeads, d%t.dim
+		why := ""
+		if x := rows[d]; !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
+			why = fmt.Sprintf(", beyond %v's range", c.typ)
+		}
+		return fmt.Errorf("%w: %v cache: sequence %d, token %d, KV head %d: %s element %d is %v%s",
+			ErrNonFinite, c.typ, b, at+i, g, t.name, e, rows[d], why)
 	}
 	return nil
+}
+
+// storableLimit returns the float32 magnitude bits from which a value is
+// not finite once stored as t: float16's 65520 and bfloat16's
+// 0x7f7f8000 round to ±Inf (to nearest, ties to even: the largest finite
+// values are 65504 and 0x7f7f0000), and from 0x7f800000 on a float32 is
+// ±Inf or NaN (int8 quantizes finite values only).
+func storableLimit(t KVType) uint32 {
+	switch t {
+	case Float16:
+		return 0x477ff000 // 65520
+	case BFloat16:
+		return 0x7f7f8000
+	}
+	return 0x7f800000
+}
+
+// beyond returns the index of the first element of x whose magnitude bits
+// are at least limit (NaN's are above every limit), or -1.
+func beyond(x []float32, limit uint32) int {
+	for i, v := range x {
+		if math.Float32bits(v)&0x7fffffff >= limit {
+			return i
+		}
+	}
+	return -1
 }
 
 // store writes n new tokens of sequence b, from position at, into the

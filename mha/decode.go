@@ -47,8 +47,11 @@ func (l *Layer) DecodeContext(ctx context.Context, out, x []float32, cache *Cach
 // values. Causal is implied; KVLens, Bias, Mask and QueryOffset are the
 // cache's to decide (ErrOption if set).
 //
-// A sequence with no room for its tokens is ErrCacheFull and no sequence
-// changes. When ctx is done the call stops between work items and
+// cache must be one l made (NewCache): another layer's is ErrOption, even
+// of the same geometry. A sequence with no room for its tokens is
+// ErrCacheFull and a token whose K or V is not finite in the cache's type
+// is ErrNonFinite (NewCacheOf); then no sequence changes. A nil ctx is
+// context.Background(). When ctx is done the call stops between work items and
 // returns ctx.Err(): the cache is as it was before the call (no length
 // changes; the slots past each length may hold the abandoned tokens,
 // which later calls overwrite), and out and the LSE hold unspecified
@@ -71,7 +74,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		return err
 	}
 	if cache.layer != l {
-		return fmt.Errorf("%w: cache was not made by this layer", ErrOption)
+		return fmt.Errorf("%w: cache was made by another layer (each Layer decodes only the caches it made; CopyTo moves tokens between layers' caches)", ErrOption)
 	}
 	var o Options
 	if opts != nil {

@@ -25,8 +25,9 @@
 // PyTorch, Hugging Face and llama.cpp attention onto these options.
 //
 // Tensors are flat row-major []float32. Every input is validated: bad input
-// returns an error wrapping ErrShape, ErrBuffer, ErrOption, ErrCacheFull,
-// ErrClosed or ErrNil that names the problem, never a panic and never a
+// returns an error wrapping one of the package's sentinels (ErrShape,
+// ErrBuffer, ErrOption, ErrCacheFull, ErrBusy, ErrNonFinite, ErrClosed,
+// ErrNil, ErrISA) that names the problem, never a panic and never a
 // read past a slice. Sizes are checked against int overflow and against the
 // memory the machine has (RAM and swap), since Go cannot recover from an
 // allocation it cannot serve. Outputs (out, LSE, a cache being appended to)
@@ -57,6 +58,12 @@
 //     float32 relative to the row's largest (its score ~87 or more below
 //     it, or below the sink) weighs exactly 0, and a ±Inf in its value row
 //     then gives NaN, where exact arithmetic would give ±Inf.
+//
+// A KV cache never holds a value it cannot store finitely: a token whose K
+// or V is NaN or ±Inf, or beyond a 16-bit cache's range, is refused with
+// ErrNonFinite and nothing of that call is appended, whatever the cache's
+// type (Attention and its variants, which keep nothing, follow the rules
+// above instead).
 //
 // Scale is limited to [0, MaxScale] and Softcap to 0 or [MinSoftcap,
 // MaxFloat32], so that Scale·q and 1/Softcap stay finite for sane inputs.

@@ -99,7 +99,9 @@ func (e *Engine) Threads() int {
 }
 
 // Close stops the workers after the calls in flight return; later calls
-// return ErrClosed, and closing again does nothing. Close on the Default
+// return ErrClosed — those of the engine, and NewLayer, NewMLALayer,
+// NewCache, NewCrossKV and every call of a layer on it — and closing again
+// does nothing. Close on the Default
 // engine does nothing and returns nil: the package-level functions share
 // it for the life of the process. Close on a nil or zero Engine returns
 // ErrNil.
@@ -121,6 +123,21 @@ func (e *Engine) Close() error {
 func (e *Engine) usable() error {
 	if e == nil || e.pool == nil || e.ks == nil {
 		return fmt.Errorf("%w: Engine (make one with New)", ErrNil)
+	}
+	return nil
+}
+
+// open returns usable's error, or ErrClosed for a closed Engine: what
+// makes a Layer, a Cache or a CrossKV on it checks this, so a closed
+// engine is refused where things are made, not first at a Decode.
+func (e *Engine) open() error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
 	}
 	return nil
 }
@@ -255,15 +272,16 @@ func callOf(ctx context.Context, opts *Options) (call, error) {
 	return c, nil
 }
 
-// usableOr returns e, or Default() for nil, if it can take calls.
-func usableOr(e *Engine) (*Engine, error) {
+// openOr returns e, or Default() for nil, if it can take calls (not
+// closed).
+func openOr(e *Engine) (*Engine, error) {
 	if e == nil {
 		var err error
 		if e, err = Default(); err != nil {
 			return nil, err
 		}
 	}
-	return e, e.usable()
+	return e, e.open()
 }
 
 // getWorks returns n cleared attnWorks from the engine's free list.

@@ -173,6 +173,10 @@ func TestBadInput(t *testing.T) {
 	if err := other.Decode(n(4), n(4), c, 1, nil); !errors.Is(err, ErrOption) {
 		t.Errorf("decode with another layer's cache: %v", err)
 	}
+	// The documented way to move tokens between layers' caches: CopyTo.
+	if oc, err := other.NewCache(1, 4); err != nil || c.CopyTo(oc, 0, 0, c.Len(0)) != nil || other.Decode(n(4), n(4), oc, 1, nil) != nil {
+		t.Errorf("CopyTo into another layer's cache, then decoding there: %v", err)
+	}
 	if _, err := New(Config{ISA: "sse9"}); !errors.Is(err, ErrISA) {
 		t.Errorf("unknown ISA: %v", err)
 	}

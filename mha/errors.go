@@ -30,9 +30,10 @@ var (
 	// ErrNil: a method was called on a nil or zero-value Engine, Layer or
 	// Cache; only New, NewLayer and NewCache make usable ones.
 	ErrNil = errors.New("mha: nil or zero value")
-	// ErrNonFinite: a value that must be quantized (an int8 K or V row:
-	// QuantizeInt8, or a token appended to an Int8 Cache) is NaN or ±Inf;
-	// nothing of that call was written.
+	// ErrNonFinite: a value that must be stored finitely is not: a token
+	// appended to a Cache whose K or V is NaN or ±Inf, or beyond the
+	// cache's 16-bit type's range; an int8 row to quantize (QuantizeInt8)
+	// or a weight that is NaN or ±Inf. Nothing of that call was written.
 	ErrNonFinite = errors.New("mha: value not finite")
 	// ErrISA: the kernel set asked for (FASTATTN_ISA or Config.ISA) is
 	// unknown or not supported here. It is kernels.ErrISA.

@@ -183,6 +183,42 @@ func TestDefaultEngineUnclosable(t *testing.T) {
 	wantErr(t, "closed engine", e.Attention(out, q, k, v, s, nil), ErrClosed)
 }
 
+// TestClosedEngineRefusedAtMaking: a closed engine is refused where things
+// are made — NewLayer, NewMLALayer, NewCache, NewCacheOf, NewCrossKV — and
+// by every call of a layer made before the Close, not first at a Decode.
+func TestClosedEngineRefusedAtMaking(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 3))
+	e, err := New(Config{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := LayerConfig{DModel: 16, Heads: 2, KVHeads: 1, HeadDim: 8}
+	l, w := testLayer(t, e, rng, cfg, false)
+	c, err := l.NewCache(1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := NewLayer(e, cfg, w)
+	wantErr(t, "NewLayer on a closed engine", err, ErrClosed)
+	if l2 != nil {
+		t.Error("NewLayer on a closed engine returned a layer")
+	}
+	_, err = NewMLALayer(e, MLAConfig{}, MLAWeights{})
+	wantErr(t, "NewMLALayer on a closed engine", err, ErrClosed)
+	_, err = l.NewCache(1, 4)
+	wantErr(t, "NewCache of a closed engine's layer", err, ErrClosed)
+	_, err = l.NewCacheOf(1, 4, BFloat16)
+	wantErr(t, "NewCacheOf of a closed engine's layer", err, ErrClosed)
+	x := random(rng, 16)
+	_, err = l.NewCrossKV(x, 1, 1)
+	wantErr(t, "NewCrossKV of a closed engine's layer", err, ErrClosed)
+	wantErr(t, "Forward of a closed engine's layer", l.Forward(make([]float32, 16), x, 1, 1, nil), ErrClosed)
+	wantErr(t, "Decode of a closed engine's layer", l.Decode(make([]float32, 16), x, c, 1, nil), ErrClosed)
+}
+
 // TestScaleAndSoftcapRange: an absurd Scale or a Softcap whose inverse
 // overflows is rejected; the extremes of the accepted ranges agree with
 // the oracle on every set.

@@ -264,7 +264,7 @@ func TestCacheInt8(t *testing.T) {
 		xs := random(rng, B*dm)
 		xs[3], xs[4] = 1, 1
 		err = lb.Decode(make([]float32, B*dm), xs, cb, 1, nil)
-		if !errors.Is(err, ErrNonFinite) || err.Error() != fmt.Sprintf("%v: Int8 cache: sequence 0, token %d, KV head 1: K element 5 is +Inf", ErrNonFinite, lens[0]) {
+		if !errors.Is(err, ErrNonFinite) || err.Error() != fmt.Sprintf("%v: int8 cache: sequence 0, token %d, KV head 1: K element 5 is +Inf", ErrNonFinite, lens[0]) {
 			t.Errorf("%s: decode of a NaN key into an int8 cache: %v", e.Kernels(), err)
 		}
 		if cb.Len(0) != lens[0] || cb.Len(1) != 0 {

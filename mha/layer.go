@@ -147,7 +147,7 @@ type layerScratch struct {
 }
 
 // NewLayer checks the weights against cfg and returns a layer running on e
-// (nil means Default()).
+// (nil means Default(); a closed e is ErrClosed).
 func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 	return newLayer(e, cfg, w, 0)
 }
@@ -155,7 +155,7 @@ func NewLayer(e *Engine, cfg LayerConfig, w Weights) (*Layer, error) {
 // newLayer is NewLayer with WQ's input width qIn (0: DModel; MLA's
 // q_lora_rank when its queries come from a low-rank stage).
 func newLayer(e *Engine, cfg LayerConfig, w Weights, qIn int) (*Layer, error) {
-	e, err := usableOr(e)
+	e, err := openOr(e)
 	if err != nil {
 		return nil, err
 	}
@@ -235,12 +235,13 @@ func (l *Layer) reserve() {
 	l.e.reserve(l.cfg.HeadDim, l.cfg.ValueDim, wb)
 }
 
-// usable returns ErrNil for a nil or zero Layer.
+// usable returns ErrNil for a nil or zero Layer and ErrClosed for one
+// whose Engine is closed.
 func (l *Layer) usable() error {
 	if l == nil || l.e == nil {
 		return fmt.Errorf("%w: Layer (make one with NewLayer)", ErrNil)
 	}
-	return l.e.usable()
+	return l.e.open()
 }
 
 // clone copies the first n elements of a bias, or returns nil for none.

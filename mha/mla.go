@@ -94,7 +94,7 @@ type mlaParts struct {
 // A missing or mis-sized tensor is ErrBuffer naming it, a NaN or ±Inf
 // ErrNonFinite naming the tensor and index, a bad size ErrShape.
 func NewMLALayer(e *Engine, cfg MLAConfig, w MLAWeights) (*Layer, error) {
-	e, err := usableOr(e)
+	e, err := openOr(e)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 package mha
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fastattn/fastattn/fallback"
@@ -271,4 +274,101 @@ func TestNaNUnderMinusInfScore(t *testing.T) {
 		}
 		checkInputs(t, rs, Options{}, q, k, v)
 	}
+}
+
+// TestCacheNonFinite: a token whose K or V is not finite in the cache's
+// storage type is refused with ErrNonFinite for every type — NaN and ±Inf
+// in all of them, a float32 beyond float16's or bfloat16's range in those —
+// in a ragged call whose other sequence's tokens are fine, and nothing of
+// the call is appended to any sequence; values just inside each range are
+// stored.
+func TestCacheNonFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 2))
+	cfg := LayerConfig{DModel: 16, Heads: 4, KVHeads: 2, HeadDim: 8}
+	f16Max, bf16Max := fallback.F16ToF32(0x7bff), fallback.BF16ToF32(0x7f7f)
+	// The limits storable uses are where each type's rounding gives ±Inf.
+	for _, c := range []struct {
+		t      KVType
+		finite float32
+		inf    float32
+	}{
+		{Float16, math.Nextafter32(65520, 0), 65520},
+		{BFloat16, math.Float32frombits(0x7f7f7fff), math.Float32frombits(0x7f7f8000)},
+	} {
+		dst := make([]uint16, 2)
+		if err := Narrow16(dst, []float32{c.finite, c.inf}, c.t); err != nil {
+			t.Fatal(err)
+		}
+		w := []float32{widen16(dst[0], c.t), widen16(dst[1], c.t)}
+		if w[0] != map[KVType]float32{Float16: f16Max, BFloat16: bf16Max}[c.t] || !math.IsInf(float64(w[1]), 1) {
+			t.Fatalf("%v: %v rounds to %v and %v to %v", c.t, c.finite, w[0], c.inf, w[1])
+		}
+	}
+	for _, e := range engines {
+		_, w := testLayer(t, e, rng, cfg, true)
+		for _, typ := range []KVType{Float32, Float16, BFloat16, Int8} {
+			for _, bad := range []struct {
+				name string
+				v    float32 // the bias of V's element 3 (head 0) or, in x, NaN
+				ok   bool
+			}{
+				{"NaN in x", nan32, false},
+				{"V 1e5", 1e5, typ != Float16},
+				{"V 65519", 65519, true},
+				{"V 3.4e38", 3.4e38, typ == Float32 || typ == Int8},
+				{"V 3.39e38", 3.39e38, typ != Float16},
+			} {
+				wb := w
+				wb.BV = append([]float32(nil), w.BV...)
+				x := random(rng, 3*cfg.DModel)
+				if math.IsNaN(float64(bad.v)) {
+					x[2*cfg.DModel+5] = bad.v // the second sequence's token
+				} else {
+					wb.BV[3] = bad.v
+					for j := range wb.WV { // V exactly its bias
+						wb.WV[j] = 0
+					}
+				}
+				lb, err := NewLayer(e, cfg, wb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := lb.NewCacheOf(2, 8, typ)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = lb.DecodeSeqs(nil, make([]float32, 3*cfg.DModel), x, c, []int{2, 1}, nil)
+				if bad.ok {
+					if err != nil || c.Len(0) != 2 || c.Len(1) != 1 {
+						t.Errorf("%s %v %s: %v, lengths %v, want stored", e.Kernels(), typ, bad.name, err, c.Lens(nil))
+					}
+					continue
+				}
+				if !errors.Is(err, ErrNonFinite) {
+					t.Errorf("%s %v %s: %v, want ErrNonFinite", e.Kernels(), typ, bad.name, err)
+					continue
+				}
+				if !strings.Contains(err.Error(), fmt.Sprintf("%v cache: sequence ", typ)) {
+					t.Errorf("%s %v %s: the error does not name the cache and sequence: %v", e.Kernels(), typ, bad.name, err)
+				}
+				if c.Len(0) != 0 || c.Len(1) != 0 {
+					t.Errorf("%s %v %s: a refused call left lengths %v", e.Kernels(), typ, bad.name, c.Lens(nil))
+				}
+				// The cache goes on: the first sequence's good tokens alone.
+				if math.IsNaN(float64(bad.v)) {
+					if err := lb.DecodeSeqs(nil, make([]float32, 2*cfg.DModel), x[:2*cfg.DModel], c, []int{2, 0}, nil); err != nil || c.Len(0) != 2 {
+						t.Errorf("%s %v: good tokens after a refused call: %v, lengths %v", e.Kernels(), typ, err, c.Lens(nil))
+					}
+				}
+			}
+		}
+	}
+}
+
+// widen16 returns the float32 value of a 16-bit float of type t.
+func widen16(h uint16, t KVType) float32 {
+	if t == Float16 {
+		return fallback.F16ToF32(h)
+	}
+	return fallback.BF16ToF32(h)
 }
