@@ -20,7 +20,10 @@ func Int8Blocks(d int) int { return (d + Int8Block - 1) / Int8Block }
 //	q     = round-to-nearest-even(x / scale)  (float32 division), in [-127, 127]
 //
 // so the block's largest magnitude maps to ±127 and a value dequantizes
-// to float32(q)·scale (DequantizeInt8). src must be finite: callers check
+// to float32(q)·scale (DequantizeInt8). Where 127·scale would round past
+// MaxFloat32 (amax within half an ulp of it), scale is lowered by an ulp
+// at a time until it does not: ±127 then dequantizes to a finite value
+// within an ulp of amax. src must be finite: callers check
 // it with NonFinite first (a NaN or ±Inf cannot be quantized).
 func QuantizeInt8(q []int8, scales []float32, src []float32) {
 	for b := 0; b*Int8Block < len(src); b++ {
@@ -30,6 +33,9 @@ func QuantizeInt8(q []int8, scales []float32, src []float32) {
 			amax = max(amax, float32(math.Abs(float64(x))))
 		}
 		scale := amax / 127
+		for float32(127)*scale > math.MaxFloat32 { // amax near MaxFloat32: 127·scale must dequantize finitely
+			scale = math.Nextafter32(scale, 0)
+		}
 		scales[b] = scale
 		out := q[b*Int8Block:][:len(blk)]
 		if scale == 0 { // all zeros (or below the smallest scale)

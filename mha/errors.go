@@ -14,8 +14,10 @@ var (
 	// product of dimensions overflows int, or the memory a configuration
 	// needs is more than this machine can allocate.
 	ErrShape = errors.New("mha: bad shape")
-	// ErrBuffer: a slice is shorter (or, for KVLens, of another length)
-	// than the shape requires.
+	// ErrBuffer: a slice's length is not the one the shape requires:
+	// every buffer is exactly its shape's length, so a longer slice is
+	// refused as a shorter one is (a caller's slip in a shape or a
+	// layout shows up here, not as a silently unread tail).
 	ErrBuffer = errors.New("mha: bad buffer")
 	// ErrOption: an option is out of range or conflicts with another.
 	ErrOption = errors.New("mha: bad option")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var _ io.Closer = (*Engine)(nil)
@@ -275,6 +276,13 @@ func TestOverlap(t *testing.T) {
 	} {
 		wantErr(t, name, e.Attention(c.out, c.q, c.k, c.v, s, &Options{LSE: c.lse, Bias: c.bias}), ErrBuffer)
 	}
+	// KVLens is an input too: an out over its memory (reachable only
+	// through unsafe) is refused.
+	ints := make([]int, (no*4+7)/8)
+	outOver := unsafe.Slice((*float32)(unsafe.Pointer(&ints[0])), no)
+	lens := ints[len(ints)-1:]
+	lens[0] = 3
+	wantErr(t, "out over KVLens", e.Attention(outOver, q, k, v, s, &Options{KVLens: lens}), ErrBuffer)
 	l, _ := testLayer(t, e, rng, LayerConfig{DModel: 8, Heads: 2, HeadDim: 4}, false)
 	x := random(rng, 2*3*8)
 	wantErr(t, "layer out = x", l.Forward(x, x, 2, 3, nil), ErrBuffer)

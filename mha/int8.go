@@ -36,9 +36,11 @@ type Int8Tensor struct {
 //	scale = max|x| / 127   (float32; 0 for a block of zeros)
 //	q     = round-to-nearest-even(x / scale), in [-127, 127]
 //
-// so that |x - float32(q)·scale| <= scale/2 (plus float32 rounding). len(src)
-// must be a multiple of dim (ErrShape), dst hold as many elements and
-// their scales (ErrBuffer). A NaN or ±Inf in src is ErrNonFinite naming
+// so that |x - float32(q)·scale| <= scale/2 (plus float32 rounding), and
+// every dequantized value is finite (a block whose max|x| is within half an
+// ulp of MaxFloat32 takes a scale an ulp or two below max|x|/127). len(src)
+// must be a multiple of dim (ErrShape), dst hold exactly as many elements
+// and their scales (ErrBuffer). A NaN or ±Inf in src is ErrNonFinite naming
 // its row and element, and dst is then not written at all.
 func QuantizeInt8(dst Int8Tensor, src []float32, dim int) error {
 	rows, err := int8Rows("QuantizeInt8", len(src), dim, len(dst.Data), len(dst.Scales))
@@ -60,7 +62,7 @@ func QuantizeInt8(dst Int8Tensor, src []float32, dim int) error {
 // DequantizeInt8 writes the float32 values of src, rows of dim int8
 // elements with their scales, to dst: dst[i] = float32(q)·scale, the value
 // attention computes with. len(dst) must be a multiple of dim (ErrShape)
-// and src hold as many elements and their scales (ErrBuffer).
+// and src hold exactly as many elements and their scales (ErrBuffer).
 func DequantizeInt8(dst []float32, src Int8Tensor, dim int) error {
 	rows, err := int8Rows("DequantizeInt8", len(dst), dim, len(src.Data), len(src.Scales))
 	if err != nil {
@@ -80,7 +82,7 @@ func int8Rows(name string, n, dim, data, scales int) (int, error) {
 		return 0, fmt.Errorf("%w: %s: %d values are not rows of dim = %d", ErrShape, name, n, dim)
 	}
 	rows := n / dim
-	if data < n || scales < rows*Int8Blocks(dim) {
+	if data != n || scales != rows*Int8Blocks(dim) {
 		return 0, fmt.Errorf("%w: %s: %d rows of %d need %d elements and %d scales, the tensor has %d and %d",
 			ErrBuffer, name, rows, dim, n, rows*Int8Blocks(dim), data, scales)
 	}

@@ -164,6 +164,26 @@ func TestQuantizeInt8(t *testing.T) {
 	wantErr(t, "short scales", QuantizeInt8(Int8Tensor{Data: q.Data, Scales: q.Scales[:8]}, x, dim), ErrBuffer)
 	wantErr(t, "short data", DequantizeInt8(w, Int8Tensor{Data: q.Data[:len(x)-1], Scales: q.Scales}, dim), ErrBuffer)
 	wantErr(t, "dim 0", DequantizeInt8(w, q, 0), ErrShape)
+	// Longer buffers are refused too: every buffer is exactly its length.
+	long := Int8Tensor{Data: append(q.Data, 0), Scales: q.Scales}
+	wantErr(t, "long data", QuantizeInt8(long, x, dim), ErrBuffer)
+	wantErr(t, "long scales", DequantizeInt8(w, Int8Tensor{Data: q.Data, Scales: append(q.Scales, 1)}, dim), ErrBuffer)
+	// A block at ±MaxFloat32 (and just below) dequantizes finitely, within
+	// scale/2 of each value.
+	for _, big := range []float32{math.MaxFloat32, math.Nextafter32(math.MaxFloat32, 0), 3.39e38, 1e38} {
+		src := []float32{big, -big, big / 3, 0}
+		dst := Int8Tensor{Data: make([]int8, 4), Scales: make([]float32, 1)}
+		back := make([]float32, 4)
+		if err := errors.Join(QuantizeInt8(dst, src, 4), DequantizeInt8(back, dst, 4)); err != nil {
+			t.Fatal(err)
+		}
+		sc := float64(dst.Scales[0])
+		for i := range src {
+			if d := math.Abs(float64(back[i]) - float64(src[i])); math.IsInf(float64(back[i]), 0) || d > sc*(0.5+1e-5) {
+				t.Errorf("%v: element %d = %v dequantizes to %v (scale %v)", big, i, src[i], back[i], sc)
+			}
+		}
+	}
 }
 
 // TestAttentionInt8Errors: missing elements or scales and overlaps are

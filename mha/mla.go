@@ -83,8 +83,10 @@ type mlaParts struct {
 // work as for any layer. Cross-attention is refused (ErrOption).
 //
 // Its softmax scale, when Options.Scale is 0, is (NopeDim+RopeDim)^-1/2,
-// times YarnSoftmaxScale(Factor, MScaleAllDim)² under yarn scaling with
-// MScaleAllDim set, as DeepSeek's code computes it. q_a_layernorm and
+// times YarnSoftmaxScale(Factor, MScaleAllDim) — already m², applied once —
+// under yarn scaling with MScaleAllDim set, as DeepSeek's code and
+// transformers compute it; a Factor of 0 means there, as for the rotary,
+// MaxPositions/OriginalMaxPositions. q_a_layernorm and
 // kv_a_layernorm are RMSNorms with float32 sums, as transformers'. The
 // absorption runs on e's GEMM (its float32 rounding), once; absorbed
 // matrices are larger than the checkpoint's (the query projection by
@@ -169,7 +171,7 @@ func NewMLALayer(e *Engine, cfg MLAConfig, w MLAWeights) (*Layer, error) {
 	}
 	m := &mlaParts{lat: lat, scale: float32(1 / math.Sqrt(float64(nope+rd)))}
 	if sc := rot.Scaling; sc != nil && sc.Type == "yarn" && sc.MScaleAllDim != 0 {
-		m.scale *= float32(YarnSoftmaxScale(sc.Factor, sc.MScaleAllDim))
+		m.scale *= float32(YarnSoftmaxScale(sc.factor(), sc.MScaleAllDim)) // the factor rotary resolved (Factor 0 too)
 	}
 	if m.kvNorm, err = newQKNorm("KVANorm", w.KVANorm, 1, lat, eps); err != nil {
 		return nil, err

@@ -115,7 +115,7 @@ func (mc mlaCase) reference(t *testing.T, x []float64, L int) []float64 {
 	}
 	scale := 1 / math.Sqrt(float64(qk))
 	if sc := rot.Scaling; sc != nil && sc.MScaleAllDim != 0 {
-		scale *= YarnSoftmaxScale(sc.Factor, sc.MScaleAllDim)
+		scale *= YarnSoftmaxScale(sc.factor(), sc.MScaleAllDim)
 	}
 	out := make([]float64, L*dm)
 	for i := 0; i < L; i++ {
@@ -241,6 +241,36 @@ func mlaWithCache(t *testing.T, rng *rand.Rand, batch, capacity int) (*Layer, *C
 // TestMLAFork: an MLA cache's sequence forked by CopyTo then decoded gives,
 // bit for bit, what decoding the prefix itself gives; Keep and DecodeTree
 // run on it.
+// TestMLAYarnFactorZero: yarn's Factor 0 means MaxPositions /
+// OriginalMaxPositions for the rotary and for the default softmax scale
+// alike, so the layer is bit for bit the one with that Factor written out.
+func TestMLAYarnFactorZero(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 10))
+	mc := newMLACase(rng, 0, false, true)
+	zero := mc
+	sc := *mc.cfg.Rotary.Scaling
+	sc.Factor, sc.MaxPositions = 0, 4*sc.OriginalMaxPositions // Factor 4 resolved
+	zero.cfg.Rotary.Scaling = &sc
+	const L = 7
+	x := random(rng, L*mc.cfg.DModel)
+	var outs [2][]float32
+	for i, c := range []mlaCase{mc, zero} {
+		l, err := NewMLALayer(engines[0], c.cfg, c.w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = make([]float32, len(x))
+		if err := l.Forward(outs[i], x, 1, L, &Options{Causal: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range outs[0] {
+		if outs[0][i] != outs[1][i] {
+			t.Fatalf("yarn Factor 0 (MaxPositions/OriginalMaxPositions = 4) differs from Factor 4 at %d: %v, %v", i, outs[1][i], outs[0][i])
+		}
+	}
+}
+
 func TestMLAFork(t *testing.T) {
 	rng := rand.New(rand.NewPCG(62, 62))
 	l, cache, dm := mlaWithCache(t, rng, 2, 16)

@@ -99,6 +99,18 @@ func (sc *RopeScaling) clone() *RopeScaling {
 	return &c
 }
 
+// factor returns Factor, or MaxPositions/OriginalMaxPositions when it is 0
+// (yarn's and longrope's default; 0 when either is 0).
+func (sc *RopeScaling) factor() float64 {
+	if sc.Factor > 0 {
+		return sc.Factor
+	}
+	if sc.MaxPositions == 0 || sc.OriginalMaxPositions == 0 {
+		return 0
+	}
+	return float64(sc.MaxPositions) / float64(sc.OriginalMaxPositions)
+}
+
 // YarnSoftmaxScale returns the factor DeepSeek V2/V3 (and transformers'
 // DeepseekV3Attention) multiply the softmax scale 1/sqrt(q·k head dim) by
 // under yarn scaling: m(factor, mscaleAllDim)², m(s, k) = 0.1·k·ln s + 1
@@ -179,13 +191,11 @@ func (sc *RopeScaling) scaled(base float64, dims int) (freq []float64, attn floa
 	freq = defaultFreqs(base, dims)
 	// factorOr: Factor, or MaxPositions/OriginalMaxPositions when it is 0.
 	factorOr := func() (float64, error) {
-		if sc.Factor > 0 {
-			return sc.Factor, nil
-		}
-		if sc.MaxPositions == 0 || sc.OriginalMaxPositions == 0 {
+		f := sc.factor()
+		if f == 0 {
 			return 0, bad("Factor = 0 needs MaxPositions and OriginalMaxPositions")
 		}
-		return float64(sc.MaxPositions) / float64(sc.OriginalMaxPositions), nil
+		return f, nil
 	}
 	switch sc.Type {
 	case "", "default":
