@@ -143,7 +143,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 			sc.tree = new(treeScratch)
 		}
 		tr = sc.tree
-		if err := tr.resolve(tree, counts, cache, total); err != nil {
+		if err := tr.resolve(tree, counts, cache, total, o.ALiBi != nil); err != nil {
 			return err
 		}
 		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)

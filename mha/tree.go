@@ -43,7 +43,10 @@ const MaxPosition = maxCoord
 // …) is DecodeSeqs.
 //
 // opts, errors and cancellation are DecodeSeqs'. Parents or positions
-// that break the rules above are ErrOption naming the token, a tree whose
+// that break the rules above are ErrOption naming the token, and so is,
+// with ALiBi, a token whose position plus its sequence's cached length
+// reaches MaxALiBiSpan − 1 (its distances must be exact float32 integers;
+// the cache's capacity plays no part); a tree whose
 // slices do not hold one entry per new token ErrBuffer; nothing changes.
 func (l *Layer) DecodeTree(ctx context.Context, out, x []float32, cache *Cache, counts []int, tree Tree, opts *Options) error {
 	if err := l.usable(); err != nil {
@@ -85,7 +88,7 @@ type treeScratch struct {
 // resolve checks tree against counts and the cache's lengths, and fills
 // t.at with each token's position and t.span with each sequence's
 // length for rotary (its largest position plus one).
-func (t *treeScratch) resolve(tree *Tree, counts []int, cache *Cache, total int) error {
+func (t *treeScratch) resolve(tree *Tree, counts []int, cache *Cache, total int, alibi bool) error {
 	if len(tree.Parents) != total || (tree.Positions != nil && len(tree.Positions) != total) {
 		return fmt.Errorf("%w: Tree has %d parents and %d positions for %d new tokens", ErrBuffer, len(tree.Parents), len(tree.Positions), total)
 	}
@@ -114,6 +117,10 @@ func (t *treeScratch) resolve(tree *Tree, counts []int, cache *Cache, total int)
 					return fmt.Errorf("%w: Tree.Positions[%d] = %d: token %d of sequence %d must stand after its parent, at %d",
 						ErrOption, row+i, at, i, b, t.at[row+p])
 				}
+			}
+			if alibi && have+at+1 >= MaxALiBiSpan { // the history problem's span: 1 row, have keys, offset at
+				return fmt.Errorf("%w: Tree token %d (token %d of sequence %d) at position %d after %d cached tokens: with ALiBi, position + cached tokens + 1 must stay below MaxALiBiSpan = %d",
+					ErrOption, row+i, i, b, at, have, MaxALiBiSpan)
 			}
 			t.at[row+i] = at
 			t.span[b] = max(t.span[b], at+1)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -311,6 +312,28 @@ func TestDecodeTreeErrors(t *testing.T) {
 	if err := l.DecodeTree(ctx, out, x, c, []int{3, 2}, Tree{Parents: []int{-1, 0, 0, -1, 0}, Positions: []int{2, 3, 3, 2, 1 << 25}},
 		&Options{ALiBi: []float32{0.1, 0.2}}); !errors.Is(err, ErrOption) {
 		t.Errorf("ALiBi at position 2^25: %v, want ErrOption", err)
+	}
+	// The limit does not depend on the cache's capacity: the same tree, a
+	// 5-token history, positions near 2^24, runs or is refused alike in a
+	// cache of 8 and of 64, and a refusal names the token.
+	for _, capa := range []int{8, 64} {
+		cc, _ := l.NewCache(1, capa)
+		if err := l.DecodeSeqs(ctx, make([]float32, 5*16), random(rng, 5*16), cc, []int{5}, nil); err != nil {
+			t.Fatal(err)
+		}
+		o := &Options{ALiBi: []float32{0.1, 0.2}}
+		fits := []int{MaxALiBiSpan - 8, MaxALiBiSpan - 7} // 5 + position + 1 < 2^24
+		if err := l.DecodeTree(ctx, out[:2*16], x[:2*16], cc, []int{2}, Tree{Parents: []int{-1, 0}, Positions: fits}, o); err != nil {
+			t.Errorf("capacity %d: ALiBi tree at positions %v: %v", capa, fits, err)
+		}
+		if err := cc.Truncate(0, 5); err != nil {
+			t.Fatal(err)
+		}
+		over := []int{MaxALiBiSpan - 8, MaxALiBiSpan - 6}
+		err := l.DecodeTree(ctx, out[:2*16], x[:2*16], cc, []int{2}, Tree{Parents: []int{-1, 0}, Positions: over}, o)
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "Tree token 1 (token 1 of sequence 0) at position") {
+			t.Errorf("capacity %d: ALiBi tree at positions %v: %v, want ErrOption naming token 1", capa, over, err)
+		}
 	}
 	if !slices.Equal(before, cacheState(c)) {
 		t.Fatal("a refused DecodeTree changed the cache")

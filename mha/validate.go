@@ -210,7 +210,14 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if p.Slopes != nil {
 		// Every distance j - (i + off) must be an exact float32 integer;
 		// the operands are at most maxCoord each, so the sum cannot overflow.
-		span := p.QLen + p.KVLen
+		keys := p.KVLen // the keys a row can see: KVLens bounds them when given
+		if p.KVLens != nil {
+			keys = 0
+			for _, n := range p.KVLens {
+				keys = max(keys, n)
+			}
+		}
+		span := p.QLen + keys
 		if o.QueryOffset != nil {
 			span += max(*o.QueryOffset, -*o.QueryOffset)
 		}
@@ -268,8 +275,9 @@ func perHead(name string, x []float32, heads int, limit float64) ([]float32, err
 	return x, nil
 }
 
-// MaxALiBiSpan bounds QLen + KVLen + |QueryOffset| of a call with ALiBi:
-// its distances are stepped as float32 integers, exact below 2^24.
+// MaxALiBiSpan bounds QLen + KVLen + |QueryOffset| of a call with ALiBi
+// (KVLen: the largest KVLens entry when KVLens is set, the keys a row can
+// see): its distances are stepped as float32 integers, exact below 2^24.
 const MaxALiBiSpan = 1 << 24
 
 // derefOffset returns *off, or "none" for nil, for messages.
