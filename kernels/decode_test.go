@@ -66,7 +66,10 @@ func TestDecode(t *testing.T) {
 								if nk < T {
 									continue
 								}
-								for _, dk := range dims {
+								for di, dk := range dims {
+									if !longTests() && (di+rows+nk+boolInt(atEnd))%3 != 0 {
+										continue // a third of the cases, each tail still met
+									}
 									// A random dv the set takes (NEON:
 									// multiples of 4 only), if any.
 									dv := dims[rng.IntN(len(dims))]

@@ -133,7 +133,7 @@ func TestHeadDims(t *testing.T) {
 func TestLengths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	lengths := []int{1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 95, 127, 128, 129, 191, 255, 256, 257, 300}
-	if testing.Short() {
+	if !longTests() {
 		lengths = lengths[:len(lengths)/2]
 	}
 	for _, lq := range lengths {
@@ -150,6 +150,7 @@ func TestLengths(t *testing.T) {
 // TestOptions checks each option alone and combinations, in both layouts,
 // with MHA, GQA and MQA.
 func TestOptions(t *testing.T) {
+	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(5, 6))
 	sets := map[string]optionSet{
 		"none":    {},
@@ -175,9 +176,12 @@ func TestOptions(t *testing.T) {
 	}
 	heads := []struct{ h, hkv int }{{4, 4}, {4, 2}, {6, 1}}
 	for name, f := range sets {
-		for _, hh := range heads {
+		for hi, hh := range heads {
 			for _, layout := range []Layout{BSHD, BHSD} {
-				for _, l := range []struct{ lq, lk int }{{37, 37}, {5, 150}, {150, 70}, {1, 200}} {
+				for li, l := range []struct{ lq, lk int }{{37, 37}, {5, 150}, {150, 70}, {1, 200}} {
+					if !longTests() && (hi+li+int(layout))%2 != 0 {
+						continue // half the cases: every head grouping, layout and length still
+					}
 					s := Shape{Batch: 2, Heads: hh.h, KVHeads: hh.hkv, QLen: l.lq, KVLen: l.lk,
 						HeadDim: 24, ValueDim: 20, Layout: layout}
 					t.Run(name, func(t *testing.T) { checkCase(t, rng, s, f.build(rng, s)) })
@@ -192,9 +196,13 @@ func TestOptions(t *testing.T) {
 // column panels copies each V block contiguous (tile.packsV), with edges,
 // padding and every option.
 func TestAliasedStrides(t *testing.T) {
+	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, c := range []struct{ h, hkv, dk, dv int }{{8, 8, 64, 128}, {16, 8, 40, 128}, {16, 16, 64, 64}, {32, 16, 17, 64}} {
-		for _, f := range []optionSet{{}, {causal: true}, {causal: true, kvlens: true, alibi: true, sinks: true, bias: true}} {
+	for ci, c := range []struct{ h, hkv, dk, dv int }{{8, 8, 64, 128}, {16, 8, 40, 128}, {16, 16, 64, 64}, {32, 16, 17, 64}} {
+		for fi, f := range []optionSet{{}, {causal: true}, {causal: true, kvlens: true, alibi: true, sinks: true, bias: true}} {
+			if !longTests() && (ci+fi)%2 != 0 {
+				continue // half the cases: every shape and option set still
+			}
 			s := Shape{Batch: 1 + rng.IntN(2), Heads: c.h, KVHeads: c.hkv, QLen: 5 + rng.IntN(80), KVLen: 150 + rng.IntN(400),
 				HeadDim: c.dk, ValueDim: c.dv}
 			checkCase(t, rng, s, f.build(rng, s))

@@ -100,6 +100,7 @@ func rowStats(out []float64, dv int) (finite, nan, zero int) {
 // causal, window (both ways), negative offsets, key lengths, -Inf bias
 // entries and false mask entries, with ALiBi and sinks.
 func TestMaskedKeysPoisoned(t *testing.T) {
+	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(21, 22))
 	off := -5
 	sets := map[string]optionSet{

@@ -32,7 +32,7 @@ func TestRegroup(t *testing.T) {
 		vink        bool
 	}{{Float32, 8, 128, 128, false}, {Float32, 4, 256, 64, false}, {Float32, 8, 128, 96, true},
 		{BFloat16, 16, 128, 128, false}, {Float16, 8, 256, 200, false}, {Int8, 8, 512, 512, false}, {Int8, 4, 1024, 512, true}} {
-		if testing.Short() && c.t != BFloat16 && !c.vink { // emulators: the 16-bit case and the two with V in K
+		if !longTests() && c.t != BFloat16 && !c.vink { // emulators: the 16-bit case and the two with V in K
 			continue
 		}
 		// Enough query rows to regroup (256), few keys: the copy's cost

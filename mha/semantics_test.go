@@ -73,6 +73,7 @@ func TestBidirectionalWindowLong(t *testing.T) {
 // TestALiBiFar: standard slopes over long distances (most weights far
 // below the row's max), prefill and decode, with sinks.
 func TestALiBiFar(t *testing.T) {
+	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(39, 40))
 	slopes, _ := ALiBiSlopes(4, 0)
 	for _, s := range []Shape{

@@ -26,11 +26,15 @@ import (
 // what it was after warm-up (25%, and a few MiB for short runs), and no
 // goroutine may be left once the run is over.
 //
-// FASTATTN_SOAK=10m sets the duration (default 2 s; skipped with -short
+// FASTATTN_SOAK=10m sets the duration (default 2 s with FASTATTN_LONG=1,
+// 0.25 s without; skipped with -short
 // unless it is set). The closing line gives steps, checks, mismatches and
 // the heap growth.
 func TestSoak(t *testing.T) {
 	d := 2 * time.Second
+	if !longTests() {
+		d = 250 * time.Millisecond
+	}
 	if v := os.Getenv("FASTATTN_SOAK"); v != "" {
 		var err error
 		if d, err = time.ParseDuration(v); err != nil {

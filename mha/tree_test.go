@@ -110,7 +110,7 @@ func TestDecodeTree(t *testing.T) {
 	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8} {
 		for _, e := range engines {
 			for oi, base := range optionSets {
-				if testing.Short() && oi%2 != int(typ)%2 {
+				if !longTests() && oi%2 != int(typ)%2 {
 					continue
 				}
 				name := fmt.Sprintf("%s/%v/%+v", e.Kernels(), typ, base)

@@ -23,6 +23,7 @@ func prefixRows[T any](src []T, dk, dv int) []T {
 // kernel set, storage type, layout and option, on the decode, split and
 // flash paths; and (float32) it agrees with the float64 oracle.
 func TestValueInKey(t *testing.T) {
+	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(32, 4))
 	type dims struct{ h, hkv, lq, lk, dk, dv int }
 	cases := []dims{
@@ -38,11 +39,11 @@ func TestValueInKey(t *testing.T) {
 	for _, c := range cases {
 		for _, layout := range []Layout{BSHD, BHSD} {
 			for _, t8 := range []KVType{Float32, Float16, BFloat16, Int8} {
-				if testing.Short() && int(layout) != int(t8)%2 { // emulators: one layout per type
+				if !longTests() && int(layout) != int(t8)%2 { // emulators: one layout per type
 					continue
 				}
 				for i, f := range sets {
-					if testing.Short() && i%3 != int(t8)%3 { // a third of the sets, each type a different third
+					if !longTests() && i%3 != int(t8)%3 { // a third of the sets, each type a different third
 						continue
 					}
 					s := Shape{Batch: 2, Heads: c.h, KVHeads: c.hkv, QLen: c.lq, KVLen: c.lk, HeadDim: c.dk, ValueDim: c.dv, Layout: layout}

@@ -231,7 +231,7 @@ func TestGemmBF16(t *testing.T) {
 	for _, ks := range sets {
 		cols := PanelCols(ks)
 		shapes := []struct{ m, n, k int }{{1, 70, 33}, {73, 257, 600}, {2, 40, 34}, {6, 300, 1100}, {80, 300, 1040}}
-		if testing.Short() {
+		if !longTests() {
 			shapes = shapes[:3] // the others cross two depth steps: slow under emulation
 		}
 		for _, s := range shapes {

@@ -1,0 +1,23 @@
+package mha
+
+import (
+	"os"
+	"testing"
+)
+
+// longTests reports whether the long sweeps run: FASTATTN_LONG=1 (CI sets
+// it) and not -short. Without it the sweeps sample their cases — every
+// kernel set, path and tail still, fewer sizes of each — so that the
+// README's `go test ./...` checks the library in seconds; -short, for
+// emulators, trims further.
+func longTests() bool { return os.Getenv("FASTATTN_LONG") == "1" && !testing.Short() }
+
+// allocRuns is the number of calls testing.AllocsPerRun averages over: 20
+// in the long run, 3 otherwise (a steady-state allocation shows in every
+// call).
+func allocRuns() int {
+	if longTests() {
+		return 20
+	}
+	return 3
+}
