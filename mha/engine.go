@@ -361,8 +361,9 @@ func Default() (*Engine, error) {
 // with s_ij = scale·q·k plus the biases and masks of opts (nil: plain
 // attention). Tensors are laid out as shape.Layout says (BSHD:
 // [B][S][H][D]). out must not overlap the inputs; bad input returns an
-// error wrapping ErrShape, ErrBuffer or ErrOption. Engine.Attention has
-// the full contract.
+// error wrapping ErrShape, ErrBuffer or ErrOption, and a FASTATTN_ISA
+// naming a set this CPU cannot run ErrISA (the Default engine's).
+// Engine.Attention has the full contract.
 func Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
 	e, err := Default()
 	if err != nil {

@@ -136,6 +136,9 @@ func decodeTwo(cfg mha.LayerConfig) {
 		panic(err)
 	}
 	x, out := make([]float32, 2*cfg.DModel), make([]float32, 2*cfg.DModel)
+	// Decode is causal. A decoder's prefill through Forward (no cache)
+	// must say so: Forward(out, x, 1, 2, &mha.Options{Causal: true}) —
+	// Forward without it is an encoder's, bidirectional.
 	if err := l.Decode(out, x, cache, 2, nil); err != nil {
 		panic(err)
 	}

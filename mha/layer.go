@@ -300,6 +300,11 @@ func (l *Layer) project(c, a []float32, w *tile.Packed, bias []float32, m int, c
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,
 // [batch][seqLen][DModel]. opts (may be nil) apply to the attention; its
 // Bias and LSE, if set, are shaped for QLen = KVLen = seqLen.
+//
+// Forward is bidirectional (an encoder's: BERT, ViT) unless opts sets
+// Causal, whatever the layer's Rotary: a decoder's prefill (Llama, Qwen,
+// Mistral) passes &Options{Causal: true}. Decode and its kin are always
+// causal.
 func (l *Layer) Forward(out, x []float32, batch, seqLen int, opts *Options) error {
 	return l.ForwardContext(context.Background(), out, x, batch, seqLen, opts)
 }

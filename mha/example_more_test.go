@@ -1,0 +1,143 @@
+package mha_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/fastattn/fastattn/mha"
+)
+
+// exampleLayer returns a small causal decoder layer with rotary
+// embeddings and random weights.
+func exampleLayer() *mha.Layer {
+	rng := rand.New(rand.NewPCG(1, 2))
+	randn := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64()) * 0.2
+		}
+		return x
+	}
+	cfg := mha.LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8, Rotary: mha.Rotary{Dims: 8, Base: 10000}}
+	layer, err := mha.NewLayer(nil, cfg, mha.Weights{WQ: randn(32 * 32), WK: randn(32 * 16), WV: randn(32 * 16), WO: randn(32 * 32)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return layer
+}
+
+// Forking a prompt: the prompt is decoded once into sequence 0, and
+// CopyTo starts sequences 1 and 2 from it (parallel sampling, beam search,
+// a shared system prompt) without recomputing it. A forked sequence then
+// decodes exactly as one that took the prompt itself.
+func ExampleCache_CopyTo() {
+	layer := exampleLayer()
+	cache, err := layer.NewCache(3, 64) // 3 sequences of up to 64 tokens
+	if err != nil {
+		log.Fatal(err)
+	}
+	prompt := make([]float32, 10*32) // 10 tokens of width 32
+	for i := range prompt {
+		prompt[i] = float32(i%7) / 7
+	}
+	out := make([]float32, len(prompt))
+	if err := layer.DecodeSeqs(nil, out, prompt, cache, []int{10, 0, 0}, nil); err != nil {
+		log.Fatal(err)
+	}
+	for _, seq := range []int{1, 2} {
+		if err := cache.CopyTo(cache, seq, 0, cache.Len(0)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("lengths after the forks:", cache.Lens(nil))
+
+	// One next token for each of the three: the same token gives the
+	// same output bit for bit in every fork.
+	next := make([]float32, 3*32)
+	for i := range next {
+		next[i] = float32(i%32) / 32
+	}
+	y := make([]float32, 3*32)
+	if err := layer.DecodeSeqs(nil, y, next, cache, []int{1, 1, 1}, nil); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("forks agree:", slices.Equal(y[:32], y[32:64]) && slices.Equal(y[:32], y[64:]))
+	fmt.Println("lengths:", cache.Lens(nil))
+	// Output:
+	// lengths after the forks: [10 10 10]
+	// forks agree: true
+	// lengths: [11 11 11]
+}
+
+// Cancellation: a decoding call stops between work items when its context
+// is done and returns ctx.Err(); the cache is then as it was before the
+// call, so the server can retry or drop the request.
+func ExampleLayer_DecodeContext() {
+	layer := exampleLayer()
+	cache, err := layer.NewCache(1, 64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	x := make([]float32, 8*32)
+	out := make([]float32, len(x))
+	if err := layer.DecodeContext(context.Background(), out, x, cache, 8, nil); err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client went away
+	err = layer.DecodeContext(ctx, out[:32], x[:32], cache, 1, nil)
+	fmt.Println(errors.Is(err, context.Canceled), "tokens held:", cache.Len(0))
+	// Output:
+	// true tokens held: 8
+}
+
+// Quantized checkpoint weights given as they are stored: int8 as GGUF's
+// q8_0 blocks (a scale per 32 inputs of each output row) and int4 as ONNX
+// Runtime's MatMulNBits (two nibbles a byte, rows padded to whole blocks
+// of 32, zero point 8 when none is given). Both tensors here are 4×4
+// identities, [out][in] like a checkpoint's.
+func ExampleWeights_quantized() {
+	cfg := mha.LayerConfig{DModel: 4, Heads: 2, HeadDim: 2}
+	x := []float32{1, 2, 3, 4}
+
+	// int8: q = 127 on the diagonal, scale 1/127 for each row's one block.
+	q8 := mha.Int8Tensor{Data: make([]int8, 16), Scales: make([]float32, 4)}
+	for o := 0; o < 4; o++ {
+		q8.Data[o*4+o] = 127
+		q8.Scales[o] = 1.0 / 127
+	}
+	w8 := mha.Weights{Type: mha.Int8, OutIn: true, WQ8: q8, WK8: q8, WV8: q8, WO8: q8}
+
+	// int4: each row is one block of 32 nibbles (16 bytes, 4 used):
+	// value (u - 8)·scale, so u = 9 on the diagonal and 8 elsewhere.
+	q4 := mha.Int4Tensor{Data: make([]byte, 4*16), Scales: []float32{1, 1, 1, 1}}
+	for o := 0; o < 4; o++ {
+		for i := 0; i < 4; i++ {
+			u := byte(8)
+			if i == o {
+				u = 9
+			}
+			q4.Data[o*16+i/2] |= u << (4 * (i % 2)) // the low nibble is the even element
+		}
+	}
+	w4 := mha.Weights{Type: mha.Int4, OutIn: true, WQ4: q4, WK4: q4, WV4: q4, WO4: q4}
+
+	for _, w := range []mha.Weights{w8, w4} {
+		layer, err := mha.NewLayer(nil, cfg, w)
+		if err != nil {
+			log.Fatal(err)
+		}
+		out := make([]float32, 4)
+		if err := layer.Forward(out, x, 1, 1, nil); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%v: %.4f\n", w.Type, out)
+	}
+	// Output:
+	// int8: [1.0000 2.0000 3.0000 4.0000]
+	// int4: [1.0000 2.0000 3.0000 4.0000]
+}
