@@ -38,9 +38,8 @@
 // One convention, kept from here to v1: a call that a program often makes
 // outside a server comes as a pair, X and XContext(ctx, …) (Attention,
 // Attention16, AttentionInt8, Forward, ForwardCross, NewCrossKV, Cross,
-// Decode), X
-// being XContext with context.Background(); a call made only from a
-// serving loop takes ctx as its first argument and has no pair
+// Decode), X being XContext with context.Background(); a call made only
+// from a serving loop takes ctx as its first argument and has no pair
 // (DecodeSeqs, DecodeTree). In both, a nil ctx means
 // context.Background(), and a ctx done before or during the call stops it
 // between work items with ctx.Err(); a cache is then as it was before.
