@@ -43,7 +43,7 @@ for toolchain in local "go${minimum}.0"; do
   cp "$work/main.go" "$dir/"
   (
     cd "$dir"
-    export GOWORK=off GOFLAGS= GOTOOLCHAIN="$toolchain" GOSUMDB=off
+    export GOWORK=off GOFLAGS= GOTOOLCHAIN="$toolchain" GONOSUMDB=github.com/fastattn/fastattn
     export GOPROXY="file://$work/proxy,${GOPROXY:-https://proxy.golang.org}"
     printf 'module example.com/firsthour\n\ngo %s\n' "$minimum" >go.mod
     echo "--- $(go version): $install"
