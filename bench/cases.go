@@ -126,10 +126,11 @@ var defaultCases = []Case{
 	{B: 8, H: 32, Hkv: 8, Lq: 1, Lk: 2048, D: 128},
 }
 
-// quickCases are the shapes of -quick.
+// quickCases are the shapes of -quick: the README table's first prefill
+// shape and its GQA decode step, with short timings.
 var quickCases = []Case{
-	{B: 1, H: 4, Hkv: 4, Lq: 256, Lk: 256, D: 64},
-	{B: 1, H: 8, Hkv: 2, Lq: 1, Lk: 2048, D: 64},
+	{B: 1, H: 8, Hkv: 8, Lq: 512, Lk: 512, D: 64},
+	{B: 1, H: 32, Hkv: 8, Lq: 1, Lk: 8192, D: 128},
 }
 
 // parseShape reads "B,H,Hkv,Lq,Lk,D", D either one head dim or "Dk/Dv".

@@ -46,7 +46,7 @@ func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt m
 	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", KV: "f32", Weights: wt.String(),
 		Compute: cm.String(), BF16Native: native, Threads: threads, MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
-		r.PctPeak = 100 * r.GFLOPS / peak
+		r.PctPeak, r.PeakGFLOPS = 100*r.GFLOPS/peak, peak
 	}
 	return r, nil
 }

@@ -28,6 +28,9 @@ type Machine struct {
 	// Memory read bandwidth, GB/s, one thread and all threads.
 	BW1 float64 `json:"read_gbs_1_thread"`
 	BWN float64 `json:"read_gbs_all_threads"`
+	// L3Bytes is the last-level cache cpuid reports (0: unknown): decode
+	// rows whose K/V fit in part of it read faster than the probe.
+	L3Bytes int64 `json:"l3_bytes,omitempty"`
 }
 
 // bandwidthBytes is the streaming-read buffer: far larger than any

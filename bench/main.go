@@ -1,8 +1,8 @@
 // Command bench measures fastattn on this machine against the machine's
 // own limits and against what a Go user writes today (gonum).
 //
-//	go run ./bench                 # limits, then the table, one screen
-//	go run ./bench -quick          # a smoke run, under a minute
+//	go run ./bench                 # limits, then the table (about 10 minutes on 2 cores)
+//	go run ./bench -quick          # a smoke run of the README's shapes, about a minute
 //	go run ./bench -isa avx2       # some kernel sets only
 //	go run ./bench -shape 1,32,8,1,32768,128 -threads 1,2
 //	go run ./bench -json           # one JSON record per line
@@ -28,6 +28,7 @@ import (
 
 	"github.com/fastattn/fastattn/kernels"
 	"github.com/fastattn/fastattn/mha"
+	"github.com/klauspost/cpuid/v2"
 )
 
 // Row is one line of the table (and one -json record).
@@ -47,6 +48,7 @@ type Row struct {
 	MedianMs   float64 `json:"median_ms"`
 	GFLOPS     float64 `json:"gflops"`
 	PctPeak    float64 `json:"pct_peak"`
+	PeakGFLOPS float64 `json:"peak_gflops,omitempty"`   // the peak %peak is of: measured right before and after the row
 	GBs        float64 `json:"gb_per_s,omitempty"`      // decode: K+V read
 	PctBW      float64 `json:"pct_bandwidth,omitempty"` // decode: of the read bandwidth
 	ReadGBs    float64 `json:"read_gbs,omitempty"`      // decode: that bandwidth (Machine.ReadBW)
@@ -91,7 +93,7 @@ func main() {
 }
 
 func parseFlags() (*config, error) {
-	quick := flag.Bool("quick", false, "small shapes and short timings: a smoke run of under a minute")
+	quick := flag.Bool("quick", false, "a smoke run: the README table's first prefill and GQA decode shapes, short timings (about a minute)")
 	isa := flag.String("isa", "", "comma-separated kernel sets (default: every set this CPU runs)")
 	shapes := flag.String("shape", "", "semicolon-separated shapes B,H,Hkv,Lq,Lk,D instead of the defaults (D: a head dim, or Dk/Dv)")
 	vink := flag.Bool("vink", false, "read V as the first Dv elements of each K row (MLA's absorbed decode; shapes with Dv <= Dk)")
@@ -237,7 +239,8 @@ func run(cfg *config) error {
 		return err
 	}
 	m := Machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Threads: runtime.GOMAXPROCS(0), Selected: best.Name,
-		Peak1: map[string]float64{}, PeakN: map[string]float64{}, BF16Peak1: map[string]float64{}, BF16PeakN: map[string]float64{}}
+		Peak1: map[string]float64{}, PeakN: map[string]float64{}, BF16Peak1: map[string]float64{}, BF16PeakN: map[string]float64{},
+		L3Bytes: int64(max(cpuid.CPU.Cache.L3, 0))}
 	for _, ks := range cfg.sets {
 		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1, false)
 		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, false)
@@ -259,11 +262,8 @@ func run(cfg *config) error {
 		servingRows = 1
 	}
 	total := len(cfg.sets) * len(cfg.threads) * (len(layers)*len(cfg.weights)*len(cfg.compute) + len(rows) + servingRows)
-	step := 0
-	progress := func(what string) {
-		step++
-		fmt.Fprintf(os.Stderr, "[%d/%d] %s\n", step, total, what)
-	}
+	progress := newProgress(total, cfg.minTime)
+	defer progress.done()
 	baselines := map[string]float64{} // case+threads → median ms
 	for _, ks := range cfg.sets {
 		e, err := mha.New(mha.Config{ISA: ks.Name, Threads: max(cfg.threads[len(cfg.threads)-1], m.Threads)})
@@ -272,7 +272,7 @@ func run(cfg *config) error {
 		}
 		for _, c := range rows {
 			for _, th := range cfg.threads {
-				progress(fmt.Sprintf("%s %s %s %s %v compute=%v threads=%d", ks.Name, c, c.maskName(), layoutName(c.Layout), c.KV, c.Compute, th))
+				progress.step(fmt.Sprintf("%s %s %s %s %v compute=%v threads=%d", ks.Name, c, c.maskName(), layoutName(c.Layout), c.KV, c.Compute, th))
 				row, err := measureAttention(cfg, e, ks, c, th, m, baselines)
 				if err != nil {
 					return err
@@ -288,7 +288,7 @@ func run(cfg *config) error {
 				}
 				for _, th := range cfg.threads {
 					for _, cm := range cfg.compute {
-						progress(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, lc, wt, cm, th))
+						progress.step(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, lc, wt, cm, th))
 						row, err := measureLayer(cfg, l, ks, lc, wt, cm, th)
 						if err != nil {
 							return err
@@ -306,7 +306,7 @@ func run(cfg *config) error {
 		}
 		for i := 0; i < servingRows; i++ {
 			for _, th := range cfg.threads {
-				progress(fmt.Sprintf("%s serving rows threads=%d", ks.Name, th))
+				progress.step(fmt.Sprintf("%s serving rows threads=%d", ks.Name, th))
 				if err := measureServing(cfg, e, ks.Name, th, m, out.servingRow); err != nil {
 					return err
 				}
@@ -320,6 +320,8 @@ func run(cfg *config) error {
 		}
 		out.note(fmt.Sprintf("chart written to %s", cfg.svg))
 	}
+	progress.done()
+	out.footnotes(m)
 	out.busy(watch.Others())
 	return nil
 }
@@ -419,7 +421,7 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		r.Dv = dv
 	}
 	if peak > 0 {
-		r.PctPeak = 100 * r.GFLOPS / peak
+		r.PctPeak, r.PeakGFLOPS = 100*r.GFLOPS/peak, peak
 	}
 	if c.Decode() {
 		r.GBs = c.KVBytes() / d.Seconds() / 1e9
@@ -452,6 +454,10 @@ type printer struct {
 	json bool
 	enc  *json.Encoder
 	head bool
+	// The largest %bw of a decode row and the K/V bytes it read, for the
+	// footnote on rows above the probe.
+	overBW    float64
+	overBytes float64
 }
 
 func newPrinter(asJSON bool) *printer {
@@ -466,16 +472,31 @@ func (p *printer) machine(m Machine, sets []*kernels.Set) {
 		}{"machine", m})
 		return
 	}
-	fmt.Printf("CPU %s, %d cores, GOMAXPROCS %d, default kernel set %s\n", m.CPU, m.Cores, m.Threads, m.Selected)
+	fmt.Printf("CPU %s, %d cores, GOMAXPROCS %d, default kernel set %s", m.CPU, m.Cores, m.Threads, m.Selected)
+	if m.L3Bytes > 0 {
+		fmt.Printf(", L3 %d MiB", m.L3Bytes>>20)
+	}
+	fmt.Println()
 	for _, ks := range sets {
 		if m.Peak1[ks.Name] > 0 {
-			fmt.Printf("FMA peak %-7s %7.1f GFLOP/s 1 thread, %7.1f GFLOP/s %d threads\n", ks.Name, m.Peak1[ks.Name], m.PeakN[ks.Name], m.Threads)
+			fmt.Printf("FMA peak      %-7s %7.1f GFLOP/s at 1 thread, %7.1f at %s\n", ks.Name, m.Peak1[ks.Name], m.PeakN[ks.Name], threadsWord(m.Threads))
 		}
 		if m.BF16Peak1[ks.Name] > 0 {
-			fmt.Printf("BF16 dot peak %-7s %7.1f GFLOP/s 1 thread, %7.1f GFLOP/s %d threads (%%peak of bf16* rows)\n", ks.Name, m.BF16Peak1[ks.Name], m.BF16PeakN[ks.Name], m.Threads)
+			fmt.Printf("BF16 dot peak %-7s %7.1f GFLOP/s at 1 thread, %7.1f at %s (the peak of bf16* rows)\n", ks.Name, m.BF16Peak1[ks.Name], m.BF16PeakN[ks.Name], threadsWord(m.Threads))
 		}
 	}
-	fmt.Printf("memory read  %7.1f GB/s 1 thread, %7.1f GB/s %d threads\n\n", m.BW1, m.BWN, m.Threads)
+	fmt.Printf("memory read           %7.1f GB/s at 1 thread, %7.1f at %s\n\n", m.BW1, m.BWN, threadsWord(m.Threads))
+	fmt.Printf("%%peak: GFLOP/s over the peak of the same kernel set and thread count measured right before and after\n" +
+		"the row (the 'peak' column: the host's speed drifts, so it can differ from the figures above).\n" +
+		"%%bw: decode rows' K/V bytes per second over the memory-read probe of the same thread count.\n\n")
+}
+
+// threadsWord is "1 thread" or "n threads".
+func threadsWord(n int) string {
+	if n == 1 {
+		return "1 thread"
+	}
+	return fmt.Sprintf("%d threads", n)
 }
 
 func (p *printer) row(r Row) {
@@ -485,19 +506,25 @@ func (p *printer) row(r Row) {
 	}
 	if !p.head {
 		p.head = true
-		fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3s %10s %8s %6s %7s %5s %8s %10s %7s\n",
-			"kind", "isa", "shape", "mask", "lay", "kv", "w", "comp", "thr", "median", "GFLOP/s", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
+		fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3s %10s %8s %6s %6s %7s %6s %8s %10s %7s\n",
+			"kind", "isa", "shape", "mask", "lay", "kv", "w", "comp", "thr", "median", "GFLOP/s", "peak", "%peak", "GB/s", "%bw", "tok/s", "gonum", "speedup")
 	}
 	gbs, bw, tok, base, speed := "", "", "", "", ""
 	if r.GBs > 0 {
-		gbs, bw, tok = fmt.Sprintf("%7.1f", r.GBs), fmt.Sprintf("%5.0f", r.PctBW), fmt.Sprintf("%8.0f", r.TokPerS)
+		gbs, bw, tok = fmt.Sprintf("%7.1f", r.GBs), fmt.Sprintf("%5.0f ", r.PctBW), fmt.Sprintf("%8.0f", r.TokPerS)
+		if r.PctBW > 100 {
+			bw = fmt.Sprintf("%5.0f+", r.PctBW) // footnote: the cache served part of it
+			if r.PctBW > p.overBW {
+				p.overBW, p.overBytes = r.PctBW, r.GBs*1e9*r.MedianMs/1e3
+			}
+		}
 	}
 	if r.BaselineMs > 0 {
 		base, speed = fmt.Sprintf("%8.2fms", r.BaselineMs), fmt.Sprintf("%6.1fx", r.Speedup)
 	}
-	peak := "     -"
+	peak, pct := "     -", "     -"
 	if r.PctPeak > 0 {
-		peak = fmt.Sprintf("%6.1f", r.PctPeak)
+		peak, pct = fmt.Sprintf("%6.0f", r.PeakGFLOPS), fmt.Sprintf("%6.1f", r.PctPeak)
 	}
 	w := r.Weights
 	if w == "" {
@@ -511,8 +538,21 @@ func (p *printer) row(r Row) {
 	if r.BF16Native {
 		comp += "*" // %peak of the bfloat16 peak
 	}
-	fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3d %8.3fms %s %s %7s %5s %8s %10s %7s\n",
-		r.Kind, r.ISA, r.Shape, r.Mask, r.Layout, r.KV, w, comp, r.Threads, r.MedianMs, gflops, peak, gbs, bw, tok, base, speed)
+	fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3d %8.3fms %s %s %s %7s %6s %8s %10s %7s\n",
+		r.Kind, r.ISA, r.Shape, r.Mask, r.Layout, r.KV, w, comp, r.Threads, r.MedianMs, gflops, peak, pct, gbs, bw, tok, base, speed)
+}
+
+// footnotes explains, after the table, what its marks mean.
+func (p *printer) footnotes(m Machine) {
+	if p.json || p.overBW == 0 {
+		return
+	}
+	l3 := "this CPU's last-level cache"
+	if m.L3Bytes > 0 {
+		l3 = fmt.Sprintf("this CPU's %d MiB L3", m.L3Bytes>>20)
+	}
+	fmt.Printf("\n+ above 100%% of the read probe (up to %.0f%%): the bytes such a row reads (%.0f MB at the highest) fit\n", p.overBW, p.overBytes/1e6)
+	fmt.Printf("  partly in %s, which serves repeated calls faster than memory; the probe reads %d MiB from memory.\n", l3, bandwidthBytes>>20)
 }
 
 func (p *printer) note(s string) {
