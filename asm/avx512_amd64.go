@@ -408,3 +408,43 @@ func PairBF16AVX512(dst *uint32, ldd int, src *float32, lds int, rows int, nv in
 //
 //go:noescape
 func BF16PeakAVX512(iters int)
+
+// GemmAMXAVX512 is
+//
+//	for i := 0; i < 32*mb; i++ {
+//		for j := 0; j < 32*nb; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<16*kb} dot2(a[i*lda+p], b[p*ldb+j])
+//
+// GemmBF16's bulk on AMX tiles (A's pairs along its rows: lka = 1), in blocks
+// of 32×32 of C (four accumulator tiles), 16 pairs of k a step (two tiles of
+// A, two of B, four TDPBF16PS). Strides in uint32 (C: float32). The tiles
+// are configured and released within the call. mb, nb, kb >= 1.
+// tiles is unused (the Emu twin's tile file).
+//
+//go:noescape
+func GemmAMXAVX512(c *float32, ldc int, a *uint32, lda int, b *uint32, ldb int, mb int, nb int, kb int, acc int, tiles *uint32)
+
+// GemmAMXEmuAVX512 is
+//
+//	for i := 0; i < 32*mb; i++ {
+//		for j := 0; j < 32*nb; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<16*kb} dot2(a[i*lda+p], b[p*ldb+j])
+//
+// GemmBF16's bulk on AMX tiles (A's pairs along its rows: lka = 1), in blocks
+// of 32×32 of C (four accumulator tiles), 16 pairs of k a step (two tiles of
+// A, two of B, four TDPBF16PS). Strides in uint32 (C: float32). The tiles
+// are configured and released within the call. mb, nb, kb >= 1.
+// This twin computes each tile instruction with AVX-512F on the tile file
+// tiles (8 KiB), TDPBF16PS pair by pair as VDPBF16PS's definition: the
+// bits of fallback.GemmBF16 on normal numbers.
+//
+//go:noescape
+func GemmAMXEmuAVX512(c *float32, ldc int, a *uint32, lda int, b *uint32, ldb int, mb int, nb int, kb int, acc int, tiles *uint32)
+
+// AMXPeakAVX512 is
+//
+//	iters iterations of 4 independent TDPBF16PS on zeroed tiles (the AMX
+//	bfloat16 peak: 4·16·16·32·2 flops an iteration).
+//
+//go:noescape
+func AMXPeakAVX512(iters int)

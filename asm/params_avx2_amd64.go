@@ -24,6 +24,12 @@ const (
 	// BF16PeakChainsAVX2 is the independent VDPBF16PS of a BF16Peak iteration (0: no bfloat16 kernels).
 	BF16PeakChainsAVX2 = 0
 
+	// AMXBlockAVX2 is the rows and columns of C one GemmAMX step covers (0: no AMX kernels).
+	AMXBlockAVX2 = 0
+
+	// AMXPairsAVX2 is the pairs of k one GemmAMX step takes.
+	AMXPairsAVX2 = 0
+
 	// DecodeKeysAVX2 is the fewest keys of a Decode call (one block).
 	DecodeKeysAVX2 = 8
 

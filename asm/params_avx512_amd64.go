@@ -24,6 +24,12 @@ const (
 	// BF16PeakChainsAVX512 is the independent VDPBF16PS of a BF16Peak iteration (0: no bfloat16 kernels).
 	BF16PeakChainsAVX512 = 12
 
+	// AMXBlockAVX512 is the rows and columns of C one GemmAMX step covers (0: no AMX kernels).
+	AMXBlockAVX512 = 32
+
+	// AMXPairsAVX512 is the pairs of k one GemmAMX step takes.
+	AMXPairsAVX512 = 16
+
 	// DecodeKeysAVX512 is the fewest keys of a Decode call (one block).
 	DecodeKeysAVX512 = 16
 

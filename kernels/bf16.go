@@ -15,6 +15,10 @@ import (
 // sums round to odd); elsewhere the mode runs on the float32 kernels (the
 // tile package rounds the operands).
 
+// amxBlock and amxPairs are GemmAMX's block of C (rows and columns) and
+// k step in pairs; set where the kernels exist (amd64: asm's params).
+var amxBlock, amxPairs int
+
 // bf16Kernels are a set's bfloat16 kernels.
 type bf16Kernels struct {
 	gemm      func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
@@ -24,11 +28,35 @@ type bf16Kernels struct {
 	chains    int                                                                                                // independent VDPBF16PS of a peak iteration
 	native    bool                                                                                               // the CPU's instruction, not its emulation
 	roundsOdd bool                                                                                               // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
+	// amx, when not nil, runs the bulk of a GemmBF16 whose A pairs run
+	// along its rows (lka = 1) on AMX tiles: whole blocks of amxBlock rows
+	// and columns and amxPairs pairs of k, the rest left to gemm (amx.go).
+	amx     func(c []float32, ldc int, a []uint32, lda int, b []uint32, ldb int, mb, nb, kb int, accumulate bool)
+	amxPeak func(iters int) // nil: none (no AMX, or its emulation)
+	// slow marks a set whose CPU's bfloat16 instruction runs below its
+	// float32 FMA rate (Intel's VDPBF16PS, half its FMA throughput, and no
+	// AMX): the bfloat16 mode runs on the float32 kernels there
+	// (BF16Preferred), with the same roundings.
+	slow bool
 }
 
 // HasBF16 reports whether the set has bfloat16 dot-product kernels
 // (GemmBF16).
 func (ks *Set) HasBF16() bool { return ks.bf16 != nil }
+
+// BF16Preferred reports whether the bfloat16 mode should run on the set's
+// bfloat16 kernels: it has them, and they are not slower than its float32
+// kernels — false on an Intel CPU with AVX512_BF16 but no AMX, whose
+// VDPBF16PS runs at half the FMA rate (the mode then runs on the float32
+// kernels with the same roundings, and is never slower than float32).
+func (ks *Set) BF16Preferred() bool { return ks.bf16 != nil && !ks.bf16.slow }
+
+// AMX reports whether the set's GemmBF16 runs on AMX tiles (the CPU's, or
+// their emulation in a test set: EmulatedAMX).
+func (ks *Set) AMX() bool { return ks.bf16 != nil && ks.bf16.amx != nil }
+
+// AMXNative reports whether the set runs the CPU's AMX tiles.
+func (ks *Set) AMXNative() bool { return ks.AMX() && ks.bf16.native }
 
 // BF16Native reports whether the set's GemmBF16 runs the CPU's bfloat16
 // instruction (false: none, or its emulation in float32 instructions, a
@@ -60,7 +88,25 @@ func (ks *Set) GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint
 	checkOut("GemmBF16", "c", c, m, n, ldc)
 	checkIn("GemmBF16", "a", a, 1, (m-1)*lda+(k-1)*lka+1, 1)
 	checkIn("GemmBF16", "b", b, k, n, ldb)
-	ks.bf16.gemm(c, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
+	x := ks.bf16
+	if x.amx == nil || lka != 1 || m < amxBlock || n < amxBlock || k < amxPairs {
+		x.gemm(c, ldc, a, lda, lka, b, ldb, m, n, k, accumulate)
+		return
+	}
+	// The bulk on tiles, then the k tail of the bulk's block (the pairs in
+	// order, as GemmBF16 sums them), its right columns and bottom rows.
+	mb, nb, kb := m/amxBlock, n/amxBlock, k/amxPairs
+	m0, n0, k0 := mb*amxBlock, nb*amxBlock, kb*amxPairs
+	x.amx(c, ldc, a, lda, b, ldb, mb, nb, kb, accumulate)
+	if k0 < k {
+		x.gemm(c, ldc, a[k0:], lda, 1, b[k0*ldb:], ldb, m0, n0, k-k0, true)
+	}
+	if n0 < n {
+		x.gemm(c[n0:], ldc, a, lda, 1, b[n0:], ldb, m0, n-n0, k, accumulate)
+	}
+	if m0 < m {
+		x.gemm(c[m0*ldc:], ldc, a[m0*lda:], lda, 1, b, ldb, m-m0, n, k, accumulate)
+	}
 }
 
 // GemmWDot is GemmBF16 of the bfloat16 rows of the activations (a, two
@@ -113,6 +159,30 @@ func (ks *Set) PairBF16(dst []uint32, ldd int, src []float32, lds int, rows, n i
 		return
 	}
 	ks.bf16.pair(dst, ldd, src, lds, rows, n)
+}
+
+// HasAMXPeak reports whether the set has a generated AMX throughput loop
+// (AMXPeak): a set running the CPU's AMX tiles.
+func (ks *Set) HasAMXPeak() bool { return ks.bf16 != nil && ks.bf16.amxPeak != nil }
+
+// AMXPeakFLOPsPerIter is the floating-point operations one iteration of
+// AMXPeak computes: 4 TDPBF16PS of 16×16 outputs over 32 terms, two
+// operations a term.
+func (ks *Set) AMXPeakFLOPsPerIter() int {
+	if !ks.HasAMXPeak() {
+		return 0
+	}
+	return 4 * amxBlock / 2 * amxBlock / 2 * 2 * amxPairs * 2
+}
+
+// AMXPeak runs iters iterations of independent TDPBF16PS on tiles,
+// iters·AMXPeakFLOPsPerIter() operations at the tile unit's bfloat16 peak
+// (the tiles configured and released in the call). It does nothing on a
+// set without one.
+func (ks *Set) AMXPeak(iters int) {
+	if ks.HasAMXPeak() && iters > 0 {
+		ks.bf16.amxPeak(iters)
+	}
 }
 
 // HasBF16Peak reports whether the set has a generated bfloat16

@@ -47,11 +47,59 @@ func x86BF16(gemm gemmBF16Func, gemmW gemmWDotFunc, native bool) *bf16Kernels {
 	return k
 }
 
+// gemmAMXFunc is the signature of the generated GemmAMX kernels.
+type gemmAMXFunc func(c *float32, ldc int, a *uint32, lda int, b *uint32, ldb int, mb, nb, kb, acc int, tiles *uint32)
+
+// amxTileFile is the uint32s of the Emu twin's tile file: 8 tiles of 16
+// rows × 64 bytes.
+const amxTileFile = 8 * 16 * 16
+
+// withAMX adds GemmAMX to k: the native kernel, or (emu) its Emu twin,
+// which computes on a tile file on the caller's stack.
+func withAMX(k *bf16Kernels, emu bool) {
+	if emu {
+		k.amx = func(c []float32, ldc int, a []uint32, lda int, b []uint32, ldb int, mb, nb, kb int, accumulate bool) {
+			var tiles [amxTileFile]uint32
+			asm.GemmAMXEmuAVX512(&c[0], ldc, &a[0], lda, &b[0], ldb, mb, nb, kb, accFlag(accumulate), &tiles[0])
+		}
+		return
+	}
+	k.amx = func(c []float32, ldc int, a []uint32, lda int, b []uint32, ldb int, mb, nb, kb int, accumulate bool) {
+		asm.GemmAMXAVX512(&c[0], ldc, &a[0], lda, &b[0], ldb, mb, nb, kb, accFlag(accumulate), nil)
+	}
+	k.amxPeak = asm.AMXPeakAVX512
+}
+
 func init() {
-	avx512.optional = []cpuid.FeatureID{cpuid.AVX512BF16}
+	amxBlock, amxPairs = asm.AMXBlockAVX512, asm.AMXPairsAVX512
+	avx512.optional = []cpuid.FeatureID{cpuid.AVX512BF16, cpuid.AMXTILE, cpuid.AMXBF16}
 	if cpuid.CPU.Supports(cpuid.AVX512BF16) {
 		avx512.bf16 = x86BF16(asm.GemmBF16AVX512, asm.GemmWDotAVX512, true)
+		switch amxState = amxUsable(); {
+		case amxState == nil:
+			withAMX(avx512.bf16, false)
+		case cpuid.CPU.VendorID == cpuid.Intel:
+			// VDPBF16PS issues on one port where FMAs issue on two: half
+			// the float32 rate (0.49× measured on a Xeon model 207).
+			avx512.bf16.slow = true
+		}
 	}
+}
+
+// EmulatedAMX returns, for tests, a copy of the avx512 set (named
+// "avx512-amxemu") whose GemmBF16 runs its bulk on the Emu twin of
+// GemmAMX (tile instructions computed by AVX-512F on a tile file) and
+// the rest on the Emu twin of GemmBF16: the AMX drivers' code on any
+// AVX-512 CPU, bit for bit fallback.GemmBF16. nil where the CPU has no
+// AVX-512.
+func EmulatedAMX() *Set {
+	ks := EmulatedBF16()
+	if ks == nil {
+		return nil
+	}
+	ks.Name = "avx512-amxemu"
+	withAMX(ks.bf16, true)
+	return ks
 }
 
 // EmulatedBF16 returns, for tests, a copy of the avx512 set (named

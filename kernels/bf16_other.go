@@ -2,6 +2,18 @@
 
 package kernels
 
+import "errors"
+
 // EmulatedBF16 returns nil: only the avx512 set has bfloat16 kernels to
 // emulate (see the amd64 build).
 func EmulatedBF16() *Set { return nil }
+
+// EmulatedAMX returns nil: only the avx512 set has AMX kernels to emulate
+// (see the amd64 build).
+func EmulatedAMX() *Set { return nil }
+
+// AMXStatus says why no set runs AMX tiles in this build.
+func AMXStatus() error { return errAMXBuild }
+
+// errAMXBuild is AMXStatus outside amd64 assembly builds.
+var errAMXBuild = errors.New("AMX kernels exist in amd64 builds without the purego tag only")

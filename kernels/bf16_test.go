@@ -23,6 +23,9 @@ func bf16Sets() []*Set {
 	if ks := EmulatedBF16(); ks != nil {
 		sets = append(sets, ks)
 	}
+	if ks := EmulatedAMX(); ks != nil {
+		sets = append(sets, ks)
+	}
 	return sets
 }
 
@@ -93,6 +96,96 @@ func TestGemmBF16(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGemmAMX checks GemmBF16 on the sets whose bulk runs on AMX tiles:
+// shapes of whole 32×32 blocks and 16-pair steps and of every tail around
+// them (rows, columns, pairs), strides wider than the rows, accumulate or
+// not, operands at guard pages. The Emu twin must give fallback.GemmBF16's
+// bits (it sums pair by pair in order); the native tiles, whose order of
+// summation Intel does not document, the float64 sums within float32's
+// bound.
+func TestGemmAMX(t *testing.T) {
+	var sets []*Set
+	for _, ks := range bf16Sets() {
+		if ks.AMX() {
+			sets = append(sets, ks)
+		}
+	}
+	if len(sets) == 0 {
+		t.Skip("no AMX set, native or emulated (AVX-512 needed)")
+	}
+	rng := rand.New(rand.NewPCG(0xa3, 1))
+	for _, ks := range sets {
+		for _, atEnd := range []bool{true, false} {
+			for _, m := range []int{32, 33, 47, 64, 96} {
+				for _, n := range []int{32, 40, 64, 65} {
+					for _, k := range []int{16, 17, 32, 40} {
+						if !longTests() && (m+n+k+boolInt(atEnd))%2 != 0 {
+							continue
+						}
+						lda, ldb, ldc := k+rng.IntN(3), n+rng.IntN(3), n+rng.IntN(3)
+						accumulate := rng.IntN(2) == 0
+						a, f1 := pairs(t, rng, (m-1)*lda+k, atEnd)
+						b, f2 := pairs(t, rng, span(k, n, ldb), atEnd)
+						c, f3 := operand(t, rng, span(m, n, ldc), atEnd)
+						before := slices.Clone(c)
+						want := slices.Clone(c)
+						fallback.GemmBF16(want, ldc, a, lda, 1, b, ldb, m, n, k, accumulate)
+						ks.GemmBF16(c, ldc, a, lda, 1, b, ldb, m, n, k, accumulate)
+						for i := 0; i < m; i++ {
+							for j := 0; j < ldc && i*ldc+j < len(c); j++ {
+								at := i*ldc + j
+								if j >= n {
+									if math.Float32bits(c[at]) != math.Float32bits(before[at]) {
+										t.Fatalf("%s m=%d n=%d k=%d: wrote c[%d][%d] past n", ks, m, n, k, i, j)
+									}
+									continue
+								}
+								if !ks.AMXNative() {
+									if math.Float32bits(c[at]) != math.Float32bits(want[at]) {
+										t.Fatalf("%s m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, c[at], want[at])
+									}
+									continue
+								}
+								exact, abs := 0.0, 0.0
+								if accumulate {
+									exact, abs = float64(before[at]), math.Abs(float64(before[at]))
+								}
+								for p := 0; p < k; p++ {
+									x, y := a[i*lda+p], b[p*ldb+j]
+									for _, sh := range []uint{0, 16} {
+										v := float64(fallback.BF16ToF32(uint16(x>>sh))) * float64(fallback.BF16ToF32(uint16(y>>sh)))
+										exact, abs = exact+v, abs+math.Abs(v)
+									}
+								}
+								if d := math.Abs(float64(c[at]) - exact); d > dotTol(2*k+1, abs) {
+									t.Fatalf("%s m=%d n=%d k=%d: c[%d][%d] = %v, exact %v", ks, m, n, k, i, j, c[at], exact)
+								}
+							}
+						}
+						f1()
+						f2()
+						f3()
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAMXSelection: the avx512 set runs AMX exactly where AMXStatus says
+// it may, and natively only with the CPU's bfloat16 instruction.
+func TestAMXSelection(t *testing.T) {
+	for _, ks := range Available() {
+		if ks.AMX() != (ks.Name == "avx512" && AMXStatus() == nil) {
+			t.Errorf("%s: AMX %v, AMXStatus %v", ks, ks.AMX(), AMXStatus())
+		}
+		if ks.AMX() && !ks.AMXNative() {
+			t.Errorf("%s: the selected set runs emulated tiles", ks)
+		}
+	}
+	t.Logf("AMX: %v", AMXStatus())
 }
 
 // TestPairBF16 checks PairBF16 on every set (the kernel where a set has

@@ -60,6 +60,10 @@ func TestRequires(t *testing.T) {
 					id = cpuid.SSE
 				case "AVX512_BF16": // spelled by the EVEX encoder (gen/amd64/evex.go)
 					id = cpuid.AVX512BF16
+				case "AMX-TILE": // spelled by the tile encoder (gen/amd64/amx.go)
+					id = cpuid.AMXTILE
+				case "AMX-BF16":
+					id = cpuid.AMXBF16
 				}
 				if id == cpuid.UNKNOWN {
 					t.Errorf("%s: feature %q unknown to cpuid", path, feat)

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 	if ks := kernels.EmulatedBF16(); ks != nil {
 		engines = append(engines, &Engine{ks: ks, pool: newPool(2)})
 	}
+	// And with the Emu twin of AMX's GemmAMX: the tile drivers' path.
+	if ks := kernels.EmulatedAMX(); ks != nil {
+		engines = append(engines, &Engine{ks: ks, pool: newPool(2)})
+	}
 	os.Exit(m.Run())
 }
 

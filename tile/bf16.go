@@ -104,8 +104,11 @@ func (p *Problem) copiesKV() bool { return p.KVType != fallback.KVFloat32 || p.B
 // see them).
 
 // pairsOn reports whether ks runs p's bfloat16 mode on its bfloat16
-// kernels (even head dims: K's rows hold whole pairs).
-func pairsOn(ks *kernels.Set, p *Problem) bool { return p.BF16 && ks.HasBF16() && p.HeadDim%2 == 0 }
+// kernels (even head dims: K's rows hold whole pairs), where they are not
+// slower than its float32 kernels (kernels.Set.BF16Preferred).
+func pairsOn(ks *kernels.Set, p *Problem) bool {
+	return p.BF16 && ks.BF16Preferred() && p.HeadDim%2 == 0
+}
 
 // usesPairs reports whether an item of p runs the bfloat16 kernels (not
 // the Dot rows of a decode step).

@@ -82,7 +82,7 @@ type Gemm struct {
 
 // dots reports whether g runs on ks's bfloat16 kernels (GemmWDot).
 func (g *Gemm) dots(ks *kernels.Set) bool {
-	return g.BF16 && ks.HasGemmWDot() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0
+	return g.BF16 && ks.HasGemmWDot() && ks.BF16Preferred() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.

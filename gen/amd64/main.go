@@ -71,6 +71,10 @@ func generate(x isa, dir string) error {
 		g.gemmWDot(true)
 		g.pairBF16()
 		g.bf16Peak()
+		cfg := g.tileConfig()
+		g.gemmAMX(cfg, false)
+		g.gemmAMX(cfg, true)
+		g.amxPeak(cfg)
 	}
 	f, err := c.Result()
 	if err != nil {
@@ -80,6 +84,9 @@ func generate(x isa, dir string) error {
 		return err
 	}
 	if err := rawPass(f); err != nil { // VDPBF16PS's bytes, once registers are allocated
+		return err
+	}
+	if err := amxPass(f); err != nil { // the tile instructions' bytes
 		return err
 	}
 	// A fixed command line in the header: the files do not depend on -out.
@@ -111,6 +118,8 @@ func generate(x isa, dir string) error {
 		{Name: "DotRows", Value: dotRows, Doc: "the most query rows of a Dot call."},
 		{Name: "PeakChains", Value: peakChains, Doc: "the independent vector FMAs of an FMAPeak iteration."},
 		{Name: "BF16PeakChains", Value: bf16Chains(x), Doc: "the independent VDPBF16PS of a BF16Peak iteration (0: no bfloat16 kernels)."},
+		{Name: "AMXBlock", Value: amxBlockOf(x), Doc: "the rows and columns of C one GemmAMX step covers (0: no AMX kernels)."},
+		{Name: "AMXPairs", Value: amxPairsOf(x), Doc: "the pairs of k one GemmAMX step takes."},
 		{Name: "DecodeKeys", Value: x.lanes, Doc: "the fewest keys of a Decode call (one block)."},
 		{Name: "DecodeScratch", Value: g.decodeScratch(), Doc: "the floats of Decode's scratch: weights, alphas, masks."},
 		{Name: "DecodeScaleWidth", Value: g.scaleEntryBytes() / 4, Doc: "the floats of one int8 K scale in Decode's scale scratch (AVX2: broadcast\n// to a vector by the fill, so that the kernel multiplies by a memory operand)."},

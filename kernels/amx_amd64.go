@@ -1,0 +1,84 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/fastattn/fastattn/asm"
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/klauspost/cpuid/v2"
+)
+
+// EnvAMX is the environment variable that turns AMX off: FASTATTN_AMX=off
+// keeps the avx512 set on VDPBF16PS (the bfloat16 mode then follows
+// BF16Preferred's rule for a CPU without AMX).
+const EnvAMX = "FASTATTN_AMX"
+
+// amxState is nil where the avx512 set runs its bfloat16 products on AMX
+// tiles, else the reason it does not (AMXStatus).
+var amxState = errors.New("AMX not probed")
+
+// AMXStatus returns nil when the avx512 set runs the CPU's AMX tiles, else
+// why not: no AMX-TILE and AMX-BF16 in cpuid, FASTATTN_AMX=off, an OS
+// that refuses (or, outside Linux, cannot be asked for) the tile state,
+// or a failed self-check.
+func AMXStatus() error { return amxState }
+
+// amxUsable decides whether this process runs AMX: the CPU has it, the
+// environment allows it, the OS grants the tile data state (amxPermit,
+// once per process: Linux's arch_prctl), and a small product on the tiles
+// gives the exact result (a guard against an encoding no test here could
+// run natively).
+func amxUsable() error {
+	if !cpuid.CPU.Supports(cpuid.AMXTILE, cpuid.AMXBF16) {
+		return errors.New("the CPU reports no AMX-TILE and AMX-BF16")
+	}
+	if os.Getenv(EnvAMX) == "off" {
+		return fmt.Errorf("%s=off", EnvAMX)
+	}
+	if err := amxPermit(); err != nil {
+		return err
+	}
+	return amxSelfCheck()
+}
+
+// amxSelfCheck multiplies a 32×32 block over 32 pairs (64 terms) of small
+// integers on the tiles, accumulating onto C, and compares it with the
+// exact result: every product and partial sum is an integer below 2^24,
+// so any order of summation gives it exactly.
+func amxSelfCheck() error {
+	const n, k = 32, 32 // rows and columns of C; pairs of k
+	var a, b [n * k]uint32
+	var c, want [n * n]float32
+	bf := func(v int) uint32 { return uint32(fallback.F32ToBF16(float32(v))) }
+	for i := range a {
+		lo, hi := i%5-2, i%7-3
+		a[i] = bf(lo) | bf(hi)<<16
+		lo, hi = (i/3)%5-2, (i/5)%3-1
+		b[i] = bf(lo) | bf(hi)<<16
+	}
+	for i := range c {
+		c[i] = float32(i % 11)
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			s := float64(c[i*n+j])
+			for p := 0; p < k; p++ {
+				x, y := a[i*k+p], b[p*n+j]
+				s += float64(fallback.BF16ToF32(uint16(x)))*float64(fallback.BF16ToF32(uint16(y))) +
+					float64(fallback.BF16ToF32(uint16(x>>16)))*float64(fallback.BF16ToF32(uint16(y>>16)))
+			}
+			want[i*n+j] = float32(s)
+		}
+	}
+	asm.GemmAMXAVX512(&c[0], n, &a[0], k, &b[0], n, n/amxBlock, n/amxBlock, k/amxPairs, 1, nil)
+	for i := range c {
+		if c[i] != want[i] {
+			return fmt.Errorf("AMX self-check: element %d = %v, want %v: the tiles are not used", i, c[i], want[i])
+		}
+	}
+	return nil
+}
