@@ -337,3 +337,48 @@ func TestComputeBF16Storage(t *testing.T) {
 		}
 	}
 }
+
+// TestAMXEmulatedBitwise: the bfloat16 mode on the AMX drivers (QK and PV
+// of whole 32×32 blocks on the Emu twin of GemmAMX: the weights' pairs
+// transposed to rows, the tails on VDPBF16PS's) gives, bit for bit, what
+// the VDPBF16PS kernels alone give: every product summed pair by pair in
+// the same order. So the tile path's blocking, tails and transposes are
+// those of a path the oracle tests hold; the native tiles only change the
+// order of each block's sums.
+func TestAMXEmulatedBitwise(t *testing.T) {
+	var dot, amx *Engine
+	for _, e := range engines {
+		switch e.Kernels() {
+		case "avx512-bf16emu":
+			dot = e
+		case "avx512-amxemu":
+			amx = e
+		}
+	}
+	if dot == nil || amx == nil {
+		t.Skip("no AVX-512: no emulated bfloat16 or AMX set")
+	}
+	rng := rand.New(rand.NewPCG(0xa3, 7))
+	for _, s := range []Shape{
+		{Batch: 1, Heads: 4, KVHeads: 2, QLen: 200, KVLen: 300, HeadDim: 64},
+		{Batch: 2, Heads: 2, KVHeads: 2, QLen: 130, KVLen: 130, HeadDim: 128, ValueDim: 96, Layout: BHSD},
+		{Batch: 1, Heads: 8, KVHeads: 1, QLen: 40, KVLen: 517, HeadDim: 32},
+	} {
+		for _, causal := range []bool{false, true} {
+			q, k, v, _ := inputs(rng, s)
+			var outs [2][]float32
+			for i, e := range []*Engine{dot, amx} {
+				outs[i] = make([]float32, len(q)/s.HeadDim*max(s.ValueDim, s.HeadDim))
+				if s.ValueDim != 0 {
+					outs[i] = outs[i][:len(q)/s.HeadDim*s.ValueDim]
+				}
+				if err := e.Attention(outs[i], q, k, v, s, &Options{Causal: causal, Compute: ComputeBF16}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := firstDiff(outs[1], outs[0]); d >= 0 {
+				t.Errorf("%+v causal=%v: the AMX path differs at %d: %v, VDPBF16PS %v", s, causal, d, outs[1][d], outs[0][d])
+			}
+		}
+	}
+}

@@ -25,6 +25,7 @@ type Workspace struct {
 	ap       []uint32  // the bfloat16 mode of Gemm on bfloat16 kernels: the A block as pairs, [rows][depth/2]
 	qp       []uint32  // the bfloat16 kernels: Qᵀ paired, [dk/2][rowsPad]
 	pp       []uint32  // the bfloat16 kernels: the weights paired, [keys/2][rowsPad]
+	pt       []uint32  // on AMX tiles: pp transposed, each row's pairs in a row, [rows][keys/2]
 	vp       []uint32  // the bfloat16 kernels: the V block paired, [keys/2][dv]
 	kp       []uint32  // the bfloat16 kernels: a K block rounded, [keys][dk/2] pairs
 	ds       []float32 // the fused decode kernel's scratch

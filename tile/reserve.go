@@ -36,6 +36,9 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 		ws.pp = reserveAny(ws.pp, (maxKeys/2+1)*rp)
 		ws.vp = reserveAny(ws.vp, (maxKeys/2+1)*dv)
 		ws.kp = reserveAny(ws.kp, maxKeys*dk/2)
+		if ks.AMX() {
+			ws.pt = reserveAny(ws.pt, (maxKeys/2+1)*rp)
+		}
 	}
 }
 
