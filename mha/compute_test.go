@@ -381,4 +381,27 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 			}
 		}
 	}
+	// A layer of bfloat16 weights: its projections on tiles (the weights
+	// paired at NewLayer) give GemmWDot's bits, its attention the above.
+	cfg := LayerConfig{DModel: 96, Heads: 4, KVHeads: 2, HeadDim: 32}
+	_, w := testLayer(t, dot, rng, cfg, true)
+	w.Type = BFloat16
+	x := random(rng, 2*70*cfg.DModel)
+	var outs [2][]float32
+	for i, e := range []*Engine{dot, amx} {
+		l, err := NewLayer(e, cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (l.w.q.Pairs != nil) != e.ks.AMX() {
+			t.Fatalf("%s: bfloat16 weights paired: %v", e.Kernels(), l.w.q.Pairs != nil)
+		}
+		outs[i] = make([]float32, len(x))
+		if err := l.Forward(outs[i], x, 2, 70, &Options{Causal: true, Compute: ComputeBF16}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := firstDiff(outs[1], outs[0]); d >= 0 {
+		t.Errorf("layer Forward: the AMX path differs at %d: %v, VDPBF16PS %v", d, outs[1][d], outs[0][d])
+	}
 }

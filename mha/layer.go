@@ -221,6 +221,7 @@ func newLayer(e *Engine, cfg LayerConfig, w Weights, qIn int) (*Layer, error) {
 	if l.w, err = packWeights(w, dm, qIn, qw, kw, vw, ow, cols); err != nil {
 		return nil, err
 	}
+	l.w.addPairs(e.ks)
 	return l, nil
 }
 

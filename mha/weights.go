@@ -2,6 +2,7 @@ package mha
 
 import (
 	"fmt"
+	"github.com/fastattn/fastattn/kernels"
 	"math"
 
 	"github.com/fastattn/fastattn/fallback"
@@ -172,6 +173,14 @@ func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Pack
 		m.U16 = g.u16[c0*m.ColStride:]
 	}
 	return tile.PackWeights(m, g.in, n, cols, fallback.KVType(t))
+}
+
+// addPairs pairs the bfloat16 matrices of lw for ks's AMX tiles
+// (tile.Packed.AddPairs: nothing on a set without them).
+func (lw *layerWeights) addPairs(ks *kernels.Set) {
+	for _, w := range []*tile.Packed{&lw.q, &lw.k, &lw.v, &lw.o} {
+		w.AddPairs(ks)
+	}
 }
 
 // packWeights checks the matrices and biases of w and packs the matrices

@@ -80,6 +80,13 @@ type Gemm struct {
 	BF16 bool
 }
 
+// tiles reports whether g runs on ks's AMX tiles: the bfloat16 mode, B
+// paired at packing (Packed.AddPairs), more rows than a GEMV's. The sums
+// are GemmWDot's pair by pair (the Emu twin gives its bits).
+func (g *Gemm) tiles(ks *kernels.Set) bool {
+	return g.BF16 && ks.AMX() && g.B.Pairs != nil && g.M > gemvRows
+}
+
 // dots reports whether g runs on ks's bfloat16 kernels (GemmWDot).
 func (g *Gemm) dots(ks *kernels.Set) bool {
 	return g.BF16 && ks.HasGemmWDot() && ks.BF16Preferred() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0
@@ -116,6 +123,13 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 		kc := min(depth, g.B.K-k0)
 		a, lda := g.A[m0*g.LDA+k0:], g.LDA
 		switch {
+		case g.tiles(ks):
+			ap := roundedPairs(ks, ws, a, lda, mc, kc)
+			for j := 0; j < nc; j += cols {
+				ks.GemmBF16(c[j:], g.LDC, ap, kc/2, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
+			}
+			accumulate = true
+			continue
 		case g.dots(ks):
 			ap := roundedPairs(ks, ws, a, lda, mc, kc)
 			for j := 0; j < nc; j += cols {

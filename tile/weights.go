@@ -17,6 +17,38 @@ import (
 type Packed struct {
 	fallback.WeightRows
 	K, N int
+	// Pairs, for bfloat16 weights of even K on a set with AMX tiles
+	// (AddPairs), holds each panel's rows 2p and 2p+1 paired, row p of
+	// panel q at (q·K/2 + p)·Ld: AMX's B operand, read in place by the
+	// bfloat16 mode's projections (GemmBF16 on tiles). nil otherwise.
+	Pairs []uint32
+}
+
+// AddPairs builds w.Pairs for a set with AMX tiles (ks.AMX()) when w holds
+// bfloat16 weights of even K, and does nothing otherwise: the bfloat16
+// mode's projections then run on tiles, their B operand paired once here.
+// It doubles the memory such weights hold (GEMVs still read the rows).
+func (w *Packed) AddPairs(ks *kernels.Set) {
+	if !ks.AMX() || w.Type != fallback.KVBFloat16 || w.K%2 != 0 || w.Pairs != nil {
+		return
+	}
+	panels := len(w.U16) / (w.K * w.Ld)
+	w.Pairs = make([]uint32, panels*w.K/2*w.Ld)
+	for q := 0; q < panels; q++ {
+		for p := 0; p < w.K/2; p++ {
+			lo := w.U16[(q*w.K+2*p)*w.Ld:][:w.Ld]
+			hi := w.U16[(q*w.K+2*p+1)*w.Ld:][:w.Ld]
+			dst := w.Pairs[(q*w.K/2+p)*w.Ld:][:w.Ld]
+			for j := range dst {
+				dst[j] = uint32(lo[j]) | uint32(hi[j])<<16
+			}
+		}
+	}
+}
+
+// pairRows returns panel q's pairs from row k0 (even) on, at stride Ld.
+func (w *Packed) pairRows(q, k0 int) []uint32 {
+	return w.Pairs[(q*w.K+k0)/2*w.Ld:]
 }
 
 // Bytes returns the memory the packed matrix holds: K·Ld elements per
@@ -27,7 +59,7 @@ func (w *Packed) Bytes() int64 {
 	if w.Type == fallback.KVInt4 {
 		return int64(len(w.I4)) + 4*int64(len(w.S)) + int64(len(w.Z))
 	}
-	return int64(w.Type.Bytes())*int64(w.Len()) + 4*int64(len(w.S))
+	return int64(w.Type.Bytes())*int64(w.Len()) + 4*int64(len(w.S)) + 4*int64(len(w.Pairs))
 }
 
 // Int4Half returns the nibble interleave of int4 panels of cols columns:
