@@ -229,8 +229,10 @@ const (
 func (g *gen) tileConfig() operand.Mem {
 	cfg := g.StaticGlobal("tilecfg" + g.isa.suffix)
 	g.DataAttributes(attr.RODATA | attr.NOPTR)
-	g.AddDatum(0, operand.U8(1)) // palette 1
-	for t := 0; t < 8; t++ { // in increasing offsets, as Go's assembler wants them
+	// Palette 1, then the columns' bytes and the rows of tiles 0..7, in
+	// increasing offsets, as Go's assembler wants them.
+	g.AddDatum(0, operand.U8(1))
+	for t := 0; t < 8; t++ {
 		g.AddDatum(16+2*t, operand.U16(amxBytes))
 	}
 	for t := 0; t < 8; t++ {
