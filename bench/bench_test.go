@@ -14,7 +14,7 @@ import (
 // report adds GFLOP/s and % of the FMA peak measured around the timed loop
 // (same set, same thread count).
 func report(b *testing.B, ks *kernels.Set, threads int, flops float64, loop func()) {
-	peak := Around(ks, threads, false, func() {
+	peak := Around(ks, threads, FMA, func() {
 		b.ResetTimer()
 		loop()
 		b.StopTimer()

@@ -63,7 +63,7 @@ func chart(cfg *config, path string) error {
 		line.Color, marks.Color = col, col
 		p.Add(line, marks)
 		p.Legend.Add(ks.Name, line, marks)
-		if peak := PeakGFLOPS(ks, 1, false); peak > 0 {
+		if peak := PeakGFLOPS(ks, 1, FMA); peak > 0 {
 			top = max(top, peak)
 			flat := plotter.XYs{{X: float64(lengths[0]), Y: peak}, {X: float64(lengths[len(lengths)-1]), Y: peak}}
 			pl, err := plotter.NewLine(flat)

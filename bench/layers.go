@@ -36,15 +36,15 @@ func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt m
 	opts := &mha.Options{Causal: true, Threads: threads, Compute: cm}
 	var d time.Duration
 	var err error
-	native := nativeBF16(ks, cm)
-	peak := Around(ks, threads, native, func() {
+	unit := engineOf(ks, cm)
+	peak := Around(ks, threads, unit, func() {
 		d, err = Median(func() error { return l.Forward(y, x, lc.B, lc.L, opts) }, cfg.minTime)
 	})
 	if err != nil {
 		return Row{}, err
 	}
 	r := Row{Kind: "layer", ISA: ks.Name, Shape: lc.String(), Mask: "causal", Layout: "bshd", KV: "f32", Weights: wt.String(),
-		Compute: cm.String(), BF16Native: native, Threads: threads, MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
+		Compute: cm.String(), BF16Native: unit != FMA, Engine: unit.String(), Threads: threads, MedianMs: ms(d), GFLOPS: lc.FLOPs() / d.Seconds() / 1e9}
 	if peak > 0 {
 		r.PctPeak, r.PeakGFLOPS = 100*r.GFLOPS/peak, peak
 	}

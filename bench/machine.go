@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/fastattn/fastattn/kernels"
 	"os"
 	"runtime"
 	"strconv"
@@ -25,6 +26,11 @@ type Machine struct {
 	// (AVX512_BF16's VDPBF16PS), one thread and all threads.
 	BF16Peak1 map[string]float64 `json:"bf16_peak_gflops_1_thread,omitempty"`
 	BF16PeakN map[string]float64 `json:"bf16_peak_gflops_all_threads,omitempty"`
+	// AMX bfloat16 tile peak GFLOP/s of the sets that run AMX (TDPBF16PS),
+	// one thread and all threads, and why AMX is off where it is.
+	AMXPeak1 map[string]float64 `json:"amx_peak_gflops_1_thread,omitempty"`
+	AMXPeakN map[string]float64 `json:"amx_peak_gflops_all_threads,omitempty"`
+	AMX      string             `json:"amx"` // "on", or why not
 	// Memory read bandwidth, GB/s, one thread and all threads.
 	BW1 float64 `json:"read_gbs_1_thread"`
 	BWN float64 `json:"read_gbs_all_threads"`
@@ -157,4 +163,12 @@ func (w Busy) Others() float64 {
 	}
 	other := float64(b-w.busy) - float64(s-w.self)
 	return max(0, other/float64(t-w.total))
+}
+
+// amxStatus is "on" where the avx512 set runs AMX tiles, else why not.
+func amxStatus() string {
+	if err := kernels.AMXStatus(); err != nil {
+		return err.Error()
+	}
+	return "on"
 }

@@ -42,7 +42,8 @@ type Row struct {
 	Layout     string  `json:"layout"`                // "bshd" or "bhsd"
 	KV         string  `json:"kv"`                    // storage of K and V: "f32", "f16", "bf16", "int8"
 	Compute    string  `json:"compute"`               // the products' arithmetic: "f32", or "bf16" (mha.ComputeBF16)
-	BF16Native bool    `json:"bf16_native,omitempty"` // bf16 rows: on the CPU's bfloat16 instruction, %peak of its peak
+	BF16Native bool    `json:"bf16_native,omitempty"` // bf16 rows: on the CPU's bfloat16 instruction or tiles, %peak of their peak
+	Engine     string  `json:"engine"`                // the unit %peak is of: "fma", "bf16dot" or "amx"
 	Weights    string  `json:"weights,omitempty"`     // layer rows: the weights' type
 	Threads    int     `json:"threads"`
 	MedianMs   float64 `json:"median_ms"`
@@ -240,13 +241,18 @@ func run(cfg *config) error {
 	}
 	m := Machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Threads: runtime.GOMAXPROCS(0), Selected: best.Name,
 		Peak1: map[string]float64{}, PeakN: map[string]float64{}, BF16Peak1: map[string]float64{}, BF16PeakN: map[string]float64{},
+		AMXPeak1: map[string]float64{}, AMXPeakN: map[string]float64{}, AMX: amxStatus(),
 		L3Bytes: int64(max(cpuid.CPU.Cache.L3, 0))}
 	for _, ks := range cfg.sets {
-		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1, false)
-		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, false)
+		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1, FMA)
+		m.PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, FMA)
 		if ks.HasBF16Peak() {
-			m.BF16Peak1[ks.Name] = PeakGFLOPS(ks, 1, true)
-			m.BF16PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, true)
+			m.BF16Peak1[ks.Name] = PeakGFLOPS(ks, 1, BF16Dot)
+			m.BF16PeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, BF16Dot)
+		}
+		if ks.HasAMXPeak() {
+			m.AMXPeak1[ks.Name] = PeakGFLOPS(ks, 1, AMX)
+			m.AMXPeakN[ks.Name] = PeakGFLOPS(ks, m.Threads, AMX)
 		}
 	}
 	cfg.bwBuf = newBandwidthBuffer()
@@ -410,13 +416,13 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 		call = func() error { return e.Attention16(o, q, k16, v16, c.KV, c.Shape(), opts) }
 	}
 	var d time.Duration
-	native := nativeBF16(ks, c.Compute)
-	peak := Around(ks, threads, native, func() { d, err = Median(call, cfg.minTime) })
+	unit := engineOf(ks, c.Compute)
+	peak := Around(ks, threads, unit, func() { d, err = Median(call, cfg.minTime) })
 	if err != nil {
 		return Row{}, err
 	}
 	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), VInK: c.VInK, Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(),
-		Compute: c.Compute.String(), BF16Native: native, Threads: threads, MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
+		Compute: c.Compute.String(), BF16Native: unit != FMA, Engine: unit.String(), Threads: threads, MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
 	if dv != c.D {
 		r.Dv = dv
 	}
@@ -476,13 +482,16 @@ func (p *printer) machine(m Machine, sets []*kernels.Set) {
 	if m.L3Bytes > 0 {
 		fmt.Printf(", L3 %d MiB", m.L3Bytes>>20)
 	}
-	fmt.Println()
+	fmt.Printf("\nAMX tiles: %s\n", m.AMX)
 	for _, ks := range sets {
 		if m.Peak1[ks.Name] > 0 {
 			fmt.Printf("FMA peak      %-7s %7.1f GFLOP/s at 1 thread, %7.1f at %s\n", ks.Name, m.Peak1[ks.Name], m.PeakN[ks.Name], threadsWord(m.Threads))
 		}
 		if m.BF16Peak1[ks.Name] > 0 {
 			fmt.Printf("BF16 dot peak %-7s %7.1f GFLOP/s at 1 thread, %7.1f at %s (the peak of bf16* rows)\n", ks.Name, m.BF16Peak1[ks.Name], m.BF16PeakN[ks.Name], threadsWord(m.Threads))
+		}
+		if m.AMXPeak1[ks.Name] > 0 {
+			fmt.Printf("AMX peak      %-7s %7.1f GFLOP/s at 1 thread, %7.1f at %s (the peak of bf16+ rows)\n", ks.Name, m.AMXPeak1[ks.Name], m.AMXPeakN[ks.Name], threadsWord(m.Threads))
 		}
 	}
 	fmt.Printf("memory read           %7.1f GB/s at 1 thread, %7.1f at %s\n\n", m.BW1, m.BWN, threadsWord(m.Threads))
@@ -535,8 +544,11 @@ func (p *printer) row(r Row) {
 		gflops = fmt.Sprintf("%8.1f", r.GFLOPS)
 	}
 	comp := r.Compute
-	if r.BF16Native {
-		comp += "*" // %peak of the bfloat16 peak
+	switch r.Engine {
+	case BF16Dot.String():
+		comp += BF16Dot.mark() // %peak of the bfloat16 instruction's peak
+	case AMX.String():
+		comp += AMX.mark() // %peak of the tiles' peak
 	}
 	fmt.Printf("%-12s %-7s %-42s %-13s %-4s %-4s %-4s %-5s %3d %8.3fms %s %s %s %7s %6s %8s %10s %7s\n",
 		r.Kind, r.ISA, r.Shape, r.Mask, r.Layout, r.KV, w, comp, r.Threads, r.MedianMs, gflops, peak, pct, gbs, bw, tok, base, speed)

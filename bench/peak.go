@@ -8,20 +8,31 @@ import (
 	"github.com/fastattn/fastattn/mha"
 )
 
-// PeakGFLOPS measures a kernel set's FMA throughput with its generated
-// register-only FMA loop (with bf16, its bfloat16 dot-product loop) on
-// threads goroutines at once: the best of 3 runs of about 50 ms each, in
-// GFLOP/s. It returns 0 for a set without that loop (generic; bf16 on a
-// CPU without AVX512_BF16). On a shared machine, measure it right next to
-// what it is compared with (see Around).
-func PeakGFLOPS(ks *kernels.Set, threads int, bf16 bool) float64 {
+// Engine is the arithmetic unit a row runs its products on, whose peak
+// its %peak is taken against.
+type Engine int
+
+const (
+	FMA     Engine = iota // float32 FMAs (every set with a peak loop)
+	BF16Dot               // the bfloat16 dot-product instruction (VDPBF16PS)
+	AMX                   // AMX tiles (TDPBF16PS)
+)
+
+// PeakGFLOPS measures a kernel set's throughput on engine u with its
+// generated register-only loop (FMAs, bfloat16 dot products, or tile
+// products) on threads goroutines at once: the best of 3 runs of about
+// 50 ms each, in GFLOP/s. It returns 0 for a set without that loop
+// (generic; bf16 on a CPU without AVX512_BF16; AMX without AMX). On a
+// shared machine, measure it right next to what it is compared with (see
+// Around).
+func PeakGFLOPS(ks *kernels.Set, threads int, u Engine) float64 {
 	loop, flops := ks.FMAPeak, ks.PeakFLOPsPerIter()
-	if bf16 {
+	switch {
+	case u == BF16Dot && ks.HasBF16Peak():
 		loop, flops = ks.BF16Peak, ks.BF16PeakFLOPsPerIter()
-		if !ks.HasBF16Peak() {
-			return 0
-		}
-	} else if !ks.HasPeak() {
+	case u == AMX && ks.HasAMXPeak():
+		loop, flops = ks.AMXPeak, ks.AMXPeakFLOPsPerIter()
+	case u != FMA || !ks.HasPeak():
 		return 0
 	}
 	flopsPerIter := float64(flops)
@@ -53,21 +64,41 @@ func PeakGFLOPS(ks *kernels.Set, threads int, bf16 bool) float64 {
 	return best
 }
 
-// Around runs measure between two peak measurements (of the bfloat16
-// peak with bf16) and returns the higher of the two peaks, so that a ratio
-// of what measure measured to it is taken under the conditions of the
-// moment (a noisy neighbour slows both); the higher, because disturbance
-// only ever lowers a throughput measurement.
-func Around(ks *kernels.Set, threads int, bf16 bool, measure func()) (peak float64) {
-	before := PeakGFLOPS(ks, threads, bf16)
+// Around runs measure between two peak measurements of engine u and
+// returns the higher of the two peaks, so that a ratio of what measure
+// measured to it is taken under the conditions of the moment (a noisy
+// neighbour slows both); the higher, because disturbance only ever lowers
+// a throughput measurement.
+func Around(ks *kernels.Set, threads int, u Engine, measure func()) (peak float64) {
+	before := PeakGFLOPS(ks, threads, u)
 	measure()
-	return max(before, PeakGFLOPS(ks, threads, bf16))
+	return max(before, PeakGFLOPS(ks, threads, u))
 }
 
-// nativeBF16 reports whether rows of arithmetic c on set ks run on the
-// CPU's bfloat16 dot-product instruction, whose peak their %peak is then
-// taken against (on other sets the bfloat16 mode runs on the float32
-// kernels: the FMA peak).
-func nativeBF16(ks *kernels.Set, c mha.Compute) bool {
-	return c == mha.ComputeBF16 && ks.BF16Native() && ks.HasBF16Peak()
+// engineOf returns the engine rows of arithmetic c on set ks run their
+// products on: AMX tiles where the set runs them natively, the bfloat16
+// instruction where the mode prefers it (kernels.Set.BF16Preferred), else
+// the FMAs (the float32 mode, and the bfloat16 mode on the float32
+// kernels).
+func engineOf(ks *kernels.Set, c mha.Compute) Engine {
+	switch {
+	case c != mha.ComputeBF16:
+		return FMA
+	case ks.AMXNative() && ks.HasAMXPeak():
+		return AMX
+	case ks.BF16Native() && ks.BF16Preferred() && ks.HasBF16Peak():
+		return BF16Dot
+	}
+	return FMA
+}
+
+// mark is the compute column's mark of a row on engine u: "*" on the
+// bfloat16 instruction, "+" on AMX tiles.
+func (u Engine) mark() string {
+	return [...]string{"", "*", "+"}[u]
+}
+
+// String names the engine in the JSON records.
+func (u Engine) String() string {
+	return [...]string{"fma", "bf16dot", "amx"}[u]
 }
