@@ -175,6 +175,29 @@ func (ks *Set) WidenRows(dst []float32, ldd int, src []uint16, lds int, rows, n 
 	}
 }
 
+// NarrowRows rounds rows rows of n float32 elements, at stride lds in
+// src, to 16-bit floats of type t at stride ldd in dst: Narrow per row,
+// checked once.
+func (ks *Set) NarrowRows(dst []uint16, ldd int, src []float32, lds int, rows, n int, t KVType) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	checkOut("NarrowRows", "dst", dst, rows, n, ldd)
+	checkIn("NarrowRows", "src", src, rows, n, lds)
+	if ldd == n && lds == n {
+		n, rows = rows*n, 1
+	}
+	nv := ks.convertable("NarrowRows", n, n, t, ks.narrow != nil)
+	for r := 0; r < rows; r++ {
+		if nv > 0 {
+			ks.narrow(dst[r*ldd:r*ldd+nv], src[r*lds:r*lds+nv], t)
+		}
+		if nv < n {
+			fallback.Narrow(dst[r*ldd+nv:r*ldd+n], src[r*lds+nv:r*lds+n], t)
+		}
+	}
+}
+
 // DequantRows writes nr rows of n elements of the int8 rows src (with
 // their scales) as float32 at stride ldd in dst: row r element i is
 // float32(q)·scale, as fallback.DequantizeInt8.

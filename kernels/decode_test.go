@@ -306,6 +306,33 @@ func TestConvert(t *testing.T) {
 						}
 						f1()
 						f2()
+						// NarrowRows back, at the strides swapped, against
+						// Narrow per row, the padding between rows untouched.
+						x, f3 := guarded(t, span(3, n, ldd), false)
+						for i := range x {
+							x[i] = math.Float32frombits(rng.Uint32()) // every pattern: NaN, Inf, ties, denormals
+						}
+						h2, f4 := guarded16(t, span(3, n, lds), false)
+						for i := range h2 {
+							h2[i] = 0xabcd
+						}
+						ks.NarrowRows(h2, lds, x, ldd, 3, n, typ)
+						want := make([]uint16, n)
+						for r := 0; r < 3; r++ {
+							fallback.Narrow(want, x[r*ldd:r*ldd+n], typ)
+							for j := 0; j < lds && r*lds+j < len(h2); j++ {
+								if w := uint16(0xabcd); j < n {
+									w = want[j]
+									if h2[r*lds+j] != w {
+										t.Fatalf("%s NarrowRows %v n=%d: [%d][%d] = %#04x, want %#04x", ks, typ, n, r, j, h2[r*lds+j], w)
+									}
+								} else if h2[r*lds+j] != w {
+									t.Fatalf("%s NarrowRows %v n=%d: wrote the padding [%d][%d]", ks, typ, n, r, j)
+								}
+							}
+						}
+						f3()
+						f4()
 					}
 				}
 			}

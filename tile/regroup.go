@@ -192,6 +192,26 @@ func copyRow[T any](dst, src []T, to, from, d int) {
 // ws's scratch, then rounded into the copy.
 func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	p, c := r.P, r.Into
+	if p.KVType == fallback.KVFloat32 { // each head's run of rows in one call
+		for g := 0; g < p.KVHeads; g++ {
+			to := (b*p.KVHeads+g)*p.KVLen + j0 // the first row, BHSD
+			for _, value := range []bool{false, true} {
+				dst, dim := c.K16, p.HeadDim
+				if value {
+					if p.VInK {
+						continue
+					}
+					dst, dim = c.V16, p.ValueDim
+				}
+				src := p.kvRows(b, j0, g, value)
+				ks.NarrowRows(dst[to*dim:], dim, src.F32, src.Ld, j1-j0, dim, fallback.KVBFloat16)
+			}
+		}
+		if pairsV(p) {
+			r.pairValues(b, j0, j1)
+		}
+		return
+	}
 	ws.kb = grow(ws.kb, max(p.HeadDim, p.ValueDim))
 	for j := j0; j < j1; j++ {
 		for g := 0; g < p.KVHeads; g++ {
