@@ -27,13 +27,20 @@ const (
 	// TestComputeBF16Accuracy bounds it at 1%). Every kernel set computes
 	// the mode with the same roundings; kernel sets differ only in the
 	// order of the float32 sums, as in ComputeF32, and on arm64 in BFDOT's
-	// rounding of them (to odd). Where the CPU multiplies bfloat16 pairs
-	// (AVX512_BF16's VDPBF16PS, FEAT_BF16's BFDOT) the products run on
-	// that instruction; elsewhere the float32 kernels take the rounded
-	// operands, which costs copies: up to 1.3× the float32 mode's time for
-	// a prefill on an AVX-512 CPU without it. A decode step in this mode runs the flash blocks, not the fused
-	// decode kernel, and gains nothing (it is bound by memory): 1.3–7×
-	// slower. Use the mode for prefill, ComputeF32 for decode steps.
+	// rounding of them (to odd), and on AMX tiles in an undocumented order
+	// of each tile step's sums (within the same bounds; bit-identical at
+	// any thread count on one CPU). The products run on the fastest
+	// engine the CPU has for them: AMX tiles (TDPBF16PS: Intel Xeon 4th
+	// generation on, under Linux), else AVX512_BF16's VDPBF16PS where it
+	// outruns the FMAs (AMD Zen 4/5), else FEAT_BF16's BFDOT; elsewhere —
+	// and on Intel CPUs whose VDPBF16PS runs at half their FMA rate — the
+	// float32 kernels take the rounded operands, which costs copies (about
+	// the float32 mode's time for a prefill: 0.95–1.3×). On Zen 4 the
+	// mode's prefill measured 1.07–1.55× the float32 mode's speed; on AMX
+	// the products are an order of magnitude faster than FMAs. A decode
+	// step in this mode runs the flash blocks, not the fused decode
+	// kernel, and gains nothing (it is bound by memory): 1.3–7× slower.
+	// Use the mode for prefill, ComputeF32 for decode steps.
 	//
 	// In a Layer's calls the mode also covers the projections of
 	// BFloat16 weights (Weights.Type): each input row is rounded to
