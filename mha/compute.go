@@ -42,6 +42,12 @@ const (
 	// kernel, and gains nothing (it is bound by memory): 1.3–7× slower.
 	// Use the mode for prefill, ComputeF32 for decode steps.
 	//
+	// Denormals: the bfloat16 instructions read a denormal bfloat16
+	// operand (magnitude below 2^-126) as zero and flush a denormal
+	// partial sum to zero; the float32 kernels keep both. So where the
+	// mode runs on an instruction, a query element of 1e-39 times a key
+	// of 3e38 adds 0 to its score, not 0.3 (TestComputeBF16Denormals).
+	//
 	// In a Layer's calls the mode also covers the projections of
 	// BFloat16 weights (Weights.Type): each input row is rounded to
 	// bfloat16 before it multiplies them, so those products too are

@@ -405,3 +405,45 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 		t.Errorf("layer Forward: the AMX path differs at %d: %v, VDPBF16PS %v", d, outs[1][d], outs[0][d])
 	}
 }
+
+// TestComputeBF16Denormals pins the mode's rule for denormal bfloat16
+// operands: the bfloat16 instructions (VDPBF16PS, TDPBF16PS, BFDOT) read
+// them as zero, the float32 kernels (and the tests' emulations of the
+// instructions) keep their value. A query of 1e-39 (denormal, as float32
+// and as bfloat16) against a key of 3e38 scores 0.3 on the float32
+// kernels and 0 on the instruction — an adversarial case found the
+// native path losing such a score — so each engine is held to its own
+// side of the rule: every output 0.149 (kept) or exactly 0 (read as
+// zero).
+func TestComputeBF16Denormals(t *testing.T) {
+	s := Shape{Batch: 1, Heads: 1, QLen: 8, KVLen: 2, HeadDim: 2}
+	q := make([]float32, 8*2)
+	for i := 0; i < 8; i++ {
+		q[2*i] = 1e-39 // bfloat16 0x000b: denormal
+	}
+	k := []float32{3e38, 0, 0, 0}
+	v := []float32{1, 1, -1, -1}
+	w0 := math.Exp(0.3) / (math.Exp(0.3) + 1) // the float32 path's weight of key 0
+	kept := float32(2*w0 - 1)
+	for _, e := range engines {
+		out := make([]float32, 8*2)
+		if err := e.Attention(out, q, k, v, s, &Options{Scale: 1, Compute: ComputeBF16}); err != nil {
+			t.Fatal(err)
+		}
+		ks := e.ks
+		flushes := (ks.BF16Native() && ks.BF16Preferred()) || ks.AMXNative()
+		for i, x := range out {
+			q0 := fallback.BF16ToF32(fallback.F32ToBF16(1e-39))
+			var want float32
+			if !flushes { // the float32 path's score: bf16(q)·bf16(k), the key rounded up to 3.0019e38
+				sc := float64(q0) * float64(fallback.BF16ToF32(fallback.F32ToBF16(3e38)))
+				wk := math.Exp(sc) / (math.Exp(sc) + 1)
+				want = float32(2*wk - 1)
+			}
+			if math.Abs(float64(x-want)) > 4e-3 {
+				t.Errorf("%s (denormals read as zero: %v): out[%d] = %v, want %v (the float32 path's, unrounded: %v)", e.Kernels(), flushes, i, x, want, kept)
+				break
+			}
+		}
+	}
+}
