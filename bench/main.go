@@ -66,6 +66,7 @@ type config struct {
 	sets    []*kernels.Set
 	cases   []Case
 	layers  []LayerCase
+	gemms   []GemmCase // the GEMM rows, beside the layer rows
 	weights []mha.KVType  // of the layer rows
 	compute []mha.Compute // of the attention and layer rows
 	kvLayer []mha.KVType  // the cache of the layer decode rows
@@ -115,9 +116,9 @@ func parseFlags() (*config, error) {
 	}
 
 	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase, serving: *serving,
-		cases: defaultCases, layers: defaultLayers, minTime: time.Second, layerCtx: 4096}
+		cases: defaultCases, layers: defaultLayers, gemms: defaultGemms, minTime: time.Second, layerCtx: 4096}
 	if cfg.quick {
-		cfg.cases, cfg.layers, cfg.minTime, cfg.layerCtx = quickCases, quickLayers, 100*time.Millisecond, 256
+		cfg.cases, cfg.layers, cfg.gemms, cfg.minTime, cfg.layerCtx = quickCases, quickLayers, quickGemms, 100*time.Millisecond, 256
 	}
 	for _, name := range strings.Split(*weights, ",") {
 		t, ok := weightNames[strings.TrimSpace(name)]
@@ -148,7 +149,7 @@ func parseFlags() (*config, error) {
 		cfg.cases, cfg.serving = nil, "off"
 	}
 	if *shapes != "" && !*layersOnly {
-		cfg.cases, cfg.layers = nil, nil
+		cfg.cases, cfg.layers, cfg.gemms = nil, nil, nil
 		for _, s := range strings.Split(*shapes, ";") {
 			c, err := parseShape(s)
 			if err != nil {
@@ -259,15 +260,21 @@ func run(cfg *config) error {
 	m.BW1, m.BWN = ReadGBs(cfg.bwBuf, 1), ReadGBs(cfg.bwBuf, m.Threads)
 	out.machine(m, cfg.sets)
 
-	rows, layers := cfg.rows(), cfg.layers
+	rows, layers, gemms := cfg.rows(), cfg.layers, cfg.gemms
 	if cfg.serving == "only" {
-		rows, layers = nil, nil
+		rows, layers, gemms = nil, nil, nil
+	}
+	var gemmWeights []mha.KVType // the GEMM rows' weight types: -weights but int4 (a GEMV format)
+	for _, wt := range cfg.weights {
+		if wt != mha.Int4 {
+			gemmWeights = append(gemmWeights, wt)
+		}
 	}
 	servingRows := 0
 	if cfg.serving != "off" {
 		servingRows = 1
 	}
-	total := len(cfg.sets) * len(cfg.threads) * (len(layers)*len(cfg.weights)*len(cfg.compute) + len(rows) + servingRows)
+	total := len(cfg.sets) * len(cfg.threads) * ((len(layers)*len(cfg.weights)+len(gemms)*len(gemmWeights))*len(cfg.compute) + len(rows) + servingRows)
 	progress := newProgress(total, cfg.minTime)
 	defer progress.done()
 	baselines := map[string]float64{} // case+threads → median ms
@@ -306,6 +313,20 @@ func run(cfg *config) error {
 							}
 							out.row(row)
 						}
+					}
+				}
+			}
+		}
+		for _, gc := range gemms {
+			for _, wt := range gemmWeights {
+				for _, th := range cfg.threads {
+					for _, cm := range cfg.compute {
+						progress.step(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, gc, wt, cm, th))
+						row, err := measureGemm(cfg, ks, gc, wt, cm, th)
+						if err != nil {
+							return err
+						}
+						out.row(row)
 					}
 				}
 			}
