@@ -17,7 +17,21 @@ import (
 const (
 	gemmRows = 72
 	gemmCols = 256
+	// gemmRowsTiles is gemmRows on AMX tiles (Gemm.tiles): two 32-row
+	// tile blocks, so no item leaves rows to the bfloat16 instruction,
+	// which runs at half the FMA rate on the Xeons that have tiles.
+	gemmRowsTiles = 64
 )
+
+// rowBlock returns the rows of C one item computes: gemmRowsTiles where B
+// is paired for tiles (Packed.AddPairs, done only for a set with them) in
+// the bfloat16 mode, else gemmRows.
+func (g *Gemm) rowBlock() int {
+	if g.BF16 && g.B.Pairs != nil {
+		return gemmRowsTiles
+	}
+	return gemmRows
+}
 
 // PanelCols returns the width of the panels PackB packs B into for kernel
 // set ks: its register panel (16 columns on AVX2 and NEON, 64 on AVX-512;
@@ -95,17 +109,19 @@ func (g *Gemm) dots(ks *kernels.Set) bool {
 // colBlocks returns the number of gemmCols-wide column blocks of C.
 func (g *Gemm) colBlocks() int { return (g.B.N + gemmCols - 1) / gemmCols }
 
-// Items returns the number of work items: the gemmRows×gemmCols blocks of C.
+// Items returns the number of work items: the rowBlock()×gemmCols blocks of C.
 func (g *Gemm) Items() int {
-	return (g.M + gemmRows - 1) / gemmRows * g.colBlocks()
+	rows := g.rowBlock()
+	return (g.M + rows - 1) / rows * g.colBlocks()
 }
 
 // Run computes work item n, a block of C, with kernel set ks.
 func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	blocks := g.colBlocks()
-	m0 := n / blocks * gemmRows
+	rows := g.rowBlock()
+	m0 := n / blocks * rows
 	n0 := n % blocks * gemmCols
-	mc := min(gemmRows, g.M-m0)
+	mc := min(rows, g.M-m0)
 	nc := min(gemmCols, g.B.N-n0)
 	c := g.C[m0*g.LDC+n0:]
 	accumulate := g.Bias != nil
