@@ -66,7 +66,7 @@ type config struct {
 	sets    []*kernels.Set
 	cases   []Case
 	layers  []LayerCase
-	gemms   []GemmCase // the GEMM rows, beside the layer rows
+	gemms   []GemmCase    // the GEMM rows, beside the layer rows
 	weights []mha.KVType  // of the layer rows
 	compute []mha.Compute // of the attention and layer rows
 	kvLayer []mha.KVType  // the cache of the layer decode rows
