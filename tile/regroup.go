@@ -188,52 +188,36 @@ func copyRow[T any](dst, src []T, to, from, d int) {
 }
 
 // round is Run for a copy that rounds: key positions [j0, j1) of batch
-// b, each head's K and V rows widened or dequantized (16-bit, int8) into
-// ws's scratch, then rounded into the copy.
+// b, each head's K and V rows rounded into the copy — float32 rows a
+// head's run at once, 16-bit and int8 rows one by one, widened or
+// dequantized into ws's scratch first.
 func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	p, c := r.P, r.Into
-	if p.KVType == fallback.KVFloat32 { // each head's run of rows in one call
-		for g := 0; g < p.KVHeads; g++ {
-			to := (b*p.KVHeads+g)*p.KVLen + j0 // the first row, BHSD
-			for _, value := range []bool{false, true} {
-				dst, dim := c.K16, p.HeadDim
-				if value {
-					if p.VInK {
-						continue
-					}
-					dst, dim = c.V16, p.ValueDim
-				}
-				src := p.kvRows(b, j0, g, value)
-				ks.NarrowRows(dst[to*dim:], dim, src.F32, src.Ld, j1-j0, dim, fallback.KVBFloat16)
-			}
-		}
-		if pairsV(p) {
-			r.pairValues(b, j0, j1)
-		}
-		return
-	}
 	ws.kb = grow(ws.kb, max(p.HeadDim, p.ValueDim))
-	for j := j0; j < j1; j++ {
-		for g := 0; g < p.KVHeads; g++ {
-			to := (b*p.KVHeads+g)*p.KVLen + j // the row, BHSD
-			for _, value := range []bool{false, true} {
-				dst, dim := c.K16, p.HeadDim
-				if value {
-					if p.VInK {
-						continue
-					}
-					dst, dim = c.V16, p.ValueDim
+	for g := 0; g < p.KVHeads; g++ {
+		first := (b*p.KVHeads+g)*p.KVLen + j0 // the head's row of key j0, BHSD
+		for _, value := range []bool{false, true} {
+			dst, dim := c.K16, p.HeadDim
+			if value {
+				if p.VInK {
+					continue
 				}
+				dst, dim = c.V16, p.ValueDim
+			}
+			if p.KVType == fallback.KVFloat32 { // the head's run of rows in one call
+				src := p.kvRows(b, j0, g, value)
+				ks.NarrowRows(dst[first*dim:], dim, src.F32, src.Ld, j1-j0, dim, fallback.KVBFloat16)
+				continue
+			}
+			row := ws.kb[:dim]
+			for j := j0; j < j1; j++ {
 				src := p.kvRows(b, j, g, value)
-				row := ws.kb[:dim]
-				switch src.Type {
-				case fallback.KVFloat32:
-					row = src.F32[:dim]
-				case fallback.KVInt8:
+				if src.Type == fallback.KVInt8 {
 					ks.DequantRows(row, dim, src, 1, dim)
-				default:
+				} else {
 					ks.Widen(row, src.U16[:dim], src.Type)
 				}
+				to := first + j - j0
 				ks.Narrow(dst[to*dim:(to+1)*dim], row, fallback.KVBFloat16)
 			}
 		}

@@ -256,34 +256,37 @@ func (t amx) tileAddr(tile, row int) operand.Mem {
 
 // load is TILELOADD tile, [base + stride] (stride in bytes).
 func (t amx) load(tile int, base, stride reg.GPVirtual) {
-	g := t.g
 	if !t.emu {
-		g.amxMem(tileloadd, tile, base, stride)
+		t.g.amxMem(tileloadd, tile, base, stride)
 		return
 	}
-	p, v := g.GP64(), g.ZMM()
-	g.MOVQ(base, p)
-	for r := 0; r < amxRows; r++ {
-		g.VMOVUPS(operand.Mem{Base: p}, v)
-		g.VMOVUPS(v, t.tileAddr(tile, r))
-		if r < amxRows-1 {
-			g.ADDQ(stride, p)
-		}
-	}
+	t.copyRows(tile, base, stride, true)
 }
 
 // store is TILESTORED [base + stride], tile.
 func (t amx) store(tile int, base, stride reg.GPVirtual) {
-	g := t.g
 	if !t.emu {
-		g.amxMem(tilestored, tile, base, stride)
+		t.g.amxMem(tilestored, tile, base, stride)
 		return
 	}
+	t.copyRows(tile, base, stride, false)
+}
+
+// copyRows is the Emu twin's tile load (toTile) or store: the tile's 16
+// rows of 64 bytes from or to memory rows at base, stride bytes apart.
+func (t amx) copyRows(tile int, base, stride reg.GPVirtual, toTile bool) {
+	g := t.g
 	p, v := g.GP64(), g.ZMM()
 	g.MOVQ(base, p)
 	for r := 0; r < amxRows; r++ {
-		g.VMOVUPS(t.tileAddr(tile, r), v)
-		g.VMOVUPS(v, operand.Mem{Base: p})
+		mem, file := operand.Mem{Base: p}, t.tileAddr(tile, r)
+		if toTile {
+			g.VMOVUPS(mem, v)
+			g.VMOVUPS(v, file)
+		} else {
+			g.VMOVUPS(file, v)
+			g.VMOVUPS(v, mem)
+		}
 		if r < amxRows-1 {
 			g.ADDQ(stride, p)
 		}

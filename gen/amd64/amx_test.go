@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -82,24 +79,7 @@ func TestAMXObjdump(t *testing.T) {
 		add(ldtilecfg.encodeCfg(base), "ldtilecfg "+at)
 	}
 	add([]byte{0xc4, 0xe2, 0x78, 0x49, 0xc0}, "tilerelease")
-	path := filepath.Join(t.TempDir(), "amx.bin")
-	if err := os.WriteFile(path, code, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "-M", "intel", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("objdump: %v\n%s", err, out)
-	}
-	var got []string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.SplitN(line, "\t", 3)
-		if len(f) == 3 && strings.HasSuffix(strings.TrimSpace(f[0]), ":") {
-			got = append(got, strings.Join(strings.Fields(f[2]), " "))
-		}
-	}
-	if len(got) != len(want) {
-		t.Fatalf("objdump printed %d instructions, want %d:\n%s", len(got), len(want), out)
-	}
+	got := disassemble(t, objdump, code, len(want))
 	bad := 0
 	for i := range want {
 		if got[i] != want[i] {

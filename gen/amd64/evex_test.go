@@ -50,7 +50,20 @@ func TestEVEXObjdump(t *testing.T) {
 			}
 		}
 	}
-	path := filepath.Join(t.TempDir(), "evex.bin")
+	got := disassemble(t, objdump, code, len(want))
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("% x: objdump says %q, want %q", code[6*i:6*i+6], got[i], want[i])
+		}
+	}
+}
+
+// disassemble runs binutils' objdump on code (x86-64, Intel syntax) and
+// returns its instructions' text, spaces collapsed; it fails the test
+// unless there are want of them.
+func disassemble(t *testing.T, objdump string, code []byte, want int) []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "code.bin")
 	if err := os.WriteFile(path, code, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +79,8 @@ func TestEVEXObjdump(t *testing.T) {
 			got = append(got, strings.Join(strings.Fields(f[2]), " "))
 		}
 	}
-	if len(got) != len(want) {
-		t.Fatalf("objdump printed %d instructions, want %d:\n%s", len(got), len(want), out)
+	if len(got) != want {
+		t.Fatalf("objdump printed %d instructions, want %d:\n%s", len(got), want, out)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("% x: objdump says %q, want %q", code[6*i:6*i+6], got[i], want[i])
-		}
-	}
+	return got
 }
