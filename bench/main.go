@@ -1,8 +1,8 @@
 // Command bench measures fastattn on this machine against the machine's
 // own limits and against what a Go user writes today (gonum).
 //
-//	go run ./bench                 # limits, then the table (about 10 minutes on 2 cores)
-//	go run ./bench -quick          # a smoke run of the README's shapes, about a minute
+//	go run ./bench                 # limits, then the table (about 8 minutes on 2 cores)
+//	go run ./bench -quick          # a smoke run of the README's shapes, about 35 s
 //	go run ./bench -isa avx2       # some kernel sets only
 //	go run ./bench -shape 1,32,8,1,32768,128 -threads 1,2
 //	go run ./bench -json           # one JSON record per line
@@ -95,7 +95,7 @@ func main() {
 }
 
 func parseFlags() (*config, error) {
-	quick := flag.Bool("quick", false, "a smoke run: the README table's first prefill and GQA decode shapes, short timings (about a minute)")
+	quick := flag.Bool("quick", false, "a smoke run: the README table's first prefill and GQA decode shapes, short timings (about 35 s)")
 	isa := flag.String("isa", "", "comma-separated kernel sets (default: every set this CPU runs)")
 	shapes := flag.String("shape", "", "semicolon-separated shapes B,H,Hkv,Lq,Lk,D instead of the defaults (D: a head dim, or Dk/Dv)")
 	vink := flag.Bool("vink", false, "read V as the first Dv elements of each K row (MLA's absorbed decode; shapes with Dv <= Dk)")
