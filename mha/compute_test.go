@@ -104,7 +104,7 @@ func TestComputeBF16Roundings(t *testing.T) {
 	s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 1, HeadDim: 5, ValueDim: 37}
 	q, k, v, out := inputs(rng, s)
 	want := roundBF16(v)
-	for _, e := range engines {
+	for _, e := range bf16Engines {
 		if err := e.Attention(out, q, k, v, s, &Options{Compute: ComputeBF16}); err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestComputeBF16Roundings(t *testing.T) {
 		}
 	}
 	two := Shape{Batch: 1, Heads: 1, QLen: 1, KVLen: 2, HeadDim: 1}
-	for _, e := range engines {
+	for _, e := range bf16Engines {
 		moved := 0
 		for x := float32(0.125); x < 4; x += 0.125 { // keys 0 and x: weights e^-x and 1
 			k, v := []float32{0, x}, []float32{1, 0}
@@ -196,7 +196,7 @@ func TestComputeBF16Accuracy(t *testing.T) {
 			for _, w := range want {
 				peak = max(peak, math.Abs(w))
 			}
-			for _, e := range engines {
+			for _, e := range bf16Engines {
 				for _, c := range []Compute{ComputeF32, ComputeBF16} {
 					out := make([]float32, len(want))
 					o.Compute = c
@@ -260,7 +260,7 @@ func TestLayerComputeBF16(t *testing.T) {
 		{DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 16},
 		{DModel: 72, Heads: 3, HeadDim: 24, ValueDim: 20},
 	} {
-		for _, e := range engines {
+		for _, e := range bf16Engines {
 			l32, w := testLayer(t, e, rng, cfg, true)
 			cfg := l32.Config()
 			values, _ := weightsAs(w, cfg, BFloat16)
@@ -323,7 +323,7 @@ func TestComputeBF16Storage(t *testing.T) {
 			k16, _ := round16(k, BFloat16)
 			v16, _ := round16(v, BFloat16)
 			out16 := make([]float32, len(out))
-			for _, e := range engines {
+			for _, e := range bf16Engines {
 				if err := e.Attention(out, q, k, v, s, &o); err != nil {
 					t.Fatal(err)
 				}
@@ -347,7 +347,7 @@ func TestComputeBF16Storage(t *testing.T) {
 // order of each block's sums.
 func TestAMXEmulatedBitwise(t *testing.T) {
 	var dot, amx *Engine
-	for _, e := range engines {
+	for _, e := range bf16Engines {
 		switch e.Kernels() {
 		case "avx512-bf16emu":
 			dot = e
@@ -357,6 +357,17 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 	}
 	if dot == nil || amx == nil {
 		t.Skip("no AVX-512: no emulated bfloat16 or AMX set")
+	}
+	// The tile path allocates nothing in steady state either (the
+	// transposed weight pairs are reserved with the workspace).
+	as := Shape{Batch: 1, Heads: 4, KVHeads: 4, QLen: 256, KVLen: 256, HeadDim: 64}
+	aq, ak, av, aout := inputs(rand.New(rand.NewPCG(1, 1)), as)
+	if n := testing.AllocsPerRun(allocRuns(), func() {
+		if err := amx.Attention(aout, aq, ak, av, as, &Options{Compute: ComputeBF16}); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("the AMX path allocates %v times per call", n)
 	}
 	rng := rand.New(rand.NewPCG(0xa3, 7))
 	for _, s := range []Shape{
@@ -425,7 +436,7 @@ func TestComputeBF16Denormals(t *testing.T) {
 	v := []float32{1, 1, -1, -1}
 	w0 := math.Exp(0.3) / (math.Exp(0.3) + 1) // the float32 path's weight of key 0
 	kept := float32(2*w0 - 1)
-	for _, e := range engines {
+	for _, e := range bf16Engines {
 		out := make([]float32, 8*2)
 		if err := e.Attention(out, q, k, v, s, &Options{Scale: 1, Compute: ComputeBF16}); err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@ func TestThreadsBitwise(t *testing.T) {
 
 func threadsBitwise(t *testing.T, rng *rand.Rand, s Shape) {
 	q, k, v, _ := inputs(rng, s)
-	for _, ks := range engines {
+	for _, ks := range bf16Engines {
 		e7 := &Engine{ks: ks.ks, pool: newPool(7)} // New's engine on ks's set
 		defer e7.Close()
 		for _, o := range []Options{{}, {Causal: true, Window: 33, Softcap: 5}, {Causal: true, Compute: ComputeBF16}} {
@@ -291,12 +291,15 @@ func TestNoAllocs(t *testing.T) {
 		}
 		// The heads-major regroup copy: BSHD K/V whose rows are a multiple
 		// of 4 KiB apart, and every prefill in the bfloat16 mode.
-		rs := Shape{Batch: 1, Heads: 16, KVHeads: 16, QLen: 256, KVLen: 256, HeadDim: 64}
-		rq, rk, rv, rout := inputs(rng, rs)
-		for name, o := range map[string]*Options{
-			"BSHD aliasing rows": {Causal: true},
-			"ComputeBF16":        {Causal: true, Compute: ComputeBF16},
+		for name, c := range map[string]struct {
+			s Shape
+			o *Options
+		}{
+			"BSHD aliasing rows": {Shape{Batch: 1, Heads: 8, KVHeads: 8, QLen: 256, KVLen: 256, HeadDim: 128}, &Options{Causal: true}},
+			"ComputeBF16":        {Shape{Batch: 1, Heads: 4, KVHeads: 4, QLen: 128, KVLen: 128, HeadDim: 64}, &Options{Causal: true, Compute: ComputeBF16}},
 		} {
+			rs, o := c.s, c.o
+			rq, rk, rv, rout := inputs(rng, rs)
 			if n := testing.AllocsPerRun(allocRuns(), func() {
 				if err := e.Attention(rout, rq, rk, rv, rs, o); err != nil {
 					t.Fatal(err)

@@ -16,6 +16,10 @@ import (
 // every test that checks numbers runs on all of them.
 var engines []*Engine
 
+// bf16Engines are engines and, with AVX-512, an engine on the emulated AMX
+// tiles: the engines of the bfloat16 mode's tests.
+var bf16Engines []*Engine
+
 func TestMain(m *testing.M) {
 	for _, ks := range kernels.Available() {
 		e, err := New(Config{ISA: ks.Name, Threads: 2})
@@ -30,9 +34,12 @@ func TestMain(m *testing.M) {
 	if ks := kernels.EmulatedBF16(); ks != nil {
 		engines = append(engines, &Engine{ks: ks, pool: newPool(2)})
 	}
-	// And with the Emu twin of AMX's GemmAMX: the tile drivers' path.
+	// The bfloat16 mode's tests also run the Emu twin of AMX's GemmAMX:
+	// the tile drivers' path (it differs from avx512-bf16emu in that mode
+	// only, so the other tests leave it out).
+	bf16Engines = engines
 	if ks := kernels.EmulatedAMX(); ks != nil {
-		engines = append(engines, &Engine{ks: ks, pool: newPool(2)})
+		bf16Engines = append(append([]*Engine(nil), engines...), &Engine{ks: ks, pool: newPool(2)})
 	}
 	os.Exit(m.Run())
 }

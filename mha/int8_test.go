@@ -61,7 +61,11 @@ func checkStored(t *testing.T, rng *rand.Rand, s Shape, o Options, name string, 
 // oracle's.
 func compareEngines(t *testing.T, name string, s Shape, o Options, q []float32, call storedCall, wantOut, wantLSE []float64, tol float64) {
 	t.Helper()
-	for _, e := range engines {
+	list := engines
+	if o.Compute == ComputeBF16 {
+		list = bf16Engines
+	}
+	for _, e := range list {
 		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))
 		for i := range out {
 			out[i] = 12345
