@@ -33,8 +33,11 @@ func BenchmarkKernels(b *testing.B) {
 			b.ReportMetric(g, "GFLOP/s")
 			b.ReportMetric(100*g/peak, "%peak")
 		}
-		for _, d := range []int{64, 128} {
-			rows, nk := 64, 256
+		// 256 keys: K or V (64–128 KiB) from L2 at most, Qᵀ and the P
+		// rows in L1; 2048 keys: K or V of 0.5–1 MiB, streamed from L2 (or
+		// beyond: 1 MiB is a Zen 4 core's whole L2, a Xeon's half).
+		for _, c := range []struct{ d, nk int }{{64, 256}, {128, 256}, {64, 2048}, {128, 2048}} {
+			rows, nk, d := 64, c.nk, c.d
 			b.Run(fmt.Sprintf("isa=%s/QK/rows=%d,keys=%d,dk=%d", ks.Name, rows, nk, d), func(b *testing.B) {
 				s, k, qt := make([]float32, nk*rows), make([]float32, nk*d), make([]float32, d*rows)
 				for i := 0; i < b.N; i++ {
