@@ -344,7 +344,9 @@ func TestComputeBF16Storage(t *testing.T) {
 // the VDPBF16PS kernels alone give: every product summed pair by pair in
 // the same order. So the tile path's blocking, tails and transposes are
 // those of a path the oracle tests hold; the native tiles only change the
-// order of each block's sums.
+// order of each block's sums. (Causal calls differ in their blocks: on
+// tiles a one-head item's diagonal runs as whole masked blocks, not
+// sixteen-key edges; the bfloat16 tests hold them to the oracle.)
 func TestAMXEmulatedBitwise(t *testing.T) {
 	var dot, amx *Engine
 	for _, e := range bf16Engines {
@@ -376,6 +378,9 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 		{Batch: 1, Heads: 8, KVHeads: 1, QLen: 40, KVLen: 517, HeadDim: 32},
 	} {
 		for _, causal := range []bool{false, true} {
+			if causal && s.Heads == s.KVHeads {
+				continue // one head an item: the edges differ (above)
+			}
 			q, k, v, _ := inputs(rng, s)
 			var outs [2][]float32
 			for i, e := range []*Engine{dot, amx} {

@@ -170,7 +170,12 @@ const edgeKeys = 16
 // on the rows (whole vectors of them) that see one of its keys.
 func (r *itemRun) edges(from, to int) {
 	p, it := r.p, r.it
-	if it.nh > 1 {
+	if it.nh > 1 || (r.dp && r.ks.AMX()) {
+		// Several heads' rows, or AMX tiles: whole masked blocks. On tiles
+		// a block of 16 keys would run on the bfloat16 instruction (half
+		// the FMA rate on the Xeons with tiles), so the triangle's wasted
+		// half of a block at the tiles' rate costs less than sixteen-key
+		// edges.
 		r.blocks(from, to, true, true)
 		return
 	}
