@@ -47,9 +47,6 @@ func x86BF16(gemm gemmBF16Func, gemmW gemmWDotFunc, native bool) *bf16Kernels {
 	return k
 }
 
-// gemmAMXFunc is the signature of the generated GemmAMX kernels.
-type gemmAMXFunc func(c *float32, ldc int, a *uint32, lda int, b *uint32, ldb int, mb, nb, kb, acc int, tiles *uint32)
-
 // amxTileFile is the uint32s of the Emu twin's tile file: 8 tiles of 16
 // rows × 64 bytes.
 const amxTileFile = 8 * 16 * 16
