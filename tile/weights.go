@@ -32,16 +32,14 @@ func (w *Packed) AddPairs(ks *kernels.Set) {
 	if !ks.AMX() || w.Type != fallback.KVBFloat16 || w.K%2 != 0 || w.Pairs != nil {
 		return
 	}
-	panels := len(w.U16) / (w.K * w.Ld)
-	w.Pairs = make([]uint32, panels*w.K/2*w.Ld)
-	for q := 0; q < panels; q++ {
-		for p := 0; p < w.K/2; p++ {
-			lo := w.U16[(q*w.K+2*p)*w.Ld:][:w.Ld]
-			hi := w.U16[(q*w.K+2*p+1)*w.Ld:][:w.Ld]
-			dst := w.Pairs[(q*w.K/2+p)*w.Ld:][:w.Ld]
-			for j := range dst {
-				dst[j] = uint32(lo[j]) | uint32(hi[j])<<16
-			}
+	// The panels' rows follow each other and K is even, so pairing every
+	// two rows of the whole array pairs each panel's rows 2p and 2p+1.
+	w.Pairs = make([]uint32, len(w.U16)/2)
+	for p := 0; p < len(w.Pairs)/w.Ld; p++ {
+		lo, hi := w.U16[2*p*w.Ld:][:w.Ld], w.U16[(2*p+1)*w.Ld:][:w.Ld]
+		dst := w.Pairs[p*w.Ld:][:w.Ld]
+		for j := range dst {
+			dst[j] = uint32(lo[j]) | uint32(hi[j])<<16
 		}
 	}
 }
