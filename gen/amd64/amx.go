@@ -19,7 +19,8 @@
 // has an Emu twin, the same code with each tile instruction computed by
 // AVX-512F on a tile file in memory (8 tiles × 1 KiB, the tiles argument)
 // and TDPBF16PS as VDPBF16PS's definition pair by pair: run by the tests
-// on any AVX-512 CPU, bit for bit fallback.GemmBF16. The native
+// on any AVX-512 CPU, bit for bit fallback.GemmBF16 on normal operands
+// (denormals keep their value, as in the emulated VDPBF16PS). The native
 // instruction sums in an order Intel does not document (with denormals
 // read and written as zero), so only the Emu twin has a Go twin; the
 // native kernel is held to the bfloat16 mode's bounds.
