@@ -147,8 +147,12 @@ func (c *Cache) kv(b int) kvData {
 // token, head and element. One such token would turn every later step of
 // its sequence to NaN; refused, it leaves the cache as it was.
 func (c *Cache) storable(b, at, n int, k, v []float32) error {
-	cfg := c.layer.cfg
-	limit := storableLimit(c.typ)
+	return storableRows(c.layer.cfg, c.typ, b, at, n, k, v)
+}
+
+// storableRows is the check of storable for a cache of type typ.
+func storableRows(cfg LayerConfig, typ KVType, b, at, n int, k, v []float32) error {
+	limit := storableLimit(typ)
 	for _, t := range [2]struct {
 		name string
 		src  []float32
@@ -162,10 +166,10 @@ func (c *Cache) storable(b, at, n int, k, v []float32) error {
 		i, g, e := d/(cfg.KVHeads*t.dim), d/t.dim%cfg.KVHeads, d%t.dim
 		why := ""
 		if x := rows[d]; !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
-			why = fmt.Sprintf(", beyond %v's range", c.typ)
+			why = fmt.Sprintf(", beyond %v's range", typ)
 		}
 		return fmt.Errorf("%w: %v cache: sequence %d, token %d, KV head %d: %s element %d is %v%s",
-			ErrNonFinite, c.typ, b, at+i, g, t.name, e, rows[d], why)
+			ErrNonFinite, typ, b, at+i, g, t.name, e, rows[d], why)
 	}
 	return nil
 }

@@ -76,15 +76,9 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	if cache.layer != l {
 		return fmt.Errorf("%w: cache was made by another layer (each Layer decodes only the caches it made; CopyTo moves tokens between layers' caches)", ErrOption)
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-		if o.KVLens != nil || o.Bias != nil || o.Mask != nil || o.QueryOffset != nil {
-			return fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
-		}
-	}
-	if l.mla != nil && o.Scale == 0 {
-		o.Scale = l.mla.scale
+	o, err := l.stepOptions(opts)
+	if err != nil {
+		return err
 	}
 	if len(counts) != cache.batch {
 		return fmt.Errorf("%w: counts has %d entries, the cache %d sequences", ErrBuffer, len(counts), cache.batch)
@@ -105,16 +99,8 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	}
 	cfg, dm := l.cfg, l.cfg.DModel
 	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
-	if err := needLen("x", len(x), total, dm); err != nil {
+	if err := l.stepBuffers(out, x, &o, total); err != nil {
 		return err
-	}
-	if err := needLen("out", len(out), total, dm); err != nil {
-		return err
-	}
-	if o.LSE != nil {
-		if err := needLen("LSE", len(o.LSE), total, H); err != nil {
-			return err
-		}
 	}
 	if seqs == 0 {
 		return nil
@@ -241,6 +227,38 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	}
 	for b, n := range counts {
 		cache.lens[b].Add(int64(n))
+	}
+	return nil
+}
+
+// stepOptions copies a decoding call's options (nil: the defaults),
+// refusing those the cache decides (KVLens, Bias, Mask, QueryOffset), with
+// an MLA layer's scale.
+func (l *Layer) stepOptions(opts *Options) (Options, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+		if o.KVLens != nil || o.Bias != nil || o.Mask != nil || o.QueryOffset != nil {
+			return o, fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
+		}
+	}
+	if l.mla != nil && o.Scale == 0 {
+		o.Scale = l.mla.scale
+	}
+	return o, nil
+}
+
+// stepBuffers checks the lengths of a decoding call's x, out and LSE for
+// total new tokens.
+func (l *Layer) stepBuffers(out, x []float32, o *Options, total int) error {
+	if err := needLen("x", len(x), total, l.cfg.DModel); err != nil {
+		return err
+	}
+	if err := needLen("out", len(out), total, l.cfg.DModel); err != nil {
+		return err
+	}
+	if o.LSE != nil {
+		return needLen("LSE", len(o.LSE), total, l.cfg.Heads)
 	}
 	return nil
 }

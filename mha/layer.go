@@ -138,7 +138,8 @@ type Layer struct {
 // layerScratch holds one call's projected tensors, and the positions and
 // rotary angles of its tokens.
 type layerScratch struct {
-	tree          *treeScratch // DecodeTree's, made by its first call
+	tree          *treeScratch  // DecodeTree's, made by its first call
+	paged         *pagedScratch // DecodePaged's, made by its first call
 	q, k, v, attn []float32
 	qa            []float32 // an MLA layer's low-rank queries
 	opts          Options   // a call's options with an MLA layer's scale

@@ -47,6 +47,11 @@ type kvData struct {
 	k8, v8     []int8
 	ks, vs     []float32 // int8: the scales, Int8Blocks(dim) per row
 	headsMajor bool      // [B][KVHeads][KVLen][dim] whatever the shape's Layout (a Cache's rows)
+	// pageKeys > 0: paged (a PagedCache's pool, tile.Problem.PageKeys):
+	// the slices hold whole blocks of [KVHeads][pageKeys][dim], pages[b]
+	// batch b's blocks, and the shape's KVLen is len(pages[b])·pageKeys.
+	pageKeys int
+	pages    [][]int32
 }
 
 // lens returns the lengths of K and V.
@@ -91,17 +96,27 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		return tile.Problem{}, err
 	}
 	kl, vl := kv.lens()
-	if err := needLen("k", kl, B, Lk, Hkv, Dk); err != nil {
+	kvRows := B * Lk * Hkv // the rows K and V hold
+	if kv.pageKeys > 0 {
+		if err := kv.pagesFit(kl, Lk, Hkv, Dk); err != nil {
+			return tile.Problem{}, err
+		}
+		kvRows = kl / Dk
+	} else if err := needLen("k", kl, B, Lk, Hkv, Dk); err != nil {
 		return tile.Problem{}, err
 	}
-	if s.ValueInKey {
+	switch {
+	case kv.pageKeys > 0: // the pool's V and scales are sized with its K
+	case s.ValueInKey:
 		if vl != 0 || len(kv.vs) != 0 {
 			return tile.Problem{}, fmt.Errorf("%w: v holds %d elements and %d scales: with ValueInKey it must be empty (V is read inside k)", ErrBuffer, vl, len(kv.vs))
 		}
-	} else if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
-		return tile.Problem{}, err
+	default:
+		if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
+			return tile.Problem{}, err
+		}
 	}
-	if kv.t == Int8 {
+	if kv.t == Int8 && kv.pageKeys == 0 {
 		if err := needLen("k scales", len(kv.ks), B, Lk, Hkv, fallback.Int8Blocks(Dk)); err != nil {
 			return tile.Problem{}, err
 		}
@@ -121,6 +136,8 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		HeadsMajor:   s.Layout == BHSD,
 		KVHeadsMajor: s.Layout == BHSD || kv.headsMajor,
 		VInK:         s.ValueInKey,
+		PageKeys:     kv.pageKeys,
+		Pages:        kv.pages,
 		Causal:       o.Causal,
 		Window:       o.Window,
 		BiasBatch:    1, BiasHeads: 1, BiasQLen: 1,
@@ -133,7 +150,7 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		return tile.Problem{}, fmt.Errorf("%w: HeadDim = %d, ValueDim = %d need %.3g bytes of scratch on %d workers, more than this machine can allocate (%d)",
 			ErrShape, Dk, Dv, ws, workers, memoryLimit)
 	}
-	ks, vs, kScales, vScales := kv.spans(B*Lk*Hkv, Dk, Dv)
+	ks, vs, kScales, vScales := kv.spans(kvRows, Dk, Dv)
 	if s.ValueInKey {
 		vs, vScales = span{}, span{}
 	}
@@ -286,4 +303,22 @@ func derefOffset(off *int) any {
 		return "none"
 	}
 	return *off
+}
+
+// pagesFit checks paged K/V (a PagedCache's, built by the package): each
+// batch's table spans the shape's kvLen keys and names blocks the pool of
+// kl elements of K holds.
+func (d kvData) pagesFit(kl, kvLen, kvHeads, dk int) error {
+	blocks := kl / (kvHeads * d.pageKeys * dk)
+	for b, pages := range d.pages {
+		if len(pages)*d.pageKeys != kvLen {
+			return fmt.Errorf("%w: paged K/V: batch %d has %d blocks of %d keys, the shape %d keys", ErrBuffer, b, len(pages), d.pageKeys, kvLen)
+		}
+		for _, p := range pages {
+			if int(p) >= blocks {
+				return fmt.Errorf("%w: paged K/V: batch %d names block %d of %d", ErrBuffer, b, p, blocks)
+			}
+		}
+	}
+	return nil
 }

@@ -129,19 +129,20 @@ func (r *itemRun) pairQuery() {
 // keyPairs returns nk K rows from key kb as bfloat16 pairs and their
 // stride in pairs: the cache's own rows when K is stored as bfloat16 at an
 // even stride and 4-byte alignment, else the block (widened or
-// dequantized first, for 16-bit and int8 storage) rounded into the
-// workspace.
+// dequantized first, for 16-bit and int8 storage, or gathered where it
+// crosses a block of paged K/V) rounded into the workspace.
 func (r *itemRun) keyPairs(kb, nk int) ([]uint32, int) {
 	p, ws := r.p, r.ws
 	dk := p.HeadDim
 	rows := p.kvRows(r.it.b, kb, r.it.g, false)
-	if rows.Type == fallback.KVBFloat16 && rows.Ld%2 == 0 && uintptr(unsafe.Pointer(&rows.U16[0]))%4 == 0 {
+	whole := p.pageRun(kb, nk) == nk
+	if whole && rows.Type == fallback.KVBFloat16 && rows.Ld%2 == 0 && uintptr(unsafe.Pointer(&rows.U16[0]))%4 == 0 {
 		n := ((nk-1)*rows.Ld + dk) / 2
 		return unsafe.Slice((*uint32)(unsafe.Pointer(&rows.U16[0])), n), rows.Ld / 2
 	}
 	ws.kp = grow(ws.kp, nk*dk/2) // uint32: the uint16 view below is aligned
 	k16 := unsafe.Slice((*uint16)(unsafe.Pointer(&ws.kp[0])), nk*dk)
-	if rows.Type == fallback.KVFloat32 {
+	if whole && rows.Type == fallback.KVFloat32 {
 		for c := range nk {
 			r.ks.Narrow(k16[c*dk:(c+1)*dk], rows.F32[c*rows.Ld:][:dk], fallback.KVBFloat16)
 		}

@@ -262,7 +262,8 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	p, ws := r.p, r.ws
 	rows := p.kvRows(r.it.b, kb, r.it.g, value)
 	rounding := p.BF16 && !r.dp // the bfloat16 kernels pair (and round) the block themselves
-	if rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !rounding {
+	whole := p.pageRun(kb, nk) == nk
+	if whole && rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !rounding {
 		return rows.F32, rows.Ld
 	}
 	dim, buf := p.HeadDim, &ws.kb
@@ -270,15 +271,21 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 		dim, buf = p.ValueDim, &ws.vb
 	}
 	*buf = grow(*buf, nk*dim)
-	switch rows.Type {
-	case fallback.KVFloat32:
-		for c := range nk {
-			copy((*buf)[c*dim:(c+1)*dim], rows.F32[c*rows.Ld:])
+	for c0 := 0; c0 < nk; { // one run a block of paged K/V, else one run
+		n := p.pageRun(kb+c0, nk-c0)
+		rows := p.kvRows(r.it.b, kb+c0, r.it.g, value)
+		out := (*buf)[c0*dim:]
+		switch rows.Type {
+		case fallback.KVFloat32:
+			for c := range n {
+				copy(out[c*dim:(c+1)*dim], rows.F32[c*rows.Ld:])
+			}
+		case fallback.KVInt8:
+			r.ks.DequantRows(out, dim, rows, n, dim)
+		default:
+			r.ks.WidenRows(out, dim, rows.U16, rows.Ld, n, dim, rows.Type)
 		}
-	case fallback.KVInt8:
-		r.ks.DequantRows(*buf, dim, rows, nk, dim)
-	default:
-		r.ks.WidenRows(*buf, dim, rows.U16, rows.Ld, nk, dim, rows.Type)
+		c0 += n
 	}
 	if rounding && rows.Type != fallback.KVBFloat16 {
 		r.roundBF16((*buf)[:nk*dim])

@@ -51,6 +51,13 @@ type Problem struct {
 
 	KVLens []int // per batch, or nil for KVLen everywhere
 
+	// PageKeys > 0 pages K and V (and int8 scales): key j of batch b lies
+	// in block Pages[b][j/PageKeys], row j%PageKeys, each block
+	// [KVHeads][PageKeys][dim] (KVHeadsMajor within a block; pages.go). A
+	// negative entry is a released block whose keys no row sees.
+	PageKeys int
+	Pages    [][]int32
+
 	Bias                           []float32 // [BiasBatch][BiasHeads][BiasQLen][KVLen], or nil
 	BiasBatch, BiasHeads, BiasQLen int       // 1 or Batch / Heads / QLen
 
@@ -71,6 +78,9 @@ func (p *Problem) row(b, s, h, n, seqLen, dim int) (off, stride int) {
 // kvRow is row for K (dim HeadDim) or V (ValueDim): key j of KV head g of
 // batch b, in K and V's own layout (BHSD if KVHeadsMajor).
 func (p *Problem) kvRow(b, j, g, dim int) (off, stride int) {
+	if p.PageKeys > 0 {
+		return p.pagedRow(b, j, g, dim), dim
+	}
 	return rowAt(p.KVHeadsMajor, b, j, g, p.KVHeads, p.KVLen, dim)
 }
 
@@ -188,7 +198,8 @@ func (p *Problem) seesKey(b, h, i int) bool {
 }
 
 // kvRows returns the rows of K (value false) or V (value true) of KV head
-// g of batch b from key j on, with their stride.
+// g of batch b from key j on, with their stride: on paged K/V only the
+// rows up to the end of j's block (pageRun).
 func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
 	dim, f, h, i8, sc := p.HeadDim, p.K, p.K16, p.K8, p.KS
 	if value && !p.VInK {

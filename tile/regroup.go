@@ -204,9 +204,13 @@ func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 				}
 				dst, dim = c.V16, p.ValueDim
 			}
-			if p.KVType == fallback.KVFloat32 { // the head's run of rows in one call
-				src := p.kvRows(b, j0, g, value)
-				ks.NarrowRows(dst[first*dim:], dim, src.F32, src.Ld, j1-j0, dim, fallback.KVBFloat16)
+			if p.KVType == fallback.KVFloat32 { // the head's run of rows in one call (a block's, if paged)
+				for j := j0; j < j1; {
+					n := p.pageRun(j, j1-j)
+					src := p.kvRows(b, j, g, value)
+					ks.NarrowRows(dst[(first+j-j0)*dim:], dim, src.F32, src.Ld, n, dim, fallback.KVBFloat16)
+					j += n
+				}
 				continue
 			}
 			row := ws.kb[:dim]
@@ -261,6 +265,7 @@ func (r Regroup) Use() {
 			p.VPairs = c.VP
 		}
 		p.KVHeadsMajor, p.KVType, p.K16, p.V16 = true, fallback.KVBFloat16, c.K16, c.V16
+		p.PageKeys, p.Pages = 0, nil // the copy is one run a head
 		return
 	}
 	p.KVHeadsMajor = true

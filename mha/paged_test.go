@@ -1,0 +1,470 @@
+package mha
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// pagedTypes are the storage types a paged cache takes.
+var pagedTypes = []KVType{Float32, Float16, BFloat16, Int8}
+
+// pagedStep is one call of a paged scenario: tokens per sequence.
+type pagedStep []int
+
+// pagedRun feeds the same tokens through DecodeSeqs on a contiguous cache
+// and through DecodePaged, sequence i of one the seqs[i] of the other,
+// checking the pool after every call, and calls cmp with both outputs.
+func pagedRun(t *testing.T, l *Layer, rng *rand.Rand, c *Cache, pc *PagedCache, seqs []SeqID, steps []pagedStep, opts *Options, cmp func(step int, paged, want []float32)) {
+	t.Helper()
+	dm := l.Config().DModel
+	for si, counts := range steps {
+		total := 0
+		var ids []SeqID
+		var nonzero []int
+		for i, n := range counts {
+			total += n
+			if n > 0 {
+				ids, nonzero = append(ids, seqs[i]), append(nonzero, n)
+			}
+		}
+		x := random(rng, total*dm)
+		want, got := make([]float32, total*dm), make([]float32, total*dm)
+		if err := l.DecodeSeqs(context.Background(), want, x, c, counts, opts); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.DecodePaged(context.Background(), got, x, pc, ids, nonzero, opts); err != nil {
+			t.Fatal(err)
+		}
+		if err := pc.Check(); err != nil {
+			t.Fatalf("step %d: %v", si, err)
+		}
+		for i, id := range seqs {
+			if n, _ := pc.Len(id); n != c.Len(i) {
+				t.Fatalf("step %d: sequence %d holds %d tokens, the contiguous cache %d", si, i, n, c.Len(i))
+			}
+		}
+		cmp(si, got, want)
+	}
+}
+
+// TestPagedMatchesCache: a paged cache with nothing shared gives the
+// contiguous cache's outputs bit for bit on every set and storage type
+// when its blocks are a multiple of 64 keys (the split decode's chunks and
+// flash blocks then never cross one), and within float32's rounding with
+// blocks of 16 (the fused decode kernel is then called once a block);
+// prompts in chunks, single tokens, sequences sitting out.
+func TestPagedMatchesCache(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 1))
+	cfg := LayerConfig{DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 1e4}}
+	steps := []pagedStep{{130, 0, 70}, {1, 200, 1}, {1, 1, 1}, {1, 1, 1}, {40, 1, 0}, {1, 1, 1}}
+	for _, e := range engines {
+		l, _ := testLayer(t, e, rng, cfg, true)
+		for _, typ := range pagedTypes {
+			for _, bt := range []int{64, 16} {
+				if !longTests() && bt == 16 && typ != Float32 && typ != Int8 {
+					continue
+				}
+				c, err := l.NewCacheOf(3, 512, typ)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pc, err := l.NewPagedCache(PagedConfig{Type: typ, BlockTokens: bt, Bytes: 40 * 64 * 4 * 16 * 2 * 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs := make([]SeqID, 3)
+				for i := range seqs {
+					seqs[i], _ = pc.NewSeq()
+				}
+				what := fmt.Sprintf("%s %v blocks of %d", e.Kernels(), typ, bt)
+				pagedRun(t, l, rng, c, pc, seqs, steps, nil, func(step int, got, want []float32) {
+					if bt%64 == 0 {
+						if d := firstDiff(got, want); d >= 0 {
+							t.Fatalf("%s step %d: out[%d] = %v, the contiguous cache %v", what, step, d, got[d], want[d])
+						}
+						return
+					}
+					checkClose(t, what, got, want, 2e-5)
+				})
+			}
+		}
+	}
+}
+
+// pagedLayer is a small GQA layer with rotary embeddings on engine e.
+func pagedLayer(t *testing.T, e *Engine, rng *rand.Rand) *Layer {
+	cfg := LayerConfig{DModel: 64, Heads: 8, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 1e4}}
+	l, _ := testLayer(t, e, rng, cfg, true)
+	return l
+}
+
+// TestPagedCascade: sequences forked from one prompt (at a block boundary
+// and inside a block: its partial block is copied on their first write)
+// decode together; the shared blocks run as one grouped problem, merged
+// by LSE with each sequence's own part, and every output and LSE equals
+// the contiguous cache's within float32's rounding, bit-identical at any
+// thread count. Sinks and softcap count once.
+func TestPagedCascade(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 2))
+	for _, e := range engines {
+		l := pagedLayer(t, e, rng)
+		H := l.Config().Heads
+		sinks := random(rng, H)
+		for _, prompt := range []int{192, 150} {
+			for _, opts := range []Options{{}, {Sinks: sinks, Softcap: 30}} {
+				c, _ := l.NewCache(4, 512)
+				pc, err := l.NewPagedCache(PagedConfig{Bytes: 64 << 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				root, _ := pc.NewSeq()
+				seqs := []SeqID{root}
+				// The prompt into sequence 0 of both; the others of the
+				// contiguous cache get the same rows, so their histories match.
+				x := random(rng, prompt*l.Config().DModel)
+				out := make([]float32, len(x))
+				if err := l.DecodePaged(context.Background(), out, x, pc, seqs, []int{prompt}, &opts); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 4; i++ {
+					counts := make([]int, 4)
+					counts[i] = prompt
+					if err := l.DecodeSeqs(context.Background(), make([]float32, len(x)), x, c, counts, &opts); err != nil {
+						t.Fatal(err)
+					}
+				}
+				free := pc.FreeBlocks()
+				for i := 1; i < 4; i++ {
+					f, err := pc.Fork(root, prompt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					seqs = append(seqs, f)
+				}
+				if pc.FreeBlocks() != free {
+					t.Fatalf("forks took %d blocks", free-pc.FreeBlocks())
+				}
+				steps := []pagedStep{{1, 1, 1, 1}, {3, 1, 0, 2}, {1, 1, 1, 1}, {1, 0, 1, 1}}
+				what := fmt.Sprintf("%s prompt %d %+v", e.Kernels(), prompt, opts)
+				lse := make([]float32, 0)
+				pagedRun(t, l, rng, c, pc, seqs, steps, &opts, func(step int, got, want []float32) {
+					sc := l.getScratch()
+					if sc.paged == nil || len(sc.paged.groups) != 1 {
+						t.Fatalf("%s step %d: no cascade group", what, step)
+					}
+					l.putScratch(sc)
+					checkClose(t, what, got, want, 2e-5)
+				})
+				_ = lse
+				if err := pc.Check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// TestPagedCascadeThreads: the cascade's result is bit-identical at any
+// thread count, and so is its LSE.
+func TestPagedCascadeThreads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 3))
+	for _, e := range engines {
+		l := pagedLayer(t, e, rng)
+		dm, H := l.Config().DModel, l.Config().Heads
+		var outs [2][]float32
+		var lses [2][]float32
+		x := random(rng, 300*dm)
+		steps := random(rng, 4*3*dm)
+		for ti, threads := range []int{1, 3} {
+			pc, _ := l.NewPagedCache(PagedConfig{Bytes: 64 << 20, Type: BFloat16})
+			root, _ := pc.NewSeq()
+			if err := l.DecodePaged(context.Background(), make([]float32, len(x)), x, pc, []SeqID{root}, []int{300}, nil); err != nil {
+				t.Fatal(err)
+			}
+			seqs := []SeqID{root}
+			for i := 0; i < 3; i++ {
+				f, _ := pc.Fork(root, 256+i*20)
+				seqs = append(seqs, f)
+			}
+			outs[ti], lses[ti] = make([]float32, 4*3*dm), make([]float32, 4*3*H)
+			o := Options{Threads: threads, LSE: lses[ti]}
+			if err := l.DecodePaged(context.Background(), outs[ti], steps, pc, seqs, []int{3, 3, 3, 3}, &o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := firstDiff(outs[1], outs[0]); d >= 0 {
+			t.Errorf("%s: 3 threads differ from 1 at out[%d]", e.Kernels(), d)
+		}
+		if d := firstDiff(lses[1], lses[0]); d >= 0 {
+			t.Errorf("%s: 3 threads differ from 1 at LSE[%d]", e.Kernels(), d)
+		}
+	}
+}
+
+// TestPagedBlocks: the pool's accounting through forks, copy on write,
+// truncation, frees and a full pool: a fork copies no row, the first write
+// into a shared block copies that block only, a refused call changes
+// nothing, and every block returns when the sequences are freed.
+func TestPagedBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 4))
+	l := pagedLayer(t, engines[0], rng)
+	dm := l.Config().DModel
+	pc, err := l.NewPagedCache(PagedConfig{BlockTokens: 16, Bytes: 0})
+	if !errors.Is(err, ErrShape) {
+		t.Fatalf("a pool of 0 bytes: %v", err)
+	}
+	pc, err = l.NewPagedCache(PagedConfig{BlockTokens: 16})
+	_ = pc
+	if !errors.Is(err, ErrShape) {
+		t.Fatalf("a pool of no bytes: %v", err)
+	}
+	if _, err := l.NewPagedCache(PagedConfig{BlockTokens: 24, Bytes: 1 << 20}); !errors.Is(err, ErrOption) {
+		t.Fatalf("blocks of 24 tokens: %v", err)
+	}
+	per := int64(16 * 2 * (16 + 16) * 4)
+	pc, err = l.NewPagedCache(PagedConfig{BlockTokens: 16, Bytes: 300*per + per/2})
+	if err != nil || pc.Blocks() != 300 || pc.BlockBytes() != per {
+		t.Fatalf("%d blocks of %d bytes, %v", pc.Blocks(), pc.BlockBytes(), err)
+	}
+	step := func(seqs []SeqID, counts []int) error {
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		return l.DecodePaged(context.Background(), make([]float32, total*dm), random(rng, total*dm), pc, seqs, counts, nil)
+	}
+	check := func(what string, free int) {
+		t.Helper()
+		if err := pc.Check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := pc.FreeBlocks(); got != free {
+			t.Fatalf("%s: %d free blocks, want %d", what, got, free)
+		}
+	}
+	a, _ := pc.NewSeq()
+	if err := step([]SeqID{a}, []int{4801}); !errors.Is(err, ErrCacheFull) {
+		t.Fatalf("4801 tokens in 300 blocks of 16: %v", err)
+	}
+	check("refused", 300)
+	if err := step([]SeqID{a}, []int{4000}); err != nil {
+		t.Fatal(err)
+	}
+	check("4000 tokens", 50)
+	f, _ := pc.Fork(a, 4000)
+	check("fork of 4000 tokens", 50)
+	g, _ := pc.Fork(a, 3990) // inside block 249
+	check("fork at 3990", 50)
+	if err := step([]SeqID{g}, []int{1}); err != nil { // writes into shared block 249: copied
+		t.Fatal(err)
+	}
+	check("the fork's first token", 49)
+	if err := step([]SeqID{a, f}, []int{1, 1}); err != nil { // both new blocks: 4000 is a block boundary
+		t.Fatal(err)
+	}
+	check("a token each", 47)
+	if err := step([]SeqID{a}, []int{1}); err != nil { // block 250 is a's own
+		t.Fatal(err)
+	}
+	check("a's second", 47)
+	if err := pc.Truncate(a, 100); err != nil {
+		t.Fatal(err)
+	}
+	check("a cut to 100: its block 250 freed", 48)
+	if err := step([]SeqID{a}, []int{1}); err != nil { // block 6 is shared with f and g: copied
+		t.Fatal(err)
+	}
+	check("a's token at 100", 47)
+	if err := pc.Truncate(a, 200); !errors.Is(err, ErrOption) {
+		t.Fatalf("Truncate past the length: %v", err)
+	}
+	if err := step([]SeqID{a, a}, []int{1, 1}); !errors.Is(err, ErrOption) {
+		t.Fatalf("a sequence twice: %v", err)
+	}
+	if err := step([]SeqID{a, 99}, []int{1, 1}); !errors.Is(err, ErrOption) {
+		t.Fatalf("an unknown sequence: %v", err)
+	}
+	for _, id := range []SeqID{a, f, g} {
+		if err := pc.Free(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("all freed", 300)
+	if err := pc.Free(a); !errors.Is(err, ErrOption) {
+		t.Fatalf("a second Free: %v", err)
+	}
+	// A cancelled call takes no block and changes no length.
+	b, _ := pc.NewSeq()
+	if err := step([]SeqID{b}, []int{20}); err != nil {
+		t.Fatal(err)
+	}
+	x := random(rng, 40*dm)
+	err = l.DecodePaged(&doneCtx{Context: context.Background()}, make([]float32, len(x)), x, pc, []SeqID{b}, []int{40}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if n, _ := pc.Len(b); n != 20 {
+		t.Fatalf("a cancelled call left %d tokens", n)
+	}
+	check("cancelled", 298)
+	// Another layer's cache, or a closed layer, is refused.
+	other := pagedLayer(t, engines[0], rng)
+	if err := other.DecodePaged(context.Background(), make([]float32, dm), random(rng, dm), pc, []SeqID{b}, []int{1}, nil); !errors.Is(err, ErrOption) {
+		t.Fatalf("another layer's paged cache: %v", err)
+	}
+}
+
+// TestPagedKeys: full blocks keyed by the caller are found again by
+// Reuse after their sequence is freed, decode from there equals decoding
+// the whole history, and cached blocks are evicted least recently
+// released first when the pool runs short.
+func TestPagedKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 5))
+	l := pagedLayer(t, engines[0], rng)
+	dm := l.Config().DModel
+	per := int64(16 * 2 * (16 + 16) * 4)
+	pc, _ := l.NewPagedCache(PagedConfig{BlockTokens: 16, Bytes: 20 * per})
+	prompt := random(rng, 70*dm)
+	a, _ := pc.NewSeq()
+	if err := l.DecodePaged(context.Background(), make([]float32, len(prompt)), prompt, pc, []SeqID{a}, []int{70}, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys := []uint64{11, 12, 13, 14}
+	if err := pc.SetKeys(a, append(keys, 15)); !errors.Is(err, ErrOption) {
+		t.Fatalf("keys for 5 blocks of a 70-token sequence: %v", err)
+	}
+	if err := pc.SetKeys(a, keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	if pc.CachedBlocks() != 4 || pc.FreeBlocks() != 20 {
+		t.Fatalf("after Free: %d cached, %d free", pc.CachedBlocks(), pc.FreeBlocks())
+	}
+	r, n, err := pc.Reuse([]uint64{11, 12, 99})
+	if err != nil || n != 32 {
+		t.Fatalf("Reuse: %d tokens, %v", n, err)
+	}
+	if pc.CachedBlocks() != 2 {
+		t.Fatalf("%d cached blocks after reusing 2", pc.CachedBlocks())
+	}
+	// Decoding the prompt's rest onto the reused blocks equals the whole
+	// prompt fed at once, then the same tokens.
+	c, _ := l.NewCache(1, 128)
+	want := make([]float32, len(prompt))
+	if err := l.DecodeSeqs(context.Background(), want, prompt, c, []int{70}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 38*dm)
+	if err := l.DecodePaged(context.Background(), got, prompt[32*dm:], pc, []SeqID{r}, []int{38}, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, "decode after Reuse", got, want[32*dm:], 2e-5)
+	if err := pc.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks 13 and 14 are cached, held by none; a sequence that needs
+	// every other block takes them, oldest first: 13 (released before
+	// 14, lower in a's table) goes first.
+	b, _ := pc.NewSeq()
+	free := pc.FreeBlocks() - pc.CachedBlocks()
+	x := random(rng, (free*16+16)*dm)
+	if err := l.DecodePaged(context.Background(), make([]float32, len(x)), x, pc, []SeqID{b}, []int{free*16 + 16}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if pc.CachedBlocks() != 1 {
+		t.Fatalf("%d cached blocks after one eviction", pc.CachedBlocks())
+	}
+	if _, n, _ := pc.Reuse([]uint64{11, 12, 13}); n != 32 {
+		t.Fatalf("the evicted block 13 was found: %d tokens", n)
+	}
+	if err := pc.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPagedWindow: a sliding-window layer's blocks outside every
+// sequence's window return to the pool, so a long conversation holds a
+// bounded number of blocks, and its outputs equal the contiguous cache's.
+func TestPagedWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 6))
+	l := pagedLayer(t, engines[0], rng)
+	per := int64(16 * 2 * (16 + 16) * 4)
+	pc, _ := l.NewPagedCache(PagedConfig{BlockTokens: 16, Bytes: 12 * per, Window: 40})
+	c, _ := l.NewCache(1, 1024)
+	a, _ := pc.NewSeq()
+	opts := &Options{Window: 40}
+	steps := []pagedStep{{100}}
+	for i := 0; i < 60; i++ {
+		steps = append(steps, pagedStep{1 + i%13})
+	}
+	pagedRun(t, l, rng, c, pc, []SeqID{a}, steps, opts, func(step int, got, want []float32) {
+		checkClose(t, "window", got, want, 2e-5)
+		if held := pc.Blocks() - pc.FreeBlocks(); held > (40+16)/16+2 {
+			t.Fatalf("step %d: %d blocks held with a window of 40", step, held)
+		}
+	})
+	n, _ := pc.Len(a)
+	if err := pc.Truncate(a, n-100); !errors.Is(err, ErrOption) {
+		t.Fatalf("Truncate into released blocks: %v", err)
+	}
+	if err := l.DecodePaged(context.Background(), nil, nil, pc, []SeqID{a}, []int{0}, &Options{Window: 41}); !errors.Is(err, ErrOption) {
+		t.Fatalf("another window: %v", err)
+	}
+}
+
+// TestPagedModes: the bfloat16 mode (its prefill chunks rounded and
+// paired through a Regroup, its decode on the pair kernels) and an MLA
+// layer's latent cache (V inside K) give the contiguous cache's bits
+// through a paged cache of 64-token blocks, with sharing by fork too.
+func TestPagedModes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 7))
+	steps := []pagedStep{{300, 0, 70}, {1, 200, 1}, {1, 1, 1}, {40, 1, 0}}
+	type setup struct {
+		name string
+		l    *Layer
+		opts *Options
+		typ  KVType
+	}
+	var cases []setup
+	for _, e := range bf16Engines {
+		l := pagedLayer(t, e, rng)
+		for _, typ := range []KVType{Float32, BFloat16, Int8} {
+			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ})
+		}
+	}
+	for _, e := range engines {
+		mc := newMLACase(rng, 24, true, true)
+		l, err := NewMLALayer(e, mc.cfg, mc.w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []KVType{Float32, BFloat16, Int8} {
+			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ})
+		}
+	}
+	for _, cs := range cases {
+		c, err := cs.l.NewCacheOf(3, 640, cs.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := cs.l.NewPagedCache(PagedConfig{Type: cs.typ, Bytes: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := make([]SeqID, 3)
+		for i := range seqs {
+			seqs[i], _ = pc.NewSeq()
+		}
+		what := fmt.Sprintf("%s %v", cs.name, cs.typ)
+		pagedRun(t, cs.l, rng, c, pc, seqs, steps, cs.opts, func(step int, got, want []float32) {
+			if d := firstDiff(got, want); d >= 0 {
+				t.Fatalf("%s step %d: out[%d] = %v, the contiguous cache %v", what, step, d, got[d], want[d])
+			}
+		})
+	}
+}

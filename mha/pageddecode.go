@@ -1,0 +1,365 @@
+package mha
+
+import (
+	"context"
+	"fmt"
+)
+
+// DecodePaged appends counts[i] new tokens to sequence seqs[i] of the
+// paged cache (0: it sits the call out) and writes their attention layer
+// output: DecodeSeqs's contract over the sequences named, x and out
+// [Σ counts][DModel] packed in the order of seqs, the LSE (if asked)
+// [Heads][counts[i]] for each in turn. A sequence must appear once.
+//
+// Sequences whose tables begin with the same full blocks, held before the
+// call (a shared system prompt: Fork, Reuse), attend to those blocks as
+// one problem: every query of every such sequence against the shared
+// keys, read once, merged with each sequence's own part by log-sum-exp
+// (cascade attention). Without a window or ALiBi this is automatic; the
+// result is the same attention within float32's rounding (the merge is
+// exact in float64; the shared part sums in another order).
+//
+// The pool must have room for every new token (a copy of a shared last
+// block counts): otherwise ErrCacheFull and nothing changes; cached keyed
+// blocks are evicted, least recently released first, before that. On a
+// cache with a Window, opts must set the same Window. When ctx is done the
+// call stops and returns ctx.Err(): no sequence's length changes and the
+// blocks taken for it return to the pool.
+func (l *Layer) DecodePaged(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, opts *Options) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if err := cache.hold(); err != nil {
+		return err
+	}
+	defer cache.release()
+	return l.decodePaged(ctx, out, x, cache, seqs, counts, opts)
+}
+
+// pagedScratch is DecodePaged's own scratch, kept in the layer's.
+type pagedScratch struct {
+	seqs    []*pagedSeq
+	have    []int       // per sequence: its length before the call
+	group   []int       // per sequence: its cascade group, or -1
+	lens    []int       // per problem: its KVLens entry
+	offsets []int       // per suffix problem: its QueryOffset
+	pages   [][]int32   // per problem: its block table
+	tables  [][][]int32 // per problem: pages[i:i+1], the tile problem's
+	groups  []cascadeGroup
+	next    []int     // per group, while merging: its next member's first row
+	gq, go1 []float32 // the groups' gathered queries and shared outputs, [rows][H][dim]
+	gl      []float32 // the groups' shared LSEs, [H][rows] each
+	o2, l2  []float32 // the members' own parts: [rows][H][Dv], per sequence [H][n]
+	acc     []float64
+	outs    [2][]float32
+	lses    [2][]float32
+}
+
+// cascadeGroup is sequences sharing their first blocks: the shared part's
+// problem covers every member's new rows.
+type cascadeGroup struct {
+	blocks int // shared leading blocks
+	first  int // the first member (its table holds the shared blocks)
+	row    int // its first row in gq, go1; rows in gl
+	rows   int
+}
+
+// decodePaged runs DecodePaged on a held cache.
+func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, opts *Options) error {
+	c, err := callOf(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if cache.layer != l {
+		return fmt.Errorf("%w: paged cache was made by another layer (each Layer decodes only the caches it made)", ErrOption)
+	}
+	o, err := l.stepOptions(opts)
+	if err != nil {
+		return err
+	}
+	if cache.window > 0 && o.Window != cache.window {
+		return fmt.Errorf("%w: Window = %d, the paged cache releases blocks outside a window of %d", ErrOption, o.Window, cache.window)
+	}
+	if len(seqs) != len(counts) {
+		return fmt.Errorf("%w: counts has %d entries, seqs %d", ErrBuffer, len(counts), len(seqs))
+	}
+	sc := l.getScratch()
+	defer l.putScratch(sc)
+	if sc.paged == nil {
+		sc.paged = new(pagedScratch)
+	}
+	ps := sc.paged
+	ps.seqs, ps.have = ps.seqs[:0], ps.have[:0]
+	total, need := 0, 0
+	for i, id := range seqs {
+		s, err := cache.seq(id)
+		if err != nil {
+			return err
+		}
+		n := counts[i]
+		switch {
+		case n < 0:
+			return fmt.Errorf("%w: counts[%d] = %d, must be >= 0", ErrShape, i, n)
+		case n > maxCoord-s.n:
+			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens, more than %d", ErrCacheFull, id, s.n, n, maxCoord)
+		}
+		for _, t := range ps.seqs {
+			if t == s {
+				return fmt.Errorf("%w: sequence %d appears twice in seqs", ErrOption, id)
+			}
+		}
+		ps.seqs, ps.have = append(ps.seqs, s), append(ps.have, s.n)
+		need += cache.appendNeeds(s, n)
+		total += n
+	}
+	if need > cache.available() {
+		return fmt.Errorf("%w: the call needs %d blocks, the pool has %d free (of %d)", ErrCacheFull, need, cache.available(), cache.blocks)
+	}
+	cfg, dm := l.cfg, l.cfg.DModel
+	H, Dk := cfg.Heads, cfg.HeadDim
+	if err := l.stepBuffers(out, x, &o, total); err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	st := &cache.store
+	oi := optionInputs(&o)
+	if err := noOverlap([]span{f32("out", out, total*dm), f32("LSE", o.LSE, total*H),
+		f32("cache K", st.k, len(st.k)), f32("cache V", st.v, len(st.v)),
+		u16("cache K", st.k16, len(st.k16)), u16("cache V", st.v16, len(st.v16)),
+		i8("cache K", st.k8, len(st.k8)), i8("cache V", st.v8, len(st.v8)),
+		f32("cache K scales", st.ks, len(st.ks)), f32("cache V scales", st.vs, len(st.vs))},
+		[]span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
+		return err
+	}
+	if err := sc.size(cfg.shape(1, total, total), true); err != nil {
+		return err
+	}
+	l.reserve()
+	if err := l.e.acquire(); err != nil {
+		return err
+	}
+	defer l.e.release()
+	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*cfg.storedV()
+	prep := prepWork{q: sc.q, k: sc.k, qRows: total, kRows: total}
+	if l.rope.half > 0 {
+		prep.pos, prep.seqLen, prep.cs = sc.positions(total, l.rope.half)
+		for i, row := 0, 0; i < len(seqs); i++ {
+			for j := 0; j < counts[i]; j++ {
+				prep.pos[row+j], prep.seqLen[row+j] = ps.have[i]+j, ps.have[i]+counts[i]
+			}
+			row += counts[i]
+		}
+	}
+	if !(l.projectQ(sc, x, total, c) &&
+		l.projectKV(sc.k, sc.v, x, total, c) &&
+		l.prepare(prep, c)) {
+		return ctx.Err()
+	}
+	for i, row := 0, 0; i < len(seqs); i++ { // nothing is stored unless every row can be
+		if err := cache.storable(int(seqs[i]), ps.have[i], counts[i], sc.k[row*kw:], sc.v[row*vw:]); err != nil {
+			return err
+		}
+		row += counts[i]
+	}
+	for i, row := 0, 0; i < len(seqs); i++ {
+		n := counts[i]
+		cache.grow(ps.seqs[i], n)
+		cache.write(l.e.ks, ps.seqs[i], ps.have[i], n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
+		row += n
+	}
+	undo := func() { // the call's blocks back to the pool: no length changed
+		for _, s := range ps.seqs {
+			for _, b := range s.blocks[cache.blocksOf(s.n):] {
+				cache.unref(b)
+			}
+			s.blocks = s.blocks[:cache.blocksOf(s.n)]
+		}
+	}
+	cascade := o.Window == 0 && o.ALiBi == nil
+	works, err := l.pagedProblems(cache, ps, sc, counts, &o, cascade)
+	defer l.e.putWorks(works)
+	if err != nil {
+		undo()
+		return err
+	}
+	if !l.e.attend(works, c) {
+		undo()
+		return ctx.Err()
+	}
+	l.mergeCascade(ps, sc.attn, o.LSE, counts)
+	if !l.project(out, sc.attn, &l.w.o, l.w.bo, total, c) {
+		undo()
+		return ctx.Err()
+	}
+	for i, s := range ps.seqs {
+		s.n += counts[i]
+		cache.releaseOutside(s)
+	}
+	return nil
+}
+
+// storable is Cache.storable's check for a paged cache's sequence (named
+// by its ID in the error).
+func (c *PagedCache) storable(id, at, n int, k, v []float32) error {
+	return storableRows(c.layer.cfg, c.typ, id, at, n, k, v)
+}
+
+// pagedProblems groups the stepping sequences that share leading blocks
+// (cascade) and returns the call's problems: per group its shared part,
+// then per sequence its own part (a member's past the shared blocks,
+// another's whole).
+func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScratch, counts []int, o *Options, cascade bool) ([]attnWork, error) {
+	cfg := l.cfg
+	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
+	ps.groups = ps.groups[:0]
+	ps.group = sized(ps.group, len(ps.seqs))
+	for i := range ps.group {
+		ps.group[i] = -1
+	}
+	rows := 0
+	for i, s := range ps.seqs {
+		if !cascade || counts[i] == 0 || ps.group[i] >= 0 || ps.have[i] < cache.bt {
+			continue
+		}
+		// The blocks i shares with every later sequence that starts with
+		// its first block: full, and before each one's new tokens.
+		g := cascadeGroup{blocks: ps.have[i] / cache.bt, first: i, row: rows}
+		members := 0
+		for j := i + 1; j < len(ps.seqs); j++ {
+			t := ps.seqs[j]
+			if counts[j] == 0 || ps.group[j] >= 0 || ps.have[j] < cache.bt || t.blocks[0] != s.blocks[0] {
+				continue
+			}
+			common := 1
+			for common < min(g.blocks, ps.have[j]/cache.bt) && t.blocks[common] == s.blocks[common] {
+				common++
+			}
+			g.blocks = common
+			ps.group[j] = len(ps.groups)
+			members++
+		}
+		if members == 0 {
+			continue
+		}
+		ps.group[i] = len(ps.groups)
+		for j := i; j < len(ps.seqs); j++ {
+			if ps.group[j] == len(ps.groups) {
+				g.rows += counts[j]
+			}
+		}
+		rows += g.rows
+		ps.groups = append(ps.groups, g)
+	}
+	nw := len(ps.groups)
+	for i := range ps.seqs {
+		if counts[i] > 0 {
+			nw++
+		}
+	}
+	ps.gq, ps.go1 = sized(ps.gq, rows*H*Dk), sized(ps.go1, rows*H*Dv)
+	ps.gl = sized(ps.gl, rows*H)
+	total := len(sc.q) / (H * Dk)
+	if rows > 0 {
+		ps.o2, ps.l2 = sized(ps.o2, total*H*Dv), sized(ps.l2, total*H)
+	}
+	ps.lens, ps.offsets = sized(ps.lens, nw), sized(ps.offsets, nw)
+	ps.pages, ps.tables = sized(ps.pages, nw), sized(ps.tables, nw)
+	works := l.e.getWorks(nw)
+	w := 0
+	kv := cache.store
+	kv.pageKeys = cache.bt
+	add := func(out, q []float32, pages []int32, po *Options) error {
+		ps.pages[w] = pages
+		ps.tables[w] = ps.pages[w : w+1]
+		kv.pages = ps.tables[w]
+		var err error
+		if works[w].p, err = problem(out, q, kv, cfg.shape(1, len(q)/(H*Dk), len(pages)*cache.bt), po, l.e.workers(po)); err != nil {
+			return err
+		}
+		w++
+		return nil
+	}
+	shared := *o
+	shared.Causal, shared.Sinks, shared.KVLens = false, nil, nil // the sinks count once: in the own parts
+	for gi := range ps.groups {
+		g := &ps.groups[gi]
+		for j, row, r := 0, 0, g.row; j < len(ps.seqs); j++ {
+			if ps.group[j] == gi {
+				copy(ps.gq[r*H*Dk:], sc.q[row*H*Dk:(row+counts[j])*H*Dk])
+				r += counts[j]
+			}
+			row += counts[j]
+		}
+		shared.LSE = ps.gl[g.row*H : (g.row+g.rows)*H]
+		first := ps.seqs[g.first]
+		if err := add(ps.go1[g.row*H*Dv:(g.row+g.rows)*H*Dv], ps.gq[g.row*H*Dk:(g.row+g.rows)*H*Dk], first.blocks[:g.blocks], &shared); err != nil {
+			return works, err
+		}
+	}
+	own := *o
+	own.Causal = true
+	lse := o.LSE
+	for i, row := 0, 0; i < len(ps.seqs); i++ {
+		n := counts[i]
+		if n == 0 {
+			continue
+		}
+		s, q, out := ps.seqs[i], sc.q[row*H*Dk:(row+n)*H*Dk], sc.attn[row*H*Dv:(row+n)*H*Dv]
+		skip := 0
+		own.QueryOffset, own.LSE = nil, nil
+		if lse != nil {
+			own.LSE = lse[row*H : (row+n)*H]
+		}
+		if gi := ps.group[i]; gi >= 0 { // past the shared blocks; the offset of its first new token
+			skip = ps.groups[gi].blocks * cache.bt
+			ps.offsets[w] = ps.have[i] - skip
+			own.QueryOffset = &ps.offsets[w]
+			out, own.LSE = ps.o2[row*H*Dv:(row+n)*H*Dv], ps.l2[row*H:(row+n)*H]
+		}
+		ps.lens[w] = ps.have[i] + n - skip
+		own.KVLens = ps.lens[w : w+1]
+		if err := add(out, q, s.blocks[skip/cache.bt:], &own); err != nil {
+			return works, err
+		}
+		row += n
+	}
+	return works[:w], nil
+}
+
+// mergeCascade merges each cascade member's shared and own parts into its
+// rows of attn (and of the caller's LSE, if asked).
+func (l *Layer) mergeCascade(ps *pagedScratch, attn, lse []float32, counts []int) {
+	if len(ps.groups) == 0 {
+		return
+	}
+	H, Dv := l.cfg.Heads, l.cfg.ValueDim
+	ps.acc = sized(ps.acc, Dv)
+	r := ps.next[:0] // per group: its next member's first row in the group
+	for _, g := range ps.groups {
+		r = append(r, g.row)
+	}
+	ps.next = r
+	for i, row := 0, 0; i < len(ps.seqs); i++ {
+		n, gi := counts[i], ps.group[i]
+		if gi < 0 {
+			row += n
+			continue
+		}
+		g := ps.groups[gi]
+		for j := 0; j < n; j++ {
+			for h := 0; h < H; h++ {
+				gr, at := r[gi]+j, (row+j)*H*Dv+h*Dv
+				ps.outs = [2][]float32{ps.go1[gr*H*Dv+h*Dv:][:Dv], ps.o2[at:][:Dv]}
+				ps.lses = [2][]float32{ps.gl[g.row*H+h*g.rows+gr-g.row:], ps.l2[row*H+h*n+j:]}
+				m := mergeRow(attn[at:][:Dv], ps.acc, ps.outs[:], ps.lses[:], 0, 0)
+				if lse != nil {
+					lse[row*H+h*n+j] = m
+				}
+			}
+		}
+		r[gi] += n
+		row += n
+	}
+}
