@@ -78,8 +78,10 @@ type config struct {
 	kvPre    []mha.KVType // and of prefill rows
 	minTime  time.Duration
 	noBase   bool
-	vars     []variant // of every attention row
-	serving  string    // "on", "off" or "only": the serving rows (bench/serving.go)
+	vars     []variant    // of every attention row
+	serving  string       // "on", "off" or "only": the serving rows (bench/serving.go)
+	prefix   bool         // only the shared-prefix rows (bench/prefix.go)
+	kvPrefix []mha.KVType // their K/V storage
 }
 
 func main() {
@@ -108,6 +110,7 @@ func parseFlags() (*config, error) {
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
+	prefixOnly := flag.Bool("prefix", false, "only the shared-prefix rows: a decode step of sequences sharing a prompt, paged with sharing (cascade) vs private caches vs paged unshared (-kv: f32,bf16 by default)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
 	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums)")
 	flag.Parse()
@@ -148,6 +151,9 @@ func parseFlags() (*config, error) {
 	if *layersOnly {
 		cfg.cases, cfg.serving = nil, "off"
 	}
+	if *prefixOnly {
+		cfg.prefix = true
+	}
 	if *shapes != "" && !*layersOnly {
 		cfg.cases, cfg.layers, cfg.gemms = nil, nil, nil
 		for _, s := range strings.Split(*shapes, ";") {
@@ -164,6 +170,7 @@ func parseFlags() (*config, error) {
 	}
 	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8}, []mha.KVType{mha.Float32}
 	cfg.kvLayer = []mha.KVType{mha.BFloat16}
+	cfg.kvPrefix = []mha.KVType{mha.Float32, mha.BFloat16}
 	if *kvs != "" {
 		cfg.kvDec = nil
 		for _, name := range strings.Split(*kvs, ",") {
@@ -173,7 +180,7 @@ func parseFlags() (*config, error) {
 			}
 			cfg.kvDec = append(cfg.kvDec, t)
 		}
-		cfg.kvPre, cfg.kvLayer = cfg.kvDec, cfg.kvDec
+		cfg.kvPre, cfg.kvLayer, cfg.kvPrefix = cfg.kvDec, cfg.kvDec, cfg.kvDec
 	}
 	for _, name := range strings.Split(*layouts, ",") {
 		switch strings.TrimSpace(name) {
@@ -274,7 +281,12 @@ func run(cfg *config) error {
 	if cfg.serving != "off" {
 		servingRows = 1
 	}
-	total := len(cfg.sets) * len(cfg.threads) * ((len(layers)*len(cfg.weights)+len(gemms)*len(gemmWeights))*len(cfg.compute) + len(rows) + servingRows)
+	prefixRows := 0
+	if cfg.prefix {
+		rows, layers, gemms, servingRows = nil, nil, nil, 0
+		prefixRows = len(cfg.kvPrefix) * len(cfg.compute)
+	}
+	total := len(cfg.sets) * len(cfg.threads) * ((len(layers)*len(cfg.weights)+len(gemms)*len(gemmWeights))*len(cfg.compute) + len(rows) + servingRows + prefixRows)
 	progress := newProgress(total, cfg.minTime)
 	defer progress.done()
 	baselines := map[string]float64{} // case+threads → median ms
@@ -327,6 +339,16 @@ func run(cfg *config) error {
 							return err
 						}
 						out.row(row)
+					}
+				}
+			}
+		}
+		for _, kv := range cfg.kvPrefix[:min(len(cfg.kvPrefix), prefixRows)] {
+			for _, cm := range cfg.compute {
+				for _, th := range cfg.threads {
+					progress.step(fmt.Sprintf("%s shared prefix kv=%v compute=%v threads=%d", ks.Name, kv, cm, th))
+					if err := measurePrefix(cfg, e, ks, th, kv, cm, m, out.prefixRow); err != nil {
+						return err
 					}
 				}
 			}

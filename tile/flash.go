@@ -75,6 +75,9 @@ func flashItem(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) {
 // block (or the scaled rows, for Dot and, when fused, the fused decode
 // kernel) and an empty running state (m = -Inf, l = 0, O = 0).
 func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bool) *itemRun {
+	if p.PageKeys > 0 {
+		bc = pagedBlock(bc, p.PageKeys)
+	}
 	rows := it.nh * it.nq
 	lanes := ks.Lanes
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
