@@ -172,7 +172,8 @@ func (c *PagedCache) Blocks() int { return c.blocks }
 func (c *PagedCache) Type() KVType { return c.typ }
 
 // FreeBlocks returns the blocks no sequence holds: free ones and cached
-// (keyed) ones that an allocation may evict.
+// (keyed) ones that an allocation may evict (0 while a call holds the
+// cache).
 func (c *PagedCache) FreeBlocks() int {
 	if err := c.hold(); err != nil {
 		return 0
@@ -182,7 +183,7 @@ func (c *PagedCache) FreeBlocks() int {
 }
 
 // CachedBlocks returns the keyed blocks no sequence holds (kept for Reuse
-// until evicted).
+// until evicted; 0 while a call holds the cache).
 func (c *PagedCache) CachedBlocks() int {
 	if err := c.hold(); err != nil {
 		return 0
@@ -230,9 +231,9 @@ func (c *PagedCache) add(s *pagedSeq) SeqID {
 	return id
 }
 
-// Len returns the tokens sequence id holds (0 if there is none, or while
-// another call holds the cache... which it waits for not: ErrBusy is
-// reported by the calls that change a cache).
+// Len returns the tokens sequence id holds: ErrOption if there is no such
+// sequence, ErrBusy while another call holds the cache (the pool's
+// tables change under a call, so its readers take the cache too).
 func (c *PagedCache) Len(id SeqID) (int, error) {
 	if err := c.hold(); err != nil {
 		return 0, err
@@ -245,7 +246,7 @@ func (c *PagedCache) Len(id SeqID) (int, error) {
 	return s.n, nil
 }
 
-// Seqs returns the number of sequences.
+// Seqs returns the number of sequences (0 while a call holds the cache).
 func (c *PagedCache) Seqs() int {
 	if err := c.hold(); err != nil {
 		return 0
@@ -322,6 +323,15 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 	s.blocks, s.n = s.blocks[:keep], n
 	return nil
 }
+
+// row is the pool's row of key r of block blk, KV head 0 (head g is g·bt
+// rows further).
+func (c *PagedCache) row(blk int32, r int) int {
+	return int(blk)*c.layer.cfg.KVHeads*c.bt + r
+}
+
+// Reset empties sequence id (Truncate to 0): its blocks leave it.
+func (c *PagedCache) Reset(id SeqID) error { return c.Truncate(id, 0) }
 
 // blocksOf is the blocks n tokens fill.
 func (c *PagedCache) blocksOf(n int) int { return (n + c.bt - 1) / c.bt }
@@ -518,35 +528,75 @@ func (c *PagedCache) grow(s *pagedSeq, n int) {
 // copyBlock copies the first rows tokens of block from into block to,
 // every KV head's K and V (and scales).
 func (c *PagedCache) copyBlock(to, from int32, rows int) {
-	cfg := c.layer.cfg
-	each := func(dim int, f func(dst, src int, n int)) {
-		if dim == 0 {
-			return
-		}
-		for g := 0; g < cfg.KVHeads; g++ {
-			dst := ((int(to)*cfg.KVHeads + g) * c.bt) * dim
-			src := ((int(from)*cfg.KVHeads + g) * c.bt) * dim
-			f(dst, src, rows*dim)
-		}
+	copyKV(c.layer.cfg, c.store, c.row(to, 0), c.bt, c.store, c.row(from, 0), c.bt, rows)
+}
+
+// Keep is Cache.Keep on sequence id: after its first from tokens it keeps
+// the tokens at slots (strictly increasing, each in [from, its length)) in
+// their order and drops the rest, so that DecodePagedTree's accepted path
+// is committed without recomputing it. A block the kept tokens move into
+// that another sequence holds (or a key names) is copied first: when the
+// pool has no block for that, ErrCacheFull. Bad arguments are ErrOption;
+// nothing changes on an error.
+func (c *PagedCache) Keep(id SeqID, from int, slots []int) error {
+	if err := c.hold(); err != nil {
+		return err
 	}
-	st := &c.store
-	for _, d := range [2]struct {
-		dim int
-		f32 []float32
-		u16 []uint16
-		i8  []int8
-		sc  []float32
-	}{{cfg.HeadDim, st.k, st.k16, st.k8, st.ks}, {cfg.storedV(), st.v, st.v16, st.v8, st.vs}} {
+	defer c.release()
+	s, err := c.seq(id)
+	if err != nil {
+		return err
+	}
+	if from < 0 || from > s.n {
+		return fmt.Errorf("%w: Keep after %d tokens of sequence %d, it holds %d", ErrOption, from, id, s.n)
+	}
+	for i, t := range slots {
 		switch {
-		case c.typ.is16():
-			each(d.dim, func(dst, src, n int) { copy(d.u16[dst:dst+n], d.u16[src:src+n]) })
-		case c.typ == Int8:
-			each(d.dim, func(dst, src, n int) { copy(d.i8[dst:dst+n], d.i8[src:src+n]) })
-			each(Int8Blocks(d.dim), func(dst, src, n int) { copy(d.sc[dst:dst+n], d.sc[src:src+n]) })
-		default:
-			each(d.dim, func(dst, src, n int) { copy(d.f32[dst:dst+n], d.f32[src:src+n]) })
+		case t < from || t >= s.n:
+			return fmt.Errorf("%w: Keep of slot %d (slots[%d]) of sequence %d: must be in [%d, %d)", ErrOption, t, i, id, from, s.n)
+		case i > 0 && t <= slots[i-1]:
+			return fmt.Errorf("%w: Keep: slots[%d] = %d after slots[%d] = %d: slots must increase", ErrOption, i, t, i-1, slots[i-1])
 		}
 	}
+	n := from + len(slots)
+	if err := c.windowHolds(s, n); err != nil {
+		return fmt.Errorf("Keep on sequence %d: %w", id, err)
+	}
+	need, last := 0, -1 // the shared blocks tokens move into, each once
+	for i, t := range slots {
+		if k := (from + i) / c.bt; t != from+i && k != last {
+			if c.shared(s.blocks[k]) {
+				need++
+			}
+			last = k
+		}
+	}
+	if need > c.available() {
+		return fmt.Errorf("%w: Keep needs %d blocks to copy, the pool has %d free", ErrCacheFull, need, c.available())
+	}
+	// Slot slots[i] >= from+i moves down to from+i: increasing slots never
+	// overwrite one still to move.
+	for i, t := range slots {
+		to := from + i
+		if t == to {
+			continue
+		}
+		k := to / c.bt
+		if old := s.blocks[k]; c.shared(old) { // copy on write: the rows it holds
+			b := c.alloc()
+			c.copyBlock(b, old, min(c.bt, s.n-k*c.bt))
+			c.unref(old)
+			s.blocks[k] = b
+		}
+		copyKV(c.layer.cfg, c.store, c.row(s.blocks[k], to%c.bt), c.bt, c.store, c.row(s.blocks[t/c.bt], t%c.bt), c.bt, 1)
+	}
+	keep := c.blocksOf(n)
+	for _, b := range s.blocks[keep:] {
+		c.unref(b)
+	}
+	s.blocks, s.n = s.blocks[:keep], n
+	c.releaseOutside(s)
+	return nil
 }
 
 // write stores n new tokens of s from position at (k and v:

@@ -489,3 +489,126 @@ func TestPagedModes(t *testing.T) {
 		})
 	}
 }
+
+// TestPagedTree: DecodePagedTree and PagedCache.Keep do what DecodeTree
+// and Cache.Keep do on a contiguous cache — the same outputs for random
+// draft trees (within float32's rounding: the history runs on pages), the
+// same lengths, and then the same decoding — including a tree on a
+// sequence that shares its blocks with a fork (the kept path's moves copy
+// the shared block) and a windowed layer (ALiBi and Window: a history
+// problem per row).
+func TestPagedTree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 8))
+	slopes, _ := ALiBiSlopes(8, 0)
+	for _, e := range engines {
+		l := pagedLayer(t, e, rng)
+		dm := l.Config().DModel
+		for _, opts := range []*Options{nil, {Window: 40, ALiBi: slopes}} {
+			window := 0
+			if opts != nil {
+				window = opts.Window
+			}
+			for _, typ := range []KVType{Float32, BFloat16, Int8} {
+				c, _ := l.NewCacheOf(2, 400, typ)
+				pc, err := l.NewPagedCache(PagedConfig{Type: typ, BlockTokens: 16, Bytes: 64 << 20, Window: window})
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs := []SeqID{}
+				for i := 0; i < 2; i++ {
+					id, _ := pc.NewSeq()
+					seqs = append(seqs, id)
+				}
+				what := fmt.Sprintf("%s %v %+v", e.Kernels(), typ, opts)
+				pagedRun(t, l, rng, c, pc, seqs, []pagedStep{{150, 37}}, opts, func(step int, _, _ []int, got, want []float32) {
+					checkClose(t, what, got, want, 2e-5)
+				})
+				// A fork shares sequence 0's blocks: the tree's Keep must not touch them.
+				fork, _ := pc.Fork(seqs[0], 150)
+				probe := random(rng, dm)
+				forkOut := func() []float32 { // a token on the fork, rolled back: its blocks' contents
+					out := make([]float32, dm)
+					if window > 0 { // a rollback past the window's release is refused
+						return out
+					}
+					if err := l.DecodePaged(context.Background(), out, probe, pc, []SeqID{fork}, []int{1}, opts); err != nil {
+						t.Fatal(err)
+					}
+					if err := pc.Truncate(fork, 150); err != nil {
+						t.Fatal(err)
+					}
+					return out
+				}
+				before := forkOut()
+				for round := 0; round < 3; round++ {
+					counts := []int{7 + round, 5}
+					parents := append(randomTree(rng, counts[0]), randomTree(rng, counts[1])...)
+					tree := Tree{Parents: parents}
+					n := sum(counts)
+					x := random(rng, n*dm)
+					want, got := make([]float32, n*dm), make([]float32, n*dm)
+					if err := l.DecodeTree(context.Background(), want, x, c, counts, tree, opts); err != nil {
+						t.Fatal(err)
+					}
+					if err := l.DecodePagedTree(context.Background(), got, x, pc, seqs, counts, tree, opts); err != nil {
+						t.Fatal(err)
+					}
+					checkClose(t, what+" tree", got, want, 2e-5)
+					// A fork of the whole tree, made before Keep: Keep's moves land in
+					// its shared blocks, which must be copied, not written.
+					treeLen, _ := pc.Len(seqs[0])
+					mid, _ := pc.Fork(seqs[0], treeLen)
+					midOut := func() []float32 {
+						out := make([]float32, dm)
+						if window > 0 {
+							return out
+						}
+						if err := l.DecodePaged(context.Background(), out, probe, pc, []SeqID{mid}, []int{1}, opts); err != nil {
+							t.Fatal(err)
+						}
+						if err := pc.Truncate(mid, treeLen); err != nil {
+							t.Fatal(err)
+						}
+						return out
+					}
+					midBefore := midOut()
+					for i, row := 0, 0; i < 2; i++ {
+						have := c.Len(i) - counts[i]
+						path := pathTo(parents[row:row+counts[i]], counts[i]-1)
+						for k := range path {
+							path[k] += have
+						}
+						if err := c.Keep(i, have, path); err != nil {
+							t.Fatal(err)
+						}
+						if err := pc.Keep(seqs[i], have, path); err != nil {
+							t.Fatal(err)
+						}
+						row += counts[i]
+					}
+					if err := pc.Check(); err != nil {
+						t.Fatal(err)
+					}
+					if d := firstDiff(midOut(), midBefore); d >= 0 {
+						t.Fatalf("%s: Keep wrote into a block a fork holds", what)
+					}
+					if err := pc.Free(mid); err != nil {
+						t.Fatal(err)
+					}
+					pagedRun(t, l, rng, c, pc, seqs, []pagedStep{{1, 1}}, opts, func(step int, _, _ []int, got, want []float32) {
+						checkClose(t, what+" after Keep", got, want, 2e-5)
+					})
+				}
+				if d := firstDiff(forkOut(), before); d >= 0 {
+					t.Fatalf("%s: the fork's blocks changed under the trees and Keeps", what)
+				}
+				if err := pc.Keep(seqs[0], 0, []int{500}); !errors.Is(err, ErrOption) {
+					t.Fatalf("Keep past the length: %v", err)
+				}
+				if err := l.DecodePagedTree(context.Background(), make([]float32, dm), random(rng, dm), pc, seqs[:1], []int{1}, Tree{Parents: []int{0}}, opts); !errors.Is(err, ErrOption) {
+					t.Fatalf("a token its own parent: %v", err)
+				}
+			}
+		}
+	}
+}

@@ -33,26 +33,76 @@ func (l *Layer) DecodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		return err
 	}
 	defer cache.release()
-	return l.decodePaged(ctx, out, x, cache, seqs, counts, opts)
+	return l.decodePaged(ctx, out, x, cache, seqs, counts, nil, opts)
+}
+
+// DecodePagedTree is DecodeTree on a paged cache: each sequence seqs[i]
+// takes a tree of counts[i] draft tokens (tree indexes the packed new
+// tokens, as DecodeTree's), appended in x's order; PagedCache.Keep then
+// commits the accepted path. Its outputs are DecodeTree's: every cached
+// token and the token's ancestors, merged by LSE. A tree step runs no
+// cascade, and a sliding window releases blocks at Keep, not here.
+func (l *Layer) DecodePagedTree(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, tree Tree, opts *Options) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if tree.Parents == nil {
+		return fmt.Errorf("%w: DecodePagedTree needs Tree.Parents (DecodePaged decodes chains)", ErrOption)
+	}
+	if err := cache.hold(); err != nil {
+		return err
+	}
+	defer cache.release()
+	return l.decodePaged(ctx, out, x, cache, seqs, counts, &tree, opts)
+}
+
+// pagedTree is a DecodePagedTree call's sequences as a tree step reads
+// them (treeCache), b indexing the call's sequences.
+type pagedTree struct {
+	c  *PagedCache
+	ps *pagedScratch
+}
+
+func (p *pagedTree) cached(b int) int { return p.ps.have[b] }
+func (p *pagedTree) storage() KVType  { return p.c.typ }
+
+// history is the sequence's K/V: its block table (as grown by the call).
+func (p *pagedTree) history(b int) (kvData, int) {
+	kv := p.c.store
+	kv.pageKeys, kv.pages = p.c.bt, p.ps.seqPages[b:b+1]
+	return kv, len(p.ps.seqPages[b]) * p.c.bt
+}
+
+// newRows copies the sequence's tokens [have, have+n) from their blocks.
+func (p *pagedTree) newRows(cfg LayerConfig, dst kvData, b, have, n int) {
+	s, bt := p.ps.seqs[b], p.c.bt
+	for i := 0; i < n; { // a run within one block at a time, every head
+		pos := have + i
+		m := min(n-i, bt-pos%bt)
+		copyKV(cfg, dst, i, n, p.c.store, p.c.row(s.blocks[pos/bt], pos%bt), bt, m)
+		i += m
+	}
 }
 
 // pagedScratch is DecodePaged's own scratch, kept in the layer's.
 type pagedScratch struct {
-	seqs    []*pagedSeq
-	have    []int       // per sequence: its length before the call
-	group   []int       // per sequence: its cascade group, or -1
-	lens    []int       // per problem: its KVLens entry
-	offsets []int       // per suffix problem: its QueryOffset
-	pages   [][]int32   // per problem: its block table
-	tables  [][][]int32 // per problem: pages[i:i+1], the tile problem's
-	groups  []cascadeGroup
-	next    []int     // per group, while merging: its next member's first row
-	gq, go1 []float32 // the groups' gathered queries and shared outputs, [rows][H][dim]
-	gl      []float32 // the groups' shared LSEs, [H][rows] each
-	o2, l2  []float32 // the members' own parts: [rows][H][Dv], per sequence [H][n]
-	acc     []float64
-	outs    [2][]float32
-	lses    [2][]float32
+	seqs     []*pagedSeq
+	have     []int       // per sequence: its length before the call
+	group    []int       // per sequence: its cascade group, or -1
+	lens     []int       // per problem: its KVLens entry
+	offsets  []int       // per suffix problem: its QueryOffset
+	pages    [][]int32   // per problem: its block table
+	tables   [][][]int32 // per problem: pages[i:i+1], the tile problem's
+	groups   []cascadeGroup
+	next     []int     // per group, while merging: its next member's first row
+	gq, go1  []float32 // the groups' gathered queries and shared outputs, [rows][H][dim]
+	gl       []float32 // the groups' shared LSEs, [H][rows] each
+	o2, l2   []float32 // the members' own parts: [rows][H][Dv], per sequence [H][n]
+	acc      []float64
+	outs     [2][]float32
+	lses     [2][]float32
+	src      pagedTree // the call's sequences as a tree step reads them
+	seqPages [][]int32 // per sequence: its block table, grown by the call
 }
 
 // cascadeGroup is sequences sharing their first blocks: the shared part's
@@ -65,7 +115,7 @@ type cascadeGroup struct {
 }
 
 // decodePaged runs DecodePaged on a held cache.
-func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, opts *Options) error {
+func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, tree *Tree, opts *Options) error {
 	c, err := callOf(ctx, opts)
 	if err != nil {
 		return err
@@ -136,6 +186,20 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 	if err := sc.size(cfg.shape(1, total, total), true); err != nil {
 		return err
 	}
+	var tr *treeScratch
+	src := &ps.src
+	*src = pagedTree{c: cache, ps: ps}
+	if tree != nil {
+		if sc.tree == nil {
+			sc.tree = new(treeScratch)
+		}
+		tr = sc.tree
+		defer func() { tr.parents = nil }() // the caller's slice: not kept
+		if err := tr.resolve(tree, counts, src, total, o.ALiBi != nil); err != nil {
+			return err
+		}
+		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)
+	}
 	l.reserve()
 	if err := l.e.acquire(); err != nil {
 		return err
@@ -147,7 +211,11 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		prep.pos, prep.seqLen, prep.cs = sc.positions(total, l.rope.half)
 		for i, row := 0, 0; i < len(seqs); i++ {
 			for j := 0; j < counts[i]; j++ {
-				prep.pos[row+j], prep.seqLen[row+j] = ps.have[i]+j, ps.have[i]+counts[i]
+				if tr != nil { // at its tree position; the sequence reaches its largest
+					prep.pos[row+j], prep.seqLen[row+j] = tr.at[row+j], tr.span[i]
+				} else {
+					prep.pos[row+j], prep.seqLen[row+j] = ps.have[i]+j, ps.have[i]+counts[i]
+				}
 			}
 			row += counts[i]
 		}
@@ -163,10 +231,15 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		}
 		row += counts[i]
 	}
+	ps.seqPages = sized(ps.seqPages, len(seqs))
 	for i, row := 0, 0; i < len(seqs); i++ {
 		n := counts[i]
 		cache.grow(ps.seqs[i], n)
 		cache.write(l.e.ks, ps.seqs[i], ps.have[i], n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
+		ps.seqPages[i] = ps.seqs[i].blocks
+		if tr != nil && n > 0 {
+			tr.fill(cfg, src, i, row, ps.have[i], n)
+		}
 		row += n
 	}
 	undo := func() { // the call's blocks back to the pool: no length changed
@@ -177,8 +250,12 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 			s.blocks = s.blocks[:cache.blocksOf(s.n)]
 		}
 	}
-	cascade := o.Window == 0 && o.ALiBi == nil
-	works, err := l.pagedProblems(cache, ps, sc, counts, &o, cascade)
+	var works []attnWork
+	if tr != nil {
+		works, err = l.treeProblems(ps, sc, tr, src, counts, &o)
+	} else {
+		works, err = l.pagedProblems(cache, ps, sc, counts, &o, o.Window == 0 && o.ALiBi == nil)
+	}
 	defer l.e.putWorks(works)
 	if err != nil {
 		undo()
@@ -188,16 +265,49 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		undo()
 		return ctx.Err()
 	}
-	l.mergeCascade(ps, sc.attn, o.LSE, counts)
+	if tr != nil {
+		for i, row := 0, 0; i < len(seqs); i++ {
+			n := counts[i]
+			var seqLSE []float32
+			if o.LSE != nil {
+				seqLSE = o.LSE[row*H : (row+n)*H]
+			}
+			if n > 0 {
+				tr.merge(cfg, sc.attn, seqLSE, row, n, historyPerRow(&o))
+			}
+			row += n
+		}
+	} else {
+		l.mergeCascade(ps, sc.attn, o.LSE, counts)
+	}
 	if !l.project(out, sc.attn, &l.w.o, l.w.bo, total, c) {
 		undo()
 		return ctx.Err()
 	}
 	for i, s := range ps.seqs {
 		s.n += counts[i]
-		cache.releaseOutside(s)
+		if tr == nil {
+			cache.releaseOutside(s)
+		}
 	}
 	return nil
+}
+
+// treeProblems returns a tree step's problems: per stepping sequence its
+// history's and its tree's (treeScratch.problems).
+func (l *Layer) treeProblems(ps *pagedScratch, sc *layerScratch, tr *treeScratch, src treeCache, counts []int, o *Options) ([]attnWork, error) {
+	works := l.e.getWorks(treeWorks(counts, o))
+	w := 0
+	var err error
+	for i, row := 0, 0; i < len(ps.seqs); i++ {
+		if n := counts[i]; n > 0 {
+			if w, err = tr.problems(l, works, w, sc, src, i, row, n, o); err != nil {
+				return works, err
+			}
+			row += n
+		}
+	}
+	return works, nil
 }
 
 // storable is Cache.storable's check for a paged cache's sequence (named

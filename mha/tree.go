@@ -88,14 +88,14 @@ type treeScratch struct {
 // resolve checks tree against counts and the cache's lengths, and fills
 // t.at with each token's position and t.span with each sequence's
 // length for rotary (its largest position plus one).
-func (t *treeScratch) resolve(tree *Tree, counts []int, cache *Cache, total int, alibi bool) error {
+func (t *treeScratch) resolve(tree *Tree, counts []int, cache treeCache, total int, alibi bool) error {
 	if len(tree.Parents) != total || (tree.Positions != nil && len(tree.Positions) != total) {
 		return fmt.Errorf("%w: Tree has %d parents and %d positions for %d new tokens", ErrBuffer, len(tree.Parents), len(tree.Positions), total)
 	}
 	t.parents = tree.Parents
 	t.at, t.span = sized(t.at, total), sized(t.span, len(counts))
 	for b, row := 0, 0; b < len(counts); b++ {
-		have := int(cache.lens[b].Load())
+		have := cache.cached(b)
 		t.span[b] = 0
 		for i := 0; i < counts[b]; i++ {
 			p := t.parents[row+i]
@@ -204,20 +204,21 @@ func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
 // history's and its tree's — and fills the tree's mask (and ALiBi terms);
 // it returns the next free work. rows [row, row+n) are the sequence's new
 // tokens, have its cached length, o the caller's options.
-func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScratch, cache *Cache, b, row, n int, o *Options) (int, error) {
+func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScratch, cache treeCache, b, row, n int, o *Options) (int, error) {
 	cfg := l.cfg
 	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
-	have := int(cache.lens[b].Load())
+	have := cache.cached(b)
+	kv, kvLen := cache.history(b)
 	workers := l.e.workers(o)
 	for i := 0; i < n; i++ {
 		t.lens[row+i] = have
 	}
 	// The history: every cached key, seen by every new token.
-	hist := cfg.shape(1, n, cache.capa)
+	hist := cfg.shape(1, n, kvLen)
 	oh := Options{Scale: o.Scale, Softcap: o.Softcap, Sinks: o.Sinks, KVLens: t.lens[row : row+1], LSE: t.l1[row*H : (row+n)*H]}
 	var err error
 	if !historyPerRow(o) {
-		if works[w].p, err = problem(t.o1[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], cache.kv(b), hist, &oh, workers); err != nil {
+		if works[w].p, err = problem(t.o1[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], kv, hist, &oh, workers); err != nil {
 			return w, err
 		}
 		w++
@@ -226,7 +227,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 		oh.Causal, oh.Window, oh.ALiBi = true, o.Window, o.ALiBi
 		for i := row; i < row+n; i++ {
 			oh.QueryOffset, oh.KVLens, oh.LSE = &t.at[i], t.lens[i:i+1], t.lrow[i*H:(i+1)*H]
-			if works[w].p, err = problem(t.o1[i*H*Dv:(i+1)*H*Dv], sc.q[i*H*Dk:(i+1)*H*Dk], cache.kv(b), hist, &oh, workers); err != nil {
+			if works[w].p, err = problem(t.o1[i*H*Dv:(i+1)*H*Dv], sc.q[i*H*Dk:(i+1)*H*Dk], kv, hist, &oh, workers); err != nil {
 				return w, err
 			}
 			w++
@@ -258,7 +259,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 		}
 	}
 	tree := cfg.shape(1, n, n)
-	if works[w].p, err = problem(t.o2[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], t.kv(cfg, cache.typ, row, n), tree, &ot, workers); err != nil {
+	if works[w].p, err = problem(t.o2[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], t.kv(cfg, cache.storage(), row, n), tree, &ot, workers); err != nil {
 		return w, err
 	}
 	return w + 1, nil
@@ -266,8 +267,25 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 
 // fill copies the tree tokens of sequence b, stored at slots [have,
 // have+n) of the cache, into the tree's K and V (rows from row on).
-func (t *treeScratch) fill(cfg LayerConfig, cache *Cache, b, row, have, n int) {
-	copyKV(cfg, t.kv(cfg, cache.typ, row, n), 0, n, cache.kv(b), have, cache.capa, n)
+func (t *treeScratch) fill(cfg LayerConfig, cache treeCache, b, row, have, n int) {
+	cache.newRows(cfg, t.kv(cfg, cache.storage(), row, n), b, have, n)
+}
+
+// treeCache is what a tree step reads of the cache it decodes into: a
+// Cache, or the sequences of a DecodePagedTree call (pagedTree), b
+// indexing the call's sequences.
+type treeCache interface {
+	cached(b int) int                                    // sequence b's tokens before the call
+	history(b int) (kvData, int)                         // its K/V as a problem reads them, and the shape's KVLen
+	storage() KVType                                     // the storage type of K and V
+	newRows(cfg LayerConfig, dst kvData, b, have, n int) // its tokens [have, have+n) into dst ([KVHeads][n][dim])
+}
+
+func (c *Cache) cached(b int) int            { return int(c.lens[b].Load()) }
+func (c *Cache) history(b int) (kvData, int) { return c.kv(b), c.capa }
+func (c *Cache) storage() KVType             { return c.typ }
+func (c *Cache) newRows(cfg LayerConfig, dst kvData, b, have, n int) {
+	copyKV(cfg, dst, 0, n, c.kv(b), have, c.capa, n)
 }
 
 // merge combines the history's and the tree's results of the sequence
