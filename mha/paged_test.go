@@ -50,34 +50,26 @@ func pagedRun(t *testing.T, l *Layer, rng *rand.Rand, c *Cache, pc *PagedCache, 
 	}
 }
 
-// checkPagedRows compares a paged call's output with the contiguous
-// cache's: bit for bit the rows of sequences that took at most decodeRows
-// tokens and hold at least 128 (a decode step on the split path, whose
-// chunks are whole pages), within tol the rows of the others (the flash
-// path, whose key blocks are cut at the pages).
-func checkPagedRows(t *testing.T, what string, dm, decodeRows int, counts, lens []int, got, want []float32, tol float32) {
+// checkPaged compares a paged call's output with the contiguous cache's:
+// bit for bit if bitwise, else within tol.
+func checkPaged(t *testing.T, what string, bitwise bool, got, want []float32, tol float32) {
 	t.Helper()
-	row := 0
-	for i, n := range counts {
-		g, w := got[row*dm:(row+n)*dm], want[row*dm:(row+n)*dm]
-		if n <= decodeRows && lens[i] >= 128 {
-			if d := firstDiff(g, w); d >= 0 {
-				t.Fatalf("%s: sequence %d (%d tokens): out[%d] = %v, the contiguous cache %v", what, i, n, d, g[d], w[d])
-			}
-		} else {
-			checkClose(t, fmt.Sprintf("%s: sequence %d (%d tokens)", what, i, n), g, w, tol)
-		}
-		row += n
+	if !bitwise {
+		checkClose(t, what, got, want, tol)
+		return
+	}
+	if d := firstDiff(got, want); d >= 0 {
+		t.Fatalf("%s: out[%d] = %v, the contiguous cache %v", what, d, got[d], want[d])
 	}
 }
 
 // TestPagedMatchesCache: a paged cache with nothing shared gives the
-// contiguous cache's decode steps bit for bit on every set and storage
-// type when its blocks are a multiple of 64 keys (the split decode's
-// chunks then never cross one), and within float32's rounding with blocks
-// of 16 (the fused decode kernel is then called once a block) and for
-// chunks of many tokens (the flash loop's key blocks are cut at the
-// pages); prompts in chunks, single tokens, sequences sitting out.
+// contiguous cache's outputs bit for bit on every set and storage type
+// when its blocks are a multiple of 64 keys (the split decode's chunks
+// then never cross one; the flash loop's blocks read across pages in
+// place, in the same order), and within float32's rounding with blocks of
+// 16 (the fused decode kernel is then called once a block); prompts in
+// chunks, single tokens, sequences sitting out.
 func TestPagedMatchesCache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(48, 1))
 	cfg := LayerConfig{DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 1e4}}
@@ -102,12 +94,8 @@ func TestPagedMatchesCache(t *testing.T) {
 					seqs[i], _ = pc.NewSeq()
 				}
 				what := fmt.Sprintf("%s %v blocks of %d", e.Kernels(), typ, bt)
-				pagedRun(t, l, rng, c, pc, seqs, steps, nil, func(step int, counts, lens []int, got, want []float32) {
-					decode := 8 // rows of a split decode: 16 query rows per KV head, 2 heads a group
-					if bt%64 != 0 {
-						decode = 0
-					}
-					checkPagedRows(t, fmt.Sprintf("%s step %d", what, step), cfg.DModel, decode, counts, lens, got, want, 2e-5)
+				pagedRun(t, l, rng, c, pc, seqs, steps, nil, func(step int, _, _ []int, got, want []float32) {
+					checkPaged(t, fmt.Sprintf("%s step %d", what, step), bt%64 == 0, got, want, 2e-5)
 				})
 			}
 		}
@@ -440,24 +428,21 @@ func TestPagedWindow(t *testing.T) {
 // TestPagedModes: the bfloat16 mode (its prefill chunks rounded and
 // paired through a Regroup, its decode on the pair kernels) and an MLA
 // layer's latent cache (V inside K) through a paged cache of 64-token
-// blocks: decode steps give the contiguous cache's bits, chunks its
-// results within the mode's rounding.
+// blocks give the contiguous cache's bits, decode steps and chunks.
 func TestPagedModes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(48, 7))
 	steps := []pagedStep{{300, 0, 70}, {1, 200, 1}, {1, 1, 1}, {40, 1, 0}}
 	type setup struct {
-		name   string
-		l      *Layer
-		opts   *Options
-		typ    KVType
-		decode int     // the most tokens a sequence's step takes on the split path
-		tol    float32 // the flash path's
+		name string
+		l    *Layer
+		opts *Options
+		typ  KVType
 	}
 	var cases []setup
 	for _, e := range bf16Engines {
 		l := pagedLayer(t, e, rng)
 		for _, typ := range []KVType{Float32, BFloat16, Int8} {
-			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ, 4, 2e-3})
+			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ})
 		}
 	}
 	for _, e := range engines {
@@ -467,7 +452,7 @@ func TestPagedModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, typ := range []KVType{Float32, BFloat16, Int8} {
-			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ, 16 / l.Config().Heads, 2e-5})
+			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ})
 		}
 	}
 	for _, cs := range cases {
@@ -484,8 +469,8 @@ func TestPagedModes(t *testing.T) {
 			seqs[i], _ = pc.NewSeq()
 		}
 		what := fmt.Sprintf("%s %v", cs.name, cs.typ)
-		pagedRun(t, cs.l, rng, c, pc, seqs, steps, cs.opts, func(step int, counts, lens []int, got, want []float32) {
-			checkPagedRows(t, fmt.Sprintf("%s step %d", what, step), cs.l.Config().DModel, cs.decode, counts, lens, got, want, cs.tol)
+		pagedRun(t, cs.l, rng, c, pc, seqs, steps, cs.opts, func(step int, _, _ []int, got, want []float32) {
+			checkPaged(t, fmt.Sprintf("%s step %d", what, step), true, got, want, 0)
 		})
 	}
 }
@@ -609,6 +594,48 @@ func TestPagedTree(t *testing.T) {
 					t.Fatalf("a token its own parent: %v", err)
 				}
 			}
+		}
+	}
+}
+
+// TestPagedNoAllocs: a steady decode step on a paged cache, with a
+// cascade and with none, allocates nothing (the blocks a step takes come
+// from the pool, its scratch is the layer's).
+func TestPagedNoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 9))
+	l := pagedLayer(t, engines[0], rng)
+	dm := l.Config().DModel
+	pc, _ := l.NewPagedCache(PagedConfig{Bytes: 16 << 20})
+	root, _ := pc.NewSeq()
+	x := random(rng, 200*dm)
+	if err := l.DecodePaged(context.Background(), make([]float32, len(x)), x, pc, []SeqID{root}, []int{200}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seqs := []SeqID{root}
+	for i := 0; i < 3; i++ {
+		f, _ := pc.Fork(root, 200)
+		seqs = append(seqs, f)
+	}
+	lone, _ := pc.NewSeq()
+	if err := l.DecodePaged(context.Background(), make([]float32, len(x)), x, pc, []SeqID{lone}, []int{200}, nil); err != nil {
+		t.Fatal(err)
+	}
+	step, out := random(rng, 4*dm), make([]float32, 4*dm)
+	ones := []int{1, 1, 1, 1}
+	for name, ids := range map[string][]SeqID{"cascade": seqs, "private": {lone}} {
+		run := func() {
+			if err := l.DecodePaged(context.Background(), out[:len(ids)*dm], step[:len(ids)*dm], pc, ids, ones[:len(ids)], nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				if err := pc.Truncate(id, 200); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		run()
+		if n := testing.AllocsPerRun(allocRuns(), run); n != 0 {
+			t.Errorf("%s: a paged decode step allocates %v times", name, n)
 		}
 	}
 }

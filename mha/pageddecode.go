@@ -95,7 +95,7 @@ type pagedScratch struct {
 	tables   [][][]int32 // per problem: pages[i:i+1], the tile problem's
 	groups   []cascadeGroup
 	next     []int     // per group, while merging: its next member's first row
-	gq, go1  []float32 // the groups' gathered queries and shared outputs, [rows][H][dim]
+	gq, go1  []float32 // the groups' gathered queries and shared outputs, [H][rows][dim] each
 	gl       []float32 // the groups' shared LSEs, [H][rows] each
 	o2, l2   []float32 // the members' own parts: [rows][H][Dv], per sequence [H][n]
 	acc      []float64
@@ -380,12 +380,14 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 	w := 0
 	kv := cache.store
 	kv.pageKeys = cache.bt
-	add := func(out, q []float32, pages []int32, po *Options) error {
+	add := func(out, q []float32, pages []int32, layout Layout, po *Options) error {
 		ps.pages[w] = pages
 		ps.tables[w] = ps.pages[w : w+1]
 		kv.pages = ps.tables[w]
+		shape := cfg.shape(1, len(q)/(H*Dk), len(pages)*cache.bt)
+		shape.Layout = layout
 		var err error
-		if works[w].p, err = problem(out, q, kv, cfg.shape(1, len(q)/(H*Dk), len(pages)*cache.bt), po, l.e.workers(po)); err != nil {
+		if works[w].p, err = problem(out, q, kv, shape, po, l.e.workers(po)); err != nil {
 			return err
 		}
 		w++
@@ -395,16 +397,24 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 	shared.Causal, shared.Sinks, shared.KVLens = false, nil, nil // the sinks count once: in the own parts
 	for gi := range ps.groups {
 		g := &ps.groups[gi]
-		for j, row, r := 0, 0, g.row; j < len(ps.seqs); j++ {
+		// The members' queries heads-major ([H][rows][Dk]): each head's rows
+		// one run, as the flash items pack them (BSHD rows ran the same
+		// problem 10–13% slower on Zen 4).
+		gq := ps.gq[g.row*H*Dk : (g.row+g.rows)*H*Dk]
+		for j, row, r := 0, 0, 0; j < len(ps.seqs); j++ {
 			if ps.group[j] == gi {
-				copy(ps.gq[r*H*Dk:], sc.q[row*H*Dk:(row+counts[j])*H*Dk])
+				for i := 0; i < counts[j]; i++ {
+					for h := 0; h < H; h++ {
+						copy(gq[(h*g.rows+r+i)*Dk:][:Dk], sc.q[((row+i)*H+h)*Dk:][:Dk])
+					}
+				}
 				r += counts[j]
 			}
 			row += counts[j]
 		}
 		shared.LSE = ps.gl[g.row*H : (g.row+g.rows)*H]
 		first := ps.seqs[g.first]
-		if err := add(ps.go1[g.row*H*Dv:(g.row+g.rows)*H*Dv], ps.gq[g.row*H*Dk:(g.row+g.rows)*H*Dk], first.blocks[:g.blocks], &shared); err != nil {
+		if err := add(ps.go1[g.row*H*Dv:(g.row+g.rows)*H*Dv], gq, first.blocks[:g.blocks], BHSD, &shared); err != nil {
 			return works, err
 		}
 	}
@@ -430,7 +440,7 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 		}
 		ps.lens[w] = ps.have[i] + n - skip
 		own.KVLens = ps.lens[w : w+1]
-		if err := add(out, q, s.blocks[skip/cache.bt:], &own); err != nil {
+		if err := add(out, q, s.blocks[skip/cache.bt:], BSHD, &own); err != nil {
 			return works, err
 		}
 		row += n
@@ -461,7 +471,7 @@ func (l *Layer) mergeCascade(ps *pagedScratch, attn, lse []float32, counts []int
 		for j := 0; j < n; j++ {
 			for h := 0; h < H; h++ {
 				gr, at := r[gi]+j, (row+j)*H*Dv+h*Dv
-				ps.outs = [2][]float32{ps.go1[gr*H*Dv+h*Dv:][:Dv], ps.o2[at:][:Dv]}
+				ps.outs = [2][]float32{ps.go1[(g.row*H+h*g.rows+gr-g.row)*Dv:][:Dv], ps.o2[at:][:Dv]}
 				ps.lses = [2][]float32{ps.gl[g.row*H+h*g.rows+gr-g.row:], ps.l2[row*H+h*n+j:]}
 				m := mergeRow(attn[at:][:Dv], ps.acc, ps.outs[:], ps.lses[:], 0, 0)
 				if lse != nil {

@@ -75,9 +75,6 @@ func flashItem(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) {
 // block (or the scaled rows, for Dot and, when fused, the fused decode
 // kernel) and an empty running state (m = -Inf, l = 0, O = 0).
 func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bool) *itemRun {
-	if p.PageKeys > 0 {
-		bc = pagedBlock(bc, p.PageKeys)
-	}
 	rows := it.nh * it.nq
 	lanes := ks.Lanes
 	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
@@ -204,7 +201,8 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	dk, dv, rows := p.HeadDim, p.ValueDim, it.nh*it.nq
 	var kblk, vblk []float32 // the bfloat16 kernels read V's rows only when they must (pvPairs)
 	var ldk, ldv int
-	if !r.dp {
+	inPlace := !r.dp && r.readsInPlace(kb, nk) // paged float32 rows across pages: a call per page's run
+	if !r.dp && !inPlace {
 		kblk, ldk = r.kvBlock(kb, nk, false)
 		vblk, ldv = kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
 		if !p.VInK || !p.copiesKV() {
@@ -215,6 +213,8 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	if r.dp {
 		ka, lda := r.keyPairs(kb, nk)
 		ks.GemmBF16(s[r0:], rp, ka, lda, 1, ws.qp[r0:], rp, nk, r1-r0, dk/2, false)
+	} else if inPlace {
+		r.scoresByPage(kb, nk, r0, r1)
 	} else if ws.dot {
 		ks.Dot(s[r0:], rp, kblk, ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
 	} else {
@@ -237,8 +237,9 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		mask(p, it, kb, nk, rp, s, ws.masked)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
-	if r.dp && masked && anyOf(ws.masked[:nk]) {
-		vblk, ldv = r.kvBlock(kb, nk, true) // for the poison check
+	if (r.dp || inPlace) && masked && anyOf(ws.masked[:nk]) {
+		vblk, ldv = r.kvBlock(kb, nk, true) // for the poison check (and its PV)
+		inPlace = false
 	}
 	poisoned := masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk)
 	if r.dp && !poisoned {
@@ -250,6 +251,10 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	}
 	if poisoned {
 		r.pvPoisoned(kb, nk, r0, min(r1, rows), vblk, ldv)
+		return
+	}
+	if inPlace {
+		r.pvByPage(kb, nk, r0, min(r1, rows))
 		return
 	}
 	ks.PV(ws.o[r0*dv:], dv, s[r0:], rp, vblk, ldv, ws.al[r0:], min(r1, rows)-r0, nk, dv)

@@ -237,18 +237,3 @@ func TestGemmItems(t *testing.T) {
 		}
 	}
 }
-
-// TestPagedBlock: the flash loop's block on pages is a multiple of 16 at
-// most the planned block that divides the page, so aligned blocks never
-// cross one.
-func TestPagedBlock(t *testing.T) {
-	for _, c := range []struct{ bc, page, want int }{
-		{352, 64, 64}, {352, 256, 256}, {352, 512, 256}, {352, 1024, 256}, {352, 16, 16},
-		{352, 48, 48}, {352, 80, 80}, {352, 400, 80}, {64, 1024, 64}, {16, 64, 16}, {352, 336, 336},
-	} {
-		got := pagedBlock(c.bc, c.page)
-		if got != c.want || c.page%got != 0 || got%16 != 0 || got > c.bc {
-			t.Errorf("pagedBlock(%d, %d) = %d, want %d", c.bc, c.page, got, c.want)
-		}
-	}
-}

@@ -84,17 +84,8 @@ func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 
 // blocks runs keys [a, b) on all the item's rows in even blocks of at most
 // Bc (evenBlocks), each an edge (masked) if edge, with the bias and mask
-// if filter; on paged K/V in blocks aligned to multiples of Bc instead,
-// so that none crosses a page and none is gathered.
+// if filter.
 func (r *itemRun) blocks(a, b int, edge, filter bool) {
-	if r.p.PageKeys > 0 { // paged: blocks aligned to multiples of bc, none crossing a page (pagedBlock)
-		for kb := a; kb < b; {
-			e := min(b, (kb/r.bc+1)*r.bc)
-			r.block(kb, e-kb, edge, filter, 0, r.rp)
-			kb = e
-		}
-		return
-	}
 	step := evenBlocks(b-a, r.bc)
 	for kb := a; kb < b; kb += step {
 		r.block(kb, min(step, b-kb), edge, filter, 0, r.rp)
