@@ -82,6 +82,8 @@ type config struct {
 	serving  string       // "on", "off" or "only": the serving rows (bench/serving.go)
 	prefix   bool         // only the shared-prefix rows (bench/prefix.go)
 	kvPrefix []mha.KVType // their K/V storage
+	// blockTokens is their paged caches' block size (0: the default).
+	blockTokens int
 }
 
 func main() {
@@ -110,6 +112,7 @@ func parseFlags() (*config, error) {
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
+	blockTokens := flag.Int("block", 0, "tokens per block of the shared-prefix rows' paged caches (0: mha.DefaultBlockTokens)")
 	prefixOnly := flag.Bool("prefix", false, "only the shared-prefix rows: a decode step of sequences sharing a prompt, paged with sharing (cascade) vs private caches vs paged unshared (-kv: f32,bf16 by default)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
 	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums)")
@@ -154,6 +157,7 @@ func parseFlags() (*config, error) {
 	if *prefixOnly {
 		cfg.prefix = true
 	}
+	cfg.blockTokens = *blockTokens
 	if *shapes != "" && !*layersOnly {
 		cfg.cases, cfg.layers, cfg.gemms = nil, nil, nil
 		for _, s := range strings.Split(*shapes, ";") {

@@ -27,6 +27,7 @@ type PrefixRow struct {
 	Suffix            int     `json:"suffix"`
 	KV                string  `json:"kv"`
 	Compute           string  `json:"compute"`
+	BlockTokens       int     `json:"block_tokens"`
 	RowBytes          int     `json:"row_bytes"` // one token's K and V over every KV head
 	MedianMs          float64 `json:"median_ms"` // shared, paged
 	CacheBytes        int64   `json:"cache_bytes"`
@@ -88,14 +89,17 @@ func measurePrefixCase(cfg *config, l *mha.Layer, ks *kernels.Set, pc prefixCase
 	if err != nil {
 		return PrefixRow{}, err
 	}
+	bt := mha.DefaultBlockTokens
+	if cfg.blockTokens > 0 {
+		bt = cfg.blockTokens
+	}
 	newPaged := func(blocks int) (*mha.PagedCache, error) {
-		probe, err := l.NewPagedCache(mha.PagedConfig{Type: kv, Bytes: 1 << 30})
+		probe, err := l.NewPagedCache(mha.PagedConfig{Type: kv, BlockTokens: bt, Bytes: 1 << 30})
 		if err != nil {
 			return nil, err
 		}
-		return l.NewPagedCache(mha.PagedConfig{Type: kv, Bytes: int64(blocks) * probe.BlockBytes()})
+		return l.NewPagedCache(mha.PagedConfig{Type: kv, BlockTokens: bt, Bytes: int64(blocks) * probe.BlockBytes()})
 	}
-	bt := mha.DefaultBlockTokens
 	perSeq := (P+S)/bt + 2
 	// Shared: the prompt once, forked B-1 times, then each one's own tokens.
 	shared, err := newPaged(P/bt + B*(S/bt+2) + 1)
@@ -172,7 +176,7 @@ func measurePrefixCase(cfg *config, l *mha.Layer, ks *kernels.Set, pc prefixCase
 	pgbs := privBytes / dpr.Seconds() / 1e9
 	used := int64(shared.Blocks()-shared.FreeBlocks()) * shared.BlockBytes()
 	return PrefixRow{Kind: "shared prefix", ISA: ks.Name, Engine: engineOf(ks, cm).String(), Shape: prefixModel.String(), Threads: threads, Batch: B, Prefix: P, Suffix: S,
-		KV: kv.String(), Compute: cm.String(), RowBytes: rowBytes,
+		KV: kv.String(), Compute: cm.String(), BlockTokens: bt, RowBytes: rowBytes,
 		MedianMs: ms(dsh), CacheBytes: used, PrivateMs: ms(dpr), PrivateCacheBytes: int64(B) * int64(P+S+1) * int64(rowBytes),
 		PagedMs: ms(dpg), Speedup: dpr.Seconds() / dsh.Seconds(), PagedRatio: dpr.Seconds() / dpg.Seconds(),
 		GFLOPS: gf, PctPeak: 100 * gf / peak, PrivateGBs: pgbs, PrivatePctBW: 100 * pgbs / m.ReadBW(cfg.bwBuf, threads)}, nil

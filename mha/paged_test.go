@@ -427,7 +427,7 @@ func TestPagedWindow(t *testing.T) {
 
 // TestPagedModes: the bfloat16 mode (its prefill chunks rounded and
 // paired through a Regroup, its decode on the pair kernels) and an MLA
-// layer's latent cache (V inside K) through a paged cache of 64-token
+// layer's latent cache (V inside K) through a paged cache of the default
 // blocks give the contiguous cache's bits, decode steps and chunks.
 func TestPagedModes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(48, 7))
