@@ -83,6 +83,7 @@ type PagedCache struct {
 
 	seqs   map[SeqID]*pagedSeq
 	nextID SeqID
+	calls  uint64 // DecodePaged calls made (a call marks its sequences to find one named twice)
 	busy   atomic.Bool
 }
 
@@ -91,6 +92,7 @@ type PagedCache struct {
 type pagedSeq struct {
 	n      int
 	blocks []int32
+	call   uint64 // the DecodePaged call that last named it (PagedCache.calls+1)
 }
 
 // NewPagedCache returns an empty paged cache for l (ErrOption for a bad

@@ -639,3 +639,62 @@ func TestPagedNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestPagedCascadeModes: the cascade in the bfloat16 mode (every engine,
+// the emulated AMX included) and on an MLA layer (V inside K, one KV
+// head for 16 query heads) equals the contiguous cache's results within
+// the mode's rounding.
+func TestPagedCascadeModes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 11))
+	type setup struct {
+		name string
+		l    *Layer
+		opts *Options
+		tol  float32
+	}
+	var cases []setup
+	for _, e := range bf16Engines {
+		cases = append(cases, setup{e.Kernels() + " bf16 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeBF16}, 1e-3})
+	}
+	for _, e := range engines {
+		mc := newMLACase(rng, 24, true, true)
+		l, err := NewMLALayer(e, mc.cfg, mc.w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, setup{e.Kernels() + " MLA", l, nil, 2e-5})
+	}
+	for _, cs := range cases {
+		dm := cs.l.Config().DModel
+		c, _ := cs.l.NewCache(3, 512)
+		pc, err := cs.l.NewPagedCache(PagedConfig{Bytes: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := pc.NewSeq()
+		x := random(rng, 300*dm)
+		if err := cs.l.DecodePaged(context.Background(), make([]float32, len(x)), x, pc, []SeqID{root}, []int{300}, cs.opts); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			counts := make([]int, 3)
+			counts[i] = 300
+			if err := cs.l.DecodeSeqs(context.Background(), make([]float32, len(x)), x, c, counts, cs.opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seqs := []SeqID{root}
+		for i := 0; i < 2; i++ {
+			f, _ := pc.Fork(root, 300)
+			seqs = append(seqs, f)
+		}
+		pagedRun(t, cs.l, rng, c, pc, seqs, []pagedStep{{1, 1, 1}, {2, 1, 3}, {1, 1, 1}}, cs.opts, func(step int, _, _ []int, got, want []float32) {
+			sc := cs.l.getScratch()
+			if sc.paged == nil || len(sc.paged.groups) != 1 {
+				t.Fatalf("%s step %d: no cascade group", cs.name, step)
+			}
+			cs.l.putScratch(sc)
+			checkClose(t, fmt.Sprintf("%s step %d", cs.name, step), got, want, cs.tol)
+		})
+	}
+}

@@ -140,6 +140,7 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 	}
 	ps := sc.paged
 	ps.seqs, ps.have = ps.seqs[:0], ps.have[:0]
+	defer func() { cache.calls++ }() // the call's mark on its sequences expires
 	total, need := 0, 0
 	for i, id := range seqs {
 		s, err := cache.seq(id)
@@ -153,11 +154,10 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		case n > maxCoord-s.n:
 			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens, more than %d", ErrCacheFull, id, s.n, n, maxCoord)
 		}
-		for _, t := range ps.seqs {
-			if t == s {
-				return fmt.Errorf("%w: sequence %d appears twice in seqs", ErrOption, id)
-			}
+		if s.call == cache.calls+1 {
+			return fmt.Errorf("%w: sequence %d appears twice in seqs", ErrOption, id)
 		}
+		s.call = cache.calls + 1
 		ps.seqs, ps.have = append(ps.seqs, s), append(ps.have, s.n)
 		need += cache.appendNeeds(s, n)
 		total += n
