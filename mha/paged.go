@@ -212,6 +212,19 @@ func (c *PagedCache) hold() error {
 
 func (c *PagedCache) release() { c.busy.Store(false) }
 
+// holdSeq takes the cache for one call on sequence id and returns it;
+// release must follow if it succeeds.
+func (c *PagedCache) holdSeq(id SeqID) (*pagedSeq, error) {
+	if err := c.hold(); err != nil {
+		return nil, err
+	}
+	s, err := c.seq(id)
+	if err != nil {
+		c.release()
+	}
+	return s, err
+}
+
 // seq returns sequence id, or an ErrOption naming it.
 func (c *PagedCache) seq(id SeqID) (*pagedSeq, error) {
 	s := c.seqs[id]
@@ -242,14 +255,11 @@ func (c *PagedCache) add(s *pagedSeq) SeqID {
 // sequence, ErrBusy while another call holds the cache (the pool's
 // tables change under a call, so its readers take the cache too).
 func (c *PagedCache) Len(id SeqID) (int, error) {
-	if err := c.hold(); err != nil {
-		return 0, err
-	}
-	defer c.release()
-	s, err := c.seq(id)
+	s, err := c.holdSeq(id)
 	if err != nil {
 		return 0, err
 	}
+	defer c.release()
 	return s.n, nil
 }
 
@@ -265,14 +275,11 @@ func (c *PagedCache) Seqs() int {
 // Free removes sequence id; the blocks only it held return to the pool
 // (or, keyed, to the cached blocks Reuse may find).
 func (c *PagedCache) Free(id SeqID) error {
-	if err := c.hold(); err != nil {
-		return err
-	}
-	defer c.release()
-	s, err := c.seq(id)
+	s, err := c.holdSeq(id)
 	if err != nil {
 		return err
 	}
+	defer c.release()
 	for _, b := range s.blocks {
 		c.unref(b)
 	}
@@ -284,14 +291,11 @@ func (c *PagedCache) Free(id SeqID) error {
 // <= its length) by reference: no row is copied, the blocks are shared
 // until either sequence writes into one (it then copies that block).
 func (c *PagedCache) Fork(src SeqID, n int) (SeqID, error) {
-	if err := c.hold(); err != nil {
-		return 0, err
-	}
-	defer c.release()
-	s, err := c.seq(src)
+	s, err := c.holdSeq(src)
 	if err != nil {
 		return 0, err
 	}
+	defer c.release()
 	if n < 0 || n > s.n {
 		return 0, fmt.Errorf("%w: Fork of %d tokens of sequence %d, it holds %d", ErrOption, n, src, s.n)
 	}
@@ -309,14 +313,11 @@ func (c *PagedCache) Fork(src SeqID, n int) (SeqID, error) {
 // length); the blocks past them leave the sequence. A block it shares
 // stays shared: the next append copies it first.
 func (c *PagedCache) Truncate(id SeqID, n int) error {
-	if err := c.hold(); err != nil {
-		return err
-	}
-	defer c.release()
-	s, err := c.seq(id)
+	s, err := c.holdSeq(id)
 	if err != nil {
 		return err
 	}
+	defer c.release()
 	if n < 0 || n > s.n {
 		return fmt.Errorf("%w: Truncate of sequence %d to %d tokens, it holds %d", ErrOption, id, n, s.n)
 	}
@@ -447,14 +448,11 @@ func (c *PagedCache) lruRemove(b int32) {
 // every token before them (vLLM hashes the block's token ids with its
 // parent block's hash).
 func (c *PagedCache) SetKeys(id SeqID, keys []uint64) error {
-	if err := c.hold(); err != nil {
-		return err
-	}
-	defer c.release()
-	s, err := c.seq(id)
+	s, err := c.holdSeq(id)
 	if err != nil {
 		return err
 	}
+	defer c.release()
 	if len(keys)*c.bt > s.n {
 		return fmt.Errorf("%w: SetKeys of %d blocks of sequence %d, it fills %d", ErrOption, len(keys), id, s.n/c.bt)
 	}
@@ -546,14 +544,11 @@ func (c *PagedCache) copyBlock(to, from int32, rows int) {
 // pool has no block for that, ErrCacheFull. Bad arguments are ErrOption;
 // nothing changes on an error.
 func (c *PagedCache) Keep(id SeqID, from int, slots []int) error {
-	if err := c.hold(); err != nil {
-		return err
-	}
-	defer c.release()
-	s, err := c.seq(id)
+	s, err := c.holdSeq(id)
 	if err != nil {
 		return err
 	}
+	defer c.release()
 	if from < 0 || from > s.n {
 		return fmt.Errorf("%w: Keep after %d tokens of sequence %d, it holds %d", ErrOption, from, id, s.n)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,18 +24,7 @@ import (
 // the end, with every request freed, every block but the system prompt's
 // is back in the pool. FASTATTN_SOAK sets the duration as for TestSoak.
 func TestPagedSoak(t *testing.T) {
-	d := 2 * time.Second
-	if !longTests() {
-		d = 250 * time.Millisecond
-	}
-	if v := os.Getenv("FASTATTN_SOAK"); v != "" {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("FASTATTN_SOAK=%q: %v", v, err)
-		}
-	} else if testing.Short() {
-		t.Skip("a soak: FASTATTN_SOAK=60s runs it")
-	}
+	d := soakDuration(t)
 	e, err := New(Config{Threads: 3})
 	if err != nil {
 		t.Fatal(err)

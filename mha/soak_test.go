@@ -31,18 +31,7 @@ import (
 // unless it is set). The closing line gives steps, checks, mismatches and
 // the heap growth.
 func TestSoak(t *testing.T) {
-	d := 2 * time.Second
-	if !longTests() {
-		d = 250 * time.Millisecond
-	}
-	if v := os.Getenv("FASTATTN_SOAK"); v != "" {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("FASTATTN_SOAK=%q: %v", v, err)
-		}
-	} else if testing.Short() {
-		t.Skip("a soak: FASTATTN_SOAK=60s runs it")
-	}
+	d := soakDuration(t)
 	e, err := New(Config{Threads: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -321,4 +310,25 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// soakDuration is a soak's length: FASTATTN_SOAK, else 2 s with
+// FASTATTN_LONG=1 and 0.25 s without; -short skips the soak unless
+// FASTATTN_SOAK is set.
+func soakDuration(t *testing.T) time.Duration {
+	t.Helper()
+	if v := os.Getenv("FASTATTN_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("FASTATTN_SOAK=%q: %v", v, err)
+		}
+		return d
+	}
+	if testing.Short() {
+		t.Skip("a soak: FASTATTN_SOAK=60s runs it")
+	}
+	if longTests() {
+		return 2 * time.Second
+	}
+	return 250 * time.Millisecond
 }
