@@ -21,7 +21,17 @@
 //	err = layer.Decode(out, prompt, cache, 12, nil) // 12 prompt tokens: [12][DModel]
 //	err = layer.Decode(out, next, cache, 1, nil)    // then one token per step
 //
-// The Examples run both; docs/PORTING.md in the repository maps ONNX,
+// A server holding many conversations uses a PagedCache instead: a pool of
+// blocks sized in bytes, sequences added and freed at any time, forks of a
+// shared prompt by reference, and DecodePaged, which computes the
+// attention of sequences sharing a prompt to it once for all of them:
+//
+//	pool, err := layer.NewPagedCache(mha.PagedConfig{Type: mha.BFloat16, Bytes: 8 << 30})
+//	sys, err := pool.NewSeq()
+//	err = layer.DecodePaged(ctx, out, system, pool, []mha.SeqID{sys}, []int{len(system) / 512}, nil)
+//	chat, err := pool.Fork(sys, n) // a request on the system prompt: no row copied
+//
+// The Examples run all three; docs/PORTING.md in the repository maps ONNX,
 // PyTorch, Hugging Face and llama.cpp attention onto these options.
 //
 // Tensors are flat row-major []float32. Every input is validated: bad input
@@ -40,7 +50,7 @@
 // Attention16, AttentionInt8, Forward, ForwardCross, NewCrossKV, Cross,
 // Decode), X being XContext with context.Background(); a call made only
 // from a serving loop takes ctx as its first argument and has no pair
-// (DecodeSeqs, DecodeTree). In both, a nil ctx means
+// (DecodeSeqs, DecodeTree, DecodePaged, DecodePagedTree). In both, a nil ctx means
 // context.Background(), and a ctx done before or during the call stops it
 // between work items with ctx.Err(); a cache is then as it was before.
 //
