@@ -21,16 +21,18 @@ var (
 	ErrBuffer = errors.New("mha: bad buffer")
 	// ErrOption: an option is out of range or conflicts with another.
 	ErrOption = errors.New("mha: bad option")
-	// ErrCacheFull: a KV cache has no room for the new tokens.
+	// ErrCacheFull: a KV cache has no room for the new tokens (a Cache's
+	// sequence is at its capacity, a PagedCache's pool has too few blocks).
 	ErrCacheFull = errors.New("mha: KV cache full")
-	// ErrBusy: a Cache is in use by another call (Decode, Truncate or
-	// Reset from another goroutine); the call did nothing. A Cache takes
-	// one call at a time.
+	// ErrBusy: a Cache or PagedCache is in use by another call (Decode,
+	// Truncate, Reset, Fork... from another goroutine); the call did
+	// nothing. A cache takes one call at a time.
 	ErrBusy = errors.New("mha: cache in use by another call")
 	// ErrClosed: the Engine was closed.
 	ErrClosed = errors.New("mha: engine closed")
-	// ErrNil: a method was called on a nil or zero-value Engine, Layer or
-	// Cache; only New, NewLayer and NewCache make usable ones.
+	// ErrNil: a method was called on a nil or zero-value Engine, Layer,
+	// Cache or PagedCache; only New, NewLayer, NewCache and NewPagedCache
+	// (and their variants) make usable ones.
 	ErrNil = errors.New("mha: nil or zero value")
 	// ErrNonFinite: a value that must be stored finitely is not: a token
 	// appended to a Cache whose K or V is NaN or ±Inf, or beyond the

@@ -698,3 +698,40 @@ func TestPagedCascadeModes(t *testing.T) {
 		})
 	}
 }
+
+// TestPagedNil: a nil or zero PagedCache, and calls on a closed engine's
+// layer, are errors, never panics.
+func TestPagedNil(t *testing.T) {
+	var nilCache *PagedCache
+	var zero PagedCache
+	for name, c := range map[string]*PagedCache{"nil": nilCache, "zero": &zero} {
+		if _, err := c.NewSeq(); !errors.Is(err, ErrNil) {
+			t.Errorf("%s: NewSeq: %v", name, err)
+		}
+		if err := c.Free(0); !errors.Is(err, ErrNil) {
+			t.Errorf("%s: Free: %v", name, err)
+		}
+		if _, _, err := c.Reuse(nil); !errors.Is(err, ErrNil) {
+			t.Errorf("%s: Reuse: %v", name, err)
+		}
+		if c.FreeBlocks() != 0 || c.Seqs() != 0 {
+			t.Errorf("%s: counts", name)
+		}
+	}
+	rng := rand.New(rand.NewPCG(48, 12))
+	e, _ := New(Config{Threads: 1})
+	l := pagedLayer(t, e, rng)
+	pc, _ := l.NewPagedCache(PagedConfig{Bytes: 1 << 20})
+	id, _ := pc.NewSeq()
+	if err := l.DecodePaged(context.Background(), nil, nil, nilCache, nil, nil, nil); !errors.Is(err, ErrNil) {
+		t.Errorf("DecodePaged on a nil cache: %v", err)
+	}
+	e.Close()
+	if _, err := l.NewPagedCache(PagedConfig{Bytes: 1 << 20}); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewPagedCache on a closed engine: %v", err)
+	}
+	dm := l.Config().DModel
+	if err := l.DecodePaged(context.Background(), make([]float32, dm), random(rng, dm), pc, []SeqID{id}, []int{1}, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("DecodePaged on a closed engine: %v", err)
+	}
+}
