@@ -162,7 +162,7 @@ func measurePrefixCase(cfg *config, l *mha.Layer, ks *kernels.Set, pc prefixCase
 	}
 	var times []time.Duration
 	peak := Around(ks, threads, engineOf(ks, cm), func() {
-		times, err = interleavedN([]func() error{pagedStep(shared, sharedSeqs), stepperWith(l, private, opts), pagedStep(paged, pagedSeqs)}, cfg.minTime)
+		times, err = interleavedN([]func() error{pagedStep(shared, sharedSeqs), stepperWith(l, private, opts), pagedStep(paged, pagedSeqs)}, prefixTime(cfg))
 	})
 	if err != nil {
 		return PrefixRow{}, err
@@ -180,6 +180,17 @@ func measurePrefixCase(cfg *config, l *mha.Layer, ks *kernels.Set, pc prefixCase
 		MedianMs: ms(dsh), CacheBytes: used, PrivateMs: ms(dpr), PrivateCacheBytes: int64(B) * int64(P+S+1) * int64(rowBytes),
 		PagedMs: ms(dpg), Speedup: dpr.Seconds() / dsh.Seconds(), PagedRatio: dpr.Seconds() / dpg.Seconds(),
 		GFLOPS: gf, PctPeak: 100 * gf / peak, PrivateGBs: pgbs, PrivatePctBW: 100 * pgbs / m.ReadBW(cfg.bwBuf, threads)}, nil
+}
+
+// prefixTime is how long a prefix row alternates its three steps: 4× the
+// other rows' time (at least 4 s outside -quick), since a row's steps take
+// 30–130 ms each and the ratios of a second's handful of them moved by
+// ±15% between runs.
+func prefixTime(cfg *config) time.Duration {
+	if cfg.quick {
+		return cfg.minTime
+	}
+	return max(4*cfg.minTime, 4*time.Second)
 }
 
 // SeqID is mha.SeqID, for brevity here.
