@@ -735,3 +735,71 @@ func TestPagedNil(t *testing.T) {
 		t.Errorf("DecodePaged on a closed engine: %v", err)
 	}
 }
+
+// TestPagedCascadeOracle: a cascade step (sequences forked from a prompt,
+// each with tokens of its own, sinks and a softcap) against the float64
+// reference of each sequence's whole history (projections, rotary,
+// attention, output projection), on every set: the same weights and
+// tokens on each, the references computed once.
+func TestPagedCascadeOracle(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(48, 13))
+	cfg := LayerConfig{DModel: 64, Heads: 8, KVHeads: 2, HeadDim: 16, ValueDim: 16, Rotary: Rotary{Dims: 16, Base: 1e4}}
+	_, w := testLayer(t, engines[0], rng, cfg, true)
+	dm := cfg.DModel
+	opts := Options{Sinks: random(rng, cfg.Heads), Softcap: 20}
+	prompt := random(rng, 260*dm)
+	forks := []int{256, 260, 200} // at a block boundary, inside the partial block, inside the shared ones
+	steps := [][]int{{1, 3, 1, 2}, {1, 1, 1, 1}}
+	xs := make([][]float32, len(steps))
+	for i, counts := range steps {
+		xs[i] = random(rng, sum(counts)*dm)
+	}
+	want := map[[2]int][]float64{} // (step, sequence) → the reference of its new rows
+	var worst float64              // this test's own: it runs in parallel
+	for _, e := range engines {
+		l, err := NewLayer(e, cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := l.NewPagedCache(PagedConfig{Bytes: 16 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := pc.NewSeq()
+		if err := l.DecodePaged(context.Background(), make([]float32, len(prompt)), prompt, pc, []SeqID{root}, []int{260}, &opts); err != nil {
+			t.Fatal(err)
+		}
+		seqs, hist := []SeqID{root}, [][]float32{append([]float32(nil), prompt...)}
+		for _, n := range forks {
+			f, _ := pc.Fork(root, n)
+			seqs, hist = append(seqs, f), append(hist, append([]float32(nil), prompt[:n*dm]...))
+		}
+		for step, counts := range steps {
+			x := xs[step]
+			out := make([]float32, len(x))
+			if err := l.DecodePaged(context.Background(), out, x, pc, seqs, counts, &opts); err != nil {
+				t.Fatal(err)
+			}
+			sc := l.getScratch()
+			if sc.paged == nil || len(sc.paged.groups) != 1 {
+				t.Fatalf("%s step %d: no cascade", e.Kernels(), step)
+			}
+			l.putScratch(sc)
+			for i, row := 0, 0; i < len(seqs); i++ {
+				n := counts[i]
+				hist[i] = append(hist[i], x[row*dm:(row+n)*dm]...)
+				key := [2]int{step, i}
+				if want[key] == nil {
+					L := len(hist[i]) / dm
+					o := opts
+					o.Causal = true
+					want[key] = referenceSelf(cfg, w, hist[i], 1, L, &o)[(L-n)*dm:]
+				}
+				compare(t, fmt.Sprintf("%s cascade step %d sequence %d", e.Kernels(), step, i), out[row*dm:(row+n)*dm], want[key], tolLayer, &worst)
+				row += n
+			}
+		}
+	}
+	t.Logf("largest relative error %.2g", worst)
+}
