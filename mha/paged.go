@@ -453,7 +453,7 @@ func (c *PagedCache) SetKeys(id SeqID, keys []uint64) error {
 		return err
 	}
 	defer c.release()
-	if len(keys)*c.bt > s.n {
+	if len(keys) > s.n/c.bt {
 		return fmt.Errorf("%w: SetKeys of %d blocks of sequence %d, it fills %d", ErrOption, len(keys), id, s.n/c.bt)
 	}
 	for i, k := range keys {
