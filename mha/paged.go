@@ -83,8 +83,10 @@ type PagedCache struct {
 
 	seqs   map[SeqID]*pagedSeq
 	nextID SeqID
-	calls  uint64 // DecodePaged calls made (a call marks its sequences to find one named twice)
-	busy   atomic.Bool
+	// The counts as the last call left them, for readers at any time.
+	freeNow, cachedNow, seqsNow atomic.Int64
+	calls                       uint64 // DecodePaged calls made (a call marks its sequences to find one named twice)
+	busy                        atomic.Bool
 }
 
 // pagedSeq is one sequence: its tokens and its block table (a released
@@ -146,6 +148,7 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 	for i := range c.free { // popped from the end: block 0 first
 		c.free[i] = int32(c.blocks - 1 - i)
 	}
+	c.freeNow.Store(int64(c.blocks))
 	return c, nil
 }
 
@@ -179,24 +182,22 @@ func (c *PagedCache) Blocks() int { return c.blocks }
 func (c *PagedCache) Type() KVType { return c.typ }
 
 // FreeBlocks returns the blocks no sequence holds: free ones and cached
-// (keyed) ones that an allocation may evict (0 while a call holds the
-// cache).
+// (keyed) ones that an allocation may evict. It may be called at any
+// time: during another call it gives the count before that call.
 func (c *PagedCache) FreeBlocks() int {
-	if err := c.hold(); err != nil {
+	if c == nil {
 		return 0
 	}
-	defer c.release()
-	return len(c.free) + c.lruCount
+	return int(c.freeNow.Load())
 }
 
 // CachedBlocks returns the keyed blocks no sequence holds (kept for Reuse
-// until evicted; 0 while a call holds the cache).
+// until evicted), as FreeBlocks does.
 func (c *PagedCache) CachedBlocks() int {
-	if err := c.hold(); err != nil {
+	if c == nil {
 		return 0
 	}
-	defer c.release()
-	return c.lruCount
+	return int(c.cachedNow.Load())
 }
 
 // hold takes the cache for one call; release must follow if it succeeds.
@@ -210,7 +211,13 @@ func (c *PagedCache) hold() error {
 	return nil
 }
 
-func (c *PagedCache) release() { c.busy.Store(false) }
+// release ends the call holding the cache, publishing its counts first.
+func (c *PagedCache) release() {
+	c.freeNow.Store(int64(len(c.free) + c.lruCount))
+	c.cachedNow.Store(int64(c.lruCount))
+	c.seqsNow.Store(int64(len(c.seqs)))
+	c.busy.Store(false)
+}
 
 // holdSeq takes the cache for one call on sequence id and returns it;
 // release must follow if it succeeds.
@@ -263,13 +270,12 @@ func (c *PagedCache) Len(id SeqID) (int, error) {
 	return s.n, nil
 }
 
-// Seqs returns the number of sequences (0 while a call holds the cache).
+// Seqs returns the number of sequences, as FreeBlocks does.
 func (c *PagedCache) Seqs() int {
-	if err := c.hold(); err != nil {
+	if c == nil {
 		return 0
 	}
-	defer c.release()
-	return len(c.seqs)
+	return int(c.seqsNow.Load())
 }
 
 // Free removes sequence id; the blocks only it held return to the pool

@@ -60,6 +60,24 @@ func TestPagedSoak(t *testing.T) {
 				return
 			}
 			ref, _ := sv.l.NewCacheOf(1, 400, sv.typ)
+			// A monitor reads the pool's counts while the calls run, as a
+			// server's metrics would.
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if f, c := pc.FreeBlocks(), pc.CachedBlocks(); f < 0 || f > pc.Blocks() || c < 0 || c > pc.Blocks() || pc.Seqs() < 0 {
+						t.Errorf("goroutine %d: counts read during calls: %d free, %d cached of %d", g, f, c, pc.Blocks())
+						return
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+			}()
 			fail := func(format string, args ...any) {
 				t.Errorf("goroutine %d (%v): "+format, append([]any{g, sv.typ}, args...)...)
 			}
