@@ -55,8 +55,9 @@ func (r *itemRun) visibleKeys(a, b int, fused bool) {
 }
 
 // plainKeys runs keys [a, b) that every row sees: with fused through the
-// fused decode kernel in one call (one a block's run on paged K/V), else in flash blocks of Bc keys that,
-// with filter, add the bias and apply the mask.
+// fused decode kernel in one call (one a block's run on paged K/V), else
+// in flash blocks of Bc keys that, with filter, add the bias and apply the
+// mask.
 func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 	for fused && r.p.pageRun(a, b-a) < b-a { // paged: a call per block's run
 		n := r.p.pageRun(a, b-a)
