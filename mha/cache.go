@@ -206,7 +206,14 @@ func beyond(x []float32, limit uint32) int {
 // cache's 16-bit type, or quantized to int8, if it has one: storable has
 // passed).
 func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
-	cfg := c.layer.cfg
+	storeRows(ks, c.layer.cfg, c.kv(b), n, k, v, func(i, g int) int { return g*c.capa + at + i })
+}
+
+// storeRows writes n new tokens, k and v [n][KVHeads][dim] (storable
+// checked), into kv: token i's row of KV head g at row rowOf(i, g) of kv's
+// K and V (and int8 scales), rounded to kv's 16-bit type or quantized to
+// int8 if it has one. A Cache and a PagedCache differ only in rowOf.
+func storeRows(ks *kernels.Set, cfg LayerConfig, kv kvData, n int, k, v []float32, rowOf func(i, g int) int) {
 	for _, t := range [2]struct {
 		src    []float32
 		f32    []float32
@@ -214,18 +221,21 @@ func (c *Cache) store(ks *kernels.Set, b, at, n int, k, v []float32) {
 		i8     []int8
 		scales []float32
 		dim    int
-	}{{k, c.K, c.K16, c.K8, c.KScale, cfg.HeadDim}, {v, c.V, c.V16, c.V8, c.VScale, cfg.storedV()}} {
+	}{{k, kv.k, kv.k16, kv.k8, kv.ks, cfg.HeadDim}, {v, kv.v, kv.v16, kv.v8, kv.vs, cfg.storedV()}} {
+		if t.dim == 0 {
+			continue
+		}
 		nb := Int8Blocks(t.dim)
-		for g := 0; g < cfg.KVHeads; g++ {
-			first := (b*cfg.KVHeads+g)*c.capa + at // the head's row of token at
-			for i := 0; i < n; i++ {
+		for i := 0; i < n; i++ {
+			for g := 0; g < cfg.KVHeads; g++ {
 				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
-				off := (first + i) * t.dim
+				r := rowOf(i, g)
+				off := r * t.dim
 				switch {
-				case c.typ.is16():
-					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(c.typ))
-				case c.typ == Int8:
-					fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[(first+i)*nb:][:nb], row) // finite: storable
+				case kv.t.is16():
+					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(kv.t))
+				case kv.t == Int8:
+					fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[r*nb:][:nb], row) // finite: storable
 				default:
 					copy(t.f32[off:off+t.dim], row)
 				}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 )
 
@@ -610,38 +609,10 @@ func (c *PagedCache) Keep(id SeqID, from int, slots []int) error {
 // write stores n new tokens of s from position at (k and v:
 // [n][KVHeads][dim], storable checked), each row into its block.
 func (c *PagedCache) write(ks *kernels.Set, s *pagedSeq, at, n int, k, v []float32) {
-	cfg := c.layer.cfg
-	st := &c.store
-	for _, t := range [2]struct {
-		src    []float32
-		f32    []float32
-		u16    []uint16
-		i8     []int8
-		scales []float32
-		dim    int
-	}{{k, st.k, st.k16, st.k8, st.ks, cfg.HeadDim}, {v, st.v, st.v16, st.v8, st.vs, cfg.storedV()}} {
-		if t.dim == 0 {
-			continue
-		}
-		nb := Int8Blocks(t.dim)
-		for i := 0; i < n; i++ {
-			pos := at + i
-			blk := int(s.blocks[pos/c.bt])
-			for g := 0; g < cfg.KVHeads; g++ {
-				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
-				r := (blk*cfg.KVHeads+g)*c.bt + pos%c.bt
-				off := r * t.dim
-				switch {
-				case c.typ.is16():
-					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(c.typ))
-				case c.typ == Int8:
-					fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[r*nb:][:nb], row)
-				default:
-					copy(t.f32[off:off+t.dim], row)
-				}
-			}
-		}
-	}
+	storeRows(ks, c.layer.cfg, c.store, n, k, v, func(i, g int) int {
+		pos := at + i
+		return c.row(s.blocks[pos/c.bt], pos%c.bt) + g*c.bt
+	})
 }
 
 // releaseOutside drops from s the blocks no later query of it sees: with

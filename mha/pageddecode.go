@@ -87,12 +87,11 @@ func (p *pagedTree) newRows(cfg LayerConfig, dst kvData, b, have, n int) {
 // pagedScratch is DecodePaged's own scratch, kept in the layer's.
 type pagedScratch struct {
 	seqs     []*pagedSeq
-	have     []int       // per sequence: its length before the call
-	group    []int       // per sequence: its cascade group, or -1
-	lens     []int       // per problem: its KVLens entry
-	offsets  []int       // per suffix problem: its QueryOffset
-	pages    [][]int32   // per problem: its block table
-	tables   [][][]int32 // per problem: pages[i:i+1], the tile problem's
+	have     []int     // per sequence: its length before the call
+	group    []int     // per sequence: its cascade group, or -1
+	lens     []int     // per problem: its KVLens entry
+	offsets  []int     // per suffix problem: its QueryOffset
+	pages    [][]int32 // per problem: its block table
 	groups   []cascadeGroup
 	next     []int     // per group, while merging: its next member's first row
 	gq, go1  []float32 // the groups' gathered queries and shared outputs, [H][rows][dim] each
@@ -375,15 +374,14 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 		ps.o2, ps.l2 = sized(ps.o2, total*H*Dv), sized(ps.l2, total*H)
 	}
 	ps.lens, ps.offsets = sized(ps.lens, nw), sized(ps.offsets, nw)
-	ps.pages, ps.tables = sized(ps.pages, nw), sized(ps.tables, nw)
+	ps.pages = sized(ps.pages, nw)
 	works := l.e.getWorks(nw)
 	w := 0
 	kv := cache.store
 	kv.pageKeys = cache.bt
 	add := func(out, q []float32, pages []int32, layout Layout, po *Options) error {
 		ps.pages[w] = pages
-		ps.tables[w] = ps.pages[w : w+1]
-		kv.pages = ps.tables[w]
+		kv.pages = ps.pages[w : w+1] // the problem's table of one batch
 		shape := cfg.shape(1, len(q)/(H*Dk), len(pages)*cache.bt)
 		shape.Layout = layout
 		var err error
