@@ -183,12 +183,7 @@ func TestTDPBF16PSRecords(t *testing.T) {
 			}
 		}
 	}
-	var amx []*Set
-	for _, ks := range bf16Sets() {
-		if ks.AMX() {
-			amx = append(amx, ks)
-		}
-	}
+	amx := bf16SetsWhere((*Set).AMX)
 	for r := range recs {
 		rec := &recs[r]
 		check("the CPU", r, 0, rec.out[0][:], 16, rec.c[:], true)

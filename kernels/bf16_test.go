@@ -29,6 +29,17 @@ func bf16Sets() []*Set {
 	return sets
 }
 
+// bf16SetsWhere is the sets of bf16Sets for which has holds.
+func bf16SetsWhere(has func(*Set) bool) []*Set {
+	var sets []*Set
+	for _, ks := range bf16Sets() {
+		if has(ks) {
+			sets = append(sets, ks)
+		}
+	}
+	return sets
+}
+
 // pairs returns n random uint32 of two bfloat16 each, normal numbers in
 // (-1, 1) (the instruction reads denormals as 0; its twin does not).
 func pairs(t *testing.T, rng *rand.Rand, n int, atEnd bool) ([]uint32, func()) {
@@ -106,12 +117,7 @@ func TestGemmBF16(t *testing.T) {
 // summation Intel does not document, the float64 sums within float32's
 // bound.
 func TestGemmAMX(t *testing.T) {
-	var sets []*Set
-	for _, ks := range bf16Sets() {
-		if ks.AMX() {
-			sets = append(sets, ks)
-		}
-	}
+	sets := bf16SetsWhere((*Set).AMX)
 	if len(sets) == 0 {
 		t.Skip("no AMX set, native or emulated (AVX-512 needed)")
 	}
@@ -256,12 +262,7 @@ func TestBF16Peak(t *testing.T) {
 // 1–33 pairs, accumulate or not, B rows padded to a group and ending at a
 // guard page; nothing of C outside its block changes.
 func TestGemmWDot(t *testing.T) {
-	var sets []*Set
-	for _, ks := range bf16Sets() {
-		if ks.HasGemmWDot() {
-			sets = append(sets, ks)
-		}
-	}
+	sets := bf16SetsWhere((*Set).HasGemmWDot)
 	if len(sets) == 0 {
 		t.Skip("no set with GemmWDot on this CPU (AVX-512 needed, natively AVX512_BF16)")
 	}
