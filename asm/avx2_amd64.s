@@ -252,23 +252,31 @@ DATA constsAVX2<>+976(SB)/4, $0xffff0000
 DATA constsAVX2<>+980(SB)/4, $0xffff0000
 DATA constsAVX2<>+984(SB)/4, $0xffff0000
 DATA constsAVX2<>+988(SB)/4, $0xffff0000
-DATA constsAVX2<>+992(SB)/4, $0xffffffff
-DATA constsAVX2<>+996(SB)/4, $0xffffffff
-DATA constsAVX2<>+1000(SB)/4, $0xffffffff
-DATA constsAVX2<>+1004(SB)/4, $0xffffffff
-DATA constsAVX2<>+1008(SB)/4, $0xffffffff
-DATA constsAVX2<>+1012(SB)/4, $0xffffffff
-DATA constsAVX2<>+1016(SB)/4, $0xffffffff
-DATA constsAVX2<>+1020(SB)/4, $0xffffffff
-DATA constsAVX2<>+1024(SB)/4, $0x00000000
-DATA constsAVX2<>+1028(SB)/4, $0x00000000
-DATA constsAVX2<>+1032(SB)/4, $0x00000000
-DATA constsAVX2<>+1036(SB)/4, $0x00000000
-DATA constsAVX2<>+1040(SB)/4, $0x00000000
-DATA constsAVX2<>+1044(SB)/4, $0x00000000
-DATA constsAVX2<>+1048(SB)/4, $0x00000000
-DATA constsAVX2<>+1052(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1056
+DATA constsAVX2<>+992(SB)/4, $0x80808080
+DATA constsAVX2<>+996(SB)/4, $0x80808080
+DATA constsAVX2<>+1000(SB)/4, $0x80808080
+DATA constsAVX2<>+1004(SB)/4, $0x80808080
+DATA constsAVX2<>+1008(SB)/4, $0x80808080
+DATA constsAVX2<>+1012(SB)/4, $0x80808080
+DATA constsAVX2<>+1016(SB)/4, $0x80808080
+DATA constsAVX2<>+1020(SB)/4, $0x80808080
+DATA constsAVX2<>+1024(SB)/4, $0xffffffff
+DATA constsAVX2<>+1028(SB)/4, $0xffffffff
+DATA constsAVX2<>+1032(SB)/4, $0xffffffff
+DATA constsAVX2<>+1036(SB)/4, $0xffffffff
+DATA constsAVX2<>+1040(SB)/4, $0xffffffff
+DATA constsAVX2<>+1044(SB)/4, $0xffffffff
+DATA constsAVX2<>+1048(SB)/4, $0xffffffff
+DATA constsAVX2<>+1052(SB)/4, $0xffffffff
+DATA constsAVX2<>+1056(SB)/4, $0x00000000
+DATA constsAVX2<>+1060(SB)/4, $0x00000000
+DATA constsAVX2<>+1064(SB)/4, $0x00000000
+DATA constsAVX2<>+1068(SB)/4, $0x00000000
+DATA constsAVX2<>+1072(SB)/4, $0x00000000
+DATA constsAVX2<>+1076(SB)/4, $0x00000000
+DATA constsAVX2<>+1080(SB)/4, $0x00000000
+DATA constsAVX2<>+1084(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1088
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -298,7 +306,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+992(SB), R13
+	LEAQ constsAVX2<>+1024(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1499,7 +1507,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+992(SB), R12
+	LEAQ constsAVX2<>+1024(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2684,7 +2692,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+992(SB), R12
+	LEAQ constsAVX2<>+1024(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -3914,7 +3922,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+992(SB), R10
+	LEAQ constsAVX2<>+1024(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -5109,7 +5117,7 @@ TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+992(SB), R10
+	LEAQ constsAVX2<>+1024(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -6355,7 +6363,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+992(SB), R11
+	LEAQ constsAVX2<>+1024(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -7610,13 +7618,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7624,7 +7632,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7632,7 +7640,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7718,7 +7726,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), DX
+	LEAQ    constsAVX2<>+1024(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11541,13 +11549,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11555,7 +11563,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11563,7 +11571,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11649,7 +11657,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), DX
+	LEAQ    constsAVX2<>+1024(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -15516,13 +15524,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15530,7 +15538,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15538,7 +15546,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15624,7 +15632,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), DX
+	LEAQ    constsAVX2<>+1024(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -19647,13 +19655,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+992(SB), BX
+	LEAQ    constsAVX2<>+1024(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -19661,7 +19669,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -19669,7 +19677,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+992(SB), CX
+	LEAQ    constsAVX2<>+1024(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -19793,7 +19801,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+992(SB), DX
+	LEAQ    constsAVX2<>+1024(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -24294,7 +24302,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+992(SB), R11
+	LEAQ constsAVX2<>+1024(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

@@ -500,24 +500,40 @@ DATA constsAVX512<>+1968(SB)/4, $0xffff0000
 DATA constsAVX512<>+1972(SB)/4, $0xffff0000
 DATA constsAVX512<>+1976(SB)/4, $0xffff0000
 DATA constsAVX512<>+1980(SB)/4, $0xffff0000
-DATA constsAVX512<>+1984(SB)/2, $0x0000
-DATA constsAVX512<>+1986(SB)/2, $0x0001
-DATA constsAVX512<>+1988(SB)/2, $0x0003
-DATA constsAVX512<>+1990(SB)/2, $0x0007
-DATA constsAVX512<>+1992(SB)/2, $0x000f
-DATA constsAVX512<>+1994(SB)/2, $0x001f
-DATA constsAVX512<>+1996(SB)/2, $0x003f
-DATA constsAVX512<>+1998(SB)/2, $0x007f
-DATA constsAVX512<>+2000(SB)/2, $0x00ff
-DATA constsAVX512<>+2002(SB)/2, $0x01ff
-DATA constsAVX512<>+2004(SB)/2, $0x03ff
-DATA constsAVX512<>+2006(SB)/2, $0x07ff
-DATA constsAVX512<>+2008(SB)/2, $0x0fff
-DATA constsAVX512<>+2010(SB)/2, $0x1fff
-DATA constsAVX512<>+2012(SB)/2, $0x3fff
-DATA constsAVX512<>+2014(SB)/2, $0x7fff
-DATA constsAVX512<>+2016(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2018
+DATA constsAVX512<>+1984(SB)/4, $0x80808080
+DATA constsAVX512<>+1988(SB)/4, $0x80808080
+DATA constsAVX512<>+1992(SB)/4, $0x80808080
+DATA constsAVX512<>+1996(SB)/4, $0x80808080
+DATA constsAVX512<>+2000(SB)/4, $0x80808080
+DATA constsAVX512<>+2004(SB)/4, $0x80808080
+DATA constsAVX512<>+2008(SB)/4, $0x80808080
+DATA constsAVX512<>+2012(SB)/4, $0x80808080
+DATA constsAVX512<>+2016(SB)/4, $0x80808080
+DATA constsAVX512<>+2020(SB)/4, $0x80808080
+DATA constsAVX512<>+2024(SB)/4, $0x80808080
+DATA constsAVX512<>+2028(SB)/4, $0x80808080
+DATA constsAVX512<>+2032(SB)/4, $0x80808080
+DATA constsAVX512<>+2036(SB)/4, $0x80808080
+DATA constsAVX512<>+2040(SB)/4, $0x80808080
+DATA constsAVX512<>+2044(SB)/4, $0x80808080
+DATA constsAVX512<>+2048(SB)/2, $0x0000
+DATA constsAVX512<>+2050(SB)/2, $0x0001
+DATA constsAVX512<>+2052(SB)/2, $0x0003
+DATA constsAVX512<>+2054(SB)/2, $0x0007
+DATA constsAVX512<>+2056(SB)/2, $0x000f
+DATA constsAVX512<>+2058(SB)/2, $0x001f
+DATA constsAVX512<>+2060(SB)/2, $0x003f
+DATA constsAVX512<>+2062(SB)/2, $0x007f
+DATA constsAVX512<>+2064(SB)/2, $0x00ff
+DATA constsAVX512<>+2066(SB)/2, $0x01ff
+DATA constsAVX512<>+2068(SB)/2, $0x03ff
+DATA constsAVX512<>+2070(SB)/2, $0x07ff
+DATA constsAVX512<>+2072(SB)/2, $0x0fff
+DATA constsAVX512<>+2074(SB)/2, $0x1fff
+DATA constsAVX512<>+2076(SB)/2, $0x3fff
+DATA constsAVX512<>+2078(SB)/2, $0x7fff
+DATA constsAVX512<>+2080(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2082
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -553,7 +569,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1984(SB), R12
+	LEAQ  constsAVX512<>+2048(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3268,7 +3284,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1984(SB), R11
+	LEAQ  constsAVX512<>+2048(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -5983,7 +5999,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+1984(SB), R11
+	LEAQ  constsAVX512<>+2048(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -8855,7 +8871,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+1984(SB), R9
+	LEAQ  constsAVX512<>+2048(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -11128,7 +11144,7 @@ TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
 	SHRQ  $0x01, SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+1984(SB), R9
+	LEAQ  constsAVX512<>+2048(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -13148,7 +13164,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+1984(SB), R10
+	LEAQ  constsAVX512<>+2048(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -15003,9 +15019,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -15087,7 +15103,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -17797,61 +17813,57 @@ rows4_vecs4_whole:
 	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	VBROADCASTSS 128(BX), Z18
-	VBROADCASTSS 192(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
 
 rows4_vecs4_whole_keys_fetched:
-	VMOVUPS     (R8), Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z9
-	VFMADD231PS Z20, Z19, Z13
-	VMOVUPS     64(R8), Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z17, Z6
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z14
-	VMOVUPS     128(R8), Z20
-	VFMADD231PS Z20, Z0, Z3
-	VFMADD231PS Z20, Z17, Z7
-	VFMADD231PS Z20, Z18, Z11
-	VFMADD231PS Z20, Z19, Z15
-	VMOVUPS     192(R8), Z20
-	VFMADD231PS Z20, Z0, Z4
-	VFMADD231PS Z20, Z17, Z8
-	VFMADD231PS Z20, Z18, Z12
-	VFMADD231PS Z20, Z19, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VMOVUPS          64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VMOVUPS          128(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
+	VMOVUPS          192(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -17919,61 +17931,57 @@ rows4_vecs4_masked:
 	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	VBROADCASTSS 128(BX), Z18
-	VBROADCASTSS 192(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
 
 rows4_vecs4_masked_keys_fetched:
-	VMOVUPS     (R8), Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z9
-	VFMADD231PS Z20, Z19, Z13
-	VMOVUPS     64(R8), Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z17, Z6
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z14
-	VMOVUPS     128(R8), Z20
-	VFMADD231PS Z20, Z0, Z3
-	VFMADD231PS Z20, Z17, Z7
-	VFMADD231PS Z20, Z18, Z11
-	VFMADD231PS Z20, Z19, Z15
-	VMOVUPS.Z   192(R8), K2, Z20
-	VFMADD231PS Z20, Z0, Z4
-	VFMADD231PS Z20, Z17, Z8
-	VFMADD231PS Z20, Z18, Z12
-	VFMADD231PS Z20, Z19, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, K2, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VMOVUPS          64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VMOVUPS          128(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
+	VMOVUPS.Z        192(R8), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, K2, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -18033,51 +18041,47 @@ rows4_vecs3_whole:
 	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	VBROADCASTSS 192(BX), Z15
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
 
 rows4_vecs3_whole_keys_fetched:
-	VMOVUPS     (R8), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z4
-	VFMADD231PS Z16, Z14, Z7
-	VFMADD231PS Z16, Z15, Z10
-	VMOVUPS     64(R8), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z5
-	VFMADD231PS Z16, Z14, Z8
-	VFMADD231PS Z16, Z15, Z11
-	VMOVUPS     128(R8), Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z13, Z6
-	VFMADD231PS Z16, Z14, Z9
-	VFMADD231PS Z16, Z15, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VMOVUPS          64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VMOVUPS          128(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -18137,51 +18141,47 @@ rows4_vecs3_masked:
 	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	VBROADCASTSS 192(BX), Z15
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
 
 rows4_vecs3_masked_keys_fetched:
-	VMOVUPS     (R8), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z4
-	VFMADD231PS Z16, Z14, Z7
-	VFMADD231PS Z16, Z15, Z10
-	VMOVUPS     64(R8), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z5
-	VFMADD231PS Z16, Z14, Z8
-	VFMADD231PS Z16, Z15, Z11
-	VMOVUPS.Z   128(R8), K2, Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z13, Z6
-	VFMADD231PS Z16, Z14, Z9
-	VFMADD231PS Z16, Z15, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, K2, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VMOVUPS          64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VMOVUPS.Z        128(R8), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, K2, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -18233,41 +18233,37 @@ rows4_vecs2_whole:
 	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
 
 rows4_vecs2_whole_keys_fetched:
-	VMOVUPS     (R8), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VMOVUPS     64(R8), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VMOVUPS          64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -18319,41 +18315,37 @@ rows4_vecs2_masked:
 	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
 
 rows4_vecs2_masked_keys_fetched:
-	VMOVUPS     (R8), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VMOVUPS.Z   64(R8), K2, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, K2, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VMOVUPS.Z        64(R8), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, K2, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -18397,31 +18389,27 @@ rows4_vecs1_whole:
 	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_whole_keys_fetched:
-	VMOVUPS     (R8), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	VMOVUPS     Z4, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -18465,31 +18453,27 @@ rows4_vecs1_masked:
 	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_masked_keys_fetched:
-	VMOVUPS.Z   (R8), K2, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	VMOVUPS     Z4, K2, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS.Z        (R8), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	VMOVUPS          Z4, K2, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -18547,52 +18531,49 @@ rows3_vecs4_whole:
 	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
 
 rows3_vecs4_whole_keys_fetched:
-	VMOVUPS     (DI), Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z13, Z5
-	VFMADD231PS Z15, Z14, Z9
-	VMOVUPS     64(DI), Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z13, Z6
-	VFMADD231PS Z15, Z14, Z10
-	VMOVUPS     128(DI), Z15
-	VFMADD231PS Z15, Z0, Z3
-	VFMADD231PS Z15, Z13, Z7
-	VFMADD231PS Z15, Z14, Z11
-	VMOVUPS     192(DI), Z15
-	VFMADD231PS Z15, Z0, Z4
-	VFMADD231PS Z15, Z13, Z8
-	VFMADD231PS Z15, Z14, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -18650,52 +18631,49 @@ rows3_vecs4_masked:
 	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
 
 rows3_vecs4_masked_keys_fetched:
-	VMOVUPS     (DI), Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z13, Z5
-	VFMADD231PS Z15, Z14, Z9
-	VMOVUPS     64(DI), Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z13, Z6
-	VFMADD231PS Z15, Z14, Z10
-	VMOVUPS     128(DI), Z15
-	VFMADD231PS Z15, Z0, Z3
-	VFMADD231PS Z15, Z13, Z7
-	VFMADD231PS Z15, Z14, Z11
-	VMOVUPS.Z   192(DI), K2, Z15
-	VFMADD231PS Z15, Z0, Z4
-	VFMADD231PS Z15, Z13, Z8
-	VFMADD231PS Z15, Z14, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VMOVUPS.Z        192(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -18747,44 +18725,41 @@ rows3_vecs3_whole:
 	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 128(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
 
 rows3_vecs3_whole_keys_fetched:
-	VMOVUPS     (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z4
-	VFMADD231PS Z12, Z11, Z7
-	VMOVUPS     64(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z8
-	VMOVUPS     128(DI), Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -18836,44 +18811,41 @@ rows3_vecs3_masked:
 	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 128(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
 
 rows3_vecs3_masked_keys_fetched:
-	VMOVUPS     (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z4
-	VFMADD231PS Z12, Z11, Z7
-	VMOVUPS     64(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z8
-	VMOVUPS.Z   128(DI), K2, Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VMOVUPS.Z        128(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -18919,36 +18891,33 @@ rows3_vecs2_whole:
 	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
 
 rows3_vecs2_whole_keys_fetched:
-	VMOVUPS     (DI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VMOVUPS     64(DI), Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -18994,36 +18963,33 @@ rows3_vecs2_masked:
 	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
 
 rows3_vecs2_masked_keys_fetched:
-	VMOVUPS     (DI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VMOVUPS.Z   64(DI), K2, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VMOVUPS.Z        64(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -19063,28 +19029,25 @@ rows3_vecs1_whole:
 	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_whole_keys_fetched:
-	VMOVUPS     (DI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -19124,28 +19087,25 @@ rows3_vecs1_masked:
 	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_masked_keys_fetched:
-	VMOVUPS.Z   (DI), K2, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS.Z        (DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -19210,67 +19170,65 @@ rows2_vecs8_whole:
 	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
-	PREFETCHT0   320(SI)
-	PREFETCHT0   384(SI)
-	PREFETCHT0   448(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 320(SI)
+	PREFETCHT0 384(SI)
+	PREFETCHT0 448(SI)
 
 rows2_vecs8_whole_keys_fetched:
-	VMOVUPS     (DI), Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z17, Z9
-	VMOVUPS     64(DI), Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z17, Z10
-	VMOVUPS     128(DI), Z18
-	VFMADD231PS Z18, Z0, Z3
-	VFMADD231PS Z18, Z17, Z11
-	VMOVUPS     192(DI), Z18
-	VFMADD231PS Z18, Z0, Z4
-	VFMADD231PS Z18, Z17, Z12
-	VMOVUPS     256(DI), Z18
-	VFMADD231PS Z18, Z0, Z5
-	VFMADD231PS Z18, Z17, Z13
-	VMOVUPS     320(DI), Z18
-	VFMADD231PS Z18, Z0, Z6
-	VFMADD231PS Z18, Z17, Z14
-	VMOVUPS     384(DI), Z18
-	VFMADD231PS Z18, Z0, Z7
-	VFMADD231PS Z18, Z17, Z15
-	VMOVUPS     448(DI), Z18
-	VFMADD231PS Z18, Z0, Z8
-	VFMADD231PS Z18, Z17, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VMOVUPS          320(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	VMOVUPS          384(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z15
+	VMOVUPS          448(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -19335,67 +19293,65 @@ rows2_vecs8_masked:
 	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
-	PREFETCHT0   320(SI)
-	PREFETCHT0   384(SI)
-	PREFETCHT0   448(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 320(SI)
+	PREFETCHT0 384(SI)
+	PREFETCHT0 448(SI)
 
 rows2_vecs8_masked_keys_fetched:
-	VMOVUPS     (DI), Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z17, Z9
-	VMOVUPS     64(DI), Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z17, Z10
-	VMOVUPS     128(DI), Z18
-	VFMADD231PS Z18, Z0, Z3
-	VFMADD231PS Z18, Z17, Z11
-	VMOVUPS     192(DI), Z18
-	VFMADD231PS Z18, Z0, Z4
-	VFMADD231PS Z18, Z17, Z12
-	VMOVUPS     256(DI), Z18
-	VFMADD231PS Z18, Z0, Z5
-	VFMADD231PS Z18, Z17, Z13
-	VMOVUPS     320(DI), Z18
-	VFMADD231PS Z18, Z0, Z6
-	VFMADD231PS Z18, Z17, Z14
-	VMOVUPS     384(DI), Z18
-	VFMADD231PS Z18, Z0, Z7
-	VFMADD231PS Z18, Z17, Z15
-	VMOVUPS.Z   448(DI), K2, Z18
-	VFMADD231PS Z18, Z0, Z8
-	VFMADD231PS Z18, Z17, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, K2, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VMOVUPS          320(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	VMOVUPS          384(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z15
+	VMOVUPS.Z        448(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, K2, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -19456,61 +19412,59 @@ rows2_vecs7_whole:
 	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
-	PREFETCHT0   320(SI)
-	PREFETCHT0   384(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 320(SI)
+	PREFETCHT0 384(SI)
 
 rows2_vecs7_whole_keys_fetched:
-	VMOVUPS     (DI), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z15, Z8
-	VMOVUPS     64(DI), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z15, Z9
-	VMOVUPS     128(DI), Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z15, Z10
-	VMOVUPS     192(DI), Z16
-	VFMADD231PS Z16, Z0, Z4
-	VFMADD231PS Z16, Z15, Z11
-	VMOVUPS     256(DI), Z16
-	VFMADD231PS Z16, Z0, Z5
-	VFMADD231PS Z16, Z15, Z12
-	VMOVUPS     320(DI), Z16
-	VFMADD231PS Z16, Z0, Z6
-	VFMADD231PS Z16, Z15, Z13
-	VMOVUPS     384(DI), Z16
-	VFMADD231PS Z16, Z0, Z7
-	VFMADD231PS Z16, Z15, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VMOVUPS          320(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VMOVUPS          384(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -19571,61 +19525,59 @@ rows2_vecs7_masked:
 	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
-	PREFETCHT0   320(SI)
-	PREFETCHT0   384(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 320(SI)
+	PREFETCHT0 384(SI)
 
 rows2_vecs7_masked_keys_fetched:
-	VMOVUPS     (DI), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z15, Z8
-	VMOVUPS     64(DI), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z15, Z9
-	VMOVUPS     128(DI), Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z15, Z10
-	VMOVUPS     192(DI), Z16
-	VFMADD231PS Z16, Z0, Z4
-	VFMADD231PS Z16, Z15, Z11
-	VMOVUPS     256(DI), Z16
-	VFMADD231PS Z16, Z0, Z5
-	VFMADD231PS Z16, Z15, Z12
-	VMOVUPS     320(DI), Z16
-	VFMADD231PS Z16, Z0, Z6
-	VFMADD231PS Z16, Z15, Z13
-	VMOVUPS.Z   384(DI), K2, Z16
-	VFMADD231PS Z16, Z0, Z7
-	VFMADD231PS Z16, Z15, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, K2, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VMOVUPS          320(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VMOVUPS.Z        384(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, K2, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -19682,55 +19634,53 @@ rows2_vecs6_whole:
 	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
-	PREFETCHT0   320(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 320(SI)
 
 rows2_vecs6_whole_keys_fetched:
-	VMOVUPS     (DI), Z14
-	VFMADD231PS Z14, Z0, Z1
-	VFMADD231PS Z14, Z13, Z7
-	VMOVUPS     64(DI), Z14
-	VFMADD231PS Z14, Z0, Z2
-	VFMADD231PS Z14, Z13, Z8
-	VMOVUPS     128(DI), Z14
-	VFMADD231PS Z14, Z0, Z3
-	VFMADD231PS Z14, Z13, Z9
-	VMOVUPS     192(DI), Z14
-	VFMADD231PS Z14, Z0, Z4
-	VFMADD231PS Z14, Z13, Z10
-	VMOVUPS     256(DI), Z14
-	VFMADD231PS Z14, Z0, Z5
-	VFMADD231PS Z14, Z13, Z11
-	VMOVUPS     320(DI), Z14
-	VFMADD231PS Z14, Z0, Z6
-	VFMADD231PS Z14, Z13, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVUPS          320(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -19787,55 +19737,53 @@ rows2_vecs6_masked:
 	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
-	PREFETCHT0   320(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
+	PREFETCHT0 320(SI)
 
 rows2_vecs6_masked_keys_fetched:
-	VMOVUPS     (DI), Z14
-	VFMADD231PS Z14, Z0, Z1
-	VFMADD231PS Z14, Z13, Z7
-	VMOVUPS     64(DI), Z14
-	VFMADD231PS Z14, Z0, Z2
-	VFMADD231PS Z14, Z13, Z8
-	VMOVUPS     128(DI), Z14
-	VFMADD231PS Z14, Z0, Z3
-	VFMADD231PS Z14, Z13, Z9
-	VMOVUPS     192(DI), Z14
-	VFMADD231PS Z14, Z0, Z4
-	VFMADD231PS Z14, Z13, Z10
-	VMOVUPS     256(DI), Z14
-	VFMADD231PS Z14, Z0, Z5
-	VFMADD231PS Z14, Z13, Z11
-	VMOVUPS.Z   320(DI), K2, Z14
-	VFMADD231PS Z14, Z0, Z6
-	VFMADD231PS Z14, Z13, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, K2, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVUPS.Z        320(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, K2, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -19888,49 +19836,47 @@ rows2_vecs5_whole:
 	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
 
 rows2_vecs5_whole_keys_fetched:
-	VMOVUPS     (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z11, Z6
-	VMOVUPS     64(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z11, Z7
-	VMOVUPS     128(DI), Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z11, Z8
-	VMOVUPS     192(DI), Z12
-	VFMADD231PS Z12, Z0, Z4
-	VFMADD231PS Z12, Z11, Z9
-	VMOVUPS     256(DI), Z12
-	VFMADD231PS Z12, Z0, Z5
-	VFMADD231PS Z12, Z11, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS          256(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -19983,49 +19929,47 @@ rows2_vecs5_masked:
 	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   256(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 256(SI)
 
 rows2_vecs5_masked_keys_fetched:
-	VMOVUPS     (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z11, Z6
-	VMOVUPS     64(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z11, Z7
-	VMOVUPS     128(DI), Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z11, Z8
-	VMOVUPS     192(DI), Z12
-	VFMADD231PS Z12, Z0, Z4
-	VFMADD231PS Z12, Z11, Z9
-	VMOVUPS.Z   256(DI), K2, Z12
-	VFMADD231PS Z12, Z0, Z5
-	VFMADD231PS Z12, Z11, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, K2, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVUPS.Z        256(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, K2, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -20074,43 +20018,41 @@ rows2_vecs4_whole:
 	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
 
 rows2_vecs4_whole_keys_fetched:
-	VMOVUPS     (DI), Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z9, Z5
-	VMOVUPS     64(DI), Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z9, Z6
-	VMOVUPS     128(DI), Z10
-	VFMADD231PS Z10, Z0, Z3
-	VFMADD231PS Z10, Z9, Z7
-	VMOVUPS     192(DI), Z10
-	VFMADD231PS Z10, Z0, Z4
-	VFMADD231PS Z10, Z9, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVUPS          192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -20159,43 +20101,41 @@ rows2_vecs4_masked:
 	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
 
 rows2_vecs4_masked_keys_fetched:
-	VMOVUPS     (DI), Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z9, Z5
-	VMOVUPS     64(DI), Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z9, Z6
-	VMOVUPS     128(DI), Z10
-	VFMADD231PS Z10, Z0, Z3
-	VFMADD231PS Z10, Z9, Z7
-	VMOVUPS.Z   192(DI), K2, Z10
-	VFMADD231PS Z10, Z0, Z4
-	VFMADD231PS Z10, Z9, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVUPS.Z        192(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -20240,37 +20180,35 @@ rows2_vecs3_whole:
 	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
 
 rows2_vecs3_whole_keys_fetched:
-	VMOVUPS     (DI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z7, Z4
-	VMOVUPS     64(DI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VFMADD231PS Z8, Z7, Z5
-	VMOVUPS     128(DI), Z8
-	VFMADD231PS Z8, Z0, Z3
-	VFMADD231PS Z8, Z7, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVUPS          128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -20315,37 +20253,35 @@ rows2_vecs3_masked:
 	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 128(SI)
 
 rows2_vecs3_masked_keys_fetched:
-	VMOVUPS     (DI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z7, Z4
-	VMOVUPS     64(DI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VFMADD231PS Z8, Z7, Z5
-	VMOVUPS.Z   128(DI), K2, Z8
-	VFMADD231PS Z8, Z0, Z3
-	VFMADD231PS Z8, Z7, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVUPS.Z        128(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -20386,31 +20322,29 @@ rows2_vecs2_whole:
 	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs2_whole_keys_fetched:
-	VMOVUPS     (DI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VMOVUPS     64(DI), Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VMOVUPS          64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -20451,31 +20385,29 @@ rows2_vecs2_masked:
 	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs2_masked_keys_fetched:
-	VMOVUPS     (DI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VMOVUPS.Z   64(DI), K2, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VMOVUPS.Z        64(DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -20512,25 +20444,23 @@ rows2_vecs1_whole:
 	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_whole_keys_fetched:
-	VMOVUPS     (DI), Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -20567,25 +20497,23 @@ rows2_vecs1_masked:
 	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_masked_keys_fetched:
-	VMOVUPS.Z   (DI), K2, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS.Z        (DI), K2, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -20632,50 +20560,49 @@ rows1_vecs8_whole:
 	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
-	PREFETCHT0   320(BX)
-	PREFETCHT0   384(BX)
-	PREFETCHT0   448(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 384(BX)
+	PREFETCHT0 448(BX)
 
 rows1_vecs8_whole_keys_fetched:
-	VMOVUPS     (SI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VMOVUPS     64(SI), Z9
-	VFMADD231PS Z9, Z0, Z2
-	VMOVUPS     128(SI), Z9
-	VFMADD231PS Z9, Z0, Z3
-	VMOVUPS     192(SI), Z9
-	VFMADD231PS Z9, Z0, Z4
-	VMOVUPS     256(SI), Z9
-	VFMADD231PS Z9, Z0, Z5
-	VMOVUPS     320(SI), Z9
-	VFMADD231PS Z9, Z0, Z6
-	VMOVUPS     384(SI), Z9
-	VFMADD231PS Z9, Z0, Z7
-	VMOVUPS     448(SI), Z9
-	VFMADD231PS Z9, Z0, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVUPS          320(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VMOVUPS          384(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	VMOVUPS          448(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -20722,50 +20649,49 @@ rows1_vecs8_masked:
 	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
-	PREFETCHT0   320(BX)
-	PREFETCHT0   384(BX)
-	PREFETCHT0   448(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 384(BX)
+	PREFETCHT0 448(BX)
 
 rows1_vecs8_masked_keys_fetched:
-	VMOVUPS     (SI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VMOVUPS     64(SI), Z9
-	VFMADD231PS Z9, Z0, Z2
-	VMOVUPS     128(SI), Z9
-	VFMADD231PS Z9, Z0, Z3
-	VMOVUPS     192(SI), Z9
-	VFMADD231PS Z9, Z0, Z4
-	VMOVUPS     256(SI), Z9
-	VFMADD231PS Z9, Z0, Z5
-	VMOVUPS     320(SI), Z9
-	VFMADD231PS Z9, Z0, Z6
-	VMOVUPS     384(SI), Z9
-	VFMADD231PS Z9, Z0, Z7
-	VMOVUPS.Z   448(SI), K2, Z9
-	VFMADD231PS Z9, Z0, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVUPS          320(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VMOVUPS          384(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	VMOVUPS.Z        448(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -20810,46 +20736,45 @@ rows1_vecs7_whole:
 	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
-	PREFETCHT0   320(BX)
-	PREFETCHT0   384(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 384(BX)
 
 rows1_vecs7_whole_keys_fetched:
-	VMOVUPS     (SI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VMOVUPS     64(SI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VMOVUPS     128(SI), Z8
-	VFMADD231PS Z8, Z0, Z3
-	VMOVUPS     192(SI), Z8
-	VFMADD231PS Z8, Z0, Z4
-	VMOVUPS     256(SI), Z8
-	VFMADD231PS Z8, Z0, Z5
-	VMOVUPS     320(SI), Z8
-	VFMADD231PS Z8, Z0, Z6
-	VMOVUPS     384(SI), Z8
-	VFMADD231PS Z8, Z0, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVUPS          320(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VMOVUPS          384(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -20894,46 +20819,45 @@ rows1_vecs7_masked:
 	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
-	PREFETCHT0   320(BX)
-	PREFETCHT0   384(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 384(BX)
 
 rows1_vecs7_masked_keys_fetched:
-	VMOVUPS     (SI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VMOVUPS     64(SI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VMOVUPS     128(SI), Z8
-	VFMADD231PS Z8, Z0, Z3
-	VMOVUPS     192(SI), Z8
-	VFMADD231PS Z8, Z0, Z4
-	VMOVUPS     256(SI), Z8
-	VFMADD231PS Z8, Z0, Z5
-	VMOVUPS     320(SI), Z8
-	VFMADD231PS Z8, Z0, Z6
-	VMOVUPS.Z   384(SI), K2, Z8
-	VFMADD231PS Z8, Z0, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVUPS          320(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VMOVUPS.Z        384(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -20976,42 +20900,41 @@ rows1_vecs6_whole:
 	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
-	PREFETCHT0   320(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
 
 rows1_vecs6_whole_keys_fetched:
-	VMOVUPS     (SI), Z7
-	VFMADD231PS Z7, Z0, Z1
-	VMOVUPS     64(SI), Z7
-	VFMADD231PS Z7, Z0, Z2
-	VMOVUPS     128(SI), Z7
-	VFMADD231PS Z7, Z0, Z3
-	VMOVUPS     192(SI), Z7
-	VFMADD231PS Z7, Z0, Z4
-	VMOVUPS     256(SI), Z7
-	VFMADD231PS Z7, Z0, Z5
-	VMOVUPS     320(SI), Z7
-	VFMADD231PS Z7, Z0, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVUPS          320(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -21054,42 +20977,41 @@ rows1_vecs6_masked:
 	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
-	PREFETCHT0   320(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
 
 rows1_vecs6_masked_keys_fetched:
-	VMOVUPS     (SI), Z7
-	VFMADD231PS Z7, Z0, Z1
-	VMOVUPS     64(SI), Z7
-	VFMADD231PS Z7, Z0, Z2
-	VMOVUPS     128(SI), Z7
-	VFMADD231PS Z7, Z0, Z3
-	VMOVUPS     192(SI), Z7
-	VFMADD231PS Z7, Z0, Z4
-	VMOVUPS     256(SI), Z7
-	VFMADD231PS Z7, Z0, Z5
-	VMOVUPS.Z   320(SI), K2, Z7
-	VFMADD231PS Z7, Z0, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVUPS.Z        320(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -21130,38 +21052,37 @@ rows1_vecs5_whole:
 	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
 
 rows1_vecs5_whole_keys_fetched:
-	VMOVUPS     (SI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VMOVUPS     64(SI), Z6
-	VFMADD231PS Z6, Z0, Z2
-	VMOVUPS     128(SI), Z6
-	VFMADD231PS Z6, Z0, Z3
-	VMOVUPS     192(SI), Z6
-	VFMADD231PS Z6, Z0, Z4
-	VMOVUPS     256(SI), Z6
-	VFMADD231PS Z6, Z0, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS          256(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -21202,38 +21123,37 @@ rows1_vecs5_masked:
 	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   256(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 256(BX)
 
 rows1_vecs5_masked_keys_fetched:
-	VMOVUPS     (SI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VMOVUPS     64(SI), Z6
-	VFMADD231PS Z6, Z0, Z2
-	VMOVUPS     128(SI), Z6
-	VFMADD231PS Z6, Z0, Z3
-	VMOVUPS     192(SI), Z6
-	VFMADD231PS Z6, Z0, Z4
-	VMOVUPS.Z   256(SI), K2, Z6
-	VFMADD231PS Z6, Z0, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVUPS.Z        256(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -21272,34 +21192,33 @@ rows1_vecs4_whole:
 	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
 
 rows1_vecs4_whole_keys_fetched:
-	VMOVUPS     (SI), Z5
-	VFMADD231PS Z5, Z0, Z1
-	VMOVUPS     64(SI), Z5
-	VFMADD231PS Z5, Z0, Z2
-	VMOVUPS     128(SI), Z5
-	VFMADD231PS Z5, Z0, Z3
-	VMOVUPS     192(SI), Z5
-	VFMADD231PS Z5, Z0, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS          192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -21338,34 +21257,33 @@ rows1_vecs4_masked:
 	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   192(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
 
 rows1_vecs4_masked_keys_fetched:
-	VMOVUPS     (SI), Z5
-	VFMADD231PS Z5, Z0, Z1
-	VMOVUPS     64(SI), Z5
-	VFMADD231PS Z5, Z0, Z2
-	VMOVUPS     128(SI), Z5
-	VFMADD231PS Z5, Z0, Z3
-	VMOVUPS.Z   192(SI), K2, Z5
-	VFMADD231PS Z5, Z0, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVUPS.Z        192(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -21402,30 +21320,29 @@ rows1_vecs3_whole:
 	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
 
 rows1_vecs3_whole_keys_fetched:
-	VMOVUPS     (SI), Z4
-	VFMADD231PS Z4, Z0, Z1
-	VMOVUPS     64(SI), Z4
-	VFMADD231PS Z4, Z0, Z2
-	VMOVUPS     128(SI), Z4
-	VFMADD231PS Z4, Z0, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS          128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -21462,30 +21379,29 @@ rows1_vecs3_masked:
 	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   128(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 128(BX)
 
 rows1_vecs3_masked_keys_fetched:
-	VMOVUPS     (SI), Z4
-	VFMADD231PS Z4, Z0, Z1
-	VMOVUPS     64(SI), Z4
-	VFMADD231PS Z4, Z0, Z2
-	VMOVUPS.Z   128(SI), K2, Z4
-	VFMADD231PS Z4, Z0, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVUPS.Z        128(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -21520,26 +21436,25 @@ rows1_vecs2_whole:
 	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs2_whole_keys_fetched:
-	VMOVUPS     (SI), Z3
-	VFMADD231PS Z3, Z0, Z1
-	VMOVUPS     64(SI), Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS          64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -21574,26 +21489,25 @@ rows1_vecs2_masked:
 	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs2_masked_keys_fetched:
-	VMOVUPS     (SI), Z3
-	VFMADD231PS Z3, Z0, Z1
-	VMOVUPS.Z   64(SI), K2, Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVUPS.Z        64(SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -21626,22 +21540,21 @@ rows1_vecs1_whole:
 	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_whole_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_whole_keys_fetched:
-	VMOVUPS     (SI), Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVUPS          (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -21674,21 +21587,20 @@ rows1_vecs1_masked:
 	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_masked_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_masked_keys_fetched:
-	VMOVUPS.Z   (SI), K2, Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	ADDQ        $0x01, 120(SP)
+	VMOVUPS.Z        (SI), K2, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	ADDQ             $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -21752,9 +21664,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -21836,7 +21748,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -24610,61 +24522,57 @@ rows4_vecs4_whole:
 	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	VBROADCASTSS 128(BX), Z18
-	VBROADCASTSS 192(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows4_vecs4_whole_keys_fetched:
-	VCVTPH2PS   (R8), Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z9
-	VFMADD231PS Z20, Z19, Z13
-	VCVTPH2PS   32(R8), Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z17, Z6
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z14
-	VCVTPH2PS   64(R8), Z20
-	VFMADD231PS Z20, Z0, Z3
-	VFMADD231PS Z20, Z17, Z7
-	VFMADD231PS Z20, Z18, Z11
-	VFMADD231PS Z20, Z19, Z15
-	VCVTPH2PS   96(R8), Z20
-	VFMADD231PS Z20, Z0, Z4
-	VFMADD231PS Z20, Z17, Z8
-	VFMADD231PS Z20, Z18, Z12
-	VFMADD231PS Z20, Z19, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VCVTPH2PS        32(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VCVTPH2PS        64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
+	VCVTPH2PS        96(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -24732,62 +24640,58 @@ rows4_vecs4_masked:
 	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	VBROADCASTSS 128(BX), Z18
-	VBROADCASTSS 192(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows4_vecs4_masked_keys_fetched:
-	VCVTPH2PS   (R8), Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z9
-	VFMADD231PS Z20, Z19, Z13
-	VCVTPH2PS   32(R8), Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z17, Z6
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z14
-	VCVTPH2PS   64(R8), Z20
-	VFMADD231PS Z20, Z0, Z3
-	VFMADD231PS Z20, Z17, Z7
-	VFMADD231PS Z20, Z18, Z11
-	VFMADD231PS Z20, Z19, Z15
-	VMOVDQU16.Z 96(R8), K2, Z20
-	VCVTPH2PS   Y20, Z20
-	VFMADD231PS Z20, Z0, Z4
-	VFMADD231PS Z20, Z17, Z8
-	VFMADD231PS Z20, Z18, Z12
-	VFMADD231PS Z20, Z19, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, K2, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VCVTPH2PS        32(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VCVTPH2PS        64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
+	VMOVDQU16.Z      96(R8), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, K2, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -24847,51 +24751,47 @@ rows4_vecs3_whole:
 	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	VBROADCASTSS 192(BX), Z15
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows4_vecs3_whole_keys_fetched:
-	VCVTPH2PS   (R8), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z4
-	VFMADD231PS Z16, Z14, Z7
-	VFMADD231PS Z16, Z15, Z10
-	VCVTPH2PS   32(R8), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z5
-	VFMADD231PS Z16, Z14, Z8
-	VFMADD231PS Z16, Z15, Z11
-	VCVTPH2PS   64(R8), Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z13, Z6
-	VFMADD231PS Z16, Z14, Z9
-	VFMADD231PS Z16, Z15, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VCVTPH2PS        32(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VCVTPH2PS        64(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -24951,52 +24851,48 @@ rows4_vecs3_masked:
 	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	VBROADCASTSS 192(BX), Z15
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows4_vecs3_masked_keys_fetched:
-	VCVTPH2PS   (R8), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z4
-	VFMADD231PS Z16, Z14, Z7
-	VFMADD231PS Z16, Z15, Z10
-	VCVTPH2PS   32(R8), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z5
-	VFMADD231PS Z16, Z14, Z8
-	VFMADD231PS Z16, Z15, Z11
-	VMOVDQU16.Z 64(R8), K2, Z16
-	VCVTPH2PS   Y16, Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z13, Z6
-	VFMADD231PS Z16, Z14, Z9
-	VFMADD231PS Z16, Z15, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, K2, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VCVTPH2PS        32(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VMOVDQU16.Z      64(R8), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, K2, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -25048,41 +24944,37 @@ rows4_vecs2_whole:
 	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows4_vecs2_whole_keys_fetched:
-	VCVTPH2PS   (R8), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VCVTPH2PS   32(R8), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VCVTPH2PS        32(R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -25134,42 +25026,38 @@ rows4_vecs2_masked:
 	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows4_vecs2_masked_keys_fetched:
-	VCVTPH2PS   (R8), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VMOVDQU16.Z 32(R8), K2, Z12
-	VCVTPH2PS   Y12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, K2, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VMOVDQU16.Z      32(R8), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, K2, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -25213,31 +25101,27 @@ rows4_vecs1_whole:
 	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_whole_keys_fetched:
-	VCVTPH2PS   (R8), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	VMOVUPS     Z4, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (R8), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -25281,32 +25165,28 @@ rows4_vecs1_masked:
 	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (R8), K2, Z8
-	VCVTPH2PS   Y8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	VMOVUPS     Z4, K2, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU16.Z      (R8), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	VMOVUPS          Z4, K2, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -25364,52 +25244,49 @@ rows3_vecs4_whole:
 	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows3_vecs4_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z13, Z5
-	VFMADD231PS Z15, Z14, Z9
-	VCVTPH2PS   32(DI), Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z13, Z6
-	VFMADD231PS Z15, Z14, Z10
-	VCVTPH2PS   64(DI), Z15
-	VFMADD231PS Z15, Z0, Z3
-	VFMADD231PS Z15, Z13, Z7
-	VFMADD231PS Z15, Z14, Z11
-	VCVTPH2PS   96(DI), Z15
-	VFMADD231PS Z15, Z0, Z4
-	VFMADD231PS Z15, Z13, Z8
-	VFMADD231PS Z15, Z14, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -25467,53 +25344,50 @@ rows3_vecs4_masked:
 	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows3_vecs4_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z13, Z5
-	VFMADD231PS Z15, Z14, Z9
-	VCVTPH2PS   32(DI), Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z13, Z6
-	VFMADD231PS Z15, Z14, Z10
-	VCVTPH2PS   64(DI), Z15
-	VFMADD231PS Z15, Z0, Z3
-	VFMADD231PS Z15, Z13, Z7
-	VFMADD231PS Z15, Z14, Z11
-	VMOVDQU16.Z 96(DI), K2, Z15
-	VCVTPH2PS   Y15, Z15
-	VFMADD231PS Z15, Z0, Z4
-	VFMADD231PS Z15, Z13, Z8
-	VFMADD231PS Z15, Z14, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VMOVDQU16.Z      96(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -25565,44 +25439,41 @@ rows3_vecs3_whole:
 	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 128(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows3_vecs3_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z4
-	VFMADD231PS Z12, Z11, Z7
-	VCVTPH2PS   32(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z8
-	VCVTPH2PS   64(DI), Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -25654,45 +25525,42 @@ rows3_vecs3_masked:
 	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 128(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows3_vecs3_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z4
-	VFMADD231PS Z12, Z11, Z7
-	VCVTPH2PS   32(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z8
-	VMOVDQU16.Z 64(DI), K2, Z12
-	VCVTPH2PS   Y12, Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VMOVDQU16.Z      64(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -25738,36 +25606,33 @@ rows3_vecs2_whole:
 	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows3_vecs2_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VCVTPH2PS   32(DI), Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -25813,37 +25678,34 @@ rows3_vecs2_masked:
 	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows3_vecs2_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VMOVDQU16.Z 32(DI), K2, Z9
-	VCVTPH2PS   Y9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VMOVDQU16.Z      32(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -25883,28 +25745,25 @@ rows3_vecs1_whole:
 	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -25944,29 +25803,26 @@ rows3_vecs1_masked:
 	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (DI), K2, Z6
-	VCVTPH2PS   Y6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU16.Z      (DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -26031,67 +25887,65 @@ rows2_vecs8_whole:
 	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   224(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 224(SI)
 
 rows2_vecs8_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z17, Z9
-	VCVTPH2PS   32(DI), Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z17, Z10
-	VCVTPH2PS   64(DI), Z18
-	VFMADD231PS Z18, Z0, Z3
-	VFMADD231PS Z18, Z17, Z11
-	VCVTPH2PS   96(DI), Z18
-	VFMADD231PS Z18, Z0, Z4
-	VFMADD231PS Z18, Z17, Z12
-	VCVTPH2PS   128(DI), Z18
-	VFMADD231PS Z18, Z0, Z5
-	VFMADD231PS Z18, Z17, Z13
-	VCVTPH2PS   160(DI), Z18
-	VFMADD231PS Z18, Z0, Z6
-	VFMADD231PS Z18, Z17, Z14
-	VCVTPH2PS   192(DI), Z18
-	VFMADD231PS Z18, Z0, Z7
-	VFMADD231PS Z18, Z17, Z15
-	VCVTPH2PS   224(DI), Z18
-	VFMADD231PS Z18, Z0, Z8
-	VFMADD231PS Z18, Z17, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VCVTPH2PS        160(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	VCVTPH2PS        192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z15
+	VCVTPH2PS        224(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -26156,68 +26010,66 @@ rows2_vecs8_masked:
 	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   224(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 224(SI)
 
 rows2_vecs8_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z17, Z9
-	VCVTPH2PS   32(DI), Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z17, Z10
-	VCVTPH2PS   64(DI), Z18
-	VFMADD231PS Z18, Z0, Z3
-	VFMADD231PS Z18, Z17, Z11
-	VCVTPH2PS   96(DI), Z18
-	VFMADD231PS Z18, Z0, Z4
-	VFMADD231PS Z18, Z17, Z12
-	VCVTPH2PS   128(DI), Z18
-	VFMADD231PS Z18, Z0, Z5
-	VFMADD231PS Z18, Z17, Z13
-	VCVTPH2PS   160(DI), Z18
-	VFMADD231PS Z18, Z0, Z6
-	VFMADD231PS Z18, Z17, Z14
-	VCVTPH2PS   192(DI), Z18
-	VFMADD231PS Z18, Z0, Z7
-	VFMADD231PS Z18, Z17, Z15
-	VMOVDQU16.Z 224(DI), K2, Z18
-	VCVTPH2PS   Y18, Z18
-	VFMADD231PS Z18, Z0, Z8
-	VFMADD231PS Z18, Z17, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, K2, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VCVTPH2PS        160(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	VCVTPH2PS        192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z15
+	VMOVDQU16.Z      224(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, K2, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -26278,61 +26130,59 @@ rows2_vecs7_whole:
 	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
 
 rows2_vecs7_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z15, Z8
-	VCVTPH2PS   32(DI), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z15, Z9
-	VCVTPH2PS   64(DI), Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z15, Z10
-	VCVTPH2PS   96(DI), Z16
-	VFMADD231PS Z16, Z0, Z4
-	VFMADD231PS Z16, Z15, Z11
-	VCVTPH2PS   128(DI), Z16
-	VFMADD231PS Z16, Z0, Z5
-	VFMADD231PS Z16, Z15, Z12
-	VCVTPH2PS   160(DI), Z16
-	VFMADD231PS Z16, Z0, Z6
-	VFMADD231PS Z16, Z15, Z13
-	VCVTPH2PS   192(DI), Z16
-	VFMADD231PS Z16, Z0, Z7
-	VFMADD231PS Z16, Z15, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VCVTPH2PS        160(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VCVTPH2PS        192(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -26393,62 +26243,60 @@ rows2_vecs7_masked:
 	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
 
 rows2_vecs7_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z15, Z8
-	VCVTPH2PS   32(DI), Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z15, Z9
-	VCVTPH2PS   64(DI), Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z15, Z10
-	VCVTPH2PS   96(DI), Z16
-	VFMADD231PS Z16, Z0, Z4
-	VFMADD231PS Z16, Z15, Z11
-	VCVTPH2PS   128(DI), Z16
-	VFMADD231PS Z16, Z0, Z5
-	VFMADD231PS Z16, Z15, Z12
-	VCVTPH2PS   160(DI), Z16
-	VFMADD231PS Z16, Z0, Z6
-	VFMADD231PS Z16, Z15, Z13
-	VMOVDQU16.Z 192(DI), K2, Z16
-	VCVTPH2PS   Y16, Z16
-	VFMADD231PS Z16, Z0, Z7
-	VFMADD231PS Z16, Z15, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, K2, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VCVTPH2PS        160(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VMOVDQU16.Z      192(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, K2, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -26505,55 +26353,53 @@ rows2_vecs6_whole:
 	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
 
 rows2_vecs6_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z14
-	VFMADD231PS Z14, Z0, Z1
-	VFMADD231PS Z14, Z13, Z7
-	VCVTPH2PS   32(DI), Z14
-	VFMADD231PS Z14, Z0, Z2
-	VFMADD231PS Z14, Z13, Z8
-	VCVTPH2PS   64(DI), Z14
-	VFMADD231PS Z14, Z0, Z3
-	VFMADD231PS Z14, Z13, Z9
-	VCVTPH2PS   96(DI), Z14
-	VFMADD231PS Z14, Z0, Z4
-	VFMADD231PS Z14, Z13, Z10
-	VCVTPH2PS   128(DI), Z14
-	VFMADD231PS Z14, Z0, Z5
-	VFMADD231PS Z14, Z13, Z11
-	VCVTPH2PS   160(DI), Z14
-	VFMADD231PS Z14, Z0, Z6
-	VFMADD231PS Z14, Z13, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VCVTPH2PS        160(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -26610,56 +26456,54 @@ rows2_vecs6_masked:
 	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
 
 rows2_vecs6_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z14
-	VFMADD231PS Z14, Z0, Z1
-	VFMADD231PS Z14, Z13, Z7
-	VCVTPH2PS   32(DI), Z14
-	VFMADD231PS Z14, Z0, Z2
-	VFMADD231PS Z14, Z13, Z8
-	VCVTPH2PS   64(DI), Z14
-	VFMADD231PS Z14, Z0, Z3
-	VFMADD231PS Z14, Z13, Z9
-	VCVTPH2PS   96(DI), Z14
-	VFMADD231PS Z14, Z0, Z4
-	VFMADD231PS Z14, Z13, Z10
-	VCVTPH2PS   128(DI), Z14
-	VFMADD231PS Z14, Z0, Z5
-	VFMADD231PS Z14, Z13, Z11
-	VMOVDQU16.Z 160(DI), K2, Z14
-	VCVTPH2PS   Y14, Z14
-	VFMADD231PS Z14, Z0, Z6
-	VFMADD231PS Z14, Z13, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, K2, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVDQU16.Z      160(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, K2, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -26712,49 +26556,47 @@ rows2_vecs5_whole:
 	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
 
 rows2_vecs5_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z11, Z6
-	VCVTPH2PS   32(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z11, Z7
-	VCVTPH2PS   64(DI), Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z11, Z8
-	VCVTPH2PS   96(DI), Z12
-	VFMADD231PS Z12, Z0, Z4
-	VFMADD231PS Z12, Z11, Z9
-	VCVTPH2PS   128(DI), Z12
-	VFMADD231PS Z12, Z0, Z5
-	VFMADD231PS Z12, Z11, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VCVTPH2PS        128(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -26807,50 +26649,48 @@ rows2_vecs5_masked:
 	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
 
 rows2_vecs5_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z11, Z6
-	VCVTPH2PS   32(DI), Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z11, Z7
-	VCVTPH2PS   64(DI), Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z11, Z8
-	VCVTPH2PS   96(DI), Z12
-	VFMADD231PS Z12, Z0, Z4
-	VFMADD231PS Z12, Z11, Z9
-	VMOVDQU16.Z 128(DI), K2, Z12
-	VCVTPH2PS   Y12, Z12
-	VFMADD231PS Z12, Z0, Z5
-	VFMADD231PS Z12, Z11, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, K2, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVDQU16.Z      128(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, K2, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -26899,43 +26739,41 @@ rows2_vecs4_whole:
 	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows2_vecs4_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z9, Z5
-	VCVTPH2PS   32(DI), Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z9, Z6
-	VCVTPH2PS   64(DI), Z10
-	VFMADD231PS Z10, Z0, Z3
-	VFMADD231PS Z10, Z9, Z7
-	VCVTPH2PS   96(DI), Z10
-	VFMADD231PS Z10, Z0, Z4
-	VFMADD231PS Z10, Z9, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VCVTPH2PS        96(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -26984,44 +26822,42 @@ rows2_vecs4_masked:
 	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows2_vecs4_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z9, Z5
-	VCVTPH2PS   32(DI), Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z9, Z6
-	VCVTPH2PS   64(DI), Z10
-	VFMADD231PS Z10, Z0, Z3
-	VFMADD231PS Z10, Z9, Z7
-	VMOVDQU16.Z 96(DI), K2, Z10
-	VCVTPH2PS   Y10, Z10
-	VFMADD231PS Z10, Z0, Z4
-	VFMADD231PS Z10, Z9, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVDQU16.Z      96(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -27066,37 +26902,35 @@ rows2_vecs3_whole:
 	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs3_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z7, Z4
-	VCVTPH2PS   32(DI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VFMADD231PS Z8, Z7, Z5
-	VCVTPH2PS   64(DI), Z8
-	VFMADD231PS Z8, Z0, Z3
-	VFMADD231PS Z8, Z7, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VCVTPH2PS        64(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -27141,38 +26975,36 @@ rows2_vecs3_masked:
 	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs3_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z7, Z4
-	VCVTPH2PS   32(DI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VFMADD231PS Z8, Z7, Z5
-	VMOVDQU16.Z 64(DI), K2, Z8
-	VCVTPH2PS   Y8, Z8
-	VFMADD231PS Z8, Z0, Z3
-	VFMADD231PS Z8, Z7, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVDQU16.Z      64(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -27213,31 +27045,29 @@ rows2_vecs2_whole:
 	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows2_vecs2_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VCVTPH2PS   32(DI), Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VCVTPH2PS        32(DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -27278,32 +27108,30 @@ rows2_vecs2_masked:
 	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows2_vecs2_masked_keys_fetched:
-	VCVTPH2PS   (DI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VMOVDQU16.Z 32(DI), K2, Z6
-	VCVTPH2PS   Y6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VMOVDQU16.Z      32(DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -27340,25 +27168,23 @@ rows2_vecs1_whole:
 	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_whole_keys_fetched:
-	VCVTPH2PS   (DI), Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (DI), Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -27395,26 +27221,24 @@ rows2_vecs1_masked:
 	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (DI), K2, Z4
-	VCVTPH2PS   Y4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU16.Z      (DI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -27461,50 +27285,49 @@ rows1_vecs8_whole:
 	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   224(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 224(BX)
 
 rows1_vecs8_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VCVTPH2PS   32(SI), Z9
-	VFMADD231PS Z9, Z0, Z2
-	VCVTPH2PS   64(SI), Z9
-	VFMADD231PS Z9, Z0, Z3
-	VCVTPH2PS   96(SI), Z9
-	VFMADD231PS Z9, Z0, Z4
-	VCVTPH2PS   128(SI), Z9
-	VFMADD231PS Z9, Z0, Z5
-	VCVTPH2PS   160(SI), Z9
-	VFMADD231PS Z9, Z0, Z6
-	VCVTPH2PS   192(SI), Z9
-	VFMADD231PS Z9, Z0, Z7
-	VCVTPH2PS   224(SI), Z9
-	VFMADD231PS Z9, Z0, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VCVTPH2PS        160(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VCVTPH2PS        192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	VCVTPH2PS        224(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -27551,51 +27374,50 @@ rows1_vecs8_masked:
 	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   224(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 224(BX)
 
 rows1_vecs8_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z9
-	VFMADD231PS Z9, Z0, Z1
-	VCVTPH2PS   32(SI), Z9
-	VFMADD231PS Z9, Z0, Z2
-	VCVTPH2PS   64(SI), Z9
-	VFMADD231PS Z9, Z0, Z3
-	VCVTPH2PS   96(SI), Z9
-	VFMADD231PS Z9, Z0, Z4
-	VCVTPH2PS   128(SI), Z9
-	VFMADD231PS Z9, Z0, Z5
-	VCVTPH2PS   160(SI), Z9
-	VFMADD231PS Z9, Z0, Z6
-	VCVTPH2PS   192(SI), Z9
-	VFMADD231PS Z9, Z0, Z7
-	VMOVDQU16.Z 224(SI), K2, Z9
-	VCVTPH2PS   Y9, Z9
-	VFMADD231PS Z9, Z0, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VCVTPH2PS        160(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VCVTPH2PS        192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	VMOVDQU16.Z      224(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -27640,46 +27462,45 @@ rows1_vecs7_whole:
 	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
 
 rows1_vecs7_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VCVTPH2PS   32(SI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VCVTPH2PS   64(SI), Z8
-	VFMADD231PS Z8, Z0, Z3
-	VCVTPH2PS   96(SI), Z8
-	VFMADD231PS Z8, Z0, Z4
-	VCVTPH2PS   128(SI), Z8
-	VFMADD231PS Z8, Z0, Z5
-	VCVTPH2PS   160(SI), Z8
-	VFMADD231PS Z8, Z0, Z6
-	VCVTPH2PS   192(SI), Z8
-	VFMADD231PS Z8, Z0, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VCVTPH2PS        160(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VCVTPH2PS        192(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -27724,47 +27545,46 @@ rows1_vecs7_masked:
 	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
 
 rows1_vecs7_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z8
-	VFMADD231PS Z8, Z0, Z1
-	VCVTPH2PS   32(SI), Z8
-	VFMADD231PS Z8, Z0, Z2
-	VCVTPH2PS   64(SI), Z8
-	VFMADD231PS Z8, Z0, Z3
-	VCVTPH2PS   96(SI), Z8
-	VFMADD231PS Z8, Z0, Z4
-	VCVTPH2PS   128(SI), Z8
-	VFMADD231PS Z8, Z0, Z5
-	VCVTPH2PS   160(SI), Z8
-	VFMADD231PS Z8, Z0, Z6
-	VMOVDQU16.Z 192(SI), K2, Z8
-	VCVTPH2PS   Y8, Z8
-	VFMADD231PS Z8, Z0, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VCVTPH2PS        160(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VMOVDQU16.Z      192(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -27807,42 +27627,41 @@ rows1_vecs6_whole:
 	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
 
 rows1_vecs6_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z7
-	VFMADD231PS Z7, Z0, Z1
-	VCVTPH2PS   32(SI), Z7
-	VFMADD231PS Z7, Z0, Z2
-	VCVTPH2PS   64(SI), Z7
-	VFMADD231PS Z7, Z0, Z3
-	VCVTPH2PS   96(SI), Z7
-	VFMADD231PS Z7, Z0, Z4
-	VCVTPH2PS   128(SI), Z7
-	VFMADD231PS Z7, Z0, Z5
-	VCVTPH2PS   160(SI), Z7
-	VFMADD231PS Z7, Z0, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VCVTPH2PS        160(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -27885,43 +27704,42 @@ rows1_vecs6_masked:
 	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
 
 rows1_vecs6_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z7
-	VFMADD231PS Z7, Z0, Z1
-	VCVTPH2PS   32(SI), Z7
-	VFMADD231PS Z7, Z0, Z2
-	VCVTPH2PS   64(SI), Z7
-	VFMADD231PS Z7, Z0, Z3
-	VCVTPH2PS   96(SI), Z7
-	VFMADD231PS Z7, Z0, Z4
-	VCVTPH2PS   128(SI), Z7
-	VFMADD231PS Z7, Z0, Z5
-	VMOVDQU16.Z 160(SI), K2, Z7
-	VCVTPH2PS   Y7, Z7
-	VFMADD231PS Z7, Z0, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVDQU16.Z      160(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -27962,38 +27780,37 @@ rows1_vecs5_whole:
 	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
 
 rows1_vecs5_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VCVTPH2PS   32(SI), Z6
-	VFMADD231PS Z6, Z0, Z2
-	VCVTPH2PS   64(SI), Z6
-	VFMADD231PS Z6, Z0, Z3
-	VCVTPH2PS   96(SI), Z6
-	VFMADD231PS Z6, Z0, Z4
-	VCVTPH2PS   128(SI), Z6
-	VFMADD231PS Z6, Z0, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VCVTPH2PS        128(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -28034,39 +27851,38 @@ rows1_vecs5_masked:
 	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
 
 rows1_vecs5_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z6
-	VFMADD231PS Z6, Z0, Z1
-	VCVTPH2PS   32(SI), Z6
-	VFMADD231PS Z6, Z0, Z2
-	VCVTPH2PS   64(SI), Z6
-	VFMADD231PS Z6, Z0, Z3
-	VCVTPH2PS   96(SI), Z6
-	VFMADD231PS Z6, Z0, Z4
-	VMOVDQU16.Z 128(SI), K2, Z6
-	VCVTPH2PS   Y6, Z6
-	VFMADD231PS Z6, Z0, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVDQU16.Z      128(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -28105,34 +27921,33 @@ rows1_vecs4_whole:
 	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
 
 rows1_vecs4_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z5
-	VFMADD231PS Z5, Z0, Z1
-	VCVTPH2PS   32(SI), Z5
-	VFMADD231PS Z5, Z0, Z2
-	VCVTPH2PS   64(SI), Z5
-	VFMADD231PS Z5, Z0, Z3
-	VCVTPH2PS   96(SI), Z5
-	VFMADD231PS Z5, Z0, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VCVTPH2PS        96(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -28171,35 +27986,34 @@ rows1_vecs4_masked:
 	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
 
 rows1_vecs4_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z5
-	VFMADD231PS Z5, Z0, Z1
-	VCVTPH2PS   32(SI), Z5
-	VFMADD231PS Z5, Z0, Z2
-	VCVTPH2PS   64(SI), Z5
-	VFMADD231PS Z5, Z0, Z3
-	VMOVDQU16.Z 96(SI), K2, Z5
-	VCVTPH2PS   Y5, Z5
-	VFMADD231PS Z5, Z0, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVDQU16.Z      96(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -28236,30 +28050,29 @@ rows1_vecs3_whole:
 	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs3_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z4
-	VFMADD231PS Z4, Z0, Z1
-	VCVTPH2PS   32(SI), Z4
-	VFMADD231PS Z4, Z0, Z2
-	VCVTPH2PS   64(SI), Z4
-	VFMADD231PS Z4, Z0, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VCVTPH2PS        64(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -28296,31 +28109,30 @@ rows1_vecs3_masked:
 	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs3_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z4
-	VFMADD231PS Z4, Z0, Z1
-	VCVTPH2PS   32(SI), Z4
-	VFMADD231PS Z4, Z0, Z2
-	VMOVDQU16.Z 64(SI), K2, Z4
-	VCVTPH2PS   Y4, Z4
-	VFMADD231PS Z4, Z0, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVDQU16.Z      64(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -28355,26 +28167,25 @@ rows1_vecs2_whole:
 	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
 
 rows1_vecs2_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z3
-	VFMADD231PS Z3, Z0, Z1
-	VCVTPH2PS   32(SI), Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VCVTPH2PS        32(SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -28409,27 +28220,26 @@ rows1_vecs2_masked:
 	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
 
 rows1_vecs2_masked_keys_fetched:
-	VCVTPH2PS   (SI), Z3
-	VFMADD231PS Z3, Z0, Z1
-	VMOVDQU16.Z 32(SI), K2, Z3
-	VCVTPH2PS   Y3, Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVDQU16.Z      32(SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -28462,22 +28272,21 @@ rows1_vecs1_whole:
 	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_whole_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_whole_keys_fetched:
-	VCVTPH2PS   (SI), Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VCVTPH2PS        (SI), Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -28510,22 +28319,21 @@ rows1_vecs1_masked:
 	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_masked_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (SI), K2, Z2
-	VCVTPH2PS   Y2, Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	ADDQ        $0x01, 120(SP)
+	VMOVDQU16.Z      (SI), K2, Z0
+	VCVTPH2PS        Y0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	ADDQ             $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -28589,9 +28397,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -28673,7 +28481,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -31575,65 +31383,61 @@ rows4_vecs4_whole:
 	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	VBROADCASTSS 128(BX), Z18
-	VBROADCASTSS 192(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows4_vecs4_whole_keys_fetched:
-	VPMOVZXWD   (R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z9
-	VFMADD231PS Z20, Z19, Z13
-	VPMOVZXWD   32(R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z17, Z6
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z14
-	VPMOVZXWD   64(R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z3
-	VFMADD231PS Z20, Z17, Z7
-	VFMADD231PS Z20, Z18, Z11
-	VFMADD231PS Z20, Z19, Z15
-	VPMOVZXWD   96(R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z4
-	VFMADD231PS Z20, Z17, Z8
-	VFMADD231PS Z20, Z18, Z12
-	VFMADD231PS Z20, Z19, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VPMOVZXWD        32(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VPMOVZXWD        64(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
+	VPMOVZXWD        96(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -31701,66 +31505,62 @@ rows4_vecs4_masked:
 	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	VBROADCASTSS 128(BX), Z18
-	VBROADCASTSS 192(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows4_vecs4_masked_keys_fetched:
-	VPMOVZXWD   (R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z9
-	VFMADD231PS Z20, Z19, Z13
-	VPMOVZXWD   32(R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z17, Z6
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z14
-	VPMOVZXWD   64(R8), Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z3
-	VFMADD231PS Z20, Z17, Z7
-	VFMADD231PS Z20, Z18, Z11
-	VFMADD231PS Z20, Z19, Z15
-	VMOVDQU16.Z 96(R8), K2, Z20
-	VPMOVZXWD   Y20, Z20
-	VPSLLD      $0x10, Z20, Z20
-	VFMADD231PS Z20, Z0, Z4
-	VFMADD231PS Z20, Z17, Z8
-	VFMADD231PS Z20, Z18, Z12
-	VFMADD231PS Z20, Z19, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, K2, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VPMOVZXWD        32(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VPMOVZXWD        64(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
+	VMOVDQU16.Z      96(R8), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, K2, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -31820,54 +31620,50 @@ rows4_vecs3_whole:
 	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	VBROADCASTSS 192(BX), Z15
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows4_vecs3_whole_keys_fetched:
-	VPMOVZXWD   (R8), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z4
-	VFMADD231PS Z16, Z14, Z7
-	VFMADD231PS Z16, Z15, Z10
-	VPMOVZXWD   32(R8), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z5
-	VFMADD231PS Z16, Z14, Z8
-	VFMADD231PS Z16, Z15, Z11
-	VPMOVZXWD   64(R8), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z13, Z6
-	VFMADD231PS Z16, Z14, Z9
-	VFMADD231PS Z16, Z15, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VPMOVZXWD        32(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VPMOVZXWD        64(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -31927,55 +31723,51 @@ rows4_vecs3_masked:
 	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	VBROADCASTSS 192(BX), Z15
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows4_vecs3_masked_keys_fetched:
-	VPMOVZXWD   (R8), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z4
-	VFMADD231PS Z16, Z14, Z7
-	VFMADD231PS Z16, Z15, Z10
-	VPMOVZXWD   32(R8), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z5
-	VFMADD231PS Z16, Z14, Z8
-	VFMADD231PS Z16, Z15, Z11
-	VMOVDQU16.Z 64(R8), K2, Z16
-	VPMOVZXWD   Y16, Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z13, Z6
-	VFMADD231PS Z16, Z14, Z9
-	VFMADD231PS Z16, Z15, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, K2, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VPMOVZXWD        32(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VMOVDQU16.Z      64(R8), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, K2, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -32027,43 +31819,39 @@ rows4_vecs2_whole:
 	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows4_vecs2_whole_keys_fetched:
-	VPMOVZXWD   (R8), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VPMOVZXWD   32(R8), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VPMOVZXWD        32(R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -32115,44 +31903,40 @@ rows4_vecs2_masked:
 	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows4_vecs2_masked_keys_fetched:
-	VPMOVZXWD   (R8), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VMOVDQU16.Z 32(R8), K2, Z12
-	VPMOVZXWD   Y12, Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, K2, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VMOVDQU16.Z      32(R8), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, K2, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -32196,32 +31980,28 @@ rows4_vecs1_whole:
 	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_whole_keys_fetched:
-	VPMOVZXWD   (R8), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	VMOVUPS     Z4, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (R8), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -32265,33 +32045,29 @@ rows4_vecs1_masked:
 	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (R8), K2, Z8
-	VPMOVZXWD   Y8, Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	VMOVUPS     Z4, K2, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU16.Z      (R8), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	VMOVUPS          Z4, K2, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -32349,56 +32125,53 @@ rows3_vecs4_whole:
 	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows3_vecs4_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z13, Z5
-	VFMADD231PS Z15, Z14, Z9
-	VPMOVZXWD   32(DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z13, Z6
-	VFMADD231PS Z15, Z14, Z10
-	VPMOVZXWD   64(DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z3
-	VFMADD231PS Z15, Z13, Z7
-	VFMADD231PS Z15, Z14, Z11
-	VPMOVZXWD   96(DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z4
-	VFMADD231PS Z15, Z13, Z8
-	VFMADD231PS Z15, Z14, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -32456,57 +32229,54 @@ rows3_vecs4_masked:
 	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 128(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows3_vecs4_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z13, Z5
-	VFMADD231PS Z15, Z14, Z9
-	VPMOVZXWD   32(DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z13, Z6
-	VFMADD231PS Z15, Z14, Z10
-	VPMOVZXWD   64(DI), Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z3
-	VFMADD231PS Z15, Z13, Z7
-	VFMADD231PS Z15, Z14, Z11
-	VMOVDQU16.Z 96(DI), K2, Z15
-	VPMOVZXWD   Y15, Z15
-	VPSLLD      $0x10, Z15, Z15
-	VFMADD231PS Z15, Z0, Z4
-	VFMADD231PS Z15, Z13, Z8
-	VFMADD231PS Z15, Z14, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VMOVDQU16.Z      96(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -32558,47 +32328,44 @@ rows3_vecs3_whole:
 	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 128(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows3_vecs3_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z4
-	VFMADD231PS Z12, Z11, Z7
-	VPMOVZXWD   32(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z8
-	VPMOVZXWD   64(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -32650,48 +32417,45 @@ rows3_vecs3_masked:
 	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 128(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows3_vecs3_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z4
-	VFMADD231PS Z12, Z11, Z7
-	VPMOVZXWD   32(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z8
-	VMOVDQU16.Z 64(DI), K2, Z12
-	VPMOVZXWD   Y12, Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VMOVDQU16.Z      64(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -32737,38 +32501,35 @@ rows3_vecs2_whole:
 	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows3_vecs2_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VPMOVZXWD   32(DI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -32814,39 +32575,36 @@ rows3_vecs2_masked:
 	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows3_vecs2_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VMOVDQU16.Z 32(DI), K2, Z9
-	VPMOVZXWD   Y9, Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VMOVDQU16.Z      32(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -32886,29 +32644,26 @@ rows3_vecs1_whole:
 	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -32948,30 +32703,27 @@ rows3_vecs1_masked:
 	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (DI), K2, Z6
-	VPMOVZXWD   Y6, Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU16.Z      (DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -33036,75 +32788,73 @@ rows2_vecs8_whole:
 	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   224(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 224(SI)
 
 rows2_vecs8_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z17, Z9
-	VPMOVZXWD   32(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z17, Z10
-	VPMOVZXWD   64(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z3
-	VFMADD231PS Z18, Z17, Z11
-	VPMOVZXWD   96(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z4
-	VFMADD231PS Z18, Z17, Z12
-	VPMOVZXWD   128(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z5
-	VFMADD231PS Z18, Z17, Z13
-	VPMOVZXWD   160(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z6
-	VFMADD231PS Z18, Z17, Z14
-	VPMOVZXWD   192(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z7
-	VFMADD231PS Z18, Z17, Z15
-	VPMOVZXWD   224(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z8
-	VFMADD231PS Z18, Z17, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VPMOVZXWD        160(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	VPMOVZXWD        192(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z15
+	VPMOVZXWD        224(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -33169,76 +32919,74 @@ rows2_vecs8_masked:
 	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
-	PREFETCHT0   224(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 224(SI)
 
 rows2_vecs8_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z17, Z9
-	VPMOVZXWD   32(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z17, Z10
-	VPMOVZXWD   64(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z3
-	VFMADD231PS Z18, Z17, Z11
-	VPMOVZXWD   96(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z4
-	VFMADD231PS Z18, Z17, Z12
-	VPMOVZXWD   128(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z5
-	VFMADD231PS Z18, Z17, Z13
-	VPMOVZXWD   160(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z6
-	VFMADD231PS Z18, Z17, Z14
-	VPMOVZXWD   192(DI), Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z7
-	VFMADD231PS Z18, Z17, Z15
-	VMOVDQU16.Z 224(DI), K2, Z18
-	VPMOVZXWD   Y18, Z18
-	VPSLLD      $0x10, Z18, Z18
-	VFMADD231PS Z18, Z0, Z8
-	VFMADD231PS Z18, Z17, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, K2, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VPMOVZXWD        160(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	VPMOVZXWD        192(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z15
+	VMOVDQU16.Z      224(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, K2, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -33299,68 +33047,66 @@ rows2_vecs7_whole:
 	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
 
 rows2_vecs7_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z15, Z8
-	VPMOVZXWD   32(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z15, Z9
-	VPMOVZXWD   64(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z15, Z10
-	VPMOVZXWD   96(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z4
-	VFMADD231PS Z16, Z15, Z11
-	VPMOVZXWD   128(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z5
-	VFMADD231PS Z16, Z15, Z12
-	VPMOVZXWD   160(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z6
-	VFMADD231PS Z16, Z15, Z13
-	VPMOVZXWD   192(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z7
-	VFMADD231PS Z16, Z15, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VPMOVZXWD        160(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VPMOVZXWD        192(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -33421,69 +33167,67 @@ rows2_vecs7_masked:
 	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
-	PREFETCHT0   192(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
+	PREFETCHT0 192(SI)
 
 rows2_vecs7_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z15, Z8
-	VPMOVZXWD   32(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z15, Z9
-	VPMOVZXWD   64(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z3
-	VFMADD231PS Z16, Z15, Z10
-	VPMOVZXWD   96(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z4
-	VFMADD231PS Z16, Z15, Z11
-	VPMOVZXWD   128(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z5
-	VFMADD231PS Z16, Z15, Z12
-	VPMOVZXWD   160(DI), Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z6
-	VFMADD231PS Z16, Z15, Z13
-	VMOVDQU16.Z 192(DI), K2, Z16
-	VPMOVZXWD   Y16, Z16
-	VPSLLD      $0x10, Z16, Z16
-	VFMADD231PS Z16, Z0, Z7
-	VFMADD231PS Z16, Z15, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, K2, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	VPMOVZXWD        160(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z13
+	VMOVDQU16.Z      192(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, K2, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -33540,61 +33284,59 @@ rows2_vecs6_whole:
 	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
 
 rows2_vecs6_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z1
-	VFMADD231PS Z14, Z13, Z7
-	VPMOVZXWD   32(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z2
-	VFMADD231PS Z14, Z13, Z8
-	VPMOVZXWD   64(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z3
-	VFMADD231PS Z14, Z13, Z9
-	VPMOVZXWD   96(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z4
-	VFMADD231PS Z14, Z13, Z10
-	VPMOVZXWD   128(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z5
-	VFMADD231PS Z14, Z13, Z11
-	VPMOVZXWD   160(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z6
-	VFMADD231PS Z14, Z13, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VPMOVZXWD        160(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -33651,62 +33393,60 @@ rows2_vecs6_masked:
 	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z13
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
-	PREFETCHT0   160(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 160(SI)
 
 rows2_vecs6_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z1
-	VFMADD231PS Z14, Z13, Z7
-	VPMOVZXWD   32(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z2
-	VFMADD231PS Z14, Z13, Z8
-	VPMOVZXWD   64(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z3
-	VFMADD231PS Z14, Z13, Z9
-	VPMOVZXWD   96(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z4
-	VFMADD231PS Z14, Z13, Z10
-	VPMOVZXWD   128(DI), Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z5
-	VFMADD231PS Z14, Z13, Z11
-	VMOVDQU16.Z 160(DI), K2, Z14
-	VPMOVZXWD   Y14, Z14
-	VPSLLD      $0x10, Z14, Z14
-	VFMADD231PS Z14, Z0, Z6
-	VFMADD231PS Z14, Z13, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, K2, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z11
+	VMOVDQU16.Z      160(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, K2, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -33759,54 +33499,52 @@ rows2_vecs5_whole:
 	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
 
 rows2_vecs5_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z11, Z6
-	VPMOVZXWD   32(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z11, Z7
-	VPMOVZXWD   64(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z11, Z8
-	VPMOVZXWD   96(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z4
-	VFMADD231PS Z12, Z11, Z9
-	VPMOVZXWD   128(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z5
-	VFMADD231PS Z12, Z11, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVZXWD        128(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -33859,55 +33597,53 @@ rows2_vecs5_masked:
 	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   128(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 128(SI)
 
 rows2_vecs5_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z11, Z6
-	VPMOVZXWD   32(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z11, Z7
-	VPMOVZXWD   64(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z3
-	VFMADD231PS Z12, Z11, Z8
-	VPMOVZXWD   96(DI), Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z4
-	VFMADD231PS Z12, Z11, Z9
-	VMOVDQU16.Z 128(DI), K2, Z12
-	VPMOVZXWD   Y12, Z12
-	VPSLLD      $0x10, Z12, Z12
-	VFMADD231PS Z12, Z0, Z5
-	VFMADD231PS Z12, Z11, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, K2, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VMOVDQU16.Z      128(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, K2, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -33956,47 +33692,45 @@ rows2_vecs4_whole:
 	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows2_vecs4_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z9, Z5
-	VPMOVZXWD   32(DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z9, Z6
-	VPMOVZXWD   64(DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z3
-	VFMADD231PS Z10, Z9, Z7
-	VPMOVZXWD   96(DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z4
-	VFMADD231PS Z10, Z9, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVZXWD        96(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -34045,48 +33779,46 @@ rows2_vecs4_masked:
 	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 96(SI)
 
 rows2_vecs4_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z9, Z5
-	VPMOVZXWD   32(DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z9, Z6
-	VPMOVZXWD   64(DI), Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z3
-	VFMADD231PS Z10, Z9, Z7
-	VMOVDQU16.Z 96(DI), K2, Z10
-	VPMOVZXWD   Y10, Z10
-	VPSLLD      $0x10, Z10, Z10
-	VFMADD231PS Z10, Z0, Z4
-	VFMADD231PS Z10, Z9, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VMOVDQU16.Z      96(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -34131,40 +33863,38 @@ rows2_vecs3_whole:
 	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs3_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z7, Z4
-	VPMOVZXWD   32(DI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z2
-	VFMADD231PS Z8, Z7, Z5
-	VPMOVZXWD   64(DI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z3
-	VFMADD231PS Z8, Z7, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVZXWD        64(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -34209,41 +33939,39 @@ rows2_vecs3_masked:
 	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs3_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z7, Z4
-	VPMOVZXWD   32(DI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z2
-	VFMADD231PS Z8, Z7, Z5
-	VMOVDQU16.Z 64(DI), K2, Z8
-	VPMOVZXWD   Y8, Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z3
-	VFMADD231PS Z8, Z7, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVDQU16.Z      64(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -34284,33 +34012,31 @@ rows2_vecs2_whole:
 	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows2_vecs2_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VPMOVZXWD   32(DI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VPMOVZXWD        32(DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -34351,34 +34077,32 @@ rows2_vecs2_masked:
 	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 32(SI)
 
 rows2_vecs2_masked_keys_fetched:
-	VPMOVZXWD   (DI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VMOVDQU16.Z 32(DI), K2, Z6
-	VPMOVZXWD   Y6, Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VMOVDQU16.Z      32(DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -34415,26 +34139,24 @@ rows2_vecs1_whole:
 	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_whole_keys_fetched:
-	VPMOVZXWD   (DI), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (DI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -34471,27 +34193,25 @@ rows2_vecs1_masked:
 	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (DI), K2, Z4
-	VPMOVZXWD   Y4, Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU16.Z      (DI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -34538,58 +34258,57 @@ rows1_vecs8_whole:
 	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   224(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 224(BX)
 
 rows1_vecs8_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VPMOVZXWD   32(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VPMOVZXWD   64(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z3
-	VPMOVZXWD   96(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z4
-	VPMOVZXWD   128(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z5
-	VPMOVZXWD   160(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z6
-	VPMOVZXWD   192(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z7
-	VPMOVZXWD   224(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VPMOVZXWD        160(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VPMOVZXWD        192(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	VPMOVZXWD        224(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -34636,59 +34355,58 @@ rows1_vecs8_masked:
 	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   224(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 224(BX)
 
 rows1_vecs8_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VPMOVZXWD   32(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VPMOVZXWD   64(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z3
-	VPMOVZXWD   96(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z4
-	VPMOVZXWD   128(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z5
-	VPMOVZXWD   160(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z6
-	VPMOVZXWD   192(SI), Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z7
-	VMOVDQU16.Z 224(SI), K2, Z9
-	VPMOVZXWD   Y9, Z9
-	VPSLLD      $0x10, Z9, Z9
-	VFMADD231PS Z9, Z0, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VPMOVZXWD        160(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VPMOVZXWD        192(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	VMOVDQU16.Z      224(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -34733,53 +34451,52 @@ rows1_vecs7_whole:
 	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
 
 rows1_vecs7_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VPMOVZXWD   32(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z2
-	VPMOVZXWD   64(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z3
-	VPMOVZXWD   96(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z4
-	VPMOVZXWD   128(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z5
-	VPMOVZXWD   160(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z6
-	VPMOVZXWD   192(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VPMOVZXWD        160(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VPMOVZXWD        192(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -34824,54 +34541,53 @@ rows1_vecs7_masked:
 	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
+	PREFETCHT0 192(BX)
 
 rows1_vecs7_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VPMOVZXWD   32(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z2
-	VPMOVZXWD   64(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z3
-	VPMOVZXWD   96(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z4
-	VPMOVZXWD   128(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z5
-	VPMOVZXWD   160(SI), Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z6
-	VMOVDQU16.Z 192(SI), K2, Z8
-	VPMOVZXWD   Y8, Z8
-	VPSLLD      $0x10, Z8, Z8
-	VFMADD231PS Z8, Z0, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VPMOVZXWD        160(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	VMOVDQU16.Z      192(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -34914,48 +34630,47 @@ rows1_vecs6_whole:
 	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
 
 rows1_vecs6_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z1
-	VPMOVZXWD   32(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z2
-	VPMOVZXWD   64(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z3
-	VPMOVZXWD   96(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z4
-	VPMOVZXWD   128(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z5
-	VPMOVZXWD   160(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VPMOVZXWD        160(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -34998,49 +34713,48 @@ rows1_vecs6_masked:
 	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 160(BX)
 
 rows1_vecs6_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z1
-	VPMOVZXWD   32(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z2
-	VPMOVZXWD   64(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z3
-	VPMOVZXWD   96(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z4
-	VPMOVZXWD   128(SI), Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z5
-	VMOVDQU16.Z 160(SI), K2, Z7
-	VPMOVZXWD   Y7, Z7
-	VPSLLD      $0x10, Z7, Z7
-	VFMADD231PS Z7, Z0, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	VMOVDQU16.Z      160(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -35081,43 +34795,42 @@ rows1_vecs5_whole:
 	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
 
 rows1_vecs5_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VPMOVZXWD   32(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VPMOVZXWD   64(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z3
-	VPMOVZXWD   96(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z4
-	VPMOVZXWD   128(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VPMOVZXWD        128(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -35158,44 +34871,43 @@ rows1_vecs5_masked:
 	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 128(BX)
 
 rows1_vecs5_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VPMOVZXWD   32(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VPMOVZXWD   64(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z3
-	VPMOVZXWD   96(SI), Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z4
-	VMOVDQU16.Z 128(SI), K2, Z6
-	VPMOVZXWD   Y6, Z6
-	VPSLLD      $0x10, Z6, Z6
-	VFMADD231PS Z6, Z0, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	VMOVDQU16.Z      128(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -35234,38 +34946,37 @@ rows1_vecs4_whole:
 	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
 
 rows1_vecs4_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z1
-	VPMOVZXWD   32(SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z2
-	VPMOVZXWD   64(SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z3
-	VPMOVZXWD   96(SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VPMOVZXWD        96(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -35304,39 +35015,38 @@ rows1_vecs4_masked:
 	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 96(BX)
 
 rows1_vecs4_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z1
-	VPMOVZXWD   32(SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z2
-	VPMOVZXWD   64(SI), Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z3
-	VMOVDQU16.Z 96(SI), K2, Z5
-	VPMOVZXWD   Y5, Z5
-	VPSLLD      $0x10, Z5, Z5
-	VFMADD231PS Z5, Z0, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	VMOVDQU16.Z      96(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -35373,33 +35083,32 @@ rows1_vecs3_whole:
 	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs3_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VPMOVZXWD   32(SI), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z2
-	VPMOVZXWD   64(SI), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVZXWD        64(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -35436,34 +35145,33 @@ rows1_vecs3_masked:
 	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs3_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VPMOVZXWD   32(SI), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z2
-	VMOVDQU16.Z 64(SI), K2, Z4
-	VPMOVZXWD   Y4, Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS Z4, Z0, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVDQU16.Z      64(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -35498,28 +35206,27 @@ rows1_vecs2_whole:
 	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
 
 rows1_vecs2_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z3
-	VPSLLD      $0x10, Z3, Z3
-	VFMADD231PS Z3, Z0, Z1
-	VPMOVZXWD   32(SI), Z3
-	VPSLLD      $0x10, Z3, Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVZXWD        32(SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -35554,29 +35261,28 @@ rows1_vecs2_masked:
 	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 32(BX)
 
 rows1_vecs2_masked_keys_fetched:
-	VPMOVZXWD   (SI), Z3
-	VPSLLD      $0x10, Z3, Z3
-	VFMADD231PS Z3, Z0, Z1
-	VMOVDQU16.Z 32(SI), K2, Z3
-	VPMOVZXWD   Y3, Z3
-	VPSLLD      $0x10, Z3, Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVDQU16.Z      32(SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -35609,23 +35315,22 @@ rows1_vecs1_whole:
 	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_whole_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_whole_keys_fetched:
-	VPMOVZXWD   (SI), Z2
-	VPSLLD      $0x10, Z2, Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVZXWD        (SI), Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -35658,23 +35363,22 @@ rows1_vecs1_masked:
 	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_masked_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_masked_keys_fetched:
-	VMOVDQU16.Z (SI), K2, Z2
-	VPMOVZXWD   Y2, Z2
-	VPSLLD      $0x10, Z2, Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	ADDQ        $0x01, 120(SP)
+	VMOVDQU16.Z      (SI), K2, Z0
+	VPMOVZXWD        Y0, Z0
+	VPSLLD           $0x10, Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	ADDQ             $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -35738,9 +35442,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -35860,7 +35564,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+1984(SB), CX
+	LEAQ  constsAVX512<>+2048(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -35914,7 +35618,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+1984(SB), R12
+	LEAQ         constsAVX512<>+2048(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -35985,7 +35689,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+1984(SB), R12
+	LEAQ         constsAVX512<>+2048(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -39143,69 +38847,61 @@ rows4_vecs4_whole:
 	ADDQ         R8, SI
 
 rows4_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z17
-	VBROADCASTSS 64(BX), Z18
-	VBROADCASTSS 1088(BX), Z19
-	VBROADCASTSS 128(BX), Z20
-	VBROADCASTSS 1152(BX), Z21
-	VBROADCASTSS 192(BX), Z22
-	VBROADCASTSS 1216(BX), Z23
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
 
 rows4_vecs4_whole_keys_fetched:
-	VPMOVSXBD   (R8), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z1
-	VFMADD231PS Z24, Z18, Z5
-	VFMADD231PS Z24, Z20, Z9
-	VFMADD231PS Z24, Z22, Z13
-	VPMOVSXBD   16(R8), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z2
-	VFMADD231PS Z24, Z18, Z6
-	VFMADD231PS Z24, Z20, Z10
-	VFMADD231PS Z24, Z22, Z14
-	VPMOVSXBD   32(R8), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z3
-	VFMADD231PS Z0, Z19, Z7
-	VFMADD231PS Z0, Z21, Z11
-	VFMADD231PS Z0, Z23, Z15
-	VPMOVSXBD   48(R8), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z4
-	VFMADD231PS Z0, Z19, Z8
-	VFMADD231PS Z0, Z21, Z12
-	VFMADD231PS Z0, Z23, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VPMOVSXBD        32(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1216(BX), Z0, Z15
+	VPMOVSXBD        48(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	VFMADD231PS.BCST 1216(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -39278,70 +38974,62 @@ rows4_vecs4_masked:
 	ADDQ         R8, SI
 
 rows4_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z17
-	VBROADCASTSS 64(BX), Z18
-	VBROADCASTSS 1088(BX), Z19
-	VBROADCASTSS 128(BX), Z20
-	VBROADCASTSS 1152(BX), Z21
-	VBROADCASTSS 192(BX), Z22
-	VBROADCASTSS 1216(BX), Z23
-	CMPQ         SI, R8
-	JEQ          rows4_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
 
 rows4_vecs4_masked_keys_fetched:
-	VPMOVSXBD   (R8), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z1
-	VFMADD231PS Z24, Z18, Z5
-	VFMADD231PS Z24, Z20, Z9
-	VFMADD231PS Z24, Z22, Z13
-	VPMOVSXBD   16(R8), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z2
-	VFMADD231PS Z24, Z18, Z6
-	VFMADD231PS Z24, Z20, Z10
-	VFMADD231PS Z24, Z22, Z14
-	VPMOVSXBD   32(R8), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z3
-	VFMADD231PS Z0, Z19, Z7
-	VFMADD231PS Z0, Z21, Z11
-	VFMADD231PS Z0, Z23, Z15
-	VMOVDQU8.Z  48(R8), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z4
-	VFMADD231PS Z0, Z19, Z8
-	VFMADD231PS Z0, Z21, Z12
-	VFMADD231PS Z0, Z23, Z16
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	VMOVUPS     Z13, (DI)(DX*1)
-	VMOVUPS     Z14, 64(DI)(DX*1)
-	VMOVUPS     Z15, 128(DI)(DX*1)
-	VMOVUPS     Z16, K2, 192(DI)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VPMOVSXBD        32(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1216(BX), Z0, Z15
+	VMOVDQU8.Z       48(R8), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	VFMADD231PS.BCST 1216(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, K2, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -39406,58 +39094,50 @@ rows4_vecs3_whole:
 	ADDQ         R8, SI
 
 rows4_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z13
-	VBROADCASTSS 64(BX), Z14
-	VBROADCASTSS 1088(BX), Z15
-	VBROADCASTSS 128(BX), Z16
-	VBROADCASTSS 1152(BX), Z17
-	VBROADCASTSS 192(BX), Z18
-	VBROADCASTSS 1216(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
 
 rows4_vecs3_whole_keys_fetched:
-	VPMOVSXBD   (R8), Z20
-	VCVTDQ2PS   Z20, Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z14, Z4
-	VFMADD231PS Z20, Z16, Z7
-	VFMADD231PS Z20, Z18, Z10
-	VPMOVSXBD   16(R8), Z20
-	VCVTDQ2PS   Z20, Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z14, Z5
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z18, Z11
-	VPMOVSXBD   32(R8), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z3
-	VFMADD231PS Z0, Z15, Z6
-	VFMADD231PS Z0, Z17, Z9
-	VFMADD231PS Z0, Z19, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VPMOVSXBD        32(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	VFMADD231PS.BCST 1216(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -39522,59 +39202,51 @@ rows4_vecs3_masked:
 	ADDQ         R8, SI
 
 rows4_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z13
-	VBROADCASTSS 64(BX), Z14
-	VBROADCASTSS 1088(BX), Z15
-	VBROADCASTSS 128(BX), Z16
-	VBROADCASTSS 1152(BX), Z17
-	VBROADCASTSS 192(BX), Z18
-	VBROADCASTSS 1216(BX), Z19
-	CMPQ         SI, R8
-	JEQ          rows4_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
 
 rows4_vecs3_masked_keys_fetched:
-	VPMOVSXBD   (R8), Z20
-	VCVTDQ2PS   Z20, Z20
-	VFMADD231PS Z20, Z0, Z1
-	VFMADD231PS Z20, Z14, Z4
-	VFMADD231PS Z20, Z16, Z7
-	VFMADD231PS Z20, Z18, Z10
-	VPMOVSXBD   16(R8), Z20
-	VCVTDQ2PS   Z20, Z20
-	VFMADD231PS Z20, Z0, Z2
-	VFMADD231PS Z20, Z14, Z5
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z18, Z11
-	VMOVDQU8.Z  32(R8), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z3
-	VFMADD231PS Z0, Z15, Z6
-	VFMADD231PS Z0, Z17, Z9
-	VFMADD231PS Z0, Z19, Z12
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	VMOVUPS     Z10, (DI)(DX*1)
-	VMOVUPS     Z11, 64(DI)(DX*1)
-	VMOVUPS     Z12, K2, 128(DI)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VMOVDQU8.Z       32(R8), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	VFMADD231PS.BCST 1216(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, K2, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -39631,43 +39303,39 @@ rows4_vecs2_whole:
 	ADDQ         R8, SI
 
 rows4_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
 
 rows4_vecs2_whole_keys_fetched:
-	VPMOVSXBD   (R8), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VPMOVSXBD   16(R8), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -39724,44 +39392,40 @@ rows4_vecs2_masked:
 	ADDQ         R8, SI
 
 rows4_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z9
-	VBROADCASTSS 128(BX), Z10
-	VBROADCASTSS 192(BX), Z11
-	CMPQ         SI, R8
-	JEQ          rows4_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
 
 rows4_vecs2_masked_keys_fetched:
-	VPMOVSXBD   (R8), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z9, Z3
-	VFMADD231PS Z12, Z10, Z5
-	VFMADD231PS Z12, Z11, Z7
-	VMOVDQU8.Z  16(R8), K2, Z12
-	VPMOVSXBD   X12, Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z9, Z4
-	VFMADD231PS Z12, Z10, Z6
-	VFMADD231PS Z12, Z11, Z8
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	VMOVUPS     Z7, (DI)(DX*1)
-	VMOVUPS     Z8, K2, 64(DI)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VMOVDQU8.Z       16(R8), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, K2, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -39810,32 +39474,28 @@ rows4_vecs1_whole:
 	ADDQ         R8, SI
 
 rows4_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_whole_keys_fetched:
-	VPMOVSXBD   (R8), Z8
-	VCVTDQ2PS   Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	VMOVUPS     Z4, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows4_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -39884,33 +39544,29 @@ rows4_vecs1_masked:
 	ADDQ         R8, SI
 
 rows4_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	VBROADCASTSS 128(BX), Z6
-	VBROADCASTSS 192(BX), Z7
-	CMPQ         SI, R8
-	JEQ          rows4_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows4_vecs1_masked_keys_fetched:
-	VMOVDQU8.Z  (R8), K2, Z8
-	VPMOVSXBD   X8, Z8
-	VCVTDQ2PS   Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VFMADD231PS Z8, Z5, Z2
-	VFMADD231PS Z8, Z6, Z3
-	VFMADD231PS Z8, Z7, Z4
-	ADDQ        R9, R8
-	ADDQ        R9, SI
-	ADDQ        $0x04, BX
-	DECQ        R10
-	JNZ         rows4_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	VMOVUPS     Z4, K2, (DI)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU8.Z       (R8), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	VMOVUPS          Z4, K2, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -39973,59 +39629,53 @@ rows3_vecs4_whole:
 	ADDQ         DI, SI
 
 rows3_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z13
-	VBROADCASTSS 64(BX), Z14
-	VBROADCASTSS 1088(BX), Z15
-	VBROADCASTSS 128(BX), Z16
-	VBROADCASTSS 1152(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
 
 rows3_vecs4_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z14, Z5
-	VFMADD231PS Z18, Z16, Z9
-	VPMOVSXBD   16(DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z14, Z6
-	VFMADD231PS Z18, Z16, Z10
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z3
-	VFMADD231PS Z0, Z15, Z7
-	VFMADD231PS Z0, Z17, Z11
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z4
-	VFMADD231PS Z0, Z15, Z8
-	VFMADD231PS Z0, Z17, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -40088,60 +39738,54 @@ rows3_vecs4_masked:
 	ADDQ         DI, SI
 
 rows3_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z13
-	VBROADCASTSS 64(BX), Z14
-	VBROADCASTSS 1088(BX), Z15
-	VBROADCASTSS 128(BX), Z16
-	VBROADCASTSS 1152(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows3_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
 
 rows3_vecs4_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z14, Z5
-	VFMADD231PS Z18, Z16, Z9
-	VPMOVSXBD   16(DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z14, Z6
-	VFMADD231PS Z18, Z16, Z10
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z3
-	VFMADD231PS Z0, Z15, Z7
-	VFMADD231PS Z0, Z17, Z11
-	VMOVDQU8.Z  48(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z4
-	VFMADD231PS Z0, Z15, Z8
-	VFMADD231PS Z0, Z17, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	VMOVUPS     Z9, (CX)(DX*2)
-	VMOVUPS     Z10, 64(CX)(DX*2)
-	VMOVUPS     Z11, 128(CX)(DX*2)
-	VMOVUPS     Z12, K2, 192(CX)(DX*2)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VMOVDQU8.Z       48(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -40198,50 +39842,44 @@ rows3_vecs3_whole:
 	ADDQ         DI, SI
 
 rows3_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z10
-	VBROADCASTSS 64(BX), Z11
-	VBROADCASTSS 1088(BX), Z12
-	VBROADCASTSS 128(BX), Z13
-	VBROADCASTSS 1152(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
 
 rows3_vecs3_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z15
-	VCVTDQ2PS   Z15, Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z11, Z4
-	VFMADD231PS Z15, Z13, Z7
-	VPMOVSXBD   16(DI), Z15
-	VCVTDQ2PS   Z15, Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z11, Z5
-	VFMADD231PS Z15, Z13, Z8
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z3
-	VFMADD231PS Z0, Z12, Z6
-	VFMADD231PS Z0, Z14, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -40298,51 +39936,45 @@ rows3_vecs3_masked:
 	ADDQ         DI, SI
 
 rows3_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z10
-	VBROADCASTSS 64(BX), Z11
-	VBROADCASTSS 1088(BX), Z12
-	VBROADCASTSS 128(BX), Z13
-	VBROADCASTSS 1152(BX), Z14
-	CMPQ         SI, DI
-	JEQ          rows3_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
 
 rows3_vecs3_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z15
-	VCVTDQ2PS   Z15, Z15
-	VFMADD231PS Z15, Z0, Z1
-	VFMADD231PS Z15, Z11, Z4
-	VFMADD231PS Z15, Z13, Z7
-	VPMOVSXBD   16(DI), Z15
-	VCVTDQ2PS   Z15, Z15
-	VFMADD231PS Z15, Z0, Z2
-	VFMADD231PS Z15, Z11, Z5
-	VFMADD231PS Z15, Z13, Z8
-	VMOVDQU8.Z  32(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z3
-	VFMADD231PS Z0, Z12, Z6
-	VFMADD231PS Z0, Z14, Z9
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	VMOVUPS     Z7, (CX)(DX*2)
-	VMOVUPS     Z8, 64(CX)(DX*2)
-	VMOVUPS     Z9, K2, 128(CX)(DX*2)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VMOVDQU8.Z       32(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -40393,38 +40025,35 @@ rows3_vecs2_whole:
 	ADDQ         DI, SI
 
 rows3_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
 
 rows3_vecs2_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VPMOVSXBD   16(DI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -40475,39 +40104,36 @@ rows3_vecs2_masked:
 	ADDQ         DI, SI
 
 rows3_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z7
-	VBROADCASTSS 128(BX), Z8
-	CMPQ         SI, DI
-	JEQ          rows3_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
 
 rows3_vecs2_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VFMADD231PS Z9, Z7, Z3
-	VFMADD231PS Z9, Z8, Z5
-	VMOVDQU8.Z  16(DI), K2, Z9
-	VPMOVSXBD   X9, Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VFMADD231PS Z9, Z7, Z4
-	VFMADD231PS Z9, Z8, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	VMOVUPS     Z5, (CX)(DX*2)
-	VMOVUPS     Z6, K2, 64(CX)(DX*2)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VMOVDQU8.Z       16(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -40552,29 +40178,26 @@ rows3_vecs1_whole:
 	ADDQ         DI, SI
 
 rows3_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	VMOVUPS     Z3, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows3_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -40619,30 +40242,27 @@ rows3_vecs1_masked:
 	ADDQ         DI, SI
 
 rows3_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z4
-	VBROADCASTSS 128(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows3_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows3_vecs1_masked_keys_fetched:
-	VMOVDQU8.Z  (DI), K2, Z6
-	VPMOVSXBD   X6, Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z4, Z2
-	VFMADD231PS Z6, Z5, Z3
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows3_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	VMOVUPS     Z3, K2, (CX)(DX*2)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU8.Z       (DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z3, K2, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -40712,81 +40332,73 @@ rows2_vecs8_whole:
 	ADDQ         DI, SI
 
 rows2_vecs8_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z17
-	VBROADCASTSS 2048(BX), Z18
-	VBROADCASTSS 3072(BX), Z19
-	VBROADCASTSS 64(BX), Z20
-	VBROADCASTSS 1088(BX), Z21
-	VBROADCASTSS 2112(BX), Z22
-	VBROADCASTSS 3136(BX), Z23
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   80(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   112(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 112(SI)
 
 rows2_vecs8_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z1
-	VFMADD231PS Z24, Z20, Z9
-	VPMOVSXBD   16(DI), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z2
-	VFMADD231PS Z24, Z20, Z10
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z3
-	VFMADD231PS Z0, Z21, Z11
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z4
-	VFMADD231PS Z0, Z21, Z12
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z18, Z5
-	VFMADD231PS Z0, Z22, Z13
-	VPMOVSXBD   80(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z18, Z6
-	VFMADD231PS Z0, Z22, Z14
-	VPMOVSXBD   96(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z19, Z7
-	VFMADD231PS Z0, Z23, Z15
-	VPMOVSXBD   112(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z19, Z8
-	VFMADD231PS Z0, Z23, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
+	VPMOVSXBD        96(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z15
+	VPMOVSXBD        112(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z8
+	VFMADD231PS.BCST 3136(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -40856,82 +40468,74 @@ rows2_vecs8_masked:
 	ADDQ         DI, SI
 
 rows2_vecs8_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z17
-	VBROADCASTSS 2048(BX), Z18
-	VBROADCASTSS 3072(BX), Z19
-	VBROADCASTSS 64(BX), Z20
-	VBROADCASTSS 1088(BX), Z21
-	VBROADCASTSS 2112(BX), Z22
-	VBROADCASTSS 3136(BX), Z23
-	CMPQ         SI, DI
-	JEQ          rows2_vecs8_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   80(SI)
-	PREFETCHT0   96(SI)
-	PREFETCHT0   112(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 112(SI)
 
 rows2_vecs8_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z1
-	VFMADD231PS Z24, Z20, Z9
-	VPMOVSXBD   16(DI), Z24
-	VCVTDQ2PS   Z24, Z24
-	VFMADD231PS Z24, Z0, Z2
-	VFMADD231PS Z24, Z20, Z10
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z3
-	VFMADD231PS Z0, Z21, Z11
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z4
-	VFMADD231PS Z0, Z21, Z12
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z18, Z5
-	VFMADD231PS Z0, Z22, Z13
-	VPMOVSXBD   80(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z18, Z6
-	VFMADD231PS Z0, Z22, Z14
-	VPMOVSXBD   96(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z19, Z7
-	VFMADD231PS Z0, Z23, Z15
-	VMOVDQU8.Z  112(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z19, Z8
-	VFMADD231PS Z0, Z23, Z16
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	VMOVUPS     Z9, (CX)(DX*1)
-	VMOVUPS     Z10, 64(CX)(DX*1)
-	VMOVUPS     Z11, 128(CX)(DX*1)
-	VMOVUPS     Z12, 192(CX)(DX*1)
-	VMOVUPS     Z13, 256(CX)(DX*1)
-	VMOVUPS     Z14, 320(CX)(DX*1)
-	VMOVUPS     Z15, 384(CX)(DX*1)
-	VMOVUPS     Z16, K2, 448(CX)(DX*1)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
+	VPMOVSXBD        96(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z15
+	VMOVDQU8.Z       112(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z8
+	VFMADD231PS.BCST 3136(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, K2, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -40997,74 +40601,66 @@ rows2_vecs7_whole:
 	ADDQ         DI, SI
 
 rows2_vecs7_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z15
-	VBROADCASTSS 2048(BX), Z16
-	VBROADCASTSS 3072(BX), Z17
-	VBROADCASTSS 64(BX), Z18
-	VBROADCASTSS 1088(BX), Z19
-	VBROADCASTSS 2112(BX), Z20
-	VBROADCASTSS 3136(BX), Z21
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   80(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
 
 rows2_vecs7_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z22
-	VCVTDQ2PS   Z22, Z22
-	VFMADD231PS Z22, Z0, Z1
-	VFMADD231PS Z22, Z18, Z8
-	VPMOVSXBD   16(DI), Z22
-	VCVTDQ2PS   Z22, Z22
-	VFMADD231PS Z22, Z0, Z2
-	VFMADD231PS Z22, Z18, Z9
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z15, Z3
-	VFMADD231PS Z0, Z19, Z10
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z15, Z4
-	VFMADD231PS Z0, Z19, Z11
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z16, Z5
-	VFMADD231PS Z0, Z20, Z12
-	VPMOVSXBD   80(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z16, Z6
-	VFMADD231PS Z0, Z20, Z13
-	VPMOVSXBD   96(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z7
-	VFMADD231PS Z0, Z21, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VPMOVSXBD        96(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -41130,75 +40726,67 @@ rows2_vecs7_masked:
 	ADDQ         DI, SI
 
 rows2_vecs7_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z15
-	VBROADCASTSS 2048(BX), Z16
-	VBROADCASTSS 3072(BX), Z17
-	VBROADCASTSS 64(BX), Z18
-	VBROADCASTSS 1088(BX), Z19
-	VBROADCASTSS 2112(BX), Z20
-	VBROADCASTSS 3136(BX), Z21
-	CMPQ         SI, DI
-	JEQ          rows2_vecs7_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   80(SI)
-	PREFETCHT0   96(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
 
 rows2_vecs7_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z22
-	VCVTDQ2PS   Z22, Z22
-	VFMADD231PS Z22, Z0, Z1
-	VFMADD231PS Z22, Z18, Z8
-	VPMOVSXBD   16(DI), Z22
-	VCVTDQ2PS   Z22, Z22
-	VFMADD231PS Z22, Z0, Z2
-	VFMADD231PS Z22, Z18, Z9
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z15, Z3
-	VFMADD231PS Z0, Z19, Z10
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z15, Z4
-	VFMADD231PS Z0, Z19, Z11
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z16, Z5
-	VFMADD231PS Z0, Z20, Z12
-	VPMOVSXBD   80(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z16, Z6
-	VFMADD231PS Z0, Z20, Z13
-	VMOVDQU8.Z  96(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z17, Z7
-	VFMADD231PS Z0, Z21, Z14
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	VMOVUPS     Z8, (CX)(DX*1)
-	VMOVUPS     Z9, 64(CX)(DX*1)
-	VMOVUPS     Z10, 128(CX)(DX*1)
-	VMOVUPS     Z11, 192(CX)(DX*1)
-	VMOVUPS     Z12, 256(CX)(DX*1)
-	VMOVUPS     Z13, 320(CX)(DX*1)
-	VMOVUPS     Z14, K2, 384(CX)(DX*1)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VMOVDQU8.Z       96(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, K2, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -41260,65 +40848,59 @@ rows2_vecs6_whole:
 	ADDQ         DI, SI
 
 rows2_vecs6_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z13
-	VBROADCASTSS 2048(BX), Z14
-	VBROADCASTSS 64(BX), Z15
-	VBROADCASTSS 1088(BX), Z16
-	VBROADCASTSS 2112(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   80(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
 
 rows2_vecs6_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z15, Z7
-	VPMOVSXBD   16(DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z15, Z8
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z3
-	VFMADD231PS Z0, Z16, Z9
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z4
-	VFMADD231PS Z0, Z16, Z10
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z14, Z5
-	VFMADD231PS Z0, Z17, Z11
-	VPMOVSXBD   80(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z14, Z6
-	VFMADD231PS Z0, Z17, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z11
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -41380,66 +40962,60 @@ rows2_vecs6_masked:
 	ADDQ         DI, SI
 
 rows2_vecs6_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z13
-	VBROADCASTSS 2048(BX), Z14
-	VBROADCASTSS 64(BX), Z15
-	VBROADCASTSS 1088(BX), Z16
-	VBROADCASTSS 2112(BX), Z17
-	CMPQ         SI, DI
-	JEQ          rows2_vecs6_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   80(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
 
 rows2_vecs6_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z1
-	VFMADD231PS Z18, Z15, Z7
-	VPMOVSXBD   16(DI), Z18
-	VCVTDQ2PS   Z18, Z18
-	VFMADD231PS Z18, Z0, Z2
-	VFMADD231PS Z18, Z15, Z8
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z3
-	VFMADD231PS Z0, Z16, Z9
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z13, Z4
-	VFMADD231PS Z0, Z16, Z10
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z14, Z5
-	VFMADD231PS Z0, Z17, Z11
-	VMOVDQU8.Z  80(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z14, Z6
-	VFMADD231PS Z0, Z17, Z12
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	VMOVUPS     Z7, (CX)(DX*1)
-	VMOVUPS     Z8, 64(CX)(DX*1)
-	VMOVUPS     Z9, 128(CX)(DX*1)
-	VMOVUPS     Z10, 192(CX)(DX*1)
-	VMOVUPS     Z11, 256(CX)(DX*1)
-	VMOVUPS     Z12, K2, 320(CX)(DX*1)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z11
+	VMOVDQU8.Z       80(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, K2, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -41497,58 +41073,52 @@ rows2_vecs5_whole:
 	ADDQ         DI, SI
 
 rows2_vecs5_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z11
-	VBROADCASTSS 2048(BX), Z12
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 1088(BX), Z14
-	VBROADCASTSS 2112(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs5_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z16
-	VCVTDQ2PS   Z16, Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z6
-	VPMOVSXBD   16(DI), Z16
-	VCVTDQ2PS   Z16, Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z7
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z3
-	VFMADD231PS Z0, Z14, Z8
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z4
-	VFMADD231PS Z0, Z14, Z9
-	VPMOVSXBD   64(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z12, Z5
-	VFMADD231PS Z0, Z15, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -41606,59 +41176,53 @@ rows2_vecs5_masked:
 	ADDQ         DI, SI
 
 rows2_vecs5_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z11
-	VBROADCASTSS 2048(BX), Z12
-	VBROADCASTSS 64(BX), Z13
-	VBROADCASTSS 1088(BX), Z14
-	VBROADCASTSS 2112(BX), Z15
-	CMPQ         SI, DI
-	JEQ          rows2_vecs5_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
-	PREFETCHT0   64(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
 
 rows2_vecs5_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z16
-	VCVTDQ2PS   Z16, Z16
-	VFMADD231PS Z16, Z0, Z1
-	VFMADD231PS Z16, Z13, Z6
-	VPMOVSXBD   16(DI), Z16
-	VCVTDQ2PS   Z16, Z16
-	VFMADD231PS Z16, Z0, Z2
-	VFMADD231PS Z16, Z13, Z7
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z3
-	VFMADD231PS Z0, Z14, Z8
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z4
-	VFMADD231PS Z0, Z14, Z9
-	VMOVDQU8.Z  64(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z12, Z5
-	VFMADD231PS Z0, Z15, Z10
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	VMOVUPS     Z6, (CX)(DX*1)
-	VMOVUPS     Z7, 64(CX)(DX*1)
-	VMOVUPS     Z8, 128(CX)(DX*1)
-	VMOVUPS     Z9, 192(CX)(DX*1)
-	VMOVUPS     Z10, K2, 256(CX)(DX*1)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VMOVDQU8.Z       64(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, K2, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -41712,49 +41276,45 @@ rows2_vecs4_whole:
 	ADDQ         DI, SI
 
 rows2_vecs4_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z9
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 1088(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
 
 rows2_vecs4_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z5
-	VPMOVSXBD   16(DI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z6
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z3
-	VFMADD231PS Z0, Z11, Z7
-	VPMOVSXBD   48(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z4
-	VFMADD231PS Z0, Z11, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -41808,50 +41368,46 @@ rows2_vecs4_masked:
 	ADDQ         DI, SI
 
 rows2_vecs4_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z9
-	VBROADCASTSS 64(BX), Z10
-	VBROADCASTSS 1088(BX), Z11
-	CMPQ         SI, DI
-	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
 
 rows2_vecs4_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VFMADD231PS Z12, Z10, Z5
-	VPMOVSXBD   16(DI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VFMADD231PS Z12, Z10, Z6
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z3
-	VFMADD231PS Z0, Z11, Z7
-	VMOVDQU8.Z  48(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z4
-	VFMADD231PS Z0, Z11, Z8
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	VMOVUPS     Z5, (CX)(DX*1)
-	VMOVUPS     Z6, 64(CX)(DX*1)
-	VMOVUPS     Z7, 128(CX)(DX*1)
-	VMOVUPS     Z8, K2, 192(CX)(DX*1)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VMOVDQU8.Z       48(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -41901,42 +41457,38 @@ rows2_vecs3_whole:
 	ADDQ         DI, SI
 
 rows2_vecs3_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z7
-	VBROADCASTSS 64(BX), Z8
-	VBROADCASTSS 1088(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
 
 rows2_vecs3_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z10
-	VCVTDQ2PS   Z10, Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z8, Z4
-	VPMOVSXBD   16(DI), Z10
-	VCVTDQ2PS   Z10, Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z8, Z5
-	VPMOVSXBD   32(DI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z3
-	VFMADD231PS Z0, Z9, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -41986,43 +41538,39 @@ rows2_vecs3_masked:
 	ADDQ         DI, SI
 
 rows2_vecs3_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 1024(BX), Z7
-	VBROADCASTSS 64(BX), Z8
-	VBROADCASTSS 1088(BX), Z9
-	CMPQ         SI, DI
-	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
 
 rows2_vecs3_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z10
-	VCVTDQ2PS   Z10, Z10
-	VFMADD231PS Z10, Z0, Z1
-	VFMADD231PS Z10, Z8, Z4
-	VPMOVSXBD   16(DI), Z10
-	VCVTDQ2PS   Z10, Z10
-	VFMADD231PS Z10, Z0, Z2
-	VFMADD231PS Z10, Z8, Z5
-	VMOVDQU8.Z  32(DI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z3
-	VFMADD231PS Z0, Z9, Z6
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	VMOVUPS     Z4, (CX)(DX*1)
-	VMOVUPS     Z5, 64(CX)(DX*1)
-	VMOVUPS     Z6, K2, 128(CX)(DX*1)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVDQU8.Z       32(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -42068,33 +41616,31 @@ rows2_vecs2_whole:
 	ADDQ         DI, SI
 
 rows2_vecs2_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
 
 rows2_vecs2_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VPMOVSXBD   16(DI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -42140,34 +41686,32 @@ rows2_vecs2_masked:
 	ADDQ         DI, SI
 
 rows2_vecs2_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z5
-	CMPQ         SI, DI
-	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
 
 rows2_vecs2_masked_keys_fetched:
-	VPMOVSXBD   (DI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VFMADD231PS Z6, Z5, Z3
-	VMOVDQU8.Z  16(DI), K2, Z6
-	VPMOVSXBD   X6, Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VFMADD231PS Z6, Z5, Z4
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	VMOVUPS     Z3, (CX)(DX*1)
-	VMOVUPS     Z4, K2, 64(CX)(DX*1)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VMOVDQU8.Z       16(DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -42209,26 +41753,24 @@ rows2_vecs1_whole:
 	ADDQ         DI, SI
 
 rows2_vecs1_whole_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_whole_keys_fetched:
-	VPMOVSXBD   (DI), Z4
-	VCVTDQ2PS   Z4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows2_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -42270,27 +41812,25 @@ rows2_vecs1_masked:
 	ADDQ         DI, SI
 
 rows2_vecs1_masked_keys:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 64(BX), Z3
-	CMPQ         SI, DI
-	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
 
 rows2_vecs1_masked_keys_fetched:
-	VMOVDQU8.Z  (DI), K2, Z4
-	VPMOVSXBD   X4, Z4
-	VCVTDQ2PS   Z4, Z4
-	VFMADD231PS Z4, Z0, Z1
-	VFMADD231PS Z4, Z3, Z2
-	ADDQ        R8, DI
-	ADDQ        R8, SI
-	ADDQ        $0x04, BX
-	DECQ        R9
-	JNZ         rows2_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	VMOVUPS     Z2, K2, (CX)(DX*1)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VMOVDQU8.Z       (DI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	VMOVUPS          Z2, K2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX
@@ -42342,61 +41882,57 @@ rows1_vecs8_whole:
 	ADDQ         SI, BX
 
 rows1_vecs8_whole_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z9
-	VBROADCASTSS 2048(DX), Z10
-	VBROADCASTSS 3072(DX), Z11
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   112(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 112(BX)
 
 rows1_vecs8_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VPMOVSXBD   16(SI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z5
-	VPMOVSXBD   80(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z6
-	VPMOVSXBD   96(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z7
-	VPMOVSXBD   112(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VPMOVSXBD        96(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VPMOVSXBD        112(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_masked:
 	MOVQ         o+88(FP), CX
@@ -42448,62 +41984,58 @@ rows1_vecs8_masked:
 	ADDQ         SI, BX
 
 rows1_vecs8_masked_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z9
-	VBROADCASTSS 2048(DX), Z10
-	VBROADCASTSS 3072(DX), Z11
-	CMPQ         BX, SI
-	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   112(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 112(BX)
 
 rows1_vecs8_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z1
-	VPMOVSXBD   16(SI), Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z12, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z5
-	VPMOVSXBD   80(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z6
-	VPMOVSXBD   96(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z7
-	VMOVDQU8.Z  112(SI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z11, Z8
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs8_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	VMOVUPS     Z8, K2, 448(CX)
-	ADDQ        $0x08, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VPMOVSXBD        96(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VMOVDQU8.Z       112(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K2, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_whole:
 	MOVQ         o+88(FP), CX
@@ -42553,56 +42085,52 @@ rows1_vecs7_whole:
 	ADDQ         SI, BX
 
 rows1_vecs7_whole_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z8
-	VBROADCASTSS 2048(DX), Z9
-	VBROADCASTSS 3072(DX), Z10
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
 
 rows1_vecs7_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z11
-	VCVTDQ2PS   Z11, Z11
-	VFMADD231PS Z11, Z0, Z1
-	VPMOVSXBD   16(SI), Z11
-	VCVTDQ2PS   Z11, Z11
-	VFMADD231PS Z11, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z5
-	VPMOVSXBD   80(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z6
-	VPMOVSXBD   96(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VPMOVSXBD        96(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs7_masked:
 	MOVQ         o+88(FP), CX
@@ -42652,57 +42180,53 @@ rows1_vecs7_masked:
 	ADDQ         SI, BX
 
 rows1_vecs7_masked_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z8
-	VBROADCASTSS 2048(DX), Z9
-	VBROADCASTSS 3072(DX), Z10
-	CMPQ         BX, SI
-	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
 
 rows1_vecs7_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z11
-	VCVTDQ2PS   Z11, Z11
-	VFMADD231PS Z11, Z0, Z1
-	VPMOVSXBD   16(SI), Z11
-	VCVTDQ2PS   Z11, Z11
-	VFMADD231PS Z11, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z5
-	VPMOVSXBD   80(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z9, Z6
-	VMOVDQU8.Z  96(SI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z10, Z7
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs7_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	VMOVUPS     Z7, K2, 384(CX)
-	ADDQ        $0x07, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VMOVDQU8.Z       96(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K2, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_whole:
 	MOVQ         o+88(FP), CX
@@ -42750,50 +42274,47 @@ rows1_vecs6_whole:
 	ADDQ         SI, BX
 
 rows1_vecs6_whole_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z7
-	VBROADCASTSS 2048(DX), Z8
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
 
 rows1_vecs6_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VPMOVSXBD   16(SI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z5
-	VPMOVSXBD   80(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs6_masked:
 	MOVQ         o+88(FP), CX
@@ -42841,51 +42362,48 @@ rows1_vecs6_masked:
 	ADDQ         SI, BX
 
 rows1_vecs6_masked_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z7
-	VBROADCASTSS 2048(DX), Z8
-	CMPQ         BX, SI
-	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
 
 rows1_vecs6_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z1
-	VPMOVSXBD   16(SI), Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z5
-	VMOVDQU8.Z  80(SI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z8, Z6
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs6_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	VMOVUPS     Z6, K2, 320(CX)
-	ADDQ        $0x06, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VMOVDQU8.Z       80(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K2, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_whole:
 	MOVQ         o+88(FP), CX
@@ -42931,45 +42449,42 @@ rows1_vecs5_whole:
 	ADDQ         SI, BX
 
 rows1_vecs5_whole_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z6
-	VBROADCASTSS 2048(DX), Z7
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs5_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z8
-	VCVTDQ2PS   Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VPMOVSXBD   16(SI), Z8
-	VCVTDQ2PS   Z8, Z8
-	VFMADD231PS Z8, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z6, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z6, Z4
-	VPMOVSXBD   64(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs5_masked:
 	MOVQ         o+88(FP), CX
@@ -43015,46 +42530,43 @@ rows1_vecs5_masked:
 	ADDQ         SI, BX
 
 rows1_vecs5_masked_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z6
-	VBROADCASTSS 2048(DX), Z7
-	CMPQ         BX, SI
-	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
 
 rows1_vecs5_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z8
-	VCVTDQ2PS   Z8, Z8
-	VFMADD231PS Z8, Z0, Z1
-	VPMOVSXBD   16(SI), Z8
-	VCVTDQ2PS   Z8, Z8
-	VFMADD231PS Z8, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z6, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z6, Z4
-	VMOVDQU8.Z  64(SI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z7, Z5
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs5_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	VMOVUPS     Z5, K2, 256(CX)
-	ADDQ        $0x05, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VMOVDQU8.Z       64(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K2, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_whole:
 	MOVQ         o+88(FP), CX
@@ -43098,39 +42610,37 @@ rows1_vecs4_whole:
 	ADDQ         SI, BX
 
 rows1_vecs4_whole_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z5
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
 
 rows1_vecs4_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VPMOVSXBD   16(SI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z5, Z3
-	VPMOVSXBD   48(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z5, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs4_masked:
 	MOVQ         o+88(FP), CX
@@ -43174,40 +42684,38 @@ rows1_vecs4_masked:
 	ADDQ         SI, BX
 
 rows1_vecs4_masked_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z5
-	CMPQ         BX, SI
-	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
 
 rows1_vecs4_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z1
-	VPMOVSXBD   16(SI), Z6
-	VCVTDQ2PS   Z6, Z6
-	VFMADD231PS Z6, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z5, Z3
-	VMOVDQU8.Z  48(SI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z5, Z4
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs4_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	VMOVUPS     Z4, K2, 192(CX)
-	ADDQ        $0x04, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VMOVDQU8.Z       48(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K2, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_whole:
 	MOVQ         o+88(FP), CX
@@ -43249,34 +42757,32 @@ rows1_vecs3_whole:
 	ADDQ         SI, BX
 
 rows1_vecs3_whole_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z4
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
 
 rows1_vecs3_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z5
-	VCVTDQ2PS   Z5, Z5
-	VFMADD231PS Z5, Z0, Z1
-	VPMOVSXBD   16(SI), Z5
-	VCVTDQ2PS   Z5, Z5
-	VFMADD231PS Z5, Z0, Z2
-	VPMOVSXBD   32(SI), Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z4, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs3_masked:
 	MOVQ         o+88(FP), CX
@@ -43318,35 +42824,33 @@ rows1_vecs3_masked:
 	ADDQ         SI, BX
 
 rows1_vecs3_masked_keys:
-	VBROADCASTSS (DX), Z0
-	VBROADCASTSS 1024(DX), Z4
-	CMPQ         BX, SI
-	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
 
 rows1_vecs3_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z5
-	VCVTDQ2PS   Z5, Z5
-	VFMADD231PS Z5, Z0, Z1
-	VPMOVSXBD   16(SI), Z5
-	VCVTDQ2PS   Z5, Z5
-	VFMADD231PS Z5, Z0, Z2
-	VMOVDQU8.Z  32(SI), K2, Z0
-	VPMOVSXBD   X0, Z0
-	VCVTDQ2PS   Z0, Z0
-	VFMADD231PS Z0, Z4, Z3
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs3_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	VMOVUPS     Z3, K2, 128(CX)
-	ADDQ        $0x03, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVDQU8.Z       32(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K2, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_whole:
 	MOVQ         o+88(FP), CX
@@ -43386,28 +42890,27 @@ rows1_vecs2_whole:
 	ADDQ         SI, BX
 
 rows1_vecs2_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
 
 rows1_vecs2_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z3
-	VCVTDQ2PS   Z3, Z3
-	VFMADD231PS Z3, Z0, Z1
-	VPMOVSXBD   16(SI), Z3
-	VCVTDQ2PS   Z3, Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_whole_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs2_masked:
 	MOVQ         o+88(FP), CX
@@ -43447,29 +42950,28 @@ rows1_vecs2_masked:
 	ADDQ         SI, BX
 
 rows1_vecs2_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
 
 rows1_vecs2_masked_keys_fetched:
-	VPMOVSXBD   (SI), Z3
-	VCVTDQ2PS   Z3, Z3
-	VFMADD231PS Z3, Z0, Z1
-	VMOVDQU8.Z  16(SI), K2, Z3
-	VPMOVSXBD   X3, Z3
-	VCVTDQ2PS   Z3, Z3
-	VFMADD231PS Z3, Z0, Z2
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs2_masked_keys
-	VMOVUPS     Z1, (CX)
-	VMOVUPS     Z2, K2, 64(CX)
-	ADDQ        $0x02, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVDQU8.Z       16(SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_whole:
 	MOVQ         o+88(FP), CX
@@ -43507,23 +43009,22 @@ rows1_vecs1_whole:
 	ADDQ         SI, BX
 
 rows1_vecs1_whole_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_whole_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_whole_keys_fetched:
-	VPMOVSXBD   (SI), Z2
-	VCVTDQ2PS   Z2, Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_whole_keys
-	VMOVUPS     Z1, (CX)
-	ADDQ        $0x01, 120(SP)
-	JMP         panelnext
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs1_masked:
 	MOVQ         o+88(FP), CX
@@ -43561,23 +43062,5825 @@ rows1_vecs1_masked:
 	ADDQ         SI, BX
 
 rows1_vecs1_masked_keys:
-	VBROADCASTSS (DX), Z0
-	CMPQ         BX, SI
-	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_masked_keys_fetched
+	PREFETCHT0 (BX)
 
 rows1_vecs1_masked_keys_fetched:
-	VMOVDQU8.Z  (SI), K2, Z2
-	VPMOVSXBD   X2, Z2
-	VCVTDQ2PS   Z2, Z2
-	VFMADD231PS Z2, Z0, Z1
-	ADDQ        DI, SI
-	ADDQ        DI, BX
-	ADDQ        $0x04, DX
-	DECQ        R8
-	JNZ         rows1_vecs1_masked_keys
-	VMOVUPS     Z1, K2, (CX)
-	ADDQ        $0x01, 120(SP)
+	VMOVDQU8.Z       (SI), K2, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_masked_keys
+	VMOVUPS          Z1, K2, (CX)
+	ADDQ             $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x10, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeQ8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, CMOV, MMX+
+TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $216-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x04, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x04, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x10
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ  CX, 32(SP)
+	LEAQ  constsAVX512<>+2048(SB), CX
+	KMOVW (CX)(DX*2), K1
+	LEAQ  constsAVX512<>+2048(SB), CX
+	KMOVW (CX)(SI*2), K1
+	MOVQ  k+32(FP), CX
+	MOVQ  v+48(FP), DX
+	MOVQ  nk+64(FP), BX
+	MOVQ  CX, (SP)
+	MOVQ  DX, 8(SP)
+	MOVQ  BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	ADDQ   $0x1f, CX
+	SHRQ   $0x05, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	ADDQ   $0x1f, CX
+	SHRQ   $0x05, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x06, CX
+	ADDQ   $0x000004c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x06, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000400, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 16 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x10
+	JGE   whole
+	MOVQ  $0x00000010, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000010, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ  DX, 24(SP)
+	LEAQ  constsAVX512<>+2048(SB), CX
+	KMOVW (CX)(DX*2), K2
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 1216(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+	LEAQ (R8)(SI*4), R9
+	LEAQ (R9)(SI*4), R10
+
+scalesk:
+	MOVQ         $0x00000004, R11
+	CMPQ         BX, R11
+	CMOVQLT      BX, R11
+	LEAQ         constsAVX512<>+2048(SB), R12
+	KMOVW        (R12)(R11*2), K3
+	VMOVUPS.Z    (CX), K3, Z0
+	VMOVUPS.Z    (R8), K3, Z1
+	VINSERTF32X4 $0x01, X1, Z0, Z0
+	VMOVUPS.Z    (R9), K3, Z1
+	VINSERTF32X4 $0x02, X1, Z0, Z0
+	VMOVUPS.Z    (R10), K3, Z1
+	VINSERTF32X4 $0x03, X1, Z0, Z0
+	VMOVUPS.Z    (CX)(SI*1), K3, Z1
+	VMOVUPS.Z    (R8)(SI*1), K3, Z2
+	VINSERTF32X4 $0x01, X2, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K3, Z2
+	VINSERTF32X4 $0x02, X2, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K3, Z2
+	VINSERTF32X4 $0x03, X2, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K3, Z2
+	VMOVUPS.Z    (R8)(SI*2), K3, Z3
+	VINSERTF32X4 $0x01, X3, Z2, Z2
+	VMOVUPS.Z    (R9)(SI*2), K3, Z3
+	VINSERTF32X4 $0x02, X3, Z2, Z2
+	VMOVUPS.Z    (R10)(SI*2), K3, Z3
+	VINSERTF32X4 $0x03, X3, Z2, Z2
+	VMOVUPS.Z    (CX)(DI*1), K3, Z3
+	VMOVUPS.Z    (R8)(DI*1), K3, Z4
+	VINSERTF32X4 $0x01, X4, Z3, Z3
+	VMOVUPS.Z    (R9)(DI*1), K3, Z4
+	VINSERTF32X4 $0x02, X4, Z3, Z3
+	VMOVUPS.Z    (R10)(DI*1), K3, Z4
+	VINSERTF32X4 $0x03, X4, Z3, Z3
+	VUNPCKLPS    Z1, Z0, Z4
+	VUNPCKHPS    Z1, Z0, Z0
+	VUNPCKLPS    Z3, Z2, Z1
+	VUNPCKHPS    Z3, Z2, Z2
+	VUNPCKLPD    Z1, Z4, Z3
+	VUNPCKHPD    Z1, Z4, Z1
+	VUNPCKLPD    Z2, Z0, Z4
+	VUNPCKHPD    Z2, Z0, Z0
+	VMOVUPS      Z3, (DX)
+	CMPQ         R11, $0x01
+	JLE          scalesk_stored
+	VMOVUPS      Z1, 64(DX)
+	CMPQ         R11, $0x02
+	JLE          scalesk_stored
+	VMOVUPS      Z4, 128(DX)
+	CMPQ         R11, $0x03
+	JLE          scalesk_stored
+	VMOVUPS      Z0, 192(DX)
+
+scalesk_stored:
+	ADDQ $0x10, CX
+	ADDQ $0x10, R8
+	ADDQ $0x10, R9
+	ADDQ $0x10, R10
+	ADDQ $0x00000100, DX
+	SUBQ R11, BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+	LEAQ (R8)(SI*4), R9
+	LEAQ (R9)(SI*4), R10
+
+scalesv:
+	MOVQ         $0x00000004, R11
+	CMPQ         BX, R11
+	CMOVQLT      BX, R11
+	LEAQ         constsAVX512<>+2048(SB), R12
+	KMOVW        (R12)(R11*2), K3
+	VMOVUPS.Z    (CX), K3, Z0
+	VMOVUPS.Z    (R8), K3, Z1
+	VINSERTF32X4 $0x01, X1, Z0, Z0
+	VMOVUPS.Z    (R9), K3, Z1
+	VINSERTF32X4 $0x02, X1, Z0, Z0
+	VMOVUPS.Z    (R10), K3, Z1
+	VINSERTF32X4 $0x03, X1, Z0, Z0
+	VMOVUPS.Z    (CX)(SI*1), K3, Z1
+	VMOVUPS.Z    (R8)(SI*1), K3, Z2
+	VINSERTF32X4 $0x01, X2, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K3, Z2
+	VINSERTF32X4 $0x02, X2, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K3, Z2
+	VINSERTF32X4 $0x03, X2, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K3, Z2
+	VMOVUPS.Z    (R8)(SI*2), K3, Z3
+	VINSERTF32X4 $0x01, X3, Z2, Z2
+	VMOVUPS.Z    (R9)(SI*2), K3, Z3
+	VINSERTF32X4 $0x02, X3, Z2, Z2
+	VMOVUPS.Z    (R10)(SI*2), K3, Z3
+	VINSERTF32X4 $0x03, X3, Z2, Z2
+	VMOVUPS.Z    (CX)(DI*1), K3, Z3
+	VMOVUPS.Z    (R8)(DI*1), K3, Z4
+	VINSERTF32X4 $0x01, X4, Z3, Z3
+	VMOVUPS.Z    (R9)(DI*1), K3, Z4
+	VINSERTF32X4 $0x02, X4, Z3, Z3
+	VMOVUPS.Z    (R10)(DI*1), K3, Z4
+	VINSERTF32X4 $0x03, X4, Z3, Z3
+	VUNPCKLPS    Z1, Z0, Z4
+	VUNPCKHPS    Z1, Z0, Z0
+	VUNPCKLPS    Z3, Z2, Z1
+	VUNPCKHPS    Z3, Z2, Z2
+	VUNPCKLPD    Z1, Z4, Z3
+	VUNPCKHPD    Z1, Z4, Z1
+	VUNPCKLPD    Z2, Z0, Z4
+	VUNPCKHPD    Z2, Z0, Z0
+	VMOVUPS      Z3, (DX)
+	CMPQ         R11, $0x01
+	JLE          scalesv_stored
+	VMOVUPS      Z1, 64(DX)
+	CMPQ         R11, $0x02
+	JLE          scalesv_stored
+	VMOVUPS      Z4, 128(DX)
+	CMPQ         R11, $0x03
+	JLE          scalesv_stored
+	VMOVUPS      Z0, 192(DX)
+
+scalesv_stored:
+	ADDQ $0x10, CX
+	ADDQ $0x10, R8
+	ADDQ $0x10, R9
+	ADDQ $0x10, R10
+	ADDQ $0x00000100, DX
+	SUBQ R11, BX
+	JNZ  scalesv
+
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	CMPQ 128(SP), $0x00000000
+	JEQ  q8_fetched
+	MOVQ (SP), CX
+	ADDQ 128(SP), CX
+	MOVQ $0x00000010, DX
+
+q8_prefetch:
+	MOVQ $0x00000000, BX
+
+q8_prefetch_line:
+	PREFETCHT0 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        q8_prefetch_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        q8_prefetch
+
+q8_fetched:
+	MOVQ      208(SP), CX
+	ADDQ      AX, CX
+	MOVQ      (SP), DX
+	MOVQ      48(SP), BX
+	LEAQ      (BX)(BX*2), SI
+	LEAQ      (DX)(BX*4), DI
+	LEAQ      (DI)(BX*4), R8
+	LEAQ      (R8)(BX*4), R9
+	MOVQ      72(SP), R10
+	SHRQ      $0x06, R10
+	VMOVDQU32 constsAVX512<>+1984(SB), Z0
+
+q8_chunk:
+	TESTQ       R10, R10
+	JZ          q8_tail
+	VPXORD      (DX), Z0, Z1
+	VPXORD      (DX)(BX*1), Z0, Z2
+	VPXORD      (DX)(BX*2), Z0, Z3
+	VPXORD      (DX)(SI*1), Z0, Z4
+	VPXORD      (DI), Z0, Z5
+	VPXORD      (DI)(BX*1), Z0, Z6
+	VPXORD      (DI)(BX*2), Z0, Z7
+	VPXORD      (DI)(SI*1), Z0, Z8
+	VPXORD      (R8), Z0, Z9
+	VPXORD      (R8)(BX*1), Z0, Z10
+	VPXORD      (R8)(BX*2), Z0, Z11
+	VPXORD      (R8)(SI*1), Z0, Z12
+	VPXORD      (R9), Z0, Z13
+	VPXORD      (R9)(BX*1), Z0, Z14
+	VPXORD      (R9)(BX*2), Z0, Z15
+	VPXORD      (R9)(SI*1), Z0, Z16
+	VPUNPCKLDQ  Z2, Z1, Z17
+	VPUNPCKHDQ  Z2, Z1, Z1
+	VPUNPCKLDQ  Z4, Z3, Z2
+	VPUNPCKHDQ  Z4, Z3, Z3
+	VPUNPCKLDQ  Z6, Z5, Z4
+	VPUNPCKHDQ  Z6, Z5, Z5
+	VPUNPCKLDQ  Z8, Z7, Z6
+	VPUNPCKHDQ  Z8, Z7, Z7
+	VPUNPCKLDQ  Z10, Z9, Z8
+	VPUNPCKHDQ  Z10, Z9, Z9
+	VPUNPCKLDQ  Z12, Z11, Z10
+	VPUNPCKHDQ  Z12, Z11, Z11
+	VPUNPCKLDQ  Z14, Z13, Z12
+	VPUNPCKHDQ  Z14, Z13, Z13
+	VPUNPCKLDQ  Z16, Z15, Z14
+	VPUNPCKHDQ  Z16, Z15, Z15
+	VPUNPCKLQDQ Z2, Z17, Z16
+	VPUNPCKHQDQ Z2, Z17, Z2
+	VPUNPCKLQDQ Z3, Z1, Z17
+	VPUNPCKHQDQ Z3, Z1, Z1
+	VPUNPCKLQDQ Z6, Z4, Z3
+	VPUNPCKHQDQ Z6, Z4, Z4
+	VPUNPCKLQDQ Z7, Z5, Z6
+	VPUNPCKHQDQ Z7, Z5, Z5
+	VPUNPCKLQDQ Z10, Z8, Z7
+	VPUNPCKHQDQ Z10, Z8, Z8
+	VPUNPCKLQDQ Z11, Z9, Z10
+	VPUNPCKHQDQ Z11, Z9, Z9
+	VPUNPCKLQDQ Z14, Z12, Z11
+	VPUNPCKHQDQ Z14, Z12, Z12
+	VPUNPCKLQDQ Z15, Z13, Z14
+	VPUNPCKHQDQ Z15, Z13, Z13
+	VSHUFI32X4  $0x88, Z3, Z16, Z15
+	VSHUFI32X4  $0xdd, Z3, Z16, Z3
+	VSHUFI32X4  $0x88, Z11, Z7, Z16
+	VSHUFI32X4  $0xdd, Z11, Z7, Z7
+	VSHUFI32X4  $0x88, Z16, Z15, Z11
+	VSHUFI32X4  $0xdd, Z16, Z15, Z15
+	VSHUFI32X4  $0x88, Z7, Z3, Z16
+	VSHUFI32X4  $0xdd, Z7, Z3, Z3
+	VSHUFI32X4  $0x88, Z4, Z2, Z7
+	VSHUFI32X4  $0xdd, Z4, Z2, Z2
+	VSHUFI32X4  $0x88, Z12, Z8, Z4
+	VSHUFI32X4  $0xdd, Z12, Z8, Z8
+	VSHUFI32X4  $0x88, Z4, Z7, Z12
+	VSHUFI32X4  $0xdd, Z4, Z7, Z4
+	VSHUFI32X4  $0x88, Z8, Z2, Z7
+	VSHUFI32X4  $0xdd, Z8, Z2, Z2
+	VSHUFI32X4  $0x88, Z6, Z17, Z8
+	VSHUFI32X4  $0xdd, Z6, Z17, Z6
+	VSHUFI32X4  $0x88, Z14, Z10, Z17
+	VSHUFI32X4  $0xdd, Z14, Z10, Z10
+	VSHUFI32X4  $0x88, Z17, Z8, Z14
+	VSHUFI32X4  $0xdd, Z17, Z8, Z8
+	VSHUFI32X4  $0x88, Z10, Z6, Z17
+	VSHUFI32X4  $0xdd, Z10, Z6, Z6
+	VSHUFI32X4  $0x88, Z5, Z1, Z10
+	VSHUFI32X4  $0xdd, Z5, Z1, Z1
+	VSHUFI32X4  $0x88, Z13, Z9, Z5
+	VSHUFI32X4  $0xdd, Z13, Z9, Z9
+	VSHUFI32X4  $0x88, Z5, Z10, Z13
+	VSHUFI32X4  $0xdd, Z5, Z10, Z5
+	VSHUFI32X4  $0x88, Z9, Z1, Z10
+	VSHUFI32X4  $0xdd, Z9, Z1, Z1
+	VMOVDQU32   Z11, (CX)
+	VMOVDQU32   Z12, 64(CX)
+	VMOVDQU32   Z14, 128(CX)
+	VMOVDQU32   Z13, 192(CX)
+	VMOVDQU32   Z16, 256(CX)
+	VMOVDQU32   Z7, 320(CX)
+	VMOVDQU32   Z17, 384(CX)
+	VMOVDQU32   Z10, 448(CX)
+	VMOVDQU32   Z15, 512(CX)
+	VMOVDQU32   Z4, 576(CX)
+	VMOVDQU32   Z8, 640(CX)
+	VMOVDQU32   Z5, 704(CX)
+	VMOVDQU32   Z3, 768(CX)
+	VMOVDQU32   Z2, 832(CX)
+	VMOVDQU32   Z6, 896(CX)
+	VMOVDQU32   Z1, 960(CX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R8
+	ADDQ        $0x40, R9
+	DECQ        R10
+	JMP         q8_chunk
+
+q8_tail:
+	MOVQ        72(SP), R10
+	ANDQ        $0x3f, R10
+	JZ          q8_done
+	SHRQ        $0x02, R10
+	LEAQ        constsAVX512<>+2048(SB), R11
+	KMOVW       (R11)(R10*2), K3
+	VMOVDQU32.Z (DX), K3, Z1
+	VPXORD      Z0, Z1, Z1
+	VMOVDQU32.Z (DX)(BX*1), K3, Z2
+	VPXORD      Z0, Z2, Z2
+	VMOVDQU32.Z (DX)(BX*2), K3, Z3
+	VPXORD      Z0, Z3, Z3
+	VMOVDQU32.Z (DX)(SI*1), K3, Z4
+	VPXORD      Z0, Z4, Z4
+	VMOVDQU32.Z (DI), K3, Z5
+	VPXORD      Z0, Z5, Z5
+	VMOVDQU32.Z (DI)(BX*1), K3, Z6
+	VPXORD      Z0, Z6, Z6
+	VMOVDQU32.Z (DI)(BX*2), K3, Z7
+	VPXORD      Z0, Z7, Z7
+	VMOVDQU32.Z (DI)(SI*1), K3, Z8
+	VPXORD      Z0, Z8, Z8
+	VMOVDQU32.Z (R8), K3, Z9
+	VPXORD      Z0, Z9, Z9
+	VMOVDQU32.Z (R8)(BX*1), K3, Z10
+	VPXORD      Z0, Z10, Z10
+	VMOVDQU32.Z (R8)(BX*2), K3, Z11
+	VPXORD      Z0, Z11, Z11
+	VMOVDQU32.Z (R8)(SI*1), K3, Z12
+	VPXORD      Z0, Z12, Z12
+	VMOVDQU32.Z (R9), K3, Z13
+	VPXORD      Z0, Z13, Z13
+	VMOVDQU32.Z (R9)(BX*1), K3, Z14
+	VPXORD      Z0, Z14, Z14
+	VMOVDQU32.Z (R9)(BX*2), K3, Z15
+	VPXORD      Z0, Z15, Z15
+	VMOVDQU32.Z (R9)(SI*1), K3, Z16
+	VPXORD      Z0, Z16, Z16
+	VPUNPCKLDQ  Z2, Z1, Z0
+	VPUNPCKHDQ  Z2, Z1, Z1
+	VPUNPCKLDQ  Z4, Z3, Z2
+	VPUNPCKHDQ  Z4, Z3, Z3
+	VPUNPCKLDQ  Z6, Z5, Z4
+	VPUNPCKHDQ  Z6, Z5, Z5
+	VPUNPCKLDQ  Z8, Z7, Z6
+	VPUNPCKHDQ  Z8, Z7, Z7
+	VPUNPCKLDQ  Z10, Z9, Z8
+	VPUNPCKHDQ  Z10, Z9, Z9
+	VPUNPCKLDQ  Z12, Z11, Z10
+	VPUNPCKHDQ  Z12, Z11, Z11
+	VPUNPCKLDQ  Z14, Z13, Z12
+	VPUNPCKHDQ  Z14, Z13, Z13
+	VPUNPCKLDQ  Z16, Z15, Z14
+	VPUNPCKHDQ  Z16, Z15, Z15
+	VPUNPCKLQDQ Z2, Z0, Z16
+	VPUNPCKHQDQ Z2, Z0, Z0
+	VPUNPCKLQDQ Z3, Z1, Z2
+	VPUNPCKHQDQ Z3, Z1, Z1
+	VPUNPCKLQDQ Z6, Z4, Z3
+	VPUNPCKHQDQ Z6, Z4, Z4
+	VPUNPCKLQDQ Z7, Z5, Z6
+	VPUNPCKHQDQ Z7, Z5, Z5
+	VPUNPCKLQDQ Z10, Z8, Z7
+	VPUNPCKHQDQ Z10, Z8, Z8
+	VPUNPCKLQDQ Z11, Z9, Z10
+	VPUNPCKHQDQ Z11, Z9, Z9
+	VPUNPCKLQDQ Z14, Z12, Z11
+	VPUNPCKHQDQ Z14, Z12, Z12
+	VPUNPCKLQDQ Z15, Z13, Z14
+	VPUNPCKHQDQ Z15, Z13, Z13
+	VSHUFI32X4  $0x88, Z3, Z16, Z15
+	VSHUFI32X4  $0xdd, Z3, Z16, Z3
+	VSHUFI32X4  $0x88, Z11, Z7, Z16
+	VSHUFI32X4  $0xdd, Z11, Z7, Z7
+	VSHUFI32X4  $0x88, Z16, Z15, Z11
+	VSHUFI32X4  $0xdd, Z16, Z15, Z15
+	VSHUFI32X4  $0x88, Z7, Z3, Z16
+	VSHUFI32X4  $0xdd, Z7, Z3, Z3
+	VSHUFI32X4  $0x88, Z4, Z0, Z7
+	VSHUFI32X4  $0xdd, Z4, Z0, Z0
+	VSHUFI32X4  $0x88, Z12, Z8, Z4
+	VSHUFI32X4  $0xdd, Z12, Z8, Z8
+	VSHUFI32X4  $0x88, Z4, Z7, Z12
+	VSHUFI32X4  $0xdd, Z4, Z7, Z4
+	VSHUFI32X4  $0x88, Z8, Z0, Z7
+	VSHUFI32X4  $0xdd, Z8, Z0, Z0
+	VSHUFI32X4  $0x88, Z6, Z2, Z8
+	VSHUFI32X4  $0xdd, Z6, Z2, Z2
+	VSHUFI32X4  $0x88, Z14, Z10, Z6
+	VSHUFI32X4  $0xdd, Z14, Z10, Z10
+	VSHUFI32X4  $0x88, Z6, Z8, Z14
+	VSHUFI32X4  $0xdd, Z6, Z8, Z6
+	VSHUFI32X4  $0x88, Z10, Z2, Z8
+	VSHUFI32X4  $0xdd, Z10, Z2, Z2
+	VSHUFI32X4  $0x88, Z5, Z1, Z10
+	VSHUFI32X4  $0xdd, Z5, Z1, Z1
+	VSHUFI32X4  $0x88, Z13, Z9, Z5
+	VSHUFI32X4  $0xdd, Z13, Z9, Z9
+	VSHUFI32X4  $0x88, Z5, Z10, Z13
+	VSHUFI32X4  $0xdd, Z5, Z10, Z5
+	VSHUFI32X4  $0x88, Z9, Z1, Z10
+	VSHUFI32X4  $0xdd, Z9, Z1, Z1
+	VMOVDQU32   Z11, (CX)
+	VMOVDQU32   Z12, 64(CX)
+	VMOVDQU32   Z14, 128(CX)
+	VMOVDQU32   Z13, 192(CX)
+	VMOVDQU32   Z16, 256(CX)
+	VMOVDQU32   Z7, 320(CX)
+	VMOVDQU32   Z8, 384(CX)
+	VMOVDQU32   Z10, 448(CX)
+	VMOVDQU32   Z15, 512(CX)
+	VMOVDQU32   Z4, 576(CX)
+	VMOVDQU32   Z6, 640(CX)
+	VMOVDQU32   Z5, 704(CX)
+	VMOVDQU32   Z3, 768(CX)
+	VMOVDQU32   Z0, 832(CX)
+	VMOVDQU32   Z2, 896(CX)
+	VMOVDQU32   Z1, 960(CX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R8
+	ADDQ        $0x40, R9
+
+q8_done:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    176(SP), DI
+	SHLQ    $0x02, DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	IMULQ   DI, CX
+	ADDQ    CX, R8
+	ADDQ    CX, R9
+	LEAQ    (DI)(DI*2), CX
+	MOVQ    208(SP), R10
+	ADDQ    AX, R10
+	LEAQ    1216(AX), R11
+	MOVQ    176(SP), R12
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+
+scoresq8_rows4:
+	VPBROADCASTD     (R9), Z4
+	VPBROADCASTD     (R9)(DI*1), Z5
+	VPBROADCASTD     (R9)(DI*2), Z6
+	VPBROADCASTD     (R9)(CX*1), Z7
+	VMOVDQU32        (R10), Z8
+	VPDPBUSD.BCST    (DX), Z8, Z4
+	VPDPBUSD.BCST    (DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    (DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    (DX)(SI*1), Z8, Z7
+	VMOVDQU32        64(R10), Z8
+	VPDPBUSD.BCST    4(DX), Z8, Z4
+	VPDPBUSD.BCST    4(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    4(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    4(DX)(SI*1), Z8, Z7
+	VMOVDQU32        128(R10), Z8
+	VPDPBUSD.BCST    8(DX), Z8, Z4
+	VPDPBUSD.BCST    8(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    8(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    8(DX)(SI*1), Z8, Z7
+	VMOVDQU32        192(R10), Z8
+	VPDPBUSD.BCST    12(DX), Z8, Z4
+	VPDPBUSD.BCST    12(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    12(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    12(DX)(SI*1), Z8, Z7
+	VMOVDQU32        256(R10), Z8
+	VPDPBUSD.BCST    16(DX), Z8, Z4
+	VPDPBUSD.BCST    16(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    16(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    16(DX)(SI*1), Z8, Z7
+	VMOVDQU32        320(R10), Z8
+	VPDPBUSD.BCST    20(DX), Z8, Z4
+	VPDPBUSD.BCST    20(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    20(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    20(DX)(SI*1), Z8, Z7
+	VMOVDQU32        384(R10), Z8
+	VPDPBUSD.BCST    24(DX), Z8, Z4
+	VPDPBUSD.BCST    24(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    24(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    24(DX)(SI*1), Z8, Z7
+	VMOVDQU32        448(R10), Z8
+	VPDPBUSD.BCST    28(DX), Z8, Z4
+	VPDPBUSD.BCST    28(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    28(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    28(DX)(SI*1), Z8, Z7
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           (R11), Z4, Z4
+	VFMADD231PS.BCST (R8), Z4, Z0
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (R11), Z5, Z5
+	VFMADD231PS.BCST (R8)(DI*1), Z5, Z1
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           (R11), Z6, Z6
+	VFMADD231PS.BCST (R8)(DI*2), Z6, Z2
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           (R11), Z7, Z7
+	VFMADD231PS.BCST (R8)(CX*1), Z7, Z3
+	ADDQ             $0x20, DX
+	ADDQ             $0x00000200, R10
+	ADDQ             $0x40, R11
+	ADDQ             $0x04, R8
+	ADDQ             $0x04, R9
+	DECQ             R12
+	JNZ              scoresq8_rows4
+	MOVQ             alibi+120(FP), CX
+	TESTQ            CX, CX
+	JZ               scoresq8_rows4_row0_noalibi
+	MOVQ             88(SP), DX
+	MOVQ             nk+64(FP), BX
+	SUBQ             16(SP), BX
+	VMOVUPS          constsAVX512<>+1536(SB), Z4
+	VCVTSI2SSQ       BX, X4, X4
+	MOVQ             rows+8(FP), BX
+	LEAQ             (CX)(BX*4), BX
+	VADDSS           (BX)(DX*4), X4, X4
+	VBROADCASTSS     X4, Z4
+	VADDPS           iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS     (CX)(DX*4), Z5
+	VMULPS           Z5, Z4, Z4
+	VADDPS           Z4, Z0, Z0
+
+scoresq8_rows4_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z4
+	VBLENDMPS    Z4, Z0, K2, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z4
+	VSHUFF32X4   $0x4e, Z4, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VSHUFF32X4   $0xb1, Z4, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VBROADCASTSS (DX)(CX*4), Z5
+	VMAXPS       Z4, Z5, Z4
+	VMAXPS       constsAVX512<>+768(SB), Z4, Z6
+	VSUBPS       Z6, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K3
+	VMULPS       constsAVX512<>+128(SB), Z0, Z7
+	VRNDSCALEPS  $0x00, Z7, Z7
+	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z0
+	VMULPS       Z0, Z0, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z9
+	VMOVUPS      constsAVX512<>+448(SB), Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VMOVUPS      constsAVX512<>+576(SB), Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VFMADD213PS  Z0, Z8, Z9
+	VADDPS       constsAVX512<>+704(SB), Z9, Z9
+	VSCALEFPS.Z  Z7, Z9, K3, Z9
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z9, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z9, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VSHUFF32X4   $0xb1, Z9, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VSUBPS       Z6, Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K3
+	VMULPS       constsAVX512<>+128(SB), Z5, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z5
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z5
+	VMULPS       Z5, Z5, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z5, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z0, Z7, K3, Z7
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z9, Z7, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X4, (DX)(CX*4)
+	VMOVSS       X7, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z0, Z0
+	VADDPS       Z0, Z1, Z1
+
+scoresq8_rows4_row1_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z1, K2, Z1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z0, Z4, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z5
+	VSUBPS       Z5, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K3
+	VMULPS       constsAVX512<>+128(SB), Z1, Z6
+	VRNDSCALEPS  $0x00, Z6, Z6
+	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
+	VMULPS       Z1, Z1, Z7
+	VMOVUPS      constsAVX512<>+320(SB), Z8
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
+	VMOVUPS      constsAVX512<>+448(SB), Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VMOVUPS      constsAVX512<>+576(SB), Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VFMADD213PS  Z1, Z7, Z8
+	VADDPS       constsAVX512<>+704(SB), Z8, Z8
+	VSCALEFPS.Z  Z6, Z8, K3, Z8
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z8, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xb1, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K3
+	VMULPS       constsAVX512<>+128(SB), Z4, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
+	VMULPS       Z4, Z4, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z4, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z1, Z6, K3, Z6
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z8, Z6, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X6, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z1
+	VMULPS       Z1, Z0, Z0
+	VADDPS       Z0, Z2, Z2
+
+scoresq8_rows4_row2_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z2, K2, Z2
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z2, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z1
+	VMAXPS       Z0, Z1, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z4
+	VSUBPS       Z4, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K3
+	VMULPS       constsAVX512<>+128(SB), Z2, Z5
+	VRNDSCALEPS  $0x00, Z5, Z5
+	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z2
+	VMULPS       Z2, Z2, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z2, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z5, Z7, K3, Z7
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VSUBPS       Z4, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K3
+	VMULPS       constsAVX512<>+128(SB), Z1, Z2
+	VRNDSCALEPS  $0x00, Z2, Z2
+	VFNMADD231PS constsAVX512<>+192(SB), Z2, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z2, Z1
+	VMULPS       Z1, Z1, Z4
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z5
+	VMOVUPS      constsAVX512<>+448(SB), Z6
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VMOVUPS      constsAVX512<>+576(SB), Z6
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VFMADD213PS  Z1, Z4, Z5
+	VADDPS       constsAVX512<>+704(SB), Z5, Z5
+	VSCALEFPS.Z  Z2, Z5, K3, Z5
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z7, Z5, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z1
+	VMULPS       Z1, Z0, Z0
+	VADDPS       Z0, Z3, Z3
+
+scoresq8_rows4_row3_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z3, K2, Z3
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z3, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z1
+	VMAXPS       Z0, Z1, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z2
+	VSUBPS       Z2, Z3, Z3
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K3
+	VMULPS       constsAVX512<>+128(SB), Z3, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z3
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z3
+	VMULPS       Z3, Z3, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z3, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K3, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VSUBPS       Z2, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K3
+	VMULPS       constsAVX512<>+128(SB), Z1, Z2
+	VRNDSCALEPS  $0x00, Z2, Z2
+	VFNMADD231PS constsAVX512<>+192(SB), Z2, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z2, Z1
+	VMULPS       Z1, Z1, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z1, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z2, Z4, K3, Z4
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z6, Z4, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), BX
+	SHLQ    $0x02, BX
+	MOVQ    qs+176(FP), SI
+	MOVQ    qc+184(FP), DI
+	IMULQ   BX, CX
+	ADDQ    CX, SI
+	ADDQ    CX, DI
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    1216(AX), BX
+	MOVQ    176(SP), R8
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+
+scoresq8_rows1:
+	VPBROADCASTD     (DI), Z1
+	VMOVUPS          constsAVX512<>+1536(SB), Z2
+	VMOVDQU32        (CX), Z3
+	VPDPBUSD.BCST    (DX), Z3, Z1
+	VMOVDQU32        64(CX), Z3
+	VPDPBUSD.BCST    4(DX), Z3, Z2
+	VMOVDQU32        128(CX), Z3
+	VPDPBUSD.BCST    8(DX), Z3, Z1
+	VMOVDQU32        192(CX), Z3
+	VPDPBUSD.BCST    12(DX), Z3, Z2
+	VMOVDQU32        256(CX), Z3
+	VPDPBUSD.BCST    16(DX), Z3, Z1
+	VMOVDQU32        320(CX), Z3
+	VPDPBUSD.BCST    20(DX), Z3, Z2
+	VMOVDQU32        384(CX), Z3
+	VPDPBUSD.BCST    24(DX), Z3, Z1
+	VMOVDQU32        448(CX), Z3
+	VPDPBUSD.BCST    28(DX), Z3, Z2
+	VPADDD           Z2, Z1, Z1
+	VCVTDQ2PS        Z1, Z1
+	VMULPS           (BX), Z1, Z1
+	VFMADD231PS.BCST (SI), Z1, Z0
+	ADDQ             $0x20, DX
+	ADDQ             $0x00000200, CX
+	ADDQ             $0x40, BX
+	ADDQ             $0x04, SI
+	ADDQ             $0x04, DI
+	DECQ             R8
+	JNZ              scoresq8_rows1
+	MOVQ             alibi+120(FP), CX
+	TESTQ            CX, CX
+	JZ               scoresq8_rows1_row0_noalibi
+	MOVQ             88(SP), DX
+	MOVQ             nk+64(FP), BX
+	SUBQ             16(SP), BX
+	VMOVUPS          constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ       BX, X1, X1
+	MOVQ             rows+8(FP), BX
+	LEAQ             (CX)(BX*4), BX
+	VADDSS           (BX)(DX*4), X1, X1
+	VBROADCASTSS     X1, Z1
+	VADDPS           iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS     (CX)(DX*4), Z2
+	VMULPS           Z2, Z1, Z1
+	VADDPS           Z1, Z0, Z0
+
+scoresq8_rows1_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K2, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K3
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K3, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K3
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K3, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+pv:
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Z0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Z0, Z1
+	VMOVUPS Z1, (R8)
+	ADDQ    $0x40, DI
+	ADDQ    $0x40, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x40, CX
+	ADDQ    $0x00000400, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 4 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x04
+	JLE  grouprows
+	MOVQ $0x00000004, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x04
+	JEQ  rows4
+	CMPQ 112(SP), $0x03
+	JEQ  rows3
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows4:
+	CMPQ CX, $0x04
+	JGT  rows4_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows4_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs4_whole
+	JMP  rows4_vecs4_masked
+
+rows4_not4:
+	CMPQ CX, $0x03
+	JNE  rows4_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs3_whole
+	JMP  rows4_vecs3_masked
+
+rows4_not3:
+	CMPQ CX, $0x02
+	JNE  rows4_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs2_whole
+	JMP  rows4_vecs2_masked
+
+rows4_not2:
+	CMPQ CX, $0x01
+	JNE  rows4_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs1_whole
+	JMP  rows4_vecs1_masked
+
+rows4_not1:
+	JMP panelnext
+
+rows3:
+	CMPQ CX, $0x04
+	JGT  rows3_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows3_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs4_whole
+	JMP  rows3_vecs4_masked
+
+rows3_not4:
+	CMPQ CX, $0x03
+	JNE  rows3_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs3_whole
+	JMP  rows3_vecs3_masked
+
+rows3_not3:
+	CMPQ CX, $0x02
+	JNE  rows3_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs2_whole
+	JMP  rows3_vecs2_masked
+
+rows3_not2:
+	CMPQ CX, $0x01
+	JNE  rows3_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs1_whole
+	JMP  rows3_vecs1_masked
+
+rows3_not1:
+	JMP panelnext
+
+rows2:
+	CMPQ CX, $0x08
+	JGT  rows2_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows2_not8
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs8_whole
+	JMP  rows2_vecs8_masked
+
+rows2_not8:
+	CMPQ CX, $0x07
+	JNE  rows2_not7
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs7_whole
+	JMP  rows2_vecs7_masked
+
+rows2_not7:
+	CMPQ CX, $0x06
+	JNE  rows2_not6
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs6_whole
+	JMP  rows2_vecs6_masked
+
+rows2_not6:
+	CMPQ CX, $0x05
+	JNE  rows2_not5
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs5_whole
+	JMP  rows2_vecs5_masked
+
+rows2_not5:
+	CMPQ CX, $0x04
+	JNE  rows2_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
+
+rows2_not4:
+	CMPQ CX, $0x03
+	JNE  rows2_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
+
+rows2_not3:
+	CMPQ CX, $0x02
+	JNE  rows2_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
+
+rows2_not2:
+	CMPQ CX, $0x01
+	JNE  rows2_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
+
+rows2_not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows4_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      192(DI)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs4_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+
+rows4_vecs4_whole_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VPMOVSXBD        32(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1216(BX), Z0, Z15
+	VPMOVSXBD        48(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	VFMADD231PS.BCST 1216(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows4_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    192(DI)(DX*1), K1, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs4_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+
+rows4_vecs4_masked_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VPMOVSXBD        32(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1216(BX), Z0, Z15
+	VMOVDQU8.Z       48(R8), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	VFMADD231PS.BCST 1216(BX), Z0, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K1, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K1, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, K1, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows4_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      128(DI)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs3_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+
+rows4_vecs3_whole_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VPMOVSXBD        32(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	VFMADD231PS.BCST 1216(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows4_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K1, Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    128(DI)(DX*1), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs3_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+
+rows4_vecs3_masked_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VMOVDQU8.Z       32(R8), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	VFMADD231PS.BCST 1216(BX), Z0, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K1, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K1, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, K1, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows4_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(DI)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs2_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+
+rows4_vecs2_whole_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VPMOVSXBD        16(R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows4_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(DI)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs2_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+
+rows4_vecs2_masked_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VMOVDQU8.Z       16(R8), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST 192(BX), Z0, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K1, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, K1, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows4_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs1_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
+
+rows4_vecs1_whole_keys_fetched:
+	VPMOVSXBD        (R8), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows4_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+
+rows4_vecs1_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
+
+rows4_vecs1_masked_keys_fetched:
+	VMOVDQU8.Z       (R8), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 192(BX), Z0, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	VMOVUPS          Z2, K1, (CX)(DX*1)
+	VMOVUPS          Z3, K1, (CX)(DX*2)
+	VMOVUPS          Z4, K1, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows3_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs4_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+
+rows3_vecs4_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows3_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs4_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+
+rows3_vecs4_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VMOVDQU8.Z       48(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K1, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K1, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows3_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs3_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+
+rows3_vecs3_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows3_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K1, Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs3_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+
+rows3_vecs3_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VMOVDQU8.Z       32(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K1, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K1, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows3_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs2_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+
+rows3_vecs2_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows3_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs2_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+
+rows3_vecs2_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VMOVDQU8.Z       16(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K1, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows3_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs1_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
+
+rows3_vecs1_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows3_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows3_vecs1_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
+
+rows3_vecs1_masked_keys_fetched:
+	VMOVDQU8.Z       (DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 128(BX), Z0, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	VMOVUPS          Z2, K1, (CX)(DX*1)
+	VMOVUPS          Z3, K1, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows2_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      448(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      320(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      384(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      448(CX)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs8_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 112(SI)
+
+rows2_vecs8_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
+	VPMOVSXBD        96(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z15
+	VPMOVSXBD        112(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z8
+	VFMADD231PS.BCST 3136(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows2_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    448(CX), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      320(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      384(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    448(CX)(DX*1), K1, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs8_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
+	PREFETCHT0 112(SI)
+
+rows2_vecs8_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
+	VPMOVSXBD        96(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z15
+	VMOVDQU8.Z       112(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z8
+	VFMADD231PS.BCST 3136(BX), Z0, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K1, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, K1, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows2_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      64(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      128(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      256(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      320(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      384(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs7_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
+
+rows2_vecs7_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VPMOVSXBD        96(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows2_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS.Z    384(CX), K1, Z7
+	VMULPS       Z0, Z7, Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      64(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      128(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      256(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      320(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    384(CX)(DX*1), K1, Z14
+	VMULPS       Z0, Z14, Z14
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs7_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+	PREFETCHT0 96(SI)
+
+rows2_vecs7_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VMOVDQU8.Z       96(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(BX), Z0, Z7
+	VFMADD231PS.BCST 3136(BX), Z0, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K1, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, K1, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows2_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      192(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      256(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      320(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs6_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+
+rows2_vecs6_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z11
+	VPMOVSXBD        80(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows2_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    320(CX), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      192(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      256(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    320(CX)(DX*1), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs6_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 80(SI)
+
+rows2_vecs6_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z11
+	VMOVDQU8.Z       80(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z6
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K1, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, K1, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows2_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      128(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      192(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      256(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs5_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+
+rows2_vecs5_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VPMOVSXBD        64(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows2_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS.Z    256(CX), K1, Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      128(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      192(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    256(CX)(DX*1), K1, Z10
+	VMULPS       Z0, Z10, Z10
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs5_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+	PREFETCHT0 64(SI)
+
+rows2_vecs5_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VMOVDQU8.Z       64(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(BX), Z0, Z5
+	VFMADD231PS.BCST 2112(BX), Z0, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K1, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, K1, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs4_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VPMOVSXBD        48(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows2_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs4_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+	PREFETCHT0 48(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VMOVDQU8.Z       48(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z4
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K1, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs3_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VPMOVSXBD        32(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows2_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs3_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+	PREFETCHT0 32(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VMOVDQU8.Z       32(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(BX), Z0, Z3
+	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K1, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs2_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_whole_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VPMOVSXBD        16(DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows2_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs2_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_masked_keys_fetched
+	PREFETCHT0 (SI)
+	PREFETCHT0 16(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VMOVDQU8.Z       16(DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows2_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs1_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_whole_keys_fetched
+	PREFETCHT0 (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVSXBD        (DI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows2_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs1_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_masked_keys_fetched
+	PREFETCHT0 (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU8.Z       (DI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (BX), Z0, Z1
+	VFMADD231PS.BCST 64(BX), Z0, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	VMOVUPS          Z2, K1, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      448(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs8_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 112(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VPMOVSXBD        96(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VPMOVSXBD        112(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    448(CX), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs8_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
+	PREFETCHT0 112(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VPMOVSXBD        96(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VMOVDQU8.Z       112(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K1, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs7_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VPMOVSXBD        96(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS.Z    384(CX), K1, Z7
+	VMULPS       Z0, Z7, Z7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs7_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+	PREFETCHT0 96(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VMOVDQU8.Z       96(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K1, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs6_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VPMOVSXBD        80(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    320(CX), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs6_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 80(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VMOVDQU8.Z       80(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K1, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs5_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VPMOVSXBD        64(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS.Z    256(CX), K1, Z5
+	VMULPS       Z0, Z5, Z5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs5_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+	PREFETCHT0 64(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VMOVDQU8.Z       64(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K1, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs4_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VPMOVSXBD        48(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs4_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+	PREFETCHT0 48(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VMOVDQU8.Z       48(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs3_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VPMOVSXBD        32(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs3_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+	PREFETCHT0 32(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	VMOVDQU8.Z       32(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs2_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_whole_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VPMOVSXBD        16(SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs2_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_masked_keys_fetched
+	PREFETCHT0 (BX)
+	PREFETCHT0 16(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	VMOVDQU8.Z       16(SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs1_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_whole_keys_fetched
+	PREFETCHT0 (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVSXBD        (SI), Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x04, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs1_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_masked_keys_fetched
+	PREFETCHT0 (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU8.Z       (SI), K1, Z0
+	VPMOVSXBD        X0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VFMADD231PS.BCST (DX), Z0, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	ADDQ             $0x01, 120(SP)
 
 panelnext:
 	MOVQ 120(SP), CX
@@ -43759,7 +49062,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+1984(SB), R10
+	LEAQ  constsAVX512<>+2048(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -47854,7 +53157,7 @@ TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+1984(SB), R13
+	LEAQ  constsAVX512<>+2048(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -50196,7 +55499,7 @@ TEXT ·GemmBF16EmuAVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+1984(SB), R13
+	LEAQ  constsAVX512<>+2048(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -53836,7 +59139,7 @@ TEXT ·GemmWDotAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1984(SB), R12
+	LEAQ  constsAVX512<>+2048(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -57412,7 +62715,7 @@ TEXT ·GemmWDotEmuAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+1984(SB), R12
+	LEAQ  constsAVX512<>+2048(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -62544,7 +67847,7 @@ TEXT ·PairBF16AVX512(SB), NOSPLIT, $0-56
 	MOVQ  rows+32(FP), SI
 	MOVQ  nv+40(FP), DI
 	MOVQ  tail+48(FP), R8
-	LEAQ  constsAVX512<>+1984(SB), R9
+	LEAQ  constsAVX512<>+2048(SB), R9
 	KMOVW (R9)(R8*2), K1
 
 	// Whole pairs of rows.

@@ -188,7 +188,27 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 	}
 }
 
+// decodeQ8Func is the signature of DecodeQ8AVX512.
+type decodeQ8Func func(q *float32, rows, kvec, ktail int, k *int8, ldk int, v *int8, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32,
+	ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
+// x86DecodeQ8 wraps a DecodeQ8 kernel of lanes-wide vectors.
+func x86DecodeQ8(kernel decodeQ8Func, lanes int) decodeQ8Kernel {
+	return func(q QueryQ8, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+		kvec, vvec := (dk+lanes-1)/lanes, (dv+lanes-1)/lanes
+		kt, vt := dk-(kvec-1)*lanes, dv-(vvec-1)*lanes
+		kernel(nil, rows, kvec, kt, &kr.I8[0], kr.Ld, &vr.I8[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], first(alibi),
+			&kr.S[0], kr.LdS, &vr.S[0], vr.LdS, &q.Q[0], q.Ld, &q.S[0], &q.Corr[0])
+	}
+}
+
 func init() {
+	// VPDPBUSD (AVX512_VNNI): Intel from Ice Lake and Cascade Lake, AMD
+	// from Zen 4.
+	avx512.optional = append(avx512.optional, cpuid.AVX512VNNI)
+	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
+		avx512.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX512, asm.LanesAVX512)
+	}
 	for _, ks := range []*Set{avx2, avx512} {
 		if cpuid.CPU.Supports(ks.requires...) {
 			available = append([]*Set{ks}, available...)

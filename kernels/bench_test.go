@@ -72,68 +72,82 @@ func BenchmarkKernels(b *testing.B) {
 // per chunk of benchChunk keys, every head of a chunk before the next
 // chunk; mem-chunked reads the contiguous keys in calls of benchChunk
 // keys, to tell a call's own cost from the layout's. Reported as GB/s of
-// K and V.
+// K and V. kv=int8q8 is DecodeQ8 (int8 K on integer dot products; the
+// query rows quantized outside the timing, once per call of a step).
 func BenchmarkDecode(b *testing.B) {
 	const d = 128
 	for _, ks := range Available() {
 		for _, typ := range kvTypes {
-			if !ks.HasDecode(typ, d, d) {
-				continue
-			}
-			for _, rows := range []int{1, 4, 16} {
-				for _, c := range []struct {
-					name        string
-					keys, heads int
-					chunk       int
-				}{{"L1", 32, 1, 32}, {"L2", 512, 1, 512}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}, {"mem-chunked", 1 << 17, 1, benchChunk}} {
-					b.Run(fmt.Sprintf("isa=%s/kv=%v/rows=%d/%s", ks.Name, typ, rows, c.name), func(b *testing.B) {
-						ld := d * c.heads
-						n := c.keys * ld
-						nb := fallback.Int8Blocks(d)
-						k := KVRows{Type: typ, Ld: ld, LdS: nb * c.heads}
-						v := k
-						// Written, so that memory rows are real pages (a
-						// fresh make reads the kernel's one zero page).
-						switch typ {
-						case fallback.KVFloat32:
-							k.F32, v.F32 = make([]float32, n), make([]float32, n)
-							for i := range k.F32 {
-								k.F32[i], v.F32[i] = float32(i%7)*0.01, float32(i%5)*0.01
-							}
-						case fallback.KVInt8:
-							k.I8, v.I8 = make([]int8, n), make([]int8, n)
-							for i := range k.I8 {
-								k.I8[i], v.I8[i] = int8(i%7), int8(i%5)
-							}
-							k.S, v.S = make([]float32, n/d*nb), make([]float32, n/d*nb)
-							for i := range k.S {
-								k.S[i], v.S[i] = 0.01, 0.01
-							}
-						default:
-							k.U16, v.U16 = make([]uint16, n), make([]uint16, n)
-							for i := range k.U16 {
-								k.U16[i], v.U16[i] = uint16(0x3c00+i%7), uint16(0x3c00+i%5)
-							}
-						}
-						q, o := make([]float32, rows*d), make([]float32, rows*d)
-						m, l, s := make([]float32, rows), make([]float32, rows), make([]float32, ks.DecodeScratch(d, d))
-						b.ResetTimer()
-						for i := 0; i < b.N; i++ {
-							for c0 := 0; c0 < c.keys; c0 += c.chunk {
-								for h := range c.heads {
-									ks.Decode(q, rows, d, skipTo(k, c0, h, d), skipTo(v, c0, h, d), c.chunk, d, o, m, l, s, nil)
+		variants:
+			for _, q8 := range []bool{false, true} {
+				if !ks.HasDecode(typ, d, d) || q8 && (typ != fallback.KVInt8 || !ks.HasDecodeQ8(d, d)) {
+					continue variants
+				}
+				kvName := typ.String()
+				if q8 {
+					kvName += "q8"
+				}
+				for _, rows := range []int{1, 4, 16} {
+					for _, c := range []struct {
+						name        string
+						keys, heads int
+						chunk       int
+					}{{"L1", 32, 1, 32}, {"L2", 512, 1, 512}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}, {"mem-chunked", 1 << 17, 1, benchChunk}} {
+						b.Run(fmt.Sprintf("isa=%s/kv=%s/rows=%d/%s", ks.Name, kvName, rows, c.name), func(b *testing.B) {
+							ld := d * c.heads
+							n := c.keys * ld
+							nb := fallback.Int8Blocks(d)
+							k := KVRows{Type: typ, Ld: ld, LdS: nb * c.heads}
+							v := k
+							// Written, so that memory rows are real pages (a
+							// fresh make reads the kernel's one zero page).
+							switch typ {
+							case fallback.KVFloat32:
+								k.F32, v.F32 = make([]float32, n), make([]float32, n)
+								for i := range k.F32 {
+									k.F32[i], v.F32[i] = float32(i%7)*0.01, float32(i%5)*0.01
+								}
+							case fallback.KVInt8:
+								k.I8, v.I8 = make([]int8, n), make([]int8, n)
+								for i := range k.I8 {
+									k.I8[i], v.I8[i] = int8(i%7), int8(i%5)
+								}
+								k.S, v.S = make([]float32, n/d*nb), make([]float32, n/d*nb)
+								for i := range k.S {
+									k.S[i], v.S[i] = 0.01, 0.01
+								}
+							default:
+								k.U16, v.U16 = make([]uint16, n), make([]uint16, n)
+								for i := range k.U16 {
+									k.U16[i], v.U16[i] = uint16(0x3c00+i%7), uint16(0x3c00+i%5)
 								}
 							}
-						}
-						row := d * typ.Bytes()
-						if typ == fallback.KVInt8 {
-							row += 4 * nb // the scales are read too
-						}
-						bytes := float64(2 * c.keys * c.heads * row)
-						b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-						flops := float64(4 * rows * d * c.keys * c.heads)
-						b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-					})
+							q, o := make([]float32, rows*d), make([]float32, rows*d)
+							m, l, s := make([]float32, rows), make([]float32, rows), make([]float32, ks.DecodeScratch(d, d))
+							qq := QueryQ8{Q: make([]int8, rows*d), S: make([]float32, rows*nb), Corr: make([]int32, rows*nb), Ld: d}
+							fallback.QuantizeQuery(qq, q, rows, d)
+							b.ResetTimer()
+							for i := 0; i < b.N; i++ {
+								for c0 := 0; c0 < c.keys; c0 += c.chunk {
+									for h := range c.heads {
+										if q8 {
+											ks.DecodeQ8(qq, rows, d, skipTo(k, c0, h, d), skipTo(v, c0, h, d), c.chunk, d, o, m, l, s, nil)
+										} else {
+											ks.Decode(q, rows, d, skipTo(k, c0, h, d), skipTo(v, c0, h, d), c.chunk, d, o, m, l, s, nil)
+										}
+									}
+								}
+							}
+							row := d * typ.Bytes()
+							if typ == fallback.KVInt8 {
+								row += 4 * nb // the scales are read too
+							}
+							bytes := float64(2 * c.keys * c.heads * row)
+							b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+							flops := float64(4 * rows * d * c.keys * c.heads)
+							b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+						})
+					}
 				}
 			}
 		}

@@ -69,7 +69,7 @@ func withAMX(k *bf16Kernels, emu bool) {
 
 func init() {
 	amxBlock, amxPairs = asm.AMXBlockAVX512, asm.AMXPairsAVX512
-	avx512.optional = []cpuid.FeatureID{cpuid.AVX512BF16, cpuid.AMXTILE, cpuid.AMXBF16}
+	avx512.optional = append(avx512.optional, cpuid.AVX512BF16, cpuid.AMXTILE, cpuid.AMXBF16)
 	if cpuid.CPU.Supports(cpuid.AVX512BF16) {
 		avx512.bf16 = x86BF16(asm.GemmBF16AVX512, asm.GemmWDotAVX512, true)
 		switch amxState = amxUsable(); {

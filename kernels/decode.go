@@ -20,6 +20,13 @@ const DecodeRows = fallback.DecodeRows
 // arguments, checked.
 type decodeKernel func(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32)
 
+// decodeQ8Kernel is the signature of a set's fused decode on int8 dot
+// products: DecodeQ8's arguments, checked.
+type decodeQ8Kernel func(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32)
+
+// QueryQ8 is query rows quantized for DecodeQ8 (fallback.QueryQ8).
+type QueryQ8 = fallback.QueryQ8
+
 // HasDecode reports whether the set has a fused decode kernel for K and V
 // stored as t with head dims dk and dv. (AVX2 loads a 16-bit row's last
 // vector as dword pairs, so it needs even dims there, and an int8 row's as
@@ -76,7 +83,13 @@ func (ks *Set) decodeScratchOf(dk, dv float64) float64 {
 		return float64(ks.decodeScratch) + float64(ks.decodeKeys)*(dk+dv)
 	}
 	blocks := func(d float64) float64 { return math.Ceil(d / fallback.Int8Block) }
-	return float64(ks.decodeScratch) + float64(ks.decodeKeys)*(float64(max(ks.decodeScales, 1))*blocks(dk)+(1+fallback.DecodeRows)*blocks(dv))
+	n := float64(ks.decodeScratch) + float64(ks.decodeKeys)*(float64(max(ks.decodeScales, 1))*blocks(dk)+(1+fallback.DecodeRows)*blocks(dv))
+	if ks.decodeQ8 != nil {
+		// DecodeQ8's transposed K block: a block's keys of each dword of
+		// dk, in whole chunks of 64 bytes.
+		n += float64(ks.decodeKeys) * 16 * math.Ceil(dk/64)
+	}
+	return n
 }
 
 // Decode is the fused flash loop of a decode step, fallback.Decode's
@@ -112,6 +125,50 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 		checkInN("Decode", "alibi", alibi, 2*rows)
 	}
 	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+}
+
+// HasDecodeQ8 reports whether the set has DecodeQ8 for int8 K/V of head
+// dims dk (a multiple of 4) and dv.
+func (ks *Set) HasDecodeQ8(dk, dv int) bool {
+	return ks.decodeQ8 != nil && dk%4 == 0 && ks.HasDecode(fallback.KVInt8, dk, dv)
+}
+
+// DecodeQ8 is Decode over int8 K and V whose scores are integer dot
+// products: the query rows come quantized (q: rows of QueryQ8Ld(dk)
+// bytes, fallback.QuantizeQuery), each K block's int32 sums scaled by
+// both scales, summed in float32; the rest is Decode's. Its results are
+// Decode's on the rows fallback.DequantizeQuery gives (up to the order
+// and rounding of the float32 sums). A set without it (HasDecodeQ8
+// false) must not be asked.
+func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+	if rows < 1 || rows > DecodeRows || dk < 1 || dv < 1 {
+		panic(fmt.Sprintf("kernels: DecodeQ8: rows %d (1..%d), dk %d, dv %d", rows, DecodeRows, dk, dv))
+	}
+	if !ks.HasDecodeQ8(dk, dv) || k.Type != fallback.KVInt8 || v.Type != fallback.KVInt8 {
+		panic(fmt.Sprintf("kernels: DecodeQ8: set %s has no kernel for K %v, V %v, dk %d, dv %d", ks.Name, k.Type, v.Type, dk, dv))
+	}
+	if nk < ks.decodeKeys {
+		panic(fmt.Sprintf("kernels: DecodeQ8: %d keys, at least %d", nk, ks.decodeKeys))
+	}
+	nb := fallback.Int8Blocks(dk)
+	if q.Ld != fallback.QueryQ8Ld(dk) {
+		panic(fmt.Sprintf("kernels: DecodeQ8: query stride %d, want %d", q.Ld, fallback.QueryQ8Ld(dk)))
+	}
+	checkInN("DecodeQ8", "q", q.Q, rows*q.Ld)
+	checkInN("DecodeQ8", "q scales", q.S, rows*nb)
+	checkInN("DecodeQ8", "q corrections", q.Corr, rows*nb)
+	checkKV("DecodeQ8", "k", k, nk, dk)
+	checkKV("DecodeQ8", "v", v, nk, dv)
+	checkIn("DecodeQ8", "k scales", k.S, nk, nb, k.LdS)
+	checkIn("DecodeQ8", "v scales", v.S, nk, fallback.Int8Blocks(dv), v.LdS)
+	checkOutN("DecodeQ8", "o", o, rows*dv)
+	checkOutN("DecodeQ8", "m", m, rows)
+	checkOutN("DecodeQ8", "l", l, rows)
+	checkOutN("DecodeQ8", "s", s, ks.DecodeScratch(dk, dv))
+	if alibi != nil {
+		checkInN("DecodeQ8", "alibi", alibi, 2*rows)
+	}
+	ks.decodeQ8(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
 
 // Widen writes src, elements of type t (float16 or bfloat16), as float32

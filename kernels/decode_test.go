@@ -133,6 +133,15 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 			}
 		}
 	}
+	where := fmt.Sprintf("%s %v rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v", ks, typ, rows, nk, dk, dv, running, alibi != nil)
+	checkDecodeState(t, where, q, rows, dk, kf, ldk, vf, ldv, nk, dv, alibi, o0, m0, l0, o, m, l)
+}
+
+// checkDecodeState checks the state (o, m, l) a Decode call left against
+// float64 sums over the float32 values q (rows of dk), kf and vf (nk rows
+// at strides ldk, ldv), from the state (o0, m0, l0).
+func checkDecodeState(t *testing.T, where string, q []float32, rows, dk int, kf []float32, ldk int, vf []float32, ldv, nk, dv int, alibi, o0, m0, l0, o, m, l []float32) {
+	t.Helper()
 	for r := 0; r < rows; r++ {
 		// float64: the state after all keys, normalized.
 		sc := make([]float64, nk)
@@ -162,7 +171,7 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 				want[j] += w * float64(vf[c*ldv+j])
 			}
 		}
-		where := fmt.Sprintf("%s %v rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v row %d", ks, typ, rows, nk, dk, dv, running, alibi != nil, r)
+		where := fmt.Sprintf("%s row %d", where, r)
 		lse := float64(m[r]) + math.Log(float64(l[r]))
 		if math.Abs(lse-(mx+math.Log(sum))) > 2e-5*(1+math.Abs(lse)) {
 			t.Fatalf("%s: LSE %v, want %v (m %v, l %v)", where, lse, mx+math.Log(sum), m[r], l[r])

@@ -49,6 +49,7 @@ type Set struct {
 	bias    func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
 	peak    func(iters int)                                                                          // nil for generic
 	decode  decodeKernel                                                                             // nil: no fused decode
+	decodeQ8 decodeQ8Kernel // nil: no int8 K on integer dot products
 	widen   func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType)               // rows of whole vectors; nil: Go
 	narrow  func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
 	gemmW   gemmWKernel                                                                              // nil: WidenWeights + Gemm

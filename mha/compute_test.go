@@ -145,7 +145,7 @@ func TestComputeBF16Roundings(t *testing.T) {
 func TestComputeErrors(t *testing.T) {
 	s := Shape{Batch: 1, Heads: 1, QLen: 2, KVLen: 3, HeadDim: 4}
 	q, k, v, out := inputs(rand.New(rand.NewPCG(1, 1)), s)
-	for _, c := range []Compute{-1, 2, 99} {
+	for _, c := range []Compute{-1, 3, 99} {
 		err := engines[0].Attention(out, q, k, v, s, &Options{Compute: c})
 		if !errors.Is(err, ErrOption) {
 			t.Fatalf("Compute %d: err = %v, want ErrOption", int(c), err)
@@ -154,8 +154,8 @@ func TestComputeErrors(t *testing.T) {
 			t.Fatalf("Compute %d: %q does not name %q", int(c), err, want)
 		}
 	}
-	if ComputeF32.String() != "f32" || ComputeBF16.String() != "bf16" {
-		t.Fatalf("names %q %q", ComputeF32, ComputeBF16)
+	if ComputeF32.String() != "f32" || ComputeBF16.String() != "bf16" || ComputeInt8.String() != "int8" {
+		t.Fatalf("names %q %q %q", ComputeF32, ComputeBF16, ComputeInt8)
 	}
 }
 

@@ -426,9 +426,11 @@ func TestPagedWindow(t *testing.T) {
 }
 
 // TestPagedModes: the bfloat16 mode (its prefill chunks rounded and
-// paired through a Regroup, its decode on the pair kernels) and an MLA
-// layer's latent cache (V inside K) through a paged cache of the default
-// blocks give the contiguous cache's bits, decode steps and chunks.
+// paired through a Regroup, its decode on the pair kernels), the int8
+// mode over int8 caches (its decode on DecodeQ8 where the set has it) and
+// an MLA layer's latent cache (V inside K) through a paged cache of the
+// default blocks give the contiguous cache's bits, decode steps and
+// chunks.
 func TestPagedModes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(48, 7))
 	steps := []pagedStep{{300, 0, 70}, {1, 200, 1}, {1, 1, 1}, {40, 1, 0}}
@@ -454,6 +456,8 @@ func TestPagedModes(t *testing.T) {
 		for _, typ := range []KVType{Float32, BFloat16, Int8} {
 			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ})
 		}
+		cases = append(cases, setup{e.Kernels() + " MLA int8 mode", l, &Options{Compute: ComputeInt8}, Int8},
+			setup{e.Kernels() + " int8 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeInt8}, Int8})
 	}
 	for _, cs := range cases {
 		c, err := cs.l.NewCacheOf(3, 640, cs.typ)
@@ -641,9 +645,9 @@ func TestPagedNoAllocs(t *testing.T) {
 }
 
 // TestPagedCascadeModes: the cascade in the bfloat16 mode (every engine,
-// the emulated AMX included) and on an MLA layer (V inside K, one KV
-// head for 16 query heads) equals the contiguous cache's results within
-// the mode's rounding.
+// the emulated AMX included), on an MLA layer (V inside K, one KV head
+// for 16 query heads) and in the int8 mode over int8 caches equals the
+// contiguous cache's results within the mode's rounding.
 func TestPagedCascadeModes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(48, 11))
 	type setup struct {
@@ -651,10 +655,11 @@ func TestPagedCascadeModes(t *testing.T) {
 		l    *Layer
 		opts *Options
 		tol  float32
+		typ  KVType
 	}
 	var cases []setup
 	for _, e := range bf16Engines {
-		cases = append(cases, setup{e.Kernels() + " bf16 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeBF16}, 1e-3})
+		cases = append(cases, setup{e.Kernels() + " bf16 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeBF16}, 1e-3, Float32})
 	}
 	for _, e := range engines {
 		mc := newMLACase(rng, 24, true, true)
@@ -662,12 +667,14 @@ func TestPagedCascadeModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, setup{e.Kernels() + " MLA", l, nil, 2e-5})
+		cases = append(cases, setup{e.Kernels() + " MLA", l, nil, 2e-5, Float32},
+			setup{e.Kernels() + " MLA int8 mode", l, &Options{Compute: ComputeInt8}, 2e-5, Int8},
+			setup{e.Kernels() + " int8 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeInt8}, 2e-5, Int8})
 	}
 	for _, cs := range cases {
 		dm := cs.l.Config().DModel
-		c, _ := cs.l.NewCache(3, 512)
-		pc, err := cs.l.NewPagedCache(PagedConfig{Bytes: 64 << 20})
+		c, _ := cs.l.NewCacheOf(3, 512, cs.typ)
+		pc, err := cs.l.NewPagedCache(PagedConfig{Type: cs.typ, Bytes: 64 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -130,6 +130,7 @@ type Options struct {
 	// Threads caps the workers this call uses; 0 means all of the engine's.
 	Threads int
 	// Compute is the arithmetic of the two products: ComputeF32 (the zero
-	// value) or ComputeBF16 (bfloat16 operands, float32 sums).
+	// value), ComputeBF16 (bfloat16 operands, float32 sums) or, over int8
+	// K, ComputeInt8 (query rows quantized to int8, integer dot products).
 	Compute Compute
 }

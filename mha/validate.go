@@ -192,9 +192,13 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 		return bad("Threads = %d, must be >= 0", o.Threads)
 	}
 	if !o.Compute.valid() {
-		return bad("Compute = %v, must be ComputeF32 or ComputeBF16", o.Compute)
+		return bad("Compute = %v, must be ComputeF32, ComputeBF16 or ComputeInt8", o.Compute)
+	}
+	if o.Compute == ComputeInt8 && p.KVType != fallback.KVInt8 {
+		return bad("Compute = %v needs K stored as Int8, not %v", o.Compute, KVType(p.KVType))
 	}
 	p.BF16 = o.Compute == ComputeBF16
+	p.Q8 = o.Compute == ComputeInt8
 	if o.KVLens != nil {
 		if len(o.KVLens) != p.Batch {
 			return fmt.Errorf("%w: KVLens has %d entries, Batch is %d", ErrBuffer, len(o.KVLens), p.Batch)

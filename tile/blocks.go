@@ -1,6 +1,7 @@
 package tile
 
 import (
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 	"github.com/klauspost/cpuid/v2"
 )
@@ -31,7 +32,8 @@ const (
 func WorkspaceBytes(dk, dv int) float64 {
 	return 4*(float64(maxRows)*float64(dk+dv+maxKeys+9)+16*float64(dk)+maxKeys+
 		float64(maxKeys)*float64(dk+dv)+kernels.DecodeScratchBound(dk, dv)) + 8*float64(dv) + 2*roundChunk +
-		4*(float64(maxRows)*(float64(dk)/2+maxKeys/2+1)+(maxKeys/2+1)*float64(dv)+maxKeys*float64(dk)/2)
+		4*(float64(maxRows)*(float64(dk)/2+maxKeys/2+1)+(maxKeys/2+1)*float64(dv)+maxKeys*float64(dk)/2) +
+		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) // the int8 mode's rows
 }
 
 // smallHeadKeys caps the KV block of heads of dims up to 64: there the L2

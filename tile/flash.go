@@ -11,33 +11,35 @@ import (
 // never O(Lq·Lk). It grows on first use and is then reused, so steady-state
 // calls allocate nothing. A Workspace serves one item at a time.
 type Workspace struct {
-	qt       []float32 // packed, scaled Qᵀ: [dk][rowsPad]
-	s        []float32 // scores, then weights, transposed: [keys][rowsPad]
-	o        []float32 // output accumulator: [rows][dv]
-	m, l, al []float32 // running max, running sum, rescale: [rowsPad]
-	qr       []float32 // with dot: the scaled query rows, [rows][dk]
-	masked   []bool    // [keys]: the key is masked for some row of the block
-	zeros    []float32 // [keys] of 0: the weights of the poisoned probe
-	probe    []float32 // [dv]: the poisoned probe's output
-	kb, vb   []float32 // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
-	h16      []uint16  // the bfloat16 mode: one chunk being rounded (bf16.go)
-	ab       []float32 // the bfloat16 mode of Gemm: the A block rounded, [rows][depth]
-	ap       []uint32  // the bfloat16 mode of Gemm on bfloat16 kernels: the A block as pairs, [rows][depth/2]
-	qp       []uint32  // the bfloat16 kernels: Qᵀ paired, [dk/2][rowsPad]
-	pp       []uint32  // the bfloat16 kernels: the weights paired, [keys/2][rowsPad]
-	pt       []uint32  // on AMX tiles: pp transposed, each row's pairs in a row, [rows][keys/2]
-	vp       []uint32  // the bfloat16 kernels: the V block paired, [keys/2][dv]
-	kp       []uint32  // the bfloat16 kernels: a K block rounded, [keys][dk/2] pairs
-	ds       []float32 // the fused decode kernel's scratch
-	wb       []float32 // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
-	slope    []float32 // ALiBi: each row's slope, [rowsPad] (0 for padding)
-	dist     []float32 // ALiBi: each row's distance to the block's first key
-	at       []int     // ALiBi: each row's key position (i + offset)
-	alibi    []float32 // ALiBi of the fused decode kernel: slopes, then distances
-	acc      []float64 // a merged row, [dv] (Merging)
-	dot      bool      // scores by Dot (rows not transposed) instead of QK
-	packV    bool      // f32 V blocks are copied contiguous into vb (packsV)
-	run      itemRun   // the item in progress (begin)
+	qt       []float32       // packed, scaled Qᵀ: [dk][rowsPad]
+	s        []float32       // scores, then weights, transposed: [keys][rowsPad]
+	o        []float32       // output accumulator: [rows][dv]
+	m, l, al []float32       // running max, running sum, rescale: [rowsPad]
+	qr       []float32       // with dot: the scaled query rows, [rows][dk]
+	masked   []bool          // [keys]: the key is masked for some row of the block
+	zeros    []float32       // [keys] of 0: the weights of the poisoned probe
+	probe    []float32       // [dv]: the poisoned probe's output
+	kb, vb   []float32       // 16-bit K/V: the block widened, [keys][dk], [keys][dv]
+	h16      []uint16        // the bfloat16 mode: one chunk being rounded (bf16.go)
+	ab       []float32       // the bfloat16 mode of Gemm: the A block rounded, [rows][depth]
+	ap       []uint32        // the bfloat16 mode of Gemm on bfloat16 kernels: the A block as pairs, [rows][depth/2]
+	qp       []uint32        // the bfloat16 kernels: Qᵀ paired, [dk/2][rowsPad]
+	pp       []uint32        // the bfloat16 kernels: the weights paired, [keys/2][rowsPad]
+	pt       []uint32        // on AMX tiles: pp transposed, each row's pairs in a row, [rows][keys/2]
+	vp       []uint32        // the bfloat16 kernels: the V block paired, [keys/2][dv]
+	kp       []uint32        // the bfloat16 kernels: a K block rounded, [keys][dk/2] pairs
+	ds       []float32       // the fused decode kernel's scratch
+	wb       []float32       // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
+	slope    []float32       // ALiBi: each row's slope, [rowsPad] (0 for padding)
+	dist     []float32       // ALiBi: each row's distance to the block's first key
+	at       []int           // ALiBi: each row's key position (i + offset)
+	alibi    []float32       // ALiBi of the fused decode kernel: slopes, then distances
+	acc      []float64       // a merged row, [dv] (Merging)
+	q8       kernels.QueryQ8 // the int8 mode: the item's rows quantized (q8.go)
+	useQ8    bool            // the fused decode runs DecodeQ8 on q8
+	dot      bool            // scores by Dot (rows not transposed) instead of QK
+	packV    bool            // f32 V blocks are copied contiguous into vb (packsV)
+	run      itemRun         // the item in progress (begin)
 }
 
 // grow returns buf with length n, reallocating only when it is too small.
@@ -92,11 +94,19 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	ws.probe = grow(ws.probe, p.ValueDim)
 	ws.dot = ks.HasDot() && rows <= ks.DotRows()
 	ws.packV = !ws.dot && packsV(ks, p)
-	if ws.dot || fused {
+	if ws.dot || fused || p.Q8 {
 		ws.qr = grow(ws.qr, rows*p.HeadDim)
 		packRows(p, it, ws.qr)
 	}
-	if !ws.dot {
+	ws.useQ8 = false
+	if p.Q8 {
+		quantizeRows(ks, p, rows, ws, fused)
+	}
+	switch {
+	case ws.dot:
+	case p.Q8:
+		packRowsT(ks, p, rows, rp, ws)
+	default:
 		packQ(ks, p, it, rp, ws.qt)
 	}
 	if fused {

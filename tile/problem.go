@@ -33,6 +33,10 @@ type Problem struct {
 	// BF16: both products on bfloat16 operands, summed in float32
 	// (bf16.go); false is float32 throughout.
 	BF16 bool
+	// Q8: the int8 mode (K stored as int8): each scaled query row
+	// quantized per block of 32 as K's rows are, q·kᵀ on the quantized
+	// rows (q8.go); P·V as in float32.
+	Q8 bool
 	// PairV: the bfloat16 mode on a set with bfloat16 kernels, even head
 	// dims and V of its own: a Regroup that rounds K and V also stores V
 	// paired over keys (VPairs), once for every item. PairValues sets it.

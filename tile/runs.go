@@ -76,8 +76,12 @@ func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 			}
 			ws.alibi = alibi
 		}
-		ks.Decode(ws.qr, rows, p.HeadDim, p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true),
-			b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
+		k, v := p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true)
+		if ws.useQ8 {
+			ks.DecodeQ8(ws.q8, rows, p.HeadDim, k, v, b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
+			return
+		}
+		ks.Decode(ws.qr, rows, p.HeadDim, k, v, b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
 		return
 	}
 	r.blocks(a, b, false, filter)

@@ -112,6 +112,10 @@ type decodeLocals struct {
 	// weights start in the scratch (bytes from s; the K scales start at
 	// total floats).
 	ksp, vsp, ldks, ldvs, nbk, nbv, vsOff, wOff operand.Mem
+
+	// DecodeQ8 only: where the transposed K block starts in the scratch
+	// (bytes from s).
+	ktOff operand.Mem
 }
 
 // scaleShift is log2 of the vectors of one int8 scale block (32/lanes).
@@ -135,20 +139,33 @@ func (g *gen) scaleEntryBytes() int { return 1 << g.scaleEntryLog() }
 // scratch (lanes scales, key c's at c entries).
 func (g *gen) scaleRowLog() uint8 { return g.lanesLog() + g.scaleEntryLog() }
 
-func (g *gen) decode(e elem) {
+func (g *gen) decode(e elem, q8 bool) {
 	x := g.isa
 	T := x.lanes
 	sig := fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32", e.goType(), e.goType())
 	scaled := []string{"elements of k's type (16-bit: widened in registers); s is scratch."}
+	score := "\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)"
+	name := "Decode" + e.name()
 	if e == i8 {
 		sig += ", ks *float32, ldks int, vs *float32, ldvs int"
 		scaled = []string{"elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]",
 			"(v likewise with vs, ldvs), dequantized in registers; s is scratch",
 			"(fixed part, then a block's K and V scales, block-major)."}
 	}
+	if q8 {
+		name = "DecodeQ8"
+		sig += ", q8 *int8, ldq8 int, qs *float32, qc *int32"
+		score = "\t\tsc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]"
+		scaled = append(scaled, "The scores are integer dot products (VPDPBUSD): q8 holds the rows quantized",
+			"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
+			"and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.",
+			"Each block's K rows are copied once into the scratch transposed by dwords, each",
+			"byte plus 128 (unsigned), so that lane c of a product is key c's: the sum",
+			"starts at qc and D_b is exact in int32.")
+	}
 	doc := []string{"",
 		"\tfor each block of lanes keys c, for r := 0; r < rows; r++ {",
-		"\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)",
+		score,
 		"\t\tif alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)",
 		"\t\tmNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)",
 		"\t\tp[c] = exp(sc - base);  alpha = exp(m[r] - base)",
@@ -157,7 +174,7 @@ func (g *gen) decode(e elem) {
 		"",
 		"fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in",
 	}
-	g.fn("Decode"+e.name(), sig+")", append(doc, scaled...)...)
+	g.fn(name, sig+")", append(doc, scaled...)...)
 	sl := g.decodeLayout()
 	var lc decodeLocals
 	for _, p := range []*operand.Mem{&lc.kp, &lc.vp, &lc.rem, &lc.skip, &lc.kfull, &lc.qstride, &lc.ldk,
@@ -168,6 +185,9 @@ func (g *gen) decode(e elem) {
 		for _, p := range []*operand.Mem{&lc.ksp, &lc.vsp, &lc.ldks, &lc.ldvs, &lc.nbk, &lc.nbv, &lc.vsOff, &lc.wOff} {
 			*p = g.AllocLocal(8)
 		}
+	}
+	if q8 {
+		lc.ktOff = g.AllocLocal(8)
 	}
 	eshift := e.log()
 	store := func(r reg.GPVirtual, m operand.Mem) { g.MOVQ(r, m) }
@@ -264,6 +284,13 @@ func (g *gen) decode(e elem) {
 		g.SHLQ(operand.U8(g.lanesLog()+2), w)
 		g.ADDQ(off, w)
 		store(w, lc.wOff)
+		if q8 {
+			// The transposed K block follows the scaled weights.
+			kt := load(lc.nbv)
+			g.IMUL3Q(operand.U32(uint64(wBlockBytes(T))), kt, kt)
+			g.ADDQ(w, kt)
+			store(kt, lc.ktOff)
+		}
 	}
 	// The pointers each block advances: K and V rows, and int8 scale rows.
 	advancing := []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}}
@@ -323,16 +350,26 @@ func (g *gen) decode(e elem) {
 		g.Comment("int8: the block's scales into the scratch, block-major.")
 		g.fillScales(lc, sp)
 	}
+	if q8 {
+		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.")
+		g.transposeQ8(lc, sp)
+	}
 
 	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
 	g.MOVQ(operand.U32(0), lc.row)
 	q := g.param("q")
 	store(q, lc.qrow)
-	g.CMPQ(lc.kAhead, operand.U32(0))
-	g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
 	// The first group prefetches the K rows decodeAhead blocks on, one line
-	// per vector it loads; the others find the block in L1.
-	for _, prefetch := range []bool{true, false} {
+	// per vector it loads; the others find the block in L1. (DecodeQ8's
+	// transpose reads the rows and prefetches instead.)
+	prefetches := []bool{true, false}
+	if q8 {
+		prefetches = prefetches[1:]
+	} else {
+		g.CMPQ(lc.kAhead, operand.U32(0))
+		g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+	}
+	for _, prefetch := range prefetches {
 		g.Label(groupLabel("rowgroup", 0, prefetch))
 		left := g.GP64()
 		g.MOVQ(g.arg("rows"), left)
@@ -346,7 +383,11 @@ func (g *gen) decode(e elem) {
 		}
 		for _, R := range scoreGroups {
 			g.Label(groupLabel("scores", R, prefetch))
-			g.decodeScores(e, lc, mkK, sp, R, prefetch)
+			if q8 {
+				g.decodeScoresQ8(lc, sp, R)
+			} else {
+				g.decodeScores(e, lc, mkK, sp, R, prefetch)
+			}
 			r, q := load(lc.row), load(lc.qrow)
 			g.ADDQ(operand.Imm(uint64(R)), r)
 			for range R {
@@ -1221,13 +1262,18 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	l := label("rows", nr, "vecs", nv, maskWord(masked), "keys")
 	g.Label(l)
 	// bc[i][jb]: row i's weight of this key, times its V scale of the
-	// panel's scale block jb if int8.
+	// panel's scale block jb if int8: broadcast into a register (AVX2),
+	// or (AVX-512) read by each FMA as an embedded broadcast, which takes
+	// no vector op.
+	weight := func(i, jb int) operand.Mem { return operand.Mem{Base: pb, Disp: 4*T*i + jb*wBlockBytes(T)} }
 	bc := make([][]reg.VecVirtual, nr)
-	for i := range bc {
-		bc[i] = make([]reg.VecVirtual, nbp)
-		for jb := range bc[i] {
-			bc[i][jb] = g.vec()
-			g.VBROADCASTSS(operand.Mem{Base: pb, Disp: 4*T*i + jb*wBlockBytes(T)}, bc[i][jb])
+	if !g.isa.avx512() {
+		for i := range bc {
+			bc[i] = make([]reg.VecVirtual, nbp)
+			for jb := range bc[i] {
+				bc[i][jb] = g.vec()
+				g.VBROADCASTSS(weight(i, jb), bc[i][jb])
+			}
 		}
 	}
 	// Strided V only (va != vb): the row's lines decodeAhead blocks on.
@@ -1243,7 +1289,11 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		for i := 0; i < nr; i++ {
 			// Vector j is in the panel's scale block j·T/32 (int8; the
 			// other types have the one weight, nbp = 1).
-			g.VFMADD231PS(vv, bc[i][min(j*T/32, nbp-1)], acc[i][j])
+			if jb := min(j*T/32, nbp-1); g.isa.avx512() {
+				g.VFMADD231PS_BCST(weight(i, jb), vv, acc[i][j])
+			} else {
+				g.VFMADD231PS(vv, bc[i][jb], acc[i][j])
+			}
 		}
 	}
 	g.ADDQ(ldv, vb)

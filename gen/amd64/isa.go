@@ -83,6 +83,9 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "nibble", Bits: 15},
 	// bfloat16 pairs: the high halves (the Emu twin of VDPBF16PS, bf16.go).
 	expconst.Const{Name: "hiHalves", Bits: 0xffff0000},
+	// int8 K on VPDPBUSD: each byte's sign bit, flipped to make k+128
+	// unsigned (decodeq8.go).
+	expconst.Const{Name: "byteSigns", Bits: 0x80808080},
 )
 
 func newGen(c *build.Context, x isa) *gen {

@@ -56,7 +56,10 @@ func generate(x isa, dir string) error {
 	g.transpose()
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8} {
-		g.decode(e)
+		g.decode(e, false)
+	}
+	if x.avx512() {
+		g.decode(i8, true) // DecodeQ8: int8 K on VPDPBUSD
 	}
 	g.convert()
 	g.pv()

@@ -1,0 +1,186 @@
+package mha
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// quantizedQueries returns the values ComputeInt8 multiplies K by: each
+// row of q (dk elements) times the scale s.Scale resolves to, quantized
+// as K's rows are and dequantized (rows with a NaN or ±Inf keep their
+// scaled values), and the scale the oracle then takes (1).
+func quantizedQueries(t *testing.T, s Shape, o *Options, q []float32) ([]float32, fallback.Spec) {
+	t.Helper()
+	rs, err := s.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := specOf(rs, o)
+	scale := float32(spec.Scale)
+	dk := rs.HeadDim
+	out := make([]float32, len(q))
+	for i, x := range q {
+		out[i] = x * scale
+	}
+	nb := Int8Blocks(dk)
+	row := fallback.QueryQ8{Q: make([]int8, fallback.QueryQ8Ld(dk)), S: make([]float32, nb), Corr: make([]int32, nb), Ld: fallback.QueryQ8Ld(dk)}
+	for r := 0; r < len(q)/dk; r++ {
+		x := out[r*dk : (r+1)*dk]
+		if fallback.NonFinite(x) >= 0 {
+			continue
+		}
+		fallback.QuantizeQuery(row, x, 1, dk)
+		fallback.DequantizeQuery(x, row, 1, dk)
+	}
+	spec.Scale = 1
+	return out, spec
+}
+
+// checkInt8Mode runs AttentionInt8 in ComputeInt8 on every engine against
+// the float64 oracle on the quantized queries and the dequantized K and V,
+// within the float32 tolerance: the mode's only departure from the
+// float32 arithmetic is the queries' quantization, in the oracle's inputs.
+func checkInt8Mode(t *testing.T, rng *rand.Rand, s Shape, o Options) {
+	t.Helper()
+	rs, err := s.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Compute = ComputeInt8
+	q, k, v, _ := inputs(rng, rs)
+	k8, kf := quantize8(t, k, rs.HeadDim)
+	v8, vf := quantize8(t, v, rs.ValueDim)
+	qq, spec := quantizedQueries(t, s, &o, q)
+	wantOut, wantLSE := fallback.Attention(spec, qq, kf, vf)
+	compareEngines(t, "int8 mode", s, o, q, func(e *Engine, out, q []float32, o *Options) error {
+		return e.AttentionInt8(out, q, k8, v8, s, o)
+	}, wantOut, wantLSE, tolOut)
+}
+
+// TestComputeInt8: the int8 mode on every set (AVX512_VNNI's integer
+// decode kernel where the CPU has it), prefill and decode steps, GQA
+// ratios 1..16 (a decode item's rows 1..16), both layouts, head dims at
+// every tail of a scale block and of the kernel's 64-byte chunks (36,
+// 100, 132; 33 and 66: not multiples of 4, the float32 kernels), every
+// option at random.
+func TestComputeInt8(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(0x98, 8))
+	for di, dk := range []int{4, 33, 36, 64, 66, 100, 128, 132, 576} {
+		for li, lens := range [][2]int{{1, 17}, {1, 130}, {5, 70}, {1, 1029}} {
+			if !longTests() && (di+li)%2 != 0 {
+				continue
+			}
+			s := randomShape(rng, dk, lens[0], lens[1])
+			checkInt8Mode(t, rng, s, randomOptions(rng).build(rng, s))
+		}
+	}
+	gqaCases(rng, 12, func(s Shape, o Options) { checkInt8Mode(t, rng, s, o) })
+}
+
+// TestComputeInt8Errors: the mode over K that is not int8 is ErrOption,
+// naming the mode; an unknown mode names the three.
+func TestComputeInt8Errors(t *testing.T) {
+	s := Shape{Batch: 1, Heads: 2, QLen: 1, KVLen: 20, HeadDim: 32}
+	q, out := make([]float32, 64), make([]float32, 64)
+	k, v := make([]float32, 1280), make([]float32, 1280)
+	o := &Options{Compute: ComputeInt8}
+	wantErr(t, "float32 K", Attention(out, q, k, v, s, o), ErrOption)
+	k16 := make([]uint16, 1280)
+	wantErr(t, "float16 K", Attention16(out, q, k16, k16, Float16, s, o), ErrOption)
+	wantErr(t, "unknown mode", Attention(out, q, k, v, s, &Options{Compute: ComputeInt8 + 1}), ErrOption)
+	k8 := Int8Tensor{Data: make([]int8, 1280), Scales: make([]float32, 40)}
+	wantErr(t, "int8 K", AttentionInt8(out, q, k8, k8, s, o), nil)
+}
+
+// TestComputeInt8NonFinite: a query row holding a NaN or an Inf is not
+// quantized, so its output is the float32 mode's (NaN), on the decode
+// kernel's path (a GQA step) and the flash path alike, and the other
+// rows of its item keep the mode.
+func TestComputeInt8NonFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0x98, 9))
+	for _, lq := range []int{1, 9} {
+		s := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: lq, KVLen: 300, HeadDim: 64}
+		q, k, v, out := inputs(rng, s)
+		k8, _ := quantize8(t, k, 64)
+		v8, _ := quantize8(t, v, 64)
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+			q[5*64+3] = bad // token 0, head 5
+			for _, e := range engines {
+				for _, c := range []Compute{ComputeF32, ComputeInt8} {
+					if err := e.AttentionInt8(out, q, k8, v8, s, &Options{Compute: c}); err != nil {
+						t.Fatal(err)
+					}
+					for i := 5 * 64; i < 6*64; i++ {
+						if !math.IsNaN(float64(out[i])) {
+							t.Fatalf("%s %v lq %d q %v: out[%d] = %v, want NaN", e.Kernels(), c, lq, bad, i, out[i])
+						}
+					}
+					for i := 4 * 64; i < 5*64; i++ { // head 4, same KV head
+						if math.IsNaN(float64(out[i])) || math.IsInf(float64(out[i]), 0) {
+							t.Fatalf("%s %v lq %d: head 4 out[%d] = %v", e.Kernels(), c, lq, i, out[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestComputeInt8Accuracy measures what the mode costs on data of unit
+// scale (q, k, v ~ N(0, 1)), decode rows of a GQA group over 4096 keys:
+// the output of int8 K/V in the float32 mode and in the int8 mode against
+// the exact result on float32 K/V, and the int8 mode against the float32
+// mode on the same int8 K/V (relative RMS error, and the largest
+// element's error relative to the largest output). Bounded at 1.2% and
+// 2% against the exact result, 0.8% and 1.5% between the modes (the
+// figures in compute.go's doc come from its log).
+func TestComputeInt8Accuracy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xacc, 8))
+	errs := func(got []float32, want []float64) (rel, worst float64) {
+		var num, den, peak float64
+		for i, w := range want {
+			d := float64(got[i]) - w
+			num, den, worst, peak = num+d*d, den+w*w, max(worst, math.Abs(d)), max(peak, math.Abs(w))
+		}
+		return math.Sqrt(num / den), worst / peak
+	}
+	for _, dk := range []int{64, 128} {
+		s := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: dk}
+		if !longTests() {
+			s.KVLen = 1024
+		}
+		q := normal(rng, s.Heads*dk)
+		k := normal(rng, s.KVLen*s.KVHeads*dk)
+		v := normal(rng, s.KVLen*s.KVHeads*dk)
+		exact, _ := fallback.Attention(specOf(s, &Options{}), q, k, v)
+		k8, _ := quantize8(t, k, dk)
+		v8, _ := quantize8(t, v, dk)
+		for _, e := range engines {
+			var outs [2][]float32
+			for i, c := range []Compute{ComputeF32, ComputeInt8} {
+				outs[i] = make([]float32, len(exact))
+				if err := e.AttentionInt8(outs[i], q, k8, v8, s, &Options{Compute: c}); err != nil {
+					t.Fatal(err)
+				}
+				rel, worst := errs(outs[i], exact)
+				t.Logf("%s D=%d int8 K/V, %v mode: against exact, relative error %.3g, largest %.3g of the largest output", e.Kernels(), dk, c, rel, worst)
+				if !(rel <= 1.2e-2 && worst <= 2e-2) {
+					t.Errorf("%s D=%d %v mode: relative error %.3g, largest %.3g of the largest output", e.Kernels(), dk, c, rel, worst)
+				}
+			}
+			f32 := make([]float64, len(exact))
+			for i, x := range outs[0] {
+				f32[i] = float64(x)
+			}
+			rel, worst := errs(outs[1], f32)
+			t.Logf("%s D=%d int8 K/V: int8 mode against float32 mode, relative %.3g, largest %.3g of the largest output", e.Kernels(), dk, rel, worst)
+			if !(rel <= 8e-3 && worst <= 1.5e-2) {
+				t.Errorf("%s D=%d: int8 mode against float32 mode, relative %.3g, largest %.3g", e.Kernels(), dk, rel, worst)
+			}
+		}
+	}
+}
