@@ -69,7 +69,15 @@ func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, rows, nk, dk, dv int, a
 	qc32, f5 := guarded32(t, rows*nb, atEnd)
 	o, f6 := operand(t, rng, rows*dv, atEnd)
 	s, f7 := guarded(t, ks.DecodeScratch(dk, dv), atEnd)
-	defer func() { f1(); f2(); f3(); f4(); f5(); f6(); f7() }()
+	defer func() {
+		f1()
+		f2()
+		f3()
+		f4()
+		f5()
+		f6()
+		f7()
+	}()
 	q := QueryQ8{Q: qb, S: qs, Corr: unsafe.Slice((*int32)(unsafe.Pointer(&qc32[0])), len(qc32)), Ld: ld}
 	src := make([]float32, rows*dk)
 	for i := range src {

@@ -39,24 +39,24 @@ type Set struct {
 	// that is a multiple of Lanes (callers pad the query block).
 	Lanes int
 
-	gemm    func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
-	qk      func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
-	softmax func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
-	pv      func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
-	exp     func(dst, src []float32)
-	tr      func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
-	dot     func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
-	bias    func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
-	peak    func(iters int)                                                                          // nil for generic
-	decode  decodeKernel                                                                             // nil: no fused decode
-	decodeQ8 decodeQ8Kernel // nil: no int8 K on integer dot products
-	widen   func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType)               // rows of whole vectors; nil: Go
-	narrow  func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
-	gemmW   gemmWKernel                                                                              // nil: WidenWeights + Gemm
-	gemvI8  gemmWKernel                                                                              // nil: fallback.GemvI8
-	gemvI4  gemmWKernel                                                                              // rows of Half = int4Half; nil: fallback.GemvI4
-	widenW  func(dst []float32, ldd int, b WeightRows, k, n int)                                     // int8, int4 (Half = Lanes) in whole vectors; nil: Go
-	bf16    *bf16Kernels                                                                             // nil: no bfloat16 dot products (bf16.go)
+	gemm     func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
+	qk       func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
+	softmax  func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
+	pv       func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
+	exp      func(dst, src []float32)
+	tr       func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
+	dot      func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
+	bias     func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
+	peak     func(iters int)                                                                          // nil for generic
+	decode   decodeKernel                                                                             // nil: no fused decode
+	decodeQ8 decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
+	widen    func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType)               // rows of whole vectors; nil: Go
+	narrow   func(dst []uint16, src []float32, t KVType)                                              // whole vectors; nil: Go
+	gemmW    gemmWKernel                                                                              // nil: WidenWeights + Gemm
+	gemvI8   gemmWKernel                                                                              // nil: fallback.GemvI8
+	gemvI4   gemmWKernel                                                                              // rows of Half = int4Half; nil: fallback.GemvI4
+	widenW   func(dst []float32, ldd int, b WeightRows, k, n int)                                     // int8, int4 (Half = Lanes) in whole vectors; nil: Go
+	bf16     *bf16Kernels                                                                             // nil: no bfloat16 dot products (bf16.go)
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)
