@@ -41,7 +41,7 @@ type Row struct {
 	Mask       string  `json:"mask"`                  // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"`                // "bshd" or "bhsd"
 	KV         string  `json:"kv"`                    // storage of K and V: "f32", "f16", "bf16", "int8"
-	Compute    string  `json:"compute"`               // the products' arithmetic: "f32", or "bf16" (mha.ComputeBF16)
+	Compute    string  `json:"compute"`               // the products' arithmetic: "f32", "bf16" (mha.ComputeBF16) or "int8" (mha.ComputeInt8)
 	BF16Native bool    `json:"bf16_native,omitempty"` // bf16 rows: on the CPU's bfloat16 instruction or tiles, %peak of their peak
 	Engine     string  `json:"engine"`                // the unit %peak is of: "fma", "bf16dot" or "amx"
 	Weights    string  `json:"weights,omitempty"`     // layer rows: the weights' type
@@ -115,7 +115,7 @@ func parseFlags() (*config, error) {
 	blockTokens := flag.Int("block", 0, "tokens per block of the shared-prefix rows' paged caches (0: mha.DefaultBlockTokens)")
 	prefixOnly := flag.Bool("prefix", false, "only the shared-prefix rows: a decode step of sequences sharing a prompt, paged with sharing (cascade) vs private caches vs paged unshared (-kv: f32,bf16 by default)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
-	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums)")
+	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums), int8 (query rows quantized, integer dot products: rows of int8 K/V only)")
 	flag.Parse()
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
@@ -134,9 +134,9 @@ func parseFlags() (*config, error) {
 		cfg.weights = append(cfg.weights, t)
 	}
 	for _, name := range strings.Split(*computes, ",") {
-		c, ok := map[string]mha.Compute{"f32": mha.ComputeF32, "bf16": mha.ComputeBF16}[strings.TrimSpace(name)]
+		c, ok := map[string]mha.Compute{"f32": mha.ComputeF32, "bf16": mha.ComputeBF16, "int8": mha.ComputeInt8}[strings.TrimSpace(name)]
 		if !ok {
-			return nil, fmt.Errorf("-compute: %q is not f32 or bf16", name)
+			return nil, fmt.Errorf("-compute: %q is not f32, bf16 or int8", name)
 		}
 		cfg.compute = append(cfg.compute, c)
 	}
@@ -288,9 +288,19 @@ func run(cfg *config) error {
 	prefixRows := 0
 	if cfg.prefix {
 		rows, layers, gemms, servingRows = nil, nil, nil, 0
-		prefixRows = len(cfg.kvPrefix) * len(cfg.compute)
+		for _, kv := range cfg.kvPrefix {
+			for _, cm := range cfg.compute {
+				prefixRows += boolInt(computes(cm, kv))
+			}
+		}
 	}
-	total := len(cfg.sets) * len(cfg.threads) * ((len(layers)*len(cfg.weights)+len(gemms)*len(gemmWeights))*len(cfg.compute) + len(rows) + servingRows + prefixRows)
+	// The int8 mode runs over int8 K only: no layer forward (its K is
+	// float32) nor GEMM rows.
+	forwardModes := 0
+	for _, cm := range cfg.compute {
+		forwardModes += boolInt(cm != mha.ComputeInt8)
+	}
+	total := len(cfg.sets) * len(cfg.threads) * ((len(layers)*len(cfg.weights)+len(gemms)*len(gemmWeights))*forwardModes + len(rows) + servingRows + prefixRows)
 	progress := newProgress(total, cfg.minTime)
 	defer progress.done()
 	baselines := map[string]float64{} // case+threads → median ms
@@ -317,14 +327,20 @@ func run(cfg *config) error {
 				}
 				for _, th := range cfg.threads {
 					for _, cm := range cfg.compute {
-						progress.step(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, lc, wt, cm, th))
-						row, err := measureLayer(cfg, l, ks, lc, wt, cm, th)
-						if err != nil {
-							return err
+						if cm != mha.ComputeInt8 {
+							progress.step(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, lc, wt, cm, th))
+							row, err := measureLayer(cfg, l, ks, lc, wt, cm, th)
+							if err != nil {
+								return err
+							}
+							out.row(row)
 						}
-						out.row(row)
 						for _, kv := range cfg.kvLayer {
-							if row, err = measureLayerDecode(cfg, l, ks, lc, wt, kv, cm, th, m); err != nil {
+							if !computes(cm, kv) {
+								continue
+							}
+							row, err := measureLayerDecode(cfg, l, ks, lc, wt, kv, cm, th, m)
+							if err != nil {
 								return err
 							}
 							out.row(row)
@@ -337,6 +353,9 @@ func run(cfg *config) error {
 			for _, wt := range gemmWeights {
 				for _, th := range cfg.threads {
 					for _, cm := range cfg.compute {
+						if cm == mha.ComputeInt8 {
+							continue
+						}
 						progress.step(fmt.Sprintf("%s %s weights=%v compute=%v threads=%d", ks.Name, gc, wt, cm, th))
 						row, err := measureGemm(cfg, ks, gc, wt, cm, th)
 						if err != nil {
@@ -349,6 +368,9 @@ func run(cfg *config) error {
 		}
 		for _, kv := range cfg.kvPrefix[:min(len(cfg.kvPrefix), prefixRows)] {
 			for _, cm := range cfg.compute {
+				if !computes(cm, kv) {
+					continue
+				}
 				for _, th := range cfg.threads {
 					progress.step(fmt.Sprintf("%s shared prefix kv=%v compute=%v threads=%d", ks.Name, kv, cm, th))
 					if err := measurePrefix(cfg, e, ks, th, kv, cm, m, out.prefixRow); err != nil {
@@ -393,6 +415,9 @@ func (cfg *config) rows() []Case {
 					for _, causal := range []bool{false, true} {
 						for _, v := range cfg.vars {
 							for _, cm := range cfg.compute {
+								if !computes(cm, kv) {
+									continue
+								}
 								c.Layout, c.Causal, c.KV, c.Variant, c.Compute = l, causal, kv, v, cm
 								rows = append(rows, c)
 							}
@@ -406,6 +431,9 @@ func (cfg *config) rows() []Case {
 			for _, kv := range cfg.kvDec {
 				for _, v := range cfg.vars {
 					for _, cm := range cfg.compute {
+						if !computes(cm, kv) {
+							continue
+						}
 						c.Layout, c.KV, c.Variant, c.Compute = l, kv, v, cm
 						rows = append(rows, c)
 					}
@@ -415,6 +443,18 @@ func (cfg *config) rows() []Case {
 	}
 	return rows
 }
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// computes reports whether a row of K/V type kv runs in arithmetic cm:
+// the int8 mode over int8 K only.
+func computes(cm mha.Compute, kv mha.KVType) bool { return cm != mha.ComputeInt8 || kv == mha.Int8 }
 
 // maskName is the row's mask column: full or causal, and its variant.
 func (c Case) maskName() string {

@@ -37,6 +37,8 @@ type Workspace struct {
 	acc      []float64       // a merged row, [dv] (Merging)
 	q8       kernels.QueryQ8 // the int8 mode: the item's rows quantized (q8.go)
 	useQ8    bool            // the fused decode runs DecodeQ8 on q8
+	q8key    q8Key           // the split item in progress (zero: a flash item)
+	q8memo   q8Memo          // a split step's quantized rows, per KV head
 	dot      bool            // scores by Dot (rows not transposed) instead of QK
 	packV    bool            // f32 V blocks are copied contiguous into vb (packsV)
 	run      itemRun         // the item in progress (begin)
@@ -68,6 +70,7 @@ type itemRun struct {
 // flashItem runs item it of problem p: the flash-attention forward of one
 // block of query rows over all its keys, in blocks of bc.
 func flashItem(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) {
+	ws.q8key = q8Key{}
 	r := begin(ks, p, it, bc, ws, false)
 	r.keys(0, p.KVLen, false)
 	r.store()

@@ -18,6 +18,7 @@ import (
 // depend on the thread count.
 type Split struct {
 	Keys, Chunks int
+	call         uint64 // the plan's number (NewAttention), for the int8 mode's memo (q8.go)
 }
 
 // Split thresholds: at most splitRows query rows per KV head (one vector
@@ -85,6 +86,7 @@ func (sp Split) run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []fl
 	group, dv, st := p.Heads/p.KVHeads, p.ValueDim, partStride(p)
 	it := item{b: b, g: g, h0: g * group, nh: group, i0: 0, nq: p.QLen}
 	fused := sp.Fused(ks, p)
+	ws.q8key = q8Key{call: sp.call, b: b, g: g}
 	begin(ks, p, it, splitBlock, ws, fused).keys(k0, k1, fused)
 	for hh := 0; hh < it.nh; hh++ {
 		for ii := 0; ii < it.nq; ii++ {

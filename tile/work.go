@@ -32,6 +32,7 @@ type Attention struct {
 // NewAttention plans p.
 func NewAttention(p *Problem) Attention {
 	if sp, ok := NewSplit(p); ok {
+		sp.call = splitCalls.Add(1)
 		return Attention{P: p, split: sp, splits: true}
 	}
 	return Attention{P: p, plan: NewPlan(p, BlocksFor(p.HeadDim, p.ValueDim))}
