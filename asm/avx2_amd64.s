@@ -7666,7 +7666,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -7691,7 +7691,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -7807,13 +7807,13 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VMOVUPS     (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VMOVUPS     (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -7900,13 +7900,13 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VMOVUPS     (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VMOVUPS     (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -7993,13 +7993,13 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VMOVUPS     (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VMOVUPS     (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -8086,13 +8086,13 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VMOVUPS     (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VMOVUPS     (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -8552,28 +8552,28 @@ scores_rows1_prefetched:
 
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R9), Y8
-	PREFETCHT0  (R8)
+	PREFETCHT1  (R8)
 	VMOVUPS     (DX), Y9
 	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
+	PREFETCHT1  (R8)(CX*1)
 	VMOVUPS     (DX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
+	PREFETCHT1  (R8)(CX*2)
 	VMOVUPS     (DX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*1)
 	VMOVUPS     (DX)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
+	PREFETCHT1  (DI)
 	VMOVUPS     (SI), Y9
 	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
+	PREFETCHT1  (DI)(CX*1)
 	VMOVUPS     (SI)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
+	PREFETCHT1  (DI)(CX*2)
 	VMOVUPS     (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(BX*1)
+	PREFETCHT1  (DI)(BX*1)
 	VMOVUPS     (SI)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
@@ -9829,10 +9829,10 @@ rows2_vecs4_whole_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   64(SI)
+	PREFETCHT1   96(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VMOVUPS     (DI), Y10
@@ -9916,10 +9916,10 @@ rows2_vecs4_masked_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
-	PREFETCHT0   96(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   64(SI)
+	PREFETCHT1   96(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VMOVUPS     (DI), Y10
@@ -10000,9 +10000,9 @@ rows2_vecs3_whole_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   64(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VMOVUPS     (DI), Y8
@@ -10077,9 +10077,9 @@ rows2_vecs3_masked_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   64(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   64(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VMOVUPS     (DI), Y8
@@ -10151,8 +10151,8 @@ rows2_vecs2_whole_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   32(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VMOVUPS     (DI), Y6
@@ -10218,8 +10218,8 @@ rows2_vecs2_masked_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   32(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   32(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VMOVUPS     (DI), Y6
@@ -10282,7 +10282,7 @@ rows2_vecs1_whole_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VMOVUPS     (DI), Y4
@@ -10339,7 +10339,7 @@ rows2_vecs1_masked_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU     608(AX), Y4
@@ -10406,14 +10406,14 @@ rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   224(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   160(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   224(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VMOVUPS     (SI), Y9
@@ -10497,14 +10497,14 @@ rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
-	PREFETCHT0   224(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   160(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   224(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VMOVUPS     (SI), Y9
@@ -10587,13 +10587,13 @@ rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   160(BX)
+	PREFETCHT1   192(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VMOVUPS     (SI), Y8
@@ -10672,13 +10672,13 @@ rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
-	PREFETCHT0   192(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   160(BX)
+	PREFETCHT1   192(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VMOVUPS     (SI), Y8
@@ -10756,12 +10756,12 @@ rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   160(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VMOVUPS     (SI), Y7
@@ -10835,12 +10835,12 @@ rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
-	PREFETCHT0   160(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   160(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VMOVUPS     (SI), Y7
@@ -10913,11 +10913,11 @@ rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VMOVUPS     (SI), Y6
@@ -10986,11 +10986,11 @@ rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   128(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   128(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VMOVUPS     (SI), Y6
@@ -11058,10 +11058,10 @@ rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VMOVUPS     (SI), Y5
@@ -11125,10 +11125,10 @@ rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   96(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   96(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VMOVUPS     (SI), Y5
@@ -11191,9 +11191,9 @@ rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VMOVUPS     (SI), Y4
@@ -11252,9 +11252,9 @@ rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   64(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   64(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VMOVUPS     (SI), Y4
@@ -11312,8 +11312,8 @@ rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VMOVUPS     (SI), Y3
@@ -11367,8 +11367,8 @@ rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VMOVUPS     (SI), Y3
@@ -11421,7 +11421,7 @@ rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VMOVUPS     (SI), Y2
@@ -11470,7 +11470,7 @@ rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU     608(AX), Y2
@@ -11597,7 +11597,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -11622,7 +11622,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -11738,13 +11738,13 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VCVTPH2PS   (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -11833,13 +11833,13 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VCVTPH2PS   (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -11928,13 +11928,13 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VCVTPH2PS   (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -12023,13 +12023,13 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VCVTPH2PS   (DX), Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -12491,28 +12491,28 @@ scores_rows1_prefetched:
 
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R9), Y8
-	PREFETCHT0  (R8)
+	PREFETCHT1  (R8)
 	VCVTPH2PS   (DX), Y9
 	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
+	PREFETCHT1  (R8)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
+	PREFETCHT1  (R8)(CX*2)
 	VCVTPH2PS   (DX)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*1)
 	VCVTPH2PS   (DX)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
+	PREFETCHT1  (DI)
 	VCVTPH2PS   (SI), Y9
 	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
+	PREFETCHT1  (DI)(CX*1)
 	VCVTPH2PS   (SI)(CX*1), Y9
 	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
+	PREFETCHT1  (DI)(CX*2)
 	VCVTPH2PS   (SI)(CX*2), Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(BX*1)
+	PREFETCHT1  (DI)(BX*1)
 	VCVTPH2PS   (SI)(BX*1), Y9
 	VFMADD231PS Y9, Y8, Y7
 	ADDQ        $0x20, R9
@@ -13792,10 +13792,10 @@ rows2_vecs4_whole_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   48(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VCVTPH2PS   (DI), Y10
@@ -13879,10 +13879,10 @@ rows2_vecs4_masked_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   48(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VCVTPH2PS   (DI), Y10
@@ -13964,9 +13964,9 @@ rows2_vecs3_whole_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VCVTPH2PS   (DI), Y8
@@ -14041,9 +14041,9 @@ rows2_vecs3_masked_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VCVTPH2PS   (DI), Y8
@@ -14116,8 +14116,8 @@ rows2_vecs2_whole_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VCVTPH2PS   (DI), Y6
@@ -14183,8 +14183,8 @@ rows2_vecs2_masked_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VCVTPH2PS   (DI), Y6
@@ -14248,7 +14248,7 @@ rows2_vecs1_whole_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VCVTPH2PS   (DI), Y4
@@ -14305,7 +14305,7 @@ rows2_vecs1_masked_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X4
@@ -14373,14 +14373,14 @@ rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   112(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   112(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y9
@@ -14464,14 +14464,14 @@ rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   112(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   112(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y9
@@ -14555,13 +14555,13 @@ rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y8
@@ -14640,13 +14640,13 @@ rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y8
@@ -14725,12 +14725,12 @@ rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y7
@@ -14804,12 +14804,12 @@ rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y7
@@ -14883,11 +14883,11 @@ rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y6
@@ -14956,11 +14956,11 @@ rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y6
@@ -15029,10 +15029,10 @@ rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y5
@@ -15096,10 +15096,10 @@ rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y5
@@ -15163,9 +15163,9 @@ rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y4
@@ -15224,9 +15224,9 @@ rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y4
@@ -15285,8 +15285,8 @@ rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y3
@@ -15340,8 +15340,8 @@ rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VCVTPH2PS   (SI), Y3
@@ -15395,7 +15395,7 @@ rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VCVTPH2PS   (SI), Y2
@@ -15444,7 +15444,7 @@ rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X2
@@ -15572,7 +15572,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -15597,7 +15597,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -15713,14 +15713,14 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVZXWD   (DX), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
@@ -15812,14 +15812,14 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVZXWD   (DX), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
@@ -15911,14 +15911,14 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVZXWD   (DX), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
@@ -16010,14 +16010,14 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     (SI)(DI*1), Y9
 	VMOVUPS     (SI)(DI*2), Y10
 	VMOVUPS     (R8)(DI*1), Y11
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVZXWD   (DX), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Y12
 	VPSLLD      $0x10, Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
@@ -16482,35 +16482,35 @@ scores_rows1_prefetched:
 
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R9), Y8
-	PREFETCHT0  (R8)
+	PREFETCHT1  (R8)
 	VPMOVZXWD   (DX), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
+	PREFETCHT1  (R8)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
+	PREFETCHT1  (R8)(CX*2)
 	VPMOVZXWD   (DX)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*1)
 	VPMOVZXWD   (DX)(BX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
+	PREFETCHT1  (DI)
 	VPMOVZXWD   (SI), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
+	PREFETCHT1  (DI)(CX*1)
 	VPMOVZXWD   (SI)(CX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
+	PREFETCHT1  (DI)(CX*2)
 	VPMOVZXWD   (SI)(CX*2), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(BX*1)
+	PREFETCHT1  (DI)(BX*1)
 	VPMOVZXWD   (SI)(BX*1), Y9
 	VPSLLD      $0x10, Y9, Y9
 	VFMADD231PS Y9, Y8, Y7
@@ -17831,10 +17831,10 @@ rows2_vecs4_whole_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   48(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VPMOVZXWD   (DI), Y10
@@ -17922,10 +17922,10 @@ rows2_vecs4_masked_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
-	PREFETCHT0   48(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
+	PREFETCHT1   48(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VPMOVZXWD   (DI), Y10
@@ -18011,9 +18011,9 @@ rows2_vecs3_whole_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VPMOVZXWD   (DI), Y8
@@ -18091,9 +18091,9 @@ rows2_vecs3_masked_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   32(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   32(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VPMOVZXWD   (DI), Y8
@@ -18169,8 +18169,8 @@ rows2_vecs2_whole_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VPMOVZXWD   (DI), Y6
@@ -18238,8 +18238,8 @@ rows2_vecs2_masked_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   16(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   16(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VPMOVZXWD   (DI), Y6
@@ -18305,7 +18305,7 @@ rows2_vecs1_whole_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VPMOVZXWD   (DI), Y4
@@ -18363,7 +18363,7 @@ rows2_vecs1_masked_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X4
@@ -18432,14 +18432,14 @@ rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   112(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   112(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y9
@@ -18531,14 +18531,14 @@ rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
-	PREFETCHT0   112(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
+	PREFETCHT1   112(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y9
@@ -18630,13 +18630,13 @@ rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y8
@@ -18722,13 +18722,13 @@ rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
-	PREFETCHT0   96(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
+	PREFETCHT1   96(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y8
@@ -18814,12 +18814,12 @@ rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y7
@@ -18899,12 +18899,12 @@ rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
-	PREFETCHT0   80(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   80(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y7
@@ -18984,11 +18984,11 @@ rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y6
@@ -19062,11 +19062,11 @@ rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   64(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   64(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y6
@@ -19140,10 +19140,10 @@ rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y5
@@ -19211,10 +19211,10 @@ rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   48(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   48(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y5
@@ -19282,9 +19282,9 @@ rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y4
@@ -19346,9 +19346,9 @@ rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y4
@@ -19410,8 +19410,8 @@ rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y3
@@ -19467,8 +19467,8 @@ rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   16(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   16(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VPMOVZXWD   (SI), Y3
@@ -19524,7 +19524,7 @@ rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VPMOVZXWD   (SI), Y2
@@ -19574,7 +19574,7 @@ rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X2
@@ -19731,7 +19731,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -19756,7 +19756,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -19947,7 +19947,7 @@ scores_rows4_prefetched_pass0_dims:
 	SUBQ        R9, R10
 	SHRQ        $0x02, R10
 	SHLQ        $0x08, R10
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      704(AX)(R10*1), Y12, Y12
@@ -19955,7 +19955,7 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      736(AX)(R10*1), Y12, Y12
@@ -20058,7 +20058,7 @@ scores_rows4_prefetched_pass1_dims:
 	SUBQ        R9, R10
 	SHRQ        $0x02, R10
 	SHLQ        $0x08, R10
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      768(AX)(R10*1), Y12, Y12
@@ -20066,7 +20066,7 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      800(AX)(R10*1), Y12, Y12
@@ -20169,7 +20169,7 @@ scores_rows4_prefetched_pass2_dims:
 	SUBQ        R9, R10
 	SHRQ        $0x02, R10
 	SHLQ        $0x08, R10
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      832(AX)(R10*1), Y12, Y12
@@ -20177,7 +20177,7 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      864(AX)(R10*1), Y12, Y12
@@ -20280,7 +20280,7 @@ scores_rows4_prefetched_pass3_dims:
 	SUBQ        R9, R10
 	SHRQ        $0x02, R10
 	SHLQ        $0x08, R10
-	PREFETCHT0  (BX)
+	PREFETCHT1  (BX)
 	VPMOVSXBD   (DX), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      896(AX)(R10*1), Y12, Y12
@@ -20288,7 +20288,7 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
-	PREFETCHT0  (BX)(CX*1)
+	PREFETCHT1  (BX)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y12
 	VCVTDQ2PS   Y12, Y12
 	VMULPS      928(AX)(R10*1), Y12, Y12
@@ -20764,42 +20764,42 @@ scores_rows1_prefetched_pass0_dims:
 	SUBQ        R10, R11
 	SHRQ        $0x02, R11
 	SHLQ        $0x08, R11
-	PREFETCHT0  (R8)
+	PREFETCHT1  (R8)
 	VPMOVSXBD   (DX), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      704(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y0
-	PREFETCHT0  (R8)(CX*1)
+	PREFETCHT1  (R8)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      736(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y2
-	PREFETCHT0  (R8)(CX*2)
+	PREFETCHT1  (R8)(CX*2)
 	VPMOVSXBD   (DX)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      768(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y4
-	PREFETCHT0  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*1)
 	VPMOVSXBD   (DX)(BX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      800(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y6
-	PREFETCHT0  (DI)
+	PREFETCHT1  (DI)
 	VPMOVSXBD   (SI), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      832(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y1
-	PREFETCHT0  (DI)(CX*1)
+	PREFETCHT1  (DI)(CX*1)
 	VPMOVSXBD   (SI)(CX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      864(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y3
-	PREFETCHT0  (DI)(CX*2)
+	PREFETCHT1  (DI)(CX*2)
 	VPMOVSXBD   (SI)(CX*2), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      896(AX)(R11*1), Y9, Y9
 	VFMADD231PS Y9, Y8, Y5
-	PREFETCHT0  (DI)(BX*1)
+	PREFETCHT1  (DI)(BX*1)
 	VPMOVSXBD   (SI)(BX*1), Y9
 	VCVTDQ2PS   Y9, Y9
 	VMULPS      928(AX)(R11*1), Y9, Y9
@@ -22235,10 +22235,10 @@ rows2_vecs4_whole_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   8(SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   24(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   24(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y10
@@ -22331,10 +22331,10 @@ rows2_vecs4_masked_keys:
 	VBROADCASTSS 32(BX), Y9
 	CMPQ         SI, DI
 	JEQ          rows2_vecs4_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   8(SI)
-	PREFETCHT0   16(SI)
-	PREFETCHT0   24(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   24(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VPMOVSXBD   (DI), Y10
@@ -22425,9 +22425,9 @@ rows2_vecs3_whole_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   8(SI)
-	PREFETCHT0   16(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y8
@@ -22510,9 +22510,9 @@ rows2_vecs3_masked_keys:
 	VBROADCASTSS 32(BX), Y7
 	CMPQ         SI, DI
 	JEQ          rows2_vecs3_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   8(SI)
-	PREFETCHT0   16(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VPMOVSXBD   (DI), Y8
@@ -22593,8 +22593,8 @@ rows2_vecs2_whole_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_whole_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   8(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y6
@@ -22667,8 +22667,8 @@ rows2_vecs2_masked_keys:
 	VBROADCASTSS 32(BX), Y5
 	CMPQ         SI, DI
 	JEQ          rows2_vecs2_masked_keys_fetched
-	PREFETCHT0   (SI)
-	PREFETCHT0   8(SI)
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VPMOVSXBD   (DI), Y6
@@ -22739,7 +22739,7 @@ rows2_vecs1_whole_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_whole_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VPMOVSXBD   (DI), Y4
@@ -22802,7 +22802,7 @@ rows2_vecs1_masked_keys:
 	VBROADCASTSS 32(BX), Y3
 	CMPQ         SI, DI
 	JEQ          rows2_vecs1_masked_keys_fetched
-	PREFETCHT0   (SI)
+	PREFETCHT1   (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X4
@@ -22877,14 +22877,14 @@ rows1_vecs8_whole_keys:
 	VBROADCASTSS 512(DX), Y9
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   40(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   56(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   56(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y10
@@ -22982,14 +22982,14 @@ rows1_vecs8_masked_keys:
 	VBROADCASTSS 512(DX), Y9
 	CMPQ         BX, SI
 	JEQ          rows1_vecs8_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   40(BX)
-	PREFETCHT0   48(BX)
-	PREFETCHT0   56(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   56(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y10
@@ -23087,13 +23087,13 @@ rows1_vecs7_whole_keys:
 	VBROADCASTSS 512(DX), Y8
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   40(BX)
-	PREFETCHT0   48(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y9
@@ -23185,13 +23185,13 @@ rows1_vecs7_masked_keys:
 	VBROADCASTSS 512(DX), Y8
 	CMPQ         BX, SI
 	JEQ          rows1_vecs7_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   40(BX)
-	PREFETCHT0   48(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y9
@@ -23283,12 +23283,12 @@ rows1_vecs6_whole_keys:
 	VBROADCASTSS 512(DX), Y7
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   40(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y8
@@ -23374,12 +23374,12 @@ rows1_vecs6_masked_keys:
 	VBROADCASTSS 512(DX), Y7
 	CMPQ         BX, SI
 	JEQ          rows1_vecs6_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
-	PREFETCHT0   40(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y8
@@ -23465,11 +23465,11 @@ rows1_vecs5_whole_keys:
 	VBROADCASTSS 512(DX), Y6
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y7
@@ -23549,11 +23549,11 @@ rows1_vecs5_masked_keys:
 	VBROADCASTSS 512(DX), Y6
 	CMPQ         BX, SI
 	JEQ          rows1_vecs5_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
-	PREFETCHT0   32(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y7
@@ -23632,10 +23632,10 @@ rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y5
@@ -23708,10 +23708,10 @@ rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs4_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
-	PREFETCHT0   24(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y5
@@ -23784,9 +23784,9 @@ rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y4
@@ -23853,9 +23853,9 @@ rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs3_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
-	PREFETCHT0   16(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y4
@@ -23922,8 +23922,8 @@ rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_whole_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y3
@@ -23984,8 +23984,8 @@ rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs2_masked_keys_fetched
-	PREFETCHT0   (BX)
-	PREFETCHT0   8(BX)
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VPMOVSXBD   (SI), Y3
@@ -24046,7 +24046,7 @@ rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_whole_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VPMOVSXBD   (SI), Y2
@@ -24101,7 +24101,7 @@ rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y0
 	CMPQ         BX, SI
 	JEQ          rows1_vecs1_masked_keys_fetched
-	PREFETCHT0   (BX)
+	PREFETCHT1   (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU     656(AX), X2

@@ -15045,7 +15045,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -15070,7 +15070,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -15190,25 +15190,25 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VMOVUPS     (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VMOVUPS     (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VMOVUPS     (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VMOVUPS     (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -15331,25 +15331,25 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VMOVUPS     (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VMOVUPS     (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VMOVUPS     (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VMOVUPS     (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -15472,25 +15472,25 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VMOVUPS     (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VMOVUPS     (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VMOVUPS     (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VMOVUPS     (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -15613,25 +15613,25 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VMOVUPS     (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VMOVUPS     (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VMOVUPS     (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VMOVUPS     (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -16127,52 +16127,52 @@ scores_rows1_prefetched:
 
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R13), Z16
-	PREFETCHT0  (R10)
+	PREFETCHT1  (R10)
 	VMOVUPS     (DX), Z17
 	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
+	PREFETCHT1  (R10)(CX*1)
 	VMOVUPS     (DX)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
+	PREFETCHT1  (R10)(CX*2)
 	VMOVUPS     (DX)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*1)
 	VMOVUPS     (DX)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
+	PREFETCHT1  (R11)
 	VMOVUPS     (SI), Z17
 	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
+	PREFETCHT1  (R11)(CX*1)
 	VMOVUPS     (SI)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
+	PREFETCHT1  (R11)(CX*2)
 	VMOVUPS     (SI)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*1)
 	VMOVUPS     (SI)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
+	PREFETCHT1  (R12)
 	VMOVUPS     (DI), Z17
 	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
+	PREFETCHT1  (R12)(CX*1)
 	VMOVUPS     (DI)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
+	PREFETCHT1  (R12)(CX*2)
 	VMOVUPS     (DI)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*1)
 	VMOVUPS     (DI)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
+	PREFETCHT1  (R9)
 	VMOVUPS     (R8), Z17
 	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
+	PREFETCHT1  (R9)(CX*1)
 	VMOVUPS     (R8)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
+	PREFETCHT1  (R9)(CX*2)
 	VMOVUPS     (R8)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*1)
 	VMOVUPS     (R8)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z15
 	ADDQ        $0x40, R13
@@ -17815,10 +17815,10 @@ rows4_vecs4_whole:
 rows4_vecs4_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
 
 rows4_vecs4_whole_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -17933,10 +17933,10 @@ rows4_vecs4_masked:
 rows4_vecs4_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
 
 rows4_vecs4_masked_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -18043,9 +18043,9 @@ rows4_vecs3_whole:
 rows4_vecs3_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
 
 rows4_vecs3_whole_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -18143,9 +18143,9 @@ rows4_vecs3_masked:
 rows4_vecs3_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
 
 rows4_vecs3_masked_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -18235,8 +18235,8 @@ rows4_vecs2_whole:
 rows4_vecs2_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
 
 rows4_vecs2_whole_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -18317,8 +18317,8 @@ rows4_vecs2_masked:
 rows4_vecs2_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
 
 rows4_vecs2_masked_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -18391,7 +18391,7 @@ rows4_vecs1_whole:
 rows4_vecs1_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_whole_keys_fetched:
 	VMOVUPS          (R8), Z0
@@ -18455,7 +18455,7 @@ rows4_vecs1_masked:
 rows4_vecs1_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_masked_keys_fetched:
 	VMOVUPS.Z        (R8), K2, Z0
@@ -18533,10 +18533,10 @@ rows3_vecs4_whole:
 rows3_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
 
 rows3_vecs4_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -18633,10 +18633,10 @@ rows3_vecs4_masked:
 rows3_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
 
 rows3_vecs4_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -18727,9 +18727,9 @@ rows3_vecs3_whole:
 rows3_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
 
 rows3_vecs3_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -18813,9 +18813,9 @@ rows3_vecs3_masked:
 rows3_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
 
 rows3_vecs3_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -18893,8 +18893,8 @@ rows3_vecs2_whole:
 rows3_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
 
 rows3_vecs2_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -18965,8 +18965,8 @@ rows3_vecs2_masked:
 rows3_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
 
 rows3_vecs2_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19031,7 +19031,7 @@ rows3_vecs1_whole:
 rows3_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19089,7 +19089,7 @@ rows3_vecs1_masked:
 rows3_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_masked_keys_fetched:
 	VMOVUPS.Z        (DI), K2, Z0
@@ -19172,14 +19172,14 @@ rows2_vecs8_whole:
 rows2_vecs8_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
-	PREFETCHT0 320(SI)
-	PREFETCHT0 384(SI)
-	PREFETCHT0 448(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
+	PREFETCHT1 320(SI)
+	PREFETCHT1 384(SI)
+	PREFETCHT1 448(SI)
 
 rows2_vecs8_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19295,14 +19295,14 @@ rows2_vecs8_masked:
 rows2_vecs8_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
-	PREFETCHT0 320(SI)
-	PREFETCHT0 384(SI)
-	PREFETCHT0 448(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
+	PREFETCHT1 320(SI)
+	PREFETCHT1 384(SI)
+	PREFETCHT1 448(SI)
 
 rows2_vecs8_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19414,13 +19414,13 @@ rows2_vecs7_whole:
 rows2_vecs7_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
-	PREFETCHT0 320(SI)
-	PREFETCHT0 384(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
+	PREFETCHT1 320(SI)
+	PREFETCHT1 384(SI)
 
 rows2_vecs7_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19527,13 +19527,13 @@ rows2_vecs7_masked:
 rows2_vecs7_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
-	PREFETCHT0 320(SI)
-	PREFETCHT0 384(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
+	PREFETCHT1 320(SI)
+	PREFETCHT1 384(SI)
 
 rows2_vecs7_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19636,12 +19636,12 @@ rows2_vecs6_whole:
 rows2_vecs6_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
-	PREFETCHT0 320(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
+	PREFETCHT1 320(SI)
 
 rows2_vecs6_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19739,12 +19739,12 @@ rows2_vecs6_masked:
 rows2_vecs6_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
-	PREFETCHT0 320(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
+	PREFETCHT1 320(SI)
 
 rows2_vecs6_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19838,11 +19838,11 @@ rows2_vecs5_whole:
 rows2_vecs5_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
 
 rows2_vecs5_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -19931,11 +19931,11 @@ rows2_vecs5_masked:
 rows2_vecs5_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 256(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 256(SI)
 
 rows2_vecs5_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20020,10 +20020,10 @@ rows2_vecs4_whole:
 rows2_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20103,10 +20103,10 @@ rows2_vecs4_masked:
 rows2_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 192(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20182,9 +20182,9 @@ rows2_vecs3_whole:
 rows2_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20255,9 +20255,9 @@ rows2_vecs3_masked:
 rows2_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 128(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20324,8 +20324,8 @@ rows2_vecs2_whole:
 rows2_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20387,8 +20387,8 @@ rows2_vecs2_masked:
 rows2_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20446,7 +20446,7 @@ rows2_vecs1_whole:
 rows2_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VMOVUPS          (DI), Z0
@@ -20499,7 +20499,7 @@ rows2_vecs1_masked:
 rows2_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVUPS.Z        (DI), K2, Z0
@@ -20562,14 +20562,14 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
-	PREFETCHT0 320(BX)
-	PREFETCHT0 384(BX)
-	PREFETCHT0 448(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
+	PREFETCHT1 320(BX)
+	PREFETCHT1 384(BX)
+	PREFETCHT1 448(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -20651,14 +20651,14 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
-	PREFETCHT0 320(BX)
-	PREFETCHT0 384(BX)
-	PREFETCHT0 448(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
+	PREFETCHT1 320(BX)
+	PREFETCHT1 384(BX)
+	PREFETCHT1 448(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -20738,13 +20738,13 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
-	PREFETCHT0 320(BX)
-	PREFETCHT0 384(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
+	PREFETCHT1 320(BX)
+	PREFETCHT1 384(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -20821,13 +20821,13 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
-	PREFETCHT0 320(BX)
-	PREFETCHT0 384(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
+	PREFETCHT1 320(BX)
+	PREFETCHT1 384(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -20902,12 +20902,12 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
-	PREFETCHT0 320(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
+	PREFETCHT1 320(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -20979,12 +20979,12 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
-	PREFETCHT0 320(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
+	PREFETCHT1 320(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21054,11 +21054,11 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21125,11 +21125,11 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 256(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 256(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21194,10 +21194,10 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21259,10 +21259,10 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 192(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 192(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21322,9 +21322,9 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21381,9 +21381,9 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 128(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 128(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21438,8 +21438,8 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21491,8 +21491,8 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21542,7 +21542,7 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_whole_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VMOVUPS          (SI), Z0
@@ -21589,7 +21589,7 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_masked_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVUPS.Z        (SI), K2, Z0
@@ -21690,7 +21690,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -21715,7 +21715,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -21835,25 +21835,25 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VCVTPH2PS   (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VCVTPH2PS   (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VCVTPH2PS   (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -21980,25 +21980,25 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VCVTPH2PS   (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VCVTPH2PS   (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VCVTPH2PS   (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -22125,25 +22125,25 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VCVTPH2PS   (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VCVTPH2PS   (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VCVTPH2PS   (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -22270,25 +22270,25 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VCVTPH2PS   (DX), Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VCVTPH2PS   (DX)(CX*2), Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VCVTPH2PS   (DX)(BX*1), Z20
 	VFMADD231PS Z20, Z16, Z12
 	VFMADD231PS Z20, Z17, Z13
@@ -22788,52 +22788,52 @@ scores_rows1_prefetched:
 
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R13), Z16
-	PREFETCHT0  (R10)
+	PREFETCHT1  (R10)
 	VCVTPH2PS   (DX), Z17
 	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
+	PREFETCHT1  (R10)(CX*1)
 	VCVTPH2PS   (DX)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
+	PREFETCHT1  (R10)(CX*2)
 	VCVTPH2PS   (DX)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*1)
 	VCVTPH2PS   (DX)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
+	PREFETCHT1  (R11)
 	VCVTPH2PS   (SI), Z17
 	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
+	PREFETCHT1  (R11)(CX*1)
 	VCVTPH2PS   (SI)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
+	PREFETCHT1  (R11)(CX*2)
 	VCVTPH2PS   (SI)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*1)
 	VCVTPH2PS   (SI)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
+	PREFETCHT1  (R12)
 	VCVTPH2PS   (DI), Z17
 	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
+	PREFETCHT1  (R12)(CX*1)
 	VCVTPH2PS   (DI)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
+	PREFETCHT1  (R12)(CX*2)
 	VCVTPH2PS   (DI)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*1)
 	VCVTPH2PS   (DI)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
+	PREFETCHT1  (R9)
 	VCVTPH2PS   (R8), Z17
 	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
+	PREFETCHT1  (R9)(CX*1)
 	VCVTPH2PS   (R8)(CX*1), Z17
 	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
+	PREFETCHT1  (R9)(CX*2)
 	VCVTPH2PS   (R8)(CX*2), Z17
 	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*1)
 	VCVTPH2PS   (R8)(BX*1), Z17
 	VFMADD231PS Z17, Z16, Z15
 	ADDQ        $0x40, R13
@@ -24524,10 +24524,10 @@ rows4_vecs4_whole:
 rows4_vecs4_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows4_vecs4_whole_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -24642,10 +24642,10 @@ rows4_vecs4_masked:
 rows4_vecs4_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows4_vecs4_masked_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -24753,9 +24753,9 @@ rows4_vecs3_whole:
 rows4_vecs3_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows4_vecs3_whole_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -24853,9 +24853,9 @@ rows4_vecs3_masked:
 rows4_vecs3_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows4_vecs3_masked_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -24946,8 +24946,8 @@ rows4_vecs2_whole:
 rows4_vecs2_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs2_whole_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -25028,8 +25028,8 @@ rows4_vecs2_masked:
 rows4_vecs2_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs2_masked_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -25103,7 +25103,7 @@ rows4_vecs1_whole:
 rows4_vecs1_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_whole_keys_fetched:
 	VCVTPH2PS        (R8), Z0
@@ -25167,7 +25167,7 @@ rows4_vecs1_masked:
 rows4_vecs1_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (R8), K2, Z0
@@ -25246,10 +25246,10 @@ rows3_vecs4_whole:
 rows3_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows3_vecs4_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25346,10 +25346,10 @@ rows3_vecs4_masked:
 rows3_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows3_vecs4_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25441,9 +25441,9 @@ rows3_vecs3_whole:
 rows3_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows3_vecs3_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25527,9 +25527,9 @@ rows3_vecs3_masked:
 rows3_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows3_vecs3_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25608,8 +25608,8 @@ rows3_vecs2_whole:
 rows3_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs2_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25680,8 +25680,8 @@ rows3_vecs2_masked:
 rows3_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs2_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25747,7 +25747,7 @@ rows3_vecs1_whole:
 rows3_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -25805,7 +25805,7 @@ rows3_vecs1_masked:
 rows3_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (DI), K2, Z0
@@ -25889,14 +25889,14 @@ rows2_vecs8_whole:
 rows2_vecs8_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 224(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 224(SI)
 
 rows2_vecs8_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26012,14 +26012,14 @@ rows2_vecs8_masked:
 rows2_vecs8_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 224(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 224(SI)
 
 rows2_vecs8_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26132,13 +26132,13 @@ rows2_vecs7_whole:
 rows2_vecs7_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
 
 rows2_vecs7_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26245,13 +26245,13 @@ rows2_vecs7_masked:
 rows2_vecs7_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
 
 rows2_vecs7_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26355,12 +26355,12 @@ rows2_vecs6_whole:
 rows2_vecs6_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
 
 rows2_vecs6_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26458,12 +26458,12 @@ rows2_vecs6_masked:
 rows2_vecs6_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
 
 rows2_vecs6_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26558,11 +26558,11 @@ rows2_vecs5_whole:
 rows2_vecs5_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
 
 rows2_vecs5_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26651,11 +26651,11 @@ rows2_vecs5_masked:
 rows2_vecs5_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
 
 rows2_vecs5_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26741,10 +26741,10 @@ rows2_vecs4_whole:
 rows2_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26824,10 +26824,10 @@ rows2_vecs4_masked:
 rows2_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26904,9 +26904,9 @@ rows2_vecs3_whole:
 rows2_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -26977,9 +26977,9 @@ rows2_vecs3_masked:
 rows2_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -27047,8 +27047,8 @@ rows2_vecs2_whole:
 rows2_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -27110,8 +27110,8 @@ rows2_vecs2_masked:
 rows2_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -27170,7 +27170,7 @@ rows2_vecs1_whole:
 rows2_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VCVTPH2PS        (DI), Z0
@@ -27223,7 +27223,7 @@ rows2_vecs1_masked:
 rows2_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (DI), K2, Z0
@@ -27287,14 +27287,14 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 224(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 224(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27376,14 +27376,14 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 224(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 224(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27464,13 +27464,13 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27547,13 +27547,13 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27629,12 +27629,12 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27706,12 +27706,12 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27782,11 +27782,11 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27853,11 +27853,11 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27923,10 +27923,10 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -27988,10 +27988,10 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -28052,9 +28052,9 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -28111,9 +28111,9 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -28169,8 +28169,8 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -28222,8 +28222,8 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -28274,7 +28274,7 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_whole_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VCVTPH2PS        (SI), Z0
@@ -28321,7 +28321,7 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_masked_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (SI), K2, Z0
@@ -28423,7 +28423,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -28448,7 +28448,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -28568,28 +28568,28 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVZXWD   (DX), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVZXWD   (DX)(CX*2), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVZXWD   (DX)(BX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z12
@@ -28721,28 +28721,28 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVZXWD   (DX), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVZXWD   (DX)(CX*2), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVZXWD   (DX)(BX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z12
@@ -28874,28 +28874,28 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVZXWD   (DX), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVZXWD   (DX)(CX*2), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVZXWD   (DX)(BX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z12
@@ -29027,28 +29027,28 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     (DI)(R8*1), Z17
 	VMOVUPS     (DI)(R8*2), Z18
 	VMOVUPS     (R9)(R8*1), Z19
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVZXWD   (DX), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z0
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z4
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVZXWD   (DX)(CX*2), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z8
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVZXWD   (DX)(BX*1), Z20
 	VPSLLD      $0x10, Z20, Z20
 	VFMADD231PS Z20, Z16, Z12
@@ -29553,67 +29553,67 @@ scores_rows1_prefetched:
 
 scores_rows1_prefetched_pass0_dims:
 	VMOVUPS     (R13), Z16
-	PREFETCHT0  (R10)
+	PREFETCHT1  (R10)
 	VPMOVZXWD   (DX), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
+	PREFETCHT1  (R10)(CX*1)
 	VPMOVZXWD   (DX)(CX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
+	PREFETCHT1  (R10)(CX*2)
 	VPMOVZXWD   (DX)(CX*2), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*1)
 	VPMOVZXWD   (DX)(BX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
+	PREFETCHT1  (R11)
 	VPMOVZXWD   (SI), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
+	PREFETCHT1  (R11)(CX*1)
 	VPMOVZXWD   (SI)(CX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
+	PREFETCHT1  (R11)(CX*2)
 	VPMOVZXWD   (SI)(CX*2), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*1)
 	VPMOVZXWD   (SI)(BX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
+	PREFETCHT1  (R12)
 	VPMOVZXWD   (DI), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
+	PREFETCHT1  (R12)(CX*1)
 	VPMOVZXWD   (DI)(CX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
+	PREFETCHT1  (R12)(CX*2)
 	VPMOVZXWD   (DI)(CX*2), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*1)
 	VPMOVZXWD   (DI)(BX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
+	PREFETCHT1  (R9)
 	VPMOVZXWD   (R8), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
+	PREFETCHT1  (R9)(CX*1)
 	VPMOVZXWD   (R8)(CX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
+	PREFETCHT1  (R9)(CX*2)
 	VPMOVZXWD   (R8)(CX*2), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*1)
 	VPMOVZXWD   (R8)(BX*1), Z17
 	VPSLLD      $0x10, Z17, Z17
 	VFMADD231PS Z17, Z16, Z15
@@ -31385,10 +31385,10 @@ rows4_vecs4_whole:
 rows4_vecs4_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows4_vecs4_whole_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -31507,10 +31507,10 @@ rows4_vecs4_masked:
 rows4_vecs4_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows4_vecs4_masked_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -31622,9 +31622,9 @@ rows4_vecs3_whole:
 rows4_vecs3_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows4_vecs3_whole_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -31725,9 +31725,9 @@ rows4_vecs3_masked:
 rows4_vecs3_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows4_vecs3_masked_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -31821,8 +31821,8 @@ rows4_vecs2_whole:
 rows4_vecs2_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs2_whole_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -31905,8 +31905,8 @@ rows4_vecs2_masked:
 rows4_vecs2_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs2_masked_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -31982,7 +31982,7 @@ rows4_vecs1_whole:
 rows4_vecs1_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_whole_keys_fetched:
 	VPMOVZXWD        (R8), Z0
@@ -32047,7 +32047,7 @@ rows4_vecs1_masked:
 rows4_vecs1_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (R8), K2, Z0
@@ -32127,10 +32127,10 @@ rows3_vecs4_whole:
 rows3_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows3_vecs4_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32231,10 +32231,10 @@ rows3_vecs4_masked:
 rows3_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows3_vecs4_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32330,9 +32330,9 @@ rows3_vecs3_whole:
 rows3_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows3_vecs3_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32419,9 +32419,9 @@ rows3_vecs3_masked:
 rows3_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows3_vecs3_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32503,8 +32503,8 @@ rows3_vecs2_whole:
 rows3_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs2_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32577,8 +32577,8 @@ rows3_vecs2_masked:
 rows3_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs2_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32646,7 +32646,7 @@ rows3_vecs1_whole:
 rows3_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32705,7 +32705,7 @@ rows3_vecs1_masked:
 rows3_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (DI), K2, Z0
@@ -32790,14 +32790,14 @@ rows2_vecs8_whole:
 rows2_vecs8_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 224(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 224(SI)
 
 rows2_vecs8_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -32921,14 +32921,14 @@ rows2_vecs8_masked:
 rows2_vecs8_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
-	PREFETCHT0 224(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
+	PREFETCHT1 224(SI)
 
 rows2_vecs8_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33049,13 +33049,13 @@ rows2_vecs7_whole:
 rows2_vecs7_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
 
 rows2_vecs7_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33169,13 +33169,13 @@ rows2_vecs7_masked:
 rows2_vecs7_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
-	PREFETCHT0 192(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
+	PREFETCHT1 192(SI)
 
 rows2_vecs7_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33286,12 +33286,12 @@ rows2_vecs6_whole:
 rows2_vecs6_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
 
 rows2_vecs6_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33395,12 +33395,12 @@ rows2_vecs6_masked:
 rows2_vecs6_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
-	PREFETCHT0 160(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
+	PREFETCHT1 160(SI)
 
 rows2_vecs6_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33501,11 +33501,11 @@ rows2_vecs5_whole:
 rows2_vecs5_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
 
 rows2_vecs5_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33599,11 +33599,11 @@ rows2_vecs5_masked:
 rows2_vecs5_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 128(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 128(SI)
 
 rows2_vecs5_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33694,10 +33694,10 @@ rows2_vecs4_whole:
 rows2_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33781,10 +33781,10 @@ rows2_vecs4_masked:
 rows2_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33865,9 +33865,9 @@ rows2_vecs3_whole:
 rows2_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -33941,9 +33941,9 @@ rows2_vecs3_masked:
 rows2_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -34014,8 +34014,8 @@ rows2_vecs2_whole:
 rows2_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -34079,8 +34079,8 @@ rows2_vecs2_masked:
 rows2_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -34141,7 +34141,7 @@ rows2_vecs1_whole:
 rows2_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VPMOVZXWD        (DI), Z0
@@ -34195,7 +34195,7 @@ rows2_vecs1_masked:
 rows2_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (DI), K2, Z0
@@ -34260,14 +34260,14 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 224(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 224(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34357,14 +34357,14 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
-	PREFETCHT0 224(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
+	PREFETCHT1 224(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34453,13 +34453,13 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34543,13 +34543,13 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
-	PREFETCHT0 192(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
+	PREFETCHT1 192(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34632,12 +34632,12 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34715,12 +34715,12 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
-	PREFETCHT0 160(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
+	PREFETCHT1 160(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34797,11 +34797,11 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34873,11 +34873,11 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 128(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 128(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -34948,10 +34948,10 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35017,10 +35017,10 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35085,9 +35085,9 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35147,9 +35147,9 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35208,8 +35208,8 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35263,8 +35263,8 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35317,7 +35317,7 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_whole_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VPMOVZXWD        (SI), Z0
@@ -35365,7 +35365,7 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_masked_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU16.Z      (SI), K2, Z0
@@ -35496,7 +35496,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -35521,7 +35521,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -35798,7 +35798,7 @@ scores_rows4_prefetched_pass0_dims:
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVSXBD   (DX), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1216(AX)(R11*1), Z20, Z20
@@ -35806,7 +35806,7 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1220(AX)(R11*1), Z20, Z20
@@ -35814,7 +35814,7 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVSXBD   (DX)(CX*2), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1224(AX)(R11*1), Z20, Z20
@@ -35822,7 +35822,7 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVSXBD   (DX)(BX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1228(AX)(R11*1), Z20, Z20
@@ -35967,7 +35967,7 @@ scores_rows4_prefetched_pass1_dims:
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVSXBD   (DX), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1232(AX)(R11*1), Z20, Z20
@@ -35975,7 +35975,7 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1236(AX)(R11*1), Z20, Z20
@@ -35983,7 +35983,7 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVSXBD   (DX)(CX*2), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1240(AX)(R11*1), Z20, Z20
@@ -35991,7 +35991,7 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVSXBD   (DX)(BX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1244(AX)(R11*1), Z20, Z20
@@ -36136,7 +36136,7 @@ scores_rows4_prefetched_pass2_dims:
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVSXBD   (DX), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1248(AX)(R11*1), Z20, Z20
@@ -36144,7 +36144,7 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1252(AX)(R11*1), Z20, Z20
@@ -36152,7 +36152,7 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVSXBD   (DX)(CX*2), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1256(AX)(R11*1), Z20, Z20
@@ -36160,7 +36160,7 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVSXBD   (DX)(BX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1260(AX)(R11*1), Z20, Z20
@@ -36305,7 +36305,7 @@ scores_rows4_prefetched_pass3_dims:
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
-	PREFETCHT0  (SI)
+	PREFETCHT1  (SI)
 	VPMOVSXBD   (DX), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1264(AX)(R11*1), Z20, Z20
@@ -36313,7 +36313,7 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Z20, Z17, Z1
 	VFMADD231PS Z20, Z18, Z2
 	VFMADD231PS Z20, Z19, Z3
-	PREFETCHT0  (SI)(CX*1)
+	PREFETCHT1  (SI)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1268(AX)(R11*1), Z20, Z20
@@ -36321,7 +36321,7 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Z20, Z17, Z5
 	VFMADD231PS Z20, Z18, Z6
 	VFMADD231PS Z20, Z19, Z7
-	PREFETCHT0  (SI)(CX*2)
+	PREFETCHT1  (SI)(CX*2)
 	VPMOVSXBD   (DX)(CX*2), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1272(AX)(R11*1), Z20, Z20
@@ -36329,7 +36329,7 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Z20, Z17, Z9
 	VFMADD231PS Z20, Z18, Z10
 	VFMADD231PS Z20, Z19, Z11
-	PREFETCHT0  (SI)(BX*1)
+	PREFETCHT1  (SI)(BX*1)
 	VPMOVSXBD   (DX)(BX*1), Z20
 	VCVTDQ2PS   Z20, Z20
 	VMULPS.BCST 1276(AX)(R11*1), Z20, Z20
@@ -36847,82 +36847,82 @@ scores_rows1_prefetched_pass0_dims:
 	SUBQ        R14, R15
 	SHRQ        $0x01, R15
 	SHLQ        $0x06, R15
-	PREFETCHT0  (R10)
+	PREFETCHT1  (R10)
 	VPMOVSXBD   (DX), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1216(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z0
-	PREFETCHT0  (R10)(CX*1)
+	PREFETCHT1  (R10)(CX*1)
 	VPMOVSXBD   (DX)(CX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1220(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z4
-	PREFETCHT0  (R10)(CX*2)
+	PREFETCHT1  (R10)(CX*2)
 	VPMOVSXBD   (DX)(CX*2), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1224(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z8
-	PREFETCHT0  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*1)
 	VPMOVSXBD   (DX)(BX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1228(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z12
-	PREFETCHT0  (R11)
+	PREFETCHT1  (R11)
 	VPMOVSXBD   (SI), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1232(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z1
-	PREFETCHT0  (R11)(CX*1)
+	PREFETCHT1  (R11)(CX*1)
 	VPMOVSXBD   (SI)(CX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1236(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z5
-	PREFETCHT0  (R11)(CX*2)
+	PREFETCHT1  (R11)(CX*2)
 	VPMOVSXBD   (SI)(CX*2), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1240(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z9
-	PREFETCHT0  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*1)
 	VPMOVSXBD   (SI)(BX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1244(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z13
-	PREFETCHT0  (R12)
+	PREFETCHT1  (R12)
 	VPMOVSXBD   (DI), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1248(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z2
-	PREFETCHT0  (R12)(CX*1)
+	PREFETCHT1  (R12)(CX*1)
 	VPMOVSXBD   (DI)(CX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1252(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z6
-	PREFETCHT0  (R12)(CX*2)
+	PREFETCHT1  (R12)(CX*2)
 	VPMOVSXBD   (DI)(CX*2), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1256(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z10
-	PREFETCHT0  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*1)
 	VPMOVSXBD   (DI)(BX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1260(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z14
-	PREFETCHT0  (R9)
+	PREFETCHT1  (R9)
 	VPMOVSXBD   (R8), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1264(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z3
-	PREFETCHT0  (R9)(CX*1)
+	PREFETCHT1  (R9)(CX*1)
 	VPMOVSXBD   (R8)(CX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1268(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z7
-	PREFETCHT0  (R9)(CX*2)
+	PREFETCHT1  (R9)(CX*2)
 	VPMOVSXBD   (R8)(CX*2), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1272(AX)(R15*1), Z17, Z17
 	VFMADD231PS Z17, Z16, Z11
-	PREFETCHT0  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*1)
 	VPMOVSXBD   (R8)(BX*1), Z17
 	VCVTDQ2PS   Z17, Z17
 	VMULPS.BCST 1276(AX)(R15*1), Z17, Z17
@@ -38849,10 +38849,10 @@ rows4_vecs4_whole:
 rows4_vecs4_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows4_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -38976,10 +38976,10 @@ rows4_vecs4_masked:
 rows4_vecs4_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows4_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -39096,9 +39096,9 @@ rows4_vecs3_whole:
 rows4_vecs3_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -39204,9 +39204,9 @@ rows4_vecs3_masked:
 rows4_vecs3_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -39305,8 +39305,8 @@ rows4_vecs2_whole:
 rows4_vecs2_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows4_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -39394,8 +39394,8 @@ rows4_vecs2_masked:
 rows4_vecs2_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows4_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -39476,7 +39476,7 @@ rows4_vecs1_whole:
 rows4_vecs1_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -39546,7 +39546,7 @@ rows4_vecs1_masked:
 rows4_vecs1_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (R8), K2, Z0
@@ -39631,10 +39631,10 @@ rows3_vecs4_whole:
 rows3_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows3_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -39740,10 +39740,10 @@ rows3_vecs4_masked:
 rows3_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows3_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -39844,9 +39844,9 @@ rows3_vecs3_whole:
 rows3_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -39938,9 +39938,9 @@ rows3_vecs3_masked:
 rows3_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40027,8 +40027,8 @@ rows3_vecs2_whole:
 rows3_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows3_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40106,8 +40106,8 @@ rows3_vecs2_masked:
 rows3_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows3_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40180,7 +40180,7 @@ rows3_vecs1_whole:
 rows3_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40244,7 +40244,7 @@ rows3_vecs1_masked:
 rows3_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (DI), K2, Z0
@@ -40334,14 +40334,14 @@ rows2_vecs8_whole:
 rows2_vecs8_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 112(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 112(SI)
 
 rows2_vecs8_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40470,14 +40470,14 @@ rows2_vecs8_masked:
 rows2_vecs8_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 112(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 112(SI)
 
 rows2_vecs8_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40603,13 +40603,13 @@ rows2_vecs7_whole:
 rows2_vecs7_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs7_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40728,13 +40728,13 @@ rows2_vecs7_masked:
 rows2_vecs7_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs7_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40850,12 +40850,12 @@ rows2_vecs6_whole:
 rows2_vecs6_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
 
 rows2_vecs6_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -40964,12 +40964,12 @@ rows2_vecs6_masked:
 rows2_vecs6_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
 
 rows2_vecs6_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41075,11 +41075,11 @@ rows2_vecs5_whole:
 rows2_vecs5_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs5_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41178,11 +41178,11 @@ rows2_vecs5_masked:
 rows2_vecs5_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs5_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41278,10 +41278,10 @@ rows2_vecs4_whole:
 rows2_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41370,10 +41370,10 @@ rows2_vecs4_masked:
 rows2_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41459,9 +41459,9 @@ rows2_vecs3_whole:
 rows2_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41540,9 +41540,9 @@ rows2_vecs3_masked:
 rows2_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41618,8 +41618,8 @@ rows2_vecs2_whole:
 rows2_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41688,8 +41688,8 @@ rows2_vecs2_masked:
 rows2_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41755,7 +41755,7 @@ rows2_vecs1_whole:
 rows2_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -41814,7 +41814,7 @@ rows2_vecs1_masked:
 rows2_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (DI), K2, Z0
@@ -41884,14 +41884,14 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 112(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 112(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -41986,14 +41986,14 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 112(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 112(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42087,13 +42087,13 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42182,13 +42182,13 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42276,12 +42276,12 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42364,12 +42364,12 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42451,11 +42451,11 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42532,11 +42532,11 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42612,10 +42612,10 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42686,10 +42686,10 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42759,9 +42759,9 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42826,9 +42826,9 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42892,8 +42892,8 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -42952,8 +42952,8 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -43011,7 +43011,7 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_whole_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -43064,7 +43064,7 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_masked_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (SI), K2, Z0
@@ -43209,7 +43209,7 @@ pfk0:
 	MOVQ $0x00000000, BX
 
 pfk0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 72(SP)
 	JLT        pfk0_line
@@ -43234,7 +43234,7 @@ pfv0:
 	MOVQ $0x00000000, BX
 
 pfv0_line:
-	PREFETCHT0 (CX)(BX*1)
+	PREFETCHT1 (CX)(BX*1)
 	ADDQ       $0x40, BX
 	CMPQ       BX, 80(SP)
 	JLT        pfv0_line
@@ -43461,25 +43461,6 @@ scalesv_stored:
 	JNZ  scalesv
 
 	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
-	CMPQ 128(SP), $0x00000000
-	JEQ  q8_fetched
-	MOVQ (SP), CX
-	ADDQ 128(SP), CX
-	MOVQ $0x00000010, DX
-
-q8_prefetch:
-	MOVQ $0x00000000, BX
-
-q8_prefetch_line:
-	PREFETCHT0 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, 72(SP)
-	JLT        q8_prefetch_line
-	ADDQ       48(SP), CX
-	DECQ       DX
-	JNZ        q8_prefetch
-
-q8_fetched:
 	MOVQ      208(SP), CX
 	ADDQ      AX, CX
 	MOVQ      (SP), DX
@@ -43488,12 +43469,17 @@ q8_fetched:
 	LEAQ      (DX)(BX*4), DI
 	LEAQ      (DI)(BX*4), R8
 	LEAQ      (R8)(BX*4), R9
-	MOVQ      72(SP), R10
-	SHRQ      $0x06, R10
+	MOVQ      128(SP), R10
+	LEAQ      (DX)(R10*1), R11
+	LEAQ      (DI)(R10*1), R12
+	LEAQ      (R8)(R10*1), R13
+	LEAQ      (R9)(R10*1), R10
+	MOVQ      72(SP), R14
+	SHRQ      $0x06, R14
 	VMOVDQU32 constsAVX512<>+1984(SB), Z0
 
 q8_chunk:
-	TESTQ       R10, R10
+	TESTQ       R14, R14
 	JZ          q8_tail
 	VPXORD      (DX), Z0, Z1
 	VPXORD      (DX)(BX*1), Z0, Z2
@@ -43511,6 +43497,22 @@ q8_chunk:
 	VPXORD      (R9)(BX*1), Z0, Z14
 	VPXORD      (R9)(BX*2), Z0, Z15
 	VPXORD      (R9)(SI*1), Z0, Z16
+	PREFETCHT1  (R11)
+	PREFETCHT1  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*2)
+	PREFETCHT1  (R11)(SI*1)
+	PREFETCHT1  (R12)
+	PREFETCHT1  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*2)
+	PREFETCHT1  (R12)(SI*1)
+	PREFETCHT1  (R13)
+	PREFETCHT1  (R13)(BX*1)
+	PREFETCHT1  (R13)(BX*2)
+	PREFETCHT1  (R13)(SI*1)
+	PREFETCHT1  (R10)
+	PREFETCHT1  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*2)
+	PREFETCHT1  (R10)(SI*1)
 	VPUNPCKLDQ  Z2, Z1, Z17
 	VPUNPCKHDQ  Z2, Z1, Z1
 	VPUNPCKLDQ  Z4, Z3, Z2
@@ -43596,16 +43598,20 @@ q8_chunk:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R9
-	DECQ        R10
+	ADDQ        $0x40, R11
+	ADDQ        $0x40, R12
+	ADDQ        $0x40, R13
+	ADDQ        $0x40, R10
+	DECQ        R14
 	JMP         q8_chunk
 
 q8_tail:
-	MOVQ        72(SP), R10
-	ANDQ        $0x3f, R10
+	MOVQ        72(SP), R14
+	ANDQ        $0x3f, R14
 	JZ          q8_done
-	SHRQ        $0x02, R10
-	LEAQ        constsAVX512<>+2048(SB), R11
-	KMOVW       (R11)(R10*2), K3
+	SHRQ        $0x02, R14
+	LEAQ        constsAVX512<>+2048(SB), R15
+	KMOVW       (R15)(R14*2), K3
 	VMOVDQU32.Z (DX), K3, Z1
 	VPXORD      Z0, Z1, Z1
 	VMOVDQU32.Z (DX)(BX*1), K3, Z2
@@ -43638,6 +43644,22 @@ q8_tail:
 	VPXORD      Z0, Z15, Z15
 	VMOVDQU32.Z (R9)(SI*1), K3, Z16
 	VPXORD      Z0, Z16, Z16
+	PREFETCHT1  (R11)
+	PREFETCHT1  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*2)
+	PREFETCHT1  (R11)(SI*1)
+	PREFETCHT1  (R12)
+	PREFETCHT1  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*2)
+	PREFETCHT1  (R12)(SI*1)
+	PREFETCHT1  (R13)
+	PREFETCHT1  (R13)(BX*1)
+	PREFETCHT1  (R13)(BX*2)
+	PREFETCHT1  (R13)(SI*1)
+	PREFETCHT1  (R10)
+	PREFETCHT1  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*2)
+	PREFETCHT1  (R10)(SI*1)
 	VPUNPCKLDQ  Z2, Z1, Z0
 	VPUNPCKHDQ  Z2, Z1, Z1
 	VPUNPCKLDQ  Z4, Z3, Z2
@@ -43723,6 +43745,10 @@ q8_tail:
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R8
 	ADDQ        $0x40, R9
+	ADDQ        $0x40, R11
+	ADDQ        $0x40, R12
+	ADDQ        $0x40, R13
+	ADDQ        $0x40, R10
 
 q8_done:
 	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
@@ -44652,10 +44678,10 @@ rows4_vecs4_whole:
 rows4_vecs4_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows4_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -44779,10 +44805,10 @@ rows4_vecs4_masked:
 rows4_vecs4_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows4_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -44899,9 +44925,9 @@ rows4_vecs3_whole:
 rows4_vecs3_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -45007,9 +45033,9 @@ rows4_vecs3_masked:
 rows4_vecs3_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows4_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -45108,8 +45134,8 @@ rows4_vecs2_whole:
 rows4_vecs2_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows4_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -45197,8 +45223,8 @@ rows4_vecs2_masked:
 rows4_vecs2_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows4_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -45279,7 +45305,7 @@ rows4_vecs1_whole:
 rows4_vecs1_whole_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
@@ -45349,7 +45375,7 @@ rows4_vecs1_masked:
 rows4_vecs1_masked_keys:
 	CMPQ       SI, R8
 	JEQ        rows4_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows4_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (R8), K1, Z0
@@ -45434,10 +45460,10 @@ rows3_vecs4_whole:
 rows3_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows3_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -45543,10 +45569,10 @@ rows3_vecs4_masked:
 rows3_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows3_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -45647,9 +45673,9 @@ rows3_vecs3_whole:
 rows3_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -45741,9 +45767,9 @@ rows3_vecs3_masked:
 rows3_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows3_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -45830,8 +45856,8 @@ rows3_vecs2_whole:
 rows3_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows3_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -45909,8 +45935,8 @@ rows3_vecs2_masked:
 rows3_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows3_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -45983,7 +46009,7 @@ rows3_vecs1_whole:
 rows3_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46047,7 +46073,7 @@ rows3_vecs1_masked:
 rows3_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows3_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows3_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (DI), K1, Z0
@@ -46137,14 +46163,14 @@ rows2_vecs8_whole:
 rows2_vecs8_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 112(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 112(SI)
 
 rows2_vecs8_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46273,14 +46299,14 @@ rows2_vecs8_masked:
 rows2_vecs8_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs8_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
-	PREFETCHT0 112(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
+	PREFETCHT1 112(SI)
 
 rows2_vecs8_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46406,13 +46432,13 @@ rows2_vecs7_whole:
 rows2_vecs7_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs7_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46531,13 +46557,13 @@ rows2_vecs7_masked:
 rows2_vecs7_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs7_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
-	PREFETCHT0 96(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
+	PREFETCHT1 96(SI)
 
 rows2_vecs7_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46653,12 +46679,12 @@ rows2_vecs6_whole:
 rows2_vecs6_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
 
 rows2_vecs6_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46767,12 +46793,12 @@ rows2_vecs6_masked:
 rows2_vecs6_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs6_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
-	PREFETCHT0 80(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
+	PREFETCHT1 80(SI)
 
 rows2_vecs6_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46878,11 +46904,11 @@ rows2_vecs5_whole:
 rows2_vecs5_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs5_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -46981,11 +47007,11 @@ rows2_vecs5_masked:
 rows2_vecs5_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs5_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
-	PREFETCHT0 64(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
+	PREFETCHT1 64(SI)
 
 rows2_vecs5_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47081,10 +47107,10 @@ rows2_vecs4_whole:
 rows2_vecs4_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows2_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47173,10 +47199,10 @@ rows2_vecs4_masked:
 rows2_vecs4_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs4_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
-	PREFETCHT0 48(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
+	PREFETCHT1 48(SI)
 
 rows2_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47262,9 +47288,9 @@ rows2_vecs3_whole:
 rows2_vecs3_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47343,9 +47369,9 @@ rows2_vecs3_masked:
 rows2_vecs3_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs3_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
-	PREFETCHT0 32(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
+	PREFETCHT1 32(SI)
 
 rows2_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47421,8 +47447,8 @@ rows2_vecs2_whole:
 rows2_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_whole_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows2_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47491,8 +47517,8 @@ rows2_vecs2_masked:
 rows2_vecs2_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_masked_keys_fetched
-	PREFETCHT0 (SI)
-	PREFETCHT0 16(SI)
+	PREFETCHT1 (SI)
+	PREFETCHT1 16(SI)
 
 rows2_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47558,7 +47584,7 @@ rows2_vecs1_whole:
 rows2_vecs1_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_whole_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
@@ -47617,7 +47643,7 @@ rows2_vecs1_masked:
 rows2_vecs1_masked_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs1_masked_keys_fetched
-	PREFETCHT0 (SI)
+	PREFETCHT1 (SI)
 
 rows2_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (DI), K1, Z0
@@ -47687,14 +47713,14 @@ rows1_vecs8_whole:
 rows1_vecs8_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 112(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 112(BX)
 
 rows1_vecs8_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -47789,14 +47815,14 @@ rows1_vecs8_masked:
 rows1_vecs8_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs8_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
-	PREFETCHT0 112(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
+	PREFETCHT1 112(BX)
 
 rows1_vecs8_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -47890,13 +47916,13 @@ rows1_vecs7_whole:
 rows1_vecs7_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs7_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -47985,13 +48011,13 @@ rows1_vecs7_masked:
 rows1_vecs7_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs7_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
-	PREFETCHT0 96(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
+	PREFETCHT1 96(BX)
 
 rows1_vecs7_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48079,12 +48105,12 @@ rows1_vecs6_whole:
 rows1_vecs6_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
 
 rows1_vecs6_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48167,12 +48193,12 @@ rows1_vecs6_masked:
 rows1_vecs6_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs6_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
-	PREFETCHT0 80(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
+	PREFETCHT1 80(BX)
 
 rows1_vecs6_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48254,11 +48280,11 @@ rows1_vecs5_whole:
 rows1_vecs5_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs5_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48335,11 +48361,11 @@ rows1_vecs5_masked:
 rows1_vecs5_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs5_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
-	PREFETCHT0 64(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
+	PREFETCHT1 64(BX)
 
 rows1_vecs5_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48415,10 +48441,10 @@ rows1_vecs4_whole:
 rows1_vecs4_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
 
 rows1_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48489,10 +48515,10 @@ rows1_vecs4_masked:
 rows1_vecs4_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs4_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
-	PREFETCHT0 48(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
+	PREFETCHT1 48(BX)
 
 rows1_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48562,9 +48588,9 @@ rows1_vecs3_whole:
 rows1_vecs3_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48629,9 +48655,9 @@ rows1_vecs3_masked:
 rows1_vecs3_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs3_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
-	PREFETCHT0 32(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
+	PREFETCHT1 32(BX)
 
 rows1_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48695,8 +48721,8 @@ rows1_vecs2_whole:
 rows1_vecs2_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_whole_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
 
 rows1_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48755,8 +48781,8 @@ rows1_vecs2_masked:
 rows1_vecs2_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_masked_keys_fetched
-	PREFETCHT0 (BX)
-	PREFETCHT0 16(BX)
+	PREFETCHT1 (BX)
+	PREFETCHT1 16(BX)
 
 rows1_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48814,7 +48840,7 @@ rows1_vecs1_whole:
 rows1_vecs1_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_whole_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (SI), Z0
@@ -48867,7 +48893,7 @@ rows1_vecs1_masked:
 rows1_vecs1_masked_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs1_masked_keys_fetched
-	PREFETCHT0 (BX)
+	PREFETCHT1 (BX)
 
 rows1_vecs1_masked_keys_fetched:
 	VMOVDQU8.Z       (SI), K1, Z0
