@@ -7734,6 +7734,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -7752,6 +7754,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -9481,67 +9489,207 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	MOVQ    96(SP), DI
+	LEAQ    (DX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scores_rows1_pass0_last_dims
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (DI), Y8
-	VMOVUPS     (DX), Y9
-	VFMADD231PS Y9, Y8, Y0
-	VMOVUPS     (DX)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y2
-	VMOVUPS     (DX)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y4
-	VMOVUPS     (DX)(BX*1), Y9
-	VFMADD231PS Y9, Y8, Y6
-	VMOVUPS     (SI), Y9
-	VFMADD231PS Y9, Y8, Y1
-	VMOVUPS     (SI)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y3
-	VMOVUPS     (SI)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y5
-	VMOVUPS     (SI)(BX*1), Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, DX
+scores_rows1_pass0_key0:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y0
 	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
 	DECQ        R8
-	JNZ         scores_rows1_pass0_dims
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_pass0_fold
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
 	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y0
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y2
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y2
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y4
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y4
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y6
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y6
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y1
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y1
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (DI), Y8, Y3
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y3
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (CX), Y8, Y5
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (CX), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VFMADD231PS Y9, Y8, Y5
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VMOVUPS     (CX), Y8
+	VFMADD231PS (DX), Y8, Y7
+	ADDQ        $0x20, CX
+	ADDQ        $0x20, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key7_done
 	VMOVDQU     576(AX), Y9
 	VMASKMOVPS  (DX), Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (DX)(CX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (DX)(CX*2), Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (DX)(BX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI), Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(CX*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(CX*2), Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     576(AX), Y9
-	VMASKMOVPS  (SI)(BX*1), Y9, Y9
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (CX), Y8, Y8
 	VFMADD231PS Y9, Y8, Y7
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key7_done:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0
@@ -11665,6 +11813,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -11683,6 +11833,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -13436,75 +13592,215 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	MOVQ    96(SP), DI
+	LEAQ    (DX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scores_rows1_pass0_last_dims
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (DI), Y8
-	VCVTPH2PS   (DX), Y9
-	VFMADD231PS Y9, Y8, Y0
-	VCVTPH2PS   (DX)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y2
-	VCVTPH2PS   (DX)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y4
-	VCVTPH2PS   (DX)(BX*1), Y9
-	VFMADD231PS Y9, Y8, Y6
-	VCVTPH2PS   (SI), Y9
-	VFMADD231PS Y9, Y8, Y1
-	VCVTPH2PS   (SI)(CX*1), Y9
-	VFMADD231PS Y9, Y8, Y3
-	VCVTPH2PS   (SI)(CX*2), Y9
-	VFMADD231PS Y9, Y8, Y5
-	VCVTPH2PS   (SI)(BX*1), Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
-	ADDQ        $0x10, DX
+scores_rows1_pass0_key0:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (DI), Y8, Y0
 	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
 	DECQ        R8
-	JNZ         scores_rows1_pass0_dims
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX), X9, X9
-	VCVTPH2PS   X9, Y9
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(CX*1), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (DI), Y8, Y2
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(CX*2), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (DI), Y8, Y4
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(BX*1), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (DI), Y8, Y6
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (DI), Y8, Y1
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*1), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (DI), Y8, Y3
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*2), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VCVTPH2PS   (SI), Y8
+	VFMADD231PS (CX), Y8, Y5
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (CX), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(BX*1), X9, X9
-	VCVTPH2PS   X9, Y9
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VCVTPH2PS   (CX), Y8
+	VFMADD231PS (DX), Y8, Y7
+	ADDQ        $0x10, CX
+	ADDQ        $0x20, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DX), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (CX), X8, X8
+	VCVTPH2PS   X8, Y8
 	VFMADD231PS Y9, Y8, Y7
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key7_done:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0
@@ -15640,6 +15936,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -15658,6 +15956,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -17459,91 +17763,231 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	MOVQ    96(SP), DI
+	LEAQ    (DX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scores_rows1_pass0_last_dims
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (DI), Y8
-	VPMOVZXWD   (DX), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VPMOVZXWD   (DX)(CX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VPMOVZXWD   (DX)(CX*2), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VPMOVZXWD   (DX)(BX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VPMOVZXWD   (SI), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VPMOVZXWD   (SI)(CX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VPMOVZXWD   (SI)(CX*2), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VPMOVZXWD   (SI)(BX*1), Y9
-	VPSLLD      $0x10, Y9, Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
-	ADDQ        $0x10, DX
+scores_rows1_pass0_key0:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI), Y8, Y0
 	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
 	DECQ        R8
-	JNZ         scores_rows1_pass0_dims
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(CX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI), Y8, Y2
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(CX*2), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI), Y8, Y4
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(BX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI), Y8, Y6
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI), Y8, Y1
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DI), Y8, Y3
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*2), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VPMOVZXWD   (SI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (CX), Y8, Y5
+	ADDQ        $0x10, SI
+	ADDQ        $0x20, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (CX), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(BX*1), X9, X9
-	VPMOVZXWD   X9, Y9
-	VPSLLD      $0x10, Y9, Y9
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VPMOVZXWD   (CX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (DX), Y8, Y7
+	ADDQ        $0x10, CX
+	ADDQ        $0x20, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DX), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (CX), X8, X8
+	VPMOVZXWD   X8, Y8
+	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y9, Y8, Y7
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key7_done:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0
@@ -19809,6 +20253,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000008, DX
 
@@ -19827,6 +20273,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -21809,115 +22261,311 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	MOVQ    96(SP), DI
+	LEAQ    (DX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
+	MOVQ    $0x00000000, R9
 	MOVQ    32(SP), R8
 	TESTQ   R8, R8
-	JZ      scores_rows1_pass0_last_dims
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (DI), Y8
-	MOVQ        32(SP), R9
-	SUBQ        R8, R9
+scores_rows1_pass0_key0:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VMULPS      704(AX)(R10*1), Y8, Y8
+	INCQ        R9
+	VFMADD231PS (DI), Y8, Y0
+	ADDQ        $0x08, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key0
+
+scores_rows1_pass0_key0_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMULPS      704(AX)(SI*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y0
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VMULPS      736(AX)(R10*1), Y8, Y8
+	INCQ        R9
+	VFMADD231PS (DI), Y8, Y2
+	ADDQ        $0x08, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMULPS      736(AX)(SI*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y2
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VMULPS      768(AX)(R10*1), Y8, Y8
+	INCQ        R9
+	VFMADD231PS (DI), Y8, Y4
+	ADDQ        $0x08, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMULPS      768(AX)(SI*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y4
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VMULPS      800(AX)(R10*1), Y8, Y8
+	INCQ        R9
+	VFMADD231PS (DI), Y8, Y6
+	ADDQ        $0x08, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMULPS      800(AX)(SI*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y6
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VMULPS      832(AX)(R10*1), Y8, Y8
+	INCQ        R9
+	VFMADD231PS (DI), Y8, Y1
+	ADDQ        $0x08, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMULPS      832(AX)(SI*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y1
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VMULPS      864(AX)(R10*1), Y8, Y8
+	INCQ        R9
+	VFMADD231PS (DI), Y8, Y3
+	ADDQ        $0x08, SI
+	ADDQ        $0x20, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMULPS      864(AX)(SI*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y3
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  $0x00000000, R8
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R8, R9
 	SHRQ        $0x02, R9
 	SHLQ        $0x08, R9
-	VPMOVSXBD   (DX), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      704(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VPMOVSXBD   (DX)(CX*1), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      736(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VPMOVSXBD   (DX)(CX*2), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      768(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VPMOVSXBD   (DX)(BX*1), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      800(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VPMOVSXBD   (SI), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      832(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VPMOVSXBD   (SI)(CX*1), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      864(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VPMOVSXBD   (SI)(CX*2), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      896(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VPMOVSXBD   (SI)(BX*1), Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      928(AX)(R9*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y7
-	ADDQ        $0x20, DI
-	ADDQ        $0x08, DX
+	VMULPS      896(AX)(R9*1), Y8, Y8
+	INCQ        R8
+	VFMADD231PS (CX), Y8, Y5
 	ADDQ        $0x08, SI
-	DECQ        R8
-	JNZ         scores_rows1_pass0_dims
+	ADDQ        $0x20, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key6
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key6_last:
 	CMPQ        ktail+24(FP), $0x08
-	JEQ         scores_rows1_pass0_fold
-	VMOVDQU     576(AX), Y8
-	VMASKMOVPS  (DI), Y8, Y8
-	MOVQ        32(SP), DI
-	SUBQ        R8, DI
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (CX), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (SI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        R8, CX
+	SHRQ        $0x02, CX
+	SHLQ        $0x08, CX
+	VMULPS      896(AX)(CX*1), Y8, Y8
+	VFMADD231PS Y9, Y8, Y5
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  $0x00000000, SI
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VPMOVSXBD   (CX), Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        SI, DI
 	SHRQ        $0x02, DI
 	SHLQ        $0x08, DI
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      704(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(CX*1), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      736(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y2
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(CX*2), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      768(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y4
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (DX)(BX*1), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      800(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y6
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      832(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y1
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*1), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      864(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y3
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(CX*2), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      896(AX)(DI*1), Y9, Y9
-	VFMADD231PS Y9, Y8, Y5
-	VMOVDQU     640(AX), X9
-	VMASKMOVPS  (SI)(BX*1), X9, X9
-	VPMOVSXBD   X9, Y9
-	VCVTDQ2PS   Y9, Y9
-	VMULPS      928(AX)(DI*1), Y9, Y9
+	VMULPS      928(AX)(DI*1), Y8, Y8
+	INCQ        SI
+	VFMADD231PS (DX), Y8, Y7
+	ADDQ        $0x08, CX
+	ADDQ        $0x20, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DX), Y9, Y9
+	VMOVDQU     640(AX), X8
+	VMASKMOVPS  (CX), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	MOVQ        SI, CX
+	SHRQ        $0x02, CX
+	SHLQ        $0x08, CX
+	VMULPS      928(AX)(CX*1), Y8, Y8
 	VFMADD231PS Y9, Y8, Y7
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key7_done:
 	VPERM2F128   $0x31, Y1, Y0, Y8
 	VPERM2F128   $0x20, Y1, Y0, Y0
 	VADDPS       Y8, Y0, Y0

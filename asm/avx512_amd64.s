@@ -15109,6 +15109,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -15127,6 +15129,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000010, DX
 
@@ -17302,94 +17310,377 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_pass0_last_dims
+	LEAQ    (DX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (R9), Z16
-	VMOVUPS     (DX), Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVUPS     (DX)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVUPS     (DX)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVUPS     (DX)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVUPS     (SI), Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVUPS     (SI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVUPS     (SI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVUPS     (SI)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z13
-	VMOVUPS     (DI), Z17
-	VFMADD231PS Z17, Z16, Z2
-	VMOVUPS     (DI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z6
-	VMOVUPS     (DI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z10
-	VMOVUPS     (DI)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z14
-	VMOVUPS     (R8), Z17
-	VFMADD231PS Z17, Z16, Z3
-	VMOVUPS     (R8)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z7
-	VMOVUPS     (R8)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z11
-	VMOVUPS     (R8)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R9
-	ADDQ        $0x40, DX
+scores_rows1_pass0_key0:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z0
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, DI
-	ADDQ        $0x40, R8
-	DECQ        R10
-	JNZ         scores_rows1_pass0_dims
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_pass0_fold
-	VMOVUPS.Z   (R9), K1, Z16
-	VMOVUPS.Z   (DX), K1, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVUPS.Z   (DX)(CX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVUPS.Z   (DX)(CX*2), K1, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVUPS.Z   (DX)(BX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVUPS.Z   (SI), K1, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVUPS.Z   (SI)(CX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVUPS.Z   (SI)(CX*2), K1, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVUPS.Z   (SI)(BX*1), K1, Z17
-	VFMADD231PS Z17, Z16, Z13
+	JEQ         scores_rows1_pass0_key0_done
 	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z0
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z4
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z4
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z8
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z8
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z12
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z12
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z1
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z1
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z5
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z5
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z9
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z9
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z13
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
+	VFMADD231PS Z17, Z16, Z13
+
+scores_rows1_pass0_key7_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key8_last
+
+scores_rows1_pass0_key8:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z2
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key8
+
+scores_rows1_pass0_key8_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key8_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z2
-	VMOVUPS.Z   (DI)(CX*1), K1, Z17
+
+scores_rows1_pass0_key8_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key9_last
+
+scores_rows1_pass0_key9:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z6
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key9
+
+scores_rows1_pass0_key9_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key9_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z6
-	VMOVUPS.Z   (DI)(CX*2), K1, Z17
+
+scores_rows1_pass0_key9_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key10_last
+
+scores_rows1_pass0_key10:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z10
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key10
+
+scores_rows1_pass0_key10_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key10_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z10
-	VMOVUPS.Z   (DI)(BX*1), K1, Z17
+
+scores_rows1_pass0_key10_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key11_last
+
+scores_rows1_pass0_key11:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z14
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key11
+
+scores_rows1_pass0_key11_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key11_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z14
-	VMOVUPS.Z   (R8), K1, Z17
+
+scores_rows1_pass0_key11_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key12_last
+
+scores_rows1_pass0_key12:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z3
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key12
+
+scores_rows1_pass0_key12_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key12_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z3
-	VMOVUPS.Z   (R8)(CX*1), K1, Z17
+
+scores_rows1_pass0_key12_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key13_last
+
+scores_rows1_pass0_key13:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (DI), Z16, Z7
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key13
+
+scores_rows1_pass0_key13_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key13_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z7
-	VMOVUPS.Z   (R8)(CX*2), K1, Z17
+
+scores_rows1_pass0_key13_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key14_last
+
+scores_rows1_pass0_key14:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (CX), Z16, Z11
+	ADDQ        $0x40, SI
+	ADDQ        $0x40, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key14
+
+scores_rows1_pass0_key14_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key14_done
+	VMOVUPS.Z   (CX), K1, Z17
+	VMOVUPS.Z   (SI), K1, Z16
 	VFMADD231PS Z17, Z16, Z11
-	VMOVUPS.Z   (R8)(BX*1), K1, Z17
+
+scores_rows1_pass0_key14_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key15_last
+
+scores_rows1_pass0_key15:
+	VMOVUPS     (CX), Z16
+	VFMADD231PS (DX), Z16, Z15
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key15
+
+scores_rows1_pass0_key15_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key15_done
+	VMOVUPS.Z   (DX), K1, Z17
+	VMOVUPS.Z   (CX), K1, Z16
 	VFMADD231PS Z17, Z16, Z15
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key15_done:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -21754,6 +22045,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -21772,6 +22065,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000010, DX
 
@@ -23995,110 +24294,393 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_pass0_last_dims
+	LEAQ    (DX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (R9), Z16
-	VCVTPH2PS   (DX), Z17
-	VFMADD231PS Z17, Z16, Z0
-	VCVTPH2PS   (DX)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z4
-	VCVTPH2PS   (DX)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z8
-	VCVTPH2PS   (DX)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z12
-	VCVTPH2PS   (SI), Z17
-	VFMADD231PS Z17, Z16, Z1
-	VCVTPH2PS   (SI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z5
-	VCVTPH2PS   (SI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z9
-	VCVTPH2PS   (SI)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z13
-	VCVTPH2PS   (DI), Z17
-	VFMADD231PS Z17, Z16, Z2
-	VCVTPH2PS   (DI)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z6
-	VCVTPH2PS   (DI)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z10
-	VCVTPH2PS   (DI)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z14
-	VCVTPH2PS   (R8), Z17
-	VFMADD231PS Z17, Z16, Z3
-	VCVTPH2PS   (R8)(CX*1), Z17
-	VFMADD231PS Z17, Z16, Z7
-	VCVTPH2PS   (R8)(CX*2), Z17
-	VFMADD231PS Z17, Z16, Z11
-	VCVTPH2PS   (R8)(BX*1), Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, DX
+scores_rows1_pass0_key0:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z0
 	ADDQ        $0x20, SI
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, R8
-	DECQ        R10
-	JNZ         scores_rows1_pass0_dims
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_pass0_fold
-	VMOVUPS.Z   (R9), K1, Z16
-	VMOVDQU16.Z (DX), K1, Z17
-	VCVTPH2PS   Y17, Z17
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z0
-	VMOVDQU16.Z (DX)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z4
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z4
-	VMOVDQU16.Z (DX)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z8
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z8
-	VMOVDQU16.Z (DX)(BX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z12
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z12
-	VMOVDQU16.Z (SI), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z1
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z1
-	VMOVDQU16.Z (SI)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z5
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z5
-	VMOVDQU16.Z (SI)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z9
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z9
-	VMOVDQU16.Z (SI)(BX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z13
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z13
-	VMOVDQU16.Z (DI), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key7_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key8_last
+
+scores_rows1_pass0_key8:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z2
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key8
+
+scores_rows1_pass0_key8_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key8_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z2
-	VMOVDQU16.Z (DI)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key8_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key9_last
+
+scores_rows1_pass0_key9:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z6
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key9
+
+scores_rows1_pass0_key9_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key9_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z6
-	VMOVDQU16.Z (DI)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key9_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key10_last
+
+scores_rows1_pass0_key10:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z10
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key10
+
+scores_rows1_pass0_key10_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key10_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z10
-	VMOVDQU16.Z (DI)(BX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key10_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key11_last
+
+scores_rows1_pass0_key11:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z14
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key11
+
+scores_rows1_pass0_key11_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key11_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z14
-	VMOVDQU16.Z (R8), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key11_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key12_last
+
+scores_rows1_pass0_key12:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z3
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key12
+
+scores_rows1_pass0_key12_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key12_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z3
-	VMOVDQU16.Z (R8)(CX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key12_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key13_last
+
+scores_rows1_pass0_key13:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (DI), Z16, Z7
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key13
+
+scores_rows1_pass0_key13_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key13_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z7
-	VMOVDQU16.Z (R8)(CX*2), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key13_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key14_last
+
+scores_rows1_pass0_key14:
+	VCVTPH2PS   (SI), Z16
+	VFMADD231PS (CX), Z16, Z11
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key14
+
+scores_rows1_pass0_key14_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key14_done
+	VMOVUPS.Z   (CX), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z11
-	VMOVDQU16.Z (R8)(BX*1), K1, Z17
-	VCVTPH2PS   Y17, Z17
+
+scores_rows1_pass0_key14_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key15_last
+
+scores_rows1_pass0_key15:
+	VCVTPH2PS   (CX), Z16
+	VFMADD231PS (DX), Z16, Z15
+	ADDQ        $0x20, CX
+	ADDQ        $0x40, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key15
+
+scores_rows1_pass0_key15_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key15_done
+	VMOVUPS.Z   (DX), K1, Z17
+	VMOVDQU16.Z (CX), K1, Z16
+	VCVTPH2PS   Y16, Z16
 	VFMADD231PS Z17, Z16, Z15
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key15_done:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -28487,6 +29069,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -28505,6 +29089,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000010, DX
 
@@ -30824,142 +31414,425 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_pass0_last_dims
+	LEAQ    (DX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (R9), Z16
-	VPMOVZXWD   (DX), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VPMOVZXWD   (DX)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VPMOVZXWD   (DX)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VPMOVZXWD   (DX)(BX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VPMOVZXWD   (SI), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VPMOVZXWD   (SI)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VPMOVZXWD   (SI)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VPMOVZXWD   (SI)(BX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VPMOVZXWD   (DI), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VPMOVZXWD   (DI)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VPMOVZXWD   (DI)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VPMOVZXWD   (DI)(BX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VPMOVZXWD   (R8), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VPMOVZXWD   (R8)(CX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VPMOVZXWD   (R8)(CX*2), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z11
-	VPMOVZXWD   (R8)(BX*1), Z17
-	VPSLLD      $0x10, Z17, Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R9
-	ADDQ        $0x20, DX
+scores_rows1_pass0_key0:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z0
 	ADDQ        $0x20, SI
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, R8
-	DECQ        R10
-	JNZ         scores_rows1_pass0_dims
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_pass0_fold
-	VMOVUPS.Z   (R9), K1, Z16
-	VMOVDQU16.Z (DX), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z0
-	VMOVDQU16.Z (DX)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z4
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z4
-	VMOVDQU16.Z (DX)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z8
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z8
-	VMOVDQU16.Z (DX)(BX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z12
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z12
-	VMOVDQU16.Z (SI), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z1
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z1
-	VMOVDQU16.Z (SI)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z5
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z5
-	VMOVDQU16.Z (SI)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z9
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z9
-	VMOVDQU16.Z (SI)(BX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z13
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z13
-	VMOVDQU16.Z (DI), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key7_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key8_last
+
+scores_rows1_pass0_key8:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z2
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key8
+
+scores_rows1_pass0_key8_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key8_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z2
-	VMOVDQU16.Z (DI)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key8_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key9_last
+
+scores_rows1_pass0_key9:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z6
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key9
+
+scores_rows1_pass0_key9_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key9_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z6
-	VMOVDQU16.Z (DI)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key9_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key10_last
+
+scores_rows1_pass0_key10:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z10
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key10
+
+scores_rows1_pass0_key10_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key10_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z10
-	VMOVDQU16.Z (DI)(BX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key10_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key11_last
+
+scores_rows1_pass0_key11:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z14
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key11
+
+scores_rows1_pass0_key11_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key11_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z14
-	VMOVDQU16.Z (R8), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key11_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key12_last
+
+scores_rows1_pass0_key12:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z3
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key12
+
+scores_rows1_pass0_key12_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key12_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z3
-	VMOVDQU16.Z (R8)(CX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key12_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key13_last
+
+scores_rows1_pass0_key13:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DI), Z16, Z7
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key13
+
+scores_rows1_pass0_key13_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key13_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z7
-	VMOVDQU16.Z (R8)(CX*2), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key13_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key14_last
+
+scores_rows1_pass0_key14:
+	VPMOVZXWD   (SI), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (CX), Z16, Z11
+	ADDQ        $0x20, SI
+	ADDQ        $0x40, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key14
+
+scores_rows1_pass0_key14_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key14_done
+	VMOVUPS.Z   (CX), K1, Z17
+	VMOVDQU16.Z (SI), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z11
-	VMOVDQU16.Z (R8)(BX*1), K1, Z17
-	VPMOVZXWD   Y17, Z17
-	VPSLLD      $0x10, Z17, Z17
+
+scores_rows1_pass0_key14_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key15_last
+
+scores_rows1_pass0_key15:
+	VPMOVZXWD   (CX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (DX), Z16, Z15
+	ADDQ        $0x20, CX
+	ADDQ        $0x40, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key15
+
+scores_rows1_pass0_key15_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key15_done
+	VMOVUPS.Z   (DX), K1, Z17
+	VMOVDQU16.Z (CX), K1, Z16
+	VPMOVZXWD   Y16, Z16
+	VPSLLD      $0x10, Z16, Z16
 	VFMADD231PS Z17, Z16, Z15
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key15_done:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
@@ -35570,6 +36443,8 @@ whole:
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
 	CMPQ 128(SP), $0x00000000
 	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
 	MOVQ (SP), CX
 	MOVQ $0x00000010, DX
 
@@ -35588,6 +36463,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000010, DX
 
@@ -38218,182 +39099,585 @@ scores_rows1:
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), SI
-	LEAQ    (SI)(CX*4), DI
-	LEAQ    (DI)(CX*4), R8
-	MOVQ    96(SP), R9
-	MOVQ    32(SP), R10
-	TESTQ   R10, R10
-	JZ      scores_rows1_pass0_last_dims
+	LEAQ    (DX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	LEAQ    (BX)(CX*4), BX
+	MOVQ    96(SP), BX
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
+	MOVQ    $0x00000000, R9
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows1_pass0_key0_last
 
-scores_rows1_pass0_dims:
-	VMOVUPS     (R9), Z16
-	MOVQ        32(SP), R11
-	SUBQ        R10, R11
-	SHRQ        $0x01, R11
-	SHLQ        $0x06, R11
-	VPMOVSXBD   (DX), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1216(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VPMOVSXBD   (DX)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1220(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VPMOVSXBD   (DX)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1224(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VPMOVSXBD   (DX)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1228(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VPMOVSXBD   (SI), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1232(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VPMOVSXBD   (SI)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1236(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VPMOVSXBD   (SI)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1240(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VPMOVSXBD   (SI)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1244(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VPMOVSXBD   (DI), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1248(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VPMOVSXBD   (DI)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1252(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VPMOVSXBD   (DI)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1256(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VPMOVSXBD   (DI)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1260(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VPMOVSXBD   (R8), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1264(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VPMOVSXBD   (R8)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1268(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VPMOVSXBD   (R8)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1272(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z11
-	VPMOVSXBD   (R8)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1276(AX)(R11*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z15
-	ADDQ        $0x40, R9
-	ADDQ        $0x10, DX
+scores_rows1_pass0_key0:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1216(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z0
 	ADDQ        $0x10, SI
-	ADDQ        $0x10, DI
-	ADDQ        $0x10, R8
-	DECQ        R10
-	JNZ         scores_rows1_pass0_dims
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key0
 
-scores_rows1_pass0_last_dims:
+scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x10
-	JEQ         scores_rows1_pass0_fold
-	VMOVUPS.Z   (R9), K1, Z16
-	MOVQ        32(SP), R9
-	SUBQ        R10, R9
+	JEQ         scores_rows1_pass0_key0_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1216(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z0
+
+scores_rows1_pass0_key0_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key1_last
+
+scores_rows1_pass0_key1:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1220(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z4
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key1
+
+scores_rows1_pass0_key1_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key1_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1220(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z4
+
+scores_rows1_pass0_key1_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key2_last
+
+scores_rows1_pass0_key2:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1224(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z8
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key2
+
+scores_rows1_pass0_key2_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key2_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1224(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z8
+
+scores_rows1_pass0_key2_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key3_last
+
+scores_rows1_pass0_key3:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1228(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z12
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key3
+
+scores_rows1_pass0_key3_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key3_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1228(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z12
+
+scores_rows1_pass0_key3_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key4_last
+
+scores_rows1_pass0_key4:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1232(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z1
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key4
+
+scores_rows1_pass0_key4_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key4_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1232(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z1
+
+scores_rows1_pass0_key4_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key5_last
+
+scores_rows1_pass0_key5:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1236(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z5
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key5
+
+scores_rows1_pass0_key5_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key5_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1236(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z5
+
+scores_rows1_pass0_key5_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key6_last
+
+scores_rows1_pass0_key6:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1240(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z9
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key6
+
+scores_rows1_pass0_key6_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key6_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1240(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z9
+
+scores_rows1_pass0_key6_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key7_last
+
+scores_rows1_pass0_key7:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1244(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z13
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key7
+
+scores_rows1_pass0_key7_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key7_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1244(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z13
+
+scores_rows1_pass0_key7_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key8_last
+
+scores_rows1_pass0_key8:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1248(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z2
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key8
+
+scores_rows1_pass0_key8_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key8_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1248(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z2
+
+scores_rows1_pass0_key8_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key9_last
+
+scores_rows1_pass0_key9:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1252(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z6
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key9
+
+scores_rows1_pass0_key9_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key9_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1252(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z6
+
+scores_rows1_pass0_key9_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key10_last
+
+scores_rows1_pass0_key10:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1256(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z10
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key10
+
+scores_rows1_pass0_key10_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key10_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1256(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z10
+
+scores_rows1_pass0_key10_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key11_last
+
+scores_rows1_pass0_key11:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1260(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z14
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key11
+
+scores_rows1_pass0_key11_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key11_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1260(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z14
+
+scores_rows1_pass0_key11_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key12_last
+
+scores_rows1_pass0_key12:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1264(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z3
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key12
+
+scores_rows1_pass0_key12_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key12_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1264(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z3
+
+scores_rows1_pass0_key12_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, DI
+	MOVQ  $0x00000000, R9
+	MOVQ  32(SP), R8
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key13_last
+
+scores_rows1_pass0_key13:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VMULPS.BCST 1268(AX)(R10*1), Z16, Z16
+	INCQ        R9
+	VFMADD231PS (DI), Z16, Z7
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         scores_rows1_pass0_key13
+
+scores_rows1_pass0_key13_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key13_done
+	VMOVUPS.Z   (DI), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R9, SI
+	SHRQ        $0x01, SI
+	SHLQ        $0x06, SI
+	VMULPS.BCST 1268(AX)(SI*1), Z16, Z16
+	VFMADD231PS Z17, Z16, Z7
+
+scores_rows1_pass0_key13_done:
+	MOVQ  DX, SI
+	ADDQ  CX, DX
+	MOVQ  BX, CX
+	MOVQ  $0x00000000, R8
+	MOVQ  32(SP), DI
+	TESTQ DI, DI
+	JZ    scores_rows1_pass0_key14_last
+
+scores_rows1_pass0_key14:
+	VPMOVSXBD   (SI), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R8, R9
 	SHRQ        $0x01, R9
 	SHLQ        $0x06, R9
-	VMOVDQU8.Z  (DX), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1216(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1220(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1224(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1228(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVDQU8.Z  (SI), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1232(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVDQU8.Z  (SI)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1236(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVDQU8.Z  (SI)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1240(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVDQU8.Z  (SI)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1244(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VMOVDQU8.Z  (DI), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1248(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VMOVDQU8.Z  (DI)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1252(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VMOVDQU8.Z  (DI)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1256(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VMOVDQU8.Z  (DI)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1260(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VMOVDQU8.Z  (R8), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1264(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VMOVDQU8.Z  (R8)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1268(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VMOVDQU8.Z  (R8)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1272(AX)(R9*1), Z17, Z17
+	VMULPS.BCST 1272(AX)(R9*1), Z16, Z16
+	INCQ        R8
+	VFMADD231PS (CX), Z16, Z11
+	ADDQ        $0x10, SI
+	ADDQ        $0x40, CX
+	DECQ        DI
+	JNZ         scores_rows1_pass0_key14
+
+scores_rows1_pass0_key14_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key14_done
+	VMOVUPS.Z   (CX), K1, Z17
+	VMOVDQU8.Z  (SI), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        R8, CX
+	SHRQ        $0x01, CX
+	SHLQ        $0x06, CX
+	VMULPS.BCST 1272(AX)(CX*1), Z16, Z16
 	VFMADD231PS Z17, Z16, Z11
-	VMOVDQU8.Z  (R8)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1276(AX)(R9*1), Z17, Z17
+
+scores_rows1_pass0_key14_done:
+	MOVQ  DX, CX
+	MOVQ  BX, DX
+	MOVQ  $0x00000000, SI
+	MOVQ  32(SP), BX
+	TESTQ BX, BX
+	JZ    scores_rows1_pass0_key15_last
+
+scores_rows1_pass0_key15:
+	VPMOVSXBD   (CX), Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        SI, DI
+	SHRQ        $0x01, DI
+	SHLQ        $0x06, DI
+	VMULPS.BCST 1276(AX)(DI*1), Z16, Z16
+	INCQ        SI
+	VFMADD231PS (DX), Z16, Z15
+	ADDQ        $0x10, CX
+	ADDQ        $0x40, DX
+	DECQ        BX
+	JNZ         scores_rows1_pass0_key15
+
+scores_rows1_pass0_key15_last:
+	CMPQ        ktail+24(FP), $0x10
+	JEQ         scores_rows1_pass0_key15_done
+	VMOVUPS.Z   (DX), K1, Z17
+	VMOVDQU8.Z  (CX), K1, Z16
+	VPMOVSXBD   X16, Z16
+	VCVTDQ2PS   Z16, Z16
+	MOVQ        SI, CX
+	SHRQ        $0x01, CX
+	SHLQ        $0x06, CX
+	VMULPS.BCST 1276(AX)(CX*1), Z16, Z16
 	VFMADD231PS Z17, Z16, Z15
 
-scores_rows1_pass0_fold:
+scores_rows1_pass0_key15_done:
 	VSHUFF32X4   $0xee, Z1, Z0, Z16
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
 	VADDPS       Z16, Z0, Z0
