@@ -38,6 +38,10 @@ func FuzzCacheOps(f *testing.F) {
 		l, _ := testLayer(t, e, rng, LayerConfig{DModel: 16, Heads: 2, KVHeads: 1, HeadDim: 8,
 			Rotary: Rotary{Dims: 8}}, true)
 		typ := []KVType{Float32, Float16, BFloat16, Int8}[kind%4]
+		var opts *Options // int8 caches: the int8 mode for half the kinds
+		if typ == Int8 && kind/4%2 == 1 {
+			opts = &Options{Compute: ComputeInt8}
+		}
 		cache, err := l.NewCacheOf(B, capacity, typ)
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +72,7 @@ func FuzzCacheOps(f *testing.F) {
 				if ops := len(ops); ops%2 == 1 && n > 0 {
 					ctx = cancelled
 				}
-				err := l.DecodeSeqs(ctx, out, x, cache, counts, nil)
+				err := l.DecodeSeqs(ctx, out, x, cache, counts, opts)
 				fits := true
 				for b, c := range counts {
 					fits = fits && len(hist[b])/16+c <= capacity
@@ -90,7 +94,7 @@ func FuzzCacheOps(f *testing.F) {
 							continue
 						}
 						hist[b] = append(hist[b], x[row*16:(row+counts[b])*16]...)
-						if d := recompute(l, ref, hist[b], out[row*16:(row+counts[b])*16], nil); !(d <= 2e-4) {
+						if d := recompute(l, ref, hist[b], out[row*16:(row+counts[b])*16], opts); !(d <= 2e-4) {
 							t.Fatalf("%v cache, sequence %d at %d tokens: outputs differ from the recomputation by %.3g", typ, b, len(hist[b])/16, d)
 						}
 						row += counts[b]
@@ -455,6 +459,9 @@ func FuzzOptionEdges(f *testing.F) {
 		}
 		if choose(3) == 0 {
 			o.ALiBi = perHead()
+		}
+		if choose(4) == 0 { // K is float32: the int8 mode and undefined modes are ErrOption
+			o.Compute = []Compute{-1, ComputeInt8, ComputeInt8 + 1}[choose(3)]
 		}
 		if choose(3) == 0 {
 			o.Sinks = perHead()
