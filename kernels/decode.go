@@ -107,24 +107,31 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	if !ks.HasDecode(k.Type, dk, dv) || v.Type != k.Type {
 		panic(fmt.Sprintf("kernels: Decode: set %s has no kernel for K %v, V %v, dk %d, dv %d", ks.Name, k.Type, v.Type, dk, dv))
 	}
-	if nk < ks.decodeKeys {
-		panic(fmt.Sprintf("kernels: Decode: %d keys, at least %d", nk, ks.decodeKeys))
-	}
 	checkInN("Decode", "q", q, rows*dk)
-	checkKV("Decode", "k", k, nk, dk)
-	checkKV("Decode", "v", v, nk, dv)
-	if k.Type == fallback.KVInt8 {
-		checkIn("Decode", "k scales", k.S, nk, fallback.Int8Blocks(dk), k.LdS)
-		checkIn("Decode", "v scales", v.S, nk, fallback.Int8Blocks(dv), v.LdS)
-	}
-	checkOutN("Decode", "o", o, rows*dv)
-	checkOutN("Decode", "m", m, rows)
-	checkOutN("Decode", "l", l, rows)
-	checkOutN("Decode", "s", s, ks.DecodeScratch(dk, dv))
-	if alibi != nil {
-		checkInN("Decode", "alibi", alibi, 2*rows)
-	}
+	ks.checkDecode("Decode", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+}
+
+// checkDecode checks the operands Decode and DecodeQ8 share: the keys
+// (at least a block), K and V (int8: their scales), the state, the
+// scratch and ALiBi's terms.
+func (ks *Set) checkDecode(kernel string, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+	if nk < ks.decodeKeys {
+		panic(fmt.Sprintf("kernels: %s: %d keys, at least %d", kernel, nk, ks.decodeKeys))
+	}
+	checkKV(kernel, "k", k, nk, dk)
+	checkKV(kernel, "v", v, nk, dv)
+	if k.Type == fallback.KVInt8 {
+		checkIn(kernel, "k scales", k.S, nk, fallback.Int8Blocks(dk), k.LdS)
+		checkIn(kernel, "v scales", v.S, nk, fallback.Int8Blocks(dv), v.LdS)
+	}
+	checkOutN(kernel, "o", o, rows*dv)
+	checkOutN(kernel, "m", m, rows)
+	checkOutN(kernel, "l", l, rows)
+	checkOutN(kernel, "s", s, ks.DecodeScratch(dk, dv))
+	if alibi != nil {
+		checkInN(kernel, "alibi", alibi, 2*rows)
+	}
 }
 
 // HasDecodeQ8 reports whether the set has DecodeQ8 for int8 K/V of head
@@ -147,27 +154,14 @@ func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	if !ks.HasDecodeQ8(dk, dv) || k.Type != fallback.KVInt8 || v.Type != fallback.KVInt8 {
 		panic(fmt.Sprintf("kernels: DecodeQ8: set %s has no kernel for K %v, V %v, dk %d, dv %d", ks.Name, k.Type, v.Type, dk, dv))
 	}
-	if nk < ks.decodeKeys {
-		panic(fmt.Sprintf("kernels: DecodeQ8: %d keys, at least %d", nk, ks.decodeKeys))
-	}
-	nb := fallback.Int8Blocks(dk)
 	if q.Ld != fallback.QueryQ8Ld(dk) {
 		panic(fmt.Sprintf("kernels: DecodeQ8: query stride %d, want %d", q.Ld, fallback.QueryQ8Ld(dk)))
 	}
+	nb := fallback.Int8Blocks(dk)
 	checkInN("DecodeQ8", "q", q.Q, rows*q.Ld)
 	checkInN("DecodeQ8", "q scales", q.S, rows*nb)
 	checkInN("DecodeQ8", "q corrections", q.Corr, rows*nb)
-	checkKV("DecodeQ8", "k", k, nk, dk)
-	checkKV("DecodeQ8", "v", v, nk, dv)
-	checkIn("DecodeQ8", "k scales", k.S, nk, nb, k.LdS)
-	checkIn("DecodeQ8", "v scales", v.S, nk, fallback.Int8Blocks(dv), v.LdS)
-	checkOutN("DecodeQ8", "o", o, rows*dv)
-	checkOutN("DecodeQ8", "m", m, rows)
-	checkOutN("DecodeQ8", "l", l, rows)
-	checkOutN("DecodeQ8", "s", s, ks.DecodeScratch(dk, dv))
-	if alibi != nil {
-		checkInN("DecodeQ8", "alibi", alibi, 2*rows)
-	}
+	ks.checkDecode("DecodeQ8", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	ks.decodeQ8(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
 

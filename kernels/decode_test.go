@@ -99,25 +99,8 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 	o, f4 := operand(t, rng, rows*dv, atEnd)
 	s, f5 := guarded(t, ks.DecodeScratch(dk, dv), atEnd)
 	defer func() { f1(); f2(); f3(); f4(); f5() }()
-	m, l := make([]float32, rows), make([]float32, rows)
-	running := rng.IntN(2) == 0
-	for r := range m {
-		if running {
-			m[r], l[r] = 2*rng.Float32()-1, 1+rng.Float32()
-		} else {
-			m[r], l[r] = float32(math.Inf(-1)), 0
-			clear(o[r*dv : (r+1)*dv])
-		}
-	}
-	var alibi []float32 // half the cases: ALiBi slopes and distances
-	if rng.IntN(2) == 0 {
-		a, f6 := guarded(t, 2*rows, atEnd)
-		defer f6()
-		for r := 0; r < rows; r++ {
-			a[r], a[rows+r] = rng.Float32()-0.3, float32(rng.IntN(200)-150)
-		}
-		alibi = a
-	}
+	m, l, running, alibi, f6 := decodeState(t, rng, rows, dv, o, atEnd)
+	defer f6()
 	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
 	ks.Decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	if typ == fallback.KVInt8 && ks.decodeDequant {
@@ -135,6 +118,32 @@ func decodeCase(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk,
 	}
 	where := fmt.Sprintf("%s %v rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v", ks, typ, rows, nk, dk, dv, running, alibi != nil)
 	checkDecodeState(t, where, q, rows, dk, kf, ldk, vf, ldv, nk, dv, alibi, o0, m0, l0, o, m, l)
+}
+
+// decodeState draws a Decode call's state for rows rows of o ([rows][dv]):
+// half the time running (m, l at random, o as drawn), else empty (m
+// -Inf, l and o zero); and half the time ALiBi's slopes and distances
+// (guarded), else nil.
+func decodeState(t *testing.T, rng *rand.Rand, rows, dv int, o []float32, atEnd bool) (m, l []float32, running bool, alibi []float32, free func()) {
+	m, l = make([]float32, rows), make([]float32, rows)
+	running = rng.IntN(2) == 0
+	for r := range m {
+		if running {
+			m[r], l[r] = 2*rng.Float32()-1, 1+rng.Float32()
+		} else {
+			m[r], l[r] = float32(math.Inf(-1)), 0
+			clear(o[r*dv : (r+1)*dv])
+		}
+	}
+	free = func() {}
+	if rng.IntN(2) == 0 {
+		a, f := guarded(t, 2*rows, atEnd)
+		for r := 0; r < rows; r++ {
+			a[r], a[rows+r] = rng.Float32()-0.3, float32(rng.IntN(200)-150)
+		}
+		alibi, free = a, f
+	}
+	return m, l, running, alibi, free
 }
 
 // checkDecodeState checks the state (o, m, l) a Decode call left against

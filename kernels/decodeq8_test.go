@@ -89,25 +89,8 @@ func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, rows, nk, dk, dv int, a
 	fallback.QuantizeQuery(q, src, rows, dk)
 	qf := make([]float32, rows*dk)
 	fallback.DequantizeQuery(qf, q, rows, dk)
-	m, l := make([]float32, rows), make([]float32, rows)
-	running := rng.IntN(2) == 0
-	for r := range m {
-		if running {
-			m[r], l[r] = 2*rng.Float32()-1, 1+rng.Float32()
-		} else {
-			m[r], l[r] = float32(math.Inf(-1)), 0
-			clear(o[r*dv : (r+1)*dv])
-		}
-	}
-	var alibi []float32
-	if rng.IntN(2) == 0 {
-		a, f8 := guarded(t, 2*rows, atEnd)
-		defer f8()
-		for r := 0; r < rows; r++ {
-			a[r], a[rows+r] = rng.Float32()-0.3, float32(rng.IntN(200)-150)
-		}
-		alibi = a
-	}
+	m, l, running, alibi, f8 := decodeState(t, rng, rows, dv, o, atEnd)
+	defer f8()
 	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
 	ks.DecodeQ8(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	where := fmt.Sprintf("%s DecodeQ8 rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v", ks, rows, nk, dk, dv, running, alibi != nil)

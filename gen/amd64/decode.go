@@ -570,6 +570,21 @@ func (g *gen) keyRows(first, ld reg.GPVirtual, n int) keyRows {
 	return kr
 }
 
+// aheadRows addresses the rows dist bytes (a local) past kr's: its
+// bases moved, its strides shared.
+func (g *gen) aheadRows(kr keyRows, dist operand.Mem) keyRows {
+	d := g.GP64()
+	g.MOVQ(dist, d)
+	ahead := kr
+	ahead.bases = nil
+	for _, b := range kr.bases {
+		a := g.GP64()
+		g.LEAQ(operand.Mem{Base: b, Index: d, Scale: 1}, a)
+		ahead.bases = append(ahead.bases, a)
+	}
+	return ahead
+}
+
 // row is the address of key c's row.
 func (kr keyRows) row(c int) operand.Mem {
 	m := operand.Mem{Base: kr.bases[c/4]}
@@ -763,16 +778,9 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 			g.ADDQ(t, k0)
 		}
 		kb := g.keyRows(k0, ld, kpp)
-		ka := kb // with prefetch: the rows decodeAhead blocks on
-		ka.bases = nil
+		var ka keyRows // with prefetch: the rows decodeAhead blocks on
 		if prefetch {
-			ahead := g.GP64()
-			g.MOVQ(lc.kAhead, ahead)
-			for _, b := range kb.bases {
-				a := g.GP64()
-				g.LEAQ(operand.Mem{Base: b, Index: ahead, Scale: 1}, a)
-				ka.bases = append(ka.bases, a)
-			}
+			ka = g.aheadRows(kb, lc.kAhead)
 		}
 		// q rows: qm + i·qs; row 3 from a second base, qm3 = qm + 2·qs.
 		qm := g.GP64()

@@ -51,15 +51,7 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual) {
 	g.MOVQ(lc.kp, k0)
 	g.MOVQ(lc.ldk, ld)
 	keys := g.keyRows(k0, ld, T)
-	ahead := keys // the rows decodeAhead blocks on
-	ahead.bases = nil
-	dist := g.GP64()
-	g.MOVQ(lc.kAhead, dist)
-	for _, b := range keys.bases {
-		a := g.GP64()
-		g.LEAQ(operand.Mem{Base: b, Index: dist, Scale: 1}, a)
-		ahead.bases = append(ahead.bases, a)
-	}
+	ahead := g.aheadRows(keys, lc.kAhead) // the rows decodeAhead blocks on
 	n := g.GP64()
 	g.MOVQ(lc.krow, n)
 	g.SHRQ(operand.U8(6), n) // whole chunks of 64 bytes
