@@ -184,3 +184,30 @@ func TestComputeInt8Accuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeInt8Threads: the int8 mode's results are bit-identical at 1
+// and 2 threads (the test engines' pools) on every engine, a split decode step (chunks of one KV
+// head on several workers, each quantizing the rows once) and a prefill.
+func TestComputeInt8Threads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0x98, 10))
+	for _, lq := range []int{1, 33} {
+		s := Shape{Batch: 2, Heads: 8, KVHeads: 2, QLen: lq, KVLen: 1500, HeadDim: 128}
+		q, k, v, _ := inputs(rng, s)
+		k8, _ := quantize8(t, k, 128)
+		v8, _ := quantize8(t, v, 128)
+		for _, e := range engines {
+			var first []float32
+			for _, th := range []int{1, 2} {
+				out := make([]float32, len(q))
+				if err := e.AttentionInt8(out, q, k8, v8, s, &Options{Compute: ComputeInt8, Threads: th, Causal: lq > 1}); err != nil {
+					t.Fatal(err)
+				}
+				if first == nil {
+					first = out
+				} else if i := firstDiff(out, first); i >= 0 {
+					t.Fatalf("%s Lq %d: %d threads out[%d] = %v, 1 thread %v", e.Kernels(), lq, th, i, out[i], first[i])
+				}
+			}
+		}
+	}
+}
