@@ -15,7 +15,7 @@ type Workspace struct {
 	s        []float32       // scores, then weights, transposed: [keys][rowsPad]
 	o        []float32       // output accumulator: [rows][dv]
 	m, l, al []float32       // running max, running sum, rescale: [rowsPad]
-	qr       []float32       // with dot: the scaled query rows, [rows][dk]
+	qr       []float32       // with dot, the fused decode or the int8 mode: the scaled query rows, [rows][dk]
 	masked   []bool          // [keys]: the key is masked for some row of the block
 	zeros    []float32       // [keys] of 0: the weights of the poisoned probe
 	probe    []float32       // [dv]: the poisoned probe's output

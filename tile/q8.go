@@ -36,7 +36,8 @@ type q8Key struct {
 
 // q8Memo holds, per KV head, the last rows a worker quantized for a split
 // step (tags[g] names them), each slot rows·(ld bytes, nb scales, nb
-// corrections, dk dequantized values).
+// corrections, dk dequantized values): about 1.3 times the bytes of a
+// step's query rows (at most 16 per KV head), per worker.
 type q8Memo struct {
 	tags   []q8Key
 	finite []bool
