@@ -35,7 +35,8 @@ type Workspace struct {
 	at       []int           // ALiBi: each row's key position (i + offset)
 	alibi    []float32       // ALiBi of the fused decode kernel: slopes, then distances
 	acc      []float64       // a merged row, [dv] (Merging)
-	q8       kernels.QueryQ8 // the int8 mode: the item's rows quantized (q8.go)
+	q8       kernels.QueryQ8 // the int8 mode: the item's rows quantized (q8.go), in q8own or a memo slot
+	q8own    kernels.QueryQ8 // a flash item's quantized rows
 	useQ8    bool            // the fused decode runs DecodeQ8 on q8
 	q8key    q8Key           // the split item in progress (zero: a flash item)
 	q8memo   q8Memo          // a split step's quantized rows, per KV head

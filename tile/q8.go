@@ -85,10 +85,14 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 		ws.useQ8 = fused && mm.finite[key.g] && q8Kernel(ks, p, rows)
 		return
 	}
-	ws.q8.Q = grow(ws.q8.Q, rows*ld)
-	ws.q8.S = grow(ws.q8.S, rows*nb)
-	ws.q8.Corr = grow(ws.q8.Corr, rows*nb)
-	ws.q8.Ld = ld
+	// Its own buffers, never the memo's (ws.q8 may still view a slot of a
+	// split plan whose items this worker runs next).
+	own := &ws.q8own
+	own.Q = grow(own.Q, rows*ld)
+	own.S = grow(own.S, rows*nb)
+	own.Corr = grow(own.Corr, rows*nb)
+	own.Ld = ld
+	ws.q8 = *own
 	finite := quantizeInto(ws.q8, qr, rows, dk)
 	ws.useQ8 = fused && finite && q8Kernel(ks, p, rows)
 }
