@@ -41,7 +41,10 @@ import (
 //	          (Zen 4: a plain loop reading 16 rows that way gets 5–8 GB/s
 //	          against 20–29 in address order; bench's
 //	          BenchmarkReadPattern). Software prefetch ahead, in either
-//	          order, measured slower there.
+//	          order, measured slower there. A call of one row is not
+//	          touched: its score loop reads each key's K row whole
+//	          (decodeRowKeys) and its PV each V row whole when one panel
+//	          covers it, in address order themselves (touchBlock).
 //	strided   (BSHD: each row on its own page, where no hardware
 //	          prefetcher helps) the first decodeAhead blocks are
 //	          prefetched up front; then the K rows decodeAhead blocks on
