@@ -38,11 +38,11 @@ import (
 // (64 bytes at 64·i) holds key c's bytes 4i..4i+3, each plus 128, in lane
 // c; 16 rows per 64 bytes of dk, the last chunk masked to the row's
 // dwords (its lanes past dk hold 128s, which meet zero query bytes).
-// Each line loaded has its twin decodeAhead blocks on prefetched (strided
-// K; adjacent K has no distance, and the prefetch finds the line just
-// loaded): spread over the loads, as the score loops of the other
-// kernels spread theirs (a burst of the block's 32 prefetches before its
-// loads ran 15% slower in an MHA step over BSHD rows).
+// Each line loaded has its twin decodeAhead blocks on prefetched into L2
+// (strided K, as the other kernels prefetch it, decode.go; adjacent K has
+// no distance, and the prefetch finds the line just loaded). Into L1 the
+// MHA step over BSHD rows ran 15% slower than DecodeI8, burst before the
+// loads or spread beside them alike.
 func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual) {
 	const T = 16
 	kt, k0, ld := g.GP64(), g.GP64(), g.GP64()
