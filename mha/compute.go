@@ -77,9 +77,12 @@ const (
 	// away from the float32 mode's on the same int8 K/V; against the
 	// exact result on float32 K/V, int8 K/V alone is 0.74–0.82% off and
 	// with the mode 0.93–1.0% (TestComputeInt8Accuracy). It makes an int8
-	// decode step faster where dequantizing binds (GQA's several rows per
-	// KV head, MLA): see PERFORMANCE.md. Prefill runs the flash blocks on
-	// the float32 kernels and gains nothing from the mode.
+	// decode step faster where dequantizing binds, several query rows per
+	// KV head (GQA groups, batched trees, MLA's 16 heads: 1.1–1.8× on Zen
+	// 4, see PERFORMANCE.md); a step of one row per KV head runs as in
+	// the float32 mode on the quantized rows. Prefill (and MLA's 128
+	// heads) runs the flash blocks on the float32 kernels and gains
+	// nothing from the mode.
 	ComputeInt8
 )
 
