@@ -9488,8 +9488,6 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX
@@ -13591,8 +13589,6 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX
@@ -17762,8 +17758,6 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX
@@ -22260,8 +22254,6 @@ scores_rows1:
 	VMOVUPS constsAVX2<>+768(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX

@@ -17309,10 +17309,6 @@ scores_rows1:
 	VMOVUPS constsAVX512<>+1536(SB), Z15
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX
@@ -24293,10 +24289,6 @@ scores_rows1:
 	VMOVUPS constsAVX512<>+1536(SB), Z15
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX
@@ -31413,10 +31405,6 @@ scores_rows1:
 	VMOVUPS constsAVX512<>+1536(SB), Z15
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX
@@ -39098,10 +39086,6 @@ scores_rows1:
 	VMOVUPS constsAVX512<>+1536(SB), Z15
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
-	LEAQ    (CX)(CX*2), BX
-	LEAQ    (DX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
-	LEAQ    (BX)(CX*4), BX
 	MOVQ    96(SP), BX
 	MOVQ    DX, SI
 	ADDQ    CX, DX

@@ -780,6 +780,15 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 			g.IMUL3Q(operand.Imm(uint64(first)), ld, t)
 			g.ADDQ(t, k0)
 		}
+		lp := label(lb, "pass", pass)
+		if R == 1 && !prefetch { // one row over adjacent rows: key after key
+			qm := g.GP64()
+			g.MOVQ(lc.qrow, qm)
+			g.decodeRowKeys(e, lc, mk, sp, k0, ld, qm, acc, accOf, lp)
+			folded[pass] = g.vec()
+			g.VMOVUPS(g.fold(acc), folded[pass])
+			continue
+		}
 		kb := g.keyRows(k0, ld, kpp)
 		var ka keyRows // with prefetch: the rows decodeAhead blocks on
 		if prefetch {
@@ -834,13 +843,6 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 				}
 			}
 		}
-		lp := label(lb, "pass", pass)
-		if R == 1 && !prefetch {
-			g.decodeRowKeys(e, lc, mk, sp, kb, qm, acc, accOf, lp)
-			folded[pass] = g.vec()
-			g.VMOVUPS(g.fold(acc), folded[pass])
-			continue
-		}
 		g.MOVQ(lc.kfull, cnt)
 		g.TESTQ(cnt, cnt)
 		g.JZ(operand.LabelRef(label(lp, "last_dims")))
@@ -876,17 +878,16 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 // a strict core's prefetchers do not follow 16 streams a row apart).
 // Adjacent rows only: over strided rows (BSHD) the column-wise walk with
 // its prefetches ran faster (f32 14–16 GB/s against 11–12.6, Zen 4).
-func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, kb keyRows, qm reg.GPVirtual, acc []reg.VecVirtual, accOf []int, lp string) {
+func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, k0, ld, qm reg.GPVirtual, acc []reg.VecVirtual, accOf []int, lp string) {
 	T := g.isa.lanes
 	kv, qv := g.vec(), g.vec()
-	kj := g.GP64() // key j's row
-	g.MOVQ(kb.bases[0], kj)
+	kj := k0 // key j's row
 	for j := range T {
 		lk := label(lp, "key", j)
 		pk, q, cnt := g.GP64(), g.GP64(), g.GP64()
 		g.MOVQ(kj, pk)
 		if j < T-1 {
-			g.ADDQ(kb.ld, kj)
+			g.ADDQ(ld, kj)
 		}
 		g.MOVQ(qm, q)
 		// int8: the scale of key j's vector, in scale block (step >> scaleShift).
