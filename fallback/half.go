@@ -19,9 +19,11 @@ const (
 	// KVInt8 is symmetric int8 in blocks of Int8Block elements of a row,
 	// one float32 scale per block (QuantizeInt8).
 	KVInt8
-	// KVInt4 is 4-bit weights (never K/V): unsigned nibbles u with a
+	// KVInt4 is 4 bits an element. As weights: unsigned nibbles u with a
 	// float32 scale s and a zero point z per column and block of
-	// Int8Block rows, the value float32(u-z)·s (QuantizeInt4).
+	// Int8Block rows, the value float32(u-z)·s (QuantizeInt4). As K/V:
+	// ggml's q4_0 blocks, a scale d per block of Int8Block elements of a
+	// row and the value (u-8)·d (int4kv.go, QuantizeInt4KV).
 	KVInt4
 )
 
@@ -168,8 +170,9 @@ func Narrow(dst []uint16, src []float32, t KVType) {
 }
 
 // KVRows is a strided run of K or V rows of any storage: F32 when Type
-// is KVFloat32, I8 with its scales S when KVInt8, else U16. Row c starts
-// at element c·Ld, its scales (Int8Blocks of its width) at c·LdS.
+// is KVFloat32, I8 with its scales S when KVInt8 (KVInt4: I8 carries the
+// rows' bytes, Int4RowBytes of a row, Ld and Len in bytes), else U16. Row
+// c starts at element c·Ld, its scales (Int8Blocks of its width) at c·LdS.
 type KVRows struct {
 	F32  []float32
 	U16  []uint16
@@ -185,7 +188,7 @@ func (r KVRows) Len() int {
 	switch r.Type {
 	case KVFloat32:
 		return len(r.F32)
-	case KVInt8:
+	case KVInt8, KVInt4:
 		return len(r.I8)
 	}
 	return len(r.U16)
@@ -196,7 +199,7 @@ func (r KVRows) From(c int) KVRows {
 	switch r.Type {
 	case KVFloat32:
 		r.F32 = r.F32[c*r.Ld:]
-	case KVInt8:
+	case KVInt8, KVInt4:
 		r.I8, r.S = r.I8[c*r.Ld:], r.S[c*r.LdS:]
 	default:
 		r.U16 = r.U16[c*r.Ld:]
@@ -212,6 +215,9 @@ func (r KVRows) Row(c, n int, buf []float32) []float32 {
 		return r.F32[c*r.Ld : c*r.Ld+n]
 	case KVInt8:
 		DequantizeInt8(buf[:n], r.I8[c*r.Ld:c*r.Ld+n], r.S[c*r.LdS:])
+		return buf[:n]
+	case KVInt4:
+		DequantizeInt4KV(buf[:n], Int4Bytes(r.I8[c*r.Ld:c*r.Ld+Int4RowBytes(n)]), r.S[c*r.LdS:])
 		return buf[:n]
 	}
 	Widen(buf[:n], r.U16[c*r.Ld:c*r.Ld+n], r.Type)

@@ -39,7 +39,7 @@ func (ks *Set) HasDecode(t KVType, dk, dv int) bool {
 	switch t {
 	case fallback.KVFloat32:
 		return true
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4: // int4: widened to int8 (int4kv.go)
 		// AVX2 loads an int8 row's last vector as dwords: dims multiples of 4.
 		return ks.decodeInt8 && (!ks.decodePairs || (dk%4 == 0 && dv%4 == 0))
 	}
@@ -56,6 +56,13 @@ func (ks *Set) DecodeScratch(dk, dv int) int {
 	return int(ks.decodeScratchOf(float64(dk), float64(dv)))
 }
 
+// decodeScratchOf is the scratch of Decode and DecodeQ8 in float64:
+// the kernel's (kernelScratch), then int4 K/V's widened chunk
+// (int4Scratch).
+func (ks *Set) decodeScratchOf(dk, dv float64) float64 {
+	return ks.kernelScratch(dk, dv) + int4Scratch(dk, dv)
+}
+
 // DecodeScratchBound is the most floats DecodeScratch(dk, dv) asks of any
 // set this build and CPU run (for memory estimates; a float64, so absurd
 // dims cannot overflow).
@@ -67,7 +74,7 @@ func DecodeScratchBound(dk, dv int) float64 {
 	return n
 }
 
-// decodeScratchOf is the one formula of Decode's scratch, in float64 so
+// kernelScratch is the one formula of a decode kernel's scratch, in float64 so
 // that DecodeScratchBound may take absurd dims: the generic kernel's
 // (fallback.DecodeScratch), or for an assembly set its fixed part, then
 // room for a block of keys of int8 K and V, block-major: decodeKeys K
@@ -75,7 +82,7 @@ func DecodeScratchBound(dk, dv int) float64 {
 // decodeKeys V scales per scale block of dv, and per scale block of dv
 // the weights of DecodeRows rows times those scales; or (NEON) room for
 // a block of keys of K and V dequantized to float32.
-func (ks *Set) decodeScratchOf(dk, dv float64) float64 {
+func (ks *Set) kernelScratch(dk, dv float64) float64 {
 	if ks.decodeScratch == 0 {
 		return float64(fallback.DecodeKeys) + dk + dv
 	}
@@ -109,6 +116,12 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	}
 	checkInN("Decode", "q", q, rows*dk)
 	ks.checkDecode("Decode", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+	if k.Type == fallback.KVInt4 {
+		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, int(ks.kernelScratch(float64(dk), float64(dv))), func(k, v KVRows, n int, alibi []float32) {
+			ks.decode(q, rows, dk, k, v, n, dv, o, m, l, s, alibi)
+		})
+		return
+	}
 	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
 
@@ -119,9 +132,9 @@ func (ks *Set) checkDecode(kernel string, rows, dk int, k, v KVRows, nk, dv int,
 	if nk < ks.decodeKeys {
 		panic(fmt.Sprintf("kernels: %s: %d keys, at least %d", kernel, nk, ks.decodeKeys))
 	}
-	checkKV(kernel, "k", k, nk, dk)
-	checkKV(kernel, "v", v, nk, dv)
-	if k.Type == fallback.KVInt8 {
+	checkKV(kernel, "k", k, nk, fallback.StoredWidth(k.Type, dk))
+	checkKV(kernel, "v", v, nk, fallback.StoredWidth(v.Type, dv))
+	if k.Type.Quantized() {
 		checkIn(kernel, "k scales", k.S, nk, fallback.Int8Blocks(dk), k.LdS)
 		checkIn(kernel, "v scales", v.S, nk, fallback.Int8Blocks(dv), v.LdS)
 	}
@@ -151,7 +164,7 @@ func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	if rows < 1 || rows > DecodeRows || dk < 1 || dv < 1 {
 		panic(fmt.Sprintf("kernels: DecodeQ8: rows %d (1..%d), dk %d, dv %d", rows, DecodeRows, dk, dv))
 	}
-	if !ks.HasDecodeQ8(dk, dv) || k.Type != fallback.KVInt8 || v.Type != fallback.KVInt8 {
+	if !ks.HasDecodeQ8(dk, dv) || !k.Type.Quantized() || v.Type != k.Type {
 		panic(fmt.Sprintf("kernels: DecodeQ8: set %s has no kernel for K %v, V %v, dk %d, dv %d", ks.Name, k.Type, v.Type, dk, dv))
 	}
 	if q.Ld != fallback.QueryQ8Ld(dk) {
@@ -162,6 +175,12 @@ func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	checkInN("DecodeQ8", "q scales", q.S, rows*nb)
 	checkInN("DecodeQ8", "q corrections", q.Corr, rows*nb)
 	ks.checkDecode("DecodeQ8", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+	if k.Type == fallback.KVInt4 {
+		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, int(ks.kernelScratch(float64(dk), float64(dv))), func(k, v KVRows, n int, alibi []float32) {
+			ks.decodeQ8(q, rows, dk, k, v, n, dv, o, m, l, s, alibi)
+		})
+		return
+	}
 	ks.decodeQ8(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
 
@@ -249,19 +268,27 @@ func (ks *Set) NarrowRows(dst []uint16, ldd int, src []float32, lds int, rows, n
 	}
 }
 
-// DequantRows writes nr rows of n elements of the int8 rows src (with
-// their scales) as float32 at stride ldd in dst: row r element i is
-// float32(q)·scale, as fallback.DequantizeInt8.
+// DequantRows writes nr rows of n elements of the int8 or int4 rows src
+// (with their scales) as float32 at stride ldd in dst: row r element i is
+// float32(q)·scale, as fallback.DequantizeInt8 (int4: float32(u-8)·scale,
+// fallback.DequantizeInt4KV).
 func (ks *Set) DequantRows(dst []float32, ldd int, src KVRows, nr, n int) {
 	if nr <= 0 || n <= 0 {
 		return
 	}
-	if src.Type != fallback.KVInt8 {
+	if !src.Type.Quantized() {
 		panic(fmt.Sprintf("kernels: DequantRows: %v rows", src.Type))
 	}
 	checkOut("DequantRows", "dst", dst, nr, n, ldd)
-	checkIn("DequantRows", "src", src.I8, nr, n, src.Ld)
+	checkIn("DequantRows", "src", src.I8, nr, fallback.StoredWidth(src.Type, n), src.Ld)
 	checkIn("DequantRows", "scales", src.S, nr, fallback.Int8Blocks(n), src.LdS)
+	if src.Type == fallback.KVInt4 {
+		w := fallback.Int4RowBytes(n)
+		for r := range nr {
+			fallback.DequantizeInt4KV(dst[r*ldd:r*ldd+n], fallback.Int4Bytes(src.I8[r*src.Ld:r*src.Ld+w]), src.S[r*src.LdS:])
+		}
+		return
+	}
 	for r := range nr {
 		fallback.DequantizeInt8(dst[r*ldd:r*ldd+n], src.I8[r*src.Ld:r*src.Ld+n], src.S[r*src.LdS:])
 	}

@@ -53,7 +53,7 @@ func raceKV(kv fallback.KVRows, rows, cols int) {
 	switch kv.Type {
 	case fallback.KVFloat32:
 		raceReadRows(kv.F32, rows, cols, kv.Ld)
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4: // int4: cols in bytes
 		raceReadRows(kv.I8, rows, cols, kv.Ld)
 	default:
 		raceReadRows(kv.U16, rows, cols, kv.Ld)

@@ -45,19 +45,37 @@ func quantizedQueries(t *testing.T, s Shape, o *Options, q []float32) ([]float32
 // float32 arithmetic is the queries' quantization, in the oracle's inputs.
 func checkInt8Mode(t *testing.T, rng *rand.Rand, s Shape, o Options) {
 	t.Helper()
+	checkIntMode(t, rng, s, o, Int8)
+}
+
+// checkIntMode is checkInt8Mode over K/V stored as typ (Int8 or Int4).
+func checkIntMode(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
+	t.Helper()
 	rs, err := s.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Compute = ComputeInt8
 	q, k, v, _ := inputs(rng, rs)
-	k8, kf := quantize8(t, k, rs.HeadDim)
-	v8, vf := quantize8(t, v, rs.ValueDim)
+	kf, vf, call := storeQuantized(t, typ, s, k, v, rs.HeadDim, rs.ValueDim)
 	qq, spec := quantizedQueries(t, s, &o, q)
 	wantOut, wantLSE := fallback.Attention(spec, qq, kf, vf)
-	compareEngines(t, "int8 mode", s, o, q, func(e *Engine, out, q []float32, o *Options) error {
-		return e.AttentionInt8(out, q, k8, v8, s, o)
-	}, wantOut, wantLSE, tolOut)
+	compareEngines(t, typ.String()+" K/V, int8 mode", s, o, q, call, wantOut, wantLSE, tolOut)
+}
+
+// storeQuantized quantizes k and v (head dims kd and vd) to typ (Int8 or
+// Int4) and returns their dequantized values and the call of shape s on
+// them (AttentionInt8 or AttentionInt4).
+func storeQuantized(t *testing.T, typ KVType, s Shape, k, v []float32, kd, vd int) ([]float32, []float32, storedCall) {
+	t.Helper()
+	if typ == Int4 {
+		k4, kf := quantize4(t, k, kd)
+		v4, vf := quantize4(t, v, vd)
+		return kf, vf, func(e *Engine, out, q []float32, o *Options) error { return e.AttentionInt4(out, q, k4, v4, s, o) }
+	}
+	k8, kf := quantize8(t, k, kd)
+	v8, vf := quantize8(t, v, vd)
+	return kf, vf, func(e *Engine, out, q []float32, o *Options) error { return e.AttentionInt8(out, q, k8, v8, s, o) }
 }
 
 // TestComputeInt8: the int8 mode on every set (AVX512_VNNI's integer

@@ -31,9 +31,7 @@ func quantize8(t *testing.T, x []float32, dim int) (Int8Tensor, []float32) {
 func checkInt8(t *testing.T, rng *rand.Rand, s Shape, o Options) {
 	t.Helper()
 	checkStored(t, rng, s, o, "int8", func(k, v []float32, kd, vd int) ([]float32, []float32, storedCall) {
-		k8, kf := quantize8(t, k, kd)
-		v8, vf := quantize8(t, v, vd)
-		return kf, vf, func(e *Engine, out, q []float32, o *Options) error { return e.AttentionInt8(out, q, k8, v8, s, o) }
+		return storeQuantized(t, Int8, s, k, v, kd, vd)
 	})
 }
 

@@ -38,14 +38,14 @@ func (s Shape) resolve() (Shape, error) {
 }
 
 // kvData is the K and V of a call: float32, 16-bit of type t, or int8
-// with scales (a valid type: the Attention functions and NewCacheOf check
-// it).
+// or int4 with scales (a valid type: the Attention functions and
+// NewCacheOf check it).
 type kvData struct {
 	t          KVType
 	k, v       []float32
 	k16, v16   []uint16
-	k8, v8     []int8
-	ks, vs     []float32 // int8: the scales, Int8Blocks(dim) per row
+	k8, v8     []int8    // int8, or int4's bytes (Int4RowBytes(dim) a row)
+	ks, vs     []float32 // int8 and int4: the scales, Int8Blocks(dim) per row
 	headsMajor bool      // [B][KVHeads][KVLen][dim] whatever the shape's Layout (a Cache's rows)
 	// pageKeys > 0: paged (a PagedCache's pool, tile.Problem.PageKeys):
 	// the slices hold whole blocks of [KVHeads][pageKeys][dim], pages[b]
@@ -59,11 +59,15 @@ func (d kvData) lens() (k, v int) {
 	switch d.t {
 	case Float32:
 		return len(d.k), len(d.v)
-	case Int8:
+	case Int8, Int4:
 		return len(d.k8), len(d.v8)
 	}
 	return len(d.k16), len(d.v16)
 }
+
+// width is the length one K or V row of dim elements takes in d's
+// slices: dim, or its bytes for int4.
+func (d kvData) width(dim int) int { return fallback.StoredWidth(fallback.KVType(d.t), dim) }
 
 // spans returns the memory K and V use, rows rows of dk and dv elements,
 // and that of their scales (empty unless int8).
@@ -71,8 +75,8 @@ func (d kvData) spans(rows, dk, dv int) (k, v, ks, vs span) {
 	switch d.t {
 	case Float32:
 		return f32("k", d.k, rows*dk), f32("v", d.v, rows*dv), span{}, span{}
-	case Int8:
-		return i8("k", d.k8, rows*dk), i8("v", d.v8, rows*dv),
+	case Int8, Int4:
+		return i8("k", d.k8, rows*d.width(dk)), i8("v", d.v8, rows*d.width(dv)),
 			f32("k scales", d.ks, rows*fallback.Int8Blocks(dk)), f32("v scales", d.vs, rows*fallback.Int8Blocks(dv))
 	}
 	return u16("k", d.k16, rows*dk), u16("v", d.v16, rows*dv), span{}, span{}
@@ -97,12 +101,13 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	}
 	kl, vl := kv.lens()
 	kvRows := B * Lk * Hkv // the rows K and V hold
+	wk, wv := kv.width(Dk), kv.width(Dv)
 	if kv.pageKeys > 0 {
-		if err := kv.pagesFit(kl, Lk, Hkv, Dk); err != nil {
+		if err := kv.pagesFit(kl, Lk, Hkv, wk); err != nil {
 			return tile.Problem{}, err
 		}
-		kvRows = kl / Dk
-	} else if err := needLen("k", kl, B, Lk, Hkv, Dk); err != nil {
+		kvRows = kl / wk
+	} else if err := needLen("k", kl, B, Lk, Hkv, wk); err != nil {
 		return tile.Problem{}, err
 	}
 	switch {
@@ -112,11 +117,11 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 			return tile.Problem{}, fmt.Errorf("%w: v holds %d elements and %d scales: with ValueInKey it must be empty (V is read inside k)", ErrBuffer, vl, len(kv.vs))
 		}
 	default:
-		if err := needLen("v", vl, B, Lk, Hkv, Dv); err != nil {
+		if err := needLen("v", vl, B, Lk, Hkv, wv); err != nil {
 			return tile.Problem{}, err
 		}
 	}
-	if kv.t == Int8 && kv.pageKeys == 0 {
+	if (kv.t == Int8 || kv.t == Int4) && kv.pageKeys == 0 {
 		if err := needLen("k scales", len(kv.ks), B, Lk, Hkv, fallback.Int8Blocks(Dk)); err != nil {
 			return tile.Problem{}, err
 		}
@@ -194,8 +199,8 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if !o.Compute.valid() {
 		return bad("Compute = %v, must be ComputeF32, ComputeBF16 or ComputeInt8", o.Compute)
 	}
-	if o.Compute == ComputeInt8 && p.KVType != fallback.KVInt8 {
-		return bad("Compute = %v needs K stored as Int8, not %v", o.Compute, KVType(p.KVType))
+	if o.Compute == ComputeInt8 && !p.KVType.Quantized() {
+		return bad("Compute = %v needs K stored as Int8 or Int4, not %v", o.Compute, KVType(p.KVType))
 	}
 	p.BF16 = o.Compute == ComputeBF16
 	p.Q8 = o.Compute == ComputeInt8

@@ -302,7 +302,7 @@ func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 			for c := range n {
 				copy(out[c*dim:(c+1)*dim], rows.F32[c*rows.Ld:])
 			}
-		case fallback.KVInt8:
+		case fallback.KVInt8, fallback.KVInt4:
 			r.ks.DequantRows(out, dim, rows, n, dim)
 		default:
 			r.ks.WidenRows(out, dim, rows.U16, rows.Ld, n, dim, rows.Type)

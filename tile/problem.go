@@ -12,7 +12,9 @@ type Problem struct {
 
 	// KVType is the storage of K and V: float32 in K and V, a 16-bit type
 	// in K16 and V16, or int8 in K8 and V8 with their scales KS and VS
-	// (fallback.Int8Blocks(dim) per row, laid out as the rows are).
+	// (fallback.Int8Blocks(dim) per row, laid out as the rows are). Int4
+	// (ggml's q4_0 blocks, fallback/int4kv.go) is carried as int8 is: K8
+	// and V8 hold its bytes, rows of fallback.Int4RowBytes(dim).
 	KVType   fallback.KVType
 	K16, V16 []uint16
 	K8, V8   []int8
@@ -210,12 +212,12 @@ func (p *Problem) kvRows(b, j, g int, value bool) fallback.KVRows {
 		dim, f, h, i8, sc = p.ValueDim, p.V, p.V16, p.V8, p.VS
 	}
 	// dim is the row width of the storage; a V row inside K is read at K's.
-	off, ld := p.kvRow(b, j, g, dim)
+	off, ld := p.kvRow(b, j, g, fallback.StoredWidth(p.KVType, dim))
 	r := fallback.KVRows{Type: p.KVType, Ld: ld}
 	switch p.KVType {
 	case fallback.KVFloat32:
 		r.F32 = f[off:]
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4: // int4: K8/V8 carry the rows' bytes
 		soff, lds := p.kvRow(b, j, g, fallback.Int8Blocks(dim))
 		r.I8, r.S, r.LdS = i8[off:], sc[soff:], lds
 	default:

@@ -42,7 +42,7 @@ func Regroups(p *Problem) bool {
 	if p.KVHeadsMajor || p.KVHeads == 1 || p.QLen < regroupMinRows {
 		return false
 	}
-	_, ld := p.kvRow(0, 0, 0, p.HeadDim)
+	_, ld := p.kvRow(0, 0, 0, fallback.StoredWidth(p.KVType, p.HeadDim))
 	return ld*kvSize(p.KVType)%aliasBytes == 0
 }
 
@@ -80,23 +80,29 @@ func CopyBytes(p *Problem) float64 {
 	if p.VInK {
 		dv = 0
 	}
-	size := float64(kvSize(p.KVType))
+	size, width := float64(kvSize(p.KVType)), float64(p.HeadDim)+dv
 	if rounds(p) {
 		size = 2
+	} else if p.KVType == fallback.KVInt4 { // int4: bytes of the rows
+		width = float64(fallback.StoredWidth(p.KVType, p.HeadDim))
+		if !p.VInK {
+			width += float64(fallback.StoredWidth(p.KVType, p.ValueDim))
+		}
 	}
 	pairs := 0.0
 	if pairsV(p) {
 		pairs = float64(p.Batch) * float64(p.KVHeads) * float64(valueHalf(p)) * dv * 4
 	}
-	return rows*(float64(p.HeadDim)+dv)*size + pairs
+	return rows*width*size + pairs
 }
 
-// kvSize is the bytes of one K/V element of type t.
+// kvSize is the bytes of one K/V element of type t (int4: of one byte of
+// its storage, two elements).
 func kvSize(t fallback.KVType) int {
 	switch t {
 	case fallback.KVFloat32:
 		return 4
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4:
 		return 1
 	}
 	return 2
@@ -127,6 +133,9 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	if p.VInK {
 		nv = 0
 	}
+	if p.KVType == fallback.KVInt4 && !rounds(p) { // the rows' bytes
+		nk, nv = rows*fallback.StoredWidth(p.KVType, p.HeadDim), nv/p.ValueDim*fallback.StoredWidth(p.KVType, p.ValueDim)
+	}
 	switch {
 	case rounds(p):
 		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
@@ -135,7 +144,7 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 		}
 	case p.KVType == fallback.KVFloat32:
 		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
-	case p.KVType == fallback.KVInt8:
+	case p.KVType.Quantized():
 		into.K8, into.V8 = grow(into.K8, nk), grow(into.V8, nv)
 		sv := rows * fallback.Int8Blocks(p.ValueDim)
 		if p.VInK {
@@ -176,11 +185,11 @@ func (r Regroup) Run(ks *kernels.Set, n int, ws *Workspace) {
 				if !p.VInK {
 					copyRow(c.V, p.V, to, from, p.ValueDim)
 				}
-			case fallback.KVInt8:
-				copyRow(c.K8, p.K8, to, from, p.HeadDim)
+			case fallback.KVInt8, fallback.KVInt4:
+				copyRow(c.K8, p.K8, to, from, fallback.StoredWidth(p.KVType, p.HeadDim))
 				copyRow(c.KS, p.KS, to, from, kb)
 				if !p.VInK {
-					copyRow(c.V8, p.V8, to, from, p.ValueDim)
+					copyRow(c.V8, p.V8, to, from, fallback.StoredWidth(p.KVType, p.ValueDim))
 					copyRow(c.VS, p.VS, to, from, vb)
 				}
 			default:
@@ -227,7 +236,7 @@ func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 			row := ws.kb[:dim]
 			for j := j0; j < j1; j++ {
 				src := p.kvRows(b, j, g, value)
-				if src.Type == fallback.KVInt8 {
+				if src.Type.Quantized() {
 					ks.DequantRows(row, dim, src, 1, dim)
 				} else {
 					ks.Widen(row, src.U16[:dim], src.Type)
@@ -283,7 +292,7 @@ func (r Regroup) Use() {
 	switch p.KVType {
 	case fallback.KVFloat32:
 		p.K, p.V = c.K, c.V
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4:
 		p.K8, p.V8, p.KS, p.VS = c.K8, c.V8, c.KS, c.VS
 	default:
 		p.K16, p.V16 = c.K16, c.V16

@@ -1,0 +1,98 @@
+package kernels
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// Int4 K/V (fallback.KVInt4 rows: ggml's q4_0 blocks) runs on the int8
+// decode kernels: Decode and DecodeQ8 widen int4Chunk keys at a time to
+// int8 rows in their scratch (a nibble u becomes u-8, under the same
+// scales, so every row stands for the same values) and run the set's int8
+// kernel over the chunk, the softmax state carried from chunk to chunk.
+// The widened chunk, 2·int4Chunk·32 bytes a block of d at most, stays in
+// L1 (16 KiB at d 128) while the kernel reads it; memory sees the int4
+// bytes only. A chunk is a multiple of every set's key block, so the
+// kernel's blocks fall where one call's would: the result is the int8
+// kernel's on the widened rows, bit for bit.
+
+// int4Chunk is the keys widened at a time.
+const int4Chunk = 64
+
+// int4Scratch is the floats of the scratch int4 K/V adds to Decode's:
+// room for a chunk of up to 2·int4Chunk keys (the last chunk takes what
+// is left, so none is shorter than a key block) of K and V widened, and
+// the ALiBi terms of a chunk (2·DecodeRows).
+func int4Scratch(dk, dv float64) float64 {
+	blocks := math.Ceil(dk/fallback.Int8Block) + math.Ceil(dv/fallback.Int8Block)
+	return 2*int4Chunk*fallback.Int8Block*blocks/4 + 2*fallback.DecodeRows
+}
+
+// decodeInt4 runs kernel (a set's decode, or DecodeQ8's on q8) over int4
+// K and V (checked): chunk by chunk, K and V widened to int8 into s past
+// base floats, alibi's distances advanced to each chunk's first key. V
+// inside K (the same rows) is widened once.
+func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []float32, base int,
+	kernel func(k, v KVRows, n int, alibi []float32)) {
+	nbk, nbv := fallback.Int8Blocks(dk), fallback.Int8Blocks(dv)
+	ldk, ldv := nbk*fallback.Int8Block, nbv*fallback.Int8Block
+	room := s[base:]
+	terms := room[:2*fallback.DecodeRows]
+	bytes := unsafe.Slice((*int8)(unsafe.Pointer(&room[2*fallback.DecodeRows])), 4*(len(room)-2*fallback.DecodeRows))
+	kb, vb := bytes[:2*int4Chunk*ldk], bytes[2*int4Chunk*ldk:][:2*int4Chunk*ldv]
+	shared := &v.I8[0] == &k.I8[0] && v.Ld == k.Ld // V inside K
+	for c0 := 0; c0 < nk; {
+		n := nk - c0
+		if n >= 2*int4Chunk {
+			n = int4Chunk
+		}
+		kc := KVRows{Type: fallback.KVInt8, I8: kb, Ld: ldk, S: k.S[c0*k.LdS:], LdS: k.LdS}
+		ks.widenInt4Rows(kb, ldk, k.From(c0), n, nbk)
+		vc := kc
+		if !shared {
+			vc = KVRows{Type: fallback.KVInt8, I8: vb, Ld: ldv, S: v.S[c0*v.LdS:], LdS: v.LdS}
+			ks.widenInt4Rows(vb, ldv, v.From(c0), n, nbv)
+		}
+		a := alibi
+		if alibi != nil {
+			a = terms[:2*rows]
+			copy(a, alibi[:rows])
+			for r := range rows {
+				a[rows+r] = alibi[rows+r] + float32(c0)
+			}
+		}
+		kernel(kc, vc, n, a)
+		c0 += n
+	}
+}
+
+// widenInt4Rows writes nr int4 K/V rows of src, blocks blocks each, as
+// int8 rows (Int8Block elements a block) at stride ldd in dst: the set's
+// kernel, else fallback.WidenInt4KV row by row.
+func (ks *Set) widenInt4Rows(dst []int8, ldd int, src KVRows, nr, blocks int) {
+	if ks.widenI4KV != nil {
+		ks.widenI4KV(dst, ldd, src.I8, src.Ld, nr, blocks)
+		return
+	}
+	for r := range nr {
+		fallback.WidenInt4KV(dst[r*ldd:], fallback.Int4Bytes(src.I8[r*src.Ld:r*src.Ld+blocks*fallback.Int4Block]), blocks)
+	}
+}
+
+// WidenInt4Rows writes nr int4 K/V rows of src (Type KVInt4), blocks
+// blocks each, as int8 rows at stride ldd in dst: element i of a row
+// becomes u-8, so that under the same scales it stands for the same
+// value (fallback.WidenInt4KV).
+func (ks *Set) WidenInt4Rows(dst []int8, ldd int, src KVRows, nr, blocks int) {
+	if nr <= 0 || blocks <= 0 {
+		return
+	}
+	if src.Type != fallback.KVInt4 {
+		panic("kernels: WidenInt4Rows: " + src.Type.String() + " rows")
+	}
+	checkOut("WidenInt4Rows", "dst", dst, nr, blocks*fallback.Int8Block, ldd)
+	checkIn("WidenInt4Rows", "src", src.I8, nr, blocks*fallback.Int4Block, src.Ld)
+	ks.widenInt4Rows(dst, ldd, src, nr, blocks)
+}

@@ -1,0 +1,149 @@
+package mha
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// quantize4 quantizes x, rows of dim, to Int4 K/V and returns the tensor
+// and its dequantized values (what the oracle sees).
+func quantize4(t *testing.T, x []float32, dim int) (Int4KVTensor, []float32) {
+	t.Helper()
+	rows := len(x) / dim
+	q := Int4KVTensor{Data: make([]byte, rows*Int4RowBytes(dim)), Scales: make([]float32, rows*Int8Blocks(dim))}
+	if err := QuantizeInt4KV(q, x, dim); err != nil {
+		t.Fatal(err)
+	}
+	w := make([]float32, len(x))
+	if err := DequantizeInt4KV(w, q, dim); err != nil {
+		t.Fatal(err)
+	}
+	return q, w
+}
+
+// checkInt4 runs AttentionInt4 on every engine and compares it with the
+// float64 oracle on the dequantized K and V, within the float32 tolerance.
+func checkInt4(t *testing.T, rng *rand.Rand, s Shape, o Options) {
+	t.Helper()
+	checkStored(t, rng, s, o, "int4", func(k, v []float32, kd, vd int) ([]float32, []float32, storedCall) {
+		return storeQuantized(t, Int4, s, k, v, kd, vd)
+	})
+}
+
+// TestAttentionInt4: AttentionInt4 against the oracle on the dequantized
+// K/V, on every kernel set: head dims at every tail of a block of 32 (1,
+// 7, 33: a padded last block) and of the kernels' vectors, key lengths off
+// the widened chunk (64) and the decode block, every option at random,
+// and GQA decode steps of 1..16 rows.
+func TestAttentionInt4(t *testing.T) {
+	t.Parallel() // a sweep against the oracle
+	rng := rand.New(rand.NewPCG(40, 40))
+	for di, dk := range []int{1, 7, 16, 33, 64, 80, 96, 128, 256} {
+		for li, lens := range [][2]int{{1, 1}, {5, 17}, {70, 130}, {1, 300}, {3, 1029}, {1, 200}} {
+			if !longTests() && (di+li)%2 != 0 {
+				continue // half the cases: every head dim and length still
+			}
+			s := randomShape(rng, dk, lens[0], lens[1])
+			checkInt4(t, rng, s, randomOptions(rng).build(rng, s))
+		}
+	}
+	gqaCases(rng, 12, func(s Shape, o Options) { checkInt4(t, rng, s, o) })
+}
+
+// TestComputeInt8OverInt4: the int8 mode over Int4 K/V (the rows widened
+// to int8, DecodeQ8 where the set has it) against the oracle on the
+// quantized queries and the dequantized K/V, as TestComputeInt8.
+func TestComputeInt8OverInt4(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(42, 42))
+	for di, dk := range []int{4, 33, 36, 64, 100, 128, 576} {
+		for li, lens := range [][2]int{{1, 17}, {1, 130}, {5, 70}, {1, 1029}} {
+			if !longTests() && (di+li)%2 != 0 {
+				continue
+			}
+			s := randomShape(rng, dk, lens[0], lens[1])
+			checkIntMode(t, rng, s, randomOptions(rng).build(rng, s), Int4)
+		}
+	}
+	gqaCases(rng, 12, func(s Shape, o Options) { checkIntMode(t, rng, s, o, Int4) })
+}
+
+// TestQuantizeInt4KV: the documented rule on a block (the largest
+// magnitude exact at u = 0, the others within d/2 or clamped to 7·d, ties
+// to even), q4_0's nibble order, a padded tail block, zero blocks, and the
+// errors.
+func TestQuantizeInt4KV(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 41))
+	const dim = 80 // two blocks of 32 and one of 16 (padded)
+	x := make([]float32, 3*dim)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	clear(x[dim : dim+32])   // a zero block
+	x[2*dim+40] = 5          // the largest magnitude is positive: d < 0
+	x[5], x[6] = -4, 4       // a tie: the first (-4) sets d = 0.5
+	x[7], x[8] = 0.75, -1.25 // x/d = 1.5 → 2, -2.5 → -2 (ties to even)
+	x[9] = 3.7               // x/d = 7.4 → 7
+	q, w := quantize4(t, x, dim)
+	if len(q.Data) != 3*48 || len(q.Scales) != 9 {
+		t.Fatalf("%d bytes, %d scales for 3 rows of 80", len(q.Data), len(q.Scales))
+	}
+	if q.Scales[0] != 0.5 || w[5] != -4 || w[6] != 3.5 {
+		t.Errorf("block 0: scale %v, -4 → %v, 4 → %v (want 0.5, -4 exact, 4 clamped to 3.5)", q.Scales[0], w[5], w[6])
+	}
+	if w[7] != 1 || w[8] != -1 || w[9] != 3.5 {
+		t.Errorf("ties: 0.75 → %v (want 1: 1.5 → 2), -1.25 → %v (want -1: -2.5 → -2), 3.7 → %v (want 3.5)", w[7], w[8], w[9])
+	}
+	if q.Scales[3] != 0 || q.Data[48] != 0x88 {
+		t.Errorf("zero block: scale %v, byte %#x (want 0, 0x88)", q.Scales[3], q.Data[48])
+	}
+	for r := range 3 {
+		for b := range 3 {
+			d := q.Scales[r*3+b]
+			for j := range min(32, dim-32*b) {
+				i := r*dim + 32*b + j
+				by := q.Data[r*48+16*b+j%16]
+				u := by & 15
+				if j >= 16 {
+					u = by >> 4
+				}
+				if got := float32(int(u)-8) * d; got != w[i] {
+					t.Fatalf("row %d elem %d: nibble %d·%v = %v, Dequantize gives %v (q4_0 order)", r, 32*b+j, u, d, got, w[i])
+				}
+				if e := math.Abs(float64(w[i] - x[i])); e > math.Abs(float64(d))/2*1.0001 && float64(x[i])/float64(d) < 7.5 {
+					t.Fatalf("row %d elem %d: %v → %v, error %v > d/2 = %v", r, 32*b+j, x[i], w[i], e, math.Abs(float64(d))/2)
+				}
+			}
+		}
+		if pad := q.Data[r*48+32 : r*48+48]; pad[0]&0xf0 != 0x80 || pad[15]&0xf0 != 0x80 {
+			t.Errorf("row %d: the padded tail block's high nibbles %#x…%#x, want 8", r, pad[0], pad[15])
+		}
+	}
+	bad := append([]float32(nil), x...)
+	bad[dim+3] = float32(math.NaN())
+	wantErr(t, "NaN", QuantizeInt4KV(q, bad, dim), ErrNonFinite)
+	wantErr(t, "short data", QuantizeInt4KV(Int4KVTensor{Data: q.Data[1:], Scales: q.Scales}, x, dim), ErrBuffer)
+	wantErr(t, "short scales", DequantizeInt4KV(w, Int4KVTensor{Data: q.Data, Scales: q.Scales[1:]}, dim), ErrBuffer)
+	wantErr(t, "not rows", DequantizeInt4KV(w[1:], q, dim), ErrShape)
+	if q.Scales[2*3+1] != -0.625 || fallback.Int4KVAt(q.Data[2*48:], 40) != -8 || w[2*dim+40] != 5 {
+		t.Errorf("the largest magnitude 5: scale %v, nibble %d, value %v (want -0.625, -8, 5)",
+			q.Scales[2*3+1], fallback.Int4KVAt(q.Data[2*48:], 40), w[2*dim+40])
+	}
+}
+
+// TestAttentionInt4Errors: missing bytes or scales and overlaps are
+// ErrBuffer.
+func TestAttentionInt4Errors(t *testing.T) {
+	s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 5, HeadDim: 40}
+	q, out := make([]float32, 240), make([]float32, 240)
+	k := Int4KVTensor{Data: make([]byte, 10*32), Scales: make([]float32, 20)}
+	v := Int4KVTensor{Data: make([]byte, 10*32), Scales: make([]float32, 20)}
+	wantErr(t, "whole", AttentionInt4(out, q, k, v, s, nil), nil)
+	wantErr(t, "short k", AttentionInt4(out, q, Int4KVTensor{Data: k.Data[:319], Scales: k.Scales}, v, s, nil), ErrBuffer)
+	wantErr(t, "k as int8 elements", AttentionInt4(out, q, Int4KVTensor{Data: make([]byte, 400), Scales: k.Scales}, v, s, nil), ErrBuffer)
+	wantErr(t, "short v scales", AttentionInt4(out, q, k, Int4KVTensor{Data: v.Data, Scales: v.Scales[:19]}, s, nil), ErrBuffer)
+	wantErr(t, "out overlaps k scales", AttentionInt4(out, q, Int4KVTensor{Data: k.Data, Scales: out[:20]}, v, s, nil), ErrBuffer)
+}
