@@ -9,32 +9,40 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-var kvTypes = []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8}
+var kvTypes = []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8, fallback.KVInt4}
 
 // kvOperand is a guarded K or V operand of nk rows of dim elements at
 // stride ld of type t with random values in [-1, 1) (rounded to t;
 // int8: quantized per row, with guarded scales at a stride of their own),
-// and its float32 values.
+// and its float32 values. int4 rows are Int4RowBytes(dim) + ld - dim
+// bytes apart; their values stay ld apart.
 func kvOperand(t *testing.T, rng *rand.Rand, typ KVType, nk, dim, ld int, atEnd bool) (KVRows, []float32, func()) {
 	n := span(nk, dim, ld)
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = 2*rng.Float32() - 1
 	}
-	if typ == fallback.KVInt8 {
+	if typ.Quantized() {
 		nb := fallback.Int8Blocks(dim)
-		lds := nb + rng.IntN(3)
-		s, free := guarded8(t, n, atEnd)
+		lds, w := nb+rng.IntN(3), fallback.StoredWidth(typ, dim)
+		ldq := w + ld - dim
+		s, free := guarded8(t, span(nk, w, ldq), atEnd)
 		sc, freeS := guarded(t, span(nk, nb, lds), atEnd)
 		for c := range nk {
 			row := vals[c*ld : c*ld+dim]
 			for i := range row { // a spread of block scales
 				row[i] *= float32(1 + (i/fallback.Int8Block+c)%3)
 			}
+			if typ == fallback.KVInt4 {
+				b := fallback.Int4Bytes(s[c*ldq : c*ldq+w])
+				fallback.QuantizeInt4KV(b, sc[c*lds:c*lds+nb], row)
+				fallback.DequantizeInt4KV(row, b, sc[c*lds:])
+				continue
+			}
 			fallback.QuantizeInt8(s[c*ld:c*ld+dim], sc[c*lds:c*lds+nb], row)
 			fallback.DequantizeInt8(row, s[c*ld:c*ld+dim], sc[c*lds:])
 		}
-		return KVRows{I8: s, S: sc, Type: typ, Ld: ld, LdS: lds}, vals, func() { free(); freeS() }
+		return KVRows{I8: s, S: sc, Type: typ, Ld: ldq, LdS: lds}, vals, func() { free(); freeS() }
 	}
 	if typ == fallback.KVFloat32 {
 		s, free := guarded(t, n, atEnd)
@@ -62,7 +70,11 @@ func TestDecode(t *testing.T) {
 					for _, atEnd := range []bool{true, false} {
 						for rows := 1; rows <= DecodeRows; rows += 1 + rows/4 {
 							T := ks.DecodeKeys()
-							for _, nk := range []int{T, T + 1, 2*T - 1, 2 * T, 3*T + 5, 70} {
+							nks := []int{T, T + 1, 2*T - 1, 2 * T, 3*T + 5, 70}
+							if typ == fallback.KVInt4 { // chunks of int4Chunk, the last longer
+								nks = append(nks, 2*int4Chunk, 3*int4Chunk-1, 3*int4Chunk+T+3)
+							}
+							for _, nk := range nks {
 								if nk < T {
 									continue
 								}
@@ -195,8 +207,8 @@ func checkDecodeState(t *testing.T, where string, q []float32, rows, dk int, kf 
 }
 
 // TestDecodeNaN: a NaN in a key makes the row's sum NaN (so the row
-// becomes NaN); a NaN in a value reaches only its column (int8: a NaN
-// scale, its block's columns).
+// becomes NaN); a NaN in a value reaches only its column (int8, int4: a
+// NaN scale, its block's columns).
 func TestDecodeNaN(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 14))
 	for _, ks := range Available() {
@@ -216,7 +228,7 @@ func TestDecodeNaN(t *testing.T) {
 					switch target := map[bool]KVRows{true: k, false: v}[poisonK]; typ {
 					case fallback.KVFloat32:
 						target.F32[at] = nan
-					case fallback.KVInt8:
+					case fallback.KVInt8, fallback.KVInt4:
 						target.S[row*target.LdS] = nan // columns 0..31
 					default:
 						fallback.Narrow(target.U16[at:at+1], []float32{nan}, typ)
@@ -232,7 +244,7 @@ func TestDecodeNaN(t *testing.T) {
 					}
 					if !poisonK {
 						for j, x := range o {
-							if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5 || typ == fallback.KVInt8) {
+							if isNaN := math.IsNaN(float64(x)); isNaN != (j == 5 || typ.Quantized()) {
 								t.Errorf("%s %v: NaN value in column 5: o[%d] = %v", ks, typ, j, x)
 							}
 						}
@@ -355,5 +367,38 @@ func TestConvert(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeInt4ValueInKey: int4 V inside K (the same rows, MLA's
+// absorbed form) is widened once per chunk and read at K's stride: the
+// float64 sums over K's values for both, on every set, with and without
+// the int8 mode's kernel.
+func TestDecodeInt4ValueInKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(44, 44))
+	for _, ks := range Available() {
+		for _, c := range []struct{ rows, nk, dk, dv int }{{1, 200, 64, 32}, {4, 129, 96, 64}, {16, 300, 576, 512}} {
+			if !ks.HasDecode(fallback.KVInt4, c.dk, c.dv) {
+				continue
+			}
+			ld := c.dk + 1
+			k, kf, f1 := kvOperand(t, rng, fallback.KVInt4, c.nk, c.dk, ld, true)
+			q, f2 := operand(t, rng, c.rows*c.dk, true)
+			for i := range q { // scaled as attention's (1/√dk): scores of a few units, in float32's reach of the float64 sums
+				q[i] /= float32(math.Sqrt(float64(c.dk)))
+			}
+			o, f3 := operand(t, rng, c.rows*c.dv, true)
+			s, f4 := guarded(t, ks.DecodeScratch(c.dk, c.dv), true)
+			m, l, _, alibi, f5 := decodeState(t, rng, c.rows, c.dv, o, true)
+			o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
+			ks.Decode(q, c.rows, c.dk, k, k, c.nk, c.dv, o, m, l, s, alibi)
+			where := fmt.Sprintf("%s int4 V in K rows=%d nk=%d dk=%d dv=%d", ks, c.rows, c.nk, c.dk, c.dv)
+			checkDecodeState(t, where, q, c.rows, c.dk, kf, ld, kf, ld, c.nk, c.dv, alibi, o0, m0, l0, o, m, l)
+			f1()
+			f2()
+			f3()
+			f4()
+			f5()
+		}
 	}
 }

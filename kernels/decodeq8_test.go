@@ -40,7 +40,7 @@ func TestDecodeQ8(t *testing.T) {
 			T := ks.DecodeKeys()
 			for _, atEnd := range []bool{true, false} {
 				for rows := 1; rows <= DecodeRows; rows += 1 + rows/4 {
-					for _, nk := range []int{T, T + 1, 2*T - 1, 3*T + 5, 70} {
+					for _, nk := range []int{T, T + 1, 2*T - 1, 3*T + 5, 70, 3*int4Chunk + 5} {
 						for di, dk := range dims {
 							if !longTests() && (di+rows+nk+boolInt(atEnd))%3 != 0 {
 								continue
@@ -49,7 +49,11 @@ func TestDecodeQ8(t *testing.T) {
 							if !ks.HasDecodeQ8(dk, dv) {
 								t.Fatalf("%s: no DecodeQ8 for dk %d dv %d", ks, dk, dv)
 							}
-							decodeQ8Case(t, ks, rng, rows, nk, dk, dv, atEnd)
+							typ := fallback.KVInt8
+							if rng.IntN(3) == 0 { // int4 rows, widened a chunk at a time
+								typ = fallback.KVInt4
+							}
+							decodeQ8Case(t, ks, rng, typ, rows, nk, dk, dv, atEnd)
 						}
 					}
 				}
@@ -58,11 +62,11 @@ func TestDecodeQ8(t *testing.T) {
 	}
 }
 
-func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, rows, nk, dk, dv int, atEnd bool) {
+func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, dk, dv int, atEnd bool) {
 	t.Helper()
 	ldk, ldv := dk+rng.IntN(3), dv+rng.IntN(3)
-	k, kf, f1 := kvOperand(t, rng, fallback.KVInt8, nk, dk, ldk, atEnd)
-	v, vf, f2 := kvOperand(t, rng, fallback.KVInt8, nk, dv, ldv, atEnd)
+	k, kf, f1 := kvOperand(t, rng, typ, nk, dk, ldk, atEnd)
+	v, vf, f2 := kvOperand(t, rng, typ, nk, dv, ldv, atEnd)
 	nb, ld := fallback.Int8Blocks(dk), fallback.QueryQ8Ld(dk)
 	qb, f3 := guarded8(t, rows*ld, atEnd)
 	qs, f4 := guarded(t, rows*nb, atEnd)
@@ -93,7 +97,7 @@ func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, rows, nk, dk, dv int, a
 	defer f8()
 	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
 	ks.DecodeQ8(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
-	where := fmt.Sprintf("%s DecodeQ8 rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v", ks, rows, nk, dk, dv, running, alibi != nil)
+	where := fmt.Sprintf("%s DecodeQ8 %v rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v", ks, typ, rows, nk, dk, dv, running, alibi != nil)
 	checkDecodeState(t, where, qf, rows, dk, kf, ldk, vf, ldv, nk, dv, alibi, o0, m0, l0, o, m, l)
 }
 
