@@ -57,6 +57,9 @@ func QuantizeInt4KV(q []byte, scales []float32, src []float32) {
 			}
 		}
 		d := m / -8
+		if m == 0 {
+			d = 0 // not -0
+		}
 		scales[b] = d
 		out := q[b*Int4Block : (b+1)*Int4Block]
 		for j := range out {

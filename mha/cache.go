@@ -17,9 +17,11 @@ import (
 // streams each KV head's keys contiguously), stored as float32 (K and V) or, from
 // NewCacheOf, as 16-bit floats (K16 and V16, rounded to nearest even as
 // tokens are appended: half the memory, and half the bytes a decode step
-// reads) or as int8 (K8 and V8 with their scales KScale and VScale,
+// reads), as int8 (K8 and V8 with their scales KScale and VScale,
 // quantized per row as tokens are appended, QuantizeInt8's rule: 0.28 of
-// the memory and bytes read at HeadDim 128).
+// the memory and bytes read at HeadDim 128) or as int4 (K4 and V4,
+// Int4RowBytes(dim) bytes a row, with KScale and VScale: QuantizeInt4KV's
+// rule, ggml's q4_0 blocks; 0.16 of the memory at HeadDim 128).
 //
 // Each sequence of the batch has its own length (a ragged batch: one
 // sequence may take a 300-token prompt while the others decode a token
@@ -32,7 +34,8 @@ type Cache struct {
 	K, V     []float32 // float32 storage: [Batch][KVHeads][Cap][HeadDim], [Batch][KVHeads][Cap][ValueDim]
 	K16, V16 []uint16  // 16-bit storage, the same shapes
 	K8, V8   []int8    // int8 storage, the same shapes
-	// KScale and VScale are the int8 rows' scales,
+	K4, V4   []byte    // int4 storage: [Batch][KVHeads][Cap][Int4RowBytes(dim)]
+	// KScale and VScale are the int8 or int4 rows' scales,
 	// [Batch][KVHeads][Cap][Int8Blocks(dim)].
 	KScale, VScale []float32
 
@@ -62,9 +65,9 @@ func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 }
 
 // NewCacheOf is NewCache with K and V stored as t: Float32, Float16,
-// BFloat16 or Int8 (another value is ErrOption). Decoding against a 16-bit
-// or int8 cache gives the float32 result of the rounded (dequantized) keys
-// and values. Appending a token whose K or V is not finite in the cache's
+// BFloat16, Int8 or Int4 (another value is ErrOption). Decoding against a
+// 16-bit, int8 or int4 cache gives the float32 result of the rounded
+// (dequantized) keys and values. Appending a token whose K or V is not finite in the cache's
 // type — NaN or ±Inf in any type, or beyond a 16-bit type's range (float16
 // from 65520 on, bfloat16 from 3.3961776e38 on: it would round to ±Inf) —
 // is ErrNonFinite, naming the sequence, token, head and element, and that
@@ -74,8 +77,8 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
-	if t != Float32 && t != Int8 && !t.is16() {
-		return nil, fmt.Errorf("%w: cache KVType %d is not Float32, Float16, BFloat16 or Int8", ErrOption, int(t))
+	if !t.kvTypeOK() {
+		return nil, fmt.Errorf("%w: cache KVType %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
 	}
 	if batch < 1 || capacity < 1 {
 		return nil, fmt.Errorf("%w: cache batch = %d, capacity = %d, both must be >= 1", ErrShape, batch, capacity)
@@ -91,6 +94,8 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 		size /= 2
 	case t == Int8: // a byte per element and a float per block
 		size = (size + 4*uint64(l.cacheScales(batch, capacity, l.cfg.HeadDim)+l.cacheScales(batch, capacity, l.cfg.storedV()))) / 4
+	case t == Int4: // 16 bytes and a float per block
+		size = 20 * uint64(l.cacheScales(batch, capacity, l.cfg.HeadDim)+l.cacheScales(batch, capacity, l.cfg.storedV())) / 4
 	}
 	if err := checkAlloc("the cache", size+uint64(batch)*6); err != nil {
 		return nil, err
@@ -104,14 +109,19 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 		c.K8, c.V8 = make([]int8, nk), make([]int8, nv)
 		c.KScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.HeadDim))
 		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.storedV()))
+	case t == Int4:
+		c.KScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.HeadDim))
+		c.K4, c.V4 = make([]byte, len(c.KScale)*Int4Block), make([]byte, l.cacheScales(batch, capacity, l.cfg.storedV())*Int4Block)
+		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.storedV()))
 	default:
 		c.K, c.V = make([]float32, nk), make([]float32, nv)
 	}
 	return c, nil
 }
 
-// cacheScales is the number of int8 scales of a cache's K (dim HeadDim)
-// or V (ValueDim); its element count passed allocFloats, so it fits.
+// cacheScales is the number of int8 or int4 scales of a cache's K (dim
+// HeadDim) or V (ValueDim); its element count passed allocFloats, so it
+// fits.
 func (l *Layer) cacheScales(batch, capacity, dim int) int {
 	return batch * l.cfg.KVHeads * capacity * Int8Blocks(dim)
 }
@@ -126,15 +136,19 @@ func (c *Cache) Type() KVType {
 
 // kv returns the K and V of sequence b, [KVHeads][Cap][dim] each.
 func (c *Cache) kv(b int) kvData {
-	kw, vw := c.layer.cfg.KVHeads*c.layer.cfg.HeadDim, c.layer.cfg.KVHeads*c.layer.cfg.storedV()
+	kw, vw := c.layer.cfg.KVHeads*c.typ.width(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*c.typ.width(c.layer.cfg.storedV())
 	kr, vr := b*c.capa*kw, b*c.capa*vw
 	switch {
 	case c.typ.is16():
 		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw], headsMajor: true}
-	case c.typ == Int8:
+	case c.typ.quantized():
 		ksw, vsw := c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.storedV())
 		ksr, vsr := b*c.capa*ksw, b*c.capa*vsw
-		return kvData{t: c.typ, k8: c.K8[kr : kr+c.capa*kw], v8: c.V8[vr : vr+c.capa*vw],
+		k8, v8 := c.K8, c.V8
+		if c.typ == Int4 {
+			k8, v8 = fallback.Int4Carried(c.K4), fallback.Int4Carried(c.V4)
+		}
+		return kvData{t: c.typ, k8: k8[kr : kr+c.capa*kw], v8: v8[vr : vr+c.capa*vw],
 			ks: c.KScale[ksr : ksr+c.capa*ksw], vs: c.VScale[vsr : vsr+c.capa*vsw], headsMajor: true}
 	}
 	return kvData{t: c.typ, k: c.K[kr : kr+c.capa*kw], v: c.V[vr : vr+c.capa*vw], headsMajor: true}
@@ -225,17 +239,19 @@ func storeRows(ks *kernels.Set, cfg LayerConfig, kv kvData, n int, k, v []float3
 		if t.dim == 0 {
 			continue
 		}
-		nb := Int8Blocks(t.dim)
+		nb, w := Int8Blocks(t.dim), kv.t.width(t.dim)
 		for i := 0; i < n; i++ {
 			for g := 0; g < cfg.KVHeads; g++ {
 				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]
 				r := rowOf(i, g)
-				off := r * t.dim
+				off := r * w
 				switch {
 				case kv.t.is16():
 					ks.Narrow(t.u16[off:off+t.dim], row, fallback.KVType(kv.t))
 				case kv.t == Int8:
 					fallback.QuantizeInt8(t.i8[off:off+t.dim], t.scales[r*nb:][:nb], row) // finite: storable
+				case kv.t == Int4:
+					fallback.QuantizeInt4KV(fallback.Int4Bytes(t.i8[off:off+w]), t.scales[r*nb:][:nb], row)
 				default:
 					copy(t.f32[off:off+t.dim], row)
 				}

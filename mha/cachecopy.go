@@ -111,7 +111,7 @@ func (c *Cache) copyRows(to *Cache, src, a, dst, b, n int) {
 // copyKV copies n stored rows of K and V of every KV head g, from row
 // srcAt + g·srcStride of from to row dstAt + g·dstStride of to: rows of
 // HeadDim (K) and ValueDim (V) elements of from's type (to's too), int8's
-// scales along. Overlapping runs move as memmove moves them.
+// and int4's scales along. Overlapping runs move as memmove moves them.
 func copyKV(cfg LayerConfig, to kvData, dstAt, dstStride int, from kvData, srcAt, srcStride, n int) {
 	dk, dv := cfg.HeadDim, cfg.storedV()
 	for g := 0; g < cfg.KVHeads; g++ {
@@ -120,9 +120,9 @@ func copyKV(cfg LayerConfig, to kvData, dstAt, dstStride int, from kvData, srcAt
 		case from.t.is16():
 			copyRun(to.k16, from.k16, j, i, n, dk)
 			copyRun(to.v16, from.v16, j, i, n, dv)
-		case from.t == Int8:
-			copyRun(to.k8, from.k8, j, i, n, dk)
-			copyRun(to.v8, from.v8, j, i, n, dv)
+		case from.t.quantized():
+			copyRun(to.k8, from.k8, j, i, n, from.t.width(dk))
+			copyRun(to.v8, from.v8, j, i, n, from.t.width(dv))
 			copyRun(to.ks, from.ks, j, i, n, Int8Blocks(dk))
 			copyRun(to.vs, from.vs, j, i, n, Int8Blocks(dv))
 		default:

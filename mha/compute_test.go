@@ -43,11 +43,8 @@ func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 	case Float32:
 		kf, vf = k, v
 		call = func(e *Engine, out, q []float32, o *Options) error { return e.Attention(out, q, k, v, s, o) }
-	case Int8:
-		var k8, v8 Int8Tensor
-		k8, kf = quantize8(t, k, rs.HeadDim)
-		v8, vf = quantize8(t, v, rs.ValueDim)
-		call = func(e *Engine, out, q []float32, o *Options) error { return e.AttentionInt8(out, q, k8, v8, s, o) }
+	case Int8, Int4:
+		kf, vf, call = storeQuantized(t, typ, s, k, v, rs.HeadDim, rs.ValueDim)
 	default:
 		var k16, v16 []uint16
 		k16, kf = round16(k, typ)
@@ -72,7 +69,7 @@ func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 func TestComputeBF16(t *testing.T) {
 	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(0xbf, 16))
-	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8} {
+	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8, Int4} {
 		for di, dk := range []int{1, 7, 16, 33, 64, 80, 128} {
 			for li, lens := range [][2]int{{1, 1}, {5, 17}, {70, 130}, {1, 300}, {3, 700}} {
 				if !longTests() && (di+li+int(typ))%2 != 0 {

@@ -3,6 +3,8 @@ package mha
 import (
 	"context"
 	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
 )
 
 // Decode appends n new tokens to every sequence, x = [Batch][n][DModel],
@@ -110,6 +112,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
 		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16)),
 		i8("cache.K8", cache.K8, len(cache.K8)), i8("cache.V8", cache.V8, len(cache.V8)),
+		i8("cache.K4", fallback.Int4Carried(cache.K4), len(cache.K4)), i8("cache.V4", fallback.Int4Carried(cache.V4), len(cache.V4)),
 		f32("cache.KScale", cache.KScale, len(cache.KScale)), f32("cache.VScale", cache.VScale, len(cache.VScale))},
 		[]span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
 		return err

@@ -37,9 +37,9 @@ func FuzzCacheOps(f *testing.F) {
 		rng := rand.New(rand.NewPCG(uint64(kind), uint64(len(ops))))
 		l, _ := testLayer(t, e, rng, LayerConfig{DModel: 16, Heads: 2, KVHeads: 1, HeadDim: 8,
 			Rotary: Rotary{Dims: 8}}, true)
-		typ := []KVType{Float32, Float16, BFloat16, Int8}[kind%4]
-		var opts *Options // int8 caches: the int8 mode for half the kinds
-		if typ == Int8 && kind/4%2 == 1 {
+		typ := []KVType{Float32, Float16, BFloat16, Int8, Int4}[kind%5]
+		var opts *Options // int8 and int4 caches: the int8 mode for half the kinds
+		if typ.quantized() && kind/5%2 == 1 {
 			opts = &Options{Compute: ComputeInt8}
 		}
 		cache, err := l.NewCacheOf(B, capacity, typ)

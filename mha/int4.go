@@ -2,7 +2,10 @@ package mha
 
 import "github.com/fastattn/fastattn/fallback"
 
-// Int4 is 4-bit weights (Weights.Type; never K/V): per output and block of
+// Int4 is 4 bits an element. As K/V storage (NewCacheOf, PagedConfig.Type,
+// AttentionInt4) it holds ggml's q4_0 blocks (Int4KVTensor, QuantizeInt4KV:
+// symmetric, a scale per block of 32 elements of a row, u-8). As weights
+// (Weights.Type), per output and block of
 // Int8Block inputs, a float32 scale s and a zero point z (0..15), an
 // element's value float32(u-z)·s for its nibble u. A checkpoint's blocks
 // are given as Int4Tensor; a float32 matrix given to an Int4 layer is

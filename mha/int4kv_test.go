@@ -147,3 +147,54 @@ func TestAttentionInt4Errors(t *testing.T) {
 	wantErr(t, "short v scales", AttentionInt4(out, q, k, Int4KVTensor{Data: v.Data, Scales: v.Scales[:19]}, s, nil), ErrBuffer)
 	wantErr(t, "out overlaps k scales", AttentionInt4(out, q, Int4KVTensor{Data: k.Data, Scales: out[:20]}, v, s, nil), ErrBuffer)
 }
+
+// TestCacheInt4: a layer decoding into an int4 cache stores exactly the
+// q4_0 blocks of the float32 cache's rows (QuantizeInt4KV), its scales
+// too, and decodes within int4's reach of the float32 Forward.
+func TestCacheInt4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 43))
+	cfg := LayerConfig{DModel: 48, Heads: 8, KVHeads: 2, HeadDim: 40, ValueDim: 24}
+	for _, e := range engines {
+		l, _ := testLayer(t, e, rng, cfg, true)
+		const B, L, C = 2, 140, 150 // capacity >= 128: the split decode path
+		x := random(rng, B*L*cfg.DModel)
+		full := make([]float32, len(x))
+		if err := l.Forward(full, x, B, L, &Options{Causal: true}); err != nil {
+			t.Fatal(err)
+		}
+		c32, _ := l.NewCache(B, C)
+		c4, err := l.NewCacheOf(B, C, Int4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c4.Type() != Int4 || c4.K8 != nil || len(c4.K4) != B*C*2*32 || len(c4.V4) != B*C*2*16 || len(c4.KScale) != B*C*2*2 || len(c4.VScale) != B*C*2*1 {
+			t.Fatalf("NewCacheOf(Int4): type %v, K8 %d, K4 %d, V4 %d, KScale %d, VScale %d", c4.Type(), len(c4.K8), len(c4.K4), len(c4.V4), len(c4.KScale), len(c4.VScale))
+		}
+		worst := decodeVersusForward(t, l, c4, c32, x, full, B, L)
+		for _, p := range []struct {
+			name   string
+			f32    []float32
+			bytes  []byte
+			scales []float32
+			dim    int
+		}{{"K", c32.K, c4.K4, c4.KScale, 40}, {"V", c32.V, c4.V4, c4.VScale, 24}} {
+			want, _ := quantize4(t, p.f32, p.dim)
+			w, nb := Int4RowBytes(p.dim), Int8Blocks(p.dim)
+			for i := range want.Scales {
+				if i/nb%C < L && want.Scales[i] != p.scales[i] { // the rows written
+					t.Fatalf("%s: %s scale %d = %v, want %v", e.Kernels(), p.name, i, p.scales[i], want.Scales[i])
+				}
+			}
+			for i := range want.Data {
+				if i/w%C < L && want.Data[i] != p.bytes[i] {
+					t.Fatalf("%s: %s4[%d] = %#x, the quantized float32 cache holds %#x", e.Kernels(), p.name, i, p.bytes[i], want.Data[i])
+				}
+			}
+		}
+		// Inputs of magnitude ~1, steps of |max|/8 per block: 0.06–0.09 measured.
+		if worst > 0.2 {
+			t.Errorf("%s int4 cache: decode differs from the float32 Forward by %.3g > 0.2", e.Kernels(), worst)
+		}
+		t.Logf("%s int4 cache: %.3g from the float32 Forward", e.Kernels(), worst)
+	}
+}

@@ -8,12 +8,13 @@ import (
 )
 
 // KVType is the storage type of K and V: Attention takes float32,
-// Attention16 16-bit floats, AttentionInt8 int8 with scales, and a Cache
-// made by NewCacheOf any of them. The arithmetic is float32 whatever the
-// storage (16-bit values are widened exactly, int8 ones dequantized to
-// float32(q)·scale), so a 16-bit or int8 K/V gives the float32 result of
-// its rounded values, with a half or (scales included) 0.28 of the bytes
-// to read: what a memory-bound decode step is limited by.
+// Attention16 16-bit floats, AttentionInt8 int8 with scales,
+// AttentionInt4 4-bit q4_0 blocks, and a Cache made by NewCacheOf any of
+// them. The arithmetic is float32 whatever the storage (16-bit values are
+// widened exactly, int8 and int4 ones dequantized to float32(q)·scale),
+// so a 16-bit, int8 or int4 K/V gives the float32 result of its rounded
+// values, with a half, 0.28 or 0.16 of the bytes to read (scales included,
+// head dim 128): what a memory-bound decode step is limited by.
 type KVType int
 
 const (
@@ -30,11 +31,21 @@ const (
 	Int8 = KVType(fallback.KVInt8)
 )
 
-// String returns "f32", "f16", "bf16" or "int8".
+// String returns "f32", "f16", "bf16", "int8" or "int4".
 func (t KVType) String() string { return fallback.KVType(t).String() }
 
 // is16 reports whether t is a 16-bit type.
 func (t KVType) is16() bool { return t == Float16 || t == BFloat16 }
+
+// quantized reports whether t is stored with a scale per block (Int8, Int4).
+func (t KVType) quantized() bool { return t == Int8 || t == Int4 }
+
+// kvTypeOK reports whether t is a K/V storage type.
+func (t KVType) kvTypeOK() bool { return t == Float32 || t.is16() || t.quantized() }
+
+// width is the length a K or V row of dim elements takes in t's storage:
+// dim elements, or Int4RowBytes(dim) bytes for Int4.
+func (t KVType) width(dim int) int { return fallback.StoredWidth(fallback.KVType(t), dim) }
 
 // convertSet checks a conversion helper's arguments and returns the
 // kernel set it runs on: the best this CPU runs (FASTATTN_ISA applies).

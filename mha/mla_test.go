@@ -194,13 +194,14 @@ func TestMLALayer(t *testing.T) {
 						t.Errorf("%s: Forward is %.2g (relative) from the float64 reference", name, r)
 					}
 					t.Logf("%s: Forward %.2g", name, r)
-					for _, typ := range []KVType{Float32, BFloat16, Int8} {
-						tol := map[KVType]float64{Float32: 2e-5, BFloat16: 1e-2, Int8: 3e-2}[typ]
+					for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
+						// Int4: steps of |max|/8 a block (0.07–0.13 measured).
+						tol := map[KVType]float64{Float32: 2e-5, BFloat16: 1e-2, Int8: 3e-2, Int4: 0.25}[typ]
 						cache, err := l.NewCacheOf(1, L, typ)
 						if err != nil {
 							t.Fatal(err)
 						}
-						if len(cache.V) != 0 || len(cache.V16) != 0 || len(cache.V8) != 0 {
+						if len(cache.V) != 0 || len(cache.V16) != 0 || len(cache.V8) != 0 || len(cache.V4) != 0 {
 							t.Fatalf("%s: a cache with V inside K holds V", name)
 						}
 						got := make([]float32, L*dm)

@@ -307,7 +307,7 @@ func TestCacheNonFinite(t *testing.T) {
 	}
 	for _, e := range engines {
 		_, w := testLayer(t, e, rng, cfg, true)
-		for _, typ := range []KVType{Float32, Float16, BFloat16, Int8} {
+		for _, typ := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
 			for _, bad := range []struct {
 				name string
 				v    float32 // the bias of V's element 3 (head 0) or, in x, NaN
@@ -316,7 +316,7 @@ func TestCacheNonFinite(t *testing.T) {
 				{"NaN in x", nan32, false},
 				{"V 1e5", 1e5, typ != Float16},
 				{"V 65519", 65519, true},
-				{"V 3.4e38", 3.4e38, typ == Float32 || typ == Int8},
+				{"V 3.4e38", 3.4e38, typ == Float32 || typ.quantized()},
 				{"V 3.39e38", 3.39e38, typ != Float16},
 			} {
 				wb := w

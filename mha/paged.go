@@ -10,7 +10,7 @@ import (
 // PagedConfig sizes a PagedCache.
 type PagedConfig struct {
 	// Type is the storage of K and V: Float32 (the zero value), Float16,
-	// BFloat16 or Int8, as NewCacheOf's.
+	// BFloat16, Int8 or Int4, as NewCacheOf's.
 	Type KVType
 	// Bytes is the pool's size: it holds Bytes/BlockBytes() whole blocks
 	// (at least one).
@@ -104,8 +104,8 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 		return nil, err
 	}
 	t := cfg.Type
-	if t != Float32 && t != Int8 && !t.is16() {
-		return nil, fmt.Errorf("%w: paged cache KVType %d is not Float32, Float16, BFloat16 or Int8", ErrOption, int(t))
+	if !t.kvTypeOK() {
+		return nil, fmt.Errorf("%w: paged cache KVType %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
 	}
 	bt := cfg.BlockTokens
 	if bt == 0 {
@@ -132,8 +132,8 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 	switch {
 	case t.is16():
 		c.store.k16, c.store.v16 = make([]uint16, rows*dk), make([]uint16, rows*dv)
-	case t == Int8:
-		c.store.k8, c.store.v8 = make([]int8, rows*dk), make([]int8, rows*dv)
+	case t.quantized():
+		c.store.k8, c.store.v8 = make([]int8, rows*t.width(dk)), make([]int8, rows*t.width(dv))
 		c.store.ks, c.store.vs = make([]float32, rows*Int8Blocks(dk)), make([]float32, rows*Int8Blocks(dv))
 	default:
 		c.store.k, c.store.v = make([]float32, rows*dk), make([]float32, rows*dv)
@@ -152,7 +152,7 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 }
 
 // BlockBytes returns the bytes of one block: BlockTokens tokens of K and
-// V over every KV head, with int8's scales.
+// V over every KV head, with int8's or int4's scales.
 func (c *PagedCache) BlockBytes() int64 {
 	cfg := c.layer.cfg
 	dk, dv := int64(cfg.HeadDim), int64(cfg.storedV())
@@ -160,10 +160,10 @@ func (c *PagedCache) BlockBytes() int64 {
 	switch {
 	case c.typ.is16():
 		per = 2 * (dk + dv)
-	case c.typ == Int8:
-		per = dk + dv + 4*int64(Int8Blocks(int(dk))+Int8Blocks(int(dv)))
-		if dv == 0 {
-			per = dk + 4*int64(Int8Blocks(int(dk)))
+	case c.typ.quantized(): // the rows' bytes and their scales
+		per = int64(c.typ.width(int(dk))) + 4*int64(Int8Blocks(int(dk)))
+		if dv != 0 {
+			per += int64(c.typ.width(int(dv))) + 4*int64(Int8Blocks(int(dv)))
 		}
 	default:
 		per = 4 * (dk + dv)

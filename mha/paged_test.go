@@ -9,7 +9,7 @@ import (
 )
 
 // pagedTypes are the storage types a paged cache takes.
-var pagedTypes = []KVType{Float32, Float16, BFloat16, Int8}
+var pagedTypes = []KVType{Float32, Float16, BFloat16, Int8, Int4}
 
 // pagedStep is one call of a paged scenario: tokens per sequence.
 type pagedStep []int
@@ -443,7 +443,7 @@ func TestPagedModes(t *testing.T) {
 	var cases []setup
 	for _, e := range bf16Engines {
 		l := pagedLayer(t, e, rng)
-		for _, typ := range []KVType{Float32, BFloat16, Int8} {
+		for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
 			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ})
 		}
 	}
@@ -453,7 +453,7 @@ func TestPagedModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, typ := range []KVType{Float32, BFloat16, Int8} {
+		for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
 			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ})
 		}
 		cases = append(cases, setup{e.Kernels() + " MLA int8 mode", l, &Options{Compute: ComputeInt8}, Int8},
@@ -497,7 +497,7 @@ func TestPagedTree(t *testing.T) {
 			if opts != nil {
 				window = opts.Window
 			}
-			for _, typ := range []KVType{Float32, BFloat16, Int8} {
+			for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
 				c, _ := l.NewCacheOf(2, 400, typ)
 				pc, err := l.NewPagedCache(PagedConfig{Type: typ, BlockTokens: 16, Bytes: 64 << 20, Window: window})
 				if err != nil {

@@ -78,7 +78,7 @@ type treeScratch struct {
 	k, v    []float32    // per sequence [Hkv][n][dim]: the tree's stored K and V, float32
 	k16     []uint16     // or 16-bit
 	v16     []uint16     //
-	k8, v8  []int8       // or int8
+	k8, v8  []int8       // or int8 (int4: its bytes)
 	ks, vs  []float32    // with their scales
 	acc     []float64    // a merge's row
 	outs    [2][]float32 // the two parts of the sequence being merged
@@ -173,8 +173,8 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 	switch {
 	case typ.is16():
 		t.k16, t.v16 = sized(t.k16, rows*Hkv*Dk), sized(t.v16, rows*Hkv*sv)
-	case typ == Int8:
-		t.k8, t.v8 = sized(t.k8, rows*Hkv*Dk), sized(t.v8, rows*Hkv*sv)
+	case typ.quantized():
+		t.k8, t.v8 = sized(t.k8, rows*Hkv*typ.width(Dk)), sized(t.v8, rows*Hkv*typ.width(sv))
 		t.ks, t.vs = sized(t.ks, rows*Hkv*Int8Blocks(Dk)), sized(t.vs, rows*Hkv*Int8Blocks(sv))
 	default:
 		t.k, t.v = sized(t.k, rows*Hkv*Dk), sized(t.v, rows*Hkv*sv)
@@ -185,12 +185,13 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 // them: [1][Hkv][n][dim] in the cache's type, filled by fill.
 func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
 	Hkv, Dk, Dv := cfg.KVHeads, cfg.HeadDim, cfg.storedV()
-	kr, vr := [2]int{row * Hkv * Dk, (row + n) * Hkv * Dk}, [2]int{row * Hkv * Dv, (row + n) * Hkv * Dv}
+	wk, wv := typ.width(Dk), typ.width(Dv)
+	kr, vr := [2]int{row * Hkv * wk, (row + n) * Hkv * wk}, [2]int{row * Hkv * wv, (row + n) * Hkv * wv}
 	d := kvData{t: typ, headsMajor: true}
 	switch {
 	case typ.is16():
 		d.k16, d.v16 = t.k16[kr[0]:kr[1]], t.v16[vr[0]:vr[1]]
-	case typ == Int8:
+	case typ.quantized():
 		bk, bv := Int8Blocks(Dk), Int8Blocks(Dv)
 		d.k8, d.v8 = t.k8[kr[0]:kr[1]], t.v8[vr[0]:vr[1]]
 		d.ks, d.vs = t.ks[row*Hkv*bk:(row+n)*Hkv*bk], t.vs[row*Hkv*bv:(row+n)*Hkv*bv]

@@ -107,7 +107,7 @@ func TestDecodeTree(t *testing.T) {
 	ctx := context.Background()
 	optionSets := []Options{{}, {Window: 4}, {Sinks: []float32{0.5, -1, 2, 0}, Softcap: 2}, {ALiBi: []float32{0.25, 0.0625, 0.015625, 0.00390625}},
 		{Window: 6, ALiBi: []float32{-0.3, 0.2, 0.1, 0.05}, Sinks: []float32{1, 1, 1, 1}}}
-	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8} {
+	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
 		for _, e := range engines {
 			for oi, base := range optionSets {
 				if !longTests() && oi%2 != int(typ)%2 {

@@ -38,7 +38,7 @@ func TestValueInKey(t *testing.T) {
 		{mask: true, kvlens: true}, {bias: true, offset: true}}
 	for _, c := range cases {
 		for _, layout := range []Layout{BSHD, BHSD} {
-			for _, t8 := range []KVType{Float32, Float16, BFloat16, Int8} {
+			for _, t8 := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
 				if !longTests() && int(layout) != int(t8)%2 { // emulators: one layout per type
 					continue
 				}
@@ -90,6 +90,13 @@ func checkValueInKey(t *testing.T, name string, s Shape, o Options, t8 KVType, q
 			vq := Int8Tensor{Data: prefixRows(kq.Data, dk, dv), Scales: prefixRows(kq.Scales, Int8Blocks(dk), Int8Blocks(dv))}
 			errIn = e.AttentionInt8(got, q, kq, Int8Tensor{}, inK, &oi)
 			errV = e.AttentionInt8(want, q, kq, vq, s, &ov)
+		case Int4:
+			kq, _ := quantize4(t, k, dk)
+			// V's blocks are K's first ones: their bytes and scales (a
+			// partial last block keeps K's elements past dv, never read).
+			vq := Int4KVTensor{Data: prefixRows(kq.Data, Int4RowBytes(dk), Int4RowBytes(dv)), Scales: prefixRows(kq.Scales, Int8Blocks(dk), Int8Blocks(dv))}
+			errIn = e.AttentionInt4(got, q, kq, Int4KVTensor{}, inK, &oi)
+			errV = e.AttentionInt4(want, q, kq, vq, s, &ov)
 		default:
 			k16 := make([]uint16, len(k))
 			if err := Narrow16(k16, k, t8); err != nil {
