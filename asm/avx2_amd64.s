@@ -260,23 +260,39 @@ DATA constsAVX2<>+1008(SB)/4, $0x80808080
 DATA constsAVX2<>+1012(SB)/4, $0x80808080
 DATA constsAVX2<>+1016(SB)/4, $0x80808080
 DATA constsAVX2<>+1020(SB)/4, $0x80808080
-DATA constsAVX2<>+1024(SB)/4, $0xffffffff
-DATA constsAVX2<>+1028(SB)/4, $0xffffffff
-DATA constsAVX2<>+1032(SB)/4, $0xffffffff
-DATA constsAVX2<>+1036(SB)/4, $0xffffffff
-DATA constsAVX2<>+1040(SB)/4, $0xffffffff
-DATA constsAVX2<>+1044(SB)/4, $0xffffffff
-DATA constsAVX2<>+1048(SB)/4, $0xffffffff
-DATA constsAVX2<>+1052(SB)/4, $0xffffffff
-DATA constsAVX2<>+1056(SB)/4, $0x00000000
-DATA constsAVX2<>+1060(SB)/4, $0x00000000
-DATA constsAVX2<>+1064(SB)/4, $0x00000000
-DATA constsAVX2<>+1068(SB)/4, $0x00000000
-DATA constsAVX2<>+1072(SB)/4, $0x00000000
-DATA constsAVX2<>+1076(SB)/4, $0x00000000
-DATA constsAVX2<>+1080(SB)/4, $0x00000000
-DATA constsAVX2<>+1084(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1088
+DATA constsAVX2<>+1024(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1028(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1032(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1036(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1040(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1044(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1048(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1052(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1056(SB)/4, $0x08080808
+DATA constsAVX2<>+1060(SB)/4, $0x08080808
+DATA constsAVX2<>+1064(SB)/4, $0x08080808
+DATA constsAVX2<>+1068(SB)/4, $0x08080808
+DATA constsAVX2<>+1072(SB)/4, $0x08080808
+DATA constsAVX2<>+1076(SB)/4, $0x08080808
+DATA constsAVX2<>+1080(SB)/4, $0x08080808
+DATA constsAVX2<>+1084(SB)/4, $0x08080808
+DATA constsAVX2<>+1088(SB)/4, $0xffffffff
+DATA constsAVX2<>+1092(SB)/4, $0xffffffff
+DATA constsAVX2<>+1096(SB)/4, $0xffffffff
+DATA constsAVX2<>+1100(SB)/4, $0xffffffff
+DATA constsAVX2<>+1104(SB)/4, $0xffffffff
+DATA constsAVX2<>+1108(SB)/4, $0xffffffff
+DATA constsAVX2<>+1112(SB)/4, $0xffffffff
+DATA constsAVX2<>+1116(SB)/4, $0xffffffff
+DATA constsAVX2<>+1120(SB)/4, $0x00000000
+DATA constsAVX2<>+1124(SB)/4, $0x00000000
+DATA constsAVX2<>+1128(SB)/4, $0x00000000
+DATA constsAVX2<>+1132(SB)/4, $0x00000000
+DATA constsAVX2<>+1136(SB)/4, $0x00000000
+DATA constsAVX2<>+1140(SB)/4, $0x00000000
+DATA constsAVX2<>+1144(SB)/4, $0x00000000
+DATA constsAVX2<>+1148(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1152
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -306,7 +322,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+1024(SB), R13
+	LEAQ constsAVX2<>+1088(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1507,7 +1523,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1024(SB), R12
+	LEAQ constsAVX2<>+1088(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2692,7 +2708,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1024(SB), R12
+	LEAQ constsAVX2<>+1088(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -3922,7 +3938,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1024(SB), R10
+	LEAQ constsAVX2<>+1088(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -5117,7 +5133,7 @@ TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1024(SB), R10
+	LEAQ constsAVX2<>+1088(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -6363,7 +6379,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1024(SB), R11
+	LEAQ constsAVX2<>+1088(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -7618,13 +7634,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7632,7 +7648,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7640,7 +7656,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7726,7 +7742,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), DX
+	LEAQ    constsAVX2<>+1088(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11695,13 +11711,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11709,7 +11725,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11717,7 +11733,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11803,7 +11819,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), DX
+	LEAQ    constsAVX2<>+1088(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -15816,13 +15832,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15830,7 +15846,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15838,7 +15854,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15924,7 +15940,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), DX
+	LEAQ    constsAVX2<>+1088(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -20093,13 +20109,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1024(SB), BX
+	LEAQ    constsAVX2<>+1088(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -20107,7 +20123,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -20115,7 +20131,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1024(SB), CX
+	LEAQ    constsAVX2<>+1088(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -20239,7 +20255,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1024(SB), DX
+	LEAQ    constsAVX2<>+1088(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -24926,6 +24942,68 @@ done:
 	VZEROUPPER
 	RET
 
+// func WidenI4KVAVX2(dst *int8, ldd int, src *int8, lds int, rows int, blocks int)
+// Requires: AVX, AVX2
+TEXT ·WidenI4KVAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+16(FP), CX
+	MOVQ    rows+32(FP), DX
+	MOVQ    blocks+40(FP), BX
+	MOVQ    ldd+8(FP), SI
+	MOVQ    lds+24(FP), DI
+	TESTQ   DX, DX
+	JZ      done
+	TESTQ   BX, BX
+	JZ      done
+	VMOVDQU constsAVX2<>+1024(SB), Y0
+	VMOVDQU constsAVX2<>+1056(SB), Y1
+
+row:
+	MOVQ CX, R8
+	MOVQ AX, R9
+	MOVQ BX, R10
+	CMPQ R10, $0x02
+	JB   one
+
+pair:
+	VMOVDQU    (R8), Y2
+	VPSRLW     $0x04, Y2, Y3
+	VPAND      Y0, Y2, Y2
+	VPAND      Y0, Y3, Y3
+	VPSUBB     Y1, Y2, Y2
+	VPSUBB     Y1, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y2, Y4
+	VMOVDQU    Y4, (R9)
+	VPERM2I128 $0x31, Y3, Y2, Y4
+	VMOVDQU    Y4, 32(R9)
+	ADDQ       $0x20, R8
+	ADDQ       $0x40, R9
+	SUBQ       $0x02, R10
+	CMPQ       R10, $0x02
+	JAE        pair
+
+one:
+	TESTQ   R10, R10
+	JZ      next
+	VMOVDQU (R8), X2
+	VPSRLW  $0x04, X2, X3
+	VPAND   X0, X2, X2
+	VPAND   X0, X3, X3
+	VPSUBB  X1, X2, X2
+	VPSUBB  X1, X3, X3
+	VMOVDQU X2, (R9)
+	VMOVDQU X3, 16(R9)
+
+next:
+	ADDQ DI, CX
+	ADDQ SI, AX
+	DECQ DX
+	JNZ  row
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, FMA3
 TEXT ·PVAVX2(SB), NOSPLIT, $0-88
@@ -24942,7 +25020,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1024(SB), R11
+	LEAQ constsAVX2<>+1088(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

@@ -276,6 +276,17 @@ func WidenBF16AVX512(dst *float32, ldd int, src *uint16, lds int, rows int, n in
 //go:noescape
 func NarrowBF16AVX512(dst *uint16, src *float32, n int)
 
+// WidenI4KVAVX512 is
+//
+//	for r := 0; r < rows; r++ {
+//		fallback.WidenInt4KV(dst[r*ldd:], src[r*lds:], blocks)
+//
+// strides in bytes: each block of 16 bytes becomes 32 int8 values u-8, the low
+// nibbles then the high ones. No byte past a row's blocks is read or written.
+//
+//go:noescape
+func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int)
+
 // PVAVX512 is
 //
 //	for r := 0; r < rows; r++ {

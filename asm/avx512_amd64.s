@@ -516,24 +516,56 @@ DATA constsAVX512<>+2032(SB)/4, $0x80808080
 DATA constsAVX512<>+2036(SB)/4, $0x80808080
 DATA constsAVX512<>+2040(SB)/4, $0x80808080
 DATA constsAVX512<>+2044(SB)/4, $0x80808080
-DATA constsAVX512<>+2048(SB)/2, $0x0000
-DATA constsAVX512<>+2050(SB)/2, $0x0001
-DATA constsAVX512<>+2052(SB)/2, $0x0003
-DATA constsAVX512<>+2054(SB)/2, $0x0007
-DATA constsAVX512<>+2056(SB)/2, $0x000f
-DATA constsAVX512<>+2058(SB)/2, $0x001f
-DATA constsAVX512<>+2060(SB)/2, $0x003f
-DATA constsAVX512<>+2062(SB)/2, $0x007f
-DATA constsAVX512<>+2064(SB)/2, $0x00ff
-DATA constsAVX512<>+2066(SB)/2, $0x01ff
-DATA constsAVX512<>+2068(SB)/2, $0x03ff
-DATA constsAVX512<>+2070(SB)/2, $0x07ff
-DATA constsAVX512<>+2072(SB)/2, $0x0fff
-DATA constsAVX512<>+2074(SB)/2, $0x1fff
-DATA constsAVX512<>+2076(SB)/2, $0x3fff
-DATA constsAVX512<>+2078(SB)/2, $0x7fff
-DATA constsAVX512<>+2080(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2082
+DATA constsAVX512<>+2048(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2052(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2056(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2060(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2064(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2068(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2072(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2076(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2080(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2084(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2088(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2092(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2096(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2100(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2104(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2108(SB)/4, $0x0f0f0f0f
+DATA constsAVX512<>+2112(SB)/4, $0x08080808
+DATA constsAVX512<>+2116(SB)/4, $0x08080808
+DATA constsAVX512<>+2120(SB)/4, $0x08080808
+DATA constsAVX512<>+2124(SB)/4, $0x08080808
+DATA constsAVX512<>+2128(SB)/4, $0x08080808
+DATA constsAVX512<>+2132(SB)/4, $0x08080808
+DATA constsAVX512<>+2136(SB)/4, $0x08080808
+DATA constsAVX512<>+2140(SB)/4, $0x08080808
+DATA constsAVX512<>+2144(SB)/4, $0x08080808
+DATA constsAVX512<>+2148(SB)/4, $0x08080808
+DATA constsAVX512<>+2152(SB)/4, $0x08080808
+DATA constsAVX512<>+2156(SB)/4, $0x08080808
+DATA constsAVX512<>+2160(SB)/4, $0x08080808
+DATA constsAVX512<>+2164(SB)/4, $0x08080808
+DATA constsAVX512<>+2168(SB)/4, $0x08080808
+DATA constsAVX512<>+2172(SB)/4, $0x08080808
+DATA constsAVX512<>+2176(SB)/2, $0x0000
+DATA constsAVX512<>+2178(SB)/2, $0x0001
+DATA constsAVX512<>+2180(SB)/2, $0x0003
+DATA constsAVX512<>+2182(SB)/2, $0x0007
+DATA constsAVX512<>+2184(SB)/2, $0x000f
+DATA constsAVX512<>+2186(SB)/2, $0x001f
+DATA constsAVX512<>+2188(SB)/2, $0x003f
+DATA constsAVX512<>+2190(SB)/2, $0x007f
+DATA constsAVX512<>+2192(SB)/2, $0x00ff
+DATA constsAVX512<>+2194(SB)/2, $0x01ff
+DATA constsAVX512<>+2196(SB)/2, $0x03ff
+DATA constsAVX512<>+2198(SB)/2, $0x07ff
+DATA constsAVX512<>+2200(SB)/2, $0x0fff
+DATA constsAVX512<>+2202(SB)/2, $0x1fff
+DATA constsAVX512<>+2204(SB)/2, $0x3fff
+DATA constsAVX512<>+2206(SB)/2, $0x7fff
+DATA constsAVX512<>+2208(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2210
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -569,7 +601,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2048(SB), R12
+	LEAQ  constsAVX512<>+2176(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3284,7 +3316,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2048(SB), R11
+	LEAQ  constsAVX512<>+2176(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -5999,7 +6031,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2048(SB), R11
+	LEAQ  constsAVX512<>+2176(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -8871,7 +8903,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2048(SB), R9
+	LEAQ  constsAVX512<>+2176(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -11144,7 +11176,7 @@ TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
 	SHRQ  $0x01, SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2048(SB), R9
+	LEAQ  constsAVX512<>+2176(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -13164,7 +13196,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+2048(SB), R10
+	LEAQ  constsAVX512<>+2176(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -15019,9 +15051,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -15103,7 +15135,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -21951,9 +21983,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -22035,7 +22067,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -28971,9 +29003,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -29055,7 +29087,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36303,9 +36335,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -36425,7 +36457,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36487,7 +36519,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2048(SB), R12
+	LEAQ         constsAVX512<>+2176(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -36558,7 +36590,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2048(SB), R12
+	LEAQ         constsAVX512<>+2176(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -44419,9 +44451,9 @@ TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $216-192
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(SI*2), K1
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -44545,7 +44577,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2048(SB), CX
+	LEAQ  constsAVX512<>+2176(SB), CX
 	KMOVW (CX)(DX*2), K2
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -44599,7 +44631,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2048(SB), R12
+	LEAQ         constsAVX512<>+2176(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -44670,7 +44702,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2048(SB), R12
+	LEAQ         constsAVX512<>+2176(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -44878,7 +44910,7 @@ q8_tail:
 	ANDQ        $0x3f, R14
 	JZ          q8_done
 	SHRQ        $0x02, R14
-	LEAQ        constsAVX512<>+2048(SB), R15
+	LEAQ        constsAVX512<>+2176(SB), R15
 	KMOVW       (R15)(R14*2), K3
 	VMOVDQU32.Z (DX), K3, Z1
 	VPXORD      Z0, Z1, Z1
@@ -50342,6 +50374,68 @@ done:
 	VZEROUPPER
 	RET
 
+// func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int)
+// Requires: AVX, AVX2
+TEXT ·WidenI4KVAVX512(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+16(FP), CX
+	MOVQ    rows+32(FP), DX
+	MOVQ    blocks+40(FP), BX
+	MOVQ    ldd+8(FP), SI
+	MOVQ    lds+24(FP), DI
+	TESTQ   DX, DX
+	JZ      done
+	TESTQ   BX, BX
+	JZ      done
+	VMOVDQU constsAVX512<>+2048(SB), Y0
+	VMOVDQU constsAVX512<>+2112(SB), Y1
+
+row:
+	MOVQ CX, R8
+	MOVQ AX, R9
+	MOVQ BX, R10
+	CMPQ R10, $0x02
+	JB   one
+
+pair:
+	VMOVDQU    (R8), Y2
+	VPSRLW     $0x04, Y2, Y3
+	VPAND      Y0, Y2, Y2
+	VPAND      Y0, Y3, Y3
+	VPSUBB     Y1, Y2, Y2
+	VPSUBB     Y1, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y2, Y4
+	VMOVDQU    Y4, (R9)
+	VPERM2I128 $0x31, Y3, Y2, Y4
+	VMOVDQU    Y4, 32(R9)
+	ADDQ       $0x20, R8
+	ADDQ       $0x40, R9
+	SUBQ       $0x02, R10
+	CMPQ       R10, $0x02
+	JAE        pair
+
+one:
+	TESTQ   R10, R10
+	JZ      next
+	VMOVDQU (R8), X2
+	VPSRLW  $0x04, X2, X3
+	VPAND   X0, X2, X2
+	VPAND   X0, X3, X3
+	VPSUBB  X1, X2, X2
+	VPSUBB  X1, X3, X3
+	VMOVDQU X2, (R9)
+	VMOVDQU X3, 16(R9)
+
+next:
+	ADDQ DI, CX
+	ADDQ SI, AX
+	DECQ DX
+	JNZ  row
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, AVX512F
 TEXT ·PVAVX512(SB), NOSPLIT, $0-88
@@ -50356,7 +50450,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+2048(SB), R10
+	LEAQ  constsAVX512<>+2176(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -54451,7 +54545,7 @@ TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2048(SB), R13
+	LEAQ  constsAVX512<>+2176(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -56793,7 +56887,7 @@ TEXT ·GemmBF16EmuAVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2048(SB), R13
+	LEAQ  constsAVX512<>+2176(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -60433,7 +60527,7 @@ TEXT ·GemmWDotAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2048(SB), R12
+	LEAQ  constsAVX512<>+2176(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -64009,7 +64103,7 @@ TEXT ·GemmWDotEmuAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2048(SB), R12
+	LEAQ  constsAVX512<>+2176(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -69141,7 +69235,7 @@ TEXT ·PairBF16AVX512(SB), NOSPLIT, $0-56
 	MOVQ  rows+32(FP), SI
 	MOVQ  nv+40(FP), DI
 	MOVQ  tail+48(FP), R8
-	LEAQ  constsAVX512<>+2048(SB), R9
+	LEAQ  constsAVX512<>+2176(SB), R9
 	KMOVW (R9)(R8*2), K1
 
 	// Whole pairs of rows.

@@ -87,8 +87,9 @@ func (c Case) FLOPs() float64 {
 
 // KVBytes is the K and V a call reads: B·Hkv·Lk rows of Dk and of Dv
 // elements (of Dk only with V inside K: each row is read once), 4 bytes
-// each, 2 for 16-bit storage, or 1 for int8 plus a 4-byte scale per 32
-// (Lk: the keys kept, for a padded variant).
+// each, 2 for 16-bit storage, 1 for int8 or 1/2 for int4 (16 bytes a
+// block of 32), plus a 4-byte scale per 32 (Lk: the keys kept, for a
+// padded variant).
 func (c Case) KVBytes() float64 {
 	row := func(d int) float64 {
 		switch c.KV {
@@ -96,6 +97,8 @@ func (c Case) KVBytes() float64 {
 			return 2 * float64(d)
 		case mha.Int8:
 			return float64(d) + 4*float64(mha.Int8Blocks(d))
+		case mha.Int4:
+			return float64(mha.Int4RowBytes(d)) + 4*float64(mha.Int8Blocks(d))
 		}
 		return 4 * float64(d)
 	}

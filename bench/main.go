@@ -40,7 +40,7 @@ type Row struct {
 	VInK       bool    `json:"v_in_k,omitempty"`      // V read inside K (-vink)
 	Mask       string  `json:"mask"`                  // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"`                // "bshd" or "bhsd"
-	KV         string  `json:"kv"`                    // storage of K and V: "f32", "f16", "bf16", "int8"
+	KV         string  `json:"kv"`                    // storage of K and V: "f32", "f16", "bf16", "int8", "int4"
 	Compute    string  `json:"compute"`               // the products' arithmetic: "f32", "bf16" (mha.ComputeBF16) or "int8" (mha.ComputeInt8)
 	BF16Native bool    `json:"bf16_native,omitempty"` // bf16 rows: on the CPU's bfloat16 instruction or tiles, %peak of their peak
 	Engine     string  `json:"engine"`                // the unit %peak is of: "fma", "bf16dot" or "amx"
@@ -108,14 +108,14 @@ func parseFlags() (*config, error) {
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
 	layouts := flag.String("layout", "bshd", "comma-separated layouts of the attention rows: bshd, bhsd")
-	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16, int8 (default: all four on decode rows, f32 on prefill rows)")
+	kvs := flag.String("kv", "", "comma-separated K/V storage types: f32, f16, bf16, int8, int4 (default: all five on decode rows, f32 on prefill rows)")
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
 	blockTokens := flag.Int("block", 0, "tokens per block of the shared-prefix rows' paged caches (0: mha.DefaultBlockTokens)")
 	prefixOnly := flag.Bool("prefix", false, "only the shared-prefix rows: a decode step of sequences sharing a prompt, paged with sharing (cascade) vs private caches vs paged unshared (-kv: f32,bf16 by default)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
-	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums), int8 (query rows quantized, integer dot products: rows of int8 K/V only)")
+	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums), int8 (query rows quantized, integer dot products: rows of int8 and int4 K/V only)")
 	flag.Parse()
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
@@ -172,15 +172,15 @@ func parseFlags() (*config, error) {
 			cfg.cases = append(cfg.cases, c)
 		}
 	}
-	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8}, []mha.KVType{mha.Float32}
+	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8, mha.Int4}, []mha.KVType{mha.Float32}
 	cfg.kvLayer = []mha.KVType{mha.BFloat16}
 	cfg.kvPrefix = []mha.KVType{mha.Float32, mha.BFloat16}
 	if *kvs != "" {
 		cfg.kvDec = nil
 		for _, name := range strings.Split(*kvs, ",") {
-			t, ok := map[string]mha.KVType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16, "int8": mha.Int8}[strings.TrimSpace(name)]
+			t, ok := map[string]mha.KVType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16, "int8": mha.Int8, "int4": mha.Int4}[strings.TrimSpace(name)]
 			if !ok {
-				return nil, fmt.Errorf("-kv: %q is not f32, f16, bf16 or int8", name)
+				return nil, fmt.Errorf("-kv: %q is not f32, f16, bf16, int8 or int4", name)
 			}
 			cfg.kvDec = append(cfg.kvDec, t)
 		}
@@ -294,7 +294,7 @@ func run(cfg *config) error {
 			}
 		}
 	}
-	// The int8 mode runs over int8 K only: no layer forward (its K is
+	// The int8 mode runs over int8 or int4 K only: no layer forward (its K is
 	// float32) nor GEMM rows.
 	forwardModes := 0
 	for _, cm := range cfg.compute {
@@ -453,8 +453,10 @@ func boolInt(b bool) int {
 }
 
 // computes reports whether a row of K/V type kv runs in arithmetic cm:
-// the int8 mode over int8 K only.
-func computes(cm mha.Compute, kv mha.KVType) bool { return cm != mha.ComputeInt8 || kv == mha.Int8 }
+// the int8 mode over int8 or int4 K only.
+func computes(cm mha.Compute, kv mha.KVType) bool {
+	return cm != mha.ComputeInt8 || kv == mha.Int8 || kv == mha.Int4
+}
 
 // maskName is the row's mask column: full or causal, and its variant.
 func (c Case) maskName() string {
@@ -490,6 +492,22 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 			return Row{}, err
 		}
 		call = func() error { return e.AttentionInt8(o, q, k8, v8, c.Shape(), opts) }
+	case c.KV == mha.Int4:
+		quantize := func(x []float32, d int) (mha.Int4KVTensor, error) {
+			t := mha.Int4KVTensor{Data: make([]byte, len(x)/d*mha.Int4RowBytes(d)), Scales: make([]float32, len(x)/d*mha.Int8Blocks(d))}
+			return t, mha.QuantizeInt4KV(t, x, d)
+		}
+		k4, err := quantize(k, c.D)
+		var v4 mha.Int4KVTensor
+		if !c.VInK {
+			var errV error
+			v4, errV = quantize(v, dv)
+			err = errors.Join(err, errV)
+		}
+		if err != nil {
+			return Row{}, err
+		}
+		call = func() error { return e.AttentionInt4(o, q, k4, v4, c.Shape(), opts) }
 	case c.KV != mha.Float32:
 		k16 := make([]uint16, len(k))
 		var v16 []uint16

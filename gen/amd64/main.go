@@ -62,6 +62,7 @@ func generate(x isa, dir string) error {
 		g.decode(i8, true) // DecodeQ8: int8 K on VPDPBUSD
 	}
 	g.convert()
+	g.widenI4KV()
 	g.pv()
 	g.softmax()
 	g.scoreBias()

@@ -1,0 +1,62 @@
+package kernels
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// TestWidenInt4Rows checks every set's int4 → int8 widening against
+// fallback.WidenInt4KV byte for byte: 1..9 blocks (pairs and an odd
+// block), strides wider than the rows, every byte value, source and
+// destination against guard pages on either side, and the destination's
+// bytes past each row's blocks untouched.
+func TestWidenInt4Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 45))
+	for _, ks := range Available() {
+		for blocks := 1; blocks <= 9; blocks++ {
+			for _, atEnd := range []bool{true, false} {
+				rows := 1 + rng.IntN(4)
+				lds, ldd := blocks*fallback.Int4Block+rng.IntN(3), blocks*fallback.Int8Block+rng.IntN(3)
+				src, f1 := guarded8(t, span(rows, blocks*fallback.Int4Block, lds), atEnd)
+				dst, f2 := guarded8(t, span(rows, blocks*fallback.Int8Block, ldd), atEnd)
+				for i := range src {
+					src[i] = int8(rng.Uint32())
+				}
+				for i := range dst {
+					dst[i] = 99
+				}
+				ks.WidenInt4Rows(dst, ldd, KVRows{Type: fallback.KVInt4, I8: src, Ld: lds}, rows, blocks)
+				want := make([]int8, blocks*fallback.Int8Block)
+				for r := range rows {
+					fallback.WidenInt4KV(want, fallback.Int4Bytes(src[r*lds:]), blocks)
+					for i, w := range want {
+						if got := dst[r*ldd+i]; got != w {
+							t.Fatalf("%s blocks=%d row %d: dst[%d] = %d, want %d", ks, blocks, r, i, got, w)
+						}
+					}
+					for i := r*ldd + len(want); i < min(len(dst), (r+1)*ldd); i++ {
+						if dst[i] != 99 {
+							t.Fatalf("%s blocks=%d row %d: byte %d past the row written", ks, blocks, r, i)
+						}
+					}
+				}
+				f1()
+				f2()
+			}
+		}
+		// Every byte value: 16 rows of one block, byte j of row r = 16r+j.
+		src, dst := make([]int8, 256), make([]int8, 512)
+		for i := range src {
+			src[i] = int8(i)
+		}
+		ks.WidenInt4Rows(dst, 32, KVRows{Type: fallback.KVInt4, I8: src, Ld: 16}, 16, 1)
+		for i := range 256 {
+			r, j := i/16, i%16
+			if lo, hi := dst[r*32+j], dst[r*32+16+j]; lo != int8(i&15)-8 || hi != int8(i>>4)-8 {
+				t.Fatalf("%s: byte %#x widens to %d, %d; want %d, %d", ks, i, lo, hi, int8(i&15)-8, int8(i>>4)-8)
+			}
+		}
+	}
+}
