@@ -283,9 +283,11 @@ func NarrowBF16AVX512(dst *uint16, src *float32, n int)
 //
 // strides in bytes: each block of 16 bytes becomes 32 int8 values u-8, the low
 // nibbles then the high ones. No byte past a row's blocks is read or written.
+// ahead > 0: each row's lines ahead bytes on are prefetched (PREFETCHT0), so the
+// next chunk's rows come in while the decode kernel computes on this one.
 //
 //go:noescape
-func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int)
+func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int, ahead int)
 
 // PVAVX512 is
 //

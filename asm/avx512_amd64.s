@@ -50374,15 +50374,16 @@ done:
 	VZEROUPPER
 	RET
 
-// func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int)
-// Requires: AVX, AVX2
-TEXT ·WidenI4KVAVX512(SB), NOSPLIT, $0-48
+// func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int, ahead int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·WidenI4KVAVX512(SB), NOSPLIT, $0-56
 	MOVQ    dst+0(FP), AX
 	MOVQ    src+16(FP), CX
 	MOVQ    rows+32(FP), DX
 	MOVQ    blocks+40(FP), BX
 	MOVQ    ldd+8(FP), SI
 	MOVQ    lds+24(FP), DI
+	MOVQ    ahead+48(FP), R8
 	TESTQ   DX, DX
 	JZ      done
 	TESTQ   BX, BX
@@ -50391,40 +50392,52 @@ TEXT ·WidenI4KVAVX512(SB), NOSPLIT, $0-48
 	VMOVDQU constsAVX512<>+2112(SB), Y1
 
 row:
-	MOVQ CX, R8
-	MOVQ AX, R9
-	MOVQ BX, R10
-	CMPQ R10, $0x02
+	MOVQ  CX, R9
+	MOVQ  AX, R10
+	MOVQ  BX, R11
+	TESTQ R8, R8
+	JZ    pair0
+	LEAQ  (R9)(R8*1), R12
+	MOVQ  BX, R13
+
+ahead:
+	PREFETCHT0 (R12)
+	ADDQ       $0x40, R12
+	SUBQ       $0x04, R13
+	JG         ahead
+
+pair0:
+	CMPQ R11, $0x02
 	JB   one
 
 pair:
-	VMOVDQU    (R8), Y2
+	VMOVDQU    (R9), Y2
 	VPSRLW     $0x04, Y2, Y3
 	VPAND      Y0, Y2, Y2
 	VPAND      Y0, Y3, Y3
 	VPSUBB     Y1, Y2, Y2
 	VPSUBB     Y1, Y3, Y3
 	VPERM2I128 $0x20, Y3, Y2, Y4
-	VMOVDQU    Y4, (R9)
+	VMOVDQU    Y4, (R10)
 	VPERM2I128 $0x31, Y3, Y2, Y4
-	VMOVDQU    Y4, 32(R9)
-	ADDQ       $0x20, R8
-	ADDQ       $0x40, R9
-	SUBQ       $0x02, R10
-	CMPQ       R10, $0x02
+	VMOVDQU    Y4, 32(R10)
+	ADDQ       $0x20, R9
+	ADDQ       $0x40, R10
+	SUBQ       $0x02, R11
+	CMPQ       R11, $0x02
 	JAE        pair
 
 one:
-	TESTQ   R10, R10
+	TESTQ   R11, R11
 	JZ      next
-	VMOVDQU (R8), X2
+	VMOVDQU (R9), X2
 	VPSRLW  $0x04, X2, X3
 	VPAND   X0, X2, X2
 	VPAND   X0, X3, X3
 	VPSUBB  X1, X2, X2
 	VPSUBB  X1, X3, X3
-	VMOVDQU X2, (R9)
-	VMOVDQU X3, 16(R9)
+	VMOVDQU X2, (R10)
+	VMOVDQU X3, 16(R10)
 
 next:
 	ADDQ DI, CX

@@ -112,7 +112,7 @@ type x86Kernels struct {
 	decodeF16, decBF decode16Func
 	decodeI8         decodeI8Func
 	convert          [2]convertFuncs // float16, bfloat16
-	widenI4KV        func(dst *int8, ldd int, src *int8, lds int, rows, blocks int)
+	widenI4KV        func(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
 }
 
 // x86Set wraps one ISA's kernels, generated with the parameters pr.
@@ -186,8 +186,8 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		decodeScales:  pr.decodeScaleWidth,
 		widen:         widenCalls(k.convert),
 		narrow:        narrowCalls(k.convert),
-		widenI4KV: func(dst []int8, ldd int, src []int8, lds, rows, blocks int) {
-			k.widenI4KV(&dst[0], ldd, &src[0], lds, rows, blocks)
+		widenI4KV: func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
+			k.widenI4KV(&dst[0], ldd, &src[0], lds, rows, blocks, ahead)
 		},
 	}
 }

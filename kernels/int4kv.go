@@ -48,12 +48,18 @@ func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []floa
 		if n >= 2*int4Chunk {
 			n = int4Chunk
 		}
+		// The next chunk, if any, holds at least n rows (only the last
+		// is longer than int4Chunk): prefetched as this one is widened.
+		next := 0
+		if c0+n < nk {
+			next = n
+		}
 		kc := KVRows{Type: fallback.KVInt8, I8: kb, Ld: ldk, S: k.S[c0*k.LdS:], LdS: k.LdS}
-		ks.widenInt4Rows(kb, ldk, k.From(c0), n, nbk)
+		ks.widenInt4Rows(kb, ldk, k.From(c0), n, nbk, next)
 		vc := kc
 		if !shared {
 			vc = KVRows{Type: fallback.KVInt8, I8: vb, Ld: ldv, S: v.S[c0*v.LdS:], LdS: v.LdS}
-			ks.widenInt4Rows(vb, ldv, v.From(c0), n, nbv)
+			ks.widenInt4Rows(vb, ldv, v.From(c0), n, nbv, next)
 		}
 		a := alibi
 		if alibi != nil {
@@ -70,10 +76,11 @@ func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []floa
 
 // widenInt4Rows writes nr int4 K/V rows of src, blocks blocks each, as
 // int8 rows (Int8Block elements a block) at stride ldd in dst: the set's
-// kernel, else fallback.WidenInt4KV row by row.
-func (ks *Set) widenInt4Rows(dst []int8, ldd int, src KVRows, nr, blocks int) {
+// kernel, else fallback.WidenInt4KV row by row. With next > 0 the set's
+// kernel prefetches the rows next rows on (src holds them).
+func (ks *Set) widenInt4Rows(dst []int8, ldd int, src KVRows, nr, blocks, next int) {
 	if ks.widenI4KV != nil {
-		ks.widenI4KV(dst, ldd, src.I8, src.Ld, nr, blocks)
+		ks.widenI4KV(dst, ldd, src.I8, src.Ld, nr, blocks, next*src.Ld)
 		return
 	}
 	for r := range nr {
@@ -94,5 +101,5 @@ func (ks *Set) WidenInt4Rows(dst []int8, ldd int, src KVRows, nr, blocks int) {
 	}
 	checkOut("WidenInt4Rows", "dst", dst, nr, blocks*fallback.Int8Block, ldd)
 	checkIn("WidenInt4Rows", "src", src.I8, nr, blocks*fallback.Int4Block, src.Ld)
-	ks.widenInt4Rows(dst, ldd, src, nr, blocks)
+	ks.widenInt4Rows(dst, ldd, src, nr, blocks, 0)
 }

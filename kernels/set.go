@@ -64,8 +64,9 @@ type Set struct {
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only), int8 rows' as dwords
 	decodeInt8    bool // the fused decode takes int8 K/V
-	// widenI4KV widens int4 K/V rows to int8 (WidenInt4Rows); nil: Go.
-	widenI4KV     func(dst []int8, ldd int, src []int8, lds, rows, blocks int)
+	// widenI4KV widens int4 K/V rows to int8 (WidenInt4Rows), with
+	// ahead > 0 prefetching each row's lines ahead bytes on; nil: Go.
+	widenI4KV     func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int)
 	decodeScales  int  // floats per int8 scale in Decode's scale scratch (0: 1)
 	decodeWhole   bool // whole vectors only: head dims multiples of Lanes (NEON: no masked loads)
 	decodeDequant bool // int8 blocks dequantized into the scratch: decodeKeys rows of dk and of dv floats

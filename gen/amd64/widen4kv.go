@@ -15,16 +15,18 @@ import (
 )
 
 func (g *gen) widenI4KV() {
-	g.fn("WidenI4KV", "func(dst *int8, ldd int, src *int8, lds int, rows, blocks int)",
+	g.fn("WidenI4KV", "func(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)",
 		"",
 		"\tfor r := 0; r < rows; r++ {",
 		"\t\tfallback.WidenInt4KV(dst[r*ldd:], src[r*lds:], blocks)",
 		"",
 		"strides in bytes: each block of 16 bytes becomes 32 int8 values u-8, the low",
 		"nibbles then the high ones. No byte past a row's blocks is read or written.",
+		"ahead > 0: each row's lines ahead bytes on are prefetched (PREFETCHT0), so the",
+		"next chunk's rows come in while the decode kernel computes on this one.",
 	)
 	dp, sp, rows, blocks := g.param("dst"), g.param("src"), g.param("rows"), g.param("blocks")
-	ldd, lds := g.param("ldd"), g.param("lds")
+	ldd, lds, ahead := g.param("ldd"), g.param("lds"), g.param("ahead")
 	g.TESTQ(rows, rows)
 	g.JZ(operand.LabelRef("done"))
 	g.TESTQ(blocks, blocks)
@@ -37,6 +39,21 @@ func (g *gen) widenI4KV() {
 	g.MOVQ(sp, s)
 	g.MOVQ(dp, d)
 	g.MOVQ(blocks, cnt)
+	// The row's lines ahead: one prefetch per 64 bytes of its blocks (4
+	// blocks), from its first byte.
+	g.TESTQ(ahead, ahead)
+	g.JZ(operand.LabelRef("pair0"))
+	{
+		p, n := g.GP64(), g.GP64()
+		g.LEAQ(operand.Mem{Base: s, Index: ahead, Scale: 1}, p)
+		g.MOVQ(blocks, n)
+		g.Label("ahead")
+		g.PREFETCHT0(operand.Mem{Base: p})
+		g.ADDQ(operand.Imm(64), p)
+		g.SUBQ(operand.Imm(4), n)
+		g.JG(operand.LabelRef("ahead"))
+	}
+	g.Label("pair0")
 	// halves splits the bytes of x into the int8 values of their low and
 	// high nibbles.
 	halves := func(x, lo, hi reg.VecVirtual, nib, eight reg.Register) {
