@@ -39,7 +39,7 @@ func TestPagedSoak(t *testing.T) {
 		typ    KVType
 		window int
 	}
-	servers := []server{{a, Float32, 0}, {a, BFloat16, 0}, {a, Int8, 0}, {b, Float16, 24}}
+	servers := []server{{a, Float32, 0}, {a, BFloat16, 0}, {a, Int8, 0}, {a, Int4, 0}, {b, Float16, 24}}
 	var steps, checks, cancelled, shared atomic.Int64
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
