@@ -192,3 +192,50 @@ func ExampleCompute_int8() {
 	// Output:
 	// int8 mode within 1% of the float32 mode: true
 }
+
+// ExampleInt4KVTensor takes K and V as ggml's q4_0 blocks (a GGUF file's,
+// or llama.cpp's KV cache's): each block's 16 bytes are copied as they
+// are and its float16 scale widened, then AttentionInt4 attends over
+// them. Here one KV head of 64 keys, each key a block of 32 elements
+// whose nibbles count up and whose scale is 1/16.
+func ExampleInt4KVTensor() {
+	const keys, dim = 64, 32
+	type q4Block struct { // ggml's block_q4_0
+		d  uint16 // float16
+		qs [16]byte
+	}
+	blocks := make([]q4Block, keys)
+	for c := range blocks {
+		blocks[c].d = 0x2c00 // 1/16 as float16
+		for j := range blocks[c].qs {
+			blocks[c].qs[j] = byte((j+c)%16) | byte((15-j)%16)<<4
+		}
+	}
+	kv := mha.Int4KVTensor{Data: make([]byte, keys*mha.Int4RowBytes(dim)), Scales: make([]float32, keys)}
+	halfScales := make([]uint16, keys)
+	for c, b := range blocks {
+		copy(kv.Data[c*16:], b.qs[:])
+		halfScales[c] = b.d
+	}
+	if err := mha.Widen16(kv.Scales, halfScales, mha.Float16); err != nil {
+		log.Fatal(err)
+	}
+	row := make([]float32, dim) // what key 1 stands for: (u-8)·d
+	if err := mha.DequantizeInt4KV(row, mha.Int4KVTensor{Data: kv.Data[16:32], Scales: kv.Scales[1:2]}, dim); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("key 1, elements 0..3 and 16..19:", row[:4], row[16:20])
+
+	q, out := make([]float32, 4*dim), make([]float32, 4*dim) // 4 query heads on the one KV head
+	for i := range q {
+		q[i] = float32(i%dim) / dim
+	}
+	shape := mha.Shape{Batch: 1, Heads: 4, KVHeads: 1, QLen: 1, KVLen: keys, HeadDim: dim, Layout: mha.BHSD}
+	if err := mha.AttentionInt4(out, q, kv, kv, shape, nil); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("head 0, output 0: %.4f\n", out[0])
+	// Output:
+	// key 1, elements 0..3 and 16..19: [-0.4375 -0.375 -0.3125 -0.25] [0.4375 0.375 0.3125 0.25]
+	// head 0, output 0: -0.0351
+}

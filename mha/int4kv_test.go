@@ -198,3 +198,102 @@ func TestCacheInt4(t *testing.T) {
 		t.Logf("%s int4 cache: %.3g from the float32 Forward", e.Kernels(), worst)
 	}
 }
+
+// ggmlQ4Block is one of ggml's block_q4_0: a float16 scale, then 16 bytes
+// of nibbles (byte j: element j low, element j+16 high).
+type ggmlQ4Block struct {
+	d  uint16
+	qs [16]byte
+}
+
+// ggmlQuantizeQ4 is ggml's quantize_row_q4_0_ref (src/ggml-quants.c),
+// line for line: d = max/-8 stored as float16, u = min(15, int8(x·(1/d)
+// + 8.5)).
+func ggmlQuantizeQ4(x []float32) []ggmlQ4Block {
+	out := make([]ggmlQ4Block, len(x)/32)
+	for i := range out {
+		amax, mx := float32(0), float32(0)
+		for _, v := range x[i*32 : (i+1)*32] {
+			if a := float32(math.Abs(float64(v))); amax < a {
+				amax, mx = a, v
+			}
+		}
+		d := mx / -8
+		id := float32(0)
+		if d != 0 {
+			id = 1 / d
+		}
+		out[i].d = fallback.F32ToF16(d)
+		for j := range 16 {
+			x0, x1 := x[i*32+j]*id, x[i*32+16+j]*id
+			out[i].qs[j] = min(15, uint8(int8(x0+8.5))) | min(15, uint8(int8(x1+8.5)))<<4
+		}
+	}
+	return out
+}
+
+// TestInt4KVFromGGML: ggml's q4_0 blocks, as its reference quantizer
+// writes them, become an Int4KVTensor by copying their 16 bytes and
+// widening d; AttentionInt4 on them is the oracle's attention on ggml's
+// dequantize_row_q4_0 values, on every set. QuantizeInt4KV's nibbles are
+// ggml's (with d kept in float32) but where x/d lies within a rounding of
+// a half.
+func TestInt4KVFromGGML(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 46))
+	s := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 300, HeadDim: 64, Layout: BHSD}
+	rs, _ := s.resolve()
+	q, k, v, _ := inputs(rng, rs)
+	tensor := func(x []float32) (Int4KVTensor, []float32) {
+		blocks := ggmlQuantizeQ4(x)
+		t4 := Int4KVTensor{Data: make([]byte, 16*len(blocks)), Scales: make([]float32, len(blocks))}
+		d16 := make([]uint16, len(blocks))
+		vals := make([]float32, len(x))
+		for i, b := range blocks {
+			copy(t4.Data[16*i:], b.qs[:])
+			d16[i] = b.d
+			d := fallback.F16ToF32(b.d) // dequantize_row_q4_0
+			for j := range 16 {
+				vals[32*i+j] = float32(int(b.qs[j]&15)-8) * d
+				vals[32*i+16+j] = float32(int(b.qs[j]>>4)-8) * d
+			}
+		}
+		if err := Widen16(t4.Scales, d16, Float16); err != nil {
+			t.Fatal(err)
+		}
+		return t4, vals
+	}
+	k4, kf := tensor(k)
+	v4, vf := tensor(v)
+	wantOut, wantLSE := fallback.Attention(specOf(rs, nil), q, kf, vf)
+	compareEngines(t, "ggml q4_0 blocks", s, Options{}, q, func(e *Engine, out, q []float32, o *Options) error {
+		return e.AttentionInt4(out, q, k4, v4, s, o)
+	}, wantOut, wantLSE, tolOut)
+
+	// The rule against ggml's, d in float32: the same nibble but on ties.
+	x := make([]float32, 32*4096)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	ours, _ := quantize4(t, x, 32)
+	differ := 0
+	for i := range ours.Scales {
+		d := ours.Scales[i]
+		id := float32(0)
+		if d != 0 {
+			id = 1 / d
+		}
+		for j := range 32 {
+			xv := x[32*i+j]
+			g := min(15, uint8(int8(xv*id+8.5)))
+			got := uint8(fallback.Int4KVAt(ours.Data[16*i:], j) + 8)
+			if got == g {
+				continue
+			}
+			differ++
+			if f := float64(xv / d); math.Abs(math.Abs(f-math.Trunc(f))-0.5) > 1e-5 {
+				t.Fatalf("block %d element %d: x/d = %v, our nibble %d, ggml's %d: not a tie", i, j, f, got, g)
+			}
+		}
+	}
+	t.Logf("%d of %d nibbles differ from ggml's rule (ties)", differ, len(x))
+}
