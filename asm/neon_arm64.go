@@ -190,6 +190,18 @@ func NarrowF16NEON(dst *uint16, src *float32, n int)
 //go:noescape
 func NarrowBF16NEON(dst *uint16, src *float32, n int)
 
+// WidenI4KVNEON is
+//
+//	for r := 0; r < rows; r++ {
+//		fallback.WidenInt4KV(dst[r*ldd:], src[r*lds:], blocks)
+//
+// strides in bytes: each block of 16 bytes becomes 32 int8 values u-8, the low
+// nibbles then the high ones. No byte past a row's blocks is read or written;
+// ahead (the amd64 kernels' prefetch distance) is ignored.
+//
+//go:noescape
+func WidenI4KVNEON(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
+
 // GemmWF16NEON is GemmNEON with B of float16 values, widened exactly:
 //
 //	c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · float32(b[p*ldb+j])

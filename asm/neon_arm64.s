@@ -11314,6 +11314,38 @@ last:
 done:
 	RET
 
+// func WidenI4KVNEON(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
+TEXT ·WidenI4KVNEON(SB), NOSPLIT, $0-56
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R1
+	MOVD src+16(FP), R2
+	MOVD lds+24(FP), R3
+	MOVD rows+32(FP), R4
+	MOVD blocks+40(FP), R5
+	CBZ R4, done
+	CBZ R5, done
+	VMOVI $15, V16.B16
+	VMOVI $8, V17.B16
+row:
+	MOVD R0, R7
+	MOVD R2, R9
+	MOVD R5, R6
+loop:
+	VLD1.P 16(R9), [V0.B16]
+	VAND V16.B16, V0.B16, V1.B16
+	VUSHR $4, V0.B16, V2.B16
+	VSUB V17.B16, V1.B16, V1.B16
+	VSUB V17.B16, V2.B16, V2.B16
+	VST1.P [V1.B16, V2.B16], 32(R7)
+	SUBS $1, R6, R6
+	BNE loop
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	SUBS $1, R4, R4
+	BNE row
+done:
+	RET
+
 // func GemmWF16NEON(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
 TEXT ·GemmWF16NEON(SB), NOSPLIT, $0-88
 	MOVD c+0(FP), R0

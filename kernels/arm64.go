@@ -65,11 +65,14 @@ var neon = &Set{
 	decodeDequant: true,
 	widen:         widenCalls(neonConvert),
 	narrow:        narrowCalls(neonConvert),
-	gemmW:         neonWeights,
-	gemvI8:        neonWeights,
-	gemvI4:        neonWeights,
-	int4Half:      neonWeightCols / 2,
-	widenW:        neonWiden,
+	widenI4KV: func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
+		asm.WidenI4KVNEON(&dst[0], ldd, &src[0], lds, rows, blocks, ahead)
+	},
+	gemmW:    neonWeights,
+	gemvI8:   neonWeights,
+	gemvI4:   neonWeights,
+	int4Half: neonWeightCols / 2,
+	widenW:   neonWiden,
 }
 
 // neonWiden is WidenWeights of int8 and int4 rows on the NEON kernels, in

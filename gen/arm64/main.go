@@ -38,6 +38,7 @@ func main() {
 	}
 	g.convert()
 	g.narrow()
+	g.widenI4KV()
 	g.weights()
 	g.gemmBF16()
 	stubs, err := e.Stubs()
