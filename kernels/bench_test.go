@@ -80,7 +80,7 @@ func BenchmarkDecode(b *testing.B) {
 		for _, typ := range kvTypes {
 		variants:
 			for _, q8 := range []bool{false, true} {
-				if !ks.HasDecode(typ, d, d) || q8 && (typ != fallback.KVInt8 || !ks.HasDecodeQ8(d, d)) {
+				if !ks.HasDecode(typ, d, d) || q8 && (!typ.Quantized() || !ks.HasDecodeQ8(d, d)) {
 					continue variants
 				}
 				kvName := typ.String()
@@ -94,7 +94,8 @@ func BenchmarkDecode(b *testing.B) {
 						chunk       int
 					}{{"L1", 32, 1, 32}, {"L2", 512, 1, 512}, {"mem", 1 << 17, 1, 1 << 17}, {"mem-bshd", 1 << 14, 8, benchChunk}, {"mem-chunked", 1 << 17, 1, benchChunk}} {
 						b.Run(fmt.Sprintf("isa=%s/kv=%s/rows=%d/%s", ks.Name, kvName, rows, c.name), func(b *testing.B) {
-							ld := d * c.heads
+							w := fallback.StoredWidth(typ, d) // a row's elements, or int4's bytes
+							ld := w * c.heads
 							n := c.keys * ld
 							nb := fallback.Int8Blocks(d)
 							k := KVRows{Type: typ, Ld: ld, LdS: nb * c.heads}
@@ -107,12 +108,12 @@ func BenchmarkDecode(b *testing.B) {
 								for i := range k.F32 {
 									k.F32[i], v.F32[i] = float32(i%7)*0.01, float32(i%5)*0.01
 								}
-							case fallback.KVInt8:
+							case fallback.KVInt8, fallback.KVInt4:
 								k.I8, v.I8 = make([]int8, n), make([]int8, n)
 								for i := range k.I8 {
 									k.I8[i], v.I8[i] = int8(i%7), int8(i%5)
 								}
-								k.S, v.S = make([]float32, n/d*nb), make([]float32, n/d*nb)
+								k.S, v.S = make([]float32, n/w*nb), make([]float32, n/w*nb)
 								for i := range k.S {
 									k.S[i], v.S[i] = 0.01, 0.01
 								}
@@ -138,8 +139,8 @@ func BenchmarkDecode(b *testing.B) {
 									}
 								}
 							}
-							row := d * typ.Bytes()
-							if typ == fallback.KVInt8 {
+							row := w * max(typ.Bytes(), 1)
+							if typ.Quantized() {
 								row += 4 * nb // the scales are read too
 							}
 							bytes := float64(2 * c.keys * c.heads * row)
@@ -161,11 +162,11 @@ const benchChunk = 512
 
 // skipTo returns r from the row of key c of head h (rows of d elements).
 func skipTo(r KVRows, c, h, d int) KVRows {
-	n := c*r.Ld + h*d
+	n := c*r.Ld + h*fallback.StoredWidth(r.Type, d)
 	switch r.Type {
 	case fallback.KVFloat32:
 		r.F32 = r.F32[n:]
-	case fallback.KVInt8:
+	case fallback.KVInt8, fallback.KVInt4:
 		r.I8, r.S = r.I8[n:], r.S[c*r.LdS+h*fallback.Int8Blocks(d):]
 	default:
 		r.U16 = r.U16[n:]
