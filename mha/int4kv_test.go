@@ -1,6 +1,7 @@
 package mha
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -296,4 +297,99 @@ func TestInt4KVFromGGML(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d nibbles differ from ggml's rule (ties)", differ, len(x))
+}
+
+// FuzzQuantizeInt4KV checks QuantizeInt4KV's rule on random rows: per
+// block of 32, d = m/-8 for m the first element of largest magnitude (+0
+// for a zero block), m itself exact, every other value within half a step
+// unless it lies above the top level 7·d (then 7·d), a padded tail's
+// nibbles 8; DequantizeInt4KV gives float32(u-8)·d; a NaN or ±Inf anywhere
+// is ErrNonFinite and nothing is written.
+func FuzzQuantizeInt4KV(f *testing.F) {
+	f.Add(uint64(1), uint8(3), uint8(40), float32(0))
+	f.Add(uint64(2), uint8(1), uint8(32), float32(math.Inf(-1)))
+	f.Add(uint64(3), uint8(2), uint8(7), float32(1e-40))
+	f.Add(uint64(4), uint8(0), uint8(64), float32(3.4e38))
+	f.Fuzz(func(t *testing.T, seed uint64, rows, dim uint8, poke float32) {
+		rng := rand.New(rand.NewPCG(seed, 4))
+		r, d := 1+int(rows%5), 1+int(dim%70)
+		src := random(rng, r*d)
+		for i := range src {
+			src[i] *= float32(math.Ldexp(1, rng.IntN(40)-20))
+		}
+		src[rng.IntN(len(src))] = poke
+		nb, w := Int8Blocks(d), Int4RowBytes(d)
+		dst := Int4KVTensor{Data: make([]byte, r*w), Scales: make([]float32, r*nb)}
+		for i := range dst.Data {
+			dst.Data[i] = 0x5a
+		}
+		err := QuantizeInt4KV(dst, src, d)
+		if math.IsNaN(float64(poke)) || math.IsInf(float64(poke), 0) {
+			if !errors.Is(err, ErrNonFinite) {
+				t.Fatalf("quantizing %v: %v, want ErrNonFinite", poke, err)
+			}
+			for _, b := range dst.Data {
+				if b != 0x5a {
+					t.Fatalf("a refused QuantizeInt4KV wrote data")
+				}
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := make([]float32, len(src))
+		if err := DequantizeInt4KV(back, dst, d); err != nil {
+			t.Fatal(err)
+		}
+		for row := range r {
+			for blk := range nb {
+				lo, hi := row*d+blk*32, row*d+min((blk+1)*32, d)
+				m := float32(0)
+				for _, x := range src[lo:hi] {
+					if math.Abs(float64(x)) > math.Abs(float64(m)) {
+						m = x
+					}
+				}
+				scale := dst.Scales[row*nb+blk]
+				if want := m / -8; scale != want || math.Signbit(float64(scale)) && m == 0 {
+					t.Fatalf("row %d block %d: scale %v, want m/-8 = %v", row, blk, scale, want)
+				}
+				bytes := dst.Data[row*w+blk*16:][:16]
+				for j := range 32 {
+					u := bytes[j%16] & 15
+					if j >= 16 {
+						u = bytes[j%16] >> 4
+					}
+					i := lo + j
+					if i >= hi {
+						if u != 8 {
+							t.Fatalf("row %d block %d: padding nibble %d = %d, want 8", row, blk, j, u)
+						}
+						continue
+					}
+					if back[i] != float32(int(u)-8)*scale {
+						t.Fatalf("element %d: nibble %d, dequantized %v, scale %v", i, u, back[i], scale)
+					}
+					x, ad := float64(src[i]), math.Abs(float64(scale))
+					tiny := 16 * math.Ldexp(1, -149) // subnormal scales keep few bits
+					switch {
+					case scale == 0:
+						if back[i] != 0 {
+							t.Fatalf("element %d: %v in a zero-scale block dequantized to %v", i, x, back[i])
+						}
+					case float64(src[i]/scale) > 7.5:
+						if back[i] != 7*scale {
+							t.Fatalf("element %d: %v above the top level 7·d = %v, dequantized %v", i, x, 7*scale, back[i])
+						}
+					case math.Abs(float64(back[i])-x) > 0.50001*ad+tiny:
+						t.Fatalf("element %d: %v quantized to %v (d %v): off by more than half a step", i, x, back[i], scale)
+					}
+					if src[i] == m && ad >= math.Ldexp(1, -126) && back[i] != m {
+						t.Fatalf("element %d: the block's largest magnitude %v dequantizes to %v", i, m, back[i])
+					}
+				}
+			}
+		}
+	})
 }
