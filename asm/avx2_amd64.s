@@ -22276,8 +22276,36 @@ scores_rows1:
 	MOVQ    BX, DI
 	MOVQ    $0x00000000, R9
 	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      scores_rows1_pass0_key0_last
+	CMPQ    R8, $0x04
+	JL      scores_rows1_pass0_key0_blocks_done
+
+scores_rows1_pass0_key0_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DI), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DI), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DI), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DI), Y8, Y9
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 704(AX)(R10*1), Y9, Y0
+	ADDQ        $0x04, R9
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key0_blocks
+
+scores_rows1_pass0_key0_blocks_done:
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key0_last
 
 scores_rows1_pass0_key0:
 	VPMOVSXBD   (SI), Y8
@@ -22309,11 +22337,39 @@ scores_rows1_pass0_key0_last:
 	VFMADD231PS Y9, Y8, Y0
 
 scores_rows1_pass0_key0_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key1_blocks_done
+
+scores_rows1_pass0_key1_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DI), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DI), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DI), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DI), Y8, Y9
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 736(AX)(R10*1), Y9, Y2
+	ADDQ        $0x04, R9
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key1_blocks
+
+scores_rows1_pass0_key1_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key1_last
 
@@ -22347,11 +22403,39 @@ scores_rows1_pass0_key1_last:
 	VFMADD231PS Y9, Y8, Y2
 
 scores_rows1_pass0_key1_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key2_blocks_done
+
+scores_rows1_pass0_key2_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DI), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DI), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DI), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DI), Y8, Y9
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 768(AX)(R10*1), Y9, Y4
+	ADDQ        $0x04, R9
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key2_blocks
+
+scores_rows1_pass0_key2_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key2_last
 
@@ -22385,11 +22469,39 @@ scores_rows1_pass0_key2_last:
 	VFMADD231PS Y9, Y8, Y4
 
 scores_rows1_pass0_key2_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key3_blocks_done
+
+scores_rows1_pass0_key3_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DI), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DI), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DI), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DI), Y8, Y9
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 800(AX)(R10*1), Y9, Y6
+	ADDQ        $0x04, R9
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key3_blocks
+
+scores_rows1_pass0_key3_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key3_last
 
@@ -22423,11 +22535,39 @@ scores_rows1_pass0_key3_last:
 	VFMADD231PS Y9, Y8, Y6
 
 scores_rows1_pass0_key3_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key4_blocks_done
+
+scores_rows1_pass0_key4_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DI), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DI), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DI), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DI), Y8, Y9
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 832(AX)(R10*1), Y9, Y1
+	ADDQ        $0x04, R9
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key4_blocks
+
+scores_rows1_pass0_key4_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key4_last
 
@@ -22461,11 +22601,39 @@ scores_rows1_pass0_key4_last:
 	VFMADD231PS Y9, Y8, Y1
 
 scores_rows1_pass0_key4_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key5_blocks_done
+
+scores_rows1_pass0_key5_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DI), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DI), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DI), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DI), Y8, Y9
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 864(AX)(R10*1), Y9, Y3
+	ADDQ        $0x04, R9
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key5_blocks
+
+scores_rows1_pass0_key5_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key5_last
 
@@ -22499,11 +22667,39 @@ scores_rows1_pass0_key5_last:
 	VFMADD231PS Y9, Y8, Y3
 
 scores_rows1_pass0_key5_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, CX
-	MOVQ  $0x00000000, R8
-	MOVQ  32(SP), DI
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, CX
+	MOVQ $0x00000000, R8
+	MOVQ 32(SP), DI
+	CMPQ DI, $0x04
+	JL   scores_rows1_pass0_key6_blocks_done
+
+scores_rows1_pass0_key6_blocks:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (CX), Y8, Y9
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(CX), Y8, Y9
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(CX), Y8, Y9
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(CX), Y8, Y9
+	MOVQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VFMADD231PS 896(AX)(R9*1), Y9, Y5
+	ADDQ        $0x04, R8
+	ADDQ        $0x20, SI
+	ADDQ        $0x80, CX
+	SUBQ        $0x04, DI
+	CMPQ        DI, $0x04
+	JGE         scores_rows1_pass0_key6_blocks
+
+scores_rows1_pass0_key6_blocks_done:
 	TESTQ DI, DI
 	JZ    scores_rows1_pass0_key6_last
 
@@ -22537,10 +22733,38 @@ scores_rows1_pass0_key6_last:
 	VFMADD231PS Y9, Y8, Y5
 
 scores_rows1_pass0_key6_done:
-	MOVQ  DX, CX
-	MOVQ  BX, DX
-	MOVQ  $0x00000000, SI
-	MOVQ  32(SP), BX
+	MOVQ DX, CX
+	MOVQ BX, DX
+	MOVQ $0x00000000, SI
+	MOVQ 32(SP), BX
+	CMPQ BX, $0x04
+	JL   scores_rows1_pass0_key7_blocks_done
+
+scores_rows1_pass0_key7_blocks:
+	VPMOVSXBD   (CX), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      (DX), Y8, Y9
+	VPMOVSXBD   8(CX), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 32(DX), Y8, Y9
+	VPMOVSXBD   16(CX), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 64(DX), Y8, Y9
+	VPMOVSXBD   24(CX), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS 96(DX), Y8, Y9
+	MOVQ        SI, DI
+	SHRQ        $0x02, DI
+	SHLQ        $0x08, DI
+	VFMADD231PS 928(AX)(DI*1), Y9, Y7
+	ADDQ        $0x04, SI
+	ADDQ        $0x20, CX
+	ADDQ        $0x80, DX
+	SUBQ        $0x04, BX
+	CMPQ        BX, $0x04
+	JGE         scores_rows1_pass0_key7_blocks
+
+scores_rows1_pass0_key7_blocks_done:
 	TESTQ BX, BX
 	JZ    scores_rows1_pass0_key7_last
 

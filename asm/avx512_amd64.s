@@ -39124,8 +39124,30 @@ scores_rows1:
 	MOVQ    BX, DI
 	MOVQ    $0x00000000, R9
 	MOVQ    32(SP), R8
-	TESTQ   R8, R8
-	JZ      scores_rows1_pass0_key0_last
+	CMPQ    R8, $0x02
+	JL      scores_rows1_pass0_key0_blocks_done
+
+scores_rows1_pass0_key0_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1216(AX)(R10*1), Z17, Z0
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key0_blocks
+
+scores_rows1_pass0_key0_blocks_done:
+	TESTQ R8, R8
+	JZ    scores_rows1_pass0_key0_last
 
 scores_rows1_pass0_key0:
 	VPMOVSXBD   (SI), Z16
@@ -39155,11 +39177,33 @@ scores_rows1_pass0_key0_last:
 	VFMADD231PS Z17, Z16, Z0
 
 scores_rows1_pass0_key0_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key1_blocks_done
+
+scores_rows1_pass0_key1_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1220(AX)(R10*1), Z17, Z4
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key1_blocks
+
+scores_rows1_pass0_key1_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key1_last
 
@@ -39191,11 +39235,33 @@ scores_rows1_pass0_key1_last:
 	VFMADD231PS Z17, Z16, Z4
 
 scores_rows1_pass0_key1_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key2_blocks_done
+
+scores_rows1_pass0_key2_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1224(AX)(R10*1), Z17, Z8
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key2_blocks
+
+scores_rows1_pass0_key2_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key2_last
 
@@ -39227,11 +39293,33 @@ scores_rows1_pass0_key2_last:
 	VFMADD231PS Z17, Z16, Z8
 
 scores_rows1_pass0_key2_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key3_blocks_done
+
+scores_rows1_pass0_key3_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1228(AX)(R10*1), Z17, Z12
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key3_blocks
+
+scores_rows1_pass0_key3_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key3_last
 
@@ -39263,11 +39351,33 @@ scores_rows1_pass0_key3_last:
 	VFMADD231PS Z17, Z16, Z12
 
 scores_rows1_pass0_key3_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key4_blocks_done
+
+scores_rows1_pass0_key4_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1232(AX)(R10*1), Z17, Z1
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key4_blocks
+
+scores_rows1_pass0_key4_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key4_last
 
@@ -39299,11 +39409,33 @@ scores_rows1_pass0_key4_last:
 	VFMADD231PS Z17, Z16, Z1
 
 scores_rows1_pass0_key4_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key5_blocks_done
+
+scores_rows1_pass0_key5_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1236(AX)(R10*1), Z17, Z5
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key5_blocks
+
+scores_rows1_pass0_key5_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key5_last
 
@@ -39335,11 +39467,33 @@ scores_rows1_pass0_key5_last:
 	VFMADD231PS Z17, Z16, Z5
 
 scores_rows1_pass0_key5_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key6_blocks_done
+
+scores_rows1_pass0_key6_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1240(AX)(R10*1), Z17, Z9
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key6_blocks
+
+scores_rows1_pass0_key6_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key6_last
 
@@ -39371,11 +39525,33 @@ scores_rows1_pass0_key6_last:
 	VFMADD231PS Z17, Z16, Z9
 
 scores_rows1_pass0_key6_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key7_blocks_done
+
+scores_rows1_pass0_key7_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1244(AX)(R10*1), Z17, Z13
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key7_blocks
+
+scores_rows1_pass0_key7_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key7_last
 
@@ -39407,11 +39583,33 @@ scores_rows1_pass0_key7_last:
 	VFMADD231PS Z17, Z16, Z13
 
 scores_rows1_pass0_key7_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key8_blocks_done
+
+scores_rows1_pass0_key8_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1248(AX)(R10*1), Z17, Z2
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key8_blocks
+
+scores_rows1_pass0_key8_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key8_last
 
@@ -39443,11 +39641,33 @@ scores_rows1_pass0_key8_last:
 	VFMADD231PS Z17, Z16, Z2
 
 scores_rows1_pass0_key8_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key9_blocks_done
+
+scores_rows1_pass0_key9_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1252(AX)(R10*1), Z17, Z6
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key9_blocks
+
+scores_rows1_pass0_key9_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key9_last
 
@@ -39479,11 +39699,33 @@ scores_rows1_pass0_key9_last:
 	VFMADD231PS Z17, Z16, Z6
 
 scores_rows1_pass0_key9_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key10_blocks_done
+
+scores_rows1_pass0_key10_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1256(AX)(R10*1), Z17, Z10
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key10_blocks
+
+scores_rows1_pass0_key10_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key10_last
 
@@ -39515,11 +39757,33 @@ scores_rows1_pass0_key10_last:
 	VFMADD231PS Z17, Z16, Z10
 
 scores_rows1_pass0_key10_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key11_blocks_done
+
+scores_rows1_pass0_key11_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1260(AX)(R10*1), Z17, Z14
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key11_blocks
+
+scores_rows1_pass0_key11_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key11_last
 
@@ -39551,11 +39815,33 @@ scores_rows1_pass0_key11_last:
 	VFMADD231PS Z17, Z16, Z14
 
 scores_rows1_pass0_key11_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key12_blocks_done
+
+scores_rows1_pass0_key12_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1264(AX)(R10*1), Z17, Z3
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key12_blocks
+
+scores_rows1_pass0_key12_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key12_last
 
@@ -39587,11 +39873,33 @@ scores_rows1_pass0_key12_last:
 	VFMADD231PS Z17, Z16, Z3
 
 scores_rows1_pass0_key12_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, DI
-	MOVQ  $0x00000000, R9
-	MOVQ  32(SP), R8
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x02
+	JL   scores_rows1_pass0_key13_blocks_done
+
+scores_rows1_pass0_key13_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DI), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DI), Z16, Z17
+	MOVQ             R9, R10
+	SHRQ             $0x01, R10
+	SHLQ             $0x06, R10
+	VFMADD231PS.BCST 1268(AX)(R10*1), Z17, Z7
+	ADDQ             $0x02, R9
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, DI
+	SUBQ             $0x02, R8
+	CMPQ             R8, $0x02
+	JGE              scores_rows1_pass0_key13_blocks
+
+scores_rows1_pass0_key13_blocks_done:
 	TESTQ R8, R8
 	JZ    scores_rows1_pass0_key13_last
 
@@ -39623,11 +39931,33 @@ scores_rows1_pass0_key13_last:
 	VFMADD231PS Z17, Z16, Z7
 
 scores_rows1_pass0_key13_done:
-	MOVQ  DX, SI
-	ADDQ  CX, DX
-	MOVQ  BX, CX
-	MOVQ  $0x00000000, R8
-	MOVQ  32(SP), DI
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, CX
+	MOVQ $0x00000000, R8
+	MOVQ 32(SP), DI
+	CMPQ DI, $0x02
+	JL   scores_rows1_pass0_key14_blocks_done
+
+scores_rows1_pass0_key14_blocks:
+	VPMOVSXBD        (SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (CX), Z16, Z17
+	VPMOVSXBD        16(SI), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(CX), Z16, Z17
+	MOVQ             R8, R9
+	SHRQ             $0x01, R9
+	SHLQ             $0x06, R9
+	VFMADD231PS.BCST 1272(AX)(R9*1), Z17, Z11
+	ADDQ             $0x02, R8
+	ADDQ             $0x20, SI
+	ADDQ             $0x80, CX
+	SUBQ             $0x02, DI
+	CMPQ             DI, $0x02
+	JGE              scores_rows1_pass0_key14_blocks
+
+scores_rows1_pass0_key14_blocks_done:
 	TESTQ DI, DI
 	JZ    scores_rows1_pass0_key14_last
 
@@ -39659,10 +39989,32 @@ scores_rows1_pass0_key14_last:
 	VFMADD231PS Z17, Z16, Z11
 
 scores_rows1_pass0_key14_done:
-	MOVQ  DX, CX
-	MOVQ  BX, DX
-	MOVQ  $0x00000000, SI
-	MOVQ  32(SP), BX
+	MOVQ DX, CX
+	MOVQ BX, DX
+	MOVQ $0x00000000, SI
+	MOVQ 32(SP), BX
+	CMPQ BX, $0x02
+	JL   scores_rows1_pass0_key15_blocks_done
+
+scores_rows1_pass0_key15_blocks:
+	VPMOVSXBD        (CX), Z16
+	VCVTDQ2PS        Z16, Z16
+	VMULPS           (DX), Z16, Z17
+	VPMOVSXBD        16(CX), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS      64(DX), Z16, Z17
+	MOVQ             SI, DI
+	SHRQ             $0x01, DI
+	SHLQ             $0x06, DI
+	VFMADD231PS.BCST 1276(AX)(DI*1), Z17, Z15
+	ADDQ             $0x02, SI
+	ADDQ             $0x20, CX
+	ADDQ             $0x80, DX
+	SUBQ             $0x02, BX
+	CMPQ             BX, $0x02
+	JGE              scores_rows1_pass0_key15_blocks
+
+scores_rows1_pass0_key15_blocks_done:
 	TESTQ BX, BX
 	JZ    scores_rows1_pass0_key15_last
 
