@@ -265,6 +265,30 @@ func NarrowBF16AVX2(dst *uint16, src *float32, n int)
 //go:noescape
 func WidenI4KVAVX2(dst *int8, ldd int, src *int8, lds int, rows int, blocks int, ahead int)
 
+// DequantI8AVX2 is
+//
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < 32*blocks; i++ {
+//			dst[r*ldd+i] = float32(q) · s[r*ldsc+i/32]   (q = src[r*lds+i])
+//
+// strides: ldd and ldsc in floats, lds in bytes. Only whole blocks: a row's tail
+// of fewer than 32 elements is the caller's.
+//
+//go:noescape
+func DequantI8AVX2(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows int, blocks int)
+
+// DequantI4AVX2 is
+//
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < 32*blocks; i++ {
+//			dst[r*ldd+i] = float32(u-8) · s[r*ldsc+i/32]   (q = the nibble u of element i of row r (q4_0 order))
+//
+// strides: ldd and ldsc in floats, lds in bytes. Only whole blocks: a row's tail
+// of fewer than 32 elements is the caller's.
+//
+//go:noescape
+func DequantI4AVX2(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows int, blocks int)
+
 // PVAVX2 is
 //
 //	for r := 0; r < rows; r++ {

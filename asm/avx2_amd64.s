@@ -276,23 +276,31 @@ DATA constsAVX2<>+1072(SB)/4, $0x08080808
 DATA constsAVX2<>+1076(SB)/4, $0x08080808
 DATA constsAVX2<>+1080(SB)/4, $0x08080808
 DATA constsAVX2<>+1084(SB)/4, $0x08080808
-DATA constsAVX2<>+1088(SB)/4, $0xffffffff
-DATA constsAVX2<>+1092(SB)/4, $0xffffffff
-DATA constsAVX2<>+1096(SB)/4, $0xffffffff
-DATA constsAVX2<>+1100(SB)/4, $0xffffffff
-DATA constsAVX2<>+1104(SB)/4, $0xffffffff
-DATA constsAVX2<>+1108(SB)/4, $0xffffffff
-DATA constsAVX2<>+1112(SB)/4, $0xffffffff
-DATA constsAVX2<>+1116(SB)/4, $0xffffffff
-DATA constsAVX2<>+1120(SB)/4, $0x00000000
-DATA constsAVX2<>+1124(SB)/4, $0x00000000
-DATA constsAVX2<>+1128(SB)/4, $0x00000000
-DATA constsAVX2<>+1132(SB)/4, $0x00000000
-DATA constsAVX2<>+1136(SB)/4, $0x00000000
-DATA constsAVX2<>+1140(SB)/4, $0x00000000
-DATA constsAVX2<>+1144(SB)/4, $0x00000000
-DATA constsAVX2<>+1148(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1152
+DATA constsAVX2<>+1088(SB)/4, $0x00000008
+DATA constsAVX2<>+1092(SB)/4, $0x00000008
+DATA constsAVX2<>+1096(SB)/4, $0x00000008
+DATA constsAVX2<>+1100(SB)/4, $0x00000008
+DATA constsAVX2<>+1104(SB)/4, $0x00000008
+DATA constsAVX2<>+1108(SB)/4, $0x00000008
+DATA constsAVX2<>+1112(SB)/4, $0x00000008
+DATA constsAVX2<>+1116(SB)/4, $0x00000008
+DATA constsAVX2<>+1120(SB)/4, $0xffffffff
+DATA constsAVX2<>+1124(SB)/4, $0xffffffff
+DATA constsAVX2<>+1128(SB)/4, $0xffffffff
+DATA constsAVX2<>+1132(SB)/4, $0xffffffff
+DATA constsAVX2<>+1136(SB)/4, $0xffffffff
+DATA constsAVX2<>+1140(SB)/4, $0xffffffff
+DATA constsAVX2<>+1144(SB)/4, $0xffffffff
+DATA constsAVX2<>+1148(SB)/4, $0xffffffff
+DATA constsAVX2<>+1152(SB)/4, $0x00000000
+DATA constsAVX2<>+1156(SB)/4, $0x00000000
+DATA constsAVX2<>+1160(SB)/4, $0x00000000
+DATA constsAVX2<>+1164(SB)/4, $0x00000000
+DATA constsAVX2<>+1168(SB)/4, $0x00000000
+DATA constsAVX2<>+1172(SB)/4, $0x00000000
+DATA constsAVX2<>+1176(SB)/4, $0x00000000
+DATA constsAVX2<>+1180(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1184
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -322,7 +330,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+1088(SB), R13
+	LEAQ constsAVX2<>+1120(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1523,7 +1531,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1088(SB), R12
+	LEAQ constsAVX2<>+1120(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2708,7 +2716,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1088(SB), R12
+	LEAQ constsAVX2<>+1120(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -3938,7 +3946,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1088(SB), R10
+	LEAQ constsAVX2<>+1120(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -5133,7 +5141,7 @@ TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1088(SB), R10
+	LEAQ constsAVX2<>+1120(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -6379,7 +6387,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1088(SB), R11
+	LEAQ constsAVX2<>+1120(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -7634,13 +7642,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7648,7 +7656,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7656,7 +7664,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7742,7 +7750,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), DX
+	LEAQ    constsAVX2<>+1120(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11711,13 +11719,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11725,7 +11733,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11733,7 +11741,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11819,7 +11827,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), DX
+	LEAQ    constsAVX2<>+1120(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -15832,13 +15840,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15846,7 +15854,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15854,7 +15862,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15940,7 +15948,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), DX
+	LEAQ    constsAVX2<>+1120(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -20109,13 +20117,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1088(SB), BX
+	LEAQ    constsAVX2<>+1120(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -20123,7 +20131,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -20131,7 +20139,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1088(SB), CX
+	LEAQ    constsAVX2<>+1120(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -20255,7 +20263,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1088(SB), DX
+	LEAQ    constsAVX2<>+1120(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -25241,6 +25249,130 @@ done:
 	VZEROUPPER
 	RET
 
+// func DequantI8AVX2(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows int, blocks int)
+// Requires: AVX, AVX2
+TEXT ·DequantI8AVX2(SB), NOSPLIT, $0-64
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+16(FP), CX
+	MOVQ  s+32(FP), DX
+	MOVQ  rows+48(FP), BX
+	MOVQ  blocks+56(FP), SI
+	MOVQ  ldd+8(FP), DI
+	MOVQ  lds+24(FP), R8
+	MOVQ  ldsc+40(FP), R9
+	SHLQ  $0x02, DI
+	SHLQ  $0x02, R9
+	TESTQ BX, BX
+	JZ    done
+	TESTQ SI, SI
+	JZ    done
+
+row:
+	MOVQ CX, R10
+	MOVQ AX, R11
+	MOVQ DX, R12
+	MOVQ SI, R13
+
+block:
+	VBROADCASTSS (R12), Y0
+	VPMOVSXBD    (R10), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (R11)
+	VPMOVSXBD    8(R10), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 32(R11)
+	VPMOVSXBD    16(R10), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 64(R11)
+	VPMOVSXBD    24(R10), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 96(R11)
+	ADDQ         $0x20, R10
+	ADDQ         $0x80, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          block
+	ADDQ         R8, CX
+	ADDQ         DI, AX
+	ADDQ         R9, DX
+	DECQ         BX
+	JNZ          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func DequantI4AVX2(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows int, blocks int)
+// Requires: AVX, AVX2
+TEXT ·DequantI4AVX2(SB), NOSPLIT, $0-64
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+16(FP), CX
+	MOVQ    s+32(FP), DX
+	MOVQ    rows+48(FP), BX
+	MOVQ    blocks+56(FP), SI
+	MOVQ    ldd+8(FP), DI
+	MOVQ    lds+24(FP), R8
+	MOVQ    ldsc+40(FP), R9
+	SHLQ    $0x02, DI
+	SHLQ    $0x02, R9
+	TESTQ   BX, BX
+	JZ      done
+	TESTQ   SI, SI
+	JZ      done
+	VMOVUPS constsAVX2<>+928(SB), Y0
+	VMOVUPS constsAVX2<>+1088(SB), Y1
+
+row:
+	MOVQ CX, R10
+	MOVQ AX, R11
+	MOVQ DX, R12
+	MOVQ SI, R13
+
+block:
+	VBROADCASTSS (R12), Y2
+	VPMOVZXBD    (R10), Y3
+	VPAND        Y0, Y3, Y3
+	VPSUBD       Y1, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (R11)
+	VPMOVZXBD    8(R10), Y3
+	VPAND        Y0, Y3, Y3
+	VPSUBD       Y1, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(R11)
+	VPMOVZXBD    (R10), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPSUBD       Y1, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(R11)
+	VPMOVZXBD    8(R10), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPSUBD       Y1, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(R11)
+	ADDQ         $0x10, R10
+	ADDQ         $0x80, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          block
+	ADDQ         R8, CX
+	ADDQ         DI, AX
+	ADDQ         R9, DX
+	DECQ         BX
+	JNZ          row
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, FMA3
 TEXT ·PVAVX2(SB), NOSPLIT, $0-88
@@ -25257,7 +25389,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1088(SB), R11
+	LEAQ constsAVX2<>+1120(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

@@ -548,24 +548,40 @@ DATA constsAVX512<>+2160(SB)/4, $0x08080808
 DATA constsAVX512<>+2164(SB)/4, $0x08080808
 DATA constsAVX512<>+2168(SB)/4, $0x08080808
 DATA constsAVX512<>+2172(SB)/4, $0x08080808
-DATA constsAVX512<>+2176(SB)/2, $0x0000
-DATA constsAVX512<>+2178(SB)/2, $0x0001
-DATA constsAVX512<>+2180(SB)/2, $0x0003
-DATA constsAVX512<>+2182(SB)/2, $0x0007
-DATA constsAVX512<>+2184(SB)/2, $0x000f
-DATA constsAVX512<>+2186(SB)/2, $0x001f
-DATA constsAVX512<>+2188(SB)/2, $0x003f
-DATA constsAVX512<>+2190(SB)/2, $0x007f
-DATA constsAVX512<>+2192(SB)/2, $0x00ff
-DATA constsAVX512<>+2194(SB)/2, $0x01ff
-DATA constsAVX512<>+2196(SB)/2, $0x03ff
-DATA constsAVX512<>+2198(SB)/2, $0x07ff
-DATA constsAVX512<>+2200(SB)/2, $0x0fff
-DATA constsAVX512<>+2202(SB)/2, $0x1fff
-DATA constsAVX512<>+2204(SB)/2, $0x3fff
-DATA constsAVX512<>+2206(SB)/2, $0x7fff
-DATA constsAVX512<>+2208(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2210
+DATA constsAVX512<>+2176(SB)/4, $0x00000008
+DATA constsAVX512<>+2180(SB)/4, $0x00000008
+DATA constsAVX512<>+2184(SB)/4, $0x00000008
+DATA constsAVX512<>+2188(SB)/4, $0x00000008
+DATA constsAVX512<>+2192(SB)/4, $0x00000008
+DATA constsAVX512<>+2196(SB)/4, $0x00000008
+DATA constsAVX512<>+2200(SB)/4, $0x00000008
+DATA constsAVX512<>+2204(SB)/4, $0x00000008
+DATA constsAVX512<>+2208(SB)/4, $0x00000008
+DATA constsAVX512<>+2212(SB)/4, $0x00000008
+DATA constsAVX512<>+2216(SB)/4, $0x00000008
+DATA constsAVX512<>+2220(SB)/4, $0x00000008
+DATA constsAVX512<>+2224(SB)/4, $0x00000008
+DATA constsAVX512<>+2228(SB)/4, $0x00000008
+DATA constsAVX512<>+2232(SB)/4, $0x00000008
+DATA constsAVX512<>+2236(SB)/4, $0x00000008
+DATA constsAVX512<>+2240(SB)/2, $0x0000
+DATA constsAVX512<>+2242(SB)/2, $0x0001
+DATA constsAVX512<>+2244(SB)/2, $0x0003
+DATA constsAVX512<>+2246(SB)/2, $0x0007
+DATA constsAVX512<>+2248(SB)/2, $0x000f
+DATA constsAVX512<>+2250(SB)/2, $0x001f
+DATA constsAVX512<>+2252(SB)/2, $0x003f
+DATA constsAVX512<>+2254(SB)/2, $0x007f
+DATA constsAVX512<>+2256(SB)/2, $0x00ff
+DATA constsAVX512<>+2258(SB)/2, $0x01ff
+DATA constsAVX512<>+2260(SB)/2, $0x03ff
+DATA constsAVX512<>+2262(SB)/2, $0x07ff
+DATA constsAVX512<>+2264(SB)/2, $0x0fff
+DATA constsAVX512<>+2266(SB)/2, $0x1fff
+DATA constsAVX512<>+2268(SB)/2, $0x3fff
+DATA constsAVX512<>+2270(SB)/2, $0x7fff
+DATA constsAVX512<>+2272(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2274
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -601,7 +617,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2176(SB), R12
+	LEAQ  constsAVX512<>+2240(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3316,7 +3332,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2176(SB), R11
+	LEAQ  constsAVX512<>+2240(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -6031,7 +6047,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2176(SB), R11
+	LEAQ  constsAVX512<>+2240(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -8903,7 +8919,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2176(SB), R9
+	LEAQ  constsAVX512<>+2240(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -11176,7 +11192,7 @@ TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
 	SHRQ  $0x01, SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2176(SB), R9
+	LEAQ  constsAVX512<>+2240(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -13196,7 +13212,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+2176(SB), R10
+	LEAQ  constsAVX512<>+2240(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -15051,9 +15067,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -15135,7 +15151,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -21983,9 +21999,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -22067,7 +22083,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -29003,9 +29019,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -29087,7 +29103,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36335,9 +36351,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -36457,7 +36473,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36519,7 +36535,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2176(SB), R12
+	LEAQ         constsAVX512<>+2240(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -36590,7 +36606,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2176(SB), R12
+	LEAQ         constsAVX512<>+2240(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -44803,9 +44819,9 @@ TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $216-192
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(SI*2), K1
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -44929,7 +44945,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2176(SB), CX
+	LEAQ  constsAVX512<>+2240(SB), CX
 	KMOVW (CX)(DX*2), K2
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -44983,7 +44999,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2176(SB), R12
+	LEAQ         constsAVX512<>+2240(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -45054,7 +45070,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2176(SB), R12
+	LEAQ         constsAVX512<>+2240(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -45262,7 +45278,7 @@ q8_tail:
 	ANDQ        $0x3f, R14
 	JZ          q8_done
 	SHRQ        $0x02, R14
-	LEAQ        constsAVX512<>+2176(SB), R15
+	LEAQ        constsAVX512<>+2240(SB), R15
 	KMOVW       (R15)(R14*2), K3
 	VMOVDQU32.Z (DX), K3, Z1
 	VPXORD      Z0, Z1, Z1
@@ -50801,6 +50817,110 @@ done:
 	VZEROUPPER
 	RET
 
+// func DequantI8AVX512(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows int, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·DequantI8AVX512(SB), NOSPLIT, $0-64
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+16(FP), CX
+	MOVQ  s+32(FP), DX
+	MOVQ  rows+48(FP), BX
+	MOVQ  blocks+56(FP), SI
+	MOVQ  ldd+8(FP), DI
+	MOVQ  lds+24(FP), R8
+	MOVQ  ldsc+40(FP), R9
+	SHLQ  $0x02, DI
+	SHLQ  $0x02, R9
+	TESTQ BX, BX
+	JZ    done
+	TESTQ SI, SI
+	JZ    done
+
+row:
+	MOVQ CX, R10
+	MOVQ AX, R11
+	MOVQ DX, R12
+	MOVQ SI, R13
+
+block:
+	VBROADCASTSS (R12), Z0
+	VPMOVSXBD    (R10), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, (R11)
+	VPMOVSXBD    16(R10), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, 64(R11)
+	ADDQ         $0x20, R10
+	ADDQ         $0x80, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          block
+	ADDQ         R8, CX
+	ADDQ         DI, AX
+	ADDQ         R9, DX
+	DECQ         BX
+	JNZ          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func DequantI4AVX512(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows int, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·DequantI4AVX512(SB), NOSPLIT, $0-64
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+16(FP), CX
+	MOVQ    s+32(FP), DX
+	MOVQ    rows+48(FP), BX
+	MOVQ    blocks+56(FP), SI
+	MOVQ    ldd+8(FP), DI
+	MOVQ    lds+24(FP), R8
+	MOVQ    ldsc+40(FP), R9
+	SHLQ    $0x02, DI
+	SHLQ    $0x02, R9
+	TESTQ   BX, BX
+	JZ      done
+	TESTQ   SI, SI
+	JZ      done
+	VMOVUPS constsAVX512<>+1856(SB), Z0
+	VMOVUPS constsAVX512<>+2176(SB), Z1
+
+row:
+	MOVQ CX, R10
+	MOVQ AX, R11
+	MOVQ DX, R12
+	MOVQ SI, R13
+
+block:
+	VBROADCASTSS (R12), Z2
+	VPMOVZXBD    (R10), Z3
+	VPANDD       Z0, Z3, Z3
+	VPSUBD       Z1, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, (R11)
+	VPMOVZXBD    (R10), Z3
+	VPSRLD       $0x04, Z3, Z3
+	VPSUBD       Z1, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(R11)
+	ADDQ         $0x10, R10
+	ADDQ         $0x80, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          block
+	ADDQ         R8, CX
+	ADDQ         DI, AX
+	ADDQ         R9, DX
+	DECQ         BX
+	JNZ          row
+
+done:
+	VZEROUPPER
+	RET
+
 // func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows int, nk int, nv int, tail int)
 // Requires: AVX, AVX512F
 TEXT ·PVAVX512(SB), NOSPLIT, $0-88
@@ -50815,7 +50935,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+2176(SB), R10
+	LEAQ  constsAVX512<>+2240(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -54910,7 +55030,7 @@ TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2176(SB), R13
+	LEAQ  constsAVX512<>+2240(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -57252,7 +57372,7 @@ TEXT ·GemmBF16EmuAVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2176(SB), R13
+	LEAQ  constsAVX512<>+2240(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -60892,7 +61012,7 @@ TEXT ·GemmWDotAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2176(SB), R12
+	LEAQ  constsAVX512<>+2240(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -64468,7 +64588,7 @@ TEXT ·GemmWDotEmuAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2176(SB), R12
+	LEAQ  constsAVX512<>+2240(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -69600,7 +69720,7 @@ TEXT ·PairBF16AVX512(SB), NOSPLIT, $0-56
 	MOVQ  rows+32(FP), SI
 	MOVQ  nv+40(FP), DI
 	MOVQ  tail+48(FP), R8
-	LEAQ  constsAVX512<>+2176(SB), R9
+	LEAQ  constsAVX512<>+2240(SB), R9
 	KMOVW (R9)(R8*2), K1
 
 	// Whole pairs of rows.

@@ -19,7 +19,7 @@ var (
 		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemvWI8AVX2, asm.GemvWI4AVX2, asm.WidenWI4AVX2, asm.WidenWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
 		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
-		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}, asm.WidenI4KVAVX2},
+		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}, asm.WidenI4KVAVX2, [2]dequantFunc{asm.DequantI8AVX2, asm.DequantI4AVX2}},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
@@ -27,7 +27,7 @@ var (
 		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemvWI8AVX512, asm.GemvWI4AVX512, asm.WidenWI4AVX512, asm.WidenWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
 		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
-		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}, asm.WidenI4KVAVX512},
+		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}, asm.WidenI4KVAVX512, [2]dequantFunc{asm.DequantI8AVX512, asm.DequantI4AVX512}},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
 )
 
@@ -113,7 +113,11 @@ type x86Kernels struct {
 	decodeI8         decodeI8Func
 	convert          [2]convertFuncs // float16, bfloat16
 	widenI4KV        func(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
+	dequant          [2]dequantFunc // int8, int4 K/V rows to float32
 }
+
+// dequantFunc is the signature of the DequantI8 and DequantI4 kernels.
+type dequantFunc func(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
 
 // x86Set wraps one ISA's kernels, generated with the parameters pr.
 func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID) *Set {
@@ -188,6 +192,13 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		narrow:        narrowCalls(k.convert),
 		widenI4KV: func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
 			k.widenI4KV(&dst[0], ldd, &src[0], lds, rows, blocks, ahead)
+		},
+		dequant: func(dst []float32, ldd int, src KVRows, rows, blocks int) {
+			kernel := k.dequant[0]
+			if src.Type == fallback.KVInt4 {
+				kernel = k.dequant[1]
+			}
+			kernel(&dst[0], ldd, &src.I8[0], src.Ld, &src.S[0], src.LdS, rows, blocks)
 		},
 	}
 }

@@ -271,7 +271,8 @@ func (ks *Set) NarrowRows(dst []uint16, ldd int, src []float32, lds int, rows, n
 // DequantRows writes nr rows of n elements of the int8 or int4 rows src
 // (with their scales) as float32 at stride ldd in dst: row r element i is
 // float32(q)·scale, as fallback.DequantizeInt8 (int4: float32(u-8)·scale,
-// fallback.DequantizeInt4KV).
+// fallback.DequantizeInt4KV). The whole blocks of 32 run on the set's
+// DequantI8/DequantI4 kernel where it has one, a row's tail in Go.
 func (ks *Set) DequantRows(dst []float32, ldd int, src KVRows, nr, n int) {
 	if nr <= 0 || n <= 0 {
 		return
@@ -282,14 +283,22 @@ func (ks *Set) DequantRows(dst []float32, ldd int, src KVRows, nr, n int) {
 	checkOut("DequantRows", "dst", dst, nr, n, ldd)
 	checkIn("DequantRows", "src", src.I8, nr, fallback.StoredWidth(src.Type, n), src.Ld)
 	checkIn("DequantRows", "scales", src.S, nr, fallback.Int8Blocks(n), src.LdS)
-	if src.Type == fallback.KVInt4 {
-		w := fallback.Int4RowBytes(n)
-		for r := range nr {
-			fallback.DequantizeInt4KV(dst[r*ldd:r*ldd+n], fallback.Int4Bytes(src.I8[r*src.Ld:r*src.Ld+w]), src.S[r*src.LdS:])
+	whole := 0 // elements the set's kernel writes: whole blocks of 32
+	if ks.dequant != nil && n >= fallback.Int8Block {
+		whole = n / fallback.Int8Block * fallback.Int8Block
+		ks.dequant(dst, ldd, src, nr, whole/fallback.Int8Block)
+		if whole == n {
+			return
 		}
-		return
 	}
+	b0 := whole / fallback.Int8Block // the first block left to Go
 	for r := range nr {
-		fallback.DequantizeInt8(dst[r*ldd:r*ldd+n], src.I8[r*src.Ld:r*src.Ld+n], src.S[r*src.LdS:])
+		out, sc := dst[r*ldd+whole:r*ldd+n], src.S[r*src.LdS+b0:]
+		if src.Type == fallback.KVInt4 {
+			row := src.I8[r*src.Ld : r*src.Ld+fallback.Int4RowBytes(n)]
+			fallback.DequantizeInt4KV(out, fallback.Int4Bytes(row[b0*fallback.Int4Block:]), sc)
+			continue
+		}
+		fallback.DequantizeInt8(out, src.I8[r*src.Ld+whole:r*src.Ld+n], sc)
 	}
 }

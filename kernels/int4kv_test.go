@@ -60,3 +60,43 @@ func TestWidenInt4Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestDequantRows checks every set's DequantRows on int8 and int4 rows
+// bit for bit against the Go twins (fallback.DequantizeInt8,
+// DequantizeInt4KV): row widths at every tail of a block of 32 (the
+// kernel's whole blocks, then Go), strides wider than the rows, every
+// operand against a guard page, and dst's bytes past each row untouched.
+func TestDequantRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 47))
+	for _, ks := range Available() {
+		for _, typ := range []KVType{fallback.KVInt8, fallback.KVInt4} {
+			for _, n := range []int{1, 5, 16, 31, 32, 33, 64, 80, 96, 127, 128, 160} {
+				for _, atEnd := range []bool{true, false} {
+					rows := 1 + rng.IntN(4)
+					ld := n + rng.IntN(3)
+					src, vals, free := kvOperand(t, rng, typ, rows, n, ld, atEnd)
+					ldd := n + rng.IntN(3)
+					dst, f2 := guarded(t, span(rows, n, ldd), atEnd)
+					for i := range dst {
+						dst[i] = 12345
+					}
+					ks.DequantRows(dst, ldd, src, rows, n)
+					for r := range rows {
+						for i := range n {
+							if got, want := dst[r*ldd+i], vals[r*ld+i]; got != want {
+								t.Fatalf("%s %v n=%d row %d: dst[%d] = %v, the Go twin %v", ks, typ, n, r, i, got, want)
+							}
+						}
+						for i := r*ldd + n; i < min(len(dst), (r+1)*ldd); i++ {
+							if dst[i] != 12345 {
+								t.Fatalf("%s %v n=%d: dst[%d] past row %d written", ks, typ, n, i, r)
+							}
+						}
+					}
+					free()
+					f2()
+				}
+			}
+		}
+	}
+}

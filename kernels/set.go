@@ -66,7 +66,10 @@ type Set struct {
 	decodeInt8    bool // the fused decode takes int8 K/V
 	// widenI4KV widens int4 K/V rows to int8 (WidenInt4Rows), with
 	// ahead > 0 prefetching each row's lines ahead bytes on; nil: Go.
-	widenI4KV     func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int)
+	widenI4KV func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int)
+	// dequant writes the first blocks whole blocks of 32 elements of rows
+	// int8 or int4 rows as float32 (DequantRows); nil: Go.
+	dequant       func(dst []float32, ldd int, src KVRows, rows, blocks int)
 	decodeScales  int  // floats per int8 scale in Decode's scale scratch (0: 1)
 	decodeWhole   bool // whole vectors only: head dims multiples of Lanes (NEON: no masked loads)
 	decodeDequant bool // int8 blocks dequantized into the scratch: decodeKeys rows of dk and of dv floats

@@ -90,6 +90,8 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	// subtracted from it (widen4kv.go).
 	expconst.Const{Name: "nibbles", Bits: 0x0f0f0f0f},
 	expconst.Const{Name: "eights", Bits: 0x08080808},
+	// int4 K/V dequantized: the 8 subtracted from each dword (dequant.go).
+	expconst.Const{Name: "intEight", Bits: 8},
 )
 
 func newGen(c *build.Context, x isa) *gen {

@@ -63,6 +63,7 @@ func generate(x isa, dir string) error {
 	}
 	g.convert()
 	g.widenI4KV()
+	g.dequant()
 	g.pv()
 	g.softmax()
 	g.scoreBias()
