@@ -202,6 +202,30 @@ func NarrowBF16NEON(dst *uint16, src *float32, n int)
 //go:noescape
 func WidenI4KVNEON(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
 
+// DequantI8NEON is
+//
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < 32*blocks; i++ {
+//			dst[r*ldd+i] = float32(q), q = src[r*lds+i] · s[r*ldsc+i/32]
+//
+// strides: ldd and ldsc in floats, lds in bytes. Only whole blocks: a row's tail
+// of fewer than 32 elements is the caller's.
+//
+//go:noescape
+func DequantI8NEON(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
+
+// DequantI4NEON is
+//
+//	for r := 0; r < rows; r++ {
+//		for i := 0; i < 32*blocks; i++ {
+//			dst[r*ldd+i] = float32(u-8), u the nibble of element i of row r (q4_0 order) · s[r*ldsc+i/32]
+//
+// strides: ldd and ldsc in floats, lds in bytes. Only whole blocks: a row's tail
+// of fewer than 32 elements is the caller's.
+//
+//go:noescape
+func DequantI4NEON(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
+
 // GemmWF16NEON is GemmNEON with B of float16 values, widened exactly:
 //
 //	c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · float32(b[p*ldb+j])

@@ -11346,6 +11346,137 @@ loop:
 done:
 	RET
 
+// func DequantI8NEON(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
+TEXT ·DequantI8NEON(SB), NOSPLIT, $0-64
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R1
+	MOVD src+16(FP), R2
+	MOVD lds+24(FP), R3
+	MOVD s+32(FP), R4
+	MOVD ldsc+40(FP), R5
+	MOVD rows+48(FP), R6
+	MOVD blocks+56(FP), R7
+	LSL $2, R1, R1
+	LSL $2, R5, R5
+	CBZ R6, done
+	CBZ R7, done
+row:
+	MOVD R0, R9
+	MOVD R2, R10
+	MOVD R4, R11
+	MOVD R7, R8
+block:
+	VLD1R.P 4(R11), [V24.S4]
+	VLD1.P 16(R10), [V25.B16]
+	VLD1.P 16(R10), [V20.B16]
+	WORD $0x4f08a73b // sxtl2 v27.8h, v25.16b
+	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
+	WORD $0x4f10a77c // sxtl2 v28.4s, v27.8h
+	WORD $0x0f10a77b // sxtl v27.4s, v27.4h
+	WORD $0x4f10a73a // sxtl2 v26.4s, v25.8h
+	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	WORD $0x4e21db9c // scvtf v28.4s, v28.4s
+	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
+	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
+	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
+	WORD $0x6e38df9c // fmul v28.4s, v28.4s, v24.4s
+	VST1.P [V25.S4, V26.S4, V27.S4, V28.S4], 64(R9)
+	WORD $0x4f08a696 // sxtl2 v22.8h, v20.16b
+	WORD $0x0f08a694 // sxtl v20.8h, v20.8b
+	WORD $0x4f10a6d7 // sxtl2 v23.4s, v22.8h
+	WORD $0x0f10a6d6 // sxtl v22.4s, v22.4h
+	WORD $0x4f10a695 // sxtl2 v21.4s, v20.8h
+	WORD $0x0f10a694 // sxtl v20.4s, v20.4h
+	WORD $0x4e21da94 // scvtf v20.4s, v20.4s
+	WORD $0x4e21dab5 // scvtf v21.4s, v21.4s
+	WORD $0x4e21dad6 // scvtf v22.4s, v22.4s
+	WORD $0x4e21daf7 // scvtf v23.4s, v23.4s
+	WORD $0x6e38de94 // fmul v20.4s, v20.4s, v24.4s
+	WORD $0x6e38deb5 // fmul v21.4s, v21.4s, v24.4s
+	WORD $0x6e38ded6 // fmul v22.4s, v22.4s, v24.4s
+	WORD $0x6e38def7 // fmul v23.4s, v23.4s, v24.4s
+	VST1.P [V20.S4, V21.S4, V22.S4, V23.S4], 64(R9)
+	SUBS $1, R8, R8
+	BNE block
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R5, R4, R4
+	SUBS $1, R6, R6
+	BNE row
+done:
+	RET
+
+// func DequantI4NEON(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
+TEXT ·DequantI4NEON(SB), NOSPLIT, $0-64
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R1
+	MOVD src+16(FP), R2
+	MOVD lds+24(FP), R3
+	MOVD s+32(FP), R4
+	MOVD ldsc+40(FP), R5
+	MOVD rows+48(FP), R6
+	MOVD blocks+56(FP), R7
+	LSL $2, R1, R1
+	LSL $2, R5, R5
+	CBZ R6, done
+	CBZ R7, done
+	VMOVI $15, V16.B16
+	VMOVI $8, V17.B16
+row:
+	MOVD R0, R9
+	MOVD R2, R10
+	MOVD R4, R11
+	MOVD R7, R8
+block:
+	VLD1R.P 4(R11), [V24.S4]
+	VLD1.P 16(R10), [V0.B16]
+	VAND V16.B16, V0.B16, V25.B16
+	VUSHR $4, V0.B16, V20.B16
+	VSUB V17.B16, V25.B16, V25.B16
+	VSUB V17.B16, V20.B16, V20.B16
+	WORD $0x4f08a73b // sxtl2 v27.8h, v25.16b
+	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
+	WORD $0x4f10a77c // sxtl2 v28.4s, v27.8h
+	WORD $0x0f10a77b // sxtl v27.4s, v27.4h
+	WORD $0x4f10a73a // sxtl2 v26.4s, v25.8h
+	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	WORD $0x4e21db9c // scvtf v28.4s, v28.4s
+	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
+	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
+	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
+	WORD $0x6e38df9c // fmul v28.4s, v28.4s, v24.4s
+	VST1.P [V25.S4, V26.S4, V27.S4, V28.S4], 64(R9)
+	WORD $0x4f08a696 // sxtl2 v22.8h, v20.16b
+	WORD $0x0f08a694 // sxtl v20.8h, v20.8b
+	WORD $0x4f10a6d7 // sxtl2 v23.4s, v22.8h
+	WORD $0x0f10a6d6 // sxtl v22.4s, v22.4h
+	WORD $0x4f10a695 // sxtl2 v21.4s, v20.8h
+	WORD $0x0f10a694 // sxtl v20.4s, v20.4h
+	WORD $0x4e21da94 // scvtf v20.4s, v20.4s
+	WORD $0x4e21dab5 // scvtf v21.4s, v21.4s
+	WORD $0x4e21dad6 // scvtf v22.4s, v22.4s
+	WORD $0x4e21daf7 // scvtf v23.4s, v23.4s
+	WORD $0x6e38de94 // fmul v20.4s, v20.4s, v24.4s
+	WORD $0x6e38deb5 // fmul v21.4s, v21.4s, v24.4s
+	WORD $0x6e38ded6 // fmul v22.4s, v22.4s, v24.4s
+	WORD $0x6e38def7 // fmul v23.4s, v23.4s, v24.4s
+	VST1.P [V20.S4, V21.S4, V22.S4, V23.S4], 64(R9)
+	SUBS $1, R8, R8
+	BNE block
+	ADD R1, R0, R0
+	ADD R3, R2, R2
+	ADD R5, R4, R4
+	SUBS $1, R6, R6
+	BNE row
+done:
+	RET
+
 // func GemmWF16NEON(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
 TEXT ·GemmWF16NEON(SB), NOSPLIT, $0-88
 	MOVD c+0(FP), R0

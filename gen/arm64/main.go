@@ -39,6 +39,7 @@ func main() {
 	g.convert()
 	g.narrow()
 	g.widenI4KV()
+	g.dequant()
 	g.weights()
 	g.gemmBF16()
 	stubs, err := e.Stubs()
