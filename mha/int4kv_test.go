@@ -158,11 +158,7 @@ func TestCacheInt4(t *testing.T) {
 	for _, e := range engines {
 		l, _ := testLayer(t, e, rng, cfg, true)
 		const B, L, C = 2, 140, 150 // capacity >= 128: the split decode path
-		x := random(rng, B*L*cfg.DModel)
-		full := make([]float32, len(x))
-		if err := l.Forward(full, x, B, L, &Options{Causal: true}); err != nil {
-			t.Fatal(err)
-		}
+		x, full := causalForward(t, l, rng, B, L)
 		c32, _ := l.NewCache(B, C)
 		c4, err := l.NewCacheOf(B, C, Int4)
 		if err != nil {

@@ -232,11 +232,7 @@ func TestCacheInt8(t *testing.T) {
 		l, w := testLayer(t, e, rng, cfg, true)
 		const B, L, C = 2, 140, 150 // capacity >= 128: the split decode path
 		dm := cfg.DModel
-		x := random(rng, B*L*dm)
-		full := make([]float32, len(x))
-		if err := l.Forward(full, x, B, L, &Options{Causal: true}); err != nil {
-			t.Fatal(err)
-		}
+		x, full := causalForward(t, l, rng, B, L)
 		c32, _ := l.NewCache(B, C)
 		c8, err := l.NewCacheOf(B, C, Int8)
 		if err != nil {

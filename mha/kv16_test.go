@@ -145,6 +145,19 @@ func checkDecodeSteps(t *testing.T, rng *rand.Rand, layout Layout, D int, name s
 // decodeVersusForward decodes x ([B][L][dm]) into cache in steps of
 // varied sizes and returns the largest difference from full, the float32
 // Forward's output of the same x.
+// causalForward draws B sequences of L inputs for l and returns them
+// with l's causal Forward of them, the reference a cache's decode steps
+// are held to.
+func causalForward(t *testing.T, l *Layer, rng *rand.Rand, B, L int) (x, full []float32) {
+	t.Helper()
+	x = random(rng, B*L*l.Config().DModel)
+	full = make([]float32, len(x))
+	if err := l.Forward(full, x, B, L, &Options{Causal: true}); err != nil {
+		t.Fatal(err)
+	}
+	return x, full
+}
+
 func decodeVersusForward(t *testing.T, l *Layer, cache, ref *Cache, x, full []float32, B, L int) float64 {
 	t.Helper()
 	dm := l.Config().DModel
@@ -180,11 +193,7 @@ func TestCache16(t *testing.T) {
 	for _, e := range engines {
 		l, _ := testLayer(t, e, rng, cfg, true)
 		const B, L, C = 2, 140, 150 // capacity >= 128: the split decode path
-		x := random(rng, B*L*cfg.DModel)
-		full := make([]float32, len(x))
-		if err := l.Forward(full, x, B, L, &Options{Causal: true}); err != nil {
-			t.Fatal(err)
-		}
+		x, full := causalForward(t, l, rng, B, L)
 		c32, err := l.NewCache(B, C)
 		if err != nil {
 			t.Fatal(err)
