@@ -333,6 +333,14 @@ func TestNoAllocs(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: Layer.Decode allocates %v times per call", e.Kernels(), n)
 		}
+		c4, _ := l.NewCacheOf(2, 1000, Int4) // int4: the decode kernels widen chunks in their scratch
+		if n := testing.AllocsPerRun(allocRuns(), func() {
+			if err := l.Decode(y[:2*32], tok, c4, 1, &Options{Compute: ComputeInt8}); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Layer.Decode on an int4 cache in the int8 mode allocates %v times per call", e.Kernels(), n)
+		}
 		// A ragged step (one sequence decoding, one taking a chunk) and
 		// cross-attention to a CrossKV, with a cancellable context.
 		ctx, cancel := context.WithCancel(context.Background())
