@@ -42,7 +42,8 @@ func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []floa
 	terms := room[:2*fallback.DecodeRows]
 	bytes := unsafe.Slice((*int8)(unsafe.Pointer(&room[2*fallback.DecodeRows])), 4*(len(room)-2*fallback.DecodeRows))
 	kb, vb := bytes[:2*int4Chunk*ldk], bytes[2*int4Chunk*ldk:][:2*int4Chunk*ldv]
-	shared := &v.I8[0] == &k.I8[0] && v.Ld == k.Ld // V inside K
+	// V inside K (or K passed as V): the same rows and scales.
+	shared := &v.I8[0] == &k.I8[0] && v.Ld == k.Ld && &v.S[0] == &k.S[0] && v.LdS == k.LdS
 	for c0 := 0; c0 < nk; {
 		n := nk - c0
 		if n >= 2*int4Chunk {

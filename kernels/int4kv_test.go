@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -98,5 +99,38 @@ func TestDequantRows(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDecodeInt4SharedBytes: V given as K's bytes under scales of its own
+// is not taken for V inside K: its own scales apply.
+func TestDecodeInt4SharedBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 48))
+	const rows, nk, d = 2, 150, 64
+	for _, ks := range Available() {
+		if !ks.HasDecode(fallback.KVInt4, d, d) {
+			continue
+		}
+		k, kf, f1 := kvOperand(t, rng, fallback.KVInt4, nk, d, d, true)
+		v := k
+		v.S = make([]float32, len(k.S))
+		vf := append([]float32(nil), kf...)
+		for c := range nk { // V's scales twice K's: its values twice K's
+			for b := range fallback.Int8Blocks(d) {
+				v.S[c*v.LdS+b] = 2 * k.S[c*k.LdS+b]
+			}
+			for i := range d {
+				vf[c*d+i] = 2 * kf[c*d+i]
+			}
+		}
+		q, o := make([]float32, rows*d), make([]float32, rows*d)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64()) / 8
+		}
+		m, l := []float32{float32(math.Inf(-1)), float32(math.Inf(-1))}, make([]float32, rows)
+		o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
+		ks.Decode(q, rows, d, k, v, nk, d, o, m, l, make([]float32, ks.DecodeScratch(d, d)), nil)
+		checkDecodeState(t, ks.Name+" int4 V = K's bytes, own scales", q, rows, d, kf, d, vf, d, nk, d, nil, o0, m0, l0, o, m, l)
+		f1()
 	}
 }
