@@ -47,7 +47,7 @@
 //
 // One convention, kept from here to v1: a call that a program often makes
 // outside a server comes as a pair, X and XContext(ctx, …) (Attention,
-// Attention16, AttentionInt8, Forward, ForwardCross, NewCrossKV, Cross,
+// Attention16, AttentionInt8, AttentionInt4, Forward, ForwardCross, NewCrossKV, Cross,
 // Decode), X being XContext with context.Background(); a call made only
 // from a serving loop takes ctx as its first argument and has no pair
 // (DecodeSeqs, DecodeTree, DecodePaged, DecodePagedTree). In both, a nil ctx means

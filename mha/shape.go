@@ -131,6 +131,7 @@ type Options struct {
 	Threads int
 	// Compute is the arithmetic of the two products: ComputeF32 (the zero
 	// value), ComputeBF16 (bfloat16 operands, float32 sums) or, over int8
-	// K, ComputeInt8 (query rows quantized to int8, integer dot products).
+	// or int4 K, ComputeInt8 (query rows quantized to int8, integer dot
+	// products).
 	Compute Compute
 }
