@@ -37,8 +37,8 @@ var (
 	// ErrNonFinite: a value that must be stored finitely is not: a token
 	// appended to a Cache whose K or V is NaN or ±Inf, or beyond the
 	// cache's 16-bit type's range; an int8 or int4 row to quantize
-	// (QuantizeInt8, QuantizeInt4KV)
-	// or a weight that is NaN or ±Inf. Nothing of that call was written.
+	// (QuantizeInt8, QuantizeInt4KV) or a weight that is NaN or ±Inf.
+	// Nothing of that call was written.
 	ErrNonFinite = errors.New("mha: value not finite")
 	// ErrISA: the kernel set asked for (FASTATTN_ISA or Config.ISA) is
 	// unknown or not supported here. It is kernels.ErrISA.
