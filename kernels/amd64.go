@@ -112,12 +112,9 @@ type x86Kernels struct {
 	decodeF16, decBF decode16Func
 	decodeI8         decodeI8Func
 	convert          [2]convertFuncs // float16, bfloat16
-	widenI4KV        func(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
+	widenI4KV        widenI4KVFunc
 	dequant          [2]dequantFunc // int8, int4 K/V rows to float32
 }
-
-// dequantFunc is the signature of the DequantI8 and DequantI4 kernels.
-type dequantFunc func(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
 
 // x86Set wraps one ISA's kernels, generated with the parameters pr.
 func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID) *Set {
@@ -190,16 +187,8 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		decodeScales:  pr.decodeScaleWidth,
 		widen:         widenCalls(k.convert),
 		narrow:        narrowCalls(k.convert),
-		widenI4KV: func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
-			k.widenI4KV(&dst[0], ldd, &src[0], lds, rows, blocks, ahead)
-		},
-		dequant: func(dst []float32, ldd int, src KVRows, rows, blocks int) {
-			kernel := k.dequant[0]
-			if src.Type == fallback.KVInt4 {
-				kernel = k.dequant[1]
-			}
-			kernel(&dst[0], ldd, &src.I8[0], src.Ld, &src.S[0], src.LdS, rows, blocks)
-		},
+		widenI4KV:     widenI4KVCall(k.widenI4KV),
+		dequant:       dequantCalls(k.dequant),
 	}
 }
 

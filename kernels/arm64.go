@@ -65,21 +65,13 @@ var neon = &Set{
 	decodeDequant: true,
 	widen:         widenCalls(neonConvert),
 	narrow:        narrowCalls(neonConvert),
-	widenI4KV: func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
-		asm.WidenI4KVNEON(&dst[0], ldd, &src[0], lds, rows, blocks, ahead)
-	},
-	dequant: func(dst []float32, ldd int, src KVRows, rows, blocks int) {
-		kernel := asm.DequantI8NEON
-		if src.Type == fallback.KVInt4 {
-			kernel = asm.DequantI4NEON
-		}
-		kernel(&dst[0], ldd, &src.I8[0], src.Ld, &src.S[0], src.LdS, rows, blocks)
-	},
-	gemmW:    neonWeights,
-	gemvI8:   neonWeights,
-	gemvI4:   neonWeights,
-	int4Half: neonWeightCols / 2,
-	widenW:   neonWiden,
+	widenI4KV:     widenI4KVCall(asm.WidenI4KVNEON),
+	dequant:       dequantCalls([2]dequantFunc{asm.DequantI8NEON, asm.DequantI4NEON}),
+	gemmW:         neonWeights,
+	gemvI8:        neonWeights,
+	gemvI4:        neonWeights,
+	int4Half:      neonWeightCols / 2,
+	widenW:        neonWiden,
 }
 
 // neonWiden is WidenWeights of int8 and int4 rows on the NEON kernels, in

@@ -117,7 +117,7 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	checkInN("Decode", "q", q, rows*dk)
 	ks.checkDecode("Decode", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	if k.Type == fallback.KVInt4 {
-		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, int(ks.kernelScratch(float64(dk), float64(dv))), func(k, v KVRows, n int, alibi []float32) {
+		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {
 			ks.decode(q, rows, dk, k, v, n, dv, o, m, l, s, alibi)
 		})
 		return
@@ -176,7 +176,7 @@ func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	checkInN("DecodeQ8", "q corrections", q.Corr, rows*nb)
 	ks.checkDecode("DecodeQ8", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	if k.Type == fallback.KVInt4 {
-		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, int(ks.kernelScratch(float64(dk), float64(dv))), func(k, v KVRows, n int, alibi []float32) {
+		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {
 			ks.decodeQ8(q, rows, dk, k, v, n, dv, o, m, l, s, alibi)
 		})
 		return

@@ -32,10 +32,11 @@ func int4Scratch(dk, dv float64) float64 {
 
 // decodeInt4 runs kernel (a set's decode, or DecodeQ8's on q8) over int4
 // K and V (checked): chunk by chunk, K and V widened to int8 into s past
-// base floats, alibi's distances advanced to each chunk's first key. V
-// inside K (the same rows) is widened once.
-func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []float32, base int,
+// the kernel's own scratch, alibi's distances advanced to each chunk's
+// first key. V inside K (the same rows) is widened once.
+func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []float32,
 	kernel func(k, v KVRows, n int, alibi []float32)) {
+	base := int(ks.kernelScratch(float64(dk), float64(dv)))
 	nbk, nbv := fallback.Int8Blocks(dk), fallback.Int8Blocks(dv)
 	ldk, ldv := nbk*fallback.Int8Block, nbv*fallback.Int8Block
 	room := s[base:]

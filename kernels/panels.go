@@ -173,6 +173,31 @@ func widenCalls(k [2]convertFuncs) func(dst []float32, ldd int, src []uint16, ld
 	}
 }
 
+// widenI4KVFunc and dequantFunc are the signatures of the generated
+// WidenI4KV and DequantI8/DequantI4 kernels (amd64 and NEON alike).
+type (
+	widenI4KVFunc func(dst *int8, ldd int, src *int8, lds int, rows, blocks, ahead int)
+	dequantFunc   func(dst *float32, ldd int, src *int8, lds int, s *float32, ldsc int, rows, blocks int)
+)
+
+// widenI4KVCall returns Set.widenI4KV for a WidenI4KV kernel.
+func widenI4KVCall(k widenI4KVFunc) func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
+	return func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int) {
+		k(&dst[0], ldd, &src[0], lds, rows, blocks, ahead)
+	}
+}
+
+// dequantCalls returns Set.dequant for the int8 and int4 kernels.
+func dequantCalls(k [2]dequantFunc) func(dst []float32, ldd int, src KVRows, rows, blocks int) {
+	return func(dst []float32, ldd int, src KVRows, rows, blocks int) {
+		kernel := k[0]
+		if src.Type == fallback.KVInt4 {
+			kernel = k[1]
+		}
+		kernel(&dst[0], ldd, &src.I8[0], src.Ld, &src.S[0], src.LdS, rows, blocks)
+	}
+}
+
 // narrowCalls returns Set.narrow for conversion kernels indexed by type.
 func narrowCalls(k [2]convertFuncs) func(dst []uint16, src []float32, t KVType) {
 	return func(dst []uint16, src []float32, t KVType) {
