@@ -38,7 +38,7 @@ func (t KVType) String() string { return fallback.KVType(t).String() }
 func (t KVType) is16() bool { return t == Float16 || t == BFloat16 }
 
 // quantized reports whether t is stored with a scale per block (Int8, Int4).
-func (t KVType) quantized() bool { return t == Int8 || t == Int4 }
+func (t KVType) quantized() bool { return fallback.KVType(t).Quantized() }
 
 // kvTypeOK reports whether t is a K/V storage type.
 func (t KVType) kvTypeOK() bool { return t == Float32 || t.is16() || t.quantized() }

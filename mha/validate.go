@@ -65,9 +65,6 @@ func (d kvData) lens() (k, v int) {
 	return len(d.k16), len(d.v16)
 }
 
-// width is the length one K or V row of dim elements takes in d's
-// slices: dim, or its bytes for int4.
-func (d kvData) width(dim int) int { return fallback.StoredWidth(fallback.KVType(d.t), dim) }
 
 // spans returns the memory K and V use, rows rows of dk and dv elements,
 // and that of their scales (empty unless int8).
@@ -76,7 +73,7 @@ func (d kvData) spans(rows, dk, dv int) (k, v, ks, vs span) {
 	case Float32:
 		return f32("k", d.k, rows*dk), f32("v", d.v, rows*dv), span{}, span{}
 	case Int8, Int4:
-		return i8("k", d.k8, rows*d.width(dk)), i8("v", d.v8, rows*d.width(dv)),
+		return i8("k", d.k8, rows*d.t.width(dk)), i8("v", d.v8, rows*d.t.width(dv)),
 			f32("k scales", d.ks, rows*fallback.Int8Blocks(dk)), f32("v scales", d.vs, rows*fallback.Int8Blocks(dv))
 	}
 	return u16("k", d.k16, rows*dk), u16("v", d.v16, rows*dv), span{}, span{}
@@ -101,7 +98,7 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 	}
 	kl, vl := kv.lens()
 	kvRows := B * Lk * Hkv // the rows K and V hold
-	wk, wv := kv.width(Dk), kv.width(Dv)
+	wk, wv := kv.t.width(Dk), kv.t.width(Dv)
 	if kv.pageKeys > 0 {
 		if err := kv.pagesFit(kl, Lk, Hkv, wk); err != nil {
 			return tile.Problem{}, err
@@ -121,7 +118,7 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 			return tile.Problem{}, err
 		}
 	}
-	if (kv.t == Int8 || kv.t == Int4) && kv.pageKeys == 0 {
+	if kv.t.quantized() && kv.pageKeys == 0 {
 		if err := needLen("k scales", len(kv.ks), B, Lk, Hkv, fallback.Int8Blocks(Dk)); err != nil {
 			return tile.Problem{}, err
 		}

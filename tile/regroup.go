@@ -73,6 +73,21 @@ func pairsV(p *Problem) bool { return p.PairV && !p.VInK && rounds(p) }
 // valueHalf is the key pairs of a VPairs copy of p's V.
 func valueHalf(p *Problem) int { return (p.KVLen + 1) / 2 }
 
+// copyWidths is the length of one K row and one V row (0 with V inside K)
+// in a Regroup copy of p: elements of the copy's type (bfloat16 if it
+// rounds, else p's), int4's bytes.
+func copyWidths(p *Problem) (wk, wv int) {
+	t := p.KVType
+	if rounds(p) {
+		t = fallback.KVBFloat16
+	}
+	wk = fallback.StoredWidth(t, p.HeadDim)
+	if !p.VInK {
+		wv = fallback.StoredWidth(t, p.ValueDim)
+	}
+	return wk, wv
+}
+
 // CopyBytes is the memory a Regroup of p copies K and V into.
 func CopyBytes(p *Problem) float64 {
 	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
@@ -80,20 +95,16 @@ func CopyBytes(p *Problem) float64 {
 	if p.VInK {
 		dv = 0
 	}
-	size, width := float64(kvSize(p.KVType)), float64(p.HeadDim)+dv
+	size := float64(kvSize(p.KVType))
 	if rounds(p) {
 		size = 2
-	} else if p.KVType == fallback.KVInt4 { // int4: bytes of the rows
-		width = float64(fallback.StoredWidth(p.KVType, p.HeadDim))
-		if !p.VInK {
-			width += float64(fallback.StoredWidth(p.KVType, p.ValueDim))
-		}
 	}
+	wk, wv := copyWidths(p)
 	pairs := 0.0
 	if pairsV(p) {
 		pairs = float64(p.Batch) * float64(p.KVHeads) * float64(valueHalf(p)) * dv * 4
 	}
-	return rows*width*size + pairs
+	return rows*float64(wk+wv)*size + pairs
 }
 
 // kvSize is the bytes of one K/V element of type t (int4: of one byte of
@@ -129,13 +140,8 @@ type Regroup struct {
 // NewRegroup sizes into for p's K and V and returns the copy's Work.
 func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	rows := p.Batch * p.KVLen * p.KVHeads
-	nk, nv := rows*p.HeadDim, rows*p.ValueDim
-	if p.VInK {
-		nv = 0
-	}
-	if p.KVType == fallback.KVInt4 && !rounds(p) { // the rows' bytes
-		nk, nv = rows*fallback.StoredWidth(p.KVType, p.HeadDim), nv/p.ValueDim*fallback.StoredWidth(p.KVType, p.ValueDim)
-	}
+	wk, wv := copyWidths(p)
+	nk, nv := rows*wk, rows*wv
 	switch {
 	case rounds(p):
 		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
