@@ -65,7 +65,6 @@ func (d kvData) lens() (k, v int) {
 	return len(d.k16), len(d.v16)
 }
 
-
 // spans returns the memory K and V use, rows rows of dk and dv elements,
 // and that of their scales (empty unless int8).
 func (d kvData) spans(rows, dk, dv int) (k, v, ks, vs span) {
