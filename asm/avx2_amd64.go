@@ -210,6 +210,30 @@ func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk in
 //go:noescape
 func DecodeI8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
 
+// DecodeQ8AVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]
+// (v likewise with vs, ldvs), dequantized in registers; s is scratch
+// (fixed part, then a block's K and V scales, block-major).
+// The scores are integer dot products (VPSIGNB, VPMADDUBSW, VPMADDWD): q8 holds
+// the rows quantized (ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk,
+// none -128), qs their scales; q and qc are not read. dk is a multiple of 4.
+// Each block's K rows are copied once into the scratch transposed by dwords, so
+// that lane c of a product is key c's; each product is |k|·(q·sign(k)), so no
+// 16-bit pair saturates and D_b is exact in int32.
+//
+//go:noescape
+func DecodeQ8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
 // WidenF16AVX2 is
 //
 //	for r := 0; r < rows; r++ {

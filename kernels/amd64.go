@@ -192,7 +192,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 	}
 }
 
-// decodeQ8Func is the signature of DecodeQ8AVX512.
+// decodeQ8Func is the signature of DecodeQ8AVX512 and DecodeQ8AVX2.
 type decodeQ8Func func(q *float32, rows, kvec, ktail int, k *int8, ldk int, v *int8, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32,
 	ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 
@@ -213,6 +213,8 @@ func init() {
 	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
 		avx512.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX512, asm.LanesAVX512)
 	}
+	// VPSIGNB, VPMADDUBSW and VPMADDWD: every AVX2 core.
+	avx2.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX2, asm.LanesAVX2)
 	for _, ks := range []*Set{avx2, avx512} {
 		if cpuid.CPU.Supports(ks.requires...) {
 			available = append([]*Set{ks}, available...)

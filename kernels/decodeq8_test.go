@@ -30,7 +30,7 @@ func q8Sets() []*Set {
 func TestDecodeQ8(t *testing.T) {
 	sets := q8Sets()
 	if len(sets) == 0 {
-		t.Skip("no set of this CPU has DecodeQ8 (AVX512_VNNI)")
+		t.Skip("no set of this CPU has DecodeQ8")
 	}
 	rng := rand.New(rand.NewPCG(8, 8))
 	dims := []int{4, 8, 28, 32, 36, 60, 64, 68, 100, 128, 132, 192, 576}
@@ -46,6 +46,9 @@ func TestDecodeQ8(t *testing.T) {
 								continue
 							}
 							dv := dvs[rng.IntN(len(dvs))]
+							if ks.decodePairs { // AVX2's int8 rows: dims multiples of 4
+								dv = (dv + 3) &^ 3
+							}
 							if !ks.HasDecodeQ8(dk, dv) {
 								t.Fatalf("%s: no DecodeQ8 for dk %d dv %d", ks, dk, dv)
 							}
@@ -101,16 +104,22 @@ func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, d
 	checkDecodeState(t, where, qf, rows, dk, kf, ldk, vf, ldv, nk, dv, alibi, o0, m0, l0, o, m, l)
 }
 
-// TestDecodeQ8Extremes: query and key bytes of ±127 in every lane (the
-// largest int32 block sums, and the +128 of the unsigned operand at its
-// extremes) give the dequantized values' result.
+// TestDecodeQ8Extremes: query bytes of ±127 and key bytes of ±127 or
+// -128 (no quantizer of ours makes -128, but int8 K given as it is may
+// hold it) in every lane give the dequantized values' result: the
+// largest int32 block sums, AVX-512's +128 of the unsigned operand at
+// its extremes, and AVX2's 16-bit pairs at their largest, 2·128·127.
 func TestDecodeQ8Extremes(t *testing.T) {
 	sets := q8Sets()
 	if len(sets) == 0 {
-		t.Skip("no set of this CPU has DecodeQ8 (AVX512_VNNI)")
+		t.Skip("no set of this CPU has DecodeQ8")
 	}
 	for _, ks := range sets {
-		for _, sign := range []float32{1, -1} {
+		for _, c := range []struct {
+			sign    float32
+			minByte bool
+		}{{1, false}, {-1, false}, {1, true}, {-1, true}} {
+			sign := c.sign
 			rows, nk, dk, dv := 3, 2*ks.DecodeKeys()+3, 128, 32
 			kf, vf := make([]float32, nk*dk), make([]float32, nk*dv)
 			for i := range kf {
@@ -126,6 +135,13 @@ func TestDecodeQ8Extremes(t *testing.T) {
 				fallback.QuantizeInt8(vq[c*dv:(c+1)*dv], vsc[c:], vf[c*dv:(c+1)*dv])
 				fallback.DequantizeInt8(kf[c*dk:(c+1)*dk], kq[c*dk:(c+1)*dk], ksc[c*4:])
 				fallback.DequantizeInt8(vf[c*dv:(c+1)*dv], vq[c*dv:(c+1)*dv], vsc[c:])
+			}
+			if c.minByte {
+				for i := range kq {
+					if kq[i] == -127 {
+						kq[i], kf[i] = -128, -128*ksc[i/dk*4+i%dk/32]
+					}
+				}
 			}
 			src := make([]float32, rows*dk)
 			for i := range src {
@@ -146,7 +162,7 @@ func TestDecodeQ8Extremes(t *testing.T) {
 			s := make([]float32, ks.DecodeScratch(dk, dv))
 			ks.DecodeQ8(q, rows, dk, KVRows{I8: kq, S: ksc, Type: fallback.KVInt8, Ld: dk, LdS: 4},
 				KVRows{I8: vq, S: vsc, Type: fallback.KVInt8, Ld: dv, LdS: 1}, nk, dv, o, m, l, s, nil)
-			checkDecodeState(t, fmt.Sprintf("%s extremes sign %v", ks, sign), qf, rows, dk, kf, dk, vf, dv, nk, dv, nil, o0, m0, l0, o, m, l)
+			checkDecodeState(t, fmt.Sprintf("%s extremes sign %v, key bytes -128 %v", ks, sign, c.minByte), qf, rows, dk, kf, dk, vf, dv, nk, dv, nil, o0, m0, l0, o, m, l)
 		}
 	}
 }

@@ -166,12 +166,21 @@ func (g *gen) decode(e elem, q8 bool) {
 		name = "DecodeQ8"
 		sig += ", q8 *int8, ldq8 int, qs *float32, qc *int32"
 		score = "\t\tsc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]"
-		scaled = append(scaled, "The scores are integer dot products (VPDPBUSD): q8 holds the rows quantized",
-			"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
-			"and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.",
-			"Each block's K rows are copied once into the scratch transposed by dwords, each",
-			"byte plus 128 (unsigned), so that lane c of a product is key c's: the sum",
-			"starts at qc and D_b is exact in int32.")
+		if x.avx512() {
+			scaled = append(scaled, "The scores are integer dot products (VPDPBUSD): q8 holds the rows quantized",
+				"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
+				"and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.",
+				"Each block's K rows are copied once into the scratch transposed by dwords, each",
+				"byte plus 128 (unsigned), so that lane c of a product is key c's: the sum",
+				"starts at qc and D_b is exact in int32.")
+		} else {
+			scaled = append(scaled, "The scores are integer dot products (VPSIGNB, VPMADDUBSW, VPMADDWD): q8 holds",
+				"the rows quantized (ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk,",
+				"none -128), qs their scales; q and qc are not read. dk is a multiple of 4.",
+				"Each block's K rows are copied once into the scratch transposed by dwords, so",
+				"that lane c of a product is key c's; each product is |k|·(q·sign(k)), so no",
+				"16-bit pair saturates and D_b is exact in int32.")
+		}
 	}
 	doc := []string{"",
 		"\tfor each block of lanes keys c, for r := 0; r < rows; r++ {",
@@ -358,7 +367,7 @@ func (g *gen) decode(e elem, q8 bool) {
 	g.touchBlock(lc, q8)
 	if e == i8 {
 		g.Comment("int8: the block's scales into the scratch, block-major.")
-		g.fillScales(lc, sp)
+		g.fillScales(lc, sp, q8)
 	}
 	if q8 {
 		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.")
@@ -435,8 +444,11 @@ func (g *gen) decode(e elem, q8 bool) {
 // on (a float each), so that the score loop finds the scales of one
 // scale block of T keys in one row, key c's at a displacement, and
 // scaleWeights a vector of them: fillScales512 (a transpose) on
-// AVX-512, fillScales2 (a key at a time) on AVX2.
-func (g *gen) fillScales(lc decodeLocals, sp reg.GPVirtual) {
+// AVX-512, fillScales2 (a key at a time) on AVX2. DecodeQ8 (q8) wants
+// K's scales of a scale block as a vector over the keys too, so on AVX2
+// they are floats then, not broadcast: rows of 4·T bytes, in the room
+// the broadcast layout reserves.
+func (g *gen) fillScales(lc decodeLocals, sp reg.GPVirtual, q8 bool) {
 	sl := g.decodeLayout()
 	for i, t := range []struct {
 		ptr, ld, nb operand.Mem
@@ -454,7 +466,7 @@ func (g *gen) fillScales(lc decodeLocals, sp reg.GPVirtual) {
 		if g.isa.avx512() {
 			g.fillScales512(t.ld, src, dst, n, t.name)
 		} else {
-			g.fillScales2(t.ld, src, dst, n, t.name, i == 0)
+			g.fillScales2(t.ld, src, dst, n, t.name, i == 0 && !q8)
 		}
 	}
 }

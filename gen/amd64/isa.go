@@ -86,6 +86,8 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	// int8 K on VPDPBUSD: each byte's sign bit, flipped to make k+128
 	// unsigned (decodeq8.go).
 	expconst.Const{Name: "byteSigns", Bits: 0x80808080},
+	// int8 K on VPMADDUBSW (AVX2): the ones VPMADDWD adds 16-bit pairs by.
+	expconst.Const{Name: "wordOnes", Bits: 0x00010001},
 	// int4 K/V widened to int8: each byte's low nibble, and the 8
 	// subtracted from it (widen4kv.go).
 	expconst.Const{Name: "nibbles", Bits: 0x0f0f0f0f},

@@ -58,9 +58,7 @@ func generate(x isa, dir string) error {
 	for _, e := range []elem{f32, f16, bf16, i8} {
 		g.decode(e, false)
 	}
-	if x.avx512() {
-		g.decode(i8, true) // DecodeQ8: int8 K on VPDPBUSD
-	}
+	g.decode(i8, true) // DecodeQ8: int8 K on integer dot products
 	g.convert()
 	g.widenI4KV()
 	g.dequant()
