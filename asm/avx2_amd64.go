@@ -234,6 +234,54 @@ func DecodeI8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v
 //go:noescape
 func DecodeQ8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 
+// DecodeQ8VNNIAVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]
+// (v likewise with vs, ldvs), dequantized in registers; s is scratch
+// (fixed part, then a block's K and V scales, block-major).
+// The scores are integer dot products (AVX-VNNI's VPDPBUSD, VEX-encoded): q8 holds the rows quantized
+// (ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales
+// and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.
+// Each block's K rows are copied once into the scratch transposed by dwords, each
+// byte plus 128 (unsigned), so that lane c of a product is key c's: the sum
+// starts at qc and D_b is exact in int32.
+//
+//go:noescape
+func DecodeQ8VNNIAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
+// DecodeQ8VNNIEmuAVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]
+// (v likewise with vs, ldvs), dequantized in registers; s is scratch
+// (fixed part, then a block's K and V scales, block-major).
+// The scores are integer dot products (VPDPBUSD in its EVEX ymm form, AVX512_VNNI and AVX512VL: the Emu twin of DecodeQ8VNNI): q8 holds the rows quantized
+// (ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales
+// and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.
+// Each block's K rows are copied once into the scratch transposed by dwords, each
+// byte plus 128 (unsigned), so that lane c of a product is key c's: the sum
+// starts at qc and D_b is exact in int32.
+//
+//go:noescape
+func DecodeQ8VNNIEmuAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
 // WidenF16AVX2 is
 //
 //	for r := 0; r < rows; r++ {

@@ -28397,6 +28397,6442 @@ panelnext:
 	VZEROUPPER
 	RET
 
+// func DecodeQ8VNNIAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX2, AVXVNNI, FMA3, MMX+
+TEXT ·DecodeQ8VNNIAVX2(SB), NOSPLIT, $216-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	ADDQ   $0x1f, CX
+	SHRQ   $0x05, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	ADDQ   $0x1f, CX
+	SHRQ   $0x05, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x08, CX
+	ADDQ   $0x000002c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x05, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000200, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 704(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesv:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
+
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	MOVQ    (SP), DX
+	MOVQ    48(SP), BX
+	LEAQ    (BX)(BX*2), SI
+	LEAQ    (DX)(BX*4), DI
+	MOVQ    128(SP), R8
+	LEAQ    (DX)(R8*1), R9
+	LEAQ    (DI)(R8*1), R8
+	MOVQ    72(SP), R10
+	SHRQ    $0x05, R10
+	VMOVDQU constsAVX2<>+992(SB), Y0
+
+q8_chunk:
+	TESTQ       R10, R10
+	JZ          q8_tail
+	VPXOR       (DX), Y0, Y1
+	VPXOR       (DX)(BX*1), Y0, Y2
+	VPXOR       (DX)(BX*2), Y0, Y3
+	VPXOR       (DX)(SI*1), Y0, Y4
+	VPXOR       (DI), Y0, Y5
+	VPXOR       (DI)(BX*1), Y0, Y6
+	VPXOR       (DI)(BX*2), Y0, Y7
+	VPXOR       (DI)(SI*1), Y0, Y8
+	PREFETCHT1  (R9)
+	PREFETCHT1  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*2)
+	PREFETCHT1  (R9)(SI*1)
+	PREFETCHT1  (R8)
+	PREFETCHT1  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*2)
+	PREFETCHT1  (R8)(SI*1)
+	VPUNPCKLDQ  Y2, Y1, Y9
+	VPUNPCKHDQ  Y2, Y1, Y1
+	VPUNPCKLDQ  Y4, Y3, Y2
+	VPUNPCKHDQ  Y4, Y3, Y3
+	VPUNPCKLDQ  Y6, Y5, Y4
+	VPUNPCKHDQ  Y6, Y5, Y5
+	VPUNPCKLDQ  Y8, Y7, Y6
+	VPUNPCKHDQ  Y8, Y7, Y7
+	VPUNPCKLQDQ Y2, Y9, Y8
+	VPUNPCKHQDQ Y2, Y9, Y2
+	VPUNPCKLQDQ Y3, Y1, Y9
+	VPUNPCKHQDQ Y3, Y1, Y1
+	VPUNPCKLQDQ Y6, Y4, Y3
+	VPUNPCKHQDQ Y6, Y4, Y4
+	VPUNPCKLQDQ Y7, Y5, Y6
+	VPUNPCKHQDQ Y7, Y5, Y5
+	VPERM2I128  $0x20, Y3, Y8, Y7
+	VPERM2I128  $0x31, Y3, Y8, Y3
+	VPERM2I128  $0x20, Y4, Y2, Y8
+	VPERM2I128  $0x31, Y4, Y2, Y2
+	VPERM2I128  $0x20, Y6, Y9, Y4
+	VPERM2I128  $0x31, Y6, Y9, Y6
+	VPERM2I128  $0x20, Y5, Y1, Y9
+	VPERM2I128  $0x31, Y5, Y1, Y1
+	VMOVDQU     Y7, (CX)
+	VMOVDQU     Y8, 32(CX)
+	VMOVDQU     Y4, 64(CX)
+	VMOVDQU     Y9, 96(CX)
+	VMOVDQU     Y3, 128(CX)
+	VMOVDQU     Y2, 160(CX)
+	VMOVDQU     Y6, 192(CX)
+	VMOVDQU     Y1, 224(CX)
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R8
+	DECQ        R10
+	JMP         q8_chunk
+
+q8_tail:
+	MOVQ        72(SP), R10
+	ANDQ        $0x1f, R10
+	JZ          q8_done
+	SHRQ        $0x02, R10
+	MOVQ        $0x00000008, R11
+	SUBQ        R10, R11
+	LEAQ        constsAVX2<>+1152(SB), R10
+	LEAQ        (R10)(R11*4), R10
+	VMOVDQU     (R10), Y1
+	VPMASKMOVD  (DX), Y1, Y2
+	VPXOR       Y0, Y2, Y2
+	VPMASKMOVD  (DX)(BX*1), Y1, Y3
+	VPXOR       Y0, Y3, Y3
+	VPMASKMOVD  (DX)(BX*2), Y1, Y4
+	VPXOR       Y0, Y4, Y4
+	VPMASKMOVD  (DX)(SI*1), Y1, Y5
+	VPXOR       Y0, Y5, Y5
+	VPMASKMOVD  (DI), Y1, Y6
+	VPXOR       Y0, Y6, Y6
+	VPMASKMOVD  (DI)(BX*1), Y1, Y7
+	VPXOR       Y0, Y7, Y7
+	VPMASKMOVD  (DI)(BX*2), Y1, Y8
+	VPXOR       Y0, Y8, Y8
+	VPMASKMOVD  (DI)(SI*1), Y1, Y1
+	VPXOR       Y0, Y1, Y1
+	PREFETCHT1  (R9)
+	PREFETCHT1  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*2)
+	PREFETCHT1  (R9)(SI*1)
+	PREFETCHT1  (R8)
+	PREFETCHT1  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*2)
+	PREFETCHT1  (R8)(SI*1)
+	VPUNPCKLDQ  Y3, Y2, Y0
+	VPUNPCKHDQ  Y3, Y2, Y2
+	VPUNPCKLDQ  Y5, Y4, Y3
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y5
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPUNPCKLDQ  Y1, Y8, Y7
+	VPUNPCKHDQ  Y1, Y8, Y1
+	VPUNPCKLQDQ Y3, Y0, Y8
+	VPUNPCKHQDQ Y3, Y0, Y0
+	VPUNPCKLQDQ Y4, Y2, Y3
+	VPUNPCKHQDQ Y4, Y2, Y2
+	VPUNPCKLQDQ Y7, Y5, Y4
+	VPUNPCKHQDQ Y7, Y5, Y5
+	VPUNPCKLQDQ Y1, Y6, Y7
+	VPUNPCKHQDQ Y1, Y6, Y1
+	VPERM2I128  $0x20, Y4, Y8, Y6
+	VPERM2I128  $0x31, Y4, Y8, Y4
+	VPERM2I128  $0x20, Y5, Y0, Y8
+	VPERM2I128  $0x31, Y5, Y0, Y0
+	VPERM2I128  $0x20, Y7, Y3, Y5
+	VPERM2I128  $0x31, Y7, Y3, Y3
+	VPERM2I128  $0x20, Y1, Y2, Y7
+	VPERM2I128  $0x31, Y1, Y2, Y1
+	VMOVDQU     Y6, (CX)
+	VMOVDQU     Y8, 32(CX)
+	VMOVDQU     Y5, 64(CX)
+	VMOVDQU     Y7, 96(CX)
+	VMOVDQU     Y4, 128(CX)
+	VMOVDQU     Y0, 160(CX)
+	VMOVDQU     Y3, 192(CX)
+	VMOVDQU     Y1, 224(CX)
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R8
+
+q8_done:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    176(SP), DI
+	SHLQ    $0x02, DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	IMULQ   DI, CX
+	ADDQ    CX, R8
+	ADDQ    CX, R9
+	LEAQ    (DI)(DI*2), CX
+	MOVQ    208(SP), R10
+	ADDQ    AX, R10
+	LEAQ    704(AX), R11
+	MOVQ    176(SP), R12
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+
+scoresq8_rows4:
+	VPBROADCASTD (R9), Y4
+	VPBROADCASTD (R9)(DI*1), Y5
+	VPBROADCASTD (R9)(DI*2), Y6
+	VPBROADCASTD (R9)(CX*1), Y7
+	VMOVDQU      (R10), Y8
+	VPBROADCASTD (DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD (DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD (DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD (DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      32(R10), Y8
+	VPBROADCASTD 4(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 4(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 4(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 4(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      64(R10), Y8
+	VPBROADCASTD 8(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 8(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 8(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 8(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      96(R10), Y8
+	VPBROADCASTD 12(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 12(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 12(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 12(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      128(R10), Y8
+	VPBROADCASTD 16(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 16(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 16(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 16(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      160(R10), Y8
+	VPBROADCASTD 20(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 20(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 20(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 20(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      192(R10), Y8
+	VPBROADCASTD 24(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 24(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 24(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 24(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      224(R10), Y8
+	VPBROADCASTD 28(DX), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 28(DX)(BX*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 28(DX)(BX*2), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 28(DX)(SI*1), Y9
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       (R11), Y4, Y4
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       (R11), Y5, Y5
+	VBROADCASTSS (R8)(DI*1), Y4
+	VFMADD231PS  Y4, Y5, Y1
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       (R11), Y6, Y6
+	VBROADCASTSS (R8)(DI*2), Y4
+	VFMADD231PS  Y4, Y6, Y2
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (R11), Y7, Y7
+	VBROADCASTSS (R8)(CX*1), Y4
+	VFMADD231PS  Y4, Y7, Y3
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JNZ          scoresq8_rows4
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+
+scoresq8_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y4
+	VPERM2F128   $0x01, Y4, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0x4e, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0xb1, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y4, Y5, Y4
+	VMAXPS       constsAVX2<>+384(SB), Y4, Y6
+	VSUBPS       Y6, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
+	VMULPS       Y0, Y0, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y0, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y0
+	VADDPS       Y0, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y0
+	VADDPS       Y0, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y0
+	VADDPS       Y0, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y0, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y10, Y8, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X4, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+scoresq8_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y4
+	VMAXPS       Y4, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y4
+	VMAXPS       Y4, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y4
+	VMAXPS       Y4, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y0, Y4, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y5
+	VSUBPS       Y5, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y1, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y1
+	VADDPS       Y1, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y1
+	VADDPS       Y1, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y1
+	VADDPS       Y1, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y1, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y9, Y7, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y2, Y2
+
+scoresq8_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y1
+	VBLENDVPS    Y1, Y0, Y2, Y2
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y2, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y4
+	VSUBPS       Y4, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
+	VMULPS       Y2, Y2, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y2, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y2
+	VADDPS       Y2, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y2
+	VADDPS       Y2, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y2
+	VADDPS       Y2, Y8, Y8
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
+	VMULPS       Y1, Y1, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y1, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y2, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y3, Y3
+
+scoresq8_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y1
+	VBLENDVPS    Y1, Y0, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
+	VSUBPS       Y2, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y3, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y3
+	VADDPS       Y3, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y3
+	VADDPS       Y3, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y3
+	VADDPS       Y3, Y7, Y7
+	VSUBPS       Y2, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y1, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y2, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), BX
+	SHLQ    $0x02, BX
+	MOVQ    qs+176(FP), SI
+	MOVQ    qc+184(FP), DI
+	IMULQ   BX, CX
+	ADDQ    CX, SI
+	ADDQ    CX, DI
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    704(AX), BX
+	MOVQ    176(SP), R8
+	VMOVUPS constsAVX2<>+768(SB), Y0
+
+scoresq8_rows1:
+	VPBROADCASTD (DI), Y1
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVDQU      (CX), Y3
+	VPBROADCASTD (DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      32(CX), Y3
+	VPBROADCASTD 4(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VMOVDQU      64(CX), Y3
+	VPBROADCASTD 8(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      96(CX), Y3
+	VPBROADCASTD 12(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VMOVDQU      128(CX), Y3
+	VPBROADCASTD 16(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      160(CX), Y3
+	VPBROADCASTD 20(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VMOVDQU      192(CX), Y3
+	VPBROADCASTD 24(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      224(CX), Y3
+	VPBROADCASTD 28(DX), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VPADDD       Y2, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       (BX), Y1, Y1
+	VBROADCASTSS (SI), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x20, BX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         R8
+	JNZ          scoresq8_rows1
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scoresq8_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+pv:
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  rows2_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows2_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
+
+rows2_not4:
+	CMPQ CX, $0x03
+	JNE  rows2_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
+
+rows2_not3:
+	CMPQ CX, $0x02
+	JNE  rows2_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
+
+rows2_not2:
+	CMPQ CX, $0x01
+	JNE  rows2_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
+
+rows2_not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs4_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   24(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   8(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVSXBD   16(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VPMOVSXBD   24(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs4_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   24(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   8(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVSXBD   16(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVDQU     656(AX), X10
+	VMASKMOVPS  24(DI), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs3_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVSXBD   8(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VPMOVSXBD   16(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs3_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVSXBD   8(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  16(DI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs2_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VPMOVSXBD   8(DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs2_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  8(DI), X6, X6
+	VPMOVSXBD   X6, Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs1_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs1_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  (DI), X4, X4
+	VPMOVSXBD   X4, Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   56(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VPMOVSXBD   8(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VPMOVSXBD   16(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VPMOVSXBD   24(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y7
+	VPMOVSXBD   56(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   56(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VPMOVSXBD   8(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VPMOVSXBD   16(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VPMOVSXBD   24(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y7
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  56(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y8
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y8
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y6
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  48(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y5
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  40(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y6, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  32(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y6, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVSXBD   8(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVSXBD   16(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VPMOVSXBD   24(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVSXBD   8(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVSXBD   16(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVDQU     656(AX), X5
+	VMASKMOVPS  24(SI), X5, X5
+	VPMOVSXBD   X5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVSXBD   8(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VPMOVSXBD   16(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVSXBD   8(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  16(SI), X4, X4
+	VPMOVSXBD   X4, Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VPMOVSXBD   8(SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVDQU     656(AX), X3
+	VMASKMOVPS  8(SI), X3, X3
+	VPMOVSXBD   X3, Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y2
+	VCVTDQ2PS   Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X2
+	VMASKMOVPS  (SI), X2, X2
+	VPMOVSXBD   X2, Y2
+	VCVTDQ2PS   Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeQ8VNNIEmuAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
+TEXT ·DecodeQ8VNNIEmuAVX2(SB), NOSPLIT, $216-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	ADDQ   $0x1f, CX
+	SHRQ   $0x05, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	ADDQ   $0x1f, CX
+	SHRQ   $0x05, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x08, CX
+	ADDQ   $0x000002c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x05, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000200, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 704(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesv:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
+
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	MOVQ    (SP), DX
+	MOVQ    48(SP), BX
+	LEAQ    (BX)(BX*2), SI
+	LEAQ    (DX)(BX*4), DI
+	MOVQ    128(SP), R8
+	LEAQ    (DX)(R8*1), R9
+	LEAQ    (DI)(R8*1), R8
+	MOVQ    72(SP), R10
+	SHRQ    $0x05, R10
+	VMOVDQU constsAVX2<>+992(SB), Y0
+
+q8_chunk:
+	TESTQ       R10, R10
+	JZ          q8_tail
+	VPXOR       (DX), Y0, Y1
+	VPXOR       (DX)(BX*1), Y0, Y2
+	VPXOR       (DX)(BX*2), Y0, Y3
+	VPXOR       (DX)(SI*1), Y0, Y4
+	VPXOR       (DI), Y0, Y5
+	VPXOR       (DI)(BX*1), Y0, Y6
+	VPXOR       (DI)(BX*2), Y0, Y7
+	VPXOR       (DI)(SI*1), Y0, Y8
+	PREFETCHT1  (R9)
+	PREFETCHT1  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*2)
+	PREFETCHT1  (R9)(SI*1)
+	PREFETCHT1  (R8)
+	PREFETCHT1  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*2)
+	PREFETCHT1  (R8)(SI*1)
+	VPUNPCKLDQ  Y2, Y1, Y9
+	VPUNPCKHDQ  Y2, Y1, Y1
+	VPUNPCKLDQ  Y4, Y3, Y2
+	VPUNPCKHDQ  Y4, Y3, Y3
+	VPUNPCKLDQ  Y6, Y5, Y4
+	VPUNPCKHDQ  Y6, Y5, Y5
+	VPUNPCKLDQ  Y8, Y7, Y6
+	VPUNPCKHDQ  Y8, Y7, Y7
+	VPUNPCKLQDQ Y2, Y9, Y8
+	VPUNPCKHQDQ Y2, Y9, Y2
+	VPUNPCKLQDQ Y3, Y1, Y9
+	VPUNPCKHQDQ Y3, Y1, Y1
+	VPUNPCKLQDQ Y6, Y4, Y3
+	VPUNPCKHQDQ Y6, Y4, Y4
+	VPUNPCKLQDQ Y7, Y5, Y6
+	VPUNPCKHQDQ Y7, Y5, Y5
+	VPERM2I128  $0x20, Y3, Y8, Y7
+	VPERM2I128  $0x31, Y3, Y8, Y3
+	VPERM2I128  $0x20, Y4, Y2, Y8
+	VPERM2I128  $0x31, Y4, Y2, Y2
+	VPERM2I128  $0x20, Y6, Y9, Y4
+	VPERM2I128  $0x31, Y6, Y9, Y6
+	VPERM2I128  $0x20, Y5, Y1, Y9
+	VPERM2I128  $0x31, Y5, Y1, Y1
+	VMOVDQU     Y7, (CX)
+	VMOVDQU     Y8, 32(CX)
+	VMOVDQU     Y4, 64(CX)
+	VMOVDQU     Y9, 96(CX)
+	VMOVDQU     Y3, 128(CX)
+	VMOVDQU     Y2, 160(CX)
+	VMOVDQU     Y6, 192(CX)
+	VMOVDQU     Y1, 224(CX)
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R8
+	DECQ        R10
+	JMP         q8_chunk
+
+q8_tail:
+	MOVQ        72(SP), R10
+	ANDQ        $0x1f, R10
+	JZ          q8_done
+	SHRQ        $0x02, R10
+	MOVQ        $0x00000008, R11
+	SUBQ        R10, R11
+	LEAQ        constsAVX2<>+1152(SB), R10
+	LEAQ        (R10)(R11*4), R10
+	VMOVDQU     (R10), Y1
+	VPMASKMOVD  (DX), Y1, Y2
+	VPXOR       Y0, Y2, Y2
+	VPMASKMOVD  (DX)(BX*1), Y1, Y3
+	VPXOR       Y0, Y3, Y3
+	VPMASKMOVD  (DX)(BX*2), Y1, Y4
+	VPXOR       Y0, Y4, Y4
+	VPMASKMOVD  (DX)(SI*1), Y1, Y5
+	VPXOR       Y0, Y5, Y5
+	VPMASKMOVD  (DI), Y1, Y6
+	VPXOR       Y0, Y6, Y6
+	VPMASKMOVD  (DI)(BX*1), Y1, Y7
+	VPXOR       Y0, Y7, Y7
+	VPMASKMOVD  (DI)(BX*2), Y1, Y8
+	VPXOR       Y0, Y8, Y8
+	VPMASKMOVD  (DI)(SI*1), Y1, Y1
+	VPXOR       Y0, Y1, Y1
+	PREFETCHT1  (R9)
+	PREFETCHT1  (R9)(BX*1)
+	PREFETCHT1  (R9)(BX*2)
+	PREFETCHT1  (R9)(SI*1)
+	PREFETCHT1  (R8)
+	PREFETCHT1  (R8)(BX*1)
+	PREFETCHT1  (R8)(BX*2)
+	PREFETCHT1  (R8)(SI*1)
+	VPUNPCKLDQ  Y3, Y2, Y0
+	VPUNPCKHDQ  Y3, Y2, Y2
+	VPUNPCKLDQ  Y5, Y4, Y3
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y5
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPUNPCKLDQ  Y1, Y8, Y7
+	VPUNPCKHDQ  Y1, Y8, Y1
+	VPUNPCKLQDQ Y3, Y0, Y8
+	VPUNPCKHQDQ Y3, Y0, Y0
+	VPUNPCKLQDQ Y4, Y2, Y3
+	VPUNPCKHQDQ Y4, Y2, Y2
+	VPUNPCKLQDQ Y7, Y5, Y4
+	VPUNPCKHQDQ Y7, Y5, Y5
+	VPUNPCKLQDQ Y1, Y6, Y7
+	VPUNPCKHQDQ Y1, Y6, Y1
+	VPERM2I128  $0x20, Y4, Y8, Y6
+	VPERM2I128  $0x31, Y4, Y8, Y4
+	VPERM2I128  $0x20, Y5, Y0, Y8
+	VPERM2I128  $0x31, Y5, Y0, Y0
+	VPERM2I128  $0x20, Y7, Y3, Y5
+	VPERM2I128  $0x31, Y7, Y3, Y3
+	VPERM2I128  $0x20, Y1, Y2, Y7
+	VPERM2I128  $0x31, Y1, Y2, Y1
+	VMOVDQU     Y6, (CX)
+	VMOVDQU     Y8, 32(CX)
+	VMOVDQU     Y5, 64(CX)
+	VMOVDQU     Y7, 96(CX)
+	VMOVDQU     Y4, 128(CX)
+	VMOVDQU     Y0, 160(CX)
+	VMOVDQU     Y3, 192(CX)
+	VMOVDQU     Y1, 224(CX)
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R8
+
+q8_done:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    176(SP), DI
+	SHLQ    $0x02, DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	IMULQ   DI, CX
+	ADDQ    CX, R8
+	ADDQ    CX, R9
+	LEAQ    (DI)(DI*2), CX
+	MOVQ    208(SP), R10
+	ADDQ    AX, R10
+	LEAQ    704(AX), R11
+	MOVQ    176(SP), R12
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+
+scoresq8_rows4:
+	VPBROADCASTD (R9), Y4
+	VPBROADCASTD (R9)(DI*1), Y5
+	VPBROADCASTD (R9)(DI*2), Y6
+	VPBROADCASTD (R9)(CX*1), Y7
+	VMOVDQU      (R10), Y8
+	VPBROADCASTD (DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD (DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD (DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD (DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      32(R10), Y8
+	VPBROADCASTD 4(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 4(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 4(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 4(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      64(R10), Y8
+	VPBROADCASTD 8(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 8(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 8(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 8(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      96(R10), Y8
+	VPBROADCASTD 12(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 12(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 12(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 12(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      128(R10), Y8
+	VPBROADCASTD 16(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 16(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 16(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 16(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      160(R10), Y8
+	VPBROADCASTD 20(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 20(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 20(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 20(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      192(R10), Y8
+	VPBROADCASTD 24(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 24(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 24(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 24(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VMOVDQU      224(R10), Y8
+	VPBROADCASTD 28(DX), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe1 // VPDPBUSD Y9, Y8, Y4
+	VPBROADCASTD 28(DX)(BX*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xe9 // VPDPBUSD Y9, Y8, Y5
+	VPBROADCASTD 28(DX)(BX*2), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf1 // VPDPBUSD Y9, Y8, Y6
+	VPBROADCASTD 28(DX)(SI*1), Y9
+	BYTE $0x62; BYTE $0xd2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xf9 // VPDPBUSD Y9, Y8, Y7
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       (R11), Y4, Y4
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       (R11), Y5, Y5
+	VBROADCASTSS (R8)(DI*1), Y4
+	VFMADD231PS  Y4, Y5, Y1
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       (R11), Y6, Y6
+	VBROADCASTSS (R8)(DI*2), Y4
+	VFMADD231PS  Y4, Y6, Y2
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (R11), Y7, Y7
+	VBROADCASTSS (R8)(CX*1), Y4
+	VFMADD231PS  Y4, Y7, Y3
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	DECQ         R12
+	JNZ          scoresq8_rows4
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+
+scoresq8_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y4
+	VPERM2F128   $0x01, Y4, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0x4e, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0xb1, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y4, Y5, Y4
+	VMAXPS       constsAVX2<>+384(SB), Y4, Y6
+	VSUBPS       Y6, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
+	VMULPS       Y0, Y0, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y0, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y0
+	VADDPS       Y0, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y0
+	VADDPS       Y0, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y0
+	VADDPS       Y0, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y0, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y10, Y8, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X4, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+scoresq8_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y4
+	VMAXPS       Y4, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y4
+	VMAXPS       Y4, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y4
+	VMAXPS       Y4, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y0, Y4, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y5
+	VSUBPS       Y5, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
+	VMULPS       Y1, Y1, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y1, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y1
+	VADDPS       Y1, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y1
+	VADDPS       Y1, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y1
+	VADDPS       Y1, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y1, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y9, Y7, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y2, Y2
+
+scoresq8_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y1
+	VBLENDVPS    Y1, Y0, Y2, Y2
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y2, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y4
+	VSUBPS       Y4, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
+	VMULPS       Y2, Y2, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y2, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y2
+	VADDPS       Y2, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y2
+	VADDPS       Y2, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y2
+	VADDPS       Y2, Y8, Y8
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
+	VMULPS       Y1, Y1, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y1, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y2, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y3, Y3
+
+scoresq8_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y1
+	VBLENDVPS    Y1, Y0, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
+	VSUBPS       Y2, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y3, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y3
+	VADDPS       Y3, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y3
+	VADDPS       Y3, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y3
+	VADDPS       Y3, Y7, Y7
+	VSUBPS       Y2, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y1, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y2, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), BX
+	SHLQ    $0x02, BX
+	MOVQ    qs+176(FP), SI
+	MOVQ    qc+184(FP), DI
+	IMULQ   BX, CX
+	ADDQ    CX, SI
+	ADDQ    CX, DI
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    704(AX), BX
+	MOVQ    176(SP), R8
+	VMOVUPS constsAVX2<>+768(SB), Y0
+
+scoresq8_rows1:
+	VPBROADCASTD (DI), Y1
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVDQU      (CX), Y3
+	VPBROADCASTD (DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      32(CX), Y3
+	VPBROADCASTD 4(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VMOVDQU      64(CX), Y3
+	VPBROADCASTD 8(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      96(CX), Y3
+	VPBROADCASTD 12(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VMOVDQU      128(CX), Y3
+	VPBROADCASTD 16(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      160(CX), Y3
+	VPBROADCASTD 20(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VMOVDQU      192(CX), Y3
+	VPBROADCASTD 24(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
+	VMOVDQU      224(CX), Y3
+	VPBROADCASTD 28(DX), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xd4 // VPDPBUSD Y4, Y3, Y2
+	VPADDD       Y2, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       (BX), Y1, Y1
+	VBROADCASTSS (SI), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x20, BX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         R8
+	JNZ          scoresq8_rows1
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scoresq8_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+pv:
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  rows2_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows2_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
+
+rows2_not4:
+	CMPQ CX, $0x03
+	JNE  rows2_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
+
+rows2_not3:
+	CMPQ CX, $0x02
+	JNE  rows2_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
+
+rows2_not2:
+	CMPQ CX, $0x01
+	JNE  rows2_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
+
+rows2_not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs4_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   24(SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   8(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVSXBD   16(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VPMOVSXBD   24(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs4_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y9
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+	PREFETCHT1   24(SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   8(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVSXBD   16(DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VFMADD231PS Y10, Y9, Y7
+	VMOVDQU     656(AX), X10
+	VMASKMOVPS  24(DI), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VFMADD231PS Y10, Y9, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs3_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVSXBD   8(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VPMOVSXBD   16(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs3_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y7
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+	PREFETCHT1   16(SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VFMADD231PS Y8, Y7, Y4
+	VPMOVSXBD   8(DI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VFMADD231PS Y8, Y7, Y5
+	VMOVDQU     656(AX), X8
+	VMASKMOVPS  16(DI), X8, X8
+	VPMOVSXBD   X8, Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VFMADD231PS Y8, Y7, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs2_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VPMOVSXBD   8(DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs2_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y5
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT1   (SI)
+	PREFETCHT1   8(SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVSXBD   (DI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y1
+	VFMADD231PS Y6, Y5, Y3
+	VMOVDQU     656(AX), X6
+	VMASKMOVPS  8(DI), X6, X6
+	VPMOVSXBD   X6, Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS Y6, Y0, Y2
+	VFMADD231PS Y6, Y5, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs1_whole_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVSXBD   (DI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+
+rows2_vecs1_masked_keys:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 32(BX), Y3
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  (DI), X4, X4
+	VPMOVSXBD   X4, Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VFMADD231PS Y4, Y3, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   56(BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VPMOVSXBD   8(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VPMOVSXBD   16(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VPMOVSXBD   24(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y7
+	VPMOVSXBD   56(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+	PREFETCHT1   56(BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y1
+	VPMOVSXBD   8(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y2
+	VPMOVSXBD   16(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y3
+	VPMOVSXBD   24(SI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VFMADD231PS Y10, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y7
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  56(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y9, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y8
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y6
+	VPMOVSXBD   48(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y8
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+	PREFETCHT1   48(BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y1
+	VPMOVSXBD   8(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y2
+	VPMOVSXBD   16(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y3
+	VPMOVSXBD   24(SI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y6
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  48(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y8, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y5
+	VPMOVSXBD   40(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+	PREFETCHT1   40(BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y1
+	VPMOVSXBD   8(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y2
+	VPMOVSXBD   16(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y3
+	VPMOVSXBD   24(SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y5
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  40(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y7, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VPMOVSXBD   32(SI), Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y6, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 512(DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+	PREFETCHT1   32(BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y1
+	VPMOVSXBD   8(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y2
+	VPMOVSXBD   16(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VPMOVSXBD   24(SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS Y7, Y0, Y4
+	VMOVDQU     656(AX), X0
+	VMASKMOVPS  32(SI), X0, X0
+	VPMOVSXBD   X0, Y0
+	VCVTDQ2PS   Y0, Y0
+	VFMADD231PS Y0, Y6, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVSXBD   8(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVSXBD   16(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VPMOVSXBD   24(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+	PREFETCHT1   24(BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVSXBD   8(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVSXBD   16(SI), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVDQU     656(AX), X5
+	VMASKMOVPS  24(SI), X5, X5
+	VPMOVSXBD   X5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVSXBD   8(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VPMOVSXBD   16(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+	PREFETCHT1   16(BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y1
+	VPMOVSXBD   8(SI), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y2
+	VMOVDQU     656(AX), X4
+	VMASKMOVPS  16(SI), X4, X4
+	VPMOVSXBD   X4, Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS Y4, Y0, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VPMOVSXBD   8(SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT1   (BX)
+	PREFETCHT1   8(BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVSXBD   (SI), Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y1
+	VMOVDQU     656(AX), X3
+	VMASKMOVPS  8(SI), X3, X3
+	VPMOVSXBD   X3, Y3
+	VCVTDQ2PS   Y3, Y3
+	VFMADD231PS Y3, Y0, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVSXBD   (SI), Y2
+	VCVTDQ2PS   Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y0
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VMOVDQU     656(AX), X2
+	VMASKMOVPS  (SI), X2, X2
+	VPMOVSXBD   X2, Y2
+	VCVTDQ2PS   Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
 // func WidenF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, F16C
 TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-48

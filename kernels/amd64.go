@@ -206,6 +206,22 @@ func x86DecodeQ8(kernel decodeQ8Func, lanes int) decodeQ8Kernel {
 	}
 }
 
+// EmulatedVNNI returns, for tests, a copy of the avx2 set (named
+// "avx2-vnniemu") whose DecodeQ8 is DecodeQ8VNNIEmuAVX2: the AVX-VNNI
+// kernel's code with VPDPBUSD in its EVEX ymm form, the same instruction
+// on AVX512_VNNI CPUs, so that the kernel runs where AVX-VNNI does not
+// (TestEVEXObjdump checks the VEX bytes). nil where the CPU has no
+// AVX2 set or no AVX512_VNNI with AVX512VL.
+func EmulatedVNNI() *Set {
+	if !cpuid.CPU.Supports(append(avx2.requires, cpuid.AVX512VNNI, cpuid.AVX512VL)...) {
+		return nil
+	}
+	ks := *avx2
+	ks.Name = "avx2-vnniemu"
+	ks.decodeQ8 = x86DecodeQ8(asm.DecodeQ8VNNIEmuAVX2, asm.LanesAVX2)
+	return &ks
+}
+
 func init() {
 	// VPDPBUSD (AVX512_VNNI): Intel from Ice Lake and Cascade Lake, AMD
 	// from Zen 4.
@@ -213,8 +229,14 @@ func init() {
 	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
 		avx512.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX512, asm.LanesAVX512)
 	}
-	// VPSIGNB, VPMADDUBSW and VPMADDWD: every AVX2 core.
+	// VPSIGNB, VPMADDUBSW and VPMADDWD on every AVX2 core, AVX-VNNI's
+	// VPDPBUSD where the CPU has it (Intel from Alder Lake and Sapphire
+	// Rapids, AMD from Zen 5); the AVX-512 features are EmulatedVNNI's.
+	avx2.optional = append(avx2.optional, cpuid.AVXVNNI, cpuid.AVX512VNNI, cpuid.AVX512VL)
 	avx2.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX2, asm.LanesAVX2)
+	if cpuid.CPU.Supports(cpuid.AVXVNNI) {
+		avx2.decodeQ8 = x86DecodeQ8(asm.DecodeQ8VNNIAVX2, asm.LanesAVX2)
+	}
 	for _, ks := range []*Set{avx2, avx512} {
 		if cpuid.CPU.Supports(ks.requires...) {
 			available = append([]*Set{ks}, available...)

@@ -10,13 +10,17 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-// q8Sets are the sets this CPU runs DecodeQ8 on.
+// q8Sets are the sets this CPU runs DecodeQ8 on, and the avx2 set on
+// the Emu twin of its AVX-VNNI kernel where the CPU has AVX512_VNNI.
 func q8Sets() []*Set {
 	var out []*Set
 	for _, ks := range Available() {
 		if ks.decodeQ8 != nil {
 			out = append(out, ks)
 		}
+	}
+	if ks := EmulatedVNNI(); ks != nil {
+		out = append(out, ks)
 	}
 	return out
 }

@@ -20,6 +20,11 @@ var engines []*Engine
 // tiles: the engines of the bfloat16 mode's tests.
 var bf16Engines []*Engine
 
+// int8Engines are engines and, where the CPU has AVX512_VNNI, an engine
+// on the avx2 set whose DecodeQ8 is the AVX-VNNI kernel's Emu twin: the
+// engines of the int8 mode's oracle tests.
+var int8Engines []*Engine
+
 func TestMain(m *testing.M) {
 	for _, ks := range kernels.Available() {
 		e, err := New(Config{ISA: ks.Name, Threads: 2})
@@ -40,6 +45,10 @@ func TestMain(m *testing.M) {
 	bf16Engines = engines
 	if ks := kernels.EmulatedAMX(); ks != nil {
 		bf16Engines = append(append([]*Engine(nil), engines...), &Engine{ks: ks, pool: newPool(2)})
+	}
+	int8Engines = engines
+	if ks := kernels.EmulatedVNNI(); ks != nil && os.Getenv("FASTATTN_ISA") == "" {
+		int8Engines = append(append([]*Engine(nil), engines...), &Engine{ks: ks, pool: newPool(2)})
 	}
 	os.Exit(m.Run())
 }

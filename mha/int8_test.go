@@ -60,8 +60,11 @@ func checkStored(t *testing.T, rng *rand.Rand, s Shape, o Options, name string, 
 func compareEngines(t *testing.T, name string, s Shape, o Options, q []float32, call storedCall, wantOut, wantLSE []float64, tol float64) {
 	t.Helper()
 	list := engines
-	if o.Compute == ComputeBF16 {
+	switch o.Compute {
+	case ComputeBF16:
 		list = bf16Engines
+	case ComputeInt8:
+		list = int8Engines
 	}
 	for _, e := range list {
 		out, lse := make([]float32, len(wantOut)), make([]float32, len(wantLSE))

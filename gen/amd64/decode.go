@@ -149,7 +149,8 @@ func (g *gen) scaleEntryBytes() int { return 1 << g.scaleEntryLog() }
 // scratch (lanes scales, key c's at c entries).
 func (g *gen) scaleRowLog() uint8 { return g.lanesLog() + g.scaleEntryLog() }
 
-func (g *gen) decode(e elem, q8 bool) {
+func (g *gen) decode(e elem, form q8Form) {
+	q8 := form != q8None
 	x := g.isa
 	T := x.lanes
 	sig := fmt.Sprintf("func(q *float32, rows, kvec, ktail int, k %s, ldk int, v %s, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32", e.goType(), e.goType())
@@ -163,11 +164,11 @@ func (g *gen) decode(e elem, q8 bool) {
 			"(fixed part, then a block's K and V scales, block-major)."}
 	}
 	if q8 {
-		name = "DecodeQ8"
+		name = form.kernel(x)
 		sig += ", q8 *int8, ldq8 int, qs *float32, qc *int32"
 		score = "\t\tsc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]"
-		if x.avx512() {
-			scaled = append(scaled, "The scores are integer dot products (VPDPBUSD): q8 holds the rows quantized",
+		if form != q8Sign {
+			scaled = append(scaled, "The scores are integer dot products ("+form.dot(x)+"): q8 holds the rows quantized",
 				"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
 				"and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.",
 				"Each block's K rows are copied once into the scratch transposed by dwords, each",
@@ -371,7 +372,7 @@ func (g *gen) decode(e elem, q8 bool) {
 	}
 	if q8 {
 		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.")
-		g.transposeQ8(lc, sp)
+		g.transposeQ8(lc, sp, form)
 	}
 
 	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
@@ -403,7 +404,7 @@ func (g *gen) decode(e elem, q8 bool) {
 		for _, R := range scoreGroups {
 			g.Label(groupLabel("scores", R, prefetch))
 			if q8 {
-				g.decodeScoresQ8(lc, sp, R)
+				g.decodeScoresQ8(lc, sp, R, form)
 			} else {
 				g.decodeScores(e, lc, mkK, sp, R, prefetch)
 			}

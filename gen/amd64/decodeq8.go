@@ -11,22 +11,55 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
+// q8Form is how a decode kernel multiplies int8 K by the int8 query rows.
+type q8Form int
+
+const (
+	q8None   q8Form = iota // Decode: K dequantized to float32
+	q8Sign                 // AVX2's DecodeQ8: VPSIGNB, VPMADDUBSW, VPMADDWD
+	q8Dot                  // VPDPBUSD: AVX-512's DecodeQ8 (AVX512_VNNI), AVX2's DecodeQ8VNNI (AVX-VNNI)
+	q8DotEmu               // DecodeQ8VNNIEmu: DecodeQ8VNNI on VPDPBUSD's EVEX ymm form, its twin on AVX-512 CPUs
+)
+
+// kernel is the name of the form's kernel on x (before the set's
+// suffix): each set's DecodeQ8 is its form for every CPU of the set.
+func (f q8Form) kernel(x isa) string {
+	switch {
+	case x.avx512() || f == q8Sign:
+		return "DecodeQ8"
+	case f == q8DotEmu:
+		return "DecodeQ8VNNIEmu"
+	}
+	return "DecodeQ8VNNI"
+}
+
+// dot names the instruction of a dot form on x.
+func (f q8Form) dot(x isa) string {
+	switch {
+	case x.avx512():
+		return "VPDPBUSD"
+	case f == q8DotEmu:
+		return "VPDPBUSD in its EVEX ymm form, AVX512_VNNI and AVX512VL: the Emu twin of DecodeQ8VNNI"
+	}
+	return "AVX-VNNI's VPDPBUSD, VEX-encoded"
+}
+
 // The scores of DecodeQ8, for a block of T = lanes keys (16 or 8):
 //
 //	transpose  once per block, the T K rows are loaded 4·T bytes (T
 //	           dwords) at a time and transposed T×T by dwords into the
 //	           scratch: dword row i holds bytes 4i..4i+3 of key c in lane
-//	           c (Kt, 4·T bytes a row). AVX-512 flips each byte's sign bit
-//	           on the way (k+128, 0..255: VPDPBUSD's unsigned operand);
-//	           AVX2 stores the bytes as they are;
+//	           c (Kt, 4·T bytes a row). The VPDPBUSD forms flip each
+//	           byte's sign bit on the way (k+128, 0..255: its unsigned
+//	           operand); VPMADDUBSW's stores the bytes as they are;
 //	scores     per row group (4, 2 or 1 rows) and scale block b (32/4 = 8
 //	           dword rows): each Kt row meets each row's dword of q8,
 //	           broadcast, and adds the 4 products of each lane into the
 //	           row's int32 sums:
-//	           AVX-512  one VPDPBUSD, the sums started at the row's
-//	                    correction -128·Σ q8 of the block (undoing the
-//	                    +128);
-//	           AVX2     the sign moved from k to q (VPSIGNB: q·sign(k);
+//	           VPDPBUSD  one (AVX2: after a broadcast of the dword), the
+//	                     sums started at the row's correction
+//	                     -128·Σ q8 of the block (undoing the +128);
+//	           AVX2      the sign moved from k to q (VPSIGNB: q·sign(k);
 //	                    VPABSB: |k|, once per Kt row for all rows), then
 //	                    VPMADDUBSW of |k| (unsigned) by q·sign(k) (signed)
 //	                    into 16-bit pairs, VPMADDWD by ones into dwords,
@@ -67,7 +100,7 @@ func (g *gen) storeInts(y reg.VecVirtual, m operand.Mem) {
 // prefetch finds the line just loaded). Into L1 the MHA step over BSHD
 // rows ran 15% slower than DecodeI8, burst before the loads or spread
 // beside them alike.
-func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual) {
+func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	T := g.isa.lanes
 	chunkBytes := 4 * T
 	kt, k0, ld := g.GP64(), g.GP64(), g.GP64()
@@ -81,9 +114,13 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual) {
 	g.MOVQ(lc.krow, n)
 	g.SHRQ(operand.U8(g.lanesLog()+2), n) // whole chunks
 	var flip reg.VecVirtual
-	if g.isa.avx512() {
+	switch {
+	case g.isa.avx512():
 		flip = g.vec()
 		g.VMOVDQU32(g.cst("byteSigns"), flip)
+	case form != q8Sign:
+		flip = g.vec()
+		g.VMOVDQU(g.cst("byteSigns"), flip)
 	}
 	// chunk transposes the next 4·T bytes of each row; masked: the
 	// tail's dwords only (tail's kmask or, AVX2, ymask in a register).
@@ -94,13 +131,19 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual) {
 			switch {
 			case !masked && g.isa.avx512():
 				g.VPXORD(keys.row(c), flip, x[c])
+			case !masked && flip != nil:
+				g.VPXOR(keys.row(c), flip, x[c])
 			case !masked:
 				g.VMOVDQU(keys.row(c), x[c])
 			case g.isa.avx512():
 				g.VMOVDQU32_Z(keys.row(c), tail.kmask, x[c])
 				g.VPXORD(flip, x[c], x[c])
 			default:
+				// Masked dwords load as zeros; flipped, 128s (as AVX-512's).
 				g.VPMASKMOVD(keys.row(c), ymask, x[c])
+				if flip != nil {
+					g.VPXOR(flip, x[c], x[c])
+				}
 			}
 		}
 		for c := range x {
@@ -251,7 +294,7 @@ func (g *gen) transposeDwords(x []reg.VecVirtual) []reg.VecVirtual {
 // sums (AVX-512: started at the rows' corrections) take 8 Kt rows × R
 // dot steps (one row: two sums per row, alternate Kt rows, so the chain
 // is half as long), then are scaled into the rows' float32 scores.
-func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int) {
+func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Form) {
 	lb := groupLabel("scoresq8", R, false)
 	sums := 1
 	if R == 1 {
@@ -304,9 +347,9 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int) {
 		score[r] = g.vec()
 		g.zero(score[r])
 	}
-	avx512 := g.isa.avx512()
+	avx512, sign := g.isa.avx512(), form == q8Sign
 	var ones reg.VecVirtual
-	if !avx512 {
+	if sign {
 		ones = g.vec()
 		g.VMOVDQU(g.cst("wordOnes"), ones)
 	}
@@ -316,7 +359,7 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int) {
 		acc[r] = make([]reg.VecVirtual, sums)
 		for a := range acc[r] {
 			acc[r][a] = g.vec()
-			if a == 0 && avx512 {
+			if a == 0 && !sign {
 				g.VPBROADCASTD(at(cb, nb4, nb12, r, 0), acc[r][a])
 			} else {
 				g.zero(acc[r][a])
@@ -331,18 +374,29 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int) {
 			g.VMOVDQU32(ktRow, y)
 		} else {
 			g.VMOVDQU(ktRow, y)
+		}
+		if sign {
 			g.VPABSB(y, abs)
 		}
 		for r := range acc {
 			q, sum := at(qb, ldq, ldq3, r, 4*i), acc[r][i%sums]
+			// VPDPBUSD: sum += Σ_4 (k+128)[c]·q8[r] over dword i, y
+			// unsigned, q signed.
 			if avx512 {
-				// sum += Σ_4 (k+128)[c]·q8[r] over dword i: y unsigned, q signed.
 				g.VPDPBUSD_BCST(q, y, sum)
 				continue
 			}
-			// sum += Σ_4 |k|·(q8[r]·sign(k)) over dword i.
 			t := g.vec()
 			g.VPBROADCASTD(q, t)
+			switch form {
+			case q8Dot:
+				g.raw(vpdpbusdVEX, sum, y, t)
+				continue
+			case q8DotEmu:
+				g.raw(vpdpbusdEVEX256, sum, y, t)
+				continue
+			}
+			// VPMADDUBSW: sum += Σ_4 |k|·(q8[r]·sign(k)) over dword i.
 			g.VPSIGNB(y, t, t)
 			g.VPMADDUBSW(t, abs, t)
 			g.VPMADDWD(ones, t, t)

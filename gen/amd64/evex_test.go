@@ -28,32 +28,61 @@ func TestEVEXTable(t *testing.T) {
 			t.Errorf("VDPBF16PS zmm%d, zmm%d, zmm%d = % x, want % x", c.dst, c.src1, c.src2, got, c.want)
 		}
 	}
+	// VEX (C4, R̄X̄B̄mmmmm, Wv̄v̄v̄v̄Lpp, opcode, ModRM) and EVEX.256 VPDPBUSD.
+	for _, c := range []struct {
+		op              evexOp
+		dst, src1, src2 int
+		want            []byte
+	}{
+		{vpdpbusdVEX, 0, 1, 2, []byte{0xc4, 0xe2, 0x75, 0x50, 0xc2}},
+		// dst 4: R̄ = 1; src1 8: vvvv = 1000 → 0111; src2 9: B̄ = 0.
+		{vpdpbusdVEX, 4, 8, 9, []byte{0xc4, 0xc2, 0x3d, 0x50, 0xe1}},
+		{vpdpbusdVEX, 15, 15, 15, []byte{0xc4, 0x42, 0x05, 0x50, 0xff}},
+		{vpdpbusdEVEX256, 0, 1, 2, []byte{0x62, 0xf2, 0x75, 0x28, 0x50, 0xc2}},
+	} {
+		if got := c.op.encode(c.dst, c.src1, c.src2); !bytes.Equal(got, c.want) {
+			t.Errorf("%s%s ymm%d, ymm%d, ymm%d = % x, want % x", c.op.name, c.op.form, c.dst, c.src1, c.src2, got, c.want)
+		}
+	}
 }
 
-// TestEVEXObjdump disassembles VDPBF16PS on every register number's
-// encoding class (0, 7: low; 8, 15: R/B/vvvv bit 3; 16, 23: R'/X/V'
-// bit 4; 24, 31: both) in each operand with binutils' objdump (Debian:
+// TestEVEXObjdump disassembles VDPBF16PS and both forms of VPDPBUSD on
+// every register number's encoding class (0, 7: low; 8, 15: R/B/vvvv
+// bit 3; and for EVEX 16, 23: R'/X/V' bit 4; 24, 31: both) in each
+// operand with binutils' objdump (Debian:
 // binutils) and compares it with the instruction meant.
 func TestEVEXObjdump(t *testing.T) {
 	objdump, err := exec.LookPath("objdump")
 	if err != nil {
 		t.Skip("objdump not installed (apt-get install binutils); encodings checked only against TestEVEXTable")
 	}
-	regs := []int{0, 1, 7, 8, 15, 16, 23, 24, 31}
-	var code []byte
-	var want []string
-	for _, d := range regs {
-		for _, a := range regs {
-			for _, b := range regs {
-				code = append(code, vdpbf16ps.encode(d, a, b)...)
-				want = append(want, fmt.Sprintf("vdpbf16ps zmm%d,zmm%d,zmm%d", d, a, b))
+	for _, c := range []struct {
+		op   evexOp
+		text string // objdump's mnemonic
+		reg  string
+	}{{vdpbf16ps, "vdpbf16ps", "zmm"}, {vpdpbusdVEX, "{vex} vpdpbusd", "ymm"}, {vpdpbusdEVEX256, "vpdpbusd", "ymm"}} {
+		regs := []int{0, 1, 7, 8, 15, 16, 23, 24, 31}
+		if c.op.vex {
+			regs = regs[:5]
+		}
+		var code []byte
+		var want []string
+		var at []int // each instruction's first byte
+		for _, d := range regs {
+			for _, a := range regs {
+				for _, b := range regs {
+					at = append(at, len(code))
+					code = append(code, c.op.encode(d, a, b)...)
+					want = append(want, fmt.Sprintf("%s %s%d,%s%d,%s%d", c.text, c.reg, d, c.reg, a, c.reg, b))
+				}
 			}
 		}
-	}
-	got := disassemble(t, objdump, code, len(want))
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("% x: objdump says %q, want %q", code[6*i:6*i+6], got[i], want[i])
+		at = append(at, len(code))
+		got := disassemble(t, objdump, code, len(want))
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("% x: objdump says %q, want %q", code[at[i]:at[i+1]], got[i], want[i])
+			}
 		}
 	}
 }

@@ -56,9 +56,15 @@ func generate(x isa, dir string) error {
 	g.transpose()
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8} {
-		g.decode(e, false)
+		g.decode(e, q8None)
 	}
-	g.decode(i8, true) // DecodeQ8: int8 K on integer dot products
+	if x.avx512() {
+		g.decode(i8, q8Dot) // DecodeQ8: int8 K on VPDPBUSD
+	} else {
+		g.decode(i8, q8Sign)   // DecodeQ8: on VPMADDUBSW
+		g.decode(i8, q8Dot)    // DecodeQ8VNNI: on AVX-VNNI's VPDPBUSD
+		g.decode(i8, q8DotEmu) // DecodeQ8VNNIEmu: the same on its EVEX form
+	}
 	g.convert()
 	g.widenI4KV()
 	g.dequant()
