@@ -25052,7 +25052,7 @@ panelnext:
 
 // func DecodeQ8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 // Requires: AVX, AVX2, FMA3, MMX+
-TEXT ·DecodeQ8AVX2(SB), NOSPLIT, $216-192
+TEXT ·DecodeQ8AVX2(SB), NOSPLIT, $240-192
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -25264,6 +25264,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -25340,8 +25346,10 @@ scalesv:
 	ADDQ $0x00000020, DX
 	DECQ BX
 	JNZ  scalesv
+	CMPQ rows+8(FP), $0x01
+	JEQ  q8row
 
-	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).
 	MOVQ 208(SP), CX
 	ADDQ AX, CX
 	MOVQ (SP), DX
@@ -26278,6 +26286,293 @@ scoresq8_rows1_row0_noalibi:
 	MOVQ         CX, 88(SP)
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+q8row:
+	MOVQ    $0x00000000, 88(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	LEAQ    (DX)(DX*2), BX
+	LEAQ    (CX)(DX*4), SI
+	MOVQ    q8+160(FP), DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	MOVQ    R8, 216(SP)
+	MOVQ    R9, 224(SP)
+	LEAQ    704(AX), R8
+	MOVQ    R8, 232(SP)
+	MOVQ    72(SP), R8
+	SHRQ    $0x05, R8
+	VMOVDQU constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+
+q8row_chunk:
+	TESTQ        R8, R8
+	JZ           q8row_tail
+	VMOVDQU      (DI), Y2
+	VPABSB       (CX), Y4
+	VPSIGNB      (CX), Y2, Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPABSB       (CX)(DX*1), Y5
+	VPSIGNB      (CX)(DX*1), Y2, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPABSB       (CX)(DX*2), Y6
+	VPSIGNB      (CX)(DX*2), Y2, Y5
+	VPMADDUBSW   Y5, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPABSB       (CX)(BX*1), Y7
+	VPSIGNB      (CX)(BX*1), Y2, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPABSB       (SI), Y8
+	VPSIGNB      (SI), Y2, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPABSB       (SI)(DX*1), Y9
+	VPSIGNB      (SI)(DX*1), Y2, Y8
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPABSB       (SI)(DX*2), Y10
+	VPSIGNB      (SI)(DX*2), Y2, Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPABSB       (SI)(BX*1), Y10
+	VPSIGNB      (SI)(BX*1), Y2, Y2
+	VPMADDUBSW   Y2, Y10, Y2
+	VPMADDWD     Y0, Y2, Y2
+	MOVQ         128(SP), R9
+	LEAQ         (CX)(R9*1), R10
+	LEAQ         (SI)(R9*1), R9
+	PREFETCHT1   (R10)
+	PREFETCHT1   (R10)(DX*1)
+	PREFETCHT1   (R10)(DX*2)
+	PREFETCHT1   (R10)(BX*1)
+	PREFETCHT1   (R9)
+	PREFETCHT1   (R9)(DX*1)
+	PREFETCHT1   (R9)(DX*2)
+	PREFETCHT1   (R9)(BX*1)
+	MOVQ         216(SP), R9
+	MOVQ         224(SP), R10
+	MOVQ         232(SP), R11
+	VPUNPCKLDQ   Y4, Y3, Y10
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y10, Y3
+	VPUNPCKLDQ   Y6, Y5, Y4
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y8, Y7, Y5
+	VPUNPCKHDQ   Y8, Y7, Y6
+	VPADDD       Y6, Y5, Y5
+	VPUNPCKLDQ   Y2, Y9, Y6
+	VPUNPCKHDQ   Y2, Y9, Y2
+	VPADDD       Y2, Y6, Y2
+	VPUNPCKLQDQ  Y4, Y3, Y6
+	VPUNPCKHQDQ  Y4, Y3, Y3
+	VPADDD       Y3, Y6, Y3
+	VPUNPCKLQDQ  Y2, Y5, Y4
+	VPUNPCKHQDQ  Y2, Y5, Y2
+	VPADDD       Y2, Y4, Y2
+	VPERM2I128   $0x20, Y2, Y3, Y4
+	VPERM2I128   $0x31, Y2, Y3, Y2
+	VPADDD       Y2, Y4, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R11), Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x00000020, R11
+	MOVQ         R9, 216(SP)
+	MOVQ         R10, 224(SP)
+	MOVQ         R11, 232(SP)
+	ADDQ         $0x20, DI
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, SI
+	DECQ         R8
+	JMP          q8row_chunk
+
+q8row_tail:
+	MOVQ         72(SP), R8
+	ANDQ         $0x1f, R8
+	JZ           q8row_done
+	SHRQ         $0x02, R8
+	MOVQ         $0x00000008, R9
+	SUBQ         R8, R9
+	LEAQ         constsAVX2<>+1152(SB), R8
+	LEAQ         (R8)(R9*4), R8
+	VMOVDQU      (R8), Y2
+	VMOVDQU      (DI), Y3
+	VPMASKMOVD   (CX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPSIGNB      Y4, Y3, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPMASKMOVD   (CX)(DX*1), Y2, Y5
+	VPABSB       Y5, Y6
+	VPSIGNB      Y5, Y3, Y5
+	VPMADDUBSW   Y5, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPMASKMOVD   (CX)(DX*2), Y2, Y6
+	VPABSB       Y6, Y7
+	VPSIGNB      Y6, Y3, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPMASKMOVD   (CX)(BX*1), Y2, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPMASKMOVD   (SI), Y2, Y8
+	VPABSB       Y8, Y9
+	VPSIGNB      Y8, Y3, Y8
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPMASKMOVD   (SI)(DX*1), Y2, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y3, Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPMASKMOVD   (SI)(DX*2), Y2, Y10
+	VPABSB       Y10, Y11
+	VPSIGNB      Y10, Y3, Y10
+	VPMADDUBSW   Y10, Y11, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPMASKMOVD   (SI)(BX*1), Y2, Y2
+	VPABSB       Y2, Y11
+	VPSIGNB      Y2, Y3, Y2
+	VPMADDUBSW   Y2, Y11, Y2
+	VPMADDWD     Y0, Y2, Y0
+	MOVQ         128(SP), DI
+	LEAQ         (CX)(DI*1), CX
+	LEAQ         (SI)(DI*1), SI
+	PREFETCHT1   (CX)
+	PREFETCHT1   (CX)(DX*1)
+	PREFETCHT1   (CX)(DX*2)
+	PREFETCHT1   (CX)(BX*1)
+	PREFETCHT1   (SI)
+	PREFETCHT1   (SI)(DX*1)
+	PREFETCHT1   (SI)(DX*2)
+	PREFETCHT1   (SI)(BX*1)
+	MOVQ         216(SP), CX
+	MOVQ         224(SP), DX
+	MOVQ         232(SP), DX
+	VPUNPCKLDQ   Y5, Y4, Y2
+	VPUNPCKHDQ   Y5, Y4, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y9, Y8, Y4
+	VPUNPCKHDQ   Y9, Y8, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y0, Y10, Y5
+	VPUNPCKHDQ   Y0, Y10, Y0
+	VPADDD       Y0, Y5, Y0
+	VPUNPCKLQDQ  Y3, Y2, Y5
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y5, Y2
+	VPUNPCKLQDQ  Y0, Y4, Y3
+	VPUNPCKHQDQ  Y0, Y4, Y0
+	VPADDD       Y0, Y3, Y0
+	VPERM2I128   $0x20, Y0, Y2, Y3
+	VPERM2I128   $0x31, Y0, Y2, Y0
+	VPADDD       Y0, Y3, Y0
+	VCVTDQ2PS    Y0, Y0
+	VMULPS       (DX), Y0, Y0
+	VBROADCASTSS (CX), Y2
+	VFMADD231PS  Y2, Y0, Y1
+
+q8row_done:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
+	VMULPS       Y1, Y1, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y1, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.
@@ -28399,7 +28694,7 @@ panelnext:
 
 // func DecodeQ8VNNIAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 // Requires: AVX, AVX2, AVXVNNI, FMA3, MMX+
-TEXT ·DecodeQ8VNNIAVX2(SB), NOSPLIT, $216-192
+TEXT ·DecodeQ8VNNIAVX2(SB), NOSPLIT, $240-192
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -28611,6 +28906,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -28687,8 +28988,10 @@ scalesv:
 	ADDQ $0x00000020, DX
 	DECQ BX
 	JNZ  scalesv
+	CMPQ rows+8(FP), $0x01
+	JEQ  q8row
 
-	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).
 	MOVQ    208(SP), CX
 	ADDQ    AX, CX
 	MOVQ    (SP), DX
@@ -29496,6 +29799,281 @@ scoresq8_rows1_row0_noalibi:
 	MOVQ         CX, 88(SP)
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+q8row:
+	MOVQ    $0x00000000, 88(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	LEAQ    (DX)(DX*2), BX
+	LEAQ    (CX)(DX*4), SI
+	MOVQ    q8+160(FP), DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	MOVQ    R8, 216(SP)
+	MOVQ    R9, 224(SP)
+	LEAQ    704(AX), R8
+	MOVQ    R8, 232(SP)
+	MOVQ    72(SP), R8
+	SHRQ    $0x05, R8
+	VMOVDQU constsAVX2<>+992(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+
+q8row_chunk:
+	TESTQ        R8, R8
+	JZ           q8row_tail
+	VMOVDQU      (DI), Y2
+	VPXOR        (CX), Y0, Y4
+	VMOVUPS      constsAVX2<>+768(SB), Y3
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
+	VPXOR        (CX)(DX*1), Y0, Y5
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
+	VPXOR        (CX)(DX*2), Y0, Y6
+	VMOVUPS      constsAVX2<>+768(SB), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
+	VPXOR        (CX)(BX*1), Y0, Y7
+	VMOVUPS      constsAVX2<>+768(SB), Y6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x45; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
+	VPXOR        (SI), Y0, Y8
+	VMOVUPS      constsAVX2<>+768(SB), Y7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x3d; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
+	VPXOR        (SI)(DX*1), Y0, Y9
+	VMOVUPS      constsAVX2<>+768(SB), Y8
+	BYTE $0xc4; BYTE $0x62; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
+	VPXOR        (SI)(DX*2), Y0, Y10
+	VMOVUPS      constsAVX2<>+768(SB), Y9
+	BYTE $0xc4; BYTE $0x62; BYTE $0x2d; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
+	VPXOR        (SI)(BX*1), Y0, Y11
+	VMOVUPS      constsAVX2<>+768(SB), Y10
+	BYTE $0xc4; BYTE $0x62; BYTE $0x25; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
+	MOVQ         128(SP), R9
+	LEAQ         (CX)(R9*1), R10
+	LEAQ         (SI)(R9*1), R9
+	PREFETCHT1   (R10)
+	PREFETCHT1   (R10)(DX*1)
+	PREFETCHT1   (R10)(DX*2)
+	PREFETCHT1   (R10)(BX*1)
+	PREFETCHT1   (R9)
+	PREFETCHT1   (R9)(DX*1)
+	PREFETCHT1   (R9)(DX*2)
+	PREFETCHT1   (R9)(BX*1)
+	MOVQ         216(SP), R9
+	MOVQ         224(SP), R10
+	MOVQ         232(SP), R11
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y8, Y7, Y4
+	VPUNPCKHDQ   Y8, Y7, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y10, Y9, Y5
+	VPUNPCKHDQ   Y10, Y9, Y6
+	VPADDD       Y6, Y5, Y5
+	VPUNPCKLQDQ  Y3, Y2, Y6
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y6, Y2
+	VPUNPCKLQDQ  Y5, Y4, Y3
+	VPUNPCKHQDQ  Y5, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPERM2I128   $0x20, Y3, Y2, Y4
+	VPERM2I128   $0x31, Y3, Y2, Y2
+	VPADDD       Y2, Y4, Y2
+	VPBROADCASTD (R10), Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R11), Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x00000020, R11
+	MOVQ         R9, 216(SP)
+	MOVQ         R10, 224(SP)
+	MOVQ         R11, 232(SP)
+	ADDQ         $0x20, DI
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, SI
+	DECQ         R8
+	JMP          q8row_chunk
+
+q8row_tail:
+	MOVQ         72(SP), R8
+	ANDQ         $0x1f, R8
+	JZ           q8row_done
+	SHRQ         $0x02, R8
+	MOVQ         $0x00000008, R9
+	SUBQ         R8, R9
+	LEAQ         constsAVX2<>+1152(SB), R8
+	LEAQ         (R8)(R9*4), R8
+	VMOVDQU      (R8), Y2
+	VMOVDQU      (DI), Y3
+	VPMASKMOVD   (CX), Y2, Y4
+	VPXOR        Y4, Y0, Y5
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe3 // VPDPBUSD Y3, Y5, Y4
+	VPMASKMOVD   (CX)(DX*1), Y2, Y5
+	VPXOR        Y5, Y0, Y6
+	VMOVUPS      constsAVX2<>+768(SB), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xeb // VPDPBUSD Y3, Y6, Y5
+	VPMASKMOVD   (CX)(DX*2), Y2, Y6
+	VPXOR        Y6, Y0, Y7
+	VMOVUPS      constsAVX2<>+768(SB), Y6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x45; BYTE $0x50; BYTE $0xf3 // VPDPBUSD Y3, Y7, Y6
+	VPMASKMOVD   (CX)(BX*1), Y2, Y7
+	VPXOR        Y7, Y0, Y8
+	VMOVUPS      constsAVX2<>+768(SB), Y7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x3d; BYTE $0x50; BYTE $0xfb // VPDPBUSD Y3, Y8, Y7
+	VPMASKMOVD   (SI), Y2, Y8
+	VPXOR        Y8, Y0, Y9
+	VMOVUPS      constsAVX2<>+768(SB), Y8
+	BYTE $0xc4; BYTE $0x62; BYTE $0x35; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y9, Y8
+	VPMASKMOVD   (SI)(DX*1), Y2, Y9
+	VPXOR        Y9, Y0, Y10
+	VMOVUPS      constsAVX2<>+768(SB), Y9
+	BYTE $0xc4; BYTE $0x62; BYTE $0x2d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y10, Y9
+	VPMASKMOVD   (SI)(DX*2), Y2, Y10
+	VPXOR        Y10, Y0, Y11
+	VMOVUPS      constsAVX2<>+768(SB), Y10
+	BYTE $0xc4; BYTE $0x62; BYTE $0x25; BYTE $0x50; BYTE $0xd3 // VPDPBUSD Y3, Y11, Y10
+	VPMASKMOVD   (SI)(BX*1), Y2, Y2
+	VPXOR        Y2, Y0, Y2
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y2, Y0
+	MOVQ         128(SP), DI
+	LEAQ         (CX)(DI*1), CX
+	LEAQ         (SI)(DI*1), SI
+	PREFETCHT1   (CX)
+	PREFETCHT1   (CX)(DX*1)
+	PREFETCHT1   (CX)(DX*2)
+	PREFETCHT1   (CX)(BX*1)
+	PREFETCHT1   (SI)
+	PREFETCHT1   (SI)(DX*1)
+	PREFETCHT1   (SI)(DX*2)
+	PREFETCHT1   (SI)(BX*1)
+	MOVQ         216(SP), CX
+	MOVQ         224(SP), DX
+	MOVQ         232(SP), BX
+	VPUNPCKLDQ   Y5, Y4, Y2
+	VPUNPCKHDQ   Y5, Y4, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y9, Y8, Y4
+	VPUNPCKHDQ   Y9, Y8, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y0, Y10, Y5
+	VPUNPCKHDQ   Y0, Y10, Y0
+	VPADDD       Y0, Y5, Y0
+	VPUNPCKLQDQ  Y3, Y2, Y5
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y5, Y2
+	VPUNPCKLQDQ  Y0, Y4, Y3
+	VPUNPCKHQDQ  Y0, Y4, Y0
+	VPADDD       Y0, Y3, Y0
+	VPERM2I128   $0x20, Y0, Y2, Y3
+	VPERM2I128   $0x31, Y0, Y2, Y0
+	VPADDD       Y0, Y3, Y0
+	VPBROADCASTD (DX), Y2
+	VPADDD       Y2, Y0, Y0
+	VCVTDQ2PS    Y0, Y0
+	VMULPS       (BX), Y0, Y0
+	VBROADCASTSS (CX), Y2
+	VFMADD231PS  Y2, Y0, Y1
+
+q8row_done:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
+	VMULPS       Y1, Y1, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y1, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.
@@ -31617,7 +32195,7 @@ panelnext:
 
 // func DecodeQ8VNNIEmuAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 // Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
-TEXT ·DecodeQ8VNNIEmuAVX2(SB), NOSPLIT, $216-192
+TEXT ·DecodeQ8VNNIEmuAVX2(SB), NOSPLIT, $240-192
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -31829,6 +32407,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000008, DX
 
@@ -31905,8 +32489,10 @@ scalesv:
 	ADDQ $0x00000020, DX
 	DECQ BX
 	JNZ  scalesv
+	CMPQ rows+8(FP), $0x01
+	JEQ  q8row
 
-	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).
 	MOVQ    208(SP), CX
 	ADDQ    AX, CX
 	MOVQ    (SP), DX
@@ -32714,6 +33300,281 @@ scoresq8_rows1_row0_noalibi:
 	MOVQ         CX, 88(SP)
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+q8row:
+	MOVQ    $0x00000000, 88(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	LEAQ    (DX)(DX*2), BX
+	LEAQ    (CX)(DX*4), SI
+	MOVQ    q8+160(FP), DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	MOVQ    R8, 216(SP)
+	MOVQ    R9, 224(SP)
+	LEAQ    704(AX), R8
+	MOVQ    R8, 232(SP)
+	MOVQ    72(SP), R8
+	SHRQ    $0x05, R8
+	VMOVDQU constsAVX2<>+992(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+
+q8row_chunk:
+	TESTQ        R8, R8
+	JZ           q8row_tail
+	VMOVDQU      (DI), Y2
+	VPXOR        (CX), Y0, Y4
+	VMOVUPS      constsAVX2<>+768(SB), Y3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
+	VPXOR        (CX)(DX*1), Y0, Y5
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x55; BYTE $0x28; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
+	VPXOR        (CX)(DX*2), Y0, Y6
+	VMOVUPS      constsAVX2<>+768(SB), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4d; BYTE $0x28; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
+	VPXOR        (CX)(BX*1), Y0, Y7
+	VMOVUPS      constsAVX2<>+768(SB), Y6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x45; BYTE $0x28; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
+	VPXOR        (SI), Y0, Y8
+	VMOVUPS      constsAVX2<>+768(SB), Y7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
+	VPXOR        (SI)(DX*1), Y0, Y9
+	VMOVUPS      constsAVX2<>+768(SB), Y8
+	BYTE $0x62; BYTE $0x72; BYTE $0x35; BYTE $0x28; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
+	VPXOR        (SI)(DX*2), Y0, Y10
+	VMOVUPS      constsAVX2<>+768(SB), Y9
+	BYTE $0x62; BYTE $0x72; BYTE $0x2d; BYTE $0x28; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
+	VPXOR        (SI)(BX*1), Y0, Y11
+	VMOVUPS      constsAVX2<>+768(SB), Y10
+	BYTE $0x62; BYTE $0x72; BYTE $0x25; BYTE $0x28; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
+	MOVQ         128(SP), R9
+	LEAQ         (CX)(R9*1), R10
+	LEAQ         (SI)(R9*1), R9
+	PREFETCHT1   (R10)
+	PREFETCHT1   (R10)(DX*1)
+	PREFETCHT1   (R10)(DX*2)
+	PREFETCHT1   (R10)(BX*1)
+	PREFETCHT1   (R9)
+	PREFETCHT1   (R9)(DX*1)
+	PREFETCHT1   (R9)(DX*2)
+	PREFETCHT1   (R9)(BX*1)
+	MOVQ         216(SP), R9
+	MOVQ         224(SP), R10
+	MOVQ         232(SP), R11
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y8, Y7, Y4
+	VPUNPCKHDQ   Y8, Y7, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y10, Y9, Y5
+	VPUNPCKHDQ   Y10, Y9, Y6
+	VPADDD       Y6, Y5, Y5
+	VPUNPCKLQDQ  Y3, Y2, Y6
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y6, Y2
+	VPUNPCKLQDQ  Y5, Y4, Y3
+	VPUNPCKHQDQ  Y5, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPERM2I128   $0x20, Y3, Y2, Y4
+	VPERM2I128   $0x31, Y3, Y2, Y2
+	VPADDD       Y2, Y4, Y2
+	VPBROADCASTD (R10), Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R11), Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x00000020, R11
+	MOVQ         R9, 216(SP)
+	MOVQ         R10, 224(SP)
+	MOVQ         R11, 232(SP)
+	ADDQ         $0x20, DI
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, SI
+	DECQ         R8
+	JMP          q8row_chunk
+
+q8row_tail:
+	MOVQ         72(SP), R8
+	ANDQ         $0x1f, R8
+	JZ           q8row_done
+	SHRQ         $0x02, R8
+	MOVQ         $0x00000008, R9
+	SUBQ         R8, R9
+	LEAQ         constsAVX2<>+1152(SB), R8
+	LEAQ         (R8)(R9*4), R8
+	VMOVDQU      (R8), Y2
+	VMOVDQU      (DI), Y3
+	VPMASKMOVD   (CX), Y2, Y4
+	VPXOR        Y4, Y0, Y5
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x55; BYTE $0x28; BYTE $0x50; BYTE $0xe3 // VPDPBUSD Y3, Y5, Y4
+	VPMASKMOVD   (CX)(DX*1), Y2, Y5
+	VPXOR        Y5, Y0, Y6
+	VMOVUPS      constsAVX2<>+768(SB), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4d; BYTE $0x28; BYTE $0x50; BYTE $0xeb // VPDPBUSD Y3, Y6, Y5
+	VPMASKMOVD   (CX)(DX*2), Y2, Y6
+	VPXOR        Y6, Y0, Y7
+	VMOVUPS      constsAVX2<>+768(SB), Y6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x45; BYTE $0x28; BYTE $0x50; BYTE $0xf3 // VPDPBUSD Y3, Y7, Y6
+	VPMASKMOVD   (CX)(BX*1), Y2, Y7
+	VPXOR        Y7, Y0, Y8
+	VMOVUPS      constsAVX2<>+768(SB), Y7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xfb // VPDPBUSD Y3, Y8, Y7
+	VPMASKMOVD   (SI), Y2, Y8
+	VPXOR        Y8, Y0, Y9
+	VMOVUPS      constsAVX2<>+768(SB), Y8
+	BYTE $0x62; BYTE $0x72; BYTE $0x35; BYTE $0x28; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y9, Y8
+	VPMASKMOVD   (SI)(DX*1), Y2, Y9
+	VPXOR        Y9, Y0, Y10
+	VMOVUPS      constsAVX2<>+768(SB), Y9
+	BYTE $0x62; BYTE $0x72; BYTE $0x2d; BYTE $0x28; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y10, Y9
+	VPMASKMOVD   (SI)(DX*2), Y2, Y10
+	VPXOR        Y10, Y0, Y11
+	VMOVUPS      constsAVX2<>+768(SB), Y10
+	BYTE $0x62; BYTE $0x72; BYTE $0x25; BYTE $0x28; BYTE $0x50; BYTE $0xd3 // VPDPBUSD Y3, Y11, Y10
+	VPMASKMOVD   (SI)(BX*1), Y2, Y2
+	VPXOR        Y2, Y0, Y2
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	BYTE $0x62; BYTE $0xf2; BYTE $0x6d; BYTE $0x28; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y2, Y0
+	MOVQ         128(SP), DI
+	LEAQ         (CX)(DI*1), CX
+	LEAQ         (SI)(DI*1), SI
+	PREFETCHT1   (CX)
+	PREFETCHT1   (CX)(DX*1)
+	PREFETCHT1   (CX)(DX*2)
+	PREFETCHT1   (CX)(BX*1)
+	PREFETCHT1   (SI)
+	PREFETCHT1   (SI)(DX*1)
+	PREFETCHT1   (SI)(DX*2)
+	PREFETCHT1   (SI)(BX*1)
+	MOVQ         216(SP), CX
+	MOVQ         224(SP), DX
+	MOVQ         232(SP), BX
+	VPUNPCKLDQ   Y5, Y4, Y2
+	VPUNPCKHDQ   Y5, Y4, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y9, Y8, Y4
+	VPUNPCKHDQ   Y9, Y8, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y0, Y10, Y5
+	VPUNPCKHDQ   Y0, Y10, Y0
+	VPADDD       Y0, Y5, Y0
+	VPUNPCKLQDQ  Y3, Y2, Y5
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y5, Y2
+	VPUNPCKLQDQ  Y0, Y4, Y3
+	VPUNPCKHQDQ  Y0, Y4, Y0
+	VPADDD       Y0, Y3, Y0
+	VPERM2I128   $0x20, Y0, Y2, Y3
+	VPERM2I128   $0x31, Y0, Y2, Y0
+	VPADDD       Y0, Y3, Y0
+	VPBROADCASTD (DX), Y2
+	VPADDD       Y2, Y0, Y0
+	VCVTDQ2PS    Y0, Y0
+	VMULPS       (BX), Y0, Y0
+	VBROADCASTSS (CX), Y2
+	VFMADD231PS  Y2, Y0, Y1
+
+q8row_done:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
+	VMULPS       Y1, Y1, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y1, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.

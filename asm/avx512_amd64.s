@@ -44801,7 +44801,7 @@ panelnext:
 
 // func DecodeQ8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, CMOV, MMX+
-TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $216-192
+TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $240-192
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
 	MOVQ ldv+56(FP), DX
@@ -44985,6 +44985,12 @@ touchk_line:
 touchk_skip:
 	CMPQ 136(SP), $0x00000000
 	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
 	MOVQ 8(SP), CX
 	MOVQ $0x00000010, DX
 
@@ -45143,8 +45149,10 @@ scalesv_stored:
 	ADDQ $0x00000100, DX
 	SUBQ R11, BX
 	JNZ  scalesv
+	CMPQ rows+8(FP), $0x01
+	JEQ  q8row
 
-	// DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).
 	MOVQ      208(SP), CX
 	ADDQ      AX, CX
 	MOVQ      (SP), DX
@@ -46047,6 +46055,409 @@ scoresq8_rows1_row0_noalibi:
 	MOVQ         CX, 88(SP)
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+q8row:
+	MOVQ      $0x00000000, 88(SP)
+	MOVQ      (SP), CX
+	MOVQ      48(SP), DX
+	LEAQ      (DX)(DX*2), BX
+	LEAQ      (CX)(DX*4), SI
+	LEAQ      (SI)(DX*4), DI
+	LEAQ      (DI)(DX*4), R8
+	MOVQ      q8+160(FP), R9
+	MOVQ      qs+176(FP), R10
+	MOVQ      qc+184(FP), R11
+	MOVQ      R10, 216(SP)
+	MOVQ      R11, 224(SP)
+	LEAQ      1216(AX), R10
+	MOVQ      R10, 232(SP)
+	MOVQ      72(SP), R10
+	SHRQ      $0x06, R10
+	VMOVDQU32 constsAVX512<>+1984(SB), Z0
+	VMOVUPS   constsAVX512<>+1536(SB), Z1
+
+q8row_chunk:
+	TESTQ            R10, R10
+	JZ               q8row_tail
+	VPXORD           (CX), Z0, Z3
+	VMOVUPS          constsAVX512<>+1536(SB), Z2
+	VPDPBUSD         (R9), Z3, Z2
+	VPXORD           (CX)(DX*1), Z0, Z4
+	VMOVUPS          constsAVX512<>+1536(SB), Z3
+	VPDPBUSD         (R9), Z4, Z3
+	VPXORD           (CX)(DX*2), Z0, Z5
+	VMOVUPS          constsAVX512<>+1536(SB), Z4
+	VPDPBUSD         (R9), Z5, Z4
+	VPXORD           (CX)(BX*1), Z0, Z6
+	VMOVUPS          constsAVX512<>+1536(SB), Z5
+	VPDPBUSD         (R9), Z6, Z5
+	VPXORD           (SI), Z0, Z7
+	VMOVUPS          constsAVX512<>+1536(SB), Z6
+	VPDPBUSD         (R9), Z7, Z6
+	VPXORD           (SI)(DX*1), Z0, Z8
+	VMOVUPS          constsAVX512<>+1536(SB), Z7
+	VPDPBUSD         (R9), Z8, Z7
+	VPXORD           (SI)(DX*2), Z0, Z9
+	VMOVUPS          constsAVX512<>+1536(SB), Z8
+	VPDPBUSD         (R9), Z9, Z8
+	VPXORD           (SI)(BX*1), Z0, Z10
+	VMOVUPS          constsAVX512<>+1536(SB), Z9
+	VPDPBUSD         (R9), Z10, Z9
+	VPXORD           (DI), Z0, Z11
+	VMOVUPS          constsAVX512<>+1536(SB), Z10
+	VPDPBUSD         (R9), Z11, Z10
+	VPXORD           (DI)(DX*1), Z0, Z12
+	VMOVUPS          constsAVX512<>+1536(SB), Z11
+	VPDPBUSD         (R9), Z12, Z11
+	VPXORD           (DI)(DX*2), Z0, Z13
+	VMOVUPS          constsAVX512<>+1536(SB), Z12
+	VPDPBUSD         (R9), Z13, Z12
+	VPXORD           (DI)(BX*1), Z0, Z14
+	VMOVUPS          constsAVX512<>+1536(SB), Z13
+	VPDPBUSD         (R9), Z14, Z13
+	VPXORD           (R8), Z0, Z15
+	VMOVUPS          constsAVX512<>+1536(SB), Z14
+	VPDPBUSD         (R9), Z15, Z14
+	VPXORD           (R8)(DX*1), Z0, Z16
+	VMOVUPS          constsAVX512<>+1536(SB), Z15
+	VPDPBUSD         (R9), Z16, Z15
+	VPXORD           (R8)(DX*2), Z0, Z17
+	VMOVUPS          constsAVX512<>+1536(SB), Z16
+	VPDPBUSD         (R9), Z17, Z16
+	VPXORD           (R8)(BX*1), Z0, Z18
+	VMOVUPS          constsAVX512<>+1536(SB), Z17
+	VPDPBUSD         (R9), Z18, Z17
+	MOVQ             128(SP), R11
+	LEAQ             (CX)(R11*1), R12
+	LEAQ             (SI)(R11*1), R13
+	LEAQ             (DI)(R11*1), R14
+	LEAQ             (R8)(R11*1), R11
+	PREFETCHT1       (R12)
+	PREFETCHT1       (R12)(DX*1)
+	PREFETCHT1       (R12)(DX*2)
+	PREFETCHT1       (R12)(BX*1)
+	PREFETCHT1       (R13)
+	PREFETCHT1       (R13)(DX*1)
+	PREFETCHT1       (R13)(DX*2)
+	PREFETCHT1       (R13)(BX*1)
+	PREFETCHT1       (R14)
+	PREFETCHT1       (R14)(DX*1)
+	PREFETCHT1       (R14)(DX*2)
+	PREFETCHT1       (R14)(BX*1)
+	PREFETCHT1       (R11)
+	PREFETCHT1       (R11)(DX*1)
+	PREFETCHT1       (R11)(DX*2)
+	PREFETCHT1       (R11)(BX*1)
+	MOVQ             216(SP), R11
+	MOVQ             224(SP), R12
+	MOVQ             232(SP), R13
+	VPUNPCKLDQ       Z3, Z2, Z18
+	VPUNPCKHDQ       Z3, Z2, Z2
+	VPADDD           Z2, Z18, Z2
+	VPUNPCKLDQ       Z5, Z4, Z3
+	VPUNPCKHDQ       Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLDQ       Z7, Z6, Z4
+	VPUNPCKHDQ       Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLDQ       Z9, Z8, Z5
+	VPUNPCKHDQ       Z9, Z8, Z6
+	VPADDD           Z6, Z5, Z5
+	VPUNPCKLDQ       Z11, Z10, Z6
+	VPUNPCKHDQ       Z11, Z10, Z7
+	VPADDD           Z7, Z6, Z6
+	VPUNPCKLDQ       Z13, Z12, Z7
+	VPUNPCKHDQ       Z13, Z12, Z8
+	VPADDD           Z8, Z7, Z7
+	VPUNPCKLDQ       Z15, Z14, Z8
+	VPUNPCKHDQ       Z15, Z14, Z9
+	VPADDD           Z9, Z8, Z8
+	VPUNPCKLDQ       Z17, Z16, Z9
+	VPUNPCKHDQ       Z17, Z16, Z10
+	VPADDD           Z10, Z9, Z9
+	VPUNPCKLQDQ      Z3, Z2, Z10
+	VPUNPCKHQDQ      Z3, Z2, Z2
+	VPADDD           Z2, Z10, Z2
+	VPUNPCKLQDQ      Z5, Z4, Z3
+	VPUNPCKHQDQ      Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLQDQ      Z7, Z6, Z4
+	VPUNPCKHQDQ      Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLQDQ      Z9, Z8, Z5
+	VPUNPCKHQDQ      Z9, Z8, Z6
+	VPADDD           Z6, Z5, Z5
+	VSHUFI32X4       $0x88, Z3, Z2, Z6
+	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPADDD           Z2, Z6, Z2
+	VSHUFI32X4       $0x88, Z5, Z4, Z3
+	VSHUFI32X4       $0xdd, Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VSHUFI32X4       $0x88, Z3, Z2, Z4
+	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPADDD.BCST      (R12), Z4, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           (R13), Z4, Z4
+	VFMADD231PS.BCST (R11), Z4, Z1
+	VPADDD.BCST      4(R12), Z2, Z2
+	VCVTDQ2PS        Z2, Z2
+	VMULPS           64(R13), Z2, Z2
+	VFMADD231PS.BCST 4(R11), Z2, Z1
+	ADDQ             $0x08, R11
+	ADDQ             $0x08, R12
+	ADDQ             $0x00000080, R13
+	MOVQ             R11, 216(SP)
+	MOVQ             R12, 224(SP)
+	MOVQ             R13, 232(SP)
+	ADDQ             $0x40, R9
+	ADDQ             $0x40, CX
+	ADDQ             $0x40, SI
+	ADDQ             $0x40, DI
+	ADDQ             $0x40, R8
+	DECQ             R10
+	JMP              q8row_chunk
+
+q8row_tail:
+	MOVQ             72(SP), R10
+	ANDQ             $0x3f, R10
+	JZ               q8row_done
+	SHRQ             $0x02, R10
+	LEAQ             constsAVX512<>+2304(SB), R11
+	KMOVW            (R11)(R10*2), K3
+	VMOVDQU32.Z      (R9), K3, Z2
+	VMOVDQU32.Z      (CX), K3, Z3
+	VPXORD           Z3, Z0, Z4
+	VMOVUPS          constsAVX512<>+1536(SB), Z3
+	VPDPBUSD         Z2, Z4, Z3
+	VMOVDQU32.Z      (CX)(DX*1), K3, Z4
+	VPXORD           Z4, Z0, Z5
+	VMOVUPS          constsAVX512<>+1536(SB), Z4
+	VPDPBUSD         Z2, Z5, Z4
+	VMOVDQU32.Z      (CX)(DX*2), K3, Z5
+	VPXORD           Z5, Z0, Z6
+	VMOVUPS          constsAVX512<>+1536(SB), Z5
+	VPDPBUSD         Z2, Z6, Z5
+	VMOVDQU32.Z      (CX)(BX*1), K3, Z6
+	VPXORD           Z6, Z0, Z7
+	VMOVUPS          constsAVX512<>+1536(SB), Z6
+	VPDPBUSD         Z2, Z7, Z6
+	VMOVDQU32.Z      (SI), K3, Z7
+	VPXORD           Z7, Z0, Z8
+	VMOVUPS          constsAVX512<>+1536(SB), Z7
+	VPDPBUSD         Z2, Z8, Z7
+	VMOVDQU32.Z      (SI)(DX*1), K3, Z8
+	VPXORD           Z8, Z0, Z9
+	VMOVUPS          constsAVX512<>+1536(SB), Z8
+	VPDPBUSD         Z2, Z9, Z8
+	VMOVDQU32.Z      (SI)(DX*2), K3, Z9
+	VPXORD           Z9, Z0, Z10
+	VMOVUPS          constsAVX512<>+1536(SB), Z9
+	VPDPBUSD         Z2, Z10, Z9
+	VMOVDQU32.Z      (SI)(BX*1), K3, Z10
+	VPXORD           Z10, Z0, Z11
+	VMOVUPS          constsAVX512<>+1536(SB), Z10
+	VPDPBUSD         Z2, Z11, Z10
+	VMOVDQU32.Z      (DI), K3, Z11
+	VPXORD           Z11, Z0, Z12
+	VMOVUPS          constsAVX512<>+1536(SB), Z11
+	VPDPBUSD         Z2, Z12, Z11
+	VMOVDQU32.Z      (DI)(DX*1), K3, Z12
+	VPXORD           Z12, Z0, Z13
+	VMOVUPS          constsAVX512<>+1536(SB), Z12
+	VPDPBUSD         Z2, Z13, Z12
+	VMOVDQU32.Z      (DI)(DX*2), K3, Z13
+	VPXORD           Z13, Z0, Z14
+	VMOVUPS          constsAVX512<>+1536(SB), Z13
+	VPDPBUSD         Z2, Z14, Z13
+	VMOVDQU32.Z      (DI)(BX*1), K3, Z14
+	VPXORD           Z14, Z0, Z15
+	VMOVUPS          constsAVX512<>+1536(SB), Z14
+	VPDPBUSD         Z2, Z15, Z14
+	VMOVDQU32.Z      (R8), K3, Z15
+	VPXORD           Z15, Z0, Z16
+	VMOVUPS          constsAVX512<>+1536(SB), Z15
+	VPDPBUSD         Z2, Z16, Z15
+	VMOVDQU32.Z      (R8)(DX*1), K3, Z16
+	VPXORD           Z16, Z0, Z17
+	VMOVUPS          constsAVX512<>+1536(SB), Z16
+	VPDPBUSD         Z2, Z17, Z16
+	VMOVDQU32.Z      (R8)(DX*2), K3, Z17
+	VPXORD           Z17, Z0, Z18
+	VMOVUPS          constsAVX512<>+1536(SB), Z17
+	VPDPBUSD         Z2, Z18, Z17
+	VMOVDQU32.Z      (R8)(BX*1), K3, Z18
+	VPXORD           Z18, Z0, Z18
+	VMOVUPS          constsAVX512<>+1536(SB), Z0
+	VPDPBUSD         Z2, Z18, Z0
+	MOVQ             128(SP), R9
+	LEAQ             (CX)(R9*1), CX
+	LEAQ             (SI)(R9*1), SI
+	LEAQ             (DI)(R9*1), DI
+	LEAQ             (R8)(R9*1), R8
+	PREFETCHT1       (CX)
+	PREFETCHT1       (CX)(DX*1)
+	PREFETCHT1       (CX)(DX*2)
+	PREFETCHT1       (CX)(BX*1)
+	PREFETCHT1       (SI)
+	PREFETCHT1       (SI)(DX*1)
+	PREFETCHT1       (SI)(DX*2)
+	PREFETCHT1       (SI)(BX*1)
+	PREFETCHT1       (DI)
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       (DI)(DX*2)
+	PREFETCHT1       (DI)(BX*1)
+	PREFETCHT1       (R8)
+	PREFETCHT1       (R8)(DX*1)
+	PREFETCHT1       (R8)(DX*2)
+	PREFETCHT1       (R8)(BX*1)
+	MOVQ             216(SP), CX
+	MOVQ             224(SP), DX
+	MOVQ             232(SP), BX
+	VPUNPCKLDQ       Z4, Z3, Z2
+	VPUNPCKHDQ       Z4, Z3, Z3
+	VPADDD           Z3, Z2, Z2
+	VPUNPCKLDQ       Z6, Z5, Z3
+	VPUNPCKHDQ       Z6, Z5, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLDQ       Z8, Z7, Z4
+	VPUNPCKHDQ       Z8, Z7, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLDQ       Z10, Z9, Z5
+	VPUNPCKHDQ       Z10, Z9, Z6
+	VPADDD           Z6, Z5, Z5
+	VPUNPCKLDQ       Z12, Z11, Z6
+	VPUNPCKHDQ       Z12, Z11, Z7
+	VPADDD           Z7, Z6, Z6
+	VPUNPCKLDQ       Z14, Z13, Z7
+	VPUNPCKHDQ       Z14, Z13, Z8
+	VPADDD           Z8, Z7, Z7
+	VPUNPCKLDQ       Z16, Z15, Z8
+	VPUNPCKHDQ       Z16, Z15, Z9
+	VPADDD           Z9, Z8, Z8
+	VPUNPCKLDQ       Z0, Z17, Z9
+	VPUNPCKHDQ       Z0, Z17, Z0
+	VPADDD           Z0, Z9, Z0
+	VPUNPCKLQDQ      Z3, Z2, Z9
+	VPUNPCKHQDQ      Z3, Z2, Z2
+	VPADDD           Z2, Z9, Z2
+	VPUNPCKLQDQ      Z5, Z4, Z3
+	VPUNPCKHQDQ      Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLQDQ      Z7, Z6, Z4
+	VPUNPCKHQDQ      Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLQDQ      Z0, Z8, Z5
+	VPUNPCKHQDQ      Z0, Z8, Z0
+	VPADDD           Z0, Z5, Z0
+	VSHUFI32X4       $0x88, Z3, Z2, Z5
+	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPADDD           Z2, Z5, Z2
+	VSHUFI32X4       $0x88, Z0, Z4, Z3
+	VSHUFI32X4       $0xdd, Z0, Z4, Z0
+	VPADDD           Z0, Z3, Z0
+	VSHUFI32X4       $0x88, Z0, Z2, Z3
+	VSHUFI32X4       $0xdd, Z0, Z2, Z0
+	VPADDD.BCST      (DX), Z3, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           (BX), Z3, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+	CMPQ             R10, $0x08
+	JLE              q8row_tailed
+	VPADDD.BCST      4(DX), Z0, Z0
+	VCVTDQ2PS        Z0, Z0
+	VMULPS           64(BX), Z0, Z0
+	VFMADD231PS.BCST 4(CX), Z0, Z1
+
+q8row_tailed:
+q8row_done:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z0, Z0
+	VADDPS       Z0, Z1, Z1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z1, K2, Z1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z0, Z2, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z3
+	VSUBPS       Z3, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K2
+	VMULPS       constsAVX512<>+128(SB), Z1, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z1
+	VMULPS       Z1, Z1, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z1, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K2, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K2
+	VMULPS       constsAVX512<>+128(SB), Z2, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z1, Z4, K2, Z4
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z6, Z4, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.

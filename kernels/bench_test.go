@@ -76,11 +76,15 @@ func BenchmarkKernels(b *testing.B) {
 // query rows quantized outside the timing, once per call of a step).
 func BenchmarkDecode(b *testing.B) {
 	const d = 128
-	for _, ks := range Available() {
+	sets := Available()
+	if ks := EmulatedVNNI(); ks != nil { // the AVX-VNNI kernel's speed, on its EVEX twin
+		sets = append(sets, ks)
+	}
+	for _, ks := range sets {
 		for _, typ := range kvTypes {
 		variants:
 			for _, q8 := range []bool{false, true} {
-				if !ks.HasDecode(typ, d, d) || q8 && (!typ.Quantized() || !ks.HasDecodeQ8(d, d)) {
+				if !ks.HasDecode(typ, d, d) || q8 && (!typ.Quantized() || !ks.HasDecodeQ8(d, d)) || !q8 && ks.Name == "avx2-vnniemu" {
 					continue variants
 				}
 				kvName := typ.String()

@@ -194,12 +194,13 @@ func checkDecodeState(t *testing.T, where string, q []float32, rows, dk int, kf 
 		}
 		where := fmt.Sprintf("%s row %d", where, r)
 		lse := float64(m[r]) + math.Log(float64(l[r]))
-		if math.Abs(lse-(mx+math.Log(sum))) > 2e-5*(1+math.Abs(lse)) {
+		// !(err <= tol): a NaN fails too.
+		if !(math.Abs(lse-(mx+math.Log(sum))) <= 2e-5*(1+math.Abs(lse))) {
 			t.Fatalf("%s: LSE %v, want %v (m %v, l %v)", where, lse, mx+math.Log(sum), m[r], l[r])
 		}
 		for j := range want {
 			got, w := float64(o[r*dv+j])/float64(l[r]), want[j]/sum
-			if math.Abs(got-w) > 2e-5 {
+			if !(math.Abs(got-w) <= 2e-5) {
 				t.Fatalf("%s: out[%d] = %v, want %v", where, j, got, w)
 			}
 		}

@@ -53,7 +53,7 @@ func TestQK(t *testing.T) {
 										want += x
 										abs += math.Abs(x)
 									}
-									if got := float64(s[c*lds+r]); math.Abs(got-want) > dotTol(dk, abs) {
+									if got := float64(s[c*lds+r]); !(math.Abs(got-want) <= dotTol(dk, abs)) {
 										t.Fatalf("%s QK nk=%d rows=%d dk=%d: s[%d][%d] = %v, want %v", ks, nk, rows, dk, c, r, got, want)
 									}
 								}
@@ -105,7 +105,7 @@ func TestPV(t *testing.T) {
 										want += x
 										abs += math.Abs(x)
 									}
-									if got := float64(o[r*ldo+j]); math.Abs(got-want) > dotTol(nk+1, abs) {
+									if got := float64(o[r*ldo+j]); !(math.Abs(got-want) <= dotTol(nk+1, abs)) {
 										t.Fatalf("%s PV rows=%d nk=%d dv=%d alpha=%v: o[%d][%d] = %v, want %v", ks, rows, nk, dv, alpha != nil, r, j, got, want)
 									}
 								}
@@ -326,7 +326,7 @@ func TestGemm(t *testing.T) {
 										want += x
 										abs += math.Abs(x)
 									}
-									if got := float64(c[i*ldc+j]); math.Abs(got-want) > dotTol(k+1, abs) {
+									if got := float64(c[i*ldc+j]); !(math.Abs(got-want) <= dotTol(k+1, abs)) {
 										t.Fatalf("%s Gemm m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, m, n, k, accumulate, i, j, got, want)
 									}
 								}
@@ -406,7 +406,7 @@ func TestDot(t *testing.T) {
 									want += x
 									abs += math.Abs(x)
 								}
-								if got := float64(s[i]); math.Abs(got-want) > dotTol(dk, abs) {
+								if got := float64(s[i]); !(math.Abs(got-want) <= dotTol(dk, abs)) {
 									t.Fatalf("%s Dot rows=%d nk=%d dk=%d: s[%d][%d] = %v, want %v", ks, rows, nk, dk, c, r, got, want)
 								}
 							}

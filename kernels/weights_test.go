@@ -155,7 +155,7 @@ func checkGemv(t *testing.T, kernel string, ks *Set, o weightOperands, c, before
 				x := float64(o.a[i*o.lda+p])
 				want, abs = want+x*w, abs+math.Abs(x)*mag
 			}
-			if got := float64(c[at]); math.Abs(got-want) > dotTol(k+2, abs) {
+			if got := float64(c[at]); !(math.Abs(got-want) <= dotTol(k+2, abs)) {
 				t.Fatalf("%s %s m=%d n=%d k=%d acc=%v: c[%d][%d] = %v, want %v", ks, kernel, m, n, k, o.accumulate, i, j, got, want)
 			}
 		}

@@ -125,7 +125,7 @@ func TestComputeBF16Roundings(t *testing.T) {
 			}
 			p := float64(f32[0]) / (1 - float64(f32[0])) // the weight e^-x, from p/(1+p)
 			want := float64(fallback.BF16ToF32(fallback.F32ToBF16(float32(p)))) / (1 + p)
-			if math.Abs(float64(bf[0])-want) > 1e-6*want {
+			if !(math.Abs(float64(bf[0])-want) <= 1e-6*want) {
 				t.Fatalf("%s: keys 0, %v: out %v, want %v (the weight %v rounded, over the unrounded sum)", e.Kernels(), x, bf[0], want, p)
 			}
 			if bf[0] != f32[0] {
@@ -453,7 +453,7 @@ func TestComputeBF16Denormals(t *testing.T) {
 				wk := math.Exp(sc) / (math.Exp(sc) + 1)
 				want = float32(2*wk - 1)
 			}
-			if math.Abs(float64(x-want)) > 4e-3 {
+			if !(math.Abs(float64(x-want)) <= 4e-3) { // a NaN fails too
 				t.Errorf("%s (denormals read as zero: %v): out[%d] = %v, want %v (the float32 path's, unrounded: %v)", e.Kernels(), flushes, i, x, want, kept)
 				break
 			}

@@ -378,7 +378,7 @@ func FuzzQuantizeInt4KV(f *testing.F) {
 						if back[i] != 7*scale {
 							t.Fatalf("element %d: %v above the top level 7·d = %v, dequantized %v", i, x, 7*scale, back[i])
 						}
-					case math.Abs(float64(back[i])-x) > 0.50001*ad+tiny:
+					case !(math.Abs(float64(back[i])-x) <= 0.50001*ad+tiny):
 						t.Fatalf("element %d: %v quantized to %v (d %v): off by more than half a step", i, x, back[i], scale)
 					}
 					if src[i] == m && ad >= math.Ldexp(1, -126) && back[i] != m {

@@ -357,7 +357,7 @@ func TestCacheLayout(t *testing.T) {
 									want += float64(x[(row+pos)*cfg.DModel+i]) * float64(kv.w[i*width+g*kv.dim+j])
 								}
 							}
-							if math.Abs(float64(got[j])-want) > 1e-5 {
+							if !(math.Abs(float64(got[j])-want) <= 1e-5) { // a NaN fails too
 								t.Fatalf("%s: %s[b=%d][g=%d][pos=%d][%d] = %v, want %v", e.Kernels(), kv.name, b, g, pos, j, got[j], want)
 							}
 						}

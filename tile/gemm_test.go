@@ -54,7 +54,7 @@ func TestGemm(t *testing.T) {
 									want += float64(a[i*s.k+p]) * float64(bv)
 									mag += math.Abs(float64(a[i*s.k+p]) * float64(bv))
 								}
-								if got := float64(c[i*s.n+j]); math.Abs(got-want) > 1e-6*mag+1e-30 {
+								if got := float64(c[i*s.n+j]); !(math.Abs(got-want) <= 1e-6*mag+1e-30) { // a NaN fails too
 									t.Fatalf("%+v outIn=%v: c[%d][%d] = %v, want %v", s, outIn, i, j, got, want)
 								}
 							}
@@ -208,7 +208,7 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 				x := float64(a[i*k+p]) * float64(w.F32[(j/cols*k+p)*cols+j%cols])
 				want, mag = want+x, mag+math.Abs(x)
 			}
-			if got := float64(c[i*n+j]); math.Abs(got-want) > tol*mag+1e-30 {
+			if got := float64(c[i*n+j]); !(math.Abs(got-want) <= tol*mag+1e-30) { // a NaN fails too
 				t.Fatalf("m=%d n=%d k=%d: c[%d][%d] = %v, want %v", m, n, k, i, j, got, want)
 			}
 		}

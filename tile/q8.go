@@ -82,7 +82,7 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 		} else {
 			copy(qr, vals)
 		}
-		ws.useQ8 = fused && mm.finite[key.g] && q8Kernel(ks, p, rows)
+		ws.useQ8 = fused && mm.finite[key.g] && q8Kernel(ks, p)
 		return
 	}
 	// Its own buffers, never the memo's (ws.q8 may still view a slot of a
@@ -94,16 +94,16 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 	own.Ld = ld
 	ws.q8 = *own
 	finite := quantizeInto(ws.q8, qr, rows, dk)
-	ws.useQ8 = fused && finite && q8Kernel(ks, p, rows)
+	ws.useQ8 = fused && finite && q8Kernel(ks, p)
 }
 
-// q8Kernel reports whether an item of rows rows of p runs DecodeQ8: the
-// set has it for p's dims, and there are several rows (one row reads
-// each K row whole in address order on the float32 kernel, which ran
-// faster than the integer kernel's transposed walk: the MHA step
-// 1,32,32,1,4096,128 BHSD 2.3–2.4 ms against 2.6–3.3, Zen 4, one thread).
-func q8Kernel(ks *kernels.Set, p *Problem, rows int) bool {
-	return rows > 1 && ks.HasDecodeQ8(p.HeadDim, p.ValueDim)
+// q8Kernel reports whether a fused item of p runs DecodeQ8: the set has
+// it for p's dims, whatever the rows. (One row ran slower on DecodeQ8 than on the
+// float32 kernel while DecodeQ8 transposed K for it too: the MHA step
+// 1,32,32,1,4096,128 BHSD 2.3–2.4 ms against 2.6–3.3, Zen 4, one
+// thread; its one-row path reads K as it is now, gen/amd64/decodeq8.go.)
+func q8Kernel(ks *kernels.Set, p *Problem) bool {
+	return ks.HasDecodeQ8(p.HeadDim, p.ValueDim)
 }
 
 // quantizeInto quantizes the finite rows of qr ([rows][dk]) into q and

@@ -124,8 +124,9 @@ type decodeLocals struct {
 	ksp, vsp, ldks, ldvs, nbk, nbv, vsOff, wOff operand.Mem
 
 	// DecodeQ8 only: where the transposed K block starts in the scratch
-	// (bytes from s).
-	ktOff operand.Mem
+	// (bytes from s); a one-row call's q scale, correction and K scale
+	// row pointers as its chunks advance them (decodeRowQ8).
+	ktOff, qsp, qcp, kscp operand.Mem
 }
 
 // scaleShift is log2 of the vectors of one int8 scale block (32/lanes).
@@ -207,7 +208,9 @@ func (g *gen) decode(e elem, form q8Form) {
 		}
 	}
 	if q8 {
-		lc.ktOff = g.AllocLocal(8)
+		for _, p := range []*operand.Mem{&lc.ktOff, &lc.qsp, &lc.qcp, &lc.kscp} {
+			*p = g.AllocLocal(8)
+		}
 	}
 	eshift := e.log()
 	store := func(r reg.GPVirtual, m operand.Mem) { g.MOVQ(r, m) }
@@ -371,7 +374,9 @@ func (g *gen) decode(e elem, form q8Form) {
 		g.fillScales(lc, sp, q8)
 	}
 	if q8 {
-		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords, plus 128.")
+		g.CMPQ(g.arg("rows"), operand.Imm(1))
+		g.JEQ(operand.LabelRef("q8row"))
+		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).")
 		g.transposeQ8(lc, sp, form)
 	}
 
@@ -417,6 +422,12 @@ func (g *gen) decode(e elem, form q8Form) {
 			store(q, lc.qrow)
 			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
 		}
+	}
+	if q8 {
+		g.Comment("DecodeQ8, one row: each key's sums over K as it is, folded.")
+		g.Label("q8row")
+		g.MOVQ(operand.U32(0), lc.row)
+		g.decodeRowQ8(lc, sp, form)
 	}
 	g.Label("pv")
 	if e == i8 {
@@ -667,11 +678,12 @@ func (g *gen) scale(m operand.Mem, kv reg.VecVirtual) {
 
 // touchBlock touches the block's T K rows, then its T V rows, each
 // tensor only if its rows are adjacent (no prefetch distance) and read
-// column-wise: a one-row call (but DecodeQ8's, whose transpose walks K by
-// columns) reads K key after key, and V so too when a row of it is one PV
-// panel, in address order themselves (Zen 4, one row, 2^17 keys from
+// column-wise: a one-row call (but DecodeQ8's, which walks K by chunks of
+// every key) reads K key after key, and V so too when a row of it is one
+// PV panel, in address order themselves (Zen 4, one row, 2^17 keys from
 // memory, five alternated runs: f32 10.1–13.6 → 11.1–20.4 GB/s, f16
-// 14.5–16.8 → 14.9–27.1).
+// 14.5–16.8 → 14.9–27.1; DecodeQ8 int8 without the V touch 19.6–21.1 →
+// 24.4–26.9, and without the K touch too 22.7–23.3, three runs).
 func (g *gen) touchBlock(lc decodeLocals, q8 bool) {
 	for _, t := range []struct {
 		ptr, ld, row, ahead operand.Mem
@@ -679,7 +691,10 @@ func (g *gen) touchBlock(lc decodeLocals, q8 bool) {
 	}{{lc.kp, lc.ldk, lc.krow, lc.kAhead, "touchk"}, {lc.vp, lc.ldv, lc.vrow, lc.vAhead, "touchv"}} {
 		g.CMPQ(t.ahead, operand.U32(0))
 		g.JNE(operand.LabelRef(label(t.name, "skip")))
-		if !q8 { // one row reads K key after key (decodeRowKeys), and V too when it is one panel
+		// One row reads K key after key (decodeRowKeys; but DecodeQ8's
+		// decodeRowQ8 reads a chunk of every key at a time, and in memory
+		// runs faster touched), and V too when it is one panel.
+		if !q8 || t.name == "touchv" {
 			g.CMPQ(g.arg("rows"), operand.Imm(1))
 			if t.name == "touchv" {
 				g.JNE(operand.LabelRef(label(t.name, "go")))

@@ -5,8 +5,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -179,116 +177,6 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	g.Label("q8_done")
 }
 
-// simVec is a vector register with the labels of its dword lanes
-// (row·lanes + dword), so that transposeDwords checks its own shuffles.
-type simVec struct {
-	v   reg.VecVirtual
-	lab []int
-}
-
-// transposeDwords transposes n = lanes vectors of n dwords (x[r] lane e:
-// row r's dword e) into n vectors, result e holding dword e of rows
-// 0..n-1 in order: unpack dwords of row pairs, then qwords of pair pairs
-// (each 128-bit lane then holds 4 rows' dword), then gather the 128-bit
-// lanes of one dword: two levels of VSHUFI32X4 (16 lanes: 64 shuffles)
-// or one of VPERM2I128 (8 lanes: 24 shuffles). The result's order is
-// simulated and checked.
-func (g *gen) transposeDwords(x []reg.VecVirtual) []reg.VecVirtual {
-	n := len(x)
-	in := make([]simVec, n)
-	for r := range in {
-		in[r] = simVec{v: x[r], lab: make([]int, n)}
-		for e := range in[r].lab {
-			in[r].lab[e] = n*r + e
-		}
-	}
-	// op emits one shuffle of a (Intel's first source) and b and returns
-	// its result with the lanes it holds.
-	op := func(name string, imm uint8, a, b simVec) simVec {
-		d := simVec{v: g.vec(), lab: make([]int, n)}
-		for L := 0; L < n/4; L++ {
-			la, lb, out := a.lab[4*L:4*L+4], b.lab[4*L:4*L+4], d.lab[4*L:4*L+4]
-			switch name {
-			case "ldq":
-				copy(out, []int{la[0], lb[0], la[1], lb[1]})
-			case "hdq":
-				copy(out, []int{la[2], lb[2], la[3], lb[3]})
-			case "lqdq":
-				copy(out, []int{la[0], la[1], lb[0], lb[1]})
-			case "hqdq":
-				copy(out, []int{la[2], la[3], lb[2], lb[3]})
-			case "shuf": // VSHUFI32X4: lanes 0, 1 from a, 2, 3 from b
-				src, sel := a.lab, int(imm>>(2*L))&3
-				if L >= 2 {
-					src = b.lab
-				}
-				copy(out, src[4*sel:4*sel+4])
-			case "perm2": // VPERM2I128: 0, 1 a's lanes, 2, 3 b's
-				sel := int(imm>>(4*L)) & 3
-				src := a.lab
-				if sel >= 2 {
-					src = b.lab
-				}
-				copy(out, src[4*(sel&1):4*(sel&1)+4])
-			}
-		}
-		switch name {
-		case "ldq":
-			g.VPUNPCKLDQ(b.v, a.v, d.v)
-		case "hdq":
-			g.VPUNPCKHDQ(b.v, a.v, d.v)
-		case "lqdq":
-			g.VPUNPCKLQDQ(b.v, a.v, d.v)
-		case "hqdq":
-			g.VPUNPCKHQDQ(b.v, a.v, d.v)
-		case "shuf":
-			g.VSHUFI32X4(operand.U8(imm), b.v, a.v, d.v)
-		case "perm2":
-			g.VPERM2I128(operand.U8(imm), b.v, a.v, d.v)
-		}
-		return d
-	}
-	// Rows 2i, 2i+1: t[2i] lane L = r0[4L] r1[4L] r0[4L+1] r1[4L+1], t[2i+1] the dwords 2, 3.
-	t := make([]simVec, n)
-	for i := 0; i < n/2; i++ {
-		t[2*i], t[2*i+1] = op("ldq", 0, in[2*i], in[2*i+1]), op("hdq", 0, in[2*i], in[2*i+1])
-	}
-	// Rows 4q..4q+3: u[4q+m] lane L = dword 4L+m of the four rows.
-	u := make([]simVec, n)
-	for q := 0; q < n/4; q++ {
-		lo01, hi01, lo23, hi23 := t[4*q], t[4*q+1], t[4*q+2], t[4*q+3]
-		u[4*q] = op("lqdq", 0, lo01, lo23)
-		u[4*q+1] = op("hqdq", 0, lo01, lo23)
-		u[4*q+2] = op("lqdq", 0, hi01, hi23)
-		u[4*q+3] = op("hqdq", 0, hi01, hi23)
-	}
-	var res []simVec
-	for m := 0; m < 4; m++ {
-		if n == 8 {
-			// Rows 0..3 of dwords m and 4+m in u[m], rows 4..7 in u[4+m].
-			res = append(res, op("perm2", 0x20, u[m], u[4+m]), op("perm2", 0x31, u[m], u[4+m]))
-			continue
-		}
-		v0, v1 := op("shuf", 0x88, u[m], u[4+m]), op("shuf", 0xdd, u[m], u[4+m])
-		w0, w1 := op("shuf", 0x88, u[8+m], u[12+m]), op("shuf", 0xdd, u[8+m], u[12+m])
-		res = append(res, op("shuf", 0x88, v0, w0), op("shuf", 0xdd, v0, w0), op("shuf", 0x88, v1, w1), op("shuf", 0xdd, v1, w1))
-	}
-	out := make([]reg.VecVirtual, n)
-	for _, r := range res {
-		e := r.lab[0] % n
-		for c, l := range r.lab {
-			if l != n*c+e {
-				panic(fmt.Sprintf("transposeDwords: dword %d lane %d holds %d", e, c, l))
-			}
-		}
-		if out[e] != nil {
-			panic(fmt.Sprintf("transposeDwords: dword %d twice", e))
-		}
-		out[e] = r.v
-	}
-	return out
-}
-
 // decodeScoresQ8 emits the scores and softmax of R rows (lc.row on) over
 // the block's transposed K (transposeQ8): per scale block the int32
 // sums (AVX-512: started at the rows' corrections) take 8 Kt rows × R
@@ -428,4 +316,179 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 	for i, sv := range score {
 		g.decodeSoftmax(lc, sp, sv, i, label(lb, "row", i))
 	}
+}
+
+// decodeRowQ8 emits the scores and softmax of a one-row DecodeQ8 call
+// over the block's K rows as they are, without decodeScoresQ8's
+// transpose (whose stores and reloads cost a one-row call more than the
+// float32 kernel's widening): per chunk of 4·T bytes (the last masked to
+// the row's dwords), key c's int32 sums acc[c] take the chunk's products
+// in one dot step (as decodeScoresQ8's: VPDPBUSD of k+128 by q8, or
+// VPMADDUBSW of |k| by q8·sign(k) and VPMADDWD), foldKeys turns the T
+// vectors into one per scale block (lane c: key c), and each is
+// corrected (VPDPBUSD: qc), converted and scaled into the row's scores
+// as decodeScoresQ8 does. Per 64 bytes of a K row: a load and an XOR,
+// one VPDPBUSD, and a share of the fold (under 3 operations per key),
+// where the float32 kernel converts and multiplies 4 vectors.
+func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
+	T := g.isa.lanes
+	chunkBytes := 4 * T
+	blocks := chunkBytes / 32 // scale blocks per chunk
+	avx512, sign := g.isa.avx512(), form == q8Sign
+	k0, ld := g.GP64(), g.GP64()
+	g.MOVQ(lc.kp, k0)
+	g.MOVQ(lc.ldk, ld)
+	keys := g.keyRows(k0, ld, T)
+	qb := g.param("q8")
+	// The row's q scales and corrections and the K scale rows advance
+	// per chunk; kept in the frame, out of the key loop's registers.
+	for _, t := range []struct {
+		ptr operand.Mem
+		reg reg.GPVirtual
+	}{{lc.qsp, g.param("qs")}, {lc.qcp, g.param("qc")}} {
+		g.MOVQ(t.reg, t.ptr)
+	}
+	ksc := g.GP64()
+	g.LEAQ(operand.Mem{Base: sp, Disp: 4 * g.decodeLayout().total}, ksc)
+	g.MOVQ(ksc, lc.kscp)
+	n := g.GP64()
+	g.MOVQ(lc.krow, n)
+	g.SHRQ(operand.U8(g.lanesLog()+2), n) // whole chunks
+	var flip, ones reg.VecVirtual
+	switch {
+	case sign:
+		ones = g.vec()
+		g.VMOVDQU(g.cst("wordOnes"), ones)
+	case avx512:
+		flip = g.vec()
+		g.VMOVDQU32(g.cst("byteSigns"), flip)
+	default:
+		flip = g.vec()
+		g.VMOVDQU(g.cst("byteSigns"), flip)
+	}
+	score := g.vec()
+	g.zero(score)
+	// chunk adds the next 4·T bytes of each key to the scores; masked:
+	// the tail's dwords only (its kmask, or AVX2's ymask in a register),
+	// with a second scale block only if tail2 (a count of dwords) is
+	// above 8.
+	chunk := func(masked bool, tail tailRegs, ymask reg.VecVirtual, tail2 reg.GPVirtual, lb string) {
+		q := operand.Op(operand.Mem{Base: qb})
+		switch {
+		case masked && avx512: // the row's last block may end the buffer
+			qv := g.vec()
+			g.VMOVDQU32_Z(operand.Mem{Base: qb}, tail.kmask, qv)
+			q = qv
+		case !avx512: // a whole block: in bounds (QueryQ8Ld)
+			qv := g.vec()
+			g.VMOVDQU(operand.Mem{Base: qb}, qv)
+			q = qv
+		}
+		acc := make([]reg.VecVirtual, T)
+		for c := range acc {
+			acc[c] = g.vec()
+			var k operand.Op = keys.row(c)
+			if masked {
+				kv := g.vec()
+				if avx512 {
+					g.VMOVDQU32_Z(k, tail.kmask, kv)
+				} else {
+					g.VPMASKMOVD(k, ymask, kv)
+				}
+				k = kv
+			}
+			t := g.vec()
+			switch {
+			case sign: // |k|·(q8·sign(k)), pairs of words added
+				abs := g.vec()
+				g.VPABSB(k, abs)
+				g.VPSIGNB(k, q, t)
+				g.VPMADDUBSW(t, abs, t)
+				g.VPMADDWD(ones, t, acc[c])
+				continue
+			case avx512:
+				g.VPXORD(k, flip, t)
+			default:
+				g.VPXOR(k, flip, t)
+			}
+			g.zero(acc[c])
+			switch form {
+			case q8Dot:
+				if avx512 {
+					g.VPDPBUSD(q, t, acc[c])
+				} else {
+					g.raw(vpdpbusdVEX, acc[c], t, q.(reg.VecVirtual))
+				}
+			case q8DotEmu:
+				g.raw(vpdpbusdEVEX256, acc[c], t, q.(reg.VecVirtual))
+			}
+		}
+		ahead := g.aheadRows(keys, lc.kAhead) // strided K: decodeAhead blocks on
+		for c := range T {
+			g.PREFETCHT1(ahead.row(c))
+		}
+		sb, cb, ks := g.GP64(), g.GP64(), g.GP64()
+		g.MOVQ(lc.qsp, sb)
+		g.MOVQ(lc.qcp, cb)
+		g.MOVQ(lc.kscp, ks)
+		for b, sv := range g.foldKeys(acc) {
+			if b > 0 && masked {
+				g.CMPQ(tail2, operand.Imm(8))
+				g.JLE(operand.LabelRef(lb))
+			}
+			if !sign { // undo the +128: -128·Σ q8 of the block
+				if avx512 {
+					g.VPADDD_BCST(operand.Mem{Base: cb, Disp: 4 * b}, sv, sv)
+				} else {
+					c := g.vec()
+					g.VPBROADCASTD(operand.Mem{Base: cb, Disp: 4 * b}, c)
+					g.VPADDD(c, sv, sv)
+				}
+			}
+			g.VCVTDQ2PS(sv, sv)
+			g.VMULPS(operand.Mem{Base: ks, Disp: 4 * T * b}, sv, sv)
+			if avx512 {
+				g.VFMADD231PS_BCST(operand.Mem{Base: sb, Disp: 4 * b}, sv, score)
+				continue
+			}
+			s := g.vec()
+			g.VBROADCASTSS(operand.Mem{Base: sb, Disp: 4 * b}, s)
+			g.VFMADD231PS(s, sv, score)
+		}
+		if masked {
+			g.Label(lb)
+			return
+		}
+		g.ADDQ(operand.Imm(uint64(4*blocks)), sb)
+		g.ADDQ(operand.Imm(uint64(4*blocks)), cb)
+		g.ADDQ(operand.U32(uint64(4*T*blocks)), ks)
+		g.MOVQ(sb, lc.qsp)
+		g.MOVQ(cb, lc.qcp)
+		g.MOVQ(ks, lc.kscp)
+		g.ADDQ(operand.Imm(uint64(chunkBytes)), qb)
+		for _, b := range keys.bases {
+			g.ADDQ(operand.Imm(uint64(chunkBytes)), b)
+		}
+	}
+	g.Label("q8row_chunk")
+	g.TESTQ(n, n)
+	g.JZ(operand.LabelRef("q8row_tail"))
+	chunk(false, tailRegs{}, nil, nil, "")
+	g.DECQ(n)
+	g.JMP(operand.LabelRef("q8row_chunk"))
+	g.Label("q8row_tail")
+	t := g.GP64()
+	g.MOVQ(lc.krow, t)
+	g.ANDQ(operand.Imm(uint64(chunkBytes-1)), t)
+	g.JZ(operand.LabelRef("q8row_done"))
+	g.SHRQ(operand.U8(2), t) // the last chunk's dwords
+	tail := g.tailMask(t)
+	var ymask reg.VecVirtual
+	if !avx512 {
+		ymask = g.vec()
+		g.VMOVDQU(tail.ymask, ymask)
+	}
+	chunk(true, tail, ymask, t, "q8row_tailed")
+	g.Label("q8row_done")
+	g.decodeSoftmax(lc, sp, score, 0, "q8row_softmax")
 }
