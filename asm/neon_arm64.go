@@ -146,6 +146,28 @@ func DecodeBF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv
 //go:noescape
 func DecodeI8NEON(q *float32, rows, dk int, k *int8, ldk int, v *int8, ldv int, nk, dv int, o, m, l, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, s *float32)
 
+// DecodeQ8NEON is fallback.Decode in blocks of 4 keys:
+//
+//	for each block of 4 keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
+//
+// with rows in 1..16, nk >= 4, dk and dv multiples of 4, strides in
+// elements of k's type (16-bit: widened in registers). The last partial
+// block is moved back to end at nk and its first keys masked.
+// K and V are int8 as DecodeI8NEON's; the scores are integer dot products
+// (SDOT, FEAT_DotProd): q8 holds the rows quantized (ldq8 bytes apart, nb =
+// ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales; q is not read. The
+// block's 4 K rows are read a dword of each key into each lane (LD4 by
+// lane), so that each SDOT by element sums key c's 4 products in lane c
+// exactly in int32; V is dequantized into s (4·dv floats) as DecodeI8NEON's.
+//
+//go:noescape
+func DecodeQ8NEON(q *float32, rows, dk int, k *int8, ldk int, v *int8, ldv int, nk, dv int, o, m, l, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, s *float32, q8 *int8, ldq8 int, qs *float32)
+
 // WidenF16NEON is
 //
 //	for r := 0; r < rows; r++ {

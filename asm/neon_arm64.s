@@ -11170,6 +11170,2035 @@ next:
 	BNE block
 	RET
 
+// func DecodeQ8NEON(q *float32, rows, dk int, k *int8, ldk int, v *int8, ldv int, nk, dv int, o, m, l, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, s *float32, q8 *int8, ldq8 int, qs *float32)
+TEXT ·DecodeQ8NEON(SB), NOSPLIT, $0-168
+	MOVD q+0(FP), R0
+	MOVD rows+8(FP), R1
+	MOVD dk+16(FP), R2
+	MOVD k+24(FP), R3
+	MOVD ldk+32(FP), R4
+	MOVD v+40(FP), R5
+	MOVD ldv+48(FP), R7
+	MOVD nk+56(FP), R9
+	MOVD dv+64(FP), R10
+	MOVD o+72(FP), R11
+	MOVD m+80(FP), R12
+	MOVD l+88(FP), R13
+	MOVD alibi+96(FP), R14
+	LSL $2, R2, R2
+	LSL $2, R10, R10
+	MOVD s+136(FP), R5
+	MOVD q8+144(FP), R0
+	MOVD ldq8+152(FP), R2
+	MOVD R10, R7
+	LSL $2, R4, R20
+	SUB $16, R20, R20
+	// A block of 4 keys. The last one, if partial, is moved back to end at nk;
+	// its first skip keys (already done) are masked.
+block:
+	MOVD $0, R15
+	CMP $4, R9
+	BGE whole
+	MOVD $4, R15
+	SUB R9, R15, R15
+	MOVD $4, R9
+	MOVD ldk+32(FP), R22
+	MUL R15, R22, R22
+	MOVD k+24(FP), R17
+	SUB R22<<0, R17, R17
+	MOVD R17, k+24(FP)
+	MOVD ldv+48(FP), R22
+	MUL R15, R22, R22
+	MOVD v+40(FP), R17
+	SUB R22<<0, R17, R17
+	MOVD R17, v+40(FP)
+	MOVD ldks+112(FP), R22
+	MUL R15, R22, R22
+	MOVD ks+104(FP), R17
+	SUB R22<<2, R17, R17
+	MOVD R17, ks+104(FP)
+	MOVD ldvs+128(FP), R22
+	MUL R15, R22, R22
+	MOVD vs+120(FP), R17
+	SUB R22<<2, R17, R17
+	MOVD R17, vs+120(FP)
+whole:
+	MOVD k+24(FP), R3
+	MOVD v+40(FP), R25
+	MOVD vs+120(FP), R21
+	MOVD R5, R17
+	MOVD $4, R8
+dqv_row:
+	MOVD R25, R22
+	MOVD R21, R23
+	LSR $2, R10, R6
+dqv_block:
+	VLD1R.P 4(R23), [V24.S4]
+	MOVD $32, R19
+	CMP $32, R6
+	CSEL LT, R6, R19, R19
+	SUB R19, R6, R6
+dqv_16:
+	CMP $16, R19
+	BLT dqv_4
+	VLD1 (R22), [V25.B16]
+	WORD $0x4f08a73b // sxtl2 v27.8h, v25.16b
+	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
+	WORD $0x4f10a77c // sxtl2 v28.4s, v27.8h
+	WORD $0x0f10a77b // sxtl v27.4s, v27.4h
+	WORD $0x4f10a73a // sxtl2 v26.4s, v25.8h
+	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	WORD $0x4e21db5a // scvtf v26.4s, v26.4s
+	WORD $0x4e21db7b // scvtf v27.4s, v27.4s
+	WORD $0x4e21db9c // scvtf v28.4s, v28.4s
+	ADD $16, R22, R22
+	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
+	WORD $0x6e38df5a // fmul v26.4s, v26.4s, v24.4s
+	WORD $0x6e38df7b // fmul v27.4s, v27.4s, v24.4s
+	WORD $0x6e38df9c // fmul v28.4s, v28.4s, v24.4s
+	VST1.P [V25.S4, V26.S4, V27.S4, V28.S4], 64(R17)
+	SUB $16, R19, R19
+	B dqv_16
+dqv_4:
+	CBZ R19, dqv_next
+	FMOVS (R22), F25
+	WORD $0x0f08a739 // sxtl v25.8h, v25.8b
+	WORD $0x0f10a739 // sxtl v25.4s, v25.4h
+	WORD $0x4e21db39 // scvtf v25.4s, v25.4s
+	ADD $4, R22, R22
+	WORD $0x6e38df39 // fmul v25.4s, v25.4s, v24.4s
+	VST1.P [V25.S4], 16(R17)
+	SUB $4, R19, R19
+	B dqv_4
+dqv_next:
+	CBNZ R6, dqv_block
+	MOVD ldv+48(FP), R22
+	ADD R22, R25, R25
+	MOVD ldvs+128(FP), R22
+	ADD R22<<2, R21, R21
+	SUBS $1, R8, R8
+	BNE dqv_row
+	MOVD $0, R16
+	MOVD R0, R8
+	// Row groups of [4 2 1] rows: scores, softmax, PV.
+group:
+	SUB R16, R1, R22
+	CBZ R22, next
+	CMP $4, R22
+	BGE rows4
+	CMP $2, R22
+	BGE rows2
+	B rows1
+rows4:
+	// Scores of 4 rows on SDOT: K read a dword of each key per lane.
+	VEOR V28.B16, V28.B16, V28.B16
+	VEOR V29.B16, V29.B16, V29.B16
+	VEOR V30.B16, V30.B16, V30.B16
+	VEOR V31.B16, V31.B16, V31.B16
+	MOVD $4, R22
+	MUL R2, R22, R21
+	SUB $16, R21, R21
+	MOVD R3, R17
+	MOVD R8, R19
+	MOVD ks+104(FP), R24
+	MOVD dk+16(FP), R6
+	MOVD R6, R22
+	ADD $31, R22, R22
+	LSR $5, R22, R22
+	LSL $2, R22, R22
+	MUL R16, R22, R25
+	MOVD qs+160(FP), R23
+	ADD R23, R25, R25
+	LSR $2, R6, R6
+rows4_q8_block:
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	MOVD $8, R22
+	CMP $8, R6
+	CSEL LT, R6, R22, R22
+	SUB R22, R6, R6
+rows4_q8_chunk:
+	CMP $4, R22
+	BLT rows4_q8_tail
+	WORD $0x0de4a234 // ld4 {v20.s-v23.s}[0], [x17], x4
+	WORD $0x0de4b234 // ld4 {v20.s-v23.s}[1], [x17], x4
+	WORD $0x4de4a234 // ld4 {v20.s-v23.s}[2], [x17], x4
+	WORD $0x4de4b234 // ld4 {v20.s-v23.s}[3], [x17], x4
+	SUB R20, R17, R17
+	VLD1.P (R19)(R2), [V16.B16]
+	VLD1.P (R19)(R2), [V17.B16]
+	VLD1.P (R19)(R2), [V18.B16]
+	VLD1.P (R19)(R2), [V19.B16]
+	SUB R21, R19, R19
+	WORD $0x4f90e280 // sdot v0.4s, v20.16b, v16.4b[0]
+	WORD $0x4f91e281 // sdot v1.4s, v20.16b, v17.4b[0]
+	WORD $0x4f92e282 // sdot v2.4s, v20.16b, v18.4b[0]
+	WORD $0x4f93e283 // sdot v3.4s, v20.16b, v19.4b[0]
+	WORD $0x4fb0e2a0 // sdot v0.4s, v21.16b, v16.4b[1]
+	WORD $0x4fb1e2a1 // sdot v1.4s, v21.16b, v17.4b[1]
+	WORD $0x4fb2e2a2 // sdot v2.4s, v21.16b, v18.4b[1]
+	WORD $0x4fb3e2a3 // sdot v3.4s, v21.16b, v19.4b[1]
+	WORD $0x4f90eac0 // sdot v0.4s, v22.16b, v16.4b[2]
+	WORD $0x4f91eac1 // sdot v1.4s, v22.16b, v17.4b[2]
+	WORD $0x4f92eac2 // sdot v2.4s, v22.16b, v18.4b[2]
+	WORD $0x4f93eac3 // sdot v3.4s, v22.16b, v19.4b[2]
+	WORD $0x4fb0eae0 // sdot v0.4s, v23.16b, v16.4b[3]
+	WORD $0x4fb1eae1 // sdot v1.4s, v23.16b, v17.4b[3]
+	WORD $0x4fb2eae2 // sdot v2.4s, v23.16b, v18.4b[3]
+	WORD $0x4fb3eae3 // sdot v3.4s, v23.16b, v19.4b[3]
+	SUB $4, R22, R22
+	B rows4_q8_chunk
+rows4_q8_tail:
+	CBZ R22, rows4_q8_scale
+	VLD1.P (R19)(R2), [V16.B16]
+	VLD1.P (R19)(R2), [V17.B16]
+	VLD1.P (R19)(R2), [V18.B16]
+	VLD1.P (R19)(R2), [V19.B16]
+	SUB R21, R19, R19
+	VLD1.P (R17)(R4), V20.S[0]
+	VLD1.P (R17)(R4), V20.S[1]
+	VLD1.P (R17)(R4), V20.S[2]
+	VLD1.P (R17)(R4), V20.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4f90e280 // sdot v0.4s, v20.16b, v16.4b[0]
+	WORD $0x4f91e281 // sdot v1.4s, v20.16b, v17.4b[0]
+	WORD $0x4f92e282 // sdot v2.4s, v20.16b, v18.4b[0]
+	WORD $0x4f93e283 // sdot v3.4s, v20.16b, v19.4b[0]
+	CMP $1, R22
+	BLE rows4_q8_scale
+	VLD1.P (R17)(R4), V21.S[0]
+	VLD1.P (R17)(R4), V21.S[1]
+	VLD1.P (R17)(R4), V21.S[2]
+	VLD1.P (R17)(R4), V21.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4fb0e2a0 // sdot v0.4s, v21.16b, v16.4b[1]
+	WORD $0x4fb1e2a1 // sdot v1.4s, v21.16b, v17.4b[1]
+	WORD $0x4fb2e2a2 // sdot v2.4s, v21.16b, v18.4b[1]
+	WORD $0x4fb3e2a3 // sdot v3.4s, v21.16b, v19.4b[1]
+	CMP $2, R22
+	BLE rows4_q8_scale
+	VLD1.P (R17)(R4), V22.S[0]
+	VLD1.P (R17)(R4), V22.S[1]
+	VLD1.P (R17)(R4), V22.S[2]
+	VLD1.P (R17)(R4), V22.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4f90eac0 // sdot v0.4s, v22.16b, v16.4b[2]
+	WORD $0x4f91eac1 // sdot v1.4s, v22.16b, v17.4b[2]
+	WORD $0x4f92eac2 // sdot v2.4s, v22.16b, v18.4b[2]
+	WORD $0x4f93eac3 // sdot v3.4s, v22.16b, v19.4b[2]
+rows4_q8_scale:
+	MOVD ldks+112(FP), R23
+	LSL $2, R23, R23
+	MOVD R24, R22
+	VLD1.P (R22)(R23), V24.S[0]
+	VLD1.P (R22)(R23), V24.S[1]
+	VLD1.P (R22)(R23), V24.S[2]
+	VLD1.P (R22)(R23), V24.S[3]
+	ADD $4, R24, R24
+	MOVD dk+16(FP), R23
+	ADD $31, R23, R23
+	LSR $5, R23, R23
+	LSL $2, R23, R23
+	MOVD R25, R22
+	WORD $0x4e21d800 // scvtf v0.4s, v0.4s
+	WORD $0x6e38dc00 // fmul v0.4s, v0.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V0.S4, V28.S4
+	WORD $0x4e21d821 // scvtf v1.4s, v1.4s
+	WORD $0x6e38dc21 // fmul v1.4s, v1.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V1.S4, V29.S4
+	WORD $0x4e21d842 // scvtf v2.4s, v2.4s
+	WORD $0x6e38dc42 // fmul v2.4s, v2.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V2.S4, V30.S4
+	WORD $0x4e21d863 // scvtf v3.4s, v3.4s
+	WORD $0x6e38dc63 // fmul v3.4s, v3.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V3.S4, V31.S4
+	ADD $4, R25, R25
+	CBNZ R6, rows4_q8_block
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+80(SB), R24
+	VLD1R (R24), [V27.S4]
+	ADD $0, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows4_row0_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d79c // fadd v28.4s, v28.4s, v9.4s
+rows4_row0_noalibi:
+	CBZ R15, rows4_row0_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V28.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V28.B16
+rows4_row0_noskip:
+	WORD $0x6e3cf780 // fmaxp v0.4s, v28.4s, v28.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
+	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
+	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
+	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V28.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V12.B16
+	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V12.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	ADD $1, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows4_row1_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d7bd // fadd v29.4s, v29.4s, v9.4s
+rows4_row1_noalibi:
+	CBZ R15, rows4_row1_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V29.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V29.B16
+rows4_row1_noskip:
+	WORD $0x6e3df7a0 // fmaxp v0.4s, v29.4s, v29.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
+	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
+	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
+	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V29.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V29.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V29.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V29.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V13.B16
+	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V13.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	ADD $2, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows4_row2_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d7de // fadd v30.4s, v30.4s, v9.4s
+rows4_row2_noalibi:
+	CBZ R15, rows4_row2_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V30.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V30.B16
+rows4_row2_noskip:
+	WORD $0x6e3ef7c0 // fmaxp v0.4s, v30.4s, v30.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
+	WORD $0x6ebee608 // fcmgt v8.4s, v16.4s, v30.4s
+	WORD $0x4e30f7de // fmax v30.4s, v30.4s, v16.4s
+	WORD $0x6e31dfc5 // fmul v5.4s, v30.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbe // fmls v30.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbe // fmls v30.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V30.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V30.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V30.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V30.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V30.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V30.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V30.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V30.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V14.B16
+	WORD $0x6e3ed7c0 // faddp v0.4s, v30.4s, v30.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V14.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	ADD $3, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows4_row3_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d7ff // fadd v31.4s, v31.4s, v9.4s
+rows4_row3_noalibi:
+	CBZ R15, rows4_row3_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V31.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V31.B16
+rows4_row3_noskip:
+	WORD $0x6e3ff7e0 // fmaxp v0.4s, v31.4s, v31.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
+	WORD $0x6ebfe608 // fcmgt v8.4s, v16.4s, v31.4s
+	WORD $0x4e30f7ff // fmax v31.4s, v31.4s, v16.4s
+	WORD $0x6e31dfe5 // fmul v5.4s, v31.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbf // fmls v31.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbf // fmls v31.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V31.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V31.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V31.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V31.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V31.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V31.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V31.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V31.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V15.B16
+	WORD $0x6e3fd7e0 // faddp v0.4s, v31.4s, v31.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V15.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	// PV of 4 rows, panels of up to 4 vectors of dv.
+	MUL R16, R10, R25
+	ADD R11, R25, R25
+	MUL R15, R7, R19
+	ADD R5, R19, R19
+	LSR $4, R10, R6
+rows4_pv_panel:
+	CMP $4, R6
+	BGE rows4_pv_vecs4
+	CMP $3, R6
+	BGE rows4_pv_vecs3
+	CMP $2, R6
+	BGE rows4_pv_vecs2
+	B rows4_pv_vecs1
+rows4_pv_vecs4:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	WORD $0x6e2cdc42 // fmul v2.4s, v2.4s, v12.4s
+	WORD $0x6e2cdc63 // fmul v3.4s, v3.4s, v12.4s
+	VLD1 (R22), [V4.S4, V5.S4, V6.S4, V7.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	WORD $0x6e2ddca5 // fmul v5.4s, v5.4s, v13.4s
+	WORD $0x6e2ddcc6 // fmul v6.4s, v6.4s, v13.4s
+	WORD $0x6e2ddce7 // fmul v7.4s, v7.4s, v13.4s
+	VLD1 (R22), [V8.S4, V9.S4, V10.S4, V11.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2edd08 // fmul v8.4s, v8.4s, v14.4s
+	WORD $0x6e2edd29 // fmul v9.4s, v9.4s, v14.4s
+	WORD $0x6e2edd4a // fmul v10.4s, v10.4s, v14.4s
+	WORD $0x6e2edd6b // fmul v11.4s, v11.4s, v14.4s
+	VLD1 (R22), [V16.S4, V17.S4, V18.S4, V19.S4]
+	WORD $0x6e2fde10 // fmul v16.4s, v16.4s, v15.4s
+	WORD $0x6e2fde31 // fmul v17.4s, v17.4s, v15.4s
+	WORD $0x6e2fde52 // fmul v18.4s, v18.4s, v15.4s
+	WORD $0x6e2fde73 // fmul v19.4s, v19.4s, v15.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows4_pv_vecs4_key1
+	CMP $2, R15
+	BEQ rows4_pv_vecs4_key2
+	CMP $3, R15
+	BEQ rows4_pv_vecs4_key3
+rows4_pv_vecs4_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9c12c2 // fmla v2.4s, v22.4s, v28.s[0]
+	WORD $0x4f9c12e3 // fmla v3.4s, v23.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9d12a5 // fmla v5.4s, v21.4s, v29.s[0]
+	WORD $0x4f9d12c6 // fmla v6.4s, v22.4s, v29.s[0]
+	WORD $0x4f9d12e7 // fmla v7.4s, v23.4s, v29.s[0]
+	WORD $0x4f9e1288 // fmla v8.4s, v20.4s, v30.s[0]
+	WORD $0x4f9e12a9 // fmla v9.4s, v21.4s, v30.s[0]
+	WORD $0x4f9e12ca // fmla v10.4s, v22.4s, v30.s[0]
+	WORD $0x4f9e12eb // fmla v11.4s, v23.4s, v30.s[0]
+	WORD $0x4f9f1290 // fmla v16.4s, v20.4s, v31.s[0]
+	WORD $0x4f9f12b1 // fmla v17.4s, v21.4s, v31.s[0]
+	WORD $0x4f9f12d2 // fmla v18.4s, v22.4s, v31.s[0]
+	WORD $0x4f9f12f3 // fmla v19.4s, v23.4s, v31.s[0]
+rows4_pv_vecs4_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbc12c2 // fmla v2.4s, v22.4s, v28.s[1]
+	WORD $0x4fbc12e3 // fmla v3.4s, v23.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbd12a5 // fmla v5.4s, v21.4s, v29.s[1]
+	WORD $0x4fbd12c6 // fmla v6.4s, v22.4s, v29.s[1]
+	WORD $0x4fbd12e7 // fmla v7.4s, v23.4s, v29.s[1]
+	WORD $0x4fbe1288 // fmla v8.4s, v20.4s, v30.s[1]
+	WORD $0x4fbe12a9 // fmla v9.4s, v21.4s, v30.s[1]
+	WORD $0x4fbe12ca // fmla v10.4s, v22.4s, v30.s[1]
+	WORD $0x4fbe12eb // fmla v11.4s, v23.4s, v30.s[1]
+	WORD $0x4fbf1290 // fmla v16.4s, v20.4s, v31.s[1]
+	WORD $0x4fbf12b1 // fmla v17.4s, v21.4s, v31.s[1]
+	WORD $0x4fbf12d2 // fmla v18.4s, v22.4s, v31.s[1]
+	WORD $0x4fbf12f3 // fmla v19.4s, v23.4s, v31.s[1]
+rows4_pv_vecs4_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9c1ac2 // fmla v2.4s, v22.4s, v28.s[2]
+	WORD $0x4f9c1ae3 // fmla v3.4s, v23.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9d1aa5 // fmla v5.4s, v21.4s, v29.s[2]
+	WORD $0x4f9d1ac6 // fmla v6.4s, v22.4s, v29.s[2]
+	WORD $0x4f9d1ae7 // fmla v7.4s, v23.4s, v29.s[2]
+	WORD $0x4f9e1a88 // fmla v8.4s, v20.4s, v30.s[2]
+	WORD $0x4f9e1aa9 // fmla v9.4s, v21.4s, v30.s[2]
+	WORD $0x4f9e1aca // fmla v10.4s, v22.4s, v30.s[2]
+	WORD $0x4f9e1aeb // fmla v11.4s, v23.4s, v30.s[2]
+	WORD $0x4f9f1a90 // fmla v16.4s, v20.4s, v31.s[2]
+	WORD $0x4f9f1ab1 // fmla v17.4s, v21.4s, v31.s[2]
+	WORD $0x4f9f1ad2 // fmla v18.4s, v22.4s, v31.s[2]
+	WORD $0x4f9f1af3 // fmla v19.4s, v23.4s, v31.s[2]
+rows4_pv_vecs4_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbc1ac2 // fmla v2.4s, v22.4s, v28.s[3]
+	WORD $0x4fbc1ae3 // fmla v3.4s, v23.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbd1aa5 // fmla v5.4s, v21.4s, v29.s[3]
+	WORD $0x4fbd1ac6 // fmla v6.4s, v22.4s, v29.s[3]
+	WORD $0x4fbd1ae7 // fmla v7.4s, v23.4s, v29.s[3]
+	WORD $0x4fbe1a88 // fmla v8.4s, v20.4s, v30.s[3]
+	WORD $0x4fbe1aa9 // fmla v9.4s, v21.4s, v30.s[3]
+	WORD $0x4fbe1aca // fmla v10.4s, v22.4s, v30.s[3]
+	WORD $0x4fbe1aeb // fmla v11.4s, v23.4s, v30.s[3]
+	WORD $0x4fbf1a90 // fmla v16.4s, v20.4s, v31.s[3]
+	WORD $0x4fbf1ab1 // fmla v17.4s, v21.4s, v31.s[3]
+	WORD $0x4fbf1ad2 // fmla v18.4s, v22.4s, v31.s[3]
+	WORD $0x4fbf1af3 // fmla v19.4s, v23.4s, v31.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V16.S4, V17.S4, V18.S4, V19.S4], (R22)
+	ADD $64, R25, R25
+	ADD $64, R19, R19
+	SUBS $4, R6, R6
+	BNE rows4_pv_panel
+	B rows4_pv_done
+rows4_pv_vecs3:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4, V2.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	WORD $0x6e2cdc42 // fmul v2.4s, v2.4s, v12.4s
+	VLD1 (R22), [V4.S4, V5.S4, V6.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	WORD $0x6e2ddca5 // fmul v5.4s, v5.4s, v13.4s
+	WORD $0x6e2ddcc6 // fmul v6.4s, v6.4s, v13.4s
+	VLD1 (R22), [V8.S4, V9.S4, V10.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2edd08 // fmul v8.4s, v8.4s, v14.4s
+	WORD $0x6e2edd29 // fmul v9.4s, v9.4s, v14.4s
+	WORD $0x6e2edd4a // fmul v10.4s, v10.4s, v14.4s
+	VLD1 (R22), [V16.S4, V17.S4, V18.S4]
+	WORD $0x6e2fde10 // fmul v16.4s, v16.4s, v15.4s
+	WORD $0x6e2fde31 // fmul v17.4s, v17.4s, v15.4s
+	WORD $0x6e2fde52 // fmul v18.4s, v18.4s, v15.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows4_pv_vecs3_key1
+	CMP $2, R15
+	BEQ rows4_pv_vecs3_key2
+	CMP $3, R15
+	BEQ rows4_pv_vecs3_key3
+rows4_pv_vecs3_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9c12c2 // fmla v2.4s, v22.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9d12a5 // fmla v5.4s, v21.4s, v29.s[0]
+	WORD $0x4f9d12c6 // fmla v6.4s, v22.4s, v29.s[0]
+	WORD $0x4f9e1288 // fmla v8.4s, v20.4s, v30.s[0]
+	WORD $0x4f9e12a9 // fmla v9.4s, v21.4s, v30.s[0]
+	WORD $0x4f9e12ca // fmla v10.4s, v22.4s, v30.s[0]
+	WORD $0x4f9f1290 // fmla v16.4s, v20.4s, v31.s[0]
+	WORD $0x4f9f12b1 // fmla v17.4s, v21.4s, v31.s[0]
+	WORD $0x4f9f12d2 // fmla v18.4s, v22.4s, v31.s[0]
+rows4_pv_vecs3_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbc12c2 // fmla v2.4s, v22.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbd12a5 // fmla v5.4s, v21.4s, v29.s[1]
+	WORD $0x4fbd12c6 // fmla v6.4s, v22.4s, v29.s[1]
+	WORD $0x4fbe1288 // fmla v8.4s, v20.4s, v30.s[1]
+	WORD $0x4fbe12a9 // fmla v9.4s, v21.4s, v30.s[1]
+	WORD $0x4fbe12ca // fmla v10.4s, v22.4s, v30.s[1]
+	WORD $0x4fbf1290 // fmla v16.4s, v20.4s, v31.s[1]
+	WORD $0x4fbf12b1 // fmla v17.4s, v21.4s, v31.s[1]
+	WORD $0x4fbf12d2 // fmla v18.4s, v22.4s, v31.s[1]
+rows4_pv_vecs3_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9c1ac2 // fmla v2.4s, v22.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9d1aa5 // fmla v5.4s, v21.4s, v29.s[2]
+	WORD $0x4f9d1ac6 // fmla v6.4s, v22.4s, v29.s[2]
+	WORD $0x4f9e1a88 // fmla v8.4s, v20.4s, v30.s[2]
+	WORD $0x4f9e1aa9 // fmla v9.4s, v21.4s, v30.s[2]
+	WORD $0x4f9e1aca // fmla v10.4s, v22.4s, v30.s[2]
+	WORD $0x4f9f1a90 // fmla v16.4s, v20.4s, v31.s[2]
+	WORD $0x4f9f1ab1 // fmla v17.4s, v21.4s, v31.s[2]
+	WORD $0x4f9f1ad2 // fmla v18.4s, v22.4s, v31.s[2]
+rows4_pv_vecs3_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbc1ac2 // fmla v2.4s, v22.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbd1aa5 // fmla v5.4s, v21.4s, v29.s[3]
+	WORD $0x4fbd1ac6 // fmla v6.4s, v22.4s, v29.s[3]
+	WORD $0x4fbe1a88 // fmla v8.4s, v20.4s, v30.s[3]
+	WORD $0x4fbe1aa9 // fmla v9.4s, v21.4s, v30.s[3]
+	WORD $0x4fbe1aca // fmla v10.4s, v22.4s, v30.s[3]
+	WORD $0x4fbf1a90 // fmla v16.4s, v20.4s, v31.s[3]
+	WORD $0x4fbf1ab1 // fmla v17.4s, v21.4s, v31.s[3]
+	WORD $0x4fbf1ad2 // fmla v18.4s, v22.4s, v31.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4, V2.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4, V5.S4, V6.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V8.S4, V9.S4, V10.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V16.S4, V17.S4, V18.S4], (R22)
+	ADD $48, R25, R25
+	ADD $48, R19, R19
+	SUBS $3, R6, R6
+	BNE rows4_pv_panel
+	B rows4_pv_done
+rows4_pv_vecs2:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	VLD1 (R22), [V4.S4, V5.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	WORD $0x6e2ddca5 // fmul v5.4s, v5.4s, v13.4s
+	VLD1 (R22), [V8.S4, V9.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2edd08 // fmul v8.4s, v8.4s, v14.4s
+	WORD $0x6e2edd29 // fmul v9.4s, v9.4s, v14.4s
+	VLD1 (R22), [V16.S4, V17.S4]
+	WORD $0x6e2fde10 // fmul v16.4s, v16.4s, v15.4s
+	WORD $0x6e2fde31 // fmul v17.4s, v17.4s, v15.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows4_pv_vecs2_key1
+	CMP $2, R15
+	BEQ rows4_pv_vecs2_key2
+	CMP $3, R15
+	BEQ rows4_pv_vecs2_key3
+rows4_pv_vecs2_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9d12a5 // fmla v5.4s, v21.4s, v29.s[0]
+	WORD $0x4f9e1288 // fmla v8.4s, v20.4s, v30.s[0]
+	WORD $0x4f9e12a9 // fmla v9.4s, v21.4s, v30.s[0]
+	WORD $0x4f9f1290 // fmla v16.4s, v20.4s, v31.s[0]
+	WORD $0x4f9f12b1 // fmla v17.4s, v21.4s, v31.s[0]
+rows4_pv_vecs2_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbd12a5 // fmla v5.4s, v21.4s, v29.s[1]
+	WORD $0x4fbe1288 // fmla v8.4s, v20.4s, v30.s[1]
+	WORD $0x4fbe12a9 // fmla v9.4s, v21.4s, v30.s[1]
+	WORD $0x4fbf1290 // fmla v16.4s, v20.4s, v31.s[1]
+	WORD $0x4fbf12b1 // fmla v17.4s, v21.4s, v31.s[1]
+rows4_pv_vecs2_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9d1aa5 // fmla v5.4s, v21.4s, v29.s[2]
+	WORD $0x4f9e1a88 // fmla v8.4s, v20.4s, v30.s[2]
+	WORD $0x4f9e1aa9 // fmla v9.4s, v21.4s, v30.s[2]
+	WORD $0x4f9f1a90 // fmla v16.4s, v20.4s, v31.s[2]
+	WORD $0x4f9f1ab1 // fmla v17.4s, v21.4s, v31.s[2]
+rows4_pv_vecs2_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbd1aa5 // fmla v5.4s, v21.4s, v29.s[3]
+	WORD $0x4fbe1a88 // fmla v8.4s, v20.4s, v30.s[3]
+	WORD $0x4fbe1aa9 // fmla v9.4s, v21.4s, v30.s[3]
+	WORD $0x4fbf1a90 // fmla v16.4s, v20.4s, v31.s[3]
+	WORD $0x4fbf1ab1 // fmla v17.4s, v21.4s, v31.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4, V5.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V8.S4, V9.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V16.S4, V17.S4], (R22)
+	ADD $32, R25, R25
+	ADD $32, R19, R19
+	SUBS $2, R6, R6
+	BNE rows4_pv_panel
+	B rows4_pv_done
+rows4_pv_vecs1:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	VLD1 (R22), [V4.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	VLD1 (R22), [V8.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2edd08 // fmul v8.4s, v8.4s, v14.4s
+	VLD1 (R22), [V16.S4]
+	WORD $0x6e2fde10 // fmul v16.4s, v16.4s, v15.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows4_pv_vecs1_key1
+	CMP $2, R15
+	BEQ rows4_pv_vecs1_key2
+	CMP $3, R15
+	BEQ rows4_pv_vecs1_key3
+rows4_pv_vecs1_key0:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9e1288 // fmla v8.4s, v20.4s, v30.s[0]
+	WORD $0x4f9f1290 // fmla v16.4s, v20.4s, v31.s[0]
+rows4_pv_vecs1_key1:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbe1288 // fmla v8.4s, v20.4s, v30.s[1]
+	WORD $0x4fbf1290 // fmla v16.4s, v20.4s, v31.s[1]
+rows4_pv_vecs1_key2:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9e1a88 // fmla v8.4s, v20.4s, v30.s[2]
+	WORD $0x4f9f1a90 // fmla v16.4s, v20.4s, v31.s[2]
+rows4_pv_vecs1_key3:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbe1a88 // fmla v8.4s, v20.4s, v30.s[3]
+	WORD $0x4fbf1a90 // fmla v16.4s, v20.4s, v31.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V8.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V16.S4], (R22)
+	ADD $16, R25, R25
+	ADD $16, R19, R19
+	SUBS $1, R6, R6
+	BNE rows4_pv_panel
+rows4_pv_done:
+	ADD $4, R16, R16
+	ADD R2, R8, R8
+	ADD R2, R8, R8
+	ADD R2, R8, R8
+	ADD R2, R8, R8
+	B group
+rows2:
+	// Scores of 2 rows on SDOT: K read a dword of each key per lane.
+	VEOR V28.B16, V28.B16, V28.B16
+	VEOR V29.B16, V29.B16, V29.B16
+	MOVD $2, R22
+	MUL R2, R22, R21
+	SUB $16, R21, R21
+	MOVD R3, R17
+	MOVD R8, R19
+	MOVD ks+104(FP), R24
+	MOVD dk+16(FP), R6
+	MOVD R6, R22
+	ADD $31, R22, R22
+	LSR $5, R22, R22
+	LSL $2, R22, R22
+	MUL R16, R22, R25
+	MOVD qs+160(FP), R23
+	ADD R23, R25, R25
+	LSR $2, R6, R6
+rows2_q8_block:
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	MOVD $8, R22
+	CMP $8, R6
+	CSEL LT, R6, R22, R22
+	SUB R22, R6, R6
+rows2_q8_chunk:
+	CMP $4, R22
+	BLT rows2_q8_tail
+	WORD $0x0de4a234 // ld4 {v20.s-v23.s}[0], [x17], x4
+	WORD $0x0de4b234 // ld4 {v20.s-v23.s}[1], [x17], x4
+	WORD $0x4de4a234 // ld4 {v20.s-v23.s}[2], [x17], x4
+	WORD $0x4de4b234 // ld4 {v20.s-v23.s}[3], [x17], x4
+	SUB R20, R17, R17
+	VLD1.P (R19)(R2), [V16.B16]
+	VLD1.P (R19)(R2), [V17.B16]
+	SUB R21, R19, R19
+	WORD $0x4f90e280 // sdot v0.4s, v20.16b, v16.4b[0]
+	WORD $0x4f91e281 // sdot v1.4s, v20.16b, v17.4b[0]
+	WORD $0x4fb0e2a0 // sdot v0.4s, v21.16b, v16.4b[1]
+	WORD $0x4fb1e2a1 // sdot v1.4s, v21.16b, v17.4b[1]
+	WORD $0x4f90eac0 // sdot v0.4s, v22.16b, v16.4b[2]
+	WORD $0x4f91eac1 // sdot v1.4s, v22.16b, v17.4b[2]
+	WORD $0x4fb0eae0 // sdot v0.4s, v23.16b, v16.4b[3]
+	WORD $0x4fb1eae1 // sdot v1.4s, v23.16b, v17.4b[3]
+	SUB $4, R22, R22
+	B rows2_q8_chunk
+rows2_q8_tail:
+	CBZ R22, rows2_q8_scale
+	VLD1.P (R19)(R2), [V16.B16]
+	VLD1.P (R19)(R2), [V17.B16]
+	SUB R21, R19, R19
+	VLD1.P (R17)(R4), V20.S[0]
+	VLD1.P (R17)(R4), V20.S[1]
+	VLD1.P (R17)(R4), V20.S[2]
+	VLD1.P (R17)(R4), V20.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4f90e280 // sdot v0.4s, v20.16b, v16.4b[0]
+	WORD $0x4f91e281 // sdot v1.4s, v20.16b, v17.4b[0]
+	CMP $1, R22
+	BLE rows2_q8_scale
+	VLD1.P (R17)(R4), V21.S[0]
+	VLD1.P (R17)(R4), V21.S[1]
+	VLD1.P (R17)(R4), V21.S[2]
+	VLD1.P (R17)(R4), V21.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4fb0e2a0 // sdot v0.4s, v21.16b, v16.4b[1]
+	WORD $0x4fb1e2a1 // sdot v1.4s, v21.16b, v17.4b[1]
+	CMP $2, R22
+	BLE rows2_q8_scale
+	VLD1.P (R17)(R4), V22.S[0]
+	VLD1.P (R17)(R4), V22.S[1]
+	VLD1.P (R17)(R4), V22.S[2]
+	VLD1.P (R17)(R4), V22.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4f90eac0 // sdot v0.4s, v22.16b, v16.4b[2]
+	WORD $0x4f91eac1 // sdot v1.4s, v22.16b, v17.4b[2]
+rows2_q8_scale:
+	MOVD ldks+112(FP), R23
+	LSL $2, R23, R23
+	MOVD R24, R22
+	VLD1.P (R22)(R23), V24.S[0]
+	VLD1.P (R22)(R23), V24.S[1]
+	VLD1.P (R22)(R23), V24.S[2]
+	VLD1.P (R22)(R23), V24.S[3]
+	ADD $4, R24, R24
+	MOVD dk+16(FP), R23
+	ADD $31, R23, R23
+	LSR $5, R23, R23
+	LSL $2, R23, R23
+	MOVD R25, R22
+	WORD $0x4e21d800 // scvtf v0.4s, v0.4s
+	WORD $0x6e38dc00 // fmul v0.4s, v0.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V0.S4, V28.S4
+	WORD $0x4e21d821 // scvtf v1.4s, v1.4s
+	WORD $0x6e38dc21 // fmul v1.4s, v1.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V1.S4, V29.S4
+	ADD $4, R25, R25
+	CBNZ R6, rows2_q8_block
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+80(SB), R24
+	VLD1R (R24), [V27.S4]
+	ADD $0, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows2_row0_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d79c // fadd v28.4s, v28.4s, v9.4s
+rows2_row0_noalibi:
+	CBZ R15, rows2_row0_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V28.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V28.B16
+rows2_row0_noskip:
+	WORD $0x6e3cf780 // fmaxp v0.4s, v28.4s, v28.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
+	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
+	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
+	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V28.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V12.B16
+	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V12.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	ADD $1, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows2_row1_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d7bd // fadd v29.4s, v29.4s, v9.4s
+rows2_row1_noalibi:
+	CBZ R15, rows2_row1_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V29.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V29.B16
+rows2_row1_noskip:
+	WORD $0x6e3df7a0 // fmaxp v0.4s, v29.4s, v29.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
+	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
+	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
+	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V29.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V29.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V29.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V29.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V29.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V13.B16
+	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V13.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	// PV of 2 rows, panels of up to 4 vectors of dv.
+	MUL R16, R10, R25
+	ADD R11, R25, R25
+	MUL R15, R7, R19
+	ADD R5, R19, R19
+	LSR $4, R10, R6
+rows2_pv_panel:
+	CMP $4, R6
+	BGE rows2_pv_vecs4
+	CMP $3, R6
+	BGE rows2_pv_vecs3
+	CMP $2, R6
+	BGE rows2_pv_vecs2
+	B rows2_pv_vecs1
+rows2_pv_vecs4:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4, V2.S4, V3.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	WORD $0x6e2cdc42 // fmul v2.4s, v2.4s, v12.4s
+	WORD $0x6e2cdc63 // fmul v3.4s, v3.4s, v12.4s
+	VLD1 (R22), [V4.S4, V5.S4, V6.S4, V7.S4]
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	WORD $0x6e2ddca5 // fmul v5.4s, v5.4s, v13.4s
+	WORD $0x6e2ddcc6 // fmul v6.4s, v6.4s, v13.4s
+	WORD $0x6e2ddce7 // fmul v7.4s, v7.4s, v13.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows2_pv_vecs4_key1
+	CMP $2, R15
+	BEQ rows2_pv_vecs4_key2
+	CMP $3, R15
+	BEQ rows2_pv_vecs4_key3
+rows2_pv_vecs4_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9c12c2 // fmla v2.4s, v22.4s, v28.s[0]
+	WORD $0x4f9c12e3 // fmla v3.4s, v23.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9d12a5 // fmla v5.4s, v21.4s, v29.s[0]
+	WORD $0x4f9d12c6 // fmla v6.4s, v22.4s, v29.s[0]
+	WORD $0x4f9d12e7 // fmla v7.4s, v23.4s, v29.s[0]
+rows2_pv_vecs4_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbc12c2 // fmla v2.4s, v22.4s, v28.s[1]
+	WORD $0x4fbc12e3 // fmla v3.4s, v23.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbd12a5 // fmla v5.4s, v21.4s, v29.s[1]
+	WORD $0x4fbd12c6 // fmla v6.4s, v22.4s, v29.s[1]
+	WORD $0x4fbd12e7 // fmla v7.4s, v23.4s, v29.s[1]
+rows2_pv_vecs4_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9c1ac2 // fmla v2.4s, v22.4s, v28.s[2]
+	WORD $0x4f9c1ae3 // fmla v3.4s, v23.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9d1aa5 // fmla v5.4s, v21.4s, v29.s[2]
+	WORD $0x4f9d1ac6 // fmla v6.4s, v22.4s, v29.s[2]
+	WORD $0x4f9d1ae7 // fmla v7.4s, v23.4s, v29.s[2]
+rows2_pv_vecs4_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbc1ac2 // fmla v2.4s, v22.4s, v28.s[3]
+	WORD $0x4fbc1ae3 // fmla v3.4s, v23.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbd1aa5 // fmla v5.4s, v21.4s, v29.s[3]
+	WORD $0x4fbd1ac6 // fmla v6.4s, v22.4s, v29.s[3]
+	WORD $0x4fbd1ae7 // fmla v7.4s, v23.4s, v29.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R22)
+	ADD $64, R25, R25
+	ADD $64, R19, R19
+	SUBS $4, R6, R6
+	BNE rows2_pv_panel
+	B rows2_pv_done
+rows2_pv_vecs3:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4, V2.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	WORD $0x6e2cdc42 // fmul v2.4s, v2.4s, v12.4s
+	VLD1 (R22), [V4.S4, V5.S4, V6.S4]
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	WORD $0x6e2ddca5 // fmul v5.4s, v5.4s, v13.4s
+	WORD $0x6e2ddcc6 // fmul v6.4s, v6.4s, v13.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows2_pv_vecs3_key1
+	CMP $2, R15
+	BEQ rows2_pv_vecs3_key2
+	CMP $3, R15
+	BEQ rows2_pv_vecs3_key3
+rows2_pv_vecs3_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9c12c2 // fmla v2.4s, v22.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9d12a5 // fmla v5.4s, v21.4s, v29.s[0]
+	WORD $0x4f9d12c6 // fmla v6.4s, v22.4s, v29.s[0]
+rows2_pv_vecs3_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbc12c2 // fmla v2.4s, v22.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbd12a5 // fmla v5.4s, v21.4s, v29.s[1]
+	WORD $0x4fbd12c6 // fmla v6.4s, v22.4s, v29.s[1]
+rows2_pv_vecs3_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9c1ac2 // fmla v2.4s, v22.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9d1aa5 // fmla v5.4s, v21.4s, v29.s[2]
+	WORD $0x4f9d1ac6 // fmla v6.4s, v22.4s, v29.s[2]
+rows2_pv_vecs3_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbc1ac2 // fmla v2.4s, v22.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbd1aa5 // fmla v5.4s, v21.4s, v29.s[3]
+	WORD $0x4fbd1ac6 // fmla v6.4s, v22.4s, v29.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4, V2.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4, V5.S4, V6.S4], (R22)
+	ADD $48, R25, R25
+	ADD $48, R19, R19
+	SUBS $3, R6, R6
+	BNE rows2_pv_panel
+	B rows2_pv_done
+rows2_pv_vecs2:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	VLD1 (R22), [V4.S4, V5.S4]
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	WORD $0x6e2ddca5 // fmul v5.4s, v5.4s, v13.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows2_pv_vecs2_key1
+	CMP $2, R15
+	BEQ rows2_pv_vecs2_key2
+	CMP $3, R15
+	BEQ rows2_pv_vecs2_key3
+rows2_pv_vecs2_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+	WORD $0x4f9d12a5 // fmla v5.4s, v21.4s, v29.s[0]
+rows2_pv_vecs2_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+	WORD $0x4fbd12a5 // fmla v5.4s, v21.4s, v29.s[1]
+rows2_pv_vecs2_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+	WORD $0x4f9d1aa5 // fmla v5.4s, v21.4s, v29.s[2]
+rows2_pv_vecs2_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	WORD $0x4fbd1aa5 // fmla v5.4s, v21.4s, v29.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4, V5.S4], (R22)
+	ADD $32, R25, R25
+	ADD $32, R19, R19
+	SUBS $2, R6, R6
+	BNE rows2_pv_panel
+	B rows2_pv_done
+rows2_pv_vecs1:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4]
+	ADD R10, R22, R22
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	VLD1 (R22), [V4.S4]
+	WORD $0x6e2ddc84 // fmul v4.4s, v4.4s, v13.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows2_pv_vecs1_key1
+	CMP $2, R15
+	BEQ rows2_pv_vecs1_key2
+	CMP $3, R15
+	BEQ rows2_pv_vecs1_key3
+rows2_pv_vecs1_key0:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9d1284 // fmla v4.4s, v20.4s, v29.s[0]
+rows2_pv_vecs1_key1:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbd1284 // fmla v4.4s, v20.4s, v29.s[1]
+rows2_pv_vecs1_key2:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9d1a84 // fmla v4.4s, v20.4s, v29.s[2]
+rows2_pv_vecs1_key3:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbd1a84 // fmla v4.4s, v20.4s, v29.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4], (R22)
+	ADD R10, R22, R22
+	VST1 [V4.S4], (R22)
+	ADD $16, R25, R25
+	ADD $16, R19, R19
+	SUBS $1, R6, R6
+	BNE rows2_pv_panel
+rows2_pv_done:
+	ADD $2, R16, R16
+	ADD R2, R8, R8
+	ADD R2, R8, R8
+	B group
+rows1:
+	// Scores of 1 rows on SDOT: K read a dword of each key per lane.
+	VEOR V28.B16, V28.B16, V28.B16
+	MOVD $1, R22
+	MUL R2, R22, R21
+	SUB $16, R21, R21
+	MOVD R3, R17
+	MOVD R8, R19
+	MOVD ks+104(FP), R24
+	MOVD dk+16(FP), R6
+	MOVD R6, R22
+	ADD $31, R22, R22
+	LSR $5, R22, R22
+	LSL $2, R22, R22
+	MUL R16, R22, R25
+	MOVD qs+160(FP), R23
+	ADD R23, R25, R25
+	LSR $2, R6, R6
+rows1_q8_block:
+	VEOR V0.B16, V0.B16, V0.B16
+	MOVD $8, R22
+	CMP $8, R6
+	CSEL LT, R6, R22, R22
+	SUB R22, R6, R6
+rows1_q8_chunk:
+	CMP $4, R22
+	BLT rows1_q8_tail
+	WORD $0x0de4a234 // ld4 {v20.s-v23.s}[0], [x17], x4
+	WORD $0x0de4b234 // ld4 {v20.s-v23.s}[1], [x17], x4
+	WORD $0x4de4a234 // ld4 {v20.s-v23.s}[2], [x17], x4
+	WORD $0x4de4b234 // ld4 {v20.s-v23.s}[3], [x17], x4
+	SUB R20, R17, R17
+	VLD1.P (R19)(R2), [V16.B16]
+	SUB R21, R19, R19
+	WORD $0x4f90e280 // sdot v0.4s, v20.16b, v16.4b[0]
+	WORD $0x4fb0e2a0 // sdot v0.4s, v21.16b, v16.4b[1]
+	WORD $0x4f90eac0 // sdot v0.4s, v22.16b, v16.4b[2]
+	WORD $0x4fb0eae0 // sdot v0.4s, v23.16b, v16.4b[3]
+	SUB $4, R22, R22
+	B rows1_q8_chunk
+rows1_q8_tail:
+	CBZ R22, rows1_q8_scale
+	VLD1.P (R19)(R2), [V16.B16]
+	SUB R21, R19, R19
+	VLD1.P (R17)(R4), V20.S[0]
+	VLD1.P (R17)(R4), V20.S[1]
+	VLD1.P (R17)(R4), V20.S[2]
+	VLD1.P (R17)(R4), V20.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4f90e280 // sdot v0.4s, v20.16b, v16.4b[0]
+	CMP $1, R22
+	BLE rows1_q8_scale
+	VLD1.P (R17)(R4), V21.S[0]
+	VLD1.P (R17)(R4), V21.S[1]
+	VLD1.P (R17)(R4), V21.S[2]
+	VLD1.P (R17)(R4), V21.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4fb0e2a0 // sdot v0.4s, v21.16b, v16.4b[1]
+	CMP $2, R22
+	BLE rows1_q8_scale
+	VLD1.P (R17)(R4), V22.S[0]
+	VLD1.P (R17)(R4), V22.S[1]
+	VLD1.P (R17)(R4), V22.S[2]
+	VLD1.P (R17)(R4), V22.S[3]
+	SUB R20, R17, R17
+	SUB $12, R17, R17
+	WORD $0x4f90eac0 // sdot v0.4s, v22.16b, v16.4b[2]
+rows1_q8_scale:
+	MOVD ldks+112(FP), R23
+	LSL $2, R23, R23
+	MOVD R24, R22
+	VLD1.P (R22)(R23), V24.S[0]
+	VLD1.P (R22)(R23), V24.S[1]
+	VLD1.P (R22)(R23), V24.S[2]
+	VLD1.P (R22)(R23), V24.S[3]
+	ADD $4, R24, R24
+	MOVD dk+16(FP), R23
+	ADD $31, R23, R23
+	LSR $5, R23, R23
+	LSL $2, R23, R23
+	MOVD R25, R22
+	WORD $0x4e21d800 // scvtf v0.4s, v0.4s
+	WORD $0x6e38dc00 // fmul v0.4s, v0.4s, v24.4s
+	VLD1R.P (R22)(R23), [V25.S4]
+	VFMLA V25.S4, V0.S4, V28.S4
+	ADD $4, R25, R25
+	CBNZ R6, rows1_q8_block
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+80(SB), R24
+	VLD1R (R24), [V27.S4]
+	ADD $0, R16, R23
+	LSL $2, R23, R23
+	CBZ R14, rows1_row0_noalibi
+	MOVD nk+56(FP), R22
+	SUB R9, R22, R22
+	SCVTFS R22, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R1<<2, R14, R22
+	ADD R23, R22, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
+	ADD R23, R14, R22
+	VLD1R (R22), [V10.S4]
+	WORD $0x6e2add29 // fmul v9.4s, v9.4s, v10.4s
+	WORD $0x4e29d79c // fadd v28.4s, v28.4s, v9.4s
+rows1_row0_noalibi:
+	CBZ R15, rows1_row0_noskip
+	SCVTFS R15, F9
+	VDUP V9.S[0], V9.S4
+	MOVD $constsNEON<>+96(SB), R24
+	VLD1 (R24), [V10.S4]
+	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V10.S4]
+	VBSL V28.B16, V10.B16, V9.B16
+	VORR V9.B16, V9.B16, V28.B16
+rows1_row0_noskip:
+	WORD $0x6e3cf780 // fmaxp v0.4s, v28.4s, v28.4s
+	WORD $0x6e20f400 // fmaxp v0.4s, v0.4s, v0.4s
+	ADD R23, R12, R22
+	VLD1R (R22), [V1.S4]
+	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V3.S4]
+	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
+	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
+	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
+	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
+	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
+	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V28.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V28.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V28.B16
+	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
+	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
+	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
+	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
+	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
+	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
+	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
+	VORR V20.B16, V20.B16, V6.B16
+	VORR V21.B16, V21.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V22.B16, V22.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V23.B16, V23.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V24.B16, V24.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V25.B16, V25.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	VORR V26.B16, V26.B16, V6.B16
+	VFMLA V1.S4, V7.S4, V6.S4
+	VORR V26.B16, V26.B16, V7.B16
+	VFMLA V1.S4, V6.S4, V7.S4
+	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
+	VSHL $23, V5.S4, V5.S4
+	VADD V27.S4, V5.S4, V5.S4
+	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
+	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
+	VORR V7.B16, V7.B16, V12.B16
+	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	ADD R23, R13, R22
+	VLD1R (R22), [V9.S4]
+	VFMLA V12.S4, V9.S4, V0.S4
+	FMOVS F0, (R22)
+	ADD R23, R12, R22
+	FMOVS F2, (R22)
+	// PV of 1 rows, panels of up to 4 vectors of dv.
+	MUL R16, R10, R25
+	ADD R11, R25, R25
+	MUL R15, R7, R19
+	ADD R5, R19, R19
+	LSR $4, R10, R6
+rows1_pv_panel:
+	CMP $4, R6
+	BGE rows1_pv_vecs4
+	CMP $3, R6
+	BGE rows1_pv_vecs3
+	CMP $2, R6
+	BGE rows1_pv_vecs2
+	B rows1_pv_vecs1
+rows1_pv_vecs4:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4, V2.S4, V3.S4]
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	WORD $0x6e2cdc42 // fmul v2.4s, v2.4s, v12.4s
+	WORD $0x6e2cdc63 // fmul v3.4s, v3.4s, v12.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows1_pv_vecs4_key1
+	CMP $2, R15
+	BEQ rows1_pv_vecs4_key2
+	CMP $3, R15
+	BEQ rows1_pv_vecs4_key3
+rows1_pv_vecs4_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9c12c2 // fmla v2.4s, v22.4s, v28.s[0]
+	WORD $0x4f9c12e3 // fmla v3.4s, v23.4s, v28.s[0]
+rows1_pv_vecs4_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbc12c2 // fmla v2.4s, v22.4s, v28.s[1]
+	WORD $0x4fbc12e3 // fmla v3.4s, v23.4s, v28.s[1]
+rows1_pv_vecs4_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9c1ac2 // fmla v2.4s, v22.4s, v28.s[2]
+	WORD $0x4f9c1ae3 // fmla v3.4s, v23.4s, v28.s[2]
+rows1_pv_vecs4_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbc1ac2 // fmla v2.4s, v22.4s, v28.s[3]
+	WORD $0x4fbc1ae3 // fmla v3.4s, v23.4s, v28.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R22)
+	ADD $64, R25, R25
+	ADD $64, R19, R19
+	SUBS $4, R6, R6
+	BNE rows1_pv_panel
+	B rows1_pv_done
+rows1_pv_vecs3:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4, V2.S4]
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	WORD $0x6e2cdc42 // fmul v2.4s, v2.4s, v12.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows1_pv_vecs3_key1
+	CMP $2, R15
+	BEQ rows1_pv_vecs3_key2
+	CMP $3, R15
+	BEQ rows1_pv_vecs3_key3
+rows1_pv_vecs3_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+	WORD $0x4f9c12c2 // fmla v2.4s, v22.4s, v28.s[0]
+rows1_pv_vecs3_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+	WORD $0x4fbc12c2 // fmla v2.4s, v22.4s, v28.s[1]
+rows1_pv_vecs3_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+	WORD $0x4f9c1ac2 // fmla v2.4s, v22.4s, v28.s[2]
+rows1_pv_vecs3_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4, V22.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	WORD $0x4fbc1ac2 // fmla v2.4s, v22.4s, v28.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4, V2.S4], (R22)
+	ADD $48, R25, R25
+	ADD $48, R19, R19
+	SUBS $3, R6, R6
+	BNE rows1_pv_panel
+	B rows1_pv_done
+rows1_pv_vecs2:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4, V1.S4]
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	WORD $0x6e2cdc21 // fmul v1.4s, v1.4s, v12.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows1_pv_vecs2_key1
+	CMP $2, R15
+	BEQ rows1_pv_vecs2_key2
+	CMP $3, R15
+	BEQ rows1_pv_vecs2_key3
+rows1_pv_vecs2_key0:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+	WORD $0x4f9c12a1 // fmla v1.4s, v21.4s, v28.s[0]
+rows1_pv_vecs2_key1:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+	WORD $0x4fbc12a1 // fmla v1.4s, v21.4s, v28.s[1]
+rows1_pv_vecs2_key2:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+	WORD $0x4f9c1aa1 // fmla v1.4s, v21.4s, v28.s[2]
+rows1_pv_vecs2_key3:
+	VLD1.P (R17)(R7), [V20.S4, V21.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	WORD $0x4fbc1aa1 // fmla v1.4s, v21.4s, v28.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4, V1.S4], (R22)
+	ADD $32, R25, R25
+	ADD $32, R19, R19
+	SUBS $2, R6, R6
+	BNE rows1_pv_panel
+	B rows1_pv_done
+rows1_pv_vecs1:
+	MOVD R25, R22
+	VLD1 (R22), [V0.S4]
+	WORD $0x6e2cdc00 // fmul v0.4s, v0.4s, v12.4s
+	MOVD R19, R17
+	CMP $1, R15
+	BEQ rows1_pv_vecs1_key1
+	CMP $2, R15
+	BEQ rows1_pv_vecs1_key2
+	CMP $3, R15
+	BEQ rows1_pv_vecs1_key3
+rows1_pv_vecs1_key0:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4f9c1280 // fmla v0.4s, v20.4s, v28.s[0]
+rows1_pv_vecs1_key1:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4fbc1280 // fmla v0.4s, v20.4s, v28.s[1]
+rows1_pv_vecs1_key2:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4f9c1a80 // fmla v0.4s, v20.4s, v28.s[2]
+rows1_pv_vecs1_key3:
+	VLD1.P (R17)(R7), [V20.S4]
+	WORD $0x4fbc1a80 // fmla v0.4s, v20.4s, v28.s[3]
+	MOVD R25, R22
+	VST1 [V0.S4], (R22)
+	ADD $16, R25, R25
+	ADD $16, R19, R19
+	SUBS $1, R6, R6
+	BNE rows1_pv_panel
+rows1_pv_done:
+	ADD $1, R16, R16
+	ADD R2, R8, R8
+	B group
+	// The next block.
+next:
+	MOVD $4, R23
+	MOVD ldk+32(FP), R22
+	MUL R23, R22, R22
+	MOVD k+24(FP), R17
+	ADD R22<<0, R17, R17
+	MOVD R17, k+24(FP)
+	MOVD ldv+48(FP), R22
+	MUL R23, R22, R22
+	MOVD v+40(FP), R17
+	ADD R22<<0, R17, R17
+	MOVD R17, v+40(FP)
+	MOVD ldks+112(FP), R22
+	MUL R23, R22, R22
+	MOVD ks+104(FP), R17
+	ADD R22<<2, R17, R17
+	MOVD R17, ks+104(FP)
+	MOVD ldvs+128(FP), R22
+	MUL R23, R22, R22
+	MOVD vs+120(FP), R17
+	ADD R22<<2, R17, R17
+	MOVD R17, vs+120(FP)
+	SUBS $4, R9, R9
+	BNE block
+	RET
+
 // func WidenF16NEON(dst *float32, ldd int, src *uint16, lds int, rows, n int)
 TEXT ·WidenF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0

@@ -142,7 +142,19 @@ func neonWeightCall(c *float32, ldc int, a []float32, lda int, b WeightRows, i0,
 // neonConvert are the NEON conversion kernels, float16 then bfloat16.
 var neonConvert = [2]convertFuncs{{asm.WidenF16NEON, asm.NarrowF16NEON}, {asm.WidenBF16NEON, asm.NarrowBF16NEON}}
 
+// neonDecodeQ8 is DecodeQ8 on SDOT (DecodeQ8NEON), for CPUs with
+// FEAT_DotProd (Arm v8.2 cores from Cortex-A55/A75 and Neoverse N1 on,
+// Apple M1 on).
+func neonDecodeQ8(q QueryQ8, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+	asm.DecodeQ8NEON(nil, rows, dk, &kr.I8[0], kr.Ld, &vr.I8[0], vr.Ld, nk, dv, &o[0], &m[0], &l[0], first(alibi),
+		&kr.S[0], kr.LdS, &vr.S[0], vr.LdS, &s[0], &q.Q[0], q.Ld, &q.S[0])
+}
+
 func init() {
+	neon.optional = append(neon.optional, cpuid.ASIMDDP)
+	if cpuid.CPU.Supports(cpuid.ASIMDDP) {
+		neon.decodeQ8 = neonDecodeQ8
+	}
 	if cpuid.CPU.Supports(cpuid.ASIMD) {
 		available = append([]*Set{neon}, available...)
 	}

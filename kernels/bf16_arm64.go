@@ -30,7 +30,7 @@ var neonBF16 = &bf16Kernels{
 }
 
 func init() {
-	neon.optional = []cpuid.FeatureID{cpuid.BF16}
+	neon.optional = append(neon.optional, cpuid.BF16)
 	if cpuid.CPU.Supports(cpuid.BF16) {
 		neon.bf16 = neonBF16
 	}

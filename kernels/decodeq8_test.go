@@ -50,7 +50,7 @@ func TestDecodeQ8(t *testing.T) {
 								continue
 							}
 							dv := dvs[rng.IntN(len(dvs))]
-							if ks.decodePairs { // AVX2's int8 rows: dims multiples of 4
+							if ks.decodePairs || ks.decodeWhole { // AVX2's int8 rows, NEON: dims multiples of 4
 								dv = (dv + 3) &^ 3
 							}
 							if !ks.HasDecodeQ8(dk, dv) {
@@ -105,7 +105,14 @@ func decodeQ8Case(t *testing.T, ks *Set, rng *rand.Rand, typ KVType, rows, nk, d
 	o0, m0, l0 := append([]float32(nil), o...), append([]float32(nil), m...), append([]float32(nil), l...)
 	ks.DecodeQ8(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	where := fmt.Sprintf("%s DecodeQ8 %v rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v", ks, typ, rows, nk, dk, dv, running, alibi != nil)
-	checkDecodeState(t, where, qf, rows, dk, kf, ldk, vf, ldv, nk, dv, alibi, o0, m0, l0, o, m, l)
+	// The scores are rounded once per scale block (fma of the block's
+	// scaled sum), ⌈dk/32⌉ roundings where the float32 kernels round in
+	// their lanes' sums: a random walk, so the bound grows as √dk past
+	// the float32 kernels' 2e-5 at dk = 128 (NEON at dk 576 measured
+	// 2.3e-5; DecodeQ8 and Decode on the same quantized rows differ by
+	// at most 1.1e-5 over 300 random cases on every set).
+	tol := 2e-5 * max(1, math.Sqrt(float64(dk)/128))
+	checkDecodeStateTol(t, tol, where, qf, rows, dk, kf, ldk, vf, ldv, nk, dv, alibi, o0, m0, l0, o, m, l)
 }
 
 // TestDecodeQ8Extremes: query bytes of ±127 and key bytes of ±127 or

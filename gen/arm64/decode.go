@@ -38,7 +38,8 @@ const (
 	dQback R = 21 // R q rows' bytes less one vector
 	dT     R = 22 // temporary
 	dT2    R = 23 // temporary
-	dOw    R = 25 // the panel's O row 0
+	dOw    R = 25 // the panel's O row 0 (DecodeQ8NEON's scores: the rows' q scales)
+	dKs    R = 24 // DecodeQ8NEON's scores: the block's K scales of a scale block
 )
 
 // Decode's vector registers. Scores: accumulators V0..V15 (row r, key c
@@ -108,8 +109,11 @@ func (g *gen) loadKV(e neonElem, base, step R, v V, n int) {
 // float32 rows, and the block is then scored and summed as float32 from
 // there: every row of the call reads the block from L1, and the result is
 // bit for bit that of the float32 kernel on the dequantized K and V.
-func (g *gen) decode(e neonElem) {
+func (g *gen) decode(e neonElem, q8 bool) {
 	name := "Decode" + e.name + "NEON"
+	if q8 {
+		name = "DecodeQ8NEON"
+	}
 	int8 := e.name == "I8"
 	sig, size := fmt.Sprintf("(q *float32, rows, dk int, k %s, ldk int, v %s, ldv int, nk, dv int, o, m, l, alibi *float32)", e.goTyp, e.goTyp), 104
 	doc := []string{
@@ -133,13 +137,34 @@ func (g *gen) decode(e neonElem) {
 			"ks[c*ldks+d/32] (V likewise), rounded once: each block's rows are",
 			"dequantized into s (4·dk then 4·dv floats) and read from there.")
 	}
+	if q8 {
+		sig, size = sig[:len(sig)-1]+", q8 *int8, ldq8 int, qs *float32)", 168
+		doc = doc[:len(doc)-3]
+		doc[3] = "\t\tsc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]"
+		doc = append(doc,
+			"K and V are int8 as DecodeI8NEON's; the scores are integer dot products",
+			"(SDOT, FEAT_DotProd): q8 holds the rows quantized (ldq8 bytes apart, nb =",
+			"⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales; q is not read. The",
+			"block's 4 K rows are read a dword of each key into each lane (LD4 by",
+			"lane), so that each SDOT by element sums key c's 4 products in lane c",
+			"exactly in int32; V is dequantized into s (4·dv floats) as DecodeI8NEON's.")
+	}
 	g.Func(name, sig, size, doc...)
 	g.loadArgs(arg{"q", dQ}, arg{"rows", dRows}, arg{"dk", dQRow}, arg{"k", dK}, arg{"ldk", dLdk},
 		arg{"v", dV}, arg{"ldv", dLdv}, arg{"nk", dRem}, arg{"dv", dORow}, arg{"o", dO}, arg{"m", dM},
 		arg{"l", dL}, arg{"alibi", dAlibi})
 	g.toBytes(dQRow, dORow)
 	body := e
-	if int8 {
+	if q8 {
+		// V is read from s as float32 rows; K as it is (dLdk bytes apart,
+		// dKback = 4·ldk - 16: a chunk of 16 bytes of the 4 rows); q8 rows
+		// ldq8 bytes apart (dQRow), from dQ.
+		body = neonElems[0]
+		g.loadArgs(arg{"s", dV}, arg{"q8", dQ}, arg{"ldq8", dQRow})
+		g.Inst("MOVD %s, %s", dORow, dLdv)
+		g.Inst("LSL $2, %s, %s", dLdk, dKback)
+		g.Inst("SUB $16, %s, %s", dKback, dKback)
+	} else if int8 {
 		// The block is read from s as float32 rows: K at s, V after 4 K rows.
 		body = neonElems[0]
 		g.loadArgs(arg{"s", dK})
@@ -150,9 +175,11 @@ func (g *gen) decode(e neonElem) {
 		g.Inst("LSL $%d, %s, %s", e.shift, dLdk, dLdk)
 		g.Inst("LSL $%d, %s, %s", e.shift, dLdv, dLdv)
 	}
-	// kback = 4·ldk - (one K vector: 4 elements).
-	g.Inst("LSL $2, %s, %s", dLdk, dKback)
-	g.Inst("SUB $%d, %s, %s", 4<<body.shift, dKback, dKback)
+	if !q8 {
+		// kback = 4·ldk - (one K vector: 4 elements).
+		g.Inst("LSL $2, %s, %s", dLdk, dKback)
+		g.Inst("SUB $%d, %s, %s", 4<<body.shift, dKback, dKback)
+	}
 
 	g.Comment("A block of 4 keys. The last one, if partial, is moved back to end at nk;")
 	g.Comment("its first skip keys (already done) are masked.")
@@ -172,8 +199,11 @@ func (g *gen) decode(e neonElem) {
 		g.Inst("SUB %s, %s, %s", dT, dV, dV)
 	}
 	g.Label("whole")
-	if int8 {
-		g.dequantBlock()
+	if q8 {
+		g.Inst("MOVD %s, %s", g.Arg("k"), dK)
+		g.dequantBlock(false)
+	} else if int8 {
+		g.dequantBlock(true)
 	} else {
 		g.touchBlock(e)
 	}
@@ -191,7 +221,11 @@ func (g *gen) decode(e neonElem) {
 	g.Inst("B rows%d", decodeGroups[len(decodeGroups)-1])
 	for _, R := range decodeGroups {
 		g.Label(fmt.Sprintf("rows%d", R))
-		g.decodeScores(body, R)
+		if q8 {
+			g.decodeScoresQ8(R)
+		} else {
+			g.decodeScores(body, R)
+		}
 		g.loadExpConsts()
 		for r := 0; r < R; r++ {
 			g.decodeSoftmax(R, r)
@@ -239,19 +273,23 @@ func (g *gen) stepInt8Rows(n R, back bool) {
 }
 
 // dequantBlock emits DecodeI8NEON's dequantization of the block's 4 K
-// rows (dk elements each) into the float32 rows at dK, then its 4 V rows
-// (dv) at dV: per scale block of 32 elements the scale broadcast (V24),
+// rows (dk elements each; withK, else DecodeQ8NEON's V only) into the
+// float32 rows at dK, then its 4 V rows (dv) at dV: per scale block of 32 elements the scale broadcast (V24),
 // then 16 elements at a time (a 16-byte load, SXTL/SXTL2 to halfwords and
 // words, SCVTF, FMUL by the scale, one 64-byte store), the rest 4 at a
 // time. Rows in order, each in address order: when they are adjacent the
 // block is read as one stream, the first touch of every line in address
 // order (as touchBlock orders it for the other types). Uses dT, dT2,
 // dKw, dQw, dCnt, dOw, dQback and dRowQ, free here.
-func (g *gen) dequantBlock() {
-	for _, t := range []struct {
+func (g *gen) dequantBlock(withK bool) {
+	tensors := []struct {
 		ptr, ld, scales, ldS, name string
 		dst, n                     R
-	}{{"k", "ldk", "ks", "ldks", "dqk", dK, dQRow}, {"v", "ldv", "vs", "ldvs", "dqv", dV, dORow}} {
+	}{{"k", "ldk", "ks", "ldks", "dqk", dK, dQRow}, {"v", "ldv", "vs", "ldvs", "dqv", dV, dORow}}
+	if !withK { // DecodeQ8NEON: V only
+		tensors = tensors[1:]
+	}
+	for _, t := range tensors {
 		g.Inst("MOVD %s, %s", g.Arg(t.ptr), dOw)
 		g.Inst("MOVD %s, %s", g.Arg(t.scales), dQback)
 		g.Inst("MOVD %s, %s", t.dst, dKw)

@@ -34,8 +34,9 @@ func main() {
 	g.expKernel()
 	g.peak()
 	for _, el := range append(neonElems, neonInt8) {
-		g.decode(el)
+		g.decode(el, false)
 	}
+	g.decode(neonInt8, true) // DecodeQ8NEON: int8 K on SDOT
 	g.convert()
 	g.narrow()
 	g.widenI4KV()

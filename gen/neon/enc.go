@@ -31,6 +31,8 @@ const (
 	opSCVTF  = 0x4e21d800 // "two-register misc", sz = 0; UCVTF sets U
 	opSXTL   = 0x0f00a400 // SSHLL #0, "shift by immediate": immh in bits 19-22, Q, and U for UXTL
 	opBFDOT  = 0x6e40fc00 // FEAT_BF16, "three-register extension": Q = 1, size = 01
+	opSDOTe  = 0x4f80e000 // FEAT_DotProd, SDOT by element: Q = 1, size = 10, index H:L, Rm M:Rm
+	opLD4s   = 0x0de0a000 // LD4 (single structure), post-index by Xm: .S lane (opcode 101, size 00), index Q:S
 )
 
 // Encoding is one encoded instruction and its disassembly.
@@ -116,6 +118,37 @@ func EncBFDOT(d, n, m V) Encoding {
 	return Encoding{
 		opBFDOT | uint32(m.check())<<16 | uint32(n.check())<<5 | uint32(d.check()),
 		fmt.Sprintf("bfdot v%d.4s, v%d.8h, v%d.8h", d, n, m),
+	}
+}
+
+// EncSDOTElem is SDOT Vd.4S, Vn.16B, Vm.4B[index] (FEAT_DotProd): each
+// word lane j of Vd gains the dot product of Vn's bytes 4j..4j+3 with
+// bytes 4·index..4·index+3 of Vm, all signed, exactly (in int32,
+// wrapping).
+func EncSDOTElem(d, n, m V, index int) Encoding {
+	if index < 0 || index > 3 {
+		panic(fmt.Sprintf("neon: lane %d out of 0..3", index))
+	}
+	mm := uint32(m.check())
+	return Encoding{
+		opSDOTe | uint32(index&1)<<21 | (mm>>4&1)<<20 | (mm&15)<<16 | uint32(index>>1)<<11 |
+			uint32(n.check())<<5 | uint32(d.check()),
+		fmt.Sprintf("sdot v%d.4s, v%d.16b, v%d.4b[%d]", d, n, m, index),
+	}
+}
+
+// EncLD4Lane is LD4 {Vt.S, Vt+1.S, Vt+2.S, Vt+3.S}[index], [Xn], Xm: the
+// four words at Xn into lane index of Vt..Vt+3 (word i into Vt+i), then
+// Xn += Xm. Go's assembler has the instruction only for whole vectors.
+func EncLD4Lane(t V, index int, n, m R) Encoding {
+	if index < 0 || index > 3 {
+		panic(fmt.Sprintf("neon: lane %d out of 0..3", index))
+	}
+	t.check()
+	(t + 3).check()
+	return Encoding{
+		opLD4s | uint32(index>>1)<<30 | uint32(m.check())<<16 | uint32(index&1)<<12 | uint32(n.check())<<5 | uint32(t),
+		fmt.Sprintf("ld4 {v%d.s-v%d.s}[%d], [x%d], x%d", t, t+3, index, n, m),
 	}
 }
 

@@ -30,7 +30,10 @@ func every() []Encoding {
 			}
 		}
 		for i := 0; i < 4; i++ {
-			out = append(out, EncFMLAElem(d, n, m, i))
+			out = append(out, EncFMLAElem(d, n, m, i), EncSDOTElem(d, n, m, i))
+			if d <= 28 {
+				out = append(out, EncLD4Lane(d, i, R(n%31), R(m%31)))
+			}
 		}
 	}
 	return out
@@ -55,6 +58,8 @@ func TestEncodingsTable(t *testing.T) {
 		{EncXTL(0, 1, true, false, true), 0x6f10a420},  // uxtl2 v0.4s, v1.8h: Q=1 U=1 immh=0010
 		{EncSCVTF(2, 3, false), 0x4e21d862},            // sz=0 opcode 11101
 		{EncBFDOT(0, 1, 2), 0x6e42fc20},                // 0 Q=1 1 01110 010 Rm=2 111111 Rn=1 Rd=0
+		{EncSDOTElem(0, 1, 2, 3), 0x4fa2e820},          // 0 Q=1 0 01111 10 L=1 M=0 Rm=2 1110 H=1 0 Rn=1 Rd=0
+		{EncLD4Lane(20, 1, 3, 4), 0x0de4b074},          // 0 Q=0 0011011 L=1 R=1 Rm=4 101 S=1 00 Rn=3 Rt=20
 	} {
 		if c.got.Word != c.want {
 			t.Errorf("%s: encoded 0x%08x, want 0x%08x", c.got.Mnemonic, c.got.Word, c.want)
