@@ -60,12 +60,15 @@ const (
 	// rows are (per block of Int8Block dims, scale max|x|/127, round to
 	// nearest even: llama.cpp's q8_0 rule, which its CPU flash attention
 	// applies to the query rows over q8_0 K), and the scores are the
-	// products of those quantized rows with K. Where the CPU has integer
-	// dot products for it (AVX512_VNNI: Intel from Ice Lake, AMD from
-	// Zen 4), a decode step's fused kernel sums each block's products
-	// exactly in int32 (VPDPBUSD) and scales the sum by both blocks'
-	// scales; elsewhere the float32 kernels multiply the values the
-	// quantized rows stand for (the same products up to float32
+	// products of those quantized rows with K. A decode step's fused
+	// kernel (head dims multiples of 4) sums each block's products exactly
+	// in int32 and scales the sum by both blocks' scales, on the integer
+	// dot products the CPU has: VPDPBUSD (AVX512_VNNI: Intel from Ice
+	// Lake, AMD from Zen 4; AVX-VNNI on AVX2-only Intel from Alder Lake),
+	// VPMADDUBSW and VPMADDWD on any other AVX2 core, SDOT on Arm cores
+	// with the dot-product extension (Neoverse N1 and later, Apple M1 and
+	// later); elsewhere, and in prefill, the float32 kernels multiply the
+	// values the quantized rows stand for (the same products up to float32
 	// rounding). P·V, the softmax and every option are ComputeF32's. A
 	// query row holding a NaN or ±Inf is not quantized: it keeps its
 	// values, and its output is ComputeF32's NaN.
@@ -77,12 +80,12 @@ const (
 	// away from the float32 mode's on the same int8 K/V; against the
 	// exact result on float32 K/V, int8 K/V alone is 0.74–0.82% off and
 	// with the mode 0.93–1.0% (TestComputeInt8Accuracy). It makes an int8
-	// decode step faster where dequantizing binds, several query rows per
-	// KV head (GQA groups, batched trees, MLA's 16 heads: 1.1–1.8× on Zen
-	// 4, see PERFORMANCE.md); a step of one row per KV head runs as in
-	// the float32 mode on the quantized rows. Prefill (and MLA's 128
-	// heads) runs the flash blocks on the float32 kernels and gains
-	// nothing from the mode.
+	// or int4 decode step faster where dequantizing binds: several query
+	// rows per KV head (GQA groups, batched trees, MLA's 16 heads: 1.1–1.8×
+	// on Zen 4 with AVX-512, see PERFORMANCE.md), and less so one row per
+	// KV head (MHA), whose float32 P·V is then most of the time. Prefill
+	// (and MLA's 128 heads) runs the flash blocks on the float32 kernels
+	// and gains nothing from the mode.
 	ComputeInt8
 )
 
