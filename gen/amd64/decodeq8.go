@@ -155,17 +155,27 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 			g.ADDQ(operand.Imm(uint64(chunkBytes)), b)
 		}
 	}
-	g.Label("q8_chunk")
+	g.chunks("q8", n, lc.krow, func(masked bool, tail tailRegs, ymask reg.VecVirtual, _ reg.GPVirtual) {
+		chunk(masked, tail, ymask)
+	})
+}
+
+// chunks emits the loop over a K row's chunks of 4·T bytes: n (a
+// register, counted down) whole ones, then, if the row's bytes (krow)
+// leave a part, that part masked to its dwords (the tail's kmask, or
+// AVX2's ymask loaded into a register; dwords holds their count).
+func (g *gen) chunks(name string, n reg.GPVirtual, krow operand.Mem, chunk func(masked bool, tail tailRegs, ymask reg.VecVirtual, dwords reg.GPVirtual)) {
+	g.Label(name + "_chunk")
 	g.TESTQ(n, n)
-	g.JZ(operand.LabelRef("q8_tail"))
-	chunk(false, tailRegs{}, nil)
+	g.JZ(operand.LabelRef(name + "_tail"))
+	chunk(false, tailRegs{}, nil, nil)
 	g.DECQ(n)
-	g.JMP(operand.LabelRef("q8_chunk"))
-	g.Label("q8_tail")
+	g.JMP(operand.LabelRef(name + "_chunk"))
+	g.Label(name + "_tail")
 	t := g.GP64()
-	g.MOVQ(lc.krow, t)
-	g.ANDQ(operand.Imm(uint64(chunkBytes-1)), t)
-	g.JZ(operand.LabelRef("q8_done"))
+	g.MOVQ(krow, t)
+	g.ANDQ(operand.Imm(uint64(4*g.isa.lanes-1)), t)
+	g.JZ(operand.LabelRef(name + "_done"))
 	g.SHRQ(operand.U8(2), t) // the last chunk's dwords
 	tail := g.tailMask(t)
 	var ymask reg.VecVirtual
@@ -173,8 +183,8 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 		ymask = g.vec()
 		g.VMOVDQU(tail.ymask, ymask)
 	}
-	chunk(true, tail, ymask)
-	g.Label("q8_done")
+	chunk(true, tail, ymask, t)
+	g.Label(name + "_done")
 }
 
 // decodeScoresQ8 emits the scores and softmax of R rows (lc.row on) over
@@ -470,25 +480,8 @@ func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 			g.ADDQ(operand.Imm(uint64(chunkBytes)), b)
 		}
 	}
-	g.Label("q8row_chunk")
-	g.TESTQ(n, n)
-	g.JZ(operand.LabelRef("q8row_tail"))
-	chunk(false, tailRegs{}, nil, nil, "")
-	g.DECQ(n)
-	g.JMP(operand.LabelRef("q8row_chunk"))
-	g.Label("q8row_tail")
-	t := g.GP64()
-	g.MOVQ(lc.krow, t)
-	g.ANDQ(operand.Imm(uint64(chunkBytes-1)), t)
-	g.JZ(operand.LabelRef("q8row_done"))
-	g.SHRQ(operand.U8(2), t) // the last chunk's dwords
-	tail := g.tailMask(t)
-	var ymask reg.VecVirtual
-	if !avx512 {
-		ymask = g.vec()
-		g.VMOVDQU(tail.ymask, ymask)
-	}
-	chunk(true, tail, ymask, t, "q8row_tailed")
-	g.Label("q8row_done")
+	g.chunks("q8row", n, lc.krow, func(masked bool, tail tailRegs, ymask reg.VecVirtual, dwords reg.GPVirtual) {
+		chunk(masked, tail, ymask, dwords, "q8row_tailed")
+	})
 	g.decodeSoftmax(lc, sp, score, 0, "q8row_softmax")
 }

@@ -99,14 +99,20 @@ func EncFNEG(d, n V) Encoding { return two(opFNEG, "fneg", d, n) }
 
 // EncFMLAElem is Vd += Vn · Vm.S[index]: multiply by one lane of Vm.
 func EncFMLAElem(d, n, m V, index int) Encoding {
+	return byElement(opFMLAe, d, n, m, index, fmt.Sprintf("fmla v%d.4s, v%d.4s, v%d.s[%d]", d, n, m, index))
+}
+
+// byElement encodes a "vector × element" instruction on 32-bit elements:
+// Rm in M:Rm (bits 20, 16-19), the lane index in H:L (bits 11, 21).
+func byElement(op uint32, d, n, m V, index int, mnemonic string) Encoding {
 	if index < 0 || index > 3 {
 		panic(fmt.Sprintf("neon: lane %d out of 0..3", index))
 	}
 	mm := uint32(m.check())
 	return Encoding{
-		opFMLAe | uint32(index&1)<<21 | (mm>>4&1)<<20 | (mm&15)<<16 | uint32(index>>1)<<11 |
+		op | uint32(index&1)<<21 | (mm>>4&1)<<20 | (mm&15)<<16 | uint32(index>>1)<<11 |
 			uint32(n.check())<<5 | uint32(d.check()),
-		fmt.Sprintf("fmla v%d.4s, v%d.4s, v%d.s[%d]", d, n, m, index),
+		mnemonic,
 	}
 }
 
@@ -126,15 +132,7 @@ func EncBFDOT(d, n, m V) Encoding {
 // bytes 4·index..4·index+3 of Vm, all signed, exactly (in int32,
 // wrapping).
 func EncSDOTElem(d, n, m V, index int) Encoding {
-	if index < 0 || index > 3 {
-		panic(fmt.Sprintf("neon: lane %d out of 0..3", index))
-	}
-	mm := uint32(m.check())
-	return Encoding{
-		opSDOTe | uint32(index&1)<<21 | (mm>>4&1)<<20 | (mm&15)<<16 | uint32(index>>1)<<11 |
-			uint32(n.check())<<5 | uint32(d.check()),
-		fmt.Sprintf("sdot v%d.4s, v%d.16b, v%d.4b[%d]", d, n, m, index),
-	}
+	return byElement(opSDOTe, d, n, m, index, fmt.Sprintf("sdot v%d.4s, v%d.16b, v%d.4b[%d]", d, n, m, index))
 }
 
 // EncLD4Lane is LD4 {Vt.S, Vt+1.S, Vt+2.S, Vt+3.S}[index], [Xn], Xm: the
