@@ -192,7 +192,8 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 	}
 }
 
-// decodeQ8Func is the signature of DecodeQ8AVX512 and DecodeQ8AVX2.
+// decodeQ8Func is the signature of the x86 DecodeQ8 kernels (DecodeQ8AVX512,
+// DecodeQ8AVX2, DecodeQ8VNNIAVX2 and its Emu twin).
 type decodeQ8Func func(q *float32, rows, kvec, ktail int, k *int8, ldk int, v *int8, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32,
 	ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 

@@ -126,11 +126,11 @@ func TestDecodeQ8Extremes(t *testing.T) {
 		t.Skip("no set of this CPU has DecodeQ8")
 	}
 	for _, ks := range sets {
-		for _, c := range []struct {
+		for _, tc := range []struct {
 			sign    float32
 			minByte bool
 		}{{1, false}, {-1, false}, {1, true}, {-1, true}} {
-			sign := c.sign
+			sign := tc.sign
 			rows, nk, dk, dv := 3, 2*ks.DecodeKeys()+3, 128, 32
 			kf, vf := make([]float32, nk*dk), make([]float32, nk*dv)
 			for i := range kf {
@@ -147,7 +147,7 @@ func TestDecodeQ8Extremes(t *testing.T) {
 				fallback.DequantizeInt8(kf[c*dk:(c+1)*dk], kq[c*dk:(c+1)*dk], ksc[c*4:])
 				fallback.DequantizeInt8(vf[c*dv:(c+1)*dv], vq[c*dv:(c+1)*dv], vsc[c:])
 			}
-			if c.minByte {
+			if tc.minByte {
 				for i := range kq {
 					if kq[i] == -127 {
 						kq[i], kf[i] = -128, -128*ksc[i/dk*4+i%dk/32]
@@ -173,7 +173,7 @@ func TestDecodeQ8Extremes(t *testing.T) {
 			s := make([]float32, ks.DecodeScratch(dk, dv))
 			ks.DecodeQ8(q, rows, dk, KVRows{I8: kq, S: ksc, Type: fallback.KVInt8, Ld: dk, LdS: 4},
 				KVRows{I8: vq, S: vsc, Type: fallback.KVInt8, Ld: dv, LdS: 1}, nk, dv, o, m, l, s, nil)
-			checkDecodeState(t, fmt.Sprintf("%s extremes sign %v, key bytes -128 %v", ks, sign, c.minByte), qf, rows, dk, kf, dk, vf, dv, nk, dv, nil, o0, m0, l0, o, m, l)
+			checkDecodeState(t, fmt.Sprintf("%s extremes sign %v, key bytes -128 %v", ks, sign, tc.minByte), qf, rows, dk, kf, dk, vf, dv, nk, dv, nil, o0, m0, l0, o, m, l)
 		}
 	}
 }
