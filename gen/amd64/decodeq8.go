@@ -265,7 +265,11 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 		}
 	}
 	rowBytes := 4 * g.isa.lanes // a Kt row
-	y, abs := g.vec(), g.vec()
+	y := g.vec()
+	var abs reg.VecVirtual // VPMADDUBSW's |k|
+	if sign {
+		abs = g.vec()
+	}
 	for i := 0; i < 8; i++ {
 		ktRow := operand.Mem{Base: kt, Disp: rowBytes * i}
 		if avx512 {

@@ -35,8 +35,7 @@ func (g *gen) dequant() {
 		g.Inst("CBZ %s, done", rows)
 		g.Inst("CBZ %s, done", blocks)
 		if int4 {
-			g.Inst("VMOVI $15, %s", V(16).B16())
-			g.Inst("VMOVI $8, %s", V(17).B16())
+			g.q4Consts()
 		}
 		g.Label("row")
 		g.Inst("MOVD %s, %s", dst, d)
@@ -57,11 +56,7 @@ func (g *gen) dequant() {
 			g.Inst("VST1.P %s, 64(%s)", vlist(first, 4), d)
 		}
 		if int4 {
-			g.Inst("VLD1.P 16(%s), [%s]", s, V(0).B16())
-			g.Inst("VAND %s, %s, %s", V(16).B16(), V(0).B16(), V(25).B16())
-			g.Inst("VUSHR $4, %s, %s", V(0).B16(), V(20).B16())
-			g.Inst("VSUB %s, %s, %s", V(17).B16(), V(25).B16(), V(25).B16())
-			g.Inst("VSUB %s, %s, %s", V(17).B16(), V(20).B16(), V(20).B16())
+			g.q4Block(s, 0, 25, 20)
 			sixteen(25)
 			sixteen(20)
 		} else {

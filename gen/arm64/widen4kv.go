@@ -24,18 +24,13 @@ func (g *gen) widenI4KV() {
 	g.loadArgs(arg{"dst", dst}, arg{"ldd", ldd}, arg{"src", src}, arg{"lds", lds}, arg{"rows", rows}, arg{"blocks", blocks})
 	g.Inst("CBZ %s, done", rows)
 	g.Inst("CBZ %s, done", blocks)
-	g.Inst("VMOVI $15, %s", V(16).B16())
-	g.Inst("VMOVI $8, %s", V(17).B16())
+	g.q4Consts()
 	g.Label("row")
 	g.Inst("MOVD %s, %s", dst, d)
 	g.Inst("MOVD %s, %s", src, s)
 	g.Inst("MOVD %s, %s", blocks, cnt)
 	g.Label("loop")
-	g.Inst("VLD1.P 16(%s), [%s]", s, V(0).B16())
-	g.Inst("VAND %s, %s, %s", V(16).B16(), V(0).B16(), V(1).B16())
-	g.Inst("VUSHR $4, %s, %s", V(0).B16(), V(2).B16())
-	g.Inst("VSUB %s, %s, %s", V(17).B16(), V(1).B16(), V(1).B16())
-	g.Inst("VSUB %s, %s, %s", V(17).B16(), V(2).B16(), V(2).B16())
+	g.q4Block(s, 0, 1, 2)
 	g.Inst("VST1.P [%s, %s], 32(%s)", V(1).B16(), V(2).B16(), d)
 	g.Inst("SUBS $1, %s, %s", cnt, cnt)
 	g.Inst("BNE loop")
@@ -45,4 +40,22 @@ func (g *gen) widenI4KV() {
 	g.Inst("BNE row")
 	g.Label("done")
 	g.Inst("RET")
+}
+
+// q4Consts loads the constants q4Block uses: 15 in every byte of V16,
+// 8 in every byte of V17.
+func (g *gen) q4Consts() {
+	g.Inst("VMOVI $15, %s", V(16).B16())
+	g.Inst("VMOVI $8, %s", V(17).B16())
+}
+
+// q4Block loads one q4_0 block (16 bytes) from src, post-incremented, into
+// in, and splits it into int8 values u-8: the low nibbles (elements
+// 0..15) into lo, the high ones (16..31) into hi (q4Consts first).
+func (g *gen) q4Block(src R, in, lo, hi V) {
+	g.Inst("VLD1.P 16(%s), [%s]", src, in.B16())
+	g.Inst("VAND %s, %s, %s", V(16).B16(), in.B16(), lo.B16())
+	g.Inst("VUSHR $4, %s, %s", in.B16(), hi.B16())
+	g.Inst("VSUB %s, %s, %s", V(17).B16(), lo.B16(), lo.B16())
+	g.Inst("VSUB %s, %s, %s", V(17).B16(), hi.B16(), hi.B16())
 }
