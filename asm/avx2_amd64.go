@@ -422,3 +422,15 @@ func ExpAVX2(dst *float32, src *float32, n int)
 //
 //go:noescape
 func FMAPeakAVX2(iters int)
+
+// PrefetchLinesAVX2 is
+//
+//	for r := 0; r < rows; r++ {
+//		PREFETCHT1 each 64-byte line holding one of p[r*ld : r*ld+n]
+//
+// with rows >= 0, n >= 1 when rows > 0, ld in elements. Every address it
+// names lies inside a row (the row's start and each 64 bytes on, and its
+// last element), and a prefetch neither faults nor changes memory.
+//
+//go:noescape
+func PrefetchLinesAVX2(p *float32, ld int, rows int, n int)

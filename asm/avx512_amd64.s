@@ -55439,6 +55439,34 @@ done:
 	VZEROUPPER
 	RET
 
+// func PrefetchLinesAVX512(p *float32, ld int, rows int, n int)
+// Requires: MMX+
+TEXT ·PrefetchLinesAVX512(SB), NOSPLIT, $0-32
+	MOVQ  p+0(FP), AX
+	MOVQ  ld+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  rows+16(FP), DX
+	MOVQ  n+24(FP), BX
+	SHLQ  $0x02, BX
+	TESTQ DX, DX
+	JZ    done
+
+row:
+	MOVQ $0x00000000, SI
+
+row_line:
+	PREFETCHT1 (AX)(SI*1)
+	ADDQ       $0x40, SI
+	CMPQ       SI, BX
+	JLT        row_line
+	PREFETCHT1 -4(AX)(BX*1)
+	ADDQ       CX, AX
+	DECQ       DX
+	JNZ        row
+
+done:
+	RET
+
 // func GemmBF16AVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, AVX512F, AVX512_BF16
 TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96

@@ -79,6 +79,18 @@ func ExpNEON(dst *float32, src *float32, n int)
 //go:noescape
 func FMAPeakNEON(iters int)
 
+// PrefetchLinesNEON is
+//
+//	for r := 0; r < rows; r++ {
+//		PRFM PLDL2KEEP each 64-byte line holding one of p[r*ld : r*ld+n]
+//
+// with rows >= 0, n >= 1 when rows > 0, ld in elements. Every address it
+// names lies inside a row (the row's start and each 64 bytes on, and its
+// last element), and a prefetch neither faults nor changes memory.
+//
+//go:noescape
+func PrefetchLinesNEON(p *float32, ld int, rows, n int)
+
 // DecodeF32NEON is fallback.Decode in blocks of 4 keys:
 //
 //	for each block of 4 keys c, for r := 0; r < rows; r++ {

@@ -3687,6 +3687,32 @@ loop:
 done:
 	RET
 
+// func PrefetchLinesNEON(p *float32, ld int, rows, n int)
+TEXT ·PrefetchLinesNEON(SB), NOSPLIT, $0-32
+	MOVD p+0(FP), R0
+	MOVD ld+8(FP), R1
+	MOVD rows+16(FP), R2
+	MOVD n+24(FP), R3
+	LSL $2, R1, R1
+	LSL $2, R3, R3
+	CBZ R2, done
+row:
+	MOVD ZR, R4
+line:
+	ADD R4, R0, R5
+	PRFM (R5), PLDL2KEEP
+	ADD $64, R4, R4
+	CMP R3, R4
+	BLT line
+	ADD R3, R0, R5
+	SUB $4, R5, R5
+	PRFM (R5), PLDL2KEEP
+	ADD R1, R0, R0
+	SUBS $1, R2, R2
+	BNE row
+done:
+	RET
+
 // func DecodeF32NEON(q *float32, rows, dk int, k *float32, ldk int, v *float32, ldv int, nk, dv int, o, m, l, alibi *float32)
 TEXT ·DecodeF32NEON(SB), NOSPLIT, $0-104
 	MOVD q+0(FP), R0

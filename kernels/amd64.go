@@ -17,7 +17,7 @@ var (
 	// The avx2 set converts 16-bit floats with F16C.
 	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
 		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemvWI8AVX2, asm.GemvWI4AVX2, asm.WidenWI4AVX2, asm.WidenWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
-		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2,
+		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2, asm.PrefetchLinesAVX2,
 		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2,
 		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}, asm.WidenI4KVAVX2, [2]dequantFunc{asm.DequantI8AVX2, asm.DequantI4AVX2}},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
@@ -25,7 +25,7 @@ var (
 	// loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
 		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemvWI8AVX512, asm.GemvWI4AVX512, asm.WidenWI4AVX512, asm.WidenWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
-		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512,
+		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512, asm.PrefetchLinesAVX512,
 		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512,
 		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}, asm.WidenI4KVAVX512, [2]dequantFunc{asm.DequantI8AVX512, asm.DequantI4AVX512}},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
@@ -94,19 +94,20 @@ type x86Params struct {
 
 // x86Kernels are one amd64 ISA's generated functions.
 type x86Kernels struct {
-	gemm    gemmFunc
-	gemmW16 [2]gemmW16Func // float16, bfloat16
-	gemvWI8 gemmWI8Func
-	gemvWI4 gemvWI4Func
-	widenI4 widenWI4Func
-	widenI8 widenWI8Func
-	pv      pvFunc
-	softmax softmaxFunc
-	bias    biasFunc
-	exp     func(dst, src *float32, n int)
-	tr      func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
-	dot     func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
-	peak    func(iters int)
+	gemm     gemmFunc
+	gemmW16  [2]gemmW16Func // float16, bfloat16
+	gemvWI8  gemmWI8Func
+	gemvWI4  gemvWI4Func
+	widenI4  widenWI4Func
+	widenI8  widenWI8Func
+	pv       pvFunc
+	softmax  softmaxFunc
+	bias     biasFunc
+	exp      func(dst, src *float32, n int)
+	tr       func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
+	dot      func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
+	peak     func(iters int)
+	prefetch func(p *float32, ld, rows, n int)
 
 	decodeF32        decodeF32Func
 	decodeF16, decBF decode16Func
@@ -163,6 +164,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		},
 		dotRows: pr.dotRows,
 		peak:    k.peak, peakChains: pr.peakChains,
+		prefetch:  k.prefetch,
 		panelCols: lanes * maxNV,
 		decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {
 			al := first(alibi)

@@ -42,6 +42,7 @@ var neon = &Set{
 	exp:        func(dst, src []float32) { expVectors(asm.ExpNEON, asm.LanesNEON, dst, src) },
 	tr:         fallback.TransposeScale,
 	peak:       asm.FMAPeakNEON,
+	prefetch:   asm.PrefetchLinesNEON,
 	peakChains: asm.PeakChainsNEON,
 	panelCols:  asm.LanesNEON * asm.PanelVecsNEON,
 	decode: func(q []float32, rows, dk int, kr, vr KVRows, nk, dv int, o, m, l, s, alibi []float32) {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/fastattn/fastattn/fallback"
@@ -478,6 +479,43 @@ func TestTanh(t *testing.T) {
 				}
 			}
 			t.Logf("%s: tanh worst error %.2f ulp over %d inputs", ks, worst, rows)
+		})
+	}
+}
+
+// TestPrefetchLines: the prefetch hint changes nothing, on guarded slices
+// (whose neighbour pages would fault a load; a prefetch never faults, so
+// what this shows is that the call is safe and inert at every row shape,
+// misaligned starts included), and a short slice panics as the kernels
+// do. Where a prefetch lands is not observable; the kernel's addresses are
+// its doc comment's, read in the generated code.
+func TestPrefetchLines(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, c := range []struct{ rows, n, ld int }{{1, 1, 1}, {1, 17, 17}, {3, 15, 40}, {64, 64, 512}, {5, 129, 130}, {0, 8, 8}} {
+					for skew := 0; skew < 16; skew += 5 { // row starts off a line
+						size := skew + max(0, (c.rows-1)*c.ld+c.n)
+						x, free := guarded(t, max(size, 1), atEnd)
+						for i := range x {
+							x[i] = rng.Float32()
+						}
+						want := slices.Clone(x)
+						ks.PrefetchLines(x[skew:], c.ld, c.rows, c.n)
+						if !slices.Equal(x, want) {
+							t.Fatalf("%s: PrefetchLines rows=%d n=%d ld=%d changed memory", ks, c.rows, c.n, c.ld)
+						}
+						free()
+					}
+				}
+			}
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: PrefetchLines past its slice did not panic", ks)
+				}
+			}()
+			ks.PrefetchLines(make([]float32, 20), 10, 2, 11)
 		})
 	}
 }

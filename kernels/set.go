@@ -48,6 +48,7 @@ type Set struct {
 	dot      func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
 	bias     func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
 	peak     func(iters int)                                                                          // nil for generic
+	prefetch func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
 	decode   decodeKernel                                                                             // nil: no fused decode
 	decodeQ8 decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
 	widen    func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType)               // rows of whole vectors; nil: Go
@@ -297,6 +298,21 @@ func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr
 	checkOut("TransposeScale", "dst", dst, nc, nr, ldd)
 	checkIn("TransposeScale", "src", src, nr, nc, lds)
 	ks.tr(dst, ldd, src, lds, nr, nc, scale)
+}
+
+// PrefetchLines asks for every cache line of rows rows of n elements of
+// x, ld apart, to be brought into L2 (PREFETCHT1; PRFM PLDL2KEEP): a hint,
+// for rows the caller reads or writes tens of microseconds later, that
+// reads nothing and changes nothing (the generic set has no kernel and
+// does nothing). Like the kernels, it panics if x does not hold the rows.
+func (ks *Set) PrefetchLines(x []float32, ld, rows, n int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	check("PrefetchLines", "x", len(x), span(rows, n, ld))
+	if ks.prefetch != nil {
+		ks.prefetch(&x[0], ld, rows, n)
+	}
 }
 
 // Panels returns the number of column panels Gemm, QK and PV split n

@@ -13,14 +13,15 @@ import (
 // recycled through a free list, so a steady stream of calls allocates
 // nothing.
 type job struct {
-	w      tile.Work
-	ks     *kernels.Set
-	items  int64
-	next   atomic.Int64 // next item to take
-	active atomic.Int32 // workers still holding the job
-	done   chan struct{}
-	cancel <-chan struct{} // a context's Done channel, or nil
-	halted atomic.Bool     // cancel fired: the items left were skipped
+	w       tile.Work
+	ks      *kernels.Set
+	items   int64
+	workers int          // the workers the job was handed to
+	next    atomic.Int64 // next item to take
+	active  atomic.Int32 // workers still holding the job
+	done    chan struct{}
+	cancel  <-chan struct{} // a context's Done channel, or nil
+	halted  atomic.Bool     // cancel fired: the items left were skipped
 }
 
 // pool is a fixed set of worker goroutines, each with its own workspace.
@@ -47,6 +48,7 @@ func (p *pool) worker(ws *tile.Workspace) {
 	for {
 		select {
 		case j := <-p.jobs:
+			ws.Stride = j.workers
 			for {
 				n := j.next.Add(1) - 1
 				if n < j.items && itemHook != nil {
@@ -107,7 +109,7 @@ func (p *pool) run(j *job, ks *kernels.Set, threads int, cancel <-chan struct{})
 			workers = min(workers, threads)
 		}
 		workers = min(workers, items)
-		j.ks, j.items = ks, int64(items)
+		j.ks, j.items, j.workers = ks, int64(items), workers
 		j.next.Store(0)
 		j.active.Store(int32(workers))
 		for i := 0; i < workers; i++ {

@@ -63,7 +63,9 @@ func (a *Attention) Run(ks *kernels.Set, n int, ws *Workspace) {
 		a.split.run(ks, a.P, n, ws, a.Part)
 		return
 	}
-	flashItem(ks, a.P, a.plan.item(a.P, n), a.plan.Blocks.Keys, ws)
+	it := a.plan.item(a.P, n)
+	prefetchItem(ks, a.P, &a.plan, it, n, ws)
+	flashItem(ks, a.P, it, a.plan.Blocks.Keys, ws)
 }
 
 // Merging returns the pass that combines a split attention's chunks into

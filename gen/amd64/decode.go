@@ -722,7 +722,7 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 	g.MOVQ(base, p)
 	cnt := g.GP64()
 	g.MOVQ(operand.U32(uint64(n)), cnt)
-	g.eachLine(p, ld, rowBytes, cnt, lbl, func(m operand.Mem) { g.PREFETCHT1(m) })
+	g.eachLine(p, ld, rowBytes, cnt, lbl, false, func(m operand.Mem) { g.PREFETCHT1(m) })
 }
 
 // touchRows loads one byte at every 64-byte offset of each of cnt rows of
@@ -731,12 +731,14 @@ func (g *gen) prefetchRows(base, ld, rowBytes operand.Mem, n int, lbl string) {
 // passes the row's end; the value is dropped (the loads are independent
 // and overlap). p and cnt are consumed.
 func (g *gen) touchRows(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVirtual, lbl string) {
-	g.eachLine(p, ld, rowBytes, cnt, lbl, func(m operand.Mem) { g.MOVBLZX(m, g.GP32()) })
+	g.eachLine(p, ld, rowBytes, cnt, lbl, false, func(m operand.Mem) { g.MOVBLZX(m, g.GP32()) })
 }
 
 // eachLine emits visit at every 64-byte offset below rowBytes of each of
-// cnt rows at stride ld from p, row after row (p and cnt are consumed).
-func (g *gen) eachLine(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVirtual, lbl string, visit func(operand.Mem)) {
+// cnt rows at stride ld from p, row after row (p and cnt are consumed),
+// and with lastLine also at each row's last element, whose line those
+// offsets miss when the row does not start a line.
+func (g *gen) eachLine(p reg.GPVirtual, ld, rowBytes operand.Op, cnt reg.GPVirtual, lbl string, lastLine bool, visit func(operand.Mem)) {
 	g.Label(lbl)
 	off := g.GP64()
 	g.MOVQ(operand.U32(0), off)
@@ -745,6 +747,9 @@ func (g *gen) eachLine(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVirt
 	g.ADDQ(operand.Imm(64), off)
 	g.CMPQ(off, rowBytes)
 	g.JLT(operand.LabelRef(label(lbl, "line")))
+	if lastLine {
+		visit(operand.Mem{Base: p, Index: rowBytes.(reg.GPVirtual), Scale: 1, Disp: -4})
+	}
 	g.ADDQ(ld, p)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(lbl))

@@ -73,6 +73,7 @@ func generate(x isa, dir string) error {
 	g.scoreBias()
 	g.expKernel()
 	g.peak()
+	g.prefetchLines()
 	if x.avx512() {
 		g.gemmBF16(false)
 		g.gemmBF16(true)

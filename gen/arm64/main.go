@@ -33,6 +33,7 @@ func main() {
 	g.scoreBias()
 	g.expKernel()
 	g.peak()
+	g.prefetchLines()
 	for _, el := range append(neonElems, neonInt8) {
 		g.decode(el, false)
 	}
