@@ -254,7 +254,7 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		r.addTerms(kb, nk, r0, r1, filter)
 	}
 	if edge {
-		mask(p, it, kb, nk, rp, s, ws.masked)
+		mask(p, it, kb, nk, rp, s, ws.masked, r0, r1)
 	}
 	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
 	if (r.dp || inPlace) && masked && anyOf(ws.masked[:nk]) {
@@ -389,10 +389,11 @@ func applySoftcap(s []float32, lds, nk, r0, r1 int, c float32) {
 	}
 }
 
-// mask sets to -Inf the scores of keys [kb, kb+nk) that a row may not see
-// and marks those keys in masked: for each key, the positions that see it
-// are one run (posRange), so the rest is two runs per head.
-func mask(p *Problem, it item, kb, nk, lds int, s []float32, masked []bool) {
+// mask sets to -Inf the scores of keys [kb, kb+nk) that a row of the
+// block's rows [r0, r1) may not see, and marks in masked the keys some row
+// of the item may not see: for each key, the positions that see it are
+// one run (posRange), so the rest is two runs per head.
+func mask(p *Problem, it item, kb, nk, lds int, s []float32, masked []bool, r0, r1 int) {
 	lk := p.keyLen(it.b)
 	for c := 0; c < nk; c++ {
 		a, b := 0, 0 // visible positions, item-relative
@@ -407,10 +408,20 @@ func mask(p *Problem, it item, kb, nk, lds int, s []float32, masked []bool) {
 		masked[c] = true
 		sc := s[c*lds : c*lds+it.nh*it.nq]
 		for hh := 0; hh < it.nh; hh++ {
-			head := sc[hh*it.nq : (hh+1)*it.nq]
-			fill(head[:a], negInf)
-			fill(head[b:], negInf)
+			h0 := hh * it.nq // the head's first row
+			fillRows(sc, h0, h0+a, r0, r1)
+			fillRows(sc, h0+b, h0+it.nq, r0, r1)
 		}
+	}
+}
+
+// fillRows sets rows [from, to) ∩ [r0, r1) of a key's scores to -Inf: the
+// block's other rows are not run (edges run only the rows that see one of
+// its keys).
+func fillRows(sc []float32, from, to, r0, r1 int) {
+	from, to = max(from, r0), min(to, r1, len(sc))
+	if from < to {
+		fill(sc[from:to], negInf)
 	}
 }
 
