@@ -737,7 +737,8 @@ func (g *gen) touchRows(p reg.GPVirtual, ld, rowBytes operand.Mem, cnt reg.GPVir
 // eachLine emits visit at every 64-byte offset below rowBytes of each of
 // cnt rows at stride ld from p, row after row (p and cnt are consumed),
 // and with lastLine also at each row's last element, whose line those
-// offsets miss when the row does not start a line.
+// offsets miss when the row does not start a line (rowBytes then in a
+// register: the element is at rowBytes-4 on from the row).
 func (g *gen) eachLine(p reg.GPVirtual, ld, rowBytes operand.Op, cnt reg.GPVirtual, lbl string, lastLine bool, visit func(operand.Mem)) {
 	g.Label(lbl)
 	off := g.GP64()
