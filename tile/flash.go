@@ -477,8 +477,9 @@ func (r *itemRun) store() {
 //	l = 0, it sees none:       0, -Inf    (zeros; the LSE is the sink, if any)
 //
 // The log of the common case is taken only when the caller asked for the
-// LSE (p.LSE): it cost a fifth of storing a prefill item's rows
-// (64 logs of 20 ns against 16 KiB written); without it lse is m, unused.
+// LSE (p.LSE): one log per row was a fifth of storing a prefill item's
+// rows (S1's stores 0.24–0.25 → 0.19–0.21 ms on Zen 4); without it lse is
+// m, unused.
 func rowResult(p *Problem, b, h, i int, m, l float32) (scale, lse float32) {
 	switch {
 	case l > 0 && p.Sinks != nil:
