@@ -292,23 +292,39 @@ DATA constsAVX2<>+1136(SB)/4, $0x00000008
 DATA constsAVX2<>+1140(SB)/4, $0x00000008
 DATA constsAVX2<>+1144(SB)/4, $0x00000008
 DATA constsAVX2<>+1148(SB)/4, $0x00000008
-DATA constsAVX2<>+1152(SB)/4, $0xffffffff
-DATA constsAVX2<>+1156(SB)/4, $0xffffffff
-DATA constsAVX2<>+1160(SB)/4, $0xffffffff
-DATA constsAVX2<>+1164(SB)/4, $0xffffffff
-DATA constsAVX2<>+1168(SB)/4, $0xffffffff
-DATA constsAVX2<>+1172(SB)/4, $0xffffffff
-DATA constsAVX2<>+1176(SB)/4, $0xffffffff
-DATA constsAVX2<>+1180(SB)/4, $0xffffffff
-DATA constsAVX2<>+1184(SB)/4, $0x00000000
-DATA constsAVX2<>+1188(SB)/4, $0x00000000
-DATA constsAVX2<>+1192(SB)/4, $0x00000000
-DATA constsAVX2<>+1196(SB)/4, $0x00000000
-DATA constsAVX2<>+1200(SB)/4, $0x00000000
-DATA constsAVX2<>+1204(SB)/4, $0x00000000
-DATA constsAVX2<>+1208(SB)/4, $0x00000000
-DATA constsAVX2<>+1212(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1216
+DATA constsAVX2<>+1152(SB)/4, $0x4b000000
+DATA constsAVX2<>+1156(SB)/4, $0x4b000000
+DATA constsAVX2<>+1160(SB)/4, $0x4b000000
+DATA constsAVX2<>+1164(SB)/4, $0x4b000000
+DATA constsAVX2<>+1168(SB)/4, $0x4b000000
+DATA constsAVX2<>+1172(SB)/4, $0x4b000000
+DATA constsAVX2<>+1176(SB)/4, $0x4b000000
+DATA constsAVX2<>+1180(SB)/4, $0x4b000000
+DATA constsAVX2<>+1184(SB)/4, $0x4b000008
+DATA constsAVX2<>+1188(SB)/4, $0x4b000008
+DATA constsAVX2<>+1192(SB)/4, $0x4b000008
+DATA constsAVX2<>+1196(SB)/4, $0x4b000008
+DATA constsAVX2<>+1200(SB)/4, $0x4b000008
+DATA constsAVX2<>+1204(SB)/4, $0x4b000008
+DATA constsAVX2<>+1208(SB)/4, $0x4b000008
+DATA constsAVX2<>+1212(SB)/4, $0x4b000008
+DATA constsAVX2<>+1216(SB)/4, $0xffffffff
+DATA constsAVX2<>+1220(SB)/4, $0xffffffff
+DATA constsAVX2<>+1224(SB)/4, $0xffffffff
+DATA constsAVX2<>+1228(SB)/4, $0xffffffff
+DATA constsAVX2<>+1232(SB)/4, $0xffffffff
+DATA constsAVX2<>+1236(SB)/4, $0xffffffff
+DATA constsAVX2<>+1240(SB)/4, $0xffffffff
+DATA constsAVX2<>+1244(SB)/4, $0xffffffff
+DATA constsAVX2<>+1248(SB)/4, $0x00000000
+DATA constsAVX2<>+1252(SB)/4, $0x00000000
+DATA constsAVX2<>+1256(SB)/4, $0x00000000
+DATA constsAVX2<>+1260(SB)/4, $0x00000000
+DATA constsAVX2<>+1264(SB)/4, $0x00000000
+DATA constsAVX2<>+1268(SB)/4, $0x00000000
+DATA constsAVX2<>+1272(SB)/4, $0x00000000
+DATA constsAVX2<>+1276(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1280
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -338,7 +354,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+1152(SB), R13
+	LEAQ constsAVX2<>+1216(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1539,7 +1555,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1152(SB), R12
+	LEAQ constsAVX2<>+1216(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2724,7 +2740,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1152(SB), R12
+	LEAQ constsAVX2<>+1216(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -3954,7 +3970,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1152(SB), R10
+	LEAQ constsAVX2<>+1216(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -5149,7 +5165,7 @@ TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1152(SB), R10
+	LEAQ constsAVX2<>+1216(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -6395,7 +6411,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1152(SB), R11
+	LEAQ constsAVX2<>+1216(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -7650,13 +7666,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7664,7 +7680,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7672,7 +7688,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7758,7 +7774,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11727,13 +11743,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11741,7 +11757,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11749,7 +11765,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11835,7 +11851,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -15848,13 +15864,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15862,7 +15878,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15870,7 +15886,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15956,7 +15972,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -20125,13 +20141,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -20139,7 +20155,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -20147,7 +20163,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -20271,7 +20287,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -25088,13 +25104,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -25102,7 +25118,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -25110,7 +25126,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -25238,7 +25254,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -25428,7 +25444,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1152(SB), R10
+	LEAQ        constsAVX2<>+1216(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y0
 	VPMASKMOVD  (DX), Y0, Y1
@@ -26400,7 +26416,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1152(SB), R8
+	LEAQ         constsAVX2<>+1216(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -28730,13 +28746,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -28744,7 +28760,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -28752,7 +28768,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -28880,7 +28896,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -29071,7 +29087,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1152(SB), R10
+	LEAQ        constsAVX2<>+1216(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y1
 	VPMASKMOVD  (DX), Y1, Y2
@@ -29907,7 +29923,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1152(SB), R8
+	LEAQ         constsAVX2<>+1216(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -32231,13 +32247,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1152(SB), BX
+	LEAQ    constsAVX2<>+1216(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -32245,7 +32261,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -32253,7 +32269,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1152(SB), CX
+	LEAQ    constsAVX2<>+1216(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -32381,7 +32397,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1152(SB), DX
+	LEAQ    constsAVX2<>+1216(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -32572,7 +32588,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1152(SB), R10
+	LEAQ        constsAVX2<>+1216(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y1
 	VPMASKMOVD  (DX), Y1, Y2
@@ -33408,7 +33424,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1152(SB), R8
+	LEAQ         constsAVX2<>+1216(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -36041,7 +36057,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1152(SB), R11
+	LEAQ constsAVX2<>+1216(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

@@ -580,24 +580,56 @@ DATA constsAVX512<>+2288(SB)/4, $0x00000008
 DATA constsAVX512<>+2292(SB)/4, $0x00000008
 DATA constsAVX512<>+2296(SB)/4, $0x00000008
 DATA constsAVX512<>+2300(SB)/4, $0x00000008
-DATA constsAVX512<>+2304(SB)/2, $0x0000
-DATA constsAVX512<>+2306(SB)/2, $0x0001
-DATA constsAVX512<>+2308(SB)/2, $0x0003
-DATA constsAVX512<>+2310(SB)/2, $0x0007
-DATA constsAVX512<>+2312(SB)/2, $0x000f
-DATA constsAVX512<>+2314(SB)/2, $0x001f
-DATA constsAVX512<>+2316(SB)/2, $0x003f
-DATA constsAVX512<>+2318(SB)/2, $0x007f
-DATA constsAVX512<>+2320(SB)/2, $0x00ff
-DATA constsAVX512<>+2322(SB)/2, $0x01ff
-DATA constsAVX512<>+2324(SB)/2, $0x03ff
-DATA constsAVX512<>+2326(SB)/2, $0x07ff
-DATA constsAVX512<>+2328(SB)/2, $0x0fff
-DATA constsAVX512<>+2330(SB)/2, $0x1fff
-DATA constsAVX512<>+2332(SB)/2, $0x3fff
-DATA constsAVX512<>+2334(SB)/2, $0x7fff
-DATA constsAVX512<>+2336(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2338
+DATA constsAVX512<>+2304(SB)/4, $0x4b000000
+DATA constsAVX512<>+2308(SB)/4, $0x4b000000
+DATA constsAVX512<>+2312(SB)/4, $0x4b000000
+DATA constsAVX512<>+2316(SB)/4, $0x4b000000
+DATA constsAVX512<>+2320(SB)/4, $0x4b000000
+DATA constsAVX512<>+2324(SB)/4, $0x4b000000
+DATA constsAVX512<>+2328(SB)/4, $0x4b000000
+DATA constsAVX512<>+2332(SB)/4, $0x4b000000
+DATA constsAVX512<>+2336(SB)/4, $0x4b000000
+DATA constsAVX512<>+2340(SB)/4, $0x4b000000
+DATA constsAVX512<>+2344(SB)/4, $0x4b000000
+DATA constsAVX512<>+2348(SB)/4, $0x4b000000
+DATA constsAVX512<>+2352(SB)/4, $0x4b000000
+DATA constsAVX512<>+2356(SB)/4, $0x4b000000
+DATA constsAVX512<>+2360(SB)/4, $0x4b000000
+DATA constsAVX512<>+2364(SB)/4, $0x4b000000
+DATA constsAVX512<>+2368(SB)/4, $0x4b000008
+DATA constsAVX512<>+2372(SB)/4, $0x4b000008
+DATA constsAVX512<>+2376(SB)/4, $0x4b000008
+DATA constsAVX512<>+2380(SB)/4, $0x4b000008
+DATA constsAVX512<>+2384(SB)/4, $0x4b000008
+DATA constsAVX512<>+2388(SB)/4, $0x4b000008
+DATA constsAVX512<>+2392(SB)/4, $0x4b000008
+DATA constsAVX512<>+2396(SB)/4, $0x4b000008
+DATA constsAVX512<>+2400(SB)/4, $0x4b000008
+DATA constsAVX512<>+2404(SB)/4, $0x4b000008
+DATA constsAVX512<>+2408(SB)/4, $0x4b000008
+DATA constsAVX512<>+2412(SB)/4, $0x4b000008
+DATA constsAVX512<>+2416(SB)/4, $0x4b000008
+DATA constsAVX512<>+2420(SB)/4, $0x4b000008
+DATA constsAVX512<>+2424(SB)/4, $0x4b000008
+DATA constsAVX512<>+2428(SB)/4, $0x4b000008
+DATA constsAVX512<>+2432(SB)/2, $0x0000
+DATA constsAVX512<>+2434(SB)/2, $0x0001
+DATA constsAVX512<>+2436(SB)/2, $0x0003
+DATA constsAVX512<>+2438(SB)/2, $0x0007
+DATA constsAVX512<>+2440(SB)/2, $0x000f
+DATA constsAVX512<>+2442(SB)/2, $0x001f
+DATA constsAVX512<>+2444(SB)/2, $0x003f
+DATA constsAVX512<>+2446(SB)/2, $0x007f
+DATA constsAVX512<>+2448(SB)/2, $0x00ff
+DATA constsAVX512<>+2450(SB)/2, $0x01ff
+DATA constsAVX512<>+2452(SB)/2, $0x03ff
+DATA constsAVX512<>+2454(SB)/2, $0x07ff
+DATA constsAVX512<>+2456(SB)/2, $0x0fff
+DATA constsAVX512<>+2458(SB)/2, $0x1fff
+DATA constsAVX512<>+2460(SB)/2, $0x3fff
+DATA constsAVX512<>+2462(SB)/2, $0x7fff
+DATA constsAVX512<>+2464(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2466
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -633,7 +665,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2304(SB), R12
+	LEAQ  constsAVX512<>+2432(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3348,7 +3380,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2304(SB), R11
+	LEAQ  constsAVX512<>+2432(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -6063,7 +6095,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2304(SB), R11
+	LEAQ  constsAVX512<>+2432(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -8935,7 +8967,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2304(SB), R9
+	LEAQ  constsAVX512<>+2432(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -11208,7 +11240,7 @@ TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
 	SHRQ  $0x01, SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2304(SB), R9
+	LEAQ  constsAVX512<>+2432(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -13228,7 +13260,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+2304(SB), R10
+	LEAQ  constsAVX512<>+2432(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -15083,9 +15115,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -15167,7 +15199,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -22015,9 +22047,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -22099,7 +22131,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -29035,9 +29067,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -29119,7 +29151,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36367,9 +36399,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -36489,7 +36521,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36551,7 +36583,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2304(SB), R12
+	LEAQ         constsAVX512<>+2432(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -36622,7 +36654,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2304(SB), R12
+	LEAQ         constsAVX512<>+2432(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -44835,9 +44867,9 @@ TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $240-192
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(SI*2), K1
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -44961,7 +44993,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2304(SB), CX
+	LEAQ  constsAVX512<>+2432(SB), CX
 	KMOVW (CX)(DX*2), K2
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -45021,7 +45053,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2304(SB), R12
+	LEAQ         constsAVX512<>+2432(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -45092,7 +45124,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2304(SB), R12
+	LEAQ         constsAVX512<>+2432(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -45302,7 +45334,7 @@ q8_tail:
 	ANDQ        $0x3f, R14
 	JZ          q8_done
 	SHRQ        $0x02, R14
-	LEAQ        constsAVX512<>+2304(SB), R15
+	LEAQ        constsAVX512<>+2432(SB), R15
 	KMOVW       (R15)(R14*2), K3
 	VMOVDQU32.Z (DX), K3, Z1
 	VPXORD      Z0, Z1, Z1
@@ -46223,7 +46255,7 @@ q8row_tail:
 	ANDQ             $0x3f, R10
 	JZ               q8row_done
 	SHRQ             $0x02, R10
-	LEAQ             constsAVX512<>+2304(SB), R11
+	LEAQ             constsAVX512<>+2432(SB), R11
 	KMOVW            (R11)(R10*2), K3
 	VMOVDQU32.Z      (R9), K3, Z2
 	VMOVDQU32.Z      (CX), K3, Z3
@@ -51039,6 +51071,2263 @@ panelnext:
 	VZEROUPPER
 	RET
 
+// func DecodeQ8I4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, CMOV, MMX+
+TEXT ·DecodeQ8I4AVX512(SB), NOSPLIT, $240-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x04, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	ADDQ $0x1f, DI
+	SHRQ $0x05, DI
+	SHLQ $0x04, DI
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x04, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	ADDQ $0x1f, BX
+	SHRQ $0x05, BX
+	SHLQ $0x04, BX
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x10
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ  CX, 32(SP)
+	LEAQ  constsAVX512<>+2432(SB), CX
+	KMOVW (CX)(DX*2), K1
+	LEAQ  constsAVX512<>+2432(SB), CX
+	KMOVW (CX)(SI*2), K1
+	MOVQ  k+32(FP), CX
+	MOVQ  v+48(FP), DX
+	MOVQ  nk+64(FP), BX
+	MOVQ  CX, (SP)
+	MOVQ  DX, 8(SP)
+	MOVQ  BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x06, CX
+	ADDQ   $0x000004c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x06, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000400, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000020, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x05, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000020, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 16 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x10
+	JGE   whole
+	MOVQ  $0x00000010, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000010, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ  DX, 24(SP)
+	LEAQ  constsAVX512<>+2432(SB), CX
+	KMOVW (CX)(DX*2), K2
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 1216(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+	LEAQ (R8)(SI*4), R9
+	LEAQ (R9)(SI*4), R10
+
+scalesk:
+	MOVQ         $0x00000004, R11
+	CMPQ         BX, R11
+	CMOVQLT      BX, R11
+	LEAQ         constsAVX512<>+2432(SB), R12
+	KMOVW        (R12)(R11*2), K3
+	VMOVUPS.Z    (CX), K3, Z0
+	VMOVUPS.Z    (R8), K3, Z1
+	VINSERTF32X4 $0x01, X1, Z0, Z0
+	VMOVUPS.Z    (R9), K3, Z1
+	VINSERTF32X4 $0x02, X1, Z0, Z0
+	VMOVUPS.Z    (R10), K3, Z1
+	VINSERTF32X4 $0x03, X1, Z0, Z0
+	VMOVUPS.Z    (CX)(SI*1), K3, Z1
+	VMOVUPS.Z    (R8)(SI*1), K3, Z2
+	VINSERTF32X4 $0x01, X2, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K3, Z2
+	VINSERTF32X4 $0x02, X2, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K3, Z2
+	VINSERTF32X4 $0x03, X2, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K3, Z2
+	VMOVUPS.Z    (R8)(SI*2), K3, Z3
+	VINSERTF32X4 $0x01, X3, Z2, Z2
+	VMOVUPS.Z    (R9)(SI*2), K3, Z3
+	VINSERTF32X4 $0x02, X3, Z2, Z2
+	VMOVUPS.Z    (R10)(SI*2), K3, Z3
+	VINSERTF32X4 $0x03, X3, Z2, Z2
+	VMOVUPS.Z    (CX)(DI*1), K3, Z3
+	VMOVUPS.Z    (R8)(DI*1), K3, Z4
+	VINSERTF32X4 $0x01, X4, Z3, Z3
+	VMOVUPS.Z    (R9)(DI*1), K3, Z4
+	VINSERTF32X4 $0x02, X4, Z3, Z3
+	VMOVUPS.Z    (R10)(DI*1), K3, Z4
+	VINSERTF32X4 $0x03, X4, Z3, Z3
+	VUNPCKLPS    Z1, Z0, Z4
+	VUNPCKHPS    Z1, Z0, Z0
+	VUNPCKLPS    Z3, Z2, Z1
+	VUNPCKHPS    Z3, Z2, Z2
+	VUNPCKLPD    Z1, Z4, Z3
+	VUNPCKHPD    Z1, Z4, Z1
+	VUNPCKLPD    Z2, Z0, Z4
+	VUNPCKHPD    Z2, Z0, Z0
+	VMOVUPS      Z3, (DX)
+	CMPQ         R11, $0x01
+	JLE          scalesk_stored
+	VMOVUPS      Z1, 64(DX)
+	CMPQ         R11, $0x02
+	JLE          scalesk_stored
+	VMOVUPS      Z4, 128(DX)
+	CMPQ         R11, $0x03
+	JLE          scalesk_stored
+	VMOVUPS      Z0, 192(DX)
+
+scalesk_stored:
+	ADDQ $0x10, CX
+	ADDQ $0x10, R8
+	ADDQ $0x10, R9
+	ADDQ $0x10, R10
+	ADDQ $0x00000100, DX
+	SUBQ R11, BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+	LEAQ (R8)(SI*4), R9
+	LEAQ (R9)(SI*4), R10
+
+scalesv:
+	MOVQ         $0x00000004, R11
+	CMPQ         BX, R11
+	CMOVQLT      BX, R11
+	LEAQ         constsAVX512<>+2432(SB), R12
+	KMOVW        (R12)(R11*2), K3
+	VMOVUPS.Z    (CX), K3, Z0
+	VMOVUPS.Z    (R8), K3, Z1
+	VINSERTF32X4 $0x01, X1, Z0, Z0
+	VMOVUPS.Z    (R9), K3, Z1
+	VINSERTF32X4 $0x02, X1, Z0, Z0
+	VMOVUPS.Z    (R10), K3, Z1
+	VINSERTF32X4 $0x03, X1, Z0, Z0
+	VMOVUPS.Z    (CX)(SI*1), K3, Z1
+	VMOVUPS.Z    (R8)(SI*1), K3, Z2
+	VINSERTF32X4 $0x01, X2, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K3, Z2
+	VINSERTF32X4 $0x02, X2, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K3, Z2
+	VINSERTF32X4 $0x03, X2, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K3, Z2
+	VMOVUPS.Z    (R8)(SI*2), K3, Z3
+	VINSERTF32X4 $0x01, X3, Z2, Z2
+	VMOVUPS.Z    (R9)(SI*2), K3, Z3
+	VINSERTF32X4 $0x02, X3, Z2, Z2
+	VMOVUPS.Z    (R10)(SI*2), K3, Z3
+	VINSERTF32X4 $0x03, X3, Z2, Z2
+	VMOVUPS.Z    (CX)(DI*1), K3, Z3
+	VMOVUPS.Z    (R8)(DI*1), K3, Z4
+	VINSERTF32X4 $0x01, X4, Z3, Z3
+	VMOVUPS.Z    (R9)(DI*1), K3, Z4
+	VINSERTF32X4 $0x02, X4, Z3, Z3
+	VMOVUPS.Z    (R10)(DI*1), K3, Z4
+	VINSERTF32X4 $0x03, X4, Z3, Z3
+	VUNPCKLPS    Z1, Z0, Z4
+	VUNPCKHPS    Z1, Z0, Z0
+	VUNPCKLPS    Z3, Z2, Z1
+	VUNPCKHPS    Z3, Z2, Z2
+	VUNPCKLPD    Z1, Z4, Z3
+	VUNPCKHPD    Z1, Z4, Z1
+	VUNPCKLPD    Z2, Z0, Z4
+	VUNPCKHPD    Z2, Z0, Z0
+	VMOVUPS      Z3, (DX)
+	CMPQ         R11, $0x01
+	JLE          scalesv_stored
+	VMOVUPS      Z1, 64(DX)
+	CMPQ         R11, $0x02
+	JLE          scalesv_stored
+	VMOVUPS      Z4, 128(DX)
+	CMPQ         R11, $0x03
+	JLE          scalesv_stored
+	VMOVUPS      Z0, 192(DX)
+
+scalesv_stored:
+	ADDQ $0x10, CX
+	ADDQ $0x10, R8
+	ADDQ $0x10, R9
+	ADDQ $0x10, R10
+	ADDQ $0x00000100, DX
+	SUBQ R11, BX
+	JNZ  scalesv
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+	MOVQ      $0x00000000, 88(SP)
+	MOVQ      (SP), CX
+	MOVQ      48(SP), DX
+	LEAQ      (DX)(DX*2), BX
+	LEAQ      (CX)(DX*4), SI
+	LEAQ      (SI)(DX*4), DI
+	LEAQ      (DI)(DX*4), R8
+	MOVQ      q8+160(FP), R9
+	MOVQ      qs+176(FP), R10
+	MOVQ      qc+184(FP), R11
+	MOVQ      R10, 216(SP)
+	MOVQ      R11, 224(SP)
+	LEAQ      1216(AX), R10
+	MOVQ      R10, 232(SP)
+	MOVQ      72(SP), R10
+	SHRQ      $0x05, R10
+	VMOVDQU32 constsAVX512<>+2112(SB), Z0
+	VMOVUPS   constsAVX512<>+1536(SB), Z1
+
+q8row_chunk:
+	TESTQ            R10, R10
+	JZ               q8row_tail
+	VPMOVZXBW        (CX), Z3
+	VPSLLW           $0x04, Z3, Z2
+	VPTERNLOGD       $0xa8, Z0, Z2, Z3
+	VMOVUPS          constsAVX512<>+1536(SB), Z2
+	VPDPBUSD         (R9), Z3, Z2
+	VPMOVZXBW        (CX)(DX*1), Z4
+	VPSLLW           $0x04, Z4, Z3
+	VPTERNLOGD       $0xa8, Z0, Z3, Z4
+	VMOVUPS          constsAVX512<>+1536(SB), Z3
+	VPDPBUSD         (R9), Z4, Z3
+	VPMOVZXBW        (CX)(DX*2), Z5
+	VPSLLW           $0x04, Z5, Z4
+	VPTERNLOGD       $0xa8, Z0, Z4, Z5
+	VMOVUPS          constsAVX512<>+1536(SB), Z4
+	VPDPBUSD         (R9), Z5, Z4
+	VPMOVZXBW        (CX)(BX*1), Z6
+	VPSLLW           $0x04, Z6, Z5
+	VPTERNLOGD       $0xa8, Z0, Z5, Z6
+	VMOVUPS          constsAVX512<>+1536(SB), Z5
+	VPDPBUSD         (R9), Z6, Z5
+	VPMOVZXBW        (SI), Z7
+	VPSLLW           $0x04, Z7, Z6
+	VPTERNLOGD       $0xa8, Z0, Z6, Z7
+	VMOVUPS          constsAVX512<>+1536(SB), Z6
+	VPDPBUSD         (R9), Z7, Z6
+	VPMOVZXBW        (SI)(DX*1), Z8
+	VPSLLW           $0x04, Z8, Z7
+	VPTERNLOGD       $0xa8, Z0, Z7, Z8
+	VMOVUPS          constsAVX512<>+1536(SB), Z7
+	VPDPBUSD         (R9), Z8, Z7
+	VPMOVZXBW        (SI)(DX*2), Z9
+	VPSLLW           $0x04, Z9, Z8
+	VPTERNLOGD       $0xa8, Z0, Z8, Z9
+	VMOVUPS          constsAVX512<>+1536(SB), Z8
+	VPDPBUSD         (R9), Z9, Z8
+	VPMOVZXBW        (SI)(BX*1), Z10
+	VPSLLW           $0x04, Z10, Z9
+	VPTERNLOGD       $0xa8, Z0, Z9, Z10
+	VMOVUPS          constsAVX512<>+1536(SB), Z9
+	VPDPBUSD         (R9), Z10, Z9
+	VPMOVZXBW        (DI), Z11
+	VPSLLW           $0x04, Z11, Z10
+	VPTERNLOGD       $0xa8, Z0, Z10, Z11
+	VMOVUPS          constsAVX512<>+1536(SB), Z10
+	VPDPBUSD         (R9), Z11, Z10
+	VPMOVZXBW        (DI)(DX*1), Z12
+	VPSLLW           $0x04, Z12, Z11
+	VPTERNLOGD       $0xa8, Z0, Z11, Z12
+	VMOVUPS          constsAVX512<>+1536(SB), Z11
+	VPDPBUSD         (R9), Z12, Z11
+	VPMOVZXBW        (DI)(DX*2), Z13
+	VPSLLW           $0x04, Z13, Z12
+	VPTERNLOGD       $0xa8, Z0, Z12, Z13
+	VMOVUPS          constsAVX512<>+1536(SB), Z12
+	VPDPBUSD         (R9), Z13, Z12
+	VPMOVZXBW        (DI)(BX*1), Z14
+	VPSLLW           $0x04, Z14, Z13
+	VPTERNLOGD       $0xa8, Z0, Z13, Z14
+	VMOVUPS          constsAVX512<>+1536(SB), Z13
+	VPDPBUSD         (R9), Z14, Z13
+	VPMOVZXBW        (R8), Z15
+	VPSLLW           $0x04, Z15, Z14
+	VPTERNLOGD       $0xa8, Z0, Z14, Z15
+	VMOVUPS          constsAVX512<>+1536(SB), Z14
+	VPDPBUSD         (R9), Z15, Z14
+	VPMOVZXBW        (R8)(DX*1), Z16
+	VPSLLW           $0x04, Z16, Z15
+	VPTERNLOGD       $0xa8, Z0, Z15, Z16
+	VMOVUPS          constsAVX512<>+1536(SB), Z15
+	VPDPBUSD         (R9), Z16, Z15
+	VPMOVZXBW        (R8)(DX*2), Z17
+	VPSLLW           $0x04, Z17, Z16
+	VPTERNLOGD       $0xa8, Z0, Z16, Z17
+	VMOVUPS          constsAVX512<>+1536(SB), Z16
+	VPDPBUSD         (R9), Z17, Z16
+	VPMOVZXBW        (R8)(BX*1), Z18
+	VPSLLW           $0x04, Z18, Z17
+	VPTERNLOGD       $0xa8, Z0, Z17, Z18
+	VMOVUPS          constsAVX512<>+1536(SB), Z17
+	VPDPBUSD         (R9), Z18, Z17
+	MOVQ             128(SP), R11
+	LEAQ             (CX)(R11*1), R12
+	LEAQ             (SI)(R11*1), R13
+	LEAQ             (DI)(R11*1), R14
+	LEAQ             (R8)(R11*1), R11
+	PREFETCHT1       (R12)
+	PREFETCHT1       (R12)(DX*1)
+	PREFETCHT1       (R12)(DX*2)
+	PREFETCHT1       (R12)(BX*1)
+	PREFETCHT1       (R13)
+	PREFETCHT1       (R13)(DX*1)
+	PREFETCHT1       (R13)(DX*2)
+	PREFETCHT1       (R13)(BX*1)
+	PREFETCHT1       (R14)
+	PREFETCHT1       (R14)(DX*1)
+	PREFETCHT1       (R14)(DX*2)
+	PREFETCHT1       (R14)(BX*1)
+	PREFETCHT1       (R11)
+	PREFETCHT1       (R11)(DX*1)
+	PREFETCHT1       (R11)(DX*2)
+	PREFETCHT1       (R11)(BX*1)
+	MOVQ             216(SP), R11
+	MOVQ             224(SP), R12
+	MOVQ             232(SP), R13
+	VPUNPCKLDQ       Z3, Z2, Z18
+	VPUNPCKHDQ       Z3, Z2, Z2
+	VPADDD           Z2, Z18, Z2
+	VPUNPCKLDQ       Z5, Z4, Z3
+	VPUNPCKHDQ       Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLDQ       Z7, Z6, Z4
+	VPUNPCKHDQ       Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLDQ       Z9, Z8, Z5
+	VPUNPCKHDQ       Z9, Z8, Z6
+	VPADDD           Z6, Z5, Z5
+	VPUNPCKLDQ       Z11, Z10, Z6
+	VPUNPCKHDQ       Z11, Z10, Z7
+	VPADDD           Z7, Z6, Z6
+	VPUNPCKLDQ       Z13, Z12, Z7
+	VPUNPCKHDQ       Z13, Z12, Z8
+	VPADDD           Z8, Z7, Z7
+	VPUNPCKLDQ       Z15, Z14, Z8
+	VPUNPCKHDQ       Z15, Z14, Z9
+	VPADDD           Z9, Z8, Z8
+	VPUNPCKLDQ       Z17, Z16, Z9
+	VPUNPCKHDQ       Z17, Z16, Z10
+	VPADDD           Z10, Z9, Z9
+	VPUNPCKLQDQ      Z3, Z2, Z10
+	VPUNPCKHQDQ      Z3, Z2, Z2
+	VPADDD           Z2, Z10, Z2
+	VPUNPCKLQDQ      Z5, Z4, Z3
+	VPUNPCKHQDQ      Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLQDQ      Z7, Z6, Z4
+	VPUNPCKHQDQ      Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLQDQ      Z9, Z8, Z5
+	VPUNPCKHQDQ      Z9, Z8, Z6
+	VPADDD           Z6, Z5, Z5
+	VSHUFI32X4       $0x88, Z3, Z2, Z6
+	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPADDD           Z2, Z6, Z2
+	VSHUFI32X4       $0x88, Z5, Z4, Z3
+	VSHUFI32X4       $0xdd, Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VSHUFI32X4       $0x88, Z3, Z2, Z4
+	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPADDD.BCST      (R12), Z4, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           (R13), Z4, Z4
+	VFMADD231PS.BCST (R11), Z4, Z1
+	VPADDD.BCST      4(R12), Z2, Z2
+	VCVTDQ2PS        Z2, Z2
+	VMULPS           64(R13), Z2, Z2
+	VFMADD231PS.BCST 4(R11), Z2, Z1
+	ADDQ             $0x08, R11
+	ADDQ             $0x08, R12
+	ADDQ             $0x00000080, R13
+	MOVQ             R11, 216(SP)
+	MOVQ             R12, 224(SP)
+	MOVQ             R13, 232(SP)
+	ADDQ             $0x40, R9
+	ADDQ             $0x20, CX
+	ADDQ             $0x20, SI
+	ADDQ             $0x20, DI
+	ADDQ             $0x20, R8
+	DECQ             R10
+	JMP              q8row_chunk
+
+q8row_tail:
+	TESTQ            $0x00000010, 72(SP)
+	JZ               q8row_done
+	MOVL             $0x0000ffff, R10
+	KMOVW            R10, K3
+	VMOVDQU8.Z       (CX), K3, Z2
+	VPMOVZXBW        Y2, Z3
+	VPSLLW           $0x04, Z3, Z2
+	VPTERNLOGD       $0xa8, Z0, Z2, Z3
+	VMOVUPS          constsAVX512<>+1536(SB), Z2
+	VPDPBUSD         (R9), Z3, Z2
+	VMOVDQU8.Z       (CX)(DX*1), K3, Z3
+	VPMOVZXBW        Y3, Z4
+	VPSLLW           $0x04, Z4, Z3
+	VPTERNLOGD       $0xa8, Z0, Z3, Z4
+	VMOVUPS          constsAVX512<>+1536(SB), Z3
+	VPDPBUSD         (R9), Z4, Z3
+	VMOVDQU8.Z       (CX)(DX*2), K3, Z4
+	VPMOVZXBW        Y4, Z5
+	VPSLLW           $0x04, Z5, Z4
+	VPTERNLOGD       $0xa8, Z0, Z4, Z5
+	VMOVUPS          constsAVX512<>+1536(SB), Z4
+	VPDPBUSD         (R9), Z5, Z4
+	VMOVDQU8.Z       (CX)(BX*1), K3, Z5
+	VPMOVZXBW        Y5, Z6
+	VPSLLW           $0x04, Z6, Z5
+	VPTERNLOGD       $0xa8, Z0, Z5, Z6
+	VMOVUPS          constsAVX512<>+1536(SB), Z5
+	VPDPBUSD         (R9), Z6, Z5
+	VMOVDQU8.Z       (SI), K3, Z6
+	VPMOVZXBW        Y6, Z7
+	VPSLLW           $0x04, Z7, Z6
+	VPTERNLOGD       $0xa8, Z0, Z6, Z7
+	VMOVUPS          constsAVX512<>+1536(SB), Z6
+	VPDPBUSD         (R9), Z7, Z6
+	VMOVDQU8.Z       (SI)(DX*1), K3, Z7
+	VPMOVZXBW        Y7, Z8
+	VPSLLW           $0x04, Z8, Z7
+	VPTERNLOGD       $0xa8, Z0, Z7, Z8
+	VMOVUPS          constsAVX512<>+1536(SB), Z7
+	VPDPBUSD         (R9), Z8, Z7
+	VMOVDQU8.Z       (SI)(DX*2), K3, Z8
+	VPMOVZXBW        Y8, Z9
+	VPSLLW           $0x04, Z9, Z8
+	VPTERNLOGD       $0xa8, Z0, Z8, Z9
+	VMOVUPS          constsAVX512<>+1536(SB), Z8
+	VPDPBUSD         (R9), Z9, Z8
+	VMOVDQU8.Z       (SI)(BX*1), K3, Z9
+	VPMOVZXBW        Y9, Z10
+	VPSLLW           $0x04, Z10, Z9
+	VPTERNLOGD       $0xa8, Z0, Z9, Z10
+	VMOVUPS          constsAVX512<>+1536(SB), Z9
+	VPDPBUSD         (R9), Z10, Z9
+	VMOVDQU8.Z       (DI), K3, Z10
+	VPMOVZXBW        Y10, Z11
+	VPSLLW           $0x04, Z11, Z10
+	VPTERNLOGD       $0xa8, Z0, Z10, Z11
+	VMOVUPS          constsAVX512<>+1536(SB), Z10
+	VPDPBUSD         (R9), Z11, Z10
+	VMOVDQU8.Z       (DI)(DX*1), K3, Z11
+	VPMOVZXBW        Y11, Z12
+	VPSLLW           $0x04, Z12, Z11
+	VPTERNLOGD       $0xa8, Z0, Z11, Z12
+	VMOVUPS          constsAVX512<>+1536(SB), Z11
+	VPDPBUSD         (R9), Z12, Z11
+	VMOVDQU8.Z       (DI)(DX*2), K3, Z12
+	VPMOVZXBW        Y12, Z13
+	VPSLLW           $0x04, Z13, Z12
+	VPTERNLOGD       $0xa8, Z0, Z12, Z13
+	VMOVUPS          constsAVX512<>+1536(SB), Z12
+	VPDPBUSD         (R9), Z13, Z12
+	VMOVDQU8.Z       (DI)(BX*1), K3, Z13
+	VPMOVZXBW        Y13, Z14
+	VPSLLW           $0x04, Z14, Z13
+	VPTERNLOGD       $0xa8, Z0, Z13, Z14
+	VMOVUPS          constsAVX512<>+1536(SB), Z13
+	VPDPBUSD         (R9), Z14, Z13
+	VMOVDQU8.Z       (R8), K3, Z14
+	VPMOVZXBW        Y14, Z15
+	VPSLLW           $0x04, Z15, Z14
+	VPTERNLOGD       $0xa8, Z0, Z14, Z15
+	VMOVUPS          constsAVX512<>+1536(SB), Z14
+	VPDPBUSD         (R9), Z15, Z14
+	VMOVDQU8.Z       (R8)(DX*1), K3, Z15
+	VPMOVZXBW        Y15, Z16
+	VPSLLW           $0x04, Z16, Z15
+	VPTERNLOGD       $0xa8, Z0, Z15, Z16
+	VMOVUPS          constsAVX512<>+1536(SB), Z15
+	VPDPBUSD         (R9), Z16, Z15
+	VMOVDQU8.Z       (R8)(DX*2), K3, Z16
+	VPMOVZXBW        Y16, Z17
+	VPSLLW           $0x04, Z17, Z16
+	VPTERNLOGD       $0xa8, Z0, Z16, Z17
+	VMOVUPS          constsAVX512<>+1536(SB), Z16
+	VPDPBUSD         (R9), Z17, Z16
+	VMOVDQU8.Z       (R8)(BX*1), K3, Z17
+	VPMOVZXBW        Y17, Z17
+	VPSLLW           $0x04, Z17, Z18
+	VPTERNLOGD       $0xa8, Z0, Z18, Z17
+	VMOVUPS          constsAVX512<>+1536(SB), Z0
+	VPDPBUSD         (R9), Z17, Z0
+	MOVQ             128(SP), R9
+	LEAQ             (CX)(R9*1), CX
+	LEAQ             (SI)(R9*1), SI
+	LEAQ             (DI)(R9*1), DI
+	LEAQ             (R8)(R9*1), R8
+	PREFETCHT1       (CX)
+	PREFETCHT1       (CX)(DX*1)
+	PREFETCHT1       (CX)(DX*2)
+	PREFETCHT1       (CX)(BX*1)
+	PREFETCHT1       (SI)
+	PREFETCHT1       (SI)(DX*1)
+	PREFETCHT1       (SI)(DX*2)
+	PREFETCHT1       (SI)(BX*1)
+	PREFETCHT1       (DI)
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       (DI)(DX*2)
+	PREFETCHT1       (DI)(BX*1)
+	PREFETCHT1       (R8)
+	PREFETCHT1       (R8)(DX*1)
+	PREFETCHT1       (R8)(DX*2)
+	PREFETCHT1       (R8)(BX*1)
+	MOVQ             216(SP), CX
+	MOVQ             224(SP), DX
+	MOVQ             232(SP), BX
+	VPUNPCKLDQ       Z3, Z2, Z17
+	VPUNPCKHDQ       Z3, Z2, Z2
+	VPADDD           Z2, Z17, Z2
+	VPUNPCKLDQ       Z5, Z4, Z3
+	VPUNPCKHDQ       Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLDQ       Z7, Z6, Z4
+	VPUNPCKHDQ       Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLDQ       Z9, Z8, Z5
+	VPUNPCKHDQ       Z9, Z8, Z6
+	VPADDD           Z6, Z5, Z5
+	VPUNPCKLDQ       Z11, Z10, Z6
+	VPUNPCKHDQ       Z11, Z10, Z7
+	VPADDD           Z7, Z6, Z6
+	VPUNPCKLDQ       Z13, Z12, Z7
+	VPUNPCKHDQ       Z13, Z12, Z8
+	VPADDD           Z8, Z7, Z7
+	VPUNPCKLDQ       Z15, Z14, Z8
+	VPUNPCKHDQ       Z15, Z14, Z9
+	VPADDD           Z9, Z8, Z8
+	VPUNPCKLDQ       Z0, Z16, Z9
+	VPUNPCKHDQ       Z0, Z16, Z0
+	VPADDD           Z0, Z9, Z0
+	VPUNPCKLQDQ      Z3, Z2, Z9
+	VPUNPCKHQDQ      Z3, Z2, Z2
+	VPADDD           Z2, Z9, Z2
+	VPUNPCKLQDQ      Z5, Z4, Z3
+	VPUNPCKHQDQ      Z5, Z4, Z4
+	VPADDD           Z4, Z3, Z3
+	VPUNPCKLQDQ      Z7, Z6, Z4
+	VPUNPCKHQDQ      Z7, Z6, Z5
+	VPADDD           Z5, Z4, Z4
+	VPUNPCKLQDQ      Z0, Z8, Z5
+	VPUNPCKHQDQ      Z0, Z8, Z0
+	VPADDD           Z0, Z5, Z0
+	VSHUFI32X4       $0x88, Z3, Z2, Z5
+	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPADDD           Z2, Z5, Z2
+	VSHUFI32X4       $0x88, Z0, Z4, Z3
+	VSHUFI32X4       $0xdd, Z0, Z4, Z0
+	VPADDD           Z0, Z3, Z0
+	VSHUFI32X4       $0x88, Z0, Z2, Z3
+	VSHUFI32X4       $0xdd, Z0, Z2, Z0
+	VPADDD.BCST      (DX), Z3, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           (BX), Z3, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+
+q8row_done:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z2
+	VMULPS       Z2, Z0, Z0
+	VADDPS       Z0, Z1, Z1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z1, K2, Z1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z0, Z2, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z3
+	VSUBPS       Z3, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K2
+	VMULPS       constsAVX512<>+128(SB), Z1, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z1
+	VMULPS       Z1, Z1, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z1, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K2, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z1
+	VADDPS       Z1, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K2
+	VMULPS       constsAVX512<>+128(SB), Z2, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z1, Z4, K2, Z4
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z6, Z4, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Z0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Z0, Z1
+	VMOVUPS Z1, (R8)
+	ADDQ    $0x40, DI
+	ADDQ    $0x40, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x40, CX
+	ADDQ    $0x00000400, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 1 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x01
+	JLE  grouprows
+	MOVQ $0x00000001, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      448(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z9
+	VMOVDQU32    constsAVX512<>+2368(SB), Z10
+
+rows1_vecs8_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VPMOVZXBD        16(SI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z9, Z14, Z14
+	VSUBPS           Z10, Z14, Z14
+	VPTERNLOGD       $0xea, Z9, Z0, Z13
+	VSUBPS           Z10, Z13, Z13
+	VPMOVZXBD        32(SI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z9, Z16, Z16
+	VSUBPS           Z10, Z16, Z16
+	VPTERNLOGD       $0xea, Z9, Z0, Z15
+	VSUBPS           Z10, Z15, Z15
+	VPMOVZXBD        48(SI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z9, Z18, Z18
+	VSUBPS           Z10, Z18, Z18
+	VPTERNLOGD       $0xea, Z9, Z0, Z17
+	VSUBPS           Z10, Z17, Z17
+	VFMADD231PS.BCST (DX), Z11, Z1
+	VFMADD231PS.BCST (DX), Z12, Z2
+	VFMADD231PS.BCST 1024(DX), Z13, Z3
+	VFMADD231PS.BCST 1024(DX), Z14, Z4
+	VFMADD231PS.BCST 2048(DX), Z15, Z5
+	VFMADD231PS.BCST 2048(DX), Z16, Z6
+	VFMADD231PS.BCST 3072(DX), Z17, Z7
+	VFMADD231PS.BCST 3072(DX), Z18, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    448(CX), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z9
+	VMOVDQU32    constsAVX512<>+2368(SB), Z10
+
+rows1_vecs8_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VPMOVZXBD        16(SI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z9, Z14, Z14
+	VSUBPS           Z10, Z14, Z14
+	VPTERNLOGD       $0xea, Z9, Z0, Z13
+	VSUBPS           Z10, Z13, Z13
+	VPMOVZXBD        32(SI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z9, Z16, Z16
+	VSUBPS           Z10, Z16, Z16
+	VPTERNLOGD       $0xea, Z9, Z0, Z15
+	VSUBPS           Z10, Z15, Z15
+	VPMOVZXBD        48(SI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z9, Z18, Z18
+	VSUBPS           Z10, Z18, Z18
+	VPTERNLOGD       $0xea, Z9, Z0, Z17
+	VSUBPS           Z10, Z17, Z17
+	VFMADD231PS.BCST (DX), Z11, Z1
+	VFMADD231PS.BCST (DX), Z12, Z2
+	VFMADD231PS.BCST 1024(DX), Z13, Z3
+	VFMADD231PS.BCST 1024(DX), Z14, Z4
+	VFMADD231PS.BCST 2048(DX), Z15, Z5
+	VFMADD231PS.BCST 2048(DX), Z16, Z6
+	VFMADD231PS.BCST 3072(DX), Z17, Z7
+	VFMADD231PS.BCST 3072(DX), Z18, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K1, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z8
+	VMOVDQU32    constsAVX512<>+2368(SB), Z9
+
+rows1_vecs7_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z10
+	VPSRLD           $0x04, Z10, Z11
+	VPORD            Z8, Z11, Z11
+	VSUBPS           Z9, Z11, Z11
+	VPTERNLOGD       $0xea, Z8, Z0, Z10
+	VSUBPS           Z9, Z10, Z10
+	VPMOVZXBD        16(SI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z8, Z13, Z13
+	VSUBPS           Z9, Z13, Z13
+	VPTERNLOGD       $0xea, Z8, Z0, Z12
+	VSUBPS           Z9, Z12, Z12
+	VPMOVZXBD        32(SI), Z14
+	VPSRLD           $0x04, Z14, Z15
+	VPORD            Z8, Z15, Z15
+	VSUBPS           Z9, Z15, Z15
+	VPTERNLOGD       $0xea, Z8, Z0, Z14
+	VSUBPS           Z9, Z14, Z14
+	VPMOVZXBD        48(SI), Z16
+	VPTERNLOGD       $0xea, Z8, Z0, Z16
+	VSUBPS           Z9, Z16, Z16
+	VFMADD231PS.BCST (DX), Z10, Z1
+	VFMADD231PS.BCST (DX), Z11, Z2
+	VFMADD231PS.BCST 1024(DX), Z12, Z3
+	VFMADD231PS.BCST 1024(DX), Z13, Z4
+	VFMADD231PS.BCST 2048(DX), Z14, Z5
+	VFMADD231PS.BCST 2048(DX), Z15, Z6
+	VFMADD231PS.BCST 3072(DX), Z16, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS.Z    384(CX), K1, Z7
+	VMULPS       Z0, Z7, Z7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z8
+	VMOVDQU32    constsAVX512<>+2368(SB), Z9
+
+rows1_vecs7_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z10
+	VPSRLD           $0x04, Z10, Z11
+	VPORD            Z8, Z11, Z11
+	VSUBPS           Z9, Z11, Z11
+	VPTERNLOGD       $0xea, Z8, Z0, Z10
+	VSUBPS           Z9, Z10, Z10
+	VPMOVZXBD        16(SI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z8, Z13, Z13
+	VSUBPS           Z9, Z13, Z13
+	VPTERNLOGD       $0xea, Z8, Z0, Z12
+	VSUBPS           Z9, Z12, Z12
+	VPMOVZXBD        32(SI), Z14
+	VPSRLD           $0x04, Z14, Z15
+	VPORD            Z8, Z15, Z15
+	VSUBPS           Z9, Z15, Z15
+	VPTERNLOGD       $0xea, Z8, Z0, Z14
+	VSUBPS           Z9, Z14, Z14
+	VPMOVZXBD        48(SI), Z16
+	VPTERNLOGD       $0xea, Z8, Z0, Z16
+	VSUBPS           Z9, Z16, Z16
+	VFMADD231PS.BCST (DX), Z10, Z1
+	VFMADD231PS.BCST (DX), Z11, Z2
+	VFMADD231PS.BCST 1024(DX), Z12, Z3
+	VFMADD231PS.BCST 1024(DX), Z13, Z4
+	VFMADD231PS.BCST 2048(DX), Z14, Z5
+	VFMADD231PS.BCST 2048(DX), Z15, Z6
+	VFMADD231PS.BCST 3072(DX), Z16, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K1, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z7
+	VMOVDQU32    constsAVX512<>+2368(SB), Z8
+
+rows1_vecs6_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VPMOVZXBD        16(SI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z7, Z12, Z12
+	VSUBPS           Z8, Z12, Z12
+	VPTERNLOGD       $0xea, Z7, Z0, Z11
+	VSUBPS           Z8, Z11, Z11
+	VPMOVZXBD        32(SI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z7, Z14, Z14
+	VSUBPS           Z8, Z14, Z14
+	VPTERNLOGD       $0xea, Z7, Z0, Z13
+	VSUBPS           Z8, Z13, Z13
+	VFMADD231PS.BCST (DX), Z9, Z1
+	VFMADD231PS.BCST (DX), Z10, Z2
+	VFMADD231PS.BCST 1024(DX), Z11, Z3
+	VFMADD231PS.BCST 1024(DX), Z12, Z4
+	VFMADD231PS.BCST 2048(DX), Z13, Z5
+	VFMADD231PS.BCST 2048(DX), Z14, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    320(CX), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z7
+	VMOVDQU32    constsAVX512<>+2368(SB), Z8
+
+rows1_vecs6_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VPMOVZXBD        16(SI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z7, Z12, Z12
+	VSUBPS           Z8, Z12, Z12
+	VPTERNLOGD       $0xea, Z7, Z0, Z11
+	VSUBPS           Z8, Z11, Z11
+	VPMOVZXBD        32(SI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z7, Z14, Z14
+	VSUBPS           Z8, Z14, Z14
+	VPTERNLOGD       $0xea, Z7, Z0, Z13
+	VSUBPS           Z8, Z13, Z13
+	VFMADD231PS.BCST (DX), Z9, Z1
+	VFMADD231PS.BCST (DX), Z10, Z2
+	VFMADD231PS.BCST 1024(DX), Z11, Z3
+	VFMADD231PS.BCST 1024(DX), Z12, Z4
+	VFMADD231PS.BCST 2048(DX), Z13, Z5
+	VFMADD231PS.BCST 2048(DX), Z14, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K1, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z6
+	VMOVDQU32    constsAVX512<>+2368(SB), Z7
+
+rows1_vecs5_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z8
+	VPSRLD           $0x04, Z8, Z9
+	VPORD            Z6, Z9, Z9
+	VSUBPS           Z7, Z9, Z9
+	VPTERNLOGD       $0xea, Z6, Z0, Z8
+	VSUBPS           Z7, Z8, Z8
+	VPMOVZXBD        16(SI), Z10
+	VPSRLD           $0x04, Z10, Z11
+	VPORD            Z6, Z11, Z11
+	VSUBPS           Z7, Z11, Z11
+	VPTERNLOGD       $0xea, Z6, Z0, Z10
+	VSUBPS           Z7, Z10, Z10
+	VPMOVZXBD        32(SI), Z12
+	VPTERNLOGD       $0xea, Z6, Z0, Z12
+	VSUBPS           Z7, Z12, Z12
+	VFMADD231PS.BCST (DX), Z8, Z1
+	VFMADD231PS.BCST (DX), Z9, Z2
+	VFMADD231PS.BCST 1024(DX), Z10, Z3
+	VFMADD231PS.BCST 1024(DX), Z11, Z4
+	VFMADD231PS.BCST 2048(DX), Z12, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS.Z    256(CX), K1, Z5
+	VMULPS       Z0, Z5, Z5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z6
+	VMOVDQU32    constsAVX512<>+2368(SB), Z7
+
+rows1_vecs5_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z8
+	VPSRLD           $0x04, Z8, Z9
+	VPORD            Z6, Z9, Z9
+	VSUBPS           Z7, Z9, Z9
+	VPTERNLOGD       $0xea, Z6, Z0, Z8
+	VSUBPS           Z7, Z8, Z8
+	VPMOVZXBD        16(SI), Z10
+	VPSRLD           $0x04, Z10, Z11
+	VPORD            Z6, Z11, Z11
+	VSUBPS           Z7, Z11, Z11
+	VPTERNLOGD       $0xea, Z6, Z0, Z10
+	VSUBPS           Z7, Z10, Z10
+	VPMOVZXBD        32(SI), Z12
+	VPTERNLOGD       $0xea, Z6, Z0, Z12
+	VSUBPS           Z7, Z12, Z12
+	VFMADD231PS.BCST (DX), Z8, Z1
+	VFMADD231PS.BCST (DX), Z9, Z2
+	VFMADD231PS.BCST 1024(DX), Z10, Z3
+	VFMADD231PS.BCST 1024(DX), Z11, Z4
+	VFMADD231PS.BCST 2048(DX), Z12, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K1, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z5
+	VMOVDQU32    constsAVX512<>+2368(SB), Z6
+
+rows1_vecs4_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z7
+	VPSRLD           $0x04, Z7, Z8
+	VPORD            Z5, Z8, Z8
+	VSUBPS           Z6, Z8, Z8
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VPMOVZXBD        16(SI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z5, Z10, Z10
+	VSUBPS           Z6, Z10, Z10
+	VPTERNLOGD       $0xea, Z5, Z0, Z9
+	VSUBPS           Z6, Z9, Z9
+	VFMADD231PS.BCST (DX), Z7, Z1
+	VFMADD231PS.BCST (DX), Z8, Z2
+	VFMADD231PS.BCST 1024(DX), Z9, Z3
+	VFMADD231PS.BCST 1024(DX), Z10, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z5
+	VMOVDQU32    constsAVX512<>+2368(SB), Z6
+
+rows1_vecs4_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z7
+	VPSRLD           $0x04, Z7, Z8
+	VPORD            Z5, Z8, Z8
+	VSUBPS           Z6, Z8, Z8
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VPMOVZXBD        16(SI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z5, Z10, Z10
+	VSUBPS           Z6, Z10, Z10
+	VPTERNLOGD       $0xea, Z5, Z0, Z9
+	VSUBPS           Z6, Z9, Z9
+	VFMADD231PS.BCST (DX), Z7, Z1
+	VFMADD231PS.BCST (DX), Z8, Z2
+	VFMADD231PS.BCST 1024(DX), Z9, Z3
+	VFMADD231PS.BCST 1024(DX), Z10, Z4
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z4
+	VMOVDQU32    constsAVX512<>+2368(SB), Z5
+
+rows1_vecs3_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z6
+	VPSRLD           $0x04, Z6, Z7
+	VPORD            Z4, Z7, Z7
+	VSUBPS           Z5, Z7, Z7
+	VPTERNLOGD       $0xea, Z4, Z0, Z6
+	VSUBPS           Z5, Z6, Z6
+	VPMOVZXBD        16(SI), Z8
+	VPTERNLOGD       $0xea, Z4, Z0, Z8
+	VSUBPS           Z5, Z8, Z8
+	VFMADD231PS.BCST (DX), Z6, Z1
+	VFMADD231PS.BCST (DX), Z7, Z2
+	VFMADD231PS.BCST 1024(DX), Z8, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z4
+	VMOVDQU32    constsAVX512<>+2368(SB), Z5
+
+rows1_vecs3_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z6
+	VPSRLD           $0x04, Z6, Z7
+	VPORD            Z4, Z7, Z7
+	VSUBPS           Z5, Z7, Z7
+	VPTERNLOGD       $0xea, Z4, Z0, Z6
+	VSUBPS           Z5, Z6, Z6
+	VPMOVZXBD        16(SI), Z8
+	VPTERNLOGD       $0xea, Z4, Z0, Z8
+	VSUBPS           Z5, Z8, Z8
+	VFMADD231PS.BCST (DX), Z6, Z1
+	VFMADD231PS.BCST (DX), Z7, Z2
+	VFMADD231PS.BCST 1024(DX), Z8, Z3
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z3
+	VMOVDQU32    constsAVX512<>+2368(SB), Z4
+
+rows1_vecs2_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z5
+	VPSRLD           $0x04, Z5, Z6
+	VPORD            Z3, Z6, Z6
+	VSUBPS           Z4, Z6, Z6
+	VPTERNLOGD       $0xea, Z3, Z0, Z5
+	VSUBPS           Z4, Z5, Z5
+	VFMADD231PS.BCST (DX), Z5, Z1
+	VFMADD231PS.BCST (DX), Z6, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z3
+	VMOVDQU32    constsAVX512<>+2368(SB), Z4
+
+rows1_vecs2_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs2_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z5
+	VPSRLD           $0x04, Z5, Z6
+	VPORD            Z3, Z6, Z6
+	VSUBPS           Z4, Z6, Z6
+	VPTERNLOGD       $0xea, Z3, Z0, Z5
+	VSUBPS           Z4, Z5, Z5
+	VFMADD231PS.BCST (DX), Z5, Z1
+	VFMADD231PS.BCST (DX), Z6, Z2
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z2
+	VMOVDQU32    constsAVX512<>+2368(SB), Z3
+
+rows1_vecs1_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z4
+	VPTERNLOGD       $0xea, Z2, Z0, Z4
+	VSUBPS           Z3, Z4, Z4
+	VFMADD231PS.BCST (DX), Z4, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z2
+	VMOVDQU32    constsAVX512<>+2368(SB), Z3
+
+rows1_vecs1_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs1_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z4
+	VPTERNLOGD       $0xea, Z2, Z0, Z4
+	VSUBPS           Z3, Z4, Z4
+	VFMADD231PS.BCST (DX), Z4, Z1
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	ADDQ             $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x04, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x10, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
 // func WidenF16AVX512(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, AVX512F
 TEXT ·WidenF16AVX512(SB), NOSPLIT, $0-48
@@ -51362,7 +53651,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+2304(SB), R10
+	LEAQ  constsAVX512<>+2432(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -55485,7 +57774,7 @@ TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2304(SB), R13
+	LEAQ  constsAVX512<>+2432(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -57827,7 +60116,7 @@ TEXT ·GemmBF16EmuAVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2304(SB), R13
+	LEAQ  constsAVX512<>+2432(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -61467,7 +63756,7 @@ TEXT ·GemmWDotAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2304(SB), R12
+	LEAQ  constsAVX512<>+2432(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -65043,7 +67332,7 @@ TEXT ·GemmWDotEmuAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2304(SB), R12
+	LEAQ  constsAVX512<>+2432(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -70175,7 +72464,7 @@ TEXT ·PairBF16AVX512(SB), NOSPLIT, $0-56
 	MOVQ  rows+32(FP), SI
 	MOVQ  nv+40(FP), DI
 	MOVQ  tail+48(FP), R8
-	LEAQ  constsAVX512<>+2304(SB), R9
+	LEAQ  constsAVX512<>+2432(SB), R9
 	KMOVW (R9)(R8*2), K1
 
 	// Whole pairs of rows.

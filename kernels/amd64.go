@@ -195,7 +195,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 }
 
 // decodeQ8Func is the signature of the x86 DecodeQ8 kernels (DecodeQ8AVX512,
-// DecodeQ8AVX2, DecodeQ8VNNIAVX2 and its Emu twin).
+// DecodeQ8I4AVX512, DecodeQ8AVX2, DecodeQ8VNNIAVX2 and its Emu twin).
 type decodeQ8Func func(q *float32, rows, kvec, ktail int, k *int8, ldk int, v *int8, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32,
 	ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 
@@ -231,6 +231,7 @@ func init() {
 	avx512.optional = append(avx512.optional, cpuid.AVX512VNNI)
 	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
 		avx512.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX512, asm.LanesAVX512)
+		avx512.decodeQ8I4 = x86DecodeQ8(asm.DecodeQ8I4AVX512, asm.LanesAVX512)
 	}
 	// VPSIGNB, VPMADDUBSW and VPMADDWD on every AVX2 core, AVX-VNNI's
 	// VPDPBUSD where the CPU has it (Intel from Alder Lake and Sapphire

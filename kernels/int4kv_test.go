@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -132,5 +133,79 @@ func TestDecodeInt4SharedBytes(t *testing.T) {
 		ks.Decode(q, rows, d, k, v, nk, d, o, m, l, make([]float32, ks.DecodeScratch(d, d)), nil)
 		checkDecodeState(t, ks.Name+" int4 V = K's bytes, own scales", q, rows, d, kf, d, vf, d, nk, d, nil, o0, m0, l0, o, m, l)
 		f1()
+	}
+}
+
+// TestDecodeQ8Int4OneRow: a one-row DecodeQ8 over int4 K/V (AVX-512's
+// DecodeQ8I4 reads them as they are; the other sets widen them a chunk
+// at a time) gives, bit for bit, DecodeQ8's result over the int8 rows
+// WidenInt4Rows makes of them in one call: the same int32 sums, scaled
+// and summed alike. Head dims of one to 18 blocks (odd counts end on a
+// half chunk), partial last vectors, strided and adjacent rows, V inside
+// K, ALiBi and a running state, key counts around the block.
+func TestDecodeQ8Int4OneRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(49, 49))
+	for _, ks := range q8Sets() {
+		T := ks.DecodeKeys()
+		for _, dk := range []int{4, 32, 40, 64, 96, 128, 160, 576} {
+			for _, nk := range []int{T, T + 3, 5*T - 1, 3*int4Chunk + 7} {
+				dv := []int{dk, 16, 48, 128, 512}[rng.IntN(5)]
+				if ks.decodePairs {
+					dv = (dv + 3) &^ 3
+				}
+				vink := dv <= dk && rng.IntN(3) == 0
+				ld := dk + 32*rng.IntN(2)
+				k, _, free := kvOperand(t, rng, fallback.KVInt4, nk, dk, ld, rng.IntN(2) == 0)
+				v := k
+				if !vink {
+					var freeV func()
+					v, _, freeV = kvOperand(t, rng, fallback.KVInt4, nk, dv, dv+32*rng.IntN(2), true)
+					defer freeV()
+				}
+				defer free()
+				// The int8 twins: the same scales, each row widened.
+				wide := func(r KVRows, dim int) KVRows {
+					nb := fallback.Int8Blocks(dim)
+					w := KVRows{Type: fallback.KVInt8, I8: make([]int8, nk*nb*fallback.Int8Block), Ld: nb * fallback.Int8Block, S: r.S, LdS: r.LdS}
+					ks.WidenInt4Rows(w.I8, w.Ld, r, nk, nb)
+					return w
+				}
+				k8, v8 := wide(k, dk), wide(v, dv)
+				src := make([]float32, dk)
+				for i := range src {
+					src[i] = float32(rng.NormFloat64()) / 4
+				}
+				nb := fallback.Int8Blocks(dk)
+				q := QueryQ8{Q: make([]int8, fallback.QueryQ8Ld(dk)), S: make([]float32, nb), Corr: make([]int32, nb), Ld: fallback.QueryQ8Ld(dk)}
+				fallback.QuantizeQuery(q, src, 1, dk)
+				var alibi []float32
+				if rng.IntN(2) == 0 {
+					alibi = []float32{-0.0625, float32(rng.IntN(50))}
+				}
+				type state struct{ o, m, l []float32 }
+				start := state{make([]float32, dv), []float32{float32(math.Inf(-1))}, []float32{0}}
+				if rng.IntN(2) == 0 { // a running state
+					for i := range start.o {
+						start.o[i] = float32(rng.NormFloat64())
+					}
+					start.m[0], start.l[0] = 0.5, 3
+				}
+				run := func(k, v KVRows) state {
+					st := state{append([]float32(nil), start.o...), append([]float32(nil), start.m...), append([]float32(nil), start.l...)}
+					ks.DecodeQ8(q, 1, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
+					return st
+				}
+				got, want := run(k, v), run(k8, v8)
+				where := fmt.Sprintf("%s dk=%d dv=%d nk=%d vink=%v alibi=%v", ks, dk, dv, nk, vink, alibi != nil)
+				if math.Float32bits(got.m[0]) != math.Float32bits(want.m[0]) || math.Float32bits(got.l[0]) != math.Float32bits(want.l[0]) {
+					t.Fatalf("%s: m, l = %v, %v; the widened rows give %v, %v", where, got.m[0], got.l[0], want.m[0], want.l[0])
+				}
+				for i := range got.o {
+					if math.Float32bits(got.o[i]) != math.Float32bits(want.o[i]) {
+						t.Fatalf("%s: o[%d] = %v; the widened rows give %v", where, i, got.o[i], want.o[i])
+					}
+				}
+			}
+		}
 	}
 }

@@ -18,12 +18,21 @@ const (
 	f16
 	bf16
 	i8 // int8 K/V: its scales come separately (decode's scale scratch)
+	i4 // int4 K/V (ggml's q4_0 blocks of 16 bytes), scales as int8's; strides in bytes
 )
 
-func (e elem) name() string   { return [...]string{"F32", "F16", "BF16", "I8"}[e] }
-func (e elem) bytes() int     { return [...]int{4, 2, 2, 1}[e] }
-func (e elem) log() uint8     { return [...]uint8{2, 1, 1, 0}[e] } // log2 of bytes
-func (e elem) goType() string { return [...]string{"*float32", "*uint16", "*uint16", "*int8"}[e] }
+func (e elem) name() string { return [...]string{"F32", "F16", "BF16", "I8", "I4"}[e] }
+
+// bytes and log are an element's bytes and their log2 (int4: those of
+// its storage unit, a byte: its strides are in bytes).
+func (e elem) bytes() int { return [...]int{4, 2, 2, 1, 1}[e] }
+func (e elem) log() uint8 { return [...]uint8{2, 1, 1, 0, 0}[e] }
+func (e elem) goType() string {
+	return [...]string{"*float32", "*uint16", "*uint16", "*int8", "*int8"}[e]
+}
+
+// quantized reports whether e comes with a scale per block of 32 (int8, int4).
+func (e elem) quantized() bool { return e == i8 || e == i4 }
 
 // widen loads one vector of lanes elements of type e from m into dst as
 // float32: F16C's VCVTPH2PS for binary16, a zero-extension and a 16-bit

@@ -158,7 +158,7 @@ func (g *gen) decode(e elem, form q8Form) {
 	scaled := []string{"elements of k's type (16-bit: widened in registers); s is scratch."}
 	score := "\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)"
 	name := "Decode" + e.name()
-	if e == i8 {
+	if e.quantized() {
 		sig += ", ks *float32, ldks int, vs *float32, ldvs int"
 		scaled = []string{"elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]",
 			"(v likewise with vs, ldvs), dequantized in registers; s is scratch",
@@ -166,16 +166,28 @@ func (g *gen) decode(e elem, form q8Form) {
 	}
 	if q8 {
 		name = form.kernel(x)
+		if e == i4 {
+			name += "I4"
+		}
 		sig += ", q8 *int8, ldq8 int, qs *float32, qc *int32"
 		score = "\t\tsc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]"
-		if form != q8Sign {
+		switch {
+		case e == i4:
+			scaled = []string{"int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble",
+				"u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).",
+				"One query row only (rows = 1): its scores are integer dot products (" + form.dot(x) + ")",
+				"of the unsigned nibbles by q8, the row quantized with each block's bytes in the",
+				"order the nibbles unpack to (element j, then j+16, for j = 0..15) and zeros to",
+				"ldq8 (a multiple of 64), qs its scales and qc[b] = -8·Σ q8 of block b, so that",
+				"the sum started at qc is D_b, exact in int32; q is not read. s is scratch."}
+		case form != q8Sign:
 			scaled = append(scaled, "The scores are integer dot products ("+form.dot(x)+"): q8 holds the rows quantized",
 				"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
 				"and qc[r*nb+b] = -128·Σ q8 of block b; q is not read. dk is a multiple of 4.",
 				"Each block's K rows are copied once into the scratch transposed by dwords, each",
 				"byte plus 128 (unsigned), so that lane c of a product is key c's: the sum",
 				"starts at qc and D_b is exact in int32.")
-		} else {
+		default:
 			scaled = append(scaled, "The scores are integer dot products (VPSIGNB, VPMADDUBSW, VPMADDWD): q8 holds",
 				"the rows quantized (ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk,",
 				"none -128), qs their scales; q and qc are not read. dk is a multiple of 4.",
@@ -202,7 +214,7 @@ func (g *gen) decode(e elem, form q8Form) {
 		&lc.ldv, &lc.ldo, &lc.krow, &lc.vrow, &lc.row, &lc.qrow, &lc.g0, &lc.rr, &lc.vec, &lc.kAhead, &lc.vAhead} {
 		*p = g.AllocLocal(8)
 	}
-	if e == i8 {
+	if e.quantized() {
 		for _, p := range []*operand.Mem{&lc.ksp, &lc.vsp, &lc.ldks, &lc.ldvs, &lc.nbk, &lc.nbv, &lc.vsOff, &lc.wOff} {
 			*p = g.AllocLocal(8)
 		}
@@ -239,6 +251,11 @@ func (g *gen) decode(e elem, form q8Form) {
 		g.MOVQ(n, t)
 		g.SHLQ(operand.U8(2), t)
 		store(t, f32Bytes)
+		if e == i4 { // whole blocks of 16 bytes
+			g.ADDQ(operand.Imm(31), n)
+			g.SHRQ(operand.U8(5), n)
+			g.SHLQ(operand.U8(4), n)
+		}
 		g.SHLQ(operand.U8(eshift), n)
 		store(n, eBytes)
 	}
@@ -268,7 +285,7 @@ func (g *gen) decode(e elem, form q8Form) {
 		half := func(n reg.GPVirtual) reg.GPVirtual { // 16-bit: tail/2 dwords; int8: tail/4
 			h := g.GP64()
 			g.MOVQ(n, h)
-			if e == i8 {
+			if e.quantized() {
 				g.SHRQ(operand.U8(2), h)
 			} else {
 				g.SHRQ(operand.U8(1), h)
@@ -283,7 +300,7 @@ func (g *gen) decode(e elem, form q8Form) {
 	store(kp, lc.kp)
 	store(vp, lc.vp)
 	store(nk, lc.rem)
-	if e == i8 {
+	if e.quantized() {
 		g.Comment("int8: scale rows, strides and counts; the V scales' place in the scratch.")
 		for _, t := range []struct {
 			ptr, ld, row, nb operand.Mem
@@ -293,9 +310,13 @@ func (g *gen) decode(e elem, form q8Form) {
 			ld := g.param(t.ldName) // in floats
 			g.SHLQ(operand.U8(2), ld)
 			store(ld, t.ld)
-			nb := load(t.row) // bytes = elements
-			g.ADDQ(operand.Imm(31), nb)
-			g.SHRQ(operand.U8(5), nb)
+			nb := load(t.row) // int8: bytes = elements; int4: 16 bytes a block
+			if e == i4 {
+				g.SHRQ(operand.U8(4), nb)
+			} else {
+				g.ADDQ(operand.Imm(31), nb)
+				g.SHRQ(operand.U8(5), nb)
+			}
 			store(nb, t.nb)
 		}
 		off := load(lc.nbk)
@@ -317,7 +338,7 @@ func (g *gen) decode(e elem, form q8Form) {
 	}
 	// The pointers each block advances: K and V rows, and int8 scale rows.
 	advancing := []struct{ ptr, ld operand.Mem }{{lc.kp, lc.ldk}, {lc.vp, lc.ldv}}
-	if e == i8 {
+	if e.quantized() {
 		advancing = append(advancing, struct{ ptr, ld operand.Mem }{lc.ksp, lc.ldks}, struct{ ptr, ld operand.Mem }{lc.vsp, lc.ldvs})
 	}
 	// Strided rows: the prefetch distance, and the first decodeAhead blocks
@@ -369,68 +390,70 @@ func (g *gen) decode(e elem, form q8Form) {
 
 	g.Comment("Adjacent rows: the block's K rows, then its V rows, touched in address order.")
 	g.touchBlock(lc, q8)
-	if e == i8 {
+	if e.quantized() {
 		g.Comment("int8: the block's scales into the scratch, block-major.")
 		g.fillScales(lc, sp, q8)
 	}
-	if q8 {
+	if q8 && e != i4 { // DecodeQ8I4 takes one row: straight to q8row
 		g.CMPQ(g.arg("rows"), operand.Imm(1))
 		g.JEQ(operand.LabelRef("q8row"))
 		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).")
 		g.transposeQ8(lc, sp, form)
 	}
 
-	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
-	g.MOVQ(operand.U32(0), lc.row)
-	q := g.param("q")
-	store(q, lc.qrow)
-	// The first group prefetches the K rows decodeAhead blocks on, one line
-	// per vector it loads; the others find the block in L1. (DecodeQ8's
-	// transpose reads the rows and prefetches instead.)
-	prefetches := []bool{true, false}
-	if q8 {
-		prefetches = prefetches[1:]
-	} else {
-		g.CMPQ(lc.kAhead, operand.U32(0))
-		g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
-	}
-	for _, prefetch := range prefetches {
-		g.Label(groupLabel("rowgroup", 0, prefetch))
-		left := g.GP64()
-		g.MOVQ(g.arg("rows"), left)
-		g.SUBQ(lc.row, left)
-		if !prefetch {
-			g.JZ(operand.LabelRef("pv"))
+	if e != i4 {
+		g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
+		g.MOVQ(operand.U32(0), lc.row)
+		q := g.param("q")
+		store(q, lc.qrow)
+		// The first group prefetches the K rows decodeAhead blocks on, one line
+		// per vector it loads; the others find the block in L1. (DecodeQ8's
+		// transpose reads the rows and prefetches instead.)
+		prefetches := []bool{true, false}
+		if q8 {
+			prefetches = prefetches[1:]
+		} else {
+			g.CMPQ(lc.kAhead, operand.U32(0))
+			g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
 		}
-		for _, R := range scoreGroups {
-			g.CMPQ(left, operand.Imm(uint64(R)))
-			g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
-		}
-		for _, R := range scoreGroups {
-			g.Label(groupLabel("scores", R, prefetch))
-			if q8 {
-				g.decodeScoresQ8(lc, sp, R, form)
-			} else {
-				g.decodeScores(e, lc, mkK, sp, R, prefetch)
+		for _, prefetch := range prefetches {
+			g.Label(groupLabel("rowgroup", 0, prefetch))
+			left := g.GP64()
+			g.MOVQ(g.arg("rows"), left)
+			g.SUBQ(lc.row, left)
+			if !prefetch {
+				g.JZ(operand.LabelRef("pv"))
 			}
-			r, q := load(lc.row), load(lc.qrow)
-			g.ADDQ(operand.Imm(uint64(R)), r)
-			for range R {
-				g.ADDQ(lc.qstride, q)
+			for _, R := range scoreGroups {
+				g.CMPQ(left, operand.Imm(uint64(R)))
+				g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
 			}
-			store(r, lc.row)
-			store(q, lc.qrow)
-			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+			for _, R := range scoreGroups {
+				g.Label(groupLabel("scores", R, prefetch))
+				if q8 {
+					g.decodeScoresQ8(lc, sp, R, form)
+				} else {
+					g.decodeScores(e, lc, mkK, sp, R, prefetch)
+				}
+				r, q := load(lc.row), load(lc.qrow)
+				g.ADDQ(operand.Imm(uint64(R)), r)
+				for range R {
+					g.ADDQ(lc.qstride, q)
+				}
+				store(r, lc.row)
+				store(q, lc.qrow)
+				g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+			}
 		}
 	}
 	if q8 {
 		g.Comment("DecodeQ8, one row: each key's sums over K as it is, folded.")
 		g.Label("q8row")
 		g.MOVQ(operand.U32(0), lc.row)
-		g.decodeRowQ8(lc, sp, form)
+		g.decodeRowQ8(e, lc, sp, form)
 	}
 	g.Label("pv")
-	if e == i8 {
+	if e.quantized() {
 		g.Comment("int8: each row's weights times the V scales of each scale block.")
 		g.scaleWeights(lc, sp)
 	}
@@ -1279,6 +1302,9 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 // the keys from skip to T.
 func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	RP, vecs := g.pvTile()
+	if e == i4 {
+		RP = 1 // DecodeQ8I4 takes one row
+	}
 	T := g.isa.lanes
 	for nr := 1; nr <= RP; nr++ {
 		// Panels start at multiples of vecs: decodePVTile finds an int8
@@ -1405,7 +1431,11 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.IMULQ(ldv, t)
 	g.ADDQ(t, vb)
 	g.MOVQ(lc.vec, t)
-	g.SHLQ(operand.U8(g.lanesLog()+e.log()), t)
+	if e == i4 { // vec·T elements, half a byte each
+		g.SHLQ(operand.U8(g.lanesLog()-1), t)
+	} else {
+		g.SHLQ(operand.U8(g.lanesLog()+e.log()), t)
+	}
 	g.ADDQ(t, vb)
 	g.MOVQ(g0, pb)
 	g.SHLQ(operand.U8(g.lanesLog()), pb)
@@ -1415,7 +1445,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	// vector vec (vec·T is a multiple of 32: panels start on scale blocks),
 	// row i of scale block jb of the panel at wBlock·jb + 4·T·i.
 	nbp := 1
-	if e == i8 {
+	if e.quantized() {
 		nbp = (nv*T + 31) / 32
 		t2 := g.GP64()
 		g.MOVQ(lc.vec, t2)
@@ -1432,6 +1462,10 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.MOVQ(lc.vAhead, va)
 	g.ADDQ(vb, va)
 	l := label("rows", nr, "vecs", nv, maskWord(masked), "keys")
+	var i4c i4Consts
+	if e == i4 {
+		i4c = g.i4Consts()
+	}
 	g.Label(l)
 	// bc[i][jb]: row i's weight of this key, times its V scale of the
 	// panel's scale block jb if int8: broadcast into a register (AVX2),
@@ -1451,13 +1485,28 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	// Strided V only (va != vb): the row's lines decodeAhead blocks on.
 	g.CMPQ(va, vb)
 	g.JEQ(operand.LabelRef(label(l, "fetched")))
+	vecBytes := T * e.bytes()
+	if e == i4 {
+		vecBytes = T / 2
+	}
 	for j := 0; j < nv; j++ {
-		g.PREFETCHT1(operand.Mem{Base: va, Disp: j * T * e.bytes()})
+		if e != i4 || j*vecBytes%64 == 0 {
+			g.PREFETCHT1(operand.Mem{Base: va, Disp: j * vecBytes})
+		}
 	}
 	g.Label(label(l, "fetched"))
+	var i4v []reg.VecVirtual
+	if e == i4 {
+		i4v = g.loadI4(vb, nv, i4c)
+	}
 	for j := 0; j < nv; j++ {
-		vv := g.vec()
-		g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * T * e.bytes()}, masked && j == nv-1, vv)
+		var vv reg.VecVirtual
+		if e == i4 {
+			vv = i4v[j]
+		} else {
+			vv = g.vec()
+			g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * vecBytes}, masked && j == nv-1, vv)
+		}
 		for i := 0; i < nr; i++ {
 			// Vector j is in the panel's scale block j·T/32 (int8; the
 			// other types have the one weight, nbp = 1).

@@ -5,6 +5,8 @@
 package main
 
 import (
+	"math/bits"
+
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -344,10 +346,17 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 // as decodeScoresQ8 does. Per 64 bytes of a K row: a load and an XOR,
 // one VPDPBUSD, and a share of the fold (under 3 operations per key),
 // where the float32 kernel converts and multiplies 4 vectors.
-func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
+func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	T := g.isa.lanes
-	chunkBytes := 4 * T
+	chunkBytes := 4 * T       // of q8, and of int8 K
 	blocks := chunkBytes / 32 // scale blocks per chunk
+	kBytes := chunkBytes      // of a K row per chunk
+	if e == i4 {
+		if !g.isa.avx512() {
+			panic("decodeRowQ8: int4 K on AVX-512 only")
+		}
+		kBytes /= 2
+	}
 	avx512, sign := g.isa.avx512(), form == q8Sign
 	k0, ld := g.GP64(), g.GP64()
 	g.MOVQ(lc.kp, k0)
@@ -367,9 +376,12 @@ func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	g.MOVQ(ksc, lc.kscp)
 	n := g.GP64()
 	g.MOVQ(lc.krow, n)
-	g.SHRQ(operand.U8(g.lanesLog()+2), n) // whole chunks
+	g.SHRQ(operand.U8(bits.TrailingZeros(uint(kBytes))), n) // whole chunks
 	var flip, ones reg.VecVirtual
 	switch {
+	case e == i4:
+		flip = g.vec() // not a flip: each byte's low nibble
+		g.VMOVDQU32(g.cst("nibbles"), flip)
 	case sign:
 		ones = g.vec()
 		g.VMOVDQU(g.cst("wordOnes"), ones)
@@ -389,6 +401,7 @@ func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	chunk := func(masked bool, tail tailRegs, ymask reg.VecVirtual, tail2 reg.GPVirtual, lb string) {
 		q := operand.Op(operand.Mem{Base: qb})
 		switch {
+		case e == i4: // DecodeQ8I4's q8 row: whole chunks of 64 bytes
 		case masked && avx512: // the row's last block may end the buffer
 			qv := g.vec()
 			g.VMOVDQU32_Z(operand.Mem{Base: qb}, tail.kmask, qv)
@@ -401,6 +414,10 @@ func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 		acc := make([]reg.VecVirtual, T)
 		for c := range acc {
 			acc[c] = g.vec()
+			if e == i4 {
+				g.unpackI4Row(keys.row(c), tail.kmask, flip, q, acc[c])
+				continue
+			}
 			var k operand.Op = keys.row(c)
 			if masked {
 				kv := g.vec()
@@ -446,6 +463,9 @@ func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 		g.MOVQ(lc.qcp, cb)
 		g.MOVQ(lc.kscp, ks)
 		for b, sv := range g.foldKeys(acc) {
+			if b > 0 && masked && e == i4 { // the last chunk of int4 K: one block
+				break
+			}
 			if b > 0 && masked {
 				g.CMPQ(tail2, operand.Imm(8))
 				g.JLE(operand.LabelRef(lb))
@@ -481,11 +501,17 @@ func (g *gen) decodeRowQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 		g.MOVQ(ks, lc.kscp)
 		g.ADDQ(operand.Imm(uint64(chunkBytes)), qb)
 		for _, b := range keys.bases {
-			g.ADDQ(operand.Imm(uint64(chunkBytes)), b)
+			g.ADDQ(operand.Imm(uint64(kBytes)), b)
 		}
 	}
-	g.chunks("q8row", n, lc.krow, func(masked bool, tail tailRegs, ymask reg.VecVirtual, dwords reg.GPVirtual) {
-		chunk(masked, tail, ymask, dwords, "q8row_tailed")
-	})
+	if e == i4 {
+		g.chunksI4("q8row", n, lc.krow, func(half reg.OpmaskVirtual) {
+			chunk(half != nil, tailRegs{kmask: half}, nil, nil, "q8row_tailed")
+		})
+	} else {
+		g.chunks("q8row", n, lc.krow, func(masked bool, tail tailRegs, ymask reg.VecVirtual, dwords reg.GPVirtual) {
+			chunk(masked, tail, ymask, dwords, "q8row_tailed")
+		})
+	}
 	g.decodeSoftmax(lc, sp, score, 0, "q8row_softmax")
 }

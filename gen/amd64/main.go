@@ -60,6 +60,7 @@ func generate(x isa, dir string) error {
 	}
 	if x.avx512() {
 		g.decode(i8, q8Dot) // DecodeQ8: int8 K on VPDPBUSD
+		g.decode(i4, q8Dot) // DecodeQ8I4: int4 K/V as they are, one row
 	} else {
 		g.decode(i8, q8Sign)   // DecodeQ8: on VPMADDUBSW
 		g.decode(i8, q8Dot)    // DecodeQ8VNNI: on AVX-VNNI's VPDPBUSD
