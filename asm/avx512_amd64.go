@@ -247,11 +247,12 @@ func DecodeQ8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int,
 // fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
 // int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble
 // u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).
-// One query row only (rows = 1): its scores are integer dot products (VPDPBUSD)
-// of the unsigned nibbles by q8, the row quantized with each block's bytes in the
-// order the nibbles unpack to (element j, then j+16, for j = 0..15) and zeros to
-// ldq8 (a multiple of 64), qs its scales and qc[b] = -8·Σ q8 of block b, so that
-// the sum started at qc is D_b, exact in int32; q is not read. s is scratch.
+// The scores are integer dot products (VPDPBUSD) of the unsigned nibbles
+// by q8: the rows quantized, each block's bytes in the order a block's nibbles
+// unpack to (element j, then j+16, for j = 0..15), zeros to ldq8 (a multiple of
+// 64), qs their scales and qc[r*nb+b] = -8·Σ q8 of block b, so that a sum started
+// at qc is D_b, exact in int32; q is not read. Several rows: each block's K rows
+// unpacked into the scratch, transposed by dwords. s is scratch.
 //
 //go:noescape
 func DecodeQ8I4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)

@@ -51425,8 +51425,977 @@ scalesv_stored:
 	ADDQ $0x00000100, DX
 	SUBQ R11, BX
 	JNZ  scalesv
+	CMPQ rows+8(FP), $0x01
+	JEQ  q8row
+
+	// DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).
+	MOVQ      208(SP), CX
+	ADDQ      AX, CX
+	MOVQ      (SP), DX
+	MOVQ      48(SP), BX
+	LEAQ      (BX)(BX*2), SI
+	LEAQ      (DX)(BX*4), DI
+	LEAQ      (DI)(BX*4), R8
+	LEAQ      (R8)(BX*4), R9
+	MOVQ      128(SP), R10
+	LEAQ      (DX)(R10*1), R11
+	LEAQ      (DI)(R10*1), R12
+	LEAQ      (R8)(R10*1), R13
+	LEAQ      (R9)(R10*1), R10
+	MOVQ      72(SP), R14
+	SHRQ      $0x05, R14
+	VMOVDQU32 constsAVX512<>+2112(SB), Z0
+
+q8_chunk:
+	TESTQ       R14, R14
+	JZ          q8_tail
+	VPMOVZXBW   (DX), Z1
+	VPSLLW      $0x04, Z1, Z2
+	VPTERNLOGD  $0xa8, Z0, Z2, Z1
+	VPMOVZXBW   (DX)(BX*1), Z2
+	VPSLLW      $0x04, Z2, Z3
+	VPTERNLOGD  $0xa8, Z0, Z3, Z2
+	VPMOVZXBW   (DX)(BX*2), Z3
+	VPSLLW      $0x04, Z3, Z4
+	VPTERNLOGD  $0xa8, Z0, Z4, Z3
+	VPMOVZXBW   (DX)(SI*1), Z4
+	VPSLLW      $0x04, Z4, Z5
+	VPTERNLOGD  $0xa8, Z0, Z5, Z4
+	VPMOVZXBW   (DI), Z5
+	VPSLLW      $0x04, Z5, Z6
+	VPTERNLOGD  $0xa8, Z0, Z6, Z5
+	VPMOVZXBW   (DI)(BX*1), Z6
+	VPSLLW      $0x04, Z6, Z7
+	VPTERNLOGD  $0xa8, Z0, Z7, Z6
+	VPMOVZXBW   (DI)(BX*2), Z7
+	VPSLLW      $0x04, Z7, Z8
+	VPTERNLOGD  $0xa8, Z0, Z8, Z7
+	VPMOVZXBW   (DI)(SI*1), Z8
+	VPSLLW      $0x04, Z8, Z9
+	VPTERNLOGD  $0xa8, Z0, Z9, Z8
+	VPMOVZXBW   (R8), Z9
+	VPSLLW      $0x04, Z9, Z10
+	VPTERNLOGD  $0xa8, Z0, Z10, Z9
+	VPMOVZXBW   (R8)(BX*1), Z10
+	VPSLLW      $0x04, Z10, Z11
+	VPTERNLOGD  $0xa8, Z0, Z11, Z10
+	VPMOVZXBW   (R8)(BX*2), Z11
+	VPSLLW      $0x04, Z11, Z12
+	VPTERNLOGD  $0xa8, Z0, Z12, Z11
+	VPMOVZXBW   (R8)(SI*1), Z12
+	VPSLLW      $0x04, Z12, Z13
+	VPTERNLOGD  $0xa8, Z0, Z13, Z12
+	VPMOVZXBW   (R9), Z13
+	VPSLLW      $0x04, Z13, Z14
+	VPTERNLOGD  $0xa8, Z0, Z14, Z13
+	VPMOVZXBW   (R9)(BX*1), Z14
+	VPSLLW      $0x04, Z14, Z15
+	VPTERNLOGD  $0xa8, Z0, Z15, Z14
+	VPMOVZXBW   (R9)(BX*2), Z15
+	VPSLLW      $0x04, Z15, Z16
+	VPTERNLOGD  $0xa8, Z0, Z16, Z15
+	VPMOVZXBW   (R9)(SI*1), Z16
+	VPSLLW      $0x04, Z16, Z17
+	VPTERNLOGD  $0xa8, Z0, Z17, Z16
+	PREFETCHT1  (R11)
+	PREFETCHT1  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*2)
+	PREFETCHT1  (R11)(SI*1)
+	PREFETCHT1  (R12)
+	PREFETCHT1  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*2)
+	PREFETCHT1  (R12)(SI*1)
+	PREFETCHT1  (R13)
+	PREFETCHT1  (R13)(BX*1)
+	PREFETCHT1  (R13)(BX*2)
+	PREFETCHT1  (R13)(SI*1)
+	PREFETCHT1  (R10)
+	PREFETCHT1  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*2)
+	PREFETCHT1  (R10)(SI*1)
+	VPUNPCKLDQ  Z2, Z1, Z17
+	VPUNPCKHDQ  Z2, Z1, Z1
+	VPUNPCKLDQ  Z4, Z3, Z2
+	VPUNPCKHDQ  Z4, Z3, Z3
+	VPUNPCKLDQ  Z6, Z5, Z4
+	VPUNPCKHDQ  Z6, Z5, Z5
+	VPUNPCKLDQ  Z8, Z7, Z6
+	VPUNPCKHDQ  Z8, Z7, Z7
+	VPUNPCKLDQ  Z10, Z9, Z8
+	VPUNPCKHDQ  Z10, Z9, Z9
+	VPUNPCKLDQ  Z12, Z11, Z10
+	VPUNPCKHDQ  Z12, Z11, Z11
+	VPUNPCKLDQ  Z14, Z13, Z12
+	VPUNPCKHDQ  Z14, Z13, Z13
+	VPUNPCKLDQ  Z16, Z15, Z14
+	VPUNPCKHDQ  Z16, Z15, Z15
+	VPUNPCKLQDQ Z2, Z17, Z16
+	VPUNPCKHQDQ Z2, Z17, Z2
+	VPUNPCKLQDQ Z3, Z1, Z17
+	VPUNPCKHQDQ Z3, Z1, Z1
+	VPUNPCKLQDQ Z6, Z4, Z3
+	VPUNPCKHQDQ Z6, Z4, Z4
+	VPUNPCKLQDQ Z7, Z5, Z6
+	VPUNPCKHQDQ Z7, Z5, Z5
+	VPUNPCKLQDQ Z10, Z8, Z7
+	VPUNPCKHQDQ Z10, Z8, Z8
+	VPUNPCKLQDQ Z11, Z9, Z10
+	VPUNPCKHQDQ Z11, Z9, Z9
+	VPUNPCKLQDQ Z14, Z12, Z11
+	VPUNPCKHQDQ Z14, Z12, Z12
+	VPUNPCKLQDQ Z15, Z13, Z14
+	VPUNPCKHQDQ Z15, Z13, Z13
+	VSHUFI32X4  $0x88, Z3, Z16, Z15
+	VSHUFI32X4  $0xdd, Z3, Z16, Z3
+	VSHUFI32X4  $0x88, Z11, Z7, Z16
+	VSHUFI32X4  $0xdd, Z11, Z7, Z7
+	VSHUFI32X4  $0x88, Z16, Z15, Z11
+	VSHUFI32X4  $0xdd, Z16, Z15, Z15
+	VSHUFI32X4  $0x88, Z7, Z3, Z16
+	VSHUFI32X4  $0xdd, Z7, Z3, Z3
+	VSHUFI32X4  $0x88, Z4, Z2, Z7
+	VSHUFI32X4  $0xdd, Z4, Z2, Z2
+	VSHUFI32X4  $0x88, Z12, Z8, Z4
+	VSHUFI32X4  $0xdd, Z12, Z8, Z8
+	VSHUFI32X4  $0x88, Z4, Z7, Z12
+	VSHUFI32X4  $0xdd, Z4, Z7, Z4
+	VSHUFI32X4  $0x88, Z8, Z2, Z7
+	VSHUFI32X4  $0xdd, Z8, Z2, Z2
+	VSHUFI32X4  $0x88, Z6, Z17, Z8
+	VSHUFI32X4  $0xdd, Z6, Z17, Z6
+	VSHUFI32X4  $0x88, Z14, Z10, Z17
+	VSHUFI32X4  $0xdd, Z14, Z10, Z10
+	VSHUFI32X4  $0x88, Z17, Z8, Z14
+	VSHUFI32X4  $0xdd, Z17, Z8, Z8
+	VSHUFI32X4  $0x88, Z10, Z6, Z17
+	VSHUFI32X4  $0xdd, Z10, Z6, Z6
+	VSHUFI32X4  $0x88, Z5, Z1, Z10
+	VSHUFI32X4  $0xdd, Z5, Z1, Z1
+	VSHUFI32X4  $0x88, Z13, Z9, Z5
+	VSHUFI32X4  $0xdd, Z13, Z9, Z9
+	VSHUFI32X4  $0x88, Z5, Z10, Z13
+	VSHUFI32X4  $0xdd, Z5, Z10, Z5
+	VSHUFI32X4  $0x88, Z9, Z1, Z10
+	VSHUFI32X4  $0xdd, Z9, Z1, Z1
+	VMOVDQU32   Z11, (CX)
+	VMOVDQU32   Z12, 64(CX)
+	VMOVDQU32   Z14, 128(CX)
+	VMOVDQU32   Z13, 192(CX)
+	VMOVDQU32   Z16, 256(CX)
+	VMOVDQU32   Z7, 320(CX)
+	VMOVDQU32   Z17, 384(CX)
+	VMOVDQU32   Z10, 448(CX)
+	VMOVDQU32   Z15, 512(CX)
+	VMOVDQU32   Z4, 576(CX)
+	VMOVDQU32   Z8, 640(CX)
+	VMOVDQU32   Z5, 704(CX)
+	VMOVDQU32   Z3, 768(CX)
+	VMOVDQU32   Z2, 832(CX)
+	VMOVDQU32   Z6, 896(CX)
+	VMOVDQU32   Z1, 960(CX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R11
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R10
+	DECQ        R14
+	JMP         q8_chunk
+
+q8_tail:
+	TESTQ       $0x00000010, 72(SP)
+	JZ          q8_done
+	MOVL        $0x0000ffff, R14
+	KMOVW       R14, K3
+	VMOVDQU8.Z  (DX), K3, Z1
+	VPMOVZXBW   Y1, Z1
+	VPSLLW      $0x04, Z1, Z2
+	VPTERNLOGD  $0xa8, Z0, Z2, Z1
+	VMOVDQU8.Z  (DX)(BX*1), K3, Z2
+	VPMOVZXBW   Y2, Z2
+	VPSLLW      $0x04, Z2, Z3
+	VPTERNLOGD  $0xa8, Z0, Z3, Z2
+	VMOVDQU8.Z  (DX)(BX*2), K3, Z3
+	VPMOVZXBW   Y3, Z3
+	VPSLLW      $0x04, Z3, Z4
+	VPTERNLOGD  $0xa8, Z0, Z4, Z3
+	VMOVDQU8.Z  (DX)(SI*1), K3, Z4
+	VPMOVZXBW   Y4, Z4
+	VPSLLW      $0x04, Z4, Z5
+	VPTERNLOGD  $0xa8, Z0, Z5, Z4
+	VMOVDQU8.Z  (DI), K3, Z5
+	VPMOVZXBW   Y5, Z5
+	VPSLLW      $0x04, Z5, Z6
+	VPTERNLOGD  $0xa8, Z0, Z6, Z5
+	VMOVDQU8.Z  (DI)(BX*1), K3, Z6
+	VPMOVZXBW   Y6, Z6
+	VPSLLW      $0x04, Z6, Z7
+	VPTERNLOGD  $0xa8, Z0, Z7, Z6
+	VMOVDQU8.Z  (DI)(BX*2), K3, Z7
+	VPMOVZXBW   Y7, Z7
+	VPSLLW      $0x04, Z7, Z8
+	VPTERNLOGD  $0xa8, Z0, Z8, Z7
+	VMOVDQU8.Z  (DI)(SI*1), K3, Z8
+	VPMOVZXBW   Y8, Z8
+	VPSLLW      $0x04, Z8, Z9
+	VPTERNLOGD  $0xa8, Z0, Z9, Z8
+	VMOVDQU8.Z  (R8), K3, Z9
+	VPMOVZXBW   Y9, Z9
+	VPSLLW      $0x04, Z9, Z10
+	VPTERNLOGD  $0xa8, Z0, Z10, Z9
+	VMOVDQU8.Z  (R8)(BX*1), K3, Z10
+	VPMOVZXBW   Y10, Z10
+	VPSLLW      $0x04, Z10, Z11
+	VPTERNLOGD  $0xa8, Z0, Z11, Z10
+	VMOVDQU8.Z  (R8)(BX*2), K3, Z11
+	VPMOVZXBW   Y11, Z11
+	VPSLLW      $0x04, Z11, Z12
+	VPTERNLOGD  $0xa8, Z0, Z12, Z11
+	VMOVDQU8.Z  (R8)(SI*1), K3, Z12
+	VPMOVZXBW   Y12, Z12
+	VPSLLW      $0x04, Z12, Z13
+	VPTERNLOGD  $0xa8, Z0, Z13, Z12
+	VMOVDQU8.Z  (R9), K3, Z13
+	VPMOVZXBW   Y13, Z13
+	VPSLLW      $0x04, Z13, Z14
+	VPTERNLOGD  $0xa8, Z0, Z14, Z13
+	VMOVDQU8.Z  (R9)(BX*1), K3, Z14
+	VPMOVZXBW   Y14, Z14
+	VPSLLW      $0x04, Z14, Z15
+	VPTERNLOGD  $0xa8, Z0, Z15, Z14
+	VMOVDQU8.Z  (R9)(BX*2), K3, Z15
+	VPMOVZXBW   Y15, Z15
+	VPSLLW      $0x04, Z15, Z16
+	VPTERNLOGD  $0xa8, Z0, Z16, Z15
+	VMOVDQU8.Z  (R9)(SI*1), K3, Z16
+	VPMOVZXBW   Y16, Z16
+	VPSLLW      $0x04, Z16, Z17
+	VPTERNLOGD  $0xa8, Z0, Z17, Z16
+	PREFETCHT1  (R11)
+	PREFETCHT1  (R11)(BX*1)
+	PREFETCHT1  (R11)(BX*2)
+	PREFETCHT1  (R11)(SI*1)
+	PREFETCHT1  (R12)
+	PREFETCHT1  (R12)(BX*1)
+	PREFETCHT1  (R12)(BX*2)
+	PREFETCHT1  (R12)(SI*1)
+	PREFETCHT1  (R13)
+	PREFETCHT1  (R13)(BX*1)
+	PREFETCHT1  (R13)(BX*2)
+	PREFETCHT1  (R13)(SI*1)
+	PREFETCHT1  (R10)
+	PREFETCHT1  (R10)(BX*1)
+	PREFETCHT1  (R10)(BX*2)
+	PREFETCHT1  (R10)(SI*1)
+	VPUNPCKLDQ  Z2, Z1, Z0
+	VPUNPCKHDQ  Z2, Z1, Z1
+	VPUNPCKLDQ  Z4, Z3, Z2
+	VPUNPCKHDQ  Z4, Z3, Z3
+	VPUNPCKLDQ  Z6, Z5, Z4
+	VPUNPCKHDQ  Z6, Z5, Z5
+	VPUNPCKLDQ  Z8, Z7, Z6
+	VPUNPCKHDQ  Z8, Z7, Z7
+	VPUNPCKLDQ  Z10, Z9, Z8
+	VPUNPCKHDQ  Z10, Z9, Z9
+	VPUNPCKLDQ  Z12, Z11, Z10
+	VPUNPCKHDQ  Z12, Z11, Z11
+	VPUNPCKLDQ  Z14, Z13, Z12
+	VPUNPCKHDQ  Z14, Z13, Z13
+	VPUNPCKLDQ  Z16, Z15, Z14
+	VPUNPCKHDQ  Z16, Z15, Z15
+	VPUNPCKLQDQ Z2, Z0, Z16
+	VPUNPCKHQDQ Z2, Z0, Z0
+	VPUNPCKLQDQ Z3, Z1, Z2
+	VPUNPCKHQDQ Z3, Z1, Z1
+	VPUNPCKLQDQ Z6, Z4, Z3
+	VPUNPCKHQDQ Z6, Z4, Z4
+	VPUNPCKLQDQ Z7, Z5, Z6
+	VPUNPCKHQDQ Z7, Z5, Z5
+	VPUNPCKLQDQ Z10, Z8, Z7
+	VPUNPCKHQDQ Z10, Z8, Z8
+	VPUNPCKLQDQ Z11, Z9, Z10
+	VPUNPCKHQDQ Z11, Z9, Z9
+	VPUNPCKLQDQ Z14, Z12, Z11
+	VPUNPCKHQDQ Z14, Z12, Z12
+	VPUNPCKLQDQ Z15, Z13, Z14
+	VPUNPCKHQDQ Z15, Z13, Z13
+	VSHUFI32X4  $0x88, Z3, Z16, Z15
+	VSHUFI32X4  $0xdd, Z3, Z16, Z3
+	VSHUFI32X4  $0x88, Z11, Z7, Z16
+	VSHUFI32X4  $0xdd, Z11, Z7, Z7
+	VSHUFI32X4  $0x88, Z16, Z15, Z11
+	VSHUFI32X4  $0xdd, Z16, Z15, Z15
+	VSHUFI32X4  $0x88, Z7, Z3, Z16
+	VSHUFI32X4  $0xdd, Z7, Z3, Z3
+	VSHUFI32X4  $0x88, Z4, Z0, Z7
+	VSHUFI32X4  $0xdd, Z4, Z0, Z0
+	VSHUFI32X4  $0x88, Z12, Z8, Z4
+	VSHUFI32X4  $0xdd, Z12, Z8, Z8
+	VSHUFI32X4  $0x88, Z4, Z7, Z12
+	VSHUFI32X4  $0xdd, Z4, Z7, Z4
+	VSHUFI32X4  $0x88, Z8, Z0, Z7
+	VSHUFI32X4  $0xdd, Z8, Z0, Z0
+	VSHUFI32X4  $0x88, Z6, Z2, Z8
+	VSHUFI32X4  $0xdd, Z6, Z2, Z2
+	VSHUFI32X4  $0x88, Z14, Z10, Z6
+	VSHUFI32X4  $0xdd, Z14, Z10, Z10
+	VSHUFI32X4  $0x88, Z6, Z8, Z14
+	VSHUFI32X4  $0xdd, Z6, Z8, Z6
+	VSHUFI32X4  $0x88, Z10, Z2, Z8
+	VSHUFI32X4  $0xdd, Z10, Z2, Z2
+	VSHUFI32X4  $0x88, Z5, Z1, Z10
+	VSHUFI32X4  $0xdd, Z5, Z1, Z1
+	VSHUFI32X4  $0x88, Z13, Z9, Z5
+	VSHUFI32X4  $0xdd, Z13, Z9, Z9
+	VSHUFI32X4  $0x88, Z5, Z10, Z13
+	VSHUFI32X4  $0xdd, Z5, Z10, Z5
+	VSHUFI32X4  $0x88, Z9, Z1, Z10
+	VSHUFI32X4  $0xdd, Z9, Z1, Z1
+	VMOVDQU32   Z11, (CX)
+	VMOVDQU32   Z12, 64(CX)
+	VMOVDQU32   Z14, 128(CX)
+	VMOVDQU32   Z13, 192(CX)
+	VMOVDQU32   Z16, 256(CX)
+	VMOVDQU32   Z7, 320(CX)
+	VMOVDQU32   Z8, 384(CX)
+	VMOVDQU32   Z10, 448(CX)
+	VMOVDQU32   Z15, 512(CX)
+	VMOVDQU32   Z4, 576(CX)
+	VMOVDQU32   Z6, 640(CX)
+	VMOVDQU32   Z5, 704(CX)
+	VMOVDQU32   Z3, 768(CX)
+	VMOVDQU32   Z0, 832(CX)
+	VMOVDQU32   Z2, 896(CX)
+	VMOVDQU32   Z1, 960(CX)
+	ADDQ        $0x00000400, CX
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	ADDQ        $0x20, R9
+	ADDQ        $0x20, R11
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R10
+
+q8_done:
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    176(SP), DI
+	SHLQ    $0x02, DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	IMULQ   DI, CX
+	ADDQ    CX, R8
+	ADDQ    CX, R9
+	LEAQ    (DI)(DI*2), CX
+	MOVQ    208(SP), R10
+	ADDQ    AX, R10
+	LEAQ    1216(AX), R11
+	MOVQ    176(SP), R12
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+	VMOVUPS constsAVX512<>+1536(SB), Z1
+	VMOVUPS constsAVX512<>+1536(SB), Z2
+	VMOVUPS constsAVX512<>+1536(SB), Z3
+
+scoresq8_rows4:
+	VPBROADCASTD     (R9), Z4
+	VPBROADCASTD     (R9)(DI*1), Z5
+	VPBROADCASTD     (R9)(DI*2), Z6
+	VPBROADCASTD     (R9)(CX*1), Z7
+	VMOVDQU32        (R10), Z8
+	VPDPBUSD.BCST    (DX), Z8, Z4
+	VPDPBUSD.BCST    (DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    (DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    (DX)(SI*1), Z8, Z7
+	VMOVDQU32        64(R10), Z8
+	VPDPBUSD.BCST    4(DX), Z8, Z4
+	VPDPBUSD.BCST    4(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    4(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    4(DX)(SI*1), Z8, Z7
+	VMOVDQU32        128(R10), Z8
+	VPDPBUSD.BCST    8(DX), Z8, Z4
+	VPDPBUSD.BCST    8(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    8(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    8(DX)(SI*1), Z8, Z7
+	VMOVDQU32        192(R10), Z8
+	VPDPBUSD.BCST    12(DX), Z8, Z4
+	VPDPBUSD.BCST    12(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    12(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    12(DX)(SI*1), Z8, Z7
+	VMOVDQU32        256(R10), Z8
+	VPDPBUSD.BCST    16(DX), Z8, Z4
+	VPDPBUSD.BCST    16(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    16(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    16(DX)(SI*1), Z8, Z7
+	VMOVDQU32        320(R10), Z8
+	VPDPBUSD.BCST    20(DX), Z8, Z4
+	VPDPBUSD.BCST    20(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    20(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    20(DX)(SI*1), Z8, Z7
+	VMOVDQU32        384(R10), Z8
+	VPDPBUSD.BCST    24(DX), Z8, Z4
+	VPDPBUSD.BCST    24(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    24(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    24(DX)(SI*1), Z8, Z7
+	VMOVDQU32        448(R10), Z8
+	VPDPBUSD.BCST    28(DX), Z8, Z4
+	VPDPBUSD.BCST    28(DX)(BX*1), Z8, Z5
+	VPDPBUSD.BCST    28(DX)(BX*2), Z8, Z6
+	VPDPBUSD.BCST    28(DX)(SI*1), Z8, Z7
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           (R11), Z4, Z4
+	VFMADD231PS.BCST (R8), Z4, Z0
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (R11), Z5, Z5
+	VFMADD231PS.BCST (R8)(DI*1), Z5, Z1
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           (R11), Z6, Z6
+	VFMADD231PS.BCST (R8)(DI*2), Z6, Z2
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           (R11), Z7, Z7
+	VFMADD231PS.BCST (R8)(CX*1), Z7, Z3
+	ADDQ             $0x20, DX
+	ADDQ             $0x00000200, R10
+	ADDQ             $0x40, R11
+	ADDQ             $0x04, R8
+	ADDQ             $0x04, R9
+	DECQ             R12
+	JNZ              scoresq8_rows4
+	MOVQ             alibi+120(FP), CX
+	TESTQ            CX, CX
+	JZ               scoresq8_rows4_row0_noalibi
+	MOVQ             88(SP), DX
+	MOVQ             nk+64(FP), BX
+	SUBQ             16(SP), BX
+	VMOVUPS          constsAVX512<>+1536(SB), Z4
+	VCVTSI2SSQ       BX, X4, X4
+	MOVQ             rows+8(FP), BX
+	LEAQ             (CX)(BX*4), BX
+	VADDSS           (BX)(DX*4), X4, X4
+	VBROADCASTSS     X4, Z4
+	VADDPS           iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS     (CX)(DX*4), Z5
+	VMULPS           Z5, Z4, Z4
+	VADDPS           Z4, Z0, Z0
+
+scoresq8_rows4_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z4
+	VBLENDMPS    Z4, Z0, K2, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z4
+	VSHUFF32X4   $0x4e, Z4, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VSHUFF32X4   $0xb1, Z4, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z5
+	VMAXPS       Z5, Z4, Z4
+	VBROADCASTSS (DX)(CX*4), Z5
+	VMAXPS       Z4, Z5, Z4
+	VMAXPS       constsAVX512<>+768(SB), Z4, Z6
+	VSUBPS       Z6, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K3
+	VMULPS       constsAVX512<>+128(SB), Z0, Z7
+	VRNDSCALEPS  $0x00, Z7, Z7
+	VFNMADD231PS constsAVX512<>+192(SB), Z7, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z7, Z0
+	VMULPS       Z0, Z0, Z8
+	VMOVUPS      constsAVX512<>+320(SB), Z9
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z9
+	VMOVUPS      constsAVX512<>+448(SB), Z10
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VMOVUPS      constsAVX512<>+576(SB), Z10
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z10
+	VFMADD213PS  Z10, Z8, Z9
+	VFMADD213PS  Z0, Z8, Z9
+	VADDPS       constsAVX512<>+704(SB), Z9, Z9
+	VSCALEFPS.Z  Z7, Z9, K3, Z9
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z9, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z9, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VSHUFF32X4   $0xb1, Z9, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z0
+	VADDPS       Z0, Z9, Z9
+	VSUBPS       Z6, Z5, Z5
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z5, K3
+	VMULPS       constsAVX512<>+128(SB), Z5, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z5
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z5
+	VMULPS       Z5, Z5, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z5, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z5, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z5, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z0, Z7, K3, Z7
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z9, Z7, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X4, (DX)(CX*4)
+	VMOVSS       X7, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z0, Z0
+	VADDPS       Z0, Z1, Z1
+
+scoresq8_rows4_row1_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z1, K2, Z1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z1, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z4
+	VMAXPS       Z4, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z0, Z4, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z5
+	VSUBPS       Z5, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K3
+	VMULPS       constsAVX512<>+128(SB), Z1, Z6
+	VRNDSCALEPS  $0x00, Z6, Z6
+	VFNMADD231PS constsAVX512<>+192(SB), Z6, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z6, Z1
+	VMULPS       Z1, Z1, Z7
+	VMOVUPS      constsAVX512<>+320(SB), Z8
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z8
+	VMOVUPS      constsAVX512<>+448(SB), Z9
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VMOVUPS      constsAVX512<>+576(SB), Z9
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z9
+	VFMADD213PS  Z9, Z7, Z8
+	VFMADD213PS  Z1, Z7, Z8
+	VADDPS       constsAVX512<>+704(SB), Z8, Z8
+	VSCALEFPS.Z  Z6, Z8, K3, Z8
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z8, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSHUFF32X4   $0xb1, Z8, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z1
+	VADDPS       Z1, Z8, Z8
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z4, K3
+	VMULPS       constsAVX512<>+128(SB), Z4, Z1
+	VRNDSCALEPS  $0x00, Z1, Z1
+	VFNMADD231PS constsAVX512<>+192(SB), Z1, Z4
+	VFNMADD231PS constsAVX512<>+256(SB), Z1, Z4
+	VMULPS       Z4, Z4, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z4, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z4, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z4, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z1, Z6, K3, Z6
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z8, Z6, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X6, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z1
+	VMULPS       Z1, Z0, Z0
+	VADDPS       Z0, Z2, Z2
+
+scoresq8_rows4_row2_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z2, K2, Z2
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z2, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z1
+	VMAXPS       Z0, Z1, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z4
+	VSUBPS       Z4, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K3
+	VMULPS       constsAVX512<>+128(SB), Z2, Z5
+	VRNDSCALEPS  $0x00, Z5, Z5
+	VFNMADD231PS constsAVX512<>+192(SB), Z5, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z5, Z2
+	VMULPS       Z2, Z2, Z6
+	VMOVUPS      constsAVX512<>+320(SB), Z7
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z7
+	VMOVUPS      constsAVX512<>+448(SB), Z8
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VMOVUPS      constsAVX512<>+576(SB), Z8
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z8
+	VFMADD213PS  Z8, Z6, Z7
+	VFMADD213PS  Z2, Z6, Z7
+	VADDPS       constsAVX512<>+704(SB), Z7, Z7
+	VSCALEFPS.Z  Z5, Z7, K3, Z7
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z2
+	VADDPS       Z2, Z7, Z7
+	VSUBPS       Z4, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K3
+	VMULPS       constsAVX512<>+128(SB), Z1, Z2
+	VRNDSCALEPS  $0x00, Z2, Z2
+	VFNMADD231PS constsAVX512<>+192(SB), Z2, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z2, Z1
+	VMULPS       Z1, Z1, Z4
+	VMOVUPS      constsAVX512<>+320(SB), Z5
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z5
+	VMOVUPS      constsAVX512<>+448(SB), Z6
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VMOVUPS      constsAVX512<>+576(SB), Z6
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z6
+	VFMADD213PS  Z6, Z4, Z5
+	VFMADD213PS  Z1, Z4, Z5
+	VADDPS       constsAVX512<>+704(SB), Z5, Z5
+	VSCALEFPS.Z  Z2, Z5, K3, Z5
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z7, Z5, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX512<>+1536(SB), Z0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Z0
+	VADDPS       iotaAVX512<>+0(SB), Z0, Z0
+	VBROADCASTSS (CX)(DX*4), Z1
+	VMULPS       Z1, Z0, Z0
+	VADDPS       Z0, Z3, Z3
+
+scoresq8_rows4_row3_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z0
+	VBLENDMPS    Z0, Z3, K2, Z3
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z3, Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS (DX)(CX*4), Z1
+	VMAXPS       Z0, Z1, Z0
+	VMAXPS       constsAVX512<>+768(SB), Z0, Z2
+	VSUBPS       Z2, Z3, Z3
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z3, K3
+	VMULPS       constsAVX512<>+128(SB), Z3, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z3
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z3
+	VMULPS       Z3, Z3, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z3, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z3, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z3, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z3, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K3, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z3
+	VADDPS       Z3, Z6, Z6
+	VSUBPS       Z2, Z1, Z1
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z1, K3
+	VMULPS       constsAVX512<>+128(SB), Z1, Z2
+	VRNDSCALEPS  $0x00, Z2, Z2
+	VFNMADD231PS constsAVX512<>+192(SB), Z2, Z1
+	VFNMADD231PS constsAVX512<>+256(SB), Z2, Z1
+	VMULPS       Z1, Z1, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z1, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z1, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z1, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z1, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z2, Z4, K3, Z4
+	VBROADCASTSS (BX)(CX*4), Z1
+	VFMADD213PS  Z6, Z4, Z1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), BX
+	SHLQ    $0x02, BX
+	MOVQ    qs+176(FP), SI
+	MOVQ    qc+184(FP), DI
+	IMULQ   BX, CX
+	ADDQ    CX, SI
+	ADDQ    CX, DI
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    1216(AX), BX
+	MOVQ    176(SP), R8
+	VMOVUPS constsAVX512<>+1536(SB), Z0
+
+scoresq8_rows1:
+	VPBROADCASTD     (DI), Z1
+	VMOVUPS          constsAVX512<>+1536(SB), Z2
+	VMOVDQU32        (CX), Z3
+	VPDPBUSD.BCST    (DX), Z3, Z1
+	VMOVDQU32        64(CX), Z3
+	VPDPBUSD.BCST    4(DX), Z3, Z2
+	VMOVDQU32        128(CX), Z3
+	VPDPBUSD.BCST    8(DX), Z3, Z1
+	VMOVDQU32        192(CX), Z3
+	VPDPBUSD.BCST    12(DX), Z3, Z2
+	VMOVDQU32        256(CX), Z3
+	VPDPBUSD.BCST    16(DX), Z3, Z1
+	VMOVDQU32        320(CX), Z3
+	VPDPBUSD.BCST    20(DX), Z3, Z2
+	VMOVDQU32        384(CX), Z3
+	VPDPBUSD.BCST    24(DX), Z3, Z1
+	VMOVDQU32        448(CX), Z3
+	VPDPBUSD.BCST    28(DX), Z3, Z2
+	VPADDD           Z2, Z1, Z1
+	VCVTDQ2PS        Z1, Z1
+	VMULPS           (BX), Z1, Z1
+	VFMADD231PS.BCST (SI), Z1, Z0
+	ADDQ             $0x20, DX
+	ADDQ             $0x00000200, CX
+	ADDQ             $0x40, BX
+	ADDQ             $0x04, SI
+	ADDQ             $0x04, DI
+	DECQ             R8
+	JNZ              scoresq8_rows1
+	MOVQ             alibi+120(FP), CX
+	TESTQ            CX, CX
+	JZ               scoresq8_rows1_row0_noalibi
+	MOVQ             88(SP), DX
+	MOVQ             nk+64(FP), BX
+	SUBQ             16(SP), BX
+	VMOVUPS          constsAVX512<>+1536(SB), Z1
+	VCVTSI2SSQ       BX, X1, X1
+	MOVQ             rows+8(FP), BX
+	LEAQ             (CX)(BX*4), BX
+	VADDSS           (BX)(DX*4), X1, X1
+	VBROADCASTSS     X1, Z1
+	VADDPS           iotaAVX512<>+0(SB), Z1, Z1
+	VBROADCASTSS     (CX)(DX*4), Z2
+	VMULPS           Z2, Z1, Z1
+	VADDPS           Z1, Z0, Z0
+
+scoresq8_rows1_row0_noalibi:
+	VMOVUPS      constsAVX512<>+832(SB), Z1
+	VBLENDMPS    Z1, Z0, K2, Z0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Z0, Z1
+	VSHUFF32X4   $0x4e, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z2
+	VMAXPS       Z2, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z2
+	VMAXPS       Z1, Z2, Z1
+	VMAXPS       constsAVX512<>+768(SB), Z1, Z3
+	VSUBPS       Z3, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z0, K3
+	VMULPS       constsAVX512<>+128(SB), Z0, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS constsAVX512<>+192(SB), Z4, Z0
+	VFNMADD231PS constsAVX512<>+256(SB), Z4, Z0
+	VMULPS       Z0, Z0, Z5
+	VMOVUPS      constsAVX512<>+320(SB), Z6
+	VFMADD213PS  constsAVX512<>+384(SB), Z0, Z6
+	VMOVUPS      constsAVX512<>+448(SB), Z7
+	VFMADD213PS  constsAVX512<>+512(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VMOVUPS      constsAVX512<>+576(SB), Z7
+	VFMADD213PS  constsAVX512<>+640(SB), Z0, Z7
+	VFMADD213PS  Z7, Z5, Z6
+	VFMADD213PS  Z0, Z5, Z6
+	VADDPS       constsAVX512<>+704(SB), Z6, Z6
+	VSCALEFPS.Z  Z4, Z6, K3, Z6
+	MOVQ         CX, SI
+	SHLQ         $0x06, SI
+	VMOVUPS      Z6, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF32X4   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSUBPS       Z3, Z2, Z2
+	VCMPPS       $0x15, constsAVX512<>+0(SB), Z2, K3
+	VMULPS       constsAVX512<>+128(SB), Z2, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS constsAVX512<>+192(SB), Z0, Z2
+	VFNMADD231PS constsAVX512<>+256(SB), Z0, Z2
+	VMULPS       Z2, Z2, Z3
+	VMOVUPS      constsAVX512<>+320(SB), Z4
+	VFMADD213PS  constsAVX512<>+384(SB), Z2, Z4
+	VMOVUPS      constsAVX512<>+448(SB), Z5
+	VFMADD213PS  constsAVX512<>+512(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VMOVUPS      constsAVX512<>+576(SB), Z5
+	VFMADD213PS  constsAVX512<>+640(SB), Z2, Z5
+	VFMADD213PS  Z5, Z3, Z4
+	VFMADD213PS  Z2, Z3, Z4
+	VADDPS       constsAVX512<>+704(SB), Z4, Z4
+	VSCALEFPS.Z  Z0, Z4, K3, Z4
+	VBROADCASTSS (BX)(CX*4), Z0
+	VFMADD213PS  Z6, Z4, Z0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 1024(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
 
 	// DecodeQ8, one row: each key's sums over K as it is, folded.
+q8row:
 	MOVQ      $0x00000000, 88(SP)
 	MOVQ      (SP), CX
 	MOVQ      48(SP), DX
@@ -51882,6 +52851,7 @@ q8row_softmax_noalibi:
 	VMOVSS       X0, (DX)(CX*4)
 	VMOVSS       X4, 1024(AX)(CX*4)
 
+pv:
 	// int8: each row's weights times the V scales of each scale block.
 	MOVQ 192(SP), CX
 	ADDQ AX, CX
@@ -51910,13 +52880,13 @@ scalerow:
 	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
 	MOVQ $0x00000000, 104(SP)
 
-	// PV in groups of up to 1 rows, each over panels of vectors of dv.
+	// PV in groups of up to 4 rows, each over panels of vectors of dv.
 group:
 	MOVQ rows+8(FP), CX
 	SUBQ 104(SP), CX
-	CMPQ CX, $0x01
+	CMPQ CX, $0x04
 	JLE  grouprows
-	MOVQ $0x00000001, CX
+	MOVQ $0x00000004, CX
 
 grouprows:
 	MOVQ CX, 112(SP)
@@ -51925,8 +52895,141 @@ grouprows:
 panel:
 	MOVQ vvec+72(FP), CX
 	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x04
+	JEQ  rows4
+	CMPQ 112(SP), $0x03
+	JEQ  rows3
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
 	CMPQ 112(SP), $0x01
 	JEQ  rows1
+
+rows4:
+	CMPQ CX, $0x04
+	JGT  rows4_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows4_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs4_whole
+	JMP  rows4_vecs4_masked
+
+rows4_not4:
+	CMPQ CX, $0x03
+	JNE  rows4_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs3_whole
+	JMP  rows4_vecs3_masked
+
+rows4_not3:
+	CMPQ CX, $0x02
+	JNE  rows4_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs2_whole
+	JMP  rows4_vecs2_masked
+
+rows4_not2:
+	CMPQ CX, $0x01
+	JNE  rows4_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows4_vecs1_whole
+	JMP  rows4_vecs1_masked
+
+rows4_not1:
+	JMP panelnext
+
+rows3:
+	CMPQ CX, $0x04
+	JGT  rows3_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows3_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs4_whole
+	JMP  rows3_vecs4_masked
+
+rows3_not4:
+	CMPQ CX, $0x03
+	JNE  rows3_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs3_whole
+	JMP  rows3_vecs3_masked
+
+rows3_not3:
+	CMPQ CX, $0x02
+	JNE  rows3_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs2_whole
+	JMP  rows3_vecs2_masked
+
+rows3_not2:
+	CMPQ CX, $0x01
+	JNE  rows3_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows3_vecs1_whole
+	JMP  rows3_vecs1_masked
+
+rows3_not1:
+	JMP panelnext
+
+rows2:
+	CMPQ CX, $0x08
+	JGT  rows2_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows2_not8
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs8_whole
+	JMP  rows2_vecs8_masked
+
+rows2_not8:
+	CMPQ CX, $0x07
+	JNE  rows2_not7
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs7_whole
+	JMP  rows2_vecs7_masked
+
+rows2_not7:
+	CMPQ CX, $0x06
+	JNE  rows2_not6
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs6_whole
+	JMP  rows2_vecs6_masked
+
+rows2_not6:
+	CMPQ CX, $0x05
+	JNE  rows2_not5
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs5_whole
+	JMP  rows2_vecs5_masked
+
+rows2_not5:
+	CMPQ CX, $0x04
+	JNE  rows2_not4
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
+
+rows2_not4:
+	CMPQ CX, $0x03
+	JNE  rows2_not3
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
+
+rows2_not3:
+	CMPQ CX, $0x02
+	JNE  rows2_not2
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
+
+rows2_not2:
+	CMPQ CX, $0x01
+	JNE  rows2_not1
+	CMPQ vtail+80(FP), $0x10
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
+
+rows2_not1:
+	JMP panelnext
 
 rows1:
 	CMPQ CX, $0x08
@@ -51988,6 +53091,3174 @@ rows1_not2:
 
 rows1_not1:
 	JMP panelnext
+
+rows4_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      192(DI)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z17
+	VMOVDQU32    constsAVX512<>+2368(SB), Z18
+
+rows4_vecs4_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs4_whole_keys_fetched:
+	VPMOVZXBD        (R8), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z17, Z20, Z20
+	VSUBPS           Z18, Z20, Z20
+	VPTERNLOGD       $0xea, Z17, Z0, Z19
+	VSUBPS           Z18, Z19, Z19
+	VPMOVZXBD        16(R8), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z17, Z22, Z22
+	VSUBPS           Z18, Z22, Z22
+	VPTERNLOGD       $0xea, Z17, Z0, Z21
+	VSUBPS           Z18, Z21, Z21
+	VFMADD231PS.BCST (BX), Z19, Z1
+	VFMADD231PS.BCST 64(BX), Z19, Z5
+	VFMADD231PS.BCST 128(BX), Z19, Z9
+	VFMADD231PS.BCST 192(BX), Z19, Z13
+	VFMADD231PS.BCST (BX), Z20, Z2
+	VFMADD231PS.BCST 64(BX), Z20, Z6
+	VFMADD231PS.BCST 128(BX), Z20, Z10
+	VFMADD231PS.BCST 192(BX), Z20, Z14
+	VFMADD231PS.BCST 1024(BX), Z21, Z3
+	VFMADD231PS.BCST 1088(BX), Z21, Z7
+	VFMADD231PS.BCST 1152(BX), Z21, Z11
+	VFMADD231PS.BCST 1216(BX), Z21, Z15
+	VFMADD231PS.BCST 1024(BX), Z22, Z4
+	VFMADD231PS.BCST 1088(BX), Z22, Z8
+	VFMADD231PS.BCST 1152(BX), Z22, Z12
+	VFMADD231PS.BCST 1216(BX), Z22, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows4_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      64(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      128(DI)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    192(DI)(DX*1), K1, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z17
+	VMOVDQU32    constsAVX512<>+2368(SB), Z18
+
+rows4_vecs4_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs4_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs4_masked_keys_fetched:
+	VPMOVZXBD        (R8), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z17, Z20, Z20
+	VSUBPS           Z18, Z20, Z20
+	VPTERNLOGD       $0xea, Z17, Z0, Z19
+	VSUBPS           Z18, Z19, Z19
+	VPMOVZXBD        16(R8), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z17, Z22, Z22
+	VSUBPS           Z18, Z22, Z22
+	VPTERNLOGD       $0xea, Z17, Z0, Z21
+	VSUBPS           Z18, Z21, Z21
+	VFMADD231PS.BCST (BX), Z19, Z1
+	VFMADD231PS.BCST 64(BX), Z19, Z5
+	VFMADD231PS.BCST 128(BX), Z19, Z9
+	VFMADD231PS.BCST 192(BX), Z19, Z13
+	VFMADD231PS.BCST (BX), Z20, Z2
+	VFMADD231PS.BCST 64(BX), Z20, Z6
+	VFMADD231PS.BCST 128(BX), Z20, Z10
+	VFMADD231PS.BCST 192(BX), Z20, Z14
+	VFMADD231PS.BCST 1024(BX), Z21, Z3
+	VFMADD231PS.BCST 1088(BX), Z21, Z7
+	VFMADD231PS.BCST 1152(BX), Z21, Z11
+	VFMADD231PS.BCST 1216(BX), Z21, Z15
+	VFMADD231PS.BCST 1024(BX), Z22, Z4
+	VFMADD231PS.BCST 1088(BX), Z22, Z8
+	VFMADD231PS.BCST 1152(BX), Z22, Z12
+	VFMADD231PS.BCST 1216(BX), Z22, Z16
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K1, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K1, 192(CX)(DX*2)
+	VMOVUPS          Z13, (DI)(DX*1)
+	VMOVUPS          Z14, 64(DI)(DX*1)
+	VMOVUPS          Z15, 128(DI)(DX*1)
+	VMOVUPS          Z16, K1, 192(DI)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows4_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      128(DI)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z13
+	VMOVDQU32    constsAVX512<>+2368(SB), Z14
+
+rows4_vecs3_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs3_whole_keys_fetched:
+	VPMOVZXBD        (R8), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(R8), Z17
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z4
+	VFMADD231PS.BCST 128(BX), Z15, Z7
+	VFMADD231PS.BCST 192(BX), Z15, Z10
+	VFMADD231PS.BCST (BX), Z16, Z2
+	VFMADD231PS.BCST 64(BX), Z16, Z5
+	VFMADD231PS.BCST 128(BX), Z16, Z8
+	VFMADD231PS.BCST 192(BX), Z16, Z11
+	VFMADD231PS.BCST 1024(BX), Z17, Z3
+	VFMADD231PS.BCST 1088(BX), Z17, Z6
+	VFMADD231PS.BCST 1152(BX), Z17, Z9
+	VFMADD231PS.BCST 1216(BX), Z17, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows4_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K1, Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(DI)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    128(DI)(DX*1), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z13
+	VMOVDQU32    constsAVX512<>+2368(SB), Z14
+
+rows4_vecs3_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs3_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs3_masked_keys_fetched:
+	VPMOVZXBD        (R8), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(R8), Z17
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z4
+	VFMADD231PS.BCST 128(BX), Z15, Z7
+	VFMADD231PS.BCST 192(BX), Z15, Z10
+	VFMADD231PS.BCST (BX), Z16, Z2
+	VFMADD231PS.BCST 64(BX), Z16, Z5
+	VFMADD231PS.BCST 128(BX), Z16, Z8
+	VFMADD231PS.BCST 192(BX), Z16, Z11
+	VFMADD231PS.BCST 1024(BX), Z17, Z3
+	VFMADD231PS.BCST 1088(BX), Z17, Z6
+	VFMADD231PS.BCST 1152(BX), Z17, Z9
+	VFMADD231PS.BCST 1216(BX), Z17, Z12
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K1, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K1, 128(CX)(DX*2)
+	VMOVUPS          Z10, (DI)(DX*1)
+	VMOVUPS          Z11, 64(DI)(DX*1)
+	VMOVUPS          Z12, K1, 128(DI)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows4_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(DI)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z9
+	VMOVDQU32    constsAVX512<>+2368(SB), Z10
+
+rows4_vecs2_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs2_whole_keys_fetched:
+	VPMOVZXBD        (R8), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z3
+	VFMADD231PS.BCST 128(BX), Z11, Z5
+	VFMADD231PS.BCST 192(BX), Z11, Z7
+	VFMADD231PS.BCST (BX), Z12, Z2
+	VFMADD231PS.BCST 64(BX), Z12, Z4
+	VFMADD231PS.BCST 128(BX), Z12, Z6
+	VFMADD231PS.BCST 192(BX), Z12, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows4_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(DI)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z9
+	VMOVDQU32    constsAVX512<>+2368(SB), Z10
+
+rows4_vecs2_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs2_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs2_masked_keys_fetched:
+	VPMOVZXBD        (R8), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z3
+	VFMADD231PS.BCST 128(BX), Z11, Z5
+	VFMADD231PS.BCST 192(BX), Z11, Z7
+	VFMADD231PS.BCST (BX), Z12, Z2
+	VFMADD231PS.BCST 64(BX), Z12, Z4
+	VFMADD231PS.BCST 128(BX), Z12, Z6
+	VFMADD231PS.BCST 192(BX), Z12, Z8
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K1, 64(CX)(DX*2)
+	VMOVUPS          Z7, (DI)(DX*1)
+	VMOVUPS          Z8, K1, 64(DI)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows4_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z5
+	VMOVDQU32    constsAVX512<>+2368(SB), Z6
+
+rows4_vecs1_whole_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs1_whole_keys_fetched:
+	VPMOVZXBD        (R8), Z7
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (BX), Z7, Z1
+	VFMADD231PS.BCST 64(BX), Z7, Z2
+	VFMADD231PS.BCST 128(BX), Z7, Z3
+	VFMADD231PS.BCST 192(BX), Z7, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows4_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	LEAQ         (CX)(DX*2), DI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R9
+	MOVQ         24(SP), R10
+	MOVQ         8(SP), R8
+	MOVQ         R10, BX
+	IMULQ        R9, BX
+	ADDQ         BX, R8
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, R8
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R10, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R10
+	ADDQ         $0x10, R10
+	MOVQ         136(SP), SI
+	ADDQ         R8, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z5
+	VMOVDQU32    constsAVX512<>+2368(SB), Z6
+
+rows4_vecs1_masked_keys:
+	CMPQ       SI, R8
+	JEQ        rows4_vecs1_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows4_vecs1_masked_keys_fetched:
+	VPMOVZXBD        (R8), Z7
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (BX), Z7, Z1
+	VFMADD231PS.BCST 64(BX), Z7, Z2
+	VFMADD231PS.BCST 128(BX), Z7, Z3
+	VFMADD231PS.BCST 192(BX), Z7, Z4
+	ADDQ             R9, R8
+	ADDQ             R9, SI
+	ADDQ             $0x04, BX
+	DECQ             R10
+	JNZ              rows4_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	VMOVUPS          Z2, K1, (CX)(DX*1)
+	VMOVUPS          Z3, K1, (CX)(DX*2)
+	VMOVUPS          Z4, K1, (DI)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows3_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*2), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z13
+	VMOVDQU32    constsAVX512<>+2368(SB), Z14
+
+rows3_vecs4_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs4_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z13, Z18, Z18
+	VSUBPS           Z14, Z18, Z18
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z5
+	VFMADD231PS.BCST 128(BX), Z15, Z9
+	VFMADD231PS.BCST (BX), Z16, Z2
+	VFMADD231PS.BCST 64(BX), Z16, Z6
+	VFMADD231PS.BCST 128(BX), Z16, Z10
+	VFMADD231PS.BCST 1024(BX), Z17, Z3
+	VFMADD231PS.BCST 1088(BX), Z17, Z7
+	VFMADD231PS.BCST 1152(BX), Z17, Z11
+	VFMADD231PS.BCST 1024(BX), Z18, Z4
+	VFMADD231PS.BCST 1088(BX), Z18, Z8
+	VFMADD231PS.BCST 1152(BX), Z18, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows3_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    192(CX)(DX*2), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z13
+	VMOVDQU32    constsAVX512<>+2368(SB), Z14
+
+rows3_vecs4_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs4_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs4_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z13, Z18, Z18
+	VSUBPS           Z14, Z18, Z18
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z5
+	VFMADD231PS.BCST 128(BX), Z15, Z9
+	VFMADD231PS.BCST (BX), Z16, Z2
+	VFMADD231PS.BCST 64(BX), Z16, Z6
+	VFMADD231PS.BCST 128(BX), Z16, Z10
+	VFMADD231PS.BCST 1024(BX), Z17, Z3
+	VFMADD231PS.BCST 1088(BX), Z17, Z7
+	VFMADD231PS.BCST 1152(BX), Z17, Z11
+	VFMADD231PS.BCST 1024(BX), Z18, Z4
+	VFMADD231PS.BCST 1088(BX), Z18, Z8
+	VFMADD231PS.BCST 1152(BX), Z18, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K1, 192(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, K1, 192(CX)(DX*2)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows3_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*2), Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z10
+	VMOVDQU32    constsAVX512<>+2368(SB), Z11
+
+rows3_vecs3_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs3_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z10, Z13, Z13
+	VSUBPS           Z11, Z13, Z13
+	VPTERNLOGD       $0xea, Z10, Z0, Z12
+	VSUBPS           Z11, Z12, Z12
+	VPMOVZXBD        16(DI), Z14
+	VPTERNLOGD       $0xea, Z10, Z0, Z14
+	VSUBPS           Z11, Z14, Z14
+	VFMADD231PS.BCST (BX), Z12, Z1
+	VFMADD231PS.BCST 64(BX), Z12, Z4
+	VFMADD231PS.BCST 128(BX), Z12, Z7
+	VFMADD231PS.BCST (BX), Z13, Z2
+	VFMADD231PS.BCST 64(BX), Z13, Z5
+	VFMADD231PS.BCST 128(BX), Z13, Z8
+	VFMADD231PS.BCST 1024(BX), Z14, Z3
+	VFMADD231PS.BCST 1088(BX), Z14, Z6
+	VFMADD231PS.BCST 1152(BX), Z14, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows3_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    128(CX)(DX*2), K1, Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z10
+	VMOVDQU32    constsAVX512<>+2368(SB), Z11
+
+rows3_vecs3_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs3_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs3_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z10, Z13, Z13
+	VSUBPS           Z11, Z13, Z13
+	VPTERNLOGD       $0xea, Z10, Z0, Z12
+	VSUBPS           Z11, Z12, Z12
+	VPMOVZXBD        16(DI), Z14
+	VPTERNLOGD       $0xea, Z10, Z0, Z14
+	VSUBPS           Z11, Z14, Z14
+	VFMADD231PS.BCST (BX), Z12, Z1
+	VFMADD231PS.BCST 64(BX), Z12, Z4
+	VFMADD231PS.BCST 128(BX), Z12, Z7
+	VFMADD231PS.BCST (BX), Z13, Z2
+	VFMADD231PS.BCST 64(BX), Z13, Z5
+	VFMADD231PS.BCST 128(BX), Z13, Z8
+	VFMADD231PS.BCST 1024(BX), Z14, Z3
+	VFMADD231PS.BCST 1088(BX), Z14, Z6
+	VFMADD231PS.BCST 1152(BX), Z14, Z9
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K1, 128(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, K1, 128(CX)(DX*2)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows3_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*2), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z7
+	VMOVDQU32    constsAVX512<>+2368(SB), Z8
+
+rows3_vecs2_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs2_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z3
+	VFMADD231PS.BCST 128(BX), Z9, Z5
+	VFMADD231PS.BCST (BX), Z10, Z2
+	VFMADD231PS.BCST 64(BX), Z10, Z4
+	VFMADD231PS.BCST 128(BX), Z10, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows3_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*2), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z7
+	VMOVDQU32    constsAVX512<>+2368(SB), Z8
+
+rows3_vecs2_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs2_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs2_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z3
+	VFMADD231PS.BCST 128(BX), Z9, Z5
+	VFMADD231PS.BCST (BX), Z10, Z2
+	VFMADD231PS.BCST 64(BX), Z10, Z4
+	VFMADD231PS.BCST 128(BX), Z10, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, K1, 64(CX)(DX*2)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows3_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z4
+	VMOVDQU32    constsAVX512<>+2368(SB), Z5
+
+rows3_vecs1_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs1_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z6
+	VPTERNLOGD       $0xea, Z4, Z0, Z6
+	VSUBPS           Z5, Z6, Z6
+	VFMADD231PS.BCST (BX), Z6, Z1
+	VFMADD231PS.BCST 64(BX), Z6, Z2
+	VFMADD231PS.BCST 128(BX), Z6, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z3, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows3_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z4
+	VMOVDQU32    constsAVX512<>+2368(SB), Z5
+
+rows3_vecs1_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows3_vecs1_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows3_vecs1_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z6
+	VPTERNLOGD       $0xea, Z4, Z0, Z6
+	VSUBPS           Z5, Z6, Z6
+	VFMADD231PS.BCST (BX), Z6, Z1
+	VFMADD231PS.BCST 64(BX), Z6, Z2
+	VFMADD231PS.BCST 128(BX), Z6, Z3
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows3_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	VMOVUPS          Z2, K1, (CX)(DX*1)
+	VMOVUPS          Z3, K1, (CX)(DX*2)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows2_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      448(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      320(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      384(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      448(CX)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z17
+	VMOVDQU32    constsAVX512<>+2368(SB), Z18
+
+rows2_vecs8_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs8_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z17, Z20, Z20
+	VSUBPS           Z18, Z20, Z20
+	VPTERNLOGD       $0xea, Z17, Z0, Z19
+	VSUBPS           Z18, Z19, Z19
+	VPMOVZXBD        16(DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z17, Z22, Z22
+	VSUBPS           Z18, Z22, Z22
+	VPTERNLOGD       $0xea, Z17, Z0, Z21
+	VSUBPS           Z18, Z21, Z21
+	VPMOVZXBD        32(DI), Z23
+	VPSRLD           $0x04, Z23, Z24
+	VPORD            Z17, Z24, Z24
+	VSUBPS           Z18, Z24, Z24
+	VPTERNLOGD       $0xea, Z17, Z0, Z23
+	VSUBPS           Z18, Z23, Z23
+	VPMOVZXBD        48(DI), Z25
+	VPSRLD           $0x04, Z25, Z26
+	VPORD            Z17, Z26, Z26
+	VSUBPS           Z18, Z26, Z26
+	VPTERNLOGD       $0xea, Z17, Z0, Z25
+	VSUBPS           Z18, Z25, Z25
+	VFMADD231PS.BCST (BX), Z19, Z1
+	VFMADD231PS.BCST 64(BX), Z19, Z9
+	VFMADD231PS.BCST (BX), Z20, Z2
+	VFMADD231PS.BCST 64(BX), Z20, Z10
+	VFMADD231PS.BCST 1024(BX), Z21, Z3
+	VFMADD231PS.BCST 1088(BX), Z21, Z11
+	VFMADD231PS.BCST 1024(BX), Z22, Z4
+	VFMADD231PS.BCST 1088(BX), Z22, Z12
+	VFMADD231PS.BCST 2048(BX), Z23, Z5
+	VFMADD231PS.BCST 2112(BX), Z23, Z13
+	VFMADD231PS.BCST 2048(BX), Z24, Z6
+	VFMADD231PS.BCST 2112(BX), Z24, Z14
+	VFMADD231PS.BCST 3072(BX), Z25, Z7
+	VFMADD231PS.BCST 3136(BX), Z25, Z15
+	VFMADD231PS.BCST 3072(BX), Z26, Z8
+	VFMADD231PS.BCST 3136(BX), Z26, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows2_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    448(CX), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      320(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      384(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    448(CX)(DX*1), K1, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z17
+	VMOVDQU32    constsAVX512<>+2368(SB), Z18
+
+rows2_vecs8_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs8_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z17, Z20, Z20
+	VSUBPS           Z18, Z20, Z20
+	VPTERNLOGD       $0xea, Z17, Z0, Z19
+	VSUBPS           Z18, Z19, Z19
+	VPMOVZXBD        16(DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z17, Z22, Z22
+	VSUBPS           Z18, Z22, Z22
+	VPTERNLOGD       $0xea, Z17, Z0, Z21
+	VSUBPS           Z18, Z21, Z21
+	VPMOVZXBD        32(DI), Z23
+	VPSRLD           $0x04, Z23, Z24
+	VPORD            Z17, Z24, Z24
+	VSUBPS           Z18, Z24, Z24
+	VPTERNLOGD       $0xea, Z17, Z0, Z23
+	VSUBPS           Z18, Z23, Z23
+	VPMOVZXBD        48(DI), Z25
+	VPSRLD           $0x04, Z25, Z26
+	VPORD            Z17, Z26, Z26
+	VSUBPS           Z18, Z26, Z26
+	VPTERNLOGD       $0xea, Z17, Z0, Z25
+	VSUBPS           Z18, Z25, Z25
+	VFMADD231PS.BCST (BX), Z19, Z1
+	VFMADD231PS.BCST 64(BX), Z19, Z9
+	VFMADD231PS.BCST (BX), Z20, Z2
+	VFMADD231PS.BCST 64(BX), Z20, Z10
+	VFMADD231PS.BCST 1024(BX), Z21, Z3
+	VFMADD231PS.BCST 1088(BX), Z21, Z11
+	VFMADD231PS.BCST 1024(BX), Z22, Z4
+	VFMADD231PS.BCST 1088(BX), Z22, Z12
+	VFMADD231PS.BCST 2048(BX), Z23, Z5
+	VFMADD231PS.BCST 2112(BX), Z23, Z13
+	VFMADD231PS.BCST 2048(BX), Z24, Z6
+	VFMADD231PS.BCST 2112(BX), Z24, Z14
+	VFMADD231PS.BCST 3072(BX), Z25, Z7
+	VFMADD231PS.BCST 3136(BX), Z25, Z15
+	VFMADD231PS.BCST 3072(BX), Z26, Z8
+	VFMADD231PS.BCST 3136(BX), Z26, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, K1, 448(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
+	VMOVUPS          Z15, 384(CX)(DX*1)
+	VMOVUPS          Z16, K1, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows2_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      384(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      64(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      128(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      256(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      320(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      384(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z15
+	VMOVDQU32    constsAVX512<>+2368(SB), Z16
+
+rows2_vecs7_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs7_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z15, Z20, Z20
+	VSUBPS           Z16, Z20, Z20
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VPMOVZXBD        32(DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z15, Z22, Z22
+	VSUBPS           Z16, Z22, Z22
+	VPTERNLOGD       $0xea, Z15, Z0, Z21
+	VSUBPS           Z16, Z21, Z21
+	VPMOVZXBD        48(DI), Z23
+	VPTERNLOGD       $0xea, Z15, Z0, Z23
+	VSUBPS           Z16, Z23, Z23
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z8
+	VFMADD231PS.BCST (BX), Z18, Z2
+	VFMADD231PS.BCST 64(BX), Z18, Z9
+	VFMADD231PS.BCST 1024(BX), Z19, Z3
+	VFMADD231PS.BCST 1088(BX), Z19, Z10
+	VFMADD231PS.BCST 1024(BX), Z20, Z4
+	VFMADD231PS.BCST 1088(BX), Z20, Z11
+	VFMADD231PS.BCST 2048(BX), Z21, Z5
+	VFMADD231PS.BCST 2112(BX), Z21, Z12
+	VFMADD231PS.BCST 2048(BX), Z22, Z6
+	VFMADD231PS.BCST 2112(BX), Z22, Z13
+	VFMADD231PS.BCST 3072(BX), Z23, Z7
+	VFMADD231PS.BCST 3136(BX), Z23, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows2_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS.Z    384(CX), K1, Z7
+	VMULPS       Z0, Z7, Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      64(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      128(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      256(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      320(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    384(CX)(DX*1), K1, Z14
+	VMULPS       Z0, Z14, Z14
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z15
+	VMOVDQU32    constsAVX512<>+2368(SB), Z16
+
+rows2_vecs7_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs7_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z15, Z20, Z20
+	VSUBPS           Z16, Z20, Z20
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VPMOVZXBD        32(DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z15, Z22, Z22
+	VSUBPS           Z16, Z22, Z22
+	VPTERNLOGD       $0xea, Z15, Z0, Z21
+	VSUBPS           Z16, Z21, Z21
+	VPMOVZXBD        48(DI), Z23
+	VPTERNLOGD       $0xea, Z15, Z0, Z23
+	VSUBPS           Z16, Z23, Z23
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z8
+	VFMADD231PS.BCST (BX), Z18, Z2
+	VFMADD231PS.BCST 64(BX), Z18, Z9
+	VFMADD231PS.BCST 1024(BX), Z19, Z3
+	VFMADD231PS.BCST 1088(BX), Z19, Z10
+	VFMADD231PS.BCST 1024(BX), Z20, Z4
+	VFMADD231PS.BCST 1088(BX), Z20, Z11
+	VFMADD231PS.BCST 2048(BX), Z21, Z5
+	VFMADD231PS.BCST 2112(BX), Z21, Z12
+	VFMADD231PS.BCST 2048(BX), Z22, Z6
+	VFMADD231PS.BCST 2112(BX), Z22, Z13
+	VFMADD231PS.BCST 3072(BX), Z23, Z7
+	VFMADD231PS.BCST 3136(BX), Z23, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, K1, 384(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
+	VMOVUPS          Z13, 320(CX)(DX*1)
+	VMOVUPS          Z14, K1, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows2_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      320(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      192(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      256(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      320(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z13
+	VMOVDQU32    constsAVX512<>+2368(SB), Z14
+
+rows2_vecs6_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs6_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z13, Z18, Z18
+	VSUBPS           Z14, Z18, Z18
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VPMOVZXBD        32(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z13, Z20, Z20
+	VSUBPS           Z14, Z20, Z20
+	VPTERNLOGD       $0xea, Z13, Z0, Z19
+	VSUBPS           Z14, Z19, Z19
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z7
+	VFMADD231PS.BCST (BX), Z16, Z2
+	VFMADD231PS.BCST 64(BX), Z16, Z8
+	VFMADD231PS.BCST 1024(BX), Z17, Z3
+	VFMADD231PS.BCST 1088(BX), Z17, Z9
+	VFMADD231PS.BCST 1024(BX), Z18, Z4
+	VFMADD231PS.BCST 1088(BX), Z18, Z10
+	VFMADD231PS.BCST 2048(BX), Z19, Z5
+	VFMADD231PS.BCST 2112(BX), Z19, Z11
+	VFMADD231PS.BCST 2048(BX), Z20, Z6
+	VFMADD231PS.BCST 2112(BX), Z20, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows2_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    320(CX), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      192(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      256(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    320(CX)(DX*1), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z13
+	VMOVDQU32    constsAVX512<>+2368(SB), Z14
+
+rows2_vecs6_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs6_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z13, Z18, Z18
+	VSUBPS           Z14, Z18, Z18
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VPMOVZXBD        32(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z13, Z20, Z20
+	VSUBPS           Z14, Z20, Z20
+	VPTERNLOGD       $0xea, Z13, Z0, Z19
+	VSUBPS           Z14, Z19, Z19
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z7
+	VFMADD231PS.BCST (BX), Z16, Z2
+	VFMADD231PS.BCST 64(BX), Z16, Z8
+	VFMADD231PS.BCST 1024(BX), Z17, Z3
+	VFMADD231PS.BCST 1088(BX), Z17, Z9
+	VFMADD231PS.BCST 1024(BX), Z18, Z4
+	VFMADD231PS.BCST 1088(BX), Z18, Z10
+	VFMADD231PS.BCST 2048(BX), Z19, Z5
+	VFMADD231PS.BCST 2112(BX), Z19, Z11
+	VFMADD231PS.BCST 2048(BX), Z20, Z6
+	VFMADD231PS.BCST 2112(BX), Z20, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, K1, 320(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, 256(CX)(DX*1)
+	VMOVUPS          Z12, K1, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows2_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      256(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      128(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      192(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      256(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z11
+	VMOVDQU32    constsAVX512<>+2368(SB), Z12
+
+rows2_vecs5_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs5_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VPMOVZXBD        16(DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z11, Z16, Z16
+	VSUBPS           Z12, Z16, Z16
+	VPTERNLOGD       $0xea, Z11, Z0, Z15
+	VSUBPS           Z12, Z15, Z15
+	VPMOVZXBD        32(DI), Z17
+	VPTERNLOGD       $0xea, Z11, Z0, Z17
+	VSUBPS           Z12, Z17, Z17
+	VFMADD231PS.BCST (BX), Z13, Z1
+	VFMADD231PS.BCST 64(BX), Z13, Z6
+	VFMADD231PS.BCST (BX), Z14, Z2
+	VFMADD231PS.BCST 64(BX), Z14, Z7
+	VFMADD231PS.BCST 1024(BX), Z15, Z3
+	VFMADD231PS.BCST 1088(BX), Z15, Z8
+	VFMADD231PS.BCST 1024(BX), Z16, Z4
+	VFMADD231PS.BCST 1088(BX), Z16, Z9
+	VFMADD231PS.BCST 2048(BX), Z17, Z5
+	VFMADD231PS.BCST 2112(BX), Z17, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows2_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS.Z    256(CX), K1, Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      128(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      192(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    256(CX)(DX*1), K1, Z10
+	VMULPS       Z0, Z10, Z10
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z11
+	VMOVDQU32    constsAVX512<>+2368(SB), Z12
+
+rows2_vecs5_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs5_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VPMOVZXBD        16(DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z11, Z16, Z16
+	VSUBPS           Z12, Z16, Z16
+	VPTERNLOGD       $0xea, Z11, Z0, Z15
+	VSUBPS           Z12, Z15, Z15
+	VPMOVZXBD        32(DI), Z17
+	VPTERNLOGD       $0xea, Z11, Z0, Z17
+	VSUBPS           Z12, Z17, Z17
+	VFMADD231PS.BCST (BX), Z13, Z1
+	VFMADD231PS.BCST 64(BX), Z13, Z6
+	VFMADD231PS.BCST (BX), Z14, Z2
+	VFMADD231PS.BCST 64(BX), Z14, Z7
+	VFMADD231PS.BCST 1024(BX), Z15, Z3
+	VFMADD231PS.BCST 1088(BX), Z15, Z8
+	VFMADD231PS.BCST 1024(BX), Z16, Z4
+	VFMADD231PS.BCST 1088(BX), Z16, Z9
+	VFMADD231PS.BCST 2048(BX), Z17, Z5
+	VFMADD231PS.BCST 2112(BX), Z17, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, K1, 256(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, 192(CX)(DX*1)
+	VMOVUPS          Z10, K1, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      192(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      192(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z9
+	VMOVDQU32    constsAVX512<>+2368(SB), Z10
+
+rows2_vecs4_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VPMOVZXBD        16(DI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z9, Z14, Z14
+	VSUBPS           Z10, Z14, Z14
+	VPTERNLOGD       $0xea, Z9, Z0, Z13
+	VSUBPS           Z10, Z13, Z13
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z5
+	VFMADD231PS.BCST (BX), Z12, Z2
+	VFMADD231PS.BCST 64(BX), Z12, Z6
+	VFMADD231PS.BCST 1024(BX), Z13, Z3
+	VFMADD231PS.BCST 1088(BX), Z13, Z7
+	VFMADD231PS.BCST 1024(BX), Z14, Z4
+	VFMADD231PS.BCST 1088(BX), Z14, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows2_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    192(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      128(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z9
+	VMOVDQU32    constsAVX512<>+2368(SB), Z10
+
+rows2_vecs4_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VPMOVZXBD        16(DI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z9, Z14, Z14
+	VSUBPS           Z10, Z14, Z14
+	VPTERNLOGD       $0xea, Z9, Z0, Z13
+	VSUBPS           Z10, Z13, Z13
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z5
+	VFMADD231PS.BCST (BX), Z12, Z2
+	VFMADD231PS.BCST 64(BX), Z12, Z6
+	VFMADD231PS.BCST 1024(BX), Z13, Z3
+	VFMADD231PS.BCST 1088(BX), Z13, Z7
+	VFMADD231PS.BCST 1024(BX), Z14, Z4
+	VFMADD231PS.BCST 1088(BX), Z14, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, K1, 192(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, 128(CX)(DX*1)
+	VMOVUPS          Z8, K1, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS      128(CX), Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      128(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z7
+	VMOVDQU32    constsAVX512<>+2368(SB), Z8
+
+rows2_vecs3_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VPMOVZXBD        16(DI), Z11
+	VPTERNLOGD       $0xea, Z7, Z0, Z11
+	VSUBPS           Z8, Z11, Z11
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z4
+	VFMADD231PS.BCST (BX), Z10, Z2
+	VFMADD231PS.BCST 64(BX), Z10, Z5
+	VFMADD231PS.BCST 1024(BX), Z11, Z3
+	VFMADD231PS.BCST 1088(BX), Z11, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows2_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    128(CX), K1, Z3
+	VMULPS       Z0, Z3, Z3
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      64(CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z7
+	VMOVDQU32    constsAVX512<>+2368(SB), Z8
+
+rows2_vecs3_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VPMOVZXBD        16(DI), Z11
+	VPTERNLOGD       $0xea, Z7, Z0, Z11
+	VSUBPS           Z8, Z11, Z11
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z4
+	VFMADD231PS.BCST (BX), Z10, Z2
+	VFMADD231PS.BCST 64(BX), Z10, Z5
+	VFMADD231PS.BCST 1024(BX), Z11, Z3
+	VFMADD231PS.BCST 1088(BX), Z11, Z6
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, K1, 128(CX)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, 64(CX)(DX*1)
+	VMOVUPS          Z6, K1, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z5
+	VMOVDQU32    constsAVX512<>+2368(SB), Z6
+
+rows2_vecs2_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z7
+	VPSRLD           $0x04, Z7, Z8
+	VPORD            Z5, Z8, Z8
+	VSUBPS           Z6, Z8, Z8
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (BX), Z7, Z1
+	VFMADD231PS.BCST 64(BX), Z7, Z3
+	VFMADD231PS.BCST (BX), Z8, Z2
+	VFMADD231PS.BCST 64(BX), Z8, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows2_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS.Z    64(CX), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z3
+	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z5
+	VMOVDQU32    constsAVX512<>+2368(SB), Z6
+
+rows2_vecs2_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs2_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z7
+	VPSRLD           $0x04, Z7, Z8
+	VPORD            Z5, Z8, Z8
+	VSUBPS           Z6, Z8, Z8
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (BX), Z7, Z1
+	VFMADD231PS.BCST 64(BX), Z7, Z3
+	VFMADD231PS.BCST (BX), Z8, Z2
+	VFMADD231PS.BCST 64(BX), Z8, Z4
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs2_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z3, (CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	ADDQ             $0x02, 120(SP)
+	JMP              panelnext
+
+rows2_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z3
+	VMOVDQU32    constsAVX512<>+2368(SB), Z4
+
+rows2_vecs1_whole_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_whole_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVZXBD        (DI), Z5
+	VPTERNLOGD       $0xea, Z3, Z0, Z5
+	VSUBPS           Z4, Z5, Z5
+	VFMADD231PS.BCST (BX), Z5, Z1
+	VFMADD231PS.BCST 64(BX), Z5, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z2, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
+
+rows2_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX), K1, Z1
+	VMULPS       Z0, Z1, Z1
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*1), K1, Z2
+	VMULPS       Z0, Z2, Z2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+1856(SB), Z0
+	VMOVDQU32    constsAVX512<>+2304(SB), Z3
+	VMOVDQU32    constsAVX512<>+2368(SB), Z4
+
+rows2_vecs1_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs1_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z5
+	VPTERNLOGD       $0xea, Z3, Z0, Z5
+	VSUBPS           Z4, Z5, Z5
+	VFMADD231PS.BCST (BX), Z5, Z1
+	VFMADD231PS.BCST 64(BX), Z5, Z2
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs1_masked_keys
+	VMOVUPS          Z1, K1, (CX)
+	VMOVUPS          Z2, K1, (CX)(DX*1)
+	ADDQ             $0x01, 120(SP)
+	JMP              panelnext
 
 rows1_vecs8_whole:
 	MOVQ         o+88(FP), CX

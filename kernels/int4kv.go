@@ -106,28 +106,29 @@ func (ks *Set) WidenInt4Rows(dst []int8, ldd int, src KVRows, nr, blocks int) {
 	ks.widenInt4Rows(dst, ldd, src, nr, blocks, 0)
 }
 
-// decodeQ8I4Row runs the set's DecodeQ8I4 (one query row over int4 K and
-// V read as they are, checked) on q's row rearranged in s past the
-// kernel's scratch: each block's 32 bytes in the order the kernel
-// unpacks a block's nibbles (element j, then j+16, for j = 0..15), zeros
-// to a multiple of 64 bytes, and the block's correction -8·Σ q8 (q.Corr
-// holds -128·Σ q8, so a sixteenth of it, exactly). The scores are the
-// int8 kernel's on the rows WidenInt4Rows gives, bit for bit: the same
-// int32 sums, scaled alike.
-func (ks *Set) decodeQ8I4Row(q QueryQ8, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+// decodeQ8I4Rows runs the set's DecodeQ8I4 (int4 K and V read as they
+// are, checked) on q's rows rearranged in s past the kernel's scratch:
+// each block's 32 bytes in the order the kernel unpacks a block's nibbles
+// (element j, then j+16, for j = 0..15), zeros to a multiple of 64 bytes,
+// and each block's correction -8·Σ q8 (q.Corr holds -128·Σ q8: a
+// sixteenth of it, exactly). The result is the int8 kernel's on the rows
+// WidenInt4Rows gives, bit for bit: the same int32 sums, scaled alike.
+func (ks *Set) decodeQ8I4Rows(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32) {
 	nb := fallback.Int8Blocks(dk)
 	ld := (nb + 1) / 2 * 64
 	room := s[int(ks.kernelScratch(float64(dk), float64(dv))):]
-	corr := unsafe.Slice((*int32)(unsafe.Pointer(&room[0])), nb)
-	q8 := unsafe.Slice((*int8)(unsafe.Pointer(&room[nb])), ld)
-	for b := range nb {
-		blk := q.Q[b*fallback.Int8Block : (b+1)*fallback.Int8Block]
-		out := q8[b*fallback.Int8Block : (b+1)*fallback.Int8Block]
-		for j := range fallback.Int4Block {
-			out[2*j], out[2*j+1] = blk[j], blk[j+fallback.Int4Block]
+	corr := unsafe.Slice((*int32)(unsafe.Pointer(&room[0])), rows*nb)
+	q8 := unsafe.Slice((*int8)(unsafe.Pointer(&room[rows*nb])), rows*ld)
+	for r := range rows {
+		row, out := q.Q[r*q.Ld:], q8[r*ld:(r+1)*ld]
+		for b := range nb {
+			blk, o := row[b*fallback.Int8Block:][:fallback.Int8Block], out[b*fallback.Int8Block:][:fallback.Int8Block]
+			for j := range fallback.Int4Block {
+				o[2*j], o[2*j+1] = blk[j], blk[j+fallback.Int4Block]
+			}
+			corr[r*nb+b] = q.Corr[r*nb+b] / 16
 		}
-		corr[b] = q.Corr[b] / 16
+		clear(out[nb*fallback.Int8Block:])
 	}
-	clear(q8[nb*fallback.Int8Block:])
-	ks.decodeQ8I4(QueryQ8{Q: q8, S: q.S, Corr: corr, Ld: ld}, 1, dk, k, v, nk, dv, o, m, l, s, alibi)
+	ks.decodeQ8I4(QueryQ8{Q: q8, S: q.S, Corr: corr, Ld: ld}, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }

@@ -136,19 +136,21 @@ func TestDecodeInt4SharedBytes(t *testing.T) {
 	}
 }
 
-// TestDecodeQ8Int4OneRow: a one-row DecodeQ8 over int4 K/V (AVX-512's
-// DecodeQ8I4 reads them as they are; the other sets widen them a chunk
-// at a time) gives, bit for bit, DecodeQ8's result over the int8 rows
+// TestDecodeQ8Int4AsInt8: DecodeQ8 over int4 K/V (AVX-512's DecodeQ8I4
+// reads them as they are; the other sets widen them a chunk at a time)
+// gives, bit for bit, DecodeQ8's result over the int8 rows
 // WidenInt4Rows makes of them in one call: the same int32 sums, scaled
-// and summed alike. Head dims of one to 18 blocks (odd counts end on a
-// half chunk), partial last vectors, strided and adjacent rows, V inside
-// K, ALiBi and a running state, key counts around the block.
-func TestDecodeQ8Int4OneRow(t *testing.T) {
+// and summed alike. 1..16 rows (one: the path without the transpose),
+// head dims of one to 18 blocks (odd counts end on a half chunk),
+// partial last vectors, strided and adjacent rows, V inside K, ALiBi and
+// a running state, key counts around the block.
+func TestDecodeQ8Int4AsInt8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(49, 49))
 	for _, ks := range q8Sets() {
 		T := ks.DecodeKeys()
 		for _, dk := range []int{4, 32, 40, 64, 96, 128, 160, 576} {
 			for _, nk := range []int{T, T + 3, 5*T - 1, 3*int4Chunk + 7} {
+				rows := []int{1, 1, 2, 3, 4, 5, 8, 16}[rng.IntN(8)]
 				dv := []int{dk, 16, 48, 128, 512}[rng.IntN(5)]
 				if ks.decodePairs {
 					dv = (dv + 3) &^ 3
@@ -171,34 +173,44 @@ func TestDecodeQ8Int4OneRow(t *testing.T) {
 					return w
 				}
 				k8, v8 := wide(k, dk), wide(v, dv)
-				src := make([]float32, dk)
+				src := make([]float32, rows*dk)
 				for i := range src {
 					src[i] = float32(rng.NormFloat64()) / 4
 				}
-				nb := fallback.Int8Blocks(dk)
-				q := QueryQ8{Q: make([]int8, fallback.QueryQ8Ld(dk)), S: make([]float32, nb), Corr: make([]int32, nb), Ld: fallback.QueryQ8Ld(dk)}
-				fallback.QuantizeQuery(q, src, 1, dk)
+				nb, ldq := fallback.Int8Blocks(dk), fallback.QueryQ8Ld(dk)
+				q := QueryQ8{Q: make([]int8, rows*ldq), S: make([]float32, rows*nb), Corr: make([]int32, rows*nb), Ld: ldq}
+				fallback.QuantizeQuery(q, src, rows, dk)
 				var alibi []float32
 				if rng.IntN(2) == 0 {
-					alibi = []float32{-0.0625, float32(rng.IntN(50))}
+					for r := range rows {
+						alibi = append(alibi, -0.0625/float32(r+1))
+					}
+					for range rows {
+						alibi = append(alibi, float32(rng.IntN(50)))
+					}
 				}
 				type state struct{ o, m, l []float32 }
-				start := state{make([]float32, dv), []float32{float32(math.Inf(-1))}, []float32{0}}
-				if rng.IntN(2) == 0 { // a running state
-					for i := range start.o {
-						start.o[i] = float32(rng.NormFloat64())
+				start := state{make([]float32, rows*dv), make([]float32, rows), make([]float32, rows)}
+				for r := range rows {
+					start.m[r] = float32(math.Inf(-1))
+					if rng.IntN(2) == 0 { // a running state
+						for i := range dv {
+							start.o[r*dv+i] = float32(rng.NormFloat64())
+						}
+						start.m[r], start.l[r] = 0.5, 3
 					}
-					start.m[0], start.l[0] = 0.5, 3
 				}
 				run := func(k, v KVRows) state {
 					st := state{append([]float32(nil), start.o...), append([]float32(nil), start.m...), append([]float32(nil), start.l...)}
-					ks.DecodeQ8(q, 1, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
+					ks.DecodeQ8(q, rows, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
 					return st
 				}
 				got, want := run(k, v), run(k8, v8)
-				where := fmt.Sprintf("%s dk=%d dv=%d nk=%d vink=%v alibi=%v", ks, dk, dv, nk, vink, alibi != nil)
-				if math.Float32bits(got.m[0]) != math.Float32bits(want.m[0]) || math.Float32bits(got.l[0]) != math.Float32bits(want.l[0]) {
-					t.Fatalf("%s: m, l = %v, %v; the widened rows give %v, %v", where, got.m[0], got.l[0], want.m[0], want.l[0])
+				where := fmt.Sprintf("%s rows=%d dk=%d dv=%d nk=%d vink=%v alibi=%v", ks, rows, dk, dv, nk, vink, alibi != nil)
+				for r := range rows {
+					if math.Float32bits(got.m[r]) != math.Float32bits(want.m[r]) || math.Float32bits(got.l[r]) != math.Float32bits(want.l[r]) {
+						t.Fatalf("%s: row %d: m, l = %v, %v; the widened rows give %v, %v", where, r, got.m[r], got.l[r], want.m[r], want.l[r])
+					}
 				}
 				for i := range got.o {
 					if math.Float32bits(got.o[i]) != math.Float32bits(want.o[i]) {

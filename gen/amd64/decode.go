@@ -175,11 +175,12 @@ func (g *gen) decode(e elem, form q8Form) {
 		case e == i4:
 			scaled = []string{"int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble",
 				"u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).",
-				"One query row only (rows = 1): its scores are integer dot products (" + form.dot(x) + ")",
-				"of the unsigned nibbles by q8, the row quantized with each block's bytes in the",
-				"order the nibbles unpack to (element j, then j+16, for j = 0..15) and zeros to",
-				"ldq8 (a multiple of 64), qs its scales and qc[b] = -8·Σ q8 of block b, so that",
-				"the sum started at qc is D_b, exact in int32; q is not read. s is scratch."}
+				"The scores are integer dot products (" + form.dot(x) + ") of the unsigned nibbles",
+				"by q8: the rows quantized, each block's bytes in the order a block's nibbles",
+				"unpack to (element j, then j+16, for j = 0..15), zeros to ldq8 (a multiple of",
+				"64), qs their scales and qc[r*nb+b] = -8·Σ q8 of block b, so that a sum started",
+				"at qc is D_b, exact in int32; q is not read. Several rows: each block's K rows",
+				"unpacked into the scratch, transposed by dwords. s is scratch."}
 		case form != q8Sign:
 			scaled = append(scaled, "The scores are integer dot products ("+form.dot(x)+"): q8 holds the rows quantized",
 				"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
@@ -394,56 +395,54 @@ func (g *gen) decode(e elem, form q8Form) {
 		g.Comment("int8: the block's scales into the scratch, block-major.")
 		g.fillScales(lc, sp, q8)
 	}
-	if q8 && e != i4 { // DecodeQ8I4 takes one row: straight to q8row
+	if q8 {
 		g.CMPQ(g.arg("rows"), operand.Imm(1))
 		g.JEQ(operand.LabelRef("q8row"))
 		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).")
-		g.transposeQ8(lc, sp, form)
+		g.transposeQ8(e, lc, sp, form)
 	}
 
-	if e != i4 {
-		g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
-		g.MOVQ(operand.U32(0), lc.row)
-		q := g.param("q")
-		store(q, lc.qrow)
-		// The first group prefetches the K rows decodeAhead blocks on, one line
-		// per vector it loads; the others find the block in L1. (DecodeQ8's
-		// transpose reads the rows and prefetches instead.)
-		prefetches := []bool{true, false}
-		if q8 {
-			prefetches = prefetches[1:]
-		} else {
-			g.CMPQ(lc.kAhead, operand.U32(0))
-			g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
+	g.MOVQ(operand.U32(0), lc.row)
+	q := g.param("q")
+	store(q, lc.qrow)
+	// The first group prefetches the K rows decodeAhead blocks on, one line
+	// per vector it loads; the others find the block in L1. (DecodeQ8's
+	// transpose reads the rows and prefetches instead.)
+	prefetches := []bool{true, false}
+	if q8 {
+		prefetches = prefetches[1:]
+	} else {
+		g.CMPQ(lc.kAhead, operand.U32(0))
+		g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+	}
+	for _, prefetch := range prefetches {
+		g.Label(groupLabel("rowgroup", 0, prefetch))
+		left := g.GP64()
+		g.MOVQ(g.arg("rows"), left)
+		g.SUBQ(lc.row, left)
+		if !prefetch {
+			g.JZ(operand.LabelRef("pv"))
 		}
-		for _, prefetch := range prefetches {
-			g.Label(groupLabel("rowgroup", 0, prefetch))
-			left := g.GP64()
-			g.MOVQ(g.arg("rows"), left)
-			g.SUBQ(lc.row, left)
-			if !prefetch {
-				g.JZ(operand.LabelRef("pv"))
+		for _, R := range scoreGroups {
+			g.CMPQ(left, operand.Imm(uint64(R)))
+			g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
+		}
+		for _, R := range scoreGroups {
+			g.Label(groupLabel("scores", R, prefetch))
+			if q8 {
+				g.decodeScoresQ8(lc, sp, R, form)
+			} else {
+				g.decodeScores(e, lc, mkK, sp, R, prefetch)
 			}
-			for _, R := range scoreGroups {
-				g.CMPQ(left, operand.Imm(uint64(R)))
-				g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
+			r, q := load(lc.row), load(lc.qrow)
+			g.ADDQ(operand.Imm(uint64(R)), r)
+			for range R {
+				g.ADDQ(lc.qstride, q)
 			}
-			for _, R := range scoreGroups {
-				g.Label(groupLabel("scores", R, prefetch))
-				if q8 {
-					g.decodeScoresQ8(lc, sp, R, form)
-				} else {
-					g.decodeScores(e, lc, mkK, sp, R, prefetch)
-				}
-				r, q := load(lc.row), load(lc.qrow)
-				g.ADDQ(operand.Imm(uint64(R)), r)
-				for range R {
-					g.ADDQ(lc.qstride, q)
-				}
-				store(r, lc.row)
-				store(q, lc.qrow)
-				g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
-			}
+			store(r, lc.row)
+			store(q, lc.qrow)
+			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
 		}
 	}
 	if q8 {
@@ -1302,9 +1301,6 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 // the keys from skip to T.
 func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
 	RP, vecs := g.pvTile()
-	if e == i4 {
-		RP = 1 // DecodeQ8I4 takes one row
-	}
 	T := g.isa.lanes
 	for nr := 1; nr <= RP; nr++ {
 		// Panels start at multiples of vecs: decodePVTile finds an int8

@@ -100,9 +100,13 @@ func (g *gen) storeInts(y reg.VecVirtual, m operand.Mem) {
 // prefetch finds the line just loaded). Into L1 the MHA step over BSHD
 // rows ran 15% slower than DecodeI8, burst before the loads or spread
 // beside them alike.
-func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
+func (g *gen) transposeQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	T := g.isa.lanes
-	chunkBytes := 4 * T
+	chunkBytes := 4 * T // of a Kt row, and of an int8 K row
+	kBytes := chunkBytes
+	if e == i4 {
+		kBytes /= 2
+	}
 	kt, k0, ld := g.GP64(), g.GP64(), g.GP64()
 	g.MOVQ(lc.ktOff, kt)
 	g.ADDQ(sp, kt)
@@ -112,9 +116,12 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 	ahead := g.aheadRows(keys, lc.kAhead) // the rows decodeAhead blocks on
 	n := g.GP64()
 	g.MOVQ(lc.krow, n)
-	g.SHRQ(operand.U8(g.lanesLog()+2), n) // whole chunks
+	g.SHRQ(operand.U8(bits.TrailingZeros(uint(kBytes))), n) // whole chunks
 	var flip reg.VecVirtual
 	switch {
+	case e == i4: // not a flip: each byte's low nibble
+		flip = g.vec()
+		g.VMOVDQU32(g.cst("nibbles"), flip)
 	case g.isa.avx512():
 		flip = g.vec()
 		g.VMOVDQU32(g.cst("byteSigns"), flip)
@@ -129,6 +136,8 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 		for c := range x {
 			x[c] = g.vec()
 			switch {
+			case e == i4:
+				g.unpackI4(keys.row(c), tail.kmask, flip, x[c])
 			case !masked && g.isa.avx512():
 				g.VPXORD(keys.row(c), flip, x[c])
 			case !masked && flip != nil:
@@ -154,8 +163,14 @@ func (g *gen) transposeQ8(lc decodeLocals, sp reg.GPVirtual, form q8Form) {
 		}
 		g.ADDQ(operand.U32(uint64(chunkBytes*T)), kt)
 		for _, b := range append(keys.bases, ahead.bases...) {
-			g.ADDQ(operand.Imm(uint64(chunkBytes)), b)
+			g.ADDQ(operand.Imm(uint64(kBytes)), b)
 		}
+	}
+	if e == i4 {
+		g.chunksI4("q8", n, lc.krow, func(half reg.OpmaskVirtual) {
+			chunk(half != nil, tailRegs{kmask: half}, nil)
+		})
+		return
 	}
 	g.chunks("q8", n, lc.krow, func(masked bool, tail tailRegs, ymask reg.VecVirtual, _ reg.GPVirtual) {
 		chunk(masked, tail, ymask)

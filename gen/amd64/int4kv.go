@@ -9,18 +9,16 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// unpackI4Row adds into acc (zeroed here) the products of one key's next
-// 64 int4 elements at m (two blocks, 32 bytes; with half, a mask of 16
-// bytes: one block, loaded masked, the rest zero) with the query chunk
-// q, per dword lane: VPMOVZXBW widens each byte to a word, a shift by 4
-// copies its high nibble into the word's upper byte, and one VPTERNLOGD
-// keeps (w | w<<4) & 0x0F0F: byte 2j holds element j's nibble u, byte
-// 2j+1 element j+16's, all unsigned (0..15), the order DecodeQ8I4's q8
-// row is in. VPDPBUSD then sums u·q four bytes a lane; the caller's qc
-// (-8·Σ q8 of the block) turns Σ u·q into Σ (u-8)·q. nib holds 0x0F in
-// every byte.
-func (g *gen) unpackI4Row(m operand.Mem, half reg.OpmaskVirtual, nib reg.VecVirtual, q operand.Op, acc reg.VecVirtual) {
-	w, t := g.vec(), g.vec()
+// unpackI4 loads one key's next 64 int4 elements at m (two blocks, 32
+// bytes; with half, a mask of 16 bytes: one block, loaded masked, the
+// rest zero) into w as 64 unsigned bytes: VPMOVZXBW widens each byte to
+// a word, a shift by 4 copies its high nibble into the word's upper
+// byte, and one VPTERNLOGD keeps (w | w<<4) & 0x0F0F: byte 2j holds
+// element j's nibble u, byte 2j+1 element j+16's (0..15), the order
+// DecodeQ8I4's q8 rows are in. VPDPBUSD then sums u·q four bytes a
+// lane; the caller's qc (-8·Σ q8 of the block) turns Σ u·q into
+// Σ (u-8)·q. nib holds 0x0F in every byte.
+func (g *gen) unpackI4(m operand.Mem, half reg.OpmaskVirtual, nib, w reg.VecVirtual) {
 	if half != nil {
 		b := g.vec()
 		g.VMOVDQU8_Z(m, half, b)
@@ -28,9 +26,18 @@ func (g *gen) unpackI4Row(m operand.Mem, half reg.OpmaskVirtual, nib reg.VecVirt
 	} else {
 		g.VPMOVZXBW(m, w)
 	}
+	t := g.vec()
 	g.VPSLLW(operand.U8(4), w, t)
 	// VPTERNLOGD's table over (A = w, B = t, C = nib): (A | B) & C = 0xA8.
 	g.VPTERNLOGD(operand.U8(0xa8), nib, t, w)
+}
+
+// unpackI4Row adds into acc (zeroed here) the products of one key's next
+// 64 int4 elements at m (unpackI4) with the query chunk q, per dword
+// lane.
+func (g *gen) unpackI4Row(m operand.Mem, half reg.OpmaskVirtual, nib reg.VecVirtual, q operand.Op, acc reg.VecVirtual) {
+	w := g.vec()
+	g.unpackI4(m, half, nib, w)
 	g.zero(acc)
 	g.VPDPBUSD(q, w, acc)
 }
