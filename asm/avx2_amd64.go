@@ -282,6 +282,78 @@ func DecodeQ8VNNIAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk in
 //go:noescape
 func DecodeQ8VNNIEmuAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 
+// DecodeQ8I4AVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble
+// u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).
+// The scores are integer dot products (AVX-VNNI's VPDPBUSD, VEX-encoded) of the unsigned nibbles
+// by q8: the rows quantized, each block's bytes in the order a block's nibbles
+// unpack to (element j, then j+16, for j = 0..15), zeros to ldq8 (a multiple of
+// 64), qs their scales and qc[r*nb+b] = -8·Σ q8 of block b, so that a sum started
+// at qc is D_b, exact in int32; q is not read. Several rows: each block's K rows
+// unpacked into the scratch, transposed by dwords. s is scratch.
+// One row only (rows = 1): several run faster widened to int8 (kernels/amd64.go).
+//
+//go:noescape
+func DecodeQ8I4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
+// DecodeQ8VNNII4AVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble
+// u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).
+// The scores are integer dot products (AVX-VNNI's VPDPBUSD, VEX-encoded) of the unsigned nibbles
+// by q8: the rows quantized, each block's bytes in the order a block's nibbles
+// unpack to (element j, then j+16, for j = 0..15), zeros to ldq8 (a multiple of
+// 64), qs their scales and qc[r*nb+b] = -8·Σ q8 of block b, so that a sum started
+// at qc is D_b, exact in int32; q is not read. Several rows: each block's K rows
+// unpacked into the scratch, transposed by dwords. s is scratch.
+// One row only (rows = 1): several run faster widened to int8 (kernels/amd64.go).
+//
+//go:noescape
+func DecodeQ8VNNII4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
+// DecodeQ8VNNIEmuI4AVX2 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble
+// u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).
+// The scores are integer dot products (VPDPBUSD in its EVEX ymm form, AVX512_VNNI and AVX512VL: the Emu twin of DecodeQ8VNNI) of the unsigned nibbles
+// by q8: the rows quantized, each block's bytes in the order a block's nibbles
+// unpack to (element j, then j+16, for j = 0..15), zeros to ldq8 (a multiple of
+// 64), qs their scales and qc[r*nb+b] = -8·Σ q8 of block b, so that a sum started
+// at qc is D_b, exact in int32; q is not read. Several rows: each block's K rows
+// unpacked into the scratch, transposed by dwords. s is scratch.
+// One row only (rows = 1): several run faster widened to int8 (kernels/amd64.go).
+//
+//go:noescape
+func DecodeQ8VNNIEmuI4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+
 // WidenF16AVX2 is
 //
 //	for r := 0; r < rows; r++ {

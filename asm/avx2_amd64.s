@@ -35710,6 +35710,6223 @@ panelnext:
 	VZEROUPPER
 	RET
 
+// func DecodeQ8I4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeQ8I4AVX2(SB), NOSPLIT, $240-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	ADDQ $0x1f, DI
+	SHRQ $0x05, DI
+	SHLQ $0x04, DI
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	ADDQ $0x1f, BX
+	SHRQ $0x05, BX
+	SHLQ $0x04, BX
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x08, CX
+	ADDQ   $0x000002c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x05, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000200, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 704(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesv:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+	MOVQ    $0x00000000, 88(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	LEAQ    (DX)(DX*2), BX
+	LEAQ    (CX)(DX*4), SI
+	MOVQ    q8+160(FP), DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	MOVQ    R8, 216(SP)
+	MOVQ    R9, 224(SP)
+	LEAQ    704(AX), R8
+	MOVQ    R8, 232(SP)
+	MOVQ    72(SP), R8
+	SHRQ    $0x04, R8
+	VMOVDQU constsAVX2<>+1056(SB), Y0
+	VMOVDQU constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+
+q8row_chunk:
+	TESTQ        R8, R8
+	JZ           q8row_tail
+	VMOVDQU      (DI), Y3
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x04, Y4, Y5
+	VPOR         Y5, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPMOVZXBW    (CX)(DX*1), Y5
+	VPSLLW       $0x04, Y5, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   Y3, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VPMOVZXBW    (CX)(DX*2), Y6
+	VPSLLW       $0x04, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   Y3, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPMOVZXBW    (CX)(BX*1), Y7
+	VPSLLW       $0x04, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   Y3, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPMOVZXBW    (SI), Y8
+	VPSLLW       $0x04, Y8, Y9
+	VPOR         Y9, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   Y3, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPMOVZXBW    (SI)(DX*1), Y9
+	VPSLLW       $0x04, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPMADDUBSW   Y3, Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPMOVZXBW    (SI)(DX*2), Y10
+	VPSLLW       $0x04, Y10, Y11
+	VPOR         Y11, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPMADDUBSW   Y3, Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPMOVZXBW    (SI)(BX*1), Y11
+	VPSLLW       $0x04, Y11, Y12
+	VPOR         Y12, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   Y3, Y11, Y11
+	VPMADDWD     Y1, Y11, Y3
+	MOVQ         128(SP), R9
+	LEAQ         (CX)(R9*1), R10
+	LEAQ         (SI)(R9*1), R9
+	PREFETCHT1   (R10)
+	PREFETCHT1   (R10)(DX*1)
+	PREFETCHT1   (R10)(DX*2)
+	PREFETCHT1   (R10)(BX*1)
+	PREFETCHT1   (R9)
+	PREFETCHT1   (R9)(DX*1)
+	PREFETCHT1   (R9)(DX*2)
+	PREFETCHT1   (R9)(BX*1)
+	MOVQ         216(SP), R9
+	MOVQ         224(SP), R10
+	MOVQ         232(SP), R11
+	VPUNPCKLDQ   Y5, Y4, Y11
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y4, Y11, Y4
+	VPUNPCKLDQ   Y7, Y6, Y5
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPUNPCKLDQ   Y9, Y8, Y6
+	VPUNPCKHDQ   Y9, Y8, Y7
+	VPADDD       Y7, Y6, Y6
+	VPUNPCKLDQ   Y3, Y10, Y7
+	VPUNPCKHDQ   Y3, Y10, Y3
+	VPADDD       Y3, Y7, Y3
+	VPUNPCKLQDQ  Y5, Y4, Y7
+	VPUNPCKHQDQ  Y5, Y4, Y4
+	VPADDD       Y4, Y7, Y4
+	VPUNPCKLQDQ  Y3, Y6, Y5
+	VPUNPCKHQDQ  Y3, Y6, Y3
+	VPADDD       Y3, Y5, Y3
+	VPERM2I128   $0x20, Y3, Y4, Y5
+	VPERM2I128   $0x31, Y3, Y4, Y3
+	VPADDD       Y3, Y5, Y3
+	VPBROADCASTD (R10), Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       (R11), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x00000020, R11
+	MOVQ         R9, 216(SP)
+	MOVQ         R10, 224(SP)
+	MOVQ         R11, 232(SP)
+	ADDQ         $0x20, DI
+	ADDQ         $0x10, CX
+	ADDQ         $0x10, SI
+	DECQ         R8
+	JMP          q8row_chunk
+
+q8row_tail:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y2, Y2
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y1
+	VBLENDVPS    Y1, Y0, Y2, Y2
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y2, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y2
+	VMULPS       Y2, Y2, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y2, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y1, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y2, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 1 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x01
+	JLE  grouprows
+	MOVQ $0x00000001, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeQ8VNNII4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX2, AVXVNNI, FMA3, MMX+
+TEXT ·DecodeQ8VNNII4AVX2(SB), NOSPLIT, $240-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	ADDQ $0x1f, DI
+	SHRQ $0x05, DI
+	SHLQ $0x04, DI
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	ADDQ $0x1f, BX
+	SHRQ $0x05, BX
+	SHLQ $0x04, BX
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x08, CX
+	ADDQ   $0x000002c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x05, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000200, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 704(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesv:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+	MOVQ    $0x00000000, 88(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	LEAQ    (DX)(DX*2), BX
+	LEAQ    (CX)(DX*4), SI
+	MOVQ    q8+160(FP), DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	MOVQ    R8, 216(SP)
+	MOVQ    R9, 224(SP)
+	LEAQ    704(AX), R8
+	MOVQ    R8, 232(SP)
+	MOVQ    72(SP), R8
+	SHRQ    $0x04, R8
+	VMOVDQU constsAVX2<>+1056(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+
+q8row_chunk:
+	TESTQ        R8, R8
+	JZ           q8row_tail
+	VMOVDQU      (DI), Y2
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x04, Y4, Y3
+	VPOR         Y3, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVUPS      constsAVX2<>+768(SB), Y3
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
+	VPMOVZXBW    (CX)(DX*1), Y5
+	VPSLLW       $0x04, Y5, Y4
+	VPOR         Y4, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
+	VPMOVZXBW    (CX)(DX*2), Y6
+	VPSLLW       $0x04, Y6, Y5
+	VPOR         Y5, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVUPS      constsAVX2<>+768(SB), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
+	VPMOVZXBW    (CX)(BX*1), Y7
+	VPSLLW       $0x04, Y7, Y6
+	VPOR         Y6, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVUPS      constsAVX2<>+768(SB), Y6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x45; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
+	VPMOVZXBW    (SI), Y8
+	VPSLLW       $0x04, Y8, Y7
+	VPOR         Y7, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVUPS      constsAVX2<>+768(SB), Y7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x3d; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
+	VPMOVZXBW    (SI)(DX*1), Y9
+	VPSLLW       $0x04, Y9, Y8
+	VPOR         Y8, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVUPS      constsAVX2<>+768(SB), Y8
+	BYTE $0xc4; BYTE $0x62; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
+	VPMOVZXBW    (SI)(DX*2), Y10
+	VPSLLW       $0x04, Y10, Y9
+	VPOR         Y9, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VMOVUPS      constsAVX2<>+768(SB), Y9
+	BYTE $0xc4; BYTE $0x62; BYTE $0x2d; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
+	VPMOVZXBW    (SI)(BX*1), Y11
+	VPSLLW       $0x04, Y11, Y10
+	VPOR         Y10, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMOVUPS      constsAVX2<>+768(SB), Y10
+	BYTE $0xc4; BYTE $0x62; BYTE $0x25; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
+	MOVQ         128(SP), R9
+	LEAQ         (CX)(R9*1), R10
+	LEAQ         (SI)(R9*1), R9
+	PREFETCHT1   (R10)
+	PREFETCHT1   (R10)(DX*1)
+	PREFETCHT1   (R10)(DX*2)
+	PREFETCHT1   (R10)(BX*1)
+	PREFETCHT1   (R9)
+	PREFETCHT1   (R9)(DX*1)
+	PREFETCHT1   (R9)(DX*2)
+	PREFETCHT1   (R9)(BX*1)
+	MOVQ         216(SP), R9
+	MOVQ         224(SP), R10
+	MOVQ         232(SP), R11
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y8, Y7, Y4
+	VPUNPCKHDQ   Y8, Y7, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y10, Y9, Y5
+	VPUNPCKHDQ   Y10, Y9, Y6
+	VPADDD       Y6, Y5, Y5
+	VPUNPCKLQDQ  Y3, Y2, Y6
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y6, Y2
+	VPUNPCKLQDQ  Y5, Y4, Y3
+	VPUNPCKHQDQ  Y5, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPERM2I128   $0x20, Y3, Y2, Y4
+	VPERM2I128   $0x31, Y3, Y2, Y2
+	VPADDD       Y2, Y4, Y2
+	VPBROADCASTD (R10), Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R11), Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x00000020, R11
+	MOVQ         R9, 216(SP)
+	MOVQ         R10, 224(SP)
+	MOVQ         R11, 232(SP)
+	ADDQ         $0x20, DI
+	ADDQ         $0x10, CX
+	ADDQ         $0x10, SI
+	DECQ         R8
+	JMP          q8row_chunk
+
+q8row_tail:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
+	VMULPS       Y1, Y1, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y1, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 1 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x01
+	JLE  grouprows
+	MOVQ $0x00000001, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
+// func DecodeQ8VNNIEmuI4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, FMA3, MMX+
+TEXT ·DecodeQ8VNNIEmuI4AVX2(SB), NOSPLIT, $240-192
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	ADDQ $0x1f, DI
+	SHRQ $0x05, DI
+	SHLQ $0x04, DI
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	ADDQ $0x1f, BX
+	SHRQ $0x05, BX
+	SHLQ $0x04, BX
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ   ks+128(FP), CX
+	MOVQ   CX, 144(SP)
+	MOVQ   ldks+136(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 160(SP)
+	MOVQ   72(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 176(SP)
+	MOVQ   vs+144(FP), CX
+	MOVQ   CX, 152(SP)
+	MOVQ   ldvs+152(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   CX, 168(SP)
+	MOVQ   80(SP), CX
+	SHRQ   $0x04, CX
+	MOVQ   CX, 184(SP)
+	MOVQ   176(SP), CX
+	SHLQ   $0x08, CX
+	ADDQ   $0x000002c0, CX
+	MOVQ   CX, 192(SP)
+	MOVQ   184(SP), DX
+	SHLQ   $0x05, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 200(SP)
+	MOVQ   184(SP), CX
+	IMUL3Q $0x00000200, CX, CX
+	ADDQ   DX, CX
+	MOVQ   CX, 208(SP)
+	MOVQ   48(SP), CX
+	CMPQ   CX, 72(SP)
+	JNE    pfk0_strided
+	MOVQ   $0x00000000, 128(SP)
+	JMP    pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 704(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesk
+	MOVQ 152(SP), CX
+	MOVQ 192(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+	MOVQ 168(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesv:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
+
+	// DecodeQ8, one row: each key's sums over K as it is, folded.
+	MOVQ    $0x00000000, 88(SP)
+	MOVQ    (SP), CX
+	MOVQ    48(SP), DX
+	LEAQ    (DX)(DX*2), BX
+	LEAQ    (CX)(DX*4), SI
+	MOVQ    q8+160(FP), DI
+	MOVQ    qs+176(FP), R8
+	MOVQ    qc+184(FP), R9
+	MOVQ    R8, 216(SP)
+	MOVQ    R9, 224(SP)
+	LEAQ    704(AX), R8
+	MOVQ    R8, 232(SP)
+	MOVQ    72(SP), R8
+	SHRQ    $0x04, R8
+	VMOVDQU constsAVX2<>+1056(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+
+q8row_chunk:
+	TESTQ        R8, R8
+	JZ           q8row_tail
+	VMOVDQU      (DI), Y2
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x04, Y4, Y3
+	VPOR         Y3, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVUPS      constsAVX2<>+768(SB), Y3
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
+	VPMOVZXBW    (CX)(DX*1), Y5
+	VPSLLW       $0x04, Y5, Y4
+	VPOR         Y4, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVUPS      constsAVX2<>+768(SB), Y4
+	BYTE $0x62; BYTE $0xf2; BYTE $0x55; BYTE $0x28; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
+	VPMOVZXBW    (CX)(DX*2), Y6
+	VPSLLW       $0x04, Y6, Y5
+	VPOR         Y5, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVUPS      constsAVX2<>+768(SB), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x4d; BYTE $0x28; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
+	VPMOVZXBW    (CX)(BX*1), Y7
+	VPSLLW       $0x04, Y7, Y6
+	VPOR         Y6, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVUPS      constsAVX2<>+768(SB), Y6
+	BYTE $0x62; BYTE $0xf2; BYTE $0x45; BYTE $0x28; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
+	VPMOVZXBW    (SI), Y8
+	VPSLLW       $0x04, Y8, Y7
+	VPOR         Y7, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVUPS      constsAVX2<>+768(SB), Y7
+	BYTE $0x62; BYTE $0xf2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
+	VPMOVZXBW    (SI)(DX*1), Y9
+	VPSLLW       $0x04, Y9, Y8
+	VPOR         Y8, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVUPS      constsAVX2<>+768(SB), Y8
+	BYTE $0x62; BYTE $0x72; BYTE $0x35; BYTE $0x28; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
+	VPMOVZXBW    (SI)(DX*2), Y10
+	VPSLLW       $0x04, Y10, Y9
+	VPOR         Y9, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VMOVUPS      constsAVX2<>+768(SB), Y9
+	BYTE $0x62; BYTE $0x72; BYTE $0x2d; BYTE $0x28; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
+	VPMOVZXBW    (SI)(BX*1), Y11
+	VPSLLW       $0x04, Y11, Y10
+	VPOR         Y10, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMOVUPS      constsAVX2<>+768(SB), Y10
+	BYTE $0x62; BYTE $0x72; BYTE $0x25; BYTE $0x28; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
+	MOVQ         128(SP), R9
+	LEAQ         (CX)(R9*1), R10
+	LEAQ         (SI)(R9*1), R9
+	PREFETCHT1   (R10)
+	PREFETCHT1   (R10)(DX*1)
+	PREFETCHT1   (R10)(DX*2)
+	PREFETCHT1   (R10)(BX*1)
+	PREFETCHT1   (R9)
+	PREFETCHT1   (R9)(DX*1)
+	PREFETCHT1   (R9)(DX*2)
+	PREFETCHT1   (R9)(BX*1)
+	MOVQ         216(SP), R9
+	MOVQ         224(SP), R10
+	MOVQ         232(SP), R11
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLDQ   Y6, Y5, Y3
+	VPUNPCKHDQ   Y6, Y5, Y4
+	VPADDD       Y4, Y3, Y3
+	VPUNPCKLDQ   Y8, Y7, Y4
+	VPUNPCKHDQ   Y8, Y7, Y5
+	VPADDD       Y5, Y4, Y4
+	VPUNPCKLDQ   Y10, Y9, Y5
+	VPUNPCKHDQ   Y10, Y9, Y6
+	VPADDD       Y6, Y5, Y5
+	VPUNPCKLQDQ  Y3, Y2, Y6
+	VPUNPCKHQDQ  Y3, Y2, Y2
+	VPADDD       Y2, Y6, Y2
+	VPUNPCKLQDQ  Y5, Y4, Y3
+	VPUNPCKHQDQ  Y5, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPERM2I128   $0x20, Y3, Y2, Y4
+	VPERM2I128   $0x31, Y3, Y2, Y2
+	VPADDD       Y2, Y4, Y2
+	VPBROADCASTD (R10), Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R11), Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x00000020, R11
+	MOVQ         R9, 216(SP)
+	MOVQ         R10, 224(SP)
+	MOVQ         R11, 232(SP)
+	ADDQ         $0x20, DI
+	ADDQ         $0x10, CX
+	ADDQ         $0x10, SI
+	DECQ         R8
+	JMP          q8row_chunk
+
+q8row_tail:
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           q8row_softmax_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+q8row_softmax_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
+	VMULPS       Y1, Y1, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y1, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 1 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x01
+	JLE  grouprows
+	MOVQ $0x00000001, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
 // func WidenF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, F16C
 TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-48

@@ -176,7 +176,7 @@ func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	checkInN("DecodeQ8", "q corrections", q.Corr, rows*nb)
 	ks.checkDecode("DecodeQ8", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	switch {
-	case k.Type == fallback.KVInt4 && ks.decodeQ8I4 != nil:
+	case k.Type == fallback.KVInt4 && ks.decodeQ8I4 != nil && rows <= ks.decodeQ8I4Max:
 		ks.decodeQ8I4Rows(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	case k.Type == fallback.KVInt4:
 		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {

@@ -51,16 +51,18 @@ type Set struct {
 	prefetch func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
 	decode   decodeKernel                                                                             // nil: no fused decode
 	decodeQ8 decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
-	// decodeQ8I4 is DecodeQ8 over int4 K/V as they are, one query row
-	// (decodeQ8I4Row gives it its q8 row); nil: int4 widened (int4kv.go).
-	decodeQ8I4 decodeQ8Kernel
-	widen      func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) // rows of whole vectors; nil: Go
-	narrow     func(dst []uint16, src []float32, t KVType)                                // whole vectors; nil: Go
-	gemmW      gemmWKernel                                                                // nil: WidenWeights + Gemm
-	gemvI8     gemmWKernel                                                                // nil: fallback.GemvI8
-	gemvI4     gemmWKernel                                                                // rows of Half = int4Half; nil: fallback.GemvI4
-	widenW     func(dst []float32, ldd int, b WeightRows, k, n int)                       // int8, int4 (Half = Lanes) in whole vectors; nil: Go
-	bf16       *bf16Kernels                                                               // nil: no bfloat16 dot products (bf16.go)
+	// decodeQ8I4 is DecodeQ8 over int4 K/V as they are (decodeQ8I4Rows
+	// gives it its q8 rows) for calls of up to decodeQ8I4Max rows; nil,
+	// or more rows: int4 widened to int8 (int4kv.go).
+	decodeQ8I4    decodeQ8Kernel
+	decodeQ8I4Max int
+	widen         func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) // rows of whole vectors; nil: Go
+	narrow        func(dst []uint16, src []float32, t KVType)                                // whole vectors; nil: Go
+	gemmW         gemmWKernel                                                                // nil: WidenWeights + Gemm
+	gemvI8        gemmWKernel                                                                // nil: fallback.GemvI8
+	gemvI4        gemmWKernel                                                                // rows of Half = int4Half; nil: fallback.GemvI4
+	widenW        func(dst []float32, ldd int, b WeightRows, k, n int)                       // int8, int4 (Half = Lanes) in whole vectors; nil: Go
+	bf16          *bf16Kernels                                                               // nil: no bfloat16 dot products (bf16.go)
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)

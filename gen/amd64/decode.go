@@ -181,6 +181,9 @@ func (g *gen) decode(e elem, form q8Form) {
 				"64), qs their scales and qc[r*nb+b] = -8·Σ q8 of block b, so that a sum started",
 				"at qc is D_b, exact in int32; q is not read. Several rows: each block's K rows",
 				"unpacked into the scratch, transposed by dwords. s is scratch."}
+			if !x.avx512() {
+				scaled = append(scaled, "One row only (rows = 1): several run faster widened to int8 (kernels/amd64.go).")
+			}
 		case form != q8Sign:
 			scaled = append(scaled, "The scores are integer dot products ("+form.dot(x)+"): q8 holds the rows quantized",
 				"(ldq8 bytes apart, nb = ⌈dk/32⌉ blocks of 32, zeros past dk), qs their scales",
@@ -395,54 +398,59 @@ func (g *gen) decode(e elem, form q8Form) {
 		g.Comment("int8: the block's scales into the scratch, block-major.")
 		g.fillScales(lc, sp, q8)
 	}
-	if q8 {
+	// AVX2's int4 kernels take one row (decodeQ8I4Max): straight to q8row,
+	// and PV of one row.
+	oneRow := e == i4 && !x.avx512()
+	if q8 && !oneRow {
 		g.CMPQ(g.arg("rows"), operand.Imm(1))
 		g.JEQ(operand.LabelRef("q8row"))
 		g.Comment("DecodeQ8: the block's K rows into the scratch, transposed by dwords (VPDPBUSD: plus 128).")
 		g.transposeQ8(e, lc, sp, form)
 	}
 
-	g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
-	g.MOVQ(operand.U32(0), lc.row)
-	q := g.param("q")
-	store(q, lc.qrow)
-	// The first group prefetches the K rows decodeAhead blocks on, one line
-	// per vector it loads; the others find the block in L1. (DecodeQ8's
-	// transpose reads the rows and prefetches instead.)
-	prefetches := []bool{true, false}
-	if q8 {
-		prefetches = prefetches[1:]
-	} else {
-		g.CMPQ(lc.kAhead, operand.U32(0))
-		g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
-	}
-	for _, prefetch := range prefetches {
-		g.Label(groupLabel("rowgroup", 0, prefetch))
-		left := g.GP64()
-		g.MOVQ(g.arg("rows"), left)
-		g.SUBQ(lc.row, left)
-		if !prefetch {
-			g.JZ(operand.LabelRef("pv"))
+	if !oneRow {
+		g.Comment(fmt.Sprintf("Scores and softmax in groups of %v rows (with strided K, the first group prefetches).", scoreGroups))
+		g.MOVQ(operand.U32(0), lc.row)
+		q := g.param("q")
+		store(q, lc.qrow)
+		// The first group prefetches the K rows decodeAhead blocks on, one line
+		// per vector it loads; the others find the block in L1. (DecodeQ8's
+		// transpose reads the rows and prefetches instead.)
+		prefetches := []bool{true, false}
+		if q8 {
+			prefetches = prefetches[1:]
+		} else {
+			g.CMPQ(lc.kAhead, operand.U32(0))
+			g.JEQ(operand.LabelRef(groupLabel("rowgroup", 0, false)))
 		}
-		for _, R := range scoreGroups {
-			g.CMPQ(left, operand.Imm(uint64(R)))
-			g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
-		}
-		for _, R := range scoreGroups {
-			g.Label(groupLabel("scores", R, prefetch))
-			if q8 {
-				g.decodeScoresQ8(lc, sp, R, form)
-			} else {
-				g.decodeScores(e, lc, mkK, sp, R, prefetch)
+		for _, prefetch := range prefetches {
+			g.Label(groupLabel("rowgroup", 0, prefetch))
+			left := g.GP64()
+			g.MOVQ(g.arg("rows"), left)
+			g.SUBQ(lc.row, left)
+			if !prefetch {
+				g.JZ(operand.LabelRef("pv"))
 			}
-			r, q := load(lc.row), load(lc.qrow)
-			g.ADDQ(operand.Imm(uint64(R)), r)
-			for range R {
-				g.ADDQ(lc.qstride, q)
+			for _, R := range scoreGroups {
+				g.CMPQ(left, operand.Imm(uint64(R)))
+				g.JGE(operand.LabelRef(groupLabel("scores", R, prefetch)))
 			}
-			store(r, lc.row)
-			store(q, lc.qrow)
-			g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+			for _, R := range scoreGroups {
+				g.Label(groupLabel("scores", R, prefetch))
+				if q8 {
+					g.decodeScoresQ8(e, lc, sp, R, form)
+				} else {
+					g.decodeScores(e, lc, mkK, sp, R, prefetch)
+				}
+				r, q := load(lc.row), load(lc.qrow)
+				g.ADDQ(operand.Imm(uint64(R)), r)
+				for range R {
+					g.ADDQ(lc.qstride, q)
+				}
+				store(r, lc.row)
+				store(q, lc.qrow)
+				g.JMP(operand.LabelRef(groupLabel("rowgroup", 0, false)))
+			}
 		}
 	}
 	if q8 {
@@ -458,7 +466,7 @@ func (g *gen) decode(e elem, form q8Form) {
 	}
 
 	g.Comment("PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.")
-	g.decodePV(e, lc, mkV, sp)
+	g.decodePV(e, lc, mkV, sp, oneRow)
 	for _, p := range advancing {
 		step, ptr := load(p.ld), load(p.ptr)
 		g.SHLQ(operand.U8(g.lanesLog()), step)
@@ -1299,8 +1307,11 @@ func (g *gen) butterfly(v reg.VecVirtual, op func(ops ...operand.Op)) {
 // decodePV emits the PV update of the block: for each group of rows and
 // each panel of vectors of dv (pvTile), O = alpha·O + Σ_c p[c]·V[c], over
 // the keys from skip to T.
-func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual) {
+func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, oneRow bool) {
 	RP, vecs := g.pvTile()
+	if oneRow {
+		RP = 1
+	}
 	T := g.isa.lanes
 	for nr := 1; nr <= RP; nr++ {
 		// Panels start at multiples of vecs: decodePVTile finds an int8
@@ -1492,14 +1503,17 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	}
 	g.Label(label(l, "fetched"))
 	var i4v []reg.VecVirtual
-	if e == i4 {
+	if e == i4 && g.isa.avx512() {
 		i4v = g.loadI4(vb, nv, i4c)
 	}
 	for j := 0; j < nv; j++ {
 		var vv reg.VecVirtual
-		if e == i4 {
+		switch {
+		case i4v != nil:
 			vv = i4v[j]
-		} else {
+		case e == i4:
+			vv = g.loadI4Vec(vb, j, i4c)
+		default:
 			vv = g.vec()
 			g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * vecBytes}, masked && j == nv-1, vv)
 		}

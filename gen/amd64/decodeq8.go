@@ -121,7 +121,7 @@ func (g *gen) transposeQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	switch {
 	case e == i4: // not a flip: each byte's low nibble
 		flip = g.vec()
-		g.VMOVDQU32(g.cst("nibbles"), flip)
+		g.loadConst("nibbles", flip)
 	case g.isa.avx512():
 		flip = g.vec()
 		g.VMOVDQU32(g.cst("byteSigns"), flip)
@@ -209,7 +209,7 @@ func (g *gen) chunks(name string, n reg.GPVirtual, krow operand.Mem, chunk func(
 // sums (AVX-512: started at the rows' corrections) take 8 Kt rows × R
 // dot steps (one row: two sums per row, alternate Kt rows, so the chain
 // is half as long), then are scaled into the rows' float32 scores.
-func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Form) {
+func (g *gen) decodeScoresQ8(e elem, lc decodeLocals, sp reg.GPVirtual, R int, form q8Form) {
 	lb := groupLabel("scoresq8", R, false)
 	sums := 1
 	if R == 1 {
@@ -274,7 +274,7 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 		acc[r] = make([]reg.VecVirtual, sums)
 		for a := range acc[r] {
 			acc[r][a] = g.vec()
-			if a == 0 && !sign {
+			if a == 0 && (!sign || e == i4) { // int4: -8·Σ q8 in every form
 				g.VPBROADCASTD(at(cb, nb4, nb12, r, 0), acc[r][a])
 			} else {
 				g.zero(acc[r][a])
@@ -283,8 +283,8 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 	}
 	rowBytes := 4 * g.isa.lanes // a Kt row
 	y := g.vec()
-	var abs reg.VecVirtual // VPMADDUBSW's |k|
-	if sign {
+	var abs reg.VecVirtual // VPMADDUBSW's |k| (int4's nibbles are unsigned as they are)
+	if sign && e != i4 {
 		abs = g.vec()
 	}
 	for i := 0; i < 8; i++ {
@@ -294,7 +294,7 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 		} else {
 			g.VMOVDQU(ktRow, y)
 		}
-		if sign {
+		if abs != nil {
 			g.VPABSB(y, abs)
 		}
 		for r := range acc {
@@ -315,9 +315,14 @@ func (g *gen) decodeScoresQ8(lc decodeLocals, sp reg.GPVirtual, R int, form q8Fo
 				g.raw(vpdpbusdEVEX256, sum, y, t)
 				continue
 			}
-			// VPMADDUBSW: sum += Σ_4 |k|·(q8[r]·sign(k)) over dword i.
-			g.VPSIGNB(y, t, t)
-			g.VPMADDUBSW(t, abs, t)
+			// VPMADDUBSW: sum += Σ_4 |k|·(q8[r]·sign(k)) over dword i
+			// (int4: Σ_4 u·q8[r], u unsigned).
+			if e == i4 {
+				g.VPMADDUBSW(t, y, t)
+			} else {
+				g.VPSIGNB(y, t, t)
+				g.VPMADDUBSW(t, abs, t)
+			}
 			g.VPMADDWD(ones, t, t)
 			g.VPADDD(t, sum, sum)
 		}
@@ -367,9 +372,6 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	blocks := chunkBytes / 32 // scale blocks per chunk
 	kBytes := chunkBytes      // of a K row per chunk
 	if e == i4 {
-		if !g.isa.avx512() {
-			panic("decodeRowQ8: int4 K on AVX-512 only")
-		}
 		kBytes /= 2
 	}
 	avx512, sign := g.isa.avx512(), form == q8Sign
@@ -393,13 +395,15 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	g.MOVQ(lc.krow, n)
 	g.SHRQ(operand.U8(bits.TrailingZeros(uint(kBytes))), n) // whole chunks
 	var flip, ones reg.VecVirtual
-	switch {
-	case e == i4:
+	if e == i4 {
 		flip = g.vec() // not a flip: each byte's low nibble
-		g.VMOVDQU32(g.cst("nibbles"), flip)
+		g.loadConst("nibbles", flip)
+	}
+	switch {
 	case sign:
 		ones = g.vec()
 		g.VMOVDQU(g.cst("wordOnes"), ones)
+	case e == i4:
 	case avx512:
 		flip = g.vec()
 		g.VMOVDQU32(g.cst("byteSigns"), flip)
@@ -416,7 +420,7 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	chunk := func(masked bool, tail tailRegs, ymask reg.VecVirtual, tail2 reg.GPVirtual, lb string) {
 		q := operand.Op(operand.Mem{Base: qb})
 		switch {
-		case e == i4: // DecodeQ8I4's q8 row: whole chunks of 64 bytes
+		case e == i4 && avx512: // DecodeQ8I4's q8 row: whole chunks of 64 bytes
 		case masked && avx512: // the row's last block may end the buffer
 			qv := g.vec()
 			g.VMOVDQU32_Z(operand.Mem{Base: qb}, tail.kmask, qv)
@@ -430,7 +434,7 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 		for c := range acc {
 			acc[c] = g.vec()
 			if e == i4 {
-				g.unpackI4Row(keys.row(c), tail.kmask, flip, q, acc[c])
+				g.unpackI4Row(form, keys.row(c), tail.kmask, flip, ones, q, acc[c])
 				continue
 			}
 			var k operand.Op = keys.row(c)
@@ -485,7 +489,7 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 				g.CMPQ(tail2, operand.Imm(8))
 				g.JLE(operand.LabelRef(lb))
 			}
-			if !sign { // undo the +128: -128·Σ q8 of the block
+			if !sign || e == i4 { // undo the +128 (-128·Σ q8 of the block), int4's 8 (-8·Σ q8)
 				if avx512 {
 					g.VPADDD_BCST(operand.Mem{Base: cb, Disp: 4 * b}, sv, sv)
 				} else {

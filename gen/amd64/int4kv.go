@@ -9,44 +9,74 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// unpackI4 loads one key's next 64 int4 elements at m (two blocks, 32
-// bytes; with half, a mask of 16 bytes: one block, loaded masked, the
-// rest zero) into w as 64 unsigned bytes: VPMOVZXBW widens each byte to
-// a word, a shift by 4 copies its high nibble into the word's upper
-// byte, and one VPTERNLOGD keeps (w | w<<4) & 0x0F0F: byte 2j holds
-// element j's nibble u, byte 2j+1 element j+16's (0..15), the order
-// DecodeQ8I4's q8 rows are in. VPDPBUSD then sums u·q four bytes a
-// lane; the caller's qc (-8·Σ q8 of the block) turns Σ u·q into
-// Σ (u-8)·q. nib holds 0x0F in every byte.
+// unpackI4 loads one key's next int4 elements at m into w as unsigned
+// bytes, 2·lanes of them: AVX-512 64 (two blocks, 32 bytes; with half,
+// a mask of 16 bytes: one block, loaded masked, the rest zero), AVX2 32
+// (one block, 16 bytes). VPMOVZXBW widens each byte to a word, a shift
+// by 4 copies its high nibble into the word's upper byte, and (w |
+// w<<4) & 0x0F0F (one VPTERNLOGD on AVX-512) leaves in byte 2j element
+// j's nibble u and in byte 2j+1 element j+16's (0..15), the order
+// DecodeQ8I4's q8 rows are in. A dot product of them by q8 sums u·q;
+// the caller's qc (-8·Σ q8 of the block) turns that into Σ (u-8)·q. nib
+// holds 0x0F in every byte.
 func (g *gen) unpackI4(m operand.Mem, half reg.OpmaskVirtual, nib, w reg.VecVirtual) {
-	if half != nil {
+	t := g.vec()
+	switch {
+	case half != nil:
 		b := g.vec()
 		g.VMOVDQU8_Z(m, half, b)
 		g.VPMOVZXBW(b.AsY(), w)
-	} else {
+	default:
 		g.VPMOVZXBW(m, w)
 	}
-	t := g.vec()
 	g.VPSLLW(operand.U8(4), w, t)
-	// VPTERNLOGD's table over (A = w, B = t, C = nib): (A | B) & C = 0xA8.
-	g.VPTERNLOGD(operand.U8(0xa8), nib, t, w)
+	if g.isa.avx512() {
+		// VPTERNLOGD's table over (A = w, B = t, C = nib): (A | B) & C = 0xA8.
+		g.VPTERNLOGD(operand.U8(0xa8), nib, t, w)
+		return
+	}
+	g.VPOR(t, w, w)
+	g.VPAND(nib, w, w)
 }
 
-// unpackI4Row adds into acc (zeroed here) the products of one key's next
-// 64 int4 elements at m (unpackI4) with the query chunk q, per dword
-// lane.
-func (g *gen) unpackI4Row(m operand.Mem, half reg.OpmaskVirtual, nib reg.VecVirtual, q operand.Op, acc reg.VecVirtual) {
+// unpackI4Row sets acc to the dword sums of the products of one key's
+// next int4 elements at m (unpackI4) with the query chunk q, in the
+// form's dot step: VPDPBUSD (AVX-VNNI's VEX one, or its EVEX twin), or
+// VPMADDUBSW of the unsigned nibbles by q and VPMADDWD by ones (a pair
+// is at most 2·15·127: no saturation).
+func (g *gen) unpackI4Row(form q8Form, m operand.Mem, half reg.OpmaskVirtual, nib, ones reg.VecVirtual, q operand.Op, acc reg.VecVirtual) {
 	w := g.vec()
 	g.unpackI4(m, half, nib, w)
-	g.zero(acc)
-	g.VPDPBUSD(q, w, acc)
+	switch {
+	case g.isa.avx512():
+		g.zero(acc)
+		g.VPDPBUSD(q, w, acc)
+	case form == q8Sign:
+		g.VPMADDUBSW(q, w, w)
+		g.VPMADDWD(ones, w, acc)
+	case form == q8Dot:
+		g.zero(acc)
+		g.raw(vpdpbusdVEX, acc, w, q.(reg.VecVirtual))
+	default:
+		g.zero(acc)
+		g.raw(vpdpbusdEVEX256, acc, w, q.(reg.VecVirtual))
+	}
 }
 
-// chunksI4 emits the loop over an int4 K row's chunks of 32 bytes (64
-// elements, two scale blocks): n (a register, counted down) whole ones,
-// then, if the row's bytes (krow, 16 a block) leave a block, that block
-// as a chunk loaded under half, a mask of its 16 bytes (nil for the
-// whole ones).
+// loadConst loads the constant vector name into v.
+func (g *gen) loadConst(name string, v reg.VecVirtual) {
+	if g.isa.avx512() {
+		g.VMOVDQU32(g.cst(name), v)
+		return
+	}
+	g.VMOVDQU(g.cst(name), v)
+}
+
+// chunksI4 emits the loop over an int4 K row's chunks of lanes·2
+// elements (AVX-512: 32 bytes, two scale blocks; AVX2: 16, one): n (a
+// register, counted down) whole ones, then on AVX-512, if the row's
+// bytes (krow, 16 a block) leave a block, that block as a chunk loaded
+// under half, a mask of its 16 bytes (nil for the whole ones).
 func (g *gen) chunksI4(name string, n reg.GPVirtual, krow operand.Mem, chunk func(half reg.OpmaskVirtual)) {
 	g.Label(name + "_chunk")
 	g.TESTQ(n, n)
@@ -55,6 +85,9 @@ func (g *gen) chunksI4(name string, n reg.GPVirtual, krow operand.Mem, chunk fun
 	g.DECQ(n)
 	g.JMP(operand.LabelRef(name + "_chunk"))
 	g.Label(name + "_tail")
+	if !g.isa.avx512() { // AVX2's chunks are single blocks
+		return
+	}
 	g.TESTQ(operand.U32(16), krow)
 	g.JZ(operand.LabelRef(name + "_done"))
 	half, bits := g.K(), g.GP32()
@@ -70,9 +103,9 @@ type i4Consts struct{ nib, magic, magic8 reg.VecVirtual }
 
 func (g *gen) i4Consts() i4Consts {
 	c := i4Consts{g.vec(), g.vec(), g.vec()}
-	g.VMOVDQU32(g.cst("nibble"), c.nib)
-	g.VMOVDQU32(g.cst("twoTo23"), c.magic)
-	g.VMOVDQU32(g.cst("twoTo23Plus8"), c.magic8)
+	g.loadConst("nibble", c.nib)
+	g.loadConst("twoTo23", c.magic)
+	g.loadConst("twoTo23Plus8", c.magic8)
 	return c
 }
 
@@ -86,9 +119,6 @@ func (g *gen) i4Consts() i4Consts {
 // subtraction each, where a conversion would take a mask, an integer
 // subtraction and VCVTDQ2PS.
 func (g *gen) loadI4(vb reg.GPVirtual, nv int, c i4Consts) []reg.VecVirtual {
-	if !g.isa.avx512() {
-		panic("loadI4: int4 V on AVX-512 only")
-	}
 	out := make([]reg.VecVirtual, nv)
 	for j := 0; j < nv; j += 2 {
 		x := g.vec()
@@ -106,4 +136,22 @@ func (g *gen) loadI4(vb reg.GPVirtual, nv int, c i4Consts) []reg.VecVirtual {
 		out[j] = x
 	}
 	return out
+}
+
+// loadI4Vec loads vector j (T = 8 elements) of an int4 V row's panel at
+// vb as float32 on AVX2, as loadI4 does two at a time on AVX-512: of
+// block j/4, the low nibbles of its bytes 0..7 (j%4 = 0) or 8..15 (1),
+// or their high nibbles (2, 3). Each vector loads its 8 bytes (one
+// register for all, where loadI4's pairs would take 8 of the 16).
+func (g *gen) loadI4Vec(vb reg.GPVirtual, j int, c i4Consts) reg.VecVirtual {
+	x := g.vec()
+	g.VPMOVZXBD(operand.Mem{Base: vb, Disp: 16*(j/4) + 8*(j%2)}, x)
+	if j%4 >= 2 {
+		g.VPSRLD(operand.U8(4), x, x)
+	} else {
+		g.VPAND(c.nib, x, x)
+	}
+	g.VPOR(c.magic, x, x)
+	g.VSUBPS(c.magic8, x, x)
+	return x
 }

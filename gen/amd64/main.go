@@ -62,9 +62,11 @@ func generate(x isa, dir string) error {
 		g.decode(i8, q8Dot) // DecodeQ8: int8 K on VPDPBUSD
 		g.decode(i4, q8Dot) // DecodeQ8I4: int4 K/V as they are, one row
 	} else {
-		g.decode(i8, q8Sign)   // DecodeQ8: on VPMADDUBSW
-		g.decode(i8, q8Dot)    // DecodeQ8VNNI: on AVX-VNNI's VPDPBUSD
-		g.decode(i8, q8DotEmu) // DecodeQ8VNNIEmu: the same on its EVEX form
+		for _, e := range []elem{i8, i4} { // DecodeQ8…, DecodeQ8…I4
+			g.decode(e, q8Sign)   // DecodeQ8: on VPMADDUBSW
+			g.decode(e, q8Dot)    // DecodeQ8VNNI: on AVX-VNNI's VPDPBUSD
+			g.decode(e, q8DotEmu) // DecodeQ8VNNIEmu: the same on its EVEX form
+		}
 	}
 	g.convert()
 	g.widenI4KV()
