@@ -7,8 +7,10 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-// Int4 K/V (fallback.KVInt4 rows: ggml's q4_0 blocks) runs on the int8
-// decode kernels: Decode and DecodeQ8 widen int4Chunk keys at a time to
+// Int4 K/V (fallback.KVInt4 rows: ggml's q4_0 blocks) in DecodeQ8 runs
+// on the set's DecodeQ8I4 where it has one for the call's rows
+// (decodeQ8I4Rows below), which reads the nibbles as they are. Otherwise
+// it runs on the int8 decode kernels: Decode and DecodeQ8 widen int4Chunk keys at a time to
 // int8 rows in their scratch (a nibble u becomes u-8, under the same
 // scales, so every row stands for the same values) and run the set's int8
 // kernel over the chunk, the softmax state carried from chunk to chunk.
