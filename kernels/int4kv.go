@@ -124,9 +124,9 @@ func (ks *Set) decodeQ8I4Rows(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, 
 	for r := range rows {
 		row, out := q.Q[r*q.Ld:], q8[r*ld:(r+1)*ld]
 		for b := range nb {
-			blk, o := row[b*fallback.Int8Block:][:fallback.Int8Block], out[b*fallback.Int8Block:][:fallback.Int8Block]
+			blk, dst := row[b*fallback.Int8Block:][:fallback.Int8Block], out[b*fallback.Int8Block:][:fallback.Int8Block]
 			for j := range fallback.Int4Block {
-				o[2*j], o[2*j+1] = blk[j], blk[j+fallback.Int4Block]
+				dst[2*j], dst[2*j+1] = blk[j], blk[j+fallback.Int4Block]
 			}
 			corr[r*nb+b] = q.Corr[r*nb+b] / 16
 		}

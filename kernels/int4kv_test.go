@@ -136,9 +136,9 @@ func TestDecodeInt4SharedBytes(t *testing.T) {
 	}
 }
 
-// TestDecodeQ8Int4AsInt8: DecodeQ8 over int4 K/V (AVX-512's DecodeQ8I4
-// reads them as they are; the other sets widen them a chunk at a time)
-// gives, bit for bit, DecodeQ8's result over the int8 rows
+// TestDecodeQ8Int4AsInt8: DecodeQ8 over int4 K/V (DecodeQ8I4 reads them
+// as they are where the set has it for the rows: AVX-512 1..16, AVX2
+// one; otherwise they are widened a chunk at a time) gives, bit for bit, DecodeQ8's result over the int8 rows
 // WidenInt4Rows makes of them in one call: the same int32 sums, scaled
 // and summed alike. 1..16 rows (one: the path without the transpose),
 // head dims of one to 18 blocks (odd counts end on a half chunk),
