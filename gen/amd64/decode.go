@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -1385,6 +1386,10 @@ func (g *gen) decodePV(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, one
 // times nv vectors of each V row, and are stored back.
 func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, nr, nv int, masked bool) {
 	T := g.isa.lanes
+	vecBytes := T * e.bytes() // of a V vector in memory
+	if e == i4 {
+		vecBytes = T / 2
+	}
 	b := g.isa.bytes()
 	sl := g.decodeLayout()
 	// O rows: o + g0·ldo + vec·lanes·4.
@@ -1438,11 +1443,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	g.IMULQ(ldv, t)
 	g.ADDQ(t, vb)
 	g.MOVQ(lc.vec, t)
-	if e == i4 { // vec·T elements, half a byte each
-		g.SHLQ(operand.U8(g.lanesLog()-1), t)
-	} else {
-		g.SHLQ(operand.U8(g.lanesLog()+e.log()), t)
-	}
+	g.SHLQ(operand.U8(bits.TrailingZeros(uint(vecBytes))), t)
 	g.ADDQ(t, vb)
 	g.MOVQ(g0, pb)
 	g.SHLQ(operand.U8(g.lanesLog()), pb)
@@ -1492,10 +1493,6 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 	// Strided V only (va != vb): the row's lines decodeAhead blocks on.
 	g.CMPQ(va, vb)
 	g.JEQ(operand.LabelRef(label(l, "fetched")))
-	vecBytes := T * e.bytes()
-	if e == i4 {
-		vecBytes = T / 2
-	}
 	for j := 0; j < nv; j++ {
 		if e != i4 || j*vecBytes%64 == 0 {
 			g.PREFETCHT1(operand.Mem{Base: va, Disp: j * vecBytes})

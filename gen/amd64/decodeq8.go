@@ -117,11 +117,12 @@ func (g *gen) transposeQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	n := g.GP64()
 	g.MOVQ(lc.krow, n)
 	g.SHRQ(operand.U8(bits.TrailingZeros(uint(kBytes))), n) // whole chunks
-	var flip reg.VecVirtual
+	// flip: k+128's sign bits (int8); nib: each byte's low nibble (int4).
+	var flip, nib reg.VecVirtual
 	switch {
-	case e == i4: // not a flip: each byte's low nibble
-		flip = g.vec()
-		g.loadConst("nibbles", flip)
+	case e == i4:
+		nib = g.vec()
+		g.loadConst("nibbles", nib)
 	case g.isa.avx512():
 		flip = g.vec()
 		g.VMOVDQU32(g.cst("byteSigns"), flip)
@@ -137,7 +138,7 @@ func (g *gen) transposeQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 			x[c] = g.vec()
 			switch {
 			case e == i4:
-				g.unpackI4(keys.row(c), tail.kmask, flip, x[c])
+				g.unpackI4(keys.row(c), tail.kmask, nib, x[c])
 			case !masked && g.isa.avx512():
 				g.VPXORD(keys.row(c), flip, x[c])
 			case !masked && flip != nil:
@@ -394,22 +395,20 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	n := g.GP64()
 	g.MOVQ(lc.krow, n)
 	g.SHRQ(operand.U8(bits.TrailingZeros(uint(kBytes))), n) // whole chunks
-	var flip, ones reg.VecVirtual
-	if e == i4 {
-		flip = g.vec() // not a flip: each byte's low nibble
-		g.loadConst("nibbles", flip)
-	}
+	// flip: k+128's sign bits (int8 on VPDPBUSD); nib: each byte's low
+	// nibble (int4); ones: VPMADDWD's (the VPMADDUBSW form).
+	var flip, nib, ones reg.VecVirtual
 	switch {
-	case sign:
+	case e == i4:
+		nib = g.vec()
+		g.loadConst("nibbles", nib)
+	case !sign:
+		flip = g.vec()
+		g.loadConst("byteSigns", flip)
+	}
+	if sign {
 		ones = g.vec()
 		g.VMOVDQU(g.cst("wordOnes"), ones)
-	case e == i4:
-	case avx512:
-		flip = g.vec()
-		g.VMOVDQU32(g.cst("byteSigns"), flip)
-	default:
-		flip = g.vec()
-		g.VMOVDQU(g.cst("byteSigns"), flip)
 	}
 	score := g.vec()
 	g.zero(score)
@@ -434,7 +433,7 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 		for c := range acc {
 			acc[c] = g.vec()
 			if e == i4 {
-				g.unpackI4Row(form, keys.row(c), tail.kmask, flip, ones, q, acc[c])
+				g.unpackI4Row(form, keys.row(c), tail.kmask, nib, ones, q, acc[c])
 				continue
 			}
 			var k operand.Op = keys.row(c)

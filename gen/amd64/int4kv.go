@@ -1,6 +1,8 @@
 // DecodeQ8I4<ISA>'s own steps: int4 K/V (ggml's q4_0 blocks) read as
-// they are by a one-row decode, K's nibbles multiplied by the quantized
-// query on VPDPBUSD, V's turned into float32 in registers.
+// they are by the int8 mode's decode (AVX-512: 1..16 rows; AVX2: one),
+// K's nibbles multiplied by the quantized query on the set's dot step
+// (VPDPBUSD, or VPMADDUBSW and VPMADDWD), V's turned into float32 in
+// registers.
 
 package main
 

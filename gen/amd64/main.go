@@ -60,7 +60,7 @@ func generate(x isa, dir string) error {
 	}
 	if x.avx512() {
 		g.decode(i8, q8Dot) // DecodeQ8: int8 K on VPDPBUSD
-		g.decode(i4, q8Dot) // DecodeQ8I4: int4 K/V as they are, one row
+		g.decode(i4, q8Dot) // DecodeQ8I4: int4 K/V as they are, 1..16 rows
 	} else {
 		for _, e := range []elem{i8, i4} { // DecodeQ8…, DecodeQ8…I4
 			g.decode(e, q8Sign)   // DecodeQ8: on VPMADDUBSW
