@@ -25066,6 +25066,5336 @@ panelnext:
 	VZEROUPPER
 	RET
 
+// func DecodeI4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·DecodeI4AVX2(SB), NOSPLIT, $208-160
+	MOVQ s+112(FP), AX
+	MOVQ ldk+40(FP), CX
+	MOVQ ldv+56(FP), DX
+	SHLQ $0x00, CX
+	SHLQ $0x00, DX
+	MOVQ CX, 48(SP)
+	MOVQ DX, 56(SP)
+	MOVQ kvec+16(FP), CX
+	MOVQ ktail+24(FP), DX
+	MOVQ vvec+72(FP), BX
+	MOVQ vtail+80(FP), SI
+	LEAQ -1(CX), DI
+	SHLQ $0x03, DI
+	ADDQ DX, DI
+	MOVQ DI, R8
+	SHLQ $0x02, R8
+	MOVQ R8, 40(SP)
+	ADDQ $0x1f, DI
+	SHRQ $0x05, DI
+	SHLQ $0x04, DI
+	SHLQ $0x00, DI
+	MOVQ DI, 72(SP)
+	LEAQ -1(BX), BX
+	SHLQ $0x03, BX
+	ADDQ SI, BX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+	MOVQ DI, 64(SP)
+	ADDQ $0x1f, BX
+	SHRQ $0x05, BX
+	SHLQ $0x04, BX
+	SHLQ $0x00, BX
+	MOVQ BX, 80(SP)
+	CMPQ DX, $0x08
+	JEQ  kwhole
+	DECQ CX
+
+kwhole:
+	MOVQ    CX, 32(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 576(AX)
+	MOVQ    $0x00000008, CX
+	SUBQ    SI, CX
+	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    (BX)(CX*4), BX
+	VMOVDQU (BX), Y0
+	VMOVDQU Y0, 608(AX)
+	MOVQ    DX, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 640(AX)
+	MOVQ    SI, CX
+	SHRQ    $0x02, CX
+	MOVQ    $0x00000008, DX
+	SUBQ    CX, DX
+	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    (CX)(DX*4), CX
+	VMOVDQU (CX), Y0
+	VMOVDQU Y0, 656(AX)
+	MOVQ    k+32(FP), CX
+	MOVQ    v+48(FP), DX
+	MOVQ    nk+64(FP), BX
+	MOVQ    CX, (SP)
+	MOVQ    DX, 8(SP)
+	MOVQ    BX, 16(SP)
+
+	// int8: scale rows, strides and counts; the V scales' place in the scratch.
+	MOVQ ks+128(FP), CX
+	MOVQ CX, 144(SP)
+	MOVQ ldks+136(FP), CX
+	SHLQ $0x02, CX
+	MOVQ CX, 160(SP)
+	MOVQ 72(SP), CX
+	SHRQ $0x04, CX
+	MOVQ CX, 176(SP)
+	MOVQ vs+144(FP), CX
+	MOVQ CX, 152(SP)
+	MOVQ ldvs+152(FP), CX
+	SHLQ $0x02, CX
+	MOVQ CX, 168(SP)
+	MOVQ 80(SP), CX
+	SHRQ $0x04, CX
+	MOVQ CX, 184(SP)
+	MOVQ 176(SP), CX
+	SHLQ $0x08, CX
+	ADDQ $0x000002c0, CX
+	MOVQ CX, 192(SP)
+	MOVQ 184(SP), DX
+	SHLQ $0x05, DX
+	ADDQ CX, DX
+	MOVQ DX, 200(SP)
+	MOVQ 48(SP), CX
+	CMPQ CX, 72(SP)
+	JNE  pfk0_strided
+	MOVQ $0x00000000, 128(SP)
+	JMP  pfk0_done
+
+pfk0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 128(SP)
+	MOVQ (SP), CX
+	MOVQ $0x00000010, DX
+
+pfk0:
+	MOVQ $0x00000000, BX
+
+pfk0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 72(SP)
+	JLT        pfk0_line
+	ADDQ       48(SP), CX
+	DECQ       DX
+	JNZ        pfk0
+
+pfk0_done:
+	MOVQ 56(SP), CX
+	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	MOVQ $0x00000000, 136(SP)
+	JMP  pfv0_done
+
+pfv0_strided:
+	SHLQ $0x04, CX
+	MOVQ CX, 136(SP)
+	MOVQ 8(SP), CX
+	MOVQ $0x00000010, DX
+
+pfv0:
+	MOVQ $0x00000000, BX
+
+pfv0_line:
+	PREFETCHT1 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, 80(SP)
+	JLT        pfv0_line
+	ADDQ       56(SP), CX
+	DECQ       DX
+	JNZ        pfv0
+
+pfv0_done:
+	// A block of 8 keys. The last one, if partial, is moved back to end at
+	// nk; its first skip lanes (keys already done) are masked.
+block:
+	MOVQ  16(SP), CX
+	MOVQ  $0x00000000, DX
+	CMPQ  CX, $0x08
+	JGE   whole
+	MOVQ  $0x00000008, DX
+	SUBQ  CX, DX
+	MOVQ  $0x00000008, CX
+	MOVQ  CX, 16(SP)
+	MOVQ  48(SP), CX
+	MOVQ  (SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, (SP)
+	MOVQ  56(SP), CX
+	MOVQ  8(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 8(SP)
+	MOVQ  160(SP), CX
+	MOVQ  144(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 144(SP)
+	MOVQ  168(SP), CX
+	MOVQ  152(SP), BX
+	IMULQ DX, CX
+	SUBQ  CX, BX
+	MOVQ  BX, 152(SP)
+
+whole:
+	MOVQ    DX, 24(SP)
+	MOVQ    $0x00000008, CX
+	SUBQ    DX, CX
+	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    (DX)(CX*4), DX
+	VMOVDQU (DX), Y0
+	VMOVDQU Y0, 672(AX)
+
+	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
+	CMPQ 128(SP), $0x00000000
+	JNE  touchk_skip
+	CMPQ rows+8(FP), $0x01
+	JEQ  touchk_skip
+	MOVQ (SP), CX
+	MOVQ $0x00000008, DX
+
+touchk:
+	MOVQ $0x00000000, BX
+
+touchk_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 72(SP)
+	JLT     touchk_line
+	ADDQ    48(SP), CX
+	DECQ    DX
+	JNZ     touchk
+
+touchk_skip:
+	CMPQ 136(SP), $0x00000000
+	JNE  touchv_skip
+	CMPQ rows+8(FP), $0x01
+	JNE  touchv_go
+	CMPQ vvec+72(FP), $0x08
+	JLE  touchv_skip
+
+touchv_go:
+	MOVQ 8(SP), CX
+	MOVQ $0x00000008, DX
+
+touchv:
+	MOVQ $0x00000000, BX
+
+touchv_line:
+	MOVBLZX (CX)(BX*1), SI
+	ADDQ    $0x40, BX
+	CMPQ    BX, 80(SP)
+	JLT     touchv_line
+	ADDQ    56(SP), CX
+	DECQ    DX
+	JNZ     touchv
+
+touchv_skip:
+	// int8: the block's scales into the scratch, block-major.
+	MOVQ 144(SP), CX
+	LEAQ 704(AX), DX
+	MOVQ 176(SP), BX
+	MOVQ 160(SP), SI
+	LEAQ (SI)(SI*2), DI
+	LEAQ (CX)(SI*4), R8
+
+scalesk:
+	VBROADCASTSS (CX), Y0
+	VMOVUPS      Y0, (DX)
+	VBROADCASTSS (CX)(SI*1), Y0
+	VMOVUPS      Y0, 32(DX)
+	VBROADCASTSS (CX)(SI*2), Y0
+	VMOVUPS      Y0, 64(DX)
+	VBROADCASTSS (CX)(DI*1), Y0
+	VMOVUPS      Y0, 96(DX)
+	VBROADCASTSS (R8), Y0
+	VMOVUPS      Y0, 128(DX)
+	VBROADCASTSS (R8)(SI*1), Y0
+	VMOVUPS      Y0, 160(DX)
+	VBROADCASTSS (R8)(SI*2), Y0
+	VMOVUPS      Y0, 192(DX)
+	VBROADCASTSS (R8)(DI*1), Y0
+	VMOVUPS      Y0, 224(DX)
+	ADDQ         $0x04, CX
+	ADDQ         $0x04, R8
+	ADDQ         $0x00000100, DX
+	DECQ         BX
+	JNZ          scalesk
+	MOVQ         152(SP), CX
+	MOVQ         192(SP), DX
+	ADDQ         AX, DX
+	MOVQ         184(SP), BX
+	MOVQ         168(SP), SI
+	LEAQ         (SI)(SI*2), DI
+	LEAQ         (CX)(SI*4), R8
+
+scalesv:
+	MOVL (CX), R9
+	MOVL R9, (DX)
+	MOVL (CX)(SI*1), R9
+	MOVL R9, 4(DX)
+	MOVL (CX)(SI*2), R9
+	MOVL R9, 8(DX)
+	MOVL (CX)(DI*1), R9
+	MOVL R9, 12(DX)
+	MOVL (R8), R9
+	MOVL R9, 16(DX)
+	MOVL (R8)(SI*1), R9
+	MOVL R9, 20(DX)
+	MOVL (R8)(SI*2), R9
+	MOVL R9, 24(DX)
+	MOVL (R8)(DI*1), R9
+	MOVL R9, 28(DX)
+	ADDQ $0x04, CX
+	ADDQ $0x04, R8
+	ADDQ $0x00000020, DX
+	DECQ BX
+	JNZ  scalesv
+
+	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	MOVQ $0x00000000, 88(SP)
+	MOVQ q+0(FP), CX
+	MOVQ CX, 96(SP)
+	CMPQ 128(SP), $0x00000000
+	JEQ  rowgroup
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	CMPQ CX, $0x04
+	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x01
+	JGE  scores_rows1_prefetched
+
+scores_rows4_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    128(SP), BX
+	LEAQ    (DX)(BX*1), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	LEAQ    (SI)(DI*2), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows4_prefetched_pass0_last_dims
+
+scores_rows4_prefetched_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (BX)
+	VPMOVZXBD   (DX), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	PREFETCHT1  (BX)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	VMOVUPS     32(SI), Y8
+	VMOVUPS     32(SI)(DI*1), Y9
+	VMOVUPS     32(SI)(DI*2), Y10
+	VMOVUPS     32(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	VMOVUPS     64(SI), Y8
+	VMOVUPS     64(SI)(DI*1), Y9
+	VMOVUPS     64(SI)(DI*2), Y10
+	VMOVUPS     64(R8)(DI*1), Y11
+	VPMOVZXBD   (DX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	VMOVUPS     96(SI), Y8
+	VMOVUPS     96(SI)(DI*1), Y9
+	VMOVUPS     96(SI)(DI*2), Y10
+	VMOVUPS     96(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R10*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	SUBQ        $0x04, R9
+	JNZ         scores_rows4_prefetched_pass0_dims
+
+scores_rows4_prefetched_pass0_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y12
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass1_last_dims
+
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (BX)
+	VPMOVZXBD   (DX), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	PREFETCHT1  (BX)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS     32(SI), Y8
+	VMOVUPS     32(SI)(DI*1), Y9
+	VMOVUPS     32(SI)(DI*2), Y10
+	VMOVUPS     32(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS     64(SI), Y8
+	VMOVUPS     64(SI)(DI*1), Y9
+	VMOVUPS     64(SI)(DI*2), Y10
+	VMOVUPS     64(R8)(DI*1), Y11
+	VPMOVZXBD   (DX), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS     96(SI), Y8
+	VMOVUPS     96(SI)(DI*1), Y9
+	VMOVUPS     96(SI)(DI*2), Y10
+	VMOVUPS     96(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R10*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	SUBQ        $0x04, R9
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (BX)
+	VPMOVZXBD   (DX), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	PREFETCHT1  (BX)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	VMOVUPS     32(SI), Y8
+	VMOVUPS     32(SI)(DI*1), Y9
+	VMOVUPS     32(SI)(DI*2), Y10
+	VMOVUPS     32(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	VMOVUPS     64(SI), Y8
+	VMOVUPS     64(SI)(DI*1), Y9
+	VMOVUPS     64(SI)(DI*2), Y10
+	VMOVUPS     64(R8)(DI*1), Y11
+	VPMOVZXBD   (DX), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	VMOVUPS     96(SI), Y8
+	VMOVUPS     96(SI)(DI*1), Y9
+	VMOVUPS     96(SI)(DI*2), Y10
+	VMOVUPS     96(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R10*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	SUBQ        $0x04, R9
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), BX
+	LEAQ       (DX)(BX*1), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (SI)(DI*2), Y10
+	VMOVUPS     (R8)(DI*1), Y11
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (BX)
+	VPMOVZXBD   (DX), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	PREFETCHT1  (BX)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	VMOVUPS     32(SI), Y8
+	VMOVUPS     32(SI)(DI*1), Y9
+	VMOVUPS     32(SI)(DI*2), Y10
+	VMOVUPS     32(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	VMOVUPS     64(SI), Y8
+	VMOVUPS     64(SI)(DI*1), Y9
+	VMOVUPS     64(SI)(DI*2), Y10
+	VMOVUPS     64(R8)(DI*1), Y11
+	VPMOVZXBD   (DX), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	VMOVUPS     96(SI), Y8
+	VMOVUPS     96(SI)(DI*1), Y9
+	VMOVUPS     96(SI)(DI*2), Y10
+	VMOVUPS     96(R8)(DI*1), Y11
+	VPMOVZXBD   8(DX), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R10*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R8
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	SUBQ        $0x04, R9
+	JNZ         scores_rows4_prefetched_pass3_dims
+
+scores_rows4_prefetched_pass3_last_dims:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y13, Y12, Y1
+	VSHUFPS      $0xee, Y13, Y12, Y2
+	VSHUFPS      $0x44, Y0, Y14, Y3
+	VSHUFPS      $0xee, Y0, Y14, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_prefetched_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_prefetched_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_prefetched_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1_prefetched:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	LEAQ    (DX)(CX*4), SI
+	MOVQ    128(SP), DI
+	LEAQ    (DX)(DI*1), R8
+	LEAQ    (SI)(DI*1), DI
+	MOVQ    96(SP), R9
+	VMOVDQU constsAVX2<>+928(SB), Y9
+	VMOVDQU constsAVX2<>+1152(SB), Y10
+	VMOVDQU constsAVX2<>+1184(SB), Y11
+	MOVQ    32(SP), R10
+	TESTQ   R10, R10
+	JZ      scores_rows1_prefetched_pass0_last_dims
+
+scores_rows1_prefetched_pass0_dims:
+	VMOVUPS     (R9), Y8
+	MOVQ        32(SP), R11
+	SUBQ        R10, R11
+	SHRQ        $0x02, R11
+	SHLQ        $0x08, R11
+	PREFETCHT1  (R8)
+	VPMOVZXBD   (DX), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      704(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	PREFETCHT1  (R8)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      736(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	PREFETCHT1  (R8)(CX*2)
+	VPMOVZXBD   (DX)(CX*2), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      768(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y4
+	PREFETCHT1  (R8)(BX*1)
+	VPMOVZXBD   (DX)(BX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      800(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y6
+	PREFETCHT1  (DI)
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      832(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y1
+	PREFETCHT1  (DI)(CX*1)
+	VPMOVZXBD   (SI)(CX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      864(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y3
+	PREFETCHT1  (DI)(CX*2)
+	VPMOVZXBD   (SI)(CX*2), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      896(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	PREFETCHT1  (DI)(BX*1)
+	VPMOVZXBD   (SI)(BX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      928(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y7
+	VMOVUPS     32(R9), Y8
+	VPMOVZXBD   8(DX), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      704(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VPMOVZXBD   8(DX)(CX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      736(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VPMOVZXBD   8(DX)(CX*2), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      768(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y4
+	VPMOVZXBD   8(DX)(BX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      800(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y6
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      832(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y1
+	VPMOVZXBD   8(SI)(CX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      864(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y3
+	VPMOVZXBD   8(SI)(CX*2), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      896(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VPMOVZXBD   8(SI)(BX*1), Y12
+	VPAND       Y9, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      928(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y7
+	VMOVUPS     64(R9), Y8
+	VPMOVZXBD   (DX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      704(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VPMOVZXBD   (DX)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      736(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VPMOVZXBD   (DX)(CX*2), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      768(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y4
+	VPMOVZXBD   (DX)(BX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      800(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y6
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      832(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y1
+	VPMOVZXBD   (SI)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      864(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y3
+	VPMOVZXBD   (SI)(CX*2), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      896(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VPMOVZXBD   (SI)(BX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      928(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y7
+	VMOVUPS     96(R9), Y8
+	VPMOVZXBD   8(DX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      704(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VPMOVZXBD   8(DX)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      736(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VPMOVZXBD   8(DX)(CX*2), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      768(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y4
+	VPMOVZXBD   8(DX)(BX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      800(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y6
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      832(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y1
+	VPMOVZXBD   8(SI)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      864(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y3
+	VPMOVZXBD   8(SI)(CX*2), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      896(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VPMOVZXBD   8(SI)(BX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y10, Y12, Y12
+	VSUBPS      Y11, Y12, Y12
+	VMULPS      928(AX)(R11*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y7
+	ADDQ        $0x80, R9
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, DI
+	SUBQ        $0x04, R10
+	JNZ         scores_rows1_prefetched_pass0_dims
+
+scores_rows1_prefetched_pass0_last_dims:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+
+rowgroup:
+	MOVQ rows+8(FP), CX
+	SUBQ 88(SP), CX
+	JZ   pv
+	CMPQ CX, $0x04
+	JGE  scores_rows4
+	CMPQ CX, $0x01
+	JGE  scores_rows1
+
+scores_rows4:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    96(SP), BX
+	MOVQ    40(SP), SI
+	LEAQ    (BX)(SI*2), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows4_pass0_last_dims
+
+scores_rows4_pass0_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVZXBD   (DX), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	VMOVUPS     32(BX), Y8
+	VMOVUPS     32(BX)(SI*1), Y9
+	VMOVUPS     32(BX)(SI*2), Y10
+	VMOVUPS     32(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y12
+	VPAND       constsAVX2<>+928(SB), Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	VMOVUPS     64(BX), Y8
+	VMOVUPS     64(BX)(SI*1), Y9
+	VMOVUPS     64(BX)(SI*2), Y10
+	VMOVUPS     64(DI)(SI*1), Y11
+	VPMOVZXBD   (DX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	VMOVUPS     96(BX), Y8
+	VMOVUPS     96(BX)(SI*1), Y9
+	VMOVUPS     96(BX)(SI*2), Y10
+	VMOVUPS     96(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      704(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y4
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y12, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        constsAVX2<>+1152(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VMULPS      736(AX)(R9*1), Y12, Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y3
+	VFMADD231PS Y12, Y11, Y7
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, DI
+	ADDQ        $0x10, DX
+	SUBQ        $0x04, R8
+	JNZ         scores_rows4_pass0_dims
+
+scores_rows4_pass0_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y12
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x02, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass1_last_dims
+
+scores_rows4_pass1_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVZXBD   (DX), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS     32(BX), Y8
+	VMOVUPS     32(BX)(SI*1), Y9
+	VMOVUPS     32(BX)(SI*2), Y10
+	VMOVUPS     32(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y13
+	VPAND       constsAVX2<>+928(SB), Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS     64(BX), Y8
+	VMOVUPS     64(BX)(SI*1), Y9
+	VMOVUPS     64(BX)(SI*2), Y10
+	VMOVUPS     64(DI)(SI*1), Y11
+	VPMOVZXBD   (DX), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS     96(BX), Y8
+	VMOVUPS     96(BX)(SI*1), Y9
+	VMOVUPS     96(BX)(SI*2), Y10
+	VMOVUPS     96(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      768(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y0
+	VFMADD231PS Y13, Y9, Y4
+	VFMADD231PS Y13, Y10, Y1
+	VFMADD231PS Y13, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        constsAVX2<>+1152(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VMULPS      800(AX)(R9*1), Y13, Y13
+	VFMADD231PS Y13, Y8, Y2
+	VFMADD231PS Y13, Y9, Y6
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y13, Y11, Y7
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, DI
+	ADDQ        $0x10, DX
+	SUBQ        $0x04, R8
+	JNZ         scores_rows4_pass1_dims
+
+scores_rows4_pass1_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y13
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass2_last_dims
+
+scores_rows4_pass2_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVZXBD   (DX), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	VMOVUPS     32(BX), Y8
+	VMOVUPS     32(BX)(SI*1), Y9
+	VMOVUPS     32(BX)(SI*2), Y10
+	VMOVUPS     32(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y14
+	VPAND       constsAVX2<>+928(SB), Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	VMOVUPS     64(BX), Y8
+	VMOVUPS     64(BX)(SI*1), Y9
+	VMOVUPS     64(BX)(SI*2), Y10
+	VMOVUPS     64(DI)(SI*1), Y11
+	VPMOVZXBD   (DX), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	VMOVUPS     96(BX), Y8
+	VMOVUPS     96(BX)(SI*1), Y9
+	VMOVUPS     96(BX)(SI*2), Y10
+	VMOVUPS     96(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      832(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y0
+	VFMADD231PS Y14, Y9, Y4
+	VFMADD231PS Y14, Y10, Y1
+	VFMADD231PS Y14, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y14
+	VPSRLD      $0x04, Y14, Y14
+	VPOR        constsAVX2<>+1152(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VMULPS      864(AX)(R9*1), Y14, Y14
+	VFMADD231PS Y14, Y8, Y2
+	VFMADD231PS Y14, Y9, Y6
+	VFMADD231PS Y14, Y10, Y3
+	VFMADD231PS Y14, Y11, Y7
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, DI
+	ADDQ        $0x10, DX
+	SUBQ        $0x04, R8
+	JNZ         scores_rows4_pass2_dims
+
+scores_rows4_pass2_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y14
+	VMOVUPS    constsAVX2<>+768(SB), Y0
+	VMOVUPS    constsAVX2<>+768(SB), Y1
+	VMOVUPS    constsAVX2<>+768(SB), Y2
+	VMOVUPS    constsAVX2<>+768(SB), Y3
+	VMOVUPS    constsAVX2<>+768(SB), Y4
+	VMOVUPS    constsAVX2<>+768(SB), Y5
+	VMOVUPS    constsAVX2<>+768(SB), Y6
+	VMOVUPS    constsAVX2<>+768(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x06, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), BX
+	MOVQ       40(SP), SI
+	LEAQ       (BX)(SI*2), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows4_pass3_last_dims
+
+scores_rows4_pass3_dims:
+	VMOVUPS     (BX), Y8
+	VMOVUPS     (BX)(SI*1), Y9
+	VMOVUPS     (BX)(SI*2), Y10
+	VMOVUPS     (DI)(SI*1), Y11
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVZXBD   (DX), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	VMOVUPS     32(BX), Y8
+	VMOVUPS     32(BX)(SI*1), Y9
+	VMOVUPS     32(BX)(SI*2), Y10
+	VMOVUPS     32(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y15
+	VPAND       constsAVX2<>+928(SB), Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	VMOVUPS     64(BX), Y8
+	VMOVUPS     64(BX)(SI*1), Y9
+	VMOVUPS     64(BX)(SI*2), Y10
+	VMOVUPS     64(DI)(SI*1), Y11
+	VPMOVZXBD   (DX), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   (DX)(CX*1), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	VMOVUPS     96(BX), Y8
+	VMOVUPS     96(BX)(SI*1), Y9
+	VMOVUPS     96(BX)(SI*2), Y10
+	VMOVUPS     96(DI)(SI*1), Y11
+	VPMOVZXBD   8(DX), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      896(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y0
+	VFMADD231PS Y15, Y9, Y4
+	VFMADD231PS Y15, Y10, Y1
+	VFMADD231PS Y15, Y11, Y5
+	VPMOVZXBD   8(DX)(CX*1), Y15
+	VPSRLD      $0x04, Y15, Y15
+	VPOR        constsAVX2<>+1152(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VMULPS      928(AX)(R9*1), Y15, Y15
+	VFMADD231PS Y15, Y8, Y2
+	VFMADD231PS Y15, Y9, Y6
+	VFMADD231PS Y15, Y10, Y3
+	VFMADD231PS Y15, Y11, Y7
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, DI
+	ADDQ        $0x10, DX
+	SUBQ        $0x04, R8
+	JNZ         scores_rows4_pass3_dims
+
+scores_rows4_pass3_last_dims:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VSHUFPS      $0x44, Y13, Y12, Y1
+	VSHUFPS      $0xee, Y13, Y12, Y2
+	VSHUFPS      $0x44, Y0, Y14, Y3
+	VSHUFPS      $0xee, Y0, Y14, Y0
+	VPERM2F128   $0x20, Y3, Y1, Y4
+	VPERM2F128   $0x31, Y3, Y1, Y1
+	VPERM2F128   $0x20, Y0, Y2, Y3
+	VPERM2F128   $0x31, Y0, Y2, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y4, Y4
+
+scores_rows4_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y4, Y4
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y4, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y5
+	VMAXPS       Y2, Y5, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VSUBPS       Y6, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
+	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VPSLLD       $0x17, Y9, Y9
+	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
+	VMULPS       Y4, Y4, Y8
+	VMOVUPS      constsAVX2<>+160(SB), Y10
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
+	VMOVUPS      constsAVX2<>+224(SB), Y11
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VMOVUPS      constsAVX2<>+288(SB), Y11
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
+	VFMADD213PS  Y11, Y8, Y10
+	VFMADD213PS  Y4, Y8, Y10
+	VFMADD213PS  Y9, Y9, Y10
+	VANDPS       Y7, Y10, Y10
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y10, (AX)(SI*1)
+	VPERM2F128   $0x01, Y10, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0x4e, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VPERMILPS    $0xb1, Y10, Y4
+	VADDPS       Y4, Y10, Y10
+	VSUBPS       Y6, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
+	VMULPS       Y5, Y5, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y5, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y4, Y8, Y8
+	VBROADCASTSS (BX)(CX*4), Y4
+	VFMADD213PS  Y10, Y8, Y4
+	VMOVSS       X4, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X8, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y4
+	VMULPS       Y4, Y2, Y2
+	VADDPS       Y2, Y3, Y3
+
+scores_rows4_row1_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y4
+	VBLENDVPS    Y4, Y2, Y3, Y3
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y3, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VMAXPS       Y4, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y4
+	VMAXPS       Y2, Y4, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
+	VMULPS       Y3, Y3, Y7
+	VMOVUPS      constsAVX2<>+160(SB), Y9
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
+	VMOVUPS      constsAVX2<>+224(SB), Y10
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VMOVUPS      constsAVX2<>+288(SB), Y10
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
+	VFMADD213PS  Y10, Y7, Y9
+	VFMADD213PS  Y3, Y7, Y9
+	VFMADD213PS  Y8, Y8, Y9
+	VANDPS       Y6, Y9, Y9
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y3
+	VADDPS       Y3, Y9, Y9
+	VSUBPS       Y5, Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
+	VMULPS       Y4, Y4, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y4, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y3, Y7, Y7
+	VBROADCASTSS (BX)(CX*4), Y3
+	VFMADD213PS  Y9, Y7, Y3
+	VMOVSS       X3, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row2_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x02, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows4_row2_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x02, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VPSLLD       $0x17, Y7, Y7
+	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
+	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
+	VMULPS       Y1, Y1, Y6
+	VMOVUPS      constsAVX2<>+160(SB), Y8
+	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
+	VMOVUPS      constsAVX2<>+224(SB), Y9
+	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VMOVUPS      constsAVX2<>+288(SB), Y9
+	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
+	VFMADD213PS  Y9, Y6, Y8
+	VFMADD213PS  Y1, Y6, Y8
+	VFMADD213PS  Y7, Y7, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
+	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
+	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      constsAVX2<>+160(SB), Y6
+	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
+	VMOVUPS      constsAVX2<>+224(SB), Y7
+	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VMOVUPS      constsAVX2<>+288(SB), Y7
+	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
+	VFMADD213PS  Y7, Y4, Y6
+	VFMADD213PS  Y3, Y4, Y6
+	VFMADD213PS  Y5, Y5, Y6
+	VANDPS       Y1, Y6, Y6
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y8, Y6, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows4_row3_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x03, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows4_row3_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x03, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x04, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows1:
+	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+768(SB), Y4
+	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+768(SB), Y6
+	VMOVUPS constsAVX2<>+768(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	MOVQ    96(SP), BX
+	VMOVDQU constsAVX2<>+928(SB), Y8
+	VMOVDQU constsAVX2<>+1152(SB), Y9
+	VMOVDQU constsAVX2<>+1184(SB), Y10
+	MOVQ    DX, SI
+	ADDQ    CX, DX
+	MOVQ    BX, DI
+	MOVQ    $0x00000000, R9
+	MOVQ    32(SP), R8
+	CMPQ    R8, $0x04
+	JL      scores_rows1_pass0_key0_blocks_done
+
+scores_rows1_pass0_key0_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DI), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DI), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DI), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DI), Y12, Y11
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 704(AX)(R10*1), Y11, Y0
+	ADDQ        $0x04, R9
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key0_blocks
+
+scores_rows1_pass0_key0_blocks_done:
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key1_blocks_done
+
+scores_rows1_pass0_key1_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DI), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DI), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DI), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DI), Y12, Y11
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 736(AX)(R10*1), Y11, Y2
+	ADDQ        $0x04, R9
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key1_blocks
+
+scores_rows1_pass0_key1_blocks_done:
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key2_blocks_done
+
+scores_rows1_pass0_key2_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DI), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DI), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DI), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DI), Y12, Y11
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 768(AX)(R10*1), Y11, Y4
+	ADDQ        $0x04, R9
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key2_blocks
+
+scores_rows1_pass0_key2_blocks_done:
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key3_blocks_done
+
+scores_rows1_pass0_key3_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DI), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DI), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DI), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DI), Y12, Y11
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 800(AX)(R10*1), Y11, Y6
+	ADDQ        $0x04, R9
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key3_blocks
+
+scores_rows1_pass0_key3_blocks_done:
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key4_blocks_done
+
+scores_rows1_pass0_key4_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DI), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DI), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DI), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DI), Y12, Y11
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 832(AX)(R10*1), Y11, Y1
+	ADDQ        $0x04, R9
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key4_blocks
+
+scores_rows1_pass0_key4_blocks_done:
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, DI
+	MOVQ $0x00000000, R9
+	MOVQ 32(SP), R8
+	CMPQ R8, $0x04
+	JL   scores_rows1_pass0_key5_blocks_done
+
+scores_rows1_pass0_key5_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DI), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DI), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DI), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DI), Y12, Y11
+	MOVQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	VFMADD231PS 864(AX)(R10*1), Y11, Y3
+	ADDQ        $0x04, R9
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, DI
+	SUBQ        $0x04, R8
+	CMPQ        R8, $0x04
+	JGE         scores_rows1_pass0_key5_blocks
+
+scores_rows1_pass0_key5_blocks_done:
+	MOVQ DX, SI
+	ADDQ CX, DX
+	MOVQ BX, CX
+	MOVQ $0x00000000, R8
+	MOVQ 32(SP), DI
+	CMPQ DI, $0x04
+	JL   scores_rows1_pass0_key6_blocks_done
+
+scores_rows1_pass0_key6_blocks:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (CX), Y11, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(CX), Y12, Y11
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(CX), Y12, Y11
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(CX), Y12, Y11
+	MOVQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VFMADD231PS 896(AX)(R9*1), Y11, Y5
+	ADDQ        $0x04, R8
+	ADDQ        $0x10, SI
+	ADDQ        $0x80, CX
+	SUBQ        $0x04, DI
+	CMPQ        DI, $0x04
+	JGE         scores_rows1_pass0_key6_blocks
+
+scores_rows1_pass0_key6_blocks_done:
+	MOVQ DX, CX
+	MOVQ BX, DX
+	MOVQ $0x00000000, SI
+	MOVQ 32(SP), BX
+	CMPQ BX, $0x04
+	JL   scores_rows1_pass0_key7_blocks_done
+
+scores_rows1_pass0_key7_blocks:
+	VPMOVZXBD   (CX), Y11
+	VPAND       Y8, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VMULPS      (DX), Y11, Y11
+	VPMOVZXBD   8(CX), Y12
+	VPAND       Y8, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 32(DX), Y12, Y11
+	VPMOVZXBD   (CX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 64(DX), Y12, Y11
+	VPMOVZXBD   8(CX), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y9, Y12, Y12
+	VSUBPS      Y10, Y12, Y12
+	VFMADD231PS 96(DX), Y12, Y11
+	MOVQ        SI, DI
+	SHRQ        $0x02, DI
+	SHLQ        $0x08, DI
+	VFMADD231PS 928(AX)(DI*1), Y11, Y7
+	ADDQ        $0x04, SI
+	ADDQ        $0x10, CX
+	ADDQ        $0x80, DX
+	SUBQ        $0x04, BX
+	CMPQ        BX, $0x04
+	JGE         scores_rows1_pass0_key7_blocks
+
+scores_rows1_pass0_key7_blocks_done:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows1_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows1_row0_noalibi:
+	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
+	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VPSLLD       $0x17, Y6, Y6
+	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
+	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
+	VMULPS       Y0, Y0, Y5
+	VMOVUPS      constsAVX2<>+160(SB), Y7
+	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
+	VMOVUPS      constsAVX2<>+224(SB), Y8
+	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VMOVUPS      constsAVX2<>+288(SB), Y8
+	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
+	VFMADD213PS  Y8, Y5, Y7
+	VFMADD213PS  Y0, Y5, Y7
+	VFMADD213PS  Y6, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
+	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
+	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
+	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
+	VMULPS       Y2, Y2, Y3
+	VMOVUPS      constsAVX2<>+160(SB), Y5
+	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
+	VMOVUPS      constsAVX2<>+224(SB), Y6
+	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VMOVUPS      constsAVX2<>+288(SB), Y6
+	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
+	VFMADD213PS  Y6, Y3, Y5
+	VFMADD213PS  Y2, Y3, Y5
+	VFMADD213PS  Y4, Y4, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x01, CX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+pv:
+	// int8: each row's weights times the V scales of each scale block.
+	MOVQ 192(SP), CX
+	ADDQ AX, CX
+	MOVQ 200(SP), DX
+	ADDQ AX, DX
+	MOVQ 184(SP), BX
+
+scaleblock:
+	VMOVUPS (CX), Y0
+	MOVQ    rows+8(FP), SI
+	MOVQ    AX, DI
+	MOVQ    DX, R8
+
+scalerow:
+	VMULPS  (DI), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, DI
+	ADDQ    $0x20, R8
+	DECQ    SI
+	JNZ     scalerow
+	ADDQ    $0x20, CX
+	ADDQ    $0x00000200, DX
+	DECQ    BX
+	JNZ     scaleblock
+
+	// PV (strided V: the rows decodeAhead blocks on prefetched as it goes), then the next block.
+	MOVQ $0x00000000, 104(SP)
+
+	// PV in groups of up to 2 rows, each over panels of vectors of dv.
+group:
+	MOVQ rows+8(FP), CX
+	SUBQ 104(SP), CX
+	CMPQ CX, $0x02
+	JLE  grouprows
+	MOVQ $0x00000002, CX
+
+grouprows:
+	MOVQ CX, 112(SP)
+	MOVQ $0x00000000, 120(SP)
+
+panel:
+	MOVQ vvec+72(FP), CX
+	SUBQ 120(SP), CX
+	CMPQ 112(SP), $0x02
+	JEQ  rows2
+	CMPQ 112(SP), $0x01
+	JEQ  rows1
+
+rows2:
+	CMPQ CX, $0x04
+	JGT  rows2_vecs4_whole
+	CMPQ CX, $0x04
+	JNE  rows2_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs4_whole
+	JMP  rows2_vecs4_masked
+
+rows2_not4:
+	CMPQ CX, $0x03
+	JNE  rows2_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs3_whole
+	JMP  rows2_vecs3_masked
+
+rows2_not3:
+	CMPQ CX, $0x02
+	JNE  rows2_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs2_whole
+	JMP  rows2_vecs2_masked
+
+rows2_not2:
+	CMPQ CX, $0x01
+	JNE  rows2_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows2_vecs1_whole
+	JMP  rows2_vecs1_masked
+
+rows2_not1:
+	JMP panelnext
+
+rows1:
+	CMPQ CX, $0x08
+	JGT  rows1_vecs8_whole
+	CMPQ CX, $0x08
+	JNE  rows1_not8
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs8_whole
+	JMP  rows1_vecs8_masked
+
+rows1_not8:
+	CMPQ CX, $0x07
+	JNE  rows1_not7
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs7_whole
+	JMP  rows1_vecs7_masked
+
+rows1_not7:
+	CMPQ CX, $0x06
+	JNE  rows1_not6
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs6_whole
+	JMP  rows1_vecs6_masked
+
+rows1_not6:
+	CMPQ CX, $0x05
+	JNE  rows1_not5
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs5_whole
+	JMP  rows1_vecs5_masked
+
+rows1_not5:
+	CMPQ CX, $0x04
+	JNE  rows1_not4
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs4_whole
+	JMP  rows1_vecs4_masked
+
+rows1_not4:
+	CMPQ CX, $0x03
+	JNE  rows1_not3
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs3_whole
+	JMP  rows1_vecs3_masked
+
+rows1_not3:
+	CMPQ CX, $0x02
+	JNE  rows1_not2
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs2_whole
+	JMP  rows1_vecs2_masked
+
+rows1_not2:
+	CMPQ CX, $0x01
+	JNE  rows1_not1
+	CMPQ vtail+80(FP), $0x08
+	JEQ  rows1_vecs1_whole
+	JMP  rows1_vecs1_masked
+
+rows1_not1:
+	JMP panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      96(CX)(DX*1), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows2_vecs4_whole_keys:
+	VBROADCASTSS (BX), Y11
+	VBROADCASTSS 32(BX), Y12
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_whole_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs4_whole_keys_fetched:
+	VPMOVZXBD   (DI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VFMADD231PS Y13, Y12, Y5
+	VPMOVZXBD   8(DI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VFMADD231PS Y13, Y12, Y6
+	VPMOVZXBD   (DI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VFMADD231PS Y13, Y12, Y7
+	VPMOVZXBD   8(DI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VFMADD231PS Y13, Y12, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVUPS     Y8, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      64(CX)(DX*1), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   96(CX)(DX*1), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows2_vecs4_masked_keys:
+	VBROADCASTSS (BX), Y11
+	VBROADCASTSS 32(BX), Y12
+	CMPQ         SI, DI
+	JEQ          rows2_vecs4_masked_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVZXBD   (DI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VFMADD231PS Y13, Y12, Y5
+	VPMOVZXBD   8(DI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VFMADD231PS Y13, Y12, Y6
+	VPMOVZXBD   (DI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VFMADD231PS Y13, Y12, Y7
+	VPMOVZXBD   8(DI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VFMADD231PS Y13, Y12, Y8
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	VMOVUPS     Y5, (CX)(DX*1)
+	VMOVUPS     Y6, 32(CX)(DX*1)
+	VMOVUPS     Y7, 64(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 96(CX)(DX*1)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      64(CX)(DX*1), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows2_vecs3_whole_keys:
+	VBROADCASTSS (BX), Y9
+	VBROADCASTSS 32(BX), Y10
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_whole_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs3_whole_keys_fetched:
+	VPMOVZXBD   (DI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VFMADD231PS Y11, Y10, Y4
+	VPMOVZXBD   8(DI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VFMADD231PS Y11, Y10, Y5
+	VPMOVZXBD   (DI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VFMADD231PS Y11, Y10, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVUPS     Y6, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      32(CX)(DX*1), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   64(CX)(DX*1), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows2_vecs3_masked_keys:
+	VBROADCASTSS (BX), Y9
+	VBROADCASTSS 32(BX), Y10
+	CMPQ         SI, DI
+	JEQ          rows2_vecs3_masked_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVZXBD   (DI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VFMADD231PS Y11, Y10, Y4
+	VPMOVZXBD   8(DI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VFMADD231PS Y11, Y10, Y5
+	VPMOVZXBD   (DI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VFMADD231PS Y11, Y10, Y6
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	VMOVUPS     Y4, (CX)(DX*1)
+	VMOVUPS     Y5, 32(CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 64(CX)(DX*1)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      32(CX)(DX*1), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows2_vecs2_whole_keys:
+	VBROADCASTSS (BX), Y7
+	VBROADCASTSS 32(BX), Y8
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_whole_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs2_whole_keys_fetched:
+	VPMOVZXBD   (DI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y5, Y9, Y9
+	VSUBPS      Y6, Y9, Y9
+	VFMADD231PS Y9, Y7, Y1
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXBD   8(DI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y5, Y9, Y9
+	VSUBPS      Y6, Y9, Y9
+	VFMADD231PS Y9, Y7, Y2
+	VFMADD231PS Y9, Y8, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVUPS     Y4, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   32(CX)(DX*1), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows2_vecs2_masked_keys:
+	VBROADCASTSS (BX), Y7
+	VBROADCASTSS 32(BX), Y8
+	CMPQ         SI, DI
+	JEQ          rows2_vecs2_masked_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs2_masked_keys_fetched:
+	VPMOVZXBD   (DI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y5, Y9, Y9
+	VSUBPS      Y6, Y9, Y9
+	VFMADD231PS Y9, Y7, Y1
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXBD   8(DI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y5, Y9, Y9
+	VSUBPS      Y6, Y9, Y9
+	VFMADD231PS Y9, Y7, Y2
+	VFMADD231PS Y9, Y8, Y4
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	VMOVUPS     Y3, (CX)(DX*1)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 32(CX)(DX*1)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVUPS      (CX)(DX*1), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows2_vecs1_whole_keys:
+	VBROADCASTSS (BX), Y5
+	VBROADCASTSS 32(BX), Y6
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_whole_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs1_whole_keys_fetched:
+	VPMOVZXBD   (DI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y3, Y7, Y7
+	VSUBPS      Y4, Y7, Y7
+	VFMADD231PS Y7, Y5, Y1
+	VFMADD231PS Y7, Y6, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows2_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 512(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VBROADCASTSS 516(AX)(SI*4), Y0
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x03, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x02, SI
+	IMUL3Q       $0x00000200, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x08, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows2_vecs1_masked_keys:
+	VBROADCASTSS (BX), Y5
+	VBROADCASTSS 32(BX), Y6
+	CMPQ         SI, DI
+	JEQ          rows2_vecs1_masked_keys_fetched
+	PREFETCHT1   (SI)
+
+rows2_vecs1_masked_keys_fetched:
+	VPMOVZXBD   (DI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y3, Y7, Y7
+	VSUBPS      Y4, Y7, Y7
+	VFMADD231PS Y7, Y5, Y1
+	VFMADD231PS Y7, Y6, Y2
+	ADDQ        R8, DI
+	ADDQ        R8, SI
+	ADDQ        $0x04, BX
+	DECQ        R9
+	JNZ         rows2_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, (CX)(DX*1)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      224(CX), Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_whole_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVUPS     Y8, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs8_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVDQU      608(AX), Y8
+	VMASKMOVPS   224(CX), Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y10
+
+rows1_vecs8_masked_keys:
+	VBROADCASTSS (DX), Y11
+	VBROADCASTSS 512(DX), Y12
+	CMPQ         BX, SI
+	JEQ          rows1_vecs8_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y1
+	VPMOVZXBD   8(SI), Y13
+	VPAND       Y0, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y2
+	VPMOVZXBD   (SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y3
+	VPMOVZXBD   8(SI), Y13
+	VPSRLD      $0x04, Y13, Y13
+	VPOR        Y9, Y13, Y13
+	VSUBPS      Y10, Y13, Y13
+	VFMADD231PS Y13, Y11, Y4
+	VPMOVZXBD   16(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y5
+	VPMOVZXBD   24(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y6
+	VPMOVZXBD   16(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y7
+	VPMOVZXBD   24(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y9, Y11, Y11
+	VSUBPS      Y10, Y11, Y11
+	VFMADD231PS Y11, Y12, Y8
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs8_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y8, Y0, 224(CX)
+	ADDQ        $0x08, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      192(CX), Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_whole_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVUPS     Y7, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	VMOVDQU      608(AX), Y7
+	VMASKMOVPS   192(CX), Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y9
+
+rows1_vecs7_masked_keys:
+	VBROADCASTSS (DX), Y10
+	VBROADCASTSS 512(DX), Y11
+	CMPQ         BX, SI
+	JEQ          rows1_vecs7_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y1
+	VPMOVZXBD   8(SI), Y12
+	VPAND       Y0, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VPMOVZXBD   (SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VPMOVZXBD   8(SI), Y12
+	VPSRLD      $0x04, Y12, Y12
+	VPOR        Y8, Y12, Y12
+	VSUBPS      Y9, Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VPMOVZXBD   16(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y5
+	VPMOVZXBD   24(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y6
+	VPMOVZXBD   16(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y8, Y10, Y10
+	VSUBPS      Y9, Y10, Y10
+	VFMADD231PS Y10, Y11, Y7
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs7_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y7, Y0, 192(CX)
+	ADDQ        $0x07, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      160(CX), Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_whole_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVUPS     Y6, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs6_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	VMOVDQU      608(AX), Y6
+	VMASKMOVPS   160(CX), Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y8
+
+rows1_vecs6_masked_keys:
+	VBROADCASTSS (DX), Y9
+	VBROADCASTSS 512(DX), Y10
+	CMPQ         BX, SI
+	JEQ          rows1_vecs6_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(SI), Y11
+	VPAND       Y0, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y2
+	VPMOVZXBD   (SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(SI), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        Y7, Y11, Y11
+	VSUBPS      Y8, Y11, Y11
+	VFMADD231PS Y11, Y9, Y4
+	VPMOVZXBD   16(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y5
+	VPMOVZXBD   24(SI), Y9
+	VPAND       Y0, Y9, Y9
+	VPOR        Y7, Y9, Y9
+	VSUBPS      Y8, Y9, Y9
+	VFMADD231PS Y9, Y10, Y6
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs6_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y6, Y0, 160(CX)
+	ADDQ        $0x06, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      128(CX), Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_whole_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVUPS     Y5, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VMASKMOVPS   128(CX), Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y7
+
+rows1_vecs5_masked_keys:
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS 512(DX), Y9
+	CMPQ         BX, SI
+	JEQ          rows1_vecs5_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VPMOVZXBD   8(SI), Y10
+	VPAND       Y0, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VPMOVZXBD   (SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VPMOVZXBD   8(SI), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        Y6, Y10, Y10
+	VSUBPS      Y7, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VPMOVZXBD   16(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y6, Y8, Y8
+	VSUBPS      Y7, Y8, Y8
+	VFMADD231PS Y8, Y9, Y5
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs5_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y5, Y0, 128(CX)
+	ADDQ        $0x05, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      96(CX), Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_whole_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs4_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVDQU      608(AX), Y4
+	VMASKMOVPS   96(CX), Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y6
+
+rows1_vecs4_masked_keys:
+	VBROADCASTSS (DX), Y7
+	CMPQ         BX, SI
+	JEQ          rows1_vecs4_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y1
+	VPMOVZXBD   8(SI), Y8
+	VPAND       Y0, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y2
+	VPMOVZXBD   (SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y3
+	VPMOVZXBD   8(SI), Y8
+	VPSRLD      $0x04, Y8, Y8
+	VPOR        Y5, Y8, Y8
+	VSUBPS      Y6, Y8, Y8
+	VFMADD231PS Y8, Y7, Y4
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs4_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y4, Y0, 96(CX)
+	ADDQ        $0x04, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      64(CX), Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_whole_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVUPS     Y3, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVDQU      608(AX), Y3
+	VMASKMOVPS   64(CX), Y3, Y3
+	VMULPS       Y0, Y3, Y3
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y5
+
+rows1_vecs3_masked_keys:
+	VBROADCASTSS (DX), Y6
+	CMPQ         BX, SI
+	JEQ          rows1_vecs3_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y1
+	VPMOVZXBD   8(SI), Y7
+	VPAND       Y0, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y2
+	VPMOVZXBD   (SI), Y7
+	VPSRLD      $0x04, Y7, Y7
+	VPOR        Y4, Y7, Y7
+	VSUBPS      Y5, Y7, Y7
+	VFMADD231PS Y7, Y6, Y3
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs3_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y3, Y0, 64(CX)
+	ADDQ        $0x03, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_whole_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_whole_keys
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     Y2, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs2_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVDQU      608(AX), Y2
+	VMASKMOVPS   32(CX), Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y4
+
+rows1_vecs2_masked_keys:
+	VBROADCASTSS (DX), Y5
+	CMPQ         BX, SI
+	JEQ          rows1_vecs2_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs2_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y1
+	VPMOVZXBD   8(SI), Y6
+	VPAND       Y0, Y6, Y6
+	VPOR        Y3, Y6, Y6
+	VSUBPS      Y4, Y6, Y6
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs2_masked_keys
+	VMOVUPS     Y1, (CX)
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y2, Y0, 32(CX)
+	ADDQ        $0x02, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVUPS      (CX), Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_whole_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_whole_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_whole_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_whole_keys
+	VMOVUPS     Y1, (CX)
+	ADDQ        $0x01, 120(SP)
+	JMP         panelnext
+
+rows1_vecs1_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x05, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 512(AX)(DX*4), Y0
+	VMOVDQU      608(AX), Y1
+	VMASKMOVPS   (CX), Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, SI
+	SHLQ         $0x03, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x02, BX
+	IMUL3Q       $0x00000200, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x08, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU      constsAVX2<>+928(SB), Y0
+	VMOVDQU      constsAVX2<>+1152(SB), Y2
+	VMOVDQU      constsAVX2<>+1184(SB), Y3
+
+rows1_vecs1_masked_keys:
+	VBROADCASTSS (DX), Y4
+	CMPQ         BX, SI
+	JEQ          rows1_vecs1_masked_keys_fetched
+	PREFETCHT1   (BX)
+
+rows1_vecs1_masked_keys_fetched:
+	VPMOVZXBD   (SI), Y5
+	VPAND       Y0, Y5, Y5
+	VPOR        Y2, Y5, Y5
+	VSUBPS      Y3, Y5, Y5
+	VFMADD231PS Y5, Y4, Y1
+	ADDQ        DI, SI
+	ADDQ        DI, BX
+	ADDQ        $0x04, DX
+	DECQ        R8
+	JNZ         rows1_vecs1_masked_keys
+	VMOVDQU     608(AX), Y0
+	VMASKMOVPS  Y1, Y0, (CX)
+	ADDQ        $0x01, 120(SP)
+
+panelnext:
+	MOVQ 120(SP), CX
+	CMPQ CX, vvec+72(FP)
+	JLT  panel
+	MOVQ 104(SP), CX
+	ADDQ 112(SP), CX
+	MOVQ CX, 104(SP)
+	CMPQ CX, rows+8(FP)
+	JLT  group
+	MOVQ 48(SP), CX
+	MOVQ (SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, (SP)
+	MOVQ 56(SP), CX
+	MOVQ 8(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 8(SP)
+	MOVQ 160(SP), CX
+	MOVQ 144(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 144(SP)
+	MOVQ 168(SP), CX
+	MOVQ 152(SP), DX
+	SHLQ $0x03, CX
+	ADDQ CX, DX
+	MOVQ DX, 152(SP)
+	MOVQ 16(SP), CX
+	SUBQ $0x08, CX
+	MOVQ CX, 16(SP)
+	JNZ  block
+	VZEROUPPER
+	RET
+
 // func DecodeQ8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·DecodeQ8AVX2(SB), NOSPLIT, $240-192

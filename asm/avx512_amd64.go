@@ -210,6 +210,27 @@ func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk 
 //go:noescape
 func DecodeI8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
 
+// DecodeI4AVX512 is
+//
+//	for each block of lanes keys c, for r := 0; r < rows; r++ {
+//		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
+//		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
+//		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
+//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
+//		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
+//
+// fallback.Decode is the twin. rows in 1..16, nk >= lanes, strides in
+// int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble
+// u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs),
+// turned into float32 in registers (no conversion: u or'ed into 2^23's bits, minus
+// 2^23+8). dk is whole blocks (kvec·lanes a multiple of 32, ktail = lanes): the
+// caller pads q's rows with zeros to them. s is scratch (fixed part, then a block's
+// K and V scales, block-major).
+//
+//go:noescape
+func DecodeI4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
+
 // DecodeQ8AVX512 is
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {

@@ -116,13 +116,16 @@ func (ks *Set) Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	}
 	checkInN("Decode", "q", q, rows*dk)
 	ks.checkDecode("Decode", rows, dk, k, v, nk, dv, o, m, l, s, alibi)
-	if k.Type == fallback.KVInt4 {
-		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {
+	switch {
+	case k.Type == fallback.KVInt4 && rows <= ks.decodeInt4Max:
+		ks.decodeInt4Rows(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+	case k.Type == fallback.KVInt4:
+		ks.decodeInt4Widened(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {
 			ks.decode(q, rows, dk, k, v, n, dv, o, m, l, s, alibi)
 		})
-		return
+	default:
+		ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	}
-	ks.decode(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 }
 
 // checkDecode checks the operands Decode and DecodeQ8 share: the keys
@@ -179,7 +182,7 @@ func (ks *Set) DecodeQ8(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, o, m, 
 	case k.Type == fallback.KVInt4 && ks.decodeQ8I4 != nil && rows <= ks.decodeQ8I4Max:
 		ks.decodeQ8I4Rows(q, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
 	case k.Type == fallback.KVInt4:
-		ks.decodeInt4(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {
+		ks.decodeInt4Widened(rows, dk, k, v, nk, dv, s, alibi, func(k, v KVRows, n int, alibi []float32) {
 			ks.decodeQ8(q, rows, dk, k, v, n, dv, o, m, l, s, alibi)
 		})
 	default:

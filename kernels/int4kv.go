@@ -7,10 +7,11 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-// Int4 K/V (fallback.KVInt4 rows: ggml's q4_0 blocks) in DecodeQ8 runs
-// on the set's DecodeQ8I4 where it has one for the call's rows
-// (decodeQ8I4Rows below), which reads the nibbles as they are. Otherwise
-// it runs on the int8 decode kernels: Decode and DecodeQ8 widen int4Chunk keys at a time to
+// Int4 K/V (fallback.KVInt4 rows: ggml's q4_0 blocks) in Decode runs on
+// the set's int4 kernel where it has one (decodeInt4Rows below), and in
+// DecodeQ8 on the set's DecodeQ8I4 where it has one for the call's rows
+// (decodeQ8I4Rows), both reading the nibbles as they are. Otherwise it
+// runs on the int8 decode kernels: Decode and DecodeQ8 widen int4Chunk keys at a time to
 // int8 rows in their scratch (a nibble u becomes u-8, under the same
 // scales, so every row stands for the same values) and run the set's int8
 // kernel over the chunk, the softmax state carried from chunk to chunk.
@@ -32,11 +33,11 @@ func int4Scratch(dk, dv float64) float64 {
 	return 2*int4Chunk*fallback.Int8Block*blocks/4 + 2*fallback.DecodeRows
 }
 
-// decodeInt4 runs kernel (a set's decode, or DecodeQ8's on q8) over int4
+// decodeInt4Widened runs kernel (a set's decode, or DecodeQ8's on q8) over int4
 // K and V (checked): chunk by chunk, K and V widened to int8 into s past
 // the kernel's own scratch, alibi's distances advanced to each chunk's
 // first key. V inside K (the same rows) is widened once.
-func (ks *Set) decodeInt4(rows, dk int, k, v KVRows, nk, dv int, s, alibi []float32,
+func (ks *Set) decodeInt4Widened(rows, dk int, k, v KVRows, nk, dv int, s, alibi []float32,
 	kernel func(k, v KVRows, n int, alibi []float32)) {
 	base := int(ks.kernelScratch(float64(dk), float64(dv)))
 	nbk, nbv := fallback.Int8Blocks(dk), fallback.Int8Blocks(dv)
@@ -133,4 +134,24 @@ func (ks *Set) decodeQ8I4Rows(q QueryQ8, rows, dk int, k, v KVRows, nk, dv int, 
 		clear(out[nb*fallback.Int8Block:])
 	}
 	ks.decodeQ8I4(QueryQ8{Q: q8, S: q.S, Corr: corr, Ld: ld}, rows, dk, k, v, nk, dv, o, m, l, s, alibi)
+}
+
+// decodeInt4Rows runs the set's int4 Decode kernel (int4 K and V read as
+// they are, checked), which takes whole blocks of dk: q's rows, if dk is
+// not, copied into s past the kernel's scratch with zeros to whole
+// blocks (a zero query element meets a finite K value). The result is
+// the int8 kernel's on the rows WidenInt4Rows gives and q so padded, bit
+// for bit: the same products, summed alike.
+func (ks *Set) decodeInt4Rows(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, s, alibi []float32) {
+	whole := fallback.Int8Blocks(dk) * fallback.Int8Block
+	if whole != dk {
+		qp := s[int(ks.kernelScratch(float64(dk), float64(dv))):][:rows*whole]
+		for r := range rows {
+			row := qp[r*whole : (r+1)*whole]
+			copy(row, q[r*dk:(r+1)*dk])
+			clear(row[dk:])
+		}
+		q = qp
+	}
+	ks.decode(q, rows, whole, k, v, nk, dv, o, m, l, s, alibi)
 }

@@ -138,84 +138,126 @@ func TestDecodeInt4SharedBytes(t *testing.T) {
 
 // TestDecodeQ8Int4AsInt8: DecodeQ8 over int4 K/V (DecodeQ8I4 reads them
 // as they are where the set has it for the rows: AVX-512 1..16, AVX2
-// one; otherwise they are widened a chunk at a time) gives, bit for bit, DecodeQ8's result over the int8 rows
-// WidenInt4Rows makes of them in one call: the same int32 sums, scaled
-// and summed alike. 1..16 rows (one: the path without the transpose),
-// head dims of one to 18 blocks (odd counts end on a half chunk),
-// partial last vectors, strided and adjacent rows, V inside K, ALiBi and
-// a running state, key counts around the block.
+// one; otherwise they are widened a chunk at a time) gives, bit for bit,
+// DecodeQ8's result over the int8 rows WidenInt4Rows makes of them in
+// one call: the same int32 sums, scaled and summed alike.
 func TestDecodeQ8Int4AsInt8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(49, 49))
 	for _, ks := range q8Sets() {
-		T := ks.DecodeKeys()
-		for _, dk := range []int{4, 32, 40, 64, 96, 128, 160, 576} {
-			for _, nk := range []int{T, T + 3, 5*T - 1, 3*int4Chunk + 7} {
-				rows := []int{1, 1, 2, 3, 4, 5, 8, 16}[rng.IntN(8)]
-				dv := []int{dk, 16, 48, 128, 512}[rng.IntN(5)]
-				if ks.decodePairs {
-					dv = (dv + 3) &^ 3
+		int4AsInt8(t, rng, ks, true)
+	}
+}
+
+// TestDecodeInt4AsInt8: Decode over int4 K/V (the set's int4 kernel where
+// it has one, else widened a chunk at a time) gives, bit for bit,
+// Decode's result over the int8 rows WidenInt4Rows makes of them and the
+// query rows padded with zeros to whole blocks (the int4 kernel takes
+// whole blocks of dk): the same products, summed alike.
+func TestDecodeInt4AsInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(50, 50))
+	for _, ks := range Available() {
+		int4AsInt8(t, rng, ks, false)
+	}
+}
+
+// int4AsInt8 runs the cases of the two tests above on one set, in the
+// int8 mode (q8: DecodeQ8) or the float32 one (Decode): 1..16 rows (one:
+// the paths without the transpose, and the row walk), head dims of one
+// to 18 blocks (odd counts end on a half chunk), partial last vectors,
+// strided and adjacent rows, V inside K, ALiBi and a running state, key
+// counts around the block.
+func int4AsInt8(t *testing.T, rng *rand.Rand, ks *Set, q8 bool) {
+	t.Helper()
+	T := ks.DecodeKeys()
+	for _, dk := range []int{4, 18, 32, 40, 64, 96, 128, 160, 576} {
+		for _, nk := range []int{T, T + 3, 5*T - 1, 3*int4Chunk + 7} {
+			rows := []int{1, 1, 2, 3, 4, 5, 8, 16}[rng.IntN(8)]
+			dv := []int{dk, 16, 48, 128, 512}[rng.IntN(5)]
+			if ks.decodePairs {
+				dv = (dv + 3) &^ 3
+			}
+			if !ks.HasDecode(fallback.KVInt4, dk, dv) || q8 && !ks.HasDecodeQ8(dk, dv) {
+				continue
+			}
+			vink := dv <= dk && rng.IntN(3) == 0
+			ld := dk + 32*rng.IntN(2)
+			k, _, free := kvOperand(t, rng, fallback.KVInt4, nk, dk, ld, rng.IntN(2) == 0)
+			v := k
+			if !vink {
+				var freeV func()
+				v, _, freeV = kvOperand(t, rng, fallback.KVInt4, nk, dv, dv+32*rng.IntN(2), true)
+				defer freeV()
+			}
+			defer free()
+			// The int8 twins: the same scales, each row widened, adjacent
+			// where the int4 rows are (the float32 kernels walk adjacent
+			// and strided rows in different orders).
+			wide := func(r KVRows, dim int) KVRows {
+				nb := fallback.Int8Blocks(dim)
+				ld := nb * fallback.Int8Block
+				if r.Ld != nb*fallback.Int4Block {
+					ld += fallback.Int8Block
 				}
-				vink := dv <= dk && rng.IntN(3) == 0
-				ld := dk + 32*rng.IntN(2)
-				k, _, free := kvOperand(t, rng, fallback.KVInt4, nk, dk, ld, rng.IntN(2) == 0)
-				v := k
-				if !vink {
-					var freeV func()
-					v, _, freeV = kvOperand(t, rng, fallback.KVInt4, nk, dv, dv+32*rng.IntN(2), true)
-					defer freeV()
-				}
-				defer free()
-				// The int8 twins: the same scales, each row widened.
-				wide := func(r KVRows, dim int) KVRows {
-					nb := fallback.Int8Blocks(dim)
-					w := KVRows{Type: fallback.KVInt8, I8: make([]int8, nk*nb*fallback.Int8Block), Ld: nb * fallback.Int8Block, S: r.S, LdS: r.LdS}
-					ks.WidenInt4Rows(w.I8, w.Ld, r, nk, nb)
-					return w
-				}
-				k8, v8 := wide(k, dk), wide(v, dv)
-				src := make([]float32, rows*dk)
-				for i := range src {
-					src[i] = float32(rng.NormFloat64()) / 4
-				}
-				nb, ldq := fallback.Int8Blocks(dk), fallback.QueryQ8Ld(dk)
-				q := QueryQ8{Q: make([]int8, rows*ldq), S: make([]float32, rows*nb), Corr: make([]int32, rows*nb), Ld: ldq}
-				fallback.QuantizeQuery(q, src, rows, dk)
-				var alibi []float32
-				if rng.IntN(2) == 0 {
-					for r := range rows {
-						alibi = append(alibi, -0.0625/float32(r+1))
-					}
-					for range rows {
-						alibi = append(alibi, float32(rng.IntN(50)))
-					}
-				}
-				type state struct{ o, m, l []float32 }
-				start := state{make([]float32, rows*dv), make([]float32, rows), make([]float32, rows)}
+				w := KVRows{Type: fallback.KVInt8, I8: make([]int8, nk*ld), Ld: ld, S: r.S, LdS: r.LdS}
+				ks.WidenInt4Rows(w.I8, w.Ld, r, nk, nb)
+				return w
+			}
+			k8, v8 := wide(k, dk), wide(v, dv)
+			src := make([]float32, rows*dk)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64()) / 4
+			}
+			nb, ldq := fallback.Int8Blocks(dk), fallback.QueryQ8Ld(dk)
+			q := QueryQ8{Q: make([]int8, rows*ldq), S: make([]float32, rows*nb), Corr: make([]int32, rows*nb), Ld: ldq}
+			fallback.QuantizeQuery(q, src, rows, dk)
+			// The float32 twin's query: src's rows padded to whole blocks.
+			whole := nb * fallback.Int8Block
+			padded := make([]float32, rows*whole)
+			for r := range rows {
+				copy(padded[r*whole:], src[r*dk:(r+1)*dk])
+			}
+			var alibi []float32
+			if rng.IntN(2) == 0 {
 				for r := range rows {
-					start.m[r] = float32(math.Inf(-1))
-					if rng.IntN(2) == 0 { // a running state
-						for i := range dv {
-							start.o[r*dv+i] = float32(rng.NormFloat64())
-						}
-						start.m[r], start.l[r] = 0.5, 3
-					}
+					alibi = append(alibi, -0.0625/float32(r+1))
 				}
-				run := func(k, v KVRows) state {
-					st := state{append([]float32(nil), start.o...), append([]float32(nil), start.m...), append([]float32(nil), start.l...)}
+				for range rows {
+					alibi = append(alibi, float32(rng.IntN(50)))
+				}
+			}
+			type state struct{ o, m, l []float32 }
+			start := state{make([]float32, rows*dv), make([]float32, rows), make([]float32, rows)}
+			for r := range rows {
+				start.m[r] = float32(math.Inf(-1))
+				if rng.IntN(2) == 0 { // a running state
+					for i := range dv {
+						start.o[r*dv+i] = float32(rng.NormFloat64())
+					}
+					start.m[r], start.l[r] = 0.5, 3
+				}
+			}
+			run := func(k, v KVRows) state {
+				st := state{append([]float32(nil), start.o...), append([]float32(nil), start.m...), append([]float32(nil), start.l...)}
+				switch {
+				case q8:
 					ks.DecodeQ8(q, rows, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
-					return st
+				case k.Type == fallback.KVInt4:
+					ks.Decode(src, rows, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
+				default:
+					ks.Decode(padded, rows, whole, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(whole, dv)), alibi)
 				}
-				got, want := run(k, v), run(k8, v8)
-				where := fmt.Sprintf("%s rows=%d dk=%d dv=%d nk=%d vink=%v alibi=%v", ks, rows, dk, dv, nk, vink, alibi != nil)
-				for r := range rows {
-					if math.Float32bits(got.m[r]) != math.Float32bits(want.m[r]) || math.Float32bits(got.l[r]) != math.Float32bits(want.l[r]) {
-						t.Fatalf("%s: row %d: m, l = %v, %v; the widened rows give %v, %v", where, r, got.m[r], got.l[r], want.m[r], want.l[r])
-					}
+				return st
+			}
+			got, want := run(k, v), run(k8, v8)
+			where := fmt.Sprintf("%s q8=%v rows=%d dk=%d dv=%d nk=%d vink=%v alibi=%v", ks, q8, rows, dk, dv, nk, vink, alibi != nil)
+			for r := range rows {
+				if math.Float32bits(got.m[r]) != math.Float32bits(want.m[r]) || math.Float32bits(got.l[r]) != math.Float32bits(want.l[r]) {
+					t.Fatalf("%s: row %d: m, l = %v, %v; the widened rows give %v, %v", where, r, got.m[r], got.l[r], want.m[r], want.l[r])
 				}
-				for i := range got.o {
-					if math.Float32bits(got.o[i]) != math.Float32bits(want.o[i]) {
-						t.Fatalf("%s: o[%d] = %v; the widened rows give %v", where, i, got.o[i], want.o[i])
-					}
+			}
+			for i := range got.o {
+				if math.Float32bits(got.o[i]) != math.Float32bits(want.o[i]) {
+					t.Fatalf("%s: o[%d] = %v; the widened rows give %v", where, i, got.o[i], want.o[i])
 				}
 			}
 		}

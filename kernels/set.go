@@ -70,6 +70,7 @@ type Set struct {
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
 	decodePairs   bool // 16-bit rows' last vector loaded as dword pairs (even dims only), int8 rows' as dwords
 	decodeInt8    bool // the fused decode takes int8 K/V
+	decodeInt4Max int  // the most rows the fused decode takes int4 K/V as they are for, dk whole blocks (decodeInt4Rows pads q); 0: none
 	// widenI4KV widens int4 K/V rows to int8 (WidenInt4Rows), with
 	// ahead > 0 prefetching each row's lines ahead bytes on; nil: Go.
 	widenI4KV func(dst []int8, ldd int, src []int8, lds, rows, blocks, ahead int)

@@ -164,6 +164,14 @@ func (g *gen) decode(e elem, form q8Form) {
 		scaled = []string{"elements of k's type; k[c*ldk+d] stands for float32(k[c*ldk+d])·ks[c*ldks+d/32]",
 			"(v likewise with vs, ldvs), dequantized in registers; s is scratch",
 			"(fixed part, then a block's K and V scales, block-major)."}
+		if e == i4 {
+			scaled = []string{"int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble",
+				"u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs),",
+				"turned into float32 in registers (no conversion: u or'ed into 2^23's bits, minus",
+				"2^23+8). dk is whole blocks (kvec·lanes a multiple of 32, ktail = lanes): the",
+				"caller pads q's rows with zeros to them. s is scratch (fixed part, then a block's",
+				"K and V scales, block-major)."}
+		}
 	}
 	if q8 {
 		name = form.kernel(x)
@@ -401,7 +409,7 @@ func (g *gen) decode(e elem, form q8Form) {
 	}
 	// AVX2's int4 kernels take one row (decodeQ8I4Max): straight to q8row,
 	// and PV of one row.
-	oneRow := e == i4 && !x.avx512()
+	oneRow := e == i4 && q8 && !x.avx512()
 	if q8 && !oneRow {
 		g.CMPQ(g.arg("rows"), operand.Imm(1))
 		g.JEQ(operand.LabelRef("q8row"))
@@ -881,30 +889,51 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 			return operand.Mem{Base: qm, Index: qs, Scale: uint8(i)}
 		}
 		cnt := g.GP64() // whole vectors left
+		// A step is one vector of d, or of int4 a block of 32 (its
+		// vectors in turn, the K rows' 16 bytes loaded once per vector).
+		vecsPerStep, kBytes := 1, e.bytes()*T
+		var i4c i4Consts
+		if e == i4 {
+			vecsPerStep, kBytes = 32/T, 16
+			if g.isa.avx512() || R == 1 {
+				i4c = g.i4Consts()
+			} else {
+				i4c = g.i4ConstsInMemory()
+			}
+		}
 		step := func(masked bool) {
-			for i := range qv {
-				g.loadKV(f32, mk, qAt(i), masked, qv[i])
-			}
-			// int8: the scale row of this vector's block, (kfull - cnt) >>
-			// scaleShift rows into the K scale scratch.
 			var srow reg.GPVirtual
-			if e == i8 {
-				srow = g.GP64()
-				g.MOVQ(lc.kfull, srow)
-				g.SUBQ(cnt, srow)
-				g.SHRQ(operand.U8(g.scaleShift()), srow)
-				g.SHLQ(operand.U8(g.scaleRowLog()), srow)
-			}
-			for j := range kpp {
-				if prefetch && !masked {
-					g.PREFETCHT1(ka.row(j))
+			for v := range vecsPerStep {
+				for i := range qv {
+					m := qAt(i)
+					m.Disp += 4 * T * v
+					g.loadKV(f32, mk, m, masked, qv[i])
 				}
-				g.loadKV(e, mk, kb.row(j), masked, kv)
-				if e == i8 {
-					g.scale(operand.Mem{Base: sp, Index: srow, Scale: 1, Disp: 4*g.decodeLayout().total + (first+j)*g.scaleEntryBytes()}, kv)
+				// int8, int4: the scale row of this vector's block, (kfull
+				// - cnt) >> scaleShift rows into the K scale scratch.
+				if e.quantized() && v == 0 {
+					srow = g.GP64()
+					g.MOVQ(lc.kfull, srow)
+					g.SUBQ(cnt, srow)
+					g.SHRQ(operand.U8(g.scaleShift()), srow)
+					g.SHLQ(operand.U8(g.scaleRowLog()), srow)
 				}
-				for i := range R {
-					g.VFMADD231PS(kv, qv[i], acc[accOf[i*kpp+j]])
+				for j := range kpp {
+					if prefetch && !masked && v == 0 {
+						g.PREFETCHT1(ka.row(j))
+					}
+					k := kv
+					if e == i4 {
+						k = g.loadI4Vec(kb.row(j), v, i4c)
+					} else {
+						g.loadKV(e, mk, kb.row(j), masked, kv)
+					}
+					if e.quantized() {
+						g.scale(operand.Mem{Base: sp, Index: srow, Scale: 1, Disp: 4*g.decodeLayout().total + (first+j)*g.scaleEntryBytes()}, k)
+					}
+					for i := range R {
+						g.VFMADD231PS(k, qv[i], acc[accOf[i*kpp+j]])
+					}
 				}
 			}
 		}
@@ -913,19 +942,25 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		g.JZ(operand.LabelRef(label(lp, "last_dims")))
 		g.Label(label(lp, "dims"))
 		step(false)
-		g.ADDQ(operand.Imm(uint64(4*T)), qm)
+		g.ADDQ(operand.Imm(uint64(4*T*vecsPerStep)), qm)
 		if qm3 != nil {
-			g.ADDQ(operand.Imm(uint64(4*T)), qm3)
+			g.ADDQ(operand.Imm(uint64(4*T*vecsPerStep)), qm3)
 		}
 		for _, b := range append(kb.bases, ka.bases...) {
-			g.ADDQ(operand.Imm(uint64(e.bytes()*T)), b)
+			g.ADDQ(operand.Imm(uint64(kBytes)), b)
 		}
-		g.DECQ(cnt)
+		if vecsPerStep == 1 {
+			g.DECQ(cnt)
+		} else {
+			g.SUBQ(operand.Imm(uint64(vecsPerStep)), cnt)
+		}
 		g.JNZ(operand.LabelRef(label(lp, "dims")))
 		g.Label(label(lp, "last_dims"))
-		g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
-		g.JEQ(operand.LabelRef(label(lp, "fold")))
-		step(true)
+		if e != i4 { // int4's q rows come in whole blocks: no tail
+			g.CMPQ(g.arg("ktail"), operand.Imm(uint64(T)))
+			g.JEQ(operand.LabelRef(label(lp, "fold")))
+			step(true)
+		}
 		g.Label(label(lp, "fold"))
 		folded[pass] = g.vec()
 		g.VMOVUPS(g.fold(acc), folded[pass])
@@ -949,6 +984,10 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual, k0, ld, qm reg.GPVirtual, acc []reg.VecVirtual, accOf []int, lp string) {
 	T := g.isa.lanes
 	kv, qv := g.vec(), g.vec()
+	var i4c i4Consts
+	if e == i4 {
+		i4c = g.i4Consts()
+	}
 	kj := k0 // key j's row
 	for j := range T {
 		lk := label(lp, "key", j)
@@ -958,9 +997,10 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 			g.ADDQ(ld, kj)
 		}
 		g.MOVQ(qm, q)
-		// int8: the scale of key j's vector, in scale block (step >> scaleShift).
+		// int8, int4: the scale of key j's vector, in scale block (step >>
+		// scaleShift).
 		var srow reg.GPVirtual
-		if e == i8 {
+		if e.quantized() {
 			srow = g.GP64()
 			g.MOVQ(operand.U32(0), srow)
 		}
@@ -972,23 +1012,40 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 			return operand.Mem{Base: sp, Index: t, Scale: 1, Disp: 4*g.decodeLayout().total + j*g.scaleEntryBytes()}
 		}
 		g.MOVQ(lc.kfull, cnt)
-		if e == i8 {
+		if e.quantized() {
 			// Whole scale blocks first: their V vectors' products summed
 			// unscaled, then times the block's scale into the key's
 			// accumulator (one multiply and one scale address per block
-			// instead of per vector).
-			V := 1 << g.scaleShift()
+			// instead of per vector). int4 has whole blocks only (its q
+			// rows are padded to them), a block's 16 bytes unpacked by
+			// loadI4 (pairs, AVX-512) or loadI4Vec.
+			V, kBytes := 1<<g.scaleShift(), 32
+			var i4v []reg.VecVirtual
+			if e == i4 {
+				kBytes = 16
+			}
 			lb := label(lk, "blocks")
 			g.CMPQ(cnt, operand.Imm(uint64(V)))
 			g.JL(operand.LabelRef(label(lb, "done")))
 			g.Label(lb)
+			if e == i4 && g.isa.avx512() {
+				i4v = g.loadI4(pk, V, i4c)
+			}
 			t := g.vec()
 			for v := range V {
-				g.loadKV(e, mk, operand.Mem{Base: pk, Disp: v * T}, false, kv)
+				k := kv
+				switch {
+				case i4v != nil:
+					k = i4v[v]
+				case e == i4:
+					k = g.loadI4Vec(operand.Mem{Base: pk}, v, i4c)
+				default:
+					g.loadKV(e, mk, operand.Mem{Base: pk, Disp: v * T}, false, kv)
+				}
 				if v == 0 {
-					g.VMULPS(operand.Mem{Base: q}, kv, t)
+					g.VMULPS(operand.Mem{Base: q}, k, t)
 				} else {
-					g.VFMADD231PS(operand.Mem{Base: q, Disp: 4 * v * T}, kv, t)
+					g.VFMADD231PS(operand.Mem{Base: q, Disp: 4 * v * T}, k, t)
 				}
 			}
 			if g.isa.avx512() {
@@ -997,18 +1054,21 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 				g.VFMADD231PS(scaleAt(), t, acc[accOf[j]])
 			}
 			g.ADDQ(operand.Imm(uint64(V)), srow)
-			g.ADDQ(operand.Imm(uint64(V*T)), pk)
+			g.ADDQ(operand.Imm(uint64(kBytes)), pk)
 			g.ADDQ(operand.Imm(uint64(4*V*T)), q)
 			g.SUBQ(operand.Imm(uint64(V)), cnt)
 			g.CMPQ(cnt, operand.Imm(uint64(V)))
 			g.JGE(operand.LabelRef(lb))
 			g.Label(label(lb, "done"))
+			if e == i4 {
+				continue
+			}
 		}
 		g.TESTQ(cnt, cnt)
 		g.JZ(operand.LabelRef(label(lk, "last")))
 		g.Label(lk)
 		g.loadKV(e, mk, operand.Mem{Base: pk}, false, kv)
-		if e == i8 {
+		if e.quantized() {
 			g.scale(scaleAt(), kv)
 			g.INCQ(srow)
 		}
@@ -1022,7 +1082,7 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 		g.JEQ(operand.LabelRef(label(lk, "done")))
 		g.loadKV(f32, mk, operand.Mem{Base: q}, true, qv)
 		g.loadKV(e, mk, operand.Mem{Base: pk}, true, kv)
-		if e == i8 {
+		if e.quantized() {
 			g.scale(scaleAt(), kv)
 		}
 		g.VFMADD231PS(qv, kv, acc[accOf[j]])
@@ -1509,7 +1569,7 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		case i4v != nil:
 			vv = i4v[j]
 		case e == i4:
-			vv = g.loadI4Vec(vb, j, i4c)
+			vv = g.loadI4Vec(operand.Mem{Base: vb}, j, i4c)
 		default:
 			vv = g.vec()
 			g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * vecBytes}, masked && j == nv-1, vv)

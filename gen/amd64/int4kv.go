@@ -99,16 +99,27 @@ func (g *gen) chunksI4(name string, n reg.GPVirtual, krow operand.Mem, chunk fun
 	g.Label(name + "_done")
 }
 
-// i4Consts are the constants of int4 V's conversion, held in registers
-// through a PV tile.
-type i4Consts struct{ nib, magic, magic8 reg.VecVirtual }
+// i4Consts are the constants of int4's conversion to float32: held in
+// registers through a PV tile or a score loop, or (AVX2's several-row
+// score loop, whose accumulators and query vectors take the registers)
+// read from memory by each instruction.
+type i4Consts struct{ nib, magic, magic8 operand.Op }
 
+var i4ConstNames = [3]string{"nibble", "twoTo23", "twoTo23Plus8"}
+
+// i4Consts loads the constants into registers.
 func (g *gen) i4Consts() i4Consts {
-	c := i4Consts{g.vec(), g.vec(), g.vec()}
-	g.loadConst("nibble", c.nib)
-	g.loadConst("twoTo23", c.magic)
-	g.loadConst("twoTo23Plus8", c.magic8)
-	return c
+	var v [3]reg.VecVirtual
+	for i, name := range i4ConstNames {
+		v[i] = g.vec()
+		g.loadConst(name, v[i])
+	}
+	return i4Consts{v[0], v[1], v[2]}
+}
+
+// i4ConstsInMemory are the constants as memory operands.
+func (g *gen) i4ConstsInMemory() i4Consts {
+	return i4Consts{g.cst(i4ConstNames[0]), g.cst(i4ConstNames[1]), g.cst(i4ConstNames[2])}
 }
 
 // loadI4 loads the nv vectors (T = 16 elements each) of an int4 V row's
@@ -140,20 +151,33 @@ func (g *gen) loadI4(vb reg.GPVirtual, nv int, c i4Consts) []reg.VecVirtual {
 	return out
 }
 
-// loadI4Vec loads vector j (T = 8 elements) of an int4 V row's panel at
-// vb as float32 on AVX2, as loadI4 does two at a time on AVX-512: of
-// block j/4, the low nibbles of its bytes 0..7 (j%4 = 0) or 8..15 (1),
-// or their high nibbles (2, 3). Each vector loads its 8 bytes (one
-// register for all, where loadI4's pairs would take 8 of the 16).
-func (g *gen) loadI4Vec(vb reg.GPVirtual, j int, c i4Consts) reg.VecVirtual {
+// loadI4Vec loads vector j of an int4 row's panel at vb as float32, one
+// vector at a time (row: the row's address), as loadI4 does two at a time: a block of 32 elements
+// is 32/T vectors of T, the low nibbles of its 16 bytes then their high
+// nibbles, so vector j is of block j/(32/T) the low (or high, past the
+// first 16/T) nibbles of T bytes (AVX2: bytes 0..7 or 8..15; AVX-512:
+// all 16). Each vector loads its bytes (one register for all, where
+// loadI4's pairs would take 8 of AVX2's 16).
+func (g *gen) loadI4Vec(row operand.Mem, j int, c i4Consts) reg.VecVirtual {
+	T := g.isa.lanes
+	perBlock, perHalf := 32/T, 16/T
+	v := j % perBlock
 	x := g.vec()
-	g.VPMOVZXBD(operand.Mem{Base: vb, Disp: 16*(j/4) + 8*(j%2)}, x)
-	if j%4 >= 2 {
+	m := row
+	m.Disp += 16*(j/perBlock) + T*(v%perHalf)
+	g.VPMOVZXBD(m, x)
+	if v >= perHalf {
 		g.VPSRLD(operand.U8(4), x, x)
+	} else if g.isa.avx512() {
+		g.VPANDD(c.nib, x, x)
 	} else {
 		g.VPAND(c.nib, x, x)
 	}
-	g.VPOR(c.magic, x, x)
+	if g.isa.avx512() {
+		g.VPORD(c.magic, x, x)
+	} else {
+		g.VPOR(c.magic, x, x)
+	}
 	g.VSUBPS(c.magic8, x, x)
 	return x
 }

@@ -55,7 +55,7 @@ func generate(x isa, dir string) error {
 	g.widenW(true)
 	g.transpose()
 	g.dot()
-	for _, e := range []elem{f32, f16, bf16, i8} {
+	for _, e := range []elem{f32, f16, bf16, i8, i4} {
 		g.decode(e, q8None)
 	}
 	if x.avx512() {
