@@ -35164,34 +35164,35 @@ q8row:
 	SHRQ    $0x05, R8
 	VMOVDQU constsAVX2<>+992(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
 	JZ           q8row_tail
 	VMOVDQU      (DI), Y2
 	VPXOR        (CX), Y0, Y4
-	VMOVUPS      constsAVX2<>+768(SB), Y3
+	VPXOR        Y2, Y2, Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
 	VPXOR        (CX)(DX*1), Y0, Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VPXOR        Y2, Y2, Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
 	VPXOR        (CX)(DX*2), Y0, Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y5
+	VPXOR        Y2, Y2, Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
 	VPXOR        (CX)(BX*1), Y0, Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y6
+	VPXOR        Y2, Y2, Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x45; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
 	VPXOR        (SI), Y0, Y8
-	VMOVUPS      constsAVX2<>+768(SB), Y7
+	VPXOR        Y2, Y2, Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x3d; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
 	VPXOR        (SI)(DX*1), Y0, Y9
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VPXOR        Y2, Y2, Y8
 	BYTE $0xc4; BYTE $0x62; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
 	VPXOR        (SI)(DX*2), Y0, Y10
-	VMOVUPS      constsAVX2<>+768(SB), Y9
+	VPXOR        Y2, Y2, Y9
 	BYTE $0xc4; BYTE $0x62; BYTE $0x2d; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
 	VPXOR        (SI)(BX*1), Y0, Y11
-	VMOVUPS      constsAVX2<>+768(SB), Y10
+	VPXOR        Y2, Y2, Y10
 	BYTE $0xc4; BYTE $0x62; BYTE $0x25; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
 	MOVQ         128(SP), R9
 	LEAQ         (CX)(R9*1), R10
@@ -35259,35 +35260,35 @@ q8row_tail:
 	VMOVDQU      (DI), Y3
 	VPMASKMOVD   (CX), Y2, Y4
 	VPXOR        Y4, Y0, Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VPXOR        Y2, Y2, Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe3 // VPDPBUSD Y3, Y5, Y4
 	VPMASKMOVD   (CX)(DX*1), Y2, Y5
 	VPXOR        Y5, Y0, Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y5
+	VPXOR        Y2, Y2, Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xeb // VPDPBUSD Y3, Y6, Y5
 	VPMASKMOVD   (CX)(DX*2), Y2, Y6
 	VPXOR        Y6, Y0, Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y6
+	VPXOR        Y2, Y2, Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x45; BYTE $0x50; BYTE $0xf3 // VPDPBUSD Y3, Y7, Y6
 	VPMASKMOVD   (CX)(BX*1), Y2, Y7
 	VPXOR        Y7, Y0, Y8
-	VMOVUPS      constsAVX2<>+768(SB), Y7
+	VPXOR        Y2, Y2, Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x3d; BYTE $0x50; BYTE $0xfb // VPDPBUSD Y3, Y8, Y7
 	VPMASKMOVD   (SI), Y2, Y8
 	VPXOR        Y8, Y0, Y9
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VPXOR        Y2, Y2, Y8
 	BYTE $0xc4; BYTE $0x62; BYTE $0x35; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y9, Y8
 	VPMASKMOVD   (SI)(DX*1), Y2, Y9
 	VPXOR        Y9, Y0, Y10
-	VMOVUPS      constsAVX2<>+768(SB), Y9
+	VPXOR        Y2, Y2, Y9
 	BYTE $0xc4; BYTE $0x62; BYTE $0x2d; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y10, Y9
 	VPMASKMOVD   (SI)(DX*2), Y2, Y10
 	VPXOR        Y10, Y0, Y11
-	VMOVUPS      constsAVX2<>+768(SB), Y10
+	VPXOR        Y2, Y2, Y10
 	BYTE $0xc4; BYTE $0x62; BYTE $0x25; BYTE $0x50; BYTE $0xd3 // VPDPBUSD Y3, Y11, Y10
 	VPMASKMOVD   (SI)(BX*1), Y2, Y2
 	VPXOR        Y2, Y0, Y2
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VPXOR        Y2, Y2, Y0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x6d; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y2, Y0
 	MOVQ         128(SP), DI
 	LEAQ         (CX)(DI*1), CX
@@ -38665,34 +38666,35 @@ q8row:
 	SHRQ    $0x05, R8
 	VMOVDQU constsAVX2<>+992(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
 	JZ           q8row_tail
 	VMOVDQU      (DI), Y2
 	VPXOR        (CX), Y0, Y4
-	VMOVUPS      constsAVX2<>+768(SB), Y3
+	VPXOR        Y2, Y2, Y3
 	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
 	VPXOR        (CX)(DX*1), Y0, Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VPXOR        Y2, Y2, Y4
 	BYTE $0x62; BYTE $0xf2; BYTE $0x55; BYTE $0x28; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
 	VPXOR        (CX)(DX*2), Y0, Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y5
+	VPXOR        Y2, Y2, Y5
 	BYTE $0x62; BYTE $0xf2; BYTE $0x4d; BYTE $0x28; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
 	VPXOR        (CX)(BX*1), Y0, Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y6
+	VPXOR        Y2, Y2, Y6
 	BYTE $0x62; BYTE $0xf2; BYTE $0x45; BYTE $0x28; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
 	VPXOR        (SI), Y0, Y8
-	VMOVUPS      constsAVX2<>+768(SB), Y7
+	VPXOR        Y2, Y2, Y7
 	BYTE $0x62; BYTE $0xf2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
 	VPXOR        (SI)(DX*1), Y0, Y9
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VPXOR        Y2, Y2, Y8
 	BYTE $0x62; BYTE $0x72; BYTE $0x35; BYTE $0x28; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
 	VPXOR        (SI)(DX*2), Y0, Y10
-	VMOVUPS      constsAVX2<>+768(SB), Y9
+	VPXOR        Y2, Y2, Y9
 	BYTE $0x62; BYTE $0x72; BYTE $0x2d; BYTE $0x28; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
 	VPXOR        (SI)(BX*1), Y0, Y11
-	VMOVUPS      constsAVX2<>+768(SB), Y10
+	VPXOR        Y2, Y2, Y10
 	BYTE $0x62; BYTE $0x72; BYTE $0x25; BYTE $0x28; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
 	MOVQ         128(SP), R9
 	LEAQ         (CX)(R9*1), R10
@@ -38760,35 +38762,35 @@ q8row_tail:
 	VMOVDQU      (DI), Y3
 	VPMASKMOVD   (CX), Y2, Y4
 	VPXOR        Y4, Y0, Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VPXOR        Y2, Y2, Y4
 	BYTE $0x62; BYTE $0xf2; BYTE $0x55; BYTE $0x28; BYTE $0x50; BYTE $0xe3 // VPDPBUSD Y3, Y5, Y4
 	VPMASKMOVD   (CX)(DX*1), Y2, Y5
 	VPXOR        Y5, Y0, Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y5
+	VPXOR        Y2, Y2, Y5
 	BYTE $0x62; BYTE $0xf2; BYTE $0x4d; BYTE $0x28; BYTE $0x50; BYTE $0xeb // VPDPBUSD Y3, Y6, Y5
 	VPMASKMOVD   (CX)(DX*2), Y2, Y6
 	VPXOR        Y6, Y0, Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y6
+	VPXOR        Y2, Y2, Y6
 	BYTE $0x62; BYTE $0xf2; BYTE $0x45; BYTE $0x28; BYTE $0x50; BYTE $0xf3 // VPDPBUSD Y3, Y7, Y6
 	VPMASKMOVD   (CX)(BX*1), Y2, Y7
 	VPXOR        Y7, Y0, Y8
-	VMOVUPS      constsAVX2<>+768(SB), Y7
+	VPXOR        Y2, Y2, Y7
 	BYTE $0x62; BYTE $0xf2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xfb // VPDPBUSD Y3, Y8, Y7
 	VPMASKMOVD   (SI), Y2, Y8
 	VPXOR        Y8, Y0, Y9
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VPXOR        Y2, Y2, Y8
 	BYTE $0x62; BYTE $0x72; BYTE $0x35; BYTE $0x28; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y9, Y8
 	VPMASKMOVD   (SI)(DX*1), Y2, Y9
 	VPXOR        Y9, Y0, Y10
-	VMOVUPS      constsAVX2<>+768(SB), Y9
+	VPXOR        Y2, Y2, Y9
 	BYTE $0x62; BYTE $0x72; BYTE $0x2d; BYTE $0x28; BYTE $0x50; BYTE $0xcb // VPDPBUSD Y3, Y10, Y9
 	VPMASKMOVD   (SI)(DX*2), Y2, Y10
 	VPXOR        Y10, Y0, Y11
-	VMOVUPS      constsAVX2<>+768(SB), Y10
+	VPXOR        Y2, Y2, Y10
 	BYTE $0x62; BYTE $0x72; BYTE $0x25; BYTE $0x28; BYTE $0x50; BYTE $0xd3 // VPDPBUSD Y3, Y11, Y10
 	VPMASKMOVD   (SI)(BX*1), Y2, Y2
 	VPXOR        Y2, Y0, Y2
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VPXOR        Y2, Y2, Y0
 	BYTE $0x62; BYTE $0xf2; BYTE $0x6d; BYTE $0x28; BYTE $0x50; BYTE $0xc3 // VPDPBUSD Y3, Y2, Y0
 	MOVQ         128(SP), DI
 	LEAQ         (CX)(DI*1), CX
@@ -43431,6 +43433,7 @@ scalesv:
 	SHRQ    $0x04, R8
 	VMOVDQU constsAVX2<>+1056(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -43440,49 +43443,49 @@ q8row_chunk:
 	VPSLLW       $0x04, Y4, Y3
 	VPOR         Y3, Y4, Y4
 	VPAND        Y0, Y4, Y4
-	VMOVUPS      constsAVX2<>+768(SB), Y3
+	VPXOR        Y2, Y2, Y3
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
 	VPMOVZXBW    (CX)(DX*1), Y5
 	VPSLLW       $0x04, Y5, Y4
 	VPOR         Y4, Y5, Y5
 	VPAND        Y0, Y5, Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VPXOR        Y2, Y2, Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x55; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
 	VPMOVZXBW    (CX)(DX*2), Y6
 	VPSLLW       $0x04, Y6, Y5
 	VPOR         Y5, Y6, Y6
 	VPAND        Y0, Y6, Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y5
+	VPXOR        Y2, Y2, Y5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4d; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
 	VPMOVZXBW    (CX)(BX*1), Y7
 	VPSLLW       $0x04, Y7, Y6
 	VPOR         Y6, Y7, Y7
 	VPAND        Y0, Y7, Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y6
+	VPXOR        Y2, Y2, Y6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x45; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
 	VPMOVZXBW    (SI), Y8
 	VPSLLW       $0x04, Y8, Y7
 	VPOR         Y7, Y8, Y8
 	VPAND        Y0, Y8, Y8
-	VMOVUPS      constsAVX2<>+768(SB), Y7
+	VPXOR        Y2, Y2, Y7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x3d; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
 	VPMOVZXBW    (SI)(DX*1), Y9
 	VPSLLW       $0x04, Y9, Y8
 	VPOR         Y8, Y9, Y9
 	VPAND        Y0, Y9, Y9
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VPXOR        Y2, Y2, Y8
 	BYTE $0xc4; BYTE $0x62; BYTE $0x35; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
 	VPMOVZXBW    (SI)(DX*2), Y10
 	VPSLLW       $0x04, Y10, Y9
 	VPOR         Y9, Y10, Y10
 	VPAND        Y0, Y10, Y10
-	VMOVUPS      constsAVX2<>+768(SB), Y9
+	VPXOR        Y2, Y2, Y9
 	BYTE $0xc4; BYTE $0x62; BYTE $0x2d; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
 	VPMOVZXBW    (SI)(BX*1), Y11
 	VPSLLW       $0x04, Y11, Y10
 	VPOR         Y10, Y11, Y11
 	VPAND        Y0, Y11, Y11
-	VMOVUPS      constsAVX2<>+768(SB), Y10
+	VPXOR        Y2, Y2, Y10
 	BYTE $0xc4; BYTE $0x62; BYTE $0x25; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
 	MOVQ         128(SP), R9
 	LEAQ         (CX)(R9*1), R10
@@ -45503,6 +45506,7 @@ scalesv:
 	SHRQ    $0x04, R8
 	VMOVDQU constsAVX2<>+1056(SB), Y0
 	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+768(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -45512,49 +45516,49 @@ q8row_chunk:
 	VPSLLW       $0x04, Y4, Y3
 	VPOR         Y3, Y4, Y4
 	VPAND        Y0, Y4, Y4
-	VMOVUPS      constsAVX2<>+768(SB), Y3
+	VPXOR        Y2, Y2, Y3
 	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xda // VPDPBUSD Y2, Y4, Y3
 	VPMOVZXBW    (CX)(DX*1), Y5
 	VPSLLW       $0x04, Y5, Y4
 	VPOR         Y4, Y5, Y5
 	VPAND        Y0, Y5, Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VPXOR        Y2, Y2, Y4
 	BYTE $0x62; BYTE $0xf2; BYTE $0x55; BYTE $0x28; BYTE $0x50; BYTE $0xe2 // VPDPBUSD Y2, Y5, Y4
 	VPMOVZXBW    (CX)(DX*2), Y6
 	VPSLLW       $0x04, Y6, Y5
 	VPOR         Y5, Y6, Y6
 	VPAND        Y0, Y6, Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y5
+	VPXOR        Y2, Y2, Y5
 	BYTE $0x62; BYTE $0xf2; BYTE $0x4d; BYTE $0x28; BYTE $0x50; BYTE $0xea // VPDPBUSD Y2, Y6, Y5
 	VPMOVZXBW    (CX)(BX*1), Y7
 	VPSLLW       $0x04, Y7, Y6
 	VPOR         Y6, Y7, Y7
 	VPAND        Y0, Y7, Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y6
+	VPXOR        Y2, Y2, Y6
 	BYTE $0x62; BYTE $0xf2; BYTE $0x45; BYTE $0x28; BYTE $0x50; BYTE $0xf2 // VPDPBUSD Y2, Y7, Y6
 	VPMOVZXBW    (SI), Y8
 	VPSLLW       $0x04, Y8, Y7
 	VPOR         Y7, Y8, Y8
 	VPAND        Y0, Y8, Y8
-	VMOVUPS      constsAVX2<>+768(SB), Y7
+	VPXOR        Y2, Y2, Y7
 	BYTE $0x62; BYTE $0xf2; BYTE $0x3d; BYTE $0x28; BYTE $0x50; BYTE $0xfa // VPDPBUSD Y2, Y8, Y7
 	VPMOVZXBW    (SI)(DX*1), Y9
 	VPSLLW       $0x04, Y9, Y8
 	VPOR         Y8, Y9, Y9
 	VPAND        Y0, Y9, Y9
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VPXOR        Y2, Y2, Y8
 	BYTE $0x62; BYTE $0x72; BYTE $0x35; BYTE $0x28; BYTE $0x50; BYTE $0xc2 // VPDPBUSD Y2, Y9, Y8
 	VPMOVZXBW    (SI)(DX*2), Y10
 	VPSLLW       $0x04, Y10, Y9
 	VPOR         Y9, Y10, Y10
 	VPAND        Y0, Y10, Y10
-	VMOVUPS      constsAVX2<>+768(SB), Y9
+	VPXOR        Y2, Y2, Y9
 	BYTE $0x62; BYTE $0x72; BYTE $0x2d; BYTE $0x28; BYTE $0x50; BYTE $0xca // VPDPBUSD Y2, Y10, Y9
 	VPMOVZXBW    (SI)(BX*1), Y11
 	VPSLLW       $0x04, Y11, Y10
 	VPOR         Y10, Y11, Y11
 	VPAND        Y0, Y11, Y11
-	VMOVUPS      constsAVX2<>+768(SB), Y10
+	VPXOR        Y2, Y2, Y10
 	BYTE $0x62; BYTE $0x72; BYTE $0x25; BYTE $0x28; BYTE $0x50; BYTE $0xd2 // VPDPBUSD Y2, Y11, Y10
 	MOVQ         128(SP), R9
 	LEAQ         (CX)(R9*1), R10

@@ -54386,58 +54386,60 @@ q8row:
 	SHRQ      $0x06, R10
 	VMOVDQU32 constsAVX512<>+1984(SB), Z0
 	VMOVUPS   constsAVX512<>+1536(SB), Z1
+	VMOVUPS   constsAVX512<>+1536(SB), Z2
 
 q8row_chunk:
 	TESTQ            R10, R10
 	JZ               q8row_tail
-	VPXORD           (CX), Z0, Z3
-	VMOVUPS          constsAVX512<>+1536(SB), Z2
-	VPDPBUSD         (R9), Z3, Z2
-	VPXORD           (CX)(DX*1), Z0, Z4
-	VMOVUPS          constsAVX512<>+1536(SB), Z3
-	VPDPBUSD         (R9), Z4, Z3
-	VPXORD           (CX)(DX*2), Z0, Z5
-	VMOVUPS          constsAVX512<>+1536(SB), Z4
-	VPDPBUSD         (R9), Z5, Z4
-	VPXORD           (CX)(BX*1), Z0, Z6
-	VMOVUPS          constsAVX512<>+1536(SB), Z5
-	VPDPBUSD         (R9), Z6, Z5
-	VPXORD           (SI), Z0, Z7
-	VMOVUPS          constsAVX512<>+1536(SB), Z6
-	VPDPBUSD         (R9), Z7, Z6
-	VPXORD           (SI)(DX*1), Z0, Z8
-	VMOVUPS          constsAVX512<>+1536(SB), Z7
-	VPDPBUSD         (R9), Z8, Z7
-	VPXORD           (SI)(DX*2), Z0, Z9
-	VMOVUPS          constsAVX512<>+1536(SB), Z8
-	VPDPBUSD         (R9), Z9, Z8
-	VPXORD           (SI)(BX*1), Z0, Z10
-	VMOVUPS          constsAVX512<>+1536(SB), Z9
-	VPDPBUSD         (R9), Z10, Z9
-	VPXORD           (DI), Z0, Z11
-	VMOVUPS          constsAVX512<>+1536(SB), Z10
-	VPDPBUSD         (R9), Z11, Z10
-	VPXORD           (DI)(DX*1), Z0, Z12
-	VMOVUPS          constsAVX512<>+1536(SB), Z11
-	VPDPBUSD         (R9), Z12, Z11
-	VPXORD           (DI)(DX*2), Z0, Z13
-	VMOVUPS          constsAVX512<>+1536(SB), Z12
-	VPDPBUSD         (R9), Z13, Z12
-	VPXORD           (DI)(BX*1), Z0, Z14
-	VMOVUPS          constsAVX512<>+1536(SB), Z13
-	VPDPBUSD         (R9), Z14, Z13
-	VPXORD           (R8), Z0, Z15
-	VMOVUPS          constsAVX512<>+1536(SB), Z14
-	VPDPBUSD         (R9), Z15, Z14
-	VPXORD           (R8)(DX*1), Z0, Z16
-	VMOVUPS          constsAVX512<>+1536(SB), Z15
-	VPDPBUSD         (R9), Z16, Z15
-	VPXORD           (R8)(DX*2), Z0, Z17
-	VMOVUPS          constsAVX512<>+1536(SB), Z16
-	VPDPBUSD         (R9), Z17, Z16
-	VPXORD           (R8)(BX*1), Z0, Z18
-	VMOVUPS          constsAVX512<>+1536(SB), Z17
-	VPDPBUSD         (R9), Z18, Z17
+	VMOVDQU32        (R9), Z3
+	VPXORD           (CX), Z0, Z5
+	VPXORD           Z2, Z2, Z4
+	VPDPBUSD         Z3, Z5, Z4
+	VPXORD           (CX)(DX*1), Z0, Z6
+	VPXORD           Z2, Z2, Z5
+	VPDPBUSD         Z3, Z6, Z5
+	VPXORD           (CX)(DX*2), Z0, Z7
+	VPXORD           Z2, Z2, Z6
+	VPDPBUSD         Z3, Z7, Z6
+	VPXORD           (CX)(BX*1), Z0, Z8
+	VPXORD           Z2, Z2, Z7
+	VPDPBUSD         Z3, Z8, Z7
+	VPXORD           (SI), Z0, Z9
+	VPXORD           Z2, Z2, Z8
+	VPDPBUSD         Z3, Z9, Z8
+	VPXORD           (SI)(DX*1), Z0, Z10
+	VPXORD           Z2, Z2, Z9
+	VPDPBUSD         Z3, Z10, Z9
+	VPXORD           (SI)(DX*2), Z0, Z11
+	VPXORD           Z2, Z2, Z10
+	VPDPBUSD         Z3, Z11, Z10
+	VPXORD           (SI)(BX*1), Z0, Z12
+	VPXORD           Z2, Z2, Z11
+	VPDPBUSD         Z3, Z12, Z11
+	VPXORD           (DI), Z0, Z13
+	VPXORD           Z2, Z2, Z12
+	VPDPBUSD         Z3, Z13, Z12
+	VPXORD           (DI)(DX*1), Z0, Z14
+	VPXORD           Z2, Z2, Z13
+	VPDPBUSD         Z3, Z14, Z13
+	VPXORD           (DI)(DX*2), Z0, Z15
+	VPXORD           Z2, Z2, Z14
+	VPDPBUSD         Z3, Z15, Z14
+	VPXORD           (DI)(BX*1), Z0, Z16
+	VPXORD           Z2, Z2, Z15
+	VPDPBUSD         Z3, Z16, Z15
+	VPXORD           (R8), Z0, Z17
+	VPXORD           Z2, Z2, Z16
+	VPDPBUSD         Z3, Z17, Z16
+	VPXORD           (R8)(DX*1), Z0, Z18
+	VPXORD           Z2, Z2, Z17
+	VPDPBUSD         Z3, Z18, Z17
+	VPXORD           (R8)(DX*2), Z0, Z19
+	VPXORD           Z2, Z2, Z18
+	VPDPBUSD         Z3, Z19, Z18
+	VPXORD           (R8)(BX*1), Z0, Z20
+	VPXORD           Z2, Z2, Z19
+	VPDPBUSD         Z3, Z20, Z19
 	MOVQ             128(SP), R11
 	LEAQ             (CX)(R11*1), R12
 	LEAQ             (SI)(R11*1), R13
@@ -54462,9 +54464,6 @@ q8row_chunk:
 	MOVQ             216(SP), R11
 	MOVQ             224(SP), R12
 	MOVQ             232(SP), R13
-	VPUNPCKLDQ       Z3, Z2, Z18
-	VPUNPCKHDQ       Z3, Z2, Z2
-	VPADDD           Z2, Z18, Z2
 	VPUNPCKLDQ       Z5, Z4, Z3
 	VPUNPCKHDQ       Z5, Z4, Z4
 	VPADDD           Z4, Z3, Z3
@@ -54486,34 +54485,37 @@ q8row_chunk:
 	VPUNPCKLDQ       Z17, Z16, Z9
 	VPUNPCKHDQ       Z17, Z16, Z10
 	VPADDD           Z10, Z9, Z9
-	VPUNPCKLQDQ      Z3, Z2, Z10
-	VPUNPCKHQDQ      Z3, Z2, Z2
-	VPADDD           Z2, Z10, Z2
-	VPUNPCKLQDQ      Z5, Z4, Z3
-	VPUNPCKHQDQ      Z5, Z4, Z4
-	VPADDD           Z4, Z3, Z3
-	VPUNPCKLQDQ      Z7, Z6, Z4
-	VPUNPCKHQDQ      Z7, Z6, Z5
+	VPUNPCKLDQ       Z19, Z18, Z10
+	VPUNPCKHDQ       Z19, Z18, Z11
+	VPADDD           Z11, Z10, Z10
+	VPUNPCKLQDQ      Z4, Z3, Z11
+	VPUNPCKHQDQ      Z4, Z3, Z3
+	VPADDD           Z3, Z11, Z3
+	VPUNPCKLQDQ      Z6, Z5, Z4
+	VPUNPCKHQDQ      Z6, Z5, Z5
 	VPADDD           Z5, Z4, Z4
-	VPUNPCKLQDQ      Z9, Z8, Z5
-	VPUNPCKHQDQ      Z9, Z8, Z6
+	VPUNPCKLQDQ      Z8, Z7, Z5
+	VPUNPCKHQDQ      Z8, Z7, Z6
 	VPADDD           Z6, Z5, Z5
-	VSHUFI32X4       $0x88, Z3, Z2, Z6
-	VSHUFI32X4       $0xdd, Z3, Z2, Z2
-	VPADDD           Z2, Z6, Z2
-	VSHUFI32X4       $0x88, Z5, Z4, Z3
-	VSHUFI32X4       $0xdd, Z5, Z4, Z4
-	VPADDD           Z4, Z3, Z3
-	VSHUFI32X4       $0x88, Z3, Z2, Z4
-	VSHUFI32X4       $0xdd, Z3, Z2, Z2
-	VPADDD.BCST      (R12), Z4, Z4
-	VCVTDQ2PS        Z4, Z4
-	VMULPS           (R13), Z4, Z4
-	VFMADD231PS.BCST (R11), Z4, Z1
-	VPADDD.BCST      4(R12), Z2, Z2
-	VCVTDQ2PS        Z2, Z2
-	VMULPS           64(R13), Z2, Z2
-	VFMADD231PS.BCST 4(R11), Z2, Z1
+	VPUNPCKLQDQ      Z10, Z9, Z6
+	VPUNPCKHQDQ      Z10, Z9, Z7
+	VPADDD           Z7, Z6, Z6
+	VSHUFI32X4       $0x88, Z4, Z3, Z7
+	VSHUFI32X4       $0xdd, Z4, Z3, Z3
+	VPADDD           Z3, Z7, Z3
+	VSHUFI32X4       $0x88, Z6, Z5, Z4
+	VSHUFI32X4       $0xdd, Z6, Z5, Z5
+	VPADDD           Z5, Z4, Z4
+	VSHUFI32X4       $0x88, Z4, Z3, Z5
+	VSHUFI32X4       $0xdd, Z4, Z3, Z3
+	VPADDD.BCST      (R12), Z5, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (R13), Z5, Z5
+	VFMADD231PS.BCST (R11), Z5, Z1
+	VPADDD.BCST      4(R12), Z3, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           64(R13), Z3, Z3
+	VFMADD231PS.BCST 4(R11), Z3, Z1
 	ADDQ             $0x08, R11
 	ADDQ             $0x08, R12
 	ADDQ             $0x00000080, R13
@@ -54535,71 +54537,71 @@ q8row_tail:
 	SHRQ             $0x02, R10
 	LEAQ             constsAVX512<>+2432(SB), R11
 	KMOVW            (R11)(R10*2), K3
-	VMOVDQU32.Z      (R9), K3, Z2
-	VMOVDQU32.Z      (CX), K3, Z3
-	VPXORD           Z3, Z0, Z4
-	VMOVUPS          constsAVX512<>+1536(SB), Z3
-	VPDPBUSD         Z2, Z4, Z3
-	VMOVDQU32.Z      (CX)(DX*1), K3, Z4
+	VMOVDQU32.Z      (R9), K3, Z3
+	VMOVDQU32.Z      (CX), K3, Z4
 	VPXORD           Z4, Z0, Z5
-	VMOVUPS          constsAVX512<>+1536(SB), Z4
-	VPDPBUSD         Z2, Z5, Z4
-	VMOVDQU32.Z      (CX)(DX*2), K3, Z5
+	VPXORD           Z2, Z2, Z4
+	VPDPBUSD         Z3, Z5, Z4
+	VMOVDQU32.Z      (CX)(DX*1), K3, Z5
 	VPXORD           Z5, Z0, Z6
-	VMOVUPS          constsAVX512<>+1536(SB), Z5
-	VPDPBUSD         Z2, Z6, Z5
-	VMOVDQU32.Z      (CX)(BX*1), K3, Z6
+	VPXORD           Z2, Z2, Z5
+	VPDPBUSD         Z3, Z6, Z5
+	VMOVDQU32.Z      (CX)(DX*2), K3, Z6
 	VPXORD           Z6, Z0, Z7
-	VMOVUPS          constsAVX512<>+1536(SB), Z6
-	VPDPBUSD         Z2, Z7, Z6
-	VMOVDQU32.Z      (SI), K3, Z7
+	VPXORD           Z2, Z2, Z6
+	VPDPBUSD         Z3, Z7, Z6
+	VMOVDQU32.Z      (CX)(BX*1), K3, Z7
 	VPXORD           Z7, Z0, Z8
-	VMOVUPS          constsAVX512<>+1536(SB), Z7
-	VPDPBUSD         Z2, Z8, Z7
-	VMOVDQU32.Z      (SI)(DX*1), K3, Z8
+	VPXORD           Z2, Z2, Z7
+	VPDPBUSD         Z3, Z8, Z7
+	VMOVDQU32.Z      (SI), K3, Z8
 	VPXORD           Z8, Z0, Z9
-	VMOVUPS          constsAVX512<>+1536(SB), Z8
-	VPDPBUSD         Z2, Z9, Z8
-	VMOVDQU32.Z      (SI)(DX*2), K3, Z9
+	VPXORD           Z2, Z2, Z8
+	VPDPBUSD         Z3, Z9, Z8
+	VMOVDQU32.Z      (SI)(DX*1), K3, Z9
 	VPXORD           Z9, Z0, Z10
-	VMOVUPS          constsAVX512<>+1536(SB), Z9
-	VPDPBUSD         Z2, Z10, Z9
-	VMOVDQU32.Z      (SI)(BX*1), K3, Z10
+	VPXORD           Z2, Z2, Z9
+	VPDPBUSD         Z3, Z10, Z9
+	VMOVDQU32.Z      (SI)(DX*2), K3, Z10
 	VPXORD           Z10, Z0, Z11
-	VMOVUPS          constsAVX512<>+1536(SB), Z10
-	VPDPBUSD         Z2, Z11, Z10
-	VMOVDQU32.Z      (DI), K3, Z11
+	VPXORD           Z2, Z2, Z10
+	VPDPBUSD         Z3, Z11, Z10
+	VMOVDQU32.Z      (SI)(BX*1), K3, Z11
 	VPXORD           Z11, Z0, Z12
-	VMOVUPS          constsAVX512<>+1536(SB), Z11
-	VPDPBUSD         Z2, Z12, Z11
-	VMOVDQU32.Z      (DI)(DX*1), K3, Z12
+	VPXORD           Z2, Z2, Z11
+	VPDPBUSD         Z3, Z12, Z11
+	VMOVDQU32.Z      (DI), K3, Z12
 	VPXORD           Z12, Z0, Z13
-	VMOVUPS          constsAVX512<>+1536(SB), Z12
-	VPDPBUSD         Z2, Z13, Z12
-	VMOVDQU32.Z      (DI)(DX*2), K3, Z13
+	VPXORD           Z2, Z2, Z12
+	VPDPBUSD         Z3, Z13, Z12
+	VMOVDQU32.Z      (DI)(DX*1), K3, Z13
 	VPXORD           Z13, Z0, Z14
-	VMOVUPS          constsAVX512<>+1536(SB), Z13
-	VPDPBUSD         Z2, Z14, Z13
-	VMOVDQU32.Z      (DI)(BX*1), K3, Z14
+	VPXORD           Z2, Z2, Z13
+	VPDPBUSD         Z3, Z14, Z13
+	VMOVDQU32.Z      (DI)(DX*2), K3, Z14
 	VPXORD           Z14, Z0, Z15
-	VMOVUPS          constsAVX512<>+1536(SB), Z14
-	VPDPBUSD         Z2, Z15, Z14
-	VMOVDQU32.Z      (R8), K3, Z15
+	VPXORD           Z2, Z2, Z14
+	VPDPBUSD         Z3, Z15, Z14
+	VMOVDQU32.Z      (DI)(BX*1), K3, Z15
 	VPXORD           Z15, Z0, Z16
-	VMOVUPS          constsAVX512<>+1536(SB), Z15
-	VPDPBUSD         Z2, Z16, Z15
-	VMOVDQU32.Z      (R8)(DX*1), K3, Z16
+	VPXORD           Z2, Z2, Z15
+	VPDPBUSD         Z3, Z16, Z15
+	VMOVDQU32.Z      (R8), K3, Z16
 	VPXORD           Z16, Z0, Z17
-	VMOVUPS          constsAVX512<>+1536(SB), Z16
-	VPDPBUSD         Z2, Z17, Z16
-	VMOVDQU32.Z      (R8)(DX*2), K3, Z17
+	VPXORD           Z2, Z2, Z16
+	VPDPBUSD         Z3, Z17, Z16
+	VMOVDQU32.Z      (R8)(DX*1), K3, Z17
 	VPXORD           Z17, Z0, Z18
-	VMOVUPS          constsAVX512<>+1536(SB), Z17
-	VPDPBUSD         Z2, Z18, Z17
-	VMOVDQU32.Z      (R8)(BX*1), K3, Z18
-	VPXORD           Z18, Z0, Z18
-	VMOVUPS          constsAVX512<>+1536(SB), Z0
-	VPDPBUSD         Z2, Z18, Z0
+	VPXORD           Z2, Z2, Z17
+	VPDPBUSD         Z3, Z18, Z17
+	VMOVDQU32.Z      (R8)(DX*2), K3, Z18
+	VPXORD           Z18, Z0, Z19
+	VPXORD           Z2, Z2, Z18
+	VPDPBUSD         Z3, Z19, Z18
+	VMOVDQU32.Z      (R8)(BX*1), K3, Z19
+	VPXORD           Z19, Z0, Z0
+	VPXORD           Z2, Z2, Z2
+	VPDPBUSD         Z3, Z0, Z2
 	MOVQ             128(SP), R9
 	LEAQ             (CX)(R9*1), CX
 	LEAQ             (SI)(R9*1), SI
@@ -54624,50 +54626,50 @@ q8row_tail:
 	MOVQ             216(SP), CX
 	MOVQ             224(SP), DX
 	MOVQ             232(SP), BX
-	VPUNPCKLDQ       Z4, Z3, Z2
-	VPUNPCKHDQ       Z4, Z3, Z3
-	VPADDD           Z3, Z2, Z2
-	VPUNPCKLDQ       Z6, Z5, Z3
-	VPUNPCKHDQ       Z6, Z5, Z4
+	VPUNPCKLDQ       Z5, Z4, Z0
+	VPUNPCKHDQ       Z5, Z4, Z3
+	VPADDD           Z3, Z0, Z0
+	VPUNPCKLDQ       Z7, Z6, Z3
+	VPUNPCKHDQ       Z7, Z6, Z4
 	VPADDD           Z4, Z3, Z3
-	VPUNPCKLDQ       Z8, Z7, Z4
-	VPUNPCKHDQ       Z8, Z7, Z5
+	VPUNPCKLDQ       Z9, Z8, Z4
+	VPUNPCKHDQ       Z9, Z8, Z5
 	VPADDD           Z5, Z4, Z4
-	VPUNPCKLDQ       Z10, Z9, Z5
-	VPUNPCKHDQ       Z10, Z9, Z6
+	VPUNPCKLDQ       Z11, Z10, Z5
+	VPUNPCKHDQ       Z11, Z10, Z6
 	VPADDD           Z6, Z5, Z5
-	VPUNPCKLDQ       Z12, Z11, Z6
-	VPUNPCKHDQ       Z12, Z11, Z7
+	VPUNPCKLDQ       Z13, Z12, Z6
+	VPUNPCKHDQ       Z13, Z12, Z7
 	VPADDD           Z7, Z6, Z6
-	VPUNPCKLDQ       Z14, Z13, Z7
-	VPUNPCKHDQ       Z14, Z13, Z8
+	VPUNPCKLDQ       Z15, Z14, Z7
+	VPUNPCKHDQ       Z15, Z14, Z8
 	VPADDD           Z8, Z7, Z7
-	VPUNPCKLDQ       Z16, Z15, Z8
-	VPUNPCKHDQ       Z16, Z15, Z9
+	VPUNPCKLDQ       Z17, Z16, Z8
+	VPUNPCKHDQ       Z17, Z16, Z9
 	VPADDD           Z9, Z8, Z8
-	VPUNPCKLDQ       Z0, Z17, Z9
-	VPUNPCKHDQ       Z0, Z17, Z0
-	VPADDD           Z0, Z9, Z0
-	VPUNPCKLQDQ      Z3, Z2, Z9
-	VPUNPCKHQDQ      Z3, Z2, Z2
+	VPUNPCKLDQ       Z2, Z18, Z9
+	VPUNPCKHDQ       Z2, Z18, Z2
 	VPADDD           Z2, Z9, Z2
+	VPUNPCKLQDQ      Z3, Z0, Z9
+	VPUNPCKHQDQ      Z3, Z0, Z0
+	VPADDD           Z0, Z9, Z0
 	VPUNPCKLQDQ      Z5, Z4, Z3
 	VPUNPCKHQDQ      Z5, Z4, Z4
 	VPADDD           Z4, Z3, Z3
 	VPUNPCKLQDQ      Z7, Z6, Z4
 	VPUNPCKHQDQ      Z7, Z6, Z5
 	VPADDD           Z5, Z4, Z4
-	VPUNPCKLQDQ      Z0, Z8, Z5
-	VPUNPCKHQDQ      Z0, Z8, Z0
-	VPADDD           Z0, Z5, Z0
-	VSHUFI32X4       $0x88, Z3, Z2, Z5
-	VSHUFI32X4       $0xdd, Z3, Z2, Z2
+	VPUNPCKLQDQ      Z2, Z8, Z5
+	VPUNPCKHQDQ      Z2, Z8, Z2
 	VPADDD           Z2, Z5, Z2
-	VSHUFI32X4       $0x88, Z0, Z4, Z3
-	VSHUFI32X4       $0xdd, Z0, Z4, Z0
-	VPADDD           Z0, Z3, Z0
-	VSHUFI32X4       $0x88, Z0, Z2, Z3
-	VSHUFI32X4       $0xdd, Z0, Z2, Z0
+	VSHUFI32X4       $0x88, Z3, Z0, Z5
+	VSHUFI32X4       $0xdd, Z3, Z0, Z0
+	VPADDD           Z0, Z5, Z0
+	VSHUFI32X4       $0x88, Z2, Z4, Z3
+	VSHUFI32X4       $0xdd, Z2, Z4, Z2
+	VPADDD           Z2, Z3, Z2
+	VSHUFI32X4       $0x88, Z2, Z0, Z3
+	VSHUFI32X4       $0xdd, Z2, Z0, Z0
 	VPADDD.BCST      (DX), Z3, Z3
 	VCVTDQ2PS        Z3, Z3
 	VMULPS           (BX), Z3, Z3
@@ -60692,90 +60694,92 @@ q8row:
 	SHRQ      $0x05, R10
 	VMOVDQU32 constsAVX512<>+2112(SB), Z0
 	VMOVUPS   constsAVX512<>+1536(SB), Z1
+	VMOVUPS   constsAVX512<>+1536(SB), Z2
 
 q8row_chunk:
 	TESTQ            R10, R10
 	JZ               q8row_tail
-	VPMOVZXBW        (CX), Z3
-	VPSLLW           $0x04, Z3, Z2
-	VPTERNLOGD       $0xa8, Z0, Z2, Z3
-	VMOVUPS          constsAVX512<>+1536(SB), Z2
-	VPDPBUSD         (R9), Z3, Z2
-	VPMOVZXBW        (CX)(DX*1), Z4
-	VPSLLW           $0x04, Z4, Z3
-	VPTERNLOGD       $0xa8, Z0, Z3, Z4
-	VMOVUPS          constsAVX512<>+1536(SB), Z3
-	VPDPBUSD         (R9), Z4, Z3
-	VPMOVZXBW        (CX)(DX*2), Z5
+	VMOVDQU32        (R9), Z3
+	VPMOVZXBW        (CX), Z5
 	VPSLLW           $0x04, Z5, Z4
 	VPTERNLOGD       $0xa8, Z0, Z4, Z5
-	VMOVUPS          constsAVX512<>+1536(SB), Z4
-	VPDPBUSD         (R9), Z5, Z4
-	VPMOVZXBW        (CX)(BX*1), Z6
+	VPXORD           Z2, Z2, Z4
+	VPDPBUSD         Z3, Z5, Z4
+	VPMOVZXBW        (CX)(DX*1), Z6
 	VPSLLW           $0x04, Z6, Z5
 	VPTERNLOGD       $0xa8, Z0, Z5, Z6
-	VMOVUPS          constsAVX512<>+1536(SB), Z5
-	VPDPBUSD         (R9), Z6, Z5
-	VPMOVZXBW        (SI), Z7
+	VPXORD           Z2, Z2, Z5
+	VPDPBUSD         Z3, Z6, Z5
+	VPMOVZXBW        (CX)(DX*2), Z7
 	VPSLLW           $0x04, Z7, Z6
 	VPTERNLOGD       $0xa8, Z0, Z6, Z7
-	VMOVUPS          constsAVX512<>+1536(SB), Z6
-	VPDPBUSD         (R9), Z7, Z6
-	VPMOVZXBW        (SI)(DX*1), Z8
+	VPXORD           Z2, Z2, Z6
+	VPDPBUSD         Z3, Z7, Z6
+	VPMOVZXBW        (CX)(BX*1), Z8
 	VPSLLW           $0x04, Z8, Z7
 	VPTERNLOGD       $0xa8, Z0, Z7, Z8
-	VMOVUPS          constsAVX512<>+1536(SB), Z7
-	VPDPBUSD         (R9), Z8, Z7
-	VPMOVZXBW        (SI)(DX*2), Z9
+	VPXORD           Z2, Z2, Z7
+	VPDPBUSD         Z3, Z8, Z7
+	VPMOVZXBW        (SI), Z9
 	VPSLLW           $0x04, Z9, Z8
 	VPTERNLOGD       $0xa8, Z0, Z8, Z9
-	VMOVUPS          constsAVX512<>+1536(SB), Z8
-	VPDPBUSD         (R9), Z9, Z8
-	VPMOVZXBW        (SI)(BX*1), Z10
+	VPXORD           Z2, Z2, Z8
+	VPDPBUSD         Z3, Z9, Z8
+	VPMOVZXBW        (SI)(DX*1), Z10
 	VPSLLW           $0x04, Z10, Z9
 	VPTERNLOGD       $0xa8, Z0, Z9, Z10
-	VMOVUPS          constsAVX512<>+1536(SB), Z9
-	VPDPBUSD         (R9), Z10, Z9
-	VPMOVZXBW        (DI), Z11
+	VPXORD           Z2, Z2, Z9
+	VPDPBUSD         Z3, Z10, Z9
+	VPMOVZXBW        (SI)(DX*2), Z11
 	VPSLLW           $0x04, Z11, Z10
 	VPTERNLOGD       $0xa8, Z0, Z10, Z11
-	VMOVUPS          constsAVX512<>+1536(SB), Z10
-	VPDPBUSD         (R9), Z11, Z10
-	VPMOVZXBW        (DI)(DX*1), Z12
+	VPXORD           Z2, Z2, Z10
+	VPDPBUSD         Z3, Z11, Z10
+	VPMOVZXBW        (SI)(BX*1), Z12
 	VPSLLW           $0x04, Z12, Z11
 	VPTERNLOGD       $0xa8, Z0, Z11, Z12
-	VMOVUPS          constsAVX512<>+1536(SB), Z11
-	VPDPBUSD         (R9), Z12, Z11
-	VPMOVZXBW        (DI)(DX*2), Z13
+	VPXORD           Z2, Z2, Z11
+	VPDPBUSD         Z3, Z12, Z11
+	VPMOVZXBW        (DI), Z13
 	VPSLLW           $0x04, Z13, Z12
 	VPTERNLOGD       $0xa8, Z0, Z12, Z13
-	VMOVUPS          constsAVX512<>+1536(SB), Z12
-	VPDPBUSD         (R9), Z13, Z12
-	VPMOVZXBW        (DI)(BX*1), Z14
+	VPXORD           Z2, Z2, Z12
+	VPDPBUSD         Z3, Z13, Z12
+	VPMOVZXBW        (DI)(DX*1), Z14
 	VPSLLW           $0x04, Z14, Z13
 	VPTERNLOGD       $0xa8, Z0, Z13, Z14
-	VMOVUPS          constsAVX512<>+1536(SB), Z13
-	VPDPBUSD         (R9), Z14, Z13
-	VPMOVZXBW        (R8), Z15
+	VPXORD           Z2, Z2, Z13
+	VPDPBUSD         Z3, Z14, Z13
+	VPMOVZXBW        (DI)(DX*2), Z15
 	VPSLLW           $0x04, Z15, Z14
 	VPTERNLOGD       $0xa8, Z0, Z14, Z15
-	VMOVUPS          constsAVX512<>+1536(SB), Z14
-	VPDPBUSD         (R9), Z15, Z14
-	VPMOVZXBW        (R8)(DX*1), Z16
+	VPXORD           Z2, Z2, Z14
+	VPDPBUSD         Z3, Z15, Z14
+	VPMOVZXBW        (DI)(BX*1), Z16
 	VPSLLW           $0x04, Z16, Z15
 	VPTERNLOGD       $0xa8, Z0, Z15, Z16
-	VMOVUPS          constsAVX512<>+1536(SB), Z15
-	VPDPBUSD         (R9), Z16, Z15
-	VPMOVZXBW        (R8)(DX*2), Z17
+	VPXORD           Z2, Z2, Z15
+	VPDPBUSD         Z3, Z16, Z15
+	VPMOVZXBW        (R8), Z17
 	VPSLLW           $0x04, Z17, Z16
 	VPTERNLOGD       $0xa8, Z0, Z16, Z17
-	VMOVUPS          constsAVX512<>+1536(SB), Z16
-	VPDPBUSD         (R9), Z17, Z16
-	VPMOVZXBW        (R8)(BX*1), Z18
+	VPXORD           Z2, Z2, Z16
+	VPDPBUSD         Z3, Z17, Z16
+	VPMOVZXBW        (R8)(DX*1), Z18
 	VPSLLW           $0x04, Z18, Z17
 	VPTERNLOGD       $0xa8, Z0, Z17, Z18
-	VMOVUPS          constsAVX512<>+1536(SB), Z17
-	VPDPBUSD         (R9), Z18, Z17
+	VPXORD           Z2, Z2, Z17
+	VPDPBUSD         Z3, Z18, Z17
+	VPMOVZXBW        (R8)(DX*2), Z19
+	VPSLLW           $0x04, Z19, Z18
+	VPTERNLOGD       $0xa8, Z0, Z18, Z19
+	VPXORD           Z2, Z2, Z18
+	VPDPBUSD         Z3, Z19, Z18
+	VPMOVZXBW        (R8)(BX*1), Z20
+	VPSLLW           $0x04, Z20, Z19
+	VPTERNLOGD       $0xa8, Z0, Z19, Z20
+	VPXORD           Z2, Z2, Z19
+	VPDPBUSD         Z3, Z20, Z19
 	MOVQ             128(SP), R11
 	LEAQ             (CX)(R11*1), R12
 	LEAQ             (SI)(R11*1), R13
@@ -60800,9 +60804,6 @@ q8row_chunk:
 	MOVQ             216(SP), R11
 	MOVQ             224(SP), R12
 	MOVQ             232(SP), R13
-	VPUNPCKLDQ       Z3, Z2, Z18
-	VPUNPCKHDQ       Z3, Z2, Z2
-	VPADDD           Z2, Z18, Z2
 	VPUNPCKLDQ       Z5, Z4, Z3
 	VPUNPCKHDQ       Z5, Z4, Z4
 	VPADDD           Z4, Z3, Z3
@@ -60824,34 +60825,37 @@ q8row_chunk:
 	VPUNPCKLDQ       Z17, Z16, Z9
 	VPUNPCKHDQ       Z17, Z16, Z10
 	VPADDD           Z10, Z9, Z9
-	VPUNPCKLQDQ      Z3, Z2, Z10
-	VPUNPCKHQDQ      Z3, Z2, Z2
-	VPADDD           Z2, Z10, Z2
-	VPUNPCKLQDQ      Z5, Z4, Z3
-	VPUNPCKHQDQ      Z5, Z4, Z4
-	VPADDD           Z4, Z3, Z3
-	VPUNPCKLQDQ      Z7, Z6, Z4
-	VPUNPCKHQDQ      Z7, Z6, Z5
+	VPUNPCKLDQ       Z19, Z18, Z10
+	VPUNPCKHDQ       Z19, Z18, Z11
+	VPADDD           Z11, Z10, Z10
+	VPUNPCKLQDQ      Z4, Z3, Z11
+	VPUNPCKHQDQ      Z4, Z3, Z3
+	VPADDD           Z3, Z11, Z3
+	VPUNPCKLQDQ      Z6, Z5, Z4
+	VPUNPCKHQDQ      Z6, Z5, Z5
 	VPADDD           Z5, Z4, Z4
-	VPUNPCKLQDQ      Z9, Z8, Z5
-	VPUNPCKHQDQ      Z9, Z8, Z6
+	VPUNPCKLQDQ      Z8, Z7, Z5
+	VPUNPCKHQDQ      Z8, Z7, Z6
 	VPADDD           Z6, Z5, Z5
-	VSHUFI32X4       $0x88, Z3, Z2, Z6
-	VSHUFI32X4       $0xdd, Z3, Z2, Z2
-	VPADDD           Z2, Z6, Z2
-	VSHUFI32X4       $0x88, Z5, Z4, Z3
-	VSHUFI32X4       $0xdd, Z5, Z4, Z4
-	VPADDD           Z4, Z3, Z3
-	VSHUFI32X4       $0x88, Z3, Z2, Z4
-	VSHUFI32X4       $0xdd, Z3, Z2, Z2
-	VPADDD.BCST      (R12), Z4, Z4
-	VCVTDQ2PS        Z4, Z4
-	VMULPS           (R13), Z4, Z4
-	VFMADD231PS.BCST (R11), Z4, Z1
-	VPADDD.BCST      4(R12), Z2, Z2
-	VCVTDQ2PS        Z2, Z2
-	VMULPS           64(R13), Z2, Z2
-	VFMADD231PS.BCST 4(R11), Z2, Z1
+	VPUNPCKLQDQ      Z10, Z9, Z6
+	VPUNPCKHQDQ      Z10, Z9, Z7
+	VPADDD           Z7, Z6, Z6
+	VSHUFI32X4       $0x88, Z4, Z3, Z7
+	VSHUFI32X4       $0xdd, Z4, Z3, Z3
+	VPADDD           Z3, Z7, Z3
+	VSHUFI32X4       $0x88, Z6, Z5, Z4
+	VSHUFI32X4       $0xdd, Z6, Z5, Z5
+	VPADDD           Z5, Z4, Z4
+	VSHUFI32X4       $0x88, Z4, Z3, Z5
+	VSHUFI32X4       $0xdd, Z4, Z3, Z3
+	VPADDD.BCST      (R12), Z5, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (R13), Z5, Z5
+	VFMADD231PS.BCST (R11), Z5, Z1
+	VPADDD.BCST      4(R12), Z3, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           64(R13), Z3, Z3
+	VFMADD231PS.BCST 4(R11), Z3, Z1
 	ADDQ             $0x08, R11
 	ADDQ             $0x08, R12
 	ADDQ             $0x00000080, R13
@@ -60871,102 +60875,103 @@ q8row_tail:
 	JZ               q8row_done
 	MOVL             $0x0000ffff, R10
 	KMOVW            R10, K3
-	VMOVDQU8.Z       (CX), K3, Z2
-	VPMOVZXBW        Y2, Z3
-	VPSLLW           $0x04, Z3, Z2
-	VPTERNLOGD       $0xa8, Z0, Z2, Z3
-	VMOVUPS          constsAVX512<>+1536(SB), Z2
-	VPDPBUSD         (R9), Z3, Z2
-	VMOVDQU8.Z       (CX)(DX*1), K3, Z3
-	VPMOVZXBW        Y3, Z4
-	VPSLLW           $0x04, Z4, Z3
-	VPTERNLOGD       $0xa8, Z0, Z3, Z4
-	VMOVUPS          constsAVX512<>+1536(SB), Z3
-	VPDPBUSD         (R9), Z4, Z3
-	VMOVDQU8.Z       (CX)(DX*2), K3, Z4
+	VMOVDQU32        (R9), Z3
+	VMOVDQU8.Z       (CX), K3, Z4
 	VPMOVZXBW        Y4, Z5
 	VPSLLW           $0x04, Z5, Z4
 	VPTERNLOGD       $0xa8, Z0, Z4, Z5
-	VMOVUPS          constsAVX512<>+1536(SB), Z4
-	VPDPBUSD         (R9), Z5, Z4
-	VMOVDQU8.Z       (CX)(BX*1), K3, Z5
+	VPXORD           Z2, Z2, Z4
+	VPDPBUSD         Z3, Z5, Z4
+	VMOVDQU8.Z       (CX)(DX*1), K3, Z5
 	VPMOVZXBW        Y5, Z6
 	VPSLLW           $0x04, Z6, Z5
 	VPTERNLOGD       $0xa8, Z0, Z5, Z6
-	VMOVUPS          constsAVX512<>+1536(SB), Z5
-	VPDPBUSD         (R9), Z6, Z5
-	VMOVDQU8.Z       (SI), K3, Z6
+	VPXORD           Z2, Z2, Z5
+	VPDPBUSD         Z3, Z6, Z5
+	VMOVDQU8.Z       (CX)(DX*2), K3, Z6
 	VPMOVZXBW        Y6, Z7
 	VPSLLW           $0x04, Z7, Z6
 	VPTERNLOGD       $0xa8, Z0, Z6, Z7
-	VMOVUPS          constsAVX512<>+1536(SB), Z6
-	VPDPBUSD         (R9), Z7, Z6
-	VMOVDQU8.Z       (SI)(DX*1), K3, Z7
+	VPXORD           Z2, Z2, Z6
+	VPDPBUSD         Z3, Z7, Z6
+	VMOVDQU8.Z       (CX)(BX*1), K3, Z7
 	VPMOVZXBW        Y7, Z8
 	VPSLLW           $0x04, Z8, Z7
 	VPTERNLOGD       $0xa8, Z0, Z7, Z8
-	VMOVUPS          constsAVX512<>+1536(SB), Z7
-	VPDPBUSD         (R9), Z8, Z7
-	VMOVDQU8.Z       (SI)(DX*2), K3, Z8
+	VPXORD           Z2, Z2, Z7
+	VPDPBUSD         Z3, Z8, Z7
+	VMOVDQU8.Z       (SI), K3, Z8
 	VPMOVZXBW        Y8, Z9
 	VPSLLW           $0x04, Z9, Z8
 	VPTERNLOGD       $0xa8, Z0, Z8, Z9
-	VMOVUPS          constsAVX512<>+1536(SB), Z8
-	VPDPBUSD         (R9), Z9, Z8
-	VMOVDQU8.Z       (SI)(BX*1), K3, Z9
+	VPXORD           Z2, Z2, Z8
+	VPDPBUSD         Z3, Z9, Z8
+	VMOVDQU8.Z       (SI)(DX*1), K3, Z9
 	VPMOVZXBW        Y9, Z10
 	VPSLLW           $0x04, Z10, Z9
 	VPTERNLOGD       $0xa8, Z0, Z9, Z10
-	VMOVUPS          constsAVX512<>+1536(SB), Z9
-	VPDPBUSD         (R9), Z10, Z9
-	VMOVDQU8.Z       (DI), K3, Z10
+	VPXORD           Z2, Z2, Z9
+	VPDPBUSD         Z3, Z10, Z9
+	VMOVDQU8.Z       (SI)(DX*2), K3, Z10
 	VPMOVZXBW        Y10, Z11
 	VPSLLW           $0x04, Z11, Z10
 	VPTERNLOGD       $0xa8, Z0, Z10, Z11
-	VMOVUPS          constsAVX512<>+1536(SB), Z10
-	VPDPBUSD         (R9), Z11, Z10
-	VMOVDQU8.Z       (DI)(DX*1), K3, Z11
+	VPXORD           Z2, Z2, Z10
+	VPDPBUSD         Z3, Z11, Z10
+	VMOVDQU8.Z       (SI)(BX*1), K3, Z11
 	VPMOVZXBW        Y11, Z12
 	VPSLLW           $0x04, Z12, Z11
 	VPTERNLOGD       $0xa8, Z0, Z11, Z12
-	VMOVUPS          constsAVX512<>+1536(SB), Z11
-	VPDPBUSD         (R9), Z12, Z11
-	VMOVDQU8.Z       (DI)(DX*2), K3, Z12
+	VPXORD           Z2, Z2, Z11
+	VPDPBUSD         Z3, Z12, Z11
+	VMOVDQU8.Z       (DI), K3, Z12
 	VPMOVZXBW        Y12, Z13
 	VPSLLW           $0x04, Z13, Z12
 	VPTERNLOGD       $0xa8, Z0, Z12, Z13
-	VMOVUPS          constsAVX512<>+1536(SB), Z12
-	VPDPBUSD         (R9), Z13, Z12
-	VMOVDQU8.Z       (DI)(BX*1), K3, Z13
+	VPXORD           Z2, Z2, Z12
+	VPDPBUSD         Z3, Z13, Z12
+	VMOVDQU8.Z       (DI)(DX*1), K3, Z13
 	VPMOVZXBW        Y13, Z14
 	VPSLLW           $0x04, Z14, Z13
 	VPTERNLOGD       $0xa8, Z0, Z13, Z14
-	VMOVUPS          constsAVX512<>+1536(SB), Z13
-	VPDPBUSD         (R9), Z14, Z13
-	VMOVDQU8.Z       (R8), K3, Z14
+	VPXORD           Z2, Z2, Z13
+	VPDPBUSD         Z3, Z14, Z13
+	VMOVDQU8.Z       (DI)(DX*2), K3, Z14
 	VPMOVZXBW        Y14, Z15
 	VPSLLW           $0x04, Z15, Z14
 	VPTERNLOGD       $0xa8, Z0, Z14, Z15
-	VMOVUPS          constsAVX512<>+1536(SB), Z14
-	VPDPBUSD         (R9), Z15, Z14
-	VMOVDQU8.Z       (R8)(DX*1), K3, Z15
+	VPXORD           Z2, Z2, Z14
+	VPDPBUSD         Z3, Z15, Z14
+	VMOVDQU8.Z       (DI)(BX*1), K3, Z15
 	VPMOVZXBW        Y15, Z16
 	VPSLLW           $0x04, Z16, Z15
 	VPTERNLOGD       $0xa8, Z0, Z15, Z16
-	VMOVUPS          constsAVX512<>+1536(SB), Z15
-	VPDPBUSD         (R9), Z16, Z15
-	VMOVDQU8.Z       (R8)(DX*2), K3, Z16
+	VPXORD           Z2, Z2, Z15
+	VPDPBUSD         Z3, Z16, Z15
+	VMOVDQU8.Z       (R8), K3, Z16
 	VPMOVZXBW        Y16, Z17
 	VPSLLW           $0x04, Z17, Z16
 	VPTERNLOGD       $0xa8, Z0, Z16, Z17
-	VMOVUPS          constsAVX512<>+1536(SB), Z16
-	VPDPBUSD         (R9), Z17, Z16
-	VMOVDQU8.Z       (R8)(BX*1), K3, Z17
-	VPMOVZXBW        Y17, Z17
-	VPSLLW           $0x04, Z17, Z18
-	VPTERNLOGD       $0xa8, Z0, Z18, Z17
-	VMOVUPS          constsAVX512<>+1536(SB), Z0
-	VPDPBUSD         (R9), Z17, Z0
+	VPXORD           Z2, Z2, Z16
+	VPDPBUSD         Z3, Z17, Z16
+	VMOVDQU8.Z       (R8)(DX*1), K3, Z17
+	VPMOVZXBW        Y17, Z18
+	VPSLLW           $0x04, Z18, Z17
+	VPTERNLOGD       $0xa8, Z0, Z17, Z18
+	VPXORD           Z2, Z2, Z17
+	VPDPBUSD         Z3, Z18, Z17
+	VMOVDQU8.Z       (R8)(DX*2), K3, Z18
+	VPMOVZXBW        Y18, Z19
+	VPSLLW           $0x04, Z19, Z18
+	VPTERNLOGD       $0xa8, Z0, Z18, Z19
+	VPXORD           Z2, Z2, Z18
+	VPDPBUSD         Z3, Z19, Z18
+	VMOVDQU8.Z       (R8)(BX*1), K3, Z19
+	VPMOVZXBW        Y19, Z19
+	VPSLLW           $0x04, Z19, Z20
+	VPTERNLOGD       $0xa8, Z0, Z20, Z19
+	VPXORD           Z2, Z2, Z0
+	VPDPBUSD         Z3, Z19, Z0
 	MOVQ             128(SP), R9
 	LEAQ             (CX)(R9*1), CX
 	LEAQ             (SI)(R9*1), SI
@@ -60991,29 +60996,29 @@ q8row_tail:
 	MOVQ             216(SP), CX
 	MOVQ             224(SP), DX
 	MOVQ             232(SP), BX
-	VPUNPCKLDQ       Z3, Z2, Z17
-	VPUNPCKHDQ       Z3, Z2, Z2
-	VPADDD           Z2, Z17, Z2
-	VPUNPCKLDQ       Z5, Z4, Z3
-	VPUNPCKHDQ       Z5, Z4, Z4
+	VPUNPCKLDQ       Z5, Z4, Z2
+	VPUNPCKHDQ       Z5, Z4, Z3
+	VPADDD           Z3, Z2, Z2
+	VPUNPCKLDQ       Z7, Z6, Z3
+	VPUNPCKHDQ       Z7, Z6, Z4
 	VPADDD           Z4, Z3, Z3
-	VPUNPCKLDQ       Z7, Z6, Z4
-	VPUNPCKHDQ       Z7, Z6, Z5
+	VPUNPCKLDQ       Z9, Z8, Z4
+	VPUNPCKHDQ       Z9, Z8, Z5
 	VPADDD           Z5, Z4, Z4
-	VPUNPCKLDQ       Z9, Z8, Z5
-	VPUNPCKHDQ       Z9, Z8, Z6
+	VPUNPCKLDQ       Z11, Z10, Z5
+	VPUNPCKHDQ       Z11, Z10, Z6
 	VPADDD           Z6, Z5, Z5
-	VPUNPCKLDQ       Z11, Z10, Z6
-	VPUNPCKHDQ       Z11, Z10, Z7
+	VPUNPCKLDQ       Z13, Z12, Z6
+	VPUNPCKHDQ       Z13, Z12, Z7
 	VPADDD           Z7, Z6, Z6
-	VPUNPCKLDQ       Z13, Z12, Z7
-	VPUNPCKHDQ       Z13, Z12, Z8
+	VPUNPCKLDQ       Z15, Z14, Z7
+	VPUNPCKHDQ       Z15, Z14, Z8
 	VPADDD           Z8, Z7, Z7
-	VPUNPCKLDQ       Z15, Z14, Z8
-	VPUNPCKHDQ       Z15, Z14, Z9
+	VPUNPCKLDQ       Z17, Z16, Z8
+	VPUNPCKHDQ       Z17, Z16, Z9
 	VPADDD           Z9, Z8, Z8
-	VPUNPCKLDQ       Z0, Z16, Z9
-	VPUNPCKHDQ       Z0, Z16, Z0
+	VPUNPCKLDQ       Z0, Z18, Z9
+	VPUNPCKHDQ       Z0, Z18, Z0
 	VPADDD           Z0, Z9, Z0
 	VPUNPCKLQDQ      Z3, Z2, Z9
 	VPUNPCKHQDQ      Z3, Z2, Z2

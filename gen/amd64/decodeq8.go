@@ -412,28 +412,35 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 	}
 	score := g.vec()
 	g.zero(score)
+	// zr: zero, cleared once, from which the dot forms clear their sums
+	// (zeroFrom: no load each). q8Sign's VPMADDWD writes its sums whole.
+	var zr reg.VecVirtual
+	if !sign {
+		zr = g.vec()
+		g.zero(zr)
+	}
 	// chunk adds the next 4·T bytes of each key to the scores; masked:
 	// the tail's dwords only (its kmask, or AVX2's ymask in a register),
 	// with a second scale block only if tail2 (a count of dwords) is
 	// above 8.
 	chunk := func(masked bool, tail tailRegs, ymask reg.VecVirtual, tail2 reg.GPVirtual, lb string) {
-		q := operand.Op(operand.Mem{Base: qb})
+		// The chunk of q8, loaded once for the T keys.
+		q := g.vec()
 		switch {
 		case e == i4 && avx512: // DecodeQ8I4's q8 row: whole chunks of 64 bytes
+			g.VMOVDQU32(operand.Mem{Base: qb}, q)
 		case masked && avx512: // the row's last block may end the buffer
-			qv := g.vec()
-			g.VMOVDQU32_Z(operand.Mem{Base: qb}, tail.kmask, qv)
-			q = qv
-		case !avx512: // a whole block: in bounds (QueryQ8Ld)
-			qv := g.vec()
-			g.VMOVDQU(operand.Mem{Base: qb}, qv)
-			q = qv
+			g.VMOVDQU32_Z(operand.Mem{Base: qb}, tail.kmask, q)
+		case avx512:
+			g.VMOVDQU32(operand.Mem{Base: qb}, q)
+		default: // a whole block: in bounds (QueryQ8Ld)
+			g.VMOVDQU(operand.Mem{Base: qb}, q)
 		}
 		acc := make([]reg.VecVirtual, T)
 		for c := range acc {
 			acc[c] = g.vec()
 			if e == i4 {
-				g.unpackI4Row(form, keys.row(c), tail.kmask, nib, ones, q, acc[c])
+				g.unpackI4Row(form, keys.row(c), tail.kmask, nib, ones, zr, q, acc[c])
 				continue
 			}
 			var k operand.Op = keys.row(c)
@@ -460,16 +467,16 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 			default:
 				g.VPXOR(k, flip, t)
 			}
-			g.zero(acc[c])
+			g.zeroFrom(zr, acc[c])
 			switch form {
 			case q8Dot:
 				if avx512 {
 					g.VPDPBUSD(q, t, acc[c])
 				} else {
-					g.raw(vpdpbusdVEX, acc[c], t, q.(reg.VecVirtual))
+					g.raw(vpdpbusdVEX, acc[c], t, q)
 				}
 			case q8DotEmu:
-				g.raw(vpdpbusdEVEX256, acc[c], t, q.(reg.VecVirtual))
+				g.raw(vpdpbusdEVEX256, acc[c], t, q)
 			}
 		}
 		ahead := g.aheadRows(keys, lc.kAhead) // strided K: decodeAhead blocks on

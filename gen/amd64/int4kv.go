@@ -43,25 +43,25 @@ func (g *gen) unpackI4(m operand.Mem, half reg.OpmaskVirtual, nib, w reg.VecVirt
 
 // unpackI4Row sets acc to the dword sums of the products of one key's
 // next int4 elements at m (unpackI4) with the query chunk q, in the
-// form's dot step: VPDPBUSD (AVX-VNNI's VEX one, or its EVEX twin), or
-// VPMADDUBSW of the unsigned nibbles by q and VPMADDWD by ones (a pair
-// is at most 2·15·127: no saturation).
-func (g *gen) unpackI4Row(form q8Form, m operand.Mem, half reg.OpmaskVirtual, nib, ones reg.VecVirtual, q operand.Op, acc reg.VecVirtual) {
+// form's dot step: VPDPBUSD (AVX-VNNI's VEX one, or its EVEX twin) into
+// acc cleared from zr (zeroFrom), or VPMADDUBSW of the unsigned nibbles
+// by q and VPMADDWD by ones (a pair is at most 2·15·127: no saturation).
+func (g *gen) unpackI4Row(form q8Form, m operand.Mem, half reg.OpmaskVirtual, nib, ones, zr, q, acc reg.VecVirtual) {
 	w := g.vec()
 	g.unpackI4(m, half, nib, w)
 	switch {
 	case g.isa.avx512():
-		g.zero(acc)
+		g.zeroFrom(zr, acc)
 		g.VPDPBUSD(q, w, acc)
 	case form == q8Sign:
 		g.VPMADDUBSW(q, w, w)
 		g.VPMADDWD(ones, w, acc)
 	case form == q8Dot:
-		g.zero(acc)
-		g.raw(vpdpbusdVEX, acc, w, q.(reg.VecVirtual))
+		g.zeroFrom(zr, acc)
+		g.raw(vpdpbusdVEX, acc, w, q)
 	default:
-		g.zero(acc)
-		g.raw(vpdpbusdEVEX256, acc, w, q.(reg.VecVirtual))
+		g.zeroFrom(zr, acc)
+		g.raw(vpdpbusdEVEX256, acc, w, q)
 	}
 }
 

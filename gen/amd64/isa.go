@@ -171,6 +171,18 @@ func (g *gen) zero(v reg.VecVirtual) {
 	g.VMOVUPS(g.cst("zero"), v)
 }
 
+// zeroFrom clears v by the XOR of zr with itself (zr defined once, by
+// zero, before a loop): no load per register cleared, and no read of v.
+// The core takes an XOR of a register with itself as a zeroing idiom,
+// whatever the destination: v does not wait on zr.
+func (g *gen) zeroFrom(zr, v reg.VecVirtual) {
+	if g.isa.avx512() {
+		g.VPXORD(zr, zr, v)
+		return
+	}
+	g.VPXOR(zr, zr, v)
+}
+
 // param loads an argument (a pointer or a count) into a new register.
 func (g *gen) param(name string) reg.GPVirtual {
 	r := g.GP64()
