@@ -1020,7 +1020,6 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 			// rows are padded to them), a block's 16 bytes unpacked by
 			// loadI4 (pairs, AVX-512) or loadI4Vec.
 			V, kBytes := 1<<g.scaleShift(), 32
-			var i4v []reg.VecVirtual
 			if e == i4 {
 				kBytes = 16
 			}
@@ -1028,18 +1027,16 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 			g.CMPQ(cnt, operand.Imm(uint64(V)))
 			g.JL(operand.LabelRef(label(lb, "done")))
 			g.Label(lb)
-			if e == i4 && g.isa.avx512() {
-				i4v = g.loadI4(pk, V, i4c)
+			var i4At func(int) reg.VecVirtual
+			if e == i4 {
+				i4At = g.i4Vectors(pk, V, i4c)
 			}
 			t := g.vec()
 			for v := range V {
 				k := kv
-				switch {
-				case i4v != nil:
-					k = i4v[v]
-				case e == i4:
-					k = g.loadI4Vec(operand.Mem{Base: pk}, v, i4c)
-				default:
+				if i4At != nil {
+					k = i4At(v)
+				} else {
 					g.loadKV(e, mk, operand.Mem{Base: pk, Disp: v * T}, false, kv)
 				}
 				if v == 0 {
@@ -1559,18 +1556,15 @@ func (g *gen) decodePVTile(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		}
 	}
 	g.Label(label(l, "fetched"))
-	var i4v []reg.VecVirtual
-	if e == i4 && g.isa.avx512() {
-		i4v = g.loadI4(vb, nv, i4c)
+	var i4At func(int) reg.VecVirtual
+	if e == i4 {
+		i4At = g.i4Vectors(vb, nv, i4c)
 	}
 	for j := 0; j < nv; j++ {
 		var vv reg.VecVirtual
-		switch {
-		case i4v != nil:
-			vv = i4v[j]
-		case e == i4:
-			vv = g.loadI4Vec(operand.Mem{Base: vb}, j, i4c)
-		default:
+		if i4At != nil {
+			vv = i4At(j)
+		} else {
 			vv = g.vec()
 			g.loadKV(e, mk, operand.Mem{Base: vb, Disp: j * vecBytes}, masked && j == nv-1, vv)
 		}

@@ -151,6 +151,17 @@ func (g *gen) loadI4(vb reg.GPVirtual, nv int, c i4Consts) []reg.VecVirtual {
 	return out
 }
 
+// i4Vectors returns vector j (0..n-1) of the int4 row at base as float32:
+// on AVX-512 all n made here two at a time (loadI4), on AVX2 each where
+// it is asked for (loadI4Vec).
+func (g *gen) i4Vectors(base reg.GPVirtual, n int, c i4Consts) func(j int) reg.VecVirtual {
+	if g.isa.avx512() {
+		vs := g.loadI4(base, n, c)
+		return func(j int) reg.VecVirtual { return vs[j] }
+	}
+	return func(j int) reg.VecVirtual { return g.loadI4Vec(operand.Mem{Base: base}, j, c) }
+}
+
 // loadI4Vec loads vector j of an int4 row's panel at vb as float32, one
 // vector at a time (row: the row's address), as loadI4 does two at a time: a block of 32 elements
 // is 32/T vectors of T, the low nibbles of its 16 bytes then their high
