@@ -1017,8 +1017,8 @@ func (g *gen) decodeRowKeys(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual
 			// unscaled, then times the block's scale into the key's
 			// accumulator (one multiply and one scale address per block
 			// instead of per vector). int4 has whole blocks only (its q
-			// rows are padded to them), a block's 16 bytes unpacked by
-			// loadI4 (pairs, AVX-512) or loadI4Vec.
+			// rows are padded to them), each block's 16 bytes made into
+			// its vectors by i4Vectors.
 			V, kBytes := 1<<g.scaleShift(), 32
 			if e == i4 {
 				kBytes = 16
