@@ -149,10 +149,10 @@ func TestDecodeQ8Int4AsInt8(t *testing.T) {
 }
 
 // TestDecodeInt4AsInt8: Decode over int4 K/V (the set's int4 kernel where
-// it has one, else widened a chunk at a time) gives, bit for bit,
-// Decode's result over the int8 rows WidenInt4Rows makes of them and the
-// query rows padded with zeros to whole blocks (the int4 kernel takes
-// whole blocks of dk): the same products, summed alike.
+// it takes the rows, else widened a chunk at a time) gives, bit for bit,
+// Decode's result over the int8 rows WidenInt4Rows makes of them, with
+// the query rows padded with zeros to whole blocks where the int4 kernel
+// runs (it takes whole blocks of dk): the same products, summed alike.
 func TestDecodeInt4AsInt8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(50, 50))
 	for _, ks := range Available() {
@@ -241,7 +241,9 @@ func int4AsInt8(t *testing.T, rng *rand.Rand, ks *Set, q8 bool) {
 				switch {
 				case q8:
 					ks.DecodeQ8(q, rows, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
-				case k.Type == fallback.KVInt4:
+				case k.Type == fallback.KVInt4 || rows > ks.decodeInt4Max:
+					// (More rows than the int4 kernel takes: int4 is widened
+					// and the int8 kernel runs on dk itself.)
 					ks.Decode(src, rows, dk, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(dk, dv)), alibi)
 				default:
 					ks.Decode(padded, rows, whole, k, v, nk, dv, st.o, st.m, st.l, make([]float32, ks.DecodeScratch(whole, dv)), alibi)
