@@ -151,6 +151,12 @@ func (g *gen) scaleEntryBytes() int { return 1 << g.scaleEntryLog() }
 // scratch (lanes scales, key c's at c entries).
 func (g *gen) scaleRowLog() uint8 { return g.lanesLog() + g.scaleEntryLog() }
 
+// The doc lines of the int4 kernels' operands (DecodeI4, DecodeQ8I4).
+const (
+	i4Rows   = "int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble"
+	i4Values = "u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs)"
+)
+
 func (g *gen) decode(e elem, form q8Form) {
 	q8 := form != q8None
 	x := g.isa
@@ -165,8 +171,7 @@ func (g *gen) decode(e elem, form q8Form) {
 			"(v likewise with vs, ldvs), dequantized in registers; s is scratch",
 			"(fixed part, then a block's K and V scales, block-major)."}
 		if e == i4 {
-			scaled = []string{"int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble",
-				"u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs),",
+			scaled = []string{i4Rows, i4Values + ",",
 				"turned into float32 in registers (no conversion: u or'ed into 2^23's bits, minus",
 				"2^23+8). dk is whole blocks (kvec·lanes a multiple of 32, ktail = lanes): the",
 				"caller pads q's rows with zeros to them. s is scratch (fixed part, then a block's",
@@ -182,8 +187,7 @@ func (g *gen) decode(e elem, form q8Form) {
 		score = "\t\tsc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]"
 		switch {
 		case e == i4:
-			scaled = []string{"int4 K/V rows (fallback.KVInt4: ggml's q4_0 blocks, ldk and ldv in bytes): nibble",
-				"u of element i stands for float32(u-8)·ks[c*ldks+i/32] (v likewise with vs, ldvs).",
+			scaled = []string{i4Rows, i4Values + ".",
 				"The scores are integer dot products (" + form.dot(x) + ") of the unsigned nibbles",
 				"by q8: the rows quantized, each block's bytes in the order a block's nibbles",
 				"unpack to (element j, then j+16, for j = 0..15), zeros to ldq8 (a multiple of",

@@ -427,9 +427,9 @@ func (g *gen) decodeRowQ8(e elem, lc decodeLocals, sp reg.GPVirtual, form q8Form
 		// The chunk of q8, loaded once for the T keys.
 		q := g.vec()
 		switch {
-		case e == i4 && avx512: // DecodeQ8I4's q8 row: whole chunks of 64 bytes
-			g.VMOVDQU32(operand.Mem{Base: qb}, q)
-		case masked && avx512: // the row's last block may end the buffer
+		// The row's last block may end the buffer (DecodeQ8I4's q8 row is
+		// whole chunks of 64 bytes: loaded whole).
+		case masked && avx512 && e != i4:
 			g.VMOVDQU32_Z(operand.Mem{Base: qb}, tail.kmask, q)
 		case avx512:
 			g.VMOVDQU32(operand.Mem{Base: qb}, q)

@@ -94,8 +94,9 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	expconst.Const{Name: "eights", Bits: 0x08080808},
 	// int4 K/V dequantized: the 8 subtracted from each dword (dequant.go).
 	expconst.Const{Name: "intEight", Bits: 8},
-	// int4 V in DecodeQ8I4's PV: a nibble u or'ed into 2^23's mantissa is
-	// the float 2^23 + u; less 2^23 + 8, exactly u - 8 (decode.go).
+	// int4 K/V as float32 (int4kv.go: DecodeQ8I4's V, DecodeI4's K and V):
+	// a nibble u or'ed into 2^23's mantissa is the float 2^23 + u; less
+	// 2^23 + 8, exactly u - 8.
 	expconst.Const{Name: "twoTo23", Bits: math.Float32bits(1 << 23)},
 	expconst.Const{Name: "twoTo23Plus8", Bits: math.Float32bits(1<<23 + 8)},
 )
