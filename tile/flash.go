@@ -39,7 +39,9 @@ type Workspace struct {
 	q8own    kernels.QueryQ8 // a flash item's quantized rows
 	useQ8    bool            // the fused decode runs DecodeQ8 on q8
 	q8key    q8Key           // the split item in progress (zero: a flash item)
-	q8memo   q8Memo          // a split step's quantized rows, per KV head
+	q8memo   *q8Memo         // a split step's quantized rows, per KV head (shared with heads)
+	heads    []Workspace     // an interleaved split item's heads, one each (headgroups.go)
+	headRuns []*itemRun      // their items in progress
 	dot      bool            // scores by Dot (rows not transposed) instead of QK
 	packV    bool            // f32 V blocks are copied contiguous into vb (packsV)
 	run      itemRun         // the item in progress (begin)
@@ -88,13 +90,9 @@ func flashItem(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace) {
 // kernel) and an empty running state (m = -Inf, l = 0, O = 0).
 func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bool) *itemRun {
 	rows := it.nh * it.nq
-	lanes := ks.Lanes
-	rp := (rows + lanes - 1) / lanes * lanes // rows padded to whole vectors
+	rp := (rows + ks.Lanes - 1) / ks.Lanes * ks.Lanes // rows padded to whole vectors
 	ws.qt = grow(ws.qt, p.HeadDim*rp)
 	ws.s = grow(ws.s, bc*rp)
-	ws.o = grow(ws.o, rows*p.ValueDim)
-	ws.m = grow(ws.m, rp)
-	ws.l = grow(ws.l, rp)
 	ws.al = grow(ws.al, rp)
 	if cap(ws.masked) < bc {
 		ws.masked = make([]bool, bc)
@@ -104,14 +102,10 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	ws.probe = grow(ws.probe, p.ValueDim)
 	ws.dot = ks.HasDot() && rows <= ks.DotRows()
 	ws.packV = !ws.dot && packsV(ks, p)
-	if ws.dot || fused || p.Q8 {
-		ws.qr = grow(ws.qr, rows*p.HeadDim)
-		packRows(p, it, ws.qr)
+	if fused {
+		ws.ds = grow(ws.ds, ks.DecodeScratch(p.HeadDim, p.ValueDim))
 	}
-	ws.useQ8 = false
-	if p.Q8 {
-		quantizeRows(ks, p, rows, ws, fused)
-	}
+	r := beginRows(ks, p, it, bc, ws, fused, ws.dot || fused || p.Q8)
 	switch {
 	case ws.dot:
 	case p.Q8:
@@ -119,8 +113,34 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	default:
 		packQ(ks, p, it, rp, ws.qt)
 	}
-	if fused {
-		ws.ds = grow(ws.ds, ks.DecodeScratch(p.HeadDim, p.ValueDim))
+	r.dp = usesPairs(ks, p, ws.dot)
+	switch {
+	case r.dp:
+		r.pairQuery()
+	case p.BF16:
+		r.roundQuery()
+	}
+	return r
+}
+
+// beginRows readies what ws holds of item it's rows: with scaled, the
+// scaled rows (and in the int8 mode their quantized form), ALiBi's rows,
+// and an empty running state. Alone (an interleaved head, headgroups.go)
+// it readies an item whose keys all run through the fused kernel, on the
+// decode scratch ws already holds.
+func beginRows(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused, scaled bool) *itemRun {
+	rows := it.nh * it.nq
+	rp := (rows + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+	ws.o = grow(ws.o, rows*p.ValueDim)
+	ws.m = grow(ws.m, rp)
+	ws.l = grow(ws.l, rp)
+	if scaled {
+		ws.qr = grow(ws.qr, rows*p.HeadDim)
+		packRows(p, it, ws.qr)
+	}
+	ws.useQ8 = false
+	if p.Q8 {
+		quantizeRows(ks, p, rows, ws, fused)
 	}
 	if p.Slopes != nil {
 		alibiRows(p, it, rp, ws)
@@ -131,13 +151,6 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 	clear(ws.l)
 	clear(ws.o)
 	ws.run = itemRun{ks: ks, p: p, it: it, ws: ws, rp: rp, bc: bc}
-	ws.run.dp = usesPairs(ks, p, ws.dot)
-	switch {
-	case ws.run.dp:
-		ws.run.pairQuery()
-	case p.BF16:
-		ws.run.roundQuery()
-	}
 	return &ws.run
 }
 

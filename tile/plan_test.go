@@ -165,8 +165,9 @@ func TestKeySpans(t *testing.T) {
 // TestNewSplit checks when a decode step is split and how: at most
 // splitRows rows per KV head and at least 2·splitMinKeys keys; chunks of
 // a power of two keys in [splitMinKeys, splitMaxKeys] that cover the
-// longest key length once; shorter chunks only while there are fewer than
-// splitItems items.
+// longest key length once; items of a group of KV heads over BSHD K/V
+// (headGroup), of one head over BHSD; shorter chunks only while there are
+// fewer than splitItems items.
 func TestNewSplit(t *testing.T) {
 	for _, c := range []struct {
 		batch, heads, kvHeads, qLen, kvLen int
@@ -185,32 +186,38 @@ func TestNewSplit(t *testing.T) {
 		{2, 8, 8, 1, 5000, []int{3, 900}, true},
 		{2, 8, 8, 1, 5000, []int{3, 100}, false}, // the longest is too short
 	} {
-		p := Problem{Batch: c.batch, Heads: c.heads, KVHeads: c.kvHeads, QLen: c.qLen, KVLen: c.kvLen, HeadDim: 64, ValueDim: 64, KVLens: c.lens}
-		sp, ok := NewSplit(&p)
-		name := fmt.Sprintf("%+v", c)
-		if ok != c.split {
-			t.Errorf("%s: split %v, want %v", name, ok, c.split)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		n := p.maxKeyLen()
-		if sp.Keys < splitMinKeys || sp.Keys > splitMaxKeys || sp.Keys&(sp.Keys-1) != 0 {
-			t.Errorf("%s: chunks of %d keys", name, sp.Keys)
-		}
-		if sp.Chunks*sp.Keys < n || (sp.Chunks-1)*sp.Keys >= n {
-			t.Errorf("%s: %d chunks of %d keys for %d keys", name, sp.Chunks, sp.Keys, n)
-		}
-		if sp.Keys < splitMaxKeys && p.Batch*p.KVHeads*((n+2*sp.Keys-1)/(2*sp.Keys)) >= splitItems {
-			t.Errorf("%s: chunks of %d keys, but %d would give %d items already", name, sp.Keys, 2*sp.Keys, splitItems)
-		}
-		if got, want := sp.Items(&p), p.Batch*p.KVHeads*sp.Chunks; got != want {
-			t.Errorf("%s: %d items, want %d", name, got, want)
-		}
-		a := NewAttention(&p)
-		if a.PartLen() != sp.PartLen(&p) || a.Items() != sp.Items(&p) || a.Merging().Items() != p.Batch*p.Heads {
-			t.Errorf("%s: the Attention's counts (%d parts, %d items, %d merges) are not the split's", name, a.PartLen(), a.Items(), a.Merging().Items())
+		for _, major := range []bool{false, true} {
+			p := Problem{Batch: c.batch, Heads: c.heads, KVHeads: c.kvHeads, QLen: c.qLen, KVLen: c.kvLen, HeadDim: 64, ValueDim: 64, KVLens: c.lens, KVHeadsMajor: major}
+			sp, ok := NewSplit(&p)
+			name := fmt.Sprintf("%+v major=%v", c, major)
+			if ok != c.split {
+				t.Errorf("%s: split %v, want %v", name, ok, c.split)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			n := p.maxKeyLen()
+			if sp.Keys < splitMinKeys || sp.Keys > splitMaxKeys || sp.Keys&(sp.Keys-1) != 0 {
+				t.Errorf("%s: chunks of %d keys", name, sp.Keys)
+			}
+			if sp.Chunks*sp.Keys < n || (sp.Chunks-1)*sp.Keys >= n {
+				t.Errorf("%s: %d chunks of %d keys for %d keys", name, sp.Chunks, sp.Keys, n)
+			}
+			groups := (p.KVHeads + sp.Group - 1) / sp.Group
+			if sp.Group != headGroup(&p) || sp.Group < 1 || (p.KVHeadsMajor || p.KVHeads == 1) && sp.Group != 1 {
+				t.Errorf("%s: groups of %d KV heads", name, sp.Group)
+			}
+			if sp.Keys < splitMaxKeys && p.Batch*groups*((n+2*sp.Keys-1)/(2*sp.Keys)) >= splitItems {
+				t.Errorf("%s: chunks of %d keys, but %d would give %d items already", name, sp.Keys, 2*sp.Keys, splitItems)
+			}
+			if got, want := sp.Items(&p), p.Batch*groups*sp.Chunks; got != want {
+				t.Errorf("%s: %d items, want %d", name, got, want)
+			}
+			a := NewAttention(&p)
+			if a.PartLen() != sp.PartLen(&p) || a.Items() != sp.Items(&p) || a.Merging().Items() != p.Batch*p.Heads {
+				t.Errorf("%s: the Attention's counts (%d parts, %d items, %d merges) are not the split's", name, a.PartLen(), a.Items(), a.Merging().Items())
+			}
 		}
 	}
 }

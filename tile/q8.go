@@ -72,7 +72,10 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 	qr := ws.qr[:rows*dk]
 	key := ws.q8key
 	if key.call != 0 {
-		mm := &ws.q8memo
+		if ws.q8memo == nil {
+			ws.q8memo = new(q8Memo)
+		}
+		mm := ws.q8memo
 		q, vals := mm.slot(key.g, p.KVHeads, rows, dk, nb, ld)
 		ws.q8 = q
 		if mm.tags[key.g] != key {

@@ -5,7 +5,8 @@ import "github.com/fastattn/fastattn/kernels"
 // Reserve grows ws to what any work item of head dims dk and dv can ask
 // of it on set ks — the largest blocks BlocksFor returns (maxRows rows,
 // maxKeys keys), every optional buffer (16-bit K/V blocks, the fused
-// decode's scratch, ALiBi rows, a merged row) — and its widened weight
+// decode's scratch, ALiBi rows, a merged row, the heads of an
+// interleaved split item) — and its widened weight
 // block to wbFloats floats (WeightBlockFloats; 0 for attention alone).
 // Items of such problems then never allocate on ws, whichever worker runs
 // them. It keeps what ws holds and never shrinks it.
@@ -31,6 +32,10 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 		ws.acc = make([]float64, 0, dv)
 	}
 	ws.wb = reserve(ws.wb, wbFloats)
+	ws.reserveHeads(dk, dv)
+	if ws.q8memo == nil {
+		ws.q8memo = new(q8Memo)
+	}
 	if ks.HasBF16() {
 		ws.qp = reserveAny(ws.qp, dk/2*rp)
 		ws.pp = reserveAny(ws.pp, (maxKeys/2+1)*rp)
@@ -65,5 +70,5 @@ func (ws *Workspace) Bytes() int {
 	n := 4 * (cap(ws.qt) + cap(ws.s) + cap(ws.o) + cap(ws.m) + cap(ws.l) + cap(ws.al) + cap(ws.qr) +
 		cap(ws.zeros) + cap(ws.probe) + cap(ws.kb) + cap(ws.vb) + cap(ws.ds) + cap(ws.wb) +
 		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.ap) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp))
-	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc) + 2*cap(ws.h16)
+	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc) + 2*cap(ws.h16) + ws.headBytes()
 }

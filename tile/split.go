@@ -16,16 +16,20 @@ import (
 // chunk in a partial buffer; merge combines the chunks of a row in chunk
 // order. The chunking depends on the shape only, so results do not
 // depend on the thread count.
+//
+// Over BSHD K/V an item takes a group of Group adjacent KV heads and runs
+// them interleaved (headgroups.go).
 type Split struct {
-	Keys, Chunks int
-	call         uint64 // the plan's number (NewAttention), for the int8 mode's memo (q8.go)
+	Keys, Chunks, Group int
+	call                uint64 // the plan's number (NewAttention), for the int8 mode's memo (q8.go)
 }
 
 // Split thresholds: at most splitRows query rows per KV head (one vector
 // of AVX-512 lanes) and at least 2·splitMinKeys keys. Chunks have
 // splitMaxKeys keys (a call's own cost is then small; longer chunks
 // measured no better, docs/NOTES.md), halved down to splitMinKeys while
-// there are fewer than splitItems items to spread over the cores. Flash
+// there are fewer than splitItems items to spread over the cores (items
+// of a group of KV heads count once). Flash
 // blocks of the path without the fused kernel (and of the edges) have
 // splitBlock keys.
 const (
@@ -44,15 +48,20 @@ func NewSplit(p *Problem) (Split, bool) {
 	if group*p.QLen > splitRows || n < 2*splitMinKeys {
 		return Split{}, false
 	}
+	g := headGroup(p)
+	groups := (p.KVHeads + g - 1) / g
 	keys := splitMaxKeys
-	for keys > splitMinKeys && p.Batch*p.KVHeads*((n+keys-1)/keys) < splitItems {
+	for keys > splitMinKeys && p.Batch*groups*((n+keys-1)/keys) < splitItems {
 		keys /= 2
 	}
-	return Split{Keys: keys, Chunks: (n + keys - 1) / keys}, true
+	return Split{Keys: keys, Chunks: (n + keys - 1) / keys, Group: g}, true
 }
 
+// groups is the number of KV head groups of a batch.
+func (sp Split) groups(p *Problem) int { return (p.KVHeads + sp.Group - 1) / sp.Group }
+
 // Items is the number of chunk items.
-func (sp Split) Items(p *Problem) int { return p.Batch * p.KVHeads * sp.Chunks }
+func (sp Split) Items(p *Problem) int { return p.Batch * sp.groups(p) * sp.Chunks }
 
 // partStride is the floats of one row's partial state: O, then m and l.
 func partStride(p *Problem) int { return p.ValueDim + 2 }
@@ -71,27 +80,41 @@ func (sp Split) Fused(ks *kernels.Set, p *Problem) bool {
 	return ks.HasDecode(p.KVType, p.HeadDim, p.ValueDim) && p.Softcap == 0 && !p.BF16
 }
 
-// run computes chunk item n: the query rows of one KV head over the
-// chunk's keys, saved to part unnormalized.
+// run computes chunk item n: the query rows of a group of KV heads over
+// the chunk's keys, saved to part unnormalized.
 func (sp Split) run(ks *kernels.Set, p *Problem, n int, ws *Workspace, part []float32) {
-	// KV heads vary fastest: in BSHD the heads of a key position share
-	// its pages, so consecutive items (and the workers side by side) read
-	// the same pages. Measured for MHA BSHD: 61–70% → 80–89% of the read
-	// bandwidth in two runs of three; huge pages changed nothing, so the
-	// gain is not TLB reach.
-	g := n % p.KVHeads
-	n /= p.KVHeads
+	// KV head groups vary fastest: in BSHD the heads of a key position
+	// share its pages, so consecutive items (and the workers side by
+	// side) read neighbouring pages. Measured for MHA BSHD before the
+	// groups: 61–70% → 80–89% of the read bandwidth in two runs of three;
+	// huge pages changed nothing, so the gain is not TLB reach.
+	groups := sp.groups(p)
+	gi := n % groups
+	n /= groups
 	chunk, b := n%sp.Chunks, n/sp.Chunks
 	k0, k1 := chunk*sp.Keys, min((chunk+1)*sp.Keys, p.KVLen)
-	group, dv, st := p.Heads/p.KVHeads, p.ValueDim, partStride(p)
-	it := item{b: b, g: g, h0: g * group, nh: group, i0: 0, nq: p.QLen}
+	g0, g1 := gi*sp.Group, min((gi+1)*sp.Group, p.KVHeads)
+	sp.runGroup(ks, p, b, g0, g1, chunk, k0, k1, ws, part)
+}
+
+// runHead runs the rows of KV head g of batch b over chunk's keys
+// [k0, k1) and saves their partial state.
+func (sp Split) runHead(ks *kernels.Set, p *Problem, b, g, chunk, k0, k1 int, ws *Workspace, part []float32) {
+	it := sp.headItem(p, b, g)
 	fused := sp.Fused(ks, p)
 	ws.q8key = q8Key{call: sp.call, b: b, g: g}
 	begin(ks, p, it, splitBlock, ws, fused).keys(k0, k1, fused)
+	sp.save(p, it, chunk, ws, part)
+}
+
+// save copies the running state of item it's rows in ws to their chunk's
+// rows of part.
+func (sp Split) save(p *Problem, it item, chunk int, ws *Workspace, part []float32) {
+	dv, st := p.ValueDim, partStride(p)
 	for hh := 0; hh < it.nh; hh++ {
 		for ii := 0; ii < it.nq; ii++ {
 			r := hh*it.nq + ii
-			dst := part[(((b*sp.Chunks+chunk)*p.Heads+it.h0+hh)*p.QLen+ii)*st:][:st]
+			dst := part[(((it.b*sp.Chunks+chunk)*p.Heads+it.h0+hh)*p.QLen+ii)*st:][:st]
 			copy(dst, ws.o[r*dv:(r+1)*dv])
 			dst[dv], dst[dv+1] = ws.m[r], ws.l[r]
 		}
