@@ -7701,6 +7701,8 @@ kwhole:
 	MOVQ    48(SP), CX
 	CMPQ    CX, 72(SP)
 	JNE     pfk0_strided
+	CMPQ    rows+8(FP), $0x01
+	JNE     pfk0_strided
 	MOVQ    $0x00000000, 128(SP)
 	JMP     pfk0_done
 
@@ -7725,6 +7727,8 @@ pfk0_line:
 pfk0_done:
 	MOVQ 56(SP), CX
 	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	CMPQ rows+8(FP), $0x01
 	JNE  pfv0_strided
 	MOVQ $0x00000000, 136(SP)
 	JMP  pfv0_done

@@ -15128,6 +15128,8 @@ kwhole:
 	MOVQ  48(SP), CX
 	CMPQ  CX, 72(SP)
 	JNE   pfk0_strided
+	CMPQ  rows+8(FP), $0x01
+	JNE   pfk0_strided
 	MOVQ  $0x00000000, 128(SP)
 	JMP   pfk0_done
 
@@ -15152,6 +15154,8 @@ pfk0_line:
 pfk0_done:
 	MOVQ 56(SP), CX
 	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	CMPQ rows+8(FP), $0x01
 	JNE  pfv0_strided
 	MOVQ $0x00000000, 136(SP)
 	JMP  pfv0_done
@@ -22060,6 +22064,8 @@ kwhole:
 	MOVQ  48(SP), CX
 	CMPQ  CX, 72(SP)
 	JNE   pfk0_strided
+	CMPQ  rows+8(FP), $0x01
+	JNE   pfk0_strided
 	MOVQ  $0x00000000, 128(SP)
 	JMP   pfk0_done
 
@@ -22084,6 +22090,8 @@ pfk0_line:
 pfk0_done:
 	MOVQ 56(SP), CX
 	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	CMPQ rows+8(FP), $0x01
 	JNE  pfv0_strided
 	MOVQ $0x00000000, 136(SP)
 	JMP  pfv0_done
@@ -29080,6 +29088,8 @@ kwhole:
 	MOVQ  48(SP), CX
 	CMPQ  CX, 72(SP)
 	JNE   pfk0_strided
+	CMPQ  rows+8(FP), $0x01
+	JNE   pfk0_strided
 	MOVQ  $0x00000000, 128(SP)
 	JMP   pfk0_done
 
@@ -29104,6 +29114,8 @@ pfk0_line:
 pfk0_done:
 	MOVQ 56(SP), CX
 	CMPQ CX, 80(SP)
+	JNE  pfv0_strided
+	CMPQ rows+8(FP), $0x01
 	JNE  pfv0_strided
 	MOVQ $0x00000000, 136(SP)
 	JMP  pfv0_done
