@@ -93,12 +93,7 @@ func (ws *Workspace) reserveHeads(dk, dv int) {
 	if n < 2 {
 		return
 	}
-	for len(ws.heads) < n {
-		ws.heads = append(ws.heads, Workspace{})
-	}
-	if cap(ws.headRuns) < n {
-		ws.headRuns = make([]*itemRun, 0, n)
-	}
+	ws.growHeads(n)
 	for i := range ws.heads {
 		h := &ws.heads[i]
 		h.qr, h.o = reserve(h.qr, splitRows*dk), reserve(h.o, splitRows*dv)
@@ -124,18 +119,25 @@ func (ws *Workspace) headBytes() int {
 // headSpaces returns n Workspaces for the heads of an interleaved item,
 // sharing ws's decode scratch (grown to the kernel's need) and memo.
 func (ws *Workspace) headSpaces(n, scratch int) []Workspace {
+	ws.growHeads(n)
+	ws.ds = grow(ws.ds, scratch)
+	mm := ws.memo()
+	hs := ws.heads[:n]
+	for i := range hs {
+		hs[i].ds, hs[i].q8memo = ws.ds, mm
+	}
+	return hs
+}
+
+// growHeads gives ws at least n heads' Workspaces and room for n of
+// their items in progress.
+func (ws *Workspace) growHeads(n int) {
 	for len(ws.heads) < n {
 		ws.heads = append(ws.heads, Workspace{})
 	}
-	ws.ds = grow(ws.ds, scratch)
-	if ws.q8memo == nil {
-		ws.q8memo = new(q8Memo)
+	if cap(ws.headRuns) < n {
+		ws.headRuns = make([]*itemRun, 0, n)
 	}
-	hs := ws.heads[:n]
-	for i := range hs {
-		hs[i].ds, hs[i].q8memo = ws.ds, ws.q8memo
-	}
-	return hs
 }
 
 // runGroup runs the heads [g0, g1) of batch b over chunk's keys [k0, k1)

@@ -47,6 +47,15 @@ type q8Memo struct {
 	qr     []float32
 }
 
+// memo returns ws's memo, made on first use (Reserve makes it ahead;
+// an interleaved item's heads share their worker's).
+func (ws *Workspace) memo() *q8Memo {
+	if ws.q8memo == nil {
+		ws.q8memo = new(q8Memo)
+	}
+	return ws.q8memo
+}
+
 // slot returns the memo's views of KV head g's rows (rows of dk, nb
 // blocks, ld bytes), readying the memo for kvHeads slots of that size
 // (a reallocation forgets every slot).
@@ -72,10 +81,7 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 	qr := ws.qr[:rows*dk]
 	key := ws.q8key
 	if key.call != 0 {
-		if ws.q8memo == nil {
-			ws.q8memo = new(q8Memo)
-		}
-		mm := ws.q8memo
+		mm := ws.memo()
 		q, vals := mm.slot(key.g, p.KVHeads, rows, dk, nb, ld)
 		ws.q8 = q
 		if mm.tags[key.g] != key {

@@ -33,9 +33,7 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 	}
 	ws.wb = reserve(ws.wb, wbFloats)
 	ws.reserveHeads(dk, dv)
-	if ws.q8memo == nil {
-		ws.q8memo = new(q8Memo)
-	}
+	ws.memo()
 	if ks.HasBF16() {
 		ws.qp = reserveAny(ws.qp, dk/2*rp)
 		ws.pp = reserveAny(ws.pp, (maxKeys/2+1)*rp)
