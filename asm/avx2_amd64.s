@@ -100,231 +100,295 @@ DATA constsAVX2<>+368(SB)/4, $0x3f800000
 DATA constsAVX2<>+372(SB)/4, $0x3f800000
 DATA constsAVX2<>+376(SB)/4, $0x3f800000
 DATA constsAVX2<>+380(SB)/4, $0x3f800000
-DATA constsAVX2<>+384(SB)/4, $0xff7fffff
-DATA constsAVX2<>+388(SB)/4, $0xff7fffff
-DATA constsAVX2<>+392(SB)/4, $0xff7fffff
-DATA constsAVX2<>+396(SB)/4, $0xff7fffff
-DATA constsAVX2<>+400(SB)/4, $0xff7fffff
-DATA constsAVX2<>+404(SB)/4, $0xff7fffff
-DATA constsAVX2<>+408(SB)/4, $0xff7fffff
-DATA constsAVX2<>+412(SB)/4, $0xff7fffff
-DATA constsAVX2<>+416(SB)/4, $0xff800000
-DATA constsAVX2<>+420(SB)/4, $0xff800000
-DATA constsAVX2<>+424(SB)/4, $0xff800000
-DATA constsAVX2<>+428(SB)/4, $0xff800000
-DATA constsAVX2<>+432(SB)/4, $0xff800000
-DATA constsAVX2<>+436(SB)/4, $0xff800000
-DATA constsAVX2<>+440(SB)/4, $0xff800000
-DATA constsAVX2<>+444(SB)/4, $0xff800000
-DATA constsAVX2<>+448(SB)/4, $0x3f200000
-DATA constsAVX2<>+452(SB)/4, $0x3f200000
-DATA constsAVX2<>+456(SB)/4, $0x3f200000
-DATA constsAVX2<>+460(SB)/4, $0x3f200000
-DATA constsAVX2<>+464(SB)/4, $0x3f200000
-DATA constsAVX2<>+468(SB)/4, $0x3f200000
-DATA constsAVX2<>+472(SB)/4, $0x3f200000
-DATA constsAVX2<>+476(SB)/4, $0x3f200000
-DATA constsAVX2<>+480(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+484(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+488(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+492(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+496(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+500(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+504(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+508(SB)/4, $0xbbbaf0ea
-DATA constsAVX2<>+512(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+516(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+520(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+524(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+528(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+532(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+536(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+540(SB)/4, $0x3ca9134e
-DATA constsAVX2<>+544(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+548(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+552(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+556(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+560(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+564(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+568(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+572(SB)/4, $0xbd5c1e2d
-DATA constsAVX2<>+576(SB)/4, $0x3e088393
-DATA constsAVX2<>+580(SB)/4, $0x3e088393
-DATA constsAVX2<>+584(SB)/4, $0x3e088393
-DATA constsAVX2<>+588(SB)/4, $0x3e088393
-DATA constsAVX2<>+592(SB)/4, $0x3e088393
-DATA constsAVX2<>+596(SB)/4, $0x3e088393
-DATA constsAVX2<>+600(SB)/4, $0x3e088393
-DATA constsAVX2<>+604(SB)/4, $0x3e088393
-DATA constsAVX2<>+608(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+612(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+616(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+620(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+624(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+628(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+632(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+636(SB)/4, $0xbeaaaa99
-DATA constsAVX2<>+640(SB)/4, $0xc0000000
-DATA constsAVX2<>+644(SB)/4, $0xc0000000
-DATA constsAVX2<>+648(SB)/4, $0xc0000000
-DATA constsAVX2<>+652(SB)/4, $0xc0000000
-DATA constsAVX2<>+656(SB)/4, $0xc0000000
-DATA constsAVX2<>+660(SB)/4, $0xc0000000
-DATA constsAVX2<>+664(SB)/4, $0xc0000000
-DATA constsAVX2<>+668(SB)/4, $0xc0000000
-DATA constsAVX2<>+672(SB)/4, $0x7fffffff
-DATA constsAVX2<>+676(SB)/4, $0x7fffffff
-DATA constsAVX2<>+680(SB)/4, $0x7fffffff
-DATA constsAVX2<>+684(SB)/4, $0x7fffffff
-DATA constsAVX2<>+688(SB)/4, $0x7fffffff
-DATA constsAVX2<>+692(SB)/4, $0x7fffffff
-DATA constsAVX2<>+696(SB)/4, $0x7fffffff
-DATA constsAVX2<>+700(SB)/4, $0x7fffffff
-DATA constsAVX2<>+704(SB)/4, $0x80000000
-DATA constsAVX2<>+708(SB)/4, $0x80000000
-DATA constsAVX2<>+712(SB)/4, $0x80000000
-DATA constsAVX2<>+716(SB)/4, $0x80000000
-DATA constsAVX2<>+720(SB)/4, $0x80000000
-DATA constsAVX2<>+724(SB)/4, $0x80000000
-DATA constsAVX2<>+728(SB)/4, $0x80000000
-DATA constsAVX2<>+732(SB)/4, $0x80000000
-DATA constsAVX2<>+736(SB)/4, $0x4b40007f
-DATA constsAVX2<>+740(SB)/4, $0x4b40007f
-DATA constsAVX2<>+744(SB)/4, $0x4b40007f
-DATA constsAVX2<>+748(SB)/4, $0x4b40007f
-DATA constsAVX2<>+752(SB)/4, $0x4b40007f
-DATA constsAVX2<>+756(SB)/4, $0x4b40007f
-DATA constsAVX2<>+760(SB)/4, $0x4b40007f
-DATA constsAVX2<>+764(SB)/4, $0x4b40007f
-DATA constsAVX2<>+768(SB)/4, $0x00000000
-DATA constsAVX2<>+772(SB)/4, $0x00000000
-DATA constsAVX2<>+776(SB)/4, $0x00000000
-DATA constsAVX2<>+780(SB)/4, $0x00000000
-DATA constsAVX2<>+784(SB)/4, $0x00000000
-DATA constsAVX2<>+788(SB)/4, $0x00000000
-DATA constsAVX2<>+792(SB)/4, $0x00000000
-DATA constsAVX2<>+796(SB)/4, $0x00000000
-DATA constsAVX2<>+800(SB)/4, $0x00000001
-DATA constsAVX2<>+804(SB)/4, $0x00000001
-DATA constsAVX2<>+808(SB)/4, $0x00000001
-DATA constsAVX2<>+812(SB)/4, $0x00000001
-DATA constsAVX2<>+816(SB)/4, $0x00000001
-DATA constsAVX2<>+820(SB)/4, $0x00000001
-DATA constsAVX2<>+824(SB)/4, $0x00000001
-DATA constsAVX2<>+828(SB)/4, $0x00000001
-DATA constsAVX2<>+832(SB)/4, $0x00007fff
-DATA constsAVX2<>+836(SB)/4, $0x00007fff
-DATA constsAVX2<>+840(SB)/4, $0x00007fff
-DATA constsAVX2<>+844(SB)/4, $0x00007fff
-DATA constsAVX2<>+848(SB)/4, $0x00007fff
-DATA constsAVX2<>+852(SB)/4, $0x00007fff
-DATA constsAVX2<>+856(SB)/4, $0x00007fff
-DATA constsAVX2<>+860(SB)/4, $0x00007fff
-DATA constsAVX2<>+864(SB)/4, $0x7f800000
-DATA constsAVX2<>+868(SB)/4, $0x7f800000
-DATA constsAVX2<>+872(SB)/4, $0x7f800000
-DATA constsAVX2<>+876(SB)/4, $0x7f800000
-DATA constsAVX2<>+880(SB)/4, $0x7f800000
-DATA constsAVX2<>+884(SB)/4, $0x7f800000
-DATA constsAVX2<>+888(SB)/4, $0x7f800000
-DATA constsAVX2<>+892(SB)/4, $0x7f800000
-DATA constsAVX2<>+896(SB)/4, $0x00000040
-DATA constsAVX2<>+900(SB)/4, $0x00000040
-DATA constsAVX2<>+904(SB)/4, $0x00000040
-DATA constsAVX2<>+908(SB)/4, $0x00000040
-DATA constsAVX2<>+912(SB)/4, $0x00000040
-DATA constsAVX2<>+916(SB)/4, $0x00000040
-DATA constsAVX2<>+920(SB)/4, $0x00000040
-DATA constsAVX2<>+924(SB)/4, $0x00000040
-DATA constsAVX2<>+928(SB)/4, $0x0000000f
-DATA constsAVX2<>+932(SB)/4, $0x0000000f
-DATA constsAVX2<>+936(SB)/4, $0x0000000f
-DATA constsAVX2<>+940(SB)/4, $0x0000000f
-DATA constsAVX2<>+944(SB)/4, $0x0000000f
-DATA constsAVX2<>+948(SB)/4, $0x0000000f
-DATA constsAVX2<>+952(SB)/4, $0x0000000f
-DATA constsAVX2<>+956(SB)/4, $0x0000000f
-DATA constsAVX2<>+960(SB)/4, $0xffff0000
-DATA constsAVX2<>+964(SB)/4, $0xffff0000
-DATA constsAVX2<>+968(SB)/4, $0xffff0000
-DATA constsAVX2<>+972(SB)/4, $0xffff0000
-DATA constsAVX2<>+976(SB)/4, $0xffff0000
-DATA constsAVX2<>+980(SB)/4, $0xffff0000
-DATA constsAVX2<>+984(SB)/4, $0xffff0000
-DATA constsAVX2<>+988(SB)/4, $0xffff0000
-DATA constsAVX2<>+992(SB)/4, $0x80808080
-DATA constsAVX2<>+996(SB)/4, $0x80808080
-DATA constsAVX2<>+1000(SB)/4, $0x80808080
-DATA constsAVX2<>+1004(SB)/4, $0x80808080
-DATA constsAVX2<>+1008(SB)/4, $0x80808080
-DATA constsAVX2<>+1012(SB)/4, $0x80808080
-DATA constsAVX2<>+1016(SB)/4, $0x80808080
-DATA constsAVX2<>+1020(SB)/4, $0x80808080
-DATA constsAVX2<>+1024(SB)/4, $0x00010001
-DATA constsAVX2<>+1028(SB)/4, $0x00010001
-DATA constsAVX2<>+1032(SB)/4, $0x00010001
-DATA constsAVX2<>+1036(SB)/4, $0x00010001
-DATA constsAVX2<>+1040(SB)/4, $0x00010001
-DATA constsAVX2<>+1044(SB)/4, $0x00010001
-DATA constsAVX2<>+1048(SB)/4, $0x00010001
-DATA constsAVX2<>+1052(SB)/4, $0x00010001
-DATA constsAVX2<>+1056(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1060(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1064(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1068(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1072(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1076(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1080(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1084(SB)/4, $0x0f0f0f0f
-DATA constsAVX2<>+1088(SB)/4, $0x08080808
-DATA constsAVX2<>+1092(SB)/4, $0x08080808
-DATA constsAVX2<>+1096(SB)/4, $0x08080808
-DATA constsAVX2<>+1100(SB)/4, $0x08080808
-DATA constsAVX2<>+1104(SB)/4, $0x08080808
-DATA constsAVX2<>+1108(SB)/4, $0x08080808
-DATA constsAVX2<>+1112(SB)/4, $0x08080808
-DATA constsAVX2<>+1116(SB)/4, $0x08080808
-DATA constsAVX2<>+1120(SB)/4, $0x00000008
-DATA constsAVX2<>+1124(SB)/4, $0x00000008
-DATA constsAVX2<>+1128(SB)/4, $0x00000008
-DATA constsAVX2<>+1132(SB)/4, $0x00000008
-DATA constsAVX2<>+1136(SB)/4, $0x00000008
-DATA constsAVX2<>+1140(SB)/4, $0x00000008
-DATA constsAVX2<>+1144(SB)/4, $0x00000008
-DATA constsAVX2<>+1148(SB)/4, $0x00000008
-DATA constsAVX2<>+1152(SB)/4, $0x4b000000
-DATA constsAVX2<>+1156(SB)/4, $0x4b000000
-DATA constsAVX2<>+1160(SB)/4, $0x4b000000
-DATA constsAVX2<>+1164(SB)/4, $0x4b000000
-DATA constsAVX2<>+1168(SB)/4, $0x4b000000
-DATA constsAVX2<>+1172(SB)/4, $0x4b000000
-DATA constsAVX2<>+1176(SB)/4, $0x4b000000
-DATA constsAVX2<>+1180(SB)/4, $0x4b000000
-DATA constsAVX2<>+1184(SB)/4, $0x4b000008
-DATA constsAVX2<>+1188(SB)/4, $0x4b000008
-DATA constsAVX2<>+1192(SB)/4, $0x4b000008
-DATA constsAVX2<>+1196(SB)/4, $0x4b000008
-DATA constsAVX2<>+1200(SB)/4, $0x4b000008
-DATA constsAVX2<>+1204(SB)/4, $0x4b000008
-DATA constsAVX2<>+1208(SB)/4, $0x4b000008
-DATA constsAVX2<>+1212(SB)/4, $0x4b000008
-DATA constsAVX2<>+1216(SB)/4, $0xffffffff
-DATA constsAVX2<>+1220(SB)/4, $0xffffffff
-DATA constsAVX2<>+1224(SB)/4, $0xffffffff
-DATA constsAVX2<>+1228(SB)/4, $0xffffffff
-DATA constsAVX2<>+1232(SB)/4, $0xffffffff
-DATA constsAVX2<>+1236(SB)/4, $0xffffffff
-DATA constsAVX2<>+1240(SB)/4, $0xffffffff
-DATA constsAVX2<>+1244(SB)/4, $0xffffffff
-DATA constsAVX2<>+1248(SB)/4, $0x00000000
-DATA constsAVX2<>+1252(SB)/4, $0x00000000
-DATA constsAVX2<>+1256(SB)/4, $0x00000000
-DATA constsAVX2<>+1260(SB)/4, $0x00000000
-DATA constsAVX2<>+1264(SB)/4, $0x00000000
-DATA constsAVX2<>+1268(SB)/4, $0x00000000
-DATA constsAVX2<>+1272(SB)/4, $0x00000000
-DATA constsAVX2<>+1276(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1280
+DATA constsAVX2<>+384(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+388(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+392(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+396(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+400(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+404(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+408(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+412(SB)/4, $0xc2ad496c
+DATA constsAVX2<>+416(SB)/4, $0x4b400000
+DATA constsAVX2<>+420(SB)/4, $0x4b400000
+DATA constsAVX2<>+424(SB)/4, $0x4b400000
+DATA constsAVX2<>+428(SB)/4, $0x4b400000
+DATA constsAVX2<>+432(SB)/4, $0x4b400000
+DATA constsAVX2<>+436(SB)/4, $0x4b400000
+DATA constsAVX2<>+440(SB)/4, $0x4b400000
+DATA constsAVX2<>+444(SB)/4, $0x4b400000
+DATA constsAVX2<>+448(SB)/4, $0x3922363f
+DATA constsAVX2<>+452(SB)/4, $0x3922363f
+DATA constsAVX2<>+456(SB)/4, $0x3922363f
+DATA constsAVX2<>+460(SB)/4, $0x3922363f
+DATA constsAVX2<>+464(SB)/4, $0x3922363f
+DATA constsAVX2<>+468(SB)/4, $0x3922363f
+DATA constsAVX2<>+472(SB)/4, $0x3922363f
+DATA constsAVX2<>+476(SB)/4, $0x3922363f
+DATA constsAVX2<>+480(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+484(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+488(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+492(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+496(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+500(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+504(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+508(SB)/4, $0x3aafc47f
+DATA constsAVX2<>+512(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+516(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+520(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+524(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+528(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+532(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+536(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+540(SB)/4, $0x3c1d94f2
+DATA constsAVX2<>+544(SB)/4, $0x3d635716
+DATA constsAVX2<>+548(SB)/4, $0x3d635716
+DATA constsAVX2<>+552(SB)/4, $0x3d635716
+DATA constsAVX2<>+556(SB)/4, $0x3d635716
+DATA constsAVX2<>+560(SB)/4, $0x3d635716
+DATA constsAVX2<>+564(SB)/4, $0x3d635716
+DATA constsAVX2<>+568(SB)/4, $0x3d635716
+DATA constsAVX2<>+572(SB)/4, $0x3d635716
+DATA constsAVX2<>+576(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+580(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+584(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+588(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+592(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+596(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+600(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+604(SB)/4, $0x3e75fdf0
+DATA constsAVX2<>+608(SB)/4, $0x3f317219
+DATA constsAVX2<>+612(SB)/4, $0x3f317219
+DATA constsAVX2<>+616(SB)/4, $0x3f317219
+DATA constsAVX2<>+620(SB)/4, $0x3f317219
+DATA constsAVX2<>+624(SB)/4, $0x3f317219
+DATA constsAVX2<>+628(SB)/4, $0x3f317219
+DATA constsAVX2<>+632(SB)/4, $0x3f317219
+DATA constsAVX2<>+636(SB)/4, $0x3f317219
+DATA constsAVX2<>+640(SB)/4, $0xff7fffff
+DATA constsAVX2<>+644(SB)/4, $0xff7fffff
+DATA constsAVX2<>+648(SB)/4, $0xff7fffff
+DATA constsAVX2<>+652(SB)/4, $0xff7fffff
+DATA constsAVX2<>+656(SB)/4, $0xff7fffff
+DATA constsAVX2<>+660(SB)/4, $0xff7fffff
+DATA constsAVX2<>+664(SB)/4, $0xff7fffff
+DATA constsAVX2<>+668(SB)/4, $0xff7fffff
+DATA constsAVX2<>+672(SB)/4, $0xff800000
+DATA constsAVX2<>+676(SB)/4, $0xff800000
+DATA constsAVX2<>+680(SB)/4, $0xff800000
+DATA constsAVX2<>+684(SB)/4, $0xff800000
+DATA constsAVX2<>+688(SB)/4, $0xff800000
+DATA constsAVX2<>+692(SB)/4, $0xff800000
+DATA constsAVX2<>+696(SB)/4, $0xff800000
+DATA constsAVX2<>+700(SB)/4, $0xff800000
+DATA constsAVX2<>+704(SB)/4, $0x3f200000
+DATA constsAVX2<>+708(SB)/4, $0x3f200000
+DATA constsAVX2<>+712(SB)/4, $0x3f200000
+DATA constsAVX2<>+716(SB)/4, $0x3f200000
+DATA constsAVX2<>+720(SB)/4, $0x3f200000
+DATA constsAVX2<>+724(SB)/4, $0x3f200000
+DATA constsAVX2<>+728(SB)/4, $0x3f200000
+DATA constsAVX2<>+732(SB)/4, $0x3f200000
+DATA constsAVX2<>+736(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+740(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+744(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+748(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+752(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+756(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+760(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+764(SB)/4, $0xbbbaf0ea
+DATA constsAVX2<>+768(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+772(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+776(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+780(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+784(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+788(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+792(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+796(SB)/4, $0x3ca9134e
+DATA constsAVX2<>+800(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+804(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+808(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+812(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+816(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+820(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+824(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+828(SB)/4, $0xbd5c1e2d
+DATA constsAVX2<>+832(SB)/4, $0x3e088393
+DATA constsAVX2<>+836(SB)/4, $0x3e088393
+DATA constsAVX2<>+840(SB)/4, $0x3e088393
+DATA constsAVX2<>+844(SB)/4, $0x3e088393
+DATA constsAVX2<>+848(SB)/4, $0x3e088393
+DATA constsAVX2<>+852(SB)/4, $0x3e088393
+DATA constsAVX2<>+856(SB)/4, $0x3e088393
+DATA constsAVX2<>+860(SB)/4, $0x3e088393
+DATA constsAVX2<>+864(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+868(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+872(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+876(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+880(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+884(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+888(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+892(SB)/4, $0xbeaaaa99
+DATA constsAVX2<>+896(SB)/4, $0xc0000000
+DATA constsAVX2<>+900(SB)/4, $0xc0000000
+DATA constsAVX2<>+904(SB)/4, $0xc0000000
+DATA constsAVX2<>+908(SB)/4, $0xc0000000
+DATA constsAVX2<>+912(SB)/4, $0xc0000000
+DATA constsAVX2<>+916(SB)/4, $0xc0000000
+DATA constsAVX2<>+920(SB)/4, $0xc0000000
+DATA constsAVX2<>+924(SB)/4, $0xc0000000
+DATA constsAVX2<>+928(SB)/4, $0x7fffffff
+DATA constsAVX2<>+932(SB)/4, $0x7fffffff
+DATA constsAVX2<>+936(SB)/4, $0x7fffffff
+DATA constsAVX2<>+940(SB)/4, $0x7fffffff
+DATA constsAVX2<>+944(SB)/4, $0x7fffffff
+DATA constsAVX2<>+948(SB)/4, $0x7fffffff
+DATA constsAVX2<>+952(SB)/4, $0x7fffffff
+DATA constsAVX2<>+956(SB)/4, $0x7fffffff
+DATA constsAVX2<>+960(SB)/4, $0x80000000
+DATA constsAVX2<>+964(SB)/4, $0x80000000
+DATA constsAVX2<>+968(SB)/4, $0x80000000
+DATA constsAVX2<>+972(SB)/4, $0x80000000
+DATA constsAVX2<>+976(SB)/4, $0x80000000
+DATA constsAVX2<>+980(SB)/4, $0x80000000
+DATA constsAVX2<>+984(SB)/4, $0x80000000
+DATA constsAVX2<>+988(SB)/4, $0x80000000
+DATA constsAVX2<>+992(SB)/4, $0x4b40007f
+DATA constsAVX2<>+996(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1000(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1004(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1008(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1012(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1016(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1020(SB)/4, $0x4b40007f
+DATA constsAVX2<>+1024(SB)/4, $0x00000000
+DATA constsAVX2<>+1028(SB)/4, $0x00000000
+DATA constsAVX2<>+1032(SB)/4, $0x00000000
+DATA constsAVX2<>+1036(SB)/4, $0x00000000
+DATA constsAVX2<>+1040(SB)/4, $0x00000000
+DATA constsAVX2<>+1044(SB)/4, $0x00000000
+DATA constsAVX2<>+1048(SB)/4, $0x00000000
+DATA constsAVX2<>+1052(SB)/4, $0x00000000
+DATA constsAVX2<>+1056(SB)/4, $0x00000001
+DATA constsAVX2<>+1060(SB)/4, $0x00000001
+DATA constsAVX2<>+1064(SB)/4, $0x00000001
+DATA constsAVX2<>+1068(SB)/4, $0x00000001
+DATA constsAVX2<>+1072(SB)/4, $0x00000001
+DATA constsAVX2<>+1076(SB)/4, $0x00000001
+DATA constsAVX2<>+1080(SB)/4, $0x00000001
+DATA constsAVX2<>+1084(SB)/4, $0x00000001
+DATA constsAVX2<>+1088(SB)/4, $0x00007fff
+DATA constsAVX2<>+1092(SB)/4, $0x00007fff
+DATA constsAVX2<>+1096(SB)/4, $0x00007fff
+DATA constsAVX2<>+1100(SB)/4, $0x00007fff
+DATA constsAVX2<>+1104(SB)/4, $0x00007fff
+DATA constsAVX2<>+1108(SB)/4, $0x00007fff
+DATA constsAVX2<>+1112(SB)/4, $0x00007fff
+DATA constsAVX2<>+1116(SB)/4, $0x00007fff
+DATA constsAVX2<>+1120(SB)/4, $0x7f800000
+DATA constsAVX2<>+1124(SB)/4, $0x7f800000
+DATA constsAVX2<>+1128(SB)/4, $0x7f800000
+DATA constsAVX2<>+1132(SB)/4, $0x7f800000
+DATA constsAVX2<>+1136(SB)/4, $0x7f800000
+DATA constsAVX2<>+1140(SB)/4, $0x7f800000
+DATA constsAVX2<>+1144(SB)/4, $0x7f800000
+DATA constsAVX2<>+1148(SB)/4, $0x7f800000
+DATA constsAVX2<>+1152(SB)/4, $0x00000040
+DATA constsAVX2<>+1156(SB)/4, $0x00000040
+DATA constsAVX2<>+1160(SB)/4, $0x00000040
+DATA constsAVX2<>+1164(SB)/4, $0x00000040
+DATA constsAVX2<>+1168(SB)/4, $0x00000040
+DATA constsAVX2<>+1172(SB)/4, $0x00000040
+DATA constsAVX2<>+1176(SB)/4, $0x00000040
+DATA constsAVX2<>+1180(SB)/4, $0x00000040
+DATA constsAVX2<>+1184(SB)/4, $0x0000000f
+DATA constsAVX2<>+1188(SB)/4, $0x0000000f
+DATA constsAVX2<>+1192(SB)/4, $0x0000000f
+DATA constsAVX2<>+1196(SB)/4, $0x0000000f
+DATA constsAVX2<>+1200(SB)/4, $0x0000000f
+DATA constsAVX2<>+1204(SB)/4, $0x0000000f
+DATA constsAVX2<>+1208(SB)/4, $0x0000000f
+DATA constsAVX2<>+1212(SB)/4, $0x0000000f
+DATA constsAVX2<>+1216(SB)/4, $0xffff0000
+DATA constsAVX2<>+1220(SB)/4, $0xffff0000
+DATA constsAVX2<>+1224(SB)/4, $0xffff0000
+DATA constsAVX2<>+1228(SB)/4, $0xffff0000
+DATA constsAVX2<>+1232(SB)/4, $0xffff0000
+DATA constsAVX2<>+1236(SB)/4, $0xffff0000
+DATA constsAVX2<>+1240(SB)/4, $0xffff0000
+DATA constsAVX2<>+1244(SB)/4, $0xffff0000
+DATA constsAVX2<>+1248(SB)/4, $0x80808080
+DATA constsAVX2<>+1252(SB)/4, $0x80808080
+DATA constsAVX2<>+1256(SB)/4, $0x80808080
+DATA constsAVX2<>+1260(SB)/4, $0x80808080
+DATA constsAVX2<>+1264(SB)/4, $0x80808080
+DATA constsAVX2<>+1268(SB)/4, $0x80808080
+DATA constsAVX2<>+1272(SB)/4, $0x80808080
+DATA constsAVX2<>+1276(SB)/4, $0x80808080
+DATA constsAVX2<>+1280(SB)/4, $0x00010001
+DATA constsAVX2<>+1284(SB)/4, $0x00010001
+DATA constsAVX2<>+1288(SB)/4, $0x00010001
+DATA constsAVX2<>+1292(SB)/4, $0x00010001
+DATA constsAVX2<>+1296(SB)/4, $0x00010001
+DATA constsAVX2<>+1300(SB)/4, $0x00010001
+DATA constsAVX2<>+1304(SB)/4, $0x00010001
+DATA constsAVX2<>+1308(SB)/4, $0x00010001
+DATA constsAVX2<>+1312(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1316(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1320(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1324(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1328(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1332(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1336(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1340(SB)/4, $0x0f0f0f0f
+DATA constsAVX2<>+1344(SB)/4, $0x08080808
+DATA constsAVX2<>+1348(SB)/4, $0x08080808
+DATA constsAVX2<>+1352(SB)/4, $0x08080808
+DATA constsAVX2<>+1356(SB)/4, $0x08080808
+DATA constsAVX2<>+1360(SB)/4, $0x08080808
+DATA constsAVX2<>+1364(SB)/4, $0x08080808
+DATA constsAVX2<>+1368(SB)/4, $0x08080808
+DATA constsAVX2<>+1372(SB)/4, $0x08080808
+DATA constsAVX2<>+1376(SB)/4, $0x00000008
+DATA constsAVX2<>+1380(SB)/4, $0x00000008
+DATA constsAVX2<>+1384(SB)/4, $0x00000008
+DATA constsAVX2<>+1388(SB)/4, $0x00000008
+DATA constsAVX2<>+1392(SB)/4, $0x00000008
+DATA constsAVX2<>+1396(SB)/4, $0x00000008
+DATA constsAVX2<>+1400(SB)/4, $0x00000008
+DATA constsAVX2<>+1404(SB)/4, $0x00000008
+DATA constsAVX2<>+1408(SB)/4, $0x4b000000
+DATA constsAVX2<>+1412(SB)/4, $0x4b000000
+DATA constsAVX2<>+1416(SB)/4, $0x4b000000
+DATA constsAVX2<>+1420(SB)/4, $0x4b000000
+DATA constsAVX2<>+1424(SB)/4, $0x4b000000
+DATA constsAVX2<>+1428(SB)/4, $0x4b000000
+DATA constsAVX2<>+1432(SB)/4, $0x4b000000
+DATA constsAVX2<>+1436(SB)/4, $0x4b000000
+DATA constsAVX2<>+1440(SB)/4, $0x4b000008
+DATA constsAVX2<>+1444(SB)/4, $0x4b000008
+DATA constsAVX2<>+1448(SB)/4, $0x4b000008
+DATA constsAVX2<>+1452(SB)/4, $0x4b000008
+DATA constsAVX2<>+1456(SB)/4, $0x4b000008
+DATA constsAVX2<>+1460(SB)/4, $0x4b000008
+DATA constsAVX2<>+1464(SB)/4, $0x4b000008
+DATA constsAVX2<>+1468(SB)/4, $0x4b000008
+DATA constsAVX2<>+1472(SB)/4, $0xffffffff
+DATA constsAVX2<>+1476(SB)/4, $0xffffffff
+DATA constsAVX2<>+1480(SB)/4, $0xffffffff
+DATA constsAVX2<>+1484(SB)/4, $0xffffffff
+DATA constsAVX2<>+1488(SB)/4, $0xffffffff
+DATA constsAVX2<>+1492(SB)/4, $0xffffffff
+DATA constsAVX2<>+1496(SB)/4, $0xffffffff
+DATA constsAVX2<>+1500(SB)/4, $0xffffffff
+DATA constsAVX2<>+1504(SB)/4, $0x00000000
+DATA constsAVX2<>+1508(SB)/4, $0x00000000
+DATA constsAVX2<>+1512(SB)/4, $0x00000000
+DATA constsAVX2<>+1516(SB)/4, $0x00000000
+DATA constsAVX2<>+1520(SB)/4, $0x00000000
+DATA constsAVX2<>+1524(SB)/4, $0x00000000
+DATA constsAVX2<>+1528(SB)/4, $0x00000000
+DATA constsAVX2<>+1532(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1536
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -354,7 +418,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+1216(SB), R13
+	LEAQ constsAVX2<>+1472(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1555,7 +1619,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1216(SB), R12
+	LEAQ constsAVX2<>+1472(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2740,7 +2804,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1216(SB), R12
+	LEAQ constsAVX2<>+1472(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -3970,7 +4034,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1216(SB), R10
+	LEAQ constsAVX2<>+1472(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -4004,12 +4068,12 @@ vecs2_whole_groups:
 	// Tile of 3 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows3_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
 	JMP     vecs2_whole_rows3_blocks
 
 vecs2_whole_rows3_load:
@@ -4105,10 +4169,10 @@ vecs2_whole_tail2:
 	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	JMP     vecs2_whole_rows2_blocks
 
 vecs2_whole_rows2_load:
@@ -4189,8 +4253,8 @@ vecs2_whole_tail1:
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs2_whole_rows1_pairs
 
 vecs2_whole_rows1_load:
@@ -4319,9 +4383,9 @@ vecs1_whole_groups:
 	// Tile of 3 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows3_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 	JMP     vecs1_whole_rows3_blocks
 
 vecs1_whole_rows3_load:
@@ -4398,8 +4462,8 @@ vecs1_whole_tail2:
 	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs1_whole_rows2_blocks
 
 vecs1_whole_rows2_load:
@@ -4466,7 +4530,7 @@ vecs1_whole_tail1:
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 	JMP     vecs1_whole_rows1_pairs
 
 vecs1_whole_rows1_load:
@@ -4572,12 +4636,12 @@ vecs2_masked_groups:
 	// Tile of 3 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows3_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
 	JMP     vecs2_masked_rows3_blocks
 
 vecs2_masked_rows3_load:
@@ -4679,10 +4743,10 @@ vecs2_masked_tail2:
 	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	JMP     vecs2_masked_rows2_blocks
 
 vecs2_masked_rows2_load:
@@ -4767,8 +4831,8 @@ vecs2_masked_tail1:
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs2_masked_rows1_pairs
 
 vecs2_masked_rows1_load:
@@ -4899,9 +4963,9 @@ vecs1_masked_groups:
 	// Tile of 3 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows3_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 	JMP     vecs1_masked_rows3_blocks
 
 vecs1_masked_rows3_load:
@@ -4984,8 +5048,8 @@ vecs1_masked_tail2:
 	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs1_masked_rows2_blocks
 
 vecs1_masked_rows2_load:
@@ -5056,7 +5120,7 @@ vecs1_masked_tail1:
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 	JMP     vecs1_masked_rows1_pairs
 
 vecs1_masked_rows1_load:
@@ -5165,7 +5229,7 @@ TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1216(SB), R10
+	LEAQ constsAVX2<>+1472(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -5200,10 +5264,10 @@ vecs2_whole_groups:
 	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	JMP     vecs2_whole_rows2_blocks
 
 vecs2_whole_rows2_load:
@@ -5221,7 +5285,7 @@ vecs2_whole_rows2_blocks:
 	CMOVQLT      R12, R13
 	SUBQ         R13, R12
 	VPMOVZXBD    (R8), Y4
-	VPAND        constsAVX2<>+928(SB), Y4, Y6
+	VPAND        constsAVX2<>+1184(SB), Y4, Y6
 	VCVTDQ2PS    Y6, Y6
 	VPSRLD       $0x04, Y4, Y4
 	VCVTDQ2PS    Y4, Y7
@@ -5238,7 +5302,7 @@ vecs2_whole_rows2_blocks:
 
 vecs2_whole_rows2_steps:
 	VPMOVZXBD    (R8), Y11
-	VPAND        constsAVX2<>+928(SB), Y11, Y10
+	VPAND        constsAVX2<>+1184(SB), Y11, Y10
 	VCVTDQ2PS    Y10, Y10
 	VPSRLD       $0x04, Y11, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -5301,8 +5365,8 @@ vecs2_whole_tail1:
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_whole_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs2_whole_rows1_pairs
 
 vecs2_whole_rows1_load:
@@ -5322,7 +5386,7 @@ vecs2_whole_rows1_pair:
 	SUBQ         $0x00000040, R11
 	MOVQ         $0x00000020, R13
 	VPMOVZXBD    (DI), Y3
-	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VPAND        constsAVX2<>+1184(SB), Y3, Y2
 	VCVTDQ2PS    Y2, Y2
 	VPSRLD       $0x04, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
@@ -5330,7 +5394,7 @@ vecs2_whole_rows1_pair:
 	VMULPS       Y2, Y6, Y2
 	VMULPS       Y3, Y6, Y3
 	VPMOVZXBD    (DI)(R12*1), Y5
-	VPAND        constsAVX2<>+928(SB), Y5, Y4
+	VPAND        constsAVX2<>+1184(SB), Y5, Y4
 	VCVTDQ2PS    Y4, Y4
 	VPSRLD       $0x04, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
@@ -5343,7 +5407,7 @@ vecs2_whole_rows1_pair:
 
 vecs2_whole_rows1_pairsteps:
 	VPMOVZXBD    (DI), Y9
-	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VPAND        constsAVX2<>+1184(SB), Y9, Y8
 	VCVTDQ2PS    Y8, Y8
 	VPSRLD       $0x04, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -5352,7 +5416,7 @@ vecs2_whole_rows1_pairsteps:
 	VFMADD231PS  Y8, Y10, Y2
 	VFMADD231PS  Y9, Y10, Y3
 	VPMOVZXBD    (DI)(R12*1), Y9
-	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VPAND        constsAVX2<>+1184(SB), Y9, Y8
 	VCVTDQ2PS    Y8, Y8
 	VPSRLD       $0x04, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -5394,7 +5458,7 @@ vecs2_whole_rows1_blocks:
 	CMOVQLT      R11, R12
 	SUBQ         R12, R11
 	VPMOVZXBD    (DI), Y3
-	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VPAND        constsAVX2<>+1184(SB), Y3, Y2
 	VCVTDQ2PS    Y2, Y2
 	VPSRLD       $0x04, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
@@ -5408,7 +5472,7 @@ vecs2_whole_rows1_blocks:
 
 vecs2_whole_rows1_steps:
 	VPMOVZXBD    (DI), Y6
-	VPAND        constsAVX2<>+928(SB), Y6, Y5
+	VPAND        constsAVX2<>+1184(SB), Y6, Y5
 	VCVTDQ2PS    Y5, Y5
 	VPSRLD       $0x04, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
@@ -5463,8 +5527,8 @@ vecs1_whole_groups:
 	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs1_whole_rows2_blocks
 
 vecs1_whole_rows2_load:
@@ -5480,7 +5544,7 @@ vecs1_whole_rows2_blocks:
 	CMOVQLT      R12, R13
 	SUBQ         R13, R12
 	VPMOVZXBD    (R8), Y2
-	VPAND        constsAVX2<>+928(SB), Y2, Y3
+	VPAND        constsAVX2<>+1184(SB), Y2, Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (R11), Y4
 	VMULPS       Y3, Y4, Y2
@@ -5493,7 +5557,7 @@ vecs1_whole_rows2_blocks:
 
 vecs1_whole_rows2_steps:
 	VPMOVZXBD    (R8), Y6
-	VPAND        constsAVX2<>+928(SB), Y6, Y6
+	VPAND        constsAVX2<>+1184(SB), Y6, Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (R11), Y7
 	VADDPS       Y7, Y4, Y4
@@ -5544,7 +5608,7 @@ vecs1_whole_tail1:
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_whole_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 	JMP     vecs1_whole_rows1_pairs
 
 vecs1_whole_rows1_load:
@@ -5563,12 +5627,12 @@ vecs1_whole_rows1_pair:
 	SUBQ         $0x00000040, R11
 	MOVQ         $0x00000020, R13
 	VPMOVZXBD    (DI), Y1
-	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VPAND        constsAVX2<>+1184(SB), Y1, Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (R10), Y3
 	VMULPS       Y1, Y3, Y1
 	VPMOVZXBD    (DI)(R12*1), Y2
-	VPAND        constsAVX2<>+928(SB), Y2, Y2
+	VPAND        constsAVX2<>+1184(SB), Y2, Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS 128(R10), Y4
 	VMULPS       Y2, Y4, Y2
@@ -5578,13 +5642,13 @@ vecs1_whole_rows1_pair:
 
 vecs1_whole_rows1_pairsteps:
 	VPMOVZXBD    (DI), Y5
-	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VPAND        constsAVX2<>+1184(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (R10), Y6
 	VADDPS       Y6, Y3, Y3
 	VFMADD231PS  Y5, Y6, Y1
 	VPMOVZXBD    (DI)(R12*1), Y5
-	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VPAND        constsAVX2<>+1184(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 128(R10), Y6
 	VADDPS       Y6, Y4, Y4
@@ -5615,7 +5679,7 @@ vecs1_whole_rows1_blocks:
 	CMOVQLT      R11, R12
 	SUBQ         R12, R11
 	VPMOVZXBD    (DI), Y1
-	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VPAND        constsAVX2<>+1184(SB), Y1, Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (R10), Y2
 	VMULPS       Y1, Y2, Y1
@@ -5626,7 +5690,7 @@ vecs1_whole_rows1_blocks:
 
 vecs1_whole_rows1_steps:
 	VPMOVZXBD    (DI), Y3
-	VPAND        constsAVX2<>+928(SB), Y3, Y3
+	VPAND        constsAVX2<>+1184(SB), Y3, Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (R10), Y4
 	VADDPS       Y4, Y2, Y2
@@ -5673,10 +5737,10 @@ vecs2_masked_groups:
 	// Tile of 2 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	JMP     vecs2_masked_rows2_blocks
 
 vecs2_masked_rows2_load:
@@ -5696,7 +5760,7 @@ vecs2_masked_rows2_blocks:
 	CMOVQLT      R13, R14
 	SUBQ         R14, R13
 	VPMOVZXBD    (R8), Y4
-	VPAND        constsAVX2<>+928(SB), Y4, Y6
+	VPAND        constsAVX2<>+1184(SB), Y4, Y6
 	VCVTDQ2PS    Y6, Y6
 	VPSRLD       $0x04, Y4, Y4
 	VCVTDQ2PS    Y4, Y7
@@ -5713,7 +5777,7 @@ vecs2_masked_rows2_blocks:
 
 vecs2_masked_rows2_steps:
 	VPMOVZXBD    (R8), Y11
-	VPAND        constsAVX2<>+928(SB), Y11, Y10
+	VPAND        constsAVX2<>+1184(SB), Y11, Y10
 	VCVTDQ2PS    Y10, Y10
 	VPSRLD       $0x04, Y11, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -5778,8 +5842,8 @@ vecs2_masked_tail1:
 	// Tile of 1 rows × 2 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs2_masked_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs2_masked_rows1_pairs
 
 vecs2_masked_rows1_load:
@@ -5800,7 +5864,7 @@ vecs2_masked_rows1_pair:
 	SUBQ         $0x00000040, R12
 	MOVQ         $0x00000020, R14
 	VPMOVZXBD    (DI), Y3
-	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VPAND        constsAVX2<>+1184(SB), Y3, Y2
 	VCVTDQ2PS    Y2, Y2
 	VPSRLD       $0x04, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
@@ -5808,7 +5872,7 @@ vecs2_masked_rows1_pair:
 	VMULPS       Y2, Y6, Y2
 	VMULPS       Y3, Y6, Y3
 	VPMOVZXBD    (DI)(R13*1), Y5
-	VPAND        constsAVX2<>+928(SB), Y5, Y4
+	VPAND        constsAVX2<>+1184(SB), Y5, Y4
 	VCVTDQ2PS    Y4, Y4
 	VPSRLD       $0x04, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
@@ -5821,7 +5885,7 @@ vecs2_masked_rows1_pair:
 
 vecs2_masked_rows1_pairsteps:
 	VPMOVZXBD    (DI), Y9
-	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VPAND        constsAVX2<>+1184(SB), Y9, Y8
 	VCVTDQ2PS    Y8, Y8
 	VPSRLD       $0x04, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -5830,7 +5894,7 @@ vecs2_masked_rows1_pairsteps:
 	VFMADD231PS  Y8, Y10, Y2
 	VFMADD231PS  Y9, Y10, Y3
 	VPMOVZXBD    (DI)(R13*1), Y9
-	VPAND        constsAVX2<>+928(SB), Y9, Y8
+	VPAND        constsAVX2<>+1184(SB), Y9, Y8
 	VCVTDQ2PS    Y8, Y8
 	VPSRLD       $0x04, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -5872,7 +5936,7 @@ vecs2_masked_rows1_blocks:
 	CMOVQLT      R12, R13
 	SUBQ         R13, R12
 	VPMOVZXBD    (DI), Y3
-	VPAND        constsAVX2<>+928(SB), Y3, Y2
+	VPAND        constsAVX2<>+1184(SB), Y3, Y2
 	VCVTDQ2PS    Y2, Y2
 	VPSRLD       $0x04, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
@@ -5886,7 +5950,7 @@ vecs2_masked_rows1_blocks:
 
 vecs2_masked_rows1_steps:
 	VPMOVZXBD    (DI), Y6
-	VPAND        constsAVX2<>+928(SB), Y6, Y5
+	VPAND        constsAVX2<>+1184(SB), Y6, Y5
 	VCVTDQ2PS    Y5, Y5
 	VPSRLD       $0x04, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
@@ -5942,8 +6006,8 @@ vecs1_masked_groups:
 	// Tile of 2 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows2_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	JMP     vecs1_masked_rows2_blocks
 
 vecs1_masked_rows2_load:
@@ -5961,7 +6025,7 @@ vecs1_masked_rows2_blocks:
 	CMOVQLT      R13, R14
 	SUBQ         R14, R13
 	VPMOVZXBD    (R8), Y2
-	VPAND        constsAVX2<>+928(SB), Y2, Y3
+	VPAND        constsAVX2<>+1184(SB), Y2, Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (R12), Y4
 	VMULPS       Y3, Y4, Y2
@@ -5974,7 +6038,7 @@ vecs1_masked_rows2_blocks:
 
 vecs1_masked_rows2_steps:
 	VPMOVZXBD    (R8), Y6
-	VPAND        constsAVX2<>+928(SB), Y6, Y6
+	VPAND        constsAVX2<>+1184(SB), Y6, Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (R12), Y7
 	VADDPS       Y7, Y4, Y4
@@ -6027,7 +6091,7 @@ vecs1_masked_tail1:
 	// Tile of 1 rows × 1 vectors: the accumulators start at C, or at zero.
 	CMPQ    acc+80(FP), $0x00
 	JNZ     vecs1_masked_rows1_load
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 	JMP     vecs1_masked_rows1_pairs
 
 vecs1_masked_rows1_load:
@@ -6047,12 +6111,12 @@ vecs1_masked_rows1_pair:
 	SUBQ         $0x00000040, R12
 	MOVQ         $0x00000020, R14
 	VPMOVZXBD    (DI), Y1
-	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VPAND        constsAVX2<>+1184(SB), Y1, Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (R11), Y3
 	VMULPS       Y1, Y3, Y1
 	VPMOVZXBD    (DI)(R13*1), Y2
-	VPAND        constsAVX2<>+928(SB), Y2, Y2
+	VPAND        constsAVX2<>+1184(SB), Y2, Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS 128(R11), Y4
 	VMULPS       Y2, Y4, Y2
@@ -6062,13 +6126,13 @@ vecs1_masked_rows1_pair:
 
 vecs1_masked_rows1_pairsteps:
 	VPMOVZXBD    (DI), Y5
-	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VPAND        constsAVX2<>+1184(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (R11), Y6
 	VADDPS       Y6, Y3, Y3
 	VFMADD231PS  Y5, Y6, Y1
 	VPMOVZXBD    (DI)(R13*1), Y5
-	VPAND        constsAVX2<>+928(SB), Y5, Y5
+	VPAND        constsAVX2<>+1184(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 128(R11), Y6
 	VADDPS       Y6, Y4, Y4
@@ -6099,7 +6163,7 @@ vecs1_masked_rows1_blocks:
 	CMOVQLT      R12, R13
 	SUBQ         R13, R12
 	VPMOVZXBD    (DI), Y1
-	VPAND        constsAVX2<>+928(SB), Y1, Y1
+	VPAND        constsAVX2<>+1184(SB), Y1, Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (R11), Y2
 	VMULPS       Y1, Y2, Y1
@@ -6110,7 +6174,7 @@ vecs1_masked_rows1_blocks:
 
 vecs1_masked_rows1_steps:
 	VPMOVZXBD    (DI), Y3
-	VPAND        constsAVX2<>+928(SB), Y3, Y3
+	VPAND        constsAVX2<>+1184(SB), Y3, Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (R11), Y4
 	VADDPS       Y4, Y2, Y2
@@ -6241,7 +6305,7 @@ vecs2_block:
 
 vecs2_row:
 	VPMOVZXBD (DX), Y3
-	VPAND     constsAVX2<>+928(SB), Y3, Y2
+	VPAND     constsAVX2<>+1184(SB), Y3, Y2
 	VPSUBD    Y0, Y2, Y2
 	VCVTDQ2PS Y2, Y2
 	VPSRLD    $0x04, Y3, Y3
@@ -6274,7 +6338,7 @@ vecs1_block:
 
 vecs1_row:
 	VPMOVZXBD (DX), Y1
-	VPAND     constsAVX2<>+928(SB), Y1, Y1
+	VPAND     constsAVX2<>+1184(SB), Y1, Y1
 	VPSUBD    Y0, Y1, Y1
 	VCVTDQ2PS Y1, Y1
 	VMULPS    (SI), Y1, Y1
@@ -6411,7 +6475,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1216(SB), R11
+	LEAQ constsAVX2<>+1472(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -6445,14 +6509,14 @@ rows4_whole:
 rows4_whole_groups:
 	CMPQ    R10, $0x02
 	JLT     rows4_whole_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -6535,10 +6599,10 @@ rows4_whole_group_last:
 rows4_whole_one:
 	TESTQ   R10, R10
 	JZ      rows4_whole_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -6600,12 +6664,12 @@ rows3_whole:
 rows3_whole_groups:
 	CMPQ    R10, $0x02
 	JLT     rows3_whole_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -6675,9 +6739,9 @@ rows3_whole_group_last:
 rows3_whole_one:
 	TESTQ   R10, R10
 	JZ      rows3_whole_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -6732,14 +6796,14 @@ rows2_whole:
 rows2_whole_groups:
 	CMPQ    R10, $0x04
 	JLT     rows2_whole_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R11
@@ -6826,8 +6890,8 @@ rows2_whole_group_last:
 rows2_whole_one:
 	TESTQ   R10, R10
 	JZ      rows2_whole_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -6875,10 +6939,10 @@ rows1_whole:
 rows1_whole_groups:
 	CMPQ    R10, $0x04
 	JLT     rows1_whole_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -6940,7 +7004,7 @@ rows1_whole_group_last:
 rows1_whole_one:
 	TESTQ   R10, R10
 	JZ      rows1_whole_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
@@ -6981,14 +7045,14 @@ rows4_masked:
 rows4_masked_groups:
 	CMPQ    R10, $0x02
 	JLT     rows4_masked_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
@@ -7092,10 +7156,10 @@ rows4_masked_group_last:
 rows4_masked_one:
 	TESTQ   R10, R10
 	JZ      rows4_masked_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
@@ -7172,12 +7236,12 @@ rows3_masked:
 rows3_masked_groups:
 	CMPQ    R10, $0x02
 	JLT     rows3_masked_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -7264,9 +7328,9 @@ rows3_masked_group_last:
 rows3_masked_one:
 	TESTQ   R10, R10
 	JZ      rows3_masked_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -7333,14 +7397,14 @@ rows2_masked:
 rows2_masked_groups:
 	CMPQ    R10, $0x04
 	JLT     rows2_masked_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    q+32(FP), R8
 	MOVQ    DX, R9
 	MOVQ    nvec+64(FP), R12
@@ -7448,8 +7512,8 @@ rows2_masked_group_last:
 rows2_masked_one:
 	TESTQ   R10, R10
 	JZ      rows2_masked_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -7506,10 +7570,10 @@ rows1_masked:
 rows1_masked_groups:
 	CMPQ    R10, $0x04
 	JLT     rows1_masked_one
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 	MOVQ    q+32(FP), DI
 	MOVQ    DX, R8
 	MOVQ    nvec+64(FP), R9
@@ -7586,7 +7650,7 @@ rows1_masked_group_last:
 rows1_masked_one:
 	TESTQ   R10, R10
 	JZ      rows1_masked_done
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 	MOVQ    q+32(FP), SI
 	MOVQ    DX, DI
 	MOVQ    nvec+64(FP), R8
@@ -7666,13 +7730,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7680,7 +7744,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7688,7 +7752,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7778,7 +7842,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -7842,14 +7906,14 @@ touchv_skip:
 	JGE  scores_rows1_prefetched
 
 scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -7933,14 +7997,14 @@ scores_rows4_prefetched_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -8026,14 +8090,14 @@ scores_rows4_prefetched_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -8119,14 +8183,14 @@ scores_rows4_prefetched_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -8226,7 +8290,7 @@ scores_rows4_prefetched_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -8238,7 +8302,7 @@ scores_rows4_prefetched_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -8253,12 +8317,12 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -8285,9 +8349,9 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -8315,7 +8379,7 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -8327,7 +8391,7 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -8343,12 +8407,12 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -8375,9 +8439,9 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -8405,7 +8469,7 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -8417,7 +8481,7 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -8433,12 +8497,12 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -8465,9 +8529,9 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -8495,7 +8559,7 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -8507,7 +8571,7 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -8523,12 +8587,12 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -8555,9 +8619,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -8590,14 +8654,14 @@ scores_rows4_prefetched_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -8703,7 +8767,7 @@ scores_rows1_prefetched_pass0_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -8715,7 +8779,7 @@ scores_rows1_prefetched_pass0_fold:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -8730,12 +8794,12 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -8762,9 +8826,9 @@ scores_rows1_prefetched_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -8802,14 +8866,14 @@ rowgroup:
 	JGE  scores_rows1
 
 scores_rows4:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -8888,14 +8952,14 @@ scores_rows4_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -8976,14 +9040,14 @@ scores_rows4_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -9064,14 +9128,14 @@ scores_rows4_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -9166,7 +9230,7 @@ scores_rows4_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -9178,7 +9242,7 @@ scores_rows4_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -9193,12 +9257,12 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -9225,9 +9289,9 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -9255,7 +9319,7 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -9267,7 +9331,7 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -9283,12 +9347,12 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -9315,9 +9379,9 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -9345,7 +9409,7 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -9357,7 +9421,7 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -9373,12 +9437,12 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -9405,9 +9469,9 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -9435,7 +9499,7 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -9447,7 +9511,7 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -9463,12 +9527,12 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -9495,9 +9559,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -9530,14 +9594,14 @@ scores_rows4_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	MOVQ    96(SP), BX
@@ -9768,7 +9832,7 @@ scores_rows1_pass0_key7_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -9780,7 +9844,7 @@ scores_rows1_pass0_key7_done:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -9795,12 +9859,12 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -9827,9 +9891,9 @@ scores_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -11747,13 +11811,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11761,7 +11825,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11769,7 +11833,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11855,7 +11919,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11919,14 +11983,14 @@ touchv_skip:
 	JGE  scores_rows1_prefetched
 
 scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -12012,14 +12076,14 @@ scores_rows4_prefetched_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -12107,14 +12171,14 @@ scores_rows4_prefetched_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -12202,14 +12266,14 @@ scores_rows4_prefetched_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -12311,7 +12375,7 @@ scores_rows4_prefetched_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -12323,7 +12387,7 @@ scores_rows4_prefetched_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -12338,12 +12402,12 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -12370,9 +12434,9 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -12400,7 +12464,7 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -12412,7 +12476,7 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -12428,12 +12492,12 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -12460,9 +12524,9 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -12490,7 +12554,7 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -12502,7 +12566,7 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -12518,12 +12582,12 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -12550,9 +12614,9 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -12580,7 +12644,7 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -12592,7 +12656,7 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -12608,12 +12672,12 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -12640,9 +12704,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -12675,14 +12739,14 @@ scores_rows4_prefetched_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -12796,7 +12860,7 @@ scores_rows1_prefetched_pass0_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -12808,7 +12872,7 @@ scores_rows1_prefetched_pass0_fold:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -12823,12 +12887,12 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -12855,9 +12919,9 @@ scores_rows1_prefetched_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -12895,14 +12959,14 @@ rowgroup:
 	JGE  scores_rows1
 
 scores_rows4:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -12983,14 +13047,14 @@ scores_rows4_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -13073,14 +13137,14 @@ scores_rows4_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -13163,14 +13227,14 @@ scores_rows4_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -13267,7 +13331,7 @@ scores_rows4_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -13279,7 +13343,7 @@ scores_rows4_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -13294,12 +13358,12 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -13326,9 +13390,9 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -13356,7 +13420,7 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -13368,7 +13432,7 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -13384,12 +13448,12 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -13416,9 +13480,9 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -13446,7 +13510,7 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -13458,7 +13522,7 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -13474,12 +13538,12 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -13506,9 +13570,9 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -13536,7 +13600,7 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -13548,7 +13612,7 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -13564,12 +13628,12 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -13596,9 +13660,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -13631,14 +13695,14 @@ scores_rows4_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	MOVQ    96(SP), BX
@@ -13877,7 +13941,7 @@ scores_rows1_pass0_key7_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -13889,7 +13953,7 @@ scores_rows1_pass0_key7_done:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -13904,12 +13968,12 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -13936,9 +14000,9 @@ scores_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -15868,13 +15932,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15882,7 +15946,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15890,7 +15954,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15976,7 +16040,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -16040,14 +16104,14 @@ touchv_skip:
 	JGE  scores_rows1_prefetched
 
 scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -16137,14 +16201,14 @@ scores_rows4_prefetched_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -16236,14 +16300,14 @@ scores_rows4_prefetched_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -16335,14 +16399,14 @@ scores_rows4_prefetched_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -16448,7 +16512,7 @@ scores_rows4_prefetched_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -16460,7 +16524,7 @@ scores_rows4_prefetched_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -16475,12 +16539,12 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -16507,9 +16571,9 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -16537,7 +16601,7 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -16549,7 +16613,7 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -16565,12 +16629,12 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -16597,9 +16661,9 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -16627,7 +16691,7 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -16639,7 +16703,7 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -16655,12 +16719,12 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -16687,9 +16751,9 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -16717,7 +16781,7 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -16729,7 +16793,7 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -16745,12 +16809,12 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -16777,9 +16841,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -16812,14 +16876,14 @@ scores_rows4_prefetched_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -16949,7 +17013,7 @@ scores_rows1_prefetched_pass0_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -16961,7 +17025,7 @@ scores_rows1_prefetched_pass0_fold:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -16976,12 +17040,12 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -17008,9 +17072,9 @@ scores_rows1_prefetched_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -17048,14 +17112,14 @@ rowgroup:
 	JGE  scores_rows1
 
 scores_rows4:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -17140,14 +17204,14 @@ scores_rows4_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -17234,14 +17298,14 @@ scores_rows4_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -17328,14 +17392,14 @@ scores_rows4_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -17436,7 +17500,7 @@ scores_rows4_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -17448,7 +17512,7 @@ scores_rows4_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -17463,12 +17527,12 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -17495,9 +17559,9 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -17525,7 +17589,7 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -17537,7 +17601,7 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -17553,12 +17617,12 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -17585,9 +17649,9 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -17615,7 +17679,7 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -17627,7 +17691,7 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -17643,12 +17707,12 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -17675,9 +17739,9 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -17705,7 +17769,7 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -17717,7 +17781,7 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -17733,12 +17797,12 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -17765,9 +17829,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -17800,14 +17864,14 @@ scores_rows4_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	MOVQ    96(SP), BX
@@ -18062,7 +18126,7 @@ scores_rows1_pass0_key7_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -18074,7 +18138,7 @@ scores_rows1_pass0_key7_done:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -18089,12 +18153,12 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -18121,9 +18185,9 @@ scores_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -20145,13 +20209,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -20159,7 +20223,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -20167,7 +20231,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -20291,7 +20355,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -20416,14 +20480,14 @@ scalesv:
 	JGE  scores_rows1_prefetched
 
 scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -20525,14 +20589,14 @@ scores_rows4_prefetched_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -20636,14 +20700,14 @@ scores_rows4_prefetched_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -20747,14 +20811,14 @@ scores_rows4_prefetched_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -20872,7 +20936,7 @@ scores_rows4_prefetched_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -20884,7 +20948,7 @@ scores_rows4_prefetched_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -20899,12 +20963,12 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -20931,9 +20995,9 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -20961,7 +21025,7 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -20973,7 +21037,7 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -20989,12 +21053,12 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -21021,9 +21085,9 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -21051,7 +21115,7 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -21063,7 +21127,7 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -21079,12 +21143,12 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -21111,9 +21175,9 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -21141,7 +21205,7 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -21153,7 +21217,7 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -21169,12 +21233,12 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -21201,9 +21265,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -21236,14 +21300,14 @@ scores_rows4_prefetched_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -21397,7 +21461,7 @@ scores_rows1_prefetched_pass0_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -21409,7 +21473,7 @@ scores_rows1_prefetched_pass0_fold:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -21424,12 +21488,12 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -21456,9 +21520,9 @@ scores_rows1_prefetched_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -21496,14 +21560,14 @@ rowgroup:
 	JGE  scores_rows1
 
 scores_rows4:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -21600,14 +21664,14 @@ scores_rows4_pass0_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -21706,14 +21770,14 @@ scores_rows4_pass1_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -21812,14 +21876,14 @@ scores_rows4_pass2_fold:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y15
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -21932,7 +21996,7 @@ scores_rows4_pass3_fold:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -21944,7 +22008,7 @@ scores_rows4_pass3_fold:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -21959,12 +22023,12 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -21991,9 +22055,9 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -22021,7 +22085,7 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -22033,7 +22097,7 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -22049,12 +22113,12 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -22081,9 +22145,9 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -22111,7 +22175,7 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -22123,7 +22187,7 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -22139,12 +22203,12 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -22171,9 +22235,9 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -22201,7 +22265,7 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -22213,7 +22277,7 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -22229,12 +22293,12 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -22261,9 +22325,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -22296,14 +22360,14 @@ scores_rows4_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	MOVQ    96(SP), BX
@@ -22862,7 +22926,7 @@ scores_rows1_pass0_key7_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -22874,7 +22938,7 @@ scores_rows1_pass0_key7_done:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -22889,12 +22953,12 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -22921,9 +22985,9 @@ scores_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -25114,13 +25178,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -25128,7 +25192,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -25136,7 +25200,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -25258,7 +25322,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -25383,14 +25447,14 @@ scalesv:
 	JGE  scores_rows1_prefetched
 
 scores_rows4_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -25414,9 +25478,9 @@ scores_rows4_prefetched_pass0_dims:
 	SHLQ        $0x08, R10
 	PREFETCHT1  (BX)
 	VPMOVZXBD   (DX), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
@@ -25424,9 +25488,9 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Y12, Y11, Y5
 	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXBD   (DX)(CX*1), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -25437,18 +25501,18 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     32(SI)(DI*2), Y10
 	VMOVUPS     32(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -25460,8 +25524,8 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     64(R8)(DI*1), Y11
 	VPMOVZXBD   (DX), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
@@ -25469,8 +25533,8 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -25482,8 +25546,8 @@ scores_rows4_prefetched_pass0_dims:
 	VMOVUPS     96(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
@@ -25491,8 +25555,8 @@ scores_rows4_prefetched_pass0_dims:
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R10*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -25528,14 +25592,14 @@ scores_rows4_prefetched_pass0_last_dims:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y12
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -25561,9 +25625,9 @@ scores_rows4_prefetched_pass1_dims:
 	SHLQ        $0x08, R10
 	PREFETCHT1  (BX)
 	VPMOVZXBD   (DX), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
@@ -25571,9 +25635,9 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Y13, Y11, Y5
 	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXBD   (DX)(CX*1), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -25584,18 +25648,18 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     32(SI)(DI*2), Y10
 	VMOVUPS     32(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
 	VFMADD231PS Y13, Y10, Y1
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -25607,8 +25671,8 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     64(R8)(DI*1), Y11
 	VPMOVZXBD   (DX), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
@@ -25616,8 +25680,8 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -25629,8 +25693,8 @@ scores_rows4_prefetched_pass1_dims:
 	VMOVUPS     96(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
@@ -25638,8 +25702,8 @@ scores_rows4_prefetched_pass1_dims:
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R10*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -25675,14 +25739,14 @@ scores_rows4_prefetched_pass1_last_dims:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -25708,9 +25772,9 @@ scores_rows4_prefetched_pass2_dims:
 	SHLQ        $0x08, R10
 	PREFETCHT1  (BX)
 	VPMOVZXBD   (DX), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
@@ -25718,9 +25782,9 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Y14, Y11, Y5
 	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXBD   (DX)(CX*1), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -25731,18 +25795,18 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     32(SI)(DI*2), Y10
 	VMOVUPS     32(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
 	VFMADD231PS Y14, Y10, Y1
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -25754,8 +25818,8 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     64(R8)(DI*1), Y11
 	VPMOVZXBD   (DX), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
@@ -25763,8 +25827,8 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -25776,8 +25840,8 @@ scores_rows4_prefetched_pass2_dims:
 	VMOVUPS     96(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
@@ -25785,8 +25849,8 @@ scores_rows4_prefetched_pass2_dims:
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R10*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -25822,14 +25886,14 @@ scores_rows4_prefetched_pass2_last_dims:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -25855,9 +25919,9 @@ scores_rows4_prefetched_pass3_dims:
 	SHLQ        $0x08, R10
 	PREFETCHT1  (BX)
 	VPMOVZXBD   (DX), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
@@ -25865,9 +25929,9 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Y15, Y11, Y5
 	PREFETCHT1  (BX)(CX*1)
 	VPMOVZXBD   (DX)(CX*1), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -25878,18 +25942,18 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     32(SI)(DI*2), Y10
 	VMOVUPS     32(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
 	VFMADD231PS Y15, Y10, Y1
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -25901,8 +25965,8 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     64(R8)(DI*1), Y11
 	VPMOVZXBD   (DX), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
@@ -25910,8 +25974,8 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -25923,8 +25987,8 @@ scores_rows4_prefetched_pass3_dims:
 	VMOVUPS     96(R8)(DI*1), Y11
 	VPMOVZXBD   8(DX), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
@@ -25932,8 +25996,8 @@ scores_rows4_prefetched_pass3_dims:
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R10*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -25983,7 +26047,7 @@ scores_rows4_prefetched_pass3_last_dims:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -25995,7 +26059,7 @@ scores_rows4_prefetched_pass3_last_dims:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -26010,12 +26074,12 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -26042,9 +26106,9 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -26072,7 +26136,7 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -26084,7 +26148,7 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -26100,12 +26164,12 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -26132,9 +26196,9 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -26162,7 +26226,7 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -26174,7 +26238,7 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -26190,12 +26254,12 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -26222,9 +26286,9 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -26252,7 +26316,7 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -26264,7 +26328,7 @@ scores_rows4_prefetched_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -26280,12 +26344,12 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -26312,9 +26376,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -26347,14 +26411,14 @@ scores_rows4_prefetched_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1_prefetched:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -26363,9 +26427,9 @@ scores_rows1_prefetched:
 	LEAQ    (DX)(DI*1), R8
 	LEAQ    (SI)(DI*1), DI
 	MOVQ    96(SP), R9
-	VMOVDQU constsAVX2<>+928(SB), Y9
-	VMOVDQU constsAVX2<>+1152(SB), Y10
-	VMOVDQU constsAVX2<>+1184(SB), Y11
+	VMOVDQU constsAVX2<>+1184(SB), Y9
+	VMOVDQU constsAVX2<>+1408(SB), Y10
+	VMOVDQU constsAVX2<>+1440(SB), Y11
 	MOVQ    32(SP), R10
 	TESTQ   R10, R10
 	JZ      scores_rows1_prefetched_pass0_last_dims
@@ -26616,7 +26680,7 @@ scores_rows1_prefetched_pass0_last_dims:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -26628,7 +26692,7 @@ scores_rows1_prefetched_pass0_last_dims:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -26643,12 +26707,12 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -26675,9 +26739,9 @@ scores_rows1_prefetched_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -26715,14 +26779,14 @@ rowgroup:
 	JGE  scores_rows1
 
 scores_rows4:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -26743,18 +26807,18 @@ scores_rows4_pass0_dims:
 	SHRQ        $0x02, R9
 	SHLQ        $0x08, R9
 	VPMOVZXBD   (DX), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -26765,18 +26829,18 @@ scores_rows4_pass0_dims:
 	VMOVUPS     32(BX)(SI*2), Y10
 	VMOVUPS     32(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
 	VFMADD231PS Y12, Y10, Y1
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y12
-	VPAND       constsAVX2<>+928(SB), Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPAND       constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -26788,8 +26852,8 @@ scores_rows4_pass0_dims:
 	VMOVUPS     64(DI)(SI*1), Y11
 	VPMOVZXBD   (DX), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
@@ -26797,8 +26861,8 @@ scores_rows4_pass0_dims:
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -26810,8 +26874,8 @@ scores_rows4_pass0_dims:
 	VMOVUPS     96(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      704(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y0
 	VFMADD231PS Y12, Y9, Y4
@@ -26819,8 +26883,8 @@ scores_rows4_pass0_dims:
 	VFMADD231PS Y12, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y12
 	VPSRLD      $0x04, Y12, Y12
-	VPOR        constsAVX2<>+1152(SB), Y12, Y12
-	VSUBPS      constsAVX2<>+1184(SB), Y12, Y12
+	VPOR        constsAVX2<>+1408(SB), Y12, Y12
+	VSUBPS      constsAVX2<>+1440(SB), Y12, Y12
 	VMULPS      736(AX)(R9*1), Y12, Y12
 	VFMADD231PS Y12, Y8, Y2
 	VFMADD231PS Y12, Y9, Y6
@@ -26855,14 +26919,14 @@ scores_rows4_pass0_last_dims:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y12
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x02, CX, BX
@@ -26885,18 +26949,18 @@ scores_rows4_pass1_dims:
 	SHRQ        $0x02, R9
 	SHLQ        $0x08, R9
 	VPMOVZXBD   (DX), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
 	VFMADD231PS Y13, Y10, Y1
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -26907,18 +26971,18 @@ scores_rows4_pass1_dims:
 	VMOVUPS     32(BX)(SI*2), Y10
 	VMOVUPS     32(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
 	VFMADD231PS Y13, Y10, Y1
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y13
-	VPAND       constsAVX2<>+928(SB), Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPAND       constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -26930,8 +26994,8 @@ scores_rows4_pass1_dims:
 	VMOVUPS     64(DI)(SI*1), Y11
 	VPMOVZXBD   (DX), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
@@ -26939,8 +27003,8 @@ scores_rows4_pass1_dims:
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -26952,8 +27016,8 @@ scores_rows4_pass1_dims:
 	VMOVUPS     96(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      768(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y0
 	VFMADD231PS Y13, Y9, Y4
@@ -26961,8 +27025,8 @@ scores_rows4_pass1_dims:
 	VFMADD231PS Y13, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y13
 	VPSRLD      $0x04, Y13, Y13
-	VPOR        constsAVX2<>+1152(SB), Y13, Y13
-	VSUBPS      constsAVX2<>+1184(SB), Y13, Y13
+	VPOR        constsAVX2<>+1408(SB), Y13, Y13
+	VSUBPS      constsAVX2<>+1440(SB), Y13, Y13
 	VMULPS      800(AX)(R9*1), Y13, Y13
 	VFMADD231PS Y13, Y8, Y2
 	VFMADD231PS Y13, Y9, Y6
@@ -26997,14 +27061,14 @@ scores_rows4_pass1_last_dims:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y13
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -27027,18 +27091,18 @@ scores_rows4_pass2_dims:
 	SHRQ        $0x02, R9
 	SHLQ        $0x08, R9
 	VPMOVZXBD   (DX), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
 	VFMADD231PS Y14, Y10, Y1
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -27049,18 +27113,18 @@ scores_rows4_pass2_dims:
 	VMOVUPS     32(BX)(SI*2), Y10
 	VMOVUPS     32(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
 	VFMADD231PS Y14, Y10, Y1
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y14
-	VPAND       constsAVX2<>+928(SB), Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPAND       constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -27072,8 +27136,8 @@ scores_rows4_pass2_dims:
 	VMOVUPS     64(DI)(SI*1), Y11
 	VPMOVZXBD   (DX), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
@@ -27081,8 +27145,8 @@ scores_rows4_pass2_dims:
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -27094,8 +27158,8 @@ scores_rows4_pass2_dims:
 	VMOVUPS     96(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      832(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y0
 	VFMADD231PS Y14, Y9, Y4
@@ -27103,8 +27167,8 @@ scores_rows4_pass2_dims:
 	VFMADD231PS Y14, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y14
 	VPSRLD      $0x04, Y14, Y14
-	VPOR        constsAVX2<>+1152(SB), Y14, Y14
-	VSUBPS      constsAVX2<>+1184(SB), Y14, Y14
+	VPOR        constsAVX2<>+1408(SB), Y14, Y14
+	VSUBPS      constsAVX2<>+1440(SB), Y14, Y14
 	VMULPS      864(AX)(R9*1), Y14, Y14
 	VFMADD231PS Y14, Y8, Y2
 	VFMADD231PS Y14, Y9, Y6
@@ -27139,14 +27203,14 @@ scores_rows4_pass2_last_dims:
 	VSHUFPS    $0x88, Y4, Y0, Y0
 	VADDPS     Y1, Y0, Y0
 	VMOVUPS    Y0, Y14
-	VMOVUPS    constsAVX2<>+768(SB), Y0
-	VMOVUPS    constsAVX2<>+768(SB), Y1
-	VMOVUPS    constsAVX2<>+768(SB), Y2
-	VMOVUPS    constsAVX2<>+768(SB), Y3
-	VMOVUPS    constsAVX2<>+768(SB), Y4
-	VMOVUPS    constsAVX2<>+768(SB), Y5
-	VMOVUPS    constsAVX2<>+768(SB), Y6
-	VMOVUPS    constsAVX2<>+768(SB), Y7
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x06, CX, BX
@@ -27169,18 +27233,18 @@ scores_rows4_pass3_dims:
 	SHRQ        $0x02, R9
 	SHLQ        $0x08, R9
 	VPMOVZXBD   (DX), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
 	VFMADD231PS Y15, Y10, Y1
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -27191,18 +27255,18 @@ scores_rows4_pass3_dims:
 	VMOVUPS     32(BX)(SI*2), Y10
 	VMOVUPS     32(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
 	VFMADD231PS Y15, Y10, Y1
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y15
-	VPAND       constsAVX2<>+928(SB), Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPAND       constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -27214,8 +27278,8 @@ scores_rows4_pass3_dims:
 	VMOVUPS     64(DI)(SI*1), Y11
 	VPMOVZXBD   (DX), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
@@ -27223,8 +27287,8 @@ scores_rows4_pass3_dims:
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   (DX)(CX*1), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -27236,8 +27300,8 @@ scores_rows4_pass3_dims:
 	VMOVUPS     96(DI)(SI*1), Y11
 	VPMOVZXBD   8(DX), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      896(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y0
 	VFMADD231PS Y15, Y9, Y4
@@ -27245,8 +27309,8 @@ scores_rows4_pass3_dims:
 	VFMADD231PS Y15, Y11, Y5
 	VPMOVZXBD   8(DX)(CX*1), Y15
 	VPSRLD      $0x04, Y15, Y15
-	VPOR        constsAVX2<>+1152(SB), Y15, Y15
-	VSUBPS      constsAVX2<>+1184(SB), Y15, Y15
+	VPOR        constsAVX2<>+1408(SB), Y15, Y15
+	VSUBPS      constsAVX2<>+1440(SB), Y15, Y15
 	VMULPS      928(AX)(R9*1), Y15, Y15
 	VFMADD231PS Y15, Y8, Y2
 	VFMADD231PS Y15, Y9, Y6
@@ -27295,7 +27359,7 @@ scores_rows4_pass3_last_dims:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -27307,7 +27371,7 @@ scores_rows4_pass3_last_dims:
 	VADDPS       Y2, Y4, Y4
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
 	MOVQ         88(SP), CX
@@ -27322,12 +27386,12 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y5, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
@@ -27354,9 +27418,9 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y4, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -27384,7 +27448,7 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -27396,7 +27460,7 @@ scores_rows4_row0_noalibi:
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y2, Y3, Y3
 	MOVQ         88(SP), CX
@@ -27412,12 +27476,12 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y4, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
@@ -27444,9 +27508,9 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y3, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -27474,7 +27538,7 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -27486,7 +27550,7 @@ scores_rows4_row1_noalibi:
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y2
+	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y3
 	VBLENDVPS    Y3, Y2, Y1, Y1
 	MOVQ         88(SP), CX
@@ -27502,12 +27566,12 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y3, Y2, Y2
 	VBROADCASTSS (DX)(CX*4), Y3
 	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+384(SB), Y2, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
@@ -27534,9 +27598,9 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y4, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
@@ -27564,7 +27628,7 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -27576,7 +27640,7 @@ scores_rows4_row2_noalibi:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -27592,12 +27656,12 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -27624,9 +27688,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -27659,20 +27723,20 @@ scores_rows4_row3_noalibi:
 	JMP          rowgroup
 
 scores_rows1:
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	MOVQ    96(SP), BX
-	VMOVDQU constsAVX2<>+928(SB), Y8
-	VMOVDQU constsAVX2<>+1152(SB), Y9
-	VMOVDQU constsAVX2<>+1184(SB), Y10
+	VMOVDQU constsAVX2<>+1184(SB), Y8
+	VMOVDQU constsAVX2<>+1408(SB), Y9
+	VMOVDQU constsAVX2<>+1440(SB), Y10
 	MOVQ    DX, SI
 	ADDQ    CX, DX
 	MOVQ    BX, DI
@@ -28028,7 +28092,7 @@ scores_rows1_pass0_key7_blocks_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -28040,7 +28104,7 @@ scores_rows1_pass0_key7_blocks_done:
 	VADDPS       Y1, Y0, Y0
 
 scores_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -28055,12 +28119,12 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -28087,9 +28151,9 @@ scores_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -28311,9 +28375,9 @@ rows2_vecs4_whole:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows2_vecs4_whole_keys:
 	VBROADCASTSS (BX), Y11
@@ -28415,9 +28479,9 @@ rows2_vecs4_masked:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows2_vecs4_masked_keys:
 	VBROADCASTSS (BX), Y11
@@ -28515,9 +28579,9 @@ rows2_vecs3_whole:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows2_vecs3_whole_keys:
 	VBROADCASTSS (BX), Y9
@@ -28607,9 +28671,9 @@ rows2_vecs3_masked:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows2_vecs3_masked_keys:
 	VBROADCASTSS (BX), Y9
@@ -28695,9 +28759,9 @@ rows2_vecs2_whole:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows2_vecs2_whole_keys:
 	VBROADCASTSS (BX), Y7
@@ -28775,9 +28839,9 @@ rows2_vecs2_masked:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows2_vecs2_masked_keys:
 	VBROADCASTSS (BX), Y7
@@ -28851,9 +28915,9 @@ rows2_vecs1_whole:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows2_vecs1_whole_keys:
 	VBROADCASTSS (BX), Y5
@@ -28919,9 +28983,9 @@ rows2_vecs1_masked:
 	ADDQ         $0x08, R9
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows2_vecs1_masked_keys:
 	VBROADCASTSS (BX), Y5
@@ -28997,9 +29061,9 @@ rows1_vecs8_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y11
@@ -29114,9 +29178,9 @@ rows1_vecs8_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y11
@@ -29229,9 +29293,9 @@ rows1_vecs7_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y10
@@ -29338,9 +29402,9 @@ rows1_vecs7_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y10
@@ -29445,9 +29509,9 @@ rows1_vecs6_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y9
@@ -29546,9 +29610,9 @@ rows1_vecs6_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y9
@@ -29645,9 +29709,9 @@ rows1_vecs5_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y8
@@ -29738,9 +29802,9 @@ rows1_vecs5_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y8
@@ -29829,9 +29893,9 @@ rows1_vecs4_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y7
@@ -29913,9 +29977,9 @@ rows1_vecs4_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y7
@@ -29995,9 +30059,9 @@ rows1_vecs3_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y6
@@ -30071,9 +30135,9 @@ rows1_vecs3_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y6
@@ -30145,9 +30209,9 @@ rows1_vecs2_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y5
@@ -30213,9 +30277,9 @@ rows1_vecs2_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y5
@@ -30279,9 +30343,9 @@ rows1_vecs1_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y4
@@ -30339,9 +30403,9 @@ rows1_vecs1_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y4
@@ -30438,13 +30502,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -30452,7 +30516,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -30460,7 +30524,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -30588,7 +30652,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -30778,7 +30842,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1216(SB), R10
+	LEAQ        constsAVX2<>+1472(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y0
 	VPMASKMOVD  (DX), Y0, Y1
@@ -30870,17 +30934,17 @@ scores_rows4:
 	ADDQ    AX, R10
 	LEAQ    704(AX), R11
 	MOVQ    176(SP), R12
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVDQU constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVDQU constsAVX2<>+1280(SB), Y4
 
 scoresq8_rows4:
-	VMOVUPS      constsAVX2<>+768(SB), Y5
-	VMOVUPS      constsAVX2<>+768(SB), Y6
-	VMOVUPS      constsAVX2<>+768(SB), Y7
-	VMOVUPS      constsAVX2<>+768(SB), Y8
+	VMOVUPS      constsAVX2<>+1024(SB), Y5
+	VMOVUPS      constsAVX2<>+1024(SB), Y6
+	VMOVUPS      constsAVX2<>+1024(SB), Y7
+	VMOVUPS      constsAVX2<>+1024(SB), Y8
 	VMOVDQU      (R10), Y9
 	VPABSB       Y9, Y10
 	VPBROADCASTD (DX), Y11
@@ -31086,7 +31150,7 @@ scoresq8_rows4:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
 	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -31098,7 +31162,7 @@ scoresq8_rows4:
 	VADDPS       Y4, Y0, Y0
 
 scoresq8_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y4
+	VMOVUPS      constsAVX2<>+672(SB), Y4
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y4, Y0, Y0
 	MOVQ         88(SP), CX
@@ -31113,12 +31177,12 @@ scoresq8_rows4_row0_noalibi:
 	VMAXPS       Y5, Y4, Y4
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y4, Y5, Y4
-	VMAXPS       constsAVX2<>+384(SB), Y4, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
 	VSUBPS       Y6, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
@@ -31145,9 +31209,9 @@ scoresq8_rows4_row0_noalibi:
 	VADDPS       Y0, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -31175,7 +31239,7 @@ scoresq8_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -31187,7 +31251,7 @@ scoresq8_rows4_row0_noalibi:
 	VADDPS       Y0, Y1, Y1
 
 scoresq8_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -31203,12 +31267,12 @@ scoresq8_rows4_row1_noalibi:
 	VMAXPS       Y4, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y0, Y4, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
 	VSUBPS       Y5, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
@@ -31235,9 +31299,9 @@ scoresq8_rows4_row1_noalibi:
 	VADDPS       Y1, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -31265,7 +31329,7 @@ scoresq8_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -31277,7 +31341,7 @@ scoresq8_rows4_row1_noalibi:
 	VADDPS       Y0, Y2, Y2
 
 scoresq8_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y2, Y2
 	MOVQ         88(SP), CX
@@ -31293,12 +31357,12 @@ scoresq8_rows4_row2_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
 	VSUBPS       Y4, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
@@ -31325,9 +31389,9 @@ scoresq8_rows4_row2_noalibi:
 	VADDPS       Y2, Y8, Y8
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
@@ -31355,7 +31419,7 @@ scoresq8_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -31367,7 +31431,7 @@ scoresq8_rows4_row2_noalibi:
 	VADDPS       Y0, Y3, Y3
 
 scoresq8_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y3, Y3
 	MOVQ         88(SP), CX
@@ -31383,12 +31447,12 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
 	VSUBPS       Y2, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
@@ -31415,9 +31479,9 @@ scoresq8_rows4_row3_noalibi:
 	VADDPS       Y3, Y7, Y7
 	VSUBPS       Y2, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
@@ -31467,12 +31531,12 @@ scores_rows1:
 	ADDQ    AX, CX
 	LEAQ    704(AX), BX
 	MOVQ    176(SP), R8
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVDQU constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVDQU constsAVX2<>+1280(SB), Y1
 
 scoresq8_rows1:
-	VMOVUPS      constsAVX2<>+768(SB), Y2
-	VMOVUPS      constsAVX2<>+768(SB), Y3
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y3
 	VMOVDQU      (CX), Y4
 	VPABSB       Y4, Y5
 	VPBROADCASTD (DX), Y6
@@ -31547,7 +31611,7 @@ scoresq8_rows1:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -31559,7 +31623,7 @@ scoresq8_rows1:
 	VADDPS       Y1, Y0, Y0
 
 scoresq8_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -31574,12 +31638,12 @@ scoresq8_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -31606,9 +31670,9 @@ scoresq8_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -31653,8 +31717,8 @@ q8row:
 	MOVQ    R8, 232(SP)
 	MOVQ    72(SP), R8
 	SHRQ    $0x05, R8
-	VMOVDQU constsAVX2<>+1024(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
+	VMOVDQU constsAVX2<>+1280(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -31750,7 +31814,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1216(SB), R8
+	LEAQ         constsAVX2<>+1472(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -31841,7 +31905,7 @@ q8row_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -31853,7 +31917,7 @@ q8row_done:
 	VADDPS       Y0, Y1, Y1
 
 q8row_softmax_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -31868,12 +31932,12 @@ q8row_softmax_noalibi:
 	VMAXPS       Y2, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y0, Y2, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
@@ -31900,9 +31964,9 @@ q8row_softmax_noalibi:
 	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -34080,13 +34144,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -34094,7 +34158,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -34102,7 +34166,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -34230,7 +34294,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -34353,7 +34417,7 @@ scalesv:
 	LEAQ    (DI)(R8*1), R8
 	MOVQ    72(SP), R10
 	SHRQ    $0x05, R10
-	VMOVDQU constsAVX2<>+992(SB), Y0
+	VMOVDQU constsAVX2<>+1248(SB), Y0
 
 q8_chunk:
 	TESTQ       R10, R10
@@ -34421,7 +34485,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1216(SB), R10
+	LEAQ        constsAVX2<>+1472(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y1
 	VPMASKMOVD  (DX), Y1, Y2
@@ -34521,10 +34585,10 @@ scores_rows4:
 	ADDQ    AX, R10
 	LEAQ    704(AX), R11
 	MOVQ    176(SP), R12
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 
 scoresq8_rows4:
 	VPBROADCASTD (R9), Y4
@@ -34632,7 +34696,7 @@ scoresq8_rows4:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
 	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -34644,7 +34708,7 @@ scoresq8_rows4:
 	VADDPS       Y4, Y0, Y0
 
 scoresq8_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y4
+	VMOVUPS      constsAVX2<>+672(SB), Y4
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y4, Y0, Y0
 	MOVQ         88(SP), CX
@@ -34659,12 +34723,12 @@ scoresq8_rows4_row0_noalibi:
 	VMAXPS       Y5, Y4, Y4
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y4, Y5, Y4
-	VMAXPS       constsAVX2<>+384(SB), Y4, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
 	VSUBPS       Y6, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
@@ -34691,9 +34755,9 @@ scoresq8_rows4_row0_noalibi:
 	VADDPS       Y0, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -34721,7 +34785,7 @@ scoresq8_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -34733,7 +34797,7 @@ scoresq8_rows4_row0_noalibi:
 	VADDPS       Y0, Y1, Y1
 
 scoresq8_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -34749,12 +34813,12 @@ scoresq8_rows4_row1_noalibi:
 	VMAXPS       Y4, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y0, Y4, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
 	VSUBPS       Y5, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
@@ -34781,9 +34845,9 @@ scoresq8_rows4_row1_noalibi:
 	VADDPS       Y1, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -34811,7 +34875,7 @@ scoresq8_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -34823,7 +34887,7 @@ scoresq8_rows4_row1_noalibi:
 	VADDPS       Y0, Y2, Y2
 
 scoresq8_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y2, Y2
 	MOVQ         88(SP), CX
@@ -34839,12 +34903,12 @@ scoresq8_rows4_row2_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
 	VSUBPS       Y4, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
@@ -34871,9 +34935,9 @@ scoresq8_rows4_row2_noalibi:
 	VADDPS       Y2, Y8, Y8
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
@@ -34901,7 +34965,7 @@ scoresq8_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -34913,7 +34977,7 @@ scoresq8_rows4_row2_noalibi:
 	VADDPS       Y0, Y3, Y3
 
 scoresq8_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y3, Y3
 	MOVQ         88(SP), CX
@@ -34929,12 +34993,12 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
 	VSUBPS       Y2, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
@@ -34961,9 +35025,9 @@ scoresq8_rows4_row3_noalibi:
 	VADDPS       Y3, Y7, Y7
 	VSUBPS       Y2, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
@@ -35013,11 +35077,11 @@ scores_rows1:
 	ADDQ    AX, CX
 	LEAQ    704(AX), BX
 	MOVQ    176(SP), R8
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 
 scoresq8_rows1:
 	VPBROADCASTD (DI), Y1
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VMOVDQU      (CX), Y3
 	VPBROADCASTD (DX), Y4
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x65; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
@@ -35060,7 +35124,7 @@ scoresq8_rows1:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -35072,7 +35136,7 @@ scoresq8_rows1:
 	VADDPS       Y1, Y0, Y0
 
 scoresq8_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -35087,12 +35151,12 @@ scoresq8_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -35119,9 +35183,9 @@ scoresq8_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -35166,9 +35230,9 @@ q8row:
 	MOVQ    R8, 232(SP)
 	MOVQ    72(SP), R8
 	SHRQ    $0x05, R8
-	VMOVDQU constsAVX2<>+992(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVDQU constsAVX2<>+1248(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -35258,7 +35322,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1216(SB), R8
+	LEAQ         constsAVX2<>+1472(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -35343,7 +35407,7 @@ q8row_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -35355,7 +35419,7 @@ q8row_done:
 	VADDPS       Y0, Y1, Y1
 
 q8row_softmax_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -35370,12 +35434,12 @@ q8row_softmax_noalibi:
 	VMAXPS       Y2, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y0, Y2, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
@@ -35402,9 +35466,9 @@ q8row_softmax_noalibi:
 	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -37582,13 +37646,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -37596,7 +37660,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -37604,7 +37668,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -37732,7 +37796,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -37855,7 +37919,7 @@ scalesv:
 	LEAQ    (DI)(R8*1), R8
 	MOVQ    72(SP), R10
 	SHRQ    $0x05, R10
-	VMOVDQU constsAVX2<>+992(SB), Y0
+	VMOVDQU constsAVX2<>+1248(SB), Y0
 
 q8_chunk:
 	TESTQ       R10, R10
@@ -37923,7 +37987,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1216(SB), R10
+	LEAQ        constsAVX2<>+1472(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y1
 	VPMASKMOVD  (DX), Y1, Y2
@@ -38023,10 +38087,10 @@ scores_rows4:
 	ADDQ    AX, R10
 	LEAQ    704(AX), R11
 	MOVQ    176(SP), R12
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
 
 scoresq8_rows4:
 	VPBROADCASTD (R9), Y4
@@ -38134,7 +38198,7 @@ scoresq8_rows4:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y4
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
 	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -38146,7 +38210,7 @@ scoresq8_rows4:
 	VADDPS       Y4, Y0, Y0
 
 scoresq8_rows4_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y4
+	VMOVUPS      constsAVX2<>+672(SB), Y4
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y4, Y0, Y0
 	MOVQ         88(SP), CX
@@ -38161,12 +38225,12 @@ scoresq8_rows4_row0_noalibi:
 	VMAXPS       Y5, Y4, Y4
 	VBROADCASTSS (DX)(CX*4), Y5
 	VMAXPS       Y4, Y5, Y4
-	VMAXPS       constsAVX2<>+384(SB), Y4, Y6
+	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
 	VSUBPS       Y6, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y9
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
+	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
 	VPSLLD       $0x17, Y9, Y9
 	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
@@ -38193,9 +38257,9 @@ scoresq8_rows4_row0_noalibi:
 	VADDPS       Y0, Y10, Y10
 	VSUBPS       Y6, Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
@@ -38223,7 +38287,7 @@ scoresq8_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -38235,7 +38299,7 @@ scoresq8_rows4_row0_noalibi:
 	VADDPS       Y0, Y1, Y1
 
 scoresq8_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y4
 	VBLENDVPS    Y4, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -38251,12 +38315,12 @@ scoresq8_rows4_row1_noalibi:
 	VMAXPS       Y4, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y4
 	VMAXPS       Y0, Y4, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y5
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
 	VSUBPS       Y5, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y8
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
-	VSUBPS       constsAVX2<>+736(SB), Y8, Y7
+	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
 	VPSLLD       $0x17, Y8, Y8
 	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
@@ -38283,9 +38347,9 @@ scoresq8_rows4_row1_noalibi:
 	VADDPS       Y1, Y9, Y9
 	VSUBPS       Y5, Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
@@ -38313,7 +38377,7 @@ scoresq8_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -38325,7 +38389,7 @@ scoresq8_rows4_row1_noalibi:
 	VADDPS       Y0, Y2, Y2
 
 scoresq8_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y2, Y2
 	MOVQ         88(SP), CX
@@ -38341,12 +38405,12 @@ scoresq8_rows4_row2_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y4
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
 	VSUBPS       Y4, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VMOVUPS      constsAVX2<>+992(SB), Y7
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
+	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
 	VPSLLD       $0x17, Y7, Y7
 	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
@@ -38373,9 +38437,9 @@ scoresq8_rows4_row2_noalibi:
 	VADDPS       Y2, Y8, Y8
 	VSUBPS       Y4, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y5
+	VMOVUPS      constsAVX2<>+992(SB), Y5
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
+	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
 	VPSLLD       $0x17, Y5, Y5
 	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
@@ -38403,7 +38467,7 @@ scoresq8_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -38415,7 +38479,7 @@ scoresq8_rows4_row2_noalibi:
 	VADDPS       Y0, Y3, Y3
 
 scoresq8_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y3, Y3
 	MOVQ         88(SP), CX
@@ -38431,12 +38495,12 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
 	VSUBPS       Y2, Y3, Y3
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
@@ -38463,9 +38527,9 @@ scoresq8_rows4_row3_noalibi:
 	VADDPS       Y3, Y7, Y7
 	VSUBPS       Y2, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
@@ -38515,11 +38579,11 @@ scores_rows1:
 	ADDQ    AX, CX
 	LEAQ    704(AX), BX
 	MOVQ    176(SP), R8
-	VMOVUPS constsAVX2<>+768(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y0
 
 scoresq8_rows1:
 	VPBROADCASTD (DI), Y1
-	VMOVUPS      constsAVX2<>+768(SB), Y2
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
 	VMOVDQU      (CX), Y3
 	VPBROADCASTD (DX), Y4
 	BYTE $0x62; BYTE $0xf2; BYTE $0x65; BYTE $0x28; BYTE $0x50; BYTE $0xcc // VPDPBUSD Y4, Y3, Y1
@@ -38562,7 +38626,7 @@ scoresq8_rows1:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y1
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
 	VCVTSI2SSQ   BX, X1, X1
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -38574,7 +38638,7 @@ scoresq8_rows1:
 	VADDPS       Y1, Y0, Y0
 
 scoresq8_rows1_row0_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y1
+	VMOVUPS      constsAVX2<>+672(SB), Y1
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y1, Y0, Y0
 	MOVQ         88(SP), CX
@@ -38589,12 +38653,12 @@ scoresq8_rows1_row0_noalibi:
 	VMAXPS       Y2, Y1, Y1
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
@@ -38621,9 +38685,9 @@ scoresq8_rows1_row0_noalibi:
 	VADDPS       Y0, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -38668,9 +38732,9 @@ q8row:
 	MOVQ    R8, 232(SP)
 	MOVQ    72(SP), R8
 	SHRQ    $0x05, R8
-	VMOVDQU constsAVX2<>+992(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVDQU constsAVX2<>+1248(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -38760,7 +38824,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1216(SB), R8
+	LEAQ         constsAVX2<>+1472(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -38845,7 +38909,7 @@ q8row_done:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -38857,7 +38921,7 @@ q8row_done:
 	VADDPS       Y0, Y1, Y1
 
 q8row_softmax_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -38872,12 +38936,12 @@ q8row_softmax_noalibi:
 	VMAXPS       Y2, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y0, Y2, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
@@ -38904,9 +38968,9 @@ q8row_softmax_noalibi:
 	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -41090,13 +41154,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -41104,7 +41168,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -41112,7 +41176,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -41238,7 +41302,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -41362,9 +41426,9 @@ scalesv:
 	MOVQ    R8, 232(SP)
 	MOVQ    72(SP), R8
 	SHRQ    $0x04, R8
-	VMOVDQU constsAVX2<>+1056(SB), Y0
-	VMOVDQU constsAVX2<>+1024(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVDQU constsAVX2<>+1312(SB), Y0
+	VMOVDQU constsAVX2<>+1280(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -41478,7 +41542,7 @@ q8row_tail:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -41490,7 +41554,7 @@ q8row_tail:
 	VADDPS       Y0, Y2, Y2
 
 q8row_softmax_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y1
 	VBLENDVPS    Y1, Y0, Y2, Y2
 	MOVQ         88(SP), CX
@@ -41505,12 +41569,12 @@ q8row_softmax_noalibi:
 	VMAXPS       Y1, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y1
 	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y2
@@ -41537,9 +41601,9 @@ q8row_softmax_noalibi:
 	VADDPS       Y2, Y7, Y7
 	VSUBPS       Y3, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
@@ -41716,9 +41780,9 @@ rows1_vecs8_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y11
@@ -41833,9 +41897,9 @@ rows1_vecs8_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y11
@@ -41948,9 +42012,9 @@ rows1_vecs7_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y10
@@ -42057,9 +42121,9 @@ rows1_vecs7_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y10
@@ -42164,9 +42228,9 @@ rows1_vecs6_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y9
@@ -42265,9 +42329,9 @@ rows1_vecs6_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y9
@@ -42364,9 +42428,9 @@ rows1_vecs5_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y8
@@ -42457,9 +42521,9 @@ rows1_vecs5_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y8
@@ -42548,9 +42612,9 @@ rows1_vecs4_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y7
@@ -42632,9 +42696,9 @@ rows1_vecs4_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y7
@@ -42714,9 +42778,9 @@ rows1_vecs3_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y6
@@ -42790,9 +42854,9 @@ rows1_vecs3_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y6
@@ -42864,9 +42928,9 @@ rows1_vecs2_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y5
@@ -42932,9 +42996,9 @@ rows1_vecs2_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y5
@@ -42998,9 +43062,9 @@ rows1_vecs1_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y4
@@ -43058,9 +43122,9 @@ rows1_vecs1_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y4
@@ -43163,13 +43227,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -43177,7 +43241,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -43185,7 +43249,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -43311,7 +43375,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -43435,9 +43499,9 @@ scalesv:
 	MOVQ    R8, 232(SP)
 	MOVQ    72(SP), R8
 	SHRQ    $0x04, R8
-	VMOVDQU constsAVX2<>+1056(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVDQU constsAVX2<>+1312(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -43551,7 +43615,7 @@ q8row_tail:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -43563,7 +43627,7 @@ q8row_tail:
 	VADDPS       Y0, Y1, Y1
 
 q8row_softmax_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -43578,12 +43642,12 @@ q8row_softmax_noalibi:
 	VMAXPS       Y2, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y0, Y2, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
@@ -43610,9 +43674,9 @@ q8row_softmax_noalibi:
 	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -43789,9 +43853,9 @@ rows1_vecs8_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y11
@@ -43906,9 +43970,9 @@ rows1_vecs8_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y11
@@ -44021,9 +44085,9 @@ rows1_vecs7_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y10
@@ -44130,9 +44194,9 @@ rows1_vecs7_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y10
@@ -44237,9 +44301,9 @@ rows1_vecs6_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y9
@@ -44338,9 +44402,9 @@ rows1_vecs6_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y9
@@ -44437,9 +44501,9 @@ rows1_vecs5_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y8
@@ -44530,9 +44594,9 @@ rows1_vecs5_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y8
@@ -44621,9 +44685,9 @@ rows1_vecs4_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y7
@@ -44705,9 +44769,9 @@ rows1_vecs4_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y7
@@ -44787,9 +44851,9 @@ rows1_vecs3_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y6
@@ -44863,9 +44927,9 @@ rows1_vecs3_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y6
@@ -44937,9 +45001,9 @@ rows1_vecs2_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y5
@@ -45005,9 +45069,9 @@ rows1_vecs2_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y5
@@ -45071,9 +45135,9 @@ rows1_vecs1_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y4
@@ -45131,9 +45195,9 @@ rows1_vecs1_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y4
@@ -45236,13 +45300,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1216(SB), BX
+	LEAQ    constsAVX2<>+1472(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -45250,7 +45314,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -45258,7 +45322,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1216(SB), CX
+	LEAQ    constsAVX2<>+1472(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -45384,7 +45448,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1216(SB), DX
+	LEAQ    constsAVX2<>+1472(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -45508,9 +45572,9 @@ scalesv:
 	MOVQ    R8, 232(SP)
 	MOVQ    72(SP), R8
 	SHRQ    $0x04, R8
-	VMOVDQU constsAVX2<>+1056(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
+	VMOVDQU constsAVX2<>+1312(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
 
 q8row_chunk:
 	TESTQ        R8, R8
@@ -45624,7 +45688,7 @@ q8row_tail:
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+768(SB), Y0
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
 	VCVTSI2SSQ   BX, X0, X0
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
@@ -45636,7 +45700,7 @@ q8row_tail:
 	VADDPS       Y0, Y1, Y1
 
 q8row_softmax_noalibi:
-	VMOVUPS      constsAVX2<>+416(SB), Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y0
 	VMOVUPS      672(AX), Y2
 	VBLENDVPS    Y2, Y0, Y1, Y1
 	MOVQ         88(SP), CX
@@ -45651,12 +45715,12 @@ q8row_softmax_noalibi:
 	VMAXPS       Y2, Y0, Y0
 	VBROADCASTSS (DX)(CX*4), Y2
 	VMAXPS       Y0, Y2, Y0
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y3
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
+	VMOVUPS      constsAVX2<>+992(SB), Y6
 	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
+	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
 	VPSLLD       $0x17, Y6, Y6
 	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
 	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
@@ -45683,9 +45747,9 @@ q8row_softmax_noalibi:
 	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y3, Y2, Y2
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+736(SB), Y4
+	VMOVUPS      constsAVX2<>+992(SB), Y4
 	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+736(SB), Y4, Y3
+	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
 	VPSLLD       $0x17, Y4, Y4
 	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
 	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
@@ -45862,9 +45926,9 @@ rows1_vecs8_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_whole_keys:
 	VBROADCASTSS (DX), Y11
@@ -45979,9 +46043,9 @@ rows1_vecs8_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y9
-	VMOVDQU      constsAVX2<>+1184(SB), Y10
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y9
+	VMOVDQU      constsAVX2<>+1440(SB), Y10
 
 rows1_vecs8_masked_keys:
 	VBROADCASTSS (DX), Y11
@@ -46094,9 +46158,9 @@ rows1_vecs7_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_whole_keys:
 	VBROADCASTSS (DX), Y10
@@ -46203,9 +46267,9 @@ rows1_vecs7_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y8
-	VMOVDQU      constsAVX2<>+1184(SB), Y9
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y8
+	VMOVDQU      constsAVX2<>+1440(SB), Y9
 
 rows1_vecs7_masked_keys:
 	VBROADCASTSS (DX), Y10
@@ -46310,9 +46374,9 @@ rows1_vecs6_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_whole_keys:
 	VBROADCASTSS (DX), Y9
@@ -46411,9 +46475,9 @@ rows1_vecs6_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y7
-	VMOVDQU      constsAVX2<>+1184(SB), Y8
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y7
+	VMOVDQU      constsAVX2<>+1440(SB), Y8
 
 rows1_vecs6_masked_keys:
 	VBROADCASTSS (DX), Y9
@@ -46510,9 +46574,9 @@ rows1_vecs5_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_whole_keys:
 	VBROADCASTSS (DX), Y8
@@ -46603,9 +46667,9 @@ rows1_vecs5_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y6
-	VMOVDQU      constsAVX2<>+1184(SB), Y7
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y6
+	VMOVDQU      constsAVX2<>+1440(SB), Y7
 
 rows1_vecs5_masked_keys:
 	VBROADCASTSS (DX), Y8
@@ -46694,9 +46758,9 @@ rows1_vecs4_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_whole_keys:
 	VBROADCASTSS (DX), Y7
@@ -46778,9 +46842,9 @@ rows1_vecs4_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y5
-	VMOVDQU      constsAVX2<>+1184(SB), Y6
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y5
+	VMOVDQU      constsAVX2<>+1440(SB), Y6
 
 rows1_vecs4_masked_keys:
 	VBROADCASTSS (DX), Y7
@@ -46860,9 +46924,9 @@ rows1_vecs3_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_whole_keys:
 	VBROADCASTSS (DX), Y6
@@ -46936,9 +47000,9 @@ rows1_vecs3_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y4
-	VMOVDQU      constsAVX2<>+1184(SB), Y5
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y4
+	VMOVDQU      constsAVX2<>+1440(SB), Y5
 
 rows1_vecs3_masked_keys:
 	VBROADCASTSS (DX), Y6
@@ -47010,9 +47074,9 @@ rows1_vecs2_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_whole_keys:
 	VBROADCASTSS (DX), Y5
@@ -47078,9 +47142,9 @@ rows1_vecs2_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y3
-	VMOVDQU      constsAVX2<>+1184(SB), Y4
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y3
+	VMOVDQU      constsAVX2<>+1440(SB), Y4
 
 rows1_vecs2_masked_keys:
 	VBROADCASTSS (DX), Y5
@@ -47144,9 +47208,9 @@ rows1_vecs1_whole:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_whole_keys:
 	VBROADCASTSS (DX), Y4
@@ -47204,9 +47268,9 @@ rows1_vecs1_masked:
 	ADDQ         $0x08, R8
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
-	VMOVDQU      constsAVX2<>+928(SB), Y0
-	VMOVDQU      constsAVX2<>+1152(SB), Y2
-	VMOVDQU      constsAVX2<>+1184(SB), Y3
+	VMOVDQU      constsAVX2<>+1184(SB), Y0
+	VMOVDQU      constsAVX2<>+1408(SB), Y2
+	VMOVDQU      constsAVX2<>+1440(SB), Y3
 
 rows1_vecs1_masked_keys:
 	VBROADCASTSS (DX), Y4
@@ -47377,13 +47441,13 @@ TEXT ·NarrowBF16AVX2(SB), NOSPLIT, $0-24
 loop:
 	VMOVUPS   (CX), Y0
 	VPSRLD    $0x10, Y0, Y3
-	VPAND     constsAVX2<>+800(SB), Y3, Y1
-	VPADDD    constsAVX2<>+832(SB), Y0, Y2
+	VPAND     constsAVX2<>+1056(SB), Y3, Y1
+	VPADDD    constsAVX2<>+1088(SB), Y0, Y2
 	VPADDD    Y1, Y2, Y2
 	VPSRLD    $0x10, Y2, Y2
-	VPAND     constsAVX2<>+672(SB), Y0, Y0
-	VPCMPGTD  constsAVX2<>+864(SB), Y0, Y0
-	VPOR      constsAVX2<>+896(SB), Y3, Y3
+	VPAND     constsAVX2<>+928(SB), Y0, Y0
+	VPCMPGTD  constsAVX2<>+1120(SB), Y0, Y0
+	VPOR      constsAVX2<>+1152(SB), Y3, Y3
 	VBLENDVPS Y0, Y3, Y2, Y2
 	VPACKUSDW Y2, Y2, Y2
 	VPERMQ    $0x08, Y2, Y2
@@ -47411,8 +47475,8 @@ TEXT ·WidenI4KVAVX2(SB), NOSPLIT, $0-56
 	JZ      done
 	TESTQ   BX, BX
 	JZ      done
-	VMOVDQU constsAVX2<>+1056(SB), Y0
-	VMOVDQU constsAVX2<>+1088(SB), Y1
+	VMOVDQU constsAVX2<>+1312(SB), Y0
+	VMOVDQU constsAVX2<>+1344(SB), Y1
 
 row:
 	MOVQ  CX, R9
@@ -47546,8 +47610,8 @@ TEXT ·DequantI4AVX2(SB), NOSPLIT, $0-64
 	JZ      done
 	TESTQ   SI, SI
 	JZ      done
-	VMOVUPS constsAVX2<>+928(SB), Y0
-	VMOVUPS constsAVX2<>+1120(SB), Y1
+	VMOVUPS constsAVX2<>+1184(SB), Y0
+	VMOVUPS constsAVX2<>+1376(SB), Y1
 
 row:
 	MOVQ CX, R10
@@ -47612,7 +47676,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1216(SB), R11
+	LEAQ constsAVX2<>+1472(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08
@@ -48766,22 +48830,22 @@ vecs2_capped:
 vecs2_capmax:
 	VMOVUPS      (R8), Y4
 	VMULPS       Y3, Y4, Y5
-	VANDPS       constsAVX2<>+704(SB), Y5, Y6
-	VANDPS       constsAVX2<>+672(SB), Y5, Y5
+	VANDPS       constsAVX2<>+960(SB), Y5, Y6
+	VANDPS       constsAVX2<>+928(SB), Y5, Y5
 	VMULPS       Y5, Y5, Y7
-	VMOVUPS      constsAVX2<>+480(SB), Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y7, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y7, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y7, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y7, Y8
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD213PS  constsAVX2<>+768(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+800(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+832(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+864(SB), Y7, Y8
 	VMULPS       Y5, Y7, Y7
 	VFMADD213PS  Y5, Y7, Y8
-	VCMPPS       $0x01, constsAVX2<>+448(SB), Y5, Y7
-	VMULPS       constsAVX2<>+640(SB), Y5, Y5
+	VCMPPS       $0x01, constsAVX2<>+704(SB), Y5, Y7
+	VMULPS       constsAVX2<>+896(SB), Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y9
-	VMOVUPS      constsAVX2<>+736(SB), Y11
+	VMOVUPS      constsAVX2<>+992(SB), Y11
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y11
-	VSUBPS       constsAVX2<>+736(SB), Y11, Y10
+	VSUBPS       constsAVX2<>+992(SB), Y11, Y10
 	VPSLLD       $0x17, Y11, Y11
 	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
@@ -48804,28 +48868,28 @@ vecs2_capmax:
 	VBLENDVPS    Y7, Y8, Y5, Y5
 	VORPS        Y6, Y5, Y5
 	VMULPS       Y2, Y5, Y5
-	VCMPPS       $0x00, constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x00, constsAVX2<>+672(SB), Y4, Y6
 	VBLENDVPS    Y6, Y4, Y5, Y4
 	VMOVUPS      Y4, (R8)
 	VMAXPS       Y4, Y0, Y0
 	VMOVUPS      32(R8), Y4
 	VMULPS       Y3, Y4, Y5
-	VANDPS       constsAVX2<>+704(SB), Y5, Y6
-	VANDPS       constsAVX2<>+672(SB), Y5, Y5
+	VANDPS       constsAVX2<>+960(SB), Y5, Y6
+	VANDPS       constsAVX2<>+928(SB), Y5, Y5
 	VMULPS       Y5, Y5, Y7
-	VMOVUPS      constsAVX2<>+480(SB), Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y7, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y7, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y7, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y7, Y8
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD213PS  constsAVX2<>+768(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+800(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+832(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+864(SB), Y7, Y8
 	VMULPS       Y5, Y7, Y7
 	VFMADD213PS  Y5, Y7, Y8
-	VCMPPS       $0x01, constsAVX2<>+448(SB), Y5, Y7
-	VMULPS       constsAVX2<>+640(SB), Y5, Y5
+	VCMPPS       $0x01, constsAVX2<>+704(SB), Y5, Y7
+	VMULPS       constsAVX2<>+896(SB), Y5, Y5
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y9
-	VMOVUPS      constsAVX2<>+736(SB), Y11
+	VMOVUPS      constsAVX2<>+992(SB), Y11
 	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y11
-	VSUBPS       constsAVX2<>+736(SB), Y11, Y10
+	VSUBPS       constsAVX2<>+992(SB), Y11, Y10
 	VPSLLD       $0x17, Y11, Y11
 	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
 	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
@@ -48848,7 +48912,7 @@ vecs2_capmax:
 	VBLENDVPS    Y7, Y8, Y5, Y5
 	VORPS        Y6, Y5, Y5
 	VMULPS       Y2, Y5, Y5
-	VCMPPS       $0x00, constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x00, constsAVX2<>+672(SB), Y4, Y6
 	VBLENDVPS    Y6, Y4, Y5, Y4
 	VMOVUPS      Y4, 32(R8)
 	VMAXPS       Y4, Y1, Y1
@@ -48858,108 +48922,92 @@ vecs2_capmax:
 
 	// Pass 2: alpha and m, then the weights and their sums.
 vecs2_exp:
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y2
-	VMOVUPS      (DX), Y3
-	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+736(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+736(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
-	VMULPS       Y3, Y3, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y3, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
-	VMOVUPS      Y7, (SI)
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      constsAVX2<>+768(SB), Y0
-	VMAXPS       constsAVX2<>+384(SB), Y1, Y3
-	VMOVUPS      32(DX), Y4
-	VSUBPS       Y3, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y5
-	VMOVUPS      constsAVX2<>+736(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y7
-	VSUBPS       constsAVX2<>+736(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y4
-	VMULPS       Y4, Y4, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y4, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
-	VMOVUPS      Y8, 32(SI)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      constsAVX2<>+768(SB), Y1
-	MOVQ         nk+40(FP), DX
+	VMAXPS      constsAVX2<>+640(SB), Y0, Y2
+	VMOVUPS     (DX), Y3
+	VSUBPS      Y2, Y3, Y3
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y3, Y4
+	VMULPS      constsAVX2<>+64(SB), Y3, Y3
+	VADDPS      constsAVX2<>+416(SB), Y3, Y5
+	VSUBPS      constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS      Y6, Y3, Y3
+	VMOVUPS     constsAVX2<>+448(SB), Y6
+	VFMADD213PS constsAVX2<>+480(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+512(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+544(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+576(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+608(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+352(SB), Y3, Y6
+	VPSLLD      $0x17, Y5, Y5
+	VPADDD      Y5, Y6, Y6
+	VANDPS      Y4, Y6, Y6
+	VMOVUPS     Y6, (SI)
+	VMOVUPS     Y0, (DX)
+	VMOVUPS     constsAVX2<>+1024(SB), Y0
+	VMAXPS      constsAVX2<>+640(SB), Y1, Y3
+	VMOVUPS     32(DX), Y4
+	VSUBPS      Y3, Y4, Y4
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS      constsAVX2<>+64(SB), Y4, Y4
+	VADDPS      constsAVX2<>+416(SB), Y4, Y6
+	VSUBPS      constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS      Y7, Y4, Y4
+	VMOVUPS     constsAVX2<>+448(SB), Y7
+	VFMADD213PS constsAVX2<>+480(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+512(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+544(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+576(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+608(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+352(SB), Y4, Y7
+	VPSLLD      $0x17, Y6, Y6
+	VPADDD      Y6, Y7, Y7
+	VANDPS      Y5, Y7, Y7
+	VMOVUPS     Y7, 32(SI)
+	VMOVUPS     Y1, 32(DX)
+	VMOVUPS     constsAVX2<>+1024(SB), Y1
+	MOVQ        nk+40(FP), DX
 
 vecs2_weights:
-	VMOVUPS      (AX), Y4
-	VSUBPS       Y2, Y4, Y4
-	VMOVUPS      32(AX), Y5
-	VSUBPS       Y3, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y6
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y7
-	VMOVUPS      constsAVX2<>+736(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+736(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VMOVUPS      constsAVX2<>+736(SB), Y11
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y11
-	VSUBPS       constsAVX2<>+736(SB), Y11, Y10
-	VPSLLD       $0x17, Y11, Y11
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMULPS       Y5, Y5, Y12
-	VMOVUPS      constsAVX2<>+160(SB), Y13
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y13
-	VMOVUPS      constsAVX2<>+224(SB), Y14
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y14
-	VFMADD213PS  Y14, Y8, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y14
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y14
-	VFMADD213PS  Y14, Y12, Y13
-	VMOVUPS      constsAVX2<>+288(SB), Y14
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y14
-	VFMADD213PS  Y14, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y14
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y14
-	VFMADD213PS  Y14, Y12, Y13
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y5, Y12, Y13
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y6, Y10, Y10
-	VFMADD213PS  Y11, Y11, Y13
-	VANDPS       Y7, Y13, Y13
-	VMOVUPS      Y10, (AX)
-	VADDPS       Y10, Y0, Y0
-	VMOVUPS      Y13, 32(AX)
-	VADDPS       Y13, Y1, Y1
-	ADDQ         CX, AX
-	DECQ         DX
-	JNZ          vecs2_weights
+	VMOVUPS     (AX), Y4
+	VSUBPS      Y2, Y4, Y4
+	VMOVUPS     32(AX), Y5
+	VSUBPS      Y3, Y5, Y5
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y4, Y6
+	VMULPS      constsAVX2<>+64(SB), Y4, Y4
+	VADDPS      constsAVX2<>+416(SB), Y4, Y7
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y5, Y8
+	VMULPS      constsAVX2<>+64(SB), Y5, Y5
+	VADDPS      constsAVX2<>+416(SB), Y5, Y9
+	VSUBPS      constsAVX2<>+416(SB), Y7, Y10
+	VSUBPS      Y10, Y4, Y4
+	VSUBPS      constsAVX2<>+416(SB), Y9, Y10
+	VSUBPS      Y10, Y5, Y5
+	VMOVUPS     constsAVX2<>+448(SB), Y10
+	VMOVUPS     constsAVX2<>+448(SB), Y11
+	VFMADD213PS constsAVX2<>+480(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+480(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+512(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+512(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+544(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+544(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+576(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+576(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+608(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+608(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+352(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+352(SB), Y5, Y11
+	VPSLLD      $0x17, Y7, Y7
+	VPADDD      Y7, Y10, Y10
+	VANDPS      Y6, Y10, Y10
+	VPSLLD      $0x17, Y9, Y9
+	VPADDD      Y9, Y11, Y11
+	VANDPS      Y8, Y11, Y11
+	VMOVUPS     Y10, (AX)
+	VADDPS      Y10, Y0, Y0
+	VMOVUPS     Y11, 32(AX)
+	VADDPS      Y11, Y1, Y1
+	ADDQ        CX, AX
+	DECQ        DX
+	JNZ         vecs2_weights
 
 	// l = l·alpha + sum.
 	VMOVUPS     (BX), Y2
@@ -49004,22 +49052,22 @@ vecs1_capped:
 vecs1_capmax:
 	VMOVUPS      (R8), Y3
 	VMULPS       Y2, Y3, Y4
-	VANDPS       constsAVX2<>+704(SB), Y4, Y5
-	VANDPS       constsAVX2<>+672(SB), Y4, Y4
+	VANDPS       constsAVX2<>+960(SB), Y4, Y5
+	VANDPS       constsAVX2<>+928(SB), Y4, Y4
 	VMULPS       Y4, Y4, Y6
-	VMOVUPS      constsAVX2<>+480(SB), Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y6, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y6, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y6, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y6, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD213PS  constsAVX2<>+768(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+800(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+832(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+864(SB), Y6, Y7
 	VMULPS       Y4, Y6, Y6
 	VFMADD213PS  Y4, Y6, Y7
-	VCMPPS       $0x01, constsAVX2<>+448(SB), Y4, Y6
-	VMULPS       constsAVX2<>+640(SB), Y4, Y4
+	VCMPPS       $0x01, constsAVX2<>+704(SB), Y4, Y6
+	VMULPS       constsAVX2<>+896(SB), Y4, Y4
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y8
-	VMOVUPS      constsAVX2<>+736(SB), Y10
+	VMOVUPS      constsAVX2<>+992(SB), Y10
 	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y10
-	VSUBPS       constsAVX2<>+736(SB), Y10, Y9
+	VSUBPS       constsAVX2<>+992(SB), Y10, Y9
 	VPSLLD       $0x17, Y10, Y10
 	VFNMADD231PS constsAVX2<>+96(SB), Y9, Y4
 	VFNMADD231PS constsAVX2<>+128(SB), Y9, Y4
@@ -49042,7 +49090,7 @@ vecs1_capmax:
 	VBLENDVPS    Y6, Y7, Y4, Y4
 	VORPS        Y5, Y4, Y4
 	VMULPS       Y1, Y4, Y4
-	VCMPPS       $0x00, constsAVX2<>+416(SB), Y3, Y5
+	VCMPPS       $0x00, constsAVX2<>+672(SB), Y3, Y5
 	VBLENDVPS    Y5, Y3, Y4, Y3
 	VMOVUPS      Y3, (R8)
 	VMAXPS       Y3, Y0, Y0
@@ -49052,60 +49100,52 @@ vecs1_capmax:
 
 	// Pass 2: alpha and m, then the weights and their sums.
 vecs1_exp:
-	VMAXPS       constsAVX2<>+384(SB), Y0, Y1
-	VMOVUPS      (DX), Y2
-	VSUBPS       Y1, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y2
-	VMULPS       Y2, Y2, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y2, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y3, Y6, Y6
-	VMOVUPS      Y6, (SI)
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      constsAVX2<>+768(SB), Y0
-	MOVQ         nk+40(FP), DX
+	VMAXPS      constsAVX2<>+640(SB), Y0, Y1
+	VMOVUPS     (DX), Y2
+	VSUBPS      Y1, Y2, Y2
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y2, Y3
+	VMULPS      constsAVX2<>+64(SB), Y2, Y2
+	VADDPS      constsAVX2<>+416(SB), Y2, Y4
+	VSUBPS      constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS      Y5, Y2, Y2
+	VMOVUPS     constsAVX2<>+448(SB), Y5
+	VFMADD213PS constsAVX2<>+480(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+512(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+544(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+576(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+608(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+352(SB), Y2, Y5
+	VPSLLD      $0x17, Y4, Y4
+	VPADDD      Y4, Y5, Y5
+	VANDPS      Y3, Y5, Y5
+	VMOVUPS     Y5, (SI)
+	VMOVUPS     Y0, (DX)
+	VMOVUPS     constsAVX2<>+1024(SB), Y0
+	MOVQ        nk+40(FP), DX
 
 vecs1_weights:
-	VMOVUPS      (AX), Y2
-	VSUBPS       Y1, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y3
-	VMOVUPS      constsAVX2<>+736(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y5
-	VSUBPS       constsAVX2<>+736(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y2
-	VMULPS       Y2, Y2, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y2, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y3, Y6, Y6
-	VMOVUPS      Y6, (AX)
-	VADDPS       Y6, Y0, Y0
-	ADDQ         CX, AX
-	DECQ         DX
-	JNZ          vecs1_weights
+	VMOVUPS     (AX), Y2
+	VSUBPS      Y1, Y2, Y2
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y2, Y3
+	VMULPS      constsAVX2<>+64(SB), Y2, Y2
+	VADDPS      constsAVX2<>+416(SB), Y2, Y4
+	VSUBPS      constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS      Y5, Y2, Y2
+	VMOVUPS     constsAVX2<>+448(SB), Y5
+	VFMADD213PS constsAVX2<>+480(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+512(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+544(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+576(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+608(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+352(SB), Y2, Y5
+	VPSLLD      $0x17, Y4, Y4
+	VPADDD      Y4, Y5, Y5
+	VANDPS      Y3, Y5, Y5
+	VMOVUPS     Y5, (AX)
+	VADDPS      Y5, Y0, Y0
+	ADDQ        CX, AX
+	DECQ        DX
+	JNZ         vecs1_weights
 
 	// l = l·alpha + sum.
 	VMOVUPS     (BX), Y1
@@ -49261,9 +49301,9 @@ loop:
 	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y1
 	VMOVUPS      constsAVX2<>+32(SB), Y2
 	VMINPS       Y0, Y2, Y0
-	VMOVUPS      constsAVX2<>+736(SB), Y3
+	VMOVUPS      constsAVX2<>+992(SB), Y3
 	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y3
-	VSUBPS       constsAVX2<>+736(SB), Y3, Y2
+	VSUBPS       constsAVX2<>+992(SB), Y3, Y2
 	VPSLLD       $0x17, Y3, Y3
 	VFNMADD231PS constsAVX2<>+96(SB), Y2, Y0
 	VFNMADD231PS constsAVX2<>+128(SB), Y2, Y0
@@ -49293,20 +49333,20 @@ done:
 // Requires: AVX, FMA3
 TEXT ·FMAPeakAVX2(SB), NOSPLIT, $0-8
 	MOVQ    iters+0(FP), AX
-	VMOVUPS constsAVX2<>+768(SB), Y0
-	VMOVUPS constsAVX2<>+768(SB), Y1
-	VMOVUPS constsAVX2<>+768(SB), Y2
-	VMOVUPS constsAVX2<>+768(SB), Y3
-	VMOVUPS constsAVX2<>+768(SB), Y4
-	VMOVUPS constsAVX2<>+768(SB), Y5
-	VMOVUPS constsAVX2<>+768(SB), Y6
-	VMOVUPS constsAVX2<>+768(SB), Y7
-	VMOVUPS constsAVX2<>+768(SB), Y8
-	VMOVUPS constsAVX2<>+768(SB), Y9
-	VMOVUPS constsAVX2<>+768(SB), Y10
-	VMOVUPS constsAVX2<>+768(SB), Y11
-	VMOVUPS constsAVX2<>+768(SB), Y12
-	VMOVUPS constsAVX2<>+768(SB), Y13
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	VMOVUPS constsAVX2<>+1024(SB), Y8
+	VMOVUPS constsAVX2<>+1024(SB), Y9
+	VMOVUPS constsAVX2<>+1024(SB), Y10
+	VMOVUPS constsAVX2<>+1024(SB), Y11
+	VMOVUPS constsAVX2<>+1024(SB), Y12
+	VMOVUPS constsAVX2<>+1024(SB), Y13
 	TESTQ   AX, AX
 	JZ      done
 

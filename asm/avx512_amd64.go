@@ -377,8 +377,8 @@ func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alp
 //	for r := 0; r < nv*lanes; r++ {
 //		x[c] = softcap > 0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays)
 //		mNew = max(m[r], max_c x[c]);  base = max(mNew, -MaxFloat32)
-//		s[c*lds+r] = exp(x[c] - base)
-//		alpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
+//		s[c*lds+r] = fallback.WeightExp32(x[c] - base)   (e^(x[c]-base) up to rounding)
+//		alpha[r] = fallback.WeightExp32(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
 //
 // with nv in 1..4, nk >= 1, lds in elements. base keeps -Inf - -Inf out:
 // a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row

@@ -15,23 +15,31 @@ DATA constsNEON<>+32(SB)/4, $0x3d2aa9c1
 DATA constsNEON<>+36(SB)/4, $0x3e2aaaaa
 DATA constsNEON<>+40(SB)/4, $0x3f000000
 DATA constsNEON<>+44(SB)/4, $0x3f800000
-DATA constsNEON<>+48(SB)/4, $0xff7fffff
-DATA constsNEON<>+52(SB)/4, $0xff800000
-DATA constsNEON<>+56(SB)/4, $0x3f200000
-DATA constsNEON<>+60(SB)/4, $0xbbbaf0ea
-DATA constsNEON<>+64(SB)/4, $0x3ca9134e
-DATA constsNEON<>+68(SB)/4, $0xbd5c1e2d
-DATA constsNEON<>+72(SB)/4, $0x3e088393
-DATA constsNEON<>+76(SB)/4, $0xbeaaaa99
-DATA constsNEON<>+80(SB)/4, $0x3f800000
-DATA constsNEON<>+84(SB)/4, $0x00000001
-DATA constsNEON<>+88(SB)/4, $0x00007fff
-DATA constsNEON<>+92(SB)/4, $0x00400000
-DATA constsNEON<>+96(SB)/4, $0x00000000
-DATA constsNEON<>+100(SB)/4, $0x3f800000
-DATA constsNEON<>+104(SB)/4, $0x40000000
-DATA constsNEON<>+108(SB)/4, $0x40400000
-GLOBL constsNEON<>(SB), RODATA|NOPTR, $112
+DATA constsNEON<>+48(SB)/4, $0xc2ad496c
+DATA constsNEON<>+52(SB)/4, $0x4b400000
+DATA constsNEON<>+56(SB)/4, $0x3922363f
+DATA constsNEON<>+60(SB)/4, $0x3aafc47f
+DATA constsNEON<>+64(SB)/4, $0x3c1d94f2
+DATA constsNEON<>+68(SB)/4, $0x3d635716
+DATA constsNEON<>+72(SB)/4, $0x3e75fdf0
+DATA constsNEON<>+76(SB)/4, $0x3f317219
+DATA constsNEON<>+80(SB)/4, $0xff7fffff
+DATA constsNEON<>+84(SB)/4, $0xff800000
+DATA constsNEON<>+88(SB)/4, $0x3f200000
+DATA constsNEON<>+92(SB)/4, $0xbbbaf0ea
+DATA constsNEON<>+96(SB)/4, $0x3ca9134e
+DATA constsNEON<>+100(SB)/4, $0xbd5c1e2d
+DATA constsNEON<>+104(SB)/4, $0x3e088393
+DATA constsNEON<>+108(SB)/4, $0xbeaaaa99
+DATA constsNEON<>+112(SB)/4, $0x3f800000
+DATA constsNEON<>+116(SB)/4, $0x00000001
+DATA constsNEON<>+120(SB)/4, $0x00007fff
+DATA constsNEON<>+124(SB)/4, $0x00400000
+DATA constsNEON<>+128(SB)/4, $0x00000000
+DATA constsNEON<>+132(SB)/4, $0x3f800000
+DATA constsNEON<>+136(SB)/4, $0x40000000
+DATA constsNEON<>+140(SB)/4, $0x40400000
+GLOBL constsNEON<>(SB), RODATA|NOPTR, $144
 
 // func GemmNEON(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m, k, nv, tail, acc int)
 TEXT ·GemmNEON(SB), NOSPLIT, $0-88
@@ -1927,7 +1935,7 @@ TEXT ·SoftmaxNEON(SB), NOSPLIT, $0-60
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	CMP $4, R8
 	BEQ softmax_vecs4
@@ -1961,9 +1969,9 @@ softmax_vecs4_capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V7.S4]
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+88(SB), R24
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -2005,7 +2013,7 @@ softmax_vecs4_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2062,7 +2070,7 @@ softmax_vecs4_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2119,7 +2127,7 @@ softmax_vecs4_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2176,7 +2184,7 @@ softmax_vecs4_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2201,8 +2209,28 @@ softmax_vecs4_capmax:
 	SUBS $1, R7, R7
 	BNE softmax_vecs4_capmax
 softmax_vecs4_weights:
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V28.S4]
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+64(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+68(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+72(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+76(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V25.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
 	WORD $0x4e3cf425 // fmax v5.4s, v1.4s, v28.4s
@@ -2218,256 +2246,216 @@ softmax_vecs4_exp:
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd508 // fadd v8.4s, v8.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed508 // fadd v8.4s, v8.4s, v14.4s
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea5d58c // fsub v12.4s, v12.4s, v5.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd529 // fadd v9.4s, v9.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed529 // fadd v9.4s, v9.4s, v14.4s
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea6d58c // fsub v12.4s, v12.4s, v6.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd54a // fadd v10.4s, v10.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed54a // fadd v10.4s, v10.4s, v14.4s
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea7d58c // fsub v12.4s, v12.4s, v7.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd56b // fadd v11.4s, v11.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed56b // fadd v11.4s, v11.4s, v14.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
 	BNE softmax_vecs4_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V8.S4
+	VFMLA V14.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea5d58c // fsub v12.4s, v12.4s, v5.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V9.S4
+	VFMLA V14.S4, V30.S4, V9.S4
 	VST1.P [V9.S4], 16(R3)
 	VST1.P [V1.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea6d58c // fsub v12.4s, v12.4s, v6.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V10.S4
+	VFMLA V14.S4, V30.S4, V10.S4
 	VST1.P [V10.S4], 16(R3)
 	VST1.P [V2.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea7d58c // fsub v12.4s, v12.4s, v7.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V11.S4
+	VFMLA V14.S4, V30.S4, V11.S4
 	VST1.P [V11.S4], 16(R3)
 	VST1.P [V3.S4], 16(R2)
 	RET
@@ -2493,9 +2481,9 @@ softmax_vecs3_capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V7.S4]
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+88(SB), R24
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -2537,7 +2525,7 @@ softmax_vecs3_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2594,7 +2582,7 @@ softmax_vecs3_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2651,7 +2639,7 @@ softmax_vecs3_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -2676,8 +2664,28 @@ softmax_vecs3_capmax:
 	SUBS $1, R7, R7
 	BNE softmax_vecs3_capmax
 softmax_vecs3_weights:
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V28.S4]
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+64(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+68(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+72(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+76(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V25.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
 	WORD $0x4e3cf425 // fmax v5.4s, v1.4s, v28.4s
@@ -2691,193 +2699,163 @@ softmax_vecs3_exp:
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd508 // fadd v8.4s, v8.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed508 // fadd v8.4s, v8.4s, v14.4s
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea5d58c // fsub v12.4s, v12.4s, v5.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd529 // fadd v9.4s, v9.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed529 // fadd v9.4s, v9.4s, v14.4s
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea6d58c // fsub v12.4s, v12.4s, v6.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd54a // fadd v10.4s, v10.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed54a // fadd v10.4s, v10.4s, v14.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
 	BNE softmax_vecs3_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V8.S4
+	VFMLA V14.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea5d58c // fsub v12.4s, v12.4s, v5.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V9.S4
+	VFMLA V14.S4, V30.S4, V9.S4
 	VST1.P [V9.S4], 16(R3)
 	VST1.P [V1.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea6d58c // fsub v12.4s, v12.4s, v6.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V10.S4
+	VFMLA V14.S4, V30.S4, V10.S4
 	VST1.P [V10.S4], 16(R3)
 	VST1.P [V2.S4], 16(R2)
 	RET
@@ -2902,9 +2880,9 @@ softmax_vecs2_capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V7.S4]
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+88(SB), R24
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -2946,7 +2924,7 @@ softmax_vecs2_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -3003,7 +2981,7 @@ softmax_vecs2_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -3028,8 +3006,28 @@ softmax_vecs2_capmax:
 	SUBS $1, R7, R7
 	BNE softmax_vecs2_capmax
 softmax_vecs2_weights:
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V28.S4]
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+64(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+68(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+72(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+76(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V25.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
 	WORD $0x4e3cf425 // fmax v5.4s, v1.4s, v28.4s
@@ -3041,130 +3039,110 @@ softmax_vecs2_exp:
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd508 // fadd v8.4s, v8.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed508 // fadd v8.4s, v8.4s, v14.4s
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea5d58c // fsub v12.4s, v12.4s, v5.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd529 // fadd v9.4s, v9.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed529 // fadd v9.4s, v9.4s, v14.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
 	BNE softmax_vecs2_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V8.S4
+	VFMLA V14.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea5d58c // fsub v12.4s, v12.4s, v5.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V9.S4
+	VFMLA V14.S4, V30.S4, V9.S4
 	VST1.P [V9.S4], 16(R3)
 	VST1.P [V1.S4], 16(R2)
 	RET
@@ -3188,9 +3166,9 @@ softmax_vecs1_capped:
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
 	WORD $0x6ea0f8c6 // fneg v6.4s, v6.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V7.S4]
-	MOVD $constsNEON<>+56(SB), R24
+	MOVD $constsNEON<>+88(SB), R24
 	VLD1R (R24), [V8.S4]
 	MOVD R0, R6
 	MOVD R5, R7
@@ -3232,7 +3210,7 @@ softmax_vecs1_capmax:
 	WORD $0x6e24fdce // fdiv v14.4s, v14.4s, v4.4s
 	WORD $0x4ea0f9bc // fabs v28.4s, v13.4s
 	WORD $0x6e3cdf89 // fmul v9.4s, v28.4s, v28.4s
-	MOVD $constsNEON<>+60(SB), R24
+	MOVD $constsNEON<>+92(SB), R24
 	VLD1R.P 4(R24), [V10.S4]
 	VLD1R.P 4(R24), [V11.S4]
 	VFMLA V9.S4, V10.S4, V11.S4
@@ -3257,8 +3235,28 @@ softmax_vecs1_capmax:
 	SUBS $1, R7, R7
 	BNE softmax_vecs1_capmax
 softmax_vecs1_weights:
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V28.S4]
+	MOVD $constsNEON<>+48(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+52(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+56(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+60(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+64(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+68(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+72(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+76(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V25.S4]
 	WORD $0x4e3cf404 // fmax v4.4s, v0.4s, v28.4s
 	VEOR V8.B16, V8.B16, V8.B16
 	MOVD R0, R6
@@ -3268,67 +3266,57 @@ softmax_vecs1_exp:
 	VLD1 (R9), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R9)
-	WORD $0x4e2fd508 // fadd v8.4s, v8.4s, v15.4s
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R9)
+	WORD $0x4e2ed508 // fadd v8.4s, v8.4s, v14.4s
 	ADD R1, R6, R6
 	SUBS $1, R7, R7
 	BNE softmax_vecs1_exp
 	VLD1 (R2), [V12.S4]
 	WORD $0x4ea4d58c // fsub v12.4s, v12.4s, v4.4s
 	WORD $0x6eace61d // fcmgt v29.4s, v16.4s, v12.4s
-	WORD $0x4e30f58c // fmax v12.4s, v12.4s, v16.4s
-	WORD $0x6e31dd8d // fmul v13.4s, v12.4s, v17.4s
-	WORD $0x4e2189ad // frintn v13.4s, v13.4s
-	WORD $0x4eb2cdac // fmls v12.4s, v13.4s, v18.4s
-	WORD $0x4eb3cdac // fmls v12.4s, v13.4s, v19.4s
-	VORR V20.B16, V20.B16, V14.B16
-	VORR V21.B16, V21.B16, V15.B16
+	WORD $0x6e31dd8c // fmul v12.4s, v12.4s, v17.4s
+	WORD $0x4e32d58d // fadd v13.4s, v12.4s, v18.4s
+	WORD $0x4eb2d5af // fsub v15.4s, v13.4s, v18.4s
+	WORD $0x4eafd58c // fsub v12.4s, v12.4s, v15.4s
+	VORR V19.B16, V19.B16, V14.B16
+	VORR V20.B16, V20.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V22.B16, V22.B16, V14.B16
+	VORR V21.B16, V21.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V23.B16, V23.B16, V15.B16
+	VORR V22.B16, V22.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V24.B16, V24.B16, V14.B16
+	VORR V23.B16, V23.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V25.B16, V25.B16, V15.B16
+	VORR V24.B16, V24.B16, V15.B16
 	VFMLA V12.S4, V14.S4, V15.S4
-	VORR V26.B16, V26.B16, V14.B16
+	VORR V25.B16, V25.B16, V14.B16
 	VFMLA V12.S4, V15.S4, V14.S4
-	VORR V26.B16, V26.B16, V15.B16
-	VFMLA V12.S4, V14.S4, V15.S4
-	WORD $0x4ea1b9ad // fcvtzs v13.4s, v13.4s
 	VSHL $23, V13.S4, V13.S4
-	VADD V27.S4, V13.S4, V13.S4
-	WORD $0x6e2dddef // fmul v15.4s, v15.4s, v13.4s
-	WORD $0x4e7d1def // bic v15.16b, v15.16b, v29.16b
-	VST1.P [V15.S4], 16(R4)
+	VADD V13.S4, V14.S4, V14.S4
+	WORD $0x4e7d1dce // bic v14.16b, v14.16b, v29.16b
+	VST1.P [V14.S4], 16(R4)
 	VLD1 (R3), [V30.S4]
-	VFMLA V15.S4, V30.S4, V8.S4
+	VFMLA V14.S4, V30.S4, V8.S4
 	VST1.P [V8.S4], 16(R3)
 	VST1.P [V0.S4], 16(R2)
 	RET
@@ -3588,7 +3576,7 @@ TEXT ·ExpNEON(SB), NOSPLIT, $0-24
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	MOVD $constsNEON<>+4(SB), R24
 	VLD1R (R24), [V28.S4]
@@ -3878,7 +3866,7 @@ rows4_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -3887,7 +3875,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -3902,10 +3890,10 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -3915,7 +3903,7 @@ rows4_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -3989,7 +3977,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4004,10 +3992,10 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -4017,7 +4005,7 @@ rows4_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -4091,7 +4079,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4106,10 +4094,10 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V30.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V30.B16
@@ -4119,7 +4107,7 @@ rows4_row2_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
@@ -4193,7 +4181,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4208,10 +4196,10 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V31.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V31.B16
@@ -4221,7 +4209,7 @@ rows4_row3_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
@@ -4719,7 +4707,7 @@ rows2_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -4728,7 +4716,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4743,10 +4731,10 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -4756,7 +4744,7 @@ rows2_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -4830,7 +4818,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -4845,10 +4833,10 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -4858,7 +4846,7 @@ rows2_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -5210,7 +5198,7 @@ rows1_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -5219,7 +5207,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5234,10 +5222,10 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -5247,7 +5235,7 @@ rows1_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -5658,7 +5646,7 @@ rows4_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -5667,7 +5655,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5682,10 +5670,10 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -5695,7 +5683,7 @@ rows4_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -5769,7 +5757,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5784,10 +5772,10 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -5797,7 +5785,7 @@ rows4_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -5871,7 +5859,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5886,10 +5874,10 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V30.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V30.B16
@@ -5899,7 +5887,7 @@ rows4_row2_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
@@ -5973,7 +5961,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -5988,10 +5976,10 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V31.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V31.B16
@@ -6001,7 +5989,7 @@ rows4_row3_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
@@ -6543,7 +6531,7 @@ rows2_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -6552,7 +6540,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -6567,10 +6555,10 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -6580,7 +6568,7 @@ rows2_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -6654,7 +6642,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -6669,10 +6657,10 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -6682,7 +6670,7 @@ rows2_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -7078,7 +7066,7 @@ rows1_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -7087,7 +7075,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7102,10 +7090,10 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -7115,7 +7103,7 @@ rows1_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -7566,7 +7554,7 @@ rows4_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -7575,7 +7563,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7590,10 +7578,10 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -7603,7 +7591,7 @@ rows4_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -7677,7 +7665,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7692,10 +7680,10 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -7705,7 +7693,7 @@ rows4_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -7779,7 +7767,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7794,10 +7782,10 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V30.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V30.B16
@@ -7807,7 +7795,7 @@ rows4_row2_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
@@ -7881,7 +7869,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -7896,10 +7884,10 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V31.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V31.B16
@@ -7909,7 +7897,7 @@ rows4_row3_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
@@ -8451,7 +8439,7 @@ rows2_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -8460,7 +8448,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -8475,10 +8463,10 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -8488,7 +8476,7 @@ rows2_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -8562,7 +8550,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -8577,10 +8565,10 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -8590,7 +8578,7 @@ rows2_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -8986,7 +8974,7 @@ rows1_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -8995,7 +8983,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -9010,10 +8998,10 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -9023,7 +9011,7 @@ rows1_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -9566,7 +9554,7 @@ rows4_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -9575,7 +9563,7 @@ rows4_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -9590,10 +9578,10 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -9603,7 +9591,7 @@ rows4_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -9677,7 +9665,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -9692,10 +9680,10 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -9705,7 +9693,7 @@ rows4_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -9779,7 +9767,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -9794,10 +9782,10 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V30.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V30.B16
@@ -9807,7 +9795,7 @@ rows4_row2_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
@@ -9881,7 +9869,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -9896,10 +9884,10 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V31.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V31.B16
@@ -9909,7 +9897,7 @@ rows4_row3_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
@@ -10407,7 +10395,7 @@ rows2_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -10416,7 +10404,7 @@ rows2_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -10431,10 +10419,10 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -10444,7 +10432,7 @@ rows2_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -10518,7 +10506,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -10533,10 +10521,10 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -10546,7 +10534,7 @@ rows2_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -10898,7 +10886,7 @@ rows1_dims:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -10907,7 +10895,7 @@ rows1_dims:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -10922,10 +10910,10 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -10935,7 +10923,7 @@ rows1_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -11472,7 +11460,7 @@ rows4_q8_scale:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -11481,7 +11469,7 @@ rows4_q8_scale:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -11496,10 +11484,10 @@ rows4_row0_noalibi:
 	CBZ R15, rows4_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -11509,7 +11497,7 @@ rows4_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -11583,7 +11571,7 @@ rows4_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -11598,10 +11586,10 @@ rows4_row1_noalibi:
 	CBZ R15, rows4_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -11611,7 +11599,7 @@ rows4_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -11685,7 +11673,7 @@ rows4_row1_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -11700,10 +11688,10 @@ rows4_row2_noalibi:
 	CBZ R15, rows4_row2_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V30.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V30.B16
@@ -11713,7 +11701,7 @@ rows4_row2_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
@@ -11787,7 +11775,7 @@ rows4_row2_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -11802,10 +11790,10 @@ rows4_row3_noalibi:
 	CBZ R15, rows4_row3_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V31.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V31.B16
@@ -11815,7 +11803,7 @@ rows4_row3_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
@@ -12376,7 +12364,7 @@ rows2_q8_scale:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -12385,7 +12373,7 @@ rows2_q8_scale:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -12400,10 +12388,10 @@ rows2_row0_noalibi:
 	CBZ R15, rows2_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -12413,7 +12401,7 @@ rows2_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -12487,7 +12475,7 @@ rows2_row0_noskip:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -12502,10 +12490,10 @@ rows2_row1_noalibi:
 	CBZ R15, rows2_row1_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V29.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V29.B16
@@ -12515,7 +12503,7 @@ rows2_row1_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
@@ -12927,7 +12915,7 @@ rows1_q8_scale:
 	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
 	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+80(SB), R24
+	MOVD $constsNEON<>+112(SB), R24
 	VLD1R (R24), [V27.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
@@ -12936,7 +12924,7 @@ rows1_q8_scale:
 	SUB R9, R22, R22
 	SCVTFS R22, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x4e2ad529 // fadd v9.4s, v9.4s, v10.4s
 	ADD R1<<2, R14, R22
@@ -12951,10 +12939,10 @@ rows1_row0_noalibi:
 	CBZ R15, rows1_row0_noskip
 	SCVTFS R15, F9
 	VDUP V9.S[0], V9.S4
-	MOVD $constsNEON<>+96(SB), R24
+	MOVD $constsNEON<>+128(SB), R24
 	VLD1 (R24), [V10.S4]
 	WORD $0x6eaae529 // fcmgt v9.4s, v9.4s, v10.4s
-	MOVD $constsNEON<>+52(SB), R24
+	MOVD $constsNEON<>+84(SB), R24
 	VLD1R (R24), [V10.S4]
 	VBSL V28.B16, V10.B16, V9.B16
 	VORR V9.B16, V9.B16, V28.B16
@@ -12964,7 +12952,7 @@ rows1_row0_noskip:
 	ADD R23, R12, R22
 	VLD1R (R22), [V1.S4]
 	WORD $0x4e20f422 // fmax v2.4s, v1.4s, v0.4s
-	MOVD $constsNEON<>+48(SB), R24
+	MOVD $constsNEON<>+80(SB), R24
 	VLD1R (R24), [V3.S4]
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
@@ -13326,11 +13314,11 @@ TEXT ·NarrowBF16NEON(SB), NOSPLIT, $0-24
 	MOVD dst+0(FP), R0
 	MOVD src+8(FP), R1
 	MOVD n+16(FP), R2
-	MOVD $constsNEON<>+84(SB), R24
+	MOVD $constsNEON<>+116(SB), R24
 	VLD1R (R24), [V16.S4]
-	MOVD $constsNEON<>+88(SB), R24
+	MOVD $constsNEON<>+120(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+92(SB), R24
+	MOVD $constsNEON<>+124(SB), R24
 	VLD1R (R24), [V18.S4]
 	LSR $3, R2, R3
 	CBZ R3, last

@@ -28,8 +28,8 @@ func Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 //
 //	x[c]     = softcap(s[c*lds+r])            (when softcap > 0; -Inf stays)
 //	mNew, base = stepMax(m[r], max_c x[c])    (the one NaN and -Inf rule, shared with Decode)
-//	s[c*lds+r] = exp(x[c] - base)
-//	alpha[r] = exp(m[r] - base)               (the rescale of O and l)
+//	s[c*lds+r] = WeightExp32(x[c] - base)     (the weights' exp, see there)
+//	alpha[r] = WeightExp32(m[r] - base)       (the rescale of O and l)
 //	l[r]     = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew
 func Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
 	for r := 0; r < rows; r++ {
@@ -45,11 +45,11 @@ func Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap 
 		mNew, base := stepMax(m[r], blockMax)
 		sum := float32(0)
 		for c := 0; c < nk; c++ {
-			p := Exp32(s[c*lds+r] - base)
+			p := WeightExp32(s[c*lds+r] - base)
 			s[c*lds+r] = p
 			sum += p
 		}
-		a := Exp32(m[r] - base)
+		a := WeightExp32(m[r] - base)
 		alpha[r] = a
 		l[r] = l[r]*a + sum
 		m[r] = mNew

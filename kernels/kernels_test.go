@@ -247,6 +247,59 @@ func TestExp(t *testing.T) {
 	}
 }
 
+// TestWeightExp checks every set's Softmax weights, one key against a
+// running maximum of 0 so that each weight is e^d of its score d, against
+// float64 exp within fallback.WeightExp32's bound (2 ulp plus a relative
+// |y|·2^-23·ln2, y = d·log2e), exactly 0 below WeightExpMin and for -Inf,
+// alpha exactly 1.
+func TestWeightExp(t *testing.T) {
+	var ds []float32
+	step := uint32(61)
+	if !longTests() {
+		step = 4999
+	}
+	for b := uint32(0); ; b += step {
+		d := -math.Float32frombits(b)
+		if d < fallback.WeightExpMin {
+			break
+		}
+		ds = append(ds, d)
+	}
+	ds = append(ds, float32(math.Inf(-1)), fallback.WeightExpMin, fallback.WeightExpMin-1e-3, -100, -1e30, -0.5, -0x1p-30)
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			rows := 4 * ks.Lanes
+			worst := 0.0
+			for i0 := 0; i0 < len(ds); i0 += rows {
+				s, m, l, al := make([]float32, rows), make([]float32, rows), make([]float32, rows), make([]float32, rows)
+				n := copy(s, ds[i0:])
+				ks.Softmax(s, rows, m, l, al, 1, rows, 0)
+				for r := 0; r < n; r++ {
+					d, got := ds[i0+r], float64(s[r])
+					if al[r] != 1 {
+						t.Fatalf("%s: alpha = %v with the maximum unchanged, want 1", ks, al[r])
+					}
+					if d < fallback.WeightExpMin {
+						if got != 0 {
+							t.Fatalf("%s: weight exp(%v) = %v, want 0", ks, d, got)
+						}
+						continue
+					}
+					want := math.Exp(float64(d))
+					y := math.Abs(float64(d) * math.Log2E)
+					if err := math.Abs(got - want); !(err <= 2*ulpOf(want)+want*y*math.Ln2/(1<<23)) {
+						t.Fatalf("%s: weight exp(%v) = %v, want %v (%.2f ulp)", ks, d, got, want, err/ulpOf(want))
+					}
+					if y <= 1 {
+						worst = max(worst, math.Abs(got-want)/ulpOf(want))
+					}
+				}
+			}
+			t.Logf("%s: weights' exp worst error %.2f ulp for |d·log2e| <= 1, over %d inputs", ks, worst, len(ds))
+		})
+	}
+}
+
 // ulpOf returns the float32 ulp at x.
 func ulpOf(x float64) float64 {
 	f := float32(x)

@@ -175,3 +175,62 @@ func (g *gen) hold(names ...string) {
 
 // release ends hold.
 func (g *gen) release() { g.held = nil }
+
+// weightExps returns e^d of each d <= 0 in a new register, consuming the
+// ds: the softmax weights' exp, fallback.WeightExp32's steps (see there
+// for the error):
+//
+//	keep = !(d < wexpMin)            lanes below give exactly 0; NaN stays
+//	y    = d·log2e
+//	t    = y + 1.5·2^23              t's ulp is 1: y rounded to n, n in t's low bits
+//	r    = y - (t - 1.5·2^23)        exact
+//	p    = (((((w0·r+w1)·r+w2)·r+w3)·r+w4)·r+w5)·r + 1     2^r, Horner
+//	e^d  = p's bits + t's bits << 23                      n added to p's exponent
+//
+// Against exps: one multiply and six FMAs where exps has ten, no rounding
+// or scaling instruction, the 2^n an integer add. On Zen 4 the FMA pipes
+// are what the QK and PV products wait on, so the Softmax there runs
+// about 1.6× faster in cache (see docs/PERFORMANCE.md). The masked add
+// zeroes the lanes below the clamp (AVX-512); AVX2 clears them with an
+// AND after the add, which also keeps NaN (NaN's bits plus a shifted NaN's
+// low bits, which are 0, stay NaN).
+func (g *gen) weightExps(ds []reg.VecVirtual) []reg.VecVirtual {
+	const nltUQ = 0x15 // not less than, unordered true: NaN lanes are kept
+	m := len(ds)
+	keep := make([]laneMask, m)
+	t := make([]reg.VecVirtual, m)
+	for i, d := range ds {
+		keep[i] = g.compare(nltUQ, g.k("wexpMin"), d)
+		g.VMULPS(g.k("log2e"), d, d) // y
+		t[i] = g.vec()
+		g.VADDPS(g.k("weightRound"), d, t[i])
+	}
+	for i, d := range ds {
+		n := g.vec()
+		g.VSUBPS(g.k("weightRound"), t[i], n)
+		g.VSUBPS(n, d, d) // r
+	}
+	p := make([]reg.VecVirtual, m)
+	for i := range ds {
+		p[i] = g.vec()
+		g.VMOVUPS(g.k("w0"), p[i])
+	}
+	for _, c := range []string{"w1", "w2", "w3", "w4", "w5", "one"} {
+		for i, d := range ds {
+			g.VFMADD213PS(g.k(c), d, p[i]) // p = p·r + c
+		}
+	}
+	for i := range ds {
+		g.VPSLLD(operand.U8(23), t[i], t[i])
+		if g.isa.avx512() {
+			g.VPADDD_Z(t[i], p[i], keep[i].k, p[i])
+			continue
+		}
+		g.VPADDD(t[i], p[i], p[i])
+		g.VANDPS(keep[i].v, p[i], p[i])
+	}
+	return p
+}
+
+// weightExpConsts are the constants weightExps holds in registers.
+var weightExpConsts = []string{"wexpMin", "log2e", "weightRound", "w0", "w1", "w2", "w3", "w4", "w5", "one"}

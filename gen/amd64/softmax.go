@@ -65,8 +65,8 @@ func (g *gen) softmax() {
 		"\tfor r := 0; r < nv*lanes; r++ {",
 		"\t\tx[c] = softcap > 0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays)",
 		"\t\tmNew = max(m[r], max_c x[c]);  base = max(mNew, -MaxFloat32)",
-		"\t\ts[c*lds+r] = exp(x[c] - base)",
-		"\t\talpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew",
+		"\t\ts[c*lds+r] = fallback.WeightExp32(x[c] - base)   (e^(x[c]-base) up to rounding)",
+		"\t\talpha[r] = fallback.WeightExp32(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew",
 		"",
 		fmt.Sprintf("with nv in 1..%d, nk >= 1, lds in elements. base keeps -Inf - -Inf out:", x.softNV),
 		"a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row",
@@ -155,7 +155,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	// use).
 	g.Comment("Pass 2: alpha and m, then the weights and their sums.")
 	g.Label(label("vecs", nv, "exp"))
-	g.hold(expConsts...)
+	g.hold(weightExpConsts...)
 	defer g.release()
 	// alpha = exp(m - base) and m = mNew first, so the new maxima need no
 	// registers during the weights loop (AVX2 has 16: 2 bases, 2 sums and
@@ -168,7 +168,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 		y := g.vec()
 		g.VMOVUPS(operand.Mem{Base: mp, Disp: j * b}, y)
 		g.VSUBPS(base[j], y, y)
-		a := g.exp(y, false)
+		a := g.weightExps([]reg.VecVirtual{y})[0]
 		g.VMOVUPS(a, operand.Mem{Base: ap, Disp: j * b})
 		g.VMOVUPS(mx[j], operand.Mem{Base: mp, Disp: j * b})
 		sum[j] = g.vec()
@@ -184,7 +184,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 				g.VSUBPS(base[j], y, y)
 				ys = append(ys, y)
 			}
-			ps := g.exps(ys, false)
+			ps := g.weightExps(ys)
 			for j := j0; j < j1; j++ {
 				p := ps[j-j0]
 				g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})

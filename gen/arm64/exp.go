@@ -88,3 +88,54 @@ func (g *gen) expKernel() {
 	g.Label("done")
 	g.Inst("RET")
 }
+
+// The softmax weights' exp constants, loaded into V16..V25 in place of
+// exp's for the Softmax's weights pass (loadWeightExpConsts).
+const (
+	cWExpMin V = 16 + iota
+	cWLog2e
+	cWRound
+	cW0 // w0..w5 in V19..V24
+	_
+	_
+	_
+	_
+	_
+	cWOne
+)
+
+// loadWeightExpConsts fills V16..V25 with weightExp's constants (exp's
+// are gone until loadExpConsts).
+func (g *gen) loadWeightExpConsts() {
+	for i, name := range []string{"wexpMin", "log2e", "weightRound", "w0", "w1", "w2", "w3", "w4", "w5", "one"} {
+		g.loadConst(name, cWExpMin+V(i))
+	}
+}
+
+// weightExp computes e^d for d <= 0 with temporaries p, t and lt,
+// consuming d, and returns the register holding the result (p or t): the
+// softmax weights' exp, fallback.WeightExp32's steps in vector form:
+//
+//	lt = d < wexpMin (false for NaN)
+//	y = d·log2e; u = y + 1.5·2^23; r = y - (u - 1.5·2^23)   (u holds round(y) in its low bits)
+//	p = (((((w0·r+w1)·r+w2)·r+w3)·r+w4)·r+w5)·r+1          (Horner, as exp)
+//	e^d = p + (u << 23) as integers; lanes with lt cleared.
+//
+// u is kept in n.
+func (g *gen) weightExp(d, n, p, t, lt V) V {
+	g.Emit(EncFCMGT(lt, cWExpMin, d))
+	g.Emit(EncFMUL(d, d, cWLog2e))
+	g.Emit(EncFADD(n, d, cWRound))
+	g.Emit(EncFSUB(t, n, cWRound))
+	g.Emit(EncFSUB(d, d, t))
+	g.VMOV(p, cW0)
+	for _, c := range []V{cW0 + 1, cW0 + 2, cW0 + 3, cW0 + 4, cW0 + 5, cWOne} {
+		g.VMOV(t, c)
+		g.VFMLA(t, p, d)
+		p, t = t, p
+	}
+	g.VSHL(n, n, 23)
+	g.VADD(p, p, n)
+	g.Emit(EncBIC(p, p, lt))
+	return p
+}

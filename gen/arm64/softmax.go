@@ -47,8 +47,8 @@ func (g *gen) softmax() {
 		"\tfor r := 0; r < nv*4; r++ {",
 		"\t\tx[c] = softcap > 0 ? softcap·tanh(s[c*lds+r]/softcap) : s[c*lds+r]   (-Inf stays)",
 		"\t\tmNew = max(m[r], max_c x[c]);  base = max(mNew, -MaxFloat32)",
-		"\t\ts[c*lds+r] = exp(x[c] - base)",
-		"\t\talpha[r] = exp(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew",
+		"\t\ts[c*lds+r] = fallback.WeightExp32(x[c] - base)   (e^(x[c]-base) up to rounding)",
+		"\t\talpha[r] = fallback.WeightExp32(m[r] - base);  l[r] = l[r]·alpha[r] + Σ_c s[c*lds+r];  m[r] = mNew",
 		"",
 		"with nv in 1..4, nk >= 1, lds in elements.",
 	)
@@ -130,6 +130,7 @@ func (g *gen) softmaxPanel(nv int) {
 	// Pass 2: base = max(mNew, -MaxFloat32), weights and their sums.
 	g.Label(l + "weights")
 	g.loadConst("negMax", 28)
+	g.loadWeightExpConsts()
 	for j := 0; j < nv; j++ {
 		g.Emit(EncFMAX(V(4+j), V(j), 28))
 		g.zero(V(8 + j))
@@ -139,7 +140,7 @@ func (g *gen) softmaxPanel(nv int) {
 		for j := 0; j < nv; j++ {
 			g.Inst("VLD1 (%s), [%s]", sVec, V(12).S4())
 			g.Emit(EncFSUB(12, 12, V(4+j)))
-			p := g.exp(12, 13, 14, 15, 29, 0, false)
+			p := g.weightExp(12, 13, 14, 15, 29)
 			g.Inst("VST1.P [%s], 16(%s)", p.S4(), sVec)
 			g.Emit(EncFADD(V(8+j), V(8+j), p))
 		}
@@ -149,7 +150,7 @@ func (g *gen) softmaxPanel(nv int) {
 	for j := 0; j < nv; j++ {
 		g.Inst("VLD1 (%s), [%s]", sM, V(12).S4())
 		g.Emit(EncFSUB(12, 12, V(4+j)))
-		a := g.exp(12, 13, 14, 15, 29, 0, false)
+		a := g.weightExp(12, 13, 14, 15, 29)
 		g.Inst("VST1.P [%s], 16(%s)", a.S4(), sAlpha)
 		g.Inst("VLD1 (%s), [%s]", sL, V(30).S4())
 		g.VFMLA(V(8+j), 30, a)

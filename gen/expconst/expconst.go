@@ -17,7 +17,7 @@ type Const struct {
 }
 
 // Table is exp's constants (the clamps, the range reduction and the
-// polynomial p0..p5) and those of softcap's tanh.
+// polynomial p0..p5), the softmax weights' exp's and those of softcap's tanh.
 var Table = []Const{
 	{"expMin", math.Float32bits(fallback.ExpMin)},
 	{"expMax", math.Float32bits(fallback.ExpMax)},
@@ -31,6 +31,17 @@ var Table = []Const{
 	{"p4", math.Float32bits(fallback.ExpPoly[4])},
 	{"p5", math.Float32bits(fallback.ExpPoly[5])},
 	{"one", math.Float32bits(1)},
+	// The softmax weights' exp (fallback.WeightExp32): its low clamp, the
+	// rounding constant 1.5·2^23 and Q's coefficients w0..w5, highest degree
+	// first and consecutive (NEON walks them).
+	{"wexpMin", math.Float32bits(fallback.WeightExpMin)},
+	{"weightRound", math.Float32bits(1.5 * (1 << 23))},
+	{"w0", math.Float32bits(fallback.Exp2Poly[0])},
+	{"w1", math.Float32bits(fallback.Exp2Poly[1])},
+	{"w2", math.Float32bits(fallback.Exp2Poly[2])},
+	{"w3", math.Float32bits(fallback.Exp2Poly[3])},
+	{"w4", math.Float32bits(fallback.Exp2Poly[4])},
+	{"w5", math.Float32bits(fallback.Exp2Poly[5])},
 	{"negMax", math.Float32bits(-math.MaxFloat32)},
 	{"negInf", math.Float32bits(float32(math.Inf(-1)))},
 	// softcap's tanh (fallback.Tanh32): the threshold of the polynomial
