@@ -150,7 +150,7 @@ func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -166,7 +166,7 @@ func DecodeF32AVX2(q *float32, rows int, kvec int, ktail int, k *float32, ldk in
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -182,7 +182,7 @@ func DecodeF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -198,7 +198,7 @@ func DecodeBF16AVX2(q *float32, rows int, kvec int, ktail int, k *uint16, ldk in
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -216,7 +216,7 @@ func DecodeI8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -237,7 +237,7 @@ func DecodeI4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -261,7 +261,7 @@ func DecodeQ8AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -285,7 +285,7 @@ func DecodeQ8VNNIAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk in
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -309,7 +309,7 @@ func DecodeQ8VNNIEmuAVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -333,7 +333,7 @@ func DecodeQ8I4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int,
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -357,7 +357,7 @@ func DecodeQ8VNNII4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk 
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //

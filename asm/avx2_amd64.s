@@ -8319,59 +8319,51 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -8409,59 +8401,51 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -8499,59 +8483,51 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -8589,59 +8565,51 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -8796,59 +8764,51 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -9259,59 +9219,51 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -9349,59 +9301,51 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -9439,59 +9383,51 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -9529,59 +9465,51 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -9861,59 +9789,51 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -12404,59 +12324,51 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -12494,59 +12406,51 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -12584,59 +12488,51 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -12674,59 +12570,51 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -12889,59 +12777,51 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -13360,59 +13240,51 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -13450,59 +13322,51 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -13540,59 +13404,51 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -13630,59 +13486,51 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -13970,59 +13818,51 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -16541,59 +16381,51 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -16631,59 +16463,51 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -16721,59 +16545,51 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -16811,59 +16627,51 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -17042,59 +16850,51 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -17529,59 +17329,51 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -17619,59 +17411,51 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -17709,59 +17493,51 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -17799,59 +17575,51 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -18155,59 +17923,51 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -20965,59 +20725,51 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -21055,59 +20807,51 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -21145,59 +20889,51 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -21235,59 +20971,51 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -21490,59 +21218,51 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -22025,59 +21745,51 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -22115,59 +21827,51 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -22205,59 +21909,51 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -22295,59 +21991,51 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -22955,59 +22643,51 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -26076,59 +25756,51 @@ scores_rows4_prefetched_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -26166,59 +25838,51 @@ scores_rows4_prefetched_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -26256,59 +25920,51 @@ scores_rows4_prefetched_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -26346,59 +26002,51 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -26709,59 +26357,51 @@ scores_rows1_prefetched_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -27388,59 +27028,51 @@ scores_rows4_row0_noalibi:
 	VMAXPS       Y2, Y5, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
 	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y4
-	VMULPS       Y4, Y4, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y4, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y4
-	VADDPS       Y4, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y4
-	VADDPS       Y4, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y4
+	VADDPS       Y4, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y4
+	VADDPS       Y4, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y4, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y4, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y10, Y8, Y4
+	VFMADD213PS  Y9, Y7, Y4
 	VMOVSS       X4, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -27478,59 +27110,51 @@ scores_rows4_row1_noalibi:
 	VMAXPS       Y2, Y4, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
 	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y3
-	VMULPS       Y3, Y3, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y3, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y3
-	VADDPS       Y3, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y3
-	VADDPS       Y3, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y3
+	VADDPS       Y3, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y3
+	VADDPS       Y3, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y3
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y3, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y3, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y9, Y7, Y3
+	VFMADD213PS  Y8, Y6, Y3
 	VMOVSS       X3, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -27568,59 +27192,51 @@ scores_rows4_row2_noalibi:
 	VMAXPS       Y2, Y3, Y2
 	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y1
-	VMULPS       Y1, Y1, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y1, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
 	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y3
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y3, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y1, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -27658,59 +27274,51 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -28121,59 +27729,51 @@ scores_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -31179,59 +30779,51 @@ scoresq8_rows4_row0_noalibi:
 	VMAXPS       Y4, Y5, Y4
 	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
 	VSUBPS       Y6, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
-	VMULPS       Y0, Y0, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y0, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y7
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y0
-	VADDPS       Y0, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y0
-	VADDPS       Y0, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y0
-	VADDPS       Y0, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y0
+	VADDPS       Y0, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y0
+	VADDPS       Y0, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y0
+	VADDPS       Y0, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y0, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y0, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y10, Y8, Y0
+	VFMADD213PS  Y9, Y7, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X4, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row1_noalibi
@@ -31269,59 +30861,51 @@ scoresq8_rows4_row1_noalibi:
 	VMAXPS       Y0, Y4, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
 	VSUBPS       Y5, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
-	VMULPS       Y1, Y1, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y1, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y6
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y1
-	VADDPS       Y1, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y1
-	VADDPS       Y1, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y1
-	VADDPS       Y1, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y1, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y1
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y9, Y7, Y1
+	VFMADD213PS  Y8, Y6, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row2_noalibi
@@ -31359,59 +30943,51 @@ scoresq8_rows4_row2_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
 	VSUBPS       Y4, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
-	VMULPS       Y2, Y2, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y2, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y5
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y2
-	VADDPS       Y2, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y2
-	VADDPS       Y2, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y2
-	VADDPS       Y2, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y2
+	VADDPS       Y2, Y7, Y7
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
-	VMULPS       Y1, Y1, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y1, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y2, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y2, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row3_noalibi
@@ -31449,59 +31025,51 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
 	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
-	VMULPS       Y3, Y3, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y3, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y4
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y3
-	VADDPS       Y3, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y3
-	VADDPS       Y3, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y3
-	VADDPS       Y3, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y3
+	VADDPS       Y3, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y3
+	VADDPS       Y3, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y3
+	VADDPS       Y3, Y6, Y6
 	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
-	VMULPS       Y1, Y1, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y1, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y2, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y2, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -31640,59 +31208,51 @@ scoresq8_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -31934,59 +31494,51 @@ q8row_softmax_noalibi:
 	VMAXPS       Y0, Y2, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
-	VMULPS       Y1, Y1, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y1, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y1, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.
@@ -34725,59 +34277,51 @@ scoresq8_rows4_row0_noalibi:
 	VMAXPS       Y4, Y5, Y4
 	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
 	VSUBPS       Y6, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
-	VMULPS       Y0, Y0, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y0, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y7
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y0
-	VADDPS       Y0, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y0
-	VADDPS       Y0, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y0
-	VADDPS       Y0, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y0
+	VADDPS       Y0, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y0
+	VADDPS       Y0, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y0
+	VADDPS       Y0, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y0, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y0, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y10, Y8, Y0
+	VFMADD213PS  Y9, Y7, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X4, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row1_noalibi
@@ -34815,59 +34359,51 @@ scoresq8_rows4_row1_noalibi:
 	VMAXPS       Y0, Y4, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
 	VSUBPS       Y5, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
-	VMULPS       Y1, Y1, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y1, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y6
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y1
-	VADDPS       Y1, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y1
-	VADDPS       Y1, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y1
-	VADDPS       Y1, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y1, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y1
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y9, Y7, Y1
+	VFMADD213PS  Y8, Y6, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row2_noalibi
@@ -34905,59 +34441,51 @@ scoresq8_rows4_row2_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
 	VSUBPS       Y4, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
-	VMULPS       Y2, Y2, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y2, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y5
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y2
-	VADDPS       Y2, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y2
-	VADDPS       Y2, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y2
-	VADDPS       Y2, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y2
+	VADDPS       Y2, Y7, Y7
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
-	VMULPS       Y1, Y1, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y1, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y2, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y2, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row3_noalibi
@@ -34995,59 +34523,51 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
 	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
-	VMULPS       Y3, Y3, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y3, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y4
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y3
-	VADDPS       Y3, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y3
-	VADDPS       Y3, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y3
-	VADDPS       Y3, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y3
+	VADDPS       Y3, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y3
+	VADDPS       Y3, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y3
+	VADDPS       Y3, Y6, Y6
 	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
-	VMULPS       Y1, Y1, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y1, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y2, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y2, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -35153,59 +34673,51 @@ scoresq8_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -35436,59 +34948,51 @@ q8row_softmax_noalibi:
 	VMAXPS       Y0, Y2, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
-	VMULPS       Y1, Y1, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y1, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y1, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.
@@ -38227,59 +37731,51 @@ scoresq8_rows4_row0_noalibi:
 	VMAXPS       Y4, Y5, Y4
 	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
 	VSUBPS       Y6, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+992(SB), Y9
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y9
-	VSUBPS       constsAVX2<>+992(SB), Y9, Y8
-	VPSLLD       $0x17, Y9, Y9
-	VFNMADD231PS constsAVX2<>+96(SB), Y8, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y8, Y0
-	VMULPS       Y0, Y0, Y8
-	VMOVUPS      constsAVX2<>+160(SB), Y10
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y10
-	VMOVUPS      constsAVX2<>+224(SB), Y11
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VMOVUPS      constsAVX2<>+288(SB), Y11
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y11
-	VFMADD213PS  Y11, Y8, Y10
-	VFMADD213PS  Y0, Y8, Y10
-	VFMADD213PS  Y9, Y9, Y10
-	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y7
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VANDPS       Y7, Y9, Y9
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y10, (AX)(SI*1)
-	VPERM2F128   $0x01, Y10, Y10, Y0
-	VADDPS       Y0, Y10, Y10
-	VPERMILPS    $0x4e, Y10, Y0
-	VADDPS       Y0, Y10, Y10
-	VPERMILPS    $0xb1, Y10, Y0
-	VADDPS       Y0, Y10, Y10
+	VMOVUPS      Y9, (AX)(SI*1)
+	VPERM2F128   $0x01, Y9, Y9, Y0
+	VADDPS       Y0, Y9, Y9
+	VPERMILPS    $0x4e, Y9, Y0
+	VADDPS       Y0, Y9, Y9
+	VPERMILPS    $0xb1, Y9, Y0
+	VADDPS       Y0, Y9, Y9
 	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y5
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y5
-	VMULPS       Y5, Y5, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y5, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y0, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y0
+	VMULPS       constsAVX2<>+64(SB), Y5, Y5
+	VADDPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y0, Y7, Y7
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y10, Y8, Y0
+	VFMADD213PS  Y9, Y7, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X4, (DX)(CX*4)
-	VMOVSS       X8, 512(AX)(CX*4)
+	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row1_noalibi
@@ -38317,59 +37813,51 @@ scoresq8_rows4_row1_noalibi:
 	VMAXPS       Y0, Y4, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
 	VSUBPS       Y5, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+992(SB), Y8
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y8
-	VSUBPS       constsAVX2<>+992(SB), Y8, Y7
-	VPSLLD       $0x17, Y8, Y8
-	VFNMADD231PS constsAVX2<>+96(SB), Y7, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y7, Y1
-	VMULPS       Y1, Y1, Y7
-	VMOVUPS      constsAVX2<>+160(SB), Y9
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y9
-	VMOVUPS      constsAVX2<>+224(SB), Y10
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VMOVUPS      constsAVX2<>+288(SB), Y10
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y10
-	VFMADD213PS  Y10, Y7, Y9
-	VFMADD213PS  Y1, Y7, Y9
-	VFMADD213PS  Y8, Y8, Y9
-	VANDPS       Y6, Y9, Y9
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y6
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y7
+	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
+	VSUBPS       Y8, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y8
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VANDPS       Y6, Y8, Y8
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y1
-	VADDPS       Y1, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y1
-	VADDPS       Y1, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y1
-	VADDPS       Y1, Y9, Y9
+	VMOVUPS      Y8, (AX)(SI*1)
+	VPERM2F128   $0x01, Y8, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0x4e, Y8, Y1
+	VADDPS       Y1, Y8, Y8
+	VPERMILPS    $0xb1, Y8, Y1
+	VADDPS       Y1, Y8, Y8
 	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y4
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y4
-	VMULPS       Y4, Y4, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y4, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y1, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y1
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y1, Y6, Y6
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y9, Y7, Y1
+	VFMADD213PS  Y8, Y6, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
+	VMOVSS       X6, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row2_noalibi
@@ -38407,59 +37895,51 @@ scoresq8_rows4_row2_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
 	VSUBPS       Y4, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+992(SB), Y7
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y7
-	VSUBPS       constsAVX2<>+992(SB), Y7, Y6
-	VPSLLD       $0x17, Y7, Y7
-	VFNMADD231PS constsAVX2<>+96(SB), Y6, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y6, Y2
-	VMULPS       Y2, Y2, Y6
-	VMOVUPS      constsAVX2<>+160(SB), Y8
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y8
-	VMOVUPS      constsAVX2<>+224(SB), Y9
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VMOVUPS      constsAVX2<>+288(SB), Y9
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y9
-	VFMADD213PS  Y9, Y6, Y8
-	VFMADD213PS  Y2, Y6, Y8
-	VFMADD213PS  Y7, Y7, Y8
-	VANDPS       Y5, Y8, Y8
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y5
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y2
-	VADDPS       Y2, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y2
-	VADDPS       Y2, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y2
-	VADDPS       Y2, Y8, Y8
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y2
+	VADDPS       Y2, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y2
+	VADDPS       Y2, Y7, Y7
 	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y5
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y5
-	VSUBPS       constsAVX2<>+992(SB), Y5, Y4
-	VPSLLD       $0x17, Y5, Y5
-	VFNMADD231PS constsAVX2<>+96(SB), Y4, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y4, Y1
-	VMULPS       Y1, Y1, Y4
-	VMOVUPS      constsAVX2<>+160(SB), Y6
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y6
-	VMOVUPS      constsAVX2<>+224(SB), Y7
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VMOVUPS      constsAVX2<>+288(SB), Y7
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y7
-	VFMADD213PS  Y7, Y4, Y6
-	VFMADD213PS  Y1, Y4, Y6
-	VFMADD213PS  Y5, Y5, Y6
-	VANDPS       Y2, Y6, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y2, Y5, Y5
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
+	VFMADD213PS  Y7, Y5, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row3_noalibi
@@ -38497,59 +37977,51 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
 	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y3, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y3, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y3
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y3
-	VMULPS       Y3, Y3, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y3, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y3, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y3, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y4
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y3
-	VADDPS       Y3, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y3
-	VADDPS       Y3, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y3
-	VADDPS       Y3, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y3
+	VADDPS       Y3, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y3
+	VADDPS       Y3, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y3
+	VADDPS       Y3, Y6, Y6
 	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
-	VMULPS       Y1, Y1, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y1, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y2, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y2, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -38655,59 +38127,51 @@ scoresq8_rows1_row0_noalibi:
 	VMAXPS       Y1, Y2, Y1
 	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
 	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y0, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y0, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y0
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y0
-	VMULPS       Y0, Y0, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y0, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y0, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y0, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y0
-	VADDPS       Y0, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y0
-	VADDPS       Y0, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y0
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y0, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y7, Y5, Y0
+	VFMADD213PS  Y6, Y4, Y0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -38938,59 +38402,51 @@ q8row_softmax_noalibi:
 	VMAXPS       Y0, Y2, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
-	VMULPS       Y1, Y1, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y1, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y1, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 
 pv:
 	// int8: each row's weights times the V scales of each scale block.
@@ -41571,59 +41027,51 @@ q8row_softmax_noalibi:
 	VMAXPS       Y0, Y1, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y2
-	VMULPS       Y2, Y2, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y2, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y4
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y2
-	VADDPS       Y2, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y2
+	VADDPS       Y2, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y2
+	VADDPS       Y2, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y2
+	VADDPS       Y2, Y6, Y6
 	VSUBPS       Y3, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y2
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y1
-	VMULPS       Y1, Y1, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y1, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y2, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y2, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 
 	// int8: each row's weights times the V scales of each scale block.
 	MOVQ 192(SP), CX
@@ -43644,59 +43092,51 @@ q8row_softmax_noalibi:
 	VMAXPS       Y0, Y2, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
-	VMULPS       Y1, Y1, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y1, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y1, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 
 	// int8: each row's weights times the V scales of each scale block.
 	MOVQ 192(SP), CX
@@ -45717,59 +45157,51 @@ q8row_softmax_noalibi:
 	VMAXPS       Y0, Y2, Y0
 	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
 	VSUBPS       Y3, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y1, Y4
-	VMOVUPS      constsAVX2<>+992(SB), Y6
-	VFMADD231PS  constsAVX2<>+64(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+992(SB), Y6, Y5
-	VPSLLD       $0x17, Y6, Y6
-	VFNMADD231PS constsAVX2<>+96(SB), Y5, Y1
-	VFNMADD231PS constsAVX2<>+128(SB), Y5, Y1
-	VMULPS       Y1, Y1, Y5
-	VMOVUPS      constsAVX2<>+160(SB), Y7
-	VFMADD213PS  constsAVX2<>+192(SB), Y1, Y7
-	VMOVUPS      constsAVX2<>+224(SB), Y8
-	VFMADD213PS  constsAVX2<>+256(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VMOVUPS      constsAVX2<>+288(SB), Y8
-	VFMADD213PS  constsAVX2<>+320(SB), Y1, Y8
-	VFMADD213PS  Y8, Y5, Y7
-	VFMADD213PS  Y1, Y5, Y7
-	VFMADD213PS  Y6, Y6, Y7
-	VANDPS       Y4, Y7, Y7
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
 	MOVQ         CX, SI
 	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
 	VSUBPS       Y3, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+0(SB), Y2, Y1
-	VMOVUPS      constsAVX2<>+992(SB), Y4
-	VFMADD231PS  constsAVX2<>+64(SB), Y2, Y4
-	VSUBPS       constsAVX2<>+992(SB), Y4, Y3
-	VPSLLD       $0x17, Y4, Y4
-	VFNMADD231PS constsAVX2<>+96(SB), Y3, Y2
-	VFNMADD231PS constsAVX2<>+128(SB), Y3, Y2
-	VMULPS       Y2, Y2, Y3
-	VMOVUPS      constsAVX2<>+160(SB), Y5
-	VFMADD213PS  constsAVX2<>+192(SB), Y2, Y5
-	VMOVUPS      constsAVX2<>+224(SB), Y6
-	VFMADD213PS  constsAVX2<>+256(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VMOVUPS      constsAVX2<>+288(SB), Y6
-	VFMADD213PS  constsAVX2<>+320(SB), Y2, Y6
-	VFMADD213PS  Y6, Y3, Y5
-	VFMADD213PS  Y2, Y3, Y5
-	VFMADD213PS  Y4, Y4, Y5
-	VANDPS       Y1, Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
 	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
+	VFMADD213PS  Y6, Y4, Y1
 	VMOVSS       X1, (BX)(CX*4)
 	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
 
 	// int8: each row's weights times the V scales of each scale block.
 	MOVQ 192(SP), CX

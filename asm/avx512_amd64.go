@@ -150,7 +150,7 @@ func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, ro
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -166,7 +166,7 @@ func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk 
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -182,7 +182,7 @@ func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk i
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -198,7 +198,7 @@ func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk 
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -216,7 +216,7 @@ func DecodeI8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int,
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]               (dk = (kvec-1)*lanes + ktail)
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -237,7 +237,7 @@ func DecodeI4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int,
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //
@@ -261,7 +261,7 @@ func DecodeQ8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int,
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		if alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)
 //

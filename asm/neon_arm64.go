@@ -96,7 +96,7 @@ func PrefetchLinesNEON(p *float32, ld int, rows, n int)
 //	for each block of 4 keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
 //
@@ -112,7 +112,7 @@ func DecodeF32NEON(q *float32, rows, dk int, k *float32, ldk int, v *float32, ld
 //	for each block of 4 keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
 //
@@ -128,7 +128,7 @@ func DecodeF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv 
 //	for each block of 4 keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
 //
@@ -144,7 +144,7 @@ func DecodeBF16NEON(q *float32, rows, dk int, k *uint16, ldk int, v *uint16, ldv
 //	for each block of 4 keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
 //
@@ -163,7 +163,7 @@ func DecodeI8NEON(q *float32, rows, dk int, k *int8, ldk int, v *int8, ldv int, 
 //	for each block of 4 keys c, for r := 0; r < rows; r++ {
 //		sc = Σ_b fma(float32(D_b)·ks[c*ldks+b], qs[r*nb+b], sc), D_b = Σ_{d in block b} k[c*ldk+d]·q8[r*ldq8+d]
 //		mNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)
-//		p[c] = exp(sc - base);  alpha = exp(m[r] - base)
+//		p[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)
 //		l[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //		o[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]
 //

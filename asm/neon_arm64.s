@@ -3844,30 +3844,26 @@ rows4_dims:
 	WORD $0x6e2dd58c // faddp v12.4s, v12.4s, v13.4s
 	WORD $0x6e2fd5ce // faddp v14.4s, v14.4s, v15.4s
 	WORD $0x6e2ed59f // faddp v31.4s, v12.4s, v14.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows4_row0_noalibi
@@ -3908,60 +3904,50 @@ rows4_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -4010,60 +3996,50 @@ rows4_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -4112,60 +4088,50 @@ rows4_row2_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
 	WORD $0x6ebee608 // fcmgt v8.4s, v16.4s, v30.4s
-	WORD $0x4e30f7de // fmax v30.4s, v30.4s, v16.4s
-	WORD $0x6e31dfc5 // fmul v5.4s, v30.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbe // fmls v30.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbe // fmls v30.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfde // fmul v30.4s, v30.4s, v17.4s
+	WORD $0x4e32d7c5 // fadd v5.4s, v30.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7de // fsub v30.4s, v30.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V30.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V30.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V30.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V14.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V14.B16
 	WORD $0x6e3ed7c0 // faddp v0.4s, v30.4s, v30.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -4214,60 +4180,50 @@ rows4_row3_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
 	WORD $0x6ebfe608 // fcmgt v8.4s, v16.4s, v31.4s
-	WORD $0x4e30f7ff // fmax v31.4s, v31.4s, v16.4s
-	WORD $0x6e31dfe5 // fmul v5.4s, v31.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbf // fmls v31.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbf // fmls v31.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfff // fmul v31.4s, v31.4s, v17.4s
+	WORD $0x4e32d7e5 // fadd v5.4s, v31.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7ff // fsub v31.4s, v31.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V31.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V31.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V31.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V15.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V15.B16
 	WORD $0x6e3fd7e0 // faddp v0.4s, v31.4s, v31.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -4685,30 +4641,26 @@ rows2_dims:
 	WORD $0x6e25d484 // faddp v4.4s, v4.4s, v5.4s
 	WORD $0x6e27d4c6 // faddp v6.4s, v6.4s, v7.4s
 	WORD $0x6e26d49d // faddp v29.4s, v4.4s, v6.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows2_row0_noalibi
@@ -4749,60 +4701,50 @@ rows2_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -4851,60 +4793,50 @@ rows2_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -5176,30 +5108,26 @@ rows1_dims:
 	WORD $0x6e21d400 // faddp v0.4s, v0.4s, v1.4s
 	WORD $0x6e23d442 // faddp v2.4s, v2.4s, v3.4s
 	WORD $0x6e22d41c // faddp v28.4s, v0.4s, v2.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows1_row0_noalibi
@@ -5240,60 +5168,50 @@ rows1_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -5624,30 +5542,26 @@ rows4_dims:
 	WORD $0x6e2dd58c // faddp v12.4s, v12.4s, v13.4s
 	WORD $0x6e2fd5ce // faddp v14.4s, v14.4s, v15.4s
 	WORD $0x6e2ed59f // faddp v31.4s, v12.4s, v14.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows4_row0_noalibi
@@ -5688,60 +5602,50 @@ rows4_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -5790,60 +5694,50 @@ rows4_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -5892,60 +5786,50 @@ rows4_row2_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
 	WORD $0x6ebee608 // fcmgt v8.4s, v16.4s, v30.4s
-	WORD $0x4e30f7de // fmax v30.4s, v30.4s, v16.4s
-	WORD $0x6e31dfc5 // fmul v5.4s, v30.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbe // fmls v30.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbe // fmls v30.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfde // fmul v30.4s, v30.4s, v17.4s
+	WORD $0x4e32d7c5 // fadd v5.4s, v30.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7de // fsub v30.4s, v30.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V30.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V30.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V30.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V14.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V14.B16
 	WORD $0x6e3ed7c0 // faddp v0.4s, v30.4s, v30.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -5994,60 +5878,50 @@ rows4_row3_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
 	WORD $0x6ebfe608 // fcmgt v8.4s, v16.4s, v31.4s
-	WORD $0x4e30f7ff // fmax v31.4s, v31.4s, v16.4s
-	WORD $0x6e31dfe5 // fmul v5.4s, v31.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbf // fmls v31.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbf // fmls v31.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfff // fmul v31.4s, v31.4s, v17.4s
+	WORD $0x4e32d7e5 // fadd v5.4s, v31.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7ff // fsub v31.4s, v31.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V31.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V31.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V31.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V15.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V15.B16
 	WORD $0x6e3fd7e0 // faddp v0.4s, v31.4s, v31.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -6509,30 +6383,26 @@ rows2_dims:
 	WORD $0x6e25d484 // faddp v4.4s, v4.4s, v5.4s
 	WORD $0x6e27d4c6 // faddp v6.4s, v6.4s, v7.4s
 	WORD $0x6e26d49d // faddp v29.4s, v4.4s, v6.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows2_row0_noalibi
@@ -6573,60 +6443,50 @@ rows2_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -6675,60 +6535,50 @@ rows2_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -7044,30 +6894,26 @@ rows1_dims:
 	WORD $0x6e21d400 // faddp v0.4s, v0.4s, v1.4s
 	WORD $0x6e23d442 // faddp v2.4s, v2.4s, v3.4s
 	WORD $0x6e22d41c // faddp v28.4s, v0.4s, v2.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows1_row0_noalibi
@@ -7108,60 +6954,50 @@ rows1_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -7532,30 +7368,26 @@ rows4_dims:
 	WORD $0x6e2dd58c // faddp v12.4s, v12.4s, v13.4s
 	WORD $0x6e2fd5ce // faddp v14.4s, v14.4s, v15.4s
 	WORD $0x6e2ed59f // faddp v31.4s, v12.4s, v14.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows4_row0_noalibi
@@ -7596,60 +7428,50 @@ rows4_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -7698,60 +7520,50 @@ rows4_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -7800,60 +7612,50 @@ rows4_row2_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
 	WORD $0x6ebee608 // fcmgt v8.4s, v16.4s, v30.4s
-	WORD $0x4e30f7de // fmax v30.4s, v30.4s, v16.4s
-	WORD $0x6e31dfc5 // fmul v5.4s, v30.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbe // fmls v30.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbe // fmls v30.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfde // fmul v30.4s, v30.4s, v17.4s
+	WORD $0x4e32d7c5 // fadd v5.4s, v30.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7de // fsub v30.4s, v30.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V30.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V30.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V30.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V14.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V14.B16
 	WORD $0x6e3ed7c0 // faddp v0.4s, v30.4s, v30.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -7902,60 +7704,50 @@ rows4_row3_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
 	WORD $0x6ebfe608 // fcmgt v8.4s, v16.4s, v31.4s
-	WORD $0x4e30f7ff // fmax v31.4s, v31.4s, v16.4s
-	WORD $0x6e31dfe5 // fmul v5.4s, v31.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbf // fmls v31.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbf // fmls v31.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfff // fmul v31.4s, v31.4s, v17.4s
+	WORD $0x4e32d7e5 // fadd v5.4s, v31.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7ff // fsub v31.4s, v31.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V31.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V31.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V31.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V15.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V15.B16
 	WORD $0x6e3fd7e0 // faddp v0.4s, v31.4s, v31.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -8417,30 +8209,26 @@ rows2_dims:
 	WORD $0x6e25d484 // faddp v4.4s, v4.4s, v5.4s
 	WORD $0x6e27d4c6 // faddp v6.4s, v6.4s, v7.4s
 	WORD $0x6e26d49d // faddp v29.4s, v4.4s, v6.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows2_row0_noalibi
@@ -8481,60 +8269,50 @@ rows2_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -8583,60 +8361,50 @@ rows2_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -8952,30 +8720,26 @@ rows1_dims:
 	WORD $0x6e21d400 // faddp v0.4s, v0.4s, v1.4s
 	WORD $0x6e23d442 // faddp v2.4s, v2.4s, v3.4s
 	WORD $0x6e22d41c // faddp v28.4s, v0.4s, v2.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows1_row0_noalibi
@@ -9016,60 +8780,50 @@ rows1_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -9532,30 +9286,26 @@ rows4_dims:
 	WORD $0x6e2dd58c // faddp v12.4s, v12.4s, v13.4s
 	WORD $0x6e2fd5ce // faddp v14.4s, v14.4s, v15.4s
 	WORD $0x6e2ed59f // faddp v31.4s, v12.4s, v14.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows4_row0_noalibi
@@ -9596,60 +9346,50 @@ rows4_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -9698,60 +9438,50 @@ rows4_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -9800,60 +9530,50 @@ rows4_row2_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
 	WORD $0x6ebee608 // fcmgt v8.4s, v16.4s, v30.4s
-	WORD $0x4e30f7de // fmax v30.4s, v30.4s, v16.4s
-	WORD $0x6e31dfc5 // fmul v5.4s, v30.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbe // fmls v30.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbe // fmls v30.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfde // fmul v30.4s, v30.4s, v17.4s
+	WORD $0x4e32d7c5 // fadd v5.4s, v30.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7de // fsub v30.4s, v30.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V30.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V30.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V30.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V14.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V14.B16
 	WORD $0x6e3ed7c0 // faddp v0.4s, v30.4s, v30.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -9902,60 +9622,50 @@ rows4_row3_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
 	WORD $0x6ebfe608 // fcmgt v8.4s, v16.4s, v31.4s
-	WORD $0x4e30f7ff // fmax v31.4s, v31.4s, v16.4s
-	WORD $0x6e31dfe5 // fmul v5.4s, v31.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbf // fmls v31.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbf // fmls v31.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfff // fmul v31.4s, v31.4s, v17.4s
+	WORD $0x4e32d7e5 // fadd v5.4s, v31.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7ff // fsub v31.4s, v31.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V31.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V31.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V31.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V15.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V15.B16
 	WORD $0x6e3fd7e0 // faddp v0.4s, v31.4s, v31.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -10373,30 +10083,26 @@ rows2_dims:
 	WORD $0x6e25d484 // faddp v4.4s, v4.4s, v5.4s
 	WORD $0x6e27d4c6 // faddp v6.4s, v6.4s, v7.4s
 	WORD $0x6e26d49d // faddp v29.4s, v4.4s, v6.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows2_row0_noalibi
@@ -10437,60 +10143,50 @@ rows2_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -10539,60 +10235,50 @@ rows2_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -10864,30 +10550,26 @@ rows1_dims:
 	WORD $0x6e21d400 // faddp v0.4s, v0.4s, v1.4s
 	WORD $0x6e23d442 // faddp v2.4s, v2.4s, v3.4s
 	WORD $0x6e22d41c // faddp v28.4s, v0.4s, v2.4s
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows1_row0_noalibi
@@ -10928,60 +10610,50 @@ rows1_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -11438,30 +11110,26 @@ rows4_q8_scale:
 	VFMLA V25.S4, V3.S4, V31.S4
 	ADD $4, R25, R25
 	CBNZ R6, rows4_q8_block
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows4_row0_noalibi
@@ -11502,60 +11170,50 @@ rows4_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -11604,60 +11262,50 @@ rows4_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -11706,60 +11354,50 @@ rows4_row2_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7de // fsub v30.4s, v30.4s, v4.4s
 	WORD $0x6ebee608 // fcmgt v8.4s, v16.4s, v30.4s
-	WORD $0x4e30f7de // fmax v30.4s, v30.4s, v16.4s
-	WORD $0x6e31dfc5 // fmul v5.4s, v30.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbe // fmls v30.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbe // fmls v30.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfde // fmul v30.4s, v30.4s, v17.4s
+	WORD $0x4e32d7c5 // fadd v5.4s, v30.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7de // fsub v30.4s, v30.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V30.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V30.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V30.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V30.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V30.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V14.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V14.B16
 	WORD $0x6e3ed7c0 // faddp v0.4s, v30.4s, v30.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -11808,60 +11446,50 @@ rows4_row3_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7ff // fsub v31.4s, v31.4s, v4.4s
 	WORD $0x6ebfe608 // fcmgt v8.4s, v16.4s, v31.4s
-	WORD $0x4e30f7ff // fmax v31.4s, v31.4s, v16.4s
-	WORD $0x6e31dfe5 // fmul v5.4s, v31.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbf // fmls v31.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbf // fmls v31.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfff // fmul v31.4s, v31.4s, v17.4s
+	WORD $0x4e32d7e5 // fadd v5.4s, v31.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7ff // fsub v31.4s, v31.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V31.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V31.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V31.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V31.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V31.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V15.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V15.B16
 	WORD $0x6e3fd7e0 // faddp v0.4s, v31.4s, v31.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -12342,30 +11970,26 @@ rows2_q8_scale:
 	VFMLA V25.S4, V1.S4, V29.S4
 	ADD $4, R25, R25
 	CBNZ R6, rows2_q8_block
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows2_row0_noalibi
@@ -12406,60 +12030,50 @@ rows2_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -12508,60 +12122,50 @@ rows2_row1_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d7bd // fsub v29.4s, v29.4s, v4.4s
 	WORD $0x6ebde608 // fcmgt v8.4s, v16.4s, v29.4s
-	WORD $0x4e30f7bd // fmax v29.4s, v29.4s, v16.4s
-	WORD $0x6e31dfa5 // fmul v5.4s, v29.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbd // fmls v29.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbd // fmls v29.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dfbd // fmul v29.4s, v29.4s, v17.4s
+	WORD $0x4e32d7a5 // fadd v5.4s, v29.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d7bd // fsub v29.4s, v29.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V29.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V29.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V29.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V29.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V29.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V13.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V13.B16
 	WORD $0x6e3dd7a0 // faddp v0.4s, v29.4s, v29.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22
@@ -12893,30 +12497,26 @@ rows1_q8_scale:
 	VFMLA V25.S4, V0.S4, V28.S4
 	ADD $4, R25, R25
 	CBNZ R6, rows1_q8_block
-	MOVD $constsNEON<>+0(SB), R24
+	MOVD $constsNEON<>+48(SB), R24
 	VLD1R (R24), [V16.S4]
 	MOVD $constsNEON<>+8(SB), R24
 	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
+	MOVD $constsNEON<>+52(SB), R24
 	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
+	MOVD $constsNEON<>+56(SB), R24
 	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
+	MOVD $constsNEON<>+60(SB), R24
 	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
+	MOVD $constsNEON<>+64(SB), R24
 	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
+	MOVD $constsNEON<>+68(SB), R24
 	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
+	MOVD $constsNEON<>+72(SB), R24
 	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
+	MOVD $constsNEON<>+76(SB), R24
 	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
 	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
+	VLD1R (R24), [V25.S4]
 	ADD $0, R16, R23
 	LSL $2, R23, R23
 	CBZ R14, rows1_row0_noalibi
@@ -12957,60 +12557,50 @@ rows1_row0_noskip:
 	WORD $0x4e23f444 // fmax v4.4s, v2.4s, v3.4s
 	WORD $0x4ea4d79c // fsub v28.4s, v28.4s, v4.4s
 	WORD $0x6ebce608 // fcmgt v8.4s, v16.4s, v28.4s
-	WORD $0x4e30f79c // fmax v28.4s, v28.4s, v16.4s
-	WORD $0x6e31df85 // fmul v5.4s, v28.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2ccbc // fmls v28.4s, v5.4s, v18.4s
-	WORD $0x4eb3ccbc // fmls v28.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31df9c // fmul v28.4s, v28.4s, v17.4s
+	WORD $0x4e32d785 // fadd v5.4s, v28.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d79c // fsub v28.4s, v28.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V28.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V28.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V28.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V28.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V28.B16
 	WORD $0x4ea4d421 // fsub v1.4s, v1.4s, v4.4s
 	WORD $0x6ea1e608 // fcmgt v8.4s, v16.4s, v1.4s
-	WORD $0x4e30f421 // fmax v1.4s, v1.4s, v16.4s
-	WORD $0x6e31dc25 // fmul v5.4s, v1.4s, v17.4s
-	WORD $0x4e2188a5 // frintn v5.4s, v5.4s
-	WORD $0x4eb2cca1 // fmls v1.4s, v5.4s, v18.4s
-	WORD $0x4eb3cca1 // fmls v1.4s, v5.4s, v19.4s
-	VORR V20.B16, V20.B16, V6.B16
-	VORR V21.B16, V21.B16, V7.B16
+	WORD $0x6e31dc21 // fmul v1.4s, v1.4s, v17.4s
+	WORD $0x4e32d425 // fadd v5.4s, v1.4s, v18.4s
+	WORD $0x4eb2d4a7 // fsub v7.4s, v5.4s, v18.4s
+	WORD $0x4ea7d421 // fsub v1.4s, v1.4s, v7.4s
+	VORR V19.B16, V19.B16, V6.B16
+	VORR V20.B16, V20.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V22.B16, V22.B16, V6.B16
+	VORR V21.B16, V21.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V23.B16, V23.B16, V7.B16
+	VORR V22.B16, V22.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V24.B16, V24.B16, V6.B16
+	VORR V23.B16, V23.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V25.B16, V25.B16, V7.B16
+	VORR V24.B16, V24.B16, V7.B16
 	VFMLA V1.S4, V6.S4, V7.S4
-	VORR V26.B16, V26.B16, V6.B16
+	VORR V25.B16, V25.B16, V6.B16
 	VFMLA V1.S4, V7.S4, V6.S4
-	VORR V26.B16, V26.B16, V7.B16
-	VFMLA V1.S4, V6.S4, V7.S4
-	WORD $0x4ea1b8a5 // fcvtzs v5.4s, v5.4s
 	VSHL $23, V5.S4, V5.S4
-	VADD V27.S4, V5.S4, V5.S4
-	WORD $0x6e25dce7 // fmul v7.4s, v7.4s, v5.4s
-	WORD $0x4e681ce7 // bic v7.16b, v7.16b, v8.16b
-	VORR V7.B16, V7.B16, V12.B16
+	VADD V5.S4, V6.S4, V6.S4
+	WORD $0x4e681cc6 // bic v6.16b, v6.16b, v8.16b
+	VORR V6.B16, V6.B16, V12.B16
 	WORD $0x6e3cd780 // faddp v0.4s, v28.4s, v28.4s
 	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
 	ADD R23, R13, R22

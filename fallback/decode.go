@@ -19,7 +19,7 @@ func DecodeScratch(dk, dv int) int { return DecodeKeys + dk + dv }
 //
 //	s[c]  = q_r · k_c  (+ alibi[r]·(alibi[rows+r] + c0 + c), if alibi != nil)
 //	mNew, base = stepMax(m[r], max_c s[c])   (Softmax's rule)
-//	p[c]  = exp(s[c] - base);       alpha = exp(m[r] - base)
+//	p[c]  = WeightExp32(s[c] - base); alpha = WeightExp32(m[r] - base)
 //	l[r]  = l[r]·alpha + Σ_c p[c];  m[r] = mNew
 //	o[r][:] = alpha·o[r][:] + Σ_c p[c]·v_c[:dv]
 //
@@ -50,10 +50,10 @@ func Decode(q []float32, rows, dk int, k, v KVRows, nk, dv int, o, m, l, buf, al
 			mNew, base := stepMax(m[r], blockMax)
 			sum := float32(0)
 			for c := 0; c < n; c++ {
-				p[c] = Exp32(p[c] - base)
+				p[c] = WeightExp32(p[c] - base)
 				sum += p[c]
 			}
-			alpha := Exp32(m[r] - base)
+			alpha := WeightExp32(m[r] - base)
 			l[r] = l[r]*alpha + sum
 			m[r] = mNew
 			or := o[r*dv : (r+1)*dv]

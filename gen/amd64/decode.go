@@ -236,7 +236,7 @@ func (g *gen) decode(e elem, form q8Form) {
 		score,
 		"\t\tif alibi != nil: sc += alibi[r]·(alibi[rows+r] + c)   (slope, distance to key 0)",
 		"\t\tmNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)",
-		"\t\tp[c] = exp(sc - base);  alpha = exp(m[r] - base)",
+		"\t\tp[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)",
 		"\t\tl[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew",
 		"\t\to[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]   (dv = (vvec-1)*lanes + vtail)",
 		"",
@@ -1241,14 +1241,14 @@ func (g *gen) decodeSoftmax(lc decodeLocals, sp reg.GPVirtual, sv reg.VecVirtual
 	g.VMAXPS(mx, mo, mn)
 	g.VMAXPS(g.cst("negMax"), mn, base)
 	g.VSUBPS(base, sv, sv)
-	p := g.exp(sv, false)
+	p := g.weightExps([]reg.VecVirtual{sv})[0]
 	pr := g.GP64()
 	g.MOVQ(r, pr)
 	g.SHLQ(operand.U8(g.lanesLog()+2), pr)
 	g.VMOVUPS(p, operand.Mem{Base: sp, Index: pr, Scale: 1})
 	g.butterfly(p, g.VADDPS)
 	g.VSUBPS(base, mo, mo)
-	alpha := g.exp(mo, false)
+	alpha := g.weightExps([]reg.VecVirtual{mo})[0]
 	lv := g.vec()
 	g.VBROADCASTSS(lAt, lv)
 	g.VFMADD213PS(p, alpha, lv) // l·alpha + Σp

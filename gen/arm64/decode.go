@@ -122,7 +122,7 @@ func (g *gen) decode(e neonElem, q8 bool) {
 		"\tfor each block of 4 keys c, for r := 0; r < rows; r++ {",
 		"\t\tsc = Σ_d k[c*ldk+d]·q[r*dk+d]   (+ alibi[r]·(alibi[rows+r] + c) if alibi != nil)",
 		"\t\tmNew = max(m[r], max_c sc);  base = max(mNew, -MaxFloat32)",
-		"\t\tp[c] = exp(sc - base);  alpha = exp(m[r] - base)",
+		"\t\tp[c] = fallback.WeightExp32(sc - base);  alpha = fallback.WeightExp32(m[r] - base)",
 		"\t\tl[r] = l[r]·alpha + Σ_c p[c];  m[r] = mNew",
 		"\t\to[r*dv+j] = alpha·o[r*dv+j] + Σ_c p[c]·v[c*ldv+j]",
 		"",
@@ -226,7 +226,7 @@ func (g *gen) decode(e neonElem, q8 bool) {
 		} else {
 			g.decodeScores(body, R)
 		}
-		g.loadExpConsts()
+		g.loadWeightExpConsts()
 		for r := 0; r < R; r++ {
 			g.decodeSoftmax(R, r)
 		}
@@ -460,11 +460,11 @@ func (g *gen) decodeSoftmax(R, r int) {
 	g.Emit(EncFMAX(2, 1, 0))
 	g.loadConst("negMax", 3)
 	g.Emit(EncFMAX(4, 2, 3))
-	// The weights, and alpha = exp(m - base).
+	// The weights, and alpha = exp(m - base) (the weights' exp).
 	g.Emit(EncFSUB(s, s, 4))
-	g.VMOV(s, g.exp(s, 5, 6, 7, 8, 0, false))
+	g.VMOV(s, g.weightExp(s, 5, 6, 7, 8))
 	g.Emit(EncFSUB(1, 1, 4))
-	g.VMOV(dvAlpha+V(r), g.exp(1, 5, 6, 7, 8, 0, false))
+	g.VMOV(dvAlpha+V(r), g.weightExp(1, 5, 6, 7, 8))
 	// l = l·alpha + Σ p; m = mNew.
 	g.Emit(EncFADDP(0, s, s))
 	g.Emit(EncFADDP(0, 0, 0))
