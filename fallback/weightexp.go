@@ -2,8 +2,9 @@ package fallback
 
 import "math"
 
-// The exp of the softmax's weights, e^d for d = x - base <= 0 (Softmax's
-// weights and alpha, in every set's Softmax kernel), cheaper than Exp32:
+// The exp of the softmax's weights, e^d for d = x - base <= 0 (the
+// weights and alpha of every set's Softmax and fused Decode kernels),
+// cheaper than Exp32:
 //
 //	y = d·log2(e)                  one rounding
 //	n = round(y), r = y - n        nearest even; r in [-1/2, 1/2], exact
@@ -15,16 +16,18 @@ import "math"
 // six FMAs and two integer operations: on cores whose multiplies share
 // two pipes with the QK and PV products (Zen 4) it gives those pipes 7
 // operations where Exp32 gives them 10 and a rounding and a scaling
-// instruction. Its error beside e^d: the
-// polynomial's 1.4·10⁻⁸ (float32 coefficients), the last FMA's rounding,
-// and the rounding of y and of log2(e) in float32, a relative error of up
-// to |y|·2⁻²³·ln2 in the result: about 1 ulp where the weight is within a
-// factor 2 of the row's largest (|y| <= 1), up to 30 ulp on weights 2⁻²⁴
-// of it, whose share of the row's sum is below float32's resolution. The
-// tests allow 2 ulp plus that term. Below WeightExpMin the result is
-// exactly 0 (it would be below 2⁻¹²⁵: such a weight adds nothing a
-// float32 sum of the row's weights, the largest of which is 1, could
-// hold), so exp(-Inf) = 0; NaN stays NaN. Inputs above 0 are not taken (Softmax subtracts the maximum).
+// instruction.
+//
+// Its error beside e^d: the polynomial's 1.4·10⁻⁸ (float32
+// coefficients), the last FMA's rounding, and the rounding of y and of
+// log2(e) in float32, a relative error of up to |y|·2⁻²³·ln2 in the
+// result: about 1 ulp where the weight is within a factor 2 of the row's
+// largest (|y| <= 1), up to 30 ulp on weights 2⁻²⁴ of it, whose share of
+// the row's sum is below float32's resolution. The tests allow 2 ulp plus
+// that term. Below WeightExpMin the result is exactly 0 (it would be below
+// 2⁻¹²⁵: such a weight adds nothing a float32 sum of the row's weights,
+// the largest of which is 1, could hold), so exp(-Inf) = 0; NaN stays
+// NaN. Inputs above 0 are not taken (the kernels subtract the maximum).
 const (
 	// WeightExpMin is 125·ln(1/2): below it WeightExp32 returns 0, so
 	// 2^n·2^r stays a normal float32.
