@@ -1913,30 +1913,6 @@ TEXT ·SoftmaxNEON(SB), NOSPLIT, $0-60
 	MOVD nk+40(FP), R5
 	MOVD nv+48(FP), R8
 	LSL $2, R1, R1
-	MOVD $constsNEON<>+0(SB), R24
-	VLD1R (R24), [V16.S4]
-	MOVD $constsNEON<>+8(SB), R24
-	VLD1R (R24), [V17.S4]
-	MOVD $constsNEON<>+12(SB), R24
-	VLD1R (R24), [V18.S4]
-	MOVD $constsNEON<>+16(SB), R24
-	VLD1R (R24), [V19.S4]
-	MOVD $constsNEON<>+20(SB), R24
-	VLD1R (R24), [V20.S4]
-	MOVD $constsNEON<>+24(SB), R24
-	VLD1R (R24), [V21.S4]
-	MOVD $constsNEON<>+28(SB), R24
-	VLD1R (R24), [V22.S4]
-	MOVD $constsNEON<>+32(SB), R24
-	VLD1R (R24), [V23.S4]
-	MOVD $constsNEON<>+36(SB), R24
-	VLD1R (R24), [V24.S4]
-	MOVD $constsNEON<>+40(SB), R24
-	VLD1R (R24), [V25.S4]
-	MOVD $constsNEON<>+44(SB), R24
-	VLD1R (R24), [V26.S4]
-	MOVD $constsNEON<>+112(SB), R24
-	VLD1R (R24), [V27.S4]
 	CMP $4, R8
 	BEQ softmax_vecs4
 	CMP $3, R8
@@ -1965,6 +1941,30 @@ softmax_vecs4_max:
 	BNE softmax_vecs4_max
 	B softmax_vecs4_weights
 softmax_vecs4_capped:
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+112(SB), R24
+	VLD1R (R24), [V27.S4]
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -2477,6 +2477,30 @@ softmax_vecs3_max:
 	BNE softmax_vecs3_max
 	B softmax_vecs3_weights
 softmax_vecs3_capped:
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+112(SB), R24
+	VLD1R (R24), [V27.S4]
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -2876,6 +2900,30 @@ softmax_vecs2_max:
 	BNE softmax_vecs2_max
 	B softmax_vecs2_weights
 softmax_vecs2_capped:
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+112(SB), R24
+	VLD1R (R24), [V27.S4]
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16
@@ -3162,6 +3210,30 @@ softmax_vecs1_max:
 	BNE softmax_vecs1_max
 	B softmax_vecs1_weights
 softmax_vecs1_capped:
+	MOVD $constsNEON<>+0(SB), R24
+	VLD1R (R24), [V16.S4]
+	MOVD $constsNEON<>+8(SB), R24
+	VLD1R (R24), [V17.S4]
+	MOVD $constsNEON<>+12(SB), R24
+	VLD1R (R24), [V18.S4]
+	MOVD $constsNEON<>+16(SB), R24
+	VLD1R (R24), [V19.S4]
+	MOVD $constsNEON<>+20(SB), R24
+	VLD1R (R24), [V20.S4]
+	MOVD $constsNEON<>+24(SB), R24
+	VLD1R (R24), [V21.S4]
+	MOVD $constsNEON<>+28(SB), R24
+	VLD1R (R24), [V22.S4]
+	MOVD $constsNEON<>+32(SB), R24
+	VLD1R (R24), [V23.S4]
+	MOVD $constsNEON<>+36(SB), R24
+	VLD1R (R24), [V24.S4]
+	MOVD $constsNEON<>+40(SB), R24
+	VLD1R (R24), [V25.S4]
+	MOVD $constsNEON<>+44(SB), R24
+	VLD1R (R24), [V26.S4]
+	MOVD $constsNEON<>+112(SB), R24
+	VLD1R (R24), [V27.S4]
 	VDUP V30.S[0], V30.S4
 	WORD $0x6e3eff5f // fdiv v31.4s, v26.4s, v30.4s
 	VEOR V6.B16, V6.B16, V6.B16

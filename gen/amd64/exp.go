@@ -147,9 +147,6 @@ func (g *gen) exps(ys []reg.VecVirtual, clampHigh bool) []reg.VecVirtual {
 	return p
 }
 
-// expConsts are the constants of exp's inner steps.
-var expConsts = []string{"expMin", "log2e", "ln2hi", "ln2lo", "p0", "p1", "p2", "p3", "p4", "p5", "one"}
-
 // k returns a constant as an operand: its register while held, else its
 // memory vector.
 func (g *gen) k(name string) operand.Op {

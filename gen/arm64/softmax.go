@@ -1,7 +1,8 @@
 // SoftmaxNEON: one online-softmax step over a transposed score tile, up
 // to 4 vectors of rows per call, each key's row of vectors loaded at once:
 // the running max in V0..V3, the bases in V4..V7, the sums in V8..V11,
-// exp's constants in V16..V27; and the softcap (tanh) it inlines.
+// exp's constants in V16..V27 for the softcap, the weights' exp's in
+// V16..V25 after it; and the softcap (tanh) it inlines.
 
 package main
 
@@ -39,7 +40,8 @@ func (g *gen) keyLoop(l string, body func()) {
 
 // softmax emits SoftmaxNEON. Vector registers: V0..V3 the running max,
 // V4..V7 the base, V8..V11 the sums, V12..V15 and V29 temporaries,
-// V16..V27 the exp constants, V28, V30, V31 more constants.
+// V16..V27 the exp constants (loaded for the softcap's pass only), then
+// V16..V25 the weights' exp constants, V28, V30, V31 more constants.
 func (g *gen) softmax() {
 	g.Func("SoftmaxNEON", "(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)", 60,
 		"SoftmaxNEON is",
@@ -54,7 +56,6 @@ func (g *gen) softmax() {
 	)
 	g.loadArgs(arg{"s", sS}, arg{"lds", sLds}, arg{"m", sM}, arg{"l", sL}, arg{"alpha", sAlpha}, arg{"nk", sNK}, arg{"nv", rNV})
 	g.toBytes(sLds)
-	g.loadExpConsts()
 	g.panels("softmax", func(nv int) {
 		g.softmaxPanel(nv)
 		g.Inst("RET")
@@ -85,6 +86,7 @@ func (g *gen) softmaxPanel(nv int) {
 	// (1-e)/(1+e), e = exp(-2a); blended by V11 = a < tanhSmall (V8), then
 	// y's sign. V30 = c, V31 = 1/c, V6 = sign mask (-0.0), V7 = -Inf.
 	g.Label(l + "capped")
+	g.loadExpConsts() // tanh's exp form (the weights' pass loads its own)
 	g.Inst("VDUP %s, %s", V(30).S(0), V(30).S4())
 	g.Emit(EncFDIV(31, cOne, 30))
 	g.zero(6)
