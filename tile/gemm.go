@@ -8,30 +8,56 @@ import (
 // Projection GEMM blocking. B (a weight matrix, constant for a layer) is
 // packed once into panels of cols columns (PanelCols: the kernel set's
 // register panel), each K×cols contiguous, so a kernel call streams its
-// panel linearly whatever N is. An item computes a gemmRows×gemmCols block
-// of C, walking K in steps of gemmDepth(cols): the A rows it broadcasts
-// (gemmRows·depth floats, read in place) stay in L2 and the B panel block
-// (depth·cols floats) in L1 or L2 while the kernel sweeps it once per
-// 6-row group. gemmRows is a multiple of the kernels' 6-row tile, gemmCols
-// of every panel width.
+// panel linearly whatever N is. An item computes a rowBlock()×gemmCols
+// block of C, walking K in steps of gemmDepth(cols): the A rows it
+// broadcasts (rows·depth floats, read in place) stay in L2 and the B
+// panel block (depth·cols floats) in L1 or L2 while the kernel sweeps it
+// once per 6-row group. Row blocks are multiples of the kernels' 6-row
+// tile, gemmCols a multiple of every panel width.
 const (
-	gemmRows = 72
-	gemmCols = 256
-	// gemmRowsTiles is gemmRows on AMX tiles (Gemm.tiles): two 32-row
-	// tile blocks, so no item leaves rows to the bfloat16 instruction,
-	// which runs at half the FMA rate on the Xeons that have tiles.
+	gemmCols = 128
+	// gemmABlock is the most floats of A an item's depth step reads (288
+	// KiB: 288 rows at AVX-512's depth of 256, 144 at AVX2's 512), and
+	// gemmRowsMin the fewest rows a row block is cut to while M has them.
+	// Every item streams its columns of B over the whole of K from memory,
+	// so each row block of C reads all of B once: 72-row blocks read the
+	// 64 MiB of a 4096×4096 float32 matrix 7 times for M = 512, 288-row
+	// ones twice, which took the GEMM row from 94–103 to 104–107 GFLOP/s
+	// and the layer forward (dm 4096, L 512) from 95–102 to 104–106 (Zen
+	// 4, one thread, three alternated runs; 128-column blocks measured
+	// level with 256 there and keep the items as many).
+	gemmABlock  = 288 * 256
+	gemmRowsMin = 72
+	// gemmItems is how many items the row blocks are cut for at least
+	// (down to gemmRowsMin rows), so that a small layer's projection still
+	// spreads over the workers.
+	gemmItems = 16
+	// gemmRowsTiles is the row block on AMX tiles (Gemm.tiles): two
+	// 32-row tile blocks, so no item leaves rows to the bfloat16
+	// instruction, which runs at half the FMA rate on the Xeons that have
+	// tiles.
 	gemmRowsTiles = 64
 )
 
 // rowBlock returns the rows of C one item computes: gemmRowsTiles where B
 // is paired for tiles (Packed.AddPairs, done only for a set with them) in
-// the bfloat16 mode, else gemmRows.
+// the bfloat16 mode; else M cut into equal blocks (a multiple of 6 rows)
+// of at most gemmABlock/depth rows, more of them, down to gemmRowsMin
+// rows, if there would be fewer than gemmItems items. It depends on the
+// shapes only: every element of C takes the same sums in the same order
+// whatever the block, so the bits do not depend on it either.
 func (g *Gemm) rowBlock() int {
 	if g.BF16 && g.B.Pairs != nil {
 		return gemmRowsTiles
 	}
-	return gemmRows
+	m := max(g.M, 1)
+	most := max(gemmRowsMin, gemmABlock/gemmDepth(max(g.B.Ld, 1))/6*6)
+	blocks := max(ceilDiv(m, most), min(ceilDiv(m, gemmRowsMin), ceilDiv(gemmItems, max(g.colBlocks(), 1))))
+	return ceilDiv(ceilDiv(m, blocks), 6) * 6
 }
+
+// ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // PanelCols returns the width of the panels PackB packs B into for kernel
 // set ks: its register panel (16 columns on AVX2 and NEON, 64 on AVX-512;
@@ -107,7 +133,7 @@ func (g *Gemm) dots(ks *kernels.Set) bool {
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.
-func (g *Gemm) colBlocks() int { return (g.B.N + gemmCols - 1) / gemmCols }
+func (g *Gemm) colBlocks() int { return ceilDiv(g.B.N, gemmCols) }
 
 // Items returns the number of work items: the rowBlock()×gemmCols blocks of C.
 func (g *Gemm) Items() int {

@@ -18,6 +18,7 @@ func TestGemm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	shapes := []struct{ m, n, k int }{
 		{1, 1, 1}, {5, 17, 3}, {72, 256, 256}, {73, 257, 257}, {13, 70, 513}, {150, 300, 1100}, {7, 16, 1030},
+		{600, 2100, 70}, // row blocks of 200 (tile.Gemm.rowBlock)
 	}
 	for _, ks := range kernels.Available() {
 		t.Run(ks.Name, func(t *testing.T) {
@@ -122,7 +123,8 @@ func TestGemmWeights(t *testing.T) {
 						}
 						for i := 0; i < s.m; i++ {
 							row := got[i*s.n : (i+1)*s.n]
-							if typ >= fallback.KVInt8 && min(gemmRows, s.m-i/gemmRows*gemmRows) <= gemvRows {
+							rows := (&Gemm{M: s.m, B: w}).rowBlock()
+							if typ >= fallback.KVInt8 && min(rows, s.m-i/rows*rows) <= gemvRows {
 								// An item of a few rows runs GemvI8 or
 								// GemvI4, which scale block sums (and
 								// take int4's zero points off through the

@@ -225,19 +225,21 @@ func TestNewSplit(t *testing.T) {
 // TestGemmItems checks that a Gemm's items tile C exactly, whatever its
 // shape, and that Items is the same however often it is asked.
 func TestGemmItems(t *testing.T) {
-	for _, mn := range [][2]int{{1, 1}, {72, 256}, {73, 257}, {500, 100}, {7, 1000}} {
+	for _, mn := range [][2]int{{1, 1}, {72, 256}, {73, 257}, {500, 100}, {7, 1000}, {512, 4096}, {2049, 512}, {300, 1}} {
 		g := Gemm{M: mn[0], B: Packed{N: mn[1]}}
+		g.B.Ld = 64
 		n := g.Items()
 		if n != g.Items() {
 			t.Fatalf("%v: Items changed between calls", mn)
 		}
 		covered := 0
 		for i := 0; i < n; i++ {
-			m0, n0 := i/g.colBlocks()*gemmRows, i%g.colBlocks()*gemmCols
+			rows := g.rowBlock()
+			m0, n0 := i/g.colBlocks()*rows, i%g.colBlocks()*gemmCols
 			if m0 >= g.M || n0 >= g.B.N {
 				t.Fatalf("%v: item %d starts at (%d, %d), outside C", mn, i, m0, n0)
 			}
-			covered += min(gemmRows, g.M-m0) * min(gemmCols, g.B.N-n0)
+			covered += min(rows, g.M-m0) * min(gemmCols, g.B.N-n0)
 		}
 		if covered != g.M*g.B.N {
 			t.Errorf("%v: the items cover %d elements of %d", mn, covered, g.M*g.B.N)
