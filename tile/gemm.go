@@ -21,11 +21,11 @@ const (
 	// gemmRowsMin the fewest rows a row block is cut to while M has them.
 	// Every item streams its columns of B over the whole of K from memory,
 	// so each row block of C reads all of B once: 72-row blocks read the
-	// 64 MiB of a 4096×4096 float32 matrix 7 times for M = 512, 288-row
-	// ones twice, which took the GEMM row from 94–103 to 104–107 GFLOP/s
-	// and the layer forward (dm 4096, L 512) from 95–102 to 104–106 (Zen
-	// 4, one thread, three alternated runs; 128-column blocks measured
-	// level with 256 there and keep the items as many).
+	// 64 MiB of a 4096×4096 float32 matrix 7 times for M = 512, 258-row
+	// ones twice, which took the bench's GEMM row from 95–102 to 105–109
+	// GFLOP/s and the layer forward (dm 4096, L 512) from 96–103 to
+	// 103–106 (Zen 4, one thread, three alternated runs; 128-column
+	// blocks measured level with 256 there and keep the items as many).
 	gemmABlock  = 288 * 256
 	gemmRowsMin = 72
 	// gemmItems is how many items the row blocks are cut for at least
@@ -44,8 +44,12 @@ const (
 // the bfloat16 mode; else M cut into equal blocks (a multiple of 6 rows)
 // of at most gemmABlock/depth rows, more of them, down to gemmRowsMin
 // rows, if there would be fewer than gemmItems items. It depends on the
-// shapes only: every element of C takes the same sums in the same order
-// whatever the block, so the bits do not depend on it either.
+// shapes only, never on the thread count. Float32 and 16-bit weights give
+// the same bits whatever the block (each element's sums keep their
+// order); int8 and int4 weights run the GEMV kernels in a block of at
+// most gemvRows rows, which equal blocks of at least gemmRowsMin rows
+// leave only to an M that small (fixed 72-row blocks left M = 73–78 such
+// a tail).
 func (g *Gemm) rowBlock() int {
 	if g.BF16 && g.B.Pairs != nil {
 		return gemmRowsTiles
