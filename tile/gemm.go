@@ -8,12 +8,12 @@ import (
 // Projection GEMM blocking. B (a weight matrix, constant for a layer) is
 // packed once into panels of cols columns (PanelCols: the kernel set's
 // register panel), each K×cols contiguous, so a kernel call streams its
-// panel linearly whatever N is. An item computes a rowBlock()×gemmCols
-// block of C, walking K in steps of gemmDepth(cols): the A rows it
-// broadcasts (rows·depth floats, read in place) stay in L2 and the B
-// panel block (depth·cols floats) in L1 or L2 while the kernel sweeps it
-// once per 6-row group. Row blocks are multiples of the kernels' 6-row
-// tile, gemmCols a multiple of every panel width.
+// panel linearly whatever N is. An item computes a block of C of up to
+// gemmCols columns (a multiple of every panel width) and a row block
+// (rowSpan: whole 6-row tiles of the kernels, but M's last), walking K in
+// steps of gemmDepth(cols): the A rows it broadcasts (rows·depth floats,
+// read in place) stay in L2 and the B panel block (depth·cols floats) in
+// L1 or L2 while the kernel sweeps it once per 6-row group.
 const (
 	gemmCols = 128
 	// gemmABlock is the most floats of A an item's depth step reads (288
@@ -39,25 +39,36 @@ const (
 	gemmRowsTiles = 64
 )
 
-// rowBlock returns the rows of C one item computes: gemmRowsTiles where B
-// is paired for tiles (Packed.AddPairs, done only for a set with them) in
-// the bfloat16 mode; else M cut into equal blocks (a multiple of 6 rows)
-// of at most gemmABlock/depth rows, more of them, down to gemmRowsMin
-// rows, if there would be fewer than gemmItems items. It depends on the
-// shapes only, never on the thread count. Float32 and 16-bit weights give
-// the same bits whatever the block (each element's sums keep their
-// order); int8 and int4 weights run the GEMV kernels in a block of at
-// most gemvRows rows, which equal blocks of at least gemmRowsMin rows
-// leave only to an M that small (fixed 72-row blocks left M = 73–78 such
-// a tail).
-func (g *Gemm) rowBlock() int {
-	if g.BF16 && g.B.Pairs != nil {
-		return gemmRowsTiles
-	}
+// rowBlocks returns how an item's rows are cut from C's: into blocks
+// runs of whole units of unit rows, as equal as whole units allow
+// (rowSpan). On AMX tiles (B paired by Packed.AddPairs, done only for a
+// set with them, in the bfloat16 mode) a unit is gemmRowsTiles rows and a
+// block one unit; else a unit is the kernels' 6-row tile and the blocks
+// are as few as keep each within gemmABlock/depth rows, more of them,
+// down to gemmRowsMin rows, if there would be fewer than gemmItems items.
+// It depends on the shapes only, never on the thread count. Float32 and
+// 16-bit weights give the same bits whatever the blocks (each element's
+// sums keep their order); int8 and int4 weights run the GEMV kernels in a
+// block of at most gemvRows rows, which blocks of whole units, at least
+// gemmRowsMin rows on average, leave only to an M that small (fixed
+// 72-row blocks also left one to M = 73–78, 145–150, …).
+func (g *Gemm) rowBlocks() (blocks, unit int) {
 	m := max(g.M, 1)
+	if g.BF16 && g.B.Pairs != nil {
+		return ceilDiv(m, gemmRowsTiles), gemmRowsTiles
+	}
 	most := max(gemmRowsMin, gemmABlock/gemmDepth(max(g.B.Ld, 1))/6*6)
-	blocks := max(ceilDiv(m, most), min(ceilDiv(m, gemmRowsMin), ceilDiv(gemmItems, max(g.colBlocks(), 1))))
-	return ceilDiv(ceilDiv(m, blocks), 6) * 6
+	return max(ceilDiv(m, most), min(ceilDiv(m, gemmRowsMin), ceilDiv(gemmItems, max(g.colBlocks(), 1)))), 6
+}
+
+// rowSpan returns the first row of C and the rows of row block i: the
+// blocks take ⌊units/blocks⌋ or ⌈units/blocks⌉ of the ⌈M/unit⌉ units
+// each, the last unit cut at M.
+func (g *Gemm) rowSpan(i int) (m0, mc int) {
+	blocks, unit := g.rowBlocks()
+	units := ceilDiv(g.M, unit)
+	m0 = min(g.M, unit*(i*units/blocks))
+	return m0, min(g.M, unit*((i+1)*units/blocks)) - m0
 }
 
 // ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.
@@ -139,19 +150,21 @@ func (g *Gemm) dots(ks *kernels.Set) bool {
 // colBlocks returns the number of gemmCols-wide column blocks of C.
 func (g *Gemm) colBlocks() int { return ceilDiv(g.B.N, gemmCols) }
 
-// Items returns the number of work items: the rowBlock()×gemmCols blocks of C.
+// Items returns the number of work items: each row block of C (rowSpan)
+// times each gemmCols-wide column block.
 func (g *Gemm) Items() int {
-	rows := g.rowBlock()
-	return (g.M + rows - 1) / rows * g.colBlocks()
+	if g.M <= 0 {
+		return 0
+	}
+	blocks, _ := g.rowBlocks()
+	return blocks * g.colBlocks()
 }
 
 // Run computes work item n, a block of C, with kernel set ks.
 func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	blocks := g.colBlocks()
-	rows := g.rowBlock()
-	m0 := n / blocks * rows
+	m0, mc := g.rowSpan(n / blocks)
 	n0 := n % blocks * gemmCols
-	mc := min(rows, g.M-m0)
 	nc := min(gemmCols, g.B.N-n0)
 	c := g.C[m0*g.LDC+n0:]
 	accumulate := g.Bias != nil

@@ -67,6 +67,15 @@ func TestGemm(t *testing.T) {
 	}
 }
 
+// blockRows returns the rows of g's row block that holds row i.
+func blockRows(g *Gemm, i int) int {
+	for b := 0; ; b++ {
+		if m0, mc := g.rowSpan(b); i < m0+mc {
+			return mc
+		}
+	}
+}
+
 // randoms returns n values uniform in [-1, 1).
 func randoms(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
@@ -123,8 +132,7 @@ func TestGemmWeights(t *testing.T) {
 						}
 						for i := 0; i < s.m; i++ {
 							row := got[i*s.n : (i+1)*s.n]
-							rows := (&Gemm{M: s.m, B: w}).rowBlock()
-							if typ >= fallback.KVInt8 && min(rows, s.m-i/rows*rows) <= gemvRows {
+							if typ >= fallback.KVInt8 && blockRows(&Gemm{M: s.m, B: w}, i) <= gemvRows {
 								// An item of a few rows runs GemvI8 or
 								// GemvI4, which scale block sums (and
 								// take int4's zero points off through the

@@ -225,7 +225,7 @@ func TestNewSplit(t *testing.T) {
 // TestGemmItems checks that a Gemm's items tile C exactly, whatever its
 // shape, and that Items is the same however often it is asked.
 func TestGemmItems(t *testing.T) {
-	for _, mn := range [][2]int{{1, 1}, {72, 256}, {73, 257}, {500, 100}, {7, 1000}, {512, 4096}, {2049, 512}, {300, 1}} {
+	for _, mn := range [][2]int{{1, 1}, {72, 256}, {73, 257}, {500, 100}, {7, 1000}, {512, 4096}, {2049, 512}, {300, 1}, {793, 1}, {100001, 4096}, {0, 10}} {
 		g := Gemm{M: mn[0], B: Packed{N: mn[1]}}
 		g.B.Ld = 64
 		n := g.Items()
@@ -233,13 +233,20 @@ func TestGemmItems(t *testing.T) {
 			t.Fatalf("%v: Items changed between calls", mn)
 		}
 		covered := 0
+		next := 0 // the row the next row block must start at
 		for i := 0; i < n; i++ {
-			rows := g.rowBlock()
-			m0, n0 := i/g.colBlocks()*rows, i%g.colBlocks()*gemmCols
-			if m0 >= g.M || n0 >= g.B.N {
-				t.Fatalf("%v: item %d starts at (%d, %d), outside C", mn, i, m0, n0)
+			m0, mc := g.rowSpan(i / g.colBlocks())
+			n0 := i % g.colBlocks() * gemmCols
+			if m0 >= g.M || n0 >= g.B.N || mc <= 0 {
+				t.Fatalf("%v: item %d starts at (%d, %d), %d rows: outside C", mn, i, m0, n0, mc)
 			}
-			covered += min(rows, g.M-m0) * min(gemmCols, g.B.N-n0)
+			if i%g.colBlocks() == 0 {
+				if m0 != next || mc > 288+6 || g.M > 6 && mc <= gemvRows {
+					t.Fatalf("%v: row block at %d of %d rows after row %d", mn, m0, mc, next)
+				}
+				next = m0 + mc
+			}
+			covered += mc * min(gemmCols, g.B.N-n0)
 		}
 		if covered != g.M*g.B.N {
 			t.Errorf("%v: the items cover %d elements of %d", mn, covered, g.M*g.B.N)
