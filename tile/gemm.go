@@ -39,7 +39,7 @@ const (
 	gemmRowsTiles = 64
 )
 
-// rowBlocks returns how an item's rows are cut from C's: into blocks
+// rowBlocks returns how C's rows are cut into items' row blocks: blocks
 // runs of whole units of unit rows, as equal as whole units allow
 // (rowSpan). On AMX tiles (B paired by Packed.AddPairs, done only for a
 // set with them, in the bfloat16 mode) a unit is gemmRowsTiles rows and a
