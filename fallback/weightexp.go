@@ -32,9 +32,10 @@ const (
 	// WeightExpMin is 125·ln(1/2): below it WeightExp32 returns 0, so
 	// 2^n·2^r stays a normal float32.
 	WeightExpMin = -86.64339973
-	// weightRound is 1.5·2^23: y + weightRound rounds y to an integer n,
-	// held in the sum's low mantissa bits (for |y| < 2^22).
-	weightRound = 1.5 * (1 << 23)
+	// WeightRound is 1.5·2^23: y + WeightRound rounds y to an integer n,
+	// held in the sum's low mantissa bits (for |y| < 2^22). The generators
+	// take this value.
+	WeightRound = 1.5 * (1 << 23)
 )
 
 // Exp2Poly are Q's coefficients c6..c1, highest degree first (2^r ≈ 1 +
@@ -53,8 +54,8 @@ func WeightExp32(d float32) float32 {
 		return 0
 	}
 	y := d * Log2e
-	t := y + weightRound
-	n := t - weightRound
+	t := y + WeightRound
+	n := t - WeightRound
 	r := y - n
 	q := Exp2Poly[0]
 	for _, c := range Exp2Poly[1:] {

@@ -228,6 +228,3 @@ func (g *gen) weightExps(ds []reg.VecVirtual) []reg.VecVirtual {
 	}
 	return p
 }
-
-// weightExpConsts are the constants weightExps holds in registers.
-var weightExpConsts = []string{"wexpMin", "log2e", "weightRound", "w0", "w1", "w2", "w3", "w4", "w5", "one"}

@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/fastattn/fastattn/gen/expconst"
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -155,7 +156,7 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 	// use).
 	g.Comment("Pass 2: alpha and m, then the weights and their sums.")
 	g.Label(label("vecs", nv, "exp"))
-	g.hold(weightExpConsts...)
+	g.hold(expconst.WeightExpNames...)
 	defer g.release()
 	// alpha = exp(m - base) and m = mNew first, so the new maxima need no
 	// registers during the weights loop (AVX2 has 16: 2 bases, 2 sums and

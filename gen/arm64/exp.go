@@ -4,7 +4,10 @@
 
 package main
 
-import . "github.com/fastattn/fastattn/gen/neon"
+import (
+	"github.com/fastattn/fastattn/gen/expconst"
+	. "github.com/fastattn/fastattn/gen/neon"
+)
 
 // The exp constants live in V16..V27 for a whole kernel.
 const (
@@ -107,7 +110,7 @@ const (
 // loadWeightExpConsts fills V16..V25 with weightExp's constants (exp's
 // are gone until loadExpConsts).
 func (g *gen) loadWeightExpConsts() {
-	for i, name := range []string{"wexpMin", "log2e", "weightRound", "w0", "w1", "w2", "w3", "w4", "w5", "one"} {
+	for i, name := range expconst.WeightExpNames {
 		g.loadConst(name, cWExpMin+V(i))
 	}
 }

@@ -35,7 +35,7 @@ var Table = []Const{
 	// rounding constant 1.5·2^23 and Q's coefficients w0..w5, highest degree
 	// first and consecutive (NEON walks them).
 	{"wexpMin", math.Float32bits(fallback.WeightExpMin)},
-	{"weightRound", math.Float32bits(1.5 * (1 << 23))},
+	{"weightRound", math.Float32bits(fallback.WeightRound)},
 	{"w0", math.Float32bits(fallback.Exp2Poly[0])},
 	{"w1", math.Float32bits(fallback.Exp2Poly[1])},
 	{"w2", math.Float32bits(fallback.Exp2Poly[2])},
@@ -53,3 +53,9 @@ var Table = []Const{
 	{"t3", math.Float32bits(fallback.TanhPoly[3])},
 	{"t4", math.Float32bits(fallback.TanhPoly[4])},
 }
+
+// WeightExpNames are the constants of the softmax weights' exp
+// (fallback.WeightExp32) in the order the generators hold them in
+// registers: amd64's Softmax holds them all, NEON loads them into
+// consecutive registers (V16..V25) and names them by position.
+var WeightExpNames = []string{"wexpMin", "log2e", "weightRound", "w0", "w1", "w2", "w3", "w4", "w5", "one"}
