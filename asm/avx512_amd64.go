@@ -278,6 +278,23 @@ func DecodeQ8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int,
 //go:noescape
 func DecodeQ8I4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 
+// ScoresQ8AVX512 is
+//
+//	for c := 0; c < nk; c++ {
+//		for r := 0; r < nv*lanes; r++ {
+//			s[c*lds+r] = Σ_{b<nb} float32(Σ_{d<32} (k8(c, b, d)+128)·q8(r, 32b+d) + qc[b*ldq+r]) · (qs[b*ldq+r]·ks(c, b))
+//
+// the block terms added in order b = 0, 1, … by FMAs, the sums exact in
+// int32; k8(c, b, d)+128 is byte 36b+d of packed K row c (4·ldk bytes
+// apart: ldk in dwords), ks(c, b) the float32 at byte 36b+32; q8(r, 4t+i)
+// is byte 4·(t·ldq+r)+i of q. nv in 1..2 vectors of rows, nb >= 1
+// blocks, lds and ldq in elements. Register tile: 6 keys × nv row vectors; the last
+// nk%6 keys in tiles of 4, 2 and 1. (AVX512_VNNI: the avx512 set's
+// kernel runs where cpuid reports it.)
+//
+//go:noescape
+func ScoresQ8AVX512(s *float32, lds int, k *uint8, ldk int, q *int8, qs *float32, qc *int32, ldq int, nk int, nv int, nb int)
+
 // WidenF16AVX512 is
 //
 //	for r := 0; r < rows; r++ {

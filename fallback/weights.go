@@ -121,8 +121,31 @@ func gemvBlocks(c []float32, ldc int, a []float32, lda int, w WeightRows, m, n, 
 	}
 }
 
-// fma32 is x·y + z rounded once to float64, then to float32 (as a float32
-// FMA but for the rare value a double rounding moves by one ulp).
+// fma32 is x·y + z rounded once to float32, as a float32 FMA. x·y is
+// exact in float64 (24 + 24 bits); their sum s with z is rounded there,
+// e its exact error (Knuth's two-sum), and where s lies exactly halfway
+// between two float32 values the sign of e says which one the exact sum
+// rounds to (a plain float32(s) would round that tie to even: the double
+// rounding).
 func fma32(x, y, z float32) float32 {
-	return float32(math.FMA(float64(x), float64(y), float64(z)))
+	p := float64(x) * float64(y)
+	s := p + float64(z)
+	r := float32(s)
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return r
+	}
+	bb := s - p
+	e := (p - (s - bb)) + (float64(z) - bb)
+	if e == 0 || float64(r) == s {
+		return r
+	}
+	// s is not a float32: r and its neighbour n across s bracket it.
+	n := math.Nextafter32(r, float32(math.Copysign(math.Inf(1), s-float64(r))))
+	if float64(r)+float64(n) != 2*s { // not a tie: float32(s) rounded the exact sum
+		return r
+	}
+	if (e > 0) == (float64(n) > float64(r)) {
+		return n
+	}
+	return r
 }

@@ -251,6 +251,7 @@ func init() {
 		avx512.decodeQ8 = x86DecodeQ8(asm.DecodeQ8AVX512, asm.LanesAVX512)
 		avx512.decodeQ8I4 = x86DecodeQ8(asm.DecodeQ8I4AVX512, asm.LanesAVX512)
 		avx512.decodeQ8I4Max = DecodeRows
+		avx512.scoresQ8 = x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512)
 	}
 	// VPSIGNB, VPMADDUBSW and VPMADDWD on every AVX2 core, AVX-VNNI's
 	// VPDPBUSD where the CPU has it (Intel from Alder Lake and Sapphire
@@ -272,6 +273,20 @@ func init() {
 	for _, ks := range []*Set{avx2, avx512} {
 		if cpuid.CPU.Supports(ks.requires...) {
 			available = append([]*Set{ks}, available...)
+		}
+	}
+}
+
+// scoresQ8Vecs is the most row vectors of one ScoresQ8<ISA> call.
+const scoresQ8Vecs = 2
+
+// x86ScoresQ8 wraps a ScoresQ8 kernel of lanes-wide vectors: one call per
+// panel of up to scoresQ8Vecs vectors of rows.
+func x86ScoresQ8(kernel func(s *float32, lds int, k *uint8, ldk int, q *int8, qs *float32, qc *int32, ldq, nk, nv, nb int), lanes int) scoresQ8Kernel {
+	return func(s []float32, lds int, k []byte, ldk int, q QuadsQ8, nk, rows, nb int) {
+		for r0 := 0; r0 < rows; r0 += scoresQ8Vecs * lanes {
+			nv := min(scoresQ8Vecs, (rows-r0)/lanes)
+			kernel(&s[r0], lds, &k[0], ldk/4, &q.Q[4*r0], &q.S[r0], &q.C[r0], q.Ld, nk, nv, nb)
 		}
 	}
 }

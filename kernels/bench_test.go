@@ -53,6 +53,35 @@ func BenchmarkKernels(b *testing.B) {
 				report(b, float64(2*rows*nk*d))
 			})
 		}
+		// The int8 mode's flash-block scores on integer dot products, beside
+		// QK above on the same shapes and MLA's Dk 576: GFLOP/s counts
+		// 2·rows·keys·dk as for QK (the products VPDPBUSD does), % of the
+		// float32 FMA peak, so above 100 is the integer engine's gain.
+		if ks.HasScoresQ8() {
+			for _, c := range []struct{ d, nk int }{{128, 256}, {576, 256}} {
+				rows, nk, d := 64, c.nk, c.d
+				b.Run(fmt.Sprintf("isa=%s/ScoresQ8/rows=%d,keys=%d,dk=%d", ks.Name, rows, nk, d), func(b *testing.B) {
+					nb := fallback.Int8Blocks(d)
+					ldk := fallback.KeysQ8Stride(d)
+					s, k := make([]float32, nk*rows), make([]byte, nk*ldk)
+					q := QuadsQ8{Q: make([]int8, nb*fallback.Int8Block*rows), S: make([]float32, nb*rows), C: make([]int32, nb*rows), Ld: rows}
+					for i := 0; i < b.N; i++ {
+						ks.ScoresQ8(s, rows, k, ldk, q, nk, rows, d)
+					}
+					report(b, float64(2*rows*nk*d))
+				})
+				if d != 576 {
+					continue
+				}
+				b.Run(fmt.Sprintf("isa=%s/QK/rows=%d,keys=%d,dk=%d", ks.Name, rows, nk, d), func(b *testing.B) {
+					s, k, qt := make([]float32, nk*rows), make([]float32, nk*d), make([]float32, d*rows)
+					for i := 0; i < b.N; i++ {
+						ks.QK(s, rows, k, d, qt, rows, nk, rows, d)
+					}
+					report(b, float64(2*rows*nk*d))
+				})
+			}
+		}
 		// The score tile of 64 keys (16 KiB) stays in L1; that of 256 keys
 		// (64 KiB, the flash loop's at Dk 64) goes to L2 between the passes.
 		for _, nk := range []int{64, 256} {

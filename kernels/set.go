@@ -51,6 +51,7 @@ type Set struct {
 	prefetch func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
 	decode   decodeKernel                                                                             // nil: no fused decode
 	decodeQ8 decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
+	scoresQ8 scoresQ8Kernel                                                                           // nil: the int8 mode's flash blocks on float32 QK
 	// decodeQ8I4 is DecodeQ8 over int4 K/V as they are (decodeQ8I4Rows
 	// gives it its q8 rows) for calls of up to decodeQ8I4Max rows; nil,
 	// or more rows: int4 widened to int8 (int4kv.go).

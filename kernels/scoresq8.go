@@ -1,0 +1,49 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
+
+// QuadsQ8 are quantized query rows packed for ScoresQ8
+// (fallback.PackQueryQ8).
+type QuadsQ8 = fallback.QuadsQ8
+
+// scoresQ8Kernel computes ScoresQ8's tile for rows a multiple of Lanes.
+type scoresQ8Kernel func(s []float32, lds int, k []byte, ldk int, q QuadsQ8, nk, rows, nb int)
+
+// HasScoresQ8 reports whether the set computes the int8 mode's flash
+// blocks on integer dot products (ScoresQ8): AVX-512 with AVX512_VNNI.
+// Sets without it multiply the quantized rows' values in float32 (QK on
+// a dequantized K block).
+func (ks *Set) HasScoresQ8() bool { return ks.scoresQ8 != nil }
+
+// ScoresQ8 computes the score tile of nk packed int8 key rows k
+// (fallback.PackKeysQ8, ldk bytes apart: fallback.KeysQ8Stride(dk)) and
+// the packed query rows q, keys major, with fallback.ScoresQ8's bits:
+//
+//	s[c*lds+r] = Σ_b float32(D(c, r, b)) · (qs(r, b) · ks(c, b))   for c < nk, r < rows
+//
+// D the exact integer dot product of block b. rows is a multiple of
+// Lanes, at most q.Ld. A set without it (HasScoresQ8 false) must not be
+// asked.
+func (ks *Set) ScoresQ8(s []float32, lds int, k []byte, ldk int, q QuadsQ8, nk, rows, dk int) {
+	if nk <= 0 || rows <= 0 || dk <= 0 {
+		return
+	}
+	if ks.scoresQ8 == nil {
+		panic(fmt.Sprintf("kernels: ScoresQ8: set %s has no kernel", ks.Name))
+	}
+	ks.checkRows("ScoresQ8", rows)
+	nb := fallback.Int8Blocks(dk)
+	if ldk < fallback.KeysQ8Stride(dk) || ldk%4 != 0 || rows > q.Ld {
+		panic(fmt.Sprintf("kernels: ScoresQ8: key stride %d (at least %d, a multiple of 4), rows %d of %d", ldk, fallback.KeysQ8Stride(dk), rows, q.Ld))
+	}
+	checkOut("ScoresQ8", "s", s, nk, rows, lds)
+	checkIn("ScoresQ8", "k", k, nk, fallback.KeysQ8Stride(dk), ldk)
+	checkIn("ScoresQ8", "q", q.Q, 8*nb, 4*rows, 4*q.Ld)
+	checkIn("ScoresQ8", "q scales", q.S, nb, rows, q.Ld)
+	checkIn("ScoresQ8", "q corrections", q.C, nb, rows, q.Ld)
+	ks.scoresQ8(s, lds, k, ldk, q, nk, rows, nb)
+}
