@@ -101,7 +101,7 @@ func (g *gen) scoresQ8Tile(r scoresQ8Regs, mr, nv int, lbl string) {
 	kb := g.GP64() // the current block of the group's first key row
 	g.MOVQ(r.kp, kb)
 	qp, qs := g.param("q"), g.param("qs") // Q's dword rows; the block's scales
-	qc := g.param("qc")                  // the block's corrections
+	qc := g.param("qc")                   // the block's corrections
 	blocks := g.param("nb")
 	g.Comment(fmt.Sprintf("Block loop: the %d×%d sums start at the rows' corrections.", mr, nv))
 	g.Label(label(lbl, "block"))
