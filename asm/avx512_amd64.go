@@ -295,6 +295,18 @@ func DecodeQ8I4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk in
 //go:noescape
 func ScoresQ8AVX512(s *float32, lds int, k *uint8, ldk int, q *int8, qs *float32, qc *int32, ldq int, nk int, nv int, nb int)
 
+// PackKeysQ8AVX512 is
+//
+//	for c := 0; c < nk; c++ {
+//		for b := 0; b < nb; b++ {
+//			if b < nw { dst[c*ldd+36b+i] = uint8(src[c*lds+32b+i]) ^ 0x80   for i < 32 }
+//			dst[c*ldd+36b+32 : +4] = s[c*ldss+b]   (its 4 bytes)
+//
+// with nw <= nb whole blocks, ldd and lds in bytes, ldss in elements.
+//
+//go:noescape
+func PackKeysQ8AVX512(dst *uint8, ldd int, src *int8, lds int, s *float32, ldss int, nk int, nw int, nb int)
+
 // WidenF16AVX512 is
 //
 //	for r := 0; r < rows; r++ {

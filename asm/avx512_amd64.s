@@ -66854,6 +66854,58 @@ vecs1_done:
 	VZEROUPPER
 	RET
 
+// func PackKeysQ8AVX512(dst *uint8, ldd int, src *int8, lds int, s *float32, ldss int, nk int, nw int, nb int)
+// Requires: AVX, AVX2
+TEXT ·PackKeysQ8AVX512(SB), NOSPLIT, $0-72
+	MOVQ    dst+0(FP), AX
+	MOVQ    ldd+8(FP), CX
+	MOVQ    src+16(FP), DX
+	MOVQ    lds+24(FP), BX
+	MOVQ    s+32(FP), SI
+	MOVQ    ldss+40(FP), DI
+	SHLQ    $0x02, DI
+	MOVQ    nk+48(FP), R8
+	VMOVDQU constsAVX512<>+2496(SB), Y0
+	TESTQ   R8, R8
+	JZ      done
+
+key:
+	MOVQ  AX, R9
+	MOVQ  DX, R10
+	MOVQ  SI, R11
+	MOVQ  nw+56(FP), R12
+	TESTQ R12, R12
+	JZ    scales
+
+bytes:
+	VPXOR   (R10), Y0, Y1
+	VMOVDQU Y1, (R9)
+	ADDQ    $0x20, R10
+	ADDQ    $0x24, R9
+	DECQ    R12
+	JNZ     bytes
+
+scales:
+	MOVQ AX, R9
+	MOVQ nb+64(FP), R10
+
+scale:
+	MOVL (R11), R12
+	MOVL R12, 32(R9)
+	ADDQ $0x04, R11
+	ADDQ $0x24, R9
+	DECQ R10
+	JNZ  scale
+	ADDQ CX, AX
+	ADDQ BX, DX
+	ADDQ DI, SI
+	DECQ R8
+	JNZ  key
+
+done:
+	VZEROUPPER
+	RET
+
 // func WidenF16AVX512(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, AVX512F
 TEXT ·WidenF16AVX512(SB), NOSPLIT, $0-48

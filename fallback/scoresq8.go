@@ -25,22 +25,18 @@ func PackKeysQ8(dst []byte, ld int, k KVRows, nk, dk int) {
 	nb := Int8Blocks(dk)
 	const flip = 0x8080808080808080
 	for c := range nk {
-		src, row := k.I8[c*k.Ld:c*k.Ld+dk], dst[c*ld:c*ld+nb*KeyQ8BlockBytes]
+		src, row := Int4Bytes(k.I8[c*k.Ld:c*k.Ld+dk]), dst[c*ld:c*ld+nb*KeyQ8BlockBytes]
 		for b := range nb {
 			blk := row[b*KeyQ8BlockBytes : (b+1)*KeyQ8BlockBytes]
 			if n := min(Int8Block, dk-b*Int8Block); n == Int8Block {
 				for w := 0; w < Int8Block; w += 8 {
-					x := uint64(0)
-					for i := 7; i >= 0; i-- {
-						x = x<<8 | uint64(uint8(src[b*Int8Block+w+i]))
-					}
-					binary.LittleEndian.PutUint64(blk[w:], x^flip)
+					binary.LittleEndian.PutUint64(blk[w:], binary.LittleEndian.Uint64(src[b*Int8Block+w:])^flip)
 				}
 			} else {
 				for i := range Int8Block {
 					blk[i] = 128
 					if i < n {
-						blk[i] = uint8(src[b*Int8Block+i]) ^ 0x80
+						blk[i] = src[b*Int8Block+i] ^ 0x80
 					}
 				}
 			}

@@ -252,6 +252,7 @@ func init() {
 		avx512.decodeQ8I4 = x86DecodeQ8(asm.DecodeQ8I4AVX512, asm.LanesAVX512)
 		avx512.decodeQ8I4Max = DecodeRows
 		avx512.scoresQ8 = x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512)
+		avx512.packKeysQ8 = asm.PackKeysQ8AVX512
 	}
 	// VPSIGNB, VPMADDUBSW and VPMADDWD on every AVX2 core, AVX-VNNI's
 	// VPDPBUSD where the CPU has it (Intel from Alder Lake and Sapphire

@@ -10,6 +10,10 @@ import (
 // (fallback.PackQueryQ8).
 type QuadsQ8 = fallback.QuadsQ8
 
+// packKeysQ8Func packs the whole blocks' bytes and every scale of nk int8
+// key rows (PackKeysQ8<ISA>).
+type packKeysQ8Func func(dst *uint8, ldd int, src *int8, lds int, s *float32, ldss int, nk, nw, nb int)
+
 // scoresQ8Kernel computes ScoresQ8's tile for rows a multiple of Lanes.
 type scoresQ8Kernel func(s []float32, lds int, k []byte, ldk int, q QuadsQ8, nk, rows, nb int)
 
@@ -46,4 +50,41 @@ func (ks *Set) ScoresQ8(s []float32, lds int, k []byte, ldk int, q QuadsQ8, nk, 
 	checkIn("ScoresQ8", "q scales", q.S, nb, rows, q.Ld)
 	checkIn("ScoresQ8", "q corrections", q.C, nb, rows, q.Ld)
 	ks.scoresQ8(s, lds, k, ldk, q, nk, rows, nb)
+}
+
+// PackKeysQ8 writes the nk int8 key rows k (head dim dk) packed for
+// ScoresQ8 into dst, rows ld bytes apart (at least
+// fallback.KeysQ8Stride(dk)): fallback.PackKeysQ8's bytes, on the set's
+// kernel where it has one.
+func (ks *Set) PackKeysQ8(dst []byte, ld int, k KVRows, nk, dk int) {
+	if nk <= 0 || dk <= 0 {
+		return
+	}
+	nb, w := fallback.Int8Blocks(dk), fallback.KeysQ8Stride(dk)
+	if ld < w || k.Type != fallback.KVInt8 {
+		panic(fmt.Sprintf("kernels: PackKeysQ8: stride %d (at least %d), K of type %v", ld, w, k.Type))
+	}
+	checkOut("PackKeysQ8", "dst", dst, nk, w, ld)
+	checkIn("PackKeysQ8", "k", k.I8, nk, dk, k.Ld)
+	checkIn("PackKeysQ8", "k scales", k.S, nk, nb, k.LdS)
+	if ks.packKeysQ8 == nil {
+		fallback.PackKeysQ8(dst, ld, k, nk, dk)
+		return
+	}
+	whole := dk / fallback.Int8Block
+	ks.packKeysQ8(&dst[0], ld, &k.I8[0], k.Ld, &k.S[0], k.LdS, nk, whole, nb)
+	if whole == nb {
+		return
+	}
+	// The partial last block: its bytes, and 128 (a zero key byte) past dk.
+	for c := range nk {
+		blk := dst[c*ld+whole*fallback.KeyQ8BlockBytes:][:fallback.Int8Block]
+		src := k.I8[c*k.Ld+whole*fallback.Int8Block : c*k.Ld+dk]
+		for i := range blk {
+			blk[i] = 128
+			if i < len(src) {
+				blk[i] = uint8(src[i]) ^ 0x80
+			}
+		}
+	}
 }

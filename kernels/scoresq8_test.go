@@ -46,7 +46,18 @@ func scoresQ8Case(t *testing.T, ks *Set, rng *rand.Rand, dk, nk, rows int, atEnd
 	ldk := fallback.KeysQ8Stride(dk) + 4*rng.IntN(2)
 	kp, f2 := guardedBytes(t, span(nk, fallback.KeysQ8Stride(dk), ldk), atEnd)
 	defer f2()
-	fallback.PackKeysQ8(kp, ldk, k, nk, dk)
+	for i := range kp {
+		kp[i] = 0x5a // bytes between the packed rows stay as they were
+	}
+	ks.PackKeysQ8(kp, ldk, k, nk, dk)
+	wantK := make([]byte, len(kp))
+	for i := range wantK {
+		wantK[i] = 0x5a
+	}
+	fallback.PackKeysQ8(wantK, ldk, k, nk, dk)
+	if string(kp) != string(wantK) {
+		t.Fatalf("%s PackKeysQ8 dk=%d nk=%d ldk=%d: bytes differ from fallback.PackKeysQ8", ks, dk, nk, ldk)
+	}
 
 	nb, ldq := fallback.Int8Blocks(dk), rows+ks.Lanes*rng.IntN(2)
 	q := QueryQ8{Q: make([]int8, rows*nb*fallback.Int8Block), S: make([]float32, rows*nb), Corr: make([]int32, rows*nb), Ld: nb * fallback.Int8Block}

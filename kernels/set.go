@@ -39,19 +39,20 @@ type Set struct {
 	// that is a multiple of Lanes (callers pad the query block).
 	Lanes int
 
-	gemm     func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
-	qk       func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
-	softmax  func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
-	pv       func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
-	exp      func(dst, src []float32)
-	tr       func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
-	dot      func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
-	bias     func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
-	peak     func(iters int)                                                                          // nil for generic
-	prefetch func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
-	decode   decodeKernel                                                                             // nil: no fused decode
-	decodeQ8 decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
-	scoresQ8 scoresQ8Kernel                                                                           // nil: the int8 mode's flash blocks on float32 QK
+	gemm       func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
+	qk         func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
+	softmax    func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
+	pv         func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
+	exp        func(dst, src []float32)
+	tr         func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
+	dot        func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
+	bias       func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
+	peak       func(iters int)                                                                          // nil for generic
+	prefetch   func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
+	decode     decodeKernel                                                                             // nil: no fused decode
+	decodeQ8   decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
+	scoresQ8   scoresQ8Kernel                                                                           // nil: the int8 mode's flash blocks on float32 QK
+	packKeysQ8 packKeysQ8Func                                                                           // nil: fallback.PackKeysQ8
 	// decodeQ8I4 is DecodeQ8 over int4 K/V as they are (decodeQ8I4Rows
 	// gives it its q8 rows) for calls of up to decodeQ8I4Max rows; nil,
 	// or more rows: int4 widened to int8 (int4kv.go).

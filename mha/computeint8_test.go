@@ -99,6 +99,30 @@ func TestComputeInt8(t *testing.T) {
 	gqaCases(rng, 12, func(s Shape, o Options) { checkInt8Mode(t, rng, s, o) })
 }
 
+// TestComputeInt8Blocks: the int8 mode's flash blocks, items of more
+// query rows than the fused decode takes (prefill, and 32-128 heads over
+// one KV head as MLA's absorbed decode has them), whose scores come from
+// ScoresQ8 where the set has it: head dims at every tail of a scale block
+// and of the kernel's 4-dim steps, key counts around its 6-key tile and
+// the KV block, every option at random (masks, windows and biases run the
+// blocks' edges and filters on those scores).
+func TestComputeInt8Blocks(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(0x98, 9))
+	for di, dk := range []int{4, 33, 36, 64, 100, 128, 576} {
+		for li, lens := range [][2]int{{17, 17}, {40, 301}, {100, 700}, {1, 523}} {
+			if !longTests() && (di+li)%2 != 0 {
+				continue
+			}
+			s := randomShape(rng, dk, lens[0], lens[1])
+			if lens[0] == 1 { // one position, many heads over one KV head
+				s.Heads, s.KVHeads = 32<<rng.IntN(3), 1
+			}
+			checkInt8Mode(t, rng, s, randomOptions(rng).build(rng, s))
+		}
+	}
+}
+
 // TestComputeInt8Errors: the mode over K that is not int8 is ErrOption,
 // naming the mode; an unknown mode names the three.
 func TestComputeInt8Errors(t *testing.T) {

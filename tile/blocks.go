@@ -27,14 +27,17 @@ const (
 // the fused decode, 16-bit K and V blocks widened, the fused decode's
 // scratch and the ALiBi rows, at the largest block sizes, a merged row
 // in float64, the bfloat16 mode's rounding chunk and the bfloat16
-// kernels' pairs (Qᵀ, the weights, V and K), and the Workspaces of an
-// interleaved split item's heads (groupWorkspaceBytes). It is a float64 so
-// that absurd dims cannot overflow.
+// kernels' pairs (Qᵀ, the weights, V and K), ScoresQ8's packed rows and K
+// block, and the Workspaces of an interleaved split item's heads
+// (groupWorkspaceBytes). It is a float64 so that absurd dims cannot
+// overflow.
 func WorkspaceBytes(dk, dv int) float64 {
 	return 4*(float64(maxRows)*float64(dk+dv+maxKeys+9)+16*float64(dk)+maxKeys+
 		float64(maxKeys)*float64(dk+dv)+kernels.DecodeScratchBound(dk, dv)) + 8*float64(dv) + 2*roundChunk +
 		4*(float64(maxRows)*(float64(dk)/2+maxKeys/2+1)+(maxKeys/2+1)*float64(dv)+maxKeys*float64(dk)/2) +
 		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // the int8 mode's rows
+		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // ScoresQ8's packed rows
+		maxKeys*fallback.KeyQ8BlockBytes*(float64(dk)/fallback.Int8Block+1) + // ScoresQ8's packed K block
 		groupWorkspaceBytes(dk, dv)
 }
 

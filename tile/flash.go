@@ -38,6 +38,10 @@ type Workspace struct {
 	q8       kernels.QueryQ8 // the int8 mode: the item's rows quantized (q8.go), in q8own or a memo slot
 	q8own    kernels.QueryQ8 // a flash item's quantized rows
 	useQ8    bool            // the fused decode runs DecodeQ8 on q8
+	q8Finite bool            // every row of q8 was quantized (none has a NaN or ±Inf)
+	q8Scores bool            // the item's blocks take their scores from ScoresQ8 (q8.go)
+	quads    kernels.QuadsQ8 // with q8Scores: the rows packed for ScoresQ8
+	kq8      []byte          // with q8Scores: a K block packed for ScoresQ8, [keys][KeysQ8Stride(dk)]
 	q8key    q8Key           // the split item in progress (zero: a flash item)
 	q8memo   *q8Memo         // a split step's quantized rows, per KV head (shared with heads)
 	heads    []Workspace     // an interleaved split item's heads, one each (headgroups.go)
@@ -106,8 +110,11 @@ func begin(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fused bo
 		ws.ds = grow(ws.ds, ks.DecodeScratch(p.HeadDim, p.ValueDim))
 	}
 	r := beginRows(ks, p, it, bc, ws, fused, ws.dot || fused || p.Q8)
+	ws.q8Scores = p.Q8 && !ws.dot && ws.q8Finite && scoresQ8On(ks, p)
 	switch {
 	case ws.dot:
+	case ws.q8Scores:
+		packQuads(p, rows, rp, ws)
 	case p.Q8:
 		packRowsT(ks, p, rows, rp, ws)
 	default:
@@ -235,7 +242,9 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	var kblk, vblk []float32 // the bfloat16 kernels read V's rows only when they must (pvPairs)
 	var ldk, ldv int
 	inPlace := !r.dp && r.readsInPlace(kb, nk) // paged float32 rows across pages: a call per page's run
-	if !r.dp && !inPlace {
+	if ws.q8Scores {                           // K packed for ScoresQ8 below, never widened
+		vblk, ldv = r.kvBlock(kb, nk, true)
+	} else if !r.dp && !inPlace {
 		kblk, ldk = r.kvBlock(kb, nk, false)
 		vblk, ldv = kblk, ldk // V inside K, widened with it: its rows are the copy's prefixes
 		if !p.VInK || !p.copiesKV() {
@@ -248,6 +257,8 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		ks.GemmBF16(s[r0:], rp, ka, lda, 1, ws.qp[r0:], rp, nk, r1-r0, dk/2, false)
 	} else if inPlace {
 		r.scoresByPage(kb, nk, r0, r1)
+	} else if ws.q8Scores {
+		r.scoresQ8(kb, nk, r0, r1)
 	} else if ws.dot {
 		ks.Dot(s[r0:], rp, kblk, ldk, ws.qr[r0*dk:], dk, nk, min(r1, rows)-r0, dk)
 	} else {

@@ -85,13 +85,14 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 		q, vals := mm.slot(key.g, p.KVHeads, rows, dk, nb, ld)
 		ws.q8 = q
 		if mm.tags[key.g] != key {
-			mm.finite[key.g] = quantizeInto(q, qr, rows, dk)
+			mm.finite[key.g] = quantizeInto(q, qr, rows, dk, true)
 			copy(vals, qr)
 			mm.tags[key.g] = key
 		} else {
 			copy(qr, vals)
 		}
-		ws.useQ8 = fused && mm.finite[key.g] && q8Kernel(ks, p)
+		ws.q8Finite = mm.finite[key.g]
+		ws.useQ8 = fused && ws.q8Finite && q8Kernel(ks, p)
 		return
 	}
 	// Its own buffers, never the memo's (ws.q8 may still view a slot of a
@@ -102,8 +103,15 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 	own.Corr = grow(own.Corr, rows*nb)
 	own.Ld = ld
 	ws.q8 = *own
-	finite := quantizeInto(ws.q8, qr, rows, dk)
-	ws.useQ8 = fused && finite && q8Kernel(ks, p)
+	// Rows whose scores all come from ScoresQ8 and DecodeQ8 need not hold
+	// the values they stand for: quantized only, unless a row is not
+	// finite (then the item's float32 kernels read every row's values).
+	values := ws.dot || !scoresQ8On(ks, p) || fused && !q8Kernel(ks, p)
+	ws.q8Finite = quantizeInto(ws.q8, qr, rows, dk, values)
+	if !ws.q8Finite && !values {
+		dequantizeFinite(ws.q8, qr, rows, dk)
+	}
+	ws.useQ8 = fused && ws.q8Finite && q8Kernel(ks, p)
 }
 
 // q8Kernel reports whether a fused item of p runs DecodeQ8: the set has
@@ -115,10 +123,11 @@ func q8Kernel(ks *kernels.Set, p *Problem) bool {
 	return ks.HasDecodeQ8(p.HeadDim, p.ValueDim)
 }
 
-// quantizeInto quantizes the finite rows of qr ([rows][dk]) into q and
-// replaces them by the values they then stand for; it reports whether
-// every row was finite (a row that is not keeps its values).
-func quantizeInto(q kernels.QueryQ8, qr []float32, rows, dk int) bool {
+// quantizeInto quantizes the finite rows of qr ([rows][dk]) into q and,
+// with values, replaces them by the values they then stand for; it
+// reports whether every row was finite (a row that is not keeps its
+// values, and is left unquantized).
+func quantizeInto(q kernels.QueryQ8, qr []float32, rows, dk int, values bool) bool {
 	nb := fallback.Int8Blocks(dk)
 	finite := true
 	for r := range rows {
@@ -129,9 +138,22 @@ func quantizeInto(q kernels.QueryQ8, qr []float32, rows, dk int) bool {
 		}
 		one := fallback.QueryQ8{Q: q.Q[r*q.Ld:], S: q.S[r*nb:], Corr: q.Corr[r*nb:], Ld: q.Ld}
 		fallback.QuantizeQuery(one, row, 1, dk)
-		fallback.DequantizeQuery(row, one, 1, dk)
+		if values {
+			fallback.DequantizeQuery(row, one, 1, dk)
+		}
 	}
 	return finite
+}
+
+// dequantizeFinite replaces the finite rows of qr by the values their
+// quantized form in q stands for (what quantizeInto does with values).
+func dequantizeFinite(q kernels.QueryQ8, qr []float32, rows, dk int) {
+	nb := fallback.Int8Blocks(dk)
+	for r := range rows {
+		if row := qr[r*dk : (r+1)*dk]; fallback.NonFinite(row) < 0 {
+			fallback.DequantizeQuery(row, fallback.QueryQ8{Q: q.Q[r*q.Ld:], S: q.S[r*nb:], Ld: q.Ld}, 1, dk)
+		}
+	}
 }
 
 // packRowsT packs the item's rows already scaled in ws.qr into Qᵀ ([dk][rp],
@@ -142,4 +164,43 @@ func packRowsT(ks *kernels.Set, p *Problem, rows, rp int, ws *Workspace) {
 	for d := 0; d < dk; d++ {
 		clear(ws.qt[d*rp+rows : (d+1)*rp])
 	}
+}
+
+// scoresQ8On reports whether the int8 mode's blocks of p take their
+// scores from ScoresQ8 on ks: int8 K (int4 keeps QK on its dequantized
+// block) on a set with the kernel. The item's rows must also all be
+// finite (ws.q8Finite); Dot's rows keep Dot.
+func scoresQ8On(ks *kernels.Set, p *Problem) bool {
+	return ks.HasScoresQ8() && p.KVType == fallback.KVInt8
+}
+
+// packQuads packs the item's quantized rows (ws.q8) for ScoresQ8 into
+// ws.quads, rp rows (the padding rows zero).
+func packQuads(p *Problem, rows, rp int, ws *Workspace) {
+	dk := p.HeadDim
+	nb := fallback.Int8Blocks(dk)
+	q := &ws.quads
+	q.Q = grow(q.Q, nb*fallback.Int8Block*rp)
+	q.S = grow(q.S, nb*rp)
+	q.C = grow(q.C, nb*rp)
+	q.Ld = rp
+	fallback.PackQueryQ8(*q, ws.q8, rows, dk)
+}
+
+// scoresQ8 writes the scores of rows [r0, r1) over the KV block of nk keys
+// from kb: the block's int8 K rows packed (a run a page of a paged cache),
+// then ScoresQ8 on them and the packed rows.
+func (r *itemRun) scoresQ8(kb, nk, r0, r1 int) {
+	p, ws := r.p, r.ws
+	dk := p.HeadDim
+	ld := fallback.KeysQ8Stride(dk)
+	ws.kq8 = grow(ws.kq8, nk*ld)
+	for c0 := 0; c0 < nk; {
+		n := p.pageRun(kb+c0, nk-c0)
+		r.ks.PackKeysQ8(ws.kq8[c0*ld:], ld, p.kvRows(r.it.b, kb+c0, r.it.g, false), n, dk)
+		c0 += n
+	}
+	q := ws.quads
+	q.Q, q.S, q.C = q.Q[4*r0:], q.S[r0:], q.C[r0:]
+	r.ks.ScoresQ8(ws.s[r0:], r.rp, ws.kq8, ld, q, nk, r1-r0, dk)
 }

@@ -62,6 +62,7 @@ func generate(x isa, dir string) error {
 		g.decode(i8, q8Dot) // DecodeQ8: int8 K on VPDPBUSD
 		g.decode(i4, q8Dot) // DecodeQ8I4: int4 K/V as they are, 1..16 rows
 		g.scoresQ8()        // ScoresQ8: a flash block's int8 scores on VPDPBUSD
+		g.packKeysQ8()      // PackKeysQ8: its K blocks
 	} else {
 		for _, e := range []elem{i8, i4} { // DecodeQ8…, DecodeQ8…I4
 			g.decode(e, q8Sign)   // DecodeQ8: on VPMADDUBSW

@@ -151,3 +151,60 @@ func (g *gen) scoresQ8Tile(r scoresQ8Regs, mr, nv int, lbl string) {
 	}
 	g.advance(r.kp, r.k, mr)
 }
+
+// packKeysQ8 emits PackKeysQ8<ISA>: int8 K rows into ScoresQ8's packed
+// rows, the whole blocks' bytes (a 32-byte load, XOR with the sign bits,
+// store) and every block's scale; a partial last block's bytes are the
+// caller's (kernels.Set.PackKeysQ8).
+func (g *gen) packKeysQ8() {
+	g.fn("PackKeysQ8", "func(dst *uint8, ldd int, src *int8, lds int, s *float32, ldss int, nk, nw, nb int)",
+		"",
+		"\tfor c := 0; c < nk; c++ {",
+		"\t\tfor b := 0; b < nb; b++ {",
+		"\t\t\tif b < nw { dst[c*ldd+36b+i] = uint8(src[c*lds+32b+i]) ^ 0x80   for i < 32 }",
+		"\t\t\tdst[c*ldd+36b+32 : +4] = s[c*ldss+b]   (its 4 bytes)",
+		"",
+		"with nw <= nb whole blocks, ldd and lds in bytes, ldss in elements.")
+	dp, ldd := g.param("dst"), g.param("ldd")
+	sp, lds := g.param("src"), g.param("lds")
+	cs, ldss := g.param("s"), g.stride("ldss")
+	keys := g.param("nk")
+	flip := g.YMM()
+	g.VMOVDQU(g.cst("byteSigns").Offset(0), flip)
+	g.TESTQ(keys, keys)
+	g.JZ(operand.LabelRef("done"))
+	g.Label("key")
+	d, s, c := g.GP64(), g.GP64(), g.GP64()
+	g.MOVQ(dp, d)
+	g.MOVQ(sp, s)
+	g.MOVQ(cs, c)
+	n := g.param("nw")
+	g.TESTQ(n, n)
+	g.JZ(operand.LabelRef("scales"))
+	g.Label("bytes")
+	y := g.YMM()
+	g.VPXOR(operand.Mem{Base: s}, flip, y)
+	g.VMOVDQU(y, operand.Mem{Base: d})
+	g.ADDQ(operand.Imm(32), s)
+	g.ADDQ(operand.Imm(q8BlockBytes), d)
+	g.DECQ(n)
+	g.JNZ(operand.LabelRef("bytes"))
+	g.Label("scales")
+	g.MOVQ(dp, d)
+	m := g.param("nb")
+	g.Label("scale")
+	x := g.GP32()
+	g.MOVL(operand.Mem{Base: c}, x)
+	g.MOVL(x, operand.Mem{Base: d, Disp: 32})
+	g.ADDQ(operand.Imm(4), c)
+	g.ADDQ(operand.Imm(q8BlockBytes), d)
+	g.DECQ(m)
+	g.JNZ(operand.LabelRef("scale"))
+	g.ADDQ(ldd, dp)
+	g.ADDQ(lds, sp)
+	g.ADDQ(ldss, cs)
+	g.DECQ(keys)
+	g.JNZ(operand.LabelRef("key"))
+	g.Label("done")
+	g.ret()
+}
