@@ -101,8 +101,8 @@ func TestComputeInt8(t *testing.T) {
 
 // TestComputeInt8Blocks: the int8 mode's flash blocks, items of more
 // query rows than the fused decode takes (prefill, and 32-128 heads over
-// one KV head as MLA's absorbed decode has them), whose scores come from
-// ScoresQ8 where the set has it: head dims at every tail of a scale block
+// one KV head as MLA's absorbed decode has them), int8 and int4 K/V,
+// whose scores come from ScoresQ8 where the set has it: head dims at every tail of a scale block
 // and of the kernel's 4-dim steps, key counts around its 6-key tile and
 // the KV block, every option at random (masks, windows and biases run the
 // blocks' edges and filters on those scores).
@@ -118,7 +118,9 @@ func TestComputeInt8Blocks(t *testing.T) {
 			if lens[0] == 1 { // one position, many heads over one KV head
 				s.Heads, s.KVHeads = 32<<rng.IntN(3), 1
 			}
-			checkInt8Mode(t, rng, s, randomOptions(rng).build(rng, s))
+			o := randomOptions(rng).build(rng, s)
+			checkInt8Mode(t, rng, s, o)
+			checkIntMode(t, rng, s, o, Int4) // int4 K widened to int8 for ScoresQ8
 		}
 	}
 }

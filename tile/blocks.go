@@ -28,7 +28,7 @@ const (
 // scratch and the ALiBi rows, at the largest block sizes, a merged row
 // in float64, the bfloat16 mode's rounding chunk and the bfloat16
 // kernels' pairs (Qᵀ, the weights, V and K), ScoresQ8's packed rows and K
-// block, and the Workspaces of an interleaved split item's heads
+// block (and int4 K widened for it), and the Workspaces of an interleaved split item's heads
 // (groupWorkspaceBytes). It is a float64 so that absurd dims cannot
 // overflow.
 func WorkspaceBytes(dk, dv int) float64 {
@@ -37,7 +37,7 @@ func WorkspaceBytes(dk, dv int) float64 {
 		4*(float64(maxRows)*(float64(dk)/2+maxKeys/2+1)+(maxKeys/2+1)*float64(dv)+maxKeys*float64(dk)/2) +
 		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // the int8 mode's rows
 		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // ScoresQ8's packed rows
-		maxKeys*fallback.KeyQ8BlockBytes*(float64(dk)/fallback.Int8Block+1) + // ScoresQ8's packed K block
+		maxKeys*(fallback.KeyQ8BlockBytes+fallback.Int8Block)*(float64(dk)/fallback.Int8Block+1) + // ScoresQ8's packed K block, int4 K widened
 		groupWorkspaceBytes(dk, dv)
 }
 

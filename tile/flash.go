@@ -42,6 +42,7 @@ type Workspace struct {
 	q8Scores bool            // the item's blocks take their scores from ScoresQ8 (q8.go)
 	quads    kernels.QuadsQ8 // with q8Scores: the rows packed for ScoresQ8
 	kq8      []byte          // with q8Scores: a K block packed for ScoresQ8, [keys][KeysQ8Stride(dk)]
+	k8       []int8          // with q8Scores, int4 K: a page run of its rows widened to int8, [keys][blocks·32]
 	q8key    q8Key           // the split item in progress (zero: a flash item)
 	q8memo   *q8Memo         // a split step's quantized rows, per KV head (shared with heads)
 	heads    []Workspace     // an interleaved split item's heads, one each (headgroups.go)

@@ -167,11 +167,11 @@ func packRowsT(ks *kernels.Set, p *Problem, rows, rp int, ws *Workspace) {
 }
 
 // scoresQ8On reports whether the int8 mode's blocks of p take their
-// scores from ScoresQ8 on ks: int8 K (int4 keeps QK on its dequantized
-// block) on a set with the kernel. The item's rows must also all be
-// finite (ws.q8Finite); Dot's rows keep Dot.
+// scores from ScoresQ8 on ks: int8 or int4 K (widened to int8 first) on
+// a set with the kernel. The item's rows must also all be finite
+// (ws.q8Finite); Dot's rows keep Dot.
 func scoresQ8On(ks *kernels.Set, p *Problem) bool {
-	return ks.HasScoresQ8() && p.KVType == fallback.KVInt8
+	return ks.HasScoresQ8() && (p.KVType == fallback.KVInt8 || p.KVType == fallback.KVInt4)
 }
 
 // packQuads packs the item's quantized rows (ws.q8) for ScoresQ8 into
@@ -188,7 +188,8 @@ func packQuads(p *Problem, rows, rp int, ws *Workspace) {
 }
 
 // scoresQ8 writes the scores of rows [r0, r1) over the KV block of nk keys
-// from kb: the block's int8 K rows packed (a run a page of a paged cache),
+// from kb: the block's int8 K rows (int4 widened to int8) packed (a run a
+// page of a paged cache),
 // then ScoresQ8 on them and the packed rows.
 func (r *itemRun) scoresQ8(kb, nk, r0, r1 int) {
 	p, ws := r.p, r.ws
@@ -197,7 +198,15 @@ func (r *itemRun) scoresQ8(kb, nk, r0, r1 int) {
 	ws.kq8 = grow(ws.kq8, nk*ld)
 	for c0 := 0; c0 < nk; {
 		n := p.pageRun(kb+c0, nk-c0)
-		r.ks.PackKeysQ8(ws.kq8[c0*ld:], ld, p.kvRows(r.it.b, kb+c0, r.it.g, false), n, dk)
+		rows := p.kvRows(r.it.b, kb+c0, r.it.g, false)
+		if rows.Type == fallback.KVInt4 { // its rows as int8 under the same scales
+			nb := fallback.Int8Blocks(dk)
+			w := nb * fallback.Int8Block
+			ws.k8 = grow(ws.k8, n*w)
+			r.ks.WidenInt4Rows(ws.k8, w, rows, n, nb)
+			rows = fallback.KVRows{I8: ws.k8, S: rows.S, Type: fallback.KVInt8, Ld: w, LdS: rows.LdS}
+		}
+		r.ks.PackKeysQ8(ws.kq8[c0*ld:], ld, rows, n, dk)
 		c0 += n
 	}
 	q := ws.quads

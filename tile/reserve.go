@@ -42,6 +42,7 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 		ws.quads.Q = reserveAny(ws.quads.Q, nb*fallback.Int8Block*rp)
 		ws.quads.S, ws.quads.C = reserve(ws.quads.S, nb*rp), reserveAny(ws.quads.C, nb*rp)
 		ws.kq8 = reserveAny(ws.kq8, maxKeys*fallback.KeysQ8Stride(dk))
+		ws.k8 = reserveAny(ws.k8, maxKeys*nb*fallback.Int8Block)
 	}
 	if ks.HasBF16() {
 		ws.qp = reserveAny(ws.qp, dk/2*rp)
@@ -77,6 +78,6 @@ func (ws *Workspace) Bytes() int {
 	n := 4 * (cap(ws.qt) + cap(ws.s) + cap(ws.o) + cap(ws.m) + cap(ws.l) + cap(ws.al) + cap(ws.qr) +
 		cap(ws.zeros) + cap(ws.probe) + cap(ws.kb) + cap(ws.vb) + cap(ws.ds) + cap(ws.wb) +
 		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.ap) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp))
-	n += cap(ws.quads.Q) + 4*(cap(ws.quads.S)+cap(ws.quads.C)) + cap(ws.kq8)
+	n += cap(ws.quads.Q) + 4*(cap(ws.quads.S)+cap(ws.quads.C)) + cap(ws.kq8) + cap(ws.k8)
 	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc) + 2*cap(ws.h16) + ws.headBytes()
 }
