@@ -33,14 +33,21 @@ func PackKeysQ8(dst []byte, ld int, k KVRows, nk, dk int) {
 					binary.LittleEndian.PutUint64(blk[w:], binary.LittleEndian.Uint64(src[b*Int8Block+w:])^flip)
 				}
 			} else {
-				for i := range Int8Block {
-					blk[i] = 128
-					if i < n {
-						blk[i] = src[b*Int8Block+i] ^ 0x80
-					}
-				}
+				PackKeyBytesQ8(blk, k.I8[c*k.Ld+b*Int8Block:c*k.Ld+dk])
 			}
 			binary.LittleEndian.PutUint32(blk[Int8Block:], math.Float32bits(k.S[c*k.LdS+b]))
+		}
+	}
+}
+
+// PackKeyBytesQ8 writes the first Int8Block bytes of a packed block: the
+// key bytes src (at most Int8Block) plus 128, then 128 (a zero key byte)
+// to the block's end.
+func PackKeyBytesQ8(blk []byte, src []int8) {
+	for i := range Int8Block {
+		blk[i] = 128
+		if i < len(src) {
+			blk[i] = uint8(src[i]) ^ 0x80
 		}
 	}
 }

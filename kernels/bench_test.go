@@ -33,11 +33,7 @@ func BenchmarkKernels(b *testing.B) {
 			b.ReportMetric(g, "GFLOP/s")
 			b.ReportMetric(100*g/peak, "%peak")
 		}
-		// 256 keys: K or V (64–128 KiB) from L2 at most, Qᵀ and the P
-		// rows in L1; 2048 keys: K or V of 0.5–1 MiB, streamed from L2 (or
-		// beyond: 1 MiB is a Zen 4 core's whole L2, a Xeon's half).
-		for _, c := range []struct{ d, nk int }{{64, 256}, {128, 256}, {64, 2048}, {128, 2048}} {
-			rows, nk, d := 64, c.nk, c.d
+		benchQK := func(rows, nk, d int) {
 			b.Run(fmt.Sprintf("isa=%s/QK/rows=%d,keys=%d,dk=%d", ks.Name, rows, nk, d), func(b *testing.B) {
 				s, k, qt := make([]float32, nk*rows), make([]float32, nk*d), make([]float32, d*rows)
 				for i := 0; i < b.N; i++ {
@@ -45,6 +41,13 @@ func BenchmarkKernels(b *testing.B) {
 				}
 				report(b, float64(2*rows*nk*d))
 			})
+		}
+		// 256 keys: K or V (64–128 KiB) from L2 at most, Qᵀ and the P
+		// rows in L1; 2048 keys: K or V of 0.5–1 MiB, streamed from L2 (or
+		// beyond: 1 MiB is a Zen 4 core's whole L2, a Xeon's half).
+		for _, c := range []struct{ d, nk int }{{64, 256}, {128, 256}, {64, 2048}, {128, 2048}} {
+			rows, nk, d := 64, c.nk, c.d
+			benchQK(rows, nk, d)
 			b.Run(fmt.Sprintf("isa=%s/PV/rows=%d,keys=%d,dv=%d", ks.Name, rows, nk, d), func(b *testing.B) {
 				o, p, v, al := make([]float32, rows*d), make([]float32, nk*rows), make([]float32, nk*d), make([]float32, rows)
 				for i := 0; i < b.N; i++ {
@@ -73,13 +76,7 @@ func BenchmarkKernels(b *testing.B) {
 				if d != 576 {
 					continue
 				}
-				b.Run(fmt.Sprintf("isa=%s/QK/rows=%d,keys=%d,dk=%d", ks.Name, rows, nk, d), func(b *testing.B) {
-					s, k, qt := make([]float32, nk*rows), make([]float32, nk*d), make([]float32, d*rows)
-					for i := 0; i < b.N; i++ {
-						ks.QK(s, rows, k, d, qt, rows, nk, rows, d)
-					}
-					report(b, float64(2*rows*nk*d))
-				})
+				benchQK(rows, nk, d)
 			}
 		}
 		// The score tile of 64 keys (16 KiB) stays in L1; that of 256 keys

@@ -76,15 +76,7 @@ func (ks *Set) PackKeysQ8(dst []byte, ld int, k KVRows, nk, dk int) {
 	if whole == nb {
 		return
 	}
-	// The partial last block: its bytes, and 128 (a zero key byte) past dk.
-	for c := range nk {
-		blk := dst[c*ld+whole*fallback.KeyQ8BlockBytes:][:fallback.Int8Block]
-		src := k.I8[c*k.Ld+whole*fallback.Int8Block : c*k.Ld+dk]
-		for i := range blk {
-			blk[i] = 128
-			if i < len(src) {
-				blk[i] = uint8(src[i]) ^ 0x80
-			}
-		}
+	for c := range nk { // the partial last block's bytes
+		fallback.PackKeyBytesQ8(dst[c*ld+whole*fallback.KeyQ8BlockBytes:], k.I8[c*k.Ld+whole*fallback.Int8Block:c*k.Ld+dk])
 	}
 }

@@ -3,7 +3,7 @@
 // VPDPBUSD, where the other paths of that mode multiply the values the
 // quantized rows stand for in float32 (QK on a dequantized K block).
 //
-// Operands, packed by the caller (kernels.PackKeysQ8, kernels.PackQueryQ8):
+// Operands, packed by the caller (kernels.Set.PackKeysQ8, fallback.PackQueryQ8):
 //
 //	K  each key's row as nb blocks of 36 bytes: 32 bytes k+128 (0..255,
 //	   VPDPBUSD's unsigned operand; dims past dk hold 128, k = 0) and
@@ -26,6 +26,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -35,8 +36,13 @@ import (
 // need 48 for the sums and scores alone).
 const scoresQ8NV = 2
 
-// q8BlockBytes is one block of a packed key row: 32 bytes and a scale.
-const q8BlockBytes = 32 + 4
+// The packed key rows' layout is fallback's (fallback.PackKeysQ8): blocks
+// of q8BlockBytes, the scale q8ScaleAt bytes in; a step takes 4 dims.
+const (
+	q8BlockBytes = fallback.KeyQ8BlockBytes
+	q8ScaleAt    = fallback.Int8Block
+	q8Steps      = fallback.Int8Block / 4
+)
 
 // scoresQ8Regs are the registers ScoresQ8's key groups share.
 type scoresQ8Regs struct {
@@ -110,8 +116,8 @@ func (g *gen) scoresQ8Tile(r scoresQ8Regs, mr, nv int, lbl string) {
 			g.VMOVDQU32(operand.Mem{Base: qc, Disp: j * b}, sum[i][j])
 		}
 	}
-	g.Comment("8 steps of 4 dims: the rows' dwords, each key's dword broadcast into a VPDPBUSD with each.")
-	for t := 0; t < 8; t++ {
+	g.Comment(fmt.Sprintf("%d steps of 4 dims: the rows' dwords, each key's dword broadcast into a VPDPBUSD with each.", q8Steps))
+	for t := 0; t < q8Steps; t++ {
 		qv := make([]reg.VecVirtual, nv)
 		for j := range qv {
 			qv[j] = g.vec()
@@ -129,7 +135,7 @@ func (g *gen) scoresQ8Tile(r scoresQ8Regs, mr, nv int, lbl string) {
 	g.Comment("The block's sums to float32, times q scale × k scale, into the scores.")
 	for i := range sum {
 		ksc := g.vec()
-		g.VBROADCASTSS(r.k.at(kb, i).Offset(32), ksc)
+		g.VBROADCASTSS(r.k.at(kb, i).Offset(q8ScaleAt), ksc)
 		for j := range sum[i] {
 			w := g.vec()
 			g.VMULPS(operand.Mem{Base: qs, Disp: j * b}, ksc, w)
@@ -185,7 +191,7 @@ func (g *gen) packKeysQ8() {
 	y := g.YMM()
 	g.VPXOR(operand.Mem{Base: s}, flip, y)
 	g.VMOVDQU(y, operand.Mem{Base: d})
-	g.ADDQ(operand.Imm(32), s)
+	g.ADDQ(operand.Imm(q8ScaleAt), s)
 	g.ADDQ(operand.Imm(q8BlockBytes), d)
 	g.DECQ(n)
 	g.JNZ(operand.LabelRef("bytes"))
@@ -195,7 +201,7 @@ func (g *gen) packKeysQ8() {
 	g.Label("scale")
 	x := g.GP32()
 	g.MOVL(operand.Mem{Base: c}, x)
-	g.MOVL(x, operand.Mem{Base: d, Disp: 32})
+	g.MOVL(x, operand.Mem{Base: d, Disp: q8ScaleAt})
 	g.ADDQ(operand.Imm(4), c)
 	g.ADDQ(operand.Imm(q8BlockBytes), d)
 	g.DECQ(m)
