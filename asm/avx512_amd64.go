@@ -594,3 +594,35 @@ func GemmAMXEmuAVX512(c *float32, ldc int, a *uint32, lda int, b *uint32, ldb in
 //
 //go:noescape
 func AMXPeakAVX512(iters int)
+
+// ScoresQ8AMXAVX512 is
+//
+//	for c := 0; c < 16*kg; c++ {
+//		for r := 0; r < 16*nv; r++ {
+//			s[c*lds+r] = Σ_{b<nb} float32(Σ_{d<32} (k8(c, b, d)+128)·q8(r, 32b+d) + qc[b*ldq+r]) · (qs[b*ldq+r]·ks(c, b))
+//
+// ScoresQ8's tile (the same operands, strides and bits) for kg groups of
+// 16 keys and nv vectors of 16 rows, each block's integer sums on AMX-INT8
+// tiles (TDPBUSD), their scaling on AVX-512. kg, nv, nb >= 1. tiles is 8
+// KiB of scratch: the stored sums at 6 and 7 KiB. The tiles are
+// configured and released within the call.
+//
+//go:noescape
+func ScoresQ8AMXAVX512(s *float32, lds int, k *uint8, ldk int, q *int8, qs *float32, qc *int32, ldq int, kg int, nv int, nb int, tiles *uint32)
+
+// ScoresQ8AMXEmuAVX512 is
+//
+//	for c := 0; c < 16*kg; c++ {
+//		for r := 0; r < 16*nv; r++ {
+//			s[c*lds+r] = Σ_{b<nb} float32(Σ_{d<32} (k8(c, b, d)+128)·q8(r, 32b+d) + qc[b*ldq+r]) · (qs[b*ldq+r]·ks(c, b))
+//
+// ScoresQ8's tile (the same operands, strides and bits) for kg groups of
+// 16 keys and nv vectors of 16 rows, each block's integer sums on AMX-INT8
+// tiles (TDPBUSD), their scaling on AVX-512. kg, nv, nb >= 1. tiles is 8
+// KiB of scratch: the stored sums at 6 and 7 KiB. The tiles are
+// configured and released within the call.
+// This twin computes each tile instruction with AVX-512 on the tile file
+// tiles, TDPBUSD by VPDPBUSD (AVX512_VNNI): the native kernel's bits.
+//
+//go:noescape
+func ScoresQ8AMXEmuAVX512(s *float32, lds int, k *uint8, ldk int, q *int8, qs *float32, qc *int32, ldq int, kg int, nv int, nb int, tiles *uint32)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/fastattn/fastattn/kernels"
 	"os"
 	"runtime"
 	"strconv"
@@ -31,6 +30,9 @@ type Machine struct {
 	AMXPeak1 map[string]float64 `json:"amx_peak_gflops_1_thread,omitempty"`
 	AMXPeakN map[string]float64 `json:"amx_peak_gflops_all_threads,omitempty"`
 	AMX      string             `json:"amx"` // "on", or why not
+	// AMXInt8 is "on" where the int8 mode's flash-block scores run on
+	// AMX-INT8 tiles (TDPBUSD), else why not.
+	AMXInt8 string `json:"amx_int8"`
 	// Memory read bandwidth, GB/s, one thread and all threads.
 	BW1 float64 `json:"read_gbs_1_thread"`
 	BWN float64 `json:"read_gbs_all_threads"`
@@ -165,9 +167,11 @@ func (w Busy) Others() float64 {
 	return max(0, other/float64(t-w.total))
 }
 
-// amxStatus is "on" where the avx512 set runs AMX tiles, else why not.
-func amxStatus() string {
-	if err := kernels.AMXStatus(); err != nil {
+// amxStatus is "on" where the avx512 set runs AMX tiles (status: its
+// bfloat16 or its int8 tiles' kernels.AMXStatus, AMXInt8Status), else
+// why not.
+func amxStatus(status func() error) string {
+	if err := status(); err != nil {
 		return err.Error()
 	}
 	return "on"

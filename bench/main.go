@@ -253,7 +253,7 @@ func run(cfg *config) error {
 	}
 	m := Machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Threads: runtime.GOMAXPROCS(0), Selected: best.Name,
 		Peak1: map[string]float64{}, PeakN: map[string]float64{}, BF16Peak1: map[string]float64{}, BF16PeakN: map[string]float64{},
-		AMXPeak1: map[string]float64{}, AMXPeakN: map[string]float64{}, AMX: amxStatus(),
+		AMXPeak1: map[string]float64{}, AMXPeakN: map[string]float64{}, AMX: amxStatus(kernels.AMXStatus), AMXInt8: amxStatus(kernels.AMXInt8Status),
 		L3Bytes: int64(max(cpuid.CPU.Cache.L3, 0))}
 	for _, ks := range cfg.sets {
 		m.Peak1[ks.Name] = PeakGFLOPS(ks, 1, FMA)

@@ -254,6 +254,7 @@ func init() {
 		avx512.scoresQ8 = x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512)
 		avx512.packKeysQ8 = asm.PackKeysQ8AVX512
 	}
+	withAMXInt8() // ScoresQ8 on AMX-INT8 tiles where the CPU has them
 	// VPSIGNB, VPMADDUBSW and VPMADDWD on every AVX2 core, AVX-VNNI's
 	// VPDPBUSD where the CPU has it (Intel from Alder Lake and Sapphire
 	// Rapids, AMD from Zen 5); the AVX-512 features are EmulatedVNNI's.

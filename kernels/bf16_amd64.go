@@ -87,8 +87,10 @@ func init() {
 // "avx512-amxemu") whose GemmBF16 runs its bulk on the Emu twin of
 // GemmAMX (tile instructions computed by AVX-512F on a tile file) and
 // the rest on the Emu twin of GemmBF16: the AMX drivers' code on any
-// AVX-512 CPU, bit for bit fallback.GemmBF16. nil where the CPU has no
-// AVX-512.
+// AVX-512 CPU, bit for bit fallback.GemmBF16. Where the CPU has
+// AVX512_VNNI its ScoresQ8 runs the Emu twin of ScoresQ8AMX (AMX-INT8's
+// TDPBUSD by VPDPBUSD), bit for bit fallback.ScoresQ8. nil where the CPU
+// has no AVX-512.
 func EmulatedAMX() *Set {
 	ks := EmulatedBF16()
 	if ks == nil {
@@ -96,6 +98,7 @@ func EmulatedAMX() *Set {
 	}
 	ks.Name = "avx512-amxemu"
 	withAMX(ks.bf16, true)
+	withAMXInt8Emu(ks)
 	return ks
 }
 

@@ -15,5 +15,9 @@ func EmulatedAMX() *Set { return nil }
 // AMXStatus says why no set runs AMX tiles in this build.
 func AMXStatus() error { return errAMXBuild }
 
-// errAMXBuild is AMXStatus outside amd64 assembly builds.
+// AMXInt8Status says why no set runs ScoresQ8 on AMX-INT8 tiles in this
+// build.
+func AMXInt8Status() error { return errAMXBuild }
+
+// errAMXBuild is AMXStatus and AMXInt8Status outside amd64 assembly builds.
 var errAMXBuild = errors.New("AMX kernels exist in amd64 builds without the purego tag only")

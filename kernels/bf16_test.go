@@ -192,6 +192,10 @@ func TestAMXSelection(t *testing.T) {
 		}
 	}
 	t.Logf("AMX: %v", AMXStatus())
+	t.Logf("AMX-INT8: %v", AMXInt8Status())
+	if AMXInt8Status() == nil && !avx512.HasScoresQ8() {
+		t.Error("AMX-INT8 is on but the avx512 set has no ScoresQ8")
+	}
 }
 
 // TestPairBF16 checks PairBF16 on every set (the kernel where a set has

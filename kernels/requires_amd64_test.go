@@ -64,6 +64,8 @@ func TestRequires(t *testing.T) {
 					id = cpuid.AMXTILE
 				case "AMX-BF16":
 					id = cpuid.AMXBF16
+				case "AMX-INT8":
+					id = cpuid.AMXINT8
 				}
 				if id == cpuid.UNKNOWN {
 					t.Errorf("%s: feature %q unknown to cpuid", path, feat)

@@ -14,11 +14,13 @@ import (
 // for bit, and both against float64 sums of the values the quantized rows
 // and keys stand for, over head dims with and without a partial last
 // block, every key tail of the 6-key tile, one and two row vectors per
-// panel and several panels, with every operand against a guard page.
+// panel and several panels, with every operand against a guard page. The
+// sets include EmulatedAMX's (ScoresQ8AMX's Emu twin: whole groups of 16
+// keys on the tiles, odd and even block counts, the rest on ScoresQ8).
 func TestScoresQ8(t *testing.T) {
 	var sets []*Set
-	for _, ks := range Available() {
-		if ks.HasScoresQ8() {
+	for _, ks := range append(Available(), EmulatedAMX()) {
+		if ks != nil && ks.HasScoresQ8() {
 			sets = append(sets, ks)
 		}
 	}
@@ -27,8 +29,8 @@ func TestScoresQ8(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 9))
 	for _, ks := range sets {
-		for _, dk := range []int{4, 28, 32, 36, 64, 100, 128, 576} {
-			for _, nk := range []int{1, 2, 3, 4, 5, 6, 7, 11, 13, 37} {
+		for _, dk := range []int{4, 28, 32, 36, 64, 80, 100, 128, 576} {
+			for _, nk := range []int{1, 2, 3, 4, 5, 6, 7, 11, 13, 16, 37, 48} {
 				for _, vecs := range []int{1, 2, 3, 4, 5} {
 					for _, atEnd := range []bool{false, true} {
 						scoresQ8Case(t, ks, rng, dk, nk, vecs*ks.Lanes, atEnd)

@@ -255,3 +255,59 @@ func TestComputeInt8Threads(t *testing.T) {
 		}
 	}
 }
+
+// TestAMXInt8EmulatedBitwise holds the int8 mode on AMX-INT8's Emu twin
+// (EmulatedAMX: ScoresQ8AMX's whole groups of 16 keys, the rest on
+// ScoresQ8AVX512) to the avx512 set's bits (ScoresQ8AVX512 alone) over
+// prefill and many heads over one KV head, int8 and int4 K/V, causal or
+// not: the tiles' scores must equal VPDPBUSD's. It also asks the tile
+// path for no allocation in steady state.
+func TestAMXInt8EmulatedBitwise(t *testing.T) {
+	var vnni, amx *Engine
+	for _, e := range int8Engines {
+		switch e.Kernels() {
+		case "avx512":
+			vnni = e
+		case "avx512-amxemu":
+			amx = e
+		}
+	}
+	if vnni == nil || amx == nil || !vnni.ks.HasScoresQ8() {
+		t.Skip("no AVX512_VNNI: no ScoresQ8 to hold the emulated AMX-INT8 set to")
+	}
+	rng := rand.New(rand.NewPCG(0xa8, 3))
+	for _, s := range []Shape{
+		{Batch: 1, Heads: 4, KVHeads: 2, QLen: 200, KVLen: 300, HeadDim: 64},
+		{Batch: 2, Heads: 2, KVHeads: 2, QLen: 130, KVLen: 133, HeadDim: 96, ValueDim: 80, Layout: BHSD},
+		{Batch: 1, Heads: 64, KVHeads: 1, QLen: 1, KVLen: 517, HeadDim: 576, ValueDim: 512},
+	} {
+		rs, err := s.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, k, v, _ := inputs(rng, rs)
+		for _, typ := range []KVType{Int8, Int4} {
+			_, _, call := storeQuantized(t, typ, s, k, v, rs.HeadDim, rs.ValueDim)
+			for _, causal := range []bool{false, true} {
+				var outs [2][]float32
+				for i, e := range []*Engine{vnni, amx} {
+					outs[i] = make([]float32, len(q)/rs.HeadDim*rs.ValueDim)
+					if err := call(e, outs[i], q, &Options{Causal: causal, Compute: ComputeInt8}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if d := firstDiff(outs[1], outs[0]); d >= 0 {
+					t.Fatalf("%+v %v causal=%v: out[%d] = %g on the emulated tiles, %g on VPDPBUSD", s, typ, causal, d, outs[1][d], outs[0][d])
+				}
+			}
+			out, o := make([]float32, len(q)/rs.HeadDim*rs.ValueDim), &Options{Compute: ComputeInt8}
+			if n := testing.AllocsPerRun(allocRuns(), func() {
+				if err := call(amx, out, q, o); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%+v %v: the AMX-INT8 path allocates %v times per call", s, typ, n)
+			}
+		}
+	}
+}

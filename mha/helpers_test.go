@@ -21,8 +21,9 @@ var engines []*Engine
 var bf16Engines []*Engine
 
 // int8Engines are engines and, where the CPU has AVX512_VNNI, an engine
-// on the avx2 set whose DecodeQ8 is the AVX-VNNI kernel's Emu twin: the
-// engines of the int8 mode's oracle tests.
+// on the avx2 set whose DecodeQ8 is the AVX-VNNI kernel's Emu twin and
+// one on EmulatedAMX, whose ScoresQ8 is AMX-INT8's Emu twin: the engines
+// of the int8 mode's oracle tests.
 var int8Engines []*Engine
 
 func TestMain(m *testing.M) {
@@ -49,6 +50,9 @@ func TestMain(m *testing.M) {
 	int8Engines = engines
 	if ks := kernels.EmulatedVNNI(); ks != nil && os.Getenv("FASTATTN_ISA") == "" {
 		int8Engines = append(append([]*Engine(nil), engines...), &Engine{ks: ks, pool: newPool(2)})
+	}
+	if ks := kernels.EmulatedAMX(); ks != nil && ks.HasScoresQ8() && os.Getenv("FASTATTN_ISA") == "" {
+		int8Engines = append(append([]*Engine(nil), int8Engines...), &Engine{ks: ks, pool: newPool(2)})
 	}
 	os.Exit(m.Run())
 }

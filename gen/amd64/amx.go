@@ -55,6 +55,10 @@ var (
 	// tdpbf16ps is TDPBF16PS tmm1, tmm2, tmm3 (VEX.128.F3.0F38.W0 5C
 	// 11:rrr:bbb, tmm3 in vvvv): tmm1 += tmm2 · tmm3 over bfloat16 pairs.
 	tdpbf16ps = amxOp{"TDPBF16PS", 2, 0x5c}
+	// tdpbusd is TDPBUSD tmm1, tmm2, tmm3 (VEX.128.66.0F38.W0 5E
+	// 11:rrr:bbb, tmm3 in vvvv): tmm1's int32 += the dot products of
+	// tmm2's unsigned bytes by tmm3's signed ones, 4 a dword (AMX-INT8).
+	tdpbusd = amxOp{"TDPBUSD", 1, 0x5e}
 	// tilezero is TILEZERO tmm (VEX.128.F2.0F38.W0 49 11:rrr:000).
 	tilezero = amxOp{"TILEZERO", 3, 0x49}
 	// ldtilecfg is LDTILECFG [base] (VEX.128.NP.0F38.W0 49 !(11):000:bbb).
@@ -94,7 +98,7 @@ func (op amxOp) encodeRegs(c, a, b int) []byte {
 			panic(fmt.Sprintf("%s: tmm%d", op.name, t))
 		}
 	}
-	if op == tdpbf16ps && (c == a || c == b || a == b) { // #UD: the three tiles must differ
+	if (op == tdpbf16ps || op == tdpbusd) && (c == a || c == b || a == b) { // #UD: the three tiles must differ
 		panic(fmt.Sprintf("%s: tmm%d, tmm%d, tmm%d are not distinct", op.name, c, a, b))
 	}
 	return append(op.vex3(c, 0, a, b), op.opcode, 0xc0|byte(c)<<3|byte(a))
@@ -143,12 +147,14 @@ func (g *gen) amxRegs(op amxOp, c, a, b int) {
 // amxMem emits TILELOADD tmm, [base + stride] or TILESTORED [base +
 // stride], tmm as a placeholder on avo registers, which amxPass encodes
 // once they are allocated. Go's order: the memory operand's registers.
-func (g *gen) amxMem(op amxOp, tmm int, base, stride reg.GPVirtual) {
+// feature is the kernel's AMX extension (AMX-BF16, AMX-INT8), named in
+// its Requires line.
+func (g *gen) amxMem(op amxOp, tmm int, base, stride reg.GPVirtual, feature string) {
 	g.Instruction(&ir.Instruction{
 		Opcode:   fmt.Sprintf("%s%d", op.name, tmm),
 		Operands: []operand.Op{base, stride},
 		Inputs:   []operand.Op{base, stride},
-		ISA:      []string{"AMX-TILE", "AMX-BF16"},
+		ISA:      []string{"AMX-TILE", feature},
 	})
 }
 
@@ -245,9 +251,19 @@ func (g *gen) tileConfig() operand.Mem {
 
 // amx is the code of one tile kernel, native or through the tile file.
 type amx struct {
-	g     *gen
-	emu   bool
-	tiles reg.GPVirtual // the Emu twin's tile file
+	g       *gen
+	emu     bool
+	tiles   reg.GPVirtual // the Emu twin's tile file
+	feature string        // the tile unit's extension: "AMX-BF16" (default) or "AMX-INT8"
+	loops   *int          // the Emu twin's tile products so far (their labels)
+}
+
+// ext is the extension the kernel's tile loads and stores belong to.
+func (t amx) ext() string {
+	if t.feature == "" {
+		return "AMX-BF16"
+	}
+	return t.feature
 }
 
 // tileAddr returns the Emu tile file's row r of tile t.
@@ -258,7 +274,7 @@ func (t amx) tileAddr(tile, row int) operand.Mem {
 // load is TILELOADD tile, [base + stride] (stride in bytes).
 func (t amx) load(tile int, base, stride reg.GPVirtual) {
 	if !t.emu {
-		t.g.amxMem(tileloadd, tile, base, stride)
+		t.g.amxMem(tileloadd, tile, base, stride, t.ext())
 		return
 	}
 	t.copyRows(tile, base, stride, true)
@@ -267,7 +283,7 @@ func (t amx) load(tile int, base, stride reg.GPVirtual) {
 // store is TILESTORED [base + stride], tile.
 func (t amx) store(tile int, base, stride reg.GPVirtual) {
 	if !t.emu {
-		t.g.amxMem(tilestored, tile, base, stride)
+		t.g.amxMem(tilestored, tile, base, stride, t.ext())
 		return
 	}
 	t.copyRows(tile, base, stride, false)
@@ -276,10 +292,22 @@ func (t amx) store(tile int, base, stride reg.GPVirtual) {
 // copyRows is the Emu twin's tile load (toTile) or store: the tile's 16
 // rows of 64 bytes from or to memory rows at base, stride bytes apart.
 func (t amx) copyRows(tile int, base, stride reg.GPVirtual, toTile bool) {
+	t.copyShape(tile, amxRows, amxBytes, base, stride, toTile)
+}
+
+// copyShape is copyRows for a tile configured as rows rows of colsb
+// bytes (32 or 64): only those bytes of memory are read or written.
+func (t amx) copyShape(tile, rows, colsb int, base, stride reg.GPVirtual, toTile bool) {
 	g := t.g
-	p, v := g.GP64(), g.ZMM()
+	p := g.GP64()
+	v := reg.VecVirtual(g.ZMM())
+	if colsb == amxBytes/2 {
+		v = g.YMM()
+	} else if colsb != amxBytes {
+		panic(fmt.Sprintf("copyShape: %d bytes a row", colsb))
+	}
 	g.MOVQ(base, p)
-	for r := 0; r < amxRows; r++ {
+	for r := 0; r < rows; r++ {
 		mem, file := operand.Mem{Base: p}, t.tileAddr(tile, r)
 		if toTile {
 			g.VMOVUPS(mem, v)
@@ -288,7 +316,7 @@ func (t amx) copyRows(tile int, base, stride reg.GPVirtual, toTile bool) {
 			g.VMOVUPS(file, v)
 			g.VMOVUPS(v, mem)
 		}
-		if r < amxRows-1 {
+		if r < rows-1 {
 			g.ADDQ(stride, p)
 		}
 	}

@@ -22,6 +22,7 @@ func TestAMXTable(t *testing.T) {
 		{tileloadd.encodeMem(1, 5, 9), []byte{0xc4, 0xa2, 0x7b, 0x4b, 0x4c, 0x0d, 0x00}}, // rbp: disp8 0; r9 index: X̄ = 0
 		{tilestored.encodeMem(0, 7, 6), []byte{0xc4, 0xe2, 0x7a, 0x4b, 0x04, 0x37}},
 		{tdpbf16ps.encodeRegs(0, 4, 6), []byte{0xc4, 0xe2, 0x4a, 0x5c, 0xc4}},
+		{tdpbusd.encodeRegs(0, 2, 4), []byte{0xc4, 0xe2, 0x59, 0x5e, 0xc2}}, // pp 66
 		{tilezero.encodeRegs(3, 0, 0), []byte{0xc4, 0xe2, 0x7b, 0x49, 0xd8}},
 		{ldtilecfg.encodeCfg(0), []byte{0xc4, 0xe2, 0x78, 0x49, 0x00}},
 		{ldtilecfg.encodeCfg(12), []byte{0xc4, 0xc2, 0x78, 0x49, 0x04, 0x24}},
@@ -68,6 +69,7 @@ func TestAMXObjdump(t *testing.T) {
 					continue // #UD: encodeRegs refuses it
 				}
 				add(tdpbf16ps.encodeRegs(tmm, a, b), fmt.Sprintf("tdpbf16ps tmm%d,tmm%d,tmm%d", tmm, a, b))
+				add(tdpbusd.encodeRegs(tmm, a, b), fmt.Sprintf("tdpbusd tmm%d,tmm%d,tmm%d", tmm, a, b))
 			}
 		}
 	}

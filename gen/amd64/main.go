@@ -90,6 +90,9 @@ func generate(x isa, dir string) error {
 		g.gemmAMX(cfg, false)
 		g.gemmAMX(cfg, true)
 		g.amxPeak(cfg)
+		cfgQ8 := g.tileConfigQ8()
+		g.scoresQ8AMX(cfgQ8, false) // ScoresQ8AMX: ScoresQ8 on AMX-INT8 tiles
+		g.scoresQ8AMX(cfgQ8, true)
 	}
 	f, err := c.Result()
 	if err != nil {
