@@ -375,6 +375,24 @@ func DecodeQ8VNNII4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk 
 //go:noescape
 func DecodeQ8VNNIEmuI4AVX2(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int, q8 *int8, ldq8 int, qs *float32, qc *int32)
 
+// QuantizeQ8AVX2 is
+//
+//	if src[:32*nb] has a NaN or ±Inf: return 0 (q, c and src unwritten; s may be)
+//	for b := 0; b < nb; b++ {
+//		s[b] = amax(src[32b:32b+32])/127 (stepped down while 127·s[b] overflows)
+//		q[32b+i] = clamp(roundEven(src[32b+i]/s[b]), -127, 127)   (0 where s[b] = 0)
+//		c[b] = -128·Σ_i q[32b+i]
+//		if values != 0 { src[32b+i] = float32(q[32b+i])·s[b] }
+//	}
+//	return 1
+//
+// fallback.QuantizeQuery's bytes, scales and corrections of one row of
+// nb >= 1 whole blocks (a partial last block is the caller's, padded
+// with zeros), and with values DequantizeQuery's values, in place.
+//
+//go:noescape
+func QuantizeQ8AVX2(q *int8, s *float32, c *int32, src *float32, nb int, values int) int
+
 // WidenF16AVX2 is
 //
 //	for r := 0; r < rows; r++ {

@@ -372,23 +372,47 @@ DATA constsAVX2<>+1456(SB)/4, $0x4b000008
 DATA constsAVX2<>+1460(SB)/4, $0x4b000008
 DATA constsAVX2<>+1464(SB)/4, $0x4b000008
 DATA constsAVX2<>+1468(SB)/4, $0x4b000008
-DATA constsAVX2<>+1472(SB)/4, $0xffffffff
-DATA constsAVX2<>+1476(SB)/4, $0xffffffff
-DATA constsAVX2<>+1480(SB)/4, $0xffffffff
-DATA constsAVX2<>+1484(SB)/4, $0xffffffff
-DATA constsAVX2<>+1488(SB)/4, $0xffffffff
-DATA constsAVX2<>+1492(SB)/4, $0xffffffff
-DATA constsAVX2<>+1496(SB)/4, $0xffffffff
-DATA constsAVX2<>+1500(SB)/4, $0xffffffff
-DATA constsAVX2<>+1504(SB)/4, $0x00000000
-DATA constsAVX2<>+1508(SB)/4, $0x00000000
-DATA constsAVX2<>+1512(SB)/4, $0x00000000
-DATA constsAVX2<>+1516(SB)/4, $0x00000000
-DATA constsAVX2<>+1520(SB)/4, $0x00000000
-DATA constsAVX2<>+1524(SB)/4, $0x00000000
-DATA constsAVX2<>+1528(SB)/4, $0x00000000
-DATA constsAVX2<>+1532(SB)/4, $0x00000000
-GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1536
+DATA constsAVX2<>+1472(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1476(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1480(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1484(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1488(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1492(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1496(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1500(SB)/4, $0x42fe0000
+DATA constsAVX2<>+1504(SB)/4, $0x0000007f
+DATA constsAVX2<>+1508(SB)/4, $0x0000007f
+DATA constsAVX2<>+1512(SB)/4, $0x0000007f
+DATA constsAVX2<>+1516(SB)/4, $0x0000007f
+DATA constsAVX2<>+1520(SB)/4, $0x0000007f
+DATA constsAVX2<>+1524(SB)/4, $0x0000007f
+DATA constsAVX2<>+1528(SB)/4, $0x0000007f
+DATA constsAVX2<>+1532(SB)/4, $0x0000007f
+DATA constsAVX2<>+1536(SB)/4, $0xffffff81
+DATA constsAVX2<>+1540(SB)/4, $0xffffff81
+DATA constsAVX2<>+1544(SB)/4, $0xffffff81
+DATA constsAVX2<>+1548(SB)/4, $0xffffff81
+DATA constsAVX2<>+1552(SB)/4, $0xffffff81
+DATA constsAVX2<>+1556(SB)/4, $0xffffff81
+DATA constsAVX2<>+1560(SB)/4, $0xffffff81
+DATA constsAVX2<>+1564(SB)/4, $0xffffff81
+DATA constsAVX2<>+1568(SB)/4, $0xffffffff
+DATA constsAVX2<>+1572(SB)/4, $0xffffffff
+DATA constsAVX2<>+1576(SB)/4, $0xffffffff
+DATA constsAVX2<>+1580(SB)/4, $0xffffffff
+DATA constsAVX2<>+1584(SB)/4, $0xffffffff
+DATA constsAVX2<>+1588(SB)/4, $0xffffffff
+DATA constsAVX2<>+1592(SB)/4, $0xffffffff
+DATA constsAVX2<>+1596(SB)/4, $0xffffffff
+DATA constsAVX2<>+1600(SB)/4, $0x00000000
+DATA constsAVX2<>+1604(SB)/4, $0x00000000
+DATA constsAVX2<>+1608(SB)/4, $0x00000000
+DATA constsAVX2<>+1612(SB)/4, $0x00000000
+DATA constsAVX2<>+1616(SB)/4, $0x00000000
+DATA constsAVX2<>+1620(SB)/4, $0x00000000
+DATA constsAVX2<>+1624(SB)/4, $0x00000000
+DATA constsAVX2<>+1628(SB)/4, $0x00000000
+GLOBL constsAVX2<>(SB), RODATA|NOPTR, $1632
 
 DATA iotaAVX2<>+0(SB)/4, $0x00000000
 DATA iotaAVX2<>+4(SB)/4, $0x3f800000
@@ -418,7 +442,7 @@ TEXT ·GemmAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R11
 	MOVQ $0x00000008, R12
 	SUBQ R11, R12
-	LEAQ constsAVX2<>+1472(SB), R13
+	LEAQ constsAVX2<>+1568(SB), R13
 	LEAQ (R13)(R12*4), R13
 	MOVQ nv+64(FP), R12
 	CMPQ R11, $0x08
@@ -1619,7 +1643,7 @@ TEXT ·GemmWF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1472(SB), R12
+	LEAQ constsAVX2<>+1568(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -2804,7 +2828,7 @@ TEXT ·GemmWBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+72(FP), R10
 	MOVQ $0x00000008, R11
 	SUBQ R10, R11
-	LEAQ constsAVX2<>+1472(SB), R12
+	LEAQ constsAVX2<>+1568(SB), R12
 	LEAQ (R12)(R11*4), R12
 	MOVQ nv+64(FP), R11
 	CMPQ R10, $0x08
@@ -4034,7 +4058,7 @@ TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1472(SB), R10
+	LEAQ constsAVX2<>+1568(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -5229,7 +5253,7 @@ TEXT ·GemvWI4AVX2(SB), NOSPLIT, $0-104
 	MOVQ tail+72(FP), R8
 	MOVQ $0x00000008, R9
 	SUBQ R8, R9
-	LEAQ constsAVX2<>+1472(SB), R10
+	LEAQ constsAVX2<>+1568(SB), R10
 	LEAQ (R10)(R9*4), R10
 	MOVQ nv+64(FP), R9
 	CMPQ R8, $0x08
@@ -6475,7 +6499,7 @@ TEXT ·DotAVX2(SB), NOSPLIT, $0-80
 	MOVQ tail+72(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1472(SB), R11
+	LEAQ constsAVX2<>+1568(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nk+56(FP), R10
 	MOVQ rows+48(FP), R12
@@ -7730,13 +7754,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -7744,7 +7768,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -7752,7 +7776,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -7842,7 +7866,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -11731,13 +11755,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -11745,7 +11769,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -11753,7 +11777,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -11839,7 +11863,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -15772,13 +15796,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -15786,7 +15810,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -15794,7 +15818,7 @@ kwhole:
 	SHRQ    $0x01, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -15880,7 +15904,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -19969,13 +19993,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -19983,7 +20007,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -19991,7 +20015,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -20115,7 +20139,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -24858,13 +24882,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -24872,7 +24896,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -24880,7 +24904,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -25002,7 +25026,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -30102,13 +30126,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -30116,7 +30140,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -30124,7 +30148,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -30252,7 +30276,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -30442,7 +30466,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1472(SB), R10
+	LEAQ        constsAVX2<>+1568(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y0
 	VPMASKMOVD  (DX), Y0, Y1
@@ -31374,7 +31398,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1472(SB), R8
+	LEAQ         constsAVX2<>+1568(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -33696,13 +33720,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -33710,7 +33734,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -33718,7 +33742,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -33846,7 +33870,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -34037,7 +34061,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1472(SB), R10
+	LEAQ        constsAVX2<>+1568(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y1
 	VPMASKMOVD  (DX), Y1, Y2
@@ -34834,7 +34858,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1472(SB), R8
+	LEAQ         constsAVX2<>+1568(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -37150,13 +37174,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -37164,7 +37188,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -37172,7 +37196,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -37300,7 +37324,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -37491,7 +37515,7 @@ q8_tail:
 	SHRQ        $0x02, R10
 	MOVQ        $0x00000008, R11
 	SUBQ        R10, R11
-	LEAQ        constsAVX2<>+1472(SB), R10
+	LEAQ        constsAVX2<>+1568(SB), R10
 	LEAQ        (R10)(R11*4), R10
 	VMOVDQU     (R10), Y1
 	VPMASKMOVD  (DX), Y1, Y2
@@ -38288,7 +38312,7 @@ q8row_tail:
 	SHRQ         $0x02, R8
 	MOVQ         $0x00000008, R9
 	SUBQ         R8, R9
-	LEAQ         constsAVX2<>+1472(SB), R8
+	LEAQ         constsAVX2<>+1568(SB), R8
 	LEAQ         (R8)(R9*4), R8
 	VMOVDQU      (R8), Y2
 	VMOVDQU      (DI), Y3
@@ -40610,13 +40634,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -40624,7 +40648,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -40632,7 +40656,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -40758,7 +40782,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -42675,13 +42699,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -42689,7 +42713,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -42697,7 +42721,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -42823,7 +42847,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -44740,13 +44764,13 @@ kwhole:
 	MOVQ    CX, 32(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 576(AX)
 	MOVQ    $0x00000008, CX
 	SUBQ    SI, CX
-	LEAQ    constsAVX2<>+1472(SB), BX
+	LEAQ    constsAVX2<>+1568(SB), BX
 	LEAQ    (BX)(CX*4), BX
 	VMOVDQU (BX), Y0
 	VMOVDQU Y0, 608(AX)
@@ -44754,7 +44778,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 640(AX)
@@ -44762,7 +44786,7 @@ kwhole:
 	SHRQ    $0x02, CX
 	MOVQ    $0x00000008, DX
 	SUBQ    CX, DX
-	LEAQ    constsAVX2<>+1472(SB), CX
+	LEAQ    constsAVX2<>+1568(SB), CX
 	LEAQ    (CX)(DX*4), CX
 	VMOVDQU (CX), Y0
 	VMOVDQU Y0, 656(AX)
@@ -44888,7 +44912,7 @@ whole:
 	MOVQ    DX, 24(SP)
 	MOVQ    $0x00000008, CX
 	SUBQ    DX, CX
-	LEAQ    constsAVX2<>+1472(SB), DX
+	LEAQ    constsAVX2<>+1568(SB), DX
 	LEAQ    (DX)(CX*4), DX
 	VMOVDQU (DX), Y0
 	VMOVDQU Y0, 672(AX)
@@ -46761,6 +46785,157 @@ panelnext:
 	VZEROUPPER
 	RET
 
+// func QuantizeQ8AVX2(q *int8, s *float32, c *int32, src *float32, nb int, values int) int
+// Requires: AVX, AVX2
+TEXT ·QuantizeQ8AVX2(SB), NOSPLIT, $0-56
+	MOVQ    q+0(FP), AX
+	MOVQ    s+8(FP), CX
+	MOVQ    c+16(FP), DX
+	MOVQ    src+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	VMOVDQU constsAVX2<>+928(SB), Y0
+
+	// Pass 1: each block's largest |x| by its bits, and its scale.
+	MOVQ BX, DI
+	MOVQ CX, R8
+	MOVQ SI, R9
+
+amax:
+	VPAND        (DI), Y0, Y1
+	VPAND        32(DI), Y0, Y2
+	VPMAXUD      Y2, Y1, Y1
+	VPAND        64(DI), Y0, Y2
+	VPMAXUD      Y2, Y1, Y1
+	VPAND        96(DI), Y0, Y2
+	VPMAXUD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPMAXUD      X2, X1, X2
+	VPSHUFD      $0x4e, X2, X1
+	VPMAXUD      X1, X2, X2
+	VPSHUFD      $0xb1, X2, X1
+	VPMAXUD      X1, X2, X2
+	VMOVD        X2, R10
+	CMPL         R10, $0x7f800000
+	JAE          nonfinite
+	VMOVD        R10, X1
+	VDIVSS       constsAVX2<>+1472(SB), X1, X1
+
+overflow:
+	VMULSS constsAVX2<>+1472(SB), X1, X2
+	VMOVD  X2, R10
+	CMPL   R10, $0x7f800000
+	JNE    scaled
+	VMOVD  X1, R10
+	DECL   R10
+	VMOVD  R10, X1
+	JMP    overflow
+
+scaled:
+	VMOVSS X1, (R8)
+	ADDQ   $0x00000080, DI
+	ADDQ   $0x00000004, R8
+	DECQ   R9
+	JNZ    amax
+
+	// Pass 2: each block's bytes, correction and (values) values.
+block:
+	VBROADCASTSS (CX), Y0
+	CMPL         (CX), $0x00000000
+	JE           zeros
+	VMOVUPS      (BX), Y1
+	VDIVPS       Y0, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      constsAVX2<>+1504(SB), Y1, Y1
+	VPMAXSD      constsAVX2<>+1536(SB), Y1, Y1
+	VMOVDQU      Y1, Y2
+	VMOVUPS      32(BX), Y3
+	VDIVPS       Y0, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      constsAVX2<>+1504(SB), Y3, Y3
+	VPMAXSD      constsAVX2<>+1536(SB), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      64(BX), Y4
+	VDIVPS       Y0, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      constsAVX2<>+1504(SB), Y4, Y4
+	VPMAXSD      constsAVX2<>+1536(SB), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVUPS      96(BX), Y5
+	VDIVPS       Y0, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      constsAVX2<>+1504(SB), Y5, Y5
+	VPMAXSD      constsAVX2<>+1536(SB), Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPACKSSDW    Y3, Y1, Y6
+	VPACKSSDW    Y5, Y4, Y7
+	VPACKSSWB    Y7, Y6, Y6
+	VMOVDQU      packOrderAVX2<>+0(SB), Y7
+	VPERMD       Y6, Y7, Y6
+	VMOVDQU      Y6, (AX)
+	VEXTRACTI128 $0x01, Y2, X6
+	VPADDD       X6, X2, X6
+	VPSHUFD      $0x4e, X6, X2
+	VPADDD       X2, X6, X6
+	VPSHUFD      $0xb1, X6, X2
+	VPADDD       X2, X6, X6
+	VMOVD        X6, DI
+	IMUL3L       $-128, DI, DI
+	MOVL         DI, (DX)
+	CMPQ         values+40(FP), $0x00000000
+	JE           next
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (BX)
+	VCVTDQ2PS    Y3, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 32(BX)
+	VCVTDQ2PS    Y4, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 64(BX)
+	VCVTDQ2PS    Y5, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 96(BX)
+	JMP          next
+
+zeros:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVDQU Y0, (AX)
+	MOVL    $0x00000000, (DX)
+	CMPQ    values+40(FP), $0x00000000
+	JE      next
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y0, 32(BX)
+	VMOVUPS Y0, 64(BX)
+	VMOVUPS Y0, 96(BX)
+
+next:
+	ADDQ $0x00000080, BX
+	ADDQ $0x00000020, AX
+	ADDQ $0x00000004, CX
+	ADDQ $0x00000004, DX
+	DECQ SI
+	JNZ  block
+	MOVQ $0x00000001, AX
+	MOVQ AX, ret+48(FP)
+	VZEROUPPER
+	RET
+
+nonfinite:
+	XORQ AX, AX
+	MOVQ AX, ret+48(FP)
+	VZEROUPPER
+	RET
+
+DATA packOrderAVX2<>+0(SB)/4, $0x00000000
+DATA packOrderAVX2<>+4(SB)/4, $0x00000004
+DATA packOrderAVX2<>+8(SB)/4, $0x00000001
+DATA packOrderAVX2<>+12(SB)/4, $0x00000005
+DATA packOrderAVX2<>+16(SB)/4, $0x00000002
+DATA packOrderAVX2<>+20(SB)/4, $0x00000006
+DATA packOrderAVX2<>+24(SB)/4, $0x00000003
+DATA packOrderAVX2<>+28(SB)/4, $0x00000007
+GLOBL packOrderAVX2<>(SB), RODATA|NOPTR, $32
+
 // func WidenF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, F16C
 TEXT ·WidenF16AVX2(SB), NOSPLIT, $0-48
@@ -47108,7 +47283,7 @@ TEXT ·PVAVX2(SB), NOSPLIT, $0-88
 	MOVQ tail+80(FP), R9
 	MOVQ $0x00000008, R10
 	SUBQ R9, R10
-	LEAQ constsAVX2<>+1472(SB), R11
+	LEAQ constsAVX2<>+1568(SB), R11
 	LEAQ (R11)(R10*4), R11
 	MOVQ nv+72(FP), R10
 	CMPQ R9, $0x08

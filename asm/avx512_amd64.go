@@ -307,6 +307,24 @@ func ScoresQ8AVX512(s *float32, lds int, k *uint8, ldk int, q *int8, qs *float32
 //go:noescape
 func PackKeysQ8AVX512(dst *uint8, ldd int, src *int8, lds int, s *float32, ldss int, nk int, nw int, nb int)
 
+// QuantizeQ8AVX512 is
+//
+//	if src[:32*nb] has a NaN or ±Inf: return 0 (q, c and src unwritten; s may be)
+//	for b := 0; b < nb; b++ {
+//		s[b] = amax(src[32b:32b+32])/127 (stepped down while 127·s[b] overflows)
+//		q[32b+i] = clamp(roundEven(src[32b+i]/s[b]), -127, 127)   (0 where s[b] = 0)
+//		c[b] = -128·Σ_i q[32b+i]
+//		if values != 0 { src[32b+i] = float32(q[32b+i])·s[b] }
+//	}
+//	return 1
+//
+// fallback.QuantizeQuery's bytes, scales and corrections of one row of
+// nb >= 1 whole blocks (a partial last block is the caller's, padded
+// with zeros), and with values DequantizeQuery's values, in place.
+//
+//go:noescape
+func QuantizeQ8AVX512(q *int8, s *float32, c *int32, src *float32, nb int, values int) int
+
 // WidenF16AVX512 is
 //
 //	for r := 0; r < rows; r++ {

@@ -740,24 +740,72 @@ DATA constsAVX512<>+2928(SB)/4, $0x4b000008
 DATA constsAVX512<>+2932(SB)/4, $0x4b000008
 DATA constsAVX512<>+2936(SB)/4, $0x4b000008
 DATA constsAVX512<>+2940(SB)/4, $0x4b000008
-DATA constsAVX512<>+2944(SB)/2, $0x0000
-DATA constsAVX512<>+2946(SB)/2, $0x0001
-DATA constsAVX512<>+2948(SB)/2, $0x0003
-DATA constsAVX512<>+2950(SB)/2, $0x0007
-DATA constsAVX512<>+2952(SB)/2, $0x000f
-DATA constsAVX512<>+2954(SB)/2, $0x001f
-DATA constsAVX512<>+2956(SB)/2, $0x003f
-DATA constsAVX512<>+2958(SB)/2, $0x007f
-DATA constsAVX512<>+2960(SB)/2, $0x00ff
-DATA constsAVX512<>+2962(SB)/2, $0x01ff
-DATA constsAVX512<>+2964(SB)/2, $0x03ff
-DATA constsAVX512<>+2966(SB)/2, $0x07ff
-DATA constsAVX512<>+2968(SB)/2, $0x0fff
-DATA constsAVX512<>+2970(SB)/2, $0x1fff
-DATA constsAVX512<>+2972(SB)/2, $0x3fff
-DATA constsAVX512<>+2974(SB)/2, $0x7fff
-DATA constsAVX512<>+2976(SB)/2, $0xffff
-GLOBL constsAVX512<>(SB), RODATA|NOPTR, $2978
+DATA constsAVX512<>+2944(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2948(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2952(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2956(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2960(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2964(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2968(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2972(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2976(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2980(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2984(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2988(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2992(SB)/4, $0x42fe0000
+DATA constsAVX512<>+2996(SB)/4, $0x42fe0000
+DATA constsAVX512<>+3000(SB)/4, $0x42fe0000
+DATA constsAVX512<>+3004(SB)/4, $0x42fe0000
+DATA constsAVX512<>+3008(SB)/4, $0x0000007f
+DATA constsAVX512<>+3012(SB)/4, $0x0000007f
+DATA constsAVX512<>+3016(SB)/4, $0x0000007f
+DATA constsAVX512<>+3020(SB)/4, $0x0000007f
+DATA constsAVX512<>+3024(SB)/4, $0x0000007f
+DATA constsAVX512<>+3028(SB)/4, $0x0000007f
+DATA constsAVX512<>+3032(SB)/4, $0x0000007f
+DATA constsAVX512<>+3036(SB)/4, $0x0000007f
+DATA constsAVX512<>+3040(SB)/4, $0x0000007f
+DATA constsAVX512<>+3044(SB)/4, $0x0000007f
+DATA constsAVX512<>+3048(SB)/4, $0x0000007f
+DATA constsAVX512<>+3052(SB)/4, $0x0000007f
+DATA constsAVX512<>+3056(SB)/4, $0x0000007f
+DATA constsAVX512<>+3060(SB)/4, $0x0000007f
+DATA constsAVX512<>+3064(SB)/4, $0x0000007f
+DATA constsAVX512<>+3068(SB)/4, $0x0000007f
+DATA constsAVX512<>+3072(SB)/4, $0xffffff81
+DATA constsAVX512<>+3076(SB)/4, $0xffffff81
+DATA constsAVX512<>+3080(SB)/4, $0xffffff81
+DATA constsAVX512<>+3084(SB)/4, $0xffffff81
+DATA constsAVX512<>+3088(SB)/4, $0xffffff81
+DATA constsAVX512<>+3092(SB)/4, $0xffffff81
+DATA constsAVX512<>+3096(SB)/4, $0xffffff81
+DATA constsAVX512<>+3100(SB)/4, $0xffffff81
+DATA constsAVX512<>+3104(SB)/4, $0xffffff81
+DATA constsAVX512<>+3108(SB)/4, $0xffffff81
+DATA constsAVX512<>+3112(SB)/4, $0xffffff81
+DATA constsAVX512<>+3116(SB)/4, $0xffffff81
+DATA constsAVX512<>+3120(SB)/4, $0xffffff81
+DATA constsAVX512<>+3124(SB)/4, $0xffffff81
+DATA constsAVX512<>+3128(SB)/4, $0xffffff81
+DATA constsAVX512<>+3132(SB)/4, $0xffffff81
+DATA constsAVX512<>+3136(SB)/2, $0x0000
+DATA constsAVX512<>+3138(SB)/2, $0x0001
+DATA constsAVX512<>+3140(SB)/2, $0x0003
+DATA constsAVX512<>+3142(SB)/2, $0x0007
+DATA constsAVX512<>+3144(SB)/2, $0x000f
+DATA constsAVX512<>+3146(SB)/2, $0x001f
+DATA constsAVX512<>+3148(SB)/2, $0x003f
+DATA constsAVX512<>+3150(SB)/2, $0x007f
+DATA constsAVX512<>+3152(SB)/2, $0x00ff
+DATA constsAVX512<>+3154(SB)/2, $0x01ff
+DATA constsAVX512<>+3156(SB)/2, $0x03ff
+DATA constsAVX512<>+3158(SB)/2, $0x07ff
+DATA constsAVX512<>+3160(SB)/2, $0x0fff
+DATA constsAVX512<>+3162(SB)/2, $0x1fff
+DATA constsAVX512<>+3164(SB)/2, $0x3fff
+DATA constsAVX512<>+3166(SB)/2, $0x7fff
+DATA constsAVX512<>+3168(SB)/2, $0xffff
+GLOBL constsAVX512<>(SB), RODATA|NOPTR, $3170
 
 DATA iotaAVX512<>+0(SB)/4, $0x00000000
 DATA iotaAVX512<>+4(SB)/4, $0x3f800000
@@ -793,7 +841,7 @@ TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2944(SB), R12
+	LEAQ  constsAVX512<>+3136(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -3508,7 +3556,7 @@ TEXT ·GemmWF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2944(SB), R11
+	LEAQ  constsAVX512<>+3136(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -6223,7 +6271,7 @@ TEXT ·GemmWBF16AVX512(SB), NOSPLIT, $0-88
 	SHLQ  $0x01, R8
 	MOVQ  m+48(FP), R9
 	MOVQ  tail+72(FP), R10
-	LEAQ  constsAVX512<>+2944(SB), R11
+	LEAQ  constsAVX512<>+3136(SB), R11
 	KMOVW (R11)(R10*2), K1
 	MOVQ  nv+64(FP), R11
 	CMPQ  R10, $0x10
@@ -9095,7 +9143,7 @@ TEXT ·GemvWI8AVX512(SB), NOSPLIT, $0-96
 	MOVQ  ldb+40(FP), SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2944(SB), R9
+	LEAQ  constsAVX512<>+3136(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -11368,7 +11416,7 @@ TEXT ·GemvWI4AVX512(SB), NOSPLIT, $0-104
 	SHRQ  $0x01, SI
 	MOVQ  m+48(FP), DI
 	MOVQ  tail+72(FP), R8
-	LEAQ  constsAVX512<>+2944(SB), R9
+	LEAQ  constsAVX512<>+3136(SB), R9
 	KMOVW (R9)(R8*2), K1
 	MOVQ  nv+64(FP), R9
 	CMPQ  R8, $0x10
@@ -13388,7 +13436,7 @@ TEXT ·DotAVX512(SB), NOSPLIT, $0-80
 	SHLQ  $0x02, DI
 	LEAQ  (DI)(DI*2), R8
 	MOVQ  tail+72(FP), R9
-	LEAQ  constsAVX512<>+2944(SB), R10
+	LEAQ  constsAVX512<>+3136(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nk+56(FP), R10
 	MOVQ  rows+48(FP), R11
@@ -15243,9 +15291,9 @@ TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -15331,7 +15379,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -22119,9 +22167,9 @@ TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -22207,7 +22255,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -29083,9 +29131,9 @@ TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -29171,7 +29219,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36359,9 +36407,9 @@ TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K2
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -36481,7 +36529,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K3
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -36543,7 +36591,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -36614,7 +36662,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K4
 	VMOVUPS.Z    (CX), K4, Z0
 	VMOVUPS.Z    (R8), K4, Z1
@@ -44773,9 +44821,9 @@ TEXT ·DecodeI4AVX512(SB), NOSPLIT, $208-160
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K1
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -44893,7 +44941,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K2
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -44955,7 +45003,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -45026,7 +45074,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -52985,9 +53033,9 @@ TEXT ·DecodeQ8AVX512(SB), NOSPLIT, $240-192
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K1
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -53111,7 +53159,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K2
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -53171,7 +53219,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -53242,7 +53290,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -53452,7 +53500,7 @@ q8_tail:
 	ANDQ        $0x3f, R14
 	JZ          q8_done
 	SHRQ        $0x02, R14
-	LEAQ        constsAVX512<>+2944(SB), R15
+	LEAQ        constsAVX512<>+3136(SB), R15
 	KMOVW       (R15)(R14*2), K3
 	VMOVDQU32.Z (DX), K3, Z1
 	VPXORD      Z0, Z1, Z1
@@ -54345,7 +54393,7 @@ q8row_tail:
 	ANDQ             $0x3f, R10
 	JZ               q8row_done
 	SHRQ             $0x02, R10
-	LEAQ             constsAVX512<>+2944(SB), R11
+	LEAQ             constsAVX512<>+3136(SB), R11
 	KMOVW            (R11)(R10*2), K3
 	VMOVDQU32.Z      (R9), K3, Z3
 	VMOVDQU32.Z      (CX), K3, Z4
@@ -59197,9 +59245,9 @@ TEXT ·DecodeQ8I4AVX512(SB), NOSPLIT, $240-192
 
 kwhole:
 	MOVQ  CX, 32(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K1
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(SI*2), K1
 	MOVQ  k+32(FP), CX
 	MOVQ  v+48(FP), DX
@@ -59321,7 +59369,7 @@ block:
 
 whole:
 	MOVQ  DX, 24(SP)
-	LEAQ  constsAVX512<>+2944(SB), CX
+	LEAQ  constsAVX512<>+3136(SB), CX
 	KMOVW (CX)(DX*2), K2
 
 	// Adjacent rows: the block's K rows, then its V rows, touched in address order.
@@ -59381,7 +59429,7 @@ scalesk:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -59452,7 +59500,7 @@ scalesv:
 	MOVQ         $0x00000004, R11
 	CMPQ         BX, R11
 	CMOVQLT      BX, R11
-	LEAQ         constsAVX512<>+2944(SB), R12
+	LEAQ         constsAVX512<>+3136(SB), R12
 	KMOVW        (R12)(R11*2), K3
 	VMOVUPS.Z    (CX), K3, Z0
 	VMOVUPS.Z    (R8), K3, Z1
@@ -66906,6 +66954,123 @@ done:
 	VZEROUPPER
 	RET
 
+// func QuantizeQ8AVX512(q *int8, s *float32, c *int32, src *float32, nb int, values int) int
+// Requires: AVX, AVX2, AVX512F
+TEXT ·QuantizeQ8AVX512(SB), NOSPLIT, $0-56
+	MOVQ      q+0(FP), AX
+	MOVQ      s+8(FP), CX
+	MOVQ      c+16(FP), DX
+	MOVQ      src+24(FP), BX
+	MOVQ      nb+32(FP), SI
+	VMOVDQU32 constsAVX512<>+1856(SB), Z0
+
+	// Pass 1: each block's largest |x| by its bits, and its scale.
+	MOVQ BX, DI
+	MOVQ CX, R8
+	MOVQ SI, R9
+
+amax:
+	VPANDD        (DI), Z0, Z1
+	VPANDD        64(DI), Z0, Z2
+	VPMAXUD       Z2, Z1, Z1
+	VEXTRACTI64X4 $0x01, Z1, Y2
+	VPMAXUD       Y2, Y1, Y2
+	VEXTRACTI128  $0x01, Y2, X1
+	VPMAXUD       X1, X2, X1
+	VPSHUFD       $0x4e, X1, X2
+	VPMAXUD       X2, X1, X1
+	VPSHUFD       $0xb1, X1, X2
+	VPMAXUD       X2, X1, X1
+	VMOVD         X1, R10
+	CMPL          R10, $0x7f800000
+	JAE           nonfinite
+	VMOVD         R10, X1
+	VDIVSS        constsAVX512<>+2944(SB), X1, X1
+
+overflow:
+	VMULSS constsAVX512<>+2944(SB), X1, X2
+	VMOVD  X2, R10
+	CMPL   R10, $0x7f800000
+	JNE    scaled
+	VMOVD  X1, R10
+	DECL   R10
+	VMOVD  R10, X1
+	JMP    overflow
+
+scaled:
+	VMOVSS X1, (R8)
+	ADDQ   $0x00000080, DI
+	ADDQ   $0x00000004, R8
+	DECQ   R9
+	JNZ    amax
+
+	// Pass 2: each block's bytes, correction and (values) values.
+block:
+	VBROADCASTSS  (CX), Z0
+	CMPL          (CX), $0x00000000
+	JE            zeros
+	VMOVUPS       (BX), Z1
+	VDIVPS        Z0, Z1, Z1
+	VCVTPS2DQ     Z1, Z1
+	VPMINSD       constsAVX512<>+3008(SB), Z1, Z1
+	VPMAXSD       constsAVX512<>+3072(SB), Z1, Z1
+	VMOVDQU32     Z1, Z2
+	VMOVUPS       64(BX), Z3
+	VDIVPS        Z0, Z3, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       constsAVX512<>+3008(SB), Z3, Z3
+	VPMAXSD       constsAVX512<>+3072(SB), Z3, Z3
+	VPADDD        Z3, Z2, Z2
+	VPMOVDB       Z1, (AX)
+	VPMOVDB       Z3, 16(AX)
+	VEXTRACTI64X4 $0x01, Z2, Y4
+	VPADDD        Y4, Y2, Y4
+	VEXTRACTI128  $0x01, Y4, X2
+	VPADDD        X2, X4, X2
+	VPSHUFD       $0x4e, X2, X4
+	VPADDD        X4, X2, X2
+	VPSHUFD       $0xb1, X2, X4
+	VPADDD        X4, X2, X2
+	VMOVD         X2, DI
+	IMUL3L        $-128, DI, DI
+	MOVL          DI, (DX)
+	CMPQ          values+40(FP), $0x00000000
+	JE            next
+	VCVTDQ2PS     Z1, Z1
+	VMULPS        Z0, Z1, Z1
+	VMOVUPS       Z1, (BX)
+	VCVTDQ2PS     Z3, Z1
+	VMULPS        Z0, Z1, Z1
+	VMOVUPS       Z1, 64(BX)
+	JMP           next
+
+zeros:
+	VMOVUPS constsAVX512<>+2048(SB), Z0
+	VMOVDQU Y0, (AX)
+	MOVL    $0x00000000, (DX)
+	CMPQ    values+40(FP), $0x00000000
+	JE      next
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z0, 64(BX)
+
+next:
+	ADDQ $0x00000080, BX
+	ADDQ $0x00000020, AX
+	ADDQ $0x00000004, CX
+	ADDQ $0x00000004, DX
+	DECQ SI
+	JNZ  block
+	MOVQ $0x00000001, AX
+	MOVQ AX, ret+48(FP)
+	VZEROUPPER
+	RET
+
+nonfinite:
+	XORQ AX, AX
+	MOVQ AX, ret+48(FP)
+	VZEROUPPER
+	RET
+
 // func WidenF16AVX512(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 // Requires: AVX, AVX512F
 TEXT ·WidenF16AVX512(SB), NOSPLIT, $0-48
@@ -67229,7 +67394,7 @@ TEXT ·PVAVX512(SB), NOSPLIT, $0-88
 	MOVQ  alpha+48(FP), DI
 	MOVQ  rows+56(FP), R8
 	MOVQ  tail+80(FP), R9
-	LEAQ  constsAVX512<>+2944(SB), R10
+	LEAQ  constsAVX512<>+3136(SB), R10
 	KMOVW (R10)(R9*2), K1
 	MOVQ  nv+72(FP), R10
 	CMPQ  R9, $0x10
@@ -71288,7 +71453,7 @@ TEXT ·GemmBF16AVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2944(SB), R13
+	LEAQ  constsAVX512<>+3136(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -73630,7 +73795,7 @@ TEXT ·GemmBF16EmuAVX512(SB), NOSPLIT, $0-96
 	SHLQ  $0x02, R10
 	MOVQ  m+56(FP), R11
 	MOVQ  tail+80(FP), R12
-	LEAQ  constsAVX512<>+2944(SB), R13
+	LEAQ  constsAVX512<>+3136(SB), R13
 	KMOVW (R13)(R12*2), K1
 	MOVQ  nv+72(FP), R13
 	CMPQ  R12, $0x10
@@ -77270,7 +77435,7 @@ TEXT ·GemmWDotAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2944(SB), R12
+	LEAQ  constsAVX512<>+3136(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -80846,7 +81011,7 @@ TEXT ·GemmWDotEmuAVX512(SB), NOSPLIT, $0-88
 	MOVQ  acc+80(FP), R9
 	MOVQ  m+48(FP), R10
 	MOVQ  tail+72(FP), R11
-	LEAQ  constsAVX512<>+2944(SB), R12
+	LEAQ  constsAVX512<>+3136(SB), R12
 	KMOVW (R12)(R11*2), K1
 	MOVQ  nv+64(FP), R12
 	CMPQ  R11, $0x10
@@ -85978,7 +86143,7 @@ TEXT ·PairBF16AVX512(SB), NOSPLIT, $0-56
 	MOVQ  rows+32(FP), SI
 	MOVQ  nv+40(FP), DI
 	MOVQ  tail+48(FP), R8
-	LEAQ  constsAVX512<>+2944(SB), R9
+	LEAQ  constsAVX512<>+3136(SB), R9
 	KMOVW (R9)(R8*2), K1
 
 	// Whole pairs of rows.

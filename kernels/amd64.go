@@ -255,6 +255,7 @@ func init() {
 		avx512.packKeysQ8 = asm.PackKeysQ8AVX512
 	}
 	withAMXInt8() // ScoresQ8 on AMX-INT8 tiles where the CPU has them
+	avx512.quantQ8, avx2.quantQ8 = x86QuantizeQ8(asm.QuantizeQ8AVX512), x86QuantizeQ8(asm.QuantizeQ8AVX2)
 	// VPSIGNB, VPMADDUBSW and VPMADDWD on every AVX2 core, AVX-VNNI's
 	// VPDPBUSD where the CPU has it (Intel from Alder Lake and Sapphire
 	// Rapids, AMD from Zen 5); the AVX-512 features are EmulatedVNNI's.
@@ -290,5 +291,32 @@ func x86ScoresQ8(kernel func(s *float32, lds int, k *uint8, ldk int, q *int8, qs
 			nv := min(scoresQ8Vecs, (rows-r0)/lanes)
 			kernel(&s[r0], lds, &k[0], ldk/4, &q.Q[4*r0], &q.S[r0], &q.C[r0], q.Ld, nk, nv, nb)
 		}
+	}
+}
+
+// x86QuantizeQ8 wraps a QuantizeQ8 kernel (whole blocks) as
+// Set.QuantizeRowQ8. A partial last block runs first, from a copy padded
+// with zeros, so that a NaN or ±Inf in it leaves the row unwritten.
+// (Inlined where kernel is a named function, the closure calls it
+// directly, and the copy stays on the stack.)
+func x86QuantizeQ8(kernel func(q *int8, s *float32, c *int32, src *float32, nb, values int) int) quantQ8Func {
+	return func(q QueryQ8, src []float32, dk int, values bool) bool {
+		vals := 0
+		if values {
+			vals = 1
+		}
+		whole := dk / fallback.Int8Block
+		var tail [fallback.Int8Block]float32
+		n := copy(tail[:], src[whole*fallback.Int8Block:dk])
+		if n > 0 && kernel(&q.Q[whole*fallback.Int8Block], &q.S[whole], &q.Corr[whole], &tail[0], 1, vals) == 0 {
+			return false
+		}
+		if whole > 0 && kernel(&q.Q[0], &q.S[0], &q.Corr[0], &src[0], whole, vals) == 0 {
+			return false
+		}
+		if values {
+			copy(src[whole*fallback.Int8Block:dk], tail[:n])
+		}
+		return true
 	}
 }

@@ -10,6 +10,9 @@ import (
 // (fallback.PackQueryQ8).
 type QuadsQ8 = fallback.QuadsQ8
 
+// quantQ8Func quantizes one query row as QuantizeRowQ8 (x86QuantizeQ8).
+type quantQ8Func func(q QueryQ8, src []float32, dk int, values bool) bool
+
 // packKeysQ8Func packs the whole blocks' bytes and every scale of nk int8
 // key rows (PackKeysQ8<ISA>).
 type packKeysQ8Func func(dst *uint8, ldd int, src *int8, lds int, s *float32, ldss int, nk, nw, nb int)
@@ -79,4 +82,31 @@ func (ks *Set) PackKeysQ8(dst []byte, ld int, k KVRows, nk, dk int) {
 	for c := range nk { // the partial last block's bytes
 		fallback.PackKeyBytesQ8(dst[c*ld+whole*fallback.KeyQ8BlockBytes:], k.I8[c*k.Ld+whole*fallback.Int8Block:c*k.Ld+dk])
 	}
+}
+
+// QuantizeRowQ8 quantizes the query row src (dk elements) into row 0 of q
+// as fallback.QuantizeQuery does (its bytes, zeros to q.Ld, scales and
+// corrections) and, with values, replaces src by the values it then
+// stands for (fallback.DequantizeQuery's), on the set's kernel where it
+// has one. It reports false, leaving src as it was, where src has a NaN
+// or ±Inf (the bytes, scales and corrections are then unspecified).
+func (ks *Set) QuantizeRowQ8(q QueryQ8, src []float32, dk int, values bool) bool {
+	if dk <= 0 {
+		return true
+	}
+	nb := fallback.Int8Blocks(dk)
+	if len(src) < dk || len(q.Q) < nb*fallback.Int8Block || len(q.S) < nb || len(q.Corr) < nb {
+		panic(fmt.Sprintf("kernels: QuantizeRowQ8: dk %d: src %d, q %d bytes, %d scales, %d corrections", dk, len(src), len(q.Q), len(q.S), len(q.Corr)))
+	}
+	if ks.quantQ8 == nil {
+		if fallback.NonFinite(src[:dk]) >= 0 {
+			return false
+		}
+		fallback.QuantizeQuery(q, src, 1, dk)
+		if values {
+			fallback.DequantizeQuery(src, q, 1, dk)
+		}
+		return true
+	}
+	return ks.quantQ8(q, src, dk, values)
 }

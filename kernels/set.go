@@ -53,6 +53,7 @@ type Set struct {
 	decodeQ8   decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
 	scoresQ8   scoresQ8Kernel                                                                           // nil: the int8 mode's flash blocks on float32 QK
 	packKeysQ8 packKeysQ8Func                                                                           // nil: fallback.PackKeysQ8
+	quantQ8    quantQ8Func                                                                              // nil: fallback.QuantizeQuery
 	// decodeQ8I4 is DecodeQ8 over int4 K/V as they are (decodeQ8I4Rows
 	// gives it its q8 rows) for calls of up to decodeQ8I4Max rows; nil,
 	// or more rows: int4 widened to int8 (int4kv.go).

@@ -85,7 +85,7 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 		q, vals := mm.slot(key.g, p.KVHeads, rows, dk, nb, ld)
 		ws.q8 = q
 		if mm.tags[key.g] != key {
-			mm.finite[key.g] = quantizeInto(q, qr, rows, dk, true)
+			mm.finite[key.g] = quantizeInto(ks, q, qr, rows, dk, true)
 			copy(vals, qr)
 			mm.tags[key.g] = key
 		} else {
@@ -107,7 +107,7 @@ func quantizeRows(ks *kernels.Set, p *Problem, rows int, ws *Workspace, fused bo
 	// the values they stand for: quantized only, unless a row is not
 	// finite (then the item's float32 kernels read every row's values).
 	values := ws.dot || !scoresQ8On(ks, p) || fused && !q8Kernel(ks, p)
-	ws.q8Finite = quantizeInto(ws.q8, qr, rows, dk, values)
+	ws.q8Finite = quantizeInto(ks, ws.q8, qr, rows, dk, values)
 	if !ws.q8Finite && !values {
 		dequantizeFinite(ws.q8, qr, rows, dk)
 	}
@@ -123,23 +123,17 @@ func q8Kernel(ks *kernels.Set, p *Problem) bool {
 	return ks.HasDecodeQ8(p.HeadDim, p.ValueDim)
 }
 
-// quantizeInto quantizes the finite rows of qr ([rows][dk]) into q and,
-// with values, replaces them by the values they then stand for; it
-// reports whether every row was finite (a row that is not keeps its
-// values, and is left unquantized).
-func quantizeInto(q kernels.QueryQ8, qr []float32, rows, dk int, values bool) bool {
+// quantizeInto quantizes the finite rows of qr ([rows][dk]) into q
+// (ks.QuantizeRowQ8) and, with values, replaces them by the values they
+// then stand for; it reports whether every row was finite (a row that is
+// not keeps its values, and is left unquantized).
+func quantizeInto(ks *kernels.Set, q kernels.QueryQ8, qr []float32, rows, dk int, values bool) bool {
 	nb := fallback.Int8Blocks(dk)
 	finite := true
 	for r := range rows {
-		row := qr[r*dk : (r+1)*dk]
-		if fallback.NonFinite(row) >= 0 {
-			finite = false
-			continue
-		}
 		one := fallback.QueryQ8{Q: q.Q[r*q.Ld:], S: q.S[r*nb:], Corr: q.Corr[r*nb:], Ld: q.Ld}
-		fallback.QuantizeQuery(one, row, 1, dk)
-		if values {
-			fallback.DequantizeQuery(row, one, 1, dk)
+		if !ks.QuantizeRowQ8(one, qr[r*dk:(r+1)*dk], dk, values) {
+			finite = false
 		}
 	}
 	return finite

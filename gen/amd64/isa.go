@@ -56,11 +56,12 @@ func (x isa) avx512() bool { return x.lanes == 16 }
 // gen emits one ISA's kernels into an avo context.
 type gen struct {
 	*build.Context
-	isa    isa
-	consts operand.Mem               // the constant table
-	iotas  operand.Mem               // the vector 0, 1, ..., lanes-1
-	index  map[string]int            // constant name → slot
-	held   map[string]reg.VecVirtual // constants held in registers (see hold)
+	isa     isa
+	consts  operand.Mem               // the constant table
+	iotas   operand.Mem               // the vector 0, 1, ..., lanes-1
+	index   map[string]int            // constant name → slot
+	held    map[string]reg.VecVirtual // constants held in registers (see hold)
+	packIdx *operand.Mem              // AVX2's byte-narrowing permutation, once emitted (quantq8.go)
 }
 
 // Constants, each stored as a full vector of identical lanes (so any
@@ -99,6 +100,11 @@ var constants = append(append([]expconst.Const(nil), expconst.Table...),
 	// 2^23 + 8, exactly u - 8.
 	expconst.Const{Name: "twoTo23", Bits: math.Float32bits(1 << 23)},
 	expconst.Const{Name: "twoTo23Plus8", Bits: math.Float32bits(1<<23 + 8)},
+	// The int8 mode's query rows (quantq8.go): the scale's divisor and
+	// the bytes' bounds.
+	expconst.Const{Name: "f127", Bits: math.Float32bits(127)},
+	expconst.Const{Name: "int127", Bits: 127},
+	expconst.Const{Name: "intMinus127", Bits: 0xffffff81},
 )
 
 func newGen(c *build.Context, x isa) *gen {

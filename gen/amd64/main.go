@@ -70,6 +70,7 @@ func generate(x isa, dir string) error {
 			g.decode(e, q8DotEmu) // DecodeQ8VNNIEmu: the same on its EVEX form
 		}
 	}
+	g.quantizeQ8() // QuantizeQ8: the int8 mode's query rows
 	g.convert()
 	g.widenI4KV()
 	g.dequant()
