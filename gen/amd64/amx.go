@@ -340,23 +340,33 @@ func (t amx) zero(tile int) {
 // pairs of A's row in order, each as VDPBF16PS's definition does (the
 // high terms' product, then the low ones').
 func (t amx) dot(c, a, b int) {
-	g := t.g
 	if !t.emu {
-		g.amxRegs(tdpbf16ps, c, a, b)
+		t.g.amxRegs(tdpbf16ps, c, a, b)
 		return
 	}
+	t.emuProduct(c, a, b, amxRows, fmt.Sprintf("tdp_%d_%d_%d", c, a, b), func(acc, bc reg.VecVirtual, bRow operand.Mem) {
+		bv := t.g.ZMM()
+		t.g.VMOVUPS(bRow, bv)
+		t.g.dpbf16(acc, bc, bv, true)
+	})
+}
+
+// emuProduct is the Emu twin's tile product c += a · b: for each of C's
+// 16 rows (a loop at label lbl, unique in the function), the row from
+// the tile file, then for k < steps the dword k of A's row broadcast and
+// step(acc, that broadcast, B's row k), then the row back.
+func (t amx) emuProduct(c, a, b, steps int, lbl string, step func(acc, bc reg.VecVirtual, bRow operand.Mem)) {
+	g := t.g
 	row, n := g.GP64(), g.GP64()
 	g.MOVQ(t.tiles, row)
 	g.MOVQ(operand.U32(amxRows), n)
-	lbl := fmt.Sprintf("tdp_%d_%d_%d", c, a, b) // once per function each
 	g.Label(lbl)
 	acc := g.ZMM()
 	g.VMOVUPS(operand.Mem{Base: row, Disp: c * amxRows * amxBytes}, acc)
-	for p := 0; p < amxRows; p++ {
-		bc, bv := g.ZMM(), g.ZMM()
-		g.VPBROADCASTD(operand.Mem{Base: row, Disp: a*amxRows*amxBytes + 4*p}, bc)
-		g.VMOVUPS(operand.Mem{Base: t.tiles, Disp: b*amxRows*amxBytes + p*amxBytes}, bv)
-		g.dpbf16(acc, bc, bv, true)
+	for k := 0; k < steps; k++ {
+		bc := g.ZMM()
+		g.VPBROADCASTD(operand.Mem{Base: row, Disp: a*amxRows*amxBytes + 4*k}, bc)
+		step(acc, bc, operand.Mem{Base: t.tiles, Disp: b*amxRows*amxBytes + k*amxBytes})
 	}
 	g.VMOVUPS(acc, operand.Mem{Base: row, Disp: c * amxRows * amxBytes})
 	g.ADDQ(operand.U32(amxBytes), row)

@@ -92,28 +92,14 @@ func (t amx) storeShape(tile, rows, colsb int, base, stride reg.GPVirtual) {
 // m of C by row, each dword k of A's row m (broadcast, unsigned) times B's
 // row k (signed) by VPDPBUSD, k = 0..7.
 func (t amx) dotQ8(c, a, b int) {
-	g := t.g
 	if !t.emu {
-		g.amxRegs(tdpbusd, c, a, b)
+		t.g.amxRegs(tdpbusd, c, a, b)
 		return
 	}
 	*t.loops++
-	row, n := g.GP64(), g.GP64()
-	g.MOVQ(t.tiles, row)
-	g.MOVQ(operand.U32(q8Keys), n)
-	lbl := fmt.Sprintf("tdpbusd%d", *t.loops)
-	g.Label(lbl)
-	acc := g.ZMM()
-	g.VMOVDQU32(operand.Mem{Base: row, Disp: c * amxRows * amxBytes}, acc)
-	for k := 0; k < q8Dwords; k++ {
-		bc := g.ZMM()
-		g.VPBROADCASTD(operand.Mem{Base: row, Disp: a*amxRows*amxBytes + 4*k}, bc)
-		g.VPDPBUSD(operand.Mem{Base: t.tiles, Disp: b*amxRows*amxBytes + k*amxBytes}, bc, acc)
-	}
-	g.VMOVDQU32(acc, operand.Mem{Base: row, Disp: c * amxRows * amxBytes})
-	g.ADDQ(operand.U32(amxBytes), row)
-	g.DECQ(n)
-	g.JNZ(operand.LabelRef(lbl))
+	t.emuProduct(c, a, b, q8Dwords, fmt.Sprintf("tdpbusd%d", *t.loops), func(acc, bc reg.VecVirtual, bRow operand.Mem) {
+		t.g.VPDPBUSD(bRow, bc, acc)
+	})
 }
 
 // scoresQ8AMXRegs are the registers ScoresQ8AMX's block loop keeps.
