@@ -95,7 +95,7 @@ func (ks *Set) QuantizeRowQ8(q QueryQ8, src []float32, dk int, values bool) bool
 		return true
 	}
 	nb := fallback.Int8Blocks(dk)
-	if len(src) < dk || len(q.Q) < nb*fallback.Int8Block || len(q.S) < nb || len(q.Corr) < nb {
+	if len(src) < dk || q.Ld < nb*fallback.Int8Block || len(q.Q) < q.Ld || len(q.S) < nb || len(q.Corr) < nb {
 		panic(fmt.Sprintf("kernels: QuantizeRowQ8: dk %d: src %d, q %d bytes, %d scales, %d corrections", dk, len(src), len(q.Q), len(q.S), len(q.Corr)))
 	}
 	if ks.quantQ8 == nil {
@@ -108,5 +108,9 @@ func (ks *Set) QuantizeRowQ8(q QueryQ8, src []float32, dk int, values bool) bool
 		}
 		return true
 	}
-	return ks.quantQ8(q, src, dk, values)
+	if !ks.quantQ8(q, src, dk, values) {
+		return false
+	}
+	clear(q.Q[nb*fallback.Int8Block : q.Ld]) // the kernel writes whole blocks
+	return true
 }
