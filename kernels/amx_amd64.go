@@ -14,7 +14,8 @@ import (
 
 // EnvAMX is the environment variable that turns AMX off: FASTATTN_AMX=off
 // keeps the avx512 set on VDPBF16PS (the bfloat16 mode then follows
-// BF16Preferred's rule for a CPU without AMX).
+// BF16Preferred's rule for a CPU without AMX) and the int8 mode's
+// ScoresQ8 on VPDPBUSD (AMXInt8Status).
 const EnvAMX = "FASTATTN_AMX"
 
 // amxState is nil where the avx512 set runs its bfloat16 products on AMX
