@@ -59,7 +59,7 @@ func (g *gen) quantizeQ8() {
 	g.MOVQ(sp, sb)
 	g.MOVQ(n, blocks)
 	g.Label("amax")
-	m := g.vec()
+	var m reg.VecVirtual // the block's largest bits so far
 	for v := 0; v < vpb; v++ {
 		t := g.vec()
 		if x.avx512() {
