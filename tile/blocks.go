@@ -35,8 +35,7 @@ func WorkspaceBytes(dk, dv int) float64 {
 	return 4*(float64(maxRows)*float64(dk+dv+maxKeys+9)+16*float64(dk)+maxKeys+
 		float64(maxKeys)*float64(dk+dv)+kernels.DecodeScratchBound(dk, dv)) + 8*float64(dv) + 2*roundChunk +
 		4*(float64(maxRows)*(float64(dk)/2+maxKeys/2+1)+(maxKeys/2+1)*float64(dv)+maxKeys*float64(dk)/2) +
-		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // the int8 mode's rows
-		float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // ScoresQ8's packed rows
+		2*float64(maxRows)*(float64(dk)+fallback.Int8Block+8*(float64(dk)/fallback.Int8Block+1)) + // the int8 mode's rows, and ScoresQ8's packed copy
 		maxKeys*(fallback.KeyQ8BlockBytes+fallback.Int8Block)*(float64(dk)/fallback.Int8Block+1) + // ScoresQ8's packed K block, int4 K widened
 		groupWorkspaceBytes(dk, dv)
 }
