@@ -345,15 +345,7 @@ func TestComputeBF16Storage(t *testing.T) {
 // tiles a one-head item's diagonal runs as whole masked blocks, not
 // sixteen-key edges; the bfloat16 tests hold them to the oracle.)
 func TestAMXEmulatedBitwise(t *testing.T) {
-	var dot, amx *Engine
-	for _, e := range bf16Engines {
-		switch e.Kernels() {
-		case "avx512-bf16emu":
-			dot = e
-		case "avx512-amxemu":
-			amx = e
-		}
-	}
+	dot, amx := engineNamed(bf16Engines, "avx512-bf16emu"), engineNamed(bf16Engines, "avx512-amxemu")
 	if dot == nil || amx == nil {
 		t.Skip("no AVX-512: no emulated bfloat16 or AMX set")
 	}

@@ -263,15 +263,7 @@ func TestComputeInt8Threads(t *testing.T) {
 // not: the tiles' scores must equal VPDPBUSD's. It also asks the tile
 // path for no allocation in steady state.
 func TestAMXInt8EmulatedBitwise(t *testing.T) {
-	var vnni, amx *Engine
-	for _, e := range int8Engines {
-		switch e.Kernels() {
-		case "avx512":
-			vnni = e
-		case "avx512-amxemu":
-			amx = e
-		}
-	}
+	vnni, amx := engineNamed(int8Engines, "avx512"), engineNamed(int8Engines, "avx512-amxemu")
 	if vnni == nil || amx == nil || !vnni.ks.HasScoresQ8() {
 		t.Skip("no AVX512_VNNI: no ScoresQ8 to hold the emulated AMX-INT8 set to")
 	}

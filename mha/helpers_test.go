@@ -57,6 +57,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// engineNamed returns the engine of list on kernel set name, or nil.
+func engineNamed(list []*Engine, name string) *Engine {
+	for _, e := range list {
+		if e.Kernels() == name {
+			return e
+		}
+	}
+	return nil
+}
+
 // firstDiff returns the first index where got and want differ bit for
 // bit (NaNs included), or -1.
 func firstDiff(got, want []float32) int {
