@@ -38,15 +38,18 @@ type isa struct {
 	// core (AVX2 2, so that their exps fit side by side: expInterleave).
 	softNV int
 	// expInterleave is how many of those vectors' exps the Softmax emits
-	// step by step side by side (exps): AVX-512 2 of 4 (6.1–6.2 → 6.3–6.5
-	// Gelem/s in cache, Zen 5; 4 do not fit beside the held constants);
+	// step by step side by side (exps): AVX-512 all 4 (with the weights'
+	// exp, 3 registers a vector, they fit beside the 10 held constants, 4
+	// bases and 4 sums: on Zen 5, BenchmarkKernels' Softmax at 64 and 256
+	// keys 9.8–9.9 and 8.8–9.0 Gelem/s with 2, 9.9–10.5 and 9.2–9.4 with
+	// all 4, three alternated runs);
 	// AVX2 2 of 2 (two exps beside 4 bases and 4 sums do not fit in 16
 	// registers, beside 2 and 2 they do, and ran 3.12–3.21 → 3.26–3.30).
 	expInterleave int
 }
 
 var isas = []isa{
-	{name: "avx512", suffix: "AVX512", lanes: 16, mk: 6, nv: 4, softNV: 4, expInterleave: 2},
+	{name: "avx512", suffix: "AVX512", lanes: 16, mk: 6, nv: 4, softNV: 4, expInterleave: 4},
 	{name: "avx2", suffix: "AVX2", lanes: 8, mk: 6, nv: 2, softNV: 2, expInterleave: 2},
 }
 
