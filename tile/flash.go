@@ -479,6 +479,11 @@ func (r *itemRun) store() {
 			ws.al[r], ws.m[r] = rowResult(p, it.b, h, it.i0+ii, ws.m[r], ws.l[r])
 		}
 	}
+	// The rows are scaled where they are contiguous and in L1, then copied
+	// out: scaled after the copy, they were read back at the output's
+	// stride, which in BSHD can alias in the caches (S3 BSHD's stores
+	// took 0.86 ms of a 39.6 ms call against BHSD's 0.49 on Zen 5).
+	ks.PV(ws.o, dv, nil, 0, nil, 0, ws.al, it.nh*it.nq, 0, dv)
 	for hh := 0; hh < it.nh; hh++ {
 		h := it.h0 + hh
 		off, stride := p.row(it.b, it.i0, h, p.Heads, p.QLen, dv)
@@ -494,7 +499,6 @@ func (r *itemRun) store() {
 			}
 			copy(o, ws.o[r*dv:(r+1)*dv])
 		}
-		ks.PV(p.Out[off:], stride, nil, 0, nil, 0, ws.al[hh*it.nq:], it.nq, 0, dv)
 		if p.LSE != nil {
 			copy(p.LSE[(it.b*p.Heads+h)*p.QLen+it.i0:][:it.nq], ws.m[hh*it.nq:(hh+1)*it.nq])
 		}
