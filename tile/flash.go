@@ -206,11 +206,13 @@ func keySpans(p *Problem, it item) (lo, allLo, allHi, hi int) {
 // The rows that see none of a block's keys are skipped, so about
 // edgeKeys/(2·rows) of a causal triangle is computed in vain instead of
 // 1/2. Smaller blocks waste less of the triangle but pay each block's
-// fixed cost (five kernel calls and the mask) more often: on Zen 5, one
-// thread, causal 1,8,8,512,512,64 the AVX-512 set's edges took 0.41–0.45
-// ms of a 1.73 ms call in blocks of 16 keys and 0.36–0.37 of 1.66 in blocks
-// of 32 (the call 3–5% faster; 1,16,16,1024,1024,128 1.5–3%); AVX2's 16
-// and 32 were level.
+// fixed cost (five kernel calls and the mask) more often. On Zen 5, one
+// thread, AVX-512, causal 1,8,8,512,512,64: bench medians in four
+// alternated rounds 178.9–189.7 GFLOP/s with 16 keys, 184.3–190.9 with 32
+// (BSHD; BHSD 182.3–191.4 → 188.8–192.5), 1,16,16,1024,1024,128 level.
+// (Timers around the edges, whose own cost grows with the blocks, had
+// shown 0.41–0.45 → 0.36–0.37 ms of a 1.7 ms call.) AVX2's 16 and 32
+// were level.
 func edgeKeys(lanes int) int { return max(16, 2*lanes) }
 
 // edges runs the masked keys [from, to). With one query head per item the
