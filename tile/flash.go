@@ -204,8 +204,9 @@ func keySpans(p *Problem, it item) (lo, allLo, allHi, hi int) {
 // edgeKeys is the key block of the edge segments of a one-head item on
 // a set of lanes float32 lanes: two vectors of rows (at least 16 keys).
 // The rows that see none of a block's keys are skipped, so about
-// edgeKeys/(2·rows) of a causal triangle is computed in vain instead of
-// 1/2. Smaller blocks waste less of the triangle but pay each block's
+// edgeKeys/(2·rows) of the item's diagonal square (rows × rows keys) is
+// computed in vain instead of 1/2: at 64 rows and 32 keys, 3,072 row-keys
+// computed for the 2,080 of the triangle. Smaller blocks waste less of the triangle but pay each block's
 // fixed cost (five kernel calls and the mask) more often. On Zen 5, one
 // thread, AVX-512, causal 1,8,8,512,512,64: bench medians in four
 // alternated rounds 178.9–189.7 GFLOP/s with 16 keys, 184.3–190.9 with 32
@@ -483,8 +484,8 @@ func (r *itemRun) store() {
 	}
 	// The rows are scaled where they are contiguous and in L1, then copied
 	// out: scaled after the copy, they were read back at the output's
-	// stride, which in BSHD can alias in the caches (S3 BSHD's stores
-	// took 0.86 ms of a 39.6 ms call against BHSD's 0.49 on Zen 5).
+	// stride, which in BSHD can alias in the caches (on Zen 5, S3 BSHD's
+	// stores took 0.86 ms of a 39.6 ms call, BHSD's 0.49; now 0.47–0.50).
 	ks.PV(ws.o, dv, nil, 0, nil, 0, ws.al, it.nh*it.nq, 0, dv)
 	for hh := 0; hh < it.nh; hh++ {
 		h := it.h0 + hh
