@@ -206,8 +206,9 @@ func keySpans(p *Problem, it item) (lo, allLo, allHi, hi int) {
 // The rows that see none of a block's keys are skipped, so about
 // edgeKeys/(2·rows) of the item's diagonal square (rows × rows keys) is
 // computed in vain instead of 1/2: at 64 rows and 32 keys, 3,072 row-keys
-// computed for the 2,080 of the triangle. Smaller blocks waste less of the triangle but pay each block's
-// fixed cost (five kernel calls and the mask) more often. On Zen 5, one
+// computed for the 2,080 of the triangle. Smaller blocks waste less of
+// the triangle but pay each block's fixed cost (five kernel calls and the
+// mask) more often. On Zen 5, one
 // thread, AVX-512, causal 1,8,8,512,512,64: bench medians in four
 // alternated rounds 178.9–189.7 GFLOP/s with 16 keys, 184.3–190.9 with 32
 // (BSHD; BHSD 182.3–191.4 → 188.8–192.5), 1,16,16,1024,1024,128 level.
