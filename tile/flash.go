@@ -476,10 +476,15 @@ func fill(x []float32, v float32) {
 func (r *itemRun) store() {
 	ks, p, it, ws := r.ks, r.p, r.it, r.ws
 	dv := p.ValueDim
+	plain := p.Sinks == nil && p.LSE == nil
 	for hh := 0; hh < it.nh; hh++ {
 		h := it.h0 + hh
 		for ii := 0; ii < it.nq; ii++ {
 			r := hh*it.nq + ii
+			if l := ws.l[r]; plain && l > 0 {
+				ws.al[r] = 1 / l // rowResult's common case, without its call
+				continue
+			}
 			ws.al[r], ws.m[r] = rowResult(p, it.b, h, it.i0+ii, ws.m[r], ws.l[r])
 		}
 	}
