@@ -47,6 +47,23 @@ func GemmWF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int
 //go:noescape
 func GemmWBF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
 
+// GemmWPairsAVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+2p] · lo(b[p*ldb+j]) + a[i*lda+2p+1] · hi(b[p*ldb+j])
+//
+// with lo and hi the float32 values of a dword's low and high bfloat16,
+// the terms added in order of 2p, 2p+1 (the widened rows' Gemm). k counts
+// pairs; nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements
+// (lda in float32s, ldb in uint32s). B is read in whole vectors, nv of
+// them per pair row: a packed panel is padded to its width. Nothing past
+// column (nv-1)*lanes+tail of C is touched.
+// Register tile: 6 rows of A × nv vectors, as Gemm's.
+//
+//go:noescape
+func GemmWPairsAVX512(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+
 // GemvWI8AVX512 is
 //
 //	for i := 0; i < m; i++ {

@@ -37,8 +37,8 @@ func measureGemm(cfg *config, ks *kernels.Set, gc GemmCase, wt mha.KVType, cm mh
 	}
 	w := tile.PackWeights(tile.Matrix{Type: fallback.KVFloat32, F32: noise(gc.K*gc.N, 5, 0.02), RowStride: gc.N, ColStride: 1},
 		gc.K, gc.N, tile.PanelCols(ks), fallback.KVType(wt))
-	w.AddPairs(ks)
-	g := tile.Gemm{A: fill(gc.M * gc.K), LDA: gc.K, B: w, C: make([]float32, gc.M*gc.N), LDC: gc.N, M: gc.M, BF16: cm == mha.ComputeBF16}
+	w.PairRows(ks)
+	g := tile.Gemm{A: fill(gc.M * gc.K), LDA: gc.K, B: w, C: make([]float32, gc.M*gc.N), LDC: gc.N, M: gc.M, BF16: cm == mha.ComputeBF16, Tiles: ks.AMX()}
 	items := g.Items()
 	wss := make([]tile.Workspace, threads)
 	run := func() error {

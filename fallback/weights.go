@@ -12,10 +12,15 @@ import "math"
 // Int4 rows are packed nibbles in I4, row p at byte p·Ld/2, interleaved
 // by Half (Int4Byte; Ld a multiple of 2·Half), with the scales in S and
 // the zero points (0..15) in Z, both indexed as int8's scales.
+// Bfloat16 rows may be held in pairs instead (P, U16 nil): rows 2q and
+// 2q+1 interleaved, pair row q at q·Ld, row 2q's element j in the low
+// half of P[q·Ld + j] and row 2q+1's in its high half: the B operand of
+// AMX's tiles and of VDPBF16PS, which the amd64 sets' GemmW reads too.
 type WeightRows struct {
 	Type KVType
 	F32  []float32
 	U16  []uint16
+	P    []uint32
 	I8   []int8
 	I4   []byte
 	S    []float32
@@ -34,7 +39,27 @@ func (w WeightRows) Len() int {
 	case KVInt4:
 		return 2 * len(w.I4)
 	}
+	if w.P != nil {
+		return 2 * len(w.P)
+	}
 	return len(w.U16)
+}
+
+// Paired reports whether the rows are bfloat16 held in pairs (P).
+func (w WeightRows) Paired() bool { return w.P != nil }
+
+// PairRows returns rows rows (even) of n elements of bfloat16 src, at
+// stride ld, held in pairs at the same stride: pair row q's element j is
+// src[2q·ld+j] | src[(2q+1)·ld+j]<<16.
+func PairRows(src []uint16, ld, rows, n int) []uint32 {
+	dst := make([]uint32, rows/2*ld)
+	for q := 0; q < rows/2; q++ {
+		lo, hi, d := src[2*q*ld:][:n], src[(2*q+1)*ld:][:n], dst[q*ld:][:n]
+		for j := range d {
+			d[j] = uint32(lo[j]) | uint32(hi[j])<<16
+		}
+	}
+	return dst
 }
 
 // WidenWeights writes k rows of n elements of w as float32 at stride ldd
@@ -57,6 +82,12 @@ func WidenWeights(dst []float32, ldd int, w WeightRows, k, n int) {
 				d[j] = float32(x) * s[j]
 			}
 		default:
+			if w.P != nil { // the row's half of each dword of its pair row
+				for j, x := range w.P[p/2*w.Ld:][:n] {
+					d[j] = math.Float32frombits(x << (16 * (1 - p%2)) & 0xffff0000)
+				}
+				continue
+			}
 			Widen(d, w.U16[p*w.Ld:][:n], w.Type)
 		}
 	}

@@ -13,21 +13,41 @@ import (
 // asm/*_amd64.s; TestRequires checks the lists against them; PREFETCHT0's
 // "MMX+" is part of SSE); cpuid reports AVX, AVX2 and AVX-512 only where
 // the OS saves their register state.
+// Keyed literals: two kernels of one signature cannot be swapped
+// unnoticed, and a new field is set by name.
 var (
 	// The avx2 set converts 16-bit floats with F16C.
-	avx2 = x86Set("avx2", x86Params{asm.LanesAVX2, asm.PanelVecsAVX2, asm.SoftmaxVecsAVX2, asm.DotRowsAVX2,
-		asm.PeakChainsAVX2, asm.DecodeKeysAVX2, asm.DecodeScratchAVX2, asm.DecodeScaleWidthAVX2, asm.DecodePairsAVX2}, x86Kernels{asm.GemmAVX2, [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, asm.GemvWI8AVX2, asm.GemvWI4AVX2, asm.WidenWI4AVX2, asm.WidenWI8AVX2, asm.PVAVX2, asm.SoftmaxAVX2, asm.ScoreBiasAVX2,
-		asm.ExpAVX2, asm.TransposeScaleAVX2, asm.DotAVX2, asm.FMAPeakAVX2, asm.PrefetchLinesAVX2,
-		asm.DecodeF32AVX2, asm.DecodeF16AVX2, asm.DecodeBF16AVX2, asm.DecodeI8AVX2, asm.DecodeI4AVX2,
-		[2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}}, asm.WidenI4KVAVX2, [2]dequantFunc{asm.DequantI8AVX2, asm.DequantI4AVX2}},
+	avx2 = x86Set("avx2", x86Params{
+		lanes: asm.LanesAVX2, panelVecs: asm.PanelVecsAVX2, softmaxVecs: asm.SoftmaxVecsAVX2, dotRows: asm.DotRowsAVX2,
+		peakChains: asm.PeakChainsAVX2, decodeKeys: asm.DecodeKeysAVX2, decodeScratch: asm.DecodeScratchAVX2,
+		decodeScaleWidth: asm.DecodeScaleWidthAVX2, decodePairs: asm.DecodePairsAVX2,
+	}, x86Kernels{
+		gemm: asm.GemmAVX2, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, gemmWP: asm.GemmWPairsAVX2,
+		gemvWI8: asm.GemvWI8AVX2, gemvWI4: asm.GemvWI4AVX2, widenI4: asm.WidenWI4AVX2, widenI8: asm.WidenWI8AVX2,
+		pv: asm.PVAVX2, softmax: asm.SoftmaxAVX2, bias: asm.ScoreBiasAVX2, exp: asm.ExpAVX2, tr: asm.TransposeScaleAVX2,
+		dot: asm.DotAVX2, peak: asm.FMAPeakAVX2, prefetch: asm.PrefetchLinesAVX2,
+		decodeF32: asm.DecodeF32AVX2, decodeF16: asm.DecodeF16AVX2, decBF: asm.DecodeBF16AVX2,
+		decodeI8: asm.DecodeI8AVX2, decodeI4: asm.DecodeI4AVX2,
+		convert:   [2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}},
+		widenI4KV: asm.WidenI4KVAVX2, dequant: [2]dequantFunc{asm.DequantI8AVX2, asm.DequantI4AVX2},
+	},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
 	// loaded with VMOVDQU16 (AVX512BW).
-	avx512 = x86Set("avx512", x86Params{asm.LanesAVX512, asm.PanelVecsAVX512, asm.SoftmaxVecsAVX512, asm.DotRowsAVX512,
-		asm.PeakChainsAVX512, asm.DecodeKeysAVX512, asm.DecodeScratchAVX512, asm.DecodeScaleWidthAVX512, asm.DecodePairsAVX512}, x86Kernels{asm.GemmAVX512, [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, asm.GemvWI8AVX512, asm.GemvWI4AVX512, asm.WidenWI4AVX512, asm.WidenWI8AVX512, asm.PVAVX512, asm.SoftmaxAVX512, asm.ScoreBiasAVX512,
-		asm.ExpAVX512, asm.TransposeScaleAVX512, asm.DotAVX512, asm.FMAPeakAVX512, asm.PrefetchLinesAVX512,
-		asm.DecodeF32AVX512, asm.DecodeF16AVX512, asm.DecodeBF16AVX512, asm.DecodeI8AVX512, asm.DecodeI4AVX512,
-		[2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}}, asm.WidenI4KVAVX512, [2]dequantFunc{asm.DequantI8AVX512, asm.DequantI4AVX512}},
+	avx512 = x86Set("avx512", x86Params{
+		lanes: asm.LanesAVX512, panelVecs: asm.PanelVecsAVX512, softmaxVecs: asm.SoftmaxVecsAVX512, dotRows: asm.DotRowsAVX512,
+		peakChains: asm.PeakChainsAVX512, decodeKeys: asm.DecodeKeysAVX512, decodeScratch: asm.DecodeScratchAVX512,
+		decodeScaleWidth: asm.DecodeScaleWidthAVX512, decodePairs: asm.DecodePairsAVX512,
+	}, x86Kernels{
+		gemm: asm.GemmAVX512, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, gemmWP: asm.GemmWPairsAVX512,
+		gemvWI8: asm.GemvWI8AVX512, gemvWI4: asm.GemvWI4AVX512, widenI4: asm.WidenWI4AVX512, widenI8: asm.WidenWI8AVX512,
+		pv: asm.PVAVX512, softmax: asm.SoftmaxAVX512, bias: asm.ScoreBiasAVX512, exp: asm.ExpAVX512, tr: asm.TransposeScaleAVX512,
+		dot: asm.DotAVX512, peak: asm.FMAPeakAVX512, prefetch: asm.PrefetchLinesAVX512,
+		decodeF32: asm.DecodeF32AVX512, decodeF16: asm.DecodeF16AVX512, decBF: asm.DecodeBF16AVX512,
+		decodeI8: asm.DecodeI8AVX512, decodeI4: asm.DecodeI4AVX512,
+		convert:   [2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}},
+		widenI4KV: asm.WidenI4KVAVX512, dequant: [2]dequantFunc{asm.DequantI8AVX512, asm.DequantI4AVX512},
+	},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
 )
 
@@ -44,7 +64,9 @@ type (
 // scales.
 type (
 	gemmW16Func func(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
-	gemmWI8Func func(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
+	// gemmWPairsFunc: GemmWPairs, B bfloat16 held in pairs, k in pairs.
+	gemmWPairsFunc func(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m, k, nv, tail, acc int)
+	gemmWI8Func    func(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m, k, nv, tail, acc int, s *float32)
 )
 
 // gemvWI4Func and widenWI4Func are the signatures of the generated int4
@@ -72,13 +94,16 @@ func evenPanels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
 
 // weightPanels runs a GemmW or GemvWI8 kernel over the column panels of
 // C, split as gemmPanels splits them: kernels[t] for 16-bit weights of
-// type t, i8 for int8 ones.
-func weightPanels(kernels [2]gemmW16Func, i8 gemmWI8Func, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+// type t, pairs for bfloat16 held in pairs (k even), i8 for int8 ones.
+func weightPanels(kernels [2]gemmW16Func, pairs gemmWPairsFunc, i8 gemmWI8Func, lanes, maxNV int, c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
 	acc := accFlag(accumulate)
 	panels(lanes, maxNV, n, func(j0, nv, tail int) {
-		if b.Type == fallback.KVInt8 {
+		switch {
+		case b.Type == fallback.KVInt8:
 			i8(&c[j0], ldc, &a[0], lda, &b.I8[j0], b.Ld, m, k, nv, tail, acc, &b.S[j0])
-		} else {
+		case b.P != nil:
+			pairs(&c[j0], ldc, &a[0], lda, &b.P[j0], b.Ld, m, k/2, nv, tail, acc)
+		default:
 			kernels[b.Type-fallback.KVFloat16](&c[j0], ldc, &a[0], lda, &b.U16[j0], b.Ld, m, k, nv, tail, acc)
 		}
 	})
@@ -96,6 +121,7 @@ type x86Params struct {
 type x86Kernels struct {
 	gemm     gemmFunc
 	gemmW16  [2]gemmW16Func // float16, bfloat16
+	gemmWP   gemmWPairsFunc // bfloat16 held in pairs
 	gemvWI8  gemmWI8Func
 	gemvWI4  gemvWI4Func
 	widenI4  widenWI4Func
@@ -127,10 +153,11 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			gemmPanels(k.gemm, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
 		},
 		gemmW: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
-			weightPanels(k.gemmW16, nil, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
+			weightPanels(k.gemmW16, k.gemmWP, nil, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
 		},
+		pairsW: true,
 		gemvI8: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
-			weightPanels(k.gemmW16, k.gemvWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
+			weightPanels(k.gemmW16, nil, k.gemvWI8, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
 		},
 		gemvI4: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
 			acc := accFlag(accumulate)

@@ -70,6 +70,12 @@ func raceWeights(w WeightRows, rows, cols int) {
 		raceReadRows(w.I8, rows, cols, w.Ld)
 	case fallback.KVInt4:
 		raceReadRows(w.I4, rows, (cols+1)/2, w.Ld/2)
+	case fallback.KVBFloat16:
+		if w.P != nil {
+			raceReadRows(w.P, (rows+1)/2, cols, w.Ld)
+			break
+		}
+		raceReadRows(w.U16, rows, cols, w.Ld)
 	default:
 		raceReadRows(w.U16, rows, cols, w.Ld)
 	}

@@ -62,6 +62,7 @@ type Set struct {
 	widen         func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) // rows of whole vectors; nil: Go
 	narrow        func(dst []uint16, src []float32, t KVType)                                // whole vectors; nil: Go
 	gemmW         gemmWKernel                                                                // nil: WidenWeights + Gemm
+	pairsW        bool                                                                       // gemmW reads bfloat16 weights held in pairs (WeightRows.P)
 	gemvI8        gemmWKernel                                                                // nil: fallback.GemvI8
 	gemvI4        gemmWKernel                                                                // rows of Half = int4Half; nil: fallback.GemvI4
 	widenW        func(dst []float32, ldd int, b WeightRows, k, n int)                       // int8, int4 (Half = Lanes) in whole vectors; nil: Go
@@ -135,7 +136,11 @@ func checkKV(kernel, operand string, kv KVRows, rows, cols int) {
 
 // checkWeights is checkIn of the rows of a weight block (int4: nibbles).
 func checkWeights(kernel, operand string, b WeightRows, rows, cols int) {
-	check(kernel, operand, b.Len(), span(rows, cols, b.Ld))
+	if b.P != nil { // pair rows: rows rounded up to pairs
+		check(kernel, operand, len(b.P), span((rows+1)/2, cols, b.Ld))
+	} else {
+		check(kernel, operand, b.Len(), span(rows, cols, b.Ld))
+	}
 	raceWeights(b, rows, cols)
 }
 

@@ -26,7 +26,8 @@ func (ks *Set) HasGemmW(t KVType) bool {
 }
 
 // GemmW is Gemm with B a block of a packed weight matrix of a 16-bit
-// type:
+// type (bfloat16 held in pairs, on a set that PairsWeights, for an even
+// k):
 //
 //	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)
 //
@@ -39,10 +40,21 @@ func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m
 	if !ks.HasGemmW(b.Type) {
 		panic(fmt.Sprintf("kernels: GemmW: set %s has no GemmW for %v", ks.Name, b.Type))
 	}
+	if b.P != nil && (!ks.pairsW || k%2 != 0) {
+		panic(fmt.Sprintf("kernels: GemmW: set %s: %d rows of bfloat16 pairs", ks.Name, k))
+	}
 	if ks.weightsCall("GemmW", c, ldc, a, lda, b, m, n, k, accumulate) {
 		ks.gemmW(c, ldc, a, lda, b, m, n, k, accumulate)
 	}
 }
+
+// PairsWeights reports whether the set's GemmW reads bfloat16 weights
+// held in pairs (WeightRows.P, rows 2q and 2q+1 interleaved): the amd64
+// sets (GemmWPairs<ISA>), whose tiles and VDPBF16PS read that layout too,
+// so tile.Packed holds their bfloat16 weights in it alone. On other sets
+// GemmW reads rows, and paired weights are widened (WidenWeights) for
+// Gemm.
+func (ks *Set) PairsWeights() bool { return ks.gemmW != nil && ks.pairsW }
 
 // GemvI8 is the projection of a few rows (a decode step's) through int8
 // weights with each block's scales applied once to the block's sum, in
@@ -154,6 +166,10 @@ func (ks *Set) WidenWeights(dst []float32, ldd int, b WeightRows, k, n int) {
 	}
 	checkOut("WidenWeights", "dst", dst, k, n, ldd)
 	checkWeights("WidenWeights", "b", b, k, n)
+	if b.P != nil { // bfloat16 pairs: the Go twin (GemmW reads them in registers)
+		fallback.WidenWeights(dst, ldd, b, k, n)
+		return
+	}
 	switch b.Type {
 	case fallback.KVFloat16, fallback.KVBFloat16:
 		ks.WidenRows(dst, ldd, b.U16, b.Ld, k, n, b.Type)

@@ -9,10 +9,11 @@ import (
 )
 
 // TestGemmW checks GemmW on every set that has it: for float16 and
-// bfloat16 weights, every row tile and column tail, the result equals,
-// bit for bit, Gemm on the same weights widened by WidenWeights, with
-// every operand against an unreadable page (B read in whole vectors up to
-// the row stride, nothing past them); C past column n is never written.
+// bfloat16 weights (and bfloat16 held in pairs, on a set that
+// PairsWeights), every row tile and column tail, the result equals, bit
+// for bit, Gemm on the same weights widened by WidenWeights, with every
+// operand against an unreadable page (B read in whole vectors up to the
+// row stride, nothing past them); C past column n is never written.
 func TestGemmW(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	types := []KVType{fallback.KVFloat16, fallback.KVBFloat16}
@@ -26,7 +27,10 @@ func TestGemmW(t *testing.T) {
 					for _, m := range []int{1, 2, 3, 5, 6, 7, 13} {
 						for _, n := range []int{1, 7, 8, 9, 16, 17, 33, 48, 64} {
 							for _, k := range []int{1, 5, 31, 32, 33, 70} {
-								gemmWCase(t, rng, ks, typ, m, n, k, atEnd)
+								gemmWCase(t, rng, ks, typ, m, n, k, atEnd, false)
+								if typ == fallback.KVBFloat16 && k%2 == 0 && ks.PairsWeights() {
+									gemmWCase(t, rng, ks, typ, m, n, k, atEnd, true)
+								}
 							}
 						}
 					}
@@ -37,7 +41,7 @@ func TestGemmW(t *testing.T) {
 }
 
 // gemmWCase runs one GemmW case of TestGemmW.
-func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, atEnd bool) {
+func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, atEnd, paired bool) {
 	t.Helper()
 	o := newWeightOperands(t, rng, ks, m, n, k, atEnd)
 	defer o.free()
@@ -54,13 +58,33 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 	}
 	wide := make([]float32, span(k, whole, ld))
 	ks.WidenWeights(wide, ld, b, k, n)
+	if paired {
+		// The same weights held in pairs, against an unreadable page: the
+		// Go twin widens them to the same values, and GemmW must give
+		// Gemm's bits on them.
+		pairs := fallback.PairRows(b.U16, ld, k, whole)
+		var f4 func()
+		b.P, f4 = guarded32(t, span(k/2, whole, ld), atEnd)
+		defer f4()
+		copy(b.P, pairs)
+		b.U16 = nil
+		again := make([]float32, len(wide))
+		ks.WidenWeights(again, ld, b, k, n)
+		for p := range k {
+			for j := range n {
+				if math.Float32bits(again[p*ld+j]) != math.Float32bits(wide[p*ld+j]) {
+					t.Fatalf("WidenWeights of pairs, k=%d ld=%d: (%d, %d) = %v, of rows %v", k, ld, p, j, again[p*ld+j], wide[p*ld+j])
+				}
+			}
+		}
+	}
 	want := append([]float32(nil), c...)
 	ks.Gemm(want, ldc, a, lda, wide, ld, m, n, k, accumulate)
 	ks.GemmW(c, ldc, a, lda, b, m, n, k, accumulate)
 	for i := range c {
 		if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s GemmW %v m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, Gemm on the widened weights %v",
-				ks, typ, m, n, k, ld, accumulate, i/ldc, i%ldc, c[i], want[i])
+			t.Fatalf("%s GemmW %v (pairs %v) m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, Gemm on the widened weights %v",
+				ks, typ, paired, m, n, k, ld, accumulate, i/ldc, i%ldc, c[i], want[i])
 		}
 	}
 }

@@ -222,7 +222,7 @@ func newLayer(e *Engine, cfg LayerConfig, w Weights, qIn int) (*Layer, error) {
 	if l.w, err = packWeights(w, dm, qIn, qw, kw, vw, ow, cols); err != nil {
 		return nil, err
 	}
-	l.w.addPairs(e.ks)
+	l.w.pairRows(e.ks)
 	return l, nil
 }
 
@@ -296,7 +296,7 @@ func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 // It reports whether it ran to the end.
 func (l *Layer) project(c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
 	bf16 := cl.bf16 && w.Type == fallback.KVBFloat16
-	return l.e.gemm(tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16}, cl)
+	return l.e.gemm(tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16, Tiles: l.e.ks.AMX()}, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,

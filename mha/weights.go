@@ -175,11 +175,12 @@ func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Pack
 	return tile.PackWeights(m, g.in, n, cols, fallback.KVType(t))
 }
 
-// addPairs pairs the bfloat16 matrices of lw for ks's AMX tiles
-// (tile.Packed.AddPairs: nothing on a set without them).
-func (lw *layerWeights) addPairs(ks *kernels.Set) {
+// pairRows holds the bfloat16 matrices of lw in pairs where ks reads
+// them so (tile.Packed.PairRows: the amd64 sets; nothing elsewhere), in
+// place of their rows: one copy whatever the mode.
+func (lw *layerWeights) pairRows(ks *kernels.Set) {
 	for _, w := range []*tile.Packed{&lw.q, &lw.k, &lw.v, &lw.o} {
-		w.AddPairs(ks)
+		w.PairRows(ks)
 	}
 }
 

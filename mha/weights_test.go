@@ -2,6 +2,7 @@ package mha
 
 import (
 	"errors"
+	"github.com/fastattn/fastattn/tile"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -292,19 +293,31 @@ func TestLayerWeightBytes(t *testing.T) {
 	cfg := LayerConfig{DModel: 512, Heads: 8, KVHeads: 2, HeadDim: 64}
 	rng := rand.New(rand.NewPCG(33, 34))
 	_, w := testLayer(t, engines[0], rng, cfg, true)
-	bytes := map[KVType]int64{}
-	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8, Int4} {
-		w.Type = typ
-		bytes[typ] = mustLayer(t, engines[0], cfg, w).WeightBytes()
-	}
 	matrices := int64(512 * (512 + 128 + 128 + 512))
 	biases := int64(4 * (512 + 128 + 128 + 512))
-	if bytes[Float32] != 4*matrices+biases {
-		t.Errorf("float32 layer: WeightBytes %d, want %d", bytes[Float32], 4*matrices+biases)
-	}
-	for typ, bound := range map[KVType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285, Int4: 0.17} {
-		if r := float64(bytes[typ]) / float64(bytes[Float32]); r > bound {
-			t.Errorf("%v layer holds %.4f of the float32 layer's bytes, bound %.3f", typ, r, bound)
+	// Every set, the AMX one too: bfloat16 weights are held once (rows,
+	// or pairs on the amd64 sets), whatever mode a call later asks for.
+	for _, e := range bf16Engines {
+		bytes := map[KVType]int64{}
+		for _, typ := range []KVType{Float32, BFloat16, Float16, Int8, Int4} {
+			w.Type = typ
+			l := mustLayer(t, e, cfg, w)
+			bytes[typ] = l.WeightBytes()
+			if typ == BFloat16 {
+				for _, m := range []*tile.Packed{&l.w.q, &l.w.k, &l.w.v, &l.w.o} {
+					if (m.P != nil) == (m.U16 != nil) || (m.P != nil) != e.ks.PairsWeights() {
+						t.Errorf("%s: a bfloat16 matrix holds pairs %v and rows %v", e.Kernels(), m.P != nil, m.U16 != nil)
+					}
+				}
+			}
+		}
+		if bytes[Float32] != 4*matrices+biases {
+			t.Errorf("%s: float32 layer: WeightBytes %d, want %d", e.Kernels(), bytes[Float32], 4*matrices+biases)
+		}
+		for typ, bound := range map[KVType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285, Int4: 0.17} {
+			if r := float64(bytes[typ]) / float64(bytes[Float32]); r > bound {
+				t.Errorf("%s: %v layer holds %.4f of the float32 layer's bytes, bound %.3f", e.Kernels(), typ, r, bound)
+			}
 		}
 	}
 	if (*Layer)(nil).WeightBytes() != 0 {

@@ -41,9 +41,8 @@ const (
 
 // rowBlocks returns how C's rows are cut into items' row blocks: blocks
 // runs of whole units of unit rows, as equal as whole units allow
-// (rowSpan). On AMX tiles (B paired by Packed.AddPairs, done only for a
-// set with them, in the bfloat16 mode) a unit is gemmRowsTiles rows and a
-// block one unit; else a unit is the kernels' 6-row tile and the blocks
+// (rowSpan). On AMX tiles (Tiles, in the bfloat16 mode, B held in pairs:
+// Packed.PairRows) a unit is gemmRowsTiles rows and a block one unit; else a unit is the kernels' 6-row tile and the blocks
 // are as few as keep each within gemmABlock/depth rows, more of them,
 // down to gemmRowsMin rows, if there would be fewer than gemmItems items.
 // It depends on the shapes only, never on the thread count. Float32 and
@@ -54,7 +53,7 @@ const (
 // 72-row blocks also left one to M = 73–78, 145–150, …).
 func (g *Gemm) rowBlocks() (blocks, unit int) {
 	m := max(g.M, 1)
-	if g.BF16 && g.B.Pairs != nil {
+	if g.Tiles && g.BF16 && g.B.P != nil {
 		return ceilDiv(m, gemmRowsTiles), gemmRowsTiles
 	}
 	most := max(gemmRowsMin, gemmABlock/gemmDepth(max(g.B.Ld, 1))/6*6)
@@ -131,20 +130,26 @@ type Gemm struct {
 	// bfloat16 compute mode, for B of bfloat16 weights, whose products
 	// are then exact in float32 and only the sums round. On a set with
 	// bfloat16 kernels (and K even) the rounded rows are bfloat16 and
-	// GemmWDot multiplies them by the panels as packed (dots).
+	// GemmWDot multiplies them by the panels as packed (dots); B held in
+	// pairs, GemmBF16 does (on AMX tiles where the set has them).
 	BF16 bool
+	// Tiles cuts C's rows for AMX tiles (gemmRowsTiles): set it when the
+	// set that runs the bfloat16 mode has them (kernels.Set.AMX). The
+	// bits do not depend on it.
+	Tiles bool
 }
 
 // tiles reports whether g runs on ks's AMX tiles: the bfloat16 mode, B
-// paired at packing (Packed.AddPairs), more rows than a GEMV's. The sums
-// are GemmWDot's pair by pair (the Emu twin gives its bits).
+// held in pairs (Packed.PairRows), more rows than a GEMV's. The sums are
+// GemmBF16's pair by pair (the Emu twin gives its bits).
 func (g *Gemm) tiles(ks *kernels.Set) bool {
-	return g.BF16 && ks.AMX() && g.B.Pairs != nil && g.M > gemvRows
+	return g.BF16 && ks.AMX() && g.B.P != nil && g.M > gemvRows
 }
 
-// dots reports whether g runs on ks's bfloat16 kernels (GemmWDot).
+// dots reports whether g runs on ks's bfloat16 kernels: GemmBF16 on B
+// held in pairs, GemmWDot on its rows.
 func (g *Gemm) dots(ks *kernels.Set) bool {
-	return g.BF16 && ks.HasGemmWDot() && ks.BF16Preferred() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0
+	return g.BF16 && ks.BF16Preferred() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0 && (g.B.P != nil || ks.HasGemmWDot())
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.
@@ -182,17 +187,14 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 		kc := min(depth, g.B.K-k0)
 		a, lda := g.A[m0*g.LDA+k0:], g.LDA
 		switch {
-		case g.tiles(ks):
+		case g.tiles(ks) || g.dots(ks):
 			ap := roundedPairs(ks, ws, a, lda, mc, kc)
 			for j := 0; j < nc; j += cols {
-				ks.GemmBF16(c[j:], g.LDC, ap, kc/2, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
-			}
-			accumulate = true
-			continue
-		case g.dots(ks):
-			ap := roundedPairs(ks, ws, a, lda, mc, kc)
-			for j := 0; j < nc; j += cols {
-				ks.GemmWDot(c[j:], g.LDC, ap, kc/2, g.B.rows((n0+j)/cols, k0), mc, min(cols, nc-j), kc/2, accumulate)
+				if g.B.P != nil {
+					ks.GemmBF16(c[j:], g.LDC, ap, kc/2, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
+				} else {
+					ks.GemmWDot(c[j:], g.LDC, ap, kc/2, g.B.rows((n0+j)/cols, k0), mc, min(cols, nc-j), kc/2, accumulate)
+				}
 			}
 			accumulate = true
 			continue

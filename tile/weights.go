@@ -13,40 +13,33 @@ import (
 // in its type (float32, 16-bit floats, int8 with scales, int4 with scales
 // and zero points interleaved by Half); panel p's block b of 32 rows has
 // its row of Ld scales (and int4 zero points) at (p·⌈K/32⌉ + b)·Ld. A
-// panel's rows stream in address order whatever the type.
+// panel's rows stream in address order whatever the type. Bfloat16
+// weights of even K for a set that PairsWeights are held in pairs instead
+// (WeightRows.P, PairRows): panel q's pair row p (rows 2p and 2p+1) at
+// (q·K/2 + p)·Ld, the one copy that the set's GemmW, its bfloat16 kernels
+// and its AMX tiles all read.
 type Packed struct {
 	fallback.WeightRows
 	K, N int
-	// Pairs, for bfloat16 weights of even K on a set with AMX tiles
-	// (AddPairs), holds each panel's rows 2p and 2p+1 paired, row p of
-	// panel q at (q·K/2 + p)·Ld: AMX's B operand, read in place by the
-	// bfloat16 mode's projections (GemmBF16 on tiles). nil otherwise.
-	Pairs []uint32
 }
 
-// AddPairs builds w.Pairs for a set with AMX tiles (ks.AMX()) when w holds
-// bfloat16 weights of even K, and does nothing otherwise: the bfloat16
-// mode's projections then run on tiles, their B operand paired once here.
-// It doubles the memory such weights hold (GEMVs still read the rows).
-func (w *Packed) AddPairs(ks *kernels.Set) {
-	if !ks.AMX() || w.Type != fallback.KVBFloat16 || w.K%2 != 0 || w.Pairs != nil {
+// PairRows holds w's bfloat16 weights in pairs (WeightRows.P) in place of
+// rows when ks reads that layout (ks.PairsWeights: the amd64 sets) and K
+// is even, and does nothing otherwise. The weights' bytes stay the same:
+// one copy serves the float32 mode's GemmW and decode's GEMVs as well as
+// the bfloat16 mode's VDPBF16PS and AMX tiles.
+func (w *Packed) PairRows(ks *kernels.Set) {
+	if !ks.PairsWeights() || w.Type != fallback.KVBFloat16 || w.K%2 != 0 || w.P != nil {
 		return
 	}
 	// The panels' rows follow each other and K is even, so pairing every
 	// two rows of the whole array pairs each panel's rows 2p and 2p+1.
-	w.Pairs = make([]uint32, len(w.U16)/2)
-	for p := 0; p < len(w.Pairs)/w.Ld; p++ {
-		lo, hi := w.U16[2*p*w.Ld:][:w.Ld], w.U16[(2*p+1)*w.Ld:][:w.Ld]
-		dst := w.Pairs[p*w.Ld:][:w.Ld]
-		for j := range dst {
-			dst[j] = uint32(lo[j]) | uint32(hi[j])<<16
-		}
-	}
+	w.P, w.U16 = fallback.PairRows(w.U16, w.Ld, len(w.U16)/w.Ld, w.Ld), nil
 }
 
 // pairRows returns panel q's pairs from row k0 (even) on, at stride Ld.
 func (w *Packed) pairRows(q, k0 int) []uint32 {
-	return w.Pairs[(q*w.K+k0)/2*w.Ld:]
+	return w.P[(q*w.K+k0)/2*w.Ld:]
 }
 
 // Bytes returns the memory the packed matrix holds: K·Ld elements per
@@ -57,7 +50,7 @@ func (w *Packed) Bytes() int64 {
 	if w.Type == fallback.KVInt4 {
 		return int64(len(w.I4)) + 4*int64(len(w.S)) + int64(len(w.Z))
 	}
-	return int64(w.Type.Bytes())*int64(w.Len()) + 4*int64(len(w.S)) + 4*int64(len(w.Pairs))
+	return int64(w.Type.Bytes())*int64(w.Len()) + 4*int64(len(w.S))
 }
 
 // Int4Half returns the nibble interleave of int4 panels of cols columns:
@@ -79,6 +72,10 @@ func (w *Packed) rows(p, k0 int) fallback.WeightRows {
 	case fallback.KVInt4:
 		r.I4, r.S, r.Z = w.I4[off/2:], w.S[blocks:], w.Z[blocks:]
 	default:
+		if w.P != nil {
+			r.P = w.pairRows(p, k0)
+			break
+		}
 		r.U16 = w.U16[off:]
 	}
 	return r
@@ -275,7 +272,7 @@ func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, lda, pa
 		ks.GemvI8(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	case b.Type == fallback.KVInt4 && mc <= gemvRows:
 		ks.GemvI4(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
-	case ks.HasGemmW(b.Type):
+	case ks.HasGemmW(b.Type) && (b.P == nil || ks.PairsWeights()):
 		ks.GemmW(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	default:
 		ws.wb = grow(ws.wb, kc*b.Ld)

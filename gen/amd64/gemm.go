@@ -21,6 +21,7 @@ type gemmRegs struct {
 	acc      reg.GPVirtual // nonzero: add to C (f32 only; GemmW tests its argument)
 	tailRegs               // the last vector's mask
 	e        elem          // B's storage type: f32 (Gemm), f16, bf16 (GemmW), i8 (GemvWI8's parameters)
+	pairs    bool          // B is bfloat16 pairs (GemmWPairs): a step takes two rows of A's
 }
 
 // gemm emits Gemm<ISA>, the kernel of QK and of the projections: one panel
@@ -110,16 +111,26 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 		}
 	}
 	// step emits one step of k: a row of B, mr broadcasts of A, mr·nv
-	// FMAs (VMULPS if first), then the next row of B and column of A.
+	// FMAs (VMULPS if first), then the next row of B and column of A. A
+	// GemmWPairs step is two such, both rows from one pair row of B.
 	step := func(first bool) {
-		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.a.at(aa, i) }, acc, first)
+		at := func(i int) operand.Mem { return r.a.at(aa, i) }
+		adv := 4
+		if r.pairs {
+			lo, hi := g.pairSteps(bp)
+			g.broadcastStep(lo, nv, at, acc, first)
+			g.broadcastStep(hi, nv, func(i int) operand.Mem { return at(i).Offset(4) }, acc, false)
+			adv = 8
+		} else {
+			g.broadcastStep(load, nv, at, acc, first)
+		}
 		g.ADDQ(r.ldb, bp)
-		g.ADDQ(operand.Imm(4), aa)
+		g.ADDQ(operand.Imm(uint64(adv)), aa)
 		g.DECQ(p)
 	}
 	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the first step of k multiplies, or the", mr, nv),
 		"accumulators start at C.")
-	if r.e == f32 {
+	if r.e == f32 && !r.pairs {
 		g.TESTQ(r.acc, r.acc)
 	} else {
 		g.CMPQ(g.arg("acc"), operand.Imm(0))

@@ -49,6 +49,7 @@ func generate(x isa, dir string) error {
 	for _, e := range []elem{f16, bf16} {
 		g.gemmW(e)
 	}
+	g.gemmWPairs()
 	g.gemvI8()
 	g.gemvI4()
 	g.widenW(false)
