@@ -532,39 +532,6 @@ func GemmBF16AVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32,
 //go:noescape
 func GemmBF16EmuAVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
 
-// GemmWDotAVX512 is
-//
-//	for i := 0; i < m; i++ {
-//		for j := 0; j < (nv-1)*lanes+tail; j++ {
-//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<k} dot2(a[i*lda+p], b[2p*ldb+j] | b[(2p+1)*ldb+j]<<16)
-//
-// with dot2 and ⊕ as in GemmBF16 (a's uint32 hold two bfloat16 of a row;
-// b is bfloat16, rows 2p and 2p+1 paired). Strides in elements of each.
-// nv in 1..4, tail in 1..16, m >= 0, k >= 1 pairs. B is read in groups of
-// 32 columns, (nv+1)/2 of them per row (a packed panel is padded to its
-// width); nothing past column (nv-1)*lanes+tail of C is touched.
-// Register tile: 6 rows of A (one dword broadcast each) × nv vectors.
-//
-//go:noescape
-func GemmWDotAVX512(c *float32, ldc int, a *uint32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
-
-// GemmWDotEmuAVX512 is
-//
-//	for i := 0; i < m; i++ {
-//		for j := 0; j < (nv-1)*lanes+tail; j++ {
-//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<k} dot2(a[i*lda+p], b[2p*ldb+j] | b[(2p+1)*ldb+j]<<16)
-//
-// with dot2 and ⊕ as in GemmBF16 (a's uint32 hold two bfloat16 of a row;
-// b is bfloat16, rows 2p and 2p+1 paired). Strides in elements of each.
-// nv in 1..4, tail in 1..16, m >= 0, k >= 1 pairs. B is read in groups of
-// 32 columns, (nv+1)/2 of them per row (a packed panel is padded to its
-// width); nothing past column (nv-1)*lanes+tail of C is touched.
-// Register tile: 6 rows of A (one dword broadcast each) × nv vectors.
-// This twin computes VDPBF16PS in AVX-512F, for the tests.
-//
-//go:noescape
-func GemmWDotEmuAVX512(c *float32, ldc int, a *uint32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
-
 // PairBF16AVX512 is
 //
 //	for p := 0; p < (rows+1)/2; p++ {

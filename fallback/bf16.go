@@ -127,11 +127,3 @@ func pairSums(c []float32, ldc int, m, n, k int, accumulate bool, a func(i, p in
 		}
 	}
 }
-
-// GemmWDot is GemmBF16 with B a block of bfloat16 weight rows as packed
-// ([2k][ldb]): the pair p of column j is rows 2p (low half) and 2p+1
-// (high half) of b. a holds two bfloat16 of a row in each uint32.
-func GemmWDot(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool) {
-	pairSums(c, ldc, m, n, k, accumulate, func(i, p int) uint32 { return a[i*lda+p] },
-		func(p, j int) uint32 { return uint32(b[2*p*ldb+j]) | uint32(b[(2*p+1)*ldb+j])<<16 }, dotNearest)
-}

@@ -80,7 +80,7 @@ type (
 // evenPanels calls kernel(j0, nv, tail) on the column panels of n
 // columns: maxNV vectors (an even number) each, the last holding the
 // rest, so every panel but the last has whole pairs of vectors (int4:
-// whole bytes of nibbles; GemmWDot: its groups of two vectors).
+// whole bytes of nibbles).
 func evenPanels(lanes, maxNV, n int, kernel func(j0, nv, tail int)) {
 	vecs := (n + lanes - 1) / lanes
 	for v0 := 0; v0 < vecs; v0 += maxNV {

@@ -22,12 +22,11 @@ var amxBlock, amxPairs int
 // bf16Kernels are a set's bfloat16 kernels.
 type bf16Kernels struct {
 	gemm      func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
-	gemmW     func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, k int, accumulate bool) // nil: none
-	pair      func(dst []uint32, ldd int, src []float32, lds int, rows, n int)                                   // nil: fallback.PairBF16
-	peak      func(iters int)                                                                                    // nil: none
-	chains    int                                                                                                // independent VDPBF16PS of a peak iteration
-	native    bool                                                                                               // the CPU's instruction, not its emulation
-	roundsOdd bool                                                                                               // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
+	pair      func(dst []uint32, ldd int, src []float32, lds int, rows, n int) // nil: fallback.PairBF16
+	peak      func(iters int)                                                  // nil: none
+	chains    int                                                              // independent VDPBF16PS of a peak iteration
+	native    bool                                                             // the CPU's instruction, not its emulation
+	roundsOdd bool                                                             // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
 	// amx, when not nil, runs the bulk of a GemmBF16 whose A pairs run
 	// along its rows (lka = 1) on AMX tiles: whole blocks of amxBlock rows
 	// and columns and amxPairs pairs of k, the rest left to gemm (amx.go).
@@ -109,41 +108,10 @@ func (ks *Set) GemmBF16(c []float32, ldc int, a []uint32, lda, lka int, b []uint
 	}
 }
 
-// GemmWDot is GemmBF16 of the bfloat16 rows of the activations (a, two
-// elements of a row per uint32) by a block of bfloat16 weights as packed
-// (b: 2·k rows of a panel, Type KVBFloat16), rows 2p and 2p+1 paired:
-//
-//	c[i*ldc+j] = (accumulate ? c[i*ldc+j] : 0) ⊕_{p<k} (a[i*lda+p], w[2p][j] | w[2p+1][j]<<16)
-//
-// as fallback.GemmWDot (bit for bit on normal numbers). The kernel reads B
-// in groups of 2·Lanes columns, so each row must hold n rounded up to
-// that (a packed panel is padded to its width). Only sets that
-// HasGemmWDot have it.
-func (ks *Set) GemmWDot(c []float32, ldc int, a []uint32, lda int, b WeightRows, m, n, k int, accumulate bool) {
-	if m <= 0 || n <= 0 || k <= 0 {
-		return
-	}
-	if !ks.HasGemmWDot() {
-		panic("kernels: GemmWDot: set " + ks.Name + " has no GemmWDot")
-	}
-	if b.Type != fallback.KVBFloat16 {
-		panic(fmt.Sprintf("kernels: GemmWDot: %v weights", b.Type))
-	}
-	group := 2 * ks.Lanes
-	checkOut("GemmWDot", "c", c, m, n, ldc)
-	checkIn("GemmWDot", "a", a, m, k, lda)
-	checkWeights("GemmWDot", "b", b, 2*k, (n+group-1)/group*group)
-	ks.bf16.gemmW(c, ldc, a, lda, b.U16, b.Ld, m, n, k, accumulate)
-}
-
 // BF16RoundsOdd reports whether the set's GemmBF16 sums as Arm's BFDOT
 // does (fallback.GemmBF16Odd) rather than as x86's VDPBF16PS
 // (fallback.GemmBF16).
 func (ks *Set) BF16RoundsOdd() bool { return ks.bf16 != nil && ks.bf16.roundsOdd }
-
-// HasGemmWDot reports whether the set has GemmWDot, the projections of
-// bfloat16 weights on its bfloat16 kernels.
-func (ks *Set) HasGemmWDot() bool { return ks.bf16 != nil && ks.bf16.gemmW != nil }
 
 // PairBF16 rounds rows rows of n float32 elements (stride lds) to
 // bfloat16 and packs them in pairs of rows, (rows+1)/2 rows of n uint32 at

@@ -7,32 +7,18 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// gemmBF16Func and gemmWDotFunc are the signatures of the generated
-// GemmBF16 and GemmWDot kernels.
-type (
-	gemmBF16Func func(c *float32, ldc int, a *uint32, lda, lka int, b *uint32, ldb int, m, k, nv, tail, acc int)
-	gemmWDotFunc func(c *float32, ldc int, a *uint32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)
-)
+// gemmBF16Func is the signature of the generated GemmBF16 kernels.
+type gemmBF16Func func(c *float32, ldc int, a *uint32, lda, lka int, b *uint32, ldb int, m, k, nv, tail, acc int)
 
-// x86BF16 wraps the avx512 set's bfloat16 kernels: gemm and gemmW
-// (GemmBF16AVX512 and GemmWDotAVX512, or their Emu twins),
-// PairBF16AVX512, and with native BF16PeakAVX512.
-func x86BF16(gemm gemmBF16Func, gemmW gemmWDotFunc, native bool) *bf16Kernels {
+// x86BF16 wraps the avx512 set's bfloat16 kernels: gemm (GemmBF16AVX512,
+// or its Emu twin), PairBF16AVX512, and with native BF16PeakAVX512.
+func x86BF16(gemm gemmBF16Func, native bool) *bf16Kernels {
 	lanes, maxNV := asm.LanesAVX512, asm.PanelVecsAVX512
 	k := &bf16Kernels{
 		gemm: func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, kk int, accumulate bool) {
 			acc := accFlag(accumulate)
 			panels(lanes, maxNV, n, func(j0, nv, tail int) {
 				gemm(&c[j0], ldc, &a[0], lda, lka, &b[j0], ldb, m, kk, nv, tail, acc)
-			})
-		},
-		gemmW: func(c []float32, ldc int, a []uint32, lda int, b []uint16, ldb int, m, n, kk int, accumulate bool) {
-			// The kernel reads B in groups of two vectors: with even
-			// panels only the last may read past n, up to n rounded up
-			// to a group.
-			acc := accFlag(accumulate)
-			evenPanels(lanes, maxNV, n, func(j0, nv, tail int) {
-				gemmW(&c[j0], ldc, &a[0], lda, &b[j0], ldb, m, kk, nv, tail, acc)
 			})
 		},
 		pair: func(dst []uint32, ldd int, src []float32, lds int, rows, n int) {
@@ -71,7 +57,7 @@ func init() {
 	amxBlock, amxPairs = asm.AMXBlockAVX512, asm.AMXPairsAVX512
 	avx512.optional = append(avx512.optional, cpuid.AVX512BF16, cpuid.AMXTILE, cpuid.AMXBF16)
 	if cpuid.CPU.Supports(cpuid.AVX512BF16) {
-		avx512.bf16 = x86BF16(asm.GemmBF16AVX512, asm.GemmWDotAVX512, true)
+		avx512.bf16 = x86BF16(asm.GemmBF16AVX512, true)
 		switch amxState = amxUsable(); {
 		case amxState == nil:
 			withAMX(avx512.bf16, false)
@@ -115,6 +101,6 @@ func EmulatedBF16() *Set {
 	}
 	ks := *avx512
 	ks.Name = "avx512-bf16emu"
-	ks.bf16 = x86BF16(asm.GemmBF16EmuAVX512, asm.GemmWDotEmuAVX512, false)
+	ks.bf16 = x86BF16(asm.GemmBF16EmuAVX512, false)
 	return &ks
 }

@@ -11,7 +11,7 @@ import (
 // neonBF16 is the NEON set's GemmBF16 on FEAT_BF16 (HWCAP2_BF16): BFDOT,
 // whole vectors by GemmBF16NEON, the last n%4 columns by its Go twin
 // fallback.GemmBF16Odd (BFDOT rounds its sums to odd). PairBF16 is Go's;
-// there is no GemmWDot (projections take the float32 path) and no peak
+// the projections take the float32 path (weights held as rows) and no peak
 // loop.
 var neonBF16 = &bf16Kernels{
 	gemm: func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool) {

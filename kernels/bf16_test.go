@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/fastattn/fastattn/fallback"
 )
@@ -258,48 +257,6 @@ func TestBF16Peak(t *testing.T) {
 		ks.BF16Peak(1000)
 		if got := ks.BF16PeakFLOPsPerIter(); got != 12*ks.Lanes*4 {
 			t.Fatalf("%s: %d flops an iteration", ks, got)
-		}
-	}
-}
-
-// TestGemmWDot checks GemmWDot on every set with bfloat16 kernels bit for
-// bit against fallback.GemmWDot: 1–13 rows, 1–130 columns (odd vector
-// counts, a group's second vector missing, masked tails, several panels),
-// 1–33 pairs, accumulate or not, B rows padded to a group and ending at a
-// guard page; nothing of C outside its block changes.
-func TestGemmWDot(t *testing.T) {
-	sets := bf16SetsWhere((*Set).HasGemmWDot)
-	if len(sets) == 0 {
-		t.Skip("no set with GemmWDot on this CPU (AVX-512 needed, natively AVX512_BF16)")
-	}
-	rng := rand.New(rand.NewPCG(0xbf, 8))
-	for _, ks := range sets {
-		group := 2 * ks.Lanes
-		for _, atEnd := range []bool{true, false} {
-			for m := 1; m <= 13; m++ {
-				for _, n := range []int{1, 9, 16, 17, 32, 33, 48, 64, 65, 100, 130} {
-					for _, k := range []int{1, 2, 5, 33} {
-						ldb := (n+group-1)/group*group + rng.IntN(2)*group
-						ldc, lda := n+rng.IntN(3), k+rng.IntN(3)
-						accumulate := rng.IntN(2) == 0
-						a, f1 := pairs(t, rng, span(m, k, lda), atEnd)
-						w, f2 := pairs(t, rng, (span(2*k, ldb, ldb)+1)/2, atEnd)
-						b16 := unsafe.Slice((*uint16)(unsafe.Pointer(&w[0])), span(2*k, ldb, ldb))
-						c, f3 := operand(t, rng, span(m, n, ldc), atEnd)
-						want := slices.Clone(c)
-						fallback.GemmWDot(want, ldc, a, lda, b16, ldb, m, n, k, accumulate)
-						ks.GemmWDot(c, ldc, a, lda, WeightRows{Type: fallback.KVBFloat16, U16: b16, Ld: ldb}, m, n, k, accumulate)
-						for i := range want {
-							if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
-								t.Fatalf("%s GemmWDot m=%d n=%d k=%d acc=%v: c[%d] = %v, want %v", ks, m, n, k, accumulate, i, c[i], want[i])
-							}
-						}
-						f1()
-						f2()
-						f3()
-					}
-				}
-			}
 		}
 	}
 }

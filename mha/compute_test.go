@@ -387,7 +387,8 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 		}
 	}
 	// A layer of bfloat16 weights: its projections on tiles (the weights
-	// paired at NewLayer) give GemmWDot's bits, its attention the above.
+	// held in pairs at NewLayer) give VDPBF16PS's bits, its attention the
+	// above.
 	cfg := LayerConfig{DModel: 96, Heads: 4, KVHeads: 2, HeadDim: 32}
 	_, w := testLayer(t, dot, rng, cfg, true)
 	w.Type = BFloat16

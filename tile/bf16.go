@@ -41,7 +41,7 @@ func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) {
 
 // roundedPairs returns rows rows of n (even) elements of a, at stride
 // lda, rounded to bfloat16 into ws's scratch, two elements of a row per
-// uint32 ([rows][n/2]): GemmWDot's A.
+// uint32 ([rows][n/2]): GemmBF16's A in the projections.
 func roundedPairs(ks *kernels.Set, ws *Workspace, a []float32, lda, rows, n int) []uint32 {
 	ws.ap = grow(ws.ap, rows*n/2)
 	h := unsafe.Slice((*uint16)(unsafe.Pointer(&ws.ap[0])), rows*n)

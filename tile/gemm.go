@@ -129,9 +129,9 @@ type Gemm struct {
 	// they multiply B, block by block in the worker's scratch: the
 	// bfloat16 compute mode, for B of bfloat16 weights, whose products
 	// are then exact in float32 and only the sums round. On a set with
-	// bfloat16 kernels (and K even) the rounded rows are bfloat16 and
-	// GemmWDot multiplies them by the panels as packed (dots); B held in
-	// pairs, GemmBF16 does (on AMX tiles where the set has them).
+	// bfloat16 kernels, B held in pairs (Packed.PairRows), the rounded
+	// rows are bfloat16 pairs and GemmBF16 multiplies them by B's (dots;
+	// on AMX tiles where the set has them).
 	BF16 bool
 	// Tiles cuts C's rows for AMX tiles (gemmRowsTiles): set it when the
 	// set that runs the bfloat16 mode has them (kernels.Set.AMX). The
@@ -147,9 +147,9 @@ func (g *Gemm) tiles(ks *kernels.Set) bool {
 }
 
 // dots reports whether g runs on ks's bfloat16 kernels: GemmBF16 on B
-// held in pairs, GemmWDot on its rows.
+// held in pairs.
 func (g *Gemm) dots(ks *kernels.Set) bool {
-	return g.BF16 && ks.BF16Preferred() && g.B.Type == fallback.KVBFloat16 && g.B.K%2 == 0 && (g.B.P != nil || ks.HasGemmWDot())
+	return g.BF16 && ks.BF16Preferred() && g.B.P != nil
 }
 
 // colBlocks returns the number of gemmCols-wide column blocks of C.
@@ -190,11 +190,7 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 		case g.tiles(ks) || g.dots(ks):
 			ap := roundedPairs(ks, ws, a, lda, mc, kc)
 			for j := 0; j < nc; j += cols {
-				if g.B.P != nil {
-					ks.GemmBF16(c[j:], g.LDC, ap, kc/2, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
-				} else {
-					ks.GemmWDot(c[j:], g.LDC, ap, kc/2, g.B.rows((n0+j)/cols, k0), mc, min(cols, nc-j), kc/2, accumulate)
-				}
+				ks.GemmBF16(c[j:], g.LDC, ap, kc/2, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
 			}
 			accumulate = true
 			continue

@@ -228,8 +228,9 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 // TestGemmBF16 checks the bfloat16 mode of the projection GEMM on every
 // kernel set: with BF16 set, a product through bfloat16 weights equals,
 // bit for bit, the same product of A rounded to bfloat16 beforehand (on a
-// set with bfloat16 kernels, and K even: fallback.GemmWDot of the rounded
-// rows, pairs summed as VDPBF16PS sums them, over every depth step), at
+// set with bfloat16 kernels and the weights held in pairs:
+// fallback.GemmBF16 of the rounded rows by the pairs, summed as
+// VDPBF16PS sums them, over every depth step), at
 // GEMM and GEMV row counts, K across the depth steps, with a bias and an
 // A stride wider than K; A itself is left as it was.
 func TestGemmBF16(t *testing.T) {
@@ -248,6 +249,7 @@ func TestGemmBF16(t *testing.T) {
 			lda := s.k + 3
 			a, b, bias := randoms(rng, s.m*lda), randoms(rng, s.k*s.n), randoms(rng, s.n)
 			packed := PackWeights(Matrix{Type: fallback.KVFloat32, F32: b, RowStride: s.n, ColStride: 1}, s.k, s.n, cols, fallback.KVBFloat16)
+			packed.PairRows(ks) // as a layer holds them
 			rounded := make([]float32, len(a))
 			for i, x := range a {
 				rounded[i] = fallback.BF16ToF32(fallback.F32ToBF16(x))
@@ -263,7 +265,7 @@ func TestGemmBF16(t *testing.T) {
 				return c
 			}
 			got, want := run(a, true), run(rounded, false)
-			if ks.HasGemmWDot() && s.k%2 == 0 { // GemmWDot: rows of bfloat16 pairs by the weights' row pairs
+			if ks.BF16Preferred() && packed.P != nil { // GemmBF16: rows of bfloat16 pairs by the weights' pairs
 				ap := make([]uint32, s.m*s.k/2)
 				for i := range s.m {
 					for p := range s.k / 2 {
@@ -275,7 +277,7 @@ func TestGemmBF16(t *testing.T) {
 				for i := range s.m {
 					copy(want[i*s.n:(i+1)*s.n], bias)
 				}
-				fallback.GemmWDot(want, s.n, ap, s.k/2, w, s.n, s.m, s.n, s.k/2, true)
+				fallback.GemmBF16(want, s.n, ap, s.k/2, 1, fallback.PairRows(w, s.n, s.k, s.n), s.n, s.m, s.n, s.k/2, true)
 			}
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {

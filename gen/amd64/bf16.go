@@ -1,7 +1,6 @@
 // The bfloat16 kernels of the AVX-512 set (the bfloat16 compute mode on
-// CPUs with AVX512_BF16): GemmBF16, the one product kernel of QK and PV,
-// GemmWDot, the projections' (bfloat16 weights in their packed panels),
-// PairBF16, which rounds float32 rows to bfloat16 and packs them in the
+// CPUs with AVX512_BF16): GemmBF16, the one product kernel of QK, PV and
+// the projections (their bfloat16 weights held in pairs), PairBF16, which rounds float32 rows to bfloat16 and packs them in the
 // pairs VDPBF16PS multiplies, and BF16Peak, its throughput loop.
 //
 // VDPBF16PS multiplies bfloat16 pairs: lane j of the accumulator gains
@@ -219,31 +218,6 @@ func (g *gen) accStart(r gemmRegs, acc [][]reg.VecVirtual, lbl string, load func
 	load()
 }
 
-// loadInterleaved loads GemmWDot's accumulators from C's rows at cp: per
-// group of two vectors, lo = (v0.0, v0.2, v1.0, v1.2) and hi = (v0.1,
-// v0.3, v1.1, v1.3) in 128-bit chunks (a missing second vector is 0).
-func (g *gen) loadInterleaved(r gemmRegs, acc [][]reg.VecVirtual, nv int, masked bool) {
-	b, groups := g.isa.bytes(), len(acc[0])/2
-	t := g.GP64()
-	g.MOVQ(r.cp, t)
-	for i := range acc {
-		for h := 0; h < groups; h++ {
-			v0, v1 := g.vec(), g.vec()
-			g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: 2 * h * b}, 2*h, nv, masked, v0)
-			if 2*h+1 < nv {
-				g.loadVec(r.tailRegs, operand.Mem{Base: t, Disp: (2*h + 1) * b}, 2*h+1, nv, masked, v1)
-			} else {
-				g.zero(v1)
-			}
-			g.VSHUFI64X2(operand.U8(0x88), v1, v0, acc[i][2*h])
-			g.VSHUFI64X2(operand.U8(0xdd), v1, v0, acc[i][2*h+1])
-		}
-		if i < len(acc)-1 {
-			g.ADDQ(r.ldc, t)
-		}
-	}
-}
-
 // bf16PeakChains is the number of independent VDPBF16PS chains of
 // BF16Peak, as FMAPeak's.
 const bf16PeakChains = peakChains
@@ -269,94 +243,4 @@ func (g *gen) bf16Peak() {
 		"products and two sums a lane). It needs AVX512_BF16.",
 	)
 	g.peakLoop(bf16PeakChains, func(acc, a, b reg.VecVirtual) { g.dpbf16(acc, a, b, false) })
-}
-
-// gemmWDot emits GemmWDot<ISA> (or its Emu twin): a projection on the
-// bfloat16 kernels, A the bfloat16 rows of the activations and B a packed
-// panel of bfloat16 weights in its ordinary layout ([k][ldb], the one
-// GemmW widens), so one copy of the weights serves both modes. VDPBF16PS
-// needs rows 2p and 2p+1 of B paired in each dword: per pair step and
-// group of 32 columns the kernel loads 64 bytes of each row and
-// interleaves them with VPUNPCKLWD and VPUNPCKHWD, which work within 128-bit
-// lanes: the low result holds columns {0-3, 8-11, 16-19, 24-27} of the
-// group, the high one {4-7, 12-15, 20-23, 28-31}. The accumulators keep
-// that order; C's vectors are shuffled into it when loaded and back when
-// stored (VSHUFI64X2, once per tile).
-func (g *gen) gemmWDot(emu bool) {
-	x := g.isa
-	doc := []string{"",
-		"\tfor i := 0; i < m; i++ {",
-		"\t\tfor j := 0; j < (nv-1)*lanes+tail; j++ {",
-		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) ⊕_{p<k} dot2(a[i*lda+p], b[2p*ldb+j] | b[(2p+1)*ldb+j]<<16)",
-		"",
-		"with dot2 and ⊕ as in GemmBF16 (a's uint32 hold two bfloat16 of a row;",
-		"b is bfloat16, rows 2p and 2p+1 paired). Strides in elements of each.",
-		fmt.Sprintf("nv in 1..%d, tail in 1..%d, m >= 0, k >= 1 pairs. B is read in groups of", x.nv, x.lanes),
-		fmt.Sprintf("%d columns, (nv+1)/2 of them per row (a packed panel is padded to its", 2*x.lanes),
-		"width); nothing past column (nv-1)*lanes+tail of C is touched.",
-		fmt.Sprintf("Register tile: %d rows of A (one dword broadcast each) × nv vectors.", x.mk),
-	}
-	if emu {
-		doc = append(doc, "This twin computes VDPBF16PS in AVX-512F, for the tests.")
-	}
-	g.fn("GemmWDot"+emuName(emu), "func(c *float32, ldc int, a *uint32, lda int, b *uint16, ldb int, m, k, nv, tail, acc int)", doc...)
-	r := g.gemmParams(bf16, x.mk)
-	r.acc = g.param("acc")
-	rows := g.param("m")
-	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmWDotBlock(r, mr, nv, masked, l, emu) })
-}
-
-// gemmWDotBlock emits one mr×nv tile of GemmWDot. Vector 2h of an
-// accumulator row holds group h's low interleave, 2h+1 its high one.
-func (g *gen) gemmWDotBlock(r gemmRegs, mr, nv int, masked bool, lbl string, emu bool) {
-	b := g.isa.bytes()
-	groups := (nv + 1) / 2
-	acc := g.tile(mr, 2*groups)
-	bp := g.param("b")
-	aa := g.GP64()
-	g.MOVQ(r.ap, aa)
-	p := g.param("k")
-	g.Comment(fmt.Sprintf("Tile of %d rows × %d vectors: the accumulators start at C (shuffled into", mr, nv),
-		"the interleaves' column order), or at 0.")
-	g.accStart(r, acc, lbl, func() { g.loadInterleaved(r, acc, nv, masked) })
-	g.Comment(fmt.Sprintf("The k loop, rows 2p and 2p+1 of B a step: %d groups interleaved, %d broadcasts of A, %d VDPBF16PS.", groups, mr, 2*mr*groups))
-	g.Label(lbl)
-	pairs := make([]reg.VecVirtual, 2*groups)
-	for h := 0; h < groups; h++ {
-		even, odd := g.vec(), g.vec()
-		g.VMOVDQU16(operand.Mem{Base: bp, Disp: h * b}, even)
-		g.VMOVDQU16(operand.Mem{Base: bp, Index: r.ldb, Scale: 1, Disp: h * b}, odd)
-		lo := g.vec()
-		g.VPUNPCKLWD(odd, even, lo)  // dword = (row 2p, row 2p+1) of columns 8L+0..3
-		g.VPUNPCKHWD(odd, even, odd) // of columns 8L+4..7
-		pairs[2*h], pairs[2*h+1] = lo, odd
-	}
-	for i := range acc {
-		bc := g.vec()
-		g.VPBROADCASTD(r.a.at(aa, i), bc)
-		for j := range pairs {
-			g.dpbf16(acc[i][j], bc, pairs[j], emu)
-		}
-	}
-	g.LEAQ(operand.Mem{Base: bp, Index: r.ldb, Scale: 2}, bp)
-	g.ADDQ(operand.Imm(4), aa)
-	g.DECQ(p)
-	g.JNZ(operand.LabelRef(lbl))
-	g.Comment("Store the tile row by row, shuffled back into column order; cp ends one row past it.")
-	for i := range acc {
-		for h := 0; h < groups; h++ {
-			lo, hi := acc[i][2*h], acc[i][2*h+1]
-			t0, t1 := g.vec(), g.vec()
-			g.VSHUFI64X2(operand.U8(0x44), hi, lo, t0) // (lo.0, lo.1, hi.0, hi.1)
-			g.VSHUFI64X2(operand.U8(0xee), hi, lo, t1) // (lo.2, lo.3, hi.2, hi.3)
-			g.VSHUFI64X2(operand.U8(0xd8), t0, t0, t0) // (lo.0, hi.0, lo.1, hi.1)
-			g.VSHUFI64X2(operand.U8(0xd8), t1, t1, t1)
-			g.storeVec(r.tailRegs, t0, operand.Mem{Base: r.cp, Disp: 2 * h * b}, 2*h, nv, masked)
-			if 2*h+1 < nv {
-				g.storeVec(r.tailRegs, t1, operand.Mem{Base: r.cp, Disp: (2*h + 1) * b}, 2*h+1, nv, masked)
-			}
-		}
-		g.ADDQ(r.ldc, r.cp)
-	}
-	g.advance(r.ap, r.a, len(acc))
 }

@@ -84,8 +84,6 @@ func generate(x isa, dir string) error {
 	if x.avx512() {
 		g.gemmBF16(false)
 		g.gemmBF16(true)
-		g.gemmWDot(false)
-		g.gemmWDot(true)
 		g.pairBF16()
 		g.bf16Peak()
 		cfg := g.tileConfig()
