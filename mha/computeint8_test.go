@@ -303,3 +303,34 @@ func TestAMXInt8EmulatedBitwise(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeInt8NoAllocs: after a shape's first call, the int8 mode
+// allocates nothing on any worker (its flash items' quantized rows and a
+// split step's memo are reserved for every worker by that first call),
+// over int8 and int4 K/V, a split decode step and a prefill, on three
+// workers.
+func TestComputeInt8NoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(68, 3))
+	for _, ks := range int8Engines {
+		e := &Engine{ks: ks.ks, pool: newPool(3)}
+		for _, s := range []Shape{
+			{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: 64},   // split: the memo
+			{Batch: 2, Heads: 4, KVHeads: 4, QLen: 96, KVLen: 200, HeadDim: 128}, // flash items
+		} {
+			for _, typ := range []KVType{Int8, Int4} {
+				q, k, v, _ := inputs(rng, s)
+				_, _, call := storeQuantized(t, typ, s, k, v, s.HeadDim, s.HeadDim)
+				out := make([]float32, len(q))
+				o := &Options{Compute: ComputeInt8}
+				step := func() {
+					if err := call(e, out, q, o); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, where := stepAllocs(t, 12, step); n != 0 {
+					t.Errorf("%s %v K/V %+v: %d allocations in 12 calls after the first, at %s", e.Kernels(), typ, s, n, where)
+				}
+			}
+		}
+	}
+}

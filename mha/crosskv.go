@@ -56,7 +56,7 @@ func (l *Layer) NewCrossKVContext(ctx context.Context, xkv []float32, batch, kvL
 		return nil, err
 	}
 	kv := &CrossKV{K: make([]float32, nk), V: make([]float32, nv), layer: l, batch: batch, len: kvLen}
-	l.reserve()
+	l.reserve(nil)
 	if err := l.e.acquire(); err != nil {
 		return nil, err
 	}

@@ -168,7 +168,7 @@ func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, coun
 	if tr != nil {
 		tr.parents = nil // the caller's slice: read by the masks above, not kept
 	}
-	l.reserve()
+	l.reserve(&o)
 	if err := l.e.acquire(); err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ type Engine struct {
 	// The head dims and widened-weight floats every worker's scratch is
 	// reserved for (reserve); written under mu held for writing.
 	resDk, resDv, resWb atomic.Int64
+	resQ8Heads, resQ8Dk atomic.Int64 // reserveQ8's
 	partMu              sync.Mutex             // guards parts
 	parts               [][]float32            // free partial buffers of split decode steps
 	works               freeList[[]attnWork]   // free problem lists of calls
@@ -180,6 +181,26 @@ func (e *Engine) reserve(dk, dv, wb int) {
 	e.resWb.Store(int64(wb))
 }
 
+// reserveQ8 is reserve for the int8 mode's split items of kvHeads KV
+// heads of head dim dk (tile.Workspace.ReserveQ8), made by the first
+// int8-mode call of such a shape, so that no later call allocates.
+func (e *Engine) reserveQ8(kvHeads, dk int) {
+	if int64(kvHeads) <= e.resQ8Heads.Load() && int64(dk) <= e.resQ8Dk.Load() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	kvHeads, dk = max(kvHeads, int(e.resQ8Heads.Load())), max(dk, int(e.resQ8Dk.Load()))
+	for i := range e.pool.ws {
+		e.pool.ws[i].ReserveQ8(kvHeads, dk)
+	}
+	e.resQ8Heads.Store(int64(kvHeads))
+	e.resQ8Dk.Store(int64(dk))
+}
+
 // acquire marks a call in flight; release must follow if it succeeds.
 func (e *Engine) acquire() error {
 	e.mu.RLock()
@@ -248,6 +269,9 @@ func (e *Engine) run(ctx context.Context, out, q []float32, kv kvData, shape Sha
 		return err
 	}
 	e.reserve(ws[0].p.HeadDim, ws[0].p.ValueDim, 0)
+	if ws[0].p.Q8 {
+		e.reserveQ8(ws[0].p.KVHeads, ws[0].p.HeadDim)
+	}
 	if err := e.acquire(); err != nil {
 		return err
 	}

@@ -228,8 +228,12 @@ func newLayer(e *Engine, cfg LayerConfig, w Weights, qIn int) (*Layer, error) {
 
 // reserve sizes the engine's workers for this layer's calls
 // (Engine.reserve): its head dims and, for weights kept in a type the
-// GEMM widens, the largest weight block.
-func (l *Layer) reserve() {
+// GEMM widens, the largest weight block; for a call in the int8 mode
+// (o not nil) its split items' rows too (Engine.reserveQ8).
+func (l *Layer) reserve(o *Options) {
+	if o != nil && o.Compute == ComputeInt8 {
+		l.e.reserveQ8(l.cfg.KVHeads, l.cfg.HeadDim)
+	}
 	wb := 0
 	if l.w.q.Type != fallback.KVFloat32 {
 		wb = tile.WeightBlockFloats(max(l.cfg.DModel, l.cfg.Heads*l.cfg.ValueDim, l.w.q.K), l.w.q.Ld)
@@ -393,7 +397,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	if ws[0].p, err = problem(sc.attn, sc.q, kv, shape, opts, l.e.workers(opts)); err != nil {
 		return err
 	}
-	l.reserve()
+	l.reserve(opts)
 	if err := l.e.acquire(); err != nil {
 		return err
 	}

@@ -199,7 +199,7 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		}
 		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)
 	}
-	l.reserve()
+	l.reserve(&o)
 	if err := l.e.acquire(); err != nil {
 		return err
 	}

@@ -56,20 +56,36 @@ func (ws *Workspace) memo() *q8Memo {
 	return ws.q8memo
 }
 
-// slot returns the memo's views of KV head g's rows (rows of dk, nb
-// blocks, ld bytes), readying the memo for kvHeads slots of that size
-// (a reallocation forgets every slot).
-func (mm *q8Memo) slot(g, kvHeads, rows, dk, nb, ld int) (kernels.QueryQ8, []float32) {
-	if len(mm.tags) < kvHeads || len(mm.q) < kvHeads*rows*ld || len(mm.qr) < kvHeads*rows*dk {
-		mm.tags = make([]q8Key, kvHeads)
-		mm.finite = make([]bool, kvHeads)
-		mm.q = make([]int8, kvHeads*rows*ld)
-		mm.s = make([]float32, kvHeads*rows*nb)
-		mm.c = make([]int32, kvHeads*rows*nb)
-		mm.qr = make([]float32, kvHeads*rows*dk)
+// ensure readies the memo for kvHeads slots of rows rows of dk (a
+// reallocation forgets every slot; it never shrinks).
+func (mm *q8Memo) ensure(kvHeads, rows, dk int) {
+	nb, ld := fallback.Int8Blocks(dk), fallback.QueryQ8Ld(dk)
+	if len(mm.tags) >= kvHeads && len(mm.q) >= kvHeads*rows*ld && len(mm.s) >= kvHeads*rows*nb && len(mm.qr) >= kvHeads*rows*dk {
+		return
 	}
+	heads := max(kvHeads, len(mm.tags))
+	mm.tags = make([]q8Key, heads)
+	mm.finite = make([]bool, heads)
+	mm.q = make([]int8, max(kvHeads*rows*ld, len(mm.q)))
+	mm.s = make([]float32, max(kvHeads*rows*nb, len(mm.s)))
+	mm.c = make([]int32, len(mm.s))
+	mm.qr = make([]float32, max(kvHeads*rows*dk, len(mm.qr)))
+}
+
+// slot returns the memo's views of KV head g's rows (rows of dk, nb
+// blocks, ld bytes), readying the memo for kvHeads slots of that size.
+func (mm *q8Memo) slot(g, kvHeads, rows, dk, nb, ld int) (kernels.QueryQ8, []float32) {
+	mm.ensure(kvHeads, rows, dk)
 	q := kernels.QueryQ8{Q: mm.q[g*rows*ld:][:rows*ld], S: mm.s[g*rows*nb:][:rows*nb], Corr: mm.c[g*rows*nb:][:rows*nb], Ld: ld}
 	return q, mm.qr[g*rows*dk:][:rows*dk]
+}
+
+// ReserveQ8 readies ws for the int8 mode's split items of problems of up
+// to kvHeads KV heads of head dim dk (the memo of their quantized rows:
+// at most splitRows a KV head), so that they never allocate on ws. A
+// flash item's rows need only Reserve.
+func (ws *Workspace) ReserveQ8(kvHeads, dk int) {
+	ws.memo().ensure(kvHeads, splitRows, dk)
 }
 
 // quantizeRows applies the mode to the item's rows scaled in ws.qr

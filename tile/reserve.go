@@ -37,8 +37,11 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 	ws.wb = reserve(ws.wb, wbFloats)
 	ws.reserveHeads(dk, dv)
 	ws.memo()
+	// The int8 mode's rows of a flash item (quantizeRows).
+	nb, ld := fallback.Int8Blocks(dk), fallback.QueryQ8Ld(dk)
+	ws.q8own.Q = reserveAny(ws.q8own.Q, maxRows*ld)
+	ws.q8own.S, ws.q8own.Corr = reserve(ws.q8own.S, maxRows*nb), reserveAny(ws.q8own.Corr, maxRows*nb)
 	if ks.HasScoresQ8() {
-		nb := fallback.Int8Blocks(dk)
 		ws.quads.Q = reserveAny(ws.quads.Q, nb*fallback.Int8Block*rp)
 		ws.quads.S, ws.quads.C = reserve(ws.quads.S, nb*rp), reserveAny(ws.quads.C, nb*rp)
 		ws.kq8 = reserveAny(ws.kq8, maxKeys*fallback.KeysQ8Stride(dk))
