@@ -314,7 +314,7 @@ func TestComputeInt8NoAllocs(t *testing.T) {
 	for _, ks := range int8Engines {
 		e := &Engine{ks: ks.ks, pool: newPool(3)}
 		for _, s := range []Shape{
-			{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: 64},   // split: the memo
+			{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: 64},  // split: the memo
 			{Batch: 2, Heads: 4, KVHeads: 4, QLen: 96, KVLen: 200, HeadDim: 128}, // flash items
 		} {
 			for _, typ := range []KVType{Int8, Int4} {

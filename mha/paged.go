@@ -516,23 +516,50 @@ func (c *PagedCache) shared(b int32) bool { return c.refs[b] > 1 || c.keyed[b] }
 
 // grow gives s room for n more tokens (appendNeeds(s, n) blocks must be
 // available): its last block copied if shared (copy on write), new blocks
-// past its table.
-func (c *PagedCache) grow(s *pagedSeq, n int) {
+// past its table. It returns the shared block it copied, or -1: s still
+// holds that block (its reference is dropped by commitGrow when the call
+// succeeds, or the copy undone by undoGrow), so that a failed or
+// cancelled call leaves the pool as it found it.
+func (c *PagedCache) grow(s *pagedSeq, n int) (copied int32) {
+	copied = -1
 	if n == 0 {
-		return
+		return copied
 	}
 	if s.n%c.bt != 0 {
 		i := s.n / c.bt
 		if old := s.blocks[i]; c.shared(old) {
 			b := c.alloc()
 			c.copyBlock(b, old, s.n%c.bt)
-			c.unref(old)
-			s.blocks[i] = b
+			s.blocks[i], copied = b, old
 		}
 	}
 	for len(s.blocks) < c.blocksOf(s.n+n) {
 		s.blocks = append(s.blocks, c.alloc())
 	}
+	return copied
+}
+
+// commitGrow ends a successful grow of s: the shared block it copied
+// (not -1) loses s as a holder.
+func (c *PagedCache) commitGrow(copied int32) {
+	if copied >= 0 {
+		c.unref(copied)
+	}
+}
+
+// undoGrow takes back a grow of s whose call failed (s.n unchanged): the
+// blocks past its tokens return to the pool, and the copy of a shared
+// block (copied, not -1) gives way to that block again.
+func (c *PagedCache) undoGrow(s *pagedSeq, copied int32) {
+	if copied >= 0 {
+		i := s.n / c.bt
+		c.unref(s.blocks[i])
+		s.blocks[i] = copied
+	}
+	for _, b := range s.blocks[c.blocksOf(s.n):] {
+		c.unref(b)
+	}
+	s.blocks = s.blocks[:c.blocksOf(s.n)]
 }
 
 // copyBlock copies the first rows tokens of block from into block to,
@@ -571,6 +598,9 @@ func (c *PagedCache) Keep(id SeqID, from int, slots []int) error {
 	}
 	need, last := 0, -1 // the shared blocks tokens move into, each once
 	for i, t := range slots {
+		if to := from + i; t != to && (s.blocks[to/c.bt] < 0 || s.blocks[t/c.bt] < 0) {
+			return fmt.Errorf("%w: Keep on sequence %d moves slot %d to %d, a block released outside the window of %d", ErrOption, id, t, to, c.window)
+		}
 		if k := (from + i) / c.bt; t != from+i && k != last {
 			if c.shared(s.blocks[k]) {
 				need++

@@ -102,6 +102,7 @@ type pagedScratch struct {
 	lses     [2][]float32
 	src      pagedTree // the call's sequences as a tree step reads them
 	seqPages [][]int32 // per sequence: its block table, grown by the call
+	copied   []int32   // per sequence: the shared block its grow copied, or -1
 }
 
 // cascadeGroup is sequences sharing their first blocks: the shared part's
@@ -231,9 +232,10 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		row += counts[i]
 	}
 	ps.seqPages = sized(ps.seqPages, len(seqs))
+	ps.copied = sized(ps.copied, len(seqs))
 	for i, row := 0, 0; i < len(seqs); i++ {
 		n := counts[i]
-		cache.grow(ps.seqs[i], n)
+		ps.copied[i] = cache.grow(ps.seqs[i], n)
 		cache.write(l.e.ks, ps.seqs[i], ps.have[i], n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
 		ps.seqPages[i] = ps.seqs[i].blocks
 		if tr != nil && n > 0 {
@@ -242,11 +244,8 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		row += n
 	}
 	undo := func() { // the call's blocks back to the pool: no length changed
-		for _, s := range ps.seqs {
-			for _, b := range s.blocks[cache.blocksOf(s.n):] {
-				cache.unref(b)
-			}
-			s.blocks = s.blocks[:cache.blocksOf(s.n)]
+		for i, s := range ps.seqs {
+			cache.undoGrow(s, ps.copied[i])
 		}
 	}
 	var works []attnWork
@@ -284,6 +283,7 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 		return ctx.Err()
 	}
 	for i, s := range ps.seqs {
+		cache.commitGrow(ps.copied[i])
 		s.n += counts[i]
 		if tr == nil {
 			cache.releaseOutside(s)
