@@ -2,6 +2,7 @@ package mha
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/fastattn/fastattn/kernels"
@@ -13,7 +14,8 @@ type PagedConfig struct {
 	// BFloat16, Int8 or Int4, as NewCacheOf's.
 	Type KVType
 	// Bytes is the pool's size: it holds Bytes/BlockBytes() whole blocks
-	// (at least one).
+	// (at least one). It has no default: the error for 0 names the bytes
+	// of a block and of a 4,096-token sequence, to size it from.
 	Bytes int64
 	// BlockTokens is the tokens of one block, a multiple of 16 (the
 	// kernels' key block); 0 means DefaultBlockTokens.
@@ -59,8 +61,15 @@ type SeqID int64
 // queries, merging it with each sequence's own part by log-sum-exp
 // (cascade attention).
 //
-// A PagedCache takes one call at a time (ErrBusy otherwise), as Cache
-// does, and belongs to the Layer that made it.
+// A PagedCache takes one changing call at a time: DecodePaged,
+// DecodePagedTree, NewSeq, Fork, Reuse, SetKeys, Truncate, Reset, Keep
+// and Free return ErrBusy while another holds it, even on other
+// sequences, so two goroutines may not decode disjoint sequences of one
+// pool at once: a server gives the pool to one goroutine, which batches
+// every request's tokens into its DecodePaged calls (see the Example).
+// Its reads never say busy: Len, Seqs, FreeBlocks and CachedBlocks answer
+// at once, from the state the last completed change left; Check waits for
+// the call in flight. It belongs to the Layer that made it.
 type PagedCache struct {
 	typ    KVType
 	layer  *Layer
@@ -85,7 +94,8 @@ type PagedCache struct {
 	// The counts as the last call left them, for readers at any time.
 	freeNow, cachedNow, seqsNow atomic.Int64
 	calls                       uint64 // DecodePaged calls made (a call marks its sequences to find one named twice)
-	busy                        atomic.Bool
+	mu                          sync.Mutex   // held by the changing call in flight (hold: TryLock)
+	seqMu                       sync.RWMutex // guards seqs for Len, which runs beside a call
 }
 
 // pagedSeq is one sequence: its tokens and its block table (a released
@@ -93,7 +103,14 @@ type PagedCache struct {
 type pagedSeq struct {
 	n      int
 	blocks []int32
-	call   uint64 // the DecodePaged call that last named it (PagedCache.calls+1)
+	call   uint64       // the DecodePaged call that last named it (PagedCache.calls+1)
+	length atomic.Int64 // n as the last completed change left it (setLen), for Len
+}
+
+// setLen sets s's length to n and publishes it to Len.
+func (s *pagedSeq) setLen(n int) {
+	s.n = n
+	s.length.Store(int64(n))
 }
 
 // NewPagedCache returns an empty paged cache for l (ErrOption for a bad
@@ -120,7 +137,8 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 	c := &PagedCache{typ: t, layer: l, bt: bt, window: cfg.Window}
 	per := c.BlockBytes()
 	if cfg.Bytes < per {
-		return nil, fmt.Errorf("%w: paged cache of %d bytes holds no block of %d bytes (%d tokens)", ErrShape, cfg.Bytes, per, bt)
+		return nil, fmt.Errorf("%w: PagedConfig.Bytes = %d holds no block: a block of %d tokens takes %d bytes, a 4096-token sequence %d (set Bytes to the pool's size)",
+			ErrShape, cfg.Bytes, bt, per, per*int64(c.blocksOf(4096)))
 	}
 	c.blocks = int(min(cfg.Bytes/per, int64(maxCoord)))
 	if err := checkAlloc("the paged cache", uint64(c.blocks)*uint64(per)/4); err != nil {
@@ -204,7 +222,7 @@ func (c *PagedCache) hold() error {
 	if c == nil || c.layer == nil {
 		return fmt.Errorf("%w: PagedCache (make one with Layer.NewPagedCache)", ErrNil)
 	}
-	if !c.busy.CompareAndSwap(false, true) {
+	if !c.mu.TryLock() {
 		return ErrBusy
 	}
 	return nil
@@ -215,7 +233,7 @@ func (c *PagedCache) release() {
 	c.freeNow.Store(int64(len(c.free) + c.lruCount))
 	c.cachedNow.Store(int64(c.lruCount))
 	c.seqsNow.Store(int64(len(c.seqs)))
-	c.busy.Store(false)
+	c.mu.Unlock()
 }
 
 // holdSeq takes the cache for one call on sequence id and returns it;
@@ -253,20 +271,27 @@ func (c *PagedCache) NewSeq() (SeqID, error) {
 func (c *PagedCache) add(s *pagedSeq) SeqID {
 	id := c.nextID
 	c.nextID++
+	s.length.Store(int64(s.n))
+	c.seqMu.Lock()
 	c.seqs[id] = s
+	c.seqMu.Unlock()
 	return id
 }
 
-// Len returns the tokens sequence id holds: ErrOption if there is no such
-// sequence, ErrBusy while another call holds the cache (the pool's
-// tables change under a call, so its readers take the cache too).
+// Len returns the tokens sequence id holds (ErrOption if there is no such
+// sequence). It may be called at any time: during a call that changes the
+// sequence it gives the length before that call's change.
 func (c *PagedCache) Len(id SeqID) (int, error) {
-	s, err := c.holdSeq(id)
-	if err != nil {
-		return 0, err
+	if c == nil || c.layer == nil {
+		return 0, fmt.Errorf("%w: PagedCache (make one with Layer.NewPagedCache)", ErrNil)
 	}
-	defer c.release()
-	return s.n, nil
+	c.seqMu.RLock()
+	s := c.seqs[id]
+	c.seqMu.RUnlock()
+	if s == nil {
+		return 0, fmt.Errorf("%w: paged cache has no sequence %d", ErrOption, id)
+	}
+	return int(s.length.Load()), nil
 }
 
 // Seqs returns the number of sequences, as FreeBlocks does.
@@ -288,7 +313,9 @@ func (c *PagedCache) Free(id SeqID) error {
 	for _, b := range s.blocks {
 		c.unref(b)
 	}
+	c.seqMu.Lock()
 	delete(c.seqs, id)
+	c.seqMu.Unlock()
 	return nil
 }
 
@@ -333,7 +360,8 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 	for _, b := range s.blocks[keep:] {
 		c.unref(b)
 	}
-	s.blocks, s.n = s.blocks[:keep], n
+	s.blocks = s.blocks[:keep]
+	s.setLen(n)
 	return nil
 }
 
@@ -476,8 +504,10 @@ func (c *PagedCache) SetKeys(id SeqID, keys []uint64) error {
 
 // Reuse adds a sequence holding the longest run of cached blocks whose
 // keys are keys[0], keys[1], ... (SetKeys), by reference, and returns it
-// with its length (a multiple of BlockTokens; 0 when keys[0] is not
-// cached). The caller then decodes the request's remaining tokens.
+// with its length (a multiple of BlockTokens). The caller then decodes
+// the request's remaining tokens into it. When keys[0] is not cached (or
+// keys is empty) the sequence is new and empty, as NewSeq's: the caller
+// decodes the whole prompt into it, and Frees it like any other.
 func (c *PagedCache) Reuse(keys []uint64) (SeqID, int, error) {
 	if err := c.hold(); err != nil {
 		return 0, 0, err
@@ -631,7 +661,8 @@ func (c *PagedCache) Keep(id SeqID, from int, slots []int) error {
 	for _, b := range s.blocks[keep:] {
 		c.unref(b)
 	}
-	s.blocks, s.n = s.blocks[:keep], n
+	s.blocks = s.blocks[:keep]
+	s.setLen(n)
 	c.releaseOutside(s)
 	return nil
 }
@@ -661,11 +692,13 @@ func (c *PagedCache) releaseOutside(s *pagedSeq) {
 
 // Check verifies the pool's accounting: every block is free, cached or
 // held, its count equal to the sequences' table entries naming it, and no
-// block is in two places. It is for tests and for a server's own checks.
+// block is in two places. It is for tests and for a server's own checks;
+// it waits for a call in flight to end, and holds the cache while it runs.
 func (c *PagedCache) Check() error {
-	if err := c.hold(); err != nil {
-		return err
+	if c == nil || c.layer == nil {
+		return fmt.Errorf("%w: PagedCache (make one with Layer.NewPagedCache)", ErrNil)
 	}
+	c.mu.Lock()
 	defer c.release()
 	held := make([]int32, c.blocks)
 	for _, s := range c.seqs {

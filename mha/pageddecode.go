@@ -284,7 +284,7 @@ func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedC
 	}
 	for i, s := range ps.seqs {
 		cache.commitGrow(ps.copied[i])
-		s.n += counts[i]
+		s.setLen(s.n + counts[i])
 		if tr == nil {
 			cache.releaseOutside(s)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -158,4 +159,70 @@ func TestPagedFailedCallKeepsPool(t *testing.T) {
 	if cancelled == 0 {
 		t.Fatalf("no call of 24 was cancelled (a call takes %v)", full)
 	}
+}
+
+// TestPagedReadsConcurrent: while one goroutine decodes, Len, Seqs,
+// FreeBlocks, CachedBlocks and Check never fail (Len gives a length the
+// sequence had, growing; Check waits for the call), and a second
+// changing call on another sequence gets ErrBusy (the documented rule).
+func TestPagedReadsConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(68, 4))
+	l := pagedLayer(t, engines[0], rng)
+	dm := l.Config().DModel
+	pc, err := l.NewPagedCache(PagedConfig{Bytes: 1 << 22, BlockTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := pc.NewSeq()
+	b, _ := pc.NewSeq()
+	const steps = 40
+	x := random(rng, 8*dm)
+	out := make([]float32, len(x))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < steps; {
+			switch err := l.DecodePaged(nil, out, x, pc, []SeqID{a}, []int{8}, nil); {
+			case errors.Is(err, ErrBusy): // the reader's own call on b holds it: again
+				runtime.Gosched()
+			case err != nil:
+				t.Error(err)
+				return
+			default:
+				i++
+			}
+		}
+	}()
+	last, reads, busy := 0, 0, 0
+	xb := random(rng, dm)
+	for running := true; running; reads++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		n, err := pc.Len(a)
+		if err != nil || n < last || n%8 != 0 || n > 8*steps {
+			t.Fatalf("Len during decoding: %d, %v (last %d)", n, err, last)
+		}
+		last = n
+		if pc.Seqs() != 2 || pc.FreeBlocks() > pc.Blocks() || pc.CachedBlocks() != 0 {
+			t.Fatalf("counts during decoding: %d seqs, %d free, %d cached", pc.Seqs(), pc.FreeBlocks(), pc.CachedBlocks())
+		}
+		if reads%16 == 0 {
+			if err := pc.Check(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch err := l.DecodePaged(nil, make([]float32, dm), xb, pc, []SeqID{b}, []int{1}, nil); {
+		case errors.Is(err, ErrBusy):
+			busy++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if n, _ := pc.Len(a); n != 8*steps {
+		t.Fatalf("sequence holds %d tokens after %d steps of 8", n, steps)
+	}
+	t.Logf("%d reads, %d calls on another sequence refused busy", reads, busy)
 }
