@@ -93,7 +93,7 @@ type PagedCache struct {
 	nextID SeqID
 	// The counts as the last call left them, for readers at any time.
 	freeNow, cachedNow, seqsNow atomic.Int64
-	calls                       uint64 // DecodePaged calls made (a call marks its sequences to find one named twice)
+	calls                       uint64       // DecodePaged calls made (a call marks its sequences to find one named twice)
 	mu                          sync.Mutex   // held by the changing call in flight (hold: TryLock)
 	seqMu                       sync.RWMutex // guards seqs for Len, which runs beside a call
 }
