@@ -71,197 +71,89 @@ func (l *Layer) DecodeSeqs(ctx context.Context, out, x []float32, cache *Cache, 
 
 // decode runs DecodeSeqs (tree nil) or DecodeTree on a held cache.
 func (l *Layer) decode(ctx context.Context, out, x []float32, cache *Cache, counts []int, tree *Tree, opts *Options) error {
-	c, err := callOf(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if cache.layer != l {
+	return l.step(ctx, out, x, cache, counts, tree, opts)
+}
+
+// The contiguous Cache as a step's store (stepCache): sequence b's rows
+// at b's slots of the cache, one problem per stepping sequence.
+
+func (c *Cache) begin(l *Layer, _ *layerScratch, _ *Options, counts []int) error {
+	if c.layer != l {
 		return fmt.Errorf("%w: cache was made by another layer (each Layer decodes only the caches it made; CopyTo moves tokens between layers' caches)", ErrOption)
 	}
-	o, err := l.stepOptions(opts)
-	if err != nil {
-		return err
+	if len(counts) != c.batch {
+		return fmt.Errorf("%w: counts has %d entries, the cache %d sequences", ErrBuffer, len(counts), c.batch)
 	}
-	if len(counts) != cache.batch {
-		return fmt.Errorf("%w: counts has %d entries, the cache %d sequences", ErrBuffer, len(counts), cache.batch)
-	}
-	total, seqs := 0, 0
 	for b, n := range counts {
-		have := int(cache.lens[b].Load())
+		have := c.cached(b)
 		switch {
 		case n < 0:
 			return fmt.Errorf("%w: counts[%d] = %d, must be >= 0", ErrShape, b, n)
-		case n > cache.capa-have:
-			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens > capacity %d", ErrCacheFull, b, have, n, cache.capa)
-		case n > 0:
+		case n > c.capa-have:
+			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens > capacity %d", ErrCacheFull, b, have, n, c.capa)
+		}
+		c.kvlens[b] = have + n
+	}
+	return nil
+}
+
+func (c *Cache) spans(dst []span) []span {
+	return append(dst, f32("cache.K", c.K, len(c.K)), f32("cache.V", c.V, len(c.V)),
+		u16("cache.K16", c.K16, len(c.K16)), u16("cache.V16", c.V16, len(c.V16)),
+		i8("cache.K8", c.K8, len(c.K8)), i8("cache.V8", c.V8, len(c.V8)),
+		i8("cache.K4", fallback.Int4Carried(c.K4), len(c.K4)), i8("cache.V4", fallback.Int4Carried(c.V4), len(c.V4)),
+		f32("cache.KScale", c.KScale, len(c.KScale)), f32("cache.VScale", c.VScale, len(c.VScale)))
+}
+
+func (c *Cache) fits(b, n int, k, v []float32) error { return c.storable(b, c.cached(b), n, k, v) }
+
+func (c *Cache) put(l *Layer, b, n int, k, v []float32) {
+	if n > 0 {
+		c.store(l.e.ks, b, c.cached(b), n, k, v)
+	}
+}
+
+// problems: each stepping sequence's new rows against its own slots,
+// causal, its cached length and new tokens as KVLens.
+func (c *Cache) problems(l *Layer, sc *layerScratch, counts []int, user *Options) ([]attnWork, error) {
+	cfg := l.cfg
+	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
+	seqs := 0
+	for _, n := range counts {
+		if n > 0 {
 			seqs++
 		}
-		cache.kvlens[b] = have + n
-		total += n // <= Batch·Cap, which fit in memory
 	}
-	cfg, dm := l.cfg, l.cfg.DModel
-	H, Dk, Dv := cfg.Heads, cfg.HeadDim, cfg.ValueDim
-	if err := l.stepBuffers(out, x, &o, total); err != nil {
-		return err
-	}
-	if seqs == 0 {
-		return nil
-	}
-	oi := optionInputs(&o) // ALiBi and Sinks: Decode takes no Bias, Mask or KVLens
-	if err := noOverlap([]span{f32("out", out, total*dm), f32("LSE", o.LSE, total*H),
-		f32("cache.K", cache.K, len(cache.K)), f32("cache.V", cache.V, len(cache.V)),
-		u16("cache.K16", cache.K16, len(cache.K16)), u16("cache.V16", cache.V16, len(cache.V16)),
-		i8("cache.K8", cache.K8, len(cache.K8)), i8("cache.V8", cache.V8, len(cache.V8)),
-		i8("cache.K4", fallback.Int4Carried(cache.K4), len(cache.K4)), i8("cache.V4", fallback.Int4Carried(cache.V4), len(cache.V4)),
-		f32("cache.KScale", cache.KScale, len(cache.KScale)), f32("cache.VScale", cache.VScale, len(cache.VScale))},
-		[]span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
-		return err
-	}
-	sc := l.getScratch()
-	defer l.putScratch(sc)
-	if err := sc.size(cfg.shape(1, total, total), true); err != nil {
-		return err
-	}
-	// One problem per stepping sequence: its new rows of the packed
-	// projections against its own cache rows (a tree: its history's and
-	// its tree's, tree.go).
-	var tr *treeScratch
-	nw := seqs
-	if tree != nil {
-		if sc.tree == nil {
-			sc.tree = new(treeScratch)
-		}
-		tr = sc.tree
-		if err := tr.resolve(tree, counts, cache, total, o.ALiBi != nil); err != nil {
-			return err
-		}
-		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)
-		nw = treeWorks(counts, &o)
-	}
-	works := l.e.getWorks(nw)
-	defer l.e.putWorks(works)
-	user := o
+	works := l.e.getWorks(seqs)
+	o := *user
 	o.Causal = true
-	lse := o.LSE
-	for b, w, row := 0, 0, 0; b < cache.batch; b++ {
+	var err error
+	for b, w, row := 0, 0, 0; b < c.batch; b++ {
 		n := counts[b]
 		if n == 0 {
 			continue
 		}
-		if tr != nil {
-			if w, err = tr.problems(l, works, w, sc, cache, b, row, n, &user); err != nil {
-				return err
-			}
-			row += n
-			continue
+		o.KVLens = c.kvlens[b : b+1]
+		if user.LSE != nil {
+			o.LSE = user.LSE[row*H : (row+n)*H]
 		}
-		o.KVLens = cache.kvlens[b : b+1]
-		if lse != nil {
-			o.LSE = lse[row*H : (row+n)*H]
-		}
-		shape := cfg.shape(1, n, cache.capa)
-		if works[w].p, err = problem(sc.attn[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], cache.kv(b), shape, &o, l.e.workers(&o)); err != nil {
-			return err
+		shape := cfg.shape(1, n, c.capa)
+		if works[w].p, err = problem(sc.attn[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], c.kv(b), shape, &o, l.e.workers(&o)); err != nil {
+			return works, err
 		}
 		w, row = w+1, row+n
 	}
-	if tr != nil {
-		tr.parents = nil // the caller's slice: read by the masks above, not kept
-	}
-	l.reserve(&o)
-	if err := l.e.acquire(); err != nil {
-		return err
-	}
-	defer l.e.release()
-	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*cfg.storedV()
-	prep := prepWork{q: sc.q, k: sc.k, qRows: total, kRows: total}
-	if l.rope.half > 0 {
-		prep.pos, prep.seqLen, prep.cs = sc.positions(total, l.rope.half)
-		for b, row := 0, 0; b < cache.batch; b++ {
-			at := int(cache.lens[b].Load())
-			for i := 0; i < counts[b]; i++ {
-				if tr != nil { // at its tree position; the sequence reaches its largest
-					prep.pos[row+i], prep.seqLen[row+i] = tr.at[row+i], tr.span[b]
-				} else {
-					prep.pos[row+i], prep.seqLen[row+i] = at+i, at+counts[b]
-				}
-			}
-			row += counts[b]
-		}
-	}
-	if !(l.projectQ(sc, x, total, c) &&
-		l.projectKV(sc.k, sc.v, x, total, c) &&
-		l.prepare(prep, c)) {
-		return ctx.Err()
-	}
-	for b, row := 0, 0; b < cache.batch; b++ { // nothing is stored unless every row can be
-		if err := cache.storable(b, int(cache.lens[b].Load()), counts[b], sc.k[row*kw:], sc.v[row*vw:]); err != nil {
-			return err
-		}
-		row += counts[b]
-	}
-	for b, row := 0, 0; b < cache.batch; b++ {
-		n := counts[b]
-		if n == 0 {
-			continue
-		}
-		cache.store(l.e.ks, b, int(cache.lens[b].Load()), n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
-		if tr != nil {
-			tr.fill(cfg, cache, b, row, int(cache.lens[b].Load()), n)
-		}
-		row += n
-	}
-	if !l.e.attend(works, c) {
-		return ctx.Err()
-	}
-	if tr != nil {
-		for b, row := 0, 0; b < cache.batch; b++ {
-			n := counts[b]
-			var seqLSE []float32
-			if lse != nil {
-				seqLSE = lse[row*H : (row+n)*H]
-			}
-			tr.merge(cfg, sc.attn, seqLSE, row, n, historyPerRow(&user))
-			row += n
-		}
-	}
-	if !l.project(out, sc.attn, &l.w.o, l.w.bo, total, c) {
-		return ctx.Err()
-	}
+	return works, nil
+}
+
+func (c *Cache) combine(*Layer, []float32, []float32, []int) {}
+
+func (c *Cache) commit(counts []int) {
 	for b, n := range counts {
-		cache.lens[b].Add(int64(n))
+		c.lens[b].Add(int64(n))
 	}
-	return nil
 }
 
-// stepOptions copies a decoding call's options (nil: the defaults),
-// refusing those the cache decides (KVLens, Bias, Mask, QueryOffset), with
-// an MLA layer's scale.
-func (l *Layer) stepOptions(opts *Options) (Options, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-		if o.KVLens != nil || o.Bias != nil || o.Mask != nil || o.QueryOffset != nil {
-			return o, fmt.Errorf("%w: Decode sets KVLens, Bias, Mask and QueryOffset itself", ErrOption)
-		}
-	}
-	if l.mla != nil && o.Scale == 0 {
-		o.Scale = l.mla.scale
-	}
-	return o, nil
-}
-
-// stepBuffers checks the lengths of a decoding call's x, out and LSE for
-// total new tokens.
-func (l *Layer) stepBuffers(out, x []float32, o *Options, total int) error {
-	if err := needLen("x", len(x), total, l.cfg.DModel); err != nil {
-		return err
-	}
-	if err := needLen("out", len(out), total, l.cfg.DModel); err != nil {
-		return err
-	}
-	if o.LSE != nil {
-		return needLen("LSE", len(o.LSE), total, l.cfg.Heads)
-	}
-	return nil
-}
+// undo has nothing to take back: the rows past each length are free
+// slots, which later calls overwrite.
+func (c *Cache) undo() {}

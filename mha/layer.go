@@ -143,6 +143,8 @@ type layerScratch struct {
 	q, k, v, attn []float32
 	qa            []float32 // an MLA layer's low-rank queries
 	opts          Options   // a call's options with an MLA layer's scale
+	step          Options   // a decoding step's options (Layer.step), cleared after it
+	spans         []span    // a decoding step's outputs for noOverlap
 	pos           []int
 	cs            []float32
 }

@@ -93,9 +93,14 @@ type PagedCache struct {
 	nextID SeqID
 	// The counts as the last call left them, for readers at any time.
 	freeNow, cachedNow, seqsNow atomic.Int64
-	calls                       uint64       // DecodePaged calls made (a call marks its sequences to find one named twice)
-	mu                          sync.Mutex   // held by the changing call in flight (hold: TryLock)
-	seqMu                       sync.RWMutex // guards seqs for Len, which runs beside a call
+	calls                       uint64     // DecodePaged calls made (a call marks its sequences to find one named twice)
+	mu                          sync.Mutex // held by the changing call in flight (hold: TryLock)
+	// A decoding call's state while it holds the cache (decodePaged):
+	// its sequences, the layer's scratch it uses, whether it is a tree step.
+	ids   []SeqID
+	ps    *pagedScratch
+	tree  bool
+	seqMu sync.RWMutex // guards seqs for Len, which runs beside a call
 }
 
 // pagedSeq is one sequence: its tokens and its block table (a released

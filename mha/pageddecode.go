@@ -36,6 +36,14 @@ func (l *Layer) DecodePaged(ctx context.Context, out, x []float32, cache *PagedC
 	return l.decodePaged(ctx, out, x, cache, seqs, counts, nil, opts)
 }
 
+// decodePaged runs DecodePaged (tree nil) or DecodePagedTree on a held
+// cache: the step pipeline with the cache's call state set for it.
+func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, tree *Tree, opts *Options) error {
+	cache.ids, cache.tree = seqs, tree != nil
+	defer func() { cache.ids, cache.ps = nil, nil }() // the caller's slice and the layer's scratch: not kept
+	return l.step(ctx, out, x, cache, counts, tree, opts)
+}
+
 // DecodePagedTree is DecodeTree on a paged cache: each sequence seqs[i]
 // takes a tree of counts[i] draft tokens (tree indexes the packed new
 // tokens, as DecodeTree's), appended in x's order; PagedCache.Keep then
@@ -56,31 +64,123 @@ func (l *Layer) DecodePagedTree(ctx context.Context, out, x []float32, cache *Pa
 	return l.decodePaged(ctx, out, x, cache, seqs, counts, &tree, opts)
 }
 
-// pagedTree is a DecodePagedTree call's sequences as a tree step reads
-// them (treeCache), b indexing the call's sequences.
-type pagedTree struct {
-	c  *PagedCache
-	ps *pagedScratch
-}
+// The PagedCache as a step's store (stepCache) and a tree step's cache
+// (treeCache): the call's sequences (ids, in the order of counts) and
+// their state in ps, the layer's scratch, while the call holds the cache.
 
-func (p *pagedTree) cached(b int) int { return p.ps.have[b] }
-func (p *pagedTree) storage() KVType  { return p.c.typ }
+func (c *PagedCache) cached(b int) int { return c.ps.have[b] }
+func (c *PagedCache) storage() KVType  { return c.typ }
 
 // history is the sequence's K/V: its block table (as grown by the call).
-func (p *pagedTree) history(b int) (kvData, int) {
-	kv := p.c.store
-	kv.pageKeys, kv.pages = p.c.bt, p.ps.seqPages[b:b+1]
-	return kv, len(p.ps.seqPages[b]) * p.c.bt
+func (c *PagedCache) history(b int) (kvData, int) {
+	kv := c.store
+	kv.pageKeys, kv.pages = c.bt, c.ps.seqPages[b:b+1]
+	return kv, len(c.ps.seqPages[b]) * c.bt
 }
 
 // newRows copies the sequence's tokens [have, have+n) from their blocks.
-func (p *pagedTree) newRows(cfg LayerConfig, dst kvData, b, have, n int) {
-	s, bt := p.ps.seqs[b], p.c.bt
+func (c *PagedCache) newRows(cfg LayerConfig, dst kvData, b, have, n int) {
+	s, bt := c.ps.seqs[b], c.bt
 	for i := 0; i < n; { // a run within one block at a time, every head
 		pos := have + i
 		m := min(n-i, bt-pos%bt)
-		copyKV(cfg, dst, i, n, p.c.store, p.c.row(s.blocks[pos/bt], pos%bt), bt, m)
+		copyKV(cfg, dst, i, n, c.store, c.row(s.blocks[pos/bt], pos%bt), bt, m)
 		i += m
+	}
+}
+
+func (c *PagedCache) begin(l *Layer, sc *layerScratch, o *Options, counts []int) error {
+	if c.layer != l {
+		return fmt.Errorf("%w: paged cache was made by another layer (each Layer decodes only the caches it made)", ErrOption)
+	}
+	if c.window > 0 && o.Window != c.window {
+		return fmt.Errorf("%w: Window = %d, the paged cache releases blocks outside a window of %d", ErrOption, o.Window, c.window)
+	}
+	if len(c.ids) != len(counts) {
+		return fmt.Errorf("%w: counts has %d entries, seqs %d", ErrBuffer, len(counts), len(c.ids))
+	}
+	if sc.paged == nil {
+		sc.paged = new(pagedScratch)
+	}
+	ps := sc.paged
+	c.ps = ps
+	ps.seqs, ps.have = ps.seqs[:0], ps.have[:0]
+	c.calls++ // marks this call's sequences, to find one named twice
+	need := 0
+	for i, id := range c.ids {
+		s, err := c.seq(id)
+		if err != nil {
+			return err
+		}
+		n := counts[i]
+		switch {
+		case n < 0:
+			return fmt.Errorf("%w: counts[%d] = %d, must be >= 0", ErrShape, i, n)
+		case n > maxCoord-s.n:
+			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens, more than %d", ErrCacheFull, id, s.n, n, maxCoord)
+		}
+		if s.call == c.calls {
+			return fmt.Errorf("%w: sequence %d appears twice in seqs", ErrOption, id)
+		}
+		s.call = c.calls
+		ps.seqs, ps.have = append(ps.seqs, s), append(ps.have, s.n)
+		need += c.appendNeeds(s, n)
+	}
+	if need > c.available() {
+		return fmt.Errorf("%w: the call needs %d blocks, the pool has %d free (of %d)", ErrCacheFull, need, c.available(), c.blocks)
+	}
+	ps.seqPages, ps.copied = sized(ps.seqPages, len(counts)), sized(ps.copied, len(counts))
+	return nil
+}
+
+func (c *PagedCache) spans(dst []span) []span {
+	st := &c.store
+	return append(dst, f32("cache K", st.k, len(st.k)), f32("cache V", st.v, len(st.v)),
+		u16("cache K", st.k16, len(st.k16)), u16("cache V", st.v16, len(st.v16)),
+		i8("cache K", st.k8, len(st.k8)), i8("cache V", st.v8, len(st.v8)),
+		f32("cache K scales", st.ks, len(st.ks)), f32("cache V scales", st.vs, len(st.vs)))
+}
+
+func (c *PagedCache) fits(b, n int, k, v []float32) error {
+	return c.storable(int(c.ids[b]), c.ps.have[b], n, k, v)
+}
+
+// put makes room (grow: new blocks, a copy of a shared last block) and
+// writes the rows into their blocks.
+func (c *PagedCache) put(l *Layer, b, n int, k, v []float32) {
+	ps, s := c.ps, c.ps.seqs[b]
+	ps.copied[b] = c.grow(s, n)
+	c.write(l.e.ks, s, ps.have[b], n, k, v)
+	ps.seqPages[b] = s.blocks
+}
+
+// problems: the cascade's shared problems (sequences sharing leading
+// blocks, without a window or ALiBi), then each sequence's own.
+func (c *PagedCache) problems(l *Layer, sc *layerScratch, counts []int, o *Options) ([]attnWork, error) {
+	return l.pagedProblems(c, c.ps, sc, counts, o, o.Window == 0 && o.ALiBi == nil)
+}
+
+func (c *PagedCache) combine(l *Layer, attn, lse []float32, counts []int) {
+	l.mergeCascade(c.ps, attn, lse, counts)
+}
+
+// commit drops the shared blocks the call copied and lengthens the
+// sequences; a chain step then releases blocks past the window (a tree
+// step leaves that to Keep).
+func (c *PagedCache) commit(counts []int) {
+	for i, s := range c.ps.seqs {
+		c.commitGrow(c.ps.copied[i])
+		s.setLen(s.n + counts[i])
+		if !c.tree {
+			c.releaseOutside(s)
+		}
+	}
+}
+
+// undo returns the call's blocks to the pool: no length changes.
+func (c *PagedCache) undo() {
+	for i, s := range c.ps.seqs {
+		c.undoGrow(s, c.ps.copied[i])
 	}
 }
 
@@ -100,7 +200,6 @@ type pagedScratch struct {
 	acc      []float64
 	outs     [2][]float32
 	lses     [2][]float32
-	src      pagedTree // the call's sequences as a tree step reads them
 	seqPages [][]int32 // per sequence: its block table, grown by the call
 	copied   []int32   // per sequence: the shared block its grow copied, or -1
 }
@@ -112,201 +211,6 @@ type cascadeGroup struct {
 	first  int // the first member (its table holds the shared blocks)
 	row    int // its first row in gq, go1; rows in gl
 	rows   int
-}
-
-// decodePaged runs DecodePaged on a held cache.
-func (l *Layer) decodePaged(ctx context.Context, out, x []float32, cache *PagedCache, seqs []SeqID, counts []int, tree *Tree, opts *Options) error {
-	c, err := callOf(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if cache.layer != l {
-		return fmt.Errorf("%w: paged cache was made by another layer (each Layer decodes only the caches it made)", ErrOption)
-	}
-	o, err := l.stepOptions(opts)
-	if err != nil {
-		return err
-	}
-	if cache.window > 0 && o.Window != cache.window {
-		return fmt.Errorf("%w: Window = %d, the paged cache releases blocks outside a window of %d", ErrOption, o.Window, cache.window)
-	}
-	if len(seqs) != len(counts) {
-		return fmt.Errorf("%w: counts has %d entries, seqs %d", ErrBuffer, len(counts), len(seqs))
-	}
-	sc := l.getScratch()
-	defer l.putScratch(sc)
-	if sc.paged == nil {
-		sc.paged = new(pagedScratch)
-	}
-	ps := sc.paged
-	ps.seqs, ps.have = ps.seqs[:0], ps.have[:0]
-	defer func() { cache.calls++ }() // the call's mark on its sequences expires
-	total, need := 0, 0
-	for i, id := range seqs {
-		s, err := cache.seq(id)
-		if err != nil {
-			return err
-		}
-		n := counts[i]
-		switch {
-		case n < 0:
-			return fmt.Errorf("%w: counts[%d] = %d, must be >= 0", ErrShape, i, n)
-		case n > maxCoord-s.n:
-			return fmt.Errorf("%w: sequence %d: %d cached + %d new tokens, more than %d", ErrCacheFull, id, s.n, n, maxCoord)
-		}
-		if s.call == cache.calls+1 {
-			return fmt.Errorf("%w: sequence %d appears twice in seqs", ErrOption, id)
-		}
-		s.call = cache.calls + 1
-		ps.seqs, ps.have = append(ps.seqs, s), append(ps.have, s.n)
-		need += cache.appendNeeds(s, n)
-		total += n
-	}
-	if need > cache.available() {
-		return fmt.Errorf("%w: the call needs %d blocks, the pool has %d free (of %d)", ErrCacheFull, need, cache.available(), cache.blocks)
-	}
-	cfg, dm := l.cfg, l.cfg.DModel
-	H, Dk := cfg.Heads, cfg.HeadDim
-	if err := l.stepBuffers(out, x, &o, total); err != nil {
-		return err
-	}
-	if total == 0 {
-		return nil
-	}
-	st := &cache.store
-	oi := optionInputs(&o)
-	if err := noOverlap([]span{f32("out", out, total*dm), f32("LSE", o.LSE, total*H),
-		f32("cache K", st.k, len(st.k)), f32("cache V", st.v, len(st.v)),
-		u16("cache K", st.k16, len(st.k16)), u16("cache V", st.v16, len(st.v16)),
-		i8("cache K", st.k8, len(st.k8)), i8("cache V", st.v8, len(st.v8)),
-		f32("cache K scales", st.ks, len(st.ks)), f32("cache V scales", st.vs, len(st.vs))},
-		[]span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
-		return err
-	}
-	if err := sc.size(cfg.shape(1, total, total), true); err != nil {
-		return err
-	}
-	var tr *treeScratch
-	src := &ps.src
-	*src = pagedTree{c: cache, ps: ps}
-	if tree != nil {
-		if sc.tree == nil {
-			sc.tree = new(treeScratch)
-		}
-		tr = sc.tree
-		defer func() { tr.parents = nil }() // the caller's slice: not kept
-		if err := tr.resolve(tree, counts, src, total, o.ALiBi != nil); err != nil {
-			return err
-		}
-		tr.size(l, counts, total, cache.typ, o.ALiBi != nil)
-	}
-	l.reserve(&o)
-	if err := l.e.acquire(); err != nil {
-		return err
-	}
-	defer l.e.release()
-	kw, vw := cfg.KVHeads*Dk, cfg.KVHeads*cfg.storedV()
-	prep := prepWork{q: sc.q, k: sc.k, qRows: total, kRows: total}
-	if l.rope.half > 0 {
-		prep.pos, prep.seqLen, prep.cs = sc.positions(total, l.rope.half)
-		for i, row := 0, 0; i < len(seqs); i++ {
-			for j := 0; j < counts[i]; j++ {
-				if tr != nil { // at its tree position; the sequence reaches its largest
-					prep.pos[row+j], prep.seqLen[row+j] = tr.at[row+j], tr.span[i]
-				} else {
-					prep.pos[row+j], prep.seqLen[row+j] = ps.have[i]+j, ps.have[i]+counts[i]
-				}
-			}
-			row += counts[i]
-		}
-	}
-	if !(l.projectQ(sc, x, total, c) &&
-		l.projectKV(sc.k, sc.v, x, total, c) &&
-		l.prepare(prep, c)) {
-		return ctx.Err()
-	}
-	for i, row := 0, 0; i < len(seqs); i++ { // nothing is stored unless every row can be
-		if err := cache.storable(int(seqs[i]), ps.have[i], counts[i], sc.k[row*kw:], sc.v[row*vw:]); err != nil {
-			return err
-		}
-		row += counts[i]
-	}
-	ps.seqPages = sized(ps.seqPages, len(seqs))
-	ps.copied = sized(ps.copied, len(seqs))
-	for i, row := 0, 0; i < len(seqs); i++ {
-		n := counts[i]
-		ps.copied[i] = cache.grow(ps.seqs[i], n)
-		cache.write(l.e.ks, ps.seqs[i], ps.have[i], n, sc.k[row*kw:(row+n)*kw], sc.v[row*vw:(row+n)*vw])
-		ps.seqPages[i] = ps.seqs[i].blocks
-		if tr != nil && n > 0 {
-			tr.fill(cfg, src, i, row, ps.have[i], n)
-		}
-		row += n
-	}
-	undo := func() { // the call's blocks back to the pool: no length changed
-		for i, s := range ps.seqs {
-			cache.undoGrow(s, ps.copied[i])
-		}
-	}
-	var works []attnWork
-	if tr != nil {
-		works, err = l.treeProblems(ps, sc, tr, src, counts, &o)
-	} else {
-		works, err = l.pagedProblems(cache, ps, sc, counts, &o, o.Window == 0 && o.ALiBi == nil)
-	}
-	defer l.e.putWorks(works)
-	if err != nil {
-		undo()
-		return err
-	}
-	if !l.e.attend(works, c) {
-		undo()
-		return ctx.Err()
-	}
-	if tr != nil {
-		for i, row := 0, 0; i < len(seqs); i++ {
-			n := counts[i]
-			var seqLSE []float32
-			if o.LSE != nil {
-				seqLSE = o.LSE[row*H : (row+n)*H]
-			}
-			if n > 0 {
-				tr.merge(cfg, sc.attn, seqLSE, row, n, historyPerRow(&o))
-			}
-			row += n
-		}
-	} else {
-		l.mergeCascade(ps, sc.attn, o.LSE, counts)
-	}
-	if !l.project(out, sc.attn, &l.w.o, l.w.bo, total, c) {
-		undo()
-		return ctx.Err()
-	}
-	for i, s := range ps.seqs {
-		cache.commitGrow(ps.copied[i])
-		s.setLen(s.n + counts[i])
-		if tr == nil {
-			cache.releaseOutside(s)
-		}
-	}
-	return nil
-}
-
-// treeProblems returns a tree step's problems: per stepping sequence its
-// history's and its tree's (treeScratch.problems).
-func (l *Layer) treeProblems(ps *pagedScratch, sc *layerScratch, tr *treeScratch, src treeCache, counts []int, o *Options) ([]attnWork, error) {
-	works := l.e.getWorks(treeWorks(counts, o))
-	w := 0
-	var err error
-	for i, row := 0, 0; i < len(ps.seqs); i++ {
-		if n := counts[i]; n > 0 {
-			if w, err = tr.problems(l, works, w, sc, src, i, row, n, o); err != nil {
-				return works, err
-			}
-			row += n
-		}
-	}
-	return works, nil
 }
 
 // storable is Cache.storable's check for a paged cache's sequence (named
