@@ -2,6 +2,7 @@ package mha_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log"
@@ -160,4 +161,83 @@ func ExamplePagedCache_Reuse() {
 	// cached blocks: 3
 	// tokens reused: 48
 	// last tokens' outputs as in the first request: true
+}
+
+// Tree speculation on a paged cache: two sequences forked from one
+// prompt each score a tree of drafts in one DecodePagedTree call (each
+// draft sees its sequence, its ancestors and itself), then Keep commits
+// each one's accepted path; a shared block the kept tokens move into is
+// copied first, so the other sequence never sees the change.
+func ExampleLayer_DecodePagedTree() {
+	layer := pagedExampleLayer()
+	cache, err := layer.NewPagedCache(mha.PagedConfig{BlockTokens: 16, Bytes: 1 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	root, _ := cache.NewSeq()
+	prompt := embed(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	if err := layer.DecodePaged(ctx, make([]float32, len(prompt)), prompt, cache, []mha.SeqID{root}, []int{10}, nil); err != nil {
+		log.Fatal(err)
+	}
+	a, _ := cache.Fork(root, 10)
+	b, _ := cache.Fork(root, 10)
+	// a drafts "x y" and "x z" (3 tokens: x, then y and z after x); b
+	// drafts a chain of 2. Parents index each sequence's own drafts.
+	drafts := embed(40, 41, 42, 50, 51)
+	out := make([]float32, len(drafts))
+	tree := mha.Tree{Parents: []int{-1, 0, 0, -1, 0}}
+	if err := layer.DecodePagedTree(ctx, out, drafts, cache, []mha.SeqID{a, b}, []int{3, 2}, tree, nil); err != nil {
+		log.Fatal(err)
+	}
+	la, _ := cache.Len(a)
+	lb, _ := cache.Len(b)
+	fmt.Println("after the trees:", la, lb)
+	// a accepts "x z" (slots 10 and 12), b its first draft only.
+	if err := cache.Keep(a, 10, []int{10, 12}); err != nil {
+		log.Fatal(err)
+	}
+	if err := cache.Keep(b, 10, []int{10}); err != nil {
+		log.Fatal(err)
+	}
+	la, _ = cache.Len(a)
+	lb, _ = cache.Len(b)
+	fmt.Println("after Keep:", la, lb)
+	// Output:
+	// after the trees: 13 12
+	// after Keep: 12 11
+}
+
+// A sliding-window layer (Mistral-style): PagedConfig.Window releases the
+// blocks no later query can see, so a long conversation holds about
+// Window tokens of blocks, not its whole length. Every call passes the
+// same Options.Window.
+func ExamplePagedConfig_window() {
+	layer := pagedExampleLayer()
+	const window = 32
+	cache, err := layer.NewPagedCache(mha.PagedConfig{BlockTokens: 16, Bytes: 1 << 20, Window: window})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	seq, _ := cache.NewSeq()
+	opts := &mha.Options{Window: window}
+	for step := 0; step < 20; step++ { // 20 chunks of 10 tokens
+		ids := make([]int, 10)
+		for i := range ids {
+			ids[i] = step*10 + i
+		}
+		x := embed(ids...)
+		if err := layer.DecodePaged(ctx, make([]float32, len(x)), x, cache, []mha.SeqID{seq}, []int{10}, opts); err != nil {
+			log.Fatal(err)
+		}
+	}
+	n, _ := cache.Len(seq)
+	fmt.Println("tokens:", n, "blocks held:", cache.Blocks()-cache.FreeBlocks())
+	// Truncating into released blocks is refused: those keys are gone.
+	err = cache.Truncate(seq, 100)
+	fmt.Println("truncate to 100 refused:", errors.Is(err, mha.ErrOption))
+	// Output:
+	// tokens: 200 blocks held: 3
+	// truncate to 100 refused: true
 }
