@@ -166,8 +166,8 @@ func ExamplePagedCache_Reuse() {
 // Tree speculation on a paged cache: two sequences forked from one
 // prompt each score a tree of drafts in one DecodePagedTree call (each
 // draft sees its sequence, its ancestors and itself), then Keep commits
-// each one's accepted path; a shared block the kept tokens move into is
-// copied first, so the other sequence never sees the change.
+// each one's accepted path. Each fork's first write copies the prompt's
+// shared, partly filled block, so neither sees the other's drafts.
 func ExampleLayer_DecodePagedTree() {
 	layer := pagedExampleLayer()
 	cache, err := layer.NewPagedCache(mha.PagedConfig{BlockTokens: 16, Bytes: 1 << 20})
