@@ -75,6 +75,10 @@ func TestPagedSoak(t *testing.T) {
 						t.Errorf("goroutine %d: counts read during calls: %d free, %d cached of %d", g, f, c, pc.Blocks())
 						return
 					}
+					if _, err := pc.Len(0); err != nil && !errors.Is(err, ErrOption) { // the first sequence (ErrOption: not made yet, or freed)
+						t.Errorf("goroutine %d: Len during calls: %v", g, err)
+						return
+					}
 					time.Sleep(50 * time.Microsecond)
 				}
 			}()
@@ -131,11 +135,24 @@ func TestPagedSoak(t *testing.T) {
 					continue
 				}
 				x, out := random(rng, total*dm), make([]float32, total*dm)
+				free := pc.FreeBlocks()
+				if !sv.typ.quantized() && rng.IntN(16) == 0 {
+					// Refused after its copies on write (ComputeInt8 over
+					// unquantized K): the pool as it was.
+					var refused Options
+					if opts != nil {
+						refused = *opts
+					}
+					refused.Compute = ComputeInt8
+					if err := sv.l.DecodePaged(context.Background(), out, x, pc, seqs, counts, &refused); !errors.Is(err, ErrOption) || pc.FreeBlocks() != free {
+						fail("a refused call: %v, %d blocks kept", err, free-pc.FreeBlocks())
+						return
+					}
+				}
 				ctx, cancel := context.Background(), context.CancelFunc(func() {})
 				if rng.IntN(10) == 0 {
 					ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rng.IntN(300))*time.Microsecond)
 				}
-				free := pc.FreeBlocks()
 				err := sv.l.DecodePaged(ctx, out, x, pc, seqs, counts, opts)
 				cancel()
 				switch {
