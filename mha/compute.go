@@ -37,10 +37,17 @@ const (
 	// float32 kernels take the rounded operands, which costs copies (about
 	// the float32 mode's time for a prefill: 0.95–1.3×). On Zen 4 the
 	// mode's prefill measured 1.07–1.55× the float32 mode's speed; on AMX
-	// the products are an order of magnitude faster than FMAs. A decode
-	// step in this mode runs the flash blocks, not the fused decode
-	// kernel, and gains nothing (it is bound by memory): 1.3–7× slower.
-	// Use the mode for prefill, ComputeF32 for decode steps.
+	// the products are an order of magnitude faster than FMAs.
+	//
+	// The mode applies to problems of more than 16 query rows per KV head
+	// (Heads/KVHeads·QLen: prefill, a prompt chunk, a paged cascade's
+	// shared part, MLA's absorbed decode of many heads). A decode step's
+	// few rows are bound by reading K and V, not by arithmetic: they keep
+	// float32's arithmetic and its fused decode kernel, with ComputeF32's
+	// bits. So one setting serves a serving step that mixes prompt chunks
+	// and decode tokens (TestComputeBF16MixedStep): the chunks gain, the
+	// decode tokens lose nothing (a decode step rounded in this mode ran
+	// 1.3–7× slower).
 	//
 	// Denormals: the bfloat16 instructions read a denormal bfloat16
 	// operand (magnitude below 2^-126) as zero and flush a denormal

@@ -2,6 +2,7 @@ package mha
 
 import (
 	"errors"
+	"github.com/fastattn/fastattn/tile"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -26,10 +27,18 @@ func roundBF16(x []float32) []float32 {
 	return r
 }
 
+// decodeRows reports whether s has a decode step's rows (tile.DecodeRows),
+// which the bfloat16 mode leaves to float32 arithmetic.
+func decodeRows(s Shape) bool {
+	rs, _ := s.resolve()
+	return tile.DecodeRows(&tile.Problem{Heads: rs.Heads, KVHeads: rs.KVHeads, QLen: rs.QLen})
+}
+
 // checkBF16 runs one call with K and V stored as typ in ComputeBF16 on
 // every engine, and compares it with the float64 oracle on the rounded
 // operands: each query times the scale, then rounded, with a scale of 1;
-// the stored keys and values rounded.
+// the stored keys and values rounded. A decode step's rows (decodeRows)
+// are float32's: the oracle on the operands as stored, float32's bounds.
 func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 	t.Helper()
 	rs, err := s.resolve()
@@ -52,6 +61,12 @@ func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 		call = func(e *Engine, out, q []float32, o *Options) error { return e.Attention16(out, q, k16, v16, typ, s, o) }
 	}
 	spec := specOf(rs, &o)
+	if decodeRows(s) {
+		wantOut, wantLSE := fallback.Attention(spec, q, kf, vf)
+		o.Compute = ComputeBF16
+		compareEngines(t, "bf16 compute, decode rows (float32), "+typ.String()+" K/V", s, o, q, call, wantOut, wantLSE, tolOut)
+		return
+	}
 	scale := float32(spec.Scale)
 	qs := make([]float32, len(q))
 	for i, x := range q {
@@ -98,7 +113,7 @@ func TestComputeBF16(t *testing.T) {
 // outputs its first weight rounded to bfloat16 over the unrounded sum.
 func TestComputeBF16Roundings(t *testing.T) {
 	rng := rand.New(rand.NewPCG(0xbf, 1))
-	s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 1, HeadDim: 5, ValueDim: 37}
+	s := Shape{Batch: 1, Heads: 2, QLen: 17, KVLen: 1, HeadDim: 5, ValueDim: 37} // rows past a decode step's
 	q, k, v, out := inputs(rng, s)
 	want := roundBF16(v)
 	for _, e := range bf16Engines {
@@ -111,16 +126,17 @@ func TestComputeBF16Roundings(t *testing.T) {
 			}
 		}
 	}
-	two := Shape{Batch: 1, Heads: 1, QLen: 1, KVLen: 2, HeadDim: 1}
+	two := Shape{Batch: 1, Heads: 1, QLen: 17, KVLen: 2, HeadDim: 1}
+	ones := []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 	for _, e := range bf16Engines {
 		moved := 0
 		for x := float32(0.125); x < 4; x += 0.125 { // keys 0 and x: weights e^-x and 1
 			k, v := []float32{0, x}, []float32{1, 0}
-			f32, bf := make([]float32, 1), make([]float32, 1)
-			if err := e.Attention(f32, []float32{1}, k, v, two, &Options{Scale: 1}); err != nil {
+			f32, bf := make([]float32, 17), make([]float32, 17)
+			if err := e.Attention(f32, ones, k, v, two, &Options{Scale: 1}); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.Attention(bf, []float32{1}, k, v, two, &Options{Scale: 1, Compute: ComputeBF16}); err != nil {
+			if err := e.Attention(bf, ones, k, v, two, &Options{Scale: 1, Compute: ComputeBF16}); err != nil {
 				t.Fatal(err)
 			}
 			p := float64(f32[0]) / (1 - float64(f32[0])) // the weight e^-x, from p/(1+p)
@@ -324,6 +340,17 @@ func TestComputeBF16Storage(t *testing.T) {
 				if err := e.Attention(out, q, k, v, s, &o); err != nil {
 					t.Fatal(err)
 				}
+				if decodeRows(s) { // float32's arithmetic: ComputeF32's bits
+					f32 := o
+					f32.Compute = ComputeF32
+					if err := e.Attention(out16, q, k, v, s, &f32); err != nil {
+						t.Fatal(err)
+					}
+					if i := firstDiff(out, out16); i >= 0 {
+						t.Fatalf("%s %+v: decode rows in the mode: out[%d] = %v, ComputeF32 %v", e.Kernels(), s, i, out[i], out16[i])
+					}
+					continue
+				}
 				if err := e.Attention16(out16, q, k16, v16, BFloat16, s, &o); err != nil {
 					t.Fatal(err)
 				}
@@ -450,6 +477,45 @@ func TestComputeBF16Denormals(t *testing.T) {
 				t.Errorf("%s (denormals read as zero: %v): out[%d] = %v, want %v (the float32 path's, unrounded: %v)", e.Kernels(), flushes, i, x, want, kept)
 				break
 			}
+		}
+	}
+}
+
+// TestComputeBF16MixedStep: one DecodeSeqs call in the bfloat16 mode
+// that mixes a prompt chunk with decode tokens (a serving step) rounds
+// the chunk's attention (many rows per KV head) and leaves the decode
+// tokens' to float32 (tile.DecodeRows): their rows are ComputeF32's bits,
+// on every engine, so the mode never slows the decode part of a step.
+func TestComputeBF16MixedStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xbf, 66))
+	cfg := LayerConfig{DModel: 64, Heads: 8, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 1e4}}
+	counts := []int{1, 40, 1} // decode, a prompt chunk (160 rows a KV head), decode
+	for _, e := range bf16Engines {
+		l, _ := testLayer(t, e, rng, cfg, true)
+		x := random(rng, 42*cfg.DModel)
+		var outs [2][]float32
+		for i, mode := range []Compute{ComputeF32, ComputeBF16} {
+			c, err := l.NewCache(3, 256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := random(rand.New(rand.NewPCG(1, 1)), 3*30*cfg.DModel)
+			if err := l.DecodeSeqs(nil, make([]float32, len(prompt)), prompt, c, []int{30, 30, 30}, nil); err != nil {
+				t.Fatal(err)
+			}
+			outs[i] = make([]float32, len(x))
+			if err := l.DecodeSeqs(nil, outs[i], x, c, counts, &Options{Compute: mode}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dm := cfg.DModel
+		for _, r := range []int{0, 41} { // the decode tokens' rows
+			if d := firstDiff(outs[1][r*dm:(r+1)*dm], outs[0][r*dm:(r+1)*dm]); d >= 0 {
+				t.Errorf("%s: decode token at row %d: the mode's output differs from ComputeF32's at %d", e.Kernels(), r, d)
+			}
+		}
+		if firstDiff(outs[1][dm:41*dm], outs[0][dm:41*dm]) < 0 {
+			t.Errorf("%s: the prompt chunk's rows were not rounded in the mode", e.Kernels())
 		}
 	}
 }

@@ -198,7 +198,10 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if o.Compute == ComputeInt8 && !p.KVType.Quantized() {
 		return bad("Compute = %v needs K stored as Int8 or Int4, not %v", o.Compute, KVType(p.KVType))
 	}
-	p.BF16 = o.Compute == ComputeBF16
+	// The bfloat16 mode applies to problems of many rows per KV head
+	// (prefill, a cascade's shared part, MLA's absorbed decode of many
+	// heads); a decode step's few rows stay float32 (ComputeBF16's doc).
+	p.BF16 = o.Compute == ComputeBF16 && !tile.DecodeRows(p)
 	p.Q8 = o.Compute == ComputeInt8
 	if o.KVLens != nil {
 		if len(o.KVLens) != p.Batch {

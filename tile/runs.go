@@ -1,5 +1,7 @@
 package tile
 
+import "github.com/fastattn/fastattn/fallback"
+
 // Keys every row of an item sees may still be masked by a bias or a mask.
 // When those are uniform over the item's rows (a key-padding mask, a
 // per-key bias), the span splits into runs: long runs of masked keys are
@@ -61,6 +63,7 @@ func (r *itemRun) visibleKeys(a, b int, fused bool) {
 func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 	for fused && r.p.pageRun(a, b-a) < b-a { // paged: a call per block's run
 		n := r.p.pageRun(a, b-a)
+		r.prefetchPage(a+n, b)
 		r.plainKeys(a, a+n, fused, filter)
 		a += n
 	}
@@ -109,4 +112,27 @@ func evenBlocks(n, bc int) int {
 	}
 	blocks := (n + bc - 1) / bc
 	return min(bc, ((n+blocks-1)/blocks+15)/16*16)
+}
+
+// pageAhead is how many rows of the next block of float32 K and V a
+// paged decode asks for before it runs the current block: the hardware
+// prefetchers stop at a block's end and take several misses to follow
+// the next one, which lies anywhere in the pool. On Zen 3 (AVX2, one
+// thread, bench -prefix, three alternated runs) the paged step without
+// sharing went from 0.90–1.01× (median 0.92) the contiguous cache's
+// speed to 0.93–1.02× (0.97) at B 32, P 4096; B 8 was level (0.95–1.07).
+const pageAhead = 16
+
+// prefetchPage asks for the first rows of the block of float32 K and V
+// that starts at key j (keys up to end), which the fused decode reads
+// after the block it is about to run.
+func (r *itemRun) prefetchPage(j, end int) {
+	p := r.p
+	if p.KVType != fallback.KVFloat32 || j >= end {
+		return
+	}
+	n := min(pageAhead, p.pageRun(j, end-j))
+	k, v := p.kvRows(r.it.b, j, r.it.g, false), p.kvRows(r.it.b, j, r.it.g, true)
+	r.ks.PrefetchLines(k.F32, k.Ld, n, p.HeadDim)
+	r.ks.PrefetchLines(v.F32, v.Ld, n, p.vWidth())
 }

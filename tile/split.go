@@ -40,6 +40,13 @@ const (
 	splitBlock   = 64
 )
 
+// DecodeRows reports whether p has at most splitRows query rows per KV
+// head (Heads/KVHeads·QLen: a decode step's, or a few tokens'): the rows
+// a split step takes, whose items are bound by reading K and V, not by
+// arithmetic, so they run the float32 kernels (the fused decode) in
+// every compute mode but the int8 one.
+func DecodeRows(p *Problem) bool { return p.Heads/p.KVHeads*p.QLen <= splitRows }
+
 // NewSplit returns the split plan of p, or false when p is not a decode
 // step worth splitting. The chunks cover the longest key length of the
 // batch (a KV cache's stride is its capacity, mostly empty early on).
