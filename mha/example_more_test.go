@@ -239,3 +239,48 @@ func ExampleInt4KVTensor() {
 	// key 1, elements 0..3 and 16..19: [-0.4375 -0.375 -0.3125 -0.25] [0.4375 0.375 0.3125 0.25]
 	// head 0, output 0: -0.0351
 }
+
+// The bfloat16 compute mode for a prefill: a layer of bfloat16 weights
+// runs its projections and its attention on bfloat16 operands summed in
+// float32 (AMX tiles, VDPBF16PS or BFDOT where the CPU has them, else the
+// float32 kernels with the same roundings); its output stays within about
+// a percent of the float32 mode's. The same option on a decode step
+// keeps the decode tokens in float32, so a serving loop may set it on
+// every call.
+func ExampleCompute_bf16() {
+	cfg := mha.LayerConfig{DModel: 64, Heads: 8, KVHeads: 2, HeadDim: 64,
+		Rotary: mha.Rotary{Dims: 64, Base: 10000}}
+	w := mha.Weights{Type: mha.BFloat16, // held as bfloat16: half the bytes
+		WQ: make([]float32, 64*512), WK: make([]float32, 64*128),
+		WV: make([]float32, 64*128), WO: make([]float32, 512*64),
+	}
+	for i := range w.WQ {
+		w.WQ[i], w.WO[i] = float32(i%13-6)/40, float32(i%11-5)/40
+	}
+	for i := range w.WK {
+		w.WK[i], w.WV[i] = float32(i%7-3)/20, float32(i%5-2)/20
+	}
+	layer, err := mha.NewLayer(nil, cfg, w)
+	if err != nil {
+		log.Fatal(err)
+	}
+	x := make([]float32, 300*64) // a 300-token prompt
+	for j := range x {
+		x[j] = float32((j*7)%17-8) / 8
+	}
+	var outs [2][]float32
+	for i, mode := range []mha.Compute{mha.ComputeF32, mha.ComputeBF16} {
+		outs[i] = make([]float32, len(x))
+		if err := layer.Forward(outs[i], x, 1, 300, &mha.Options{Causal: true, Compute: mode}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var num, den float64
+	for j, want := range outs[0] {
+		d := float64(outs[1][j] - want)
+		num, den = num+d*d, den+float64(want)*float64(want)
+	}
+	fmt.Println("bfloat16 mode within 1% of the float32 mode:", math.Sqrt(num/den) <= 0.01)
+	// Output:
+	// bfloat16 mode within 1% of the float32 mode: true
+}

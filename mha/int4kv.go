@@ -26,6 +26,13 @@ func Int4RowBytes(d int) int { return fallback.Int4RowBytes(d) }
 // Data and Int8Blocks(dim) scales a row in Scales. A GGUF q4_0 tensor's
 // blocks (a float16 d, then 16 bytes) become one by copying the 16 bytes
 // and widening d (Widen16). QuantizeInt4KV makes one from float32 values.
+//
+// Accuracy: q4_0 keeps 16 levels a block, so expect about 13% error. On
+// N(0, 1) data (a decode row per head over 4096 keys, head dims 64 and
+// 128) the output's root-mean-square error relative to the output's was
+// 12.5–12.9% against the float64 result on the float32 K/V, the same
+// against float32 K/V through the library, in both the float32 and the
+// int8 mode (TestInt4KVAccuracy); int8 K/V (Int8Tensor) gives about 1%.
 type Int4KVTensor struct {
 	Data   []byte
 	Scales []float32

@@ -389,3 +389,56 @@ func FuzzQuantizeInt4KV(f *testing.F) {
 		}
 	})
 }
+
+// TestInt4KVAccuracy measures what q4_0 K/V (AttentionInt4) costs on
+// N(0, 1) data, one decode row per head over 4096 keys (1024 without
+// FASTATTN_LONG), in the float32 and int8 modes: the output's relative
+// error (root mean square over the output's) against the float64
+// oracle on the float32 K/V, and against the float32 K/V result of the
+// same engine. q4_0 keeps 16 levels a block: a value's error is up to
+// max|x|/16, about 14% of a block's scale, and an attention output
+// averages many such values. The bounds are the docs' figure with margin.
+func TestInt4KVAccuracy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(0xacc, 4))
+	rms := func(got []float32, want []float64) float64 {
+		var num, den float64
+		for i, w := range want {
+			d := float64(got[i]) - w
+			num, den = num+d*d, den+w*w
+		}
+		return math.Sqrt(num / den)
+	}
+	for _, dk := range []int{64, 128} {
+		s := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: dk}
+		if !longTests() {
+			s.KVLen = 1024
+		}
+		q := normal(rng, s.Heads*dk)
+		k := normal(rng, s.KVLen*s.KVHeads*dk)
+		v := normal(rng, s.KVLen*s.KVHeads*dk)
+		exact, _ := fallback.Attention(specOf(s, &Options{}), q, k, v)
+		k4, _ := quantize4(t, k, dk)
+		v4, _ := quantize4(t, v, dk)
+		for _, e := range engines {
+			f32 := make([]float32, len(exact))
+			if err := e.Attention(f32, q, k, v, s, nil); err != nil {
+				t.Fatal(err)
+			}
+			wide := make([]float64, len(f32))
+			for i, x := range f32 {
+				wide[i] = float64(x)
+			}
+			for _, c := range []Compute{ComputeF32, ComputeInt8} {
+				out := make([]float32, len(exact))
+				if err := e.AttentionInt4(out, q, k4, v4, s, &Options{Compute: c}); err != nil {
+					t.Fatal(err)
+				}
+				rel, relF32 := rms(out, exact), rms(out, wide)
+				t.Logf("%s D=%d int4 K/V, %v mode: relative error %.3g against float64, %.3g against float32 K/V", e.Kernels(), dk, c, rel, relF32)
+				if !(rel <= 0.15 && relF32 <= 0.15) {
+					t.Errorf("%s D=%d int4 K/V, %v mode: relative error %.3g against float64, %.3g against float32 K/V", e.Kernels(), dk, c, rel, relF32)
+				}
+			}
+		}
+	}
+}
