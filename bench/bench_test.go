@@ -213,3 +213,33 @@ func TestShapeDims(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdown: -md turns a -json run's records into the README's table:
+// the machine line, one line per attention, layer or GEMM row with its
+// share of its limit, other records left out; a file without a machine
+// record is an error.
+func TestMarkdown(t *testing.T) {
+	run := `{"kind":"machine","cpu":"Test CPU","cores":2,"threads":2,"peak_gflops_1_thread":{"avx2":91},"read_gbs_1_thread":12.5}
+{"kind":"attention","isa":"avx2","shape":"B=1,H=8","mask":"causal","layout":"bshd","kv":"f32","compute":"f32","engine":"fma","threads":1,"median_ms":1.5,"gflops":60,"pct_peak":66}
+{"kind":"attention","isa":"avx2","shape":"B=1,H=32,Lq=1","mask":"full","layout":"bhsd","kv":"bf16","compute":"f32","engine":"fma","threads":1,"median_ms":2,"pct_bandwidth":71,"tokens_per_s":500}
+{"kind":"shared prefix","isa":"avx2"}
+`
+	var b strings.Builder
+	if err := writeMarkdown(&b, strings.NewReader(run)); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"Test CPU, 2 cores; one thread: avx2 FMA peak 91 GFLOP/s; read probe 12.5 GB/s.",
+		"| avx2 | attention `B=1,H=8` causal bshd kv f32 | 1 | 1.5 ms | 66% of the fma peak (60.0 GFLOP/s) |",
+		"| avx2 | attention `B=1,H=32,Lq=1` full bhsd kv bf16 | 1 | 2 ms | 71% of the read probe (500 tok/s) |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("-md output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "\n| avx2") != 2 {
+		t.Errorf("-md output has other rows than the two:\n%s", got)
+	}
+	if err := writeMarkdown(&b, strings.NewReader(`{"kind":"attention"}`)); err == nil {
+		t.Error("a run without a machine record gave no error")
+	}
+}

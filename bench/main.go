@@ -84,6 +84,7 @@ type config struct {
 	kvPrefix []mha.KVType // their K/V storage
 	// blockTokens is their paged caches' block size (0: the default).
 	blockTokens int
+	md          string // -md: a -json run's file to print as markdown (markdown.go), nothing measured
 }
 
 func main() {
@@ -91,6 +92,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
+	}
+	if cfg.md != "" {
+		if err := markdownFile(cfg.md); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -112,11 +120,15 @@ func parseFlags() (*config, error) {
 	vars := flag.String("variants", "plain", "comma-separated semantics to run each attention row with: plain, alibi, sinks, kvlens, mask, bias, window=N")
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
+	md := flag.String("md", "", "print the records of a -json run saved in this file as the README's markdown table, and measure nothing")
 	blockTokens := flag.Int("block", 0, "tokens per block of the shared-prefix rows' paged caches (0: mha.DefaultBlockTokens)")
 	prefixOnly := flag.Bool("prefix", false, "only the shared-prefix rows: a decode step of sequences sharing a prompt, paged with sharing (cascade) vs private caches vs paged unshared (-kv: f32,bf16 by default)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
 	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums), int8 (query rows quantized, integer dot products: rows of int8 and int4 K/V only)")
 	flag.Parse()
+	if *md != "" {
+		return &config{md: *md}, nil
+	}
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
 	}
