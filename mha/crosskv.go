@@ -62,7 +62,9 @@ func (l *Layer) NewCrossKVContext(ctx context.Context, xkv []float32, batch, kvL
 	}
 	defer l.e.release()
 	m := batch * kvLen
-	if !(l.projectKV(kv.K, kv.V, xkv, m, c) && l.prepare(prepWork{k: kv.K, kRows: m}, c)) {
+	sc := l.getScratch()
+	defer l.putScratch(sc)
+	if !(l.projectKV(sc, kv.K, kv.V, xkv, m, c) && l.prepare(prepWork{k: kv.K, kRows: m}, c)) {
 		return nil, ctx.Err()
 	}
 	return kv, nil

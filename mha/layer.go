@@ -141,10 +141,11 @@ type layerScratch struct {
 	tree          *treeScratch  // DecodeTree's, made by its first call
 	paged         *pagedScratch // DecodePaged's, made by its first call
 	q, k, v, attn []float32
-	qa            []float32 // an MLA layer's low-rank queries
-	opts          Options   // a call's options with an MLA layer's scale
-	step          Options   // a decoding step's options (Layer.step), cleared after it
-	spans         []span    // a decoding step's outputs for noOverlap
+	qa            []float32  // an MLA layer's low-rank queries
+	opts          Options    // a call's options with an MLA layer's scale
+	step          Options    // a decoding step's options (Layer.step), cleared after it
+	spans         []span     // a decoding step's outputs for noOverlap
+	bf16a         tile.BF16A // a projection's activations rounded once (the bfloat16 mode)
 	pos           []int
 	cs            []float32
 }
@@ -298,11 +299,14 @@ func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
 // w is [in][out] packed, c is [m][out]. In the bfloat16 mode (cl.bf16) a
-// projection of bfloat16 weights rounds a's elements to bfloat16 first.
-// It reports whether it ran to the end.
-func (l *Layer) project(c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
+// projection of bfloat16 weights rounds a's elements to bfloat16 first,
+// once for all its items (tile.Gemm.RoundA, into sc). It reports whether
+// it ran to the end.
+func (l *Layer) project(sc *layerScratch, c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
 	bf16 := cl.bf16 && w.Type == fallback.KVBFloat16
-	return l.e.gemm(tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16, Tiles: l.e.ks.AMX()}, cl)
+	g := tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16, Tiles: l.e.ks.AMX()}
+	g.RoundA(l.e.ks, &sc.bf16a)
+	return l.e.gemm(g, cl)
 }
 
 // Forward runs self-attention over x, [batch][seqLen][DModel], into out,
@@ -405,10 +409,10 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	}
 	defer l.e.release()
 	if !(l.projectQ(sc, xq, mq, c) &&
-		(ckv != nil || l.projectKV(sc.k, sc.v, xkv, mkv, c)) &&
+		(ckv != nil || l.projectKV(sc, sc.k, sc.v, xkv, mkv, c)) &&
 		l.prepare(prep, c) &&
 		l.e.attend(ws, c) &&
-		l.project(out, sc.attn, &l.w.o, l.w.bo, mq, c)) {
+		l.project(sc, out, sc.attn, &l.w.o, l.w.bo, mq, c)) {
 		return ctx.Err()
 	}
 	return nil
@@ -416,8 +420,8 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 
 // projectKV projects m rows of x into keys and values (keys only with
 // ValueInKey).
-func (l *Layer) projectKV(k, v, x []float32, m int, c call) bool {
-	return l.project(k, x, &l.w.k, l.w.bk, m, c) && (l.cfg.ValueInKey || l.project(v, x, &l.w.v, l.w.bv, m, c))
+func (l *Layer) projectKV(sc *layerScratch, k, v, x []float32, m int, c call) bool {
+	return l.project(sc, k, x, &l.w.k, l.w.bk, m, c) && (l.cfg.ValueInKey || l.project(sc, v, x, &l.w.v, l.w.bv, m, c))
 }
 
 // shape is the attention shape of the layer's calls: batch sequences of

@@ -229,15 +229,15 @@ func absorbMLA(e *Engine, cfg MLAConfig, w MLAWeights, qIn int) (wq, wo []float3
 // absorbed q_b_proj.
 func (l *Layer) projectQ(sc *layerScratch, x []float32, m int, c call) bool {
 	if l.mla == nil || l.mla.qa.K == 0 {
-		return l.project(sc.q, x, &l.w.q, l.w.bq, m, c)
+		return l.project(sc, sc.q, x, &l.w.q, l.w.bq, m, c)
 	}
 	r := l.mla.qa.N
 	sc.qa = sized(sc.qa, m*r)
-	if !l.project(sc.qa, x, &l.mla.qa, nil, m, c) {
+	if !l.project(sc, sc.qa, x, &l.mla.qa, nil, m, c) {
 		return false
 	}
 	l.mla.qaNorm.transform(&l.rope, sc.qa[:m*r], m, r, nil) // each row its own norm (no angles: no rotation)
-	return l.project(sc.q, sc.qa, &l.w.q, l.w.bq, m, c)
+	return l.project(sc, sc.q, sc.qa, &l.w.q, l.w.bq, m, c)
 }
 
 // transformQ rotates the rotary values (the last RopeDim of each head's

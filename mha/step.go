@@ -110,7 +110,7 @@ func (l *Layer) step(ctx context.Context, out, x []float32, st stepCache, counts
 		}
 	}
 	if !(l.projectQ(sc, x, total, c) &&
-		l.projectKV(sc.k, sc.v, x, total, c) &&
+		l.projectKV(sc, sc.k, sc.v, x, total, c) &&
 		l.prepare(prep, c)) {
 		return ctx.Err()
 	}
@@ -158,7 +158,7 @@ func (l *Layer) step(ctx context.Context, out, x []float32, st stepCache, counts
 	} else {
 		st.combine(l, sc.attn, o.LSE, counts)
 	}
-	if !l.project(out, sc.attn, &l.w.o, l.w.bo, total, c) {
+	if !l.project(sc, out, sc.attn, &l.w.o, l.w.bo, total, c) {
 		st.undo()
 		return ctx.Err()
 	}

@@ -1,6 +1,8 @@
 package tile
 
 import (
+	"unsafe"
+
 	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 )
@@ -137,6 +139,46 @@ type Gemm struct {
 	// set that runs the bfloat16 mode has them (kernels.Set.AMX). The
 	// bits do not depend on it.
 	Tiles bool
+
+	ap      []uint32 // RoundA: A as bfloat16 pairs, [M][K/2]
+	rounded bool     // RoundA: A holds bfloat16 values (the float32 kernels' path)
+}
+
+// BF16A holds a Gemm's A rounded once for the bfloat16 mode (RoundA); a
+// caller keeps one per concurrent call and reuses it.
+type BF16A struct {
+	pairs []uint32
+	rows  []float32
+	h     []uint16 // a row's bfloat16 bits, on the way to rows
+}
+
+// RoundA rounds A to bfloat16 once for every item of g on ks, into buf:
+// as pairs where ks multiplies them on its bfloat16 kernels or tiles,
+// else as float32 rows of bfloat16 values; g then reads them. Without
+// it each item rounds its own block, once per column block of C (32
+// times over for N = 4096). The bits are the same. Nothing unless
+// g.BF16.
+func (g *Gemm) RoundA(ks *kernels.Set, buf *BF16A) {
+	if !g.BF16 || g.M <= 0 || g.B.K <= 0 {
+		return
+	}
+	k := g.B.K
+	if g.tiles(ks) || g.dots(ks) {
+		buf.pairs = grow(buf.pairs, g.M*k/2)
+		h := unsafe.Slice((*uint16)(unsafe.Pointer(&buf.pairs[0])), g.M*k)
+		for i := range g.M {
+			ks.Narrow(h[i*k:(i+1)*k], g.A[i*g.LDA:i*g.LDA+k], fallback.KVBFloat16)
+		}
+		g.ap = buf.pairs
+		return
+	}
+	buf.rows, buf.h = grow(buf.rows, g.M*k), grow(buf.h, k)
+	for i := range g.M {
+		row := buf.rows[i*k : (i+1)*k]
+		ks.Narrow(buf.h, g.A[i*g.LDA:i*g.LDA+k], fallback.KVBFloat16)
+		ks.Widen(row, buf.h, fallback.KVBFloat16)
+	}
+	g.A, g.LDA, g.rounded = buf.rows, k, true
 }
 
 // tiles reports whether g runs on ks's AMX tiles: the bfloat16 mode, B
@@ -188,13 +230,18 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 		a, lda := g.A[m0*g.LDA+k0:], g.LDA
 		switch {
 		case g.tiles(ks) || g.dots(ks):
-			ap := roundedPairs(ks, ws, a, lda, mc, kc)
+			ap, ldp := g.ap, g.B.K/2 // rounded once (RoundA), else here
+			if ap != nil {
+				ap = ap[(m0*g.B.K+k0)/2:]
+			} else {
+				ap, ldp = roundedPairs(ks, ws, a, lda, mc, kc), kc/2
+			}
 			for j := 0; j < nc; j += cols {
-				ks.GemmBF16(c[j:], g.LDC, ap, kc/2, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
+				ks.GemmBF16(c[j:], g.LDC, ap, ldp, 1, g.B.pairRows((n0+j)/cols, k0), cols, mc, min(cols, nc-j), kc/2, accumulate)
 			}
 			accumulate = true
 			continue
-		case g.BF16:
+		case g.BF16 && !g.rounded:
 			a, lda = roundedRows(ks, ws, a, lda, mc, kc), kc
 		}
 		for j := 0; j < nc; j += cols {

@@ -255,9 +255,13 @@ func TestGemmBF16(t *testing.T) {
 				rounded[i] = fallback.BF16ToF32(fallback.F32ToBF16(x))
 			}
 			kept := slices.Clone(a)
-			run := func(a []float32, bf16 bool) []float32 {
+			var once BF16A
+			run := func(a []float32, bf16 bool, roundOnce ...bool) []float32 {
 				c := make([]float32, s.m*s.n)
 				g := Gemm{A: a, LDA: lda, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, BF16: bf16}
+				if len(roundOnce) > 0 {
+					g.RoundA(ks, &once)
+				}
 				var ws Workspace
 				for it := 0; it < g.Items(); it++ {
 					g.Run(ks, it, &ws)
@@ -287,9 +291,22 @@ func TestGemmBF16(t *testing.T) {
 			if !slices.Equal(a, kept) {
 				t.Fatalf("%s %+v: the bfloat16 mode wrote to A", ks.Name, s)
 			}
+			if d := firstDiffBits(run(a, true, true), got); d >= 0 { // A rounded once for every item
+				t.Fatalf("%s %+v: with A rounded once (RoundA), c[%d] differs", ks.Name, s, d)
+			}
 			if slices.Equal(got, run(a, false)) {
 				t.Fatalf("%s %+v: rounding A changed nothing", ks.Name, s)
 			}
 		}
 	}
+}
+
+// firstDiffBits returns the first index where a and b differ in bits, or -1.
+func firstDiffBits(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
 }
