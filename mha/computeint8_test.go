@@ -193,14 +193,7 @@ func TestComputeInt8Accuracy(t *testing.T) {
 		return math.Sqrt(num / den), worst / peak
 	}
 	for _, dk := range []int{64, 128} {
-		s := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: dk}
-		if !longTests() {
-			s.KVLen = 1024
-		}
-		q := normal(rng, s.Heads*dk)
-		k := normal(rng, s.KVLen*s.KVHeads*dk)
-		v := normal(rng, s.KVLen*s.KVHeads*dk)
-		exact, _ := fallback.Attention(specOf(s, &Options{}), q, k, v)
+		s, q, k, v, exact := accuracyCase(rng, dk)
 		k8, _ := quantize8(t, k, dk)
 		v8, _ := quantize8(t, v, dk)
 		for _, e := range engines {
@@ -333,4 +326,20 @@ func TestComputeInt8NoAllocs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// accuracyCase is the data of the quantized K/V accuracy tests: a GQA
+// decode row per head (8 heads on 2 KV heads) over 4096 keys (1024
+// without FASTATTN_LONG) of N(0, 1) values at head dim dk, and the
+// float64 result on them.
+func accuracyCase(rng *rand.Rand, dk int) (s Shape, q, k, v []float32, exact []float64) {
+	s = Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: dk}
+	if !longTests() {
+		s.KVLen = 1024
+	}
+	q = normal(rng, s.Heads*dk)
+	k = normal(rng, s.KVLen*s.KVHeads*dk)
+	v = normal(rng, s.KVLen*s.KVHeads*dk)
+	exact, _ = fallback.Attention(specOf(s, &Options{}), q, k, v)
+	return s, q, k, v, exact
 }

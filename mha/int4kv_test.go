@@ -409,14 +409,7 @@ func TestInt4KVAccuracy(t *testing.T) {
 		return math.Sqrt(num / den)
 	}
 	for _, dk := range []int{64, 128} {
-		s := Shape{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: dk}
-		if !longTests() {
-			s.KVLen = 1024
-		}
-		q := normal(rng, s.Heads*dk)
-		k := normal(rng, s.KVLen*s.KVHeads*dk)
-		v := normal(rng, s.KVLen*s.KVHeads*dk)
-		exact, _ := fallback.Attention(specOf(s, &Options{}), q, k, v)
+		s, q, k, v, exact := accuracyCase(rng, dk)
 		k4, _ := quantize4(t, k, dk)
 		v4, _ := quantize4(t, v, dk)
 		for _, e := range engines {
