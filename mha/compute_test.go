@@ -449,9 +449,9 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 // side of the rule: every output 0.149 (kept) or exactly 0 (read as
 // zero).
 func TestComputeBF16Denormals(t *testing.T) {
-	s := Shape{Batch: 1, Heads: 1, QLen: 8, KVLen: 2, HeadDim: 2}
-	q := make([]float32, 8*2)
-	for i := 0; i < 8; i++ {
+	s := Shape{Batch: 1, Heads: 1, QLen: 17, KVLen: 2, HeadDim: 2} // more rows than a decode step's (tile.DecodeRows)
+	q := make([]float32, 17*2)
+	for i := 0; i < 17; i++ {
 		q[2*i] = 1e-39 // bfloat16 0x000b: denormal
 	}
 	k := []float32{3e38, 0, 0, 0}
@@ -459,7 +459,7 @@ func TestComputeBF16Denormals(t *testing.T) {
 	w0 := math.Exp(0.3) / (math.Exp(0.3) + 1) // the float32 path's weight of key 0
 	kept := float32(2*w0 - 1)
 	for _, e := range bf16Engines {
-		out := make([]float32, 8*2)
+		out := make([]float32, 17*2)
 		if err := e.Attention(out, q, k, v, s, &Options{Scale: 1, Compute: ComputeBF16}); err != nil {
 			t.Fatal(err)
 		}
