@@ -45,9 +45,6 @@ func (w WeightRows) Len() int {
 	return len(w.U16)
 }
 
-// Paired reports whether the rows are bfloat16 held in pairs (P).
-func (w WeightRows) Paired() bool { return w.P != nil }
-
 // PairRows returns rows rows (even) of n elements of bfloat16 src, at
 // stride ld, held in pairs at the same stride: pair row q's element j is
 // src[2q·ld+j] | src[(2q+1)·ld+j]<<16.

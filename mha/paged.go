@@ -222,10 +222,18 @@ func (c *PagedCache) CachedBlocks() int {
 	return int(c.cachedNow.Load())
 }
 
-// hold takes the cache for one call; release must follow if it succeeds.
-func (c *PagedCache) hold() error {
+// made returns ErrNil for a nil or zero PagedCache.
+func (c *PagedCache) made() error {
 	if c == nil || c.layer == nil {
 		return fmt.Errorf("%w: PagedCache (make one with Layer.NewPagedCache)", ErrNil)
+	}
+	return nil
+}
+
+// hold takes the cache for one call; release must follow if it succeeds.
+func (c *PagedCache) hold() error {
+	if err := c.made(); err != nil {
+		return err
 	}
 	if !c.mu.TryLock() {
 		return ErrBusy
@@ -287,8 +295,8 @@ func (c *PagedCache) add(s *pagedSeq) SeqID {
 // sequence). It may be called at any time: during a call that changes the
 // sequence it gives the length before that call's change.
 func (c *PagedCache) Len(id SeqID) (int, error) {
-	if c == nil || c.layer == nil {
-		return 0, fmt.Errorf("%w: PagedCache (make one with Layer.NewPagedCache)", ErrNil)
+	if err := c.made(); err != nil {
+		return 0, err
 	}
 	c.seqMu.RLock()
 	s := c.seqs[id]
@@ -700,8 +708,8 @@ func (c *PagedCache) releaseOutside(s *pagedSeq) {
 // block is in two places. It is for tests and for a server's own checks;
 // it waits for a call in flight to end, and holds the cache while it runs.
 func (c *PagedCache) Check() error {
-	if c == nil || c.layer == nil {
-		return fmt.Errorf("%w: PagedCache (make one with Layer.NewPagedCache)", ErrNil)
+	if err := c.made(); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.release()

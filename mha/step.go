@@ -7,7 +7,7 @@ import (
 
 // stepCache is where a decoding step's tokens go and its keys come from:
 // the contiguous Cache's sequences (cacheStep) or a PagedCache's
-// (pagedStep). The step itself (Layer.step) is one pipeline for both:
+// (PagedCache). The step itself (Layer.step) is one pipeline for both:
 // options, positions, projections, the storable check, the store, the
 // attention, the tree merge and the output projection; the caches differ
 // only in where a token's row lies, which problems read them, and how a

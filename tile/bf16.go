@@ -29,12 +29,16 @@ func (r *itemRun) roundBF16(x []float32) { roundBF16(r.ks, r.ws, x) }
 
 // roundBF16 rounds x to bfloat16 in place through ks's kernels, a chunk
 // of ws's scratch at a time.
-func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) {
-	ws.h16 = grow(ws.h16, roundChunk)
+func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) { roundThrough(ks, &ws.h16, x) }
+
+// roundThrough rounds x to bfloat16 in place through ks's kernels, a
+// chunk of roundChunk elements of *h (grown to it) at a time.
+func roundThrough(ks *kernels.Set, h *[]uint16, x []float32) {
+	*h = grow(*h, roundChunk)
 	for len(x) > 0 {
 		n := min(len(x), roundChunk)
-		ks.Narrow(ws.h16[:n], x[:n], fallback.KVBFloat16)
-		ks.Widen(x[:n], ws.h16[:n], fallback.KVBFloat16)
+		ks.Narrow((*h)[:n], x[:n], fallback.KVBFloat16)
+		ks.Widen(x[:n], (*h)[:n], fallback.KVBFloat16)
 		x = x[n:]
 	}
 }
@@ -43,24 +47,34 @@ func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) {
 // lda, rounded to bfloat16 into ws's scratch, two elements of a row per
 // uint32 ([rows][n/2]): GemmBF16's A in the projections.
 func roundedPairs(ks *kernels.Set, ws *Workspace, a []float32, lda, rows, n int) []uint32 {
-	ws.ap = grow(ws.ap, rows*n/2)
-	h := unsafe.Slice((*uint16)(unsafe.Pointer(&ws.ap[0])), rows*n)
+	return pairsInto(ks, &ws.ap, a, lda, rows, n)
+}
+
+// pairsInto is roundedPairs into *dst (grown to it).
+func pairsInto(ks *kernels.Set, dst *[]uint32, a []float32, lda, rows, n int) []uint32 {
+	*dst = grow(*dst, rows*n/2)
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(&(*dst)[0])), rows*n)
 	for i := range rows {
 		ks.Narrow(h[i*n:(i+1)*n], a[i*lda:i*lda+n], fallback.KVBFloat16)
 	}
-	return ws.ap
+	return *dst
 }
 
 // roundedRows returns rows rows of n elements of a, at stride lda,
 // rounded to bfloat16 into ws's scratch ([rows][n]): a projection's A
 // block in the bfloat16 mode (Gemm.BF16).
 func roundedRows(ks *kernels.Set, ws *Workspace, a []float32, lda, rows, n int) []float32 {
-	ws.ab = grow(ws.ab, rows*n)
+	return rowsInto(ks, &ws.ab, &ws.h16, a, lda, rows, n)
+}
+
+// rowsInto is roundedRows into *dst (grown to it), rounding through *h.
+func rowsInto(ks *kernels.Set, dst *[]float32, h *[]uint16, a []float32, lda, rows, n int) []float32 {
+	*dst = grow(*dst, rows*n)
 	for i := range rows {
-		copy(ws.ab[i*n:(i+1)*n], a[i*lda:])
+		copy((*dst)[i*n:(i+1)*n], a[i*lda:])
 	}
-	roundBF16(ks, ws, ws.ab)
-	return ws.ab
+	roundThrough(ks, h, *dst)
+	return *dst
 }
 
 // roundWeights rounds the weights PV reads in rows [r0, r1) of an nk-key

@@ -1,8 +1,6 @@
 package tile
 
 import (
-	"unsafe"
-
 	"github.com/fastattn/fastattn/fallback"
 	"github.com/fastattn/fastattn/kernels"
 )
@@ -149,7 +147,7 @@ type Gemm struct {
 type BF16A struct {
 	pairs []uint32
 	rows  []float32
-	h     []uint16 // a row's bfloat16 bits, on the way to rows
+	h     []uint16 // bfloat16 bits on the way to rows
 }
 
 // RoundA rounds A to bfloat16 once for every item of g on ks, into buf:
@@ -164,21 +162,10 @@ func (g *Gemm) RoundA(ks *kernels.Set, buf *BF16A) {
 	}
 	k := g.B.K
 	if g.tiles(ks) || g.dots(ks) {
-		buf.pairs = grow(buf.pairs, g.M*k/2)
-		h := unsafe.Slice((*uint16)(unsafe.Pointer(&buf.pairs[0])), g.M*k)
-		for i := range g.M {
-			ks.Narrow(h[i*k:(i+1)*k], g.A[i*g.LDA:i*g.LDA+k], fallback.KVBFloat16)
-		}
-		g.ap = buf.pairs
+		g.ap = pairsInto(ks, &buf.pairs, g.A, g.LDA, g.M, k)
 		return
 	}
-	buf.rows, buf.h = grow(buf.rows, g.M*k), grow(buf.h, k)
-	for i := range g.M {
-		row := buf.rows[i*k : (i+1)*k]
-		ks.Narrow(buf.h, g.A[i*g.LDA:i*g.LDA+k], fallback.KVBFloat16)
-		ks.Widen(row, buf.h, fallback.KVBFloat16)
-	}
-	g.A, g.LDA, g.rounded = buf.rows, k, true
+	g.A, g.LDA, g.rounded = rowsInto(ks, &buf.rows, &buf.h, g.A, g.LDA, g.M, k), k, true
 }
 
 // tiles reports whether g runs on ks's AMX tiles: the bfloat16 mode, B

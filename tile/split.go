@@ -51,8 +51,8 @@ func DecodeRows(p *Problem) bool { return p.Heads/p.KVHeads*p.QLen <= splitRows 
 // step worth splitting. The chunks cover the longest key length of the
 // batch (a KV cache's stride is its capacity, mostly empty early on).
 func NewSplit(p *Problem) (Split, bool) {
-	group, n := p.Heads/p.KVHeads, p.maxKeyLen()
-	if group*p.QLen > splitRows || n < 2*splitMinKeys {
+	n := p.maxKeyLen()
+	if !DecodeRows(p) || n < 2*splitMinKeys {
 		return Split{}, false
 	}
 	g := headGroup(p)
