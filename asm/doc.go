@@ -8,4 +8,8 @@
 // were generated with, which the kernels package reads). The kernels
 // package wraps them behind one contract and picks a set at run time; the
 // purego build tag leaves this package empty.
+//
+// This package is fastattn's machinery, not its API: its exported names
+// carry no compatibility promise and change whenever the kernels do.
+// Programs use package mha, which exposes none of its types.
 package asm

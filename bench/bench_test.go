@@ -72,7 +72,7 @@ func TestBenchmarkNames(t *testing.T) {
 // Decode cases also report GB/s of K and V read.
 func BenchmarkAttention(b *testing.B) {
 	for _, ks := range kernels.Available() {
-		e, err := mha.New(mha.Config{ISA: ks.Name})
+		e, err := mha.NewEngine(mha.Config{ISA: ks.Name})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func BenchmarkAttention(b *testing.B) {
 // BenchmarkLayer runs the causal MHA layer (projections and attention).
 func BenchmarkLayer(b *testing.B) {
 	for _, ks := range kernels.Available() {
-		e, err := mha.New(mha.Config{ISA: ks.Name})
+		e, err := mha.NewEngine(mha.Config{ISA: ks.Name})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,7 @@ type Case struct {
 	VInK                 bool // V is the first Dv elements of each K row (-vink)
 	Causal               bool
 	Layout               mha.Layout
-	KV                   mha.KVType  // storage of K and V
+	KV                   mha.DType   // storage of K and V
 	Variant              variant     // semantics on top of the mask (variants.go)
 	Compute              mha.Compute // the arithmetic of the products (-compute)
 }
@@ -96,9 +96,9 @@ func (c Case) KVBytes() float64 {
 		case mha.Float16, mha.BFloat16:
 			return 2 * float64(d)
 		case mha.Int8:
-			return float64(d) + 4*float64(mha.Int8Blocks(d))
+			return float64(d) + 4*float64(mha.QuantBlocks(d))
 		case mha.Int4:
-			return float64(mha.Int4RowBytes(d)) + 4*float64(mha.Int8Blocks(d))
+			return float64(mha.Int4RowBytes(d)) + 4*float64(mha.QuantBlocks(d))
 		}
 		return 4 * float64(d)
 	}

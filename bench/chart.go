@@ -37,7 +37,7 @@ func chart(cfg *config, path string) error {
 	top := 0.0 // the highest line, for headroom above it for the legend
 	palette := []color.RGBA{{0x1f, 0x77, 0xb4, 255}, {0xd6, 0x27, 0x28, 255}, {0x2c, 0xa0, 0x2c, 255}, {0x94, 0x67, 0xbd, 255}}
 	for i, ks := range cfg.sets {
-		e, err := mha.New(mha.Config{ISA: ks.Name, Threads: 1})
+		e, err := mha.NewEngine(mha.Config{ISA: ks.Name, Threads: 1})
 		if err != nil {
 			return err
 		}

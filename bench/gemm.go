@@ -31,7 +31,7 @@ var (
 // measureGemm times one GEMM row: weights of type wt, arithmetic cm (the
 // bfloat16 mode rounds A's blocks; with bfloat16 weights it runs the set's
 // bfloat16 kernels or tiles), threads goroutines over the items.
-func measureGemm(cfg *config, ks *kernels.Set, gc GemmCase, wt mha.KVType, cm mha.Compute, threads int) (Row, error) {
+func measureGemm(cfg *config, ks *kernels.Set, gc GemmCase, wt mha.DType, cm mha.Compute, threads int) (Row, error) {
 	if wt == mha.Int4 {
 		return Row{}, fmt.Errorf("gemm rows take f32, bf16, f16 or int8 weights")
 	}

@@ -15,12 +15,12 @@ import (
 // as stored plus the K/V it reads.
 
 // weightNames are the weight types -weights takes.
-var weightNames = map[string]mha.KVType{"f32": mha.Float32, "bf16": mha.BFloat16, "f16": mha.Float16, "int8": mha.Int8, "int4": mha.Int4}
+var weightNames = map[string]mha.DType{"f32": mha.Float32, "bf16": mha.BFloat16, "f16": mha.Float16, "int8": mha.Int8, "int4": mha.Int4}
 
 // newBenchLayer returns a layer of shape lc with weights of type wt drawn
 // as a trained layer's (standard deviation 1/sqrt(fan-in): activations
 // stay O(1)), given as float32 and rounded or quantized by NewLayer.
-func newBenchLayer(e *mha.Engine, lc LayerCase, wt mha.KVType) (*mha.Layer, error) {
+func newBenchLayer(e *mha.Engine, lc LayerCase, wt mha.DType) (*mha.Layer, error) {
 	dm := lc.DModel
 	in, out := float32(1/math.Sqrt(float64(dm))), float32(1/math.Sqrt(float64(lc.H*lc.D)))
 	w := mha.Weights{WQ: noise(dm*lc.H*lc.D, 1, in), WK: noise(dm*lc.Hkv*lc.D, 2, in), WV: noise(dm*lc.Hkv*lc.D, 3, in),
@@ -30,7 +30,7 @@ func newBenchLayer(e *mha.Engine, lc LayerCase, wt mha.KVType) (*mha.Layer, erro
 
 // measureLayer times one causal forward of layer l (shape lc, weights of
 // type wt).
-func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt mha.KVType, cm mha.Compute, threads int) (Row, error) {
+func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt mha.DType, cm mha.Compute, threads int) (Row, error) {
 	x := fill(lc.B * lc.L * lc.DModel)
 	y := make([]float32, len(x))
 	opts := &mha.Options{Causal: true, Threads: threads, Compute: cm}
@@ -55,7 +55,7 @@ func measureLayer(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt m
 // cfg.layerCtx tokens in a cache of type kv, one new token each. GB/s
 // counts the weights as the layer stores them and the K/V the step reads
 // (scales included).
-func measureLayerDecode(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt, kv mha.KVType, cm mha.Compute, threads int, m Machine) (Row, error) {
+func measureLayerDecode(cfg *config, l *mha.Layer, ks *kernels.Set, lc LayerCase, wt, kv mha.DType, cm mha.Compute, threads int, m Machine) (Row, error) {
 	lens := make([]int, lc.B)
 	for b := range lens {
 		lens[b] = cfg.layerCtx

@@ -67,21 +67,21 @@ type config struct {
 	cases   []Case
 	layers  []LayerCase
 	gemms   []GemmCase    // the GEMM rows, beside the layer rows
-	weights []mha.KVType  // of the layer rows
+	weights []mha.DType   // of the layer rows
 	compute []mha.Compute // of the attention and layer rows
-	kvLayer []mha.KVType  // the cache of the layer decode rows
+	kvLayer []mha.DType   // the cache of the layer decode rows
 	// layerCtx is the context of the layer decode rows.
 	layerCtx int
 	threads  []int
 	layouts  []mha.Layout // of the attention rows (layer rows: BSHD)
-	kvDec    []mha.KVType // K/V storage of decode rows
-	kvPre    []mha.KVType // and of prefill rows
+	kvDec    []mha.DType  // K/V storage of decode rows
+	kvPre    []mha.DType  // and of prefill rows
 	minTime  time.Duration
 	noBase   bool
-	vars     []variant    // of every attention row
-	serving  string       // "on", "off" or "only": the serving rows (bench/serving.go)
-	prefix   bool         // only the shared-prefix rows (bench/prefix.go)
-	kvPrefix []mha.KVType // their K/V storage
+	vars     []variant   // of every attention row
+	serving  string      // "on", "off" or "only": the serving rows (bench/serving.go)
+	prefix   bool        // only the shared-prefix rows (bench/prefix.go)
+	kvPrefix []mha.DType // their K/V storage
 	// blockTokens is their paged caches' block size (0: the default).
 	blockTokens int
 	md          string // -md: a -json run's file to print as markdown (markdown.go), nothing measured
@@ -184,13 +184,13 @@ func parseFlags() (*config, error) {
 			cfg.cases = append(cfg.cases, c)
 		}
 	}
-	cfg.kvDec, cfg.kvPre = []mha.KVType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8, mha.Int4}, []mha.KVType{mha.Float32}
-	cfg.kvLayer = []mha.KVType{mha.BFloat16}
-	cfg.kvPrefix = []mha.KVType{mha.Float32, mha.BFloat16}
+	cfg.kvDec, cfg.kvPre = []mha.DType{mha.Float32, mha.Float16, mha.BFloat16, mha.Int8, mha.Int4}, []mha.DType{mha.Float32}
+	cfg.kvLayer = []mha.DType{mha.BFloat16}
+	cfg.kvPrefix = []mha.DType{mha.Float32, mha.BFloat16}
 	if *kvs != "" {
 		cfg.kvDec = nil
 		for _, name := range strings.Split(*kvs, ",") {
-			t, ok := map[string]mha.KVType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16, "int8": mha.Int8, "int4": mha.Int4}[strings.TrimSpace(name)]
+			t, ok := map[string]mha.DType{"f32": mha.Float32, "f16": mha.Float16, "bf16": mha.BFloat16, "int8": mha.Int8, "int4": mha.Int4}[strings.TrimSpace(name)]
 			if !ok {
 				return nil, fmt.Errorf("-kv: %q is not f32, f16, bf16, int8 or int4", name)
 			}
@@ -287,7 +287,7 @@ func run(cfg *config) error {
 	if cfg.serving == "only" {
 		rows, layers, gemms = nil, nil, nil
 	}
-	var gemmWeights []mha.KVType // the GEMM rows' weight types: -weights but int4 (a GEMV format)
+	var gemmWeights []mha.DType // the GEMM rows' weight types: -weights but int4 (a GEMV format)
 	for _, wt := range cfg.weights {
 		if wt != mha.Int4 {
 			gemmWeights = append(gemmWeights, wt)
@@ -317,7 +317,7 @@ func run(cfg *config) error {
 	defer progress.done()
 	baselines := map[string]float64{} // case+threads → median ms
 	for _, ks := range cfg.sets {
-		e, err := mha.New(mha.Config{ISA: ks.Name, Threads: max(cfg.threads[len(cfg.threads)-1], m.Threads)})
+		e, err := mha.NewEngine(mha.Config{ISA: ks.Name, Threads: max(cfg.threads[len(cfg.threads)-1], m.Threads)})
 		if err != nil {
 			return err
 		}
@@ -466,7 +466,7 @@ func boolInt(b bool) int {
 
 // computes reports whether a row of K/V type kv runs in arithmetic cm:
 // the int8 mode over int8 or int4 K only.
-func computes(cm mha.Compute, kv mha.KVType) bool {
+func computes(cm mha.Compute, kv mha.DType) bool {
 	return cm != mha.ComputeInt8 || kv == mha.Int8 || kv == mha.Int4
 }
 
@@ -494,19 +494,19 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	call := func() error { return e.Attention(o, q, k, fv, c.Shape(), opts) }
 	switch {
 	case c.KV == mha.Int8:
-		k8 := mha.Int8Tensor{Data: make([]int8, len(k)), Scales: make([]float32, rows*mha.Int8Blocks(c.D))}
-		var v8 mha.Int8Tensor
+		k8 := mha.Int8KVTensor{Data: make([]int8, len(k)), Scales: make([]float32, rows*mha.QuantBlocks(c.D))}
+		var v8 mha.Int8KVTensor
 		if !c.VInK {
-			v8 = mha.Int8Tensor{Data: make([]int8, len(v)), Scales: make([]float32, rows*mha.Int8Blocks(dv))}
-			err = mha.QuantizeInt8(v8, v, dv)
+			v8 = mha.Int8KVTensor{Data: make([]int8, len(v)), Scales: make([]float32, rows*mha.QuantBlocks(dv))}
+			err = mha.QuantizeInt8KV(v8, v, dv)
 		}
-		if err := errors.Join(mha.QuantizeInt8(k8, k, c.D), err); err != nil {
+		if err := errors.Join(mha.QuantizeInt8KV(k8, k, c.D), err); err != nil {
 			return Row{}, err
 		}
 		call = func() error { return e.AttentionInt8(o, q, k8, v8, c.Shape(), opts) }
 	case c.KV == mha.Int4:
 		quantize := func(x []float32, d int) (mha.Int4KVTensor, error) {
-			t := mha.Int4KVTensor{Data: make([]byte, len(x)/d*mha.Int4RowBytes(d)), Scales: make([]float32, len(x)/d*mha.Int8Blocks(d))}
+			t := mha.Int4KVTensor{Data: make([]byte, len(x)/d*mha.Int4RowBytes(d)), Scales: make([]float32, len(x)/d*mha.QuantBlocks(d))}
 			return t, mha.QuantizeInt4KV(t, x, d)
 		}
 		k4, err := quantize(k, c.D)

@@ -59,7 +59,7 @@ func (cfg *config) prefixCases() []prefixCase {
 
 // measurePrefix times every shared-prefix row of one kernel set, thread
 // count and K/V type.
-func measurePrefix(cfg *config, e *mha.Engine, ks *kernels.Set, threads int, kv mha.KVType, cm mha.Compute, m Machine, emit func(PrefixRow)) error {
+func measurePrefix(cfg *config, e *mha.Engine, ks *kernels.Set, threads int, kv mha.DType, cm mha.Compute, m Machine, emit func(PrefixRow)) error {
 	l, err := newModelLayer(e, prefixModel, true)
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func measurePrefix(cfg *config, e *mha.Engine, ks *kernels.Set, threads int, kv 
 // measurePrefixCase builds the three caches of one row (filled cheaply:
 // through a window of one token, as filledCache) and times their steps
 // interleaved.
-func measurePrefixCase(cfg *config, l *mha.Layer, ks *kernels.Set, pc prefixCase, threads int, kv mha.KVType, cm mha.Compute, m Machine) (PrefixRow, error) {
+func measurePrefixCase(cfg *config, l *mha.Layer, ks *kernels.Set, pc prefixCase, threads int, kv mha.DType, cm mha.Compute, m Machine) (PrefixRow, error) {
 	B, P, S := pc.batch, pc.prefix, pc.suffix
 	dm := l.Config().DModel
 	fill := &mha.Options{Window: 1}

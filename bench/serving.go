@@ -93,7 +93,7 @@ func noise(n int, seed uint64, amp float32) []float32 {
 // filledCache returns a cache of layer l, K/V stored as t, holding
 // lens[b] tokens in sequence b, room for one more. It is filled with a
 // window of 1, so the prefill costs little attention.
-func filledCache(l *mha.Layer, lens []int, t mha.KVType) (*mha.Cache, error) {
+func filledCache(l *mha.Layer, lens []int, t mha.DType) (*mha.Cache, error) {
 	capa := 0
 	for _, n := range lens {
 		capa = max(capa, n+1)

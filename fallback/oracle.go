@@ -1,6 +1,10 @@
 // Package fallback is fastattn's pure Go: the float64 reference that defines
 // the semantics (the oracle every other path is tested against) and the
 // generic micro-kernels that run where no assembly does.
+//
+// This package is fastattn's machinery, not its API: its exported names
+// carry no compatibility promise and change whenever the kernels do.
+// Programs use package mha, which exposes none of its types.
 package fallback
 
 import "math"

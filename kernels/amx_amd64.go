@@ -74,3 +74,25 @@ func amxSelfCheck() error {
 	}
 	return nil
 }
+
+// WithoutAMX returns ks without AMX tiles (Config.NoAMX): for the avx512
+// set where this process runs AMX, a copy whose bfloat16 products run on
+// VDPBF16PS (the float32 kernels with the mode's roundings on Intel, as
+// FASTATTN_AMX=off gives) and whose ScoresQ8 runs on VPDPBUSD; ks itself
+// otherwise.
+func (ks *Set) WithoutAMX() *Set {
+	if ks != avx512 || (amxState != nil && amxInt8State != nil) {
+		return ks
+	}
+	c := *ks
+	if c.bf16 != nil && c.bf16.amx != nil {
+		b := *c.bf16
+		b.amx, b.amxPeak = nil, nil
+		b.slow = cpuid.CPU.VendorID == cpuid.Intel
+		c.bf16 = &b
+	}
+	if amxInt8State == nil {
+		c.scoresQ8 = x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512)
+	}
+	return &c
+}

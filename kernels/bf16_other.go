@@ -21,3 +21,6 @@ func AMXInt8Status() error { return errAMXBuild }
 
 // errAMXBuild is AMXStatus and AMXInt8Status outside amd64 assembly builds.
 var errAMXBuild = errors.New("AMX kernels exist in amd64 builds without the purego tag only")
+
+// WithoutAMX returns ks: this build runs no AMX.
+func (ks *Set) WithoutAMX() *Set { return ks }

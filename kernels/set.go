@@ -21,6 +21,10 @@
 // outside the slices they are given: the methods of Set check every length
 // before the kernel runs and panic on a broken contract (a bug in the
 // caller, never user input: the mha package validates that).
+//
+// This package is fastattn's machinery, not its API: its exported names
+// carry no compatibility promise and change whenever the kernels do.
+// Programs use package mha, which exposes none of its types.
 package kernels
 
 import (

@@ -128,7 +128,7 @@ var sinkBytes []byte
 
 func TestLibraryAllocs(t *testing.T) {
 	n, where := libraryAllocs(t, func() {
-		e, err := New(Config{Threads: 2})
+		e, err := NewEngine(Config{Threads: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

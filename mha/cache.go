@@ -18,7 +18,7 @@ import (
 // NewCacheOf, as 16-bit floats (K16 and V16, rounded to nearest even as
 // tokens are appended: half the memory, and half the bytes a decode step
 // reads), as int8 (K8 and V8 with their scales KScale and VScale,
-// quantized per row as tokens are appended, QuantizeInt8's rule: 0.28 of
+// quantized per row as tokens are appended, QuantizeInt8KV's rule: 0.28 of
 // the memory and bytes read at HeadDim 128) or as int4 (K4 and V4,
 // Int4RowBytes(dim) bytes a row, with KScale and VScale: QuantizeInt4KV's
 // rule, ggml's q4_0 blocks; 0.16 of the memory at HeadDim 128).
@@ -36,10 +36,10 @@ type Cache struct {
 	K8, V8   []int8    // int8 storage, the same shapes
 	K4, V4   []byte    // int4 storage: [Batch][KVHeads][Cap][Int4RowBytes(dim)]
 	// KScale and VScale are the int8 or int4 rows' scales,
-	// [Batch][KVHeads][Cap][Int8Blocks(dim)].
+	// [Batch][KVHeads][Cap][QuantBlocks(dim)].
 	KScale, VScale []float32
 
-	typ         KVType
+	typ         DType
 	layer       *Layer
 	batch, capa int
 	lens        []atomic.Int64 // tokens held per sequence
@@ -73,12 +73,12 @@ func (l *Layer) NewCache(batch, capacity int) (*Cache, error) {
 // is ErrNonFinite, naming the sequence, token, head and element, and that
 // call appends nothing to any sequence: such a token would make every
 // later step of its sequence NaN.
-func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
+func (l *Layer) NewCacheOf(batch, capacity int, t DType) (*Cache, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
 	if !t.kvTypeOK() {
-		return nil, fmt.Errorf("%w: cache KVType %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
+		return nil, fmt.Errorf("%w: cache DType %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
 	}
 	if batch < 1 || capacity < 1 {
 		return nil, fmt.Errorf("%w: cache batch = %d, capacity = %d, both must be >= 1", ErrShape, batch, capacity)
@@ -111,7 +111,7 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.storedV()))
 	case t == Int4:
 		c.KScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.HeadDim))
-		c.K4, c.V4 = make([]byte, len(c.KScale)*Int4Block), make([]byte, l.cacheScales(batch, capacity, l.cfg.storedV())*Int4Block)
+		c.K4, c.V4 = make([]byte, len(c.KScale)*Int4BlockBytes), make([]byte, l.cacheScales(batch, capacity, l.cfg.storedV())*Int4BlockBytes)
 		c.VScale = make([]float32, l.cacheScales(batch, capacity, l.cfg.storedV()))
 	default:
 		c.K, c.V = make([]float32, nk), make([]float32, nv)
@@ -123,11 +123,11 @@ func (l *Layer) NewCacheOf(batch, capacity int, t KVType) (*Cache, error) {
 // HeadDim) or V (ValueDim); its element count passed allocFloats, so it
 // fits.
 func (l *Layer) cacheScales(batch, capacity, dim int) int {
-	return batch * l.cfg.KVHeads * capacity * Int8Blocks(dim)
+	return batch * l.cfg.KVHeads * capacity * QuantBlocks(dim)
 }
 
 // Type returns the cache's storage type (Float32 for a nil Cache).
-func (c *Cache) Type() KVType {
+func (c *Cache) Type() DType {
 	if c == nil {
 		return Float32
 	}
@@ -142,7 +142,7 @@ func (c *Cache) kv(b int) kvData {
 	case c.typ.is16():
 		return kvData{t: c.typ, k16: c.K16[kr : kr+c.capa*kw], v16: c.V16[vr : vr+c.capa*vw], headsMajor: true}
 	case c.typ.quantized():
-		ksw, vsw := c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*Int8Blocks(c.layer.cfg.storedV())
+		ksw, vsw := c.layer.cfg.KVHeads*QuantBlocks(c.layer.cfg.HeadDim), c.layer.cfg.KVHeads*QuantBlocks(c.layer.cfg.storedV())
 		ksr, vsr := b*c.capa*ksw, b*c.capa*vsw
 		k8, v8 := c.K8, c.V8
 		if c.typ == Int4 {
@@ -165,7 +165,7 @@ func (c *Cache) storable(b, at, n int, k, v []float32) error {
 }
 
 // storableRows is the check of storable for a cache of type typ.
-func storableRows(cfg LayerConfig, typ KVType, b, at, n int, k, v []float32) error {
+func storableRows(cfg LayerConfig, typ DType, b, at, n int, k, v []float32) error {
 	limit := storableLimit(typ)
 	for _, t := range [2]struct {
 		name string
@@ -193,7 +193,7 @@ func storableRows(cfg LayerConfig, typ KVType, b, at, n int, k, v []float32) err
 // 0x7f7f8000 round to ±Inf (to nearest, ties to even: the largest finite
 // values are 65504 and 0x7f7f0000), and from 0x7f800000 on a float32 is
 // ±Inf or NaN (int8 quantizes finite values only).
-func storableLimit(t KVType) uint32 {
+func storableLimit(t DType) uint32 {
 	switch t {
 	case Float16:
 		return 0x477ff000 // 65520
@@ -239,7 +239,7 @@ func storeRows(ks *kernels.Set, cfg LayerConfig, kv kvData, n int, k, v []float3
 		if t.dim == 0 {
 			continue
 		}
-		nb, w := Int8Blocks(t.dim), kv.t.width(t.dim)
+		nb, w := QuantBlocks(t.dim), kv.t.width(t.dim)
 		for i := 0; i < n; i++ {
 			for g := 0; g < cfg.KVHeads; g++ {
 				row := t.src[(i*cfg.KVHeads+g)*t.dim:][:t.dim]

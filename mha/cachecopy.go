@@ -123,8 +123,8 @@ func copyKV(cfg LayerConfig, to kvData, dstAt, dstStride int, from kvData, srcAt
 		case from.t.quantized():
 			copyRun(to.k8, from.k8, j, i, n, from.t.width(dk))
 			copyRun(to.v8, from.v8, j, i, n, from.t.width(dv))
-			copyRun(to.ks, from.ks, j, i, n, Int8Blocks(dk))
-			copyRun(to.vs, from.vs, j, i, n, Int8Blocks(dv))
+			copyRun(to.ks, from.ks, j, i, n, QuantBlocks(dk))
+			copyRun(to.vs, from.vs, j, i, n, QuantBlocks(dv))
 		default:
 			copyRun(to.k, from.k, j, i, n, dk)
 			copyRun(to.v, from.v, j, i, n, dv)

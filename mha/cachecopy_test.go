@@ -18,7 +18,7 @@ func TestCopyTo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	cfg := LayerConfig{DModel: 32, Heads: 4, KVHeads: 2, HeadDim: 8, ValueDim: 6,
 		Rotary: Rotary{Dims: 8, Base: 500000, Scaling: &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 64}}}
-	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
+	for _, typ := range []DType{Float32, Float16, BFloat16, Int8, Int4} {
 		for _, e := range engines {
 			l, _ := testLayer(t, e, rng, cfg, true)
 			dm := cfg.DModel
@@ -154,7 +154,7 @@ func TestKeep(t *testing.T) {
 	// tokens that move down hold what decoding them there would store.
 	cfg := LayerConfig{DModel: 24, Heads: 4, KVHeads: 2, HeadDim: 8, ValueDim: 6}
 	ctx := context.Background()
-	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
+	for _, typ := range []DType{Float32, Float16, BFloat16, Int8, Int4} {
 		for _, e := range engines {
 			l, _ := testLayer(t, e, rng, cfg, true)
 			dm := cfg.DModel

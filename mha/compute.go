@@ -64,7 +64,7 @@ const (
 	// ComputeInt8 multiplies q·kᵀ on 8-bit integers, for K stored as
 	// Int8 or Int4 (an Int8 or Int4 call, cache or paged cache; int4 rows
 	// are widened to int8 first; any other K is ErrOption): each query row, times the scale, is quantized as K's
-	// rows are (per block of Int8Block dims, scale max|x|/127, round to
+	// rows are (per block of QuantBlock dims, scale max|x|/127, round to
 	// nearest even: llama.cpp's q8_0 rule, which its CPU flash attention
 	// applies to the query rows over q8_0 K), and the scores are the
 	// products of those quantized rows with K. A decode step's fused

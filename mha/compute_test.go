@@ -39,7 +39,7 @@ func decodeRows(s Shape) bool {
 // operands: each query times the scale, then rounded, with a scale of 1;
 // the stored keys and values rounded. A decode step's rows (decodeRows)
 // are float32's: the oracle on the operands as stored, float32's bounds.
-func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
+func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ DType) {
 	t.Helper()
 	rs, err := s.resolve()
 	if err != nil {
@@ -84,7 +84,7 @@ func checkBF16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
 func TestComputeBF16(t *testing.T) {
 	t.Parallel() // a sweep against the oracle: runs beside the other sweeps, after the sequential tests
 	rng := rand.New(rand.NewPCG(0xbf, 16))
-	for _, typ := range []KVType{Float32, BFloat16, Float16, Int8, Int4} {
+	for _, typ := range []DType{Float32, BFloat16, Float16, Int8, Int4} {
 		for di, dk := range []int{1, 7, 16, 33, 64, 80, 128} {
 			for li, lens := range [][2]int{{1, 1}, {5, 17}, {70, 130}, {1, 300}, {3, 700}} {
 				if !longTests() && (di+li+int(typ))%2 != 0 {

@@ -25,7 +25,7 @@ func quantizedQueries(t *testing.T, s Shape, o *Options, q []float32) ([]float32
 	for i, x := range q {
 		out[i] = x * scale
 	}
-	nb := Int8Blocks(dk)
+	nb := QuantBlocks(dk)
 	row := fallback.QueryQ8{Q: make([]int8, fallback.QueryQ8Ld(dk)), S: make([]float32, nb), Corr: make([]int32, nb), Ld: fallback.QueryQ8Ld(dk)}
 	for r := 0; r < len(q)/dk; r++ {
 		x := out[r*dk : (r+1)*dk]
@@ -49,7 +49,7 @@ func checkInt8Mode(t *testing.T, rng *rand.Rand, s Shape, o Options) {
 }
 
 // checkIntMode is checkInt8Mode over K/V stored as typ (Int8 or Int4).
-func checkIntMode(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
+func checkIntMode(t *testing.T, rng *rand.Rand, s Shape, o Options, typ DType) {
 	t.Helper()
 	rs, err := s.resolve()
 	if err != nil {
@@ -66,7 +66,7 @@ func checkIntMode(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) 
 // storeQuantized quantizes k and v (head dims kd and vd) to typ (Int8 or
 // Int4) and returns their dequantized values and the call of shape s on
 // them (AttentionInt8 or AttentionInt4).
-func storeQuantized(t *testing.T, typ KVType, s Shape, k, v []float32, kd, vd int) ([]float32, []float32, storedCall) {
+func storeQuantized(t *testing.T, typ DType, s Shape, k, v []float32, kd, vd int) ([]float32, []float32, storedCall) {
 	t.Helper()
 	if typ == Int4 {
 		k4, kf := quantize4(t, k, kd)
@@ -136,7 +136,7 @@ func TestComputeInt8Errors(t *testing.T) {
 	k16 := make([]uint16, 1280)
 	wantErr(t, "float16 K", Attention16(out, q, k16, k16, Float16, s, o), ErrOption)
 	wantErr(t, "unknown mode", Attention(out, q, k, v, s, &Options{Compute: ComputeInt8 + 1}), ErrOption)
-	k8 := Int8Tensor{Data: make([]int8, 1280), Scales: make([]float32, 40)}
+	k8 := Int8KVTensor{Data: make([]int8, 1280), Scales: make([]float32, 40)}
 	wantErr(t, "int8 K", AttentionInt8(out, q, k8, k8, s, o), nil)
 }
 
@@ -271,7 +271,7 @@ func TestAMXInt8EmulatedBitwise(t *testing.T) {
 			t.Fatal(err)
 		}
 		q, k, v, _ := inputs(rng, rs)
-		for _, typ := range []KVType{Int8, Int4} {
+		for _, typ := range []DType{Int8, Int4} {
 			_, _, call := storeQuantized(t, typ, s, k, v, rs.HeadDim, rs.ValueDim)
 			for _, causal := range []bool{false, true} {
 				var outs [2][]float32
@@ -310,7 +310,7 @@ func TestComputeInt8NoAllocs(t *testing.T) {
 			{Batch: 1, Heads: 8, KVHeads: 2, QLen: 1, KVLen: 4096, HeadDim: 64},  // split: the memo
 			{Batch: 2, Heads: 4, KVHeads: 4, QLen: 96, KVLen: 200, HeadDim: 128}, // flash items
 		} {
-			for _, typ := range []KVType{Int8, Int4} {
+			for _, typ := range []DType{Int8, Int4} {
 				q, k, v, _ := inputs(rng, s)
 				_, _, call := storeQuantized(t, typ, s, k, v, s.HeadDim, s.HeadDim)
 				out := make([]float32, len(q))

@@ -134,8 +134,8 @@ func (c *Cache) problems(l *Layer, sc *layerScratch, counts []int, user *Options
 			continue
 		}
 		o.KVLens = c.kvlens[b : b+1]
-		if user.LSE != nil {
-			o.LSE = user.LSE[row*H : (row+n)*H]
+		if user.OutLSE != nil {
+			o.OutLSE = user.OutLSE[row*H : (row+n)*H]
 		}
 		shape := cfg.shape(1, n, c.capa)
 		if works[w].p, err = problem(sc.attn[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], c.kv(b), shape, &o, l.e.workers(&o)); err != nil {

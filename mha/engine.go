@@ -24,8 +24,13 @@ type Config struct {
 	// Threads is the number of worker goroutines; 0 means GOMAXPROCS.
 	Threads int
 	// ISA names the kernel set (generic, avx2, avx512, neon); "" means
-	// kernels.Best(): FASTATTN_ISA if set, else the best this CPU runs.
+	// FASTATTN_ISA if set, else the best this CPU runs.
 	ISA string
+	// NoAMX keeps the engine off AMX tiles where the CPU has them: the
+	// bfloat16 mode then runs on VDPBF16PS (or, on Intel, the float32
+	// kernels with the mode's roundings) and the int8 mode on VPDPBUSD.
+	// FASTATTN_AMX=off does the same for every engine of the process.
+	NoAMX bool
 }
 
 // Engine owns a pool of worker goroutines, each with its own scratch, and
@@ -55,12 +60,12 @@ type Engine struct {
 	copies              freeList[*tile.KVCopy] // free heads-major K/V copies (tile.Regroup)
 }
 
-// New starts an Engine: cfg.Threads worker goroutines (GOMAXPROCS for 0)
+// NewEngine starts an Engine: cfg.Threads worker goroutines (GOMAXPROCS for 0)
 // running the kernel set cfg.ISA names ("": FASTATTN_ISA if set, else the
 // best this CPU runs).
 // An unknown set, or one this CPU cannot run, is an error wrapping ErrISA;
 // Threads outside [0, MaxThreads] wraps ErrOption. Close stops the workers.
-func New(cfg Config) (*Engine, error) {
+func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Threads < 0 || cfg.Threads > MaxThreads {
 		return nil, fmt.Errorf("%w: Threads = %d, must be in [0, %d]", ErrOption, cfg.Threads, MaxThreads)
 	}
@@ -72,7 +77,10 @@ func New(cfg Config) (*Engine, error) {
 		ks, err = kernels.Lookup(cfg.ISA)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrISA, err)
+	}
+	if cfg.NoAMX {
+		ks = ks.WithoutAMX()
 	}
 	threads := cfg.Threads
 	if threads == 0 {
@@ -241,13 +249,13 @@ func (e *Engine) AttentionContext(ctx context.Context, out, q, k, v []float32, s
 // of K and V to read, widened to float32 in registers, float32
 // arithmetic. The result is Attention's on the widened K and V. Every
 // option holds. A t other than Float16 or BFloat16 is ErrOption.
-func (e *Engine) Attention16(out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
+func (e *Engine) Attention16(out, q []float32, k, v []uint16, t DType, shape Shape, opts *Options) error {
 	return e.Attention16Context(context.Background(), out, q, k, v, t, shape, opts)
 }
 
 // Attention16Context is Attention16 that stops when ctx is done, as
 // AttentionContext.
-func (e *Engine) Attention16Context(ctx context.Context, out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
+func (e *Engine) Attention16Context(ctx context.Context, out, q []float32, k, v []uint16, t DType, shape Shape, opts *Options) error {
 	if err := e.usable(); err != nil {
 		return err
 	}
@@ -363,12 +371,12 @@ var (
 	defaultErr    error
 )
 
-// Default returns the package's shared Engine (GOMAXPROCS workers, kernel
-// set from kernels.Best), starting it on first use. It lives as long as the
+// Default returns the package's shared Engine (GOMAXPROCS workers, the
+// kernel set FASTATTN_ISA names, else the best this CPU runs), starting it on first use. It lives as long as the
 // process: its Close does nothing.
 func Default() (*Engine, error) {
 	defaultOnce.Do(func() {
-		defaultEngine, defaultErr = New(Config{})
+		defaultEngine, defaultErr = NewEngine(Config{})
 		if defaultErr == nil {
 			defaultEngine.shared = true
 		}
@@ -401,7 +409,7 @@ func Attention(out, q, k, v []float32, shape Shape, opts *Options) error {
 // Default engine: half the bytes of K and V to read, widened to float32
 // in registers, the result Attention's on the widened K and V. A t other
 // than Float16 or BFloat16 is ErrOption (Engine.Attention16).
-func Attention16(out, q []float32, k, v []uint16, t KVType, shape Shape, opts *Options) error {
+func Attention16(out, q []float32, k, v []uint16, t DType, shape Shape, opts *Options) error {
 	e, err := Default()
 	if err != nil {
 		return err

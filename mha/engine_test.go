@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/fastattn/fastattn/kernels"
 )
 
 // TestThreadsBitwise: the same call at 1, 2 and 7 threads gives the same
@@ -113,7 +115,7 @@ func TestBadInput(t *testing.T) {
 		{"bias batch", ok, &Options{Bias: n(3, 3, 5), BiasBatch: 3}, q, out, ErrOption},
 		{"bias heads", ok, &Options{Bias: n(2, 3, 5), BiasHeads: 2}, q, out, ErrOption},
 		{"bias heads negative", ok, &Options{Bias: n(3, 5), BiasHeads: -1}, q, out, ErrOption},
-		{"lse short", ok, &Options{LSE: n(2, 4, 2)}, q, out, ErrBuffer},
+		{"lse short", ok, &Options{OutLSE: n(2, 4, 2)}, q, out, ErrBuffer},
 		{"bias qlen", ok, &Options{Bias: n(2, 5), BiasQLen: 2}, q, out, ErrOption},
 		{"bias qlen negative", ok, &Options{Bias: n(3, 5), BiasQLen: -1}, q, out, ErrOption},
 		{"bias row-broadcast short", ok, &Options{Bias: n(4), BiasQLen: 1}, q, out, ErrBuffer},
@@ -177,10 +179,10 @@ func TestBadInput(t *testing.T) {
 	if oc, err := other.NewCache(1, 4); err != nil || c.CopyTo(oc, 0, 0, c.Len(0)) != nil || other.Decode(n(4), n(4), oc, 1, nil) != nil {
 		t.Errorf("CopyTo into another layer's cache, then decoding there: %v", err)
 	}
-	if _, err := New(Config{ISA: "sse9"}); !errors.Is(err, ErrISA) {
+	if _, err := NewEngine(Config{ISA: "sse9"}); !errors.Is(err, ErrISA) {
 		t.Errorf("unknown ISA: %v", err)
 	}
-	closed, _ := New(Config{Threads: 1})
+	closed, _ := NewEngine(Config{Threads: 1})
 	closed.Close()
 	if err := closed.Attention(out, q, k, v, ok, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("closed engine: %v", err)
@@ -253,7 +255,7 @@ func TestNoAllocs(t *testing.T) {
 	q, k, v, out := inputs(rng, s)
 	lse := make([]float32, s.Batch*s.Heads*s.QLen)
 	for _, e := range engines {
-		opts := &Options{Causal: true, Softcap: 3, LSE: lse}
+		opts := &Options{Causal: true, Softcap: 3, OutLSE: lse}
 		if n := testing.AllocsPerRun(allocRuns(), func() {
 			if err := e.Attention(out, q, k, v, s, opts); err != nil {
 				t.Fatal(err)
@@ -269,7 +271,7 @@ func TestNoAllocs(t *testing.T) {
 			mask[j] = j < 100 && j%9 != 0
 		}
 		sem := &Options{ALiBi: []float32{0.5, 0.25, 0.125, 0.0625}, Sinks: []float32{1, 0, -1, 2}, Window: 40,
-			Mask: mask, MaskQLen: 1, Bias: random(rng, s.KVLen), BiasQLen: 1, LSE: lse}
+			Mask: mask, MaskQLen: 1, Bias: random(rng, s.KVLen), BiasQLen: 1, OutLSE: lse}
 		dec := s
 		dec.QLen, dec.KVLen = 1, 1000
 		dq, dk, dv, dout := inputs(rng, dec)
@@ -381,7 +383,7 @@ func TestNoAllocsAnyWorker(t *testing.T) {
 		t.Skip("steady-state allocation counts: the full suite checks them")
 	}
 	rng := rand.New(rand.NewPCG(34, 8))
-	e, err := New(Config{Threads: 8})
+	e, err := NewEngine(Config{Threads: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +447,7 @@ func TestNoAllocsConcurrent(t *testing.T) {
 		t.Skip("steady-state allocation counts: the full suite checks them")
 	}
 	rng := rand.New(rand.NewPCG(34, 9))
-	e, err := New(Config{Threads: 8})
+	e, err := NewEngine(Config{Threads: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,5 +524,23 @@ func TestNoAllocsConcurrent(t *testing.T) {
 	if bound := int64(16 * goroutines); second > bound {
 		t.Errorf("%d calls from %d goroutines on a %d-worker engine allocated %d objects in the library after a first phase of %d (bound %d): %s",
 			3*goroutines*calls, goroutines, e.Threads(), second, first, bound, where)
+	}
+}
+
+// TestEngineNoAMX: Config.NoAMX gives an engine on the same set that runs
+// no AMX tiles, on every CPU (where there are none, the set itself).
+func TestEngineNoAMX(t *testing.T) {
+	for _, ks := range kernels.Available() {
+		e, err := NewEngine(Config{ISA: ks.Name, Threads: 1, NoAMX: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kernels() != ks.Name || e.ks.AMX() {
+			t.Errorf("%s with NoAMX: set %q, AMX %v", ks.Name, e.Kernels(), e.ks.AMX())
+		}
+		if !ks.AMX() && e.ks != ks {
+			t.Errorf("%s has no AMX: NoAMX should keep the set", ks.Name)
+		}
+		e.Close()
 	}
 }

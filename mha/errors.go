@@ -2,8 +2,6 @@ package mha
 
 import (
 	"errors"
-
-	"github.com/fastattn/fastattn/kernels"
 )
 
 // Sentinel errors. Every error the package returns wraps exactly one of
@@ -31,16 +29,16 @@ var (
 	// ErrClosed: the Engine was closed.
 	ErrClosed = errors.New("mha: engine closed")
 	// ErrNil: a method was called on a nil or zero-value Engine, Layer,
-	// Cache or PagedCache; only New, NewLayer, NewCache and NewPagedCache
+	// Cache or PagedCache; only NewEngine, NewLayer, NewCache and NewPagedCache
 	// (and their variants) make usable ones.
 	ErrNil = errors.New("mha: nil or zero value")
 	// ErrNonFinite: a value that must be stored finitely is not: a token
 	// appended to a Cache whose K or V is NaN or ±Inf, or beyond the
 	// cache's 16-bit type's range; an int8 or int4 row to quantize
-	// (QuantizeInt8, QuantizeInt4KV) or a weight that is NaN or ±Inf.
+	// (QuantizeInt8KV, QuantizeInt4KV) or a weight that is NaN or ±Inf.
 	// Nothing of that call was written.
 	ErrNonFinite = errors.New("mha: value not finite")
 	// ErrISA: the kernel set asked for (FASTATTN_ISA or Config.ISA) is
-	// unknown or not supported here. It is kernels.ErrISA.
-	ErrISA = kernels.ErrISA
+	// unknown or not supported here.
+	ErrISA = errors.New("mha: kernel set not available")
 )

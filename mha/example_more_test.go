@@ -106,7 +106,7 @@ func ExampleWeights_quantized() {
 	x := []float32{1, 2, 3, 4}
 
 	// int8: q = 127 on the diagonal, scale 1/127 for each row's one block.
-	q8 := mha.Int8Tensor{Data: make([]int8, 16), Scales: make([]float32, 4)}
+	q8 := mha.Int8Weight{Data: make([]int8, 16), Scales: make([]float32, 4)}
 	for o := 0; o < 4; o++ {
 		q8.Data[o*4+o] = 127
 		q8.Scales[o] = 1.0 / 127
@@ -115,7 +115,7 @@ func ExampleWeights_quantized() {
 
 	// int4: each row is one block of 32 nibbles (16 bytes, 4 used):
 	// value (u - 8)·scale, so u = 9 on the diagonal and 8 elsewhere.
-	q4 := mha.Int4Tensor{Data: make([]byte, 4*16), Scales: []float32{1, 1, 1, 1}}
+	q4 := mha.Int4Weight{Data: make([]byte, 4*16), Scales: []float32{1, 1, 1, 1}}
 	for o := 0; o < 4; o++ {
 		for i := 0; i < 4; i++ {
 			u := byte(8)

@@ -11,7 +11,7 @@ import (
 // rope_parameters) maps to one of RopeScaling's. The layers here are
 // small so the example runs; the comments give each model's real shape.
 func ExampleRopeScaling() {
-	e, err := mha.New(mha.Config{Threads: 1})
+	e, err := mha.NewEngine(mha.Config{Threads: 1})
 	if err != nil {
 		panic(err)
 	}

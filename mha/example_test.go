@@ -19,7 +19,7 @@ func ExampleAttention() {
 	}
 	out := make([]float32, n)
 	lse := make([]float32, 2*3)
-	if err := mha.Attention(out, q, k, v, shape, &mha.Options{Causal: true, LSE: lse}); err != nil {
+	if err := mha.Attention(out, q, k, v, shape, &mha.Options{Causal: true, OutLSE: lse}); err != nil {
 		log.Fatal(err)
 	}
 	// Row 0 sees only key 0, so it copies v's first row for each head.
@@ -82,7 +82,7 @@ func ExampleNew() {
 		}
 		return x
 	}
-	e, err := mha.New(mha.Config{Threads: 2})
+	e, err := mha.NewEngine(mha.Config{Threads: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func ExampleOptions_kvLens() {
 	v := fill(B*Lk*H*D, 9)
 	out := make([]float32, B*Lq*H*D)
 	lse := make([]float32, B*H*Lq)
-	opts := &mha.Options{KVLens: []int{6, 2}, LSE: lse} // sequence 1 has 2 real keys
+	opts := &mha.Options{KVLens: []int{6, 2}, OutLSE: lse} // sequence 1 has 2 real keys
 	if err := mha.Attention(out, q, k, v, shape, opts); err != nil {
 		log.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func ExampleMerge() {
 		off := (kvlen - qlen) - a // the queries' positions, from the shard's first key
 		out := make([]float32, len(q))
 		lse := make([]float32, heads*qlen)
-		opts := &mha.Options{Causal: true, QueryOffset: &off, LSE: lse}
+		opts := &mha.Options{Causal: true, QueryOffset: &off, OutLSE: lse}
 		if err := mha.Attention(out, q, k[a*row:b*row], v[a*row:b*row], part, opts); err != nil {
 			log.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func FuzzCacheOps(f *testing.F) {
 		rng := rand.New(rand.NewPCG(uint64(kind), uint64(len(ops))))
 		l, _ := testLayer(t, e, rng, LayerConfig{DModel: 16, Heads: 2, KVHeads: 1, HeadDim: 8,
 			Rotary: Rotary{Dims: 8}}, true)
-		typ := []KVType{Float32, Float16, BFloat16, Int8, Int4}[kind%5]
+		typ := []DType{Float32, Float16, BFloat16, Int8, Int4}[kind%5]
 		var opts *Options // int8 and int4 caches: the int8 mode for half the kinds
 		if typ.quantized() && kind/5%2 == 1 {
 			opts = &Options{Compute: ComputeInt8}
@@ -177,7 +177,7 @@ func FuzzMerge(f *testing.F) {
 			part.KVLen = b - a
 			off := s.KVLen - s.QLen - a
 			out, lse := make([]float32, len(want)), make([]float32, s.Batch*s.Heads*s.QLen)
-			opts := &Options{Causal: causal, QueryOffset: &off, LSE: lse}
+			opts := &Options{Causal: causal, QueryOffset: &off, OutLSE: lse}
 			if err := e.Attention(out, q, keyShard(s, k, s.HeadDim, a, b), keyShard(s, v, s.HeadDim, a, b), part, opts); err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestWiden16AllPatterns(t *testing.T) {
 	for i := range src {
 		src[i] = uint16(i)
 	}
-	for _, typ := range []KVType{Float16, BFloat16} {
+	for _, typ := range []DType{Float16, BFloat16} {
 		dst := make([]float32, len(src))
 		if err := Widen16(dst, src, typ); err != nil {
 			t.Fatal(err)
@@ -258,7 +258,7 @@ func FuzzNarrow16(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, bits uint32) {
 		x := math.Float32frombits(bits)
-		for _, typ := range []KVType{Float16, BFloat16} {
+		for _, typ := range []DType{Float16, BFloat16} {
 			dst := make([]uint16, 17) // a whole vector and a tail: both paths
 			src := make([]float32, 17)
 			for i := range src {
@@ -282,7 +282,7 @@ func FuzzNarrow16(f *testing.F) {
 }
 
 // checkNarrowed checks h as the nearest 16-bit value of type typ to x.
-func checkNarrowed(t *testing.T, x float32, h uint16, typ KVType) {
+func checkNarrowed(t *testing.T, x float32, h uint16, typ DType) {
 	t.Helper()
 	value := func(h uint16) float64 { // the exact value; the pattern past the largest finite one is its power of two
 		w := make([]float32, 1)
@@ -342,9 +342,9 @@ func checkNarrowed(t *testing.T, x float32, h uint16, typ KVType) {
 	}
 }
 
-// FuzzQuantizeInt8 checks QuantizeInt8's rule on random rows: per block
+// FuzzQuantizeInt8 checks QuantizeInt8KV's rule on random rows: per block
 // of 32, scale = max|x|/127 and |q·scale − x| at most half a step, q in
-// [−127, 127]; DequantizeInt8 gives float32(q)·scale; a NaN or ±Inf
+// [−127, 127]; DequantizeInt8KV gives float32(q)·scale; a NaN or ±Inf
 // anywhere is ErrNonFinite and nothing is written.
 func FuzzQuantizeInt8(f *testing.F) {
 	f.Add(uint64(1), uint8(3), uint8(40), float32(0))
@@ -359,19 +359,19 @@ func FuzzQuantizeInt8(f *testing.F) {
 		}
 		at := rng.IntN(len(src))
 		src[at] = poke
-		nb := Int8Blocks(d)
-		dst := Int8Tensor{Data: make([]int8, r*d), Scales: make([]float32, r*nb)}
+		nb := QuantBlocks(d)
+		dst := Int8KVTensor{Data: make([]int8, r*d), Scales: make([]float32, r*nb)}
 		for i := range dst.Data {
 			dst.Data[i] = 99
 		}
-		err := QuantizeInt8(dst, src, d)
+		err := QuantizeInt8KV(dst, src, d)
 		if math.IsNaN(float64(poke)) || math.IsInf(float64(poke), 0) {
 			if !errors.Is(err, ErrNonFinite) {
 				t.Fatalf("quantizing %v: %v, want ErrNonFinite", poke, err)
 			}
 			for _, q := range dst.Data {
 				if q != 99 {
-					t.Fatalf("a refused QuantizeInt8 wrote data")
+					t.Fatalf("a refused QuantizeInt8KV wrote data")
 				}
 			}
 			return
@@ -380,7 +380,7 @@ func FuzzQuantizeInt8(f *testing.F) {
 			t.Fatal(err)
 		}
 		back := make([]float32, len(src))
-		if err := DequantizeInt8(back, dst, d); err != nil {
+		if err := DequantizeInt8KV(back, dst, d); err != nil {
 			t.Fatal(err)
 		}
 		for row := 0; row < r; row++ {
@@ -508,7 +508,7 @@ func FuzzOptionEdges(f *testing.F) {
 // return ErrClosed, and no goroutine is left behind.
 func TestCloseUnderLoad(t *testing.T) {
 	base := runtime.NumGoroutine()
-	e, err := New(Config{Threads: 4})
+	e, err := NewEngine(Config{Threads: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

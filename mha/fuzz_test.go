@@ -79,7 +79,10 @@ func FuzzLayerConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, dm, heads, kvHeads, headDim, valueDim, batch, seqLen int64, flags uint8) {
 		cfg := LayerConfig{DModel: int(dm), Heads: int(heads), KVHeads: int(kvHeads), HeadDim: int(headDim), ValueDim: int(valueDim)}
 		if flags&4 != 0 { // rotary over the leading even dims, both pair layouts
-			cfg.Rotary = Rotary{Dims: int(headDim) &^ 1, Interleaved: flags&8 != 0, Base: float64(1 + int(dm)%7*1000), Scale: float64(1 + flags>>6)}
+			cfg.Rotary = Rotary{Dims: int(headDim) &^ 1, Interleaved: flags&8 != 0, Base: float64(1 + int(dm)%7*1000)}
+			if flags>>6 != 0 {
+				cfg.Rotary.Scaling = &RopeScaling{Type: "linear", Factor: float64(1 + flags>>6)}
+			}
 		}
 		B, L := int(batch), int(seqLen)
 		small := func(x int64) bool { return x >= 0 && x <= 24 }

@@ -64,7 +64,7 @@ func wantErr(t *testing.T, name string, err, want error) {
 // are errors now.
 func TestAbsurdConfigurations(t *testing.T) {
 	for _, th := range []int{huge(62), MaxThreads + 1, -1} {
-		_, err := New(Config{Threads: th})
+		_, err := NewEngine(Config{Threads: th})
 		wantErr(t, "New threads", err, ErrOption)
 	}
 	e := engines[0]
@@ -174,7 +174,7 @@ func TestDefaultEngineUnclosable(t *testing.T) {
 	if err := Attention(out, q, k, v, s, nil); err != nil {
 		t.Fatalf("Attention after Default().Close(): %v", err)
 	}
-	e, _ := New(Config{Threads: 1})
+	e, _ := NewEngine(Config{Threads: 1})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDefaultEngineUnclosable(t *testing.T) {
 // by every call of a layer made before the Close, not first at a Decode.
 func TestClosedEngineRefusedAtMaking(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 3))
-	e, err := New(Config{Threads: 1})
+	e, err := NewEngine(Config{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestOverlap(t *testing.T) {
 	copy(k, random(rng, nk))
 	copy(v, random(rng, nk))
 	e := engines[0]
-	if err := e.Attention(out, q, k, v, s, &Options{LSE: lse, Bias: bias}); err != nil {
+	if err := e.Attention(out, q, k, v, s, &Options{OutLSE: lse, Bias: bias}); err != nil {
 		t.Fatalf("disjoint parts of one arena: %v", err)
 	}
 	if err := e.Attention(out, arena, k, v, s, nil); !errors.Is(err, ErrBuffer) || !strings.Contains(err.Error(), "q has") {
@@ -274,7 +274,7 @@ func TestOverlap(t *testing.T) {
 		"lse in q":         {out, q, k, v, q, nil},
 		"out in bias":      {bias, q, k, v, nil, bias},
 	} {
-		wantErr(t, name, e.Attention(c.out, c.q, c.k, c.v, s, &Options{LSE: c.lse, Bias: c.bias}), ErrBuffer)
+		wantErr(t, name, e.Attention(c.out, c.q, c.k, c.v, s, &Options{OutLSE: c.lse, Bias: c.bias}), ErrBuffer)
 	}
 	// KVLens is an input too: an out over its memory (reachable only
 	// through unsafe) is refused.

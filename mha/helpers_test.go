@@ -28,7 +28,7 @@ var int8Engines []*Engine
 
 func TestMain(m *testing.M) {
 	for _, ks := range kernels.Available() {
-		e, err := New(Config{ISA: ks.Name, Threads: 2})
+		e, err := NewEngine(Config{ISA: ks.Name, Threads: 2})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -53,6 +53,14 @@ func TestMain(m *testing.M) {
 	}
 	if ks := kernels.EmulatedAMX(); ks != nil && ks.HasScoresQ8() && os.Getenv("FASTATTN_ISA") == "" {
 		int8Engines = append(append([]*Engine(nil), int8Engines...), &Engine{ks: ks, pool: newPool(2)})
+	}
+	// Where the CPU runs AMX, the same set without it (Config.NoAMX).
+	for _, e := range engines {
+		if ks := e.ks.WithoutAMX(); ks != e.ks {
+			off := &Engine{ks: ks, pool: newPool(2)}
+			bf16Engines = append(append([]*Engine(nil), bf16Engines...), off)
+			int8Engines = append(append([]*Engine(nil), int8Engines...), off)
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -197,7 +205,7 @@ func checkInputs(t *testing.T, s Shape, o Options, q, k, v []float32) {
 			out[i] = 12345 // every element must be written
 		}
 		lse := make([]float32, len(wantLSE))
-		o.LSE = lse
+		o.OutLSE = lse
 		if err := e.Attention(out, q, k, v, s, &o); err != nil {
 			t.Fatalf("%s: %+v %+v: %v", e.Kernels(), s, o, err)
 		}

@@ -44,7 +44,7 @@ func TestLayerOutputsAgainstEveryInput(t *testing.T) {
 			&Options{Bias: big[:2*4*9*9], BiasBatch: 2, BiasHeads: 4}), "Bias")
 		lens := []int{9, 9}
 		wantBuffer(t, "LSE over KVLens", l.Forward(out, random(rng, 2*9*64), 2, 9,
-			&Options{KVLens: lens, LSE: intsAsFloats(lens)}), "KVLens")
+			&Options{KVLens: lens, OutLSE: intsAsFloats(lens)}), "KVLens")
 		cache, err := l.NewCache(2, 8)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ func TestExactBufferLengths(t *testing.T) {
 		s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 3, HeadDim: 16}
 		q, k, v, o := inputs(rng, s)
 		wantBuffer(t, "Attention out too long", e.Attention(append(o, 0), q, k, v, s, nil), "out has 97")
-		wantBuffer(t, "Attention LSE too long", e.Attention(o, q, k, v, s, &Options{LSE: make([]float32, 7)}), "LSE has 7")
+		wantBuffer(t, "Attention LSE too long", e.Attention(o, q, k, v, s, &Options{OutLSE: make([]float32, 7)}), "LSE has 7")
 		wantBuffer(t, "Widen16 dst too long", Widen16(make([]float32, 3), make([]uint16, 2), BFloat16), "dst has 3")
 	}
 }
@@ -97,7 +97,7 @@ func TestExactBufferLengths(t *testing.T) {
 // quiet bit, bfloat16 is a plain shift (a signalling NaN stays one).
 func TestWiden16NaN(t *testing.T) {
 	for _, c := range []struct {
-		t    KVType
+		t    DType
 		in   uint16
 		want uint32
 	}{
@@ -134,7 +134,7 @@ func TestLayerConfigDefaults(t *testing.T) {
 	cfg := LayerConfig{DModel: 32, Heads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16}}
 	l, _ := testLayer(t, engines[0], rng, cfg, false)
 	got := l.Config()
-	if got.NormEps != 1e-6 || got.Rotary.Base != 10000 || got.Rotary.Scale != 1 || got.KVHeads != 2 || got.ValueDim != 16 {
+	if got.NormEps != 1e-6 || got.Rotary.Base != 10000 || got.KVHeads != 2 || got.ValueDim != 16 {
 		t.Errorf("Config() = %+v, want NormEps 1e-6, Rotary.Base 10000, Scale 1, KVHeads 2, ValueDim 16", got)
 	}
 }

@@ -7,23 +7,23 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-// Int4Block is the bytes of one block of Int4 K/V storage: Int8Block
+// Int4BlockBytes is the bytes of one block of Int4 K/V storage: QuantBlock
 // elements, two to a byte (ggml's q4_0 block without its scale).
-const Int4Block = fallback.Int4Block
+const Int4BlockBytes = 16
 
-// Int4RowBytes is the bytes of one K or V row of d Int4 elements: Int4Block
-// per block of Int8Block elements, the last block padded with nibbles of 8
+// Int4RowBytes is the bytes of one K or V row of d Int4 elements: Int4BlockBytes
+// per block of QuantBlock elements, the last block padded with nibbles of 8
 // (the value 0) when d is not a multiple of 32.
 func Int4RowBytes(d int) int { return fallback.Int4RowBytes(d) }
 
 // Int4KVTensor is a K or V tensor stored as Int4 (4 bits an element):
 // ggml's q4_0 blocks as they are, the nibbles in Data and the scales in
 // Scales. Per row (one token of one KV head) of d elements and per block of
-// Int8Block elements, Data holds Int4Block bytes, byte j with element j of
+// QuantBlock elements, Data holds Int4BlockBytes bytes, byte j with element j of
 // the block in its low nibble and element j+16 in its high one, and
 // Scales one float32 d; a nibble u stands for float32(u-8)·d. Rows are laid
 // out as the Shape says (BSHD or BHSD), Int4RowBytes(dim) bytes a row in
-// Data and Int8Blocks(dim) scales a row in Scales. A GGUF q4_0 tensor's
+// Data and QuantBlocks(dim) scales a row in Scales. A GGUF q4_0 tensor's
 // blocks (a float16 d, then 16 bytes) become one by copying the 16 bytes
 // and widening d (Widen16). QuantizeInt4KV makes one from float32 values.
 //
@@ -32,7 +32,7 @@ func Int4RowBytes(d int) int { return fallback.Int4RowBytes(d) }
 // 128) the output's root-mean-square error relative to the output's was
 // 12.5–12.9% against the float64 result on the float32 K/V, the same
 // against float32 K/V through the library, in both the float32 and the
-// int8 mode (TestInt4KVAccuracy); int8 K/V (Int8Tensor) gives about 1%.
+// int8 mode (TestInt4KVAccuracy); int8 K/V (Int8KVTensor) gives about 1%.
 type Int4KVTensor struct {
 	Data   []byte
 	Scales []float32
@@ -40,7 +40,7 @@ type Int4KVTensor struct {
 
 // QuantizeInt4KV quantizes src, rows of dim elements (any layout: each
 // row is one token of one head), into dst: Int4RowBytes(dim) bytes and
-// Int8Blocks(dim) scales per row, row after row. Per block of Int8Block
+// QuantBlocks(dim) scales per row, row after row. Per block of QuantBlock
 // elements of a row, symmetric as ggml's q4_0:
 //
 //	m = the element of largest magnitude (the first, on a tie)
@@ -64,7 +64,7 @@ func QuantizeInt4KV(dst Int4KVTensor, src []float32, dim int) error {
 			return fmt.Errorf("%w: QuantizeInt4KV: row %d element %d is %v", ErrNonFinite, r, i, src[r*dim+i])
 		}
 	}
-	nb, w := Int8Blocks(dim), Int4RowBytes(dim)
+	nb, w := QuantBlocks(dim), Int4RowBytes(dim)
 	for r := range rows {
 		fallback.QuantizeInt4KV(dst.Data[r*w:(r+1)*w], dst.Scales[r*nb:(r+1)*nb], src[r*dim:(r+1)*dim])
 	}
@@ -80,7 +80,7 @@ func DequantizeInt4KV(dst []float32, src Int4KVTensor, dim int) error {
 	if err != nil {
 		return err
 	}
-	nb, w := Int8Blocks(dim), Int4RowBytes(dim)
+	nb, w := QuantBlocks(dim), Int4RowBytes(dim)
 	for r := range rows {
 		fallback.DequantizeInt4KV(dst[r*dim:(r+1)*dim], src.Data[r*w:(r+1)*w], src.Scales[r*nb:(r+1)*nb])
 	}
@@ -94,9 +94,9 @@ func int4Rows(name string, n, dim, data, scales int) (int, error) {
 		return 0, fmt.Errorf("%w: %s: %d values are not rows of dim = %d", ErrShape, name, n, dim)
 	}
 	rows := n / dim
-	if data != rows*Int4RowBytes(dim) || scales != rows*Int8Blocks(dim) {
+	if data != rows*Int4RowBytes(dim) || scales != rows*QuantBlocks(dim) {
 		return 0, fmt.Errorf("%w: %s: %d rows of %d need %d bytes and %d scales, the tensor has %d and %d",
-			ErrBuffer, name, rows, dim, rows*Int4RowBytes(dim), rows*Int8Blocks(dim), data, scales)
+			ErrBuffer, name, rows, dim, rows*Int4RowBytes(dim), rows*QuantBlocks(dim), data, scales)
 	}
 	return rows, nil
 }

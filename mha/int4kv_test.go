@@ -14,7 +14,7 @@ import (
 func quantize4(t *testing.T, x []float32, dim int) (Int4KVTensor, []float32) {
 	t.Helper()
 	rows := len(x) / dim
-	q := Int4KVTensor{Data: make([]byte, rows*Int4RowBytes(dim)), Scales: make([]float32, rows*Int8Blocks(dim))}
+	q := Int4KVTensor{Data: make([]byte, rows*Int4RowBytes(dim)), Scales: make([]float32, rows*QuantBlocks(dim))}
 	if err := QuantizeInt4KV(q, x, dim); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestCacheInt4(t *testing.T) {
 			dim    int
 		}{{"K", c32.K, c4.K4, c4.KScale, 40}, {"V", c32.V, c4.V4, c4.VScale, 24}} {
 			want, _ := quantize4(t, p.f32, p.dim)
-			w, nb := Int4RowBytes(p.dim), Int8Blocks(p.dim)
+			w, nb := Int4RowBytes(p.dim), QuantBlocks(p.dim)
 			for i := range want.Scales {
 				if i/nb%C < L && want.Scales[i] != p.scales[i] { // the rows written
 					t.Fatalf("%s: %s scale %d = %v, want %v", e.Kernels(), p.name, i, p.scales[i], want.Scales[i])
@@ -314,7 +314,7 @@ func FuzzQuantizeInt4KV(f *testing.F) {
 			src[i] *= float32(math.Ldexp(1, rng.IntN(40)-20))
 		}
 		src[rng.IntN(len(src))] = poke
-		nb, w := Int8Blocks(d), Int4RowBytes(d)
+		nb, w := QuantBlocks(d), Int4RowBytes(d)
 		dst := Int4KVTensor{Data: make([]byte, r*w), Scales: make([]float32, r*nb)}
 		for i := range dst.Data {
 			dst.Data[i] = 0x5a

@@ -12,14 +12,14 @@ import (
 
 // quantize8 quantizes x, rows of dim, and returns the int8 tensor and its
 // dequantized values (what the oracle sees).
-func quantize8(t *testing.T, x []float32, dim int) (Int8Tensor, []float32) {
+func quantize8(t *testing.T, x []float32, dim int) (Int8KVTensor, []float32) {
 	t.Helper()
-	q := Int8Tensor{Data: make([]int8, len(x)), Scales: make([]float32, len(x)/dim*Int8Blocks(dim))}
-	if err := QuantizeInt8(q, x, dim); err != nil {
+	q := Int8KVTensor{Data: make([]int8, len(x)), Scales: make([]float32, len(x)/dim*QuantBlocks(dim))}
+	if err := QuantizeInt8KV(q, x, dim); err != nil {
 		t.Fatal(err)
 	}
 	w := make([]float32, len(x))
-	if err := DequantizeInt8(w, q, dim); err != nil {
+	if err := DequantizeInt8KV(w, q, dim); err != nil {
 		t.Fatal(err)
 	}
 	return q, w
@@ -71,7 +71,7 @@ func compareEngines(t *testing.T, name string, s Shape, o Options, q []float32, 
 		for i := range out {
 			out[i] = 12345
 		}
-		o.LSE = lse
+		o.OutLSE = lse
 		if err := call(e, out, q, &o); err != nil {
 			t.Fatalf("%s %s: %+v %+v: %v", e.Kernels(), name, s, o, err)
 		}
@@ -151,39 +151,39 @@ func TestQuantizeInt8(t *testing.T) {
 		}
 	}
 	// Ties go to even.
-	tie := Int8Tensor{Data: make([]int8, 3), Scales: make([]float32, 1)}
-	if err := QuantizeInt8(tie, []float32{127, 2.5, -0.5}, 3); err != nil || tie.Data[1] != 2 || tie.Data[2] != 0 {
+	tie := Int8KVTensor{Data: make([]int8, 3), Scales: make([]float32, 1)}
+	if err := QuantizeInt8KV(tie, []float32{127, 2.5, -0.5}, 3); err != nil || tie.Data[1] != 2 || tie.Data[2] != 0 {
 		t.Errorf("ties: %v, %v", tie.Data, err)
 	}
 	// A NaN or Inf is named, and nothing is written.
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		src := random(rng, 2*dim)
 		src[dim+45] = bad
-		dst := Int8Tensor{Data: make([]int8, 2*dim), Scales: make([]float32, 6)}
+		dst := Int8KVTensor{Data: make([]int8, 2*dim), Scales: make([]float32, 6)}
 		dst.Data[0], dst.Scales[0] = 5, 7
-		err := QuantizeInt8(dst, src, dim)
+		err := QuantizeInt8KV(dst, src, dim)
 		if !errors.Is(err, ErrNonFinite) || dst.Data[0] != 5 || dst.Scales[0] != 7 {
-			t.Errorf("QuantizeInt8 with %v: %v (data[0] %d, scale[0] %v: must be untouched)", bad, err, dst.Data[0], dst.Scales[0])
+			t.Errorf("QuantizeInt8KV with %v: %v (data[0] %d, scale[0] %v: must be untouched)", bad, err, dst.Data[0], dst.Scales[0])
 		}
-		if err != nil && err.Error() != fmt.Sprintf("%v: QuantizeInt8: row 1 element 45 is %v", ErrNonFinite, bad) {
+		if err != nil && err.Error() != fmt.Sprintf("%v: QuantizeInt8KV: row 1 element 45 is %v", ErrNonFinite, bad) {
 			t.Errorf("error %q does not name row 1 element 45", err)
 		}
 	}
-	wantErr(t, "rows not of dim", QuantizeInt8(q, x[:dim+1], dim), ErrShape)
-	wantErr(t, "short scales", QuantizeInt8(Int8Tensor{Data: q.Data, Scales: q.Scales[:8]}, x, dim), ErrBuffer)
-	wantErr(t, "short data", DequantizeInt8(w, Int8Tensor{Data: q.Data[:len(x)-1], Scales: q.Scales}, dim), ErrBuffer)
-	wantErr(t, "dim 0", DequantizeInt8(w, q, 0), ErrShape)
+	wantErr(t, "rows not of dim", QuantizeInt8KV(q, x[:dim+1], dim), ErrShape)
+	wantErr(t, "short scales", QuantizeInt8KV(Int8KVTensor{Data: q.Data, Scales: q.Scales[:8]}, x, dim), ErrBuffer)
+	wantErr(t, "short data", DequantizeInt8KV(w, Int8KVTensor{Data: q.Data[:len(x)-1], Scales: q.Scales}, dim), ErrBuffer)
+	wantErr(t, "dim 0", DequantizeInt8KV(w, q, 0), ErrShape)
 	// Longer buffers are refused too: every buffer is exactly its length.
-	long := Int8Tensor{Data: append(q.Data, 0), Scales: q.Scales}
-	wantErr(t, "long data", QuantizeInt8(long, x, dim), ErrBuffer)
-	wantErr(t, "long scales", DequantizeInt8(w, Int8Tensor{Data: q.Data, Scales: append(q.Scales, 1)}, dim), ErrBuffer)
+	long := Int8KVTensor{Data: append(q.Data, 0), Scales: q.Scales}
+	wantErr(t, "long data", QuantizeInt8KV(long, x, dim), ErrBuffer)
+	wantErr(t, "long scales", DequantizeInt8KV(w, Int8KVTensor{Data: q.Data, Scales: append(q.Scales, 1)}, dim), ErrBuffer)
 	// A block at ±MaxFloat32 (and just below) dequantizes finitely, within
 	// scale/2 of each value.
 	for _, big := range []float32{math.MaxFloat32, math.Nextafter32(math.MaxFloat32, 0), 3.39e38, 1e38} {
 		src := []float32{big, -big, big / 3, 0}
-		dst := Int8Tensor{Data: make([]int8, 4), Scales: make([]float32, 1)}
+		dst := Int8KVTensor{Data: make([]int8, 4), Scales: make([]float32, 1)}
 		back := make([]float32, 4)
-		if err := errors.Join(QuantizeInt8(dst, src, 4), DequantizeInt8(back, dst, 4)); err != nil {
+		if err := errors.Join(QuantizeInt8KV(dst, src, 4), DequantizeInt8KV(back, dst, 4)); err != nil {
 			t.Fatal(err)
 		}
 		sc := float64(dst.Scales[0])
@@ -200,12 +200,12 @@ func TestQuantizeInt8(t *testing.T) {
 func TestAttentionInt8Errors(t *testing.T) {
 	s := Shape{Batch: 1, Heads: 2, QLen: 3, KVLen: 5, HeadDim: 40}
 	q, out := make([]float32, 240), make([]float32, 240)
-	k := Int8Tensor{Data: make([]int8, 400), Scales: make([]float32, 20)}
-	v := Int8Tensor{Data: make([]int8, 400), Scales: make([]float32, 20)}
+	k := Int8KVTensor{Data: make([]int8, 400), Scales: make([]float32, 20)}
+	v := Int8KVTensor{Data: make([]int8, 400), Scales: make([]float32, 20)}
 	wantErr(t, "whole", AttentionInt8(out, q, k, v, s, nil), nil)
-	wantErr(t, "short k", AttentionInt8(out, q, Int8Tensor{Data: k.Data[:399], Scales: k.Scales}, v, s, nil), ErrBuffer)
-	wantErr(t, "short v scales", AttentionInt8(out, q, k, Int8Tensor{Data: v.Data, Scales: v.Scales[:19]}, s, nil), ErrBuffer)
-	wantErr(t, "out overlaps k scales", AttentionInt8(out, q, Int8Tensor{Data: k.Data, Scales: out[:20]}, v, s, nil), ErrBuffer)
+	wantErr(t, "short k", AttentionInt8(out, q, Int8KVTensor{Data: k.Data[:399], Scales: k.Scales}, v, s, nil), ErrBuffer)
+	wantErr(t, "short v scales", AttentionInt8(out, q, k, Int8KVTensor{Data: v.Data, Scales: v.Scales[:19]}, s, nil), ErrBuffer)
+	wantErr(t, "out overlaps k scales", AttentionInt8(out, q, Int8KVTensor{Data: k.Data, Scales: out[:20]}, v, s, nil), ErrBuffer)
 }
 
 // TestDecodeStepsInt8: token-by-token decode steps against an int8 K/V

@@ -11,11 +11,11 @@ import (
 	"github.com/fastattn/fastattn/fallback"
 )
 
-var types16 = []KVType{Float16, BFloat16}
+var types16 = []DType{Float16, BFloat16}
 
 // round16 rounds x to t and returns the 16-bit values and their float32
 // widening (what the oracle sees).
-func round16(x []float32, t KVType) ([]uint16, []float32) {
+func round16(x []float32, t DType) ([]uint16, []float32) {
 	h := make([]uint16, len(x))
 	w := make([]float32, len(x))
 	fallback.Narrow(h, x, fallback.KVType(t))
@@ -26,7 +26,7 @@ func round16(x []float32, t KVType) ([]uint16, []float32) {
 // check16 runs Attention16 on every engine and compares it with the
 // float64 oracle on the rounded K and V, within the float32 tolerance
 // (the rounding is in the inputs, not in the arithmetic).
-func check16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ KVType) {
+func check16(t *testing.T, rng *rand.Rand, s Shape, o Options, typ DType) {
 	t.Helper()
 	checkStored(t, rng, s, o, typ.String(), func(k, v []float32, _, _ int) ([]float32, []float32, storedCall) {
 		k16, kf := round16(k, typ)
@@ -223,7 +223,7 @@ func TestCache16(t *testing.T) {
 				}
 			}
 			// Inputs of magnitude ~1 rounded by 2^-11 (f16) or 2^-8 (bf16).
-			if bound := map[KVType]float64{Float16: 5e-3, BFloat16: 3e-2}[typ]; worst > bound {
+			if bound := map[DType]float64{Float16: 5e-3, BFloat16: 3e-2}[typ]; worst > bound {
 				t.Errorf("%s %v cache: decode differs from the float32 Forward by %.3g > %.3g", e.Kernels(), typ, worst, bound)
 			}
 		}
@@ -263,7 +263,7 @@ func TestConvertHelpers(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		typ  KVType
+		typ  DType
 		x    float32
 		want uint16
 	}{
@@ -298,8 +298,8 @@ func TestAttention16Errors(t *testing.T) {
 	k16 := unsafeU16(arena[24:44])
 	wantErr(t, "out overlaps k", Attention16(arena[:24], q, k16, v, BFloat16, s, nil), nil)
 	wantErr(t, "out overlaps k", Attention16(arena[30:54], q, k16, v, BFloat16, s, nil), ErrBuffer)
-	if _, err := exampleCacheLayer(t).NewCacheOf(1, 4, KVType(7)); !errors.Is(err, ErrOption) {
-		t.Errorf("NewCacheOf(KVType(7)): %v, want ErrOption", err)
+	if _, err := exampleCacheLayer(t).NewCacheOf(1, 4, DType(7)); !errors.Is(err, ErrOption) {
+		t.Errorf("NewCacheOf(DType(7)): %v, want ErrOption", err)
 	}
 }
 

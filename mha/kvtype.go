@@ -7,7 +7,7 @@ import (
 	"github.com/fastattn/fastattn/kernels"
 )
 
-// KVType is the storage type of K and V: Attention takes float32,
+// DType is the storage type of K and V: Attention takes float32,
 // Attention16 16-bit floats, AttentionInt8 int8 with scales,
 // AttentionInt4 4-bit q4_0 blocks, and a Cache made by NewCacheOf any of
 // them. The arithmetic is float32 whatever the storage (16-bit values are
@@ -15,48 +15,52 @@ import (
 // so a 16-bit, int8 or int4 K/V gives the float32 result of its rounded
 // values, with a half, 0.28 or 0.16 of the bytes to read (scales included,
 // head dim 128): what a memory-bound decode step is limited by.
-type KVType int
+type DType int
 
 const (
 	// Float32 is IEEE binary32.
-	Float32 = KVType(fallback.KVFloat32)
+	Float32 DType = 0
 	// Float16 is IEEE binary16 (largest finite 65504; 11 significant bits).
-	Float16 = KVType(fallback.KVFloat16)
+	Float16 DType = 1
 	// BFloat16 is bfloat16: float32's upper 16 bits (float32's range, 8
 	// significant bits).
-	BFloat16 = KVType(fallback.KVBFloat16)
+	BFloat16 DType = 2
 	// Int8 is symmetric int8 with one float32 scale per block of
-	// Int8Block consecutive elements of a (token, head) row: see
-	// QuantizeInt8 for the rule and Int8Tensor for the layout.
-	Int8 = KVType(fallback.KVInt8)
+	// QuantBlock consecutive elements of a (token, head) row: see
+	// QuantizeInt8KV for the rule and Int8KVTensor for the layout.
+	Int8 DType = 3
 )
 
 // String returns "f32", "f16", "bf16", "int8" or "int4".
-func (t KVType) String() string { return fallback.KVType(t).String() }
+func (t DType) String() string { return fallback.KVType(t).String() }
 
 // is16 reports whether t is a 16-bit type.
-func (t KVType) is16() bool { return t == Float16 || t == BFloat16 }
+func (t DType) is16() bool { return t == Float16 || t == BFloat16 }
 
 // quantized reports whether t is stored with a scale per block (Int8, Int4).
-func (t KVType) quantized() bool { return fallback.KVType(t).Quantized() }
+func (t DType) quantized() bool { return fallback.KVType(t).Quantized() }
 
 // kvTypeOK reports whether t is a K/V storage type.
-func (t KVType) kvTypeOK() bool { return t == Float32 || t.is16() || t.quantized() }
+func (t DType) kvTypeOK() bool { return t == Float32 || t.is16() || t.quantized() }
 
 // width is the length a K or V row of dim elements takes in t's storage:
 // dim elements, or Int4RowBytes(dim) bytes for Int4.
-func (t KVType) width(dim int) int { return fallback.StoredWidth(fallback.KVType(t), dim) }
+func (t DType) width(dim int) int { return fallback.StoredWidth(fallback.KVType(t), dim) }
 
 // convertSet checks a conversion helper's arguments and returns the
 // kernel set it runs on: the best this CPU runs (FASTATTN_ISA applies).
-func convertSet(name string, t KVType, dst, src int) (*kernels.Set, error) {
+func convertSet(name string, t DType, dst, src int) (*kernels.Set, error) {
 	if !t.is16() {
 		return nil, fmt.Errorf("%w: %s: %v is not Float16 or BFloat16", ErrOption, name, t)
 	}
 	if dst != src {
 		return nil, fmt.Errorf("%w: %s: dst has %d elements, src %d: they must be equal", ErrBuffer, name, dst, src)
 	}
-	return kernels.Best()
+	ks, err := kernels.Best()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrISA, err)
+	}
+	return ks, nil
 }
 
 // Narrow16 rounds src to 16-bit floats of type t (Float16 or BFloat16) in
@@ -64,7 +68,7 @@ func convertSet(name string, t KVType, dst, src int) (*kernels.Set, error) {
 // above 65519.99 and goes subnormal below 2^-14; a NaN stays NaN (sign
 // kept, quiet bit set). len(dst) must equal len(src) (ErrBuffer), and t
 // be a 16-bit type (ErrOption).
-func Narrow16(dst []uint16, src []float32, t KVType) error {
+func Narrow16(dst []uint16, src []float32, t DType) error {
 	ks, err := convertSet("Narrow16", t, len(dst), len(src))
 	if err != nil {
 		return err
@@ -81,7 +85,7 @@ func Narrow16(dst []uint16, src []float32, t KVType) error {
 // signalling bfloat16 NaN stays signalling (0x7f81 → 0x7f810000).
 // len(dst) must equal len(src) (ErrBuffer), and t be a 16-bit type
 // (ErrOption).
-func Widen16(dst []float32, src []uint16, t KVType) error {
+func Widen16(dst []float32, src []uint16, t DType) error {
 	ks, err := convertSet("Widen16", t, len(dst), len(src))
 	if err != nil {
 		return err

@@ -70,11 +70,11 @@ type Weights struct {
 
 	// Type is the type the layer keeps WQ, WK, WV and WO in (biases and
 	// norms stay float32): Float32 (the zero value), BFloat16, Float16,
-	// Int8 (a float32 scale per output and block of Int8Block inputs, as
+	// Int8 (a float32 scale per output and block of QuantBlock inputs, as
 	// GGUF's q8_0 and ONNX's MatMulNBits block a weight row) or Int4 (a
 	// scale and a zero point per block: see Int4). A matrix given as
 	// float32 is rounded to it (16-bit: to nearest, ties to even) or
-	// quantized (Int8: QuantizeInt8's rule per block; Int4: Int4's). The
+	// quantized (Int8: QuantizeInt8KV's rule per block; Int4: Int4's). The
 	// projections multiply by exactly the stored values, widened or
 	// dequantized in registers, with a half (16-bit) or 0.28 (Int8, scales
 	// included) of the bytes to read per step (WeightBytes): a 16-bit
@@ -86,7 +86,7 @@ type Weights struct {
 	// each block's sum of its input. On realistic data the output is
 	// within 0.3% (BFloat16), 0.03% (Float16), 0.8% (Int8) and 11%
 	// (Int4) of the float32 weights' (TestLayerWeightAccuracy).
-	Type KVType
+	Type DType
 	// WQ16, WK16, WV16, WO16 and WQKV16 give a matrix as the 16-bit floats
 	// of Type (Float16 or BFloat16) a checkpoint holds, instead of
 	// float32 (its safetensors bytes, read as little-endian uint16). Same
@@ -95,15 +95,15 @@ type Weights struct {
 	// WQ8, WK8, WV8, WO8 and WQKV8 give a matrix as int8 with scales (Type
 	// Int8): Data shaped as the float32 matrix, and Scales as the matrix
 	// with its input dimension (DModel for WQ, WK, WV, WQKV; Heads·ValueDim
-	// for WO) replaced by its Int8Blocks: [⌈in/32⌉][out], or [out][⌈in/32⌉]
+	// for WO) replaced by its QuantBlocks: [⌈in/32⌉][out], or [out][⌈in/32⌉]
 	// with OutIn (a q8_0 row's scales in order). Element (i, o) is
 	// float32(q)·scale of block i/32 of output o. A scale must be finite
 	// and >= 0.
-	WQ8, WK8, WV8, WO8, WQKV8 Int8Tensor
+	WQ8, WK8, WV8, WO8, WQKV8 Int8Weight
 	// WQ4, WK4, WV4, WO4 and WQKV4 give a matrix as 4-bit blocks (Type
-	// Int4) in MatMulNBits' layout with OutIn: see Int4Tensor. A scale
+	// Int4) in MatMulNBits' layout with OutIn: see Int4Weight. A scale
 	// must be finite and >= 0.
-	WQ4, WK4, WV4, WO4, WQKV4 Int4Tensor
+	WQ4, WK4, WV4, WO4, WQKV4 Int4Weight
 
 	// QNorm and KNorm, when not nil, are the weights of QK-norm: an
 	// RMSNorm of each projected query and key before rotary,
@@ -277,9 +277,6 @@ func (l *Layer) Config() LayerConfig {
 	if cfg.Rotary.Dims > 0 {
 		if cfg.Rotary.Base == 0 {
 			cfg.Rotary.Base = 10000
-		}
-		if cfg.Rotary.Scale == 0 {
-			cfg.Rotary.Scale = 1
 		}
 	}
 	cfg.Rotary.Scaling = cfg.Rotary.Scaling.clone()
@@ -479,5 +476,5 @@ func lseOf(o *Options) []float32 {
 	if o == nil {
 		return nil
 	}
-	return o.LSE
+	return o.OutLSE
 }

@@ -287,7 +287,7 @@ func TestRotaryQKNorm(t *testing.T) {
 		opts         Options
 	}{
 		{"llama", LayerConfig{DModel: 48, Heads: 4, KVHeads: 2, HeadDim: 12, Rotary: Rotary{Dims: 12}}, false, false, false, 40, Options{Causal: true}},
-		{"gptj partial", LayerConfig{DModel: 32, Heads: 2, HeadDim: 16, Rotary: Rotary{Dims: 8, Interleaved: true, Base: 500000, Scale: 4}}, false, false, false, 70, Options{Causal: true}},
+		{"gptj partial", LayerConfig{DModel: 32, Heads: 2, HeadDim: 16, Rotary: Rotary{Dims: 8, Interleaved: true, Base: 500000, Scaling: &RopeScaling{Type: "linear", Factor: 4}}}, false, false, false, 70, Options{Causal: true}},
 		{"neox partial", LayerConfig{DModel: 40, Heads: 4, HeadDim: 10, ValueDim: 6, Rotary: Rotary{Dims: 4, Base: 10000}}, false, false, false, 33, Options{}},
 		{"qwen3", LayerConfig{DModel: 64, Heads: 8, KVHeads: 2, HeadDim: 16, Rotary: Rotary{Dims: 16, Base: 1000000}, NormEps: 1e-6}, true, true, false, 150, Options{Causal: true}},
 		{"olmo2", LayerConfig{DModel: 32, Heads: 4, HeadDim: 8, Rotary: Rotary{Dims: 8}, NormEps: 1e-5}, true, true, true, 20, Options{Causal: true, Window: 7}},

@@ -1,13 +1,10 @@
 package mha
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // maxCoord bounds dimensions, QueryOffset and Window so that index
 // arithmetic on them (i + off ± Window) cannot overflow int.
-const maxCoord = math.MaxInt / 4
+const maxCoord = MaxPosition
 
 // MaxThreads is the most worker goroutines an Engine may have.
 const MaxThreads = 4096

@@ -10,7 +10,7 @@ import (
 
 // Merge combines attention results computed over disjoint key ranges of
 // the same queries into the result over their union: part p's output
-// outs[p] and LSE lses[p] (Options.LSE of its call) give
+// outs[p] and LSE lses[p] (Options.OutLSE of its call) give
 //
 //	M = max_p lses[p];  w_p = e^(lses[p] - M)
 //	out = Σ_p w_p·outs[p] / Σ_p w_p;  lse = M + ln Σ_p w_p

@@ -48,7 +48,7 @@ type MLAWeights struct {
 	// Type is the type the layer keeps its matrices in (Weights.Type):
 	// the absorbed ones below are computed in float32 from the given
 	// tensors, then rounded or quantized once.
-	Type KVType
+	Type DType
 }
 
 // mlaParts is what a layer from NewMLALayer does beyond the generic one.

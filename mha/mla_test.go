@@ -198,9 +198,9 @@ func TestMLALayer(t *testing.T) {
 						t.Errorf("%s: Forward is %.2g (relative) from the float64 reference", name, r)
 					}
 					t.Logf("%s: Forward %.2g", name, r)
-					for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
+					for _, typ := range []DType{Float32, BFloat16, Int8, Int4} {
 						// Int4: steps of |max|/8 a block (0.07–0.13 measured).
-						tol := map[KVType]float64{Float32: 2e-5, BFloat16: 1e-2, Int8: 3e-2, Int4: 0.25}[typ]
+						tol := map[DType]float64{Float32: 2e-5, BFloat16: 1e-2, Int8: 3e-2, Int4: 0.25}[typ]
 						cache, err := l.NewCacheOf(1, L, typ)
 						if err != nil {
 							t.Fatal(err)

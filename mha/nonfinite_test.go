@@ -289,7 +289,7 @@ func TestCacheNonFinite(t *testing.T) {
 	f16Max, bf16Max := fallback.F16ToF32(0x7bff), fallback.BF16ToF32(0x7f7f)
 	// The limits storable uses are where each type's rounding gives ±Inf.
 	for _, c := range []struct {
-		t      KVType
+		t      DType
 		finite float32
 		inf    float32
 	}{
@@ -301,13 +301,13 @@ func TestCacheNonFinite(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := []float32{widen16(dst[0], c.t), widen16(dst[1], c.t)}
-		if w[0] != map[KVType]float32{Float16: f16Max, BFloat16: bf16Max}[c.t] || !math.IsInf(float64(w[1]), 1) {
+		if w[0] != map[DType]float32{Float16: f16Max, BFloat16: bf16Max}[c.t] || !math.IsInf(float64(w[1]), 1) {
 			t.Fatalf("%v: %v rounds to %v and %v to %v", c.t, c.finite, w[0], c.inf, w[1])
 		}
 	}
 	for _, e := range engines {
 		_, w := testLayer(t, e, rng, cfg, true)
-		for _, typ := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
+		for _, typ := range []DType{Float32, Float16, BFloat16, Int8, Int4} {
 			for _, bad := range []struct {
 				name string
 				v    float32 // the bias of V's element 3 (head 0) or, in x, NaN
@@ -367,7 +367,7 @@ func TestCacheNonFinite(t *testing.T) {
 }
 
 // widen16 returns the float32 value of a 16-bit float of type t.
-func widen16(h uint16, t KVType) float32 {
+func widen16(h uint16, t DType) float32 {
 	if t == Float16 {
 		return fallback.F16ToF32(h)
 	}

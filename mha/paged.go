@@ -12,7 +12,7 @@ import (
 type PagedConfig struct {
 	// Type is the storage of K and V: Float32 (the zero value), Float16,
 	// BFloat16, Int8 or Int4, as NewCacheOf's.
-	Type KVType
+	Type DType
 	// Bytes is the pool's size: it holds Bytes/BlockBytes() whole blocks
 	// (at least one). It has no default: the error for 0 names the bytes
 	// of a block and of a 4,096-token sequence, to size it from.
@@ -71,7 +71,7 @@ type SeqID int64
 // at once, from the state the last completed change left; Check waits for
 // the call in flight. It belongs to the Layer that made it.
 type PagedCache struct {
-	typ    KVType
+	typ    DType
 	layer  *Layer
 	bt     int // tokens a block
 	blocks int
@@ -127,7 +127,7 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 	}
 	t := cfg.Type
 	if !t.kvTypeOK() {
-		return nil, fmt.Errorf("%w: paged cache KVType %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
+		return nil, fmt.Errorf("%w: paged cache DType %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
 	}
 	bt := cfg.BlockTokens
 	if bt == 0 {
@@ -157,7 +157,7 @@ func (l *Layer) NewPagedCache(cfg PagedConfig) (*PagedCache, error) {
 		c.store.k16, c.store.v16 = make([]uint16, rows*dk), make([]uint16, rows*dv)
 	case t.quantized():
 		c.store.k8, c.store.v8 = make([]int8, rows*t.width(dk)), make([]int8, rows*t.width(dv))
-		c.store.ks, c.store.vs = make([]float32, rows*Int8Blocks(dk)), make([]float32, rows*Int8Blocks(dv))
+		c.store.ks, c.store.vs = make([]float32, rows*QuantBlocks(dk)), make([]float32, rows*QuantBlocks(dv))
 	default:
 		c.store.k, c.store.v = make([]float32, rows*dk), make([]float32, rows*dv)
 	}
@@ -184,9 +184,9 @@ func (c *PagedCache) BlockBytes() int64 {
 	case c.typ.is16():
 		per = 2 * (dk + dv)
 	case c.typ.quantized(): // the rows' bytes and their scales
-		per = int64(c.typ.width(int(dk))) + 4*int64(Int8Blocks(int(dk)))
+		per = int64(c.typ.width(int(dk))) + 4*int64(QuantBlocks(int(dk)))
 		if dv != 0 {
-			per += int64(c.typ.width(int(dv))) + 4*int64(Int8Blocks(int(dv)))
+			per += int64(c.typ.width(int(dv))) + 4*int64(QuantBlocks(int(dv)))
 		}
 	default:
 		per = 4 * (dk + dv)
@@ -201,7 +201,7 @@ func (c *PagedCache) BlockTokens() int { return c.bt }
 func (c *PagedCache) Blocks() int { return c.blocks }
 
 // Type returns the storage type of K and V.
-func (c *PagedCache) Type() KVType { return c.typ }
+func (c *PagedCache) Type() DType { return c.typ }
 
 // FreeBlocks returns the blocks no sequence holds: free ones and cached
 // (keyed) ones that an allocation may evict. It may be called at any

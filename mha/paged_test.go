@@ -9,7 +9,7 @@ import (
 )
 
 // pagedTypes are the storage types a paged cache takes.
-var pagedTypes = []KVType{Float32, Float16, BFloat16, Int8, Int4}
+var pagedTypes = []DType{Float32, Float16, BFloat16, Int8, Int4}
 
 // pagedStep is one call of a paged scenario: tokens per sequence.
 type pagedStep []int
@@ -198,7 +198,7 @@ func TestPagedCascadeThreads(t *testing.T) {
 				seqs = append(seqs, f)
 			}
 			outs[ti], lses[ti] = make([]float32, 4*3*dm), make([]float32, 4*3*H)
-			o := Options{Threads: threads, LSE: lses[ti]}
+			o := Options{Threads: threads, OutLSE: lses[ti]}
 			if err := l.DecodePaged(context.Background(), outs[ti], steps, pc, seqs, []int{3, 3, 3, 3}, &o); err != nil {
 				t.Fatal(err)
 			}
@@ -438,12 +438,12 @@ func TestPagedModes(t *testing.T) {
 		name string
 		l    *Layer
 		opts *Options
-		typ  KVType
+		typ  DType
 	}
 	var cases []setup
 	for _, e := range bf16Engines {
 		l := pagedLayer(t, e, rng)
-		for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
+		for _, typ := range []DType{Float32, BFloat16, Int8, Int4} {
 			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ})
 		}
 	}
@@ -453,7 +453,7 @@ func TestPagedModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
+		for _, typ := range []DType{Float32, BFloat16, Int8, Int4} {
 			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ})
 		}
 		cases = append(cases, setup{e.Kernels() + " MLA int8 mode", l, &Options{Compute: ComputeInt8}, Int8},
@@ -497,7 +497,7 @@ func TestPagedTree(t *testing.T) {
 			if opts != nil {
 				window = opts.Window
 			}
-			for _, typ := range []KVType{Float32, BFloat16, Int8, Int4} {
+			for _, typ := range []DType{Float32, BFloat16, Int8, Int4} {
 				c, _ := l.NewCacheOf(2, 400, typ)
 				pc, err := l.NewPagedCache(PagedConfig{Type: typ, BlockTokens: 16, Bytes: 64 << 20, Window: window})
 				if err != nil {
@@ -655,7 +655,7 @@ func TestPagedCascadeModes(t *testing.T) {
 		l    *Layer
 		opts *Options
 		tol  float32
-		typ  KVType
+		typ  DType
 	}
 	var cases []setup
 	for _, e := range bf16Engines {
@@ -726,7 +726,7 @@ func TestPagedNil(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(48, 12))
-	e, _ := New(Config{Threads: 1})
+	e, _ := NewEngine(Config{Threads: 1})
 	l := pagedLayer(t, e, rng)
 	pc, _ := l.NewPagedCache(PagedConfig{Bytes: 1 << 20})
 	id, _ := pc.NewSeq()

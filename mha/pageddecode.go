@@ -69,7 +69,7 @@ func (l *Layer) DecodePagedTree(ctx context.Context, out, x []float32, cache *Pa
 // their state in ps, the layer's scratch, while the call holds the cache.
 
 func (c *PagedCache) cached(b int) int { return c.ps.have[b] }
-func (c *PagedCache) storage() KVType  { return c.typ }
+func (c *PagedCache) storage() DType   { return c.typ }
 
 // history is the sequence's K/V: its block table (as grown by the call).
 func (c *PagedCache) history(b int) (kvData, int) {
@@ -314,7 +314,7 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 			}
 			row += counts[j]
 		}
-		shared.LSE = ps.gl[g.row*H : (g.row+g.rows)*H]
+		shared.OutLSE = ps.gl[g.row*H : (g.row+g.rows)*H]
 		first := ps.seqs[g.first]
 		if err := add(ps.go1[g.row*H*Dv:(g.row+g.rows)*H*Dv], gq, first.blocks[:g.blocks], BHSD, &shared); err != nil {
 			return works, err
@@ -322,7 +322,7 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 	}
 	own := *o
 	own.Causal = true
-	lse := o.LSE
+	lse := o.OutLSE
 	for i, row := 0, 0; i < len(ps.seqs); i++ {
 		n := counts[i]
 		if n == 0 {
@@ -330,15 +330,15 @@ func (l *Layer) pagedProblems(cache *PagedCache, ps *pagedScratch, sc *layerScra
 		}
 		s, q, out := ps.seqs[i], sc.q[row*H*Dk:(row+n)*H*Dk], sc.attn[row*H*Dv:(row+n)*H*Dv]
 		skip := 0
-		own.QueryOffset, own.LSE = nil, nil
+		own.QueryOffset, own.OutLSE = nil, nil
 		if lse != nil {
-			own.LSE = lse[row*H : (row+n)*H]
+			own.OutLSE = lse[row*H : (row+n)*H]
 		}
 		if gi := ps.group[i]; gi >= 0 { // past the shared blocks; the offset of its first new token
 			skip = ps.groups[gi].blocks * cache.bt
 			ps.offsets[w] = ps.have[i] - skip
 			own.QueryOffset = &ps.offsets[w]
-			out, own.LSE = ps.o2[row*H*Dv:(row+n)*H*Dv], ps.l2[row*H:(row+n)*H]
+			out, own.OutLSE = ps.o2[row*H*Dv:(row+n)*H*Dv], ps.l2[row*H:(row+n)*H]
 		}
 		ps.lens[w] = ps.have[i] + n - skip
 		own.KVLens = ps.lens[w : w+1]

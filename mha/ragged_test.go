@@ -61,7 +61,7 @@ func TestDecodeSeqs(t *testing.T) {
 	}{{plain, Options{}}, {plain, Options{ALiBi: slopes, Sinks: random(rng, plain.Heads), Window: 150}},
 		{rotary, Options{}}, {rotary, Options{Window: 120, Sinks: random(rng, plain.Heads)}}} {
 		cfg, opts := tc.cfg, tc.opts
-		for _, typ := range []KVType{Float32, BFloat16} {
+		for _, typ := range []DType{Float32, BFloat16} {
 			for _, e := range engines {
 				l, w := testLayer(t, e, rng, cfg, true)
 				if cfg.Rotary.Dims > 0 {
@@ -100,7 +100,7 @@ func TestDecodeSeqs(t *testing.T) {
 					out := make([]float32, total*dm)
 					o := opts
 					lse := make([]float32, total*cfg.Heads)
-					o.LSE = lse
+					o.OutLSE = lse
 					if err := l.DecodeSeqs(context.Background(), out, x, cache, counts, &o); err != nil {
 						t.Fatalf("step %d: %v", step, err)
 					}
@@ -169,7 +169,7 @@ func TestDecodeSeqsErrors(t *testing.T) {
 		{"counts length", []int{1, 1}, nil, ErrBuffer},
 		{"negative count", []int{1, -1, 1}, nil, ErrShape},
 		{"KVLens set", []int{1, 1, 1}, &Options{KVLens: []int{1, 1, 1}}, ErrOption},
-		{"short LSE", []int{1, 1, 1}, &Options{LSE: make([]float32, 5)}, ErrBuffer},
+		{"short LSE", []int{1, 1, 1}, &Options{OutLSE: make([]float32, 5)}, ErrBuffer},
 	} {
 		n := 0
 		for _, k := range tc.counts {

@@ -27,7 +27,7 @@ func toBHSD[T any](x []T, B, S, H, d int) []T {
 func TestRegroup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 74))
 	for _, c := range []struct {
-		t           KVType
+		t           DType
 		hkv, dk, dv int
 		vink        bool
 	}{{Float32, 8, 128, 128, false}, {Float32, 4, 256, 64, false}, {Float32, 8, 128, 96, true},
@@ -67,7 +67,7 @@ func TestRegroup(t *testing.T) {
 		for _, e := range engines {
 			got, want := make([]float32, s.Batch*s.QLen*s.Heads*c.dv), make([]float32, s.Batch*s.QLen*s.Heads*c.dv)
 			og, ow := o, o
-			og.LSE, ow.LSE = make([]float32, s.Batch*s.Heads*s.QLen), make([]float32, s.Batch*s.Heads*s.QLen)
+			og.OutLSE, ow.OutLSE = make([]float32, s.Batch*s.Heads*s.QLen), make([]float32, s.Batch*s.Heads*s.QLen)
 			if err := e.run(nil, got, q, kv, s, &og); err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestRegroup(t *testing.T) {
 			if i := firstDiff(toBHSD(got, s.Batch, s.QLen, s.Heads, c.dv), want); i >= 0 {
 				t.Fatalf("%s %s: BSHD (regrouped) and BHSD differ at %d", e.Kernels(), name, i)
 			}
-			if i := firstDiff(og.LSE, ow.LSE); i >= 0 {
+			if i := firstDiff(og.OutLSE, ow.OutLSE); i >= 0 {
 				t.Fatalf("%s %s: LSE differs at %d", e.Kernels(), name, i)
 			}
 		}
@@ -88,21 +88,21 @@ func TestRegroup(t *testing.T) {
 }
 
 // kvDataOf stores k and v (nil: V inside K) as type t.
-func kvDataOf(t *testing.T, typ KVType, k, v []float32, dk, dv int) kvData {
+func kvDataOf(t *testing.T, typ DType, k, v []float32, dk, dv int) kvData {
 	t.Helper()
 	switch {
 	case typ == Float32:
 		return kvData{k: k, v: v}
 	case typ == Int8:
 		d := kvData{t: Int8}
-		kq := Int8Tensor{Data: make([]int8, len(k)), Scales: make([]float32, len(k)/dk*Int8Blocks(dk))}
-		if err := QuantizeInt8(kq, k, dk); err != nil {
+		kq := Int8KVTensor{Data: make([]int8, len(k)), Scales: make([]float32, len(k)/dk*QuantBlocks(dk))}
+		if err := QuantizeInt8KV(kq, k, dk); err != nil {
 			t.Fatal(err)
 		}
 		d.k8, d.ks = kq.Data, kq.Scales
 		if v != nil {
-			vq := Int8Tensor{Data: make([]int8, len(v)), Scales: make([]float32, len(v)/dv*Int8Blocks(dv))}
-			if err := QuantizeInt8(vq, v, dv); err != nil {
+			vq := Int8KVTensor{Data: make([]int8, len(v)), Scales: make([]float32, len(v)/dv*QuantBlocks(dv))}
+			if err := QuantizeInt8KV(vq, v, dv); err != nil {
 				t.Fatal(err)
 			}
 			d.v8, d.vs = vq.Data, vq.Scales

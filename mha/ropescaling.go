@@ -10,7 +10,7 @@ import (
 // for field, so porting a model is copying its numbers. Type is the
 // rope_type ("type" in older configs):
 //
-//	"" or "default"  none (Rotary.Scale still applies)
+//	"" or "default"  none
 //	"linear"         every frequency divided by Factor
 //	"dynamic"        dynamic NTK: past MaxPositions the base grows with the
 //	                 sequence's length n: Base·(Factor·n/MaxPositions −
@@ -156,7 +156,7 @@ func powFreqs(f []float64, base float64) []float64 {
 }
 
 // scaled resolves sc for dims rotated dimensions at base (after Rotary's
-// own checks): the frequency table (before Rotary.Scale), the attention
+// own checks): the frequency table, the attention
 // factor and the length-dependent rule, or an error naming the field.
 func (sc *RopeScaling) scaled(base float64, dims int) (freq []float64, attn float64, rule ropeRule, err error) {
 	bad := func(format string, a ...any) error {

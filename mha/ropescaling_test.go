@@ -38,13 +38,7 @@ func hfRope(r Rotary, seqLen int) ([]float64, float64) {
 	}
 	sc := r.Scaling
 	if sc == nil || sc.Type == "" || sc.Type == "default" {
-		inv := defaultInv(base)
-		if r.Scale != 0 {
-			for i := range inv {
-				inv[i] /= r.Scale
-			}
-		}
-		return inv, 1
+		return defaultInv(base), 1
 	}
 	factor := sc.Factor
 	maxPos, orig := sc.MaxPositions, sc.OriginalMaxPositions
@@ -253,14 +247,13 @@ func TestRopeScalingTables(t *testing.T) {
 // TestRopeScalingErrors: each bad rule is an ErrOption naming its field,
 // from NewLayer.
 func TestRopeScalingErrors(t *testing.T) {
-	e, _ := New(Config{Threads: 1})
+	e, _ := NewEngine(Config{Threads: 1})
 	defer e.Close()
 	for _, c := range []struct {
 		r    Rotary
 		want string
 	}{
 		{Rotary{Dims: 8, Scaling: &RopeScaling{Type: "ntk"}}, "unknown type"},
-		{Rotary{Dims: 8, Scale: 2, Scaling: &RopeScaling{Type: "linear", Factor: 2}}, "Rotary.Scale"},
 		{Rotary{Dims: 8, Scaling: &RopeScaling{Type: "linear"}}, "Factor = 0"},
 		{Rotary{Dims: 8, Scaling: &RopeScaling{Type: "linear", Factor: math.NaN()}}, "Factor = NaN"},
 		{Rotary{Dims: 8, Scaling: &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalMaxPositions: 8192}}, "LowFreqFactor"},
@@ -421,7 +414,7 @@ func TestFrequencies(t *testing.T) {
 	if f, a, err := (Rotary{}).Frequencies(5); f != nil || a != 1 || err != nil {
 		t.Errorf("no rotary: %v, %v, %v", f, a, err)
 	}
-	for _, bad := range []Rotary{{Dims: 3}, {Dims: 8, Base: -1}, {Dims: 8, Scale: 2, Scaling: &RopeScaling{Type: "linear", Factor: 2}}} {
+	for _, bad := range []Rotary{{Dims: 3}, {Dims: 8, Base: -1}, {Dims: 8, Scaling: &RopeScaling{Type: "linear", Factor: 0x1p-1070}}} {
 		if _, _, err := bad.Frequencies(1); !errors.Is(err, ErrOption) {
 			t.Errorf("%+v: %v, want ErrOption", bad, err)
 		}

@@ -9,7 +9,7 @@ import (
 // (and QK-norm), the first Dims dimensions of every query and key head are
 // rotated in pairs by angles proportional to the token's position p:
 //
-//	θ_i = p / Scale · Base^(-2i/Dims),  i in [0, Dims/2)
+//	θ_i = p · Base^(-2i/Dims),  i in [0, Dims/2)
 //	(x_a, x_b) → A·(x_a·cos θ_i − x_b·sin θ_i,  x_b·cos θ_i + x_a·sin θ_i)
 //
 // where Scaling, when set, replaces the frequencies Base^(-2i/Dims) by its
@@ -27,15 +27,12 @@ type Rotary struct {
 	Dims int
 	// Base is θ; 0 means 10000.
 	Base float64
-	// Scale divides positions (linear position scaling, HF's
-	// rope_scaling {"type": "linear", "factor": Scale}); 0 means 1.
-	Scale float64
 	// Interleaved pairs dimensions (2i, 2i+1) (GPT-J) instead of (i,
 	// i + Dims/2).
 	Interleaved bool
 	// Scaling, when not nil, is the checkpoint's rope_scaling rule
-	// (Llama 3.1+, Qwen2.5 YaRN, DeepSeek, Phi-3 LongRoPE, dynamic NTK);
-	// Scale must then be 0 or 1. NewLayer copies it.
+	// (linear position scaling, Llama 3.1+, Qwen2.5 YaRN, DeepSeek, Phi-3
+	// LongRoPE, dynamic NTK). NewLayer copies it.
 	Scaling *RopeScaling
 }
 
@@ -56,35 +53,25 @@ func newRope(r Rotary, headDim int) (rope, error) {
 	if r.Dims < 0 || r.Dims%2 != 0 || r.Dims > headDim {
 		return rope{}, fmt.Errorf("%w: Rotary.Dims = %d, must be even and in [0, HeadDim = %d]", ErrOption, r.Dims, headDim)
 	}
-	base, scale := r.Base, r.Scale
+	base := r.Base
 	if base == 0 {
 		base = 10000
-	}
-	if scale == 0 {
-		scale = 1
 	}
 	if !(base > 0 && base <= math.MaxFloat64) {
 		return rope{}, fmt.Errorf("%w: Rotary.Base = %v, must be finite and > 0", ErrOption, r.Base)
 	}
-	if !(scale > 0 && scale <= math.MaxFloat64) {
-		return rope{}, fmt.Errorf("%w: Rotary.Scale = %v, must be finite and > 0", ErrOption, r.Scale)
-	}
 	ro := rope{half: r.Dims / 2, interleaved: r.Interleaved, attn: 1}
 	if r.Scaling != nil {
-		if scale != 1 {
-			return rope{}, fmt.Errorf("%w: Rotary.Scale = %v with Rotary.Scaling: give the factor in Scaling", ErrOption, r.Scale)
-		}
 		var err error
 		if ro.freq, ro.attn, ro.rule, err = r.Scaling.scaled(base, r.Dims); err != nil {
 			return rope{}, err
 		}
-		return ro, nil
+	} else {
+		ro.freq = defaultFreqs(base, r.Dims)
 	}
-	ro.freq = defaultFreqs(base, r.Dims)
-	for i := range ro.freq {
-		ro.freq[i] /= scale
-		if math.IsInf(ro.freq[i], 0) { // base far below 1, or scale near 0
-			return rope{}, fmt.Errorf("%w: Rotary.Base = %v with Scale = %v makes pair %d's frequency overflow", ErrOption, base, scale, i)
+	for i, f := range ro.freq {
+		if math.IsInf(f, 0) || math.IsNaN(f) { // base far below 1, or a factor near 0
+			return rope{}, fmt.Errorf("%w: Rotary.Base = %v with its Scaling makes pair %d's frequency overflow", ErrOption, base, i)
 		}
 	}
 	return ro, nil

@@ -161,7 +161,7 @@ func checkMerge(t *testing.T, e *Engine, s Shape, o Options, q, k, v []float32, 
 	wantOut := make([]float32, rs.Batch*rs.QLen*rs.Heads*rs.ValueDim)
 	wantLSE := make([]float32, rs.Batch*rs.Heads*rs.QLen)
 	whole := o
-	whole.LSE = wantLSE
+	whole.OutLSE = wantLSE
 	if err := e.Attention(wantOut, q, k, v, s, &whole); err != nil {
 		t.Fatal(err)
 	}
@@ -178,15 +178,15 @@ func checkMerge(t *testing.T, e *Engine, s Shape, o Options, q, k, v []float32, 
 			so.Sinks = nil // a sink belongs to one shard
 		}
 		out := make([]float32, len(wantOut))
-		so.LSE = make([]float32, len(wantLSE))
+		so.OutLSE = make([]float32, len(wantLSE))
 		if b > a {
 			if err := e.Attention(out, q, ks, vs, sh, &so); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			fill32(so.LSE, float32(math.Inf(-1))) // an empty shard saw nothing
+			fill32(so.OutLSE, float32(math.Inf(-1))) // an empty shard saw nothing
 		}
-		outs, lses = append(outs, out), append(lses, so.LSE)
+		outs, lses = append(outs, out), append(lses, so.OutLSE)
 	}
 	out := make([]float32, len(wantOut))
 	lse := make([]float32, len(wantLSE))

@@ -123,10 +123,10 @@ type Options struct {
 	// and the LSE includes it. A row that sees no key outputs zeros and
 	// its LSE is the sink. Each sink is finite.
 	Sinks []float32
-	// LSE, when not nil, receives [B][Heads][QLen] log-sum-exp values: the
+	// OutLSE, when not nil, receives [B][Heads][QLen] log-sum-exp values: the
 	// natural log of each row's softmax denominator, scale included, so
 	// partial results can be merged (see Merge).
-	LSE []float32
+	OutLSE []float32
 	// Threads caps the workers this call uses; 0 means all of the engine's.
 	Threads int
 	// Compute is the arithmetic of the two products: ComputeF32 (the zero

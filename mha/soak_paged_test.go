@@ -25,7 +25,7 @@ import (
 // is back in the pool. FASTATTN_SOAK sets the duration as for TestSoak.
 func TestPagedSoak(t *testing.T) {
 	d := soakDuration(t)
-	e, err := New(Config{Threads: 3})
+	e, err := NewEngine(Config{Threads: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestPagedSoak(t *testing.T) {
 	b, _ := testLayer(t, e, rng, LayerConfig{DModel: 48, Heads: 4, HeadDim: 12}, true)
 	type server struct {
 		l      *Layer
-		typ    KVType
+		typ    DType
 		window int
 	}
 	servers := []server{{a, Float32, 0}, {a, BFloat16, 0}, {a, Int8, 0}, {a, Int4, 0}, {b, Float16, 24}}

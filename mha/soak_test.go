@@ -32,7 +32,7 @@ import (
 // the heap growth.
 func TestSoak(t *testing.T) {
 	d := soakDuration(t)
-	e, err := New(Config{Threads: 3})
+	e, err := NewEngine(Config{Threads: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	models := []model{{a, nil}, {a, nil}, {b, &Options{ALiBi: slopes, Window: 24, Sinks: []float32{0.5, -1, 0, 2}, Softcap: 30}}, {c, nil}}
-	kinds := []KVType{Float32, Float16, BFloat16, Int8, Int4}
+	kinds := []DType{Float32, Float16, BFloat16, Int8, Int4}
 
 	// The item hook: a call registered here is cancelled when its job
 	// reaches the given item (counted over all the call's jobs).

@@ -69,7 +69,7 @@ func (l *Layer) step(ctx context.Context, out, x []float32, st stepCache, counts
 		return nil
 	}
 	oi := optionInputs(o) // ALiBi and Sinks: a step takes no Bias, Mask or KVLens
-	sc.spans = st.spans(append(sc.spans[:0], f32("out", out, total*dm), f32("LSE", o.LSE, total*H)))
+	sc.spans = st.spans(append(sc.spans[:0], f32("out", out, total*dm), f32("LSE", o.OutLSE, total*H)))
 	if err := noOverlap(sc.spans, []span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
 		return err
 	}
@@ -148,15 +148,15 @@ func (l *Layer) step(ctx context.Context, out, x []float32, st stepCache, counts
 			n := counts[b]
 			if n > 0 {
 				var seqLSE []float32
-				if o.LSE != nil {
-					seqLSE = o.LSE[row*H : (row+n)*H]
+				if o.OutLSE != nil {
+					seqLSE = o.OutLSE[row*H : (row+n)*H]
 				}
 				tr.merge(cfg, sc.attn, seqLSE, row, n, historyPerRow(o))
 			}
 			row += n
 		}
 	} else {
-		st.combine(l, sc.attn, o.LSE, counts)
+		st.combine(l, sc.attn, o.OutLSE, counts)
 	}
 	if !l.project(sc, out, sc.attn, &l.w.o, l.w.bo, total, c) {
 		st.undo()
@@ -209,8 +209,8 @@ func (l *Layer) stepBuffers(out, x []float32, o *Options, total int) error {
 	if err := needLen("out", len(out), total, l.cfg.DModel); err != nil {
 		return err
 	}
-	if o.LSE != nil {
-		return needLen("LSE", len(o.LSE), total, l.cfg.Heads)
+	if o.OutLSE != nil {
+		return needLen("LSE", len(o.OutLSE), total, l.cfg.Heads)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package mha
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
 // Tree is the shape of a DecodeTree call's draft tokens: one entry per
@@ -23,7 +24,7 @@ type Tree struct {
 }
 
 // MaxPosition is the largest position Tree.Positions may give.
-const MaxPosition = maxCoord
+const MaxPosition = math.MaxInt / 4
 
 // DecodeTree is DecodeSeqs for a tree of draft tokens per sequence, as a
 // speculative decoder verifies them (Medusa, EAGLE, llama.cpp's tree
@@ -153,7 +154,7 @@ func historyPerRow(o *Options) bool { return o.Window > 0 || o.ALiBi != nil }
 
 // size readies the buffers of a step of rows new tokens in sequences
 // holding counts of them.
-func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi bool) {
+func (t *treeScratch) size(l *Layer, counts []int, rows int, typ DType, alibi bool) {
 	cfg := l.cfg
 	H, Hkv, Dk, Dv := cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.ValueDim
 	sq := 0
@@ -175,7 +176,7 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 		t.k16, t.v16 = sized(t.k16, rows*Hkv*Dk), sized(t.v16, rows*Hkv*sv)
 	case typ.quantized():
 		t.k8, t.v8 = sized(t.k8, rows*Hkv*typ.width(Dk)), sized(t.v8, rows*Hkv*typ.width(sv))
-		t.ks, t.vs = sized(t.ks, rows*Hkv*Int8Blocks(Dk)), sized(t.vs, rows*Hkv*Int8Blocks(sv))
+		t.ks, t.vs = sized(t.ks, rows*Hkv*QuantBlocks(Dk)), sized(t.vs, rows*Hkv*QuantBlocks(sv))
 	default:
 		t.k, t.v = sized(t.k, rows*Hkv*Dk), sized(t.v, rows*Hkv*sv)
 	}
@@ -183,7 +184,7 @@ func (t *treeScratch) size(l *Layer, counts []int, rows int, typ KVType, alibi b
 
 // kv returns the tree keys of the sequence whose rows start at row, n of
 // them: [1][Hkv][n][dim] in the cache's type, filled by fill.
-func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
+func (t *treeScratch) kv(cfg LayerConfig, typ DType, row, n int) kvData {
 	Hkv, Dk, Dv := cfg.KVHeads, cfg.HeadDim, cfg.storedV()
 	wk, wv := typ.width(Dk), typ.width(Dv)
 	kr, vr := [2]int{row * Hkv * wk, (row + n) * Hkv * wk}, [2]int{row * Hkv * wv, (row + n) * Hkv * wv}
@@ -192,7 +193,7 @@ func (t *treeScratch) kv(cfg LayerConfig, typ KVType, row, n int) kvData {
 	case typ.is16():
 		d.k16, d.v16 = t.k16[kr[0]:kr[1]], t.v16[vr[0]:vr[1]]
 	case typ.quantized():
-		bk, bv := Int8Blocks(Dk), Int8Blocks(Dv)
+		bk, bv := QuantBlocks(Dk), QuantBlocks(Dv)
 		d.k8, d.v8 = t.k8[kr[0]:kr[1]], t.v8[vr[0]:vr[1]]
 		d.ks, d.vs = t.ks[row*Hkv*bk:(row+n)*Hkv*bk], t.vs[row*Hkv*bv:(row+n)*Hkv*bv]
 	default:
@@ -216,7 +217,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 	}
 	// The history: every cached key, seen by every new token.
 	hist := cfg.shape(1, n, kvLen)
-	oh := Options{Scale: o.Scale, Softcap: o.Softcap, Sinks: o.Sinks, KVLens: t.lens[row : row+1], LSE: t.l1[row*H : (row+n)*H]}
+	oh := Options{Scale: o.Scale, Softcap: o.Softcap, Sinks: o.Sinks, KVLens: t.lens[row : row+1], OutLSE: t.l1[row*H : (row+n)*H]}
 	var err error
 	if !historyPerRow(o) {
 		if works[w].p, err = problem(t.o1[row*H*Dv:(row+n)*H*Dv], sc.q[row*H*Dk:(row+n)*H*Dk], kv, hist, &oh, workers); err != nil {
@@ -227,7 +228,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 		hist.QLen = 1
 		oh.Causal, oh.Window, oh.ALiBi = true, o.Window, o.ALiBi
 		for i := row; i < row+n; i++ {
-			oh.QueryOffset, oh.KVLens, oh.LSE = &t.at[i], t.lens[i:i+1], t.lrow[i*H:(i+1)*H]
+			oh.QueryOffset, oh.KVLens, oh.OutLSE = &t.at[i], t.lens[i:i+1], t.lrow[i*H:(i+1)*H]
 			if works[w].p, err = problem(t.o1[i*H*Dv:(i+1)*H*Dv], sc.q[i*H*Dk:(i+1)*H*Dk], kv, hist, &oh, workers); err != nil {
 				return w, err
 			}
@@ -248,7 +249,7 @@ func (t *treeScratch) problems(l *Layer, works []attnWork, w int, sc *layerScrat
 			mask[i*n+k] = true
 		}
 	}
-	ot := Options{Scale: o.Scale, Softcap: o.Softcap, Mask: mask, MaskQLen: n, LSE: t.l2[row*H : (row+n)*H]}
+	ot := Options{Scale: o.Scale, Softcap: o.Softcap, Mask: mask, MaskQLen: n, OutLSE: t.l2[row*H : (row+n)*H]}
 	if o.ALiBi != nil {
 		ot.Bias, ot.BiasHeads, ot.BiasQLen = t.bias[H*mo:H*(mo+n*n)], H, n
 		for h := 0; h < H; h++ {
@@ -278,13 +279,13 @@ func (t *treeScratch) fill(cfg LayerConfig, cache treeCache, b, row, have, n int
 type treeCache interface {
 	cached(b int) int                                    // sequence b's tokens before the call
 	history(b int) (kvData, int)                         // its K/V as a problem reads them, and the shape's KVLen
-	storage() KVType                                     // the storage type of K and V
+	storage() DType                                      // the storage type of K and V
 	newRows(cfg LayerConfig, dst kvData, b, have, n int) // its tokens [have, have+n) into dst ([KVHeads][n][dim])
 }
 
 func (c *Cache) cached(b int) int            { return int(c.lens[b].Load()) }
 func (c *Cache) history(b int) (kvData, int) { return c.kv(b), c.capa }
-func (c *Cache) storage() KVType             { return c.typ }
+func (c *Cache) storage() DType              { return c.typ }
 func (c *Cache) newRows(cfg LayerConfig, dst kvData, b, have, n int) {
 	copyKV(cfg, dst, 0, n, c.kv(b), have, c.capa, n)
 }

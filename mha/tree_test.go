@@ -58,7 +58,7 @@ func seqRows(c *Cache, b, n int) []uint32 {
 		q   []int8
 		sc  []float32
 	}{{cfg.HeadDim, c.K, c.K16, c.K8, c.KScale}, {cfg.ValueDim, c.V, c.V16, c.V8, c.VScale}} {
-		nb := Int8Blocks(d.dim)
+		nb := QuantBlocks(d.dim)
 		for g := 0; g < cfg.KVHeads; g++ {
 			r := (b*cfg.KVHeads + g) * c.capa
 			for _, x := range d.f[min(len(d.f), r*d.dim):min(len(d.f), (r+n)*d.dim)] {
@@ -107,7 +107,7 @@ func TestDecodeTree(t *testing.T) {
 	ctx := context.Background()
 	optionSets := []Options{{}, {Window: 4}, {Sinks: []float32{0.5, -1, 2, 0}, Softcap: 2}, {ALiBi: []float32{0.25, 0.0625, 0.015625, 0.00390625}},
 		{Window: 6, ALiBi: []float32{-0.3, 0.2, 0.1, 0.05}, Sinks: []float32{1, 1, 1, 1}}}
-	for _, typ := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
+	for _, typ := range []DType{Float32, Float16, BFloat16, Int8, Int4} {
 		for _, e := range engines {
 			for oi, base := range optionSets {
 				if !longTests() && oi%2 != int(typ)%2 {
@@ -134,7 +134,7 @@ func TestDecodeTree(t *testing.T) {
 				total := sum(counts)
 				x, out := random(rng, total*dm), make([]float32, total*dm)
 				o := base
-				o.LSE = make([]float32, total*H)
+				o.OutLSE = make([]float32, total*H)
 				if err := l.DecodeTree(ctx, out, x, c, counts, Tree{Parents: parents}, &o); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -148,7 +148,7 @@ func TestDecodeTree(t *testing.T) {
 							t.Fatalf("%s: sequence %d token %d (path %v): output differs from decoding the path alone by %.3g", name, b, i, path, d)
 						}
 						for h := 0; h < H; h++ {
-							g, w := o.LSE[row*H+h*n+i], wantLSE[h]
+							g, w := o.OutLSE[row*H+h*n+i], wantLSE[h]
 							if !(math.Abs(float64(g-w)) <= 1e-4*(1+math.Abs(float64(w)))) {
 								t.Fatalf("%s: sequence %d token %d head %d: LSE %v, the path alone %v", name, b, i, h, g, w)
 							}
@@ -202,13 +202,13 @@ func decodePath(t *testing.T, l *Layer, c, ref *Cache, b, have int, path []int, 
 	}
 	n := len(path)
 	out := make([]float32, n*dm)
-	o.LSE = make([]float32, n*H)
+	o.OutLSE = make([]float32, n*H)
 	if err := l.DecodeSeqs(context.Background(), out, x, ref, []int{n}, &o); err != nil {
 		t.Fatal(err)
 	}
 	lse := make([]float32, H)
 	for h := range lse {
-		lse[h] = o.LSE[h*n+n-1]
+		lse[h] = o.OutLSE[h*n+n-1]
 	}
 	return out[(n-1)*dm:], lse
 }
@@ -227,7 +227,7 @@ func TestDecodeTreeThreads(t *testing.T) {
 	opts := &Options{Window: 30, ALiBi: []float32{0.1, 0.2, 0.3, 0.4}}
 	var first []float32
 	for _, threads := range []int{1, 2, 7} {
-		e, err := New(Config{Threads: threads})
+		e, err := NewEngine(Config{Threads: threads})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +360,7 @@ func TestDecodeTreeNoAllocs(t *testing.T) {
 	}
 	counts, parents := []int{6, 5}, slices.Concat(randomTree(rng, 6), randomTree(rng, 5))
 	x, out := random(rng, 11*32), make([]float32, 11*32)
-	for _, o := range []*Options{nil, {Window: 20, ALiBi: []float32{0.1, 0.2, 0.3, 0.4}, LSE: make([]float32, 11*4)}} {
+	for _, o := range []*Options{nil, {Window: 20, ALiBi: []float32{0.1, 0.2, 0.3, 0.4}, OutLSE: make([]float32, 11*4)}} {
 		step := func() {
 			if err := l.DecodeTree(ctx, out, x, c, counts, Tree{Parents: parents}, o); err != nil {
 				t.Fatal(err)

@@ -41,11 +41,11 @@ func (s Shape) resolve() (Shape, error) {
 // or int4 with scales (a valid type: the Attention functions and
 // NewCacheOf check it).
 type kvData struct {
-	t          KVType
+	t          DType
 	k, v       []float32
 	k16, v16   []uint16
 	k8, v8     []int8    // int8, or int4's bytes (Int4RowBytes(dim) a row)
-	ks, vs     []float32 // int8 and int4: the scales, Int8Blocks(dim) per row
+	ks, vs     []float32 // int8 and int4: the scales, QuantBlocks(dim) per row
 	headsMajor bool      // [B][KVHeads][KVLen][dim] whatever the shape's Layout (a Cache's rows)
 	// pageKeys > 0: paged (a PagedCache's pool, tile.Problem.PageKeys):
 	// the slices hold whole blocks of [KVHeads][pageKeys][dim], pages[b]
@@ -196,7 +196,7 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 		return bad("Compute = %v, must be ComputeF32, ComputeBF16 or ComputeInt8", o.Compute)
 	}
 	if o.Compute == ComputeInt8 && !p.KVType.Quantized() {
-		return bad("Compute = %v needs K stored as Int8 or Int4, not %v", o.Compute, KVType(p.KVType))
+		return bad("Compute = %v needs K stored as Int8 or Int4, not %v", o.Compute, DType(p.KVType))
 	}
 	// The bfloat16 mode applies to problems of many rows per KV head
 	// (prefill, a cascade's shared part, MLA's absorbed decode of many
@@ -254,11 +254,11 @@ func resolveOptions(o *Options, p *tile.Problem) error {
 	if p.Sinks, err = perHead("Sinks", o.Sinks, p.Heads, math.MaxFloat32); err != nil {
 		return err
 	}
-	if o.LSE != nil {
-		if err := needLen("LSE", len(o.LSE), p.Batch, p.Heads, p.QLen); err != nil {
+	if o.OutLSE != nil {
+		if err := needLen("LSE", len(o.OutLSE), p.Batch, p.Heads, p.QLen); err != nil {
 			return err
 		}
-		p.LSE = o.LSE
+		p.LSE = o.OutLSE
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestValueInKey(t *testing.T) {
 		{mask: true, kvlens: true}, {bias: true, offset: true}}
 	for _, c := range cases {
 		for _, layout := range []Layout{BSHD, BHSD} {
-			for _, t8 := range []KVType{Float32, Float16, BFloat16, Int8, Int4} {
+			for _, t8 := range []DType{Float32, Float16, BFloat16, Int8, Int4} {
 				if !longTests() && int(layout) != int(t8)%2 { // emulators: one layout per type
 					continue
 				}
@@ -59,21 +59,21 @@ func TestValueInKey(t *testing.T) {
 
 // checkValueInKey runs one call with V inside K and the same call with V
 // copied out, on every engine, and compares them bit for bit.
-func checkValueInKey(t *testing.T, name string, s Shape, o Options, t8 KVType, q, k []float32) {
+func checkValueInKey(t *testing.T, name string, s Shape, o Options, t8 DType, q, k []float32) {
 	t.Helper()
 	dk, dv := s.HeadDim, s.ValueDim
 	n := s.Batch * s.QLen * s.Heads * dv
 	inK := s
 	inK.ValueInKey = true
 	var lse []float32
-	if o.LSE != nil {
-		lse = make([]float32, len(o.LSE))
+	if o.OutLSE != nil {
+		lse = make([]float32, len(o.OutLSE))
 	}
 	for _, e := range engines {
 		got, want := make([]float32, n), make([]float32, n)
 		gotLSE := append([]float32(nil), lse...)
 		oi, ov := o, o
-		oi.LSE, ov.LSE = gotLSE, lse
+		oi.OutLSE, ov.OutLSE = gotLSE, lse
 		var errIn, errV error
 		switch t8 {
 		case Float32:
@@ -81,20 +81,20 @@ func checkValueInKey(t *testing.T, name string, s Shape, o Options, t8 KVType, q
 			errV = e.Attention(want, q, k, prefixRows(k, dk, dv), s, &ov)
 		case Int8:
 			rows := len(k) / dk
-			kq := Int8Tensor{Data: make([]int8, len(k)), Scales: make([]float32, rows*Int8Blocks(dk))}
-			if err := QuantizeInt8(kq, k, dk); err != nil {
+			kq := Int8KVTensor{Data: make([]int8, len(k)), Scales: make([]float32, rows*QuantBlocks(dk))}
+			if err := QuantizeInt8KV(kq, k, dk); err != nil {
 				t.Fatal(err)
 			}
 			// V's scales are the first ones of each K row: its blocks
 			// start where K's do.
-			vq := Int8Tensor{Data: prefixRows(kq.Data, dk, dv), Scales: prefixRows(kq.Scales, Int8Blocks(dk), Int8Blocks(dv))}
-			errIn = e.AttentionInt8(got, q, kq, Int8Tensor{}, inK, &oi)
+			vq := Int8KVTensor{Data: prefixRows(kq.Data, dk, dv), Scales: prefixRows(kq.Scales, QuantBlocks(dk), QuantBlocks(dv))}
+			errIn = e.AttentionInt8(got, q, kq, Int8KVTensor{}, inK, &oi)
 			errV = e.AttentionInt8(want, q, kq, vq, s, &ov)
 		case Int4:
 			kq, _ := quantize4(t, k, dk)
 			// V's blocks are K's first ones: their bytes and scales (a
 			// partial last block keeps K's elements past dv, never read).
-			vq := Int4KVTensor{Data: prefixRows(kq.Data, Int4RowBytes(dk), Int4RowBytes(dv)), Scales: prefixRows(kq.Scales, Int8Blocks(dk), Int8Blocks(dv))}
+			vq := Int4KVTensor{Data: prefixRows(kq.Data, Int4RowBytes(dk), Int4RowBytes(dv)), Scales: prefixRows(kq.Scales, QuantBlocks(dk), QuantBlocks(dv))}
 			errIn = e.AttentionInt4(got, q, kq, Int4KVTensor{}, inK, &oi)
 			errV = e.AttentionInt4(want, q, kq, vq, s, &ov)
 		default:
@@ -128,8 +128,8 @@ func TestValueInKeyErrors(t *testing.T) {
 	if err := Attention(out, q, k, make([]float32, 8*8), s, nil); !errors.Is(err, ErrBuffer) {
 		t.Errorf("v beside ValueInKey: %v, want ErrBuffer", err)
 	}
-	kq := Int8Tensor{Data: make([]int8, 8*16), Scales: make([]float32, 8)}
-	if err := AttentionInt8(out, q, kq, Int8Tensor{Scales: make([]float32, 8)}, s, nil); !errors.Is(err, ErrBuffer) {
+	kq := Int8KVTensor{Data: make([]int8, 8*16), Scales: make([]float32, 8)}
+	if err := AttentionInt8(out, q, kq, Int8KVTensor{Scales: make([]float32, 8)}, s, nil); !errors.Is(err, ErrBuffer) {
 		t.Errorf("v scales beside ValueInKey: %v, want ErrBuffer", err)
 	}
 	long := s

@@ -30,8 +30,8 @@ type givenMatrix struct {
 	name    string
 	f32     []float32
 	u16     []uint16
-	i8      Int8Tensor
-	i4      Int4Tensor
+	i8      Int8Weight
+	i4      Int4Weight
 	in, out int
 }
 
@@ -47,7 +47,7 @@ func (g givenMatrix) given4() bool {
 
 // form returns the storage type the matrix is given in, checking that it
 // is given in exactly one form that type t allows.
-func (g givenMatrix) form(t KVType) (KVType, error) {
+func (g givenMatrix) form(t DType) (DType, error) {
 	n, form := 0, Float32
 	if g.f32 != nil {
 		n++
@@ -80,7 +80,7 @@ func (g givenMatrix) form(t KVType) (KVType, error) {
 // float32 finite (and, to be stored as float16, within its range), every
 // 16-bit value finite, every int8 or int4 scale finite and >= 0. The
 // layout of int4 blocks depends on outIn.
-func (g givenMatrix) check(form, t KVType, outIn bool) error {
+func (g givenMatrix) check(form, t DType, outIn bool) error {
 	elems, scales := g.name, g.name+"8.Scales"
 	switch form {
 	case Float32:
@@ -106,7 +106,7 @@ func (g givenMatrix) check(form, t KVType, outIn bool) error {
 		nb := fallback.Int8Blocks(g.in)
 		data, zeros := []int{g.in, g.out}, []int{nb, g.out} // nibbles, rounded up to bytes below
 		if outIn {
-			data, zeros = []int{g.out, nb * Int8Block}, []int{g.out, 2 * ((nb + 1) / 2)}
+			data, zeros = []int{g.out, nb * QuantBlock}, []int{g.out, 2 * ((nb + 1) / 2)}
 		}
 		if err := needNibbles(g.name+"4.Data", len(g.i4.Data), data...); err != nil {
 			return err
@@ -135,7 +135,7 @@ func (g givenMatrix) check(form, t KVType, outIn bool) error {
 	return nil
 }
 
-// checkScales checks that scales holds Int8Blocks(in)·out scales, each
+// checkScales checks that scales holds QuantBlocks(in)·out scales, each
 // finite and >= 0.
 func checkScales(name string, scales []float32, in, out int) error {
 	nb := fallback.Int8Blocks(in)
@@ -152,7 +152,7 @@ func checkScales(name string, scales []float32, in, out int) error {
 
 // pack packs columns [c0, c0+n) of the matrix as type t in panels of cols
 // columns (the matrix is in×out, [in][out] or, with outIn, [out][in]).
-func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Packed {
+func (g givenMatrix) pack(form, t DType, outIn bool, c0, n, cols int) tile.Packed {
 	nb := fallback.Int8Blocks(g.in)
 	m := tile.Matrix{Type: fallback.KVType(form), RowStride: g.out, ColStride: 1, SRowStride: g.out, SColStride: 1}
 	if outIn {
@@ -167,7 +167,7 @@ func (g givenMatrix) pack(form, t KVType, outIn bool, c0, n, cols int) tile.Pack
 		m.I4, m.S, m.Z, m.Col0 = g.i4.Data, g.i4.Scales, g.i4.Zeros, c0
 		m.ZRowStride, m.ZColStride = m.SRowStride, m.SColStride
 		if outIn {
-			m.ColStride, m.ZColStride = nb*Int8Block, 2*((nb+1)/2)
+			m.ColStride, m.ZColStride = nb*QuantBlock, 2*((nb+1)/2)
 		}
 	default:
 		m.U16 = g.u16[c0*m.ColStride:]
@@ -193,8 +193,9 @@ func packWeights(w Weights, dm, qIn, qw, kw, vw, ow, cols int) (layerWeights, er
 		return layerWeights{}, fmt.Errorf("%w: Weights.Type %d is not Float32, Float16, BFloat16, Int8 or Int4", ErrOption, int(t))
 	}
 	fw := qw + kw + vw
-	mats := []givenMatrix{{"WO", w.WO, w.WO16, w.WO8, w.WO4, ow, dm}}
-	biases := []givenMatrix{{name: "BO", f32: w.BO, in: 1, out: dm}}
+	// Checked in the fields' order (an error names the first bad one);
+	// WO comes last.
+	var mats, biases []givenMatrix
 	fused := givenMatrix{"WQKV", w.WQKV, w.WQKV16, w.WQKV8, w.WQKV4, dm, fw}
 	separate := []givenMatrix{{"WQ", w.WQ, w.WQ16, w.WQ8, w.WQ4, qIn, qw}, {"WK", w.WK, w.WK16, w.WK8, w.WK4, dm, kw}, {"WV", w.WV, w.WV16, w.WV8, w.WV4, dm, vw}}
 	if fused.given() || w.BQKV != nil {
@@ -213,7 +214,9 @@ func packWeights(w Weights, dm, qIn, qw, kw, vw, ow, cols int) (layerWeights, er
 		biases = append(biases, givenMatrix{name: "BQ", f32: w.BQ, in: 1, out: qw},
 			givenMatrix{name: "BK", f32: w.BK, in: 1, out: kw}, givenMatrix{name: "BV", f32: w.BV, in: 1, out: vw})
 	}
-	forms := make([]KVType, len(mats))
+	mats = append(mats, givenMatrix{"WO", w.WO, w.WO16, w.WO8, w.WO4, ow, dm})
+	biases = append(biases, givenMatrix{name: "BO", f32: w.BO, in: 1, out: dm})
+	forms := make([]DType, len(mats))
 	for i, g := range mats {
 		var err error
 		if forms[i], err = g.form(t); err != nil {
@@ -237,13 +240,14 @@ func packWeights(w Weights, dm, qIn, qw, kw, vw, ow, cols int) (layerWeights, er
 		}
 		return clone(b[c0:], n)
 	}
-	lw := layerWeights{o: mats[0].pack(forms[0], t, w.OutIn, 0, dm, cols), bo: bias(w.BO, 0, dm)}
-	if len(mats) == 2 {
-		g, f := mats[1], forms[1]
+	last := len(mats) - 1
+	lw := layerWeights{o: mats[last].pack(forms[last], t, w.OutIn, 0, dm, cols), bo: bias(w.BO, 0, dm)}
+	if last == 1 {
+		g, f := mats[0], forms[0]
 		lw.q, lw.k, lw.v = g.pack(f, t, w.OutIn, 0, qw, cols), g.pack(f, t, w.OutIn, qw, kw, cols), g.pack(f, t, w.OutIn, qw+kw, vw, cols)
 		lw.bq, lw.bk, lw.bv = bias(w.BQKV, 0, qw), bias(w.BQKV, qw, kw), bias(w.BQKV, qw+kw, vw)
 	} else {
-		lw.q, lw.k, lw.v = mats[1].pack(forms[1], t, w.OutIn, 0, qw, cols), mats[2].pack(forms[2], t, w.OutIn, 0, kw, cols), mats[3].pack(forms[3], t, w.OutIn, 0, vw, cols)
+		lw.q, lw.k, lw.v = mats[0].pack(forms[0], t, w.OutIn, 0, qw, cols), mats[1].pack(forms[1], t, w.OutIn, 0, kw, cols), mats[2].pack(forms[2], t, w.OutIn, 0, vw, cols)
 		lw.bq, lw.bk, lw.bv = bias(w.BQ, 0, qw), bias(w.BK, 0, kw), bias(w.BV, 0, vw)
 	}
 	return lw, nil

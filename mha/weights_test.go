@@ -15,7 +15,7 @@ import (
 // matrix w ([in][out], or [out][in] with outIn): its values as float32,
 // and the same as a checkpoint would give them (16-bit bits, int8 with
 // scales, or int4 blocks, in Weights' documented layouts).
-func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []float32, bits []uint16, q Int8Tensor, q4 Int4Tensor) {
+func storedWeights(w []float32, in, out int, outIn bool, t DType) (values []float32, bits []uint16, q Int8Weight, q4 Int4Weight) {
 	values = make([]float32, len(w))
 	at := func(i, o int) int { return weightAt(i, o, in, out, outIn) }
 	switch {
@@ -24,16 +24,16 @@ func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []flo
 		fallback.Narrow(bits, w, fallback.KVType(t))
 		fallback.Widen(values, bits, fallback.KVType(t))
 	case t == Int8:
-		nb := Int8Blocks(in)
-		q = Int8Tensor{Data: make([]int8, len(w)), Scales: make([]float32, nb*out)}
-		var col [Int8Block]float32
-		var blk [Int8Block]int8
+		nb := QuantBlocks(in)
+		q = Int8Weight{Data: make([]int8, len(w)), Scales: make([]float32, nb*out)}
+		var col [QuantBlock]float32
+		var blk [QuantBlock]int8
 		var s [1]float32
 		for o := 0; o < out; o++ {
 			for b := 0; b < nb; b++ {
-				n := min(Int8Block, in-b*Int8Block)
+				n := min(QuantBlock, in-b*QuantBlock)
 				for i := range n {
-					col[i] = w[at(b*Int8Block+i, o)]
+					col[i] = w[at(b*QuantBlock+i, o)]
 				}
 				fallback.QuantizeInt8(blk[:n], s[:], col[:n])
 				si := b*out + o
@@ -42,8 +42,8 @@ func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []flo
 				}
 				q.Scales[si] = s[0]
 				for i := range n {
-					q.Data[at(b*Int8Block+i, o)] = blk[i]
-					values[at(b*Int8Block+i, o)] = float32(blk[i]) * s[0]
+					q.Data[at(b*QuantBlock+i, o)] = blk[i]
+					values[at(b*QuantBlock+i, o)] = float32(blk[i]) * s[0]
 				}
 			}
 		}
@@ -55,24 +55,24 @@ func storedWeights(w []float32, in, out int, outIn bool, t KVType) (values []flo
 	return values, bits, q, q4
 }
 
-// int4Weights quantizes the in×out matrix w by Int4's rule into Int4Tensor
+// int4Weights quantizes the in×out matrix w by Int4's rule into Int4Weight
 // form (MatMulNBits' padded rows with outIn) and writes the values it
 // stands for to values.
-func int4Weights(w, values []float32, in, out int, outIn bool) Int4Tensor {
-	nb := Int8Blocks(in)
+func int4Weights(w, values []float32, in, out int, outIn bool) Int4Weight {
+	nb := QuantBlocks(in)
 	set := func(x []byte, e int, u uint8) { x[e/2] |= u << (4 * (e & 1)) }
 	data, zeros := (in*out+1)/2, (nb*out+1)/2
 	if outIn {
 		data, zeros = out*nb*16, out*((nb+1)/2)
 	}
-	q := Int4Tensor{Data: make([]byte, data), Scales: make([]float32, nb*out), Zeros: make([]byte, zeros)}
-	var col [Int8Block]float32
-	var u [Int8Block]uint8
+	q := Int4Weight{Data: make([]byte, data), Scales: make([]float32, nb*out), Zeros: make([]byte, zeros)}
+	var col [QuantBlock]float32
+	var u [QuantBlock]uint8
 	for o := 0; o < out; o++ {
 		for b := 0; b < nb; b++ {
-			n := min(Int8Block, in-b*Int8Block)
+			n := min(QuantBlock, in-b*QuantBlock)
 			for i := range n {
-				col[i] = w[weightAt(b*Int8Block+i, o, in, out, outIn)]
+				col[i] = w[weightAt(b*QuantBlock+i, o, in, out, outIn)]
 			}
 			s, z := fallback.QuantizeInt4(u[:n], col[:n])
 			si, zi := b*out+o, b*out+o
@@ -82,12 +82,12 @@ func int4Weights(w, values []float32, in, out int, outIn bool) Int4Tensor {
 			q.Scales[si] = s
 			set(q.Zeros, zi, z)
 			for i := range n {
-				e := (b*Int8Block+i)*out + o
+				e := (b*QuantBlock+i)*out + o
 				if outIn {
-					e = o*nb*Int8Block + b*Int8Block + i
+					e = o*nb*QuantBlock + b*QuantBlock + i
 				}
 				set(q.Data, e, u[i])
-				values[weightAt(b*Int8Block+i, o, in, out, outIn)] = float32(int(u[i])-int(z)) * s
+				values[weightAt(b*QuantBlock+i, o, in, out, outIn)] = float32(int(u[i])-int(z)) * s
 			}
 		}
 	}
@@ -105,7 +105,7 @@ func weightAt(i, o, in, out int, outIn bool) int {
 
 // weightsAs returns w's matrices as a layer of type t stores them
 // (float32 values), and as a checkpoint gives them (raw forms, Type t).
-func weightsAs(w Weights, cfg LayerConfig, t KVType) (values, raw Weights) {
+func weightsAs(w Weights, cfg LayerConfig, t DType) (values, raw Weights) {
 	dm, qw, kw, vw, ow := cfg.DModel, cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim, cfg.Heads*cfg.ValueDim
 	values, raw = w, w
 	raw.WQ, raw.WK, raw.WV, raw.WO, raw.Type = nil, nil, nil, nil, t
@@ -114,8 +114,8 @@ func weightsAs(w Weights, cfg LayerConfig, t KVType) (values, raw Weights) {
 		in, out      int
 		val          *[]float32
 		bits         *[]uint16
-		q            *Int8Tensor
-		q4           *Int4Tensor
+		q            *Int8Weight
+		q4           *Int4Weight
 		rawF32       *[]float32
 		rawF32Source []float32
 	}{
@@ -142,7 +142,7 @@ func weightsAs(w Weights, cfg LayerConfig, t KVType) (values, raw Weights) {
 
 // fusedAs returns w with WQ, WK and WV concatenated into WQKV, given as
 // a checkpoint of type t gives it (float32 for Float32).
-func fusedAs(w Weights, cfg LayerConfig, t KVType) Weights {
+func fusedAs(w Weights, cfg LayerConfig, t DType) Weights {
 	dm := cfg.DModel
 	var qkv []float32
 	if w.OutIn { // [out][in]: the rows one after the other
@@ -202,7 +202,7 @@ func TestLayerWeightTypes(t *testing.T) {
 		{LayerConfig{DModel: 100, Heads: 3, HeadDim: 33}, 1, 80, 80, Options{Causal: true}, true, false},
 		{LayerConfig{DModel: 24, Heads: 2, HeadDim: 5}, 3, 11, 29, Options{}, true, true}, // cross
 	}
-	for _, typ := range []KVType{BFloat16, Float16, Int8, Int4} {
+	for _, typ := range []DType{BFloat16, Float16, Int8, Int4} {
 		for _, c := range cases {
 			for _, e := range engines {
 				l32, w := testLayer(t, e, rng, c.cfg, c.bias)
@@ -298,8 +298,8 @@ func TestLayerWeightBytes(t *testing.T) {
 	// Every set, the AMX one too: bfloat16 weights are held once (rows,
 	// or pairs on the amd64 sets), whatever mode a call later asks for.
 	for _, e := range bf16Engines {
-		bytes := map[KVType]int64{}
-		for _, typ := range []KVType{Float32, BFloat16, Float16, Int8, Int4} {
+		bytes := map[DType]int64{}
+		for _, typ := range []DType{Float32, BFloat16, Float16, Int8, Int4} {
 			w.Type = typ
 			l := mustLayer(t, e, cfg, w)
 			bytes[typ] = l.WeightBytes()
@@ -314,7 +314,7 @@ func TestLayerWeightBytes(t *testing.T) {
 		if bytes[Float32] != 4*matrices+biases {
 			t.Errorf("%s: float32 layer: WeightBytes %d, want %d", e.Kernels(), bytes[Float32], 4*matrices+biases)
 		}
-		for typ, bound := range map[KVType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285, Int4: 0.17} {
+		for typ, bound := range map[DType]float64{BFloat16: 0.52, Float16: 0.52, Int8: 0.285, Int4: 0.17} {
 			if r := float64(bytes[typ]) / float64(bytes[Float32]); r > bound {
 				t.Errorf("%s: %v layer holds %.4f of the float32 layer's bytes, bound %.3f", e.Kernels(), typ, r, bound)
 			}
@@ -362,6 +362,7 @@ func TestLayerWeightErrors(t *testing.T) {
 			x.WV[2] = 70000
 			return x
 		}, ErrNonFinite, "WV[2] = 70000 overflows float16"},
+		{"16-bit weights without Type", func() Weights { x := bf; x.Type = Float32; return x }, ErrOption, "WQ16 holds 16-bit floats"},
 		{"bfloat16 NaN bits", func() Weights { x := bf; x.WK16 = append([]uint16(nil), bf.WK16...); x.WK16[3] = 0x7fc0; return x }, ErrNonFinite, "WK16[3] = 0x7fc0 is NaN or ±Inf as bf16"},
 		{"negative scale", func() Weights {
 			x := i8
@@ -448,7 +449,7 @@ func TestLayerWeightAccuracy(t *testing.T) {
 		WV: normal(dm*kw, 1/math.Sqrt(float64(dm))), WO: normal(ow*dm, 1/math.Sqrt(float64(ow)))}
 	x := normal(B*L*dm, 1)
 	e := engines[0]
-	run := func(typ KVType) []float32 {
+	run := func(typ DType) []float32 {
 		w.Type = typ
 		l := mustLayer(t, e, cfg, w)
 		out := make([]float32, B*L*dm)
@@ -482,7 +483,7 @@ func TestLayerWeightAccuracy(t *testing.T) {
 	for _, v := range ref {
 		peak = max(peak, math.Abs(float64(v)))
 	}
-	for typ, bound := range map[KVType]float64{BFloat16: 5e-3, Float16: 1e-3, Int8: 1.5e-2, Int4: 0.15} {
+	for typ, bound := range map[DType]float64{BFloat16: 5e-3, Float16: 1e-3, Int8: 1.5e-2, Int4: 0.15} {
 		got, worst := run(typ), 0.0
 		for i := range got {
 			worst = max(worst, math.Abs(float64(got[i]-ref[i])))

@@ -14,4 +14,8 @@
 // Block sizes come from the cache sizes (blocks.go). Plans depend on the
 // shape and the machine only, never on the thread count, so results are
 // bit for bit the same at any thread count.
+//
+// This package is fastattn's machinery, not its API: its exported names
+// carry no compatibility promise and change whenever the kernels do.
+// Programs use package mha, which exposes none of its types.
 package tile
