@@ -56,8 +56,8 @@
 //
 // # Non-finite values
 //
-// Every path and kernel set follows fallback.Attention, the float64
-// reference, on NaN, Inf and overflow:
+// Every path and kernel set follows the float64 reference the tests check
+// them against, on NaN, Inf and overflow:
 //
 //   - A key a row does not see — causal, window, past its KVLens, behind a
 //     -Inf bias entry or a false mask entry — contributes nothing to that
