@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -241,5 +243,58 @@ func TestMarkdown(t *testing.T) {
 	}
 	if err := writeMarkdown(&b, strings.NewReader(`{"kind":"attention"}`)); err == nil {
 		t.Error("a run without a machine record gave no error")
+	}
+}
+
+// TestPerformanceDoc: -perf writes one section per machine folder, its
+// notes, prefill and decode lines with the peer beside them (the fastest
+// operator on the same shape, mask and threads), a row seen in two runs
+// as the range of its cells, and refuses a folder without a machine
+// record.
+func TestPerformanceDoc(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "test-cpu")
+	if err := os.Mkdir(m, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(m, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.jsonl", `{"kind":"machine","cpu":"Test CPU","cores":2,"peak_gflops_1_thread":{"avx2":91},"read_gbs_1_thread":12.5,"read_gbs_all_threads":13,"amx":"no AMX"}
+{"kind":"attention","isa":"avx2","shape":"B=1,H=8,Hkv=8,Lq=512,Lk=512,D=64","mask":"causal","layout":"bshd","kv":"f32","compute":"f32","engine":"fma","threads":1,"median_ms":2,"gflops":60,"pct_peak":66}
+{"kind":"attention","isa":"avx2","shape":"B=1,H=32,Hkv=8,Lq=1,Lk=8192,D=128","mask":"full","layout":"bhsd","kv":"f32","compute":"f32","engine":"fma","threads":1,"median_ms":4,"gb_per_s":8,"pct_bandwidth":64}
+{"kind":"gemm","isa":"avx2","shape":"gemm M=512,K=4096,N=4096","weights":"f32","compute":"f32","engine":"fma","threads":1,"median_ms":270,"pct_peak":68}
+`)
+	write("b.jsonl", `{"kind":"machine","cpu":"Test CPU","cores":2}
+{"kind":"attention","isa":"avx2","shape":"B=1,H=8,Hkv=8,Lq=512,Lk=512,D=64","mask":"causal","layout":"bshd","kv":"f32","compute":"f32","engine":"fma","threads":1,"median_ms":2.5,"gflops":50,"pct_peak":55}
+{"peer":"onnxruntime","op":"MultiHeadAttention","shape":"1,8,8,512,512,64","causal":true,"threads":1,"median_ms":5}
+{"peer":"onnxruntime","op":"Attention-23","shape":"1,8,8,512,512,64","causal":true,"threads":1,"median_ms":4}
+{"peer":"onnxruntime","op":"Attention-23","shape":"1,8,8,512,512,64","causal":false,"threads":1,"median_ms":1}
+`)
+	write("notes.md", "What bounds each row here.\n")
+	var b strings.Builder
+	if err := writePerformance(&b, dir); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"## test-cpu: Test CPU, 2 cores",
+		"One thread: avx2 FMA peak 91 GFLOP/s; read probe 12.5 GB/s (all threads 13.0). AMX: no AMX.",
+		"What bounds each row here.",
+		"| avx2 | `1,8,8,512,512,64` | causal | bshd | f32 | f32 | 1 | 2.00–2.50 | 55–66 | 50.0–60.0 | 4 ms (Attention-23), 1.60× |",
+		"| avx2 | `1,32,8,1,8192,128` | bhsd | f32 | f32 | 1 | 4.00 | 64 | 8.00 | – |",
+		"| avx2 | gemm | `gemm M=512,K=4096,N=4096` | w f32, f32 | 1 | fma peak | 270 | 68 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("-perf output lacks %q:\n%s", want, got)
+		}
+	}
+	write("a.jsonl", "")
+	write("b.jsonl", "")
+	if err := writePerformance(&b, dir); err == nil {
+		t.Error("a folder without a machine record gave no error")
 	}
 }

@@ -85,6 +85,7 @@ type config struct {
 	// blockTokens is their paged caches' block size (0: the default).
 	blockTokens int
 	md          string // -md: a -json run's file to print as markdown (markdown.go), nothing measured
+	perf        string // -perf: the folder of runs to write docs/PERFORMANCE.md from (perfdoc.go)
 }
 
 func main() {
@@ -93,8 +94,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	if cfg.md != "" {
-		if err := markdownFile(cfg.md); err != nil {
+	if cfg.md != "" || cfg.perf != "" {
+		err := markdownFile(cfg.md)
+		if cfg.perf != "" {
+			err = writePerformance(os.Stdout, cfg.perf)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -121,13 +126,14 @@ func parseFlags() (*config, error) {
 	serving := flag.String("serving", "on", "the serving rows (ragged decode, rotary+QK-norm cost, cancellation): on, off, or only")
 	layersOnly := flag.Bool("layers", false, "only the layer rows (forward and decode step per weight type)")
 	md := flag.String("md", "", "print the records of a -json run saved in this file as the README's markdown table, and measure nothing")
+	perf := flag.String("perf", "", "print docs/PERFORMANCE.md made from this folder of runs (one subfolder per machine: -json records, peers' records, notes.md), and measure nothing")
 	blockTokens := flag.Int("block", 0, "tokens per block of the shared-prefix rows' paged caches (0: mha.DefaultBlockTokens)")
 	prefixOnly := flag.Bool("prefix", false, "only the shared-prefix rows: a decode step of sequences sharing a prompt, paged with sharing (cascade) vs private caches vs paged unshared (-kv: f32,bf16 by default)")
 	weights := flag.String("weights", "f32", "comma-separated weight types of the layer rows: f32, bf16, f16, int8, int4")
 	computes := flag.String("compute", "f32", "comma-separated arithmetic of the attention and layer rows: f32, bf16 (bfloat16 products, float32 sums), int8 (query rows quantized, integer dot products: rows of int8 and int4 K/V only)")
 	flag.Parse()
-	if *md != "" {
-		return &config{md: *md}, nil
+	if *md != "" || *perf != "" {
+		return &config{md: *md, perf: *perf}, nil
 	}
 	if *serving != "on" && *serving != "off" && *serving != "only" {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
