@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"errors"
+
 	"github.com/fastattn/fastattn/asm"
 	"github.com/klauspost/cpuid/v2"
 )
@@ -66,6 +68,8 @@ func init() {
 			// the float32 rate (0.49× measured on a Xeon model 207).
 			avx512.bf16.slow = true
 		}
+	} else {
+		amxState = errors.New("the CPU reports no AVX512_BF16 (the AMX path's tails need it)")
 	}
 }
 

@@ -89,7 +89,7 @@ const (
 	// with the mode 0.93–1.0% (TestComputeInt8Accuracy). It makes an int8
 	// or int4 decode step faster where dequantizing binds: several query
 	// rows per KV head (GQA groups, batched trees, MLA's 16 heads: 1.1–1.8×
-	// on Zen 4 with AVX-512, see PERFORMANCE.md), and less so one row per
+	// on Zen 4 with AVX-512), and less so one row per
 	// KV head (MHA), whose float32 P·V is then most of the time. Prefill
 	// (and MLA's 128 heads) runs the flash blocks on the float32 kernels
 	// and gains nothing from the mode.

@@ -312,10 +312,12 @@ func TestCacheInt8(t *testing.T) {
 // data shaped like a trained model's: normal K, V and q, and K with a few
 // outlier channels 20× the rest (as trained LLMs' keys have). The
 // relative error is the largest |out8 - out32| of a row over the largest
-// |out32| of that row, bfloat16 K/V's alongside for scale. The figures
-// (go test -v -run Int8Accuracy) are in docs/NOTES.md: per-token blocks
-// of 32 lose an order of magnitude more on outlier channels, whose block
-// scale coarsens the 31 channels that share it.
+// |out32| of that row, bfloat16 K/V's alongside for scale (go test -v
+// -run Int8Accuracy; H 4, Lk 512, D 128): 1.9% with normal K/V (bfloat16:
+// 0.6%), 19% with 4 key channels 20× the rest (bfloat16: 3.7%). Per-token
+// blocks of 32 lose an order of magnitude on outlier channels, whose block
+// scale coarsens the 31 channels that share it; KIVI's per-channel K
+// scales would fix it (not built).
 func TestInt8Accuracy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 12))
 	const H, L, D = 4, 512, 128

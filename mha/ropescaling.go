@@ -32,8 +32,8 @@ import (
 //
 // The formulas are those of modeling_rope_utils.py in transformers' main
 // branch (read at commit 26892c16b782 of a fork tracking it, 2026-11), in
-// float64; docs/NOTES.md ("Rotary scaling") lists where transformers'
-// own float32 arithmetic differs and which of its versions disagree.
+// float64; docs/PORTING.md lists where transformers' own float32
+// arithmetic differs and which of its versions disagree.
 //
 // "dynamic" and "longrope" depend on the sequence's length: the number of
 // its tokens once the call's new tokens are in (the Forward's query length;

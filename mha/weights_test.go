@@ -432,7 +432,7 @@ func TestLayerWeightErrors(t *testing.T) {
 // inputs ~ N(0, 1)) each weight type's output stays within a stated
 // relative error of the float32 layer's (max |y - y32| / max |y32|), in a
 // causal forward and in the decode steps after it (int8 there runs
-// GemvI8); docs/NOTES.md quotes these bounds.
+// GemvI8); Weights.Type's doc quotes these bounds.
 func TestLayerWeightAccuracy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(37, 38))
 	cfg := LayerConfig{DModel: 512, Heads: 8, KVHeads: 2, HeadDim: 64, Rotary: Rotary{Dims: 64, Base: 10000}}

@@ -27,7 +27,7 @@ type Split struct {
 // Split thresholds: at most splitRows query rows per KV head (one vector
 // of AVX-512 lanes) and at least 2·splitMinKeys keys. Chunks have
 // splitMaxKeys keys (a call's own cost is then small; longer chunks
-// measured no better, docs/NOTES.md), halved down to splitMinKeys while
+// measured no better), halved down to splitMinKeys while
 // there are fewer than splitItems items to spread over the cores (items
 // of a group of KV heads count once). Flash
 // blocks of the path without the fused kernel (and of the edges) have

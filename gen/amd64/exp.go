@@ -187,7 +187,7 @@ func (g *gen) release() { g.held = nil }
 // Against exps: one multiply and six FMAs where exps has ten, no rounding
 // or scaling instruction, the 2^n an integer add. On Zen 4 the FMA pipes
 // are what the QK and PV products wait on; the AVX-512 Softmax ran
-// 1.15–1.25× as fast there, AVX2's 1.04–1.12× (docs/PERFORMANCE.md). The masked add
+// 1.15–1.25× as fast there, AVX2's 1.04–1.12×. The masked add
 // zeroes the lanes below the clamp (AVX-512); AVX2 clears them with an
 // AND after the add, which also keeps NaN (NaN's bits plus a shifted NaN's
 // low bits, which are 0, stay NaN).
