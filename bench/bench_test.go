@@ -298,3 +298,29 @@ func TestPerformanceDoc(t *testing.T) {
 		t.Error("a folder without a machine record gave no error")
 	}
 }
+
+// TestChurnHeap: -churn's workload runs on an engine and keeps at most
+// churnKeptMax bytes alive however often it runs.
+func TestChurnHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 256 MiB a round")
+	}
+	e, err := mha.NewEngine(mha.Config{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	defer func() { churnKept = nil }()
+	for range 3 {
+		if err := churnHeap(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := 0
+	for _, b := range churnKept {
+		kept += len(b)
+	}
+	if kept == 0 || kept > churnKeptMax {
+		t.Errorf("churnHeap keeps %d bytes, want (0, %d]", kept, churnKeptMax)
+	}
+}

@@ -38,6 +38,7 @@ type Row struct {
 	Shape      string  `json:"shape"`
 	Dv         int     `json:"dv,omitempty"`          // attention rows whose Dv differs from Dk
 	VInK       bool    `json:"v_in_k,omitempty"`      // V read inside K (-vink)
+	Churn      bool    `json:"churn,omitempty"`       // measured after churnHeap (-churn)
 	Mask       string  `json:"mask"`                  // "full" or "causal", then "+variant" (bench/variants.go)
 	Layout     string  `json:"layout"`                // "bshd" or "bhsd"
 	KV         string  `json:"kv"`                    // storage of K and V: "f32", "f16", "bf16", "int8", "int4"
@@ -85,6 +86,7 @@ type config struct {
 	// blockTokens is their paged caches' block size (0: the default).
 	blockTokens int
 	md          string // -md: a -json run's file to print as markdown (markdown.go), nothing measured
+	churn       bool   // -churn: churnHeap before each attention row
 	perf        string // -perf: the folder of runs to write docs/PERFORMANCE.md from (perfdoc.go)
 }
 
@@ -117,6 +119,7 @@ func parseFlags() (*config, error) {
 	shapes := flag.String("shape", "", "semicolon-separated shapes B,H,Hkv,Lq,Lk,D instead of the defaults (D: a head dim, or Dk/Dv)")
 	vink := flag.Bool("vink", false, "read V as the first Dv elements of each K row (MLA's absorbed decode; shapes with Dv <= Dk)")
 	threads := flag.String("threads", "", "comma-separated thread counts (default: 1 and all cores)")
+	churn := flag.Bool("churn", false, "before each attention row, churn the heap as a long-running server's is (allocations kept and freed, other shapes, FreeOSMemory): a row's speed should not depend on it")
 	asJSON := flag.Bool("json", false, "print one JSON record per line instead of the table")
 	svg := flag.String("svg", "", "also write a chart of GFLOP/s against sequence length to this SVG file")
 	noBase := flag.Bool("nobaseline", false, "skip the gonum baseline")
@@ -139,7 +142,7 @@ func parseFlags() (*config, error) {
 		return nil, fmt.Errorf("-serving: %q is not on, off or only", *serving)
 	}
 
-	cfg := &config{quick: *quick, json: *asJSON, svg: *svg, noBase: *noBase, serving: *serving,
+	cfg := &config{quick: *quick, json: *asJSON, churn: *churn, svg: *svg, noBase: *noBase, serving: *serving,
 		cases: defaultCases, layers: defaultLayers, gemms: defaultGemms, minTime: time.Second, layerCtx: 4096}
 	if cfg.quick {
 		cfg.cases, cfg.layers, cfg.gemms, cfg.minTime, cfg.layerCtx = quickCases, quickLayers, quickGemms, 100*time.Millisecond, 256
@@ -540,11 +543,16 @@ func measureAttention(cfg *config, e *mha.Engine, ks *kernels.Set, c Case, threa
 	}
 	var d time.Duration
 	unit := engineOf(ks, c.Compute)
+	if cfg.churn {
+		if err := churnHeap(e); err != nil {
+			return Row{}, err
+		}
+	}
 	peak := Around(ks, threads, unit, func() { d, err = Median(call, cfg.minTime) })
 	if err != nil {
 		return Row{}, err
 	}
-	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), VInK: c.VInK, Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(),
+	r := Row{Kind: "attention", ISA: ks.Name, Shape: c.String(), VInK: c.VInK, Churn: cfg.churn, Mask: c.maskName(), Layout: layoutName(c.Layout), KV: c.KV.String(),
 		Compute: c.Compute.String(), BF16Native: unit != FMA, Engine: unit.String(), Threads: threads, MedianMs: ms(d), GFLOPS: c.FLOPs() / d.Seconds() / 1e9}
 	if dv != c.D {
 		r.Dv = dv

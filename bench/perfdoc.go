@@ -249,7 +249,11 @@ func (pm perfMachine) write(w io.Writer) {
 			c.extra.add(r.GBs)
 			c.peer = pm.peerCell(r, c.ms)
 		case r.Kind == "attention":
-			c := prefill.cell(r.ISA, "`"+shortShape(r.Shape)+"`", r.Mask, r.Layout, r.KV, mode, strconv.Itoa(r.Threads))
+			maskName := r.Mask
+			if r.Churn {
+				maskName += ", churned heap"
+			}
+			c := prefill.cell(r.ISA, "`"+shortShape(r.Shape)+"`", maskName, r.Layout, r.KV, mode, strconv.Itoa(r.Threads))
 			c.ms.add(r.MedianMs)
 			c.pct.add(r.PctPeak)
 			c.extra.add(r.GFLOPS)
