@@ -452,6 +452,16 @@ func WidenBF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows int, n int)
 //go:noescape
 func NarrowBF16AVX2(dst *uint16, src *float32, n int)
 
+// RoundBF16AVX2 is
+//
+//	for i := 0; i < n; i++ {
+//		x[i] = fallback.BF16ToF32(fallback.F32ToBF16(x[i]))
+//
+// with n a multiple of the vector width.
+//
+//go:noescape
+func RoundBF16AVX2(x *float32, n int)
+
 // WidenI4KVAVX2 is
 //
 //	for r := 0; r < rows; r++ {

@@ -48657,6 +48657,36 @@ done:
 	VZEROUPPER
 	RET
 
+// func RoundBF16AVX2(x *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·RoundBF16AVX2(SB), NOSPLIT, $0-16
+	MOVQ  x+0(FP), AX
+	MOVQ  n+8(FP), CX
+	SHRQ  $0x03, CX
+	TESTQ CX, CX
+	JZ    done
+
+loop:
+	VMOVUPS   (AX), Y0
+	VPSRLD    $0x10, Y0, Y3
+	VPAND     constsAVX2<>+1056(SB), Y3, Y1
+	VPADDD    constsAVX2<>+1088(SB), Y0, Y2
+	VPADDD    Y1, Y2, Y2
+	VPSRLD    $0x10, Y2, Y2
+	VPAND     constsAVX2<>+928(SB), Y0, Y0
+	VPCMPGTD  constsAVX2<>+1120(SB), Y0, Y0
+	VPOR      constsAVX2<>+1152(SB), Y3, Y3
+	VBLENDVPS Y0, Y3, Y2, Y2
+	VPSLLD    $0x10, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func WidenI4KVAVX2(dst *int8, ldd int, src *int8, lds int, rows int, blocks int, ahead int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·WidenI4KVAVX2(SB), NOSPLIT, $0-56

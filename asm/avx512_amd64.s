@@ -71124,6 +71124,36 @@ done:
 	VZEROUPPER
 	RET
 
+// func RoundBF16AVX512(x *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·RoundBF16AVX512(SB), NOSPLIT, $0-16
+	MOVQ  x+0(FP), AX
+	MOVQ  n+8(FP), CX
+	SHRQ  $0x04, CX
+	TESTQ CX, CX
+	JZ    done
+
+loop:
+	VMOVUPS   (AX), Z0
+	VPSRLD    $0x10, Z0, Z3
+	VPANDD    constsAVX512<>+2112(SB), Z3, Z1
+	VPADDD    constsAVX512<>+2176(SB), Z0, Z2
+	VPADDD    Z1, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    constsAVX512<>+1856(SB), Z0, Z0
+	VPCMPGTD  constsAVX512<>+2240(SB), Z0, K1
+	VPORD     constsAVX512<>+2304(SB), Z3, Z3
+	VBLENDMPS Z3, Z2, K1, Z2
+	VPSLLD    $0x10, Z2, Z2
+	VMOVUPS   Z2, (AX)
+	ADDQ      $0x40, AX
+	DECQ      CX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func WidenI4KVAVX512(dst *int8, ldd int, src *int8, lds int, rows int, blocks int, ahead int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·WidenI4KVAVX512(SB), NOSPLIT, $0-56

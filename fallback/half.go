@@ -139,6 +139,14 @@ func F32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
+// RoundBF16 rounds x to bfloat16 in place: BF16ToF32(F32ToBF16(v)) for
+// each element.
+func RoundBF16(x []float32) {
+	for i, v := range x {
+		x[i] = BF16ToF32(F32ToBF16(v))
+	}
+}
+
 // Widen writes the float32 values of src, elements of type t (KVFloat16
 // or KVBFloat16), to dst[:len(src)].
 func Widen(dst []float32, src []uint16, t KVType) {

@@ -29,6 +29,7 @@ var (
 		decodeF32: asm.DecodeF32AVX2, decodeF16: asm.DecodeF16AVX2, decBF: asm.DecodeBF16AVX2,
 		decodeI8: asm.DecodeI8AVX2, decodeI4: asm.DecodeI4AVX2,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}},
+		roundBF16: asm.RoundBF16AVX2,
 		widenI4KV: asm.WidenI4KVAVX2, dequant: [2]dequantFunc{asm.DequantI8AVX2, asm.DequantI4AVX2},
 	},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
@@ -46,6 +47,7 @@ var (
 		decodeF32: asm.DecodeF32AVX512, decodeF16: asm.DecodeF16AVX512, decBF: asm.DecodeBF16AVX512,
 		decodeI8: asm.DecodeI8AVX512, decodeI4: asm.DecodeI4AVX512,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}},
+		roundBF16: asm.RoundBF16AVX512,
 		widenI4KV: asm.WidenI4KVAVX512, dequant: [2]dequantFunc{asm.DequantI8AVX512, asm.DequantI4AVX512},
 	},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
@@ -140,6 +142,7 @@ type x86Kernels struct {
 	decodeI8         decodeI8Func
 	decodeI4         decodeI8Func    // int4 K/V as they are, dk whole blocks
 	convert          [2]convertFuncs // float16, bfloat16
+	roundBF16        func(x *float32, n int)
 	widenI4KV        widenI4KVFunc
 	dequant          [2]dequantFunc // int8, int4 K/V rows to float32
 }
@@ -221,6 +224,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		decodeScales:  pr.decodeScaleWidth,
 		widen:         widenCalls(k.convert),
 		narrow:        narrowCalls(k.convert),
+		roundBF16:     k.roundBF16,
 		widenI4KV:     widenI4KVCall(k.widenI4KV),
 		dequant:       dequantCalls(k.dequant),
 	}

@@ -214,6 +214,27 @@ func (ks *Set) Narrow(dst []uint16, src []float32, t KVType) {
 	fallback.Narrow(dst[n:], src[n:], t)
 }
 
+// HasRoundBF16 reports whether the set rounds to bfloat16 in place on a
+// kernel of its own (RoundBF16<ISA>: the amd64 sets); elsewhere Narrow
+// then Widen through a scratch is faster than RoundBF16's Go loop.
+func (ks *Set) HasRoundBF16() bool { return ks.roundBF16 != nil }
+
+// RoundBF16 rounds x to bfloat16 in place: each element becomes
+// fallback.BF16ToF32(fallback.F32ToBF16(x)), what Narrow then Widen give
+// (to nearest even, a NaN kept NaN with its quiet bit set), in one pass:
+// whole vectors on the set's kernel, the rest in Go.
+func (ks *Set) RoundBF16(x []float32) {
+	raceWrite(x, len(x))
+	n := 0
+	if ks.roundBF16 != nil {
+		n = len(x) / ks.Lanes * ks.Lanes
+		if n > 0 {
+			ks.roundBF16(&x[0], n)
+		}
+	}
+	fallback.RoundBF16(x[n:])
+}
+
 // convertable checks a conversion's contract and returns how many leading
 // elements the set's kernel converts (whole vectors, if it has one; the
 // Go code does the rest).

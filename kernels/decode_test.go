@@ -410,3 +410,61 @@ func TestDecodeInt4ValueInKey(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundBF16 checks RoundBF16 bit for bit against Narrow then Widen's
+// scalar twins: special values (NaNs signalling and quiet, ties, the
+// largest finite, subnormals), every upper half with low halves at and
+// around the tie, random patterns; every length's tail against guard
+// pages, nothing past it written.
+func TestRoundBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 16))
+	src := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 3.4e38, -3.4e38, float32(math.Inf(1)), float32(math.Inf(-1)),
+		math.Float32frombits(0x7fc00000), math.Float32frombits(0xff800001), math.Float32frombits(0x7f800001),
+		math.Float32frombits(0x7fbfffff), math.Float32frombits(0x7fffffff), math.Float32frombits(0x00000001),
+		math.Float32frombits(0x807fffff), math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000),
+		math.Float32frombits(0x7f7fffff), math.Float32frombits(0x7f7f8000), math.Float32frombits(0x7f7f7fff)}
+	for hi := uint32(0); hi < 1<<16; hi++ {
+		for _, lo := range []uint32{0, 0x7fff, 0x8000, 0x8001, 0xffff} {
+			src = append(src, math.Float32frombits(hi<<16|lo))
+		}
+	}
+	for range 1 << 16 {
+		src = append(src, math.Float32frombits(rng.Uint32()))
+	}
+	want := make([]float32, len(src))
+	for i, x := range src {
+		want[i] = fallback.BF16ToF32(fallback.F32ToBF16(x))
+	}
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			x := append([]float32(nil), src...)
+			ks.RoundBF16(x)
+			for i := range x {
+				if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s RoundBF16(%#08x) = %#08x, want %#08x", ks, math.Float32bits(src[i]), math.Float32bits(x[i]), math.Float32bits(want[i]))
+				}
+			}
+			for n := 0; n <= 40; n++ {
+				for _, atEnd := range []bool{true, false} {
+					w, free := guarded(t, n+1, atEnd)
+					copy(w, src[len(src)-n-1:])
+					sentinel := w[n]
+					ks.RoundBF16(w[:n])
+					for i := range n {
+						if math.Float32bits(w[i]) != math.Float32bits(want[len(src)-n-1+i]) {
+							t.Fatalf("%s RoundBF16 n=%d: element %d = %#08x", ks, n, i, math.Float32bits(w[i]))
+						}
+					}
+					if math.Float32bits(w[n]) != math.Float32bits(sentinel) {
+						t.Fatalf("%s RoundBF16 n=%d wrote past the slice", ks, n)
+					}
+					free()
+					e, freeE := guarded(t, n, atEnd) // ends at the guard page
+					copy(e, src)
+					ks.RoundBF16(e)
+					freeE()
+				}
+			}
+		})
+	}
+}

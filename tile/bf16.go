@@ -31,9 +31,14 @@ func (r *itemRun) roundBF16(x []float32) { roundBF16(r.ks, r.ws, x) }
 // of ws's scratch at a time.
 func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) { roundThrough(ks, &ws.h16, x) }
 
-// roundThrough rounds x to bfloat16 in place through ks's kernels, a
+// roundThrough rounds x to bfloat16 in place: in one pass on the set's
+// RoundBF16 kernel where it has one, else through Narrow and Widen, a
 // chunk of roundChunk elements of *h (grown to it) at a time.
 func roundThrough(ks *kernels.Set, h *[]uint16, x []float32) {
+	if ks.HasRoundBF16() {
+		ks.RoundBF16(x)
+		return
+	}
 	*h = grow(*h, roundChunk)
 	for len(x) > 0 {
 		n := min(len(x), roundChunk)

@@ -1,4 +1,4 @@
-// Widen<F16|BF16><ISA> and Narrow<F16|BF16><ISA>: float16/bfloat16 ↔
+// Widen<F16|BF16><ISA>, Narrow<F16|BF16><ISA> and RoundBF16<ISA>: float16/bfloat16 ↔
 // float32 over whole vectors, one vector per step (VCVTPH2PS/VCVTPS2PH
 // for float16, shifts and integer rounding for bfloat16), and the 16-bit
 // K/V loads the decode kernels share.
@@ -131,6 +131,35 @@ func (g *gen) convert() {
 			g.narrowBF16(v, operand.Mem{Base: dp})
 		})
 	}
+	g.roundBF16()
+}
+
+// roundBF16 emits RoundBF16: float32 values rounded to bfloat16 in place,
+// the bits Narrow then Widen give, in one pass and no 16-bit copy (the
+// bfloat16 mode's weights and query block on the float32 kernels).
+func (g *gen) roundBF16() {
+	g.fn("RoundBF16", "func(x *float32, n int)",
+		"",
+		"\tfor i := 0; i < n; i++ {",
+		"\t\tx[i] = fallback.BF16ToF32(fallback.F32ToBF16(x[i]))",
+		"",
+		"with n a multiple of the vector width.",
+	)
+	xp, n := g.param("x"), g.param("n")
+	g.SHRQ(operand.U8(g.lanesLog()), n)
+	g.TESTQ(n, n)
+	g.JZ(operand.LabelRef("done"))
+	g.Label("loop")
+	v := g.vec()
+	g.VMOVUPS(operand.Mem{Base: xp}, v)
+	r := g.bf16Bits(v)
+	g.VPSLLD(operand.U8(16), r, r) // back to the upper half: the float32 of the bfloat16
+	g.VMOVUPS(r, operand.Mem{Base: xp})
+	g.ADDQ(operand.Imm(uint64(4*g.isa.lanes)), xp)
+	g.DECQ(n)
+	g.JNZ(operand.LabelRef("loop"))
+	g.Label("done")
+	g.ret()
 }
 
 // widenRows emits Widen's loops: rows (a param) rows of n elements, whole
