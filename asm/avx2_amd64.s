@@ -48657,17 +48657,18 @@ done:
 	VZEROUPPER
 	RET
 
-// func RoundBF16AVX2(x *float32, n int)
+// func RoundBF16AVX2(dst *float32, src *float32, n int)
 // Requires: AVX, AVX2
-TEXT ·RoundBF16AVX2(SB), NOSPLIT, $0-16
-	MOVQ  x+0(FP), AX
-	MOVQ  n+8(FP), CX
-	SHRQ  $0x03, CX
-	TESTQ CX, CX
+TEXT ·RoundBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
 	JZ    done
 
 loop:
-	VMOVUPS   (AX), Y0
+	VMOVUPS   (CX), Y0
 	VPSRLD    $0x10, Y0, Y3
 	VPAND     constsAVX2<>+1056(SB), Y3, Y1
 	VPADDD    constsAVX2<>+1088(SB), Y0, Y2
@@ -48679,8 +48680,9 @@ loop:
 	VBLENDVPS Y0, Y3, Y2, Y2
 	VPSLLD    $0x10, Y2, Y2
 	VMOVUPS   Y2, (AX)
+	ADDQ      $0x20, CX
 	ADDQ      $0x20, AX
-	DECQ      CX
+	DECQ      DX
 	JNZ       loop
 
 done:

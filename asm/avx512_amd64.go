@@ -387,12 +387,12 @@ func NarrowBF16AVX512(dst *uint16, src *float32, n int)
 // RoundBF16AVX512 is
 //
 //	for i := 0; i < n; i++ {
-//		x[i] = fallback.BF16ToF32(fallback.F32ToBF16(x[i]))
+//		dst[i] = fallback.BF16ToF32(fallback.F32ToBF16(src[i]))
 //
-// with n a multiple of the vector width.
+// with n a multiple of the vector width; dst may be src.
 //
 //go:noescape
-func RoundBF16AVX512(x *float32, n int)
+func RoundBF16AVX512(dst *float32, src *float32, n int)
 
 // WidenI4KVAVX512 is
 //

@@ -71124,17 +71124,18 @@ done:
 	VZEROUPPER
 	RET
 
-// func RoundBF16AVX512(x *float32, n int)
+// func RoundBF16AVX512(dst *float32, src *float32, n int)
 // Requires: AVX, AVX512F
-TEXT ·RoundBF16AVX512(SB), NOSPLIT, $0-16
-	MOVQ  x+0(FP), AX
-	MOVQ  n+8(FP), CX
-	SHRQ  $0x04, CX
-	TESTQ CX, CX
+TEXT ·RoundBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
 	JZ    done
 
 loop:
-	VMOVUPS   (AX), Z0
+	VMOVUPS   (CX), Z0
 	VPSRLD    $0x10, Z0, Z3
 	VPANDD    constsAVX512<>+2112(SB), Z3, Z1
 	VPADDD    constsAVX512<>+2176(SB), Z0, Z2
@@ -71146,8 +71147,9 @@ loop:
 	VBLENDMPS Z3, Z2, K1, Z2
 	VPSLLD    $0x10, Z2, Z2
 	VMOVUPS   Z2, (AX)
+	ADDQ      $0x40, CX
 	ADDQ      $0x40, AX
-	DECQ      CX
+	DECQ      DX
 	JNZ       loop
 
 done:

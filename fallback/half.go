@@ -139,11 +139,12 @@ func F32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-// RoundBF16 rounds x to bfloat16 in place: BF16ToF32(F32ToBF16(v)) for
-// each element.
-func RoundBF16(x []float32) {
-	for i, v := range x {
-		x[i] = BF16ToF32(F32ToBF16(v))
+// RoundBF16 writes src rounded to bfloat16 to dst[:len(src)]:
+// BF16ToF32(F32ToBF16(v)) for each element; dst may be src.
+func RoundBF16(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = BF16ToF32(F32ToBF16(v))
 	}
 }
 

@@ -142,7 +142,7 @@ type x86Kernels struct {
 	decodeI8         decodeI8Func
 	decodeI4         decodeI8Func    // int4 K/V as they are, dk whole blocks
 	convert          [2]convertFuncs // float16, bfloat16
-	roundBF16        func(x *float32, n int)
+	roundBF16        func(dst, src *float32, n int)
 	widenI4KV        widenI4KVFunc
 	dequant          [2]dequantFunc // int8, int4 K/V rows to float32
 }

@@ -219,20 +219,23 @@ func (ks *Set) Narrow(dst []uint16, src []float32, t KVType) {
 // then Widen through a scratch is faster than RoundBF16's Go loop.
 func (ks *Set) HasRoundBF16() bool { return ks.roundBF16 != nil }
 
-// RoundBF16 rounds x to bfloat16 in place: each element becomes
-// fallback.BF16ToF32(fallback.F32ToBF16(x)), what Narrow then Widen give
-// (to nearest even, a NaN kept NaN with its quiet bit set), in one pass:
-// whole vectors on the set's kernel, the rest in Go.
-func (ks *Set) RoundBF16(x []float32) {
-	raceWrite(x, len(x))
+// RoundBF16 writes src rounded to bfloat16 to dst[:len(src)]: each
+// element fallback.BF16ToF32(fallback.F32ToBF16(x)), what Narrow then
+// Widen give (to nearest even, a NaN kept NaN with its quiet bit set), in
+// one pass: whole vectors on the set's kernel, the rest in Go. dst may be
+// src (in place); otherwise they must not overlap.
+func (ks *Set) RoundBF16(dst, src []float32) {
+	check("RoundBF16", "dst", len(dst), len(src))
+	raceWrite(dst, len(src))
+	raceRead(src, len(src))
 	n := 0
 	if ks.roundBF16 != nil {
-		n = len(x) / ks.Lanes * ks.Lanes
+		n = len(src) / ks.Lanes * ks.Lanes
 		if n > 0 {
-			ks.roundBF16(&x[0], n)
+			ks.roundBF16(&dst[0], &src[0], n)
 		}
 	}
-	fallback.RoundBF16(x[n:])
+	fallback.RoundBF16(dst[n:len(src)], src[n:])
 }
 
 // convertable checks a conversion's contract and returns how many leading

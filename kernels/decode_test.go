@@ -411,7 +411,7 @@ func TestDecodeInt4ValueInKey(t *testing.T) {
 	}
 }
 
-// TestRoundBF16 checks RoundBF16 bit for bit against Narrow then Widen's
+// TestRoundBF16 checks RoundBF16, in place and into another slice, bit for bit against Narrow then Widen's
 // scalar twins: special values (NaNs signalling and quiet, ties, the
 // largest finite, subnormals), every upper half with low halves at and
 // around the tie, random patterns; every length's tail against guard
@@ -438,8 +438,13 @@ func TestRoundBF16(t *testing.T) {
 	for _, ks := range Available() {
 		t.Run(ks.Name, func(t *testing.T) {
 			x := append([]float32(nil), src...)
-			ks.RoundBF16(x)
+			ks.RoundBF16(x, x) // in place
+			y := make([]float32, len(src))
+			ks.RoundBF16(y, src)
 			for i := range x {
+				if math.Float32bits(y[i]) != math.Float32bits(x[i]) {
+					t.Fatalf("%s RoundBF16 into another slice: element %d = %#08x, in place %#08x", ks, i, math.Float32bits(y[i]), math.Float32bits(x[i]))
+				}
 				if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("%s RoundBF16(%#08x) = %#08x, want %#08x", ks, math.Float32bits(src[i]), math.Float32bits(x[i]), math.Float32bits(want[i]))
 				}
@@ -449,7 +454,7 @@ func TestRoundBF16(t *testing.T) {
 					w, free := guarded(t, n+1, atEnd)
 					copy(w, src[len(src)-n-1:])
 					sentinel := w[n]
-					ks.RoundBF16(w[:n])
+					ks.RoundBF16(w[:n], w[:n])
 					for i := range n {
 						if math.Float32bits(w[i]) != math.Float32bits(want[len(src)-n-1+i]) {
 							t.Fatalf("%s RoundBF16 n=%d: element %d = %#08x", ks, n, i, math.Float32bits(w[i]))
@@ -459,10 +464,17 @@ func TestRoundBF16(t *testing.T) {
 						t.Fatalf("%s RoundBF16 n=%d wrote past the slice", ks, n)
 					}
 					free()
-					e, freeE := guarded(t, n, atEnd) // ends at the guard page
-					copy(e, src)
-					ks.RoundBF16(e)
+					e, freeE := guarded(t, n, atEnd) // both end at a guard page
+					s, freeS := guarded(t, n, atEnd)
+					copy(s, src)
+					ks.RoundBF16(e, s)
+					for i := range n {
+						if math.Float32bits(e[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s RoundBF16 n=%d into another slice: element %d = %#08x", ks, n, i, math.Float32bits(e[i]))
+						}
+					}
 					freeE()
+					freeS()
 				}
 			}
 		})

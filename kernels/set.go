@@ -65,7 +65,7 @@ type Set struct {
 	decodeQ8I4Max int
 	widen         func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) // rows of whole vectors; nil: Go
 	narrow        func(dst []uint16, src []float32, t KVType)                                // whole vectors; nil: Go
-	roundBF16     func(x *float32, n int)                                                    // whole vectors; nil: narrow then widen
+	roundBF16     func(dst, src *float32, n int)                                             // whole vectors; nil: Go
 	gemmW         gemmWKernel                                                                // nil: WidenWeights + Gemm
 	pairsW        bool                                                                       // gemmW reads bfloat16 weights held in pairs (WeightRows.P)
 	gemvI8        gemmWKernel                                                                // nil: fallback.GemvI8

@@ -36,7 +36,7 @@ func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) { roundThrough(ks, &
 // chunk of roundChunk elements of *h (grown to it) at a time.
 func roundThrough(ks *kernels.Set, h *[]uint16, x []float32) {
 	if ks.HasRoundBF16() {
-		ks.RoundBF16(x)
+		ks.RoundBF16(x, x)
 		return
 	}
 	*h = grow(*h, roundChunk)
@@ -109,7 +109,9 @@ func (r *itemRun) roundQuery() {
 // copiesKV reports whether the flash loop reads K and V blocks from a
 // copy in the workspace (widened, dequantized or rounded) rather than in
 // place.
-func (p *Problem) copiesKV() bool { return p.KVType != fallback.KVFloat32 || p.BF16 }
+func (p *Problem) copiesKV() bool {
+	return p.KVType != fallback.KVFloat32 || (p.BF16 && !p.KVRounded)
+}
 
 // The bfloat16 mode on a set's bfloat16 kernels (kernels.Set.HasBF16):
 // QK multiplies K's bfloat16 rows (read in place when K is stored as
@@ -133,9 +135,14 @@ func pairsOn(ks *kernels.Set, p *Problem) bool {
 // the Dot rows of a decode step).
 func usesPairs(ks *kernels.Set, p *Problem, dot bool) bool { return pairsOn(ks, p) && !dot }
 
-// PairValues sets p.PairV for set ks, before Regroups: V of its own, read
-// by ks's bfloat16 kernels, is worth pairing once per call.
-func PairValues(ks *kernels.Set, p *Problem) { p.PairV = pairsOn(ks, p) && !p.VInK }
+// PairValues sets p.PairV and p.RoundInF32 for set ks, before Regroups:
+// V of its own, read by ks's bfloat16 kernels, is worth pairing once per
+// call; on the float32 kernels the copy holds float32 rounded values,
+// read in place, rather than bfloat16 ones each item widens again.
+func PairValues(ks *kernels.Set, p *Problem) {
+	p.PairV = pairsOn(ks, p) && !p.VInK
+	p.RoundInF32 = p.BF16 && !pairsOn(ks, p)
+}
 
 // pairQuery packs the item's scaled Qᵀ block ([dk][rp]) in pairs of
 // dims, rounded: [dk/2][rp].

@@ -326,7 +326,7 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 func (r *itemRun) kvBlock(kb, nk int, value bool) ([]float32, int) {
 	p, ws := r.p, r.ws
 	rows := p.kvRows(r.it.b, kb, r.it.g, value)
-	rounding := p.BF16 && !r.dp // the bfloat16 kernels pair (and round) the block themselves
+	rounding := p.BF16 && !r.dp && !p.KVRounded // the bfloat16 kernels pair (and round) the block themselves
 	whole := p.pageRun(kb, nk) == nk
 	if whole && rows.Type == fallback.KVFloat32 && !(value && ws.packV) && !rounding {
 		return rows.F32, rows.Ld

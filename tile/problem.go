@@ -43,6 +43,13 @@ type Problem struct {
 	// dims and V of its own: a Regroup that rounds K and V also stores V
 	// paired over keys (VPairs), once for every item. PairValues sets it.
 	PairV bool
+	// RoundInF32: the bfloat16 mode on the float32 kernels; a Regroup
+	// copy then holds K and V as float32 rounded to bfloat16, which the
+	// loop reads in place (KVRounded). PairValues sets it.
+	RoundInF32 bool
+	// KVRounded: K and V hold bfloat16 values already (such a copy), so
+	// the mode's loop reads them as they are.
+	KVRounded bool
 	// VPairs is that copy: [B][KVHeads][(KVLen+1)/2][ValueDim], keys 2c
 	// (low half) and 2c+1 (high half, 0 past the last key) of each column.
 	VPairs []uint32

@@ -67,6 +67,11 @@ func rounds(p *Problem) bool {
 	return p.BF16 && (p.KVType != fallback.KVBFloat16 || p.PairV) && p.QLen*(p.Heads/p.KVHeads) > maxRows
 }
 
+// roundsInF32 reports whether a Regroup of p rounds K and V into float32
+// rows (the float32 kernels' copy: read in place, no widening per item)
+// rather than bfloat16 ones.
+func roundsInF32(p *Problem) bool { return rounds(p) && p.RoundInF32 }
+
 // pairsV reports whether a Regroup of p also pairs V (Problem.PairV).
 func pairsV(p *Problem) bool { return p.PairV && !p.VInK && rounds(p) }
 
@@ -78,7 +83,10 @@ func valueHalf(p *Problem) int { return (p.KVLen + 1) / 2 }
 // rounds, else p's), int4's bytes.
 func copyWidths(p *Problem) (wk, wv int) {
 	t := p.KVType
-	if rounds(p) {
+	switch {
+	case roundsInF32(p):
+		t = fallback.KVFloat32
+	case rounds(p):
 		t = fallback.KVBFloat16
 	}
 	wk = fallback.StoredWidth(t, p.HeadDim)
@@ -96,7 +104,10 @@ func CopyBytes(p *Problem) float64 {
 		dv = 0
 	}
 	size := float64(kvSize(p.KVType))
-	if rounds(p) {
+	switch {
+	case roundsInF32(p):
+		size = 4
+	case rounds(p):
 		size = 2
 	}
 	wk, wv := copyWidths(p)
@@ -143,6 +154,8 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	wk, wv := copyWidths(p)
 	nk, nv := rows*wk, rows*wv
 	switch {
+	case roundsInF32(p):
+		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
 	case rounds(p):
 		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
 		if pairsV(p) {
@@ -176,6 +189,10 @@ func (r Regroup) Run(ks *kernels.Set, n int, ws *Workspace) {
 	chunks := (p.KVLen + regroupKeys - 1) / regroupKeys
 	b, j0 := n/chunks, n%chunks*regroupKeys
 	j1 := min(j0+regroupKeys, p.KVLen)
+	if roundsInF32(p) {
+		r.roundF32(ks, ws, b, j0, j1)
+		return
+	}
 	if rounds(p) {
 		r.round(ks, ws, b, j0, j1)
 		return
@@ -257,6 +274,51 @@ func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	}
 }
 
+// roundF32 is Run for a copy that rounds into float32 rows: key
+// positions [j0, j1) of batch b, each row copied (widened, dequantized)
+// into its place and rounded there.
+func (r Regroup) roundF32(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
+	p, c := r.P, r.Into
+	for g := 0; g < p.KVHeads; g++ {
+		first := (b*p.KVHeads+g)*p.KVLen + j0 // the head's row of key j0, BHSD
+		for _, value := range []bool{false, true} {
+			dst, dim := c.K, p.HeadDim
+			if value {
+				if p.VInK {
+					continue
+				}
+				dst, dim = c.V, p.ValueDim
+			}
+			run := dst[first*dim : (first+j1-j0)*dim]
+			for j := j0; j < j1; { // the head's rows a run at a time (a block's, if paged)
+				n := p.pageRun(j, j1-j)
+				src := p.kvRows(b, j, g, value)
+				out := run[(j-j0)*dim:]
+				switch {
+				case src.Type == fallback.KVFloat32 && ks.HasRoundBF16(): // rounded as copied
+					for c := range n {
+						ks.RoundBF16(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:c*src.Ld+dim])
+					}
+				case src.Type == fallback.KVFloat32:
+					for c := range n {
+						copy(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:])
+					}
+					roundBF16(ks, ws, out[:n*dim])
+				case src.Type.Quantized():
+					ks.DequantRows(out, dim, src, n, dim)
+					roundBF16(ks, ws, out[:n*dim])
+				case src.Type == fallback.KVFloat16:
+					ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
+					roundBF16(ks, ws, out[:n*dim])
+				default: // bfloat16 rows widen exactly
+					ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
+				}
+				j += n
+			}
+		}
+	}
+}
+
 // pairValues pairs the rounded V rows of key positions [j0, j1) of batch
 // b (j0 even; j1 even or the last key) into the copy's VP: keys j and j+1
 // of each column in one uint32, 0 for a key past the last.
@@ -286,6 +348,12 @@ func (r Regroup) pairValues(b, j0, j1 int) {
 // if the copy rounds).
 func (r Regroup) Use() {
 	p, c := r.P, r.Into
+	if roundsInF32(p) {
+		p.KVHeadsMajor, p.KVType, p.K, p.V, p.KVRounded = true, fallback.KVFloat32, c.K, c.V, true
+		p.K16, p.V16, p.K8, p.V8, p.KS, p.VS = nil, nil, nil, nil, nil, nil
+		p.PageKeys, p.Pages = 0, nil // the copy is one run a head
+		return
+	}
 	if rounds(p) {
 		if pairsV(p) {
 			p.VPairs = c.VP

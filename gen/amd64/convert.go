@@ -134,32 +134,25 @@ func (g *gen) convert() {
 	g.roundBF16()
 }
 
-// roundBF16 emits RoundBF16: float32 values rounded to bfloat16 in place,
-// the bits Narrow then Widen give, in one pass and no 16-bit copy (the
-// bfloat16 mode's weights and query block on the float32 kernels).
+// roundBF16 emits RoundBF16: float32 values rounded to bfloat16, the bits
+// Narrow then Widen give, in one pass and no 16-bit copy (the bfloat16
+// mode's weights, query block and K/V copy on the float32 kernels); dst
+// may be src.
 func (g *gen) roundBF16() {
-	g.fn("RoundBF16", "func(x *float32, n int)",
+	g.fn("RoundBF16", "func(dst, src *float32, n int)",
 		"",
 		"\tfor i := 0; i < n; i++ {",
-		"\t\tx[i] = fallback.BF16ToF32(fallback.F32ToBF16(x[i]))",
+		"\t\tdst[i] = fallback.BF16ToF32(fallback.F32ToBF16(src[i]))",
 		"",
-		"with n a multiple of the vector width.",
+		"with n a multiple of the vector width; dst may be src.",
 	)
-	xp, n := g.param("x"), g.param("n")
-	g.SHRQ(operand.U8(g.lanesLog()), n)
-	g.TESTQ(n, n)
-	g.JZ(operand.LabelRef("done"))
-	g.Label("loop")
-	v := g.vec()
-	g.VMOVUPS(operand.Mem{Base: xp}, v)
-	r := g.bf16Bits(v)
-	g.VPSLLD(operand.U8(16), r, r) // back to the upper half: the float32 of the bfloat16
-	g.VMOVUPS(r, operand.Mem{Base: xp})
-	g.ADDQ(operand.Imm(uint64(4*g.isa.lanes)), xp)
-	g.DECQ(n)
-	g.JNZ(operand.LabelRef("loop"))
-	g.Label("done")
-	g.ret()
+	g.convertLoop(4, 4, func(sp, dp reg.GPVirtual) {
+		v := g.vec()
+		g.VMOVUPS(operand.Mem{Base: sp}, v)
+		r := g.bf16Bits(v)
+		g.VPSLLD(operand.U8(16), r, r) // back to the upper half: the float32 of the bfloat16
+		g.VMOVUPS(r, operand.Mem{Base: dp})
+	})
 }
 
 // widenRows emits Widen's loops: rows (a param) rows of n elements, whole
