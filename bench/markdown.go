@@ -47,17 +47,7 @@ func writeMarkdown(w io.Writer, r io.Reader) error {
 	if m.CPU == "" {
 		return fmt.Errorf("-md: the run has no machine record (was it made with -json?)")
 	}
-	var peaks []string
-	for _, set := range sortedKeys(m.Peak1) {
-		peaks = append(peaks, fmt.Sprintf("%s FMA peak %.0f GFLOP/s", set, m.Peak1[set]))
-	}
-	for _, set := range sortedKeys(m.BF16Peak1) {
-		peaks = append(peaks, fmt.Sprintf("%s bf16 dot peak %.0f", set, m.BF16Peak1[set]))
-	}
-	for _, set := range sortedKeys(m.AMXPeak1) {
-		peaks = append(peaks, fmt.Sprintf("%s AMX peak %.0f", set, m.AMXPeak1[set]))
-	}
-	fmt.Fprintf(w, "%s, %d cores; one thread: %s; read probe %.1f GB/s.\n\n", m.CPU, m.Cores, strings.Join(peaks, ", "), m.BW1)
+	fmt.Fprintf(w, "%s, %d cores; one thread: %s; read probe %.1f GB/s.\n\n", m.CPU, m.Cores, m.peaks(), m.BW1)
 	fmt.Fprintln(w, "| set | row | threads | time | of its limit |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range rows {
@@ -86,6 +76,22 @@ func writeMarkdown(w io.Writer, r io.Reader) error {
 		fmt.Fprintf(w, "| %s | %s | %d | %.3g ms | %s |\n", r.ISA, strings.Join(strings.Fields(label), " "), r.Threads, r.MedianMs, limit)
 	}
 	return nil
+}
+
+// peaks lists the machine's one-thread peaks per set: FMA, bfloat16 dot
+// product and AMX tiles.
+func (m Machine) peaks() string {
+	var peaks []string
+	for _, set := range sortedKeys(m.Peak1) {
+		peaks = append(peaks, fmt.Sprintf("%s FMA peak %.0f GFLOP/s", set, m.Peak1[set]))
+	}
+	for _, set := range sortedKeys(m.BF16Peak1) {
+		peaks = append(peaks, fmt.Sprintf("%s bf16 dot peak %.0f", set, m.BF16Peak1[set]))
+	}
+	for _, set := range sortedKeys(m.AMXPeak1) {
+		peaks = append(peaks, fmt.Sprintf("%s AMX peak %.0f", set, m.AMXPeak1[set]))
+	}
+	return strings.Join(peaks, ", ")
 }
 
 // sortedKeys returns m's keys in order.

@@ -237,22 +237,27 @@ func (t *table) cell(label ...string) *perfCell {
 	return c
 }
 
+// write prints an attention table: its lines' labels, time, share of the
+// limit and rate, then the peer's cell when peer (the column's head) is
+// set.
+func (t table) write(w io.Writer, title, columns, peer string) {
+	if len(t.order) == 0 {
+		return
+	}
+	n := strings.Count(columns, "|") + 1 + strings.Count(peer, "|")
+	fmt.Fprintf(w, "\n### %s\n\n| %s |%s\n|%s\n", title, columns, peer, strings.Repeat("---|", n))
+	for _, k := range t.order {
+		c := t.cells[k]
+		fmt.Fprintf(w, "| %s | %s | %s | %s |%s\n", strings.Join(c.label, " | "), c.ms.format(3), c.pct.format(2), c.extra.format(3), peerColumn(c, peer))
+	}
+}
+
 // write prints the machine's section.
 func (pm perfMachine) write(w io.Writer) {
 	m := pm.m
 	fmt.Fprintf(w, "\n## %s: %s, %d cores\n\n", pm.name, m.CPU, m.Cores)
-	var limits []string
-	for _, set := range sortedKeys(m.Peak1) {
-		limits = append(limits, fmt.Sprintf("%s FMA peak %.0f GFLOP/s", set, m.Peak1[set]))
-	}
-	for _, set := range sortedKeys(m.BF16Peak1) {
-		limits = append(limits, fmt.Sprintf("%s bfloat16-dot peak %.0f", set, m.BF16Peak1[set]))
-	}
-	for _, set := range sortedKeys(m.AMXPeak1) {
-		limits = append(limits, fmt.Sprintf("%s AMX peak %.0f", set, m.AMXPeak1[set]))
-	}
 	fmt.Fprintf(w, "One thread: %s; read probe %.1f GB/s (all threads %.1f). AMX: %s.\n",
-		strings.Join(limits, ", "), m.BW1, m.BWN, m.AMX)
+		m.peaks(), m.BW1, m.BWN, m.AMX)
 	if pm.notes != "" {
 		fmt.Fprintf(w, "\n%s\n", pm.notes)
 	}
@@ -294,22 +299,8 @@ func (pm perfMachine) write(w io.Writer) {
 	if len(pm.peers) > 0 {
 		peerHead = " ONNX Runtime |"
 	}
-	if len(prefill.order) > 0 {
-		fmt.Fprintf(w, "\n### Prefill\n\n| set | shape | mask | layout | K/V | mode | threads | ms | %% of peak | GFLOP/s |%s\n", peerHead)
-		fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", 10+len(peerHead)/len(" ONNX Runtime |")))
-		for _, k := range prefill.order {
-			c := prefill.cells[k]
-			fmt.Fprintf(w, "| %s | %s | %s | %s |%s\n", strings.Join(c.label, " | "), c.ms.format(3), c.pct.format(2), c.extra.format(3), peerColumn(c, peerHead))
-		}
-	}
-	if len(decode.order) > 0 {
-		fmt.Fprintf(w, "\n### Decode\n\n| set | shape | layout | K/V | mode | threads | ms | %% of read probe | GB/s |%s\n", peerHead)
-		fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", 9+len(peerHead)/len(" ONNX Runtime |")))
-		for _, k := range decode.order {
-			c := decode.cells[k]
-			fmt.Fprintf(w, "| %s | %s | %s | %s |%s\n", strings.Join(c.label, " | "), c.ms.format(3), c.pct.format(2), c.extra.format(3), peerColumn(c, peerHead))
-		}
-	}
+	prefill.write(w, "Prefill", "set | shape | mask | layout | K/V | mode | threads | ms | % of peak | GFLOP/s", peerHead)
+	decode.write(w, "Decode", "set | shape | layout | K/V | mode | threads | ms | % of read probe | GB/s", peerHead)
 	if len(layer.order) > 0 {
 		anchorHead, anchorRule := "", ""
 		if len(pm.anchors) > 0 {

@@ -237,38 +237,32 @@ func copyRow[T any](dst, src []T, to, from, d int) {
 func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	p, c := r.P, r.Into
 	ws.kb = grow(ws.kb, max(p.HeadDim, p.ValueDim))
-	for g := 0; g < p.KVHeads; g++ {
-		first := (b*p.KVHeads+g)*p.KVLen + j0 // the head's row of key j0, BHSD
-		for _, value := range []bool{false, true} {
-			dst, dim := c.K16, p.HeadDim
-			if value {
-				if p.VInK {
-					continue
-				}
-				dst, dim = c.V16, p.ValueDim
-			}
-			if p.KVType == fallback.KVFloat32 { // the head's run of rows in one call (a block's, if paged)
-				for j := j0; j < j1; {
-					n := p.pageRun(j, j1-j)
-					src := p.kvRows(b, j, g, value)
-					ks.NarrowRows(dst[(first+j-j0)*dim:], dim, src.F32, src.Ld, n, dim, fallback.KVBFloat16)
-					j += n
-				}
-				continue
-			}
-			row := ws.kb[:dim]
-			for j := j0; j < j1; j++ {
-				src := p.kvRows(b, j, g, value)
-				if src.Type.Quantized() {
-					ks.DequantRows(row, dim, src, 1, dim)
-				} else {
-					ks.Widen(row, src.U16[:dim], src.Type)
-				}
-				to := first + j - j0
-				ks.Narrow(dst[to*dim:(to+1)*dim], row, fallback.KVBFloat16)
-			}
+	r.eachRun(b, j0, func(g int, value bool, dim, first int) {
+		dst := c.K16
+		if value {
+			dst = c.V16
 		}
-	}
+		if p.KVType == fallback.KVFloat32 { // the head's run of rows in one call (a block's, if paged)
+			for j := j0; j < j1; {
+				n := p.pageRun(j, j1-j)
+				src := p.kvRows(b, j, g, value)
+				ks.NarrowRows(dst[(first+j-j0)*dim:], dim, src.F32, src.Ld, n, dim, fallback.KVBFloat16)
+				j += n
+			}
+			return
+		}
+		row := ws.kb[:dim]
+		for j := j0; j < j1; j++ {
+			src := p.kvRows(b, j, g, value)
+			if src.Type.Quantized() {
+				ks.DequantRows(row, dim, src, 1, dim)
+			} else {
+				ks.Widen(row, src.U16[:dim], src.Type)
+			}
+			to := first + j - j0
+			ks.Narrow(dst[to*dim:(to+1)*dim], row, fallback.KVBFloat16)
+		}
+	})
 	if pairsV(p) {
 		r.pairValues(b, j0, j1)
 	}
@@ -279,42 +273,50 @@ func (r Regroup) round(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 // into its place and rounded there.
 func (r Regroup) roundF32(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	p, c := r.P, r.Into
+	r.eachRun(b, j0, func(g int, value bool, dim, first int) {
+		dst := c.K
+		if value {
+			dst = c.V
+		}
+		run := dst[first*dim : (first+j1-j0)*dim]
+		for j := j0; j < j1; { // the head's rows a run at a time (a block's, if paged)
+			n := p.pageRun(j, j1-j)
+			src := p.kvRows(b, j, g, value)
+			out := run[(j-j0)*dim:]
+			switch {
+			case src.Type == fallback.KVFloat32 && ks.HasRoundBF16(): // rounded as copied
+				for c := range n {
+					ks.RoundBF16(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:c*src.Ld+dim])
+				}
+			case src.Type == fallback.KVFloat32:
+				for c := range n {
+					copy(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:])
+				}
+				roundBF16(ks, ws, out[:n*dim])
+			case src.Type.Quantized():
+				ks.DequantRows(out, dim, src, n, dim)
+				roundBF16(ks, ws, out[:n*dim])
+			case src.Type == fallback.KVFloat16:
+				ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
+				roundBF16(ks, ws, out[:n*dim])
+			default: // bfloat16 rows widen exactly
+				ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
+			}
+			j += n
+		}
+	})
+}
+
+// eachRun calls f for each KV head g of batch b and each of its K and V
+// (V of its own only): whether it is V, its row length and the copy's
+// row of key j0 of that head (heads-major).
+func (r Regroup) eachRun(b, j0 int, f func(g int, value bool, dim, first int)) {
+	p := r.P
 	for g := 0; g < p.KVHeads; g++ {
-		first := (b*p.KVHeads+g)*p.KVLen + j0 // the head's row of key j0, BHSD
-		for _, value := range []bool{false, true} {
-			dst, dim := c.K, p.HeadDim
-			if value {
-				if p.VInK {
-					continue
-				}
-				dst, dim = c.V, p.ValueDim
-			}
-			run := dst[first*dim : (first+j1-j0)*dim]
-			for j := j0; j < j1; { // the head's rows a run at a time (a block's, if paged)
-				n := p.pageRun(j, j1-j)
-				src := p.kvRows(b, j, g, value)
-				out := run[(j-j0)*dim:]
-				switch {
-				case src.Type == fallback.KVFloat32 && ks.HasRoundBF16(): // rounded as copied
-					for c := range n {
-						ks.RoundBF16(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:c*src.Ld+dim])
-					}
-				case src.Type == fallback.KVFloat32:
-					for c := range n {
-						copy(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:])
-					}
-					roundBF16(ks, ws, out[:n*dim])
-				case src.Type.Quantized():
-					ks.DequantRows(out, dim, src, n, dim)
-					roundBF16(ks, ws, out[:n*dim])
-				case src.Type == fallback.KVFloat16:
-					ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
-					roundBF16(ks, ws, out[:n*dim])
-				default: // bfloat16 rows widen exactly
-					ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
-				}
-				j += n
-			}
+		first := (b*p.KVHeads+g)*p.KVLen + j0
+		f(g, false, p.HeadDim, first)
+		if !p.VInK {
+			f(g, true, p.ValueDim, first)
 		}
 	}
 }
