@@ -284,6 +284,8 @@ func (r Regroup) roundF32(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 			src := p.kvRows(b, j, g, value)
 			out := run[(j-j0)*dim:]
 			switch {
+			case src.Type == fallback.KVFloat32 && ks.HasRoundBF16() && src.Ld == dim: // the run is contiguous
+				ks.RoundBF16(out[:n*dim], src.F32[:n*dim])
 			case src.Type == fallback.KVFloat32 && ks.HasRoundBF16(): // rounded as copied
 				for c := range n {
 					ks.RoundBF16(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:c*src.Ld+dim])
