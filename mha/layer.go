@@ -373,7 +373,7 @@ func (l *Layer) forward(ctx context.Context, out, xq, xkv []float32, ckv *CrossK
 	if ckv != nil {
 		ck, cv = f32("CrossKV.K", ckv.K, len(ckv.K)), f32("CrossKV.V", ckv.V, len(ckv.V))
 	}
-	if err := noOverlap([]span{f32("out", out, batch*qLen*dm), f32("LSE", lseOf(opts), batch*cfg.Heads*qLen)},
+	if err := noOverlap([]span{f32("out", out, batch*qLen*dm), f32("OutLSE", lseOf(opts), batch*cfg.Heads*qLen)},
 		[]span{f32("xq", xq, batch*qLen*dm), f32("xkv", xkv, batch*kvLen*dm), ck, cv,
 			oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
 		return err

@@ -69,7 +69,7 @@ func (l *Layer) step(ctx context.Context, out, x []float32, st stepCache, counts
 		return nil
 	}
 	oi := optionInputs(o) // ALiBi and Sinks: a step takes no Bias, Mask or KVLens
-	sc.spans = st.spans(append(sc.spans[:0], f32("out", out, total*dm), f32("LSE", o.OutLSE, total*H)))
+	sc.spans = st.spans(append(sc.spans[:0], f32("out", out, total*dm), f32("OutLSE", o.OutLSE, total*H)))
 	if err := noOverlap(sc.spans, []span{f32("x", x, total*dm), oi[0], oi[1], oi[2], oi[3], oi[4]}); err != nil {
 		return err
 	}

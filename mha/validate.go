@@ -156,7 +156,7 @@ func problem(out, q []float32, kv kvData, shape Shape, opts *Options, workers in
 		vs, vScales = span{}, span{}
 	}
 	return p, noOverlap(
-		[]span{f32("out", out, B*Lq*H*Dv), f32("LSE", p.LSE, B*H*Lq)},
+		[]span{f32("out", out, B*Lq*H*Dv), f32("OutLSE", p.LSE, B*H*Lq)},
 		[]span{f32("q", q, B*Lq*H*Dk), ks, vs, kScales, vScales, f32("Bias", p.Bias, p.BiasBatch*p.BiasHeads*p.BiasQLen*Lk),
 			bools("Mask", p.Mask, p.MaskBatch*p.MaskHeads*p.MaskQLen*Lk),
 			f32("ALiBi", p.Slopes, H), f32("Sinks", p.Sinks, H), ints("KVLens", p.KVLens, len(p.KVLens))})
