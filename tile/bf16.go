@@ -31,6 +31,18 @@ func (r *itemRun) roundBF16(x []float32) { roundBF16(r.ks, r.ws, x) }
 // of ws's scratch at a time.
 func roundBF16(ks *kernels.Set, ws *Workspace, x []float32) { roundThrough(ks, &ws.h16, x) }
 
+// roundInto writes src rounded to bfloat16 to dst: as it copies, on the
+// set's RoundBF16 kernel where it has one, else copied, then rounded in
+// place.
+func roundInto(ks *kernels.Set, ws *Workspace, dst, src []float32) {
+	if ks.HasRoundBF16() {
+		ks.RoundBF16(dst, src)
+		return
+	}
+	copy(dst, src)
+	roundBF16(ks, ws, dst)
+}
+
 // roundThrough rounds x to bfloat16 in place: in one pass on the set's
 // RoundBF16 kernel where it has one, else through Narrow and Widen, a
 // chunk of roundChunk elements of *h (grown to it) at a time.

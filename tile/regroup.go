@@ -282,27 +282,24 @@ func (r Regroup) roundF32(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 		for j := j0; j < j1; { // the head's rows a run at a time (a block's, if paged)
 			n := p.pageRun(j, j1-j)
 			src := p.kvRows(b, j, g, value)
-			out := run[(j-j0)*dim:]
+			out := run[(j-j0)*dim : (j-j0+n)*dim]
 			switch {
-			case src.Type == fallback.KVFloat32 && ks.HasRoundBF16() && src.Ld == dim: // the run is contiguous
-				ks.RoundBF16(out[:n*dim], src.F32[:n*dim])
-			case src.Type == fallback.KVFloat32 && ks.HasRoundBF16(): // rounded as copied
-				for c := range n {
-					ks.RoundBF16(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:c*src.Ld+dim])
-				}
 			case src.Type == fallback.KVFloat32:
-				for c := range n {
-					copy(out[c*dim:(c+1)*dim], src.F32[c*src.Ld:])
+				rows, w := n, dim
+				if src.Ld == dim { // a contiguous run (BHSD): one row of it
+					rows, w = 1, n*dim
 				}
-				roundBF16(ks, ws, out[:n*dim])
+				for c := range rows {
+					roundInto(ks, ws, out[c*w:(c+1)*w], src.F32[c*src.Ld:c*src.Ld+w])
+				}
 			case src.Type.Quantized():
 				ks.DequantRows(out, dim, src, n, dim)
-				roundBF16(ks, ws, out[:n*dim])
-			case src.Type == fallback.KVFloat16:
+				roundBF16(ks, ws, out)
+			default:
 				ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
-				roundBF16(ks, ws, out[:n*dim])
-			default: // bfloat16 rows widen exactly
-				ks.WidenRows(out, dim, src.U16, src.Ld, n, dim, src.Type)
+				if src.Type != fallback.KVBFloat16 { // bfloat16 rows widen exactly
+					roundBF16(ks, ws, out)
+				}
 			}
 			j += n
 		}
