@@ -194,11 +194,11 @@ func (s *span) add(v float64) {
 // format prints the range with prec significant digits (whole numbers
 // keep all theirs: no exponents).
 func (s span) format(prec int) string {
-	a := sig(s.lo, prec)
-	if s.lo == s.hi {
+	a, b := sig(s.lo, prec), sig(s.hi, prec)
+	if a == b { // equal, or equal once rounded
 		return a
 	}
-	return a + "–" + sig(s.hi, prec)
+	return a + "–" + b
 }
 
 // sig formats v with prec significant digits, in fixed notation.
