@@ -64,15 +64,16 @@ func roundThrough(ks *kernels.Set, h *[]uint16, x []float32) {
 // lda, rounded to bfloat16 into ws's scratch, two elements of a row per
 // uint32 ([rows][n/2]): GemmBF16's A in the projections.
 func roundedPairs(ks *kernels.Set, ws *Workspace, a []float32, lda, rows, n int) []uint32 {
-	return pairsInto(ks, &ws.ap, a, lda, rows, n)
+	return pairsInto(ks, &ws.ap, a, lda, rows, n, n/2)
 }
 
-// pairsInto is roundedPairs into *dst (grown to it).
-func pairsInto(ks *kernels.Set, dst *[]uint32, a []float32, lda, rows, n int) []uint32 {
-	*dst = grow(*dst, rows*n/2)
-	h := unsafe.Slice((*uint16)(unsafe.Pointer(&(*dst)[0])), rows*n)
+// pairsInto is roundedPairs into *dst (grown to it), its rows ldp
+// uint32 apart (ldp >= n/2).
+func pairsInto(ks *kernels.Set, dst *[]uint32, a []float32, lda, rows, n, ldp int) []uint32 {
+	*dst = grow(*dst, (rows-1)*ldp+n/2)
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(&(*dst)[0])), 2*len(*dst))
 	for i := range rows {
-		ks.Narrow(h[i*n:(i+1)*n], a[i*lda:i*lda+n], fallback.KVBFloat16)
+		ks.Narrow(h[2*i*ldp:2*i*ldp+n], a[i*lda:i*lda+n], fallback.KVBFloat16)
 	}
 	return *dst
 }

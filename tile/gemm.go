@@ -32,18 +32,29 @@ const (
 	// (down to gemmRowsMin rows), so that a small layer's projection still
 	// spreads over the workers.
 	gemmItems = 16
-	// gemmRowsTiles is the row block on AMX tiles (Gemm.tiles): two
-	// 32-row tile blocks, so no item leaves rows to the bfloat16
-	// instruction, which runs at half the FMA rate on the Xeons that have
-	// tiles.
-	gemmRowsTiles = 64
+	// On AMX tiles (Gemm.tiles) an item is a block of up to
+	// gemmRowsTiles rows (whole 32-row tile blocks) by gemmColsTiles
+	// columns (gemmCols where that leaves fewer than gemmItems items),
+	// walking K in steps of gemmDepthTiles: the step's A block (256 rows ×
+	// 1024 bfloat16, 512 KiB) and B block (1024 × 256, 512 KiB) stay in L2
+	// (2 MiB on the Xeons with tiles) while each 32×32 block of C keeps
+	// its four accumulator tiles over the step's 32 tile products. An
+	// M = 512 GEMM so reads B from memory twice and A (a 4 MiB copy,
+	// likely in L3) 16 times; 64-row items read B eight times, which
+	// bounded the bench's GEMM row at 13% of the tile peak (0.53× oneDNN
+	// on a Xeon model 207).
+	gemmRowsTiles  = 256
+	gemmColsTiles  = 256
+	gemmDepthTiles = 1024
+	// gemmTileRows is the rows of one tile block of C (kernels' AMX block).
+	gemmTileRows = 32
 )
 
 // rowBlocks returns how C's rows are cut into items' row blocks: blocks
 // runs of whole units of unit rows, as equal as whole units allow
-// (rowSpan). On AMX tiles (Tiles, in the bfloat16 mode, B held in pairs:
-// Packed.PairRows) a unit is gemmRowsTiles rows and a block one unit; else a unit is the kernels' 6-row tile and the blocks
-// are as few as keep each within gemmABlock/depth rows, more of them,
+// (rowSpan). On AMX tiles (onTiles) a unit is a 32-row tile block and
+// the blocks as few as keep each within gemmRowsTiles rows; else a unit is
+// the kernels' 6-row tile and the blocks are as few as keep each within gemmABlock/depth rows, more of them,
 // down to gemmRowsMin rows, if there would be fewer than gemmItems items.
 // It depends on the shapes only, never on the thread count. Float32 and
 // 16-bit weights give the same bits whatever the blocks (each element's
@@ -53,8 +64,8 @@ const (
 // 72-row blocks also left one to M = 73–78, 145–150, …).
 func (g *Gemm) rowBlocks() (blocks, unit int) {
 	m := max(g.M, 1)
-	if g.Tiles && g.BF16 && g.B.P != nil {
-		return ceilDiv(m, gemmRowsTiles), gemmRowsTiles
+	if g.onTiles() {
+		return ceilDiv(m, gemmRowsTiles), gemmTileRows
 	}
 	most := max(gemmRowsMin, gemmABlock/gemmDepth(max(g.B.Ld, 1))/6*6)
 	return max(ceilDiv(m, most), min(ceilDiv(m, gemmRowsMin), ceilDiv(gemmItems, max(g.colBlocks(), 1)))), 6
@@ -138,7 +149,8 @@ type Gemm struct {
 	// bits do not depend on it.
 	Tiles bool
 
-	ap      []uint32 // RoundA: A as bfloat16 pairs, [M][K/2]
+	ap      []uint32 // RoundA: A as bfloat16 pairs, [M][K/2] at stride ldp
+	ldp     int      // ap's row stride in uint32
 	rounded bool     // RoundA: A holds bfloat16 values (the float32 kernels' path)
 }
 
@@ -162,11 +174,25 @@ func (g *Gemm) RoundA(ks *kernels.Set, buf *BF16A) {
 	}
 	k := g.B.K
 	if g.tiles(ks) || g.dots(ks) {
-		g.ap = pairsInto(ks, &buf.pairs, g.A, g.LDA, g.M, k)
+		g.ldp = k / 2
+		if g.tiles(ks) {
+			g.ldp += tilePad
+		}
+		g.ap = pairsInto(ks, &buf.pairs, g.A, g.LDA, g.M, k, g.ldp)
 		return
 	}
 	g.A, g.LDA, g.rounded = rowsInto(ks, &buf.rows, &buf.h, g.A, g.LDA, g.M, k), k, true
 }
+
+// tilePad is the uint32s a row of A's pairs is padded by on AMX tiles: a
+// tile's 16 rows at a stride of K/2 uint32 (8 KiB at K = 4096) would all
+// fall in one set of the 12-way L1; one more cache line a row spreads
+// them over 16.
+const tilePad = 16
+
+// onTiles reports whether g's items are cut for AMX tiles: Tiles set, the
+// bfloat16 mode, B held in pairs, more rows than a GEMV's.
+func (g *Gemm) onTiles() bool { return g.Tiles && g.BF16 && g.B.P != nil && g.M > gemvRows }
 
 // tiles reports whether g runs on ks's AMX tiles: the bfloat16 mode, B
 // held in pairs (Packed.PairRows), more rows than a GEMV's. The sums are
@@ -181,11 +207,20 @@ func (g *Gemm) dots(ks *kernels.Set) bool {
 	return g.BF16 && ks.BF16Preferred() && g.B.P != nil
 }
 
-// colBlocks returns the number of gemmCols-wide column blocks of C.
-func (g *Gemm) colBlocks() int { return ceilDiv(g.B.N, gemmCols) }
+// colWidth returns the columns of an item's block of C: gemmColsTiles
+// on AMX tiles where that still gives gemmItems items, else gemmCols.
+func (g *Gemm) colWidth() int {
+	if g.onTiles() && ceilDiv(g.M, gemmRowsTiles)*ceilDiv(g.B.N, gemmColsTiles) >= gemmItems {
+		return gemmColsTiles
+	}
+	return gemmCols
+}
+
+// colBlocks returns the number of colWidth-wide column blocks of C.
+func (g *Gemm) colBlocks() int { return ceilDiv(g.B.N, g.colWidth()) }
 
 // Items returns the number of work items: each row block of C (rowSpan)
-// times each gemmCols-wide column block.
+// times each colWidth-wide column block.
 func (g *Gemm) Items() int {
 	if g.M <= 0 {
 		return 0
@@ -198,8 +233,9 @@ func (g *Gemm) Items() int {
 func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	blocks := g.colBlocks()
 	m0, mc := g.rowSpan(n / blocks)
-	n0 := n % blocks * gemmCols
-	nc := min(gemmCols, g.B.N-n0)
+	width := g.colWidth()
+	n0 := n % blocks * width
+	nc := min(width, g.B.N-n0)
 	c := g.C[m0*g.LDC+n0:]
 	accumulate := g.Bias != nil
 	if accumulate {
@@ -209,6 +245,9 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	}
 	cols := g.B.Ld
 	depth := gemmDepth(cols)
+	if g.tiles(ks) {
+		depth = gemmDepthTiles
+	}
 	if mc <= gemvRows {
 		depth = g.B.K
 	}
@@ -217,9 +256,9 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 		a, lda := g.A[m0*g.LDA+k0:], g.LDA
 		switch {
 		case g.tiles(ks) || g.dots(ks):
-			ap, ldp := g.ap, g.B.K/2 // rounded once (RoundA), else here
+			ap, ldp := g.ap, g.ldp // rounded once (RoundA), else here
 			if ap != nil {
-				ap = ap[(m0*g.B.K+k0)/2:]
+				ap = ap[m0*ldp+k0/2:]
 			} else {
 				ap, ldp = roundedPairs(ks, ws, a, lda, mc, kc), kc/2
 			}

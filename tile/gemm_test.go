@@ -232,16 +232,21 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 // fallback.GemmBF16 of the rounded rows by the pairs, summed as
 // VDPBF16PS sums them, over every depth step), at
 // GEMM and GEMV row counts, K across the depth steps, with a bias and an
-// A stride wider than K; A itself is left as it was.
+// A stride wider than K; A itself is left as it was. On AMX tiles
+// (EmulatedAMX where there is AVX-512) the items are cut for them
+// (Tiles): row blocks of 32-row tile blocks, K in gemmDepthTiles steps,
+// A's pairs padded.
 func TestGemmBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(0xbf, 3))
 	sets := kernels.Available()
-	if ks := kernels.EmulatedBF16(); ks != nil {
-		sets = append(sets, ks)
+	for _, ks := range []*kernels.Set{kernels.EmulatedBF16(), kernels.EmulatedAMX()} {
+		if ks != nil {
+			sets = append(sets, ks)
+		}
 	}
 	for _, ks := range sets {
 		cols := PanelCols(ks)
-		shapes := []struct{ m, n, k int }{{1, 70, 33}, {73, 257, 600}, {2, 40, 34}, {6, 300, 1100}, {80, 300, 1040}}
+		shapes := []struct{ m, n, k int }{{1, 70, 33}, {73, 257, 600}, {2, 40, 34}, {6, 300, 1100}, {80, 300, 1040}, {300, 140, 2100}}
 		if !longTests() {
 			shapes = shapes[:3] // the others cross two depth steps: slow under emulation
 		}
@@ -258,7 +263,7 @@ func TestGemmBF16(t *testing.T) {
 			var once BF16A
 			run := func(a []float32, bf16 bool, roundOnce ...bool) []float32 {
 				c := make([]float32, s.m*s.n)
-				g := Gemm{A: a, LDA: lda, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, BF16: bf16}
+				g := Gemm{A: a, LDA: lda, B: packed, C: c, LDC: s.n, Bias: bias, M: s.m, BF16: bf16, Tiles: ks.AMX()}
 				if len(roundOnce) > 0 {
 					g.RoundA(ks, &once)
 				}

@@ -223,33 +223,44 @@ func TestNewSplit(t *testing.T) {
 }
 
 // TestGemmItems checks that a Gemm's items tile C exactly, whatever its
-// shape, and that Items is the same however often it is asked.
+// shape, and that Items is the same however often it is asked; on AMX
+// tiles (Tiles, bfloat16 pairs) the row blocks start on 32-row tile
+// blocks and hold at most gemmRowsTiles rows.
 func TestGemmItems(t *testing.T) {
-	for _, mn := range [][2]int{{1, 1}, {72, 256}, {73, 257}, {500, 100}, {7, 1000}, {512, 4096}, {2049, 512}, {300, 1}, {793, 1}, {100001, 4096}, {0, 10}} {
-		g := Gemm{M: mn[0], B: Packed{N: mn[1]}}
-		g.B.Ld = 64
-		n := g.Items()
-		if n != g.Items() {
-			t.Fatalf("%v: Items changed between calls", mn)
-		}
-		covered := 0
-		next := 0 // the row the next row block must start at
-		for i := 0; i < n; i++ {
-			m0, mc := g.rowSpan(i / g.colBlocks())
-			n0 := i % g.colBlocks() * gemmCols
-			if m0 >= g.M || n0 >= g.B.N || mc <= 0 {
-				t.Fatalf("%v: item %d starts at (%d, %d), %d rows: outside C", mn, i, m0, n0, mc)
+	for _, tiles := range []bool{false, true} {
+		for _, mn := range [][2]int{{1, 1}, {72, 256}, {73, 257}, {500, 100}, {7, 1000}, {512, 4096}, {2049, 512}, {300, 1}, {793, 1}, {100001, 4096}, {0, 10}} {
+			g := Gemm{M: mn[0], B: Packed{N: mn[1]}, Tiles: tiles, BF16: tiles}
+			g.B.Ld = 64
+			if tiles {
+				g.B.P = []uint32{}
 			}
-			if i%g.colBlocks() == 0 {
-				if m0 != next || mc > 288+6 || g.M > 6 && mc <= gemvRows {
-					t.Fatalf("%v: row block at %d of %d rows after row %d", mn, m0, mc, next)
+			n := g.Items()
+			if n != g.Items() {
+				t.Fatalf("%v: Items changed between calls", mn)
+			}
+			most, width := 288+6, g.colWidth()
+			if g.onTiles() {
+				most = gemmRowsTiles
+			}
+			covered := 0
+			next := 0 // the row the next row block must start at
+			for i := 0; i < n; i++ {
+				m0, mc := g.rowSpan(i / g.colBlocks())
+				n0 := i % g.colBlocks() * width
+				if m0 >= g.M || n0 >= g.B.N || mc <= 0 {
+					t.Fatalf("%v tiles %v: item %d starts at (%d, %d), %d rows: outside C", mn, tiles, i, m0, n0, mc)
 				}
-				next = m0 + mc
+				if i%g.colBlocks() == 0 {
+					if m0 != next || mc > most || g.M > 6 && mc <= gemvRows || g.onTiles() && m0%gemmTileRows != 0 {
+						t.Fatalf("%v tiles %v: row block at %d of %d rows after row %d", mn, tiles, m0, mc, next)
+					}
+					next = m0 + mc
+				}
+				covered += mc * min(width, g.B.N-n0)
 			}
-			covered += mc * min(gemmCols, g.B.N-n0)
-		}
-		if covered != g.M*g.B.N {
-			t.Errorf("%v: the items cover %d elements of %d", mn, covered, g.M*g.B.N)
+			if covered != g.M*g.B.N {
+				t.Errorf("%v tiles %v: the items cover %d elements of %d", mn, tiles, covered, g.M*g.B.N)
+			}
 		}
 	}
 }
