@@ -26,6 +26,7 @@ type bf16Kernels struct {
 	peak      func(iters int)                                                  // nil: none
 	chains    int                                                              // independent VDPBF16PS of a peak iteration
 	native    bool                                                             // the CPU's instruction, not its emulation
+	daz       bool                                                             // not native, but denormals read as zero as the instruction does (fallback's model)
 	roundsOdd bool                                                             // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
 	// amx, when not nil, runs the bulk of a GemmBF16 whose A pairs run
 	// along its rows (lka = 1) on AMX tiles: whole blocks of amxBlock rows
@@ -49,6 +50,14 @@ func (ks *Set) HasBF16() bool { return ks.bf16 != nil }
 // VDPBF16PS runs at half the FMA rate (the mode then runs on the float32
 // kernels with the same roundings, and is never slower than float32).
 func (ks *Set) BF16Preferred() bool { return ks.bf16 != nil && !ks.bf16.slow }
+
+// BF16ReadsDenormalsAsZero reports whether the set's GemmBF16 reads
+// denormal bfloat16 operands as zero, as VDPBF16PS, TDPBF16PS and BFDOT
+// do: the CPU's instruction, or fallback.GemmBF16's model of it (GoTiles);
+// false for the Emu twins, which keep their value.
+func (ks *Set) BF16ReadsDenormalsAsZero() bool {
+	return ks.bf16 != nil && (ks.bf16.native || ks.bf16.daz)
+}
 
 // AMX reports whether the set's GemmBF16 runs on AMX tiles (the CPU's, or
 // their emulation in a test set: EmulatedAMX).

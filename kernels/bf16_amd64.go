@@ -92,6 +92,16 @@ func EmulatedAMX() *Set {
 	return ks
 }
 
+// GoTiles returns, for tests, the avx2 set with GemmBF16 in Go, its bulk
+// in GemmAMX's blocks (goTiles): the tile package's AMX paths on any AVX2
+// CPU. nil where the CPU has no AVX2.
+func GoTiles() *Set {
+	if !cpuid.CPU.Supports(avx2.requires...) {
+		return nil
+	}
+	return goTiles(avx2)
+}
+
 // EmulatedBF16 returns, for tests, a copy of the avx512 set (named
 // "avx512-bf16emu") whose bfloat16 kernels are the generated Emu twins:
 // VDPBF16PS computed by AVX-512F instructions, the same bits on normal

@@ -12,6 +12,9 @@ func EmulatedBF16() *Set { return nil }
 // (see the amd64 build).
 func EmulatedAMX() *Set { return nil }
 
+// GoTiles returns nil: GemmAMX's blocks exist in amd64 builds only.
+func GoTiles() *Set { return nil }
+
 // AMXStatus says why no set runs AMX tiles in this build.
 func AMXStatus() error { return errAMXBuild }
 

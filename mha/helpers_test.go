@@ -16,8 +16,9 @@ import (
 // every test that checks numbers runs on all of them.
 var engines []*Engine
 
-// bf16Engines are engines and, with AVX-512, an engine on the emulated AMX
-// tiles: the engines of the bfloat16 mode's tests.
+// bf16Engines are engines, with AVX-512 an engine on the emulated AMX
+// tiles, and with AVX2 one on GemmAMX's blocks in Go (kernels.GoTiles):
+// the engines of the bfloat16 mode's tests.
 var bf16Engines []*Engine
 
 // int8Engines are engines and, where the CPU has AVX512_VNNI, an engine
@@ -46,6 +47,11 @@ func TestMain(m *testing.M) {
 	bf16Engines = engines
 	if ks := kernels.EmulatedAMX(); ks != nil {
 		bf16Engines = append(append([]*Engine(nil), engines...), &Engine{ks: ks, pool: newPool(2)})
+	}
+	// And the tile drivers with GemmAMX's blocks in Go (kernels.GoTiles):
+	// on any AVX2 CPU, AVX-512 or not.
+	if ks := kernels.GoTiles(); ks != nil && os.Getenv("FASTATTN_ISA") == "" {
+		bf16Engines = append(append([]*Engine(nil), bf16Engines...), &Engine{ks: ks, pool: newPool(2)})
 	}
 	int8Engines = engines
 	if ks := kernels.EmulatedVNNI(); ks != nil && os.Getenv("FASTATTN_ISA") == "" {

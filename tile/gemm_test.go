@@ -233,13 +233,14 @@ func checkProduct(t *testing.T, c, a []float32, w Packed, bias []float32, m, n, 
 // VDPBF16PS sums them, over every depth step), at
 // GEMM and GEMV row counts, K across the depth steps, with a bias and an
 // A stride wider than K; A itself is left as it was. On AMX tiles
-// (EmulatedAMX where there is AVX-512) the items are cut for them
+// (EmulatedAMX where there is AVX-512, GoTiles everywhere on amd64) the
+// items are cut for them
 // (Tiles): row blocks of 32-row tile blocks, K in gemmDepthTiles steps,
 // A's pairs padded.
 func TestGemmBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(0xbf, 3))
 	sets := kernels.Available()
-	for _, ks := range []*kernels.Set{kernels.EmulatedBF16(), kernels.EmulatedAMX()} {
+	for _, ks := range []*kernels.Set{kernels.EmulatedBF16(), kernels.EmulatedAMX(), kernels.GoTiles()} {
 		if ks != nil {
 			sets = append(sets, ks)
 		}
