@@ -96,17 +96,14 @@ func rowsInto(ks *kernels.Set, dst *[]float32, h *[]uint16, a []float32, lda, ro
 }
 
 // roundWeights rounds the weights PV reads in rows [r0, r1) of an nk-key
-// tile (after Softmax has added them, unrounded, to the running sums): the
-// whole tile in one pass when the rows are all of it, else key by key.
+// tile (after Softmax has added them, unrounded, to the running sums), in
+// one pass over the tile's span from key 0's row r0 to key nk-1's row r1:
+// the rows between, outside [r0, r1), are no weights of this block (PV
+// reads none of them, and the next block's scores overwrite them), so
+// rounding them too costs less than a call per key (causal's edge blocks
+// take rows ranges of 8–64 of a tile's).
 func (r *itemRun) roundWeights(nk, r0, r1 int) {
-	rp, s := r.rp, r.ws.s
-	if r0 == 0 && r1 == rp {
-		r.roundBF16(s[:nk*rp])
-		return
-	}
-	for c := range nk {
-		r.roundBF16(s[c*rp+r0 : c*rp+r1])
-	}
+	r.roundBF16(r.ws.s[r0 : (nk-1)*r.rp+r1])
 }
 
 // roundQuery rounds the item's packed, scaled query block once, in
