@@ -9,8 +9,8 @@ import "github.com/fastattn/fastattn/fallback"
 // the bfloat16 kernel, both in Go (fallback.GemmBF16, pair by pair, whose
 // sums keep their order whatever the blocks). It lets the tile package's
 // AMX paths (the GEMM items cut for tiles, the flash loop's tile layouts)
-// run on any CPU: only the kernels' code needs AVX-512 (EmulatedAMX) or
-// the tiles. base must pair bfloat16 weights (PairsWeights) as the AMX
+// run on any CPU that runs base: only the kernels' code needs AVX-512
+// (EmulatedAMX) or the tiles. base must pair bfloat16 weights (PairsWeights) as the AMX
 // sets do, and amxBlock be set.
 func goTiles(base *Set) *Set {
 	ks := *base

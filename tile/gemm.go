@@ -53,9 +53,10 @@ const (
 // rowBlocks returns how C's rows are cut into items' row blocks: blocks
 // runs of whole units of unit rows, as equal as whole units allow
 // (rowSpan). On AMX tiles (onTiles) a unit is a 32-row tile block and
-// the blocks as few as keep each within gemmRowsTiles rows; else a unit is
-// the kernels' 6-row tile and the blocks are as few as keep each within gemmABlock/depth rows, more of them,
-// down to gemmRowsMin rows, if there would be fewer than gemmItems items.
+// the blocks as few as keep each within gemmRowsTiles rows; else a unit
+// is the kernels' 6-row tile and the blocks are as few as keep each
+// within gemmABlock/depth rows, more of them, down to gemmRowsMin rows,
+// if there would be fewer than gemmItems items.
 // It depends on the shapes only, never on the thread count. Float32 and
 // 16-bit weights give the same bits whatever the blocks (each element's
 // sums keep their order); int8 and int4 weights run the GEMV kernels in a
