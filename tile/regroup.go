@@ -78,17 +78,22 @@ func pairsV(p *Problem) bool { return p.PairV && !p.VInK && rounds(p) }
 // valueHalf is the key pairs of a VPairs copy of p's V.
 func valueHalf(p *Problem) int { return (p.KVLen + 1) / 2 }
 
-// copyWidths is the length of one K row and one V row (0 with V inside K)
-// in a Regroup copy of p: elements of the copy's type (bfloat16 if it
-// rounds, else p's), int4's bytes.
-func copyWidths(p *Problem) (wk, wv int) {
-	t := p.KVType
+// copyType is the element type of a Regroup copy of p: float32 where it
+// rounds into float32 rows, bfloat16 where it rounds, else p's.
+func copyType(p *Problem) fallback.KVType {
 	switch {
 	case roundsInF32(p):
-		t = fallback.KVFloat32
+		return fallback.KVFloat32
 	case rounds(p):
-		t = fallback.KVBFloat16
+		return fallback.KVBFloat16
 	}
+	return p.KVType
+}
+
+// copyWidths is the length of one K row and one V row (0 with V inside K)
+// in a Regroup copy of p: elements of its copyType, int4's bytes.
+func copyWidths(p *Problem) (wk, wv int) {
+	t := copyType(p)
 	wk = fallback.StoredWidth(t, p.HeadDim)
 	if !p.VInK {
 		wv = fallback.StoredWidth(t, p.ValueDim)
@@ -103,13 +108,7 @@ func CopyBytes(p *Problem) float64 {
 	if p.VInK {
 		dv = 0
 	}
-	size := float64(kvSize(p.KVType))
-	switch {
-	case roundsInF32(p):
-		size = 4
-	case rounds(p):
-		size = 2
-	}
+	size := float64(kvSize(copyType(p)))
 	wk, wv := copyWidths(p)
 	pairs := 0.0
 	if pairsV(p) {
