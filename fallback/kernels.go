@@ -99,6 +99,22 @@ func TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, 
 	}
 }
 
+// ScaleColumns scales each column of a row-major matrix by its factor:
+//
+//	x[i*ldx+r] *= f[r]   for i < n, r < rows
+//
+// On a transposed output accumulator (Oᵀ: [dv][rows]) it is the flash
+// loop's rescale of every row's output by its alpha.
+func ScaleColumns(x []float32, ldx int, f []float32, rows, n int) {
+	f = f[:rows]
+	for i := 0; i < n; i++ {
+		xi := x[i*ldx:][:rows]
+		for r, a := range f {
+			xi[r] *= a
+		}
+	}
+}
+
 // ScoreBias adds ALiBi terms (per row) and a bias (per key) to a
 // transposed score tile:
 //

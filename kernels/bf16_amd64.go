@@ -102,6 +102,16 @@ func GoTiles() *Set {
 	return goTiles(avx2)
 }
 
+// GoPairs returns, for tests, GoTiles' set without its tiles (goPairs):
+// the tile package's VDPBF16PS paths on any AVX2 CPU, the sums of each
+// product in GoTiles' order. nil where the CPU has no AVX2.
+func GoPairs() *Set {
+	if !cpuid.CPU.Supports(avx2.requires...) {
+		return nil
+	}
+	return goPairs(avx2)
+}
+
 // EmulatedBF16 returns, for tests, a copy of the avx512 set (named
 // "avx512-bf16emu") whose bfloat16 kernels are the generated Emu twins:
 // VDPBF16PS computed by AVX-512F instructions, the same bits on normal

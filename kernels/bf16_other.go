@@ -15,6 +15,9 @@ func EmulatedAMX() *Set { return nil }
 // GoTiles returns nil: GemmAMX's blocks exist in amd64 builds only.
 func GoTiles() *Set { return nil }
 
+// GoPairs returns nil, as GoTiles does.
+func GoPairs() *Set { return nil }
+
 // AMXStatus says why no set runs AMX tiles in this build.
 func AMXStatus() error { return errAMXBuild }
 

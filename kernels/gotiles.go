@@ -19,6 +19,17 @@ func goTiles(base *Set) *Set {
 	return &ks
 }
 
+// goPairs is goTiles(base) without the tiles (named base's name +
+// "-gopairs"): GemmBF16 wholly on the bfloat16 kernel's model, the
+// VDPBF16PS path of the tile package, which sums every product in the
+// order goTiles does.
+func goPairs(base *Set) *Set {
+	ks := goTiles(base)
+	ks.Name = base.Name + "-gopairs"
+	ks.bf16.amx = nil
+	return ks
+}
+
 // goTileBlocks is GemmAMX in Go: mb × nb blocks of amxBlock × amxBlock of
 // C, each over kb steps of amxPairs pairs.
 func goTileBlocks(c []float32, ldc int, a []uint32, lda int, b []uint32, ldb int, mb, nb, kb int, accumulate bool) {

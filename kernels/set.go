@@ -49,6 +49,7 @@ type Set struct {
 	pv         func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp        func(dst, src []float32)
 	tr         func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
+	scaleCols  func(x []float32, ldx int, f []float32, rows, n int)                                     // nil: fallback.ScaleColumns
 	dot        func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
 	bias       func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
 	peak       func(iters int)                                                                          // nil for generic
@@ -317,6 +318,27 @@ func (ks *Set) TransposeScale(dst []float32, ldd int, src []float32, lds int, nr
 	checkOut("TransposeScale", "dst", dst, nc, nr, ldd)
 	checkIn("TransposeScale", "src", src, nr, nc, lds)
 	ks.tr(dst, ldd, src, lds, nr, nc, scale)
+}
+
+// ScaleColumns scales each of n rows of x (stride ldx) by the factors f
+// of its first rows columns, as fallback.ScaleColumns (bit for bit: one
+// multiply an element):
+//
+//	x[i*ldx+r] *= f[r]   for i < n, r < rows
+//
+// the rescale of a transposed output accumulator (Oᵀ, [dv][rows]) by each
+// row's alpha. Every set has it.
+func (ks *Set) ScaleColumns(x []float32, ldx int, f []float32, rows, n int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	checkOut("ScaleColumns", "x", x, n, rows, ldx)
+	checkInN("ScaleColumns", "f", f, rows)
+	if ks.scaleCols == nil {
+		fallback.ScaleColumns(x, ldx, f, rows, n)
+		return
+	}
+	ks.scaleCols(x, ldx, f, rows, n)
 }
 
 // PrefetchLines asks for every cache line of rows rows of n elements of

@@ -2,12 +2,14 @@ package mha
 
 import (
 	"errors"
-	"github.com/fastattn/fastattn/tile"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+	"github.com/fastattn/fastattn/tile"
 )
 
 // tolBF16 bounds ComputeBF16 against the float64 oracle on the operands
@@ -362,22 +364,49 @@ func TestComputeBF16Storage(t *testing.T) {
 	}
 }
 
-// TestAMXEmulatedBitwise: the bfloat16 mode on the AMX drivers (QK and PV
-// of whole 32×32 blocks on the Emu twin of GemmAMX: the weights' pairs
-// transposed to rows, the tails on VDPBF16PS's) gives, bit for bit, what
-// the VDPBF16PS kernels alone give: every product summed pair by pair in
-// the same order. So the tile path's blocking, tails and transposes are
-// those of a path the oracle tests hold; the native tiles only change the
-// order of each block's sums. (Causal calls differ in their blocks: on
-// tiles a one-head item's diagonal runs as whole masked blocks, not
-// sixteen-key edges; the bfloat16 tests hold them to the oracle.)
+// TestAMXEmulatedBitwise: the bfloat16 mode on the AMX drivers (QK of
+// whole 32×32 blocks on the Emu twin of GemmAMX, PV transposed, Oᵀ +=
+// Vᵀ·Pᵀ, on the call's paired V columns, the tails on VDPBF16PS's) gives,
+// bit for bit, what the VDPBF16PS kernels alone give: every product summed
+// pair by pair in the same order. So the tile path's blocking, tails and
+// layouts are those of a path the oracle tests hold; the native tiles only
+// change the order of each block's sums. (Causal calls differ in their
+// blocks: on tiles a one-head item's diagonal runs as whole masked blocks,
+// not sixteen-key edges; the bfloat16 tests hold them to the oracle.)
+// TestAMXGoBitwise checks the same of GoTiles against GoPairs on any AVX2
+// CPU.
 func TestAMXEmulatedBitwise(t *testing.T) {
 	dot, amx := engineNamed(bf16Engines, "avx512-bf16emu"), engineNamed(bf16Engines, "avx512-amxemu")
 	if dot == nil || amx == nil {
 		t.Skip("no AVX-512: no emulated bfloat16 or AMX set")
 	}
+	checkTilesBitwise(t, dot, amx)
+}
+
+// TestAMXGoBitwise is TestAMXEmulatedBitwise on the tile drivers with
+// GemmAMX's blocks in Go (kernels.GoTiles) against the same Go model
+// without tiles (kernels.GoPairs).
+func TestAMXGoBitwise(t *testing.T) {
+	if os.Getenv("FASTATTN_ISA") != "" {
+		t.Skip("FASTATTN_ISA forces a set")
+	}
+	dot, amx := kernels.GoPairs(), kernels.GoTiles()
+	if dot == nil || amx == nil {
+		t.Skip("no AVX2: no GoTiles")
+	}
+	checkTilesBitwise(t, &Engine{ks: dot, pool: newPool(2)}, &Engine{ks: amx, pool: newPool(2)})
+}
+
+// checkTilesBitwise holds engine amx, on AMX tiles, to engine dot's bits:
+// prefill shapes whose K/V the call pairs once (GQA, an odd key count, a
+// value dim of its own), causal GQA with non-finite values at masked keys
+// (the poisoned blocks' row-major path between transposed ones), a
+// key-padding mask, and a layer of bfloat16 weights; and no allocation.
+func checkTilesBitwise(t *testing.T, dot, amx *Engine) {
+	t.Helper()
 	// The tile path allocates nothing in steady state either (the
-	// transposed weight pairs are reserved with the workspace).
+	// transposed accumulator and weight pairs are reserved with the
+	// workspace).
 	as := Shape{Batch: 1, Heads: 4, KVHeads: 4, QLen: 256, KVLen: 256, HeadDim: 64}
 	aq, ak, av, aout := inputs(rand.New(rand.NewPCG(1, 1)), as)
 	if n := testing.AllocsPerRun(allocRuns(), func() {
@@ -393,23 +422,44 @@ func TestAMXEmulatedBitwise(t *testing.T) {
 		{Batch: 2, Heads: 2, KVHeads: 2, QLen: 130, KVLen: 130, HeadDim: 128, ValueDim: 96, Layout: BHSD},
 		{Batch: 1, Heads: 8, KVHeads: 1, QLen: 40, KVLen: 517, HeadDim: 32},
 	} {
-		for _, causal := range []bool{false, true} {
-			if causal && s.Heads == s.KVHeads {
+		for _, c := range []struct {
+			causal, poison, pad bool
+		}{{}, {causal: true}, {causal: true, poison: true}, {pad: true}} {
+			if c.causal && s.Heads == s.KVHeads {
 				continue // one head an item: the edges differ (above)
 			}
 			q, k, v, _ := inputs(rng, s)
+			opts := &Options{Causal: c.causal, Compute: ComputeBF16}
+			dv := max(s.ValueDim, s.HeadDim)
+			if s.ValueDim != 0 {
+				dv = s.ValueDim
+			}
+			if c.poison { // keys 5 and 77 of each head: masked for a query row's first positions
+				per := dv // values from one key to the next
+				if s.Layout == BSHD {
+					per *= s.KVHeads
+				}
+				for i := 0; i < len(v); i += dv {
+					if j := i / per % s.KVLen; j == 5 || j == 77 {
+						v[i+1] = float32(math.Inf(1))
+					}
+				}
+			}
+			if c.pad { // a key-padding mask: the last 7 keys and key 33
+				opts.Mask, opts.MaskBatch, opts.MaskQLen = make([]bool, s.Batch*s.KVLen), s.Batch, 1
+				for j := range opts.Mask {
+					opts.Mask[j] = j%s.KVLen < s.KVLen-7 && j%s.KVLen != 33
+				}
+			}
 			var outs [2][]float32
 			for i, e := range []*Engine{dot, amx} {
-				outs[i] = make([]float32, len(q)/s.HeadDim*max(s.ValueDim, s.HeadDim))
-				if s.ValueDim != 0 {
-					outs[i] = outs[i][:len(q)/s.HeadDim*s.ValueDim]
-				}
-				if err := e.Attention(outs[i], q, k, v, s, &Options{Causal: causal, Compute: ComputeBF16}); err != nil {
+				outs[i] = make([]float32, len(q)/s.HeadDim*dv)
+				if err := e.Attention(outs[i], q, k, v, s, opts); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if d := firstDiff(outs[1], outs[0]); d >= 0 {
-				t.Errorf("%+v causal=%v: the AMX path differs at %d: %v, VDPBF16PS %v", s, causal, d, outs[1][d], outs[0][d])
+				t.Errorf("%s %+v %+v: the AMX path differs at %d: %v, VDPBF16PS %v", amx.Kernels(), s, c, d, outs[1][d], outs[0][d])
 			}
 		}
 	}

@@ -145,12 +145,13 @@ func pairsOn(ks *kernels.Set, p *Problem) bool {
 // the Dot rows of a decode step).
 func usesPairs(ks *kernels.Set, p *Problem, dot bool) bool { return pairsOn(ks, p) && !dot }
 
-// PairValues sets p.PairV and p.RoundInF32 for set ks, before Regroups:
-// V of its own, read by ks's bfloat16 kernels, is worth pairing once per
-// call; on the float32 kernels the copy holds float32 rounded values,
+// PairValues sets p.PairV, p.PairVT and p.RoundInF32 for set ks, before
+// Regroups: V of its own, read by ks's bfloat16 kernels, is worth pairing
+// once per call (its columns, for AMX tiles); on the float32 kernels the copy holds float32 rounded values,
 // read in place, rather than bfloat16 ones each item widens again.
 func PairValues(ks *kernels.Set, p *Problem) {
 	p.PairV = pairsOn(ks, p) && !p.VInK
+	p.PairVT = p.PairV && ks.AMX()
 	p.RoundInF32 = p.BF16 && !pairsOn(ks, p)
 }
 
@@ -189,12 +190,19 @@ func (r *itemRun) keyPairs(kb, nk int) ([]uint32, int) {
 	return ws.kp, dk / 2
 }
 
-// pvPairs is the PV update of rows [r0, r1) of the block of nk keys from
-// kb on the bfloat16 kernels: O rescaled by alpha, then the weights
-// (rounded, paired over keys) times V paired: the call's VPairs where
-// they line up with the block, else the block's rows (v at stride ldv,
-// read here if v is nil) rounded and paired for this item.
+// pvPairs is the PV update of rows [r0, r1) (whole vectors) of the block
+// of nk keys from kb on the bfloat16 kernels: on AMX tiles transposed
+// where the call's VTPairs line up with the block (pvColumns), else O
+// rescaled by alpha, then the weights (rounded, paired over keys) times V
+// paired: the call's VPairs where they line up with the block, else the
+// block's rows (v at stride ldv, read here if v is nil) rounded and
+// paired for this item.
 func (r *itemRun) pvPairs(kb, nk, r0, r1 int, v []float32, ldv int) {
+	if r.ks.AMX() && r.pvColumns(kb, nk, r0, r1) {
+		return
+	}
+	r.rowsO()
+	r1 = min(r1, r.it.nh*r.it.nq) // O's rows: no padding
 	ks, ws, rp, dv := r.ks, r.ws, r.rp, r.p.ValueDim
 	half := (nk + 1) / 2
 	ws.pp = grow(ws.pp, half*rp)

@@ -26,6 +26,7 @@ type Workspace struct {
 	qp       []uint32        // the bfloat16 kernels: Qᵀ paired, [dk/2][rowsPad]
 	pp       []uint32        // the bfloat16 kernels: the weights paired, [keys/2][rowsPad]
 	pt       []uint32        // on AMX tiles: pp transposed, each row's pairs in a row, [rows][keys/2]
+	ot       []float32       // on AMX tiles: the output accumulator transposed, Oᵀ, [dv][rowsPad] (outcols.go)
 	vp       []uint32        // the bfloat16 kernels: the V block paired, [keys/2][dv]
 	kp       []uint32        // the bfloat16 kernels: a K block rounded, [keys][dk/2] pairs
 	ds       []float32       // the fused decode kernel's scratch
@@ -79,6 +80,7 @@ type itemRun struct {
 	rp int  // the item's rows padded to whole vectors
 	bc int  // keys per KV block
 	dp bool // the bfloat16 mode on the set's bfloat16 kernels (bf16.go)
+	ot bool // the output accumulator is ws.ot, not ws.o (outcols.go)
 }
 
 // flashItem runs item it of problem p: the flash-attention forward of one
@@ -300,9 +302,10 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	}
 	poisoned := masked && anyOf(ws.masked[:nk]) && r.poisoned(vblk, ldv, nk)
 	if r.dp && !poisoned {
-		r.pvPairs(kb, nk, r0, min(r1, rows), vblk, ldv)
+		r.pvPairs(kb, nk, r0, r1, vblk, ldv)
 		return
 	}
+	r.rowsO() // the paths below update O's rows
 	if p.BF16 {
 		r.roundWeights(nk, r0, r1)
 	}
@@ -474,6 +477,7 @@ func fill(x []float32, v float32) {
 // keys), and the LSE. rowResult decides the rows whose sum is not a
 // positive number: no key seen (zeros, LSE -Inf) or NaN.
 func (r *itemRun) store() {
+	r.rowsO()
 	ks, p, it, ws := r.ks, r.p, r.it, r.ws
 	dv := p.ValueDim
 	plain := p.Sinks == nil && p.LSE == nil

@@ -53,6 +53,14 @@ type Problem struct {
 	// VPairs is that copy: [B][KVHeads][(KVLen+1)/2][ValueDim], keys 2c
 	// (low half) and 2c+1 (high half, 0 past the last key) of each column.
 	VPairs []uint32
+	// PairVT: PairV on a set with AMX tiles, whose flash loop runs PV
+	// transposed (outcols.go): the copy holds V's columns paired over keys
+	// (VTPairs) instead of VPairs. PairValues sets it.
+	PairVT bool
+	// VTPairs is that copy: [B][KVHeads][ValueDim][valueColumnStride(p)],
+	// column d's keys 2c (low half) and 2c+1 (high half, 0 past the last
+	// key) at c: each of V's columns a row of AMX's A operand.
+	VTPairs []uint32
 
 	Scale   float32 // folded into the packed Q block
 	Softcap float32 // 0 = off

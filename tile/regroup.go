@@ -78,6 +78,27 @@ func pairsV(p *Problem) bool { return p.PairV && !p.VInK && rounds(p) }
 // valueHalf is the key pairs of a VPairs copy of p's V.
 func valueHalf(p *Problem) int { return (p.KVLen + 1) / 2 }
 
+// valueColumnStride is the uint32s from one column of a VTPairs copy to
+// the next: its key pairs rounded up to a cache line, one line more where
+// that is a multiple of aliasBytes (an A tile's 16 rows would all fall in
+// one set of L1 and L2).
+func valueColumnStride(p *Problem) int {
+	ld := (valueHalf(p) + 15) &^ 15
+	if ld*4%aliasBytes == 0 {
+		ld += 16
+	}
+	return ld
+}
+
+// valuePairWords is the uint32s of p's V paired for one batch's KV head:
+// VTPairs' columns or VPairs' rows.
+func valuePairWords(p *Problem) int {
+	if p.PairVT {
+		return p.ValueDim * valueColumnStride(p)
+	}
+	return valueHalf(p) * p.ValueDim
+}
+
 // copyType is the element type of a Regroup copy of p: float32 where it
 // rounds into float32 rows, bfloat16 where it rounds, else p's.
 func copyType(p *Problem) fallback.KVType {
@@ -104,15 +125,11 @@ func copyWidths(p *Problem) (wk, wv int) {
 // CopyBytes is the memory a Regroup of p copies K and V into.
 func CopyBytes(p *Problem) float64 {
 	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
-	dv := float64(p.ValueDim)
-	if p.VInK {
-		dv = 0
-	}
 	size := float64(kvSize(copyType(p)))
 	wk, wv := copyWidths(p)
 	pairs := 0.0
 	if pairsV(p) {
-		pairs = float64(p.Batch) * float64(p.KVHeads) * float64(valueHalf(p)) * dv * 4
+		pairs = float64(p.Batch) * float64(p.KVHeads) * float64(valuePairWords(p)) * 4
 	}
 	return rows*float64(wk+wv)*size + pairs
 }
@@ -136,7 +153,7 @@ type KVCopy struct {
 	K16, V16 []uint16
 	K8, V8   []int8
 	KS, VS   []float32
-	VP       []uint32 // V paired over keys (Problem.VPairs)
+	VP       []uint32 // V paired over keys (Problem.VPairs or VTPairs)
 }
 
 // Regroup is the Work that copies P's BSHD K and V into Into heads-major
@@ -158,7 +175,7 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	case rounds(p):
 		into.K16, into.V16 = grow(into.K16, nk), grow(into.V16, nv)
 		if pairsV(p) {
-			into.VP = grow(into.VP, p.Batch*p.KVHeads*valueHalf(p)*p.ValueDim)
+			into.VP = grow(into.VP, p.Batch*p.KVHeads*valuePairWords(p))
 		}
 	case p.KVType == fallback.KVFloat32:
 		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
@@ -324,6 +341,10 @@ func (r Regroup) eachRun(b, j0 int, f func(g int, value bool, dim, first int)) {
 // of each column in one uint32, 0 for a key past the last.
 func (r Regroup) pairValues(b, j0, j1 int) {
 	p, c, dv := r.P, r.Into, r.P.ValueDim
+	if p.PairVT {
+		r.pairColumns(b, j0, j1)
+		return
+	}
 	half := valueHalf(p)
 	for g := 0; g < p.KVHeads; g++ {
 		head := (b*p.KVHeads + g) * p.KVLen // the head's first row in V16
@@ -344,6 +365,26 @@ func (r Regroup) pairValues(b, j0, j1 int) {
 	}
 }
 
+// pairColumns is pairValues into VTPairs' layout: for each column of V,
+// its pairs of keys [j0, j1) in a run of its row.
+func (r Regroup) pairColumns(b, j0, j1 int) {
+	p, c, dv := r.P, r.Into, r.P.ValueDim
+	ld, n := valueColumnStride(p), (j1-j0)/2 // whole pairs; the last key alone after them
+	for g := 0; g < p.KVHeads; g++ {
+		v := c.V16[((b*p.KVHeads+g)*p.KVLen+j0)*dv:][:(j1-j0)*dv]
+		cols := c.VP[(b*p.KVHeads+g)*dv*ld:][:dv*ld]
+		for x := range dv {
+			out := cols[x*ld+j0/2:][:(j1-j0+1)/2]
+			for i := range n {
+				out[i] = uint32(v[2*i*dv+x]) | uint32(v[(2*i+1)*dv+x])<<16
+			}
+			if n < len(out) { // the last key, alone in its pair
+				out[n] = uint32(v[2*n*dv+x])
+			}
+		}
+	}
+}
+
 // Use points the problem at the copy: K and V heads-major (and bfloat16,
 // if the copy rounds).
 func (r Regroup) Use() {
@@ -355,7 +396,10 @@ func (r Regroup) Use() {
 		return
 	}
 	if rounds(p) {
-		if pairsV(p) {
+		switch {
+		case pairsV(p) && p.PairVT:
+			p.VTPairs = c.VP
+		case pairsV(p):
 			p.VPairs = c.VP
 		}
 		p.KVHeadsMajor, p.KVType, p.K16, p.V16 = true, fallback.KVBFloat16, c.K16, c.V16

@@ -54,6 +54,7 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 		ws.kp = reserveAny(ws.kp, maxKeys*dk/2)
 		if ks.AMX() {
 			ws.pt = reserveAny(ws.pt, (maxKeys/2+1)*rp)
+			ws.ot = reserve(ws.ot, dv*rp)
 		}
 	}
 }
@@ -80,7 +81,7 @@ func reserveAny[T any](buf []T, n int) []T {
 func (ws *Workspace) Bytes() int {
 	n := 4 * (cap(ws.qt) + cap(ws.s) + cap(ws.o) + cap(ws.m) + cap(ws.l) + cap(ws.al) + cap(ws.qr) +
 		cap(ws.zeros) + cap(ws.probe) + cap(ws.kb) + cap(ws.vb) + cap(ws.ds) + cap(ws.wb) +
-		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.ap) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp))
+		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.ap) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp) + cap(ws.pt) + cap(ws.ot))
 	n += cap(ws.quads.Q) + 4*(cap(ws.quads.S)+cap(ws.quads.C)) + cap(ws.kq8) + cap(ws.k8)
 	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc) + 2*cap(ws.h16) + ws.headBytes()
 }

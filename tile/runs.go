@@ -80,6 +80,7 @@ func (r *itemRun) plainKeys(a, b int, fused, filter bool) {
 			ws.alibi = alibi
 		}
 		k, v := p.kvRows(it.b, a, it.g, false), p.kvRows(it.b, a, it.g, true)
+		r.rowsO()
 		if ws.useQ8 {
 			ks.DecodeQ8(ws.q8, rows, p.HeadDim, k, v, b-a, p.ValueDim, ws.o, ws.m, ws.l, ws.ds, alibi)
 			return

@@ -110,7 +110,9 @@ func (sp Split) runHead(ks *kernels.Set, p *Problem, b, g, chunk, k0, k1 int, ws
 	it := sp.headItem(p, b, g)
 	fused := sp.Fused(ks, p)
 	ws.q8key = q8Key{call: sp.call, b: b, g: g}
-	begin(ks, p, it, splitBlock, ws, fused).keys(k0, k1, fused)
+	r := begin(ks, p, it, splitBlock, ws, fused)
+	r.keys(k0, k1, fused)
+	r.rowsO()
 	sp.save(p, it, chunk, ws, part)
 }
 
