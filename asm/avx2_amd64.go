@@ -529,6 +529,18 @@ func PVAVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha
 //go:noescape
 func SoftmaxAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
 
+// ScaleColumnsAVX2 is
+//
+//	for i := 0; i < n; i++ {
+//		for r := 0; r < nv*lanes; r++ {
+//			x[i*ldx+r] *= f[r]
+//
+// with nv in 1..2 (any other value returns), n >= 1, ldx in elements:
+// one multiply an element, as fallback.ScaleColumns.
+//
+//go:noescape
+func ScaleColumnsAVX2(x *float32, ldx int, f *float32, n int, nv int)
+
 // ScoreBiasAVX2 is
 //
 //	for c := 0; c < nk; c++ { for r := 0; r < nv*lanes; r++ {

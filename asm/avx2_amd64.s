@@ -50382,6 +50382,51 @@ vecs1_weights:
 	VZEROUPPER
 	RET
 
+// func ScaleColumnsAVX2(x *float32, ldx int, f *float32, n int, nv int)
+// Requires: AVX
+TEXT ·ScaleColumnsAVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), AX
+	MOVQ ldx+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ nv+32(FP), DX
+	CMPQ DX, $0x02
+	JEQ  vecs2
+	CMPQ DX, $0x01
+	JEQ  vecs1
+	VZEROUPPER
+	RET
+
+vecs2:
+	MOVQ    f+16(FP), DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    n+24(FP), DX
+
+vecs2_rows:
+	VMULPS  (AX), Y0, Y2
+	VMOVUPS Y2, (AX)
+	VMULPS  32(AX), Y1, Y2
+	VMOVUPS Y2, 32(AX)
+	ADDQ    CX, AX
+	DECQ    DX
+	JNZ     vecs2_rows
+	VZEROUPPER
+	RET
+
+vecs1:
+	MOVQ    f+16(FP), DX
+	VMOVUPS (DX), Y0
+	MOVQ    n+24(FP), DX
+
+vecs1_rows:
+	VMULPS  (AX), Y0, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	DECQ    DX
+	JNZ     vecs1_rows
+	VZEROUPPER
+	RET
+
 // func ScoreBiasAVX2(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
 // Requires: AVX, FMA3
 TEXT ·ScoreBiasAVX2(SB), NOSPLIT, $0-56

@@ -74971,6 +74971,98 @@ vecs1_weights:
 	VZEROUPPER
 	RET
 
+// func ScaleColumnsAVX512(x *float32, ldx int, f *float32, n int, nv int)
+// Requires: AVX, AVX512F
+TEXT ·ScaleColumnsAVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), AX
+	MOVQ ldx+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ nv+32(FP), DX
+	CMPQ DX, $0x04
+	JEQ  vecs4
+	CMPQ DX, $0x03
+	JEQ  vecs3
+	CMPQ DX, $0x02
+	JEQ  vecs2
+	CMPQ DX, $0x01
+	JEQ  vecs1
+	VZEROUPPER
+	RET
+
+vecs4:
+	MOVQ    f+16(FP), DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	MOVQ    n+24(FP), DX
+
+vecs4_rows:
+	VMULPS  (AX), Z0, Z4
+	VMOVUPS Z4, (AX)
+	VMULPS  64(AX), Z1, Z4
+	VMOVUPS Z4, 64(AX)
+	VMULPS  128(AX), Z2, Z4
+	VMOVUPS Z4, 128(AX)
+	VMULPS  192(AX), Z3, Z4
+	VMOVUPS Z4, 192(AX)
+	ADDQ    CX, AX
+	DECQ    DX
+	JNZ     vecs4_rows
+	VZEROUPPER
+	RET
+
+vecs3:
+	MOVQ    f+16(FP), DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    n+24(FP), DX
+
+vecs3_rows:
+	VMULPS  (AX), Z0, Z3
+	VMOVUPS Z3, (AX)
+	VMULPS  64(AX), Z1, Z3
+	VMOVUPS Z3, 64(AX)
+	VMULPS  128(AX), Z2, Z3
+	VMOVUPS Z3, 128(AX)
+	ADDQ    CX, AX
+	DECQ    DX
+	JNZ     vecs3_rows
+	VZEROUPPER
+	RET
+
+vecs2:
+	MOVQ    f+16(FP), DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    n+24(FP), DX
+
+vecs2_rows:
+	VMULPS  (AX), Z0, Z2
+	VMOVUPS Z2, (AX)
+	VMULPS  64(AX), Z1, Z2
+	VMOVUPS Z2, 64(AX)
+	ADDQ    CX, AX
+	DECQ    DX
+	JNZ     vecs2_rows
+	VZEROUPPER
+	RET
+
+vecs1:
+	MOVQ    f+16(FP), DX
+	VMOVUPS (DX), Z0
+	MOVQ    n+24(FP), DX
+
+vecs1_rows:
+	VMULPS  (AX), Z0, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	DECQ    DX
+	JNZ     vecs1_rows
+	VZEROUPPER
+	RET
+
 // func ScoreBiasAVX512(s *float32, lds int, slope *float32, dist *float32, bias *float32, nk int, nv int)
 // Requires: AVX, AVX512F
 TEXT ·ScoreBiasAVX512(SB), NOSPLIT, $0-56

@@ -396,6 +396,38 @@ func TestGemm(t *testing.T) {
 	}
 }
 
+// TestScaleColumns holds every set's ScaleColumns to fallback's, bit for
+// bit, over every column count around the vectors and the calls' panels,
+// with the operands against guard pages, and checks that nothing past the
+// columns of a row changes.
+func TestScaleColumns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for rows := 1; rows <= 8*ks.Lanes+3; rows++ {
+					for _, n := range []int{1, 2, 5} {
+						ldx := rows + rng.IntN(3)
+						x, f1 := operand(t, rng, span(n, rows, ldx), atEnd)
+						f, f2 := operand(t, rng, rows, !atEnd)
+						f[0], f[rows-1] = 1, float32(math.Inf(1)) // exact and non-finite factors too
+						want := append([]float32(nil), x...)
+						fallback.ScaleColumns(want, ldx, f, rows, n)
+						ks.ScaleColumns(x, ldx, f, rows, n)
+						for i := range x {
+							if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%s ScaleColumns rows=%d n=%d: x[%d] = %v, want %v", ks, rows, n, i, x[i], want[i])
+							}
+						}
+						f1()
+						f2()
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestTransposeScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	dims := []int{1, 2, 7, 8, 9, 15, 16, 17, 24, 31, 64, 65}

@@ -87,6 +87,25 @@ func softmaxCalls(kernel softmaxFunc, lanes, maxVecs int) func(s []float32, lds 
 	}
 }
 
+// scaleColumnsFunc is the signature of the generated ScaleColumns
+// kernels: nv vectors of columns per call.
+type scaleColumnsFunc func(x *float32, ldx int, f *float32, n, nv int)
+
+// scaleColumnCalls returns Set.scaleCols for a ScaleColumns kernel taking
+// at most maxVecs vectors of lanes columns per call; the columns past the
+// last whole vector go to fallback.ScaleColumns.
+func scaleColumnCalls(kernel scaleColumnsFunc, lanes, maxVecs int) func(x []float32, ldx int, f []float32, rows, n int) {
+	return func(x []float32, ldx int, f []float32, rows, n int) {
+		whole := rows / lanes * lanes
+		for r0 := 0; r0 < whole; r0 += maxVecs * lanes {
+			kernel(&x[r0], ldx, &f[r0], n, min(maxVecs, (whole-r0)/lanes))
+		}
+		if whole < rows {
+			fallback.ScaleColumns(x[whole:], ldx, f[whole:], rows-whole, n)
+		}
+	}
+}
+
 // biasCalls returns Set.bias for a ScoreBias kernel taking at most
 // maxVecs vectors of lanes rows per call.
 func biasCalls(kernel biasFunc, lanes, maxVecs int) func(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
