@@ -174,6 +174,9 @@ func beginRows(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fuse
 // and are masked.
 func (r *itemRun) keys(from, to int, fused bool) {
 	lo, allLo, allHi, hi := keySpans(r.p, r.it)
+	if r.dp && (r.p.VPairs != nil || r.p.VTPairs != nil) {
+		lo, allLo, allHi, hi = evenSpans(lo, allLo, allHi, hi, r.p.KVLen)
+	}
 	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
 	a, b := clip(allLo, allHi)
 	r.visibleKeys(a, b, fused)
@@ -200,6 +203,26 @@ func keySpans(p *Problem, it item) (lo, allLo, allHi, hi int) {
 		allLo, allHi = hi, hi
 	}
 	allLo, allHi = max(allLo, lo), min(allHi, hi)
+	return lo, allLo, allHi, hi
+}
+
+// evenSpans moves keySpans' bounds to even keys, for the call's paired V
+// (VPairs, VTPairs), whose pairs start at even keys: the span every row
+// sees shrinks to its even bounds, the span any row sees grows to them
+// (to kvLen at most), so every block starts at an even key and an odd one
+// ends at the last key. The keys moved are masked in the edge blocks for
+// the rows that do not see them. Without it a causal item's diagonal
+// starts one past its first position, at an odd key for every other
+// item, and its blocks paired V for themselves.
+func evenSpans(lo, allLo, allHi, hi, kvLen int) (int, int, int, int) {
+	if lo >= hi {
+		return lo, allLo, allHi, hi
+	}
+	lo, hi = lo&^1, min(hi+hi&1, kvLen)
+	allLo, allHi = (allLo+1)&^1, allHi&^1
+	if allLo >= allHi {
+		allLo, allHi = hi, hi
+	}
 	return lo, allLo, allHi, hi
 }
 
