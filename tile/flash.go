@@ -174,7 +174,7 @@ func beginRows(ks *kernels.Set, p *Problem, it item, bc int, ws *Workspace, fuse
 // and are masked.
 func (r *itemRun) keys(from, to int, fused bool) {
 	lo, allLo, allHi, hi := keySpans(r.p, r.it)
-	if r.dp && (r.p.VPairs != nil || r.p.VTPairs != nil) {
+	if r.dp { // with or without the call's pairs: the same blocks, the same bits
 		lo, allLo, allHi, hi = evenSpans(lo, allLo, allHi, hi, r.p.KVLen)
 	}
 	clip := func(a, b int) (int, int) { return max(a, from), min(b, to) }
@@ -207,7 +207,9 @@ func keySpans(p *Problem, it item) (lo, allLo, allHi, hi int) {
 }
 
 // evenSpans moves keySpans' bounds to even keys, for the call's paired V
-// (VPairs, VTPairs), whose pairs start at even keys: the span every row
+// (VPairs, VTPairs) on the bfloat16 kernels, whose pairs start at even
+// keys (and for every call of those kernels alike: a paged cache, read in
+// place, and its contiguous copy cut the same blocks): the span every row
 // sees shrinks to its even bounds, the span any row sees grows to them
 // (to kvLen at most), so every block starts at an even key and an odd one
 // ends at the last key. The keys moved are masked in the edge blocks for
