@@ -461,6 +461,21 @@ func PVAVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alp
 //go:noescape
 func SoftmaxAVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
 
+// SoftmaxPairsAVX512 is
+//
+//	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then
+//	for c := 0; c < (nk+1)/2; c++ {
+//		for r := 0; r < nv*lanes; r++ {
+//			p[c*ldp+r] = bf16(s[2c*lds+r]) | bf16(s[(2c+1)*lds+r])<<16   (0 for key nk)
+//
+// with bf16 fallback.F32ToBF16's rounding, in one pass: the weights of
+// each pair of keys rounded and paired as they are stored, their sums
+// added key by key as Softmax adds them. ldp in uint32; with nv in
+// 1..4, nk >= 1.
+//
+//go:noescape
+func SoftmaxPairsAVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32, p *uint32, ldp int)
+
 // ScaleColumnsAVX512 is
 //
 //	for i := 0; i < n; i++ {

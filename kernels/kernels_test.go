@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -128,6 +129,84 @@ func TestPV(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSoftmaxPairs holds every set's SoftmaxPairs to its own Softmax
+// followed by PairBF16, bit for bit (the weights, m, l, alpha and the
+// pairs), over odd and even key counts, softcap, -Inf and NaN scores,
+// rows nothing has been seen for, and large ones, against guard pages.
+func TestSoftmaxPairs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	negInf := float32(math.Inf(-1))
+	for _, ks := range Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			for _, atEnd := range []bool{true, false} {
+				for _, nk := range []int{1, 2, 3, 4, 7, 16, 33, 64} {
+					for _, rm := range rowMults {
+						for _, softcap := range []float32{0, 2.5} {
+							rows := rm * ks.Lanes
+							lds, ldp := rows+rng.IntN(2)*ks.Lanes, rows+rng.IntN(3)
+							s, f1 := operand(t, rng, span(nk, rows, lds), atEnd)
+							m, f2 := operand(t, rng, rows, atEnd)
+							l, f3 := operand(t, rng, rows, atEnd)
+							al, f4 := guarded(t, rows, atEnd)
+							p, f5 := guarded32(t, span((nk+1)/2, rows, ldp), atEnd)
+							for i := range s {
+								s[i] *= 20
+								switch rng.IntN(40) {
+								case 0, 1, 2, 3, 4, 5, 6, 7:
+									s[i] = negInf
+								case 8:
+									s[i] = float32(math.NaN())
+								case 9:
+									s[i] = 3e38
+								}
+							}
+							for r := range m {
+								l[r] = 3 * (l[r] + 1)
+								switch rng.IntN(3) {
+								case 0:
+									m[r], l[r] = negInf, 0 // nothing seen yet
+								case 1:
+									m[r] *= 30
+								}
+							}
+							ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
+							wp := make([]uint32, len(p))
+							ks.Softmax(ws, lds, wm, wl, wal, nk, rows, softcap)
+							ks.PairBF16(wp, ldp, ws, lds, nk, rows)
+							ks.SoftmaxPairs(s, lds, m, l, al, nk, rows, softcap, p, ldp)
+							what := fmt.Sprintf("%s SoftmaxPairs nk=%d rows=%d softcap=%v", ks, nk, rows, softcap)
+							sameBits(t, what+" weights", s, ws)
+							sameBits(t, what+" m", m, wm)
+							sameBits(t, what+" l", l, wl)
+							sameBits(t, what+" alpha", al, wal)
+							for i := range p {
+								if p[i] != wp[i] {
+									t.Fatalf("%s: p[%d] = %#08x, want %#08x", what, i, p[i], wp[i])
+								}
+							}
+							f1()
+							f2()
+							f3()
+							f4()
+							f5()
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// sameBits fails t where got and want differ in any bit.
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %v, want %v", what, i, got[i], want[i])
+		}
 	}
 }
 

@@ -87,6 +87,19 @@ func softmaxCalls(kernel softmaxFunc, lanes, maxVecs int) func(s []float32, lds 
 	}
 }
 
+// softmaxPairsFunc is the signature of the generated SoftmaxPairs kernels.
+type softmaxPairsFunc func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32, p *uint32, ldp int)
+
+// softmaxPairCalls returns Set.softmaxPairs for a SoftmaxPairs kernel
+// taking at most maxVecs vectors of lanes rows per call.
+func softmaxPairCalls(kernel softmaxPairsFunc, lanes, maxVecs int) func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int) {
+	return func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int) {
+		for r0 := 0; r0 < rows; r0 += maxVecs * lanes {
+			kernel(&s[r0], lds, &m[r0], &l[r0], &alpha[r0], nk, min(maxVecs, (rows-r0)/lanes), softcap, &p[r0], ldp)
+		}
+	}
+}
+
 // scaleColumnsFunc is the signature of the generated ScaleColumns
 // kernels: nv vectors of columns per call.
 type scaleColumnsFunc func(x *float32, ldx int, f *float32, n, nv int)

@@ -43,22 +43,24 @@ type Set struct {
 	// that is a multiple of Lanes (callers pad the query block).
 	Lanes int
 
-	gemm       func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
-	qk         func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
-	softmax    func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
-	pv         func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
-	exp        func(dst, src []float32)
-	tr         func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
-	scaleCols  func(x []float32, ldx int, f []float32, rows, n int)                                     // nil: fallback.ScaleColumns
-	dot        func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
-	bias       func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
-	peak       func(iters int)                                                                          // nil for generic
-	prefetch   func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
-	decode     decodeKernel                                                                             // nil: no fused decode
-	decodeQ8   decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
-	scoresQ8   scoresQ8Kernel                                                                           // nil: the int8 mode's flash blocks on float32 QK
-	packKeysQ8 packKeysQ8Func                                                                           // nil: fallback.PackKeysQ8
-	quantQ8    quantQ8Func                                                                              // nil: fallback.QuantizeQuery
+	gemm      func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool)
+	qk        func(s []float32, lds int, k []float32, ldk int, qt []float32, ldq int, nk, rows, dk int) // nil: gemm
+	softmax   func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)
+	pv        func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
+	exp       func(dst, src []float32)
+	tr        func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
+	scaleCols func(x []float32, ldx int, f []float32, rows, n int) // nil: fallback.ScaleColumns
+	// softmaxPairs is nil where Softmax and PairBF16 run one after the other.
+	softmaxPairs func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int)
+	dot          func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
+	bias         func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
+	peak         func(iters int)                                                                          // nil for generic
+	prefetch     func(p *float32, ld, rows, n int)                                                        // nil: no prefetch (generic)
+	decode       decodeKernel                                                                             // nil: no fused decode
+	decodeQ8     decodeQ8Kernel                                                                           // nil: no int8 K on integer dot products
+	scoresQ8     scoresQ8Kernel                                                                           // nil: the int8 mode's flash blocks on float32 QK
+	packKeysQ8   packKeysQ8Func                                                                           // nil: fallback.PackKeysQ8
+	quantQ8      quantQ8Func                                                                              // nil: fallback.QuantizeQuery
 	// decodeQ8I4 is DecodeQ8 over int4 K/V as they are (decodeQ8I4Rows
 	// gives it its q8 rows) for calls of up to decodeQ8I4Max rows; nil,
 	// or more rows: int4 widened to int8 (int4kv.go).
@@ -219,6 +221,30 @@ func (ks *Set) Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int
 	checkOutN("Softmax", "l", l, rows)
 	checkOutN("Softmax", "alpha", alpha, rows)
 	ks.softmax(s, lds, m, l, alpha, nk, rows, softcap)
+}
+
+// SoftmaxPairs is Softmax that also writes the weights it stores rounded
+// to bfloat16 and paired over keys into p, as PairBF16(p, ldp, s, lds,
+// nk, rows) would after it, bit for bit ((nk+1)/2 rows of rows uint32 at
+// stride ldp; 0 in the high half of an odd last pair): on the generated
+// sets in the same pass, the pairs written as the weights are. The
+// bfloat16 kernels' B operand of a flash block's PV. Every set has it.
+func (ks *Set) SoftmaxPairs(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int) {
+	if nk <= 0 || rows <= 0 {
+		return
+	}
+	if ks.softmaxPairs == nil {
+		ks.Softmax(s, lds, m, l, alpha, nk, rows, softcap)
+		ks.PairBF16(p, ldp, s, lds, nk, rows)
+		return
+	}
+	ks.checkRows("SoftmaxPairs", rows)
+	checkOut("SoftmaxPairs", "s", s, nk, rows, lds)
+	checkOutN("SoftmaxPairs", "m", m, rows)
+	checkOutN("SoftmaxPairs", "l", l, rows)
+	checkOutN("SoftmaxPairs", "alpha", alpha, rows)
+	checkOut("SoftmaxPairs", "p", p, (nk+1)/2, rows, ldp)
+	ks.softmaxPairs(s, lds, m, l, alpha, nk, rows, softcap, p, ldp)
 }
 
 // PV rescales an output tile and adds weights times values:

@@ -125,9 +125,12 @@ func (p *Problem) copiesKV() bool {
 
 // The bfloat16 mode on a set's bfloat16 kernels (kernels.Set.HasBF16):
 // QK multiplies K's bfloat16 rows (read in place when K is stored as
-// bfloat16, else rounded into the workspace) by the paired Qᵀ; after the
-// float32 softmax, PairBF16 rounds and pairs the weights and the V block,
-// and PV is GemmBF16 on them, after the rescale of O by alpha. The same
+// bfloat16, else rounded into the workspace) by the paired Qᵀ; the
+// float32 softmax also rounds the weights and pairs them over keys in the
+// same pass (SoftmaxPairs), the V block is paired once per call (or per
+// block, where the call's pairs do not line up), and PV is GemmBF16 on
+// them, after the rescale of O by alpha (transposed on AMX tiles:
+// outcols.go). The same
 // roundings as on the float32 kernels, summed by VDPBF16PS. Items of Dot
 // rows (a decode step's few rows) and odd head dims stay on the float32
 // kernels; so does the PV of a block with a masked non-finite value (its
@@ -193,7 +196,7 @@ func (r *itemRun) keyPairs(kb, nk int) ([]uint32, int) {
 // pvPairs is the PV update of rows [r0, r1) (whole vectors) of the block
 // of nk keys from kb on the bfloat16 kernels: on AMX tiles transposed
 // where the call's VTPairs line up with the block (pvColumns), else O
-// rescaled by alpha, then the weights (rounded, paired over keys) times V
+// rescaled by alpha, then the weights (paired over keys by SoftmaxPairs) times V
 // paired: the call's VPairs where they line up with the block, else the
 // block's rows (v at stride ldv, read here if v is nil) rounded and
 // paired for this item.
@@ -205,8 +208,6 @@ func (r *itemRun) pvPairs(kb, nk, r0, r1 int, v []float32, ldv int) {
 	r1 = min(r1, r.it.nh*r.it.nq) // O's rows: no padding
 	ks, ws, rp, dv := r.ks, r.ws, r.rp, r.p.ValueDim
 	half := (nk + 1) / 2
-	ws.pp = grow(ws.pp, half*rp)
-	ks.PairBF16(ws.pp[r0:], rp, ws.s[r0:], rp, nk, r1-r0)
 	vp := r.valuePairs(kb, nk)
 	if vp == nil {
 		if v == nil {

@@ -320,7 +320,12 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	if edge {
 		mask(p, it, kb, nk, rp, s, ws.masked, r0, r1)
 	}
-	ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	if r.dp { // the weights also rounded and paired over keys, PV's B (pvPairs)
+		ws.pp = grow(ws.pp, (nk+1)/2*rp)
+		ks.SoftmaxPairs(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap, ws.pp[r0:], rp)
+	} else {
+		ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	}
 	if (r.dp || inPlace) && masked && anyOf(ws.masked[:nk]) {
 		vblk, ldv = r.kvBlock(kb, nk, true) // for the poison check (and its PV)
 		inPlace = false

@@ -3,8 +3,8 @@ package tile
 // On AMX tiles the flash loop's PV runs transposed: Oᵀ += Vᵀ·Pᵀ. A is V's
 // columns paired over keys, as the call's Regroup stored them once
 // (VTPairs: each column a row of pairs, as AMX's A reads its rows); B is
-// the weights as PairBF16 leaves them, paired over keys with the rows in
-// lanes ([keys/2][rowsPad]: B's layout). So the weights go to the tiles
+// the weights as SoftmaxPairs leaves them, paired over keys with the rows
+// in lanes ([keys/2][rowsPad]: B's layout). So the weights go to the tiles
 // as the softmax wrote them, without the per-block transpose of their
 // pairs to rows that P·V needs (transposePairs: 10% of S1's time in the
 // mode on the Xeon, TransposeScale's share of its profile). The item
@@ -55,8 +55,6 @@ func (r *itemRun) pvColumns(kb, nk, r0, r1 int) bool {
 		return false
 	}
 	half := (nk + 1) / 2
-	ws.pp = grow(ws.pp, half*rp)
-	ks.PairBF16(ws.pp[r0:], rp, ws.s[r0:], rp, nk, r1-r0)
 	r.colsO()
 	if !allOnes(ws.al[r0:r1]) {
 		ks.ScaleColumns(ws.ot[r0:], rp, ws.al[r0:], r1-r0, dv)

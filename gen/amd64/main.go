@@ -77,6 +77,7 @@ func generate(x isa, dir string) error {
 	g.dequant()
 	g.pv()
 	g.softmax()
+	g.softmaxPairs()
 	g.scaleColumns()
 	g.scoreBias()
 	g.expKernel()

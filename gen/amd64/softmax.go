@@ -75,7 +75,30 @@ func (g *gen) softmax() {
 	)
 	sp := g.param("s")
 	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv) })
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, false) })
+}
+
+// softmaxPairs emits SoftmaxPairs<ISA>: Softmax that also writes the
+// weights rounded to bfloat16 and paired over keys, as PairBF16 would
+// from the weights it stores, in the same pass (the bfloat16 kernels' B
+// operand of PV: Vᵀ·Pᵀ on AMX tiles, P·V on VDPBF16PS).
+func (g *gen) softmaxPairs() {
+	x := g.isa
+	g.fn("SoftmaxPairs", "func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32, p *uint32, ldp int)",
+		"",
+		"	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then",
+		"	for c := 0; c < (nk+1)/2; c++ {",
+		"		for r := 0; r < nv*lanes; r++ {",
+		"			p[c*ldp+r] = bf16(s[2c*lds+r]) | bf16(s[(2c+1)*lds+r])<<16   (0 for key nk)",
+		"",
+		"with bf16 fallback.F32ToBF16's rounding, in one pass: the weights of",
+		"each pair of keys rounded and paired as they are stored, their sums",
+		"added key by key as Softmax adds them. ldp in uint32; with nv in",
+		fmt.Sprintf("1..%d, nk >= 1.", x.softNV),
+	)
+	sp := g.param("s")
+	lds := g.stride("lds")
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, true) })
 }
 
 // keyLoop emits a loop over the nk keys of a transposed tile: body
@@ -108,7 +131,7 @@ func (g *gen) byRowVectors(n int, panel func(nv int)) {
 	}
 }
 
-func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
+func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, pairs bool) {
 	b := g.isa.bytes()
 	mp, lp, ap := g.GP64(), g.GP64(), g.GP64()
 	g.Load(g.Param("m"), mp)
@@ -175,6 +198,25 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 		sum[j] = g.vec()
 		g.zero(sum[j])
 	}
+	if pairs {
+		g.weightPairs(sp, lds, nv, base, sum)
+	} else {
+		g.weights(sp, lds, nv, base, sum)
+	}
+
+	g.Comment("l = l·alpha + sum.")
+	for j := 0; j < nv; j++ {
+		l := g.vec()
+		g.VMOVUPS(operand.Mem{Base: lp, Disp: j * b}, l)
+		g.VFMADD231PS(operand.Mem{Base: ap, Disp: j * b}, l, sum[j])
+		g.VMOVUPS(sum[j], operand.Mem{Base: lp, Disp: j * b})
+	}
+}
+
+// weights emits Softmax's weights loop: each key's nv vectors of scores
+// turned to weights in place, added to sum.
+func (g *gen) weights(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual) {
+	b := g.isa.bytes()
 	g.keyLoop(sp, lds, label("vecs", nv, "weights"), func(row reg.GPVirtual) {
 		for j0 := 0; j0 < nv; j0 += g.isa.expInterleave {
 			j1 := min(nv, j0+g.isa.expInterleave)
@@ -193,12 +235,70 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int) {
 			}
 		}
 	})
+}
 
-	g.Comment("l = l·alpha + sum.")
-	for j := 0; j < nv; j++ {
-		l := g.vec()
-		g.VMOVUPS(operand.Mem{Base: lp, Disp: j * b}, l)
-		g.VFMADD231PS(operand.Mem{Base: ap, Disp: j * b}, l, sum[j])
-		g.VMOVUPS(sum[j], operand.Mem{Base: lp, Disp: j * b})
+// weightPairs emits SoftmaxPairs' weights loop: keys two at a time, each
+// one's nv vectors of scores turned to weights in place and added to sum
+// (the first key's, then the second's, as Softmax adds them), and the
+// pair's weights rounded to bfloat16 and stored paired at p (the first
+// key's in each dword's low half); an odd last key pairs with 0. The exps
+// of expInterleave (vector, key) pairs are emitted side by side.
+func (g *gen) weightPairs(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual) {
+	b := g.isa.bytes()
+	pp, ldp := g.param("p"), g.stride("ldp")
+	c, row := g.GP64(), g.GP64()
+	g.Load(g.Param("nk"), c)
+	g.MOVQ(sp, row)
+	g.SHRQ(operand.U8(1), c)
+	odd := label("vecs", nv, "odd")
+	g.JZ(operand.LabelRef(odd))
+	// step emits the weights of keys at rows (one or two keys' rows) for
+	// vectors [j0, j1) and stores their pairs at pp.
+	step := func(rows []reg.GPVirtual, j0, j1 int) {
+		var ys []reg.VecVirtual
+		for j := j0; j < j1; j++ {
+			for _, r := range rows {
+				y := g.vec()
+				g.VMOVUPS(operand.Mem{Base: r, Disp: j * b}, y)
+				g.VSUBPS(base[j], y, y)
+				ys = append(ys, y)
+			}
+		}
+		ps := g.weightExps(ys)
+		for j := j0; j < j1; j++ {
+			w := ps[(j-j0)*len(rows):][:len(rows)]
+			for k, r := range rows {
+				g.VMOVUPS(w[k], operand.Mem{Base: r, Disp: j * b})
+				g.VADDPS(w[k], sum[j], sum[j])
+			}
+			out := g.bf16Bits(w[0])
+			if len(rows) == 2 {
+				h := g.bf16Bits(w[1])
+				g.VPSLLD(operand.U8(16), h, h)
+				g.vor(h, out, out)
+			}
+			g.VMOVUPS(out, operand.Mem{Base: pp, Disp: j * b})
+		}
 	}
+	per := max(1, g.isa.expInterleave/2) // vectors a group, two keys each
+	loop := label("vecs", nv, "pairs")
+	g.Label(loop)
+	next := g.GP64()
+	g.LEAQ(operand.Mem{Base: row, Index: lds, Scale: 1}, next)
+	for j0 := 0; j0 < nv; j0 += per {
+		step([]reg.GPVirtual{row, next}, j0, min(nv, j0+per))
+	}
+	g.LEAQ(operand.Mem{Base: row, Index: lds, Scale: 2}, row)
+	g.ADDQ(ldp, pp)
+	g.DECQ(c)
+	g.JNZ(operand.LabelRef(loop))
+	g.Label(odd)
+	n := g.param("nk")
+	g.TESTQ(operand.U32(1), n)
+	done := label("vecs", nv, "paired")
+	g.JZ(operand.LabelRef(done))
+	for j0 := 0; j0 < nv; j0 += g.isa.expInterleave {
+		step([]reg.GPVirtual{row}, j0, min(nv, j0+g.isa.expInterleave))
+	}
+	g.Label(done)
 }
