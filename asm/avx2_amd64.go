@@ -544,6 +544,17 @@ func SoftmaxAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk
 //go:noescape
 func SoftmaxPairsAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32, p *uint32, ldp int)
 
+// SoftmaxRoundAVX2 is
+//
+//	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then
+//	s[c*lds+r] = fallback.BF16ToF32(fallback.F32ToBF16(s[c*lds+r]))   for c < nk, r < nv*lanes
+//
+// in one pass: each weight rounded as it is stored, the sums l adding the
+// unrounded weights as Softmax does. nv in 1..2, nk >= 1.
+//
+//go:noescape
+func SoftmaxRoundAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
+
 // ScaleColumnsAVX2 is
 //
 //	for i := 0; i < n; i++ {

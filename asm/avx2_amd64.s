@@ -50989,6 +50989,410 @@ vecs1_paired:
 	VZEROUPPER
 	RET
 
+// func SoftmaxRoundAVX2(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·SoftmaxRoundAVX2(SB), NOSPLIT, $0-60
+	MOVQ s+0(FP), AX
+	MOVQ lds+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ nv+48(FP), DX
+	CMPQ DX, $0x02
+	JEQ  vecs2
+	CMPQ DX, $0x01
+	JEQ  vecs1
+	VZEROUPPER
+	RET
+
+vecs2:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 2 vectors of rows. Pass 1: the new running max.
+	VMOVUPS  (DX), Y0
+	VMOVUPS  32(DX), Y1
+	MOVSS    softcap+56(FP), X2
+	VXORPS   X3, X3, X3
+	VUCOMISS X3, X2
+	JA       vecs2_capped
+	MOVQ     nk+40(FP), DI
+	MOVQ     AX, R8
+
+vecs2_max:
+	VMOVUPS (R8), Y2
+	VMAXPS  Y2, Y0, Y0
+	VMOVUPS 32(R8), Y2
+	VMAXPS  Y2, Y1, Y1
+	ADDQ    CX, R8
+	DECQ    DI
+	JNZ     vecs2_max
+	JMP     vecs2_exp
+
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs2_capped:
+	VBROADCASTSS X2, Y2
+	VMOVUPS      constsAVX2<>+352(SB), Y3
+	VDIVPS       Y2, Y3, Y3
+	MOVQ         nk+40(FP), DI
+	MOVQ         AX, R8
+
+vecs2_capmax:
+	VMOVUPS      (R8), Y4
+	VMULPS       Y3, Y4, Y5
+	VANDPS       constsAVX2<>+960(SB), Y5, Y6
+	VANDPS       constsAVX2<>+928(SB), Y5, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD213PS  constsAVX2<>+768(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+800(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+832(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+864(SB), Y7, Y8
+	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y7, Y8
+	VCMPPS       $0x01, constsAVX2<>+704(SB), Y5, Y7
+	VMULPS       constsAVX2<>+896(SB), Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y11
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y11
+	VSUBPS       constsAVX2<>+992(SB), Y11, Y10
+	VPSLLD       $0x17, Y11, Y11
+	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
+	VMULPS       Y5, Y5, Y10
+	VMOVUPS      constsAVX2<>+160(SB), Y12
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y12
+	VMOVUPS      constsAVX2<>+224(SB), Y13
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y13
+	VFMADD213PS  Y13, Y10, Y12
+	VMOVUPS      constsAVX2<>+288(SB), Y13
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y13
+	VFMADD213PS  Y13, Y10, Y12
+	VFMADD213PS  Y5, Y10, Y12
+	VFMADD213PS  Y11, Y11, Y12
+	VANDPS       Y9, Y12, Y12
+	VMOVUPS      constsAVX2<>+352(SB), Y5
+	VSUBPS       Y12, Y5, Y5
+	VADDPS       constsAVX2<>+352(SB), Y12, Y9
+	VDIVPS       Y9, Y5, Y5
+	VBLENDVPS    Y7, Y8, Y5, Y5
+	VORPS        Y6, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VCMPPS       $0x00, constsAVX2<>+672(SB), Y4, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y4
+	VMOVUPS      Y4, (R8)
+	VMAXPS       Y4, Y0, Y0
+	VMOVUPS      32(R8), Y4
+	VMULPS       Y3, Y4, Y5
+	VANDPS       constsAVX2<>+960(SB), Y5, Y6
+	VANDPS       constsAVX2<>+928(SB), Y5, Y5
+	VMULPS       Y5, Y5, Y7
+	VMOVUPS      constsAVX2<>+736(SB), Y8
+	VFMADD213PS  constsAVX2<>+768(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+800(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+832(SB), Y7, Y8
+	VFMADD213PS  constsAVX2<>+864(SB), Y7, Y8
+	VMULPS       Y5, Y7, Y7
+	VFMADD213PS  Y5, Y7, Y8
+	VCMPPS       $0x01, constsAVX2<>+704(SB), Y5, Y7
+	VMULPS       constsAVX2<>+896(SB), Y5, Y5
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y5, Y9
+	VMOVUPS      constsAVX2<>+992(SB), Y11
+	VFMADD231PS  constsAVX2<>+64(SB), Y5, Y11
+	VSUBPS       constsAVX2<>+992(SB), Y11, Y10
+	VPSLLD       $0x17, Y11, Y11
+	VFNMADD231PS constsAVX2<>+96(SB), Y10, Y5
+	VFNMADD231PS constsAVX2<>+128(SB), Y10, Y5
+	VMULPS       Y5, Y5, Y10
+	VMOVUPS      constsAVX2<>+160(SB), Y12
+	VFMADD213PS  constsAVX2<>+192(SB), Y5, Y12
+	VMOVUPS      constsAVX2<>+224(SB), Y13
+	VFMADD213PS  constsAVX2<>+256(SB), Y5, Y13
+	VFMADD213PS  Y13, Y10, Y12
+	VMOVUPS      constsAVX2<>+288(SB), Y13
+	VFMADD213PS  constsAVX2<>+320(SB), Y5, Y13
+	VFMADD213PS  Y13, Y10, Y12
+	VFMADD213PS  Y5, Y10, Y12
+	VFMADD213PS  Y11, Y11, Y12
+	VANDPS       Y9, Y12, Y12
+	VMOVUPS      constsAVX2<>+352(SB), Y5
+	VSUBPS       Y12, Y5, Y5
+	VADDPS       constsAVX2<>+352(SB), Y12, Y9
+	VDIVPS       Y9, Y5, Y5
+	VBLENDVPS    Y7, Y8, Y5, Y5
+	VORPS        Y6, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VCMPPS       $0x00, constsAVX2<>+672(SB), Y4, Y6
+	VBLENDVPS    Y6, Y4, Y5, Y4
+	VMOVUPS      Y4, 32(R8)
+	VMAXPS       Y4, Y1, Y1
+	ADDQ         CX, R8
+	DECQ         DI
+	JNZ          vecs2_capmax
+
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs2_exp:
+	VMAXPS      constsAVX2<>+640(SB), Y0, Y2
+	VMOVUPS     (DX), Y3
+	VSUBPS      Y2, Y3, Y3
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y3, Y4
+	VMULPS      constsAVX2<>+64(SB), Y3, Y3
+	VADDPS      constsAVX2<>+416(SB), Y3, Y5
+	VSUBPS      constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS      Y6, Y3, Y3
+	VMOVUPS     constsAVX2<>+448(SB), Y6
+	VFMADD213PS constsAVX2<>+480(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+512(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+544(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+576(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+608(SB), Y3, Y6
+	VFMADD213PS constsAVX2<>+352(SB), Y3, Y6
+	VPSLLD      $0x17, Y5, Y5
+	VPADDD      Y5, Y6, Y6
+	VANDPS      Y4, Y6, Y6
+	VMOVUPS     Y6, (SI)
+	VMOVUPS     Y0, (DX)
+	VMOVUPS     constsAVX2<>+1024(SB), Y0
+	VMAXPS      constsAVX2<>+640(SB), Y1, Y3
+	VMOVUPS     32(DX), Y4
+	VSUBPS      Y3, Y4, Y4
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS      constsAVX2<>+64(SB), Y4, Y4
+	VADDPS      constsAVX2<>+416(SB), Y4, Y6
+	VSUBPS      constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS      Y7, Y4, Y4
+	VMOVUPS     constsAVX2<>+448(SB), Y7
+	VFMADD213PS constsAVX2<>+480(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+512(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+544(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+576(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+608(SB), Y4, Y7
+	VFMADD213PS constsAVX2<>+352(SB), Y4, Y7
+	VPSLLD      $0x17, Y6, Y6
+	VPADDD      Y6, Y7, Y7
+	VANDPS      Y5, Y7, Y7
+	VMOVUPS     Y7, 32(SI)
+	VMOVUPS     Y1, 32(DX)
+	VMOVUPS     constsAVX2<>+1024(SB), Y1
+	MOVQ        nk+40(FP), DX
+
+vecs2_weights:
+	VMOVUPS     (AX), Y4
+	VSUBPS      Y2, Y4, Y4
+	VMOVUPS     32(AX), Y5
+	VSUBPS      Y3, Y5, Y5
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y4, Y6
+	VMULPS      constsAVX2<>+64(SB), Y4, Y4
+	VADDPS      constsAVX2<>+416(SB), Y4, Y7
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y5, Y8
+	VMULPS      constsAVX2<>+64(SB), Y5, Y5
+	VADDPS      constsAVX2<>+416(SB), Y5, Y9
+	VSUBPS      constsAVX2<>+416(SB), Y7, Y10
+	VSUBPS      Y10, Y4, Y4
+	VSUBPS      constsAVX2<>+416(SB), Y9, Y10
+	VSUBPS      Y10, Y5, Y5
+	VMOVUPS     constsAVX2<>+448(SB), Y10
+	VMOVUPS     constsAVX2<>+448(SB), Y11
+	VFMADD213PS constsAVX2<>+480(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+480(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+512(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+512(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+544(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+544(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+576(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+576(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+608(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+608(SB), Y5, Y11
+	VFMADD213PS constsAVX2<>+352(SB), Y4, Y10
+	VFMADD213PS constsAVX2<>+352(SB), Y5, Y11
+	VPSLLD      $0x17, Y7, Y7
+	VPADDD      Y7, Y10, Y10
+	VANDPS      Y6, Y10, Y10
+	VPSLLD      $0x17, Y9, Y9
+	VPADDD      Y9, Y11, Y11
+	VANDPS      Y8, Y11, Y11
+	VADDPS      Y10, Y0, Y0
+	VPSRLD      $0x10, Y10, Y6
+	VPAND       constsAVX2<>+1056(SB), Y6, Y4
+	VPADDD      constsAVX2<>+1088(SB), Y10, Y5
+	VPADDD      Y4, Y5, Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       constsAVX2<>+928(SB), Y10, Y4
+	VPCMPGTD    constsAVX2<>+1120(SB), Y4, Y4
+	VPOR        constsAVX2<>+1152(SB), Y6, Y6
+	VBLENDVPS   Y4, Y6, Y5, Y5
+	VPSLLD      $0x10, Y5, Y5
+	VMOVUPS     Y5, (AX)
+	VADDPS      Y11, Y1, Y1
+	VPSRLD      $0x10, Y11, Y6
+	VPAND       constsAVX2<>+1056(SB), Y6, Y4
+	VPADDD      constsAVX2<>+1088(SB), Y11, Y5
+	VPADDD      Y4, Y5, Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       constsAVX2<>+928(SB), Y11, Y4
+	VPCMPGTD    constsAVX2<>+1120(SB), Y4, Y4
+	VPOR        constsAVX2<>+1152(SB), Y6, Y6
+	VBLENDVPS   Y4, Y6, Y5, Y5
+	VPSLLD      $0x10, Y5, Y5
+	VMOVUPS     Y5, 32(AX)
+	ADDQ        CX, AX
+	DECQ        DX
+	JNZ         vecs2_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Y2
+	VFMADD231PS (SI), Y2, Y0
+	VMOVUPS     Y0, (BX)
+	VMOVUPS     32(BX), Y0
+	VFMADD231PS 32(SI), Y0, Y1
+	VMOVUPS     Y1, 32(BX)
+	VZEROUPPER
+	RET
+
+vecs1:
+	MOVQ m+16(FP), DX
+	MOVQ l+24(FP), BX
+	MOVQ alpha+32(FP), SI
+
+	// Softmax of 1 vectors of rows. Pass 1: the new running max.
+	VMOVUPS  (DX), Y0
+	MOVSS    softcap+56(FP), X1
+	VXORPS   X2, X2, X2
+	VUCOMISS X2, X1
+	JA       vecs1_capped
+	MOVQ     nk+40(FP), DI
+	MOVQ     AX, R8
+
+vecs1_max:
+	VMOVUPS (R8), Y1
+	VMAXPS  Y1, Y0, Y0
+	ADDQ    CX, R8
+	DECQ    DI
+	JNZ     vecs1_max
+	JMP     vecs1_exp
+
+	// Pass 1 with softcap: cap each score in place, then the max.
+vecs1_capped:
+	VBROADCASTSS X1, Y1
+	VMOVUPS      constsAVX2<>+352(SB), Y2
+	VDIVPS       Y1, Y2, Y2
+	MOVQ         nk+40(FP), DI
+	MOVQ         AX, R8
+
+vecs1_capmax:
+	VMOVUPS      (R8), Y3
+	VMULPS       Y2, Y3, Y4
+	VANDPS       constsAVX2<>+960(SB), Y4, Y5
+	VANDPS       constsAVX2<>+928(SB), Y4, Y4
+	VMULPS       Y4, Y4, Y6
+	VMOVUPS      constsAVX2<>+736(SB), Y7
+	VFMADD213PS  constsAVX2<>+768(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+800(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+832(SB), Y6, Y7
+	VFMADD213PS  constsAVX2<>+864(SB), Y6, Y7
+	VMULPS       Y4, Y6, Y6
+	VFMADD213PS  Y4, Y6, Y7
+	VCMPPS       $0x01, constsAVX2<>+704(SB), Y4, Y6
+	VMULPS       constsAVX2<>+896(SB), Y4, Y4
+	VCMPPS       $0x15, constsAVX2<>+0(SB), Y4, Y8
+	VMOVUPS      constsAVX2<>+992(SB), Y10
+	VFMADD231PS  constsAVX2<>+64(SB), Y4, Y10
+	VSUBPS       constsAVX2<>+992(SB), Y10, Y9
+	VPSLLD       $0x17, Y10, Y10
+	VFNMADD231PS constsAVX2<>+96(SB), Y9, Y4
+	VFNMADD231PS constsAVX2<>+128(SB), Y9, Y4
+	VMULPS       Y4, Y4, Y9
+	VMOVUPS      constsAVX2<>+160(SB), Y11
+	VFMADD213PS  constsAVX2<>+192(SB), Y4, Y11
+	VMOVUPS      constsAVX2<>+224(SB), Y12
+	VFMADD213PS  constsAVX2<>+256(SB), Y4, Y12
+	VFMADD213PS  Y12, Y9, Y11
+	VMOVUPS      constsAVX2<>+288(SB), Y12
+	VFMADD213PS  constsAVX2<>+320(SB), Y4, Y12
+	VFMADD213PS  Y12, Y9, Y11
+	VFMADD213PS  Y4, Y9, Y11
+	VFMADD213PS  Y10, Y10, Y11
+	VANDPS       Y8, Y11, Y11
+	VMOVUPS      constsAVX2<>+352(SB), Y4
+	VSUBPS       Y11, Y4, Y4
+	VADDPS       constsAVX2<>+352(SB), Y11, Y8
+	VDIVPS       Y8, Y4, Y4
+	VBLENDVPS    Y6, Y7, Y4, Y4
+	VORPS        Y5, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VCMPPS       $0x00, constsAVX2<>+672(SB), Y3, Y5
+	VBLENDVPS    Y5, Y3, Y4, Y3
+	VMOVUPS      Y3, (R8)
+	VMAXPS       Y3, Y0, Y0
+	ADDQ         CX, R8
+	DECQ         DI
+	JNZ          vecs1_capmax
+
+	// Pass 2: alpha and m, then the weights and their sums.
+vecs1_exp:
+	VMAXPS      constsAVX2<>+640(SB), Y0, Y1
+	VMOVUPS     (DX), Y2
+	VSUBPS      Y1, Y2, Y2
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y2, Y3
+	VMULPS      constsAVX2<>+64(SB), Y2, Y2
+	VADDPS      constsAVX2<>+416(SB), Y2, Y4
+	VSUBPS      constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS      Y5, Y2, Y2
+	VMOVUPS     constsAVX2<>+448(SB), Y5
+	VFMADD213PS constsAVX2<>+480(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+512(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+544(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+576(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+608(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+352(SB), Y2, Y5
+	VPSLLD      $0x17, Y4, Y4
+	VPADDD      Y4, Y5, Y5
+	VANDPS      Y3, Y5, Y5
+	VMOVUPS     Y5, (SI)
+	VMOVUPS     Y0, (DX)
+	VMOVUPS     constsAVX2<>+1024(SB), Y0
+	MOVQ        nk+40(FP), DX
+
+vecs1_weights:
+	VMOVUPS     (AX), Y2
+	VSUBPS      Y1, Y2, Y2
+	VCMPPS      $0x15, constsAVX2<>+384(SB), Y2, Y3
+	VMULPS      constsAVX2<>+64(SB), Y2, Y2
+	VADDPS      constsAVX2<>+416(SB), Y2, Y4
+	VSUBPS      constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS      Y5, Y2, Y2
+	VMOVUPS     constsAVX2<>+448(SB), Y5
+	VFMADD213PS constsAVX2<>+480(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+512(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+544(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+576(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+608(SB), Y2, Y5
+	VFMADD213PS constsAVX2<>+352(SB), Y2, Y5
+	VPSLLD      $0x17, Y4, Y4
+	VPADDD      Y4, Y5, Y5
+	VANDPS      Y3, Y5, Y5
+	VADDPS      Y5, Y0, Y0
+	VPSRLD      $0x10, Y5, Y4
+	VPAND       constsAVX2<>+1056(SB), Y4, Y2
+	VPADDD      constsAVX2<>+1088(SB), Y5, Y3
+	VPADDD      Y2, Y3, Y3
+	VPSRLD      $0x10, Y3, Y3
+	VPAND       constsAVX2<>+928(SB), Y5, Y2
+	VPCMPGTD    constsAVX2<>+1120(SB), Y2, Y2
+	VPOR        constsAVX2<>+1152(SB), Y4, Y4
+	VBLENDVPS   Y2, Y4, Y3, Y3
+	VPSLLD      $0x10, Y3, Y3
+	VMOVUPS     Y3, (AX)
+	ADDQ        CX, AX
+	DECQ        DX
+	JNZ         vecs1_weights
+
+	// l = l·alpha + sum.
+	VMOVUPS     (BX), Y1
+	VFMADD231PS (SI), Y1, Y0
+	VMOVUPS     Y0, (BX)
+	VZEROUPPER
+	RET
+
 // func ScaleColumnsAVX2(x *float32, ldx int, f *float32, n int, nv int)
 // Requires: AVX
 TEXT ·ScaleColumnsAVX2(SB), NOSPLIT, $0-40

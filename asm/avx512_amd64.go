@@ -476,6 +476,17 @@ func SoftmaxAVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, 
 //go:noescape
 func SoftmaxPairsAVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32, p *uint32, ldp int)
 
+// SoftmaxRoundAVX512 is
+//
+//	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then
+//	s[c*lds+r] = fallback.BF16ToF32(fallback.F32ToBF16(s[c*lds+r]))   for c < nk, r < nv*lanes
+//
+// in one pass: each weight rounded as it is stored, the sums l adding the
+// unrounded weights as Softmax does. nv in 1..4, nk >= 1.
+//
+//go:noescape
+func SoftmaxRoundAVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32)
+
 // ScaleColumnsAVX512 is
 //
 //	for i := 0; i < n; i++ {

@@ -134,7 +134,8 @@ func TestPV(t *testing.T) {
 
 // TestSoftmaxPairs holds every set's SoftmaxPairs to its own Softmax
 // followed by PairBF16, bit for bit (the weights, m, l, alpha and the
-// pairs), over odd and even key counts, softcap, -Inf and NaN scores,
+// pairs), and its SoftmaxRound to Softmax followed by the weights'
+// rounding, over odd and even key counts, softcap, -Inf and NaN scores,
 // rows nothing has been seen for, and large ones, against guard pages.
 func TestSoftmaxPairs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -174,6 +175,10 @@ func TestSoftmaxPairs(t *testing.T) {
 							}
 							ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
 							wp := make([]uint32, len(p))
+							rs, f6 := guarded(t, len(s), !atEnd) // SoftmaxRound's tile, against a guard page too
+							copy(rs, s)
+							rm, rl, ral := append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
+							ks.SoftmaxRound(rs, lds, rm, rl, ral, nk, rows, softcap)
 							ks.Softmax(ws, lds, wm, wl, wal, nk, rows, softcap)
 							ks.PairBF16(wp, ldp, ws, lds, nk, rows)
 							ks.SoftmaxPairs(s, lds, m, l, al, nk, rows, softcap, p, ldp)
@@ -182,6 +187,17 @@ func TestSoftmaxPairs(t *testing.T) {
 							sameBits(t, what+" m", m, wm)
 							sameBits(t, what+" l", l, wl)
 							sameBits(t, what+" alpha", al, wal)
+							sameBits(t, what+" SoftmaxRound m", rm, wm)
+							sameBits(t, what+" SoftmaxRound l", rl, wl)
+							sameBits(t, what+" SoftmaxRound alpha", ral, wal)
+							for c := range nk {
+								for r := range rows {
+									w := fallback.BF16ToF32(fallback.F32ToBF16(ws[c*lds+r]))
+									if got := rs[c*lds+r]; math.Float32bits(got) != math.Float32bits(w) {
+										t.Fatalf("%s SoftmaxRound: weight [%d][%d] = %v, want %v", what, c, r, got, w)
+									}
+								}
+							}
 							for i := range p {
 								if p[i] != wp[i] {
 									t.Fatalf("%s: p[%d] = %#08x, want %#08x", what, i, p[i], wp[i])
@@ -192,6 +208,7 @@ func TestSoftmaxPairs(t *testing.T) {
 							f3()
 							f4()
 							f5()
+							f6()
 						}
 					}
 				}

@@ -52,6 +52,7 @@ type Set struct {
 	scaleCols func(x []float32, ldx int, f []float32, rows, n int) // nil: fallback.ScaleColumns
 	// softmaxPairs is nil where Softmax and PairBF16 run one after the other.
 	softmaxPairs func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int)
+	softmaxRound func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)         // nil: Softmax, then the rounding
 	dot          func(s []float32, lds int, k []float32, ldk int, q []float32, ldq int, nk, rows, dk int) // nil: generic
 	bias         func(s []float32, lds int, slope, dist, bias []float32, nk, rows int)                    // nil: generic
 	peak         func(iters int)                                                                          // nil for generic
@@ -221,6 +222,33 @@ func (ks *Set) Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int
 	checkOutN("Softmax", "l", l, rows)
 	checkOutN("Softmax", "alpha", alpha, rows)
 	ks.softmax(s, lds, m, l, alpha, nk, rows, softcap)
+}
+
+// SoftmaxRound is Softmax whose stored weights are rounded to bfloat16
+// (their float32 values, fallback.BF16ToF32(fallback.F32ToBF16(w))) while
+// l sums them unrounded: the bfloat16 mode's weights on the float32
+// kernels, bit for bit Softmax and then that rounding of the tile's rows
+// (on the generated sets in the same pass). Every set has it.
+func (ks *Set) SoftmaxRound(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32) {
+	if nk <= 0 || rows <= 0 {
+		return
+	}
+	if ks.softmaxRound == nil {
+		ks.Softmax(s, lds, m, l, alpha, nk, rows, softcap)
+		for c := range nk {
+			row := s[c*lds:][:rows]
+			for r, w := range row {
+				row[r] = fallback.BF16ToF32(fallback.F32ToBF16(w))
+			}
+		}
+		return
+	}
+	ks.checkRows("SoftmaxRound", rows)
+	checkOut("SoftmaxRound", "s", s, nk, rows, lds)
+	checkOutN("SoftmaxRound", "m", m, rows)
+	checkOutN("SoftmaxRound", "l", l, rows)
+	checkOutN("SoftmaxRound", "alpha", alpha, rows)
+	ks.softmaxRound(s, lds, m, l, alpha, nk, rows, softcap)
 }
 
 // SoftmaxPairs is Softmax that also writes the weights it stores rounded

@@ -16,10 +16,12 @@ import (
 // rounds the sum once, as VDPBF16PS does (BFDOT rounds to odd); only
 // the order of the sums is the kernel's. The softmax stays float32: each
 // row's running sum l adds the unrounded weights, and only the copy PV
-// reads is rounded (FlashAttention's order on GPUs).
+// reads is rounded (FlashAttention's order on GPUs): SoftmaxRound stores
+// each weight rounded as it adds it to l, in the softmax's one pass.
 //
-// Rounding goes through the set's Narrow and Widen kernels, in chunks of
-// roundChunk elements of the worker's scratch.
+// Other rounding goes through the set's RoundBF16 kernel, or its Narrow
+// and Widen kernels in chunks of roundChunk elements of the worker's
+// scratch.
 
 // roundChunk is the elements one narrow-then-widen pass rounds.
 const roundChunk = 2048
@@ -96,7 +98,9 @@ func rowsInto(ks *kernels.Set, dst *[]float32, h *[]uint16, a []float32, lda, ro
 }
 
 // roundWeights rounds the weights PV reads in rows [r0, r1) of an nk-key
-// tile (after Softmax has added them, unrounded, to the running sums), in
+// tile (after SoftmaxPairs has added them, unrounded, to the running
+// sums; a poisoned block's on the bfloat16 kernels: elsewhere SoftmaxRound
+// rounds them as it stores them), in
 // one pass over the tile's span from key 0's row r0 to key nk-1's row r1:
 // the rows between, outside [r0, r1), are no weights of this block (PV
 // reads none of them, and the next block's scores overwrite them), so

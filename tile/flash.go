@@ -320,10 +320,13 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	if edge {
 		mask(p, it, kb, nk, rp, s, ws.masked, r0, r1)
 	}
-	if r.dp { // the weights also rounded and paired over keys, PV's B (pvPairs)
+	switch {
+	case r.dp: // the weights also rounded and paired over keys, PV's B (pvPairs)
 		ws.pp = grow(ws.pp, (nk+1)/2*rp)
 		ks.SoftmaxPairs(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap, ws.pp[r0:], rp)
-	} else {
+	case p.BF16: // the float32 kernels' PV reads the weights rounded
+		ks.SoftmaxRound(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
+	default:
 		ks.Softmax(s[r0:], rp, ws.m[r0:], ws.l[r0:], ws.al[r0:], nk, r1-r0, softcap)
 	}
 	if (r.dp || inPlace) && masked && anyOf(ws.masked[:nk]) {
@@ -336,7 +339,7 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 		return
 	}
 	r.rowsO() // the paths below update O's rows
-	if p.BF16 {
+	if r.dp { // a poisoned block's weights, for the float32 PV
 		r.roundWeights(nk, r0, r1)
 	}
 	if poisoned {

@@ -78,6 +78,7 @@ func generate(x isa, dir string) error {
 	g.pv()
 	g.softmax()
 	g.softmaxPairs()
+	g.softmaxRound()
 	g.scaleColumns()
 	g.scoreBias()
 	g.expKernel()

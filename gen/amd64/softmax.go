@@ -75,7 +75,34 @@ func (g *gen) softmax() {
 	)
 	sp := g.param("s")
 	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, false) })
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, plainWeights) })
+}
+
+// softmaxOut is what a softmax kernel stores of its weights.
+type softmaxOut int
+
+const (
+	plainWeights   softmaxOut = iota // the weights (Softmax)
+	roundedWeights                   // the weights rounded to bfloat16, as float32 (SoftmaxRound)
+	pairedWeights                    // the weights, and their bfloat16 pairs over keys (SoftmaxPairs)
+)
+
+// softmaxRound emits SoftmaxRound<ISA>: Softmax whose stored weights are
+// rounded to bfloat16 (the bfloat16 mode on the float32 kernels, whose PV
+// then reads the rounded weights), in the same pass.
+func (g *gen) softmaxRound() {
+	x := g.isa
+	g.fn("SoftmaxRound", "func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32)",
+		"",
+		"	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then",
+		"	s[c*lds+r] = fallback.BF16ToF32(fallback.F32ToBF16(s[c*lds+r]))   for c < nk, r < nv*lanes",
+		"",
+		"in one pass: each weight rounded as it is stored, the sums l adding the",
+		fmt.Sprintf("unrounded weights as Softmax does. nv in 1..%d, nk >= 1.", x.softNV),
+	)
+	sp := g.param("s")
+	lds := g.stride("lds")
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, roundedWeights) })
 }
 
 // softmaxPairs emits SoftmaxPairs<ISA>: Softmax that also writes the
@@ -98,7 +125,7 @@ func (g *gen) softmaxPairs() {
 	)
 	sp := g.param("s")
 	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, true) })
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, pairedWeights) })
 }
 
 // keyLoop emits a loop over the nk keys of a transposed tile: body
@@ -131,7 +158,7 @@ func (g *gen) byRowVectors(n int, panel func(nv int)) {
 	}
 }
 
-func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, pairs bool) {
+func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, out softmaxOut) {
 	b := g.isa.bytes()
 	mp, lp, ap := g.GP64(), g.GP64(), g.GP64()
 	g.Load(g.Param("m"), mp)
@@ -198,10 +225,10 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, pairs bool) {
 		sum[j] = g.vec()
 		g.zero(sum[j])
 	}
-	if pairs {
+	if out == pairedWeights {
 		g.weightPairs(sp, lds, nv, base, sum)
 	} else {
-		g.weights(sp, lds, nv, base, sum)
+		g.weights(sp, lds, nv, base, sum, out == roundedWeights)
 	}
 
 	g.Comment("l = l·alpha + sum.")
@@ -214,8 +241,9 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, pairs bool) {
 }
 
 // weights emits Softmax's weights loop: each key's nv vectors of scores
-// turned to weights in place, added to sum.
-func (g *gen) weights(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual) {
+// turned to weights in place (rounded to bfloat16 if rounded), added to
+// sum unrounded.
+func (g *gen) weights(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual, rounded bool) {
 	b := g.isa.bytes()
 	g.keyLoop(sp, lds, label("vecs", nv, "weights"), func(row reg.GPVirtual) {
 		for j0 := 0; j0 < nv; j0 += g.isa.expInterleave {
@@ -230,8 +258,15 @@ func (g *gen) weights(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual)
 			ps := g.weightExps(ys)
 			for j := j0; j < j1; j++ {
 				p := ps[j-j0]
-				g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
+				if !rounded {
+					g.VMOVUPS(p, operand.Mem{Base: row, Disp: j * b})
+					g.VADDPS(p, sum[j], sum[j])
+					continue
+				}
 				g.VADDPS(p, sum[j], sum[j])
+				r := g.bf16Bits(p) // the bfloat16's bits back in the upper half: its float32
+				g.VPSLLD(operand.U8(16), r, r)
+				g.VMOVUPS(r, operand.Mem{Base: row, Disp: j * b})
 			}
 		}
 	})
