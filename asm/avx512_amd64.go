@@ -594,6 +594,21 @@ func GemmBF16EmuAVX512(c *float32, ldc int, a *uint32, lda int, lka int, b *uint
 //go:noescape
 func PairBF16AVX512(dst *uint32, ldd int, src *float32, lds int, rows int, nv int, tail int)
 
+// SoftmaxPairsBF16AVX512 is
+//
+//	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then
+//	for c := 0; c < (nk+1)/2; c++ {
+//		for r := 0; r < nv*lanes; r++ {
+//			p[c*ldp+r] = bf16(s[2c*lds+r]) | bf16(s[(2c+1)*lds+r])<<16   (0 for key nk)
+//
+// with bf16 fallback.F32ToBF16's rounding, in one pass: the weights of
+// each pair of keys rounded and paired as they are stored, their sums
+// added key by key as Softmax adds them. ldp in uint32; with nv in
+// 1..4, nk >= 1.
+//
+//go:noescape
+func SoftmaxPairsBF16AVX512(s *float32, lds int, m *float32, l *float32, alpha *float32, nk int, nv int, softcap float32, p *uint32, ldp int)
+
 // BF16PeakAVX512 is
 //
 //	for i := 0; i < iters; i++ {

@@ -21,13 +21,16 @@ var amxBlock, amxPairs int
 
 // bf16Kernels are a set's bfloat16 kernels.
 type bf16Kernels struct {
-	gemm      func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
-	pair      func(dst []uint32, ldd int, src []float32, lds int, rows, n int) // nil: fallback.PairBF16
-	peak      func(iters int)                                                  // nil: none
-	chains    int                                                              // independent VDPBF16PS of a peak iteration
-	native    bool                                                             // the CPU's instruction, not its emulation
-	daz       bool                                                             // not native, but denormals read as zero as the instruction does (fallback's model)
-	roundsOdd bool                                                             // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
+	gemm func(c []float32, ldc int, a []uint32, lda, lka int, b []uint32, ldb int, m, n, k int, accumulate bool)
+	pair func(dst []uint32, ldd int, src []float32, lds int, rows, n int) // nil: fallback.PairBF16
+	// softmaxPairs, when not nil, is the set's SoftmaxPairs on the CPU's
+	// bfloat16 conversion (VCVTNE2PS2BF16), the same bits as its own.
+	softmaxPairs func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int)
+	peak         func(iters int) // nil: none
+	chains       int             // independent VDPBF16PS of a peak iteration
+	native       bool            // the CPU's instruction, not its emulation
+	daz          bool            // not native, but denormals read as zero as the instruction does (fallback's model)
+	roundsOdd    bool            // BFDOT's sums (fallback.GemmBF16Odd), not VDPBF16PS's (fallback.GemmBF16)
 	// amx, when not nil, runs the bulk of a GemmBF16 whose A pairs run
 	// along its rows (lka = 1) on AMX tiles: whole blocks of amxBlock rows
 	// and columns and amxPairs pairs of k, the rest left to gemm (amx.go).

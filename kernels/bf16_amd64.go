@@ -13,7 +13,8 @@ import (
 type gemmBF16Func func(c *float32, ldc int, a *uint32, lda, lka int, b *uint32, ldb int, m, k, nv, tail, acc int)
 
 // x86BF16 wraps the avx512 set's bfloat16 kernels: gemm (GemmBF16AVX512,
-// or its Emu twin), PairBF16AVX512, and with native BF16PeakAVX512.
+// or its Emu twin), PairBF16AVX512, and with native BF16PeakAVX512 and
+// SoftmaxPairsBF16AVX512.
 func x86BF16(gemm gemmBF16Func, native bool) *bf16Kernels {
 	lanes, maxNV := asm.LanesAVX512, asm.PanelVecsAVX512
 	k := &bf16Kernels{
@@ -31,6 +32,7 @@ func x86BF16(gemm gemmBF16Func, native bool) *bf16Kernels {
 	}
 	if native {
 		k.peak, k.chains = asm.BF16PeakAVX512, asm.BF16PeakChainsAVX512
+		k.softmaxPairs = softmaxPairCalls(asm.SoftmaxPairsBF16AVX512, lanes, asm.SoftmaxVecsAVX512)
 	}
 	return k
 }

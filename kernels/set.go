@@ -255,13 +255,18 @@ func (ks *Set) SoftmaxRound(s []float32, lds int, m, l, alpha []float32, nk, row
 // to bfloat16 and paired over keys into p, as PairBF16(p, ldp, s, lds,
 // nk, rows) would after it, bit for bit ((nk+1)/2 rows of rows uint32 at
 // stride ldp; 0 in the high half of an odd last pair): on the generated
-// sets in the same pass, the pairs written as the weights are. The
+// sets in the same pass, the pairs written as the weights are (where the
+// CPU converts to bfloat16, by its instruction). The
 // bfloat16 kernels' B operand of a flash block's PV. Every set has it.
 func (ks *Set) SoftmaxPairs(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int) {
 	if nk <= 0 || rows <= 0 {
 		return
 	}
-	if ks.softmaxPairs == nil {
+	kernel := ks.softmaxPairs
+	if ks.bf16 != nil && ks.bf16.softmaxPairs != nil {
+		kernel = ks.bf16.softmaxPairs
+	}
+	if kernel == nil {
 		ks.Softmax(s, lds, m, l, alpha, nk, rows, softcap)
 		ks.PairBF16(p, ldp, s, lds, nk, rows)
 		return
@@ -272,7 +277,7 @@ func (ks *Set) SoftmaxPairs(s []float32, lds int, m, l, alpha []float32, nk, row
 	checkOutN("SoftmaxPairs", "l", l, rows)
 	checkOutN("SoftmaxPairs", "alpha", alpha, rows)
 	checkOut("SoftmaxPairs", "p", p, (nk+1)/2, rows, ldp)
-	ks.softmaxPairs(s, lds, m, l, alpha, nk, rows, softcap, p, ldp)
+	kernel(s, lds, m, l, alpha, nk, rows, softcap, p, ldp)
 }
 
 // PV rescales an output tile and adds weights times values:

@@ -1,5 +1,6 @@
 // A typed encoder for the instructions the kernels use and neither avo
-// nor Go's assembler knows: VDPBF16PS (AVX512_BF16, EVEX) and AVX-VNNI's
+// nor Go's assembler knows: VDPBF16PS and VCVTNE2PS2BF16 (AVX512_BF16,
+// EVEX) and AVX-VNNI's
 // VPDPBUSD (VEX: Go's assembler knows only its EVEX forms); and, for the
 // Emu twin of the AVX-VNNI kernel, VPDPBUSD's EVEX ymm form. A kernel
 // emits one as a placeholder instruction on avo registers (virtual ones
@@ -33,6 +34,9 @@ type evexOp struct {
 	w      byte   // (E)VEX.W
 	opcode byte
 	isa    []string // the cpuid features avo's Requires line names
+	// writes: dst is only written (not also read, as VDPBF16PS's
+	// accumulator is), for the register allocator's liveness.
+	writes bool
 }
 
 // key is the placeholder's opcode: the mnemonic and the form.
@@ -43,6 +47,13 @@ func (op evexOp) key() string { return op.name + op.form }
 // then += zmm2.bf16[2j]·zmm3.bf16[2j], each an FMA rounded to nearest
 // even, denormal inputs read as 0 and denormal results flushed to 0.
 var vdpbf16ps = evexOp{name: "VDPBF16PS", bits: 512, pp: 2, mmm: 2, w: 0, opcode: 0x52, isa: []string{"AVX512_BF16"}}
+
+// vcvtne2ps2bf16 is VCVTNE2PS2BF16 zmm1, zmm2, zmm3 (EVEX.512.F2.0F38.W0
+// 72 /r): zmm3's 16 float32 lanes rounded to bfloat16 in zmm1's words
+// 0..15, zmm2's in words 16..31; nearest even, NaNs quieted, denormal
+// inputs read as 0 and results flushed to 0 (fallback.F32ToBF16 on every
+// other input).
+var vcvtne2ps2bf16 = evexOp{name: "VCVTNE2PS2BF16", bits: 512, pp: 3, mmm: 2, w: 0, opcode: 0x72, isa: []string{"AVX512_BF16"}, writes: true}
 
 // vpdpbusdVEX is AVX-VNNI's VPDPBUSD ymm1, ymm2, ymm3 (VEX.256.66.0F38.W0
 // 50 /r): for each int32 lane j, ymm1[j] += Σ_{i<4} ymm2.u8[4j+i] ·
@@ -96,10 +107,14 @@ func (op evexOp) encode(dst, src1, src2 int) []byte {
 // Intel order (dst += src1·src2 for VDPBF16PS and VPDPBUSD), which
 // rawPass encodes once they are allocated.
 func (g *gen) raw(op evexOp, dst, src1, src2 reg.VecVirtual) {
+	in := []operand.Op{src2, src1, dst}
+	if op.writes {
+		in = in[:2]
+	}
 	g.Instruction(&ir.Instruction{
 		Opcode:   op.key(),
 		Operands: []operand.Op{src2, src1, dst}, // Go's order
-		Inputs:   []operand.Op{src2, src1, dst},
+		Inputs:   in,
 		Outputs:  []operand.Op{dst},
 		ISA:      op.isa,
 	})
@@ -109,7 +124,7 @@ func (g *gen) raw(op evexOp, dst, src1, src2 reg.VecVirtual) {
 var rawOps = map[string]evexOp{}
 
 func init() {
-	for _, op := range []evexOp{vdpbf16ps, vpdpbusdVEX, vpdpbusdEVEX256} {
+	for _, op := range []evexOp{vdpbf16ps, vcvtne2ps2bf16, vpdpbusdVEX, vpdpbusdEVEX256} {
 		rawOps[op.key()] = op
 	}
 }

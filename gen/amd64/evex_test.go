@@ -60,7 +60,7 @@ func TestEVEXObjdump(t *testing.T) {
 		op   evexOp
 		text string // objdump's mnemonic
 		reg  string
-	}{{vdpbf16ps, "vdpbf16ps", "zmm"}, {vpdpbusdVEX, "{vex} vpdpbusd", "ymm"}, {vpdpbusdEVEX256, "vpdpbusd", "ymm"}} {
+	}{{vdpbf16ps, "vdpbf16ps", "zmm"}, {vcvtne2ps2bf16, "vcvtne2ps2bf16", "zmm"}, {vpdpbusdVEX, "{vex} vpdpbusd", "ymm"}, {vpdpbusdEVEX256, "vpdpbusd", "ymm"}} {
 		regs := []int{0, 1, 7, 8, 15, 16, 23, 24, 31}
 		if c.op.vex {
 			regs = regs[:5]

@@ -65,6 +65,7 @@ type gen struct {
 	index   map[string]int            // constant name → slot
 	held    map[string]reg.VecVirtual // constants held in registers (see hold)
 	packIdx *operand.Mem              // AVX2's byte-narrowing permutation, once emitted (quantq8.go)
+	pairIdx *operand.Mem              // SoftmaxPairsBF16's word interleave, once emitted (softmax.go)
 }
 
 // Constants, each stored as a full vector of identical lanes (so any

@@ -77,7 +77,7 @@ func generate(x isa, dir string) error {
 	g.dequant()
 	g.pv()
 	g.softmax()
-	g.softmaxPairs()
+	g.softmaxPairs(false)
 	g.softmaxRound()
 	g.scaleColumns()
 	g.scoreBias()
@@ -88,6 +88,7 @@ func generate(x isa, dir string) error {
 		g.gemmBF16(false)
 		g.gemmBF16(true)
 		g.pairBF16()
+		g.softmaxPairs(true) // SoftmaxPairsBF16: on VCVTNE2PS2BF16
 		g.bf16Peak()
 		cfg := g.tileConfig()
 		g.gemmAMX(cfg, false)

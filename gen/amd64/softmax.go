@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/fastattn/fastattn/gen/expconst"
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 )
@@ -82,9 +83,10 @@ func (g *gen) softmax() {
 type softmaxOut int
 
 const (
-	plainWeights   softmaxOut = iota // the weights (Softmax)
-	roundedWeights                   // the weights rounded to bfloat16, as float32 (SoftmaxRound)
-	pairedWeights                    // the weights, and their bfloat16 pairs over keys (SoftmaxPairs)
+	plainWeights      softmaxOut = iota // the weights (Softmax)
+	roundedWeights                      // the weights rounded to bfloat16, as float32 (SoftmaxRound)
+	pairedWeights                       // the weights, and their bfloat16 pairs over keys (SoftmaxPairs)
+	pairedWeightsBF16                   // pairedWeights rounded by VCVTNE2PS2BF16 (SoftmaxPairsBF16)
 )
 
 // softmaxRound emits SoftmaxRound<ISA>: Softmax whose stored weights are
@@ -108,10 +110,19 @@ func (g *gen) softmaxRound() {
 // softmaxPairs emits SoftmaxPairs<ISA>: Softmax that also writes the
 // weights rounded to bfloat16 and paired over keys, as PairBF16 would
 // from the weights it stores, in the same pass (the bfloat16 kernels' B
-// operand of PV: Vᵀ·Pᵀ on AMX tiles, P·V on VDPBF16PS).
-func (g *gen) softmaxPairs() {
+// operand of PV: Vᵀ·Pᵀ on AMX tiles, P·V on VDPBF16PS). With native
+// (AVX-512 only), SoftmaxPairsBF16<ISA>: the rounding is VCVTNE2PS2BF16's
+// and VPERMW interleaves the pair's words, two instructions where the
+// integer rounding takes twenty. The same bits: the instruction rounds as
+// fallback.F32ToBF16 on every input but denormals, and no weight is one
+// (fallback.WeightExp32 returns 0 below 2^-125).
+func (g *gen) softmaxPairs(native bool) {
 	x := g.isa
-	g.fn("SoftmaxPairs", "func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32, p *uint32, ldp int)",
+	name, out := "SoftmaxPairs", pairedWeights
+	if native {
+		name, out = "SoftmaxPairsBF16", pairedWeightsBF16
+	}
+	g.fn(name, "func(s *float32, lds int, m, l, alpha *float32, nk, nv int, softcap float32, p *uint32, ldp int)",
 		"",
 		"	Softmax(s, lds, m, l, alpha, nk, nv, softcap), then",
 		"	for c := 0; c < (nk+1)/2; c++ {",
@@ -125,7 +136,7 @@ func (g *gen) softmaxPairs() {
 	)
 	sp := g.param("s")
 	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, pairedWeights) })
+	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, out) })
 }
 
 // keyLoop emits a loop over the nk keys of a transposed tile: body
@@ -225,8 +236,8 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, out softmaxOut) {
 		sum[j] = g.vec()
 		g.zero(sum[j])
 	}
-	if out == pairedWeights {
-		g.weightPairs(sp, lds, nv, base, sum)
+	if out == pairedWeights || out == pairedWeightsBF16 {
+		g.weightPairs(sp, lds, nv, base, sum, out == pairedWeightsBF16)
 	} else {
 		g.weights(sp, lds, nv, base, sum, out == roundedWeights)
 	}
@@ -238,6 +249,22 @@ func (g *gen) softmaxPanel(sp, lds reg.GPVirtual, nv int, out softmaxOut) {
 		g.VFMADD231PS(operand.Mem{Base: ap, Disp: j * b}, l, sum[j])
 		g.VMOVUPS(sum[j], operand.Mem{Base: lp, Disp: j * b})
 	}
+}
+
+// pairWords returns the memory operand of VPERMW's index vector that
+// interleaves a VCVTNE2PS2BF16 result's halves: word 2j from word j,
+// word 2j+1 from word 16+j, emitted once.
+func (g *gen) pairWords() operand.Mem {
+	if g.pairIdx == nil {
+		m := g.StaticGlobal("pairWords" + g.isa.suffix)
+		g.DataAttributes(attr.RODATA | attr.NOPTR)
+		for j := 0; j < 16; j++ {
+			g.AddDatum(4*j, operand.U16(uint16(j)))
+			g.AddDatum(4*j+2, operand.U16(uint16(16+j)))
+		}
+		g.pairIdx = &m
+	}
+	return *g.pairIdx
 }
 
 // weights emits Softmax's weights loop: each key's nv vectors of scores
@@ -277,10 +304,18 @@ func (g *gen) weights(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual,
 // (the first key's, then the second's, as Softmax adds them), and the
 // pair's weights rounded to bfloat16 and stored paired at p (the first
 // key's in each dword's low half); an odd last key pairs with 0. The exps
-// of expInterleave (vector, key) pairs are emitted side by side.
-func (g *gen) weightPairs(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual) {
+// of expInterleave (vector, key) pairs are emitted side by side. With
+// native the pairs are VCVTNE2PS2BF16's, their words interleaved by
+// VPERMW.
+func (g *gen) weightPairs(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirtual, native bool) {
 	b := g.isa.bytes()
 	pp, ldp := g.param("p"), g.stride("ldp")
+	var idx, zero reg.VecVirtual
+	if native {
+		idx, zero = g.vec(), g.vec()
+		g.VMOVDQU64(g.pairWords(), idx)
+		g.zero(zero)
+	}
 	c, row := g.GP64(), g.GP64()
 	g.Load(g.Param("nk"), c)
 	g.MOVQ(sp, row)
@@ -306,11 +341,23 @@ func (g *gen) weightPairs(sp, lds reg.GPVirtual, nv int, base, sum []reg.VecVirt
 				g.VMOVUPS(w[k], operand.Mem{Base: r, Disp: j * b})
 				g.VADDPS(w[k], sum[j], sum[j])
 			}
-			out := g.bf16Bits(w[0])
-			if len(rows) == 2 {
-				h := g.bf16Bits(w[1])
-				g.VPSLLD(operand.U8(16), h, h)
-				g.vor(h, out, out)
+			var out reg.VecVirtual
+			switch {
+			case native: // words 0..15 the first key's, 16..31 the second's (or 0), then interleaved
+				hi := zero
+				if len(rows) == 2 {
+					hi = w[1]
+				}
+				out = g.vec()
+				g.raw(vcvtne2ps2bf16, out, hi, w[0])
+				g.VPERMW(out, idx, out)
+			default:
+				out = g.bf16Bits(w[0])
+				if len(rows) == 2 {
+					h := g.bf16Bits(w[1])
+					g.VPSLLD(operand.U8(16), h, h)
+					g.vor(h, out, out)
+				}
 			}
 			g.VMOVUPS(out, operand.Mem{Base: pp, Disp: j * b})
 		}
