@@ -81,6 +81,10 @@ type itemRun struct {
 	bc int  // keys per KV block
 	dp bool // the bfloat16 mode on the set's bfloat16 kernels (bf16.go)
 	ot bool // the output accumulator is ws.ot, not ws.o (outcols.go)
+	// oRows: O's rows (ws.o) may hold sums, a PV having written them
+	// (rowsO precedes every such write in a bfloat16-kernel item); until
+	// then they are the zeros beginRows cleared.
+	oRows bool
 }
 
 // flashItem runs item it of problem p: the flash-attention forward of one

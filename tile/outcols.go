@@ -13,7 +13,7 @@ package tile
 // moved (every alpha 1: a multiply by 1 changes nothing). O goes back to
 // rows once per item, before its stores (or before a block that writes
 // O's rows: a poisoned block, a block whose keys do not line up with the
-// pairs), by one transpose of rows × dv.
+// pairs), by one transpose of rows × dv; it starts as Oᵀ's zeros.
 //
 // Every element of Oᵀ sums the same products in the same order as O's
 // row-major update (the pairs in key order, each TDPBF16PS or VDPBF16PS
@@ -21,7 +21,8 @@ package tile
 // give the same bits.
 
 // colsO makes ws.ot the item's output accumulator, Oᵀ, from O's rows (the
-// padding rows' columns 0).
+// padding rows' columns 0): zeros where no PV has written O yet, the
+// common case (the first block), else their transpose.
 func (r *itemRun) colsO() {
 	if r.ot {
 		return
@@ -29,14 +30,18 @@ func (r *itemRun) colsO() {
 	ws, dv, rows := r.ws, r.p.ValueDim, r.it.nh*r.it.nq
 	ws.ot = grow(ws.ot, dv*r.rp)
 	clear(ws.ot)
-	r.ks.TransposeScale(ws.ot, r.rp, ws.o, dv, rows, dv, 1)
+	if r.oRows {
+		r.ks.TransposeScale(ws.ot, r.rp, ws.o, dv, rows, dv, 1)
+	}
 	r.ot = true
 }
 
-// rowsO makes ws.o the item's output accumulator again, where it is Oᵀ.
+// rowsO makes ws.o the item's output accumulator again, where it is Oᵀ,
+// before a write to O's rows (or their stores).
 // The transposes multiply by 1, which keeps every value (a NaN stays a
 // NaN; none is signalling: O is sums of products).
 func (r *itemRun) rowsO() {
+	r.oRows = true
 	if !r.ot {
 		return
 	}
