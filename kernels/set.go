@@ -216,12 +216,18 @@ func (ks *Set) Softmax(s []float32, lds int, m, l, alpha []float32, nk, rows int
 	if nk <= 0 || rows <= 0 {
 		return
 	}
-	ks.checkRows("Softmax", rows)
-	checkOut("Softmax", "s", s, nk, rows, lds)
-	checkOutN("Softmax", "m", m, rows)
-	checkOutN("Softmax", "l", l, rows)
-	checkOutN("Softmax", "alpha", alpha, rows)
+	ks.checkSoftmax("Softmax", s, lds, m, l, alpha, nk, rows)
 	ks.softmax(s, lds, m, l, alpha, nk, rows, softcap)
+}
+
+// checkSoftmax checks the operands of a softmax kernel: a tile of nk keys
+// by rows (a multiple of Lanes) and each row's running state.
+func (ks *Set) checkSoftmax(kernel string, s []float32, lds int, m, l, alpha []float32, nk, rows int) {
+	ks.checkRows(kernel, rows)
+	checkOut(kernel, "s", s, nk, rows, lds)
+	checkOutN(kernel, "m", m, rows)
+	checkOutN(kernel, "l", l, rows)
+	checkOutN(kernel, "alpha", alpha, rows)
 }
 
 // SoftmaxRound is Softmax whose stored weights are rounded to bfloat16
@@ -243,11 +249,7 @@ func (ks *Set) SoftmaxRound(s []float32, lds int, m, l, alpha []float32, nk, row
 		}
 		return
 	}
-	ks.checkRows("SoftmaxRound", rows)
-	checkOut("SoftmaxRound", "s", s, nk, rows, lds)
-	checkOutN("SoftmaxRound", "m", m, rows)
-	checkOutN("SoftmaxRound", "l", l, rows)
-	checkOutN("SoftmaxRound", "alpha", alpha, rows)
+	ks.checkSoftmax("SoftmaxRound", s, lds, m, l, alpha, nk, rows)
 	ks.softmaxRound(s, lds, m, l, alpha, nk, rows, softcap)
 }
 
@@ -271,11 +273,7 @@ func (ks *Set) SoftmaxPairs(s []float32, lds int, m, l, alpha []float32, nk, row
 		ks.PairBF16(p, ldp, s, lds, nk, rows)
 		return
 	}
-	ks.checkRows("SoftmaxPairs", rows)
-	checkOut("SoftmaxPairs", "s", s, nk, rows, lds)
-	checkOutN("SoftmaxPairs", "m", m, rows)
-	checkOutN("SoftmaxPairs", "l", l, rows)
-	checkOutN("SoftmaxPairs", "alpha", alpha, rows)
+	ks.checkSoftmax("SoftmaxPairs", s, lds, m, l, alpha, nk, rows)
 	checkOut("SoftmaxPairs", "p", p, (nk+1)/2, rows, ldp)
 	kernel(s, lds, m, l, alpha, nk, rows, softcap, p, ldp)
 }
