@@ -132,6 +132,21 @@ func TestPV(t *testing.T) {
 	}
 }
 
+// runningState makes m and l (random in [-1, 1)) a softmax's running
+// state: a third of the rows with nothing seen yet (m -Inf, l 0), a third
+// with a large maximum, every sum positive.
+func runningState(rng *rand.Rand, m, l []float32) {
+	for r := range m {
+		l[r] = 3 * (l[r] + 1)
+		switch rng.IntN(3) {
+		case 0:
+			m[r], l[r] = float32(math.Inf(-1)), 0 // nothing seen yet
+		case 1:
+			m[r] *= 30
+		}
+	}
+}
+
 // TestSoftmaxPairs holds every set's SoftmaxPairs to its own Softmax
 // followed by PairBF16, bit for bit (the weights, m, l, alpha and the
 // pairs), and its SoftmaxRound to Softmax followed by the weights'
@@ -164,15 +179,7 @@ func TestSoftmaxPairs(t *testing.T) {
 									s[i] = 3e38
 								}
 							}
-							for r := range m {
-								l[r] = 3 * (l[r] + 1)
-								switch rng.IntN(3) {
-								case 0:
-									m[r], l[r] = negInf, 0 // nothing seen yet
-								case 1:
-									m[r] *= 30
-								}
-							}
+							runningState(rng, m, l)
 							ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
 							wp := make([]uint32, len(p))
 							rs, f6 := guarded(t, len(s), !atEnd) // SoftmaxRound's tile, against a guard page too
@@ -248,15 +255,7 @@ func TestSoftmax(t *testing.T) {
 									s[i] = negInf
 								}
 							}
-							for r := range m {
-								l[r] = 3 * (l[r] + 1)
-								switch rng.IntN(3) {
-								case 0:
-									m[r], l[r] = negInf, 0 // nothing seen yet
-								case 1:
-									m[r] *= 30
-								}
-							}
+							runningState(rng, m, l)
 							// The generic twin on copies is the reference.
 							ws, wm, wl, wal := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...), make([]float32, rows)
 							fallback.Softmax(ws, lds, wm, wl, wal, nk, rows, softcap)
