@@ -145,6 +145,18 @@ func WidenWI4AVX2(dst *float32, ldd int, b *byte, ldb int, k int, nv int, s *flo
 //go:noescape
 func TransposeScaleAVX2(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 
+// Transpose32AVX2 is
+//
+//	for r := 0; r < nr; r++ {
+//		for c := 0; c < nc; c++ {
+//			dst[c*ldd+r] = src[r*lds+c]
+//
+// bit for bit, with nr and nc multiples of 8 (the caller does the edges),
+// strides in elements: TransposeScale's shuffles, no multiply.
+//
+//go:noescape
+func Transpose32AVX2(dst *uint32, ldd int, src *uint32, lds int, nr int, nc int)
+
 // DotAVX2 is
 //
 //	for c := 0; c < nk; c++ {

@@ -145,6 +145,18 @@ func WidenWI4AVX512(dst *float32, ldd int, b *byte, ldb int, k int, nv int, s *f
 //go:noescape
 func TransposeScaleAVX512(dst *float32, ldd int, src *float32, lds int, nr int, nc int, scale float32)
 
+// Transpose32AVX512 is
+//
+//	for r := 0; r < nr; r++ {
+//		for c := 0; c < nc; c++ {
+//			dst[c*ldd+r] = src[r*lds+c]
+//
+// bit for bit, with nr and nc multiples of 8 (the caller does the edges),
+// strides in elements: TransposeScale's shuffles, no multiply.
+//
+//go:noescape
+func Transpose32AVX512(dst *uint32, ldd int, src *uint32, lds int, nr int, nc int)
+
 // DotAVX512 is
 //
 //	for c := 0; c < nk; c++ {

@@ -17345,6 +17345,98 @@ done:
 	VZEROUPPER
 	RET
 
+// func Transpose32AVX512(dst *uint32, ldd int, src *uint32, lds int, nr int, nc int)
+// Requires: AVX
+TEXT ·Transpose32AVX512(SB), NOSPLIT, $0-48
+	MOVQ ldd+8(FP), AX
+	SHLQ $0x02, AX
+	MOVQ lds+24(FP), CX
+	SHLQ $0x02, CX
+	MOVQ nr+32(FP), DX
+	MOVQ dst+0(FP), BX
+	MOVQ src+16(FP), SI
+
+rows:
+	CMPQ DX, $0x08
+	JLT  done
+	MOVQ nc+40(FP), DI
+	MOVQ SI, R8
+	MOVQ BX, R9
+
+cols:
+	CMPQ       DI, $0x08
+	JLT        nextrows
+	MOVQ       R8, R10
+	VMOVUPS    (R10), Y0
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y1
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y2
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y3
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y4
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y5
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y6
+	ADDQ       CX, R10
+	VMOVUPS    (R10), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	MOVQ       R9, R10
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VMOVUPS    Y6, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x20, Y3, Y1, Y6
+	VMOVUPS    Y6, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x20, Y5, Y8, Y6
+	VMOVUPS    Y6, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x20, Y4, Y0, Y6
+	VMOVUPS    Y6, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VMOVUPS    Y2, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VMOVUPS    Y1, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y5, Y8, Y1
+	VMOVUPS    Y1, (R10)
+	ADDQ       AX, R10
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VMOVUPS    Y0, (R10)
+	ADDQ       $0x20, R8
+	LEAQ       (R9)(AX*8), R9
+	SUBQ       $0x08, DI
+	JMP        cols
+
+nextrows:
+	ADDQ $0x20, BX
+	LEAQ (SI)(CX*8), SI
+	SUBQ $0x08, DX
+	JMP  rows
+
+done:
+	VZEROUPPER
+	RET
+
 // func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows int, nk int, nvec int, tail int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·DotAVX512(SB), NOSPLIT, $0-80

@@ -99,6 +99,17 @@ func TransposeScale(dst []float32, ldd int, src []float32, lds int, nr, nc int, 
 	}
 }
 
+// Transpose32 writes a transpose of 4-byte elements, bit for bit:
+//
+//	dst[c*ldd+r] = src[r*lds+c]   for r < nr, c < nc
+func Transpose32(dst []uint32, ldd int, src []uint32, lds int, nr, nc int) {
+	for r := 0; r < nr; r++ {
+		for c, x := range src[r*lds : r*lds+nc] {
+			dst[c*ldd+r] = x
+		}
+	}
+}
+
 // ScaleColumns scales each column of a row-major matrix by its factor:
 //
 //	x[i*ldx+r] *= f[r]   for i < n, r < rows

@@ -24,7 +24,7 @@ var (
 	}, x86Kernels{
 		gemm: asm.GemmAVX2, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, gemmWP: asm.GemmWPairsAVX2,
 		gemvWI8: asm.GemvWI8AVX2, gemvWI4: asm.GemvWI4AVX2, widenI4: asm.WidenWI4AVX2, widenI8: asm.WidenWI8AVX2,
-		pv: asm.PVAVX2, softmax: asm.SoftmaxAVX2, softmaxPairs: asm.SoftmaxPairsAVX2, softmaxRound: asm.SoftmaxRoundAVX2, scaleCols: asm.ScaleColumnsAVX2, bias: asm.ScoreBiasAVX2, exp: asm.ExpAVX2, tr: asm.TransposeScaleAVX2,
+		pv: asm.PVAVX2, softmax: asm.SoftmaxAVX2, softmaxPairs: asm.SoftmaxPairsAVX2, softmaxRound: asm.SoftmaxRoundAVX2, scaleCols: asm.ScaleColumnsAVX2, bias: asm.ScoreBiasAVX2, exp: asm.ExpAVX2, tr: asm.TransposeScaleAVX2, tr32: asm.Transpose32AVX2,
 		dot: asm.DotAVX2, peak: asm.FMAPeakAVX2, prefetch: asm.PrefetchLinesAVX2,
 		decodeF32: asm.DecodeF32AVX2, decodeF16: asm.DecodeF16AVX2, decBF: asm.DecodeBF16AVX2,
 		decodeI8: asm.DecodeI8AVX2, decodeI4: asm.DecodeI4AVX2,
@@ -42,7 +42,7 @@ var (
 	}, x86Kernels{
 		gemm: asm.GemmAVX512, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, gemmWP: asm.GemmWPairsAVX512,
 		gemvWI8: asm.GemvWI8AVX512, gemvWI4: asm.GemvWI4AVX512, widenI4: asm.WidenWI4AVX512, widenI8: asm.WidenWI8AVX512,
-		pv: asm.PVAVX512, softmax: asm.SoftmaxAVX512, softmaxPairs: asm.SoftmaxPairsAVX512, softmaxRound: asm.SoftmaxRoundAVX512, scaleCols: asm.ScaleColumnsAVX512, bias: asm.ScoreBiasAVX512, exp: asm.ExpAVX512, tr: asm.TransposeScaleAVX512,
+		pv: asm.PVAVX512, softmax: asm.SoftmaxAVX512, softmaxPairs: asm.SoftmaxPairsAVX512, softmaxRound: asm.SoftmaxRoundAVX512, scaleCols: asm.ScaleColumnsAVX512, bias: asm.ScoreBiasAVX512, exp: asm.ExpAVX512, tr: asm.TransposeScaleAVX512, tr32: asm.Transpose32AVX512,
 		dot: asm.DotAVX512, peak: asm.FMAPeakAVX512, prefetch: asm.PrefetchLinesAVX512,
 		decodeF32: asm.DecodeF32AVX512, decodeF16: asm.DecodeF16AVX512, decBF: asm.DecodeBF16AVX512,
 		decodeI8: asm.DecodeI8AVX512, decodeI4: asm.DecodeI4AVX512,
@@ -136,6 +136,7 @@ type x86Kernels struct {
 	bias         biasFunc
 	exp          func(dst, src *float32, n int)
 	tr           func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
+	tr32         func(dst *uint32, ldd int, src *uint32, lds int, nr, nc int)
 	dot          func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
 	peak         func(iters int)
 	prefetch     func(p *float32, ld, rows, n int)
@@ -194,6 +195,9 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		exp: func(dst, src []float32) { expVectors(k.exp, lanes, dst, src) },
 		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {
 			transposeBlocks(k.tr, dst, ldd, src, lds, nr, nc, scale)
+		},
+		tr32: func(dst []uint32, ldd int, src []uint32, lds int, nr, nc int) {
+			transpose32Blocks(k.tr32, dst, ldd, src, lds, nr, nc)
 		},
 		dot: func(s []float32, lds int, kr []float32, ldk int, q []float32, ldq int, nk, rows, dk int) {
 			nvec := (dk + lanes - 1) / lanes

@@ -179,6 +179,22 @@ func transposeBlocks(kernel func(dst *float32, ldd int, src *float32, lds int, n
 	}
 }
 
+// transpose32Blocks runs a Transpose32 kernel over the whole 8×8 blocks
+// and the generic code over the edges.
+func transpose32Blocks(kernel func(dst *uint32, ldd int, src *uint32, lds int, nr, nc int),
+	dst []uint32, ldd int, src []uint32, lds int, nr, nc int) {
+	r8, c8 := nr&^7, nc&^7
+	if r8 > 0 && c8 > 0 {
+		kernel(&dst[0], ldd, &src[0], lds, r8, c8)
+	}
+	if c8 < nc {
+		fallback.Transpose32(dst[c8*ldd:], ldd, src[c8:], lds, nr, nc-c8)
+	}
+	if r8 < nr {
+		fallback.Transpose32(dst[r8:], ldd, src[r8*lds:], lds, nr-r8, c8)
+	}
+}
+
 // expVectors runs an exp kernel over the whole vectors of src and the
 // generic exp over the rest.
 func expVectors(kernel func(dst, src *float32, n int), lanes int, dst, src []float32) {

@@ -49,7 +49,8 @@ type Set struct {
 	pv        func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int)
 	exp       func(dst, src []float32)
 	tr        func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32)
-	scaleCols func(x []float32, ldx int, f []float32, rows, n int) // nil: fallback.ScaleColumns
+	tr32      func(dst []uint32, ldd int, src []uint32, lds int, nr, nc int) // nil: fallback.Transpose32
+	scaleCols func(x []float32, ldx int, f []float32, rows, n int)           // nil: fallback.ScaleColumns
 	// softmaxPairs is nil where Softmax and PairBF16 run one after the other.
 	softmaxPairs func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32, p []uint32, ldp int)
 	softmaxRound func(s []float32, lds int, m, l, alpha []float32, nk, rows int, softcap float32)         // nil: Softmax, then the rounding
@@ -396,6 +397,26 @@ func (ks *Set) ScaleColumns(x []float32, ldx int, f []float32, rows, n int) {
 		return
 	}
 	ks.scaleCols(x, ldx, f, rows, n)
+}
+
+// Transpose32 writes a transpose of 4-byte elements, bit for bit (pairs
+// of bfloat16, float32 of any bits):
+//
+//	dst[c*ldd+r] = src[r*lds+c]   for r < nr, c < nc
+//
+// Every set has it (amd64: TransposeScale's shuffles without the
+// multiply; elsewhere fallback.Transpose32).
+func (ks *Set) Transpose32(dst []uint32, ldd int, src []uint32, lds int, nr, nc int) {
+	if nr <= 0 || nc <= 0 {
+		return
+	}
+	checkOut("Transpose32", "dst", dst, nc, nr, ldd)
+	checkIn("Transpose32", "src", src, nr, nc, lds)
+	if ks.tr32 == nil {
+		fallback.Transpose32(dst, ldd, src, lds, nr, nc)
+		return
+	}
+	ks.tr32(dst, ldd, src, lds, nr, nc)
 }
 
 // PrefetchLines asks for every cache line of rows rows of n elements of

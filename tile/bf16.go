@@ -229,26 +229,11 @@ func (r *itemRun) pvPairs(kb, nk, r0, r1 int, v []float32, ldv int) {
 		// the PV on tiles as it runs the QK (the same sums, pair by pair).
 		rows := r1 - r0
 		ws.pt = grow(ws.pt, rows*half)
-		transposePairs(ks, ws.pt, half, ws.pp[r0:], rp, half, rows)
+		ks.Transpose32(ws.pt, half, ws.pp[r0:], rp, half, rows)
 		ks.GemmBF16(o, dv, ws.pt, half, 1, vp, dv, rows, dv, half, true)
 		return
 	}
 	ks.GemmBF16(o, dv, ws.pp[r0:], 1, rp, vp, dv, r1-r0, dv, half, true)
-}
-
-// transposePairs writes dst[c*ldd+r] = src[r*lds+c] for r < nr, c < nc:
-// a transpose of bfloat16 pairs in 4-byte units, on the set's
-// TransposeScale with scale 1 over their float32 views. That is exact for
-// every pair the weights make: x·1 is x for every float32 but a
-// signalling NaN, and a weight pair's high half is never one (a weight is
-// in [0, 1] or a quiet NaN: PairBF16 keeps NaNs quiet, and +Inf, whose
-// pattern with a non-zero low half would read as one, is no weight).
-func transposePairs(ks *kernels.Set, dst []uint32, ldd int, src []uint32, lds, nr, nc int) {
-	if nr <= 0 || nc <= 0 {
-		return
-	}
-	f := func(u []uint32) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&u[0])), len(u)) }
-	ks.TransposeScale(f(dst), ldd, f(src), lds, nr, nc, 1)
 }
 
 // valuePairs returns the call's paired V (Problem.VPairs) for the block

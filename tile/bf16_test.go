@@ -10,14 +10,16 @@ import (
 )
 
 // TestPairedValues: in the bfloat16 mode on a set with bfloat16 kernels
-// (the emulated twin where the CPU lacks the instruction), a call whose
-// Regroup rounds K and V and pairs V once (Problem.VPairs) gives bit for
-// bit what the same call gives pairing each block for each item: blocks
-// that start on odd keys or end mid-pair (windows, causal edges) and an
-// odd key count (the last pair's 0) included.
+// (the emulated twins where the CPU lacks the instructions, and GoPairs
+// and GoTiles on any AVX2 CPU), a call whose Regroup rounds K and V and
+// pairs V once (Problem.VPairs; on AMX tiles VTPairs, read by the
+// transposed PV) gives bit for bit what the same call gives pairing each
+// block for each item (on tiles, with O's rows): blocks that start on odd
+// keys or end mid-pair (windows, causal edges) and an odd key count (the
+// last pair's 0) included.
 func TestPairedValues(t *testing.T) {
 	var sets []*kernels.Set
-	for _, ks := range append(kernels.Available(), kernels.EmulatedBF16()) {
+	for _, ks := range append(kernels.Available(), kernels.EmulatedBF16(), kernels.EmulatedAMX(), kernels.GoPairs(), kernels.GoTiles()) {
 		if ks != nil && ks.HasBF16() {
 			sets = append(sets, ks)
 		}
@@ -48,7 +50,7 @@ func TestPairedValues(t *testing.T) {
 			}
 			each := run(&p)
 			paired := p
-			paired.PairV = true
+			PairValues(ks, &paired)
 			if !Regroups(&paired) {
 				t.Fatalf("%s %+v: no regroup", ks, c)
 			}
@@ -58,8 +60,8 @@ func TestPairedValues(t *testing.T) {
 				rg.Run(ks, n, &ws)
 			}
 			rg.Use()
-			if paired.VPairs == nil {
-				t.Fatalf("%s %+v: V not paired", ks, c)
+			if (paired.VPairs == nil) == (paired.VTPairs == nil) || (paired.VTPairs != nil) != ks.AMX() {
+				t.Fatalf("%s %+v: V paired as rows %v, as columns %v", ks, c, paired.VPairs != nil, paired.VTPairs != nil)
 			}
 			once := run(&paired)
 			for i := range each {

@@ -54,7 +54,8 @@ func generate(x isa, dir string) error {
 	g.gemvI4()
 	g.widenW(false)
 	g.widenW(true)
-	g.transpose()
+	g.transpose(true)
+	g.transpose(false)
 	g.dot()
 	for _, e := range []elem{f32, f16, bf16, i8, i4} {
 		g.decode(e, q8None)

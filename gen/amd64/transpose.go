@@ -1,6 +1,7 @@
 // TransposeScale<ISA>: the packing of a Q block into scaled Qᵀ, in 8×8
 // blocks: 8 row loads, unpack, shuffle and 128-bit permute to columns, 8
-// multiplies, 8 column stores (ymm code on both sets).
+// multiplies, 8 column stores (ymm code on both sets); Transpose32<ISA>,
+// the same without the multiplies, for 4-byte elements of any bits.
 
 package main
 
@@ -9,27 +10,46 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// transpose emits TransposeScale<ISA>: the packing of the Q block into Qᵀ,
-// 8×8 blocks at a time in ymm registers (both sets; AVX2 instructions).
-func (g *gen) transpose() {
-	g.fn("TransposeScale", "func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)",
-		"",
-		"\tfor r := 0; r < nr; r++ {",
-		"\t\tfor c := 0; c < nc; c++ {",
-		"\t\t\tdst[c*ldd+r] = scale · src[r*lds+c]",
-		"",
-		"with nr and nc multiples of 8 (the caller does the edges), strides in",
-		"elements. Each 8×8 block: 8 row loads, unpack, shuffle and 128-bit",
-		"permute to columns, 8 multiplies, 8 column stores.",
-	)
+// transpose emits TransposeScale<ISA>, the packing of the Q block into Qᵀ,
+// 8×8 blocks at a time in ymm registers (both sets; AVX2 instructions);
+// without scaled, Transpose32<ISA>: the same shuffles without the
+// multiply, an exact transpose of 4-byte elements (bfloat16 pairs, whose
+// bits as float32 may be a signalling NaN that a multiply would quiet).
+func (g *gen) transpose(scaled bool) {
+	if scaled {
+		g.fn("TransposeScale", "func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)",
+			"",
+			"\tfor r := 0; r < nr; r++ {",
+			"\t\tfor c := 0; c < nc; c++ {",
+			"\t\t\tdst[c*ldd+r] = scale · src[r*lds+c]",
+			"",
+			"with nr and nc multiples of 8 (the caller does the edges), strides in",
+			"elements. Each 8×8 block: 8 row loads, unpack, shuffle and 128-bit",
+			"permute to columns, 8 multiplies, 8 column stores.",
+		)
+	} else {
+		g.fn("Transpose32", "func(dst *uint32, ldd int, src *uint32, lds int, nr, nc int)",
+			"",
+			"\tfor r := 0; r < nr; r++ {",
+			"\t\tfor c := 0; c < nc; c++ {",
+			"\t\t\tdst[c*ldd+r] = src[r*lds+c]",
+			"",
+			"bit for bit, with nr and nc multiples of 8 (the caller does the edges),",
+			"strides in elements: TransposeScale's shuffles, no multiply.",
+		)
+	}
 	ldd, lds := g.GP64(), g.GP64()
 	g.Load(g.Param("ldd"), ldd)
 	g.SHLQ(operand.U8(2), ldd)
 	g.Load(g.Param("lds"), lds)
 	g.SHLQ(operand.U8(2), lds)
-	sx, sc := g.XMM(), g.YMM()
-	g.Load(g.Param("scale"), sx)
-	g.VBROADCASTSS(sx, sc)
+	var sc reg.VecVirtual
+	if scaled {
+		sx := g.XMM()
+		sc = g.YMM()
+		g.Load(g.Param("scale"), sx)
+		g.VBROADCASTSS(sx, sc)
+	}
 	rows := g.param("nr")
 	dstRow, srcRow := g.GP64(), g.GP64() // block row r0: dst + 4·r0, src + r0·lds
 	g.Load(g.Param("dst"), dstRow)
@@ -79,7 +99,9 @@ func (g *gen) transpose() {
 			imm = 0x31 // high halves: columns 4-7
 		}
 		g.VPERM2F128(operand.U8(imm), u[4+c%4], u[c%4], o)
-		g.VMULPS(sc, o, o)
+		if scaled {
+			g.VMULPS(sc, o, o)
+		}
 		g.VMOVUPS(o, operand.Mem{Base: p})
 		if c < 7 {
 			g.ADDQ(ldd, p)
