@@ -98,14 +98,14 @@ func rowsInto(ks *kernels.Set, dst *[]float32, h *[]uint16, a []float32, lda, ro
 }
 
 // roundWeights rounds the weights PV reads in rows [r0, r1) of an nk-key
-// tile (after SoftmaxPairs has added them, unrounded, to the running
-// sums; a poisoned block's on the bfloat16 kernels: elsewhere SoftmaxRound
-// rounds them as it stores them), in
-// one pass over the tile's span from key 0's row r0 to key nk-1's row r1:
-// the rows between, outside [r0, r1), are no weights of this block (PV
-// reads none of them, and the next block's scores overwrite them), so
-// rounding them too costs less than a call per key (causal's edge blocks
-// take rows ranges of 8–64 of a tile's).
+// tile, after SoftmaxPairs has added them, unrounded, to the running sums:
+// a poisoned block's on the bfloat16 kernels (elsewhere SoftmaxRound
+// rounds them as it stores them). One pass over the tile's span from key
+// 0's row r0 to key nk-1's row r1: the rows between, outside [r0, r1),
+// are no weights of this block (PV reads none of them, and the next
+// block's scores overwrite them), so rounding them too costs less than a
+// call per key (causal's edge blocks take rows ranges of 8–64 of a
+// tile's).
 func (r *itemRun) roundWeights(nk, r0, r1 int) {
 	r.roundBF16(r.ws.s[r0 : (nk-1)*r.rp+r1])
 }
@@ -134,12 +134,11 @@ func (p *Problem) copiesKV() bool {
 // same pass (SoftmaxPairs), the V block is paired once per call (or per
 // block, where the call's pairs do not line up), and PV is GemmBF16 on
 // them, after the rescale of O by alpha (transposed on AMX tiles:
-// outcols.go). The same
-// roundings as on the float32 kernels, summed by VDPBF16PS. Items of Dot
-// rows (a decode step's few rows) and odd head dims stay on the float32
-// kernels; so does the PV of a block with a masked non-finite value (its
-// weights rounded, its values not: they are NaN or Inf to the rows that
-// see them).
+// outcols.go). The same roundings as on the float32 kernels, summed by
+// VDPBF16PS. Items of Dot rows (a decode step's few rows) and odd head
+// dims stay on the float32 kernels; so does the PV of a block with a
+// masked non-finite value (its weights rounded, its values not: they are
+// NaN or Inf to the rows that see them).
 
 // pairsOn reports whether ks runs p's bfloat16 mode on its bfloat16
 // kernels (even head dims: K's rows hold whole pairs), where they are not
@@ -154,8 +153,9 @@ func usesPairs(ks *kernels.Set, p *Problem, dot bool) bool { return pairsOn(ks, 
 
 // PairValues sets p.PairV, p.PairVT and p.RoundInF32 for set ks, before
 // Regroups: V of its own, read by ks's bfloat16 kernels, is worth pairing
-// once per call (its columns, for AMX tiles); on the float32 kernels the copy holds float32 rounded values,
-// read in place, rather than bfloat16 ones each item widens again.
+// once per call (its columns, for AMX tiles); on the float32 kernels the
+// copy holds float32 rounded values, read in place, rather than bfloat16
+// ones each item widens again.
 func PairValues(ks *kernels.Set, p *Problem) {
 	p.PairV = pairsOn(ks, p) && !p.VInK
 	p.PairVT = p.PairV && ks.AMX()
@@ -200,10 +200,10 @@ func (r *itemRun) keyPairs(kb, nk int) ([]uint32, int) {
 // pvPairs is the PV update of rows [r0, r1) (whole vectors) of the block
 // of nk keys from kb on the bfloat16 kernels: on AMX tiles transposed
 // where the call's VTPairs line up with the block (pvColumns), else O
-// rescaled by alpha, then the weights (paired over keys by SoftmaxPairs) times V
-// paired: the call's VPairs where they line up with the block, else the
-// block's rows (v at stride ldv, read here if v is nil) rounded and
-// paired for this item.
+// rescaled by alpha, then the weights (paired over keys by SoftmaxPairs)
+// times V paired: the call's VPairs where they line up with the block,
+// else the block's rows (v at stride ldv, read here if v is nil) rounded
+// and paired for this item.
 func (r *itemRun) pvPairs(kb, nk, r0, r1 int, v []float32, ldv int) {
 	if r.ks.AMX() && r.pvColumns(kb, nk, r0, r1) {
 		return
