@@ -3,6 +3,7 @@ package tile
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fastattn/fastattn/fallback"
@@ -33,6 +34,11 @@ func TestPairedValues(t *testing.T) {
 			lq, lk, window int
 			causal         bool
 		}{{100, 77, 0, false}, {130, 130, 0, true}, {90, 201, 37, true}, {70, 95, 20, false}} {
+			if strings.HasSuffix(ks.Name, "-gotiles") || strings.HasSuffix(ks.Name, "-gopairs") {
+				if c.window == 0 || !c.causal {
+					continue // the Go models (slow under qemu): the windowed causal case, odd starts and keys
+				}
+			}
 			p := Problem{Batch: 2, Heads: 4, KVHeads: 2, QLen: c.lq, KVLen: c.lk, HeadDim: 16, ValueDim: 24,
 				KVType: fallback.KVFloat32, BF16: true, Scale: 0.25, Causal: c.causal, Window: c.window,
 				BiasBatch: 1, BiasHeads: 1, BiasQLen: 1, MaskBatch: 1, MaskHeads: 1, MaskQLen: 1}
