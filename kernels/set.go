@@ -244,9 +244,7 @@ func (ks *Set) SoftmaxRound(s []float32, lds int, m, l, alpha []float32, nk, row
 		ks.Softmax(s, lds, m, l, alpha, nk, rows, softcap)
 		for c := range nk {
 			row := s[c*lds:][:rows]
-			for r, w := range row {
-				row[r] = fallback.BF16ToF32(fallback.F32ToBF16(w))
-			}
+			ks.RoundBF16(row, row)
 		}
 		return
 	}

@@ -428,12 +428,10 @@ func checkTilesBitwise(t *testing.T, dot, amx *Engine) {
 			if c.causal && s.Heads == s.KVHeads {
 				continue // one head an item: the edges differ (above)
 			}
-			q, k, v, _ := inputs(rng, s)
+			q, k, v, out := inputs(rng, s)
 			opts := &Options{Causal: c.causal, Compute: ComputeBF16}
-			dv := max(s.ValueDim, s.HeadDim)
-			if s.ValueDim != 0 {
-				dv = s.ValueDim
-			}
+			rs, _ := s.resolve()
+			dv := rs.ValueDim
 			if c.poison { // keys 5 and 77 of each head: masked for a query row's first positions
 				per := dv // values from one key to the next
 				if s.Layout == BSHD {
@@ -453,7 +451,7 @@ func checkTilesBitwise(t *testing.T, dot, amx *Engine) {
 			}
 			var outs [2][]float32
 			for i, e := range []*Engine{dot, amx} {
-				outs[i] = make([]float32, len(q)/s.HeadDim*dv)
+				outs[i] = make([]float32, len(out))
 				if err := e.Attention(outs[i], q, k, v, s, opts); err != nil {
 					t.Fatal(err)
 				}

@@ -236,14 +236,20 @@ func (r *itemRun) pvPairs(kb, nk, r0, r1 int, v []float32, ldv int) {
 	ks.GemmBF16(o, dv, ws.pp[r0:], 1, rp, vp, dv, r1-r0, dv, half, true)
 }
 
+// pairsLineUp reports whether the call's paired V (VPairs, VTPairs) lines
+// up with the block of nk keys from kb: the block starts on a pair, and an
+// odd block ends at the last key (whose pair holds 0), never mid-pair (the
+// next key's value, which its weight 0 would multiply, may be NaN).
+func pairsLineUp(p *Problem, kb, nk int) bool {
+	return kb%2 == 0 && (nk%2 == 0 || kb+nk == p.KVLen)
+}
+
 // valuePairs returns the call's paired V (Problem.VPairs) for the block
-// of nk keys from kb, or nil where there is none or it does not line up:
-// the block must start on a pair, and an odd block must end at the last
-// key (whose pair holds 0), never mid-pair (the next key's value, which
-// its weight 0 would multiply, may be NaN).
+// of nk keys from kb, or nil where there is none or it does not line up
+// (pairsLineUp).
 func (r *itemRun) valuePairs(kb, nk int) []uint32 {
 	p := r.p
-	if p.VPairs == nil || kb%2 != 0 || (nk%2 != 0 && kb+nk != p.KVLen) {
+	if p.VPairs == nil || !pairsLineUp(p, kb, nk) {
 		return nil
 	}
 	off := ((r.it.b*p.KVHeads+r.it.g)*valueHalf(p) + kb/2) * p.ValueDim

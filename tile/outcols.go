@@ -52,11 +52,11 @@ func (r *itemRun) rowsO() {
 // pvColumns is the PV update of rows [r0, r1) (whole vectors, padding
 // included) of the block of nk keys from kb on AMX tiles, transposed:
 // Oᵀ scaled by alpha per column, then += Vᵀ·Pᵀ. It reports false, doing
-// nothing, where the call has no VTPairs lined up with the block (their
-// pairs start at even keys; an odd block must end at the last key).
+// nothing, where the call has no VTPairs lined up with the block
+// (pairsLineUp).
 func (r *itemRun) pvColumns(kb, nk, r0, r1 int) bool {
 	p, ks, ws, rp, dv := r.p, r.ks, r.ws, r.rp, r.p.ValueDim
-	if p.VTPairs == nil || kb%2 != 0 || (nk%2 != 0 && kb+nk != p.KVLen) {
+	if p.VTPairs == nil || !pairsLineUp(p, kb, nk) {
 		return false
 	}
 	half := (nk + 1) / 2

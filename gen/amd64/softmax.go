@@ -74,9 +74,15 @@ func (g *gen) softmax() {
 		"a row with no key yet gets weights 0, alpha 0 and l 0. Each key's row",
 		"of nv vectors is loaded at once: nv independent max and exp chains.",
 	)
+	g.softmaxPanels(plainWeights)
+}
+
+// softmaxPanels emits a softmax kernel's body: a jump on nv to one panel
+// of softmaxPanel per vector count, storing out of the weights.
+func (g *gen) softmaxPanels(out softmaxOut) {
 	sp := g.param("s")
 	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, plainWeights) })
+	g.byRowVectors(g.isa.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, out) })
 }
 
 // softmaxOut is what a softmax kernel stores of its weights.
@@ -102,9 +108,7 @@ func (g *gen) softmaxRound() {
 		"in one pass: each weight rounded as it is stored, the sums l adding the",
 		fmt.Sprintf("unrounded weights as Softmax does. nv in 1..%d, nk >= 1.", x.softNV),
 	)
-	sp := g.param("s")
-	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, roundedWeights) })
+	g.softmaxPanels(roundedWeights)
 }
 
 // softmaxPairs emits SoftmaxPairs<ISA>: Softmax that also writes the
@@ -134,9 +138,7 @@ func (g *gen) softmaxPairs(native bool) {
 		"added key by key as Softmax adds them. ldp in uint32; with nv in",
 		fmt.Sprintf("1..%d, nk >= 1.", x.softNV),
 	)
-	sp := g.param("s")
-	lds := g.stride("lds")
-	g.byRowVectors(x.softNV, func(nv int) { g.softmaxPanel(sp, lds, nv, out) })
+	g.softmaxPanels(out)
 }
 
 // keyLoop emits a loop over the nk keys of a transposed tile: body
