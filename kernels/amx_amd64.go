@@ -12,10 +12,11 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// EnvAMX is the environment variable that turns AMX off: FASTATTN_AMX=off
-// keeps the avx512 set on VDPBF16PS (the bfloat16 mode then follows
-// BF16Preferred's rule for a CPU without AMX) and the int8 mode's
-// ScoresQ8 on VPDPBUSD (AMXInt8Status).
+// EnvAMX is the environment variable that chooses the AMX kernels:
+// FASTATTN_AMX=off keeps the avx512 set on VDPBF16PS (the bfloat16 mode
+// then follows BF16Preferred's rule for a CPU without AMX);
+// FASTATTN_AMX=int8 (AMXInt8On) also runs the int8 mode's ScoresQ8 on
+// AMX-INT8 tiles, which by default stays on VPDPBUSD (AMXInt8Status).
 const EnvAMX = "FASTATTN_AMX"
 
 // amxState is nil where the avx512 set runs its bfloat16 products on AMX

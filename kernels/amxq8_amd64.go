@@ -19,10 +19,24 @@ import (
 // (AMXInt8Status).
 var amxInt8State = errors.New("AMX-INT8 not probed")
 
+// amxInt8Works is nil where this process could run ScoresQ8 on AMX-INT8
+// tiles (the CPU, the OS and the self-check allow it), whether or not
+// the avx512 set does (AMXInt8).
+var amxInt8Works = errors.New("AMX-INT8 not probed")
+
+// AMXInt8On is the value of EnvAMX that also puts the int8 mode's flash
+// blocks on AMX-INT8 tiles. They are off by default: on an Intel Xeon
+// (family 6 model 207, one thread, BHSD, int8 K/V) the int8 mode ran
+// 3.18, 42.4 and 42.2 ms on the tiles against 3.10, 41.1 and 39.3 on
+// VPDPBUSD (1,8,8,512,512,64; 1,8,8,2048,2048,64; 1,16,16,1024,1024,128):
+// every 32-element block's sums leave the tiles to be scaled, so the
+// tiles save less than the stores cost.
+const AMXInt8On = "int8"
+
 // AMXInt8Status returns nil when the avx512 set computes ScoresQ8 on the
 // CPU's AMX-INT8 tiles (TDPBUSD), else why not: no AMX-TILE, AMX-INT8 and
-// AVX512_VNNI in cpuid, FASTATTN_AMX=off, an OS that refuses the tile
-// state, or a failed self-check.
+// AVX512_VNNI in cpuid, an OS that refuses the tile state, a failed
+// self-check, or (the default) FASTATTN_AMX not set to AMXInt8On.
 func AMXInt8Status() error { return amxInt8State }
 
 // scoresQ8AMXKeys and scoresQ8AMXRows are the keys of one ScoresQ8AMX
@@ -50,10 +64,11 @@ func x86ScoresQ8AMX(kernel scoresQ8AMXFunc, tail scoresQ8Kernel) scoresQ8Kernel 
 	}
 }
 
-// amxInt8Usable decides whether this process runs ScoresQ8 on AMX-INT8:
-// the CPU has it (and AVX512_VNNI, for the keys past the tiles), the
-// environment allows it, the OS grants the tile data state, and a score
-// tile of small integers on the tiles equals fallback.ScoresQ8's.
+// amxInt8Usable decides whether this process can run ScoresQ8 on
+// AMX-INT8: the CPU has it (and AVX512_VNNI, for the keys past the
+// tiles), the environment does not turn AMX off, the OS grants the tile
+// data state, and a score tile of small integers on the tiles equals
+// fallback.ScoresQ8's.
 func amxInt8Usable() error {
 	if !cpuid.CPU.Supports(cpuid.AMXTILE, cpuid.AMXINT8, cpuid.AVX512VNNI) {
 		return errors.New("the CPU reports no AMX-TILE, AMX-INT8 and AVX512_VNNI")
@@ -65,6 +80,19 @@ func amxInt8Usable() error {
 		return err
 	}
 	return amxInt8SelfCheck(x86ScoresQ8AMX(asm.ScoresQ8AMXAVX512, nil))
+}
+
+// amxInt8Chosen returns nil where the avx512 set runs ScoresQ8 on the
+// tiles: works (amxInt8Usable's verdict) is nil and the environment asks
+// for them (AMXInt8On).
+func amxInt8Chosen(works error, env string) error {
+	if works != nil {
+		return works
+	}
+	if env != AMXInt8On {
+		return fmt.Errorf("off unless %s=%s: VPDPBUSD ran the int8 mode 1.03-1.07x as fast on a Xeon", EnvAMX, AMXInt8On)
+	}
+	return nil
 }
 
 // amxInt8SelfCheck computes the scores of 32 keys by 32 rows over three
@@ -102,12 +130,34 @@ func amxInt8SelfCheck(f scoresQ8Kernel) error {
 }
 
 // withAMXInt8 puts the avx512 set's ScoresQ8 on AMX-INT8 tiles where
-// amxInt8Usable allows it (called by the set's init, after ScoresQ8AVX512).
+// amxInt8Usable allows it and FASTATTN_AMX asks for it (called by the
+// set's init, after ScoresQ8AVX512).
 func withAMXInt8() {
 	avx512.optional = append(avx512.optional, cpuid.AMXINT8)
-	if amxInt8State = amxInt8Usable(); amxInt8State == nil {
-		avx512.scoresQ8 = x86ScoresQ8AMX(asm.ScoresQ8AMXAVX512, x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512))
+	amxInt8Works = amxInt8Usable()
+	if amxInt8State = amxInt8Chosen(amxInt8Works, os.Getenv(EnvAMX)); amxInt8State == nil {
+		avx512.scoresQ8 = scoresQ8OnTiles()
 	}
+}
+
+// scoresQ8OnTiles is ScoresQ8 on the native AMX-INT8 kernel, its tail
+// keys on VPDPBUSD.
+func scoresQ8OnTiles() scoresQ8Kernel {
+	return x86ScoresQ8AMX(asm.ScoresQ8AMXAVX512, x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512))
+}
+
+// AMXInt8 returns, for tests and measurements, a copy of the avx512 set
+// (named "avx512-amxint8") whose ScoresQ8 runs on the CPU's AMX-INT8
+// tiles whether or not FASTATTN_AMX asks for them; nil where they cannot
+// run (amxInt8Usable).
+func AMXInt8() *Set {
+	if amxInt8Works != nil {
+		return nil
+	}
+	ks := *avx512
+	ks.Name = "avx512-amxint8"
+	ks.scoresQ8 = scoresQ8OnTiles()
+	return &ks
 }
 
 // withAMXInt8Emu gives ks (EmulatedAMX's set) ScoresQ8 on the Emu twin of

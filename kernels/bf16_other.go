@@ -18,6 +18,9 @@ func GoTiles() *Set { return nil }
 // GoPairs returns nil, as GoTiles does.
 func GoPairs() *Set { return nil }
 
+// AMXInt8 returns nil: AMX-INT8's kernel exists in amd64 builds only.
+func AMXInt8() *Set { return nil }
+
 // AMXStatus says why no set runs AMX tiles in this build.
 func AMXStatus() error { return errAMXBuild }
 

@@ -16,10 +16,12 @@ import (
 // block, every key tail of the 6-key tile, one and two row vectors per
 // panel and several panels, with every operand against a guard page. The
 // sets include EmulatedAMX's (ScoresQ8AMX's Emu twin: whole groups of 16
-// keys on the tiles, odd and even block counts, the rest on ScoresQ8).
+// keys on the tiles, odd and even block counts, the rest on ScoresQ8) and,
+// where the CPU runs AMX-INT8, the native ScoresQ8AMX (AMXInt8), which
+// the avx512 set leaves off by default.
 func TestScoresQ8(t *testing.T) {
 	var sets []*Set
-	for _, ks := range append(Available(), EmulatedAMX()) {
+	for _, ks := range append(Available(), EmulatedAMX(), AMXInt8()) {
 		if ks != nil && ks.HasScoresQ8() {
 			sets = append(sets, ks)
 		}

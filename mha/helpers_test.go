@@ -60,6 +60,11 @@ func TestMain(m *testing.M) {
 	if ks := kernels.EmulatedAMX(); ks != nil && ks.HasScoresQ8() && os.Getenv("FASTATTN_ISA") == "" {
 		int8Engines = append(append([]*Engine(nil), int8Engines...), &Engine{ks: ks, pool: newPool(2)})
 	}
+	// The native AMX-INT8 kernel, which the avx512 set runs only when
+	// FASTATTN_AMX asks for it.
+	if ks := kernels.AMXInt8(); ks != nil && kernels.AMXInt8Status() != nil && os.Getenv("FASTATTN_ISA") == "" {
+		int8Engines = append(append([]*Engine(nil), int8Engines...), &Engine{ks: ks, pool: newPool(2)})
+	}
 	// Where the CPU runs AMX, the same set without it (Config.NoAMX).
 	for _, e := range engines {
 		if ks := e.ks.WithoutAMX(); ks != e.ks {
