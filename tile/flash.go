@@ -85,6 +85,9 @@ type itemRun struct {
 	// (rowsO precedes every such write in a bfloat16-kernel item); until
 	// then they are the zeros beginRows cleared.
 	oRows bool
+	// otZero: Oᵀ (ws.ot) holds only the zeros colsO cleared, no PV having
+	// added to it yet.
+	otZero bool
 }
 
 // flashItem runs item it of problem p: the flash-attention forward of one

@@ -10,7 +10,8 @@ package tile
 // mode on the Xeon, TransposeScale's share of its profile). The item
 // holds O as Oᵀ ([dv][rowsPad], ws.ot), so the online softmax's rescale
 // scales columns (ScaleColumns), and not at all where no row's maximum
-// moved (every alpha 1: a multiply by 1 changes nothing). O goes back to
+// moved (every alpha 1: a multiply by 1 changes nothing) or where Oᵀ is
+// still the zeros it starts as (the first block: its alphas are 0). O goes back to
 // rows once per item, before its stores (or before a block that writes
 // O's rows: a poisoned block, a block whose keys do not line up with the
 // pairs), by one transpose of rows × dv; it starts as Oᵀ's zeros.
@@ -30,6 +31,7 @@ func (r *itemRun) colsO() {
 	ws, dv, rows := r.ws, r.p.ValueDim, r.it.nh*r.it.nq
 	ws.ot = grow(ws.ot, dv*r.rp)
 	clear(ws.ot)
+	r.otZero = !r.oRows
 	if r.oRows {
 		r.ks.TransposeScale(ws.ot, r.rp, ws.o, dv, rows, dv, 1)
 	}
@@ -61,19 +63,24 @@ func (r *itemRun) pvColumns(kb, nk, r0, r1 int) bool {
 	}
 	half := (nk + 1) / 2
 	r.colsO()
-	if !allOnes(ws.al[r0:r1]) {
+	if !keepsColumns(ws.al[r0:r1], r.otZero) {
 		ks.ScaleColumns(ws.ot[r0:], rp, ws.al[r0:], r1-r0, dv)
 	}
 	ld := valueColumnStride(p)
 	vt := p.VTPairs[(r.it.b*p.KVHeads+r.it.g)*dv*ld+kb/2:]
 	ks.GemmBF16(ws.ot[r0:], rp, vt, ld, 1, ws.pp[r0:], rp, dv, r1-r0, half, true)
+	r.otZero = false
 	return true
 }
 
-// allOnes reports whether every element of x is 1.
-func allOnes(x []float32) bool {
-	for _, a := range x {
-		if a != 1 {
+// keepsColumns reports whether scaling Oᵀ's columns by alphas would leave
+// every value as it is, so the pass can be skipped: every alpha is 1, or
+// Oᵀ is zeros (zero: the first block's case, whose alphas are 0) and every
+// alpha is finite (a NaN or an infinity would make a zero NaN; alphas are
+// never negative, so no zero turns to -0).
+func keepsColumns(alphas []float32, zero bool) bool {
+	for _, a := range alphas {
+		if a != 1 && !(zero && a-a == 0) {
 			return false
 		}
 	}
