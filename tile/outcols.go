@@ -63,8 +63,8 @@ func (r *itemRun) pvColumns(kb, nk, r0, r1 int) bool {
 	}
 	half := (nk + 1) / 2
 	r.colsO()
-	if !keepsColumns(ws.al[r0:r1], r.otZero) {
-		ks.ScaleColumns(ws.ot[r0:], rp, ws.al[r0:], r1-r0, dv)
+	if c0, c1 := changedColumns(ws.al, r0, r1, r.otZero); c0 < c1 {
+		ks.ScaleColumns(ws.ot[c0:], rp, ws.al[c0:], c1-c0, dv)
 	}
 	ld := valueColumnStride(p)
 	vt := p.VTPairs[(r.it.b*p.KVHeads+r.it.g)*dv*ld+kb/2:]
@@ -73,16 +73,16 @@ func (r *itemRun) pvColumns(kb, nk, r0, r1 int) bool {
 	return true
 }
 
-// keepsColumns reports whether scaling Oᵀ's columns by alphas would leave
-// every value as it is, so the pass can be skipped: every alpha is 1, or
-// Oᵀ is zeros (zero: the first block's case, whose alphas are 0) and every
-// alpha is finite (a NaN or an infinity would make a zero NaN; alphas are
-// never negative, so no zero turns to -0).
-func keepsColumns(alphas []float32, zero bool) bool {
-	for _, a := range alphas {
-		if a != 1 && !(zero && a-a == 0) {
-			return false
-		}
+// changedColumns returns the span [c0, c1) of columns within [r0, r1)
+// that a scaling of Oᵀ by alphas would change: from the first column to
+// the last that keeps does not hold for (c0 == c1: none).
+func changedColumns(alphas []float32, r0, r1 int, zero bool) (c0, c1 int) {
+	c0, c1 = r0, r1
+	for c0 < c1 && keeps(alphas[c0], zero) {
+		c0++
 	}
-	return true
+	for c1 > c0 && keeps(alphas[c1-1], zero) {
+		c1--
+	}
+	return c0, c1
 }

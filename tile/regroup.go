@@ -36,7 +36,7 @@ func Regroups(p *Problem) bool {
 	if _, ok := NewSplit(p); ok {
 		return false
 	}
-	if rounds(p) {
+	if rounds(p) || pairsInPlace(p) {
 		return true
 	}
 	if p.KVHeadsMajor || p.KVHeads == 1 || p.QLen < regroupMinRows {
@@ -64,7 +64,21 @@ func rounds(p *Problem) bool {
 		// stays (6–7% faster with it).
 		return false
 	}
-	return p.BF16 && (p.KVType != fallback.KVBFloat16 || p.PairV) && p.QLen*(p.Heads/p.KVHeads) > maxRows
+	return p.BF16 && (p.KVType != fallback.KVBFloat16 || (p.PairV && !p.VInK)) && manyRows(p)
+}
+
+// manyRows reports whether p has more query rows per KV head than one
+// item holds: each KV head's keys are then read by several items.
+func manyRows(p *Problem) bool { return p.QLen*(p.Heads/p.KVHeads) > maxRows }
+
+// pairsInPlace reports whether a Regroup of p only pairs V, leaving K
+// where it is: V inside bfloat16 K rows (MLA's latent cache, not paged),
+// which the loop reads in place as pairs, with more query rows per KV
+// head than one item holds. Without it each item paired every V block it
+// read (a widening and PairBF16 over keys·dv per item: two at MLA's 128
+// heads).
+func pairsInPlace(p *Problem) bool {
+	return p.PairV && p.VInK && p.KVType == fallback.KVBFloat16 && p.PageKeys == 0 && manyRows(p)
 }
 
 // roundsInF32 reports whether a Regroup of p rounds K and V into float32
@@ -72,8 +86,9 @@ func rounds(p *Problem) bool {
 // rather than bfloat16 ones.
 func roundsInF32(p *Problem) bool { return rounds(p) && p.RoundInF32 }
 
-// pairsV reports whether a Regroup of p also pairs V (Problem.PairV).
-func pairsV(p *Problem) bool { return p.PairV && !p.VInK && rounds(p) }
+// pairsV reports whether a Regroup of p pairs V (Problem.PairV): with a
+// copy that rounds, or alone (pairsInPlace).
+func pairsV(p *Problem) bool { return p.PairV && (rounds(p) || pairsInPlace(p)) }
 
 // valueHalf is the key pairs of a VPairs copy of p's V.
 func valueHalf(p *Problem) int { return (p.KVLen + 1) / 2 }
@@ -124,13 +139,16 @@ func copyWidths(p *Problem) (wk, wv int) {
 
 // CopyBytes is the memory a Regroup of p copies K and V into.
 func CopyBytes(p *Problem) float64 {
-	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
-	size := float64(kvSize(copyType(p)))
-	wk, wv := copyWidths(p)
 	pairs := 0.0
 	if pairsV(p) {
 		pairs = float64(p.Batch) * float64(p.KVHeads) * float64(valuePairWords(p)) * 4
 	}
+	if pairsInPlace(p) {
+		return pairs
+	}
+	rows := float64(p.Batch) * float64(p.KVLen) * float64(p.KVHeads)
+	size := float64(kvSize(copyType(p)))
+	wk, wv := copyWidths(p)
 	return rows*float64(wk+wv)*size + pairs
 }
 
@@ -170,6 +188,8 @@ func NewRegroup(p *Problem, into *KVCopy) Regroup {
 	wk, wv := copyWidths(p)
 	nk, nv := rows*wk, rows*wv
 	switch {
+	case pairsInPlace(p):
+		into.VP = grow(into.VP, p.Batch*p.KVHeads*valuePairWords(p))
 	case roundsInF32(p):
 		into.K, into.V = grow(into.K, nk), grow(into.V, nv)
 	case rounds(p):
@@ -205,6 +225,10 @@ func (r Regroup) Run(ks *kernels.Set, n int, ws *Workspace) {
 	chunks := (p.KVLen + regroupKeys - 1) / regroupKeys
 	b, j0 := n/chunks, n%chunks*regroupKeys
 	j1 := min(j0+regroupKeys, p.KVLen)
+	if pairsInPlace(p) {
+		r.pairValues(ks, ws, b, j0, j1)
+		return
+	}
 	if roundsInF32(p) {
 		r.roundF32(ks, ws, b, j0, j1)
 		return
@@ -345,27 +369,48 @@ func (r Regroup) eachRun(b, j0 int, f func(g int, value bool, dim, first int)) {
 // VTPairs transposed by Transpose32: kernels all, where a Go loop over
 // the columns took 2.4 ns a pair on Zen 3.
 func (r Regroup) pairValues(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
-	p, c, dv := r.P, r.Into, r.P.ValueDim
+	p, vp, dv := r.P, r.Into.VP, r.P.ValueDim
 	n, half := j1-j0, (j1-j0+1)/2
 	ws.vb = grow(ws.vb, n*dv)
 	ws.vp = grow(ws.vp, half*dv)
 	for g := 0; g < p.KVHeads; g++ {
 		bg := b*p.KVHeads + g
-		ks.WidenRows(ws.vb, dv, c.V16[(bg*p.KVLen+j0)*dv:], dv, n, dv, fallback.KVBFloat16)
+		rows, ld := r.roundedValues(b, g, j0)
+		ks.WidenRows(ws.vb, dv, rows, ld, n, dv, fallback.KVBFloat16)
 		if !p.PairVT {
-			ks.PairBF16(c.VP[(bg*valueHalf(p)+j0/2)*dv:], dv, ws.vb, dv, n, dv)
+			ks.PairBF16(vp[(bg*valueHalf(p)+j0/2)*dv:], dv, ws.vb, dv, n, dv)
 			continue
 		}
 		ks.PairBF16(ws.vp, dv, ws.vb, dv, n, dv)
-		ld := valueColumnStride(p)
-		ks.Transpose32(c.VP[bg*dv*ld+j0/2:], ld, ws.vp, dv, half, dv)
+		ldt := valueColumnStride(p)
+		ks.Transpose32(vp[bg*dv*ldt+j0/2:], ldt, ws.vp, dv, half, dv)
 	}
+}
+
+// roundedValues returns the bfloat16 V rows of batch b, KV head g from
+// key j0 that pairValues pairs, and their stride: the copy's V rows, the
+// copy's K rows where V lies inside K, or (pairsInPlace) p's own K rows.
+func (r Regroup) roundedValues(b, g, j0 int) ([]uint16, int) {
+	p, c := r.P, r.Into
+	first := (b*p.KVHeads+g)*p.KVLen + j0
+	switch {
+	case pairsInPlace(p):
+		rows := p.kvRows(b, j0, g, true)
+		return rows.U16, rows.Ld
+	case p.VInK:
+		return c.K16[first*p.HeadDim:], p.HeadDim
+	}
+	return c.V16[first*p.ValueDim:], p.ValueDim
 }
 
 // Use points the problem at the copy: K and V heads-major (and bfloat16,
 // if the copy rounds).
 func (r Regroup) Use() {
 	p, c := r.P, r.Into
+	if pairsInPlace(p) {
+		r.useValuePairs()
+		return
+	}
 	if roundsInF32(p) {
 		p.KVHeadsMajor, p.KVType, p.K, p.V, p.KVRounded = true, fallback.KVFloat32, c.K, c.V, true
 		p.K16, p.V16, p.K8, p.V8, p.KS, p.VS = nil, nil, nil, nil, nil, nil
@@ -373,12 +418,7 @@ func (r Regroup) Use() {
 		return
 	}
 	if rounds(p) {
-		switch {
-		case pairsV(p) && p.PairVT:
-			p.VTPairs = c.VP
-		case pairsV(p):
-			p.VPairs = c.VP
-		}
+		r.useValuePairs()
 		p.KVHeadsMajor, p.KVType, p.K16, p.V16 = true, fallback.KVBFloat16, c.K16, c.V16
 		p.PageKeys, p.Pages = 0, nil // the copy is one run a head
 		return
@@ -391,5 +431,16 @@ func (r Regroup) Use() {
 		p.K8, p.V8, p.KS, p.VS = c.K8, c.V8, c.KS, c.VS
 	default:
 		p.K16, p.V16 = c.K16, c.V16
+	}
+}
+
+// useValuePairs points the problem at the copy's paired V, if it has one.
+func (r Regroup) useValuePairs() {
+	p := r.P
+	switch {
+	case pairsV(p) && p.PairVT:
+		p.VTPairs = r.Into.VP
+	case pairsV(p):
+		p.VPairs = r.Into.VP
 	}
 }
