@@ -435,16 +435,22 @@ func TestPagedModes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(48, 7))
 	steps := []pagedStep{{300, 0, 70}, {1, 200, 1}, {1, 1, 1}, {40, 1, 0}}
 	type setup struct {
-		name string
-		l    *Layer
-		opts *Options
-		typ  DType
+		name  string
+		l     *Layer
+		opts  *Options
+		typ   DType
+		block int // tokens a block (0: the default)
 	}
 	var cases []setup
 	for _, e := range bf16Engines {
 		l := pagedLayer(t, e, rng)
 		for _, typ := range []DType{Float32, BFloat16, Int8, Int4} {
-			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ})
+			cases = append(cases, setup{e.Kernels() + " bf16 mode", l, &Options{Compute: ComputeBF16}, typ, 0})
+		}
+		// Bfloat16 pages read in place a page's run at a time (48) or,
+		// on AMX tiles, gathered (16: under a tile block), V paired once.
+		for _, block := range []int{48, 16} {
+			cases = append(cases, setup{fmt.Sprintf("%s bf16 mode, %d-token blocks", e.Kernels(), block), l, &Options{Compute: ComputeBF16}, BFloat16, block})
 		}
 	}
 	for _, e := range engines {
@@ -454,17 +460,17 @@ func TestPagedModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, typ := range []DType{Float32, BFloat16, Int8, Int4} {
-			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ})
+			cases = append(cases, setup{e.Kernels() + " MLA", l, nil, typ, 0})
 		}
-		cases = append(cases, setup{e.Kernels() + " MLA int8 mode", l, &Options{Compute: ComputeInt8}, Int8},
-			setup{e.Kernels() + " int8 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeInt8}, Int8})
+		cases = append(cases, setup{e.Kernels() + " MLA int8 mode", l, &Options{Compute: ComputeInt8}, Int8, 0},
+			setup{e.Kernels() + " int8 mode", pagedLayer(t, e, rng), &Options{Compute: ComputeInt8}, Int8, 0})
 	}
 	for _, cs := range cases {
 		c, err := cs.l.NewCacheOf(3, 640, cs.typ)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pc, err := cs.l.NewPagedCache(PagedConfig{Type: cs.typ, Bytes: 64 << 20})
+		pc, err := cs.l.NewPagedCache(PagedConfig{Type: cs.typ, BlockTokens: cs.block, Bytes: 64 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -177,6 +177,29 @@ func (r *itemRun) pairQuery() {
 	r.ks.PairBF16(r.ws.qp, rp, r.ws.qt, rp, dk, rp)
 }
 
+// scoresPairs is the block's score tile on the bfloat16 kernels: K's
+// pairs by the paired Qᵀ, a page's run of keys per call where paged
+// bfloat16 K is read in place (keyPairs would gather a block that
+// crosses pages into the workspace, widened and narrowed again, for every
+// item), else the block in one call. Each score sums its own key's
+// products, so the runs give the block's bits. On AMX tiles pages of
+// fewer than 32 keys (a tile block) keep the gather: their runs would go
+// to VDPBF16PS, at half the FMA rate on the Xeons with tiles.
+func (r *itemRun) scoresPairs(kb, nk, r0, r1 int) {
+	p, ws, rp, dk := r.p, r.ws, r.rp, r.p.HeadDim
+	if p.PageKeys == 0 || p.KVType != fallback.KVBFloat16 || (r.ks.AMX() && p.PageKeys < gemmTileRows) {
+		ka, lda := r.keyPairs(kb, nk)
+		r.ks.GemmBF16(ws.s[r0:], rp, ka, lda, 1, ws.qp[r0:], rp, nk, r1-r0, dk/2, false)
+		return
+	}
+	for c := 0; c < nk; {
+		n := p.pageRun(kb+c, nk-c)
+		ka, lda := r.keyPairs(kb+c, n)
+		r.ks.GemmBF16(ws.s[c*rp+r0:], rp, ka, lda, 1, ws.qp[r0:], rp, n, r1-r0, dk/2, false)
+		c += n
+	}
+}
+
 // keyPairs returns nk K rows from key kb as bfloat16 pairs and their
 // stride in pairs: the cache's own rows when K is stored as bfloat16 at an
 // even stride and 4-byte alignment, else the block (widened or

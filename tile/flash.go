@@ -300,8 +300,7 @@ func (r *itemRun) block(kb, nk int, edge, filter bool, r0, r1 int) {
 	}
 	s := ws.s[:nk*rp]
 	if r.dp {
-		ka, lda := r.keyPairs(kb, nk)
-		ks.GemmBF16(s[r0:], rp, ka, lda, 1, ws.qp[r0:], rp, nk, r1-r0, dk/2, false)
+		r.scoresPairs(kb, nk, r0, r1)
 	} else if inPlace {
 		r.scoresByPage(kb, nk, r0, r1)
 	} else if ws.q8Scores {

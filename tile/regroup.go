@@ -72,13 +72,14 @@ func rounds(p *Problem) bool {
 func manyRows(p *Problem) bool { return p.QLen*(p.Heads/p.KVHeads) > maxRows }
 
 // pairsInPlace reports whether a Regroup of p only pairs V, leaving K
-// where it is: V inside bfloat16 K rows (MLA's latent cache, not paged),
-// which the loop reads in place as pairs, with more query rows per KV
-// head than one item holds. Without it each item paired every V block it
-// read (a widening and PairBF16 over keys·dv per item: two at MLA's 128
-// heads).
+// where it is: bfloat16 K, which the loop reads in place as pairs, with
+// V inside it (MLA's latent cache) or paged (which rounds never copies),
+// and more query rows per KV head than one item holds. Without it each
+// item paired every V block it read: a widening and PairBF16 over
+// keys·dv per item, two items at MLA's 128 heads and at a cascade's 32
+// sequences of 4 query heads per KV head.
 func pairsInPlace(p *Problem) bool {
-	return p.PairV && p.VInK && p.KVType == fallback.KVBFloat16 && p.PageKeys == 0 && manyRows(p)
+	return p.PairV && p.KVType == fallback.KVBFloat16 && (p.VInK || p.PageKeys > 0) && manyRows(p)
 }
 
 // roundsInF32 reports whether a Regroup of p rounds K and V into float32
@@ -375,8 +376,7 @@ func (r Regroup) pairValues(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	ws.vp = grow(ws.vp, half*dv)
 	for g := 0; g < p.KVHeads; g++ {
 		bg := b*p.KVHeads + g
-		rows, ld := r.roundedValues(b, g, j0)
-		ks.WidenRows(ws.vb, dv, rows, ld, n, dv, fallback.KVBFloat16)
+		r.widenValues(ks, ws.vb, b, g, j0, j1)
 		if !p.PairVT {
 			ks.PairBF16(vp[(bg*valueHalf(p)+j0/2)*dv:], dv, ws.vb, dv, n, dv)
 			continue
@@ -387,20 +387,26 @@ func (r Regroup) pairValues(ks *kernels.Set, ws *Workspace, b, j0, j1 int) {
 	}
 }
 
-// roundedValues returns the bfloat16 V rows of batch b, KV head g from
-// key j0 that pairValues pairs, and their stride: the copy's V rows, the
-// copy's K rows where V lies inside K, or (pairsInPlace) p's own K rows.
-func (r Regroup) roundedValues(b, g, j0 int) ([]uint16, int) {
-	p, c := r.P, r.Into
+// widenValues widens the bfloat16 V rows of keys [j0, j1) of batch b,
+// KV head g into dst ([j1-j0][dv]) for pairValues: the copy's V rows,
+// the copy's K rows where V lies inside K, or (pairsInPlace) p's own
+// rows, a page's run at a time.
+func (r Regroup) widenValues(ks *kernels.Set, dst []float32, b, g, j0, j1 int) {
+	p, c, dv := r.P, r.Into, r.P.ValueDim
 	first := (b*p.KVHeads+g)*p.KVLen + j0
 	switch {
 	case pairsInPlace(p):
-		rows := p.kvRows(b, j0, g, true)
-		return rows.U16, rows.Ld
+		for j := j0; j < j1; {
+			n := p.pageRun(j, j1-j)
+			rows := p.kvRows(b, j, g, true)
+			ks.WidenRows(dst[(j-j0)*dv:], dv, rows.U16, rows.Ld, n, dv, fallback.KVBFloat16)
+			j += n
+		}
 	case p.VInK:
-		return c.K16[first*p.HeadDim:], p.HeadDim
+		ks.WidenRows(dst, dv, c.K16[first*p.HeadDim:], p.HeadDim, j1-j0, dv, fallback.KVBFloat16)
+	default:
+		ks.WidenRows(dst, dv, c.V16[first*dv:], dv, j1-j0, dv, fallback.KVBFloat16)
 	}
-	return c.V16[first*p.ValueDim:], p.ValueDim
 }
 
 // Use points the problem at the copy: K and V heads-major (and bfloat16,
