@@ -456,6 +456,12 @@ func TestPagedModes(t *testing.T) {
 		for _, block := range []int{48, 16} {
 			cases = append(cases, setup{fmt.Sprintf("%s bf16 mode, %d-token blocks", e.Kernels(), block), l, &Options{Compute: ComputeBF16}, BFloat16, block})
 		}
+		mc := newMLACase(rng, 24, true, true) // V inside K on pages
+		ml, err := NewMLALayer(e, mc.cfg, mc.w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, setup{e.Kernels() + " MLA bf16 mode, 48-token blocks", ml, &Options{Compute: ComputeBF16}, BFloat16, 48})
 	}
 	for _, e := range engines {
 		mc := newMLACase(rng, 24, true, true)
