@@ -44,7 +44,7 @@ func TestPairedValues(t *testing.T) {
 			{4, 2, 16, 24, 70, 95, 20, false, false, false},
 			{16, 1, 96, 80, 5, 101, 0, false, true, false}, // 80 rows a KV head, as many as V's columns
 			{16, 1, 96, 80, 5, 101, 0, false, true, true},
-			{8, 1, 24, 16, 12, 77, 0, true, true, true}, // 96 rows, 16 columns
+			{8, 1, 24, 16, 12, 77, 0, true, true, true},  // 96 rows, 16 columns
 			{8, 2, 24, 16, 20, 77, 0, false, true, true}, // two KV heads: K's rows strided
 		} {
 			if strings.HasSuffix(ks.Name, "-gotiles") || strings.HasSuffix(ks.Name, "-gopairs") {
