@@ -9,12 +9,12 @@ package tile
 // pairs to rows that P·V needs (transposePairs: 10% of S1's time in the
 // mode on the Xeon, TransposeScale's share of its profile). The item
 // holds O as Oᵀ ([dv][rowsPad], ws.ot), so the online softmax's rescale
-// scales columns (ScaleColumns), and not at all where no row's maximum
-// moved (every alpha 1: a multiply by 1 changes nothing) or where Oᵀ is
-// still the zeros it starts as (the first block: its alphas are 0). O goes back to
-// rows once per item, before its stores (or before a block that writes
-// O's rows: a poisoned block, a block whose keys do not line up with the
-// pairs), by one transpose of rows × dv; it starts as Oᵀ's zeros.
+// scales columns (ScaleColumns): only the span of them whose maximum moved
+// (a multiply by 1 changes nothing), none where Oᵀ is still the zeros it
+// starts as (the first block: its alphas are 0). O goes back to rows once
+// per item, before its stores (or before a block that writes O's rows: a
+// poisoned block, a block whose keys do not line up with the pairs), by
+// one transpose of rows × dv; it starts as Oᵀ's zeros.
 //
 // Every element of Oᵀ sums the same products in the same order as O's
 // row-major update (the pairs in key order, each TDPBF16PS or VDPBF16PS

@@ -31,7 +31,8 @@ const regroupKeys = 64
 // before its flash items run (Regroup): BSHD K/V whose rows alias in the
 // caches (see aliasBytes), several KV heads, enough query rows, and not a
 // split decode; or, in the bfloat16 mode, K/V not stored as bfloat16 that
-// more than one item per KV head would each round (rounds).
+// more than one item per KV head would each round (rounds), or V that
+// they would each pair (pairsInPlace).
 func Regroups(p *Problem) bool {
 	if _, ok := NewSplit(p); ok {
 		return false
@@ -47,17 +48,19 @@ func Regroups(p *Problem) bool {
 }
 
 // rounds reports whether a Regroup of p also rounds K and V to bfloat16
-// (the bfloat16 mode, K/V stored otherwise or V to be paired, more query
-// rows per KV head than one item holds): each item would otherwise round
-// (or pair) every block it reads, and the copy does each value once. The
-// flash loop then reads bfloat16 K/V, whose widening is exact, and V's
-// pairs: the same values, the same bits. A paged cache's bfloat16 rows
-// are not copied (below).
+// (the bfloat16 mode, K/V stored otherwise or V of its own to be paired,
+// more query rows per KV head than one item holds): each item would
+// otherwise round (or pair) every block it reads, and the copy does each
+// value once. The flash loop then reads bfloat16 K/V, whose widening is
+// exact, and V's pairs: the same values, the same bits. A paged cache's
+// bfloat16 rows, and bfloat16 K holding V, are not copied (below;
+// pairsInPlace pairs their V).
 func rounds(p *Problem) bool {
 	if p.PageKeys > 0 && p.KVType == fallback.KVBFloat16 {
 		// A paged cache's bfloat16 rows: K is read in place as pairs and V
-		// paired a block at a time by each item (the same pairs, so the
-		// same bits). Without the copy of every key of the call, a
+		// paired once (pairsInPlace), or a block at a time by each item
+		// (the same pairs, so the same bits). Without the copy of every
+		// key of the call, a
 		// cascade's step in the bfloat16 mode (B 32, P 4,096, Zen 4, one
 		// thread, seven alternated pairs of runs) ran 1.04–1.22× as fast;
 		// for float32 rows, which each item would round again, the copy
