@@ -173,6 +173,90 @@ func Transpose32AVX2(dst *uint32, ldd int, src *uint32, lds int, nr int, nc int)
 //go:noescape
 func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows int, nk int, nvec int, tail int)
 
+// HeadScoresF32AVX2 is
+//
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			s[j*lds+h] = Σ_{d<nvec*lanes} q[h*nvec*lanes+d] · widen(k[j*ldk+h*nvec*lanes+d])
+//
+// with nk, heads, nvec >= 1, strides in elements: key j's rows of the
+// heads side by side, read in address order. Four accumulators take
+// vectors 4i..4i+3 of a row (the rest go to the first), summed as
+// (a0+a1)+(a2+a3), then across lanes.
+//
+//go:noescape
+func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int)
+
+// HeadPVF32AVX2 is
+//
+//	for h := 0; h < heads; h++ {
+//		o[h*ldo+d] *= alpha[h]                       for d < nvec*lanes
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
+//
+// with nk, heads, nvec >= 1, strides in elements: one multiply and one
+// FMA an element, key j's rows of the heads read in address order.
+//
+//go:noescape
+func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int)
+
+// HeadScoresF16AVX2 is
+//
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			s[j*lds+h] = Σ_{d<nvec*lanes} q[h*nvec*lanes+d] · widen(k[j*ldk+h*nvec*lanes+d])
+//
+// with nk, heads, nvec >= 1, strides in elements: key j's rows of the
+// heads side by side, read in address order. Four accumulators take
+// vectors 4i..4i+3 of a row (the rest go to the first), summed as
+// (a0+a1)+(a2+a3), then across lanes.
+//
+//go:noescape
+func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
+
+// HeadPVF16AVX2 is
+//
+//	for h := 0; h < heads; h++ {
+//		o[h*ldo+d] *= alpha[h]                       for d < nvec*lanes
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
+//
+// with nk, heads, nvec >= 1, strides in elements: one multiply and one
+// FMA an element, key j's rows of the heads read in address order.
+//
+//go:noescape
+func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
+
+// HeadScoresBF16AVX2 is
+//
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			s[j*lds+h] = Σ_{d<nvec*lanes} q[h*nvec*lanes+d] · widen(k[j*ldk+h*nvec*lanes+d])
+//
+// with nk, heads, nvec >= 1, strides in elements: key j's rows of the
+// heads side by side, read in address order. Four accumulators take
+// vectors 4i..4i+3 of a row (the rest go to the first), summed as
+// (a0+a1)+(a2+a3), then across lanes.
+//
+//go:noescape
+func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
+
+// HeadPVBF16AVX2 is
+//
+//	for h := 0; h < heads; h++ {
+//		o[h*ldo+d] *= alpha[h]                       for d < nvec*lanes
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
+//
+// with nk, heads, nvec >= 1, strides in elements: one multiply and one
+// FMA an element, key j's rows of the heads read in address order.
+//
+//go:noescape
+func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
+
 // DecodeF32AVX2 is
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {

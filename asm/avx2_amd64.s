@@ -9397,6 +9397,502 @@ rows1_masked_done:
 	VZEROUPPER
 	RET
 
+// func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·HeadScoresF32AVX2(SB), NOSPLIT, $0-64
+	MOVQ    s+0(FP), AX
+	MOVQ    lds+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    k+24(FP), DX
+	MOVQ    ldk+32(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    nk+40(FP), SI
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+
+key:
+	MOVQ q+16(FP), DI
+	MOVQ heads+48(FP), R10
+	MOVQ DX, R8
+	MOVQ AX, R9
+
+head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	VPXOR Y0, Y0, Y2
+	VPXOR Y0, Y0, Y3
+	MOVQ  nvec+56(FP), R11
+
+quad:
+	CMPQ        R11, $0x04
+	JLT         single
+	VMOVUPS     (R8), Y4
+	VFMADD231PS (DI), Y4, Y0
+	VMOVUPS     32(R8), Y4
+	VFMADD231PS 32(DI), Y4, Y1
+	VMOVUPS     64(R8), Y4
+	VFMADD231PS 64(DI), Y4, Y2
+	VMOVUPS     96(R8), Y4
+	VFMADD231PS 96(DI), Y4, Y3
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R8
+	SUBQ        $0x04, R11
+	JMP         quad
+
+single:
+	TESTQ       R11, R11
+	JZ          sum
+	VMOVUPS     (R8), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R8
+	DECQ        R11
+	JMP         single
+
+sum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R9)
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         SI
+	JNZ          key
+	VZEROUPPER
+	RET
+
+// func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int)
+// Requires: AVX, FMA3
+TEXT ·HeadPVF32AVX2(SB), NOSPLIT, $0-80
+	MOVQ o+0(FP), AX
+	MOVQ ldo+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ alpha+48(FP), DX
+	MOVQ heads+64(FP), BX
+	MOVQ AX, SI
+
+scale_head:
+	VBROADCASTSS (DX), Y0
+	MOVQ         nvec+72(FP), DI
+	MOVQ         SI, R8
+
+scale_vec:
+	VMULPS  (R8), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, R8
+	DECQ    DI
+	JNZ     scale_vec
+	ADDQ    CX, SI
+	ADDQ    $0x04, DX
+	DECQ    BX
+	JNZ     scale_head
+	MOVQ    p+16(FP), DX
+	MOVQ    ldp+24(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    v+32(FP), SI
+	MOVQ    ldv+40(FP), DI
+	SHLQ    $0x02, DI
+	MOVQ    nk+56(FP), R8
+
+key:
+	MOVQ heads+64(FP), R12
+	MOVQ DX, R9
+	MOVQ SI, R10
+	MOVQ AX, R11
+
+head:
+	VBROADCASTSS (R9), Y0
+	MOVQ         nvec+72(FP), R13
+	MOVQ         R11, R14
+
+quad:
+	CMPQ        R13, $0x04
+	JLT         single
+	VMOVUPS     (R10), Y1
+	VMOVUPS     (R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (R14)
+	VMOVUPS     32(R10), Y1
+	VMOVUPS     32(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 32(R14)
+	VMOVUPS     64(R10), Y1
+	VMOVUPS     64(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 64(R14)
+	VMOVUPS     96(R10), Y1
+	VMOVUPS     96(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 96(R14)
+	ADDQ        $0x80, R14
+	ADDQ        $0x80, R10
+	SUBQ        $0x04, R13
+	JMP         quad
+
+single:
+	TESTQ       R13, R13
+	JZ          next
+	VMOVUPS     (R10), Y1
+	VMOVUPS     (R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (R14)
+	ADDQ        $0x20, R14
+	ADDQ        $0x20, R10
+	DECQ        R13
+	JMP         single
+
+next:
+	ADDQ $0x04, R9
+	ADDQ CX, R11
+	DECQ R12
+	JNZ  head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	DECQ R8
+	JNZ  key
+	VZEROUPPER
+	RET
+
+// func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·HeadScoresF16AVX2(SB), NOSPLIT, $0-64
+	MOVQ    s+0(FP), AX
+	MOVQ    lds+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    k+24(FP), DX
+	MOVQ    ldk+32(FP), BX
+	SHLQ    $0x01, BX
+	MOVQ    nk+40(FP), SI
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+
+key:
+	MOVQ q+16(FP), DI
+	MOVQ heads+48(FP), R10
+	MOVQ DX, R8
+	MOVQ AX, R9
+
+head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	VPXOR Y0, Y0, Y2
+	VPXOR Y0, Y0, Y3
+	MOVQ  nvec+56(FP), R11
+
+quad:
+	CMPQ        R11, $0x04
+	JLT         single
+	VCVTPH2PS   (R8), Y4
+	VFMADD231PS (DI), Y4, Y0
+	VCVTPH2PS   16(R8), Y4
+	VFMADD231PS 32(DI), Y4, Y1
+	VCVTPH2PS   32(R8), Y4
+	VFMADD231PS 64(DI), Y4, Y2
+	VCVTPH2PS   48(R8), Y4
+	VFMADD231PS 96(DI), Y4, Y3
+	ADDQ        $0x80, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x04, R11
+	JMP         quad
+
+single:
+	TESTQ       R11, R11
+	JZ          sum
+	VCVTPH2PS   (R8), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, R8
+	DECQ        R11
+	JMP         single
+
+sum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R9)
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         SI
+	JNZ          key
+	VZEROUPPER
+	RET
+
+// func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
+// Requires: AVX, F16C, FMA3
+TEXT ·HeadPVF16AVX2(SB), NOSPLIT, $0-80
+	MOVQ o+0(FP), AX
+	MOVQ ldo+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ alpha+48(FP), DX
+	MOVQ heads+64(FP), BX
+	MOVQ AX, SI
+
+scale_head:
+	VBROADCASTSS (DX), Y0
+	MOVQ         nvec+72(FP), DI
+	MOVQ         SI, R8
+
+scale_vec:
+	VMULPS  (R8), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, R8
+	DECQ    DI
+	JNZ     scale_vec
+	ADDQ    CX, SI
+	ADDQ    $0x04, DX
+	DECQ    BX
+	JNZ     scale_head
+	MOVQ    p+16(FP), DX
+	MOVQ    ldp+24(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    v+32(FP), SI
+	MOVQ    ldv+40(FP), DI
+	SHLQ    $0x01, DI
+	MOVQ    nk+56(FP), R8
+
+key:
+	MOVQ heads+64(FP), R12
+	MOVQ DX, R9
+	MOVQ SI, R10
+	MOVQ AX, R11
+
+head:
+	VBROADCASTSS (R9), Y0
+	MOVQ         nvec+72(FP), R13
+	MOVQ         R11, R14
+
+quad:
+	CMPQ        R13, $0x04
+	JLT         single
+	VCVTPH2PS   (R10), Y1
+	VMOVUPS     (R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (R14)
+	VCVTPH2PS   16(R10), Y1
+	VMOVUPS     32(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 32(R14)
+	VCVTPH2PS   32(R10), Y1
+	VMOVUPS     64(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 64(R14)
+	VCVTPH2PS   48(R10), Y1
+	VMOVUPS     96(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 96(R14)
+	ADDQ        $0x80, R14
+	ADDQ        $0x40, R10
+	SUBQ        $0x04, R13
+	JMP         quad
+
+single:
+	TESTQ       R13, R13
+	JZ          next
+	VCVTPH2PS   (R10), Y1
+	VMOVUPS     (R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (R14)
+	ADDQ        $0x20, R14
+	ADDQ        $0x10, R10
+	DECQ        R13
+	JMP         single
+
+next:
+	ADDQ $0x04, R9
+	ADDQ CX, R11
+	DECQ R12
+	JNZ  head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	DECQ R8
+	JNZ  key
+	VZEROUPPER
+	RET
+
+// func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·HeadScoresBF16AVX2(SB), NOSPLIT, $0-64
+	MOVQ    s+0(FP), AX
+	MOVQ    lds+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    k+24(FP), DX
+	MOVQ    ldk+32(FP), BX
+	SHLQ    $0x01, BX
+	MOVQ    nk+40(FP), SI
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+
+key:
+	MOVQ q+16(FP), DI
+	MOVQ heads+48(FP), R10
+	MOVQ DX, R8
+	MOVQ AX, R9
+
+head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	VPXOR Y0, Y0, Y2
+	VPXOR Y0, Y0, Y3
+	MOVQ  nvec+56(FP), R11
+
+quad:
+	CMPQ        R11, $0x04
+	JLT         single
+	VPMOVZXWD   (R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (DI), Y4, Y0
+	VPMOVZXWD   16(R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(DI), Y4, Y1
+	VPMOVZXWD   32(R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(DI), Y4, Y2
+	VPMOVZXWD   48(R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(DI), Y4, Y3
+	ADDQ        $0x80, DI
+	ADDQ        $0x40, R8
+	SUBQ        $0x04, R11
+	JMP         quad
+
+single:
+	TESTQ       R11, R11
+	JZ          sum
+	VPMOVZXWD   (R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, R8
+	DECQ        R11
+	JMP         single
+
+sum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R9)
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	DECQ         SI
+	JNZ          key
+	VZEROUPPER
+	RET
+
+// func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·HeadPVBF16AVX2(SB), NOSPLIT, $0-80
+	MOVQ o+0(FP), AX
+	MOVQ ldo+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ alpha+48(FP), DX
+	MOVQ heads+64(FP), BX
+	MOVQ AX, SI
+
+scale_head:
+	VBROADCASTSS (DX), Y0
+	MOVQ         nvec+72(FP), DI
+	MOVQ         SI, R8
+
+scale_vec:
+	VMULPS  (R8), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, R8
+	DECQ    DI
+	JNZ     scale_vec
+	ADDQ    CX, SI
+	ADDQ    $0x04, DX
+	DECQ    BX
+	JNZ     scale_head
+	MOVQ    p+16(FP), DX
+	MOVQ    ldp+24(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    v+32(FP), SI
+	MOVQ    ldv+40(FP), DI
+	SHLQ    $0x01, DI
+	MOVQ    nk+56(FP), R8
+
+key:
+	MOVQ heads+64(FP), R12
+	MOVQ DX, R9
+	MOVQ SI, R10
+	MOVQ AX, R11
+
+head:
+	VBROADCASTSS (R9), Y0
+	MOVQ         nvec+72(FP), R13
+	MOVQ         R11, R14
+
+quad:
+	CMPQ        R13, $0x04
+	JLT         single
+	VPMOVZXWD   (R10), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMOVUPS     (R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (R14)
+	VPMOVZXWD   16(R10), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMOVUPS     32(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 32(R14)
+	VPMOVZXWD   32(R10), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMOVUPS     64(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 64(R14)
+	VPMOVZXWD   48(R10), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMOVUPS     96(R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, 96(R14)
+	ADDQ        $0x80, R14
+	ADDQ        $0x40, R10
+	SUBQ        $0x04, R13
+	JMP         quad
+
+single:
+	TESTQ       R13, R13
+	JZ          next
+	VPMOVZXWD   (R10), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMOVUPS     (R14), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (R14)
+	ADDQ        $0x20, R14
+	ADDQ        $0x10, R10
+	DECQ        R13
+	JMP         single
+
+next:
+	ADDQ $0x04, R9
+	ADDQ CX, R11
+	DECQ R12
+	JNZ  head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	DECQ R8
+	JNZ  key
+	VZEROUPPER
+	RET
+
 // func DecodeF32AVX2(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·DecodeF32AVX2(SB), NOSPLIT, $144-128

@@ -26,6 +26,8 @@ var (
 		gemvWI8: asm.GemvWI8AVX2, gemvWI4: asm.GemvWI4AVX2, widenI4: asm.WidenWI4AVX2, widenI8: asm.WidenWI8AVX2,
 		pv: asm.PVAVX2, softmax: asm.SoftmaxAVX2, softmaxPairs: asm.SoftmaxPairsAVX2, softmaxRound: asm.SoftmaxRoundAVX2, scaleCols: asm.ScaleColumnsAVX2, bias: asm.ScoreBiasAVX2, exp: asm.ExpAVX2, tr: asm.TransposeScaleAVX2, tr32: asm.Transpose32AVX2,
 		dot: asm.DotAVX2, peak: asm.FMAPeakAVX2, prefetch: asm.PrefetchLinesAVX2,
+		headScores: asm.HeadScoresF32AVX2, headScores16: [2]headScores16Func{asm.HeadScoresF16AVX2, asm.HeadScoresBF16AVX2},
+		headPV: asm.HeadPVF32AVX2, headPV16: [2]headPV16Func{asm.HeadPVF16AVX2, asm.HeadPVBF16AVX2},
 		decodeF32: asm.DecodeF32AVX2, decodeF16: asm.DecodeF16AVX2, decBF: asm.DecodeBF16AVX2,
 		decodeI8: asm.DecodeI8AVX2, decodeI4: asm.DecodeI4AVX2,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}},
@@ -33,8 +35,8 @@ var (
 		widenI4KV: asm.WidenI4KVAVX2, dequant: [2]dequantFunc{asm.DequantI8AVX2, asm.DequantI4AVX2},
 	},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
-	// The avx512 set's transpose is ymm (AVX2) code; its 16-bit tails are
-	// loaded with VMOVDQU16 (AVX512BW).
+	// The avx512 set's transpose and head kernels are ymm (AVX2, FMA, F16C)
+	// code; its 16-bit tails are loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{
 		lanes: asm.LanesAVX512, panelVecs: asm.PanelVecsAVX512, softmaxVecs: asm.SoftmaxVecsAVX512, dotRows: asm.DotRowsAVX512,
 		peakChains: asm.PeakChainsAVX512, decodeKeys: asm.DecodeKeysAVX512, decodeScratch: asm.DecodeScratchAVX512,
@@ -44,13 +46,15 @@ var (
 		gemvWI8: asm.GemvWI8AVX512, gemvWI4: asm.GemvWI4AVX512, widenI4: asm.WidenWI4AVX512, widenI8: asm.WidenWI8AVX512,
 		pv: asm.PVAVX512, softmax: asm.SoftmaxAVX512, softmaxPairs: asm.SoftmaxPairsAVX512, softmaxRound: asm.SoftmaxRoundAVX512, scaleCols: asm.ScaleColumnsAVX512, bias: asm.ScoreBiasAVX512, exp: asm.ExpAVX512, tr: asm.TransposeScaleAVX512, tr32: asm.Transpose32AVX512,
 		dot: asm.DotAVX512, peak: asm.FMAPeakAVX512, prefetch: asm.PrefetchLinesAVX512,
+		headScores: asm.HeadScoresF32AVX2, headScores16: [2]headScores16Func{asm.HeadScoresF16AVX2, asm.HeadScoresBF16AVX2},
+		headPV: asm.HeadPVF32AVX2, headPV16: [2]headPV16Func{asm.HeadPVF16AVX2, asm.HeadPVBF16AVX2},
 		decodeF32: asm.DecodeF32AVX512, decodeF16: asm.DecodeF16AVX512, decBF: asm.DecodeBF16AVX512,
 		decodeI8: asm.DecodeI8AVX512, decodeI4: asm.DecodeI4AVX512,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}},
 		roundBF16: asm.RoundBF16AVX512,
 		widenI4KV: asm.WidenI4KVAVX512, dequant: [2]dequantFunc{asm.DequantI8AVX512, asm.DequantI4AVX512},
 	},
-		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.AVX512F, cpuid.AVX512BW)
+		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C, cpuid.AVX512F, cpuid.AVX512BW)
 )
 
 // decodeF32Func and decode16Func are the fused decode kernels' signatures.
@@ -59,6 +63,13 @@ type (
 	decode16Func  func(q *float32, rows, kvec, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32)
 	decodeI8Func  func(q *float32, rows, kvec, ktail int, k *int8, ldk int, v *int8, ldv int, nk, vvec, vtail int, o, m, l, s, alibi *float32,
 		ks *float32, ldks int, vs *float32, ldvs int)
+)
+
+// headScores16Func and headPV16Func are HeadScores' and HeadPV's
+// kernels over 16-bit K/V (heads.go).
+type (
+	headScores16Func func(s *float32, lds int, q *float32, k *uint16, ldk int, nk, heads, nvec int)
+	headPV16Func     func(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk, heads, nvec int)
 )
 
 // gemmW16Func and gemmWI8Func are the signatures of the generated GemmW
@@ -140,6 +151,10 @@ type x86Kernels struct {
 	dot          func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
 	peak         func(iters int)
 	prefetch     func(p *float32, ld, rows, n int)
+	headScores   func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec int)
+	headScores16 [2]headScores16Func // float16, bfloat16
+	headPV       func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec int)
+	headPV16     [2]headPV16Func
 
 	decodeF32        decodeF32Func
 	decodeF16, decBF decode16Func
@@ -225,6 +240,23 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			default:
 				k.decBF(&q[0], rows, kvec, kt, &kr.U16[0], kr.Ld, &vr.U16[0], vr.Ld, nk, vvec, vt, &o[0], &m[0], &l[0], &s[0], al)
 			}
+		},
+		heads: &headKernels{
+			lanes: asm.LanesAVX2,
+			scores: func(s []float32, lds int, q []float32, kr KVRows, nk, heads, nvec int) {
+				if kr.Type == fallback.KVFloat32 {
+					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, nvec)
+					return
+				}
+				k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, nvec)
+			},
+			pv: func(o []float32, ldo int, p []float32, ldp int, vr KVRows, alpha []float32, nk, heads, nvec int) {
+				if vr.Type == fallback.KVFloat32 {
+					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, nvec)
+					return
+				}
+				k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, nvec)
+			},
 		},
 		decodeKeys:    pr.decodeKeys,
 		decodeScratch: pr.decodeScratch,

@@ -77,6 +77,7 @@ type Set struct {
 	gemvI4        gemmWKernel                                                                // rows of Half = int4Half; nil: fallback.GemvI4
 	widenW        func(dst []float32, ldd int, b WeightRows, k, n int)                       // int8, int4 (Half = Lanes) in whole vectors; nil: Go
 	bf16          *bf16Kernels                                                               // nil: no bfloat16 dot products (bf16.go)
+	heads         *headKernels                                                               // nil: no key-major decode of BSHD heads (heads.go)
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)

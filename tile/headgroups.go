@@ -43,10 +43,21 @@ const (
 	stepBytes      = 16 << 10
 )
 
-// headGroup returns the KV heads a split item of p takes: adjacent heads
-// covering about groupBytes of a key position's K row when K and V are
-// BSHD, not paged and not quantized, else 1.
+// headGroup returns the KV heads a split item of p takes: those of a
+// key-major item (keymajor.go), or adjacent heads covering about
+// groupBytes of a key position's K row when K and V are BSHD, not paged
+// and not quantized, else 1.
 func headGroup(p *Problem) int {
+	if keyMajor(p) {
+		return keyMajorGroup(p)
+	}
+	return pageGroup(p)
+}
+
+// pageGroup is headGroup's interleaved group: adjacent heads covering
+// about groupBytes of a key position's K row when K and V are BSHD, not
+// paged and not quantized, else 1.
+func pageGroup(p *Problem) int {
 	if p.KVHeadsMajor || p.PageKeys > 0 || p.KVHeads < 2 || p.KVType.Quantized() {
 		return 1
 	}
@@ -141,10 +152,28 @@ func (ws *Workspace) growHeads(n int) {
 }
 
 // runGroup runs the heads [g0, g1) of batch b over chunk's keys [k0, k1)
-// and saves each head's partial state. With the fused kernel and keys
-// every row sees whole (no edge, no bias or mask, at least two steps),
-// the heads run interleaved; otherwise one after another.
+// and saves each head's partial state: key by key across the heads
+// (keymajor.go) where p and ks allow, else in interleaved groups of
+// pageGroup heads.
 func (sp Split) runGroup(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k1 int, ws *Workspace, part []float32) {
+	if !keyMajor(p) {
+		sp.runInterleaved(ks, p, b, g0, g1, chunk, k0, k1, ws, part)
+		return
+	}
+	if sp.runKeyMajor(ks, p, b, g0, g1, chunk, k0, k1, ws, part) {
+		return
+	}
+	n := pageGroup(p)
+	for g := g0; g < g1; g += n {
+		sp.runInterleaved(ks, p, b, g, min(g+n, g1), chunk, k0, k1, ws, part)
+	}
+}
+
+// runInterleaved runs the heads [g0, g1) of batch b over chunk's keys
+// [k0, k1) and saves each head's partial state. With the fused kernel and
+// keys every row sees whole (no edge, no bias or mask, at least two
+// steps), the heads run interleaved; otherwise one after another.
+func (sp Split) runInterleaved(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k1 int, ws *Workspace, part []float32) {
 	fused := sp.Fused(ks, p)
 	it := sp.headItem(p, b, g0)
 	lo, a, e, hi := keySpans(p, it)

@@ -57,6 +57,12 @@ func generate(x isa, dir string) error {
 	g.transpose(true)
 	g.transpose(false)
 	g.dot()
+	if !g.isa.avx512() { // the AVX-512 set runs the AVX2 ones (heads.go)
+		for _, e := range []elem{f32, f16, bf16} {
+			g.headScores(e)
+			g.headPV(e)
+		}
+	}
 	for _, e := range []elem{f32, f16, bf16, i8, i4} {
 		g.decode(e, q8None)
 	}

@@ -1,0 +1,50 @@
+package kernels
+
+import "fmt"
+
+// headKernels are a set's kernels of a decode step read key by key across
+// the heads (HeadScores, HeadPV), one pair per K/V type.
+type headKernels struct {
+	scores func(s []float32, lds int, q []float32, k KVRows, nk, heads, nvec int)
+	pv     func(o []float32, ldo int, p []float32, ldp int, v KVRows, alpha []float32, nk, heads, nvec int)
+	lanes  int // the vector width the head dims are whole vectors of
+}
+
+// HasHeads reports whether the set has HeadScores and HeadPV for K/V of
+// type t and head dims dk and dv: float32, float16 or bfloat16 rows,
+// head dims whole vectors of 8 floats.
+func (ks *Set) HasHeads(t KVType, dk, dv int) bool {
+	h := ks.heads
+	return h != nil && !t.Quantized() && dk > 0 && dv > 0 && dk%h.lanes == 0 && dv%h.lanes == 0
+}
+
+// HeadScores is fallback.HeadScores: the scores of a decode step of one
+// query row per head (q: [heads][dk], pre-scaled) against nk keys whose
+// rows hold the heads side by side (BSHD K: head h of key j at
+// k.Ld·j + h·dk), written key-major (s[j*lds+h], Softmax's tile), K read
+// in address order. A set without it (HasHeads false) must not be asked.
+func (ks *Set) HeadScores(s []float32, lds int, q []float32, k KVRows, nk, heads, dk int) {
+	if nk < 1 || heads < 1 || !ks.HasHeads(k.Type, dk, dk) {
+		panic(fmt.Sprintf("kernels: HeadScores: set %s, K %v, %d keys, %d heads, dk %d", ks.Name, k.Type, nk, heads, dk))
+	}
+	checkOut("HeadScores", "s", s, nk, heads, lds)
+	checkInN("HeadScores", "q", q, heads*dk)
+	checkKV("HeadScores", "k", k, nk, heads*dk)
+	ks.heads.scores(s, lds, q, k, nk, heads, dk/ks.heads.lanes)
+}
+
+// HeadPV is fallback.HeadPV: the rescale of the heads' output rows (o:
+// [heads] rows ldo apart) by alpha, then the sum over nk keys of the
+// weights (p[j*ldp+h], as Softmax leaves them) times V rows that hold
+// the heads side by side (head h of key j at v.Ld·j + h·dv), V read in
+// address order. A set without it (HasHeads false) must not be asked.
+func (ks *Set) HeadPV(o []float32, ldo int, p []float32, ldp int, v KVRows, alpha []float32, nk, heads, dv int) {
+	if nk < 1 || heads < 1 || !ks.HasHeads(v.Type, dv, dv) {
+		panic(fmt.Sprintf("kernels: HeadPV: set %s, V %v, %d keys, %d heads, dv %d", ks.Name, v.Type, nk, heads, dv))
+	}
+	checkOut("HeadPV", "o", o, heads, dv, ldo)
+	checkIn("HeadPV", "p", p, nk, heads, ldp)
+	checkKV("HeadPV", "v", v, nk, heads*dv)
+	checkInN("HeadPV", "alpha", alpha, heads)
+	ks.heads.pv(o, ldo, p, ldp, v, alpha, nk, heads, dv/ks.heads.lanes)
+}

@@ -1,0 +1,85 @@
+package tile
+
+import "github.com/fastattn/fastattn/kernels"
+
+// A decode step of one query row per KV head (MHA) over BSHD K/V reads its
+// keys key by key across the heads: each key position's rows of every KV
+// head lie side by side, so a split item that takes all the KV heads and
+// walks keys outer and heads inner (kernels' HeadScores and HeadPV) reads
+// K and V in address order, two ascending streams. The fused decode runs
+// one head at a time, its rows a whole key row apart (8 KiB at 32 heads of
+// 128 float16 dims), each on its own page; interleaving heads in groups of
+// a page (headgroups.go) reads each page within microseconds but still out
+// of order. Measured on Zen 3 (a plain Go loop over 32 heads × 4096 keys
+// × 128 float16 dims, one thread, best of 9): key by key over the whole
+// row 9.3–9.9 GB/s (address order 9.1–11.0), key by key over half rows
+// (groups of 16 heads) 5.1–6.1, head by head in 16-key blocks 3.3–4.7.
+//
+// The softmax is the flash loop's (Softmax over a tile of keys × heads),
+// so the state each head leaves is that of the online softmax over the
+// item's keys, in blocks of keyMajorBlock keys.
+const keyMajorBlock = 64
+
+// keyMajor reports whether p's split items take their KV heads key by key:
+// one query row per KV head, BSHD K/V that are not paged, float32 or
+// 16-bit (V its own tensor), several KV heads, and nothing on the scores
+// but the scale (no bias, mask, softcap or ALiBi) in float32 arithmetic.
+// The head dims must be whole vectors of 8 floats (kernels.HasHeads).
+func keyMajor(p *Problem) bool {
+	return !p.KVHeadsMajor && p.PageKeys == 0 && p.KVHeads >= 2 && p.Heads == p.KVHeads && p.QLen == 1 &&
+		!p.KVType.Quantized() && !p.VInK && p.Bias == nil && p.Mask == nil && p.Slopes == nil && p.Softcap == 0 &&
+		!p.BF16 && !p.Q8 && p.HeadDim%8 == 0 && p.ValueDim%8 == 0
+}
+
+// keyMajorGroup is the KV heads a key-major split item takes: all of
+// them, or an even share when there are more than maxRows (the rows a
+// Workspace holds).
+func keyMajorGroup(p *Problem) int {
+	groups := (p.KVHeads + maxRows - 1) / maxRows
+	return (p.KVHeads + groups - 1) / groups
+}
+
+// runKeyMajor runs KV heads [g0, g1) of batch b over chunk's keys
+// [k0, k1) key by key across the heads and saves each head's state. It
+// reports false, having done nothing, where ks has no head kernels or the
+// chunk holds keys its rows do not all see (a window's or a causal
+// offset's edge): the caller then runs the heads one by one.
+func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k1 int, ws *Workspace, part []float32) bool {
+	dk, dv := p.HeadDim, p.ValueDim
+	if !ks.HasHeads(p.KVType, dk, dv) {
+		return false
+	}
+	lo, a, e, hi := keySpans(p, sp.headItem(p, b, g0))
+	a, e = max(a, k0), min(e, k1)
+	if max(lo, k0) != a || min(hi, k1) != e {
+		return false
+	}
+	heads := g1 - g0
+	rp := (heads + ks.Lanes - 1) / ks.Lanes * ks.Lanes
+	ws.qr = grow(ws.qr, heads*dk)
+	ws.o = grow(ws.o, heads*dv)
+	ws.m, ws.l, ws.al = grow(ws.m, rp), grow(ws.l, rp), grow(ws.al, rp)
+	ws.s = grow(ws.s, keyMajorBlock*rp)
+	for g := g0; g < g1; g++ {
+		packRows(p, sp.headItem(p, b, g), ws.qr[(g-g0)*dk:])
+	}
+	for r := range ws.m {
+		ws.m[r] = negInf
+	}
+	clear(ws.l)
+	clear(ws.o)
+	for j := a; j < e; j += keyMajorBlock {
+		n := min(keyMajorBlock, e-j)
+		ks.HeadScores(ws.s, rp, ws.qr, p.kvRows(b, j, g0, false), n, heads, dk)
+		ks.Softmax(ws.s, rp, ws.m, ws.l, ws.al, n, rp, 0)
+		ks.HeadPV(ws.o, dv, ws.s, rp, p.kvRows(b, j, g0, true), ws.al, n, heads, dv)
+	}
+	st := partStride(p)
+	for g := g0; g < g1; g++ {
+		h := g - g0
+		dst := part[((b*sp.Chunks+chunk)*p.Heads+g)*st:][:st]
+		copy(dst, ws.o[h*dv:(h+1)*dv])
+		dst[dv], dst[dv+1] = ws.m[h], ws.l[h]
+	}
+	return true
+}
