@@ -257,6 +257,36 @@ func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk 
 //go:noescape
 func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
 
+// HeadScoresI8AVX2 is
+//
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			s[j*lds+h] = Σ_{b<nblk} ks[j*ldks+h*nblk+b] · Σ_{d<32} q[h*nblk*32+b*32+d] · k[j*ldk+h*nblk*32+b*32+d]
+//
+// with nk, heads, nblk >= 1, strides in elements: key j's rows of the
+// heads side by side, read in address order (values and scales). A
+// block's four vectors of products are summed in one vector, scaled by
+// its scale into one of two accumulators (even and odd blocks), their
+// sum then summed across lanes.
+//
+//go:noescape
+func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk int, heads int, nblk int)
+
+// HeadPVI8AVX2 is
+//
+//	for h := 0; h < heads; h++ {
+//		o[h*ldo+d] *= alpha[h]                       for d < nblk*32
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			w := p[j*ldp+h] · vs[j*ldvs+h*nblk+b]           for each block b
+//			o[h*ldo+b*32+d] += w · v[j*ldv+h*nblk*32+b*32+d]   for d < 32
+//
+// with nk, heads, nblk >= 1, strides in elements: the weight scaled once
+// per block, then one FMA an element; values and scales in address order.
+//
+//go:noescape
+func HeadPVI8AVX2(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk int, heads int, nblk int)
+
 // DecodeF32AVX2 is
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {

@@ -9893,6 +9893,196 @@ next:
 	VZEROUPPER
 	RET
 
+// func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk int, heads int, nblk int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·HeadScoresI8AVX2(SB), NOSPLIT, $0-80
+	MOVQ    s+0(FP), AX
+	MOVQ    lds+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    k+24(FP), DX
+	MOVQ    ldk+32(FP), BX
+	MOVQ    ks+40(FP), SI
+	MOVQ    ldks+48(FP), DI
+	SHLQ    $0x02, DI
+	MOVQ    nk+56(FP), R8
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+
+key:
+	MOVQ q+16(FP), R9
+	MOVQ heads+64(FP), R13
+	MOVQ DX, R10
+	MOVQ SI, R11
+	MOVQ AX, R12
+
+head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	MOVQ  nblk+72(FP), R14
+
+pair:
+	CMPQ         R14, $0x02
+	JLT          last
+	VPMOVSXBD    (R10), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R9), Y2, Y2
+	VPMOVSXBD    8(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  32(R9), Y3, Y2
+	VPMOVSXBD    16(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  64(R9), Y3, Y2
+	VPMOVSXBD    24(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  96(R9), Y3, Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         $0x80, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	VPMOVSXBD    (R10), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R9), Y2, Y2
+	VPMOVSXBD    8(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  32(R9), Y3, Y2
+	VPMOVSXBD    16(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  64(R9), Y3, Y2
+	VPMOVSXBD    24(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  96(R9), Y3, Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x80, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	SUBQ         $0x02, R14
+	JMP          pair
+
+last:
+	TESTQ        R14, R14
+	JZ           sum
+	VPMOVSXBD    (R10), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R9), Y2, Y2
+	VPMOVSXBD    8(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  32(R9), Y3, Y2
+	VPMOVSXBD    16(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  64(R9), Y3, Y2
+	VPMOVSXBD    24(R10), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  96(R9), Y3, Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         $0x80, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+
+sum:
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JNZ          head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	ADDQ         DI, SI
+	DECQ         R8
+	JNZ          key
+	VZEROUPPER
+	RET
+
+// func HeadPVI8AVX2(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk int, heads int, nblk int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·HeadPVI8AVX2(SB), NOSPLIT, $0-96
+	MOVQ o+0(FP), AX
+	MOVQ ldo+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ alpha+64(FP), DX
+	MOVQ heads+80(FP), BX
+	MOVQ AX, SI
+
+scale_head:
+	VBROADCASTSS (DX), Y0
+	MOVQ         nblk+88(FP), DI
+	SHLQ         $0x02, DI
+	MOVQ         SI, R8
+
+scale_vec:
+	VMULPS  (R8), Y0, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    $0x20, R8
+	DECQ    DI
+	JNZ     scale_vec
+	ADDQ    CX, SI
+	ADDQ    $0x04, DX
+	DECQ    BX
+	JNZ     scale_head
+	MOVQ    ldp+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    ldv+40(FP), BX
+	MOVQ    ldvs+56(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    nk+72(FP), DI
+
+key:
+	MOVQ p+16(FP), R8
+	MOVQ v+32(FP), R9
+	MOVQ vs+48(FP), R10
+	MOVQ heads+80(FP), R12
+	MOVQ AX, R11
+
+head:
+	VBROADCASTSS (R8), Y0
+	MOVQ         nblk+88(FP), R13
+	MOVQ         R11, R14
+
+block:
+	VMULPS       (R10), Y0, Y1
+	VBROADCASTSS X1, Y1
+	VPMOVSXBD    (R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      (R14), Y3
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, (R14)
+	VPMOVSXBD    8(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      32(R14), Y3
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 32(R14)
+	VPMOVSXBD    16(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      64(R14), Y3
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 64(R14)
+	VPMOVSXBD    24(R9), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      96(R14), Y3
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 96(R14)
+	ADDQ         $0x80, R14
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	DECQ         R13
+	JNZ          block
+	ADDQ         $0x04, R8
+	ADDQ         CX, R11
+	DECQ         R12
+	JNZ          head
+	ADDQ         DX, p+16(FP)
+	ADDQ         BX, v+32(FP)
+	ADDQ         SI, vs+48(FP)
+	DECQ         DI
+	JNZ          key
+	VZEROUPPER
+	RET
+
 // func DecodeF32AVX2(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·DecodeF32AVX2(SB), NOSPLIT, $144-128

@@ -5,8 +5,9 @@ package fallback
 //
 //	s[j*lds+h] = Σ_{d<dk} q[h*dk+d] · k(j, h*dk+d)   for j < nk, h < heads
 //
-// with k(j, c) element c of key j's row (k.Ld apart), widened to float32
-// (float32, float16 and bfloat16 rows).
+// with k(j, c) element c of key j's row (k.Ld apart) as float32: float32,
+// float16 and bfloat16 rows widened, int8 rows (head dims whole blocks of
+// 32) times their block's scale.
 func HeadScores(s []float32, lds int, q []float32, k KVRows, nk, heads, dk int) {
 	for j := 0; j < nk; j++ {
 		for h := 0; h < heads; h++ {
@@ -42,12 +43,14 @@ func HeadPV(o []float32, ldo int, p []float32, ldp int, v KVRows, alpha []float3
 	}
 }
 
-// at returns element c of row j of r (float32, float16 or bfloat16) as
-// float32.
+// at returns element c of row j of r (float32, float16, bfloat16, or int8
+// times its block's scale) as float32.
 func (r KVRows) at(j, c int) float32 {
 	switch r.Type {
 	case KVFloat32:
 		return r.F32[j*r.Ld+c]
+	case KVInt8:
+		return float32(r.I8[j*r.Ld+c]) * r.S[j*r.LdS+c/Int8Block]
 	case KVBFloat16:
 		return BF16ToF32(r.U16[j*r.Ld+c])
 	default:

@@ -28,6 +28,7 @@ var (
 		dot: asm.DotAVX2, peak: asm.FMAPeakAVX2, prefetch: asm.PrefetchLinesAVX2,
 		headScores: asm.HeadScoresF32AVX2, headScores16: [2]headScores16Func{asm.HeadScoresF16AVX2, asm.HeadScoresBF16AVX2},
 		headPV: asm.HeadPVF32AVX2, headPV16: [2]headPV16Func{asm.HeadPVF16AVX2, asm.HeadPVBF16AVX2},
+		headScoresI8: asm.HeadScoresI8AVX2, headPVI8: asm.HeadPVI8AVX2,
 		decodeF32: asm.DecodeF32AVX2, decodeF16: asm.DecodeF16AVX2, decBF: asm.DecodeBF16AVX2,
 		decodeI8: asm.DecodeI8AVX2, decodeI4: asm.DecodeI4AVX2,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX2, asm.NarrowF16AVX2}, {asm.WidenBF16AVX2, asm.NarrowBF16AVX2}},
@@ -48,6 +49,7 @@ var (
 		dot: asm.DotAVX512, peak: asm.FMAPeakAVX512, prefetch: asm.PrefetchLinesAVX512,
 		headScores: asm.HeadScoresF32AVX2, headScores16: [2]headScores16Func{asm.HeadScoresF16AVX2, asm.HeadScoresBF16AVX2},
 		headPV: asm.HeadPVF32AVX2, headPV16: [2]headPV16Func{asm.HeadPVF16AVX2, asm.HeadPVBF16AVX2},
+		headScoresI8: asm.HeadScoresI8AVX2, headPVI8: asm.HeadPVI8AVX2,
 		decodeF32: asm.DecodeF32AVX512, decodeF16: asm.DecodeF16AVX512, decBF: asm.DecodeBF16AVX512,
 		decodeI8: asm.DecodeI8AVX512, decodeI4: asm.DecodeI4AVX512,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}},
@@ -155,6 +157,8 @@ type x86Kernels struct {
 	headScores16 [2]headScores16Func // float16, bfloat16
 	headPV       func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec int)
 	headPV16     [2]headPV16Func
+	headScoresI8 func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk int)
+	headPVI8     func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk int)
 
 	decodeF32        decodeF32Func
 	decodeF16, decBF decode16Func
@@ -244,18 +248,24 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		heads: &headKernels{
 			lanes: asm.LanesAVX2,
 			scores: func(s []float32, lds int, q []float32, kr KVRows, nk, heads, nvec int) {
-				if kr.Type == fallback.KVFloat32 {
+				switch kr.Type {
+				case fallback.KVFloat32:
 					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, nvec)
-					return
+				case fallback.KVInt8:
+					k.headScoresI8(&s[0], lds, &q[0], &kr.I8[0], kr.Ld, &kr.S[0], kr.LdS, nk, heads, nvec/4)
+				default:
+					k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, nvec)
 				}
-				k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, nvec)
 			},
 			pv: func(o []float32, ldo int, p []float32, ldp int, vr KVRows, alpha []float32, nk, heads, nvec int) {
-				if vr.Type == fallback.KVFloat32 {
+				switch vr.Type {
+				case fallback.KVFloat32:
 					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, nvec)
-					return
+				case fallback.KVInt8:
+					k.headPVI8(&o[0], ldo, &p[0], ldp, &vr.I8[0], vr.Ld, &vr.S[0], vr.LdS, &alpha[0], nk, heads, nvec/4)
+				default:
+					k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, nvec)
 				}
-				k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, nvec)
 			},
 		},
 		decodeKeys:    pr.decodeKeys,

@@ -1,6 +1,10 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fastattn/fastattn/fallback"
+)
 
 // headKernels are a set's kernels of a decode step read key by key across
 // the heads (HeadScores, HeadPV), one pair per K/V type.
@@ -11,11 +15,19 @@ type headKernels struct {
 }
 
 // HasHeads reports whether the set has HeadScores and HeadPV for K/V of
-// type t and head dims dk and dv: float32, float16 or bfloat16 rows,
-// head dims whole vectors of 8 floats.
+// type t and head dims dk and dv: float32, float16 or bfloat16 rows of
+// whole vectors of 8 floats, or int8 rows of whole blocks of 32 (int4:
+// none).
 func (ks *Set) HasHeads(t KVType, dk, dv int) bool {
 	h := ks.heads
-	return h != nil && !t.Quantized() && dk > 0 && dv > 0 && dk%h.lanes == 0 && dv%h.lanes == 0
+	if h == nil {
+		return false
+	}
+	w := h.lanes
+	if t == fallback.KVInt8 {
+		w = fallback.Int8Block
+	}
+	return t != fallback.KVInt4 && dk > 0 && dv > 0 && dk%w == 0 && dv%w == 0
 }
 
 // HeadScores is fallback.HeadScores: the scores of a decode step of one
@@ -30,6 +42,9 @@ func (ks *Set) HeadScores(s []float32, lds int, q []float32, k KVRows, nk, heads
 	checkOut("HeadScores", "s", s, nk, heads, lds)
 	checkInN("HeadScores", "q", q, heads*dk)
 	checkKV("HeadScores", "k", k, nk, heads*dk)
+	if k.Type == fallback.KVInt8 {
+		checkIn("HeadScores", "k scales", k.S, nk, heads*fallback.Int8Blocks(dk), k.LdS)
+	}
 	ks.heads.scores(s, lds, q, k, nk, heads, dk/ks.heads.lanes)
 }
 
@@ -45,6 +60,9 @@ func (ks *Set) HeadPV(o []float32, ldo int, p []float32, ldp int, v KVRows, alph
 	checkOut("HeadPV", "o", o, heads, dv, ldo)
 	checkIn("HeadPV", "p", p, nk, heads, ldp)
 	checkKV("HeadPV", "v", v, nk, heads*dv)
+	if v.Type == fallback.KVInt8 {
+		checkIn("HeadPV", "v scales", v.S, nk, heads*fallback.Int8Blocks(dv), v.LdS)
+	}
 	checkInN("HeadPV", "alpha", alpha, heads)
 	ks.heads.pv(o, ldo, p, ldp, v, alpha, nk, heads, dv/ks.heads.lanes)
 }

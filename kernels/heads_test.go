@@ -17,9 +17,22 @@ func headRows(t *testing.T, rng *rand.Rand, typ KVType, nk, w, ld int, atEnd boo
 	vals := make([]float32, n)
 	r := KVRows{Type: typ, Ld: ld}
 	var free func()
-	if typ == fallback.KVFloat32 {
+	switch typ {
+	case fallback.KVFloat32:
 		r.F32, free = guarded(t, n, atEnd)
-	} else {
+	case fallback.KVInt8: // ggml's q8_0: a scale per block of 32, the blocks' scales side by side
+		r.I8, free = guarded8(t, n, atEnd)
+		r.LdS = ld / fallback.Int8Block
+		r.S = make([]float32, span(nk, w/fallback.Int8Block, r.LdS))
+		for i := range r.S {
+			r.S[i] = float32(rng.Float64()/64 + 1.0/256)
+		}
+		for i := range vals {
+			r.I8[i] = int8(rng.IntN(255) - 127)
+			vals[i] = float32(r.I8[i]) * r.S[i/ld*r.LdS+i%ld/fallback.Int8Block]
+		}
+		return r, vals, free
+	default:
 		r.U16, free = guarded16(t, n, atEnd)
 	}
 	for i := range vals {
@@ -37,25 +50,34 @@ func headRows(t *testing.T, rng *rand.Rand, typ KVType, nk, w, ld int, atEnd boo
 }
 
 // TestHeads holds every set's HeadScores and HeadPV to float64 sums of
-// the same (widened) operands over float32, float16 and bfloat16 rows,
-// head dims of one vector to 16 (the four-vector steps and the single
-// ones after them), 1–33 heads and keys, padded strides, against guard
-// pages; and checks that nothing outside the outputs' rows changes.
+// the same (widened) operands over float32, float16, bfloat16 and int8
+// rows (int8: head dims of whole blocks, one to five, scaled), head dims
+// of one vector to 20 (the four-vector steps and the single ones after
+// them), 1–33 heads and keys, padded strides, against guard pages; and
+// checks that nothing outside the outputs' rows changes and that every
+// set with the kernels has them for every type and head dim it should.
 func TestHeads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 12))
 	for _, ks := range Available() {
 		if !ks.HasHeads(fallback.KVFloat32, 8, 8) {
 			continue
 		}
-		for _, typ := range []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16} {
+		for _, typ := range []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8} {
 			for _, c := range []struct{ nk, heads, d int }{
 				{1, 1, 8}, {2, 3, 16}, {7, 5, 24}, {33, 32, 128}, {16, 8, 40}, {5, 2, 64}, {3, 33, 56}, {9, 4, 72},
+				{4, 3, 32}, {6, 5, 96}, {2, 1, 160},
 			} {
+				if !ks.HasHeads(typ, c.d, c.d) {
+					if typ != fallback.KVInt8 || c.d%fallback.Int8Block == 0 {
+						t.Fatalf("%s: no head kernels for %v, d %d", ks, typ, c.d)
+					}
+					continue
+				}
 				where := fmt.Sprintf("%s %v nk=%d heads=%d d=%d", ks, typ, c.nk, c.heads, c.d)
 				w := c.heads * c.d
 				atEnd := c.nk%2 == 0
-				k, kv, f1 := headRows(t, rng, typ, c.nk, w, w+rng.IntN(3)*8, atEnd)
-				v, vv, f2 := headRows(t, rng, typ, c.nk, w, w+rng.IntN(3)*8, !atEnd)
+				k, kv, f1 := headRows(t, rng, typ, c.nk, w, w+rng.IntN(3)*32, atEnd)
+				v, vv, f2 := headRows(t, rng, typ, c.nk, w, w+rng.IntN(3)*32, !atEnd)
 				q := make([]float32, w)
 				for i := range q {
 					q[i] = float32(rng.Float64()*2 - 1)
@@ -78,7 +100,7 @@ func TestHeads(t *testing.T) {
 						for d := 0; d < c.d; d++ {
 							want += float64(q[h*c.d+d]) * float64(kv[j*k.Ld+h*c.d+d])
 						}
-						if got := float64(s[j*lds+h]); math.Abs(got-want) > 1e-5*float64(c.d) {
+						if got := float64(s[j*lds+h]); math.Abs(got-want) > 2e-5*float64(c.d) {
 							t.Fatalf("%s: score [%d][%d] = %g, want %g", where, j, h, got, want)
 						}
 					}
@@ -127,9 +149,9 @@ func TestHeads(t *testing.T) {
 // the tests of the sets without the kernels still check what they define.
 func TestHeadsFallback(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 13))
-	for _, typ := range []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16} {
-		nk, heads, d := 5, 3, 12
-		k, kv, f1 := headRows(t, rng, typ, nk, heads*d, heads*d+4, true)
+	for _, typ := range []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8} {
+		nk, heads, d := 5, 3, 32
+		k, kv, f1 := headRows(t, rng, typ, nk, heads*d, heads*d+32, true)
 		q := make([]float32, heads*d)
 		for i := range q {
 			q[i] = float32(rng.Float64())

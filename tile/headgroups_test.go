@@ -21,10 +21,13 @@ import (
 // interleaved groups of a page.
 func TestInterleavedHeads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(47, 49))
-	for _, kt := range []fallback.KVType{fallback.KVInt8, fallback.KVInt4} {
-		p := Problem{Batch: 1, Heads: 32, KVHeads: 32, QLen: 1, KVLen: 4096, HeadDim: 128, ValueDim: 128, KVType: kt}
+	for _, c := range []struct {
+		kt      fallback.KVType
+		kvHeads int
+	}{{fallback.KVInt8, 8}, {fallback.KVInt4, 8}, {fallback.KVInt4, 32}} { // int8 MHA: key-major
+		p := Problem{Batch: 1, Heads: 32, KVHeads: c.kvHeads, QLen: 1, KVLen: 4096, HeadDim: 128, ValueDim: 128, KVType: c.kt}
 		if sp, _ := NewSplit(&p); sp.Group != 1 {
-			t.Errorf("%v K/V: groups of %d KV heads, want 1", kt, sp.Group)
+			t.Errorf("%v K/V, %d KV heads: groups of %d KV heads, want 1", c.kt, c.kvHeads, sp.Group)
 		}
 	}
 	types := []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16}
@@ -73,7 +76,7 @@ func TestInterleavedHeads(t *testing.T) {
 }
 
 // interleaveProblem is a BSHD decode problem with random Q and K/V of type
-// kt (float32 or 16-bit).
+// kt (float32, 16-bit or int8).
 func interleaveProblem(rng *rand.Rand, kt fallback.KVType, batch, heads, kvHeads, qLen, kvLen, dk, dv int) *Problem {
 	p := &Problem{Batch: batch, Heads: heads, KVHeads: kvHeads, QLen: qLen, KVLen: kvLen, HeadDim: dk, ValueDim: dv,
 		KVType: kt, Scale: 1 / float32(math.Sqrt(float64(dk)))}
@@ -84,6 +87,13 @@ func interleaveProblem(rng *rand.Rand, kt fallback.KVType, batch, heads, kvHeads
 	switch kt {
 	case fallback.KVFloat32:
 		p.K, p.V = k, v
+	case fallback.KVInt8: // rows quantized one by one: ggml's q8_0
+		p.K8, p.V8 = make([]int8, len(k)), make([]int8, len(v))
+		p.KS, p.VS = make([]float32, rows*fallback.Int8Blocks(dk)), make([]float32, rows*fallback.Int8Blocks(dv))
+		for r := 0; r < rows; r++ {
+			fallback.QuantizeInt8(p.K8[r*dk:(r+1)*dk], p.KS[r*fallback.Int8Blocks(dk):], k[r*dk:(r+1)*dk])
+			fallback.QuantizeInt8(p.V8[r*dv:(r+1)*dv], p.VS[r*fallback.Int8Blocks(dv):], v[r*dv:(r+1)*dv])
+		}
 	default:
 		p.K16, p.V16 = make([]uint16, len(k)), make([]uint16, len(v))
 		fallback.Narrow(p.K16, k, kt)

@@ -11,8 +11,8 @@ import (
 )
 
 // TestKeyMajor: an MHA decode step over BSHD K/V read key by key across
-// the heads matches float64 attention of the same (widened) operands on
-// every set and float K/V type, over ragged key lengths, a causal offset,
+// the heads matches float64 attention of the same (widened or
+// dequantized) operands on every set and float32, 16-bit and int8 K/V, over ragged key lengths, a causal offset,
 // a window (whose edge chunks run head by head), more heads than a
 // Workspace's rows (two groups), head dims of one vector and of K and V
 // apart, and key counts that end inside a block; its results do not
@@ -20,7 +20,7 @@ import (
 // keyMajorGroup says.
 func TestKeyMajor(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 53))
-	types := []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16}
+	types := []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8}
 	for _, ks := range kernels.Available() {
 		for _, kt := range types {
 			for _, c := range []struct {
@@ -31,11 +31,14 @@ func TestKeyMajor(t *testing.T) {
 			}{
 				{1, 8, 1000, 64, 64, nil, false, 0},
 				{2, 20, 700, 8, 8, []int{700, 333}, false, 0},
-				{1, 70, 300, 16, 24, nil, false, 0}, // two groups of 35
+				{1, 70, 300, 32, 64, nil, false, 0}, // two groups of 35
 				{1, 3, 2100, 128, 64, nil, true, 0},
 				{1, 4, 1500, 32, 32, nil, true, 200}, // window edges: head by head
 			} {
 				name := fmt.Sprintf("%s/%v/%+v", ks.Name, kt, c)
+				if kt == fallback.KVInt8 && (c.dk%fallback.Int8Block != 0 || c.dv%fallback.Int8Block != 0) {
+					continue
+				}
 				p := interleaveProblem(rng, kt, c.batch, c.heads, c.heads, 1, c.kvLen, c.dk, c.dv)
 				p.KVLens, p.Causal, p.Window = c.lens, c.causal, c.window
 				if !keyMajor(p) {
@@ -108,10 +111,14 @@ func checkDecodeOracle(t *testing.T, name string, p *Problem, out []float32) {
 	}
 }
 
-// kvAt is element c of the first row of r (float32 or 16-bit) as float32.
+// kvAt is element c of the first row of r (float32, 16-bit, or int8 times
+// its block's scale) as float32.
 func kvAt(r fallback.KVRows, c int) float32 {
-	if r.Type == fallback.KVFloat32 {
+	switch r.Type {
+	case fallback.KVFloat32:
 		return r.F32[c]
+	case fallback.KVInt8:
+		return float32(r.I8[c]) * r.S[c/fallback.Int8Block]
 	}
 	var x [1]float32
 	fallback.Widen(x[:], r.U16[c:c+1], r.Type)

@@ -105,27 +105,7 @@ func (g *gen) headPV(e elem) {
 	)
 	op, ldo := g.param("o"), g.stride("ldo")
 	b := g.isa.bytes()
-	// The rescale: each head's row of O by its alpha.
-	{
-		ap, h, or := g.param("alpha"), g.param("heads"), g.GP64()
-		g.MOVQ(op, or)
-		g.Label("scale_head")
-		a := g.vec()
-		g.VBROADCASTSS(operand.Mem{Base: ap}, a)
-		nv, at := g.param("nvec"), g.GP64()
-		g.MOVQ(or, at)
-		g.Label("scale_vec")
-		t := g.vec()
-		g.VMULPS(operand.Mem{Base: at}, a, t)
-		g.VMOVUPS(t, operand.Mem{Base: at})
-		g.ADDQ(operand.Imm(uint64(b)), at)
-		g.DECQ(nv)
-		g.JNZ(operand.LabelRef("scale_vec"))
-		g.ADDQ(ldo, or)
-		g.ADDQ(operand.Imm(4), ap)
-		g.DECQ(h)
-		g.JNZ(operand.LabelRef("scale_head"))
-	}
+	g.scaleHeadRows(op, ldo, "nvec", 0)
 	pp, ldp := g.param("p"), g.stride("ldp")
 	vp, ldv := g.param("v"), g.param("ldv")
 	g.SHLQ(operand.U8(e.log()), ldv)
@@ -174,4 +154,168 @@ func (g *gen) headPV(e elem) {
 	g.DECQ(nk)
 	g.JNZ(operand.LabelRef("key"))
 	g.ret()
+}
+
+// headScoresI8 emits HeadScoresI8AVX2: HeadScores over int8 K rows (ggml's
+// q8_0 values, their scales apart), head dims whole blocks of 32.
+func (g *gen) headScoresI8() {
+	e := i8
+	g.fn("HeadScoresI8", "func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk int)",
+		"",
+		"\tfor j := 0; j < nk; j++ {",
+		"\t\tfor h := 0; h < heads; h++ {",
+		"\t\t\ts[j*lds+h] = Σ_{b<nblk} ks[j*ldks+h*nblk+b] · Σ_{d<32} q[h*nblk*32+b*32+d] · k[j*ldk+h*nblk*32+b*32+d]",
+		"",
+		"with nk, heads, nblk >= 1, strides in elements: key j's rows of the",
+		"heads side by side, read in address order (values and scales). A",
+		"block's four vectors of products are summed in one vector, scaled by",
+		"its scale into one of two accumulators (even and odd blocks), their",
+		"sum then summed across lanes.",
+	)
+	sp, lds := g.param("s"), g.stride("lds")
+	kp, ldk := g.param("k"), g.param("ldk")
+	cp, ldc := g.param("ks"), g.stride("ldks")
+	nk := g.param("nk")
+	zr := g.vec()
+	g.zero(zr)
+	vb := g.isa.bytes()
+	g.Label("key")
+	qp, kr, cr, so, h := g.param("q"), g.GP64(), g.GP64(), g.GP64(), g.param("heads")
+	g.MOVQ(kp, kr)
+	g.MOVQ(cp, cr)
+	g.MOVQ(sp, so)
+	g.Label("head")
+	acc := []reg.VecVirtual{g.vec(), g.vec()}
+	for _, a := range acc {
+		g.zeroFrom(zr, a)
+	}
+	nb := g.param("nblk")
+	block := func(a reg.VecVirtual) {
+		t := g.vec()
+		for i := 0; i < headUnroll; i++ {
+			kv := g.vec()
+			g.widen(e, operand.Mem{Base: kr, Disp: i * g.isa.lanes}, kv)
+			if i == 0 {
+				g.VMULPS(operand.Mem{Base: qp}, kv, t)
+				continue
+			}
+			g.VFMADD231PS(operand.Mem{Base: qp, Disp: i * vb}, kv, t)
+		}
+		sc := g.vec()
+		g.VBROADCASTSS(operand.Mem{Base: cr}, sc)
+		g.VFMADD231PS(sc, t, a)
+		g.ADDQ(operand.Imm(uint64(headUnroll*vb)), qp)
+		g.ADDQ(operand.Imm(uint64(headUnroll*g.isa.lanes)), kr)
+		g.ADDQ(operand.Imm(4), cr)
+	}
+	g.Label("pair")
+	g.CMPQ(nb, operand.Imm(2))
+	g.JLT(operand.LabelRef("last"))
+	block(acc[0])
+	block(acc[1])
+	g.SUBQ(operand.Imm(2), nb)
+	g.JMP(operand.LabelRef("pair"))
+	g.Label("last")
+	g.TESTQ(nb, nb)
+	g.JZ(operand.LabelRef("sum"))
+	block(acc[0])
+	g.Label("sum")
+	g.VADDPS(acc[1], acc[0], acc[0])
+	x := g.reduce(acc[0])
+	g.VMOVSS(x, operand.Mem{Base: so})
+	g.ADDQ(operand.Imm(4), so)
+	g.DECQ(h)
+	g.JNZ(operand.LabelRef("head"))
+	g.ADDQ(lds, sp)
+	g.ADDQ(ldk, kp)
+	g.ADDQ(ldc, cp)
+	g.DECQ(nk)
+	g.JNZ(operand.LabelRef("key"))
+	g.ret()
+}
+
+// headPVI8 emits HeadPVI8AVX2: HeadPV over int8 V rows, head dims whole
+// blocks of 32.
+func (g *gen) headPVI8() {
+	e := i8
+	g.fn("HeadPVI8", "func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk int)",
+		"",
+		"\tfor h := 0; h < heads; h++ {",
+		"\t\to[h*ldo+d] *= alpha[h]                       for d < nblk*32",
+		"\tfor j := 0; j < nk; j++ {",
+		"\t\tfor h := 0; h < heads; h++ {",
+		"\t\t\tw := p[j*ldp+h] · vs[j*ldvs+h*nblk+b]           for each block b",
+		"\t\t\to[h*ldo+b*32+d] += w · v[j*ldv+h*nblk*32+b*32+d]   for d < 32",
+		"",
+		"with nk, heads, nblk >= 1, strides in elements: the weight scaled once",
+		"per block, then one FMA an element; values and scales in address order.",
+	)
+	op, ldo := g.param("o"), g.stride("ldo")
+	vb := g.isa.bytes()
+	g.scaleHeadRows(op, ldo, "nblk", 2) // four vectors a block
+	// The key's rows start where the arguments p, v and vs point: each
+	// advanced in place by its stride after the key (registers are short).
+	ldp, ldv, ldc := g.stride("ldp"), g.param("ldv"), g.stride("ldvs")
+	nk := g.param("nk")
+	g.Label("key")
+	pr, vr, cr, orow, h := g.param("p"), g.param("v"), g.param("vs"), g.GP64(), g.param("heads")
+	g.MOVQ(op, orow)
+	g.Label("head")
+	p := g.vec()
+	g.VBROADCASTSS(operand.Mem{Base: pr}, p)
+	nb, at := g.param("nblk"), g.GP64()
+	g.MOVQ(orow, at)
+	g.Label("block")
+	w := g.vec()
+	g.VMULPS(operand.Mem{Base: cr}, p, w) // lane 0 only matters: broadcast below
+	g.VBROADCASTSS(w.AsX(), w)
+	for i := 0; i < headUnroll; i++ {
+		vv, t := g.vec(), g.vec()
+		g.widen(e, operand.Mem{Base: vr, Disp: i * g.isa.lanes}, vv)
+		g.VMOVUPS(operand.Mem{Base: at, Disp: i * vb}, t)
+		g.VFMADD231PS(vv, w, t)
+		g.VMOVUPS(t, operand.Mem{Base: at, Disp: i * vb})
+	}
+	g.ADDQ(operand.Imm(uint64(headUnroll*vb)), at)
+	g.ADDQ(operand.Imm(uint64(headUnroll*g.isa.lanes)), vr)
+	g.ADDQ(operand.Imm(4), cr)
+	g.DECQ(nb)
+	g.JNZ(operand.LabelRef("block"))
+	g.ADDQ(operand.Imm(4), pr)
+	g.ADDQ(ldo, orow)
+	g.DECQ(h)
+	g.JNZ(operand.LabelRef("head"))
+	g.ADDQ(ldp, g.arg("p"))
+	g.ADDQ(ldv, g.arg("v"))
+	g.ADDQ(ldc, g.arg("vs"))
+	g.DECQ(nk)
+	g.JNZ(operand.LabelRef("key"))
+	g.ret()
+}
+
+// scaleHeadRows emits the rescale of HeadPV: each head's row of O (ldo
+// bytes apart, heads of them) times its alpha, the row's vectors counted
+// by the argument count times 2^shift.
+func (g *gen) scaleHeadRows(op, ldo reg.GPVirtual, count string, shift uint8) {
+	ap, h, or := g.param("alpha"), g.param("heads"), g.GP64()
+	g.MOVQ(op, or)
+	g.Label("scale_head")
+	a := g.vec()
+	g.VBROADCASTSS(operand.Mem{Base: ap}, a)
+	nv, at := g.param(count), g.GP64()
+	if shift > 0 {
+		g.SHLQ(operand.U8(shift), nv)
+	}
+	g.MOVQ(or, at)
+	g.Label("scale_vec")
+	t := g.vec()
+	g.VMULPS(operand.Mem{Base: at}, a, t)
+	g.VMOVUPS(t, operand.Mem{Base: at})
+	g.ADDQ(operand.Imm(uint64(g.isa.bytes())), at)
+	g.DECQ(nv)
+	g.JNZ(operand.LabelRef("scale_vec"))
+	g.ADDQ(ldo, or)
+	g.ADDQ(operand.Imm(4), ap)
+	g.DECQ(h)
+	g.JNZ(operand.LabelRef("scale_head"))
 }

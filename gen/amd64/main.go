@@ -62,6 +62,8 @@ func generate(x isa, dir string) error {
 			g.headScores(e)
 			g.headPV(e)
 		}
+		g.headScoresI8()
+		g.headPVI8()
 	}
 	for _, e := range []elem{f32, f16, bf16, i8, i4} {
 		g.decode(e, q8None)
