@@ -80,13 +80,8 @@ func (g *gen) headScores(e elem) {
 	g.VADDPS(acc[2], acc[0], acc[0])
 	x := g.reduce(acc[0])
 	g.VMOVSS(x, operand.Mem{Base: so})
-	g.ADDQ(operand.Imm(4), so)
-	g.DECQ(h)
-	g.JNZ(operand.LabelRef("head"))
-	g.ADDQ(lds, sp)
-	g.ADDQ(ldk, kp)
-	g.DECQ(nk)
-	g.JNZ(operand.LabelRef("key"))
+	g.loopBack(h, "head", add{operand.Imm(4), so})
+	g.loopBack(nk, "key", add{lds, sp}, add{ldk, kp})
 	g.ret()
 }
 
@@ -145,14 +140,8 @@ func (g *gen) headPV(e elem) {
 	g.DECQ(nv)
 	g.JMP(operand.LabelRef("single"))
 	g.Label("next")
-	g.ADDQ(operand.Imm(4), pr)
-	g.ADDQ(ldo, orow)
-	g.DECQ(h)
-	g.JNZ(operand.LabelRef("head"))
-	g.ADDQ(ldp, pp)
-	g.ADDQ(ldv, vp)
-	g.DECQ(nk)
-	g.JNZ(operand.LabelRef("key"))
+	g.loopBack(h, "head", add{operand.Imm(4), pr}, add{ldo, orow})
+	g.loopBack(nk, "key", add{ldp, pp}, add{ldv, vp})
 	g.ret()
 }
 
@@ -223,14 +212,8 @@ func (g *gen) headScoresI8() {
 	g.VADDPS(acc[1], acc[0], acc[0])
 	x := g.reduce(acc[0])
 	g.VMOVSS(x, operand.Mem{Base: so})
-	g.ADDQ(operand.Imm(4), so)
-	g.DECQ(h)
-	g.JNZ(operand.LabelRef("head"))
-	g.ADDQ(lds, sp)
-	g.ADDQ(ldk, kp)
-	g.ADDQ(ldc, cp)
-	g.DECQ(nk)
-	g.JNZ(operand.LabelRef("key"))
+	g.loopBack(h, "head", add{operand.Imm(4), so})
+	g.loopBack(nk, "key", add{lds, sp}, add{ldk, kp}, add{ldc, cp})
 	g.ret()
 }
 
@@ -276,20 +259,10 @@ func (g *gen) headPVI8() {
 		g.VFMADD231PS(vv, w, t)
 		g.VMOVUPS(t, operand.Mem{Base: at, Disp: i * vb})
 	}
-	g.ADDQ(operand.Imm(uint64(headUnroll*vb)), at)
-	g.ADDQ(operand.Imm(uint64(headUnroll*g.isa.lanes)), vr)
-	g.ADDQ(operand.Imm(4), cr)
-	g.DECQ(nb)
-	g.JNZ(operand.LabelRef("block"))
-	g.ADDQ(operand.Imm(4), pr)
-	g.ADDQ(ldo, orow)
-	g.DECQ(h)
-	g.JNZ(operand.LabelRef("head"))
-	g.ADDQ(ldp, g.arg("p"))
-	g.ADDQ(ldv, g.arg("v"))
-	g.ADDQ(ldc, g.arg("vs"))
-	g.DECQ(nk)
-	g.JNZ(operand.LabelRef("key"))
+	g.loopBack(nb, "block", add{operand.Imm(uint64(headUnroll * vb)), at},
+		add{operand.Imm(uint64(headUnroll * g.isa.lanes)), vr}, add{operand.Imm(4), cr})
+	g.loopBack(h, "head", add{operand.Imm(4), pr}, add{ldo, orow})
+	g.loopBack(nk, "key", add{ldp, g.arg("p")}, add{ldv, g.arg("v")}, add{ldc, g.arg("vs")})
 	g.ret()
 }
 
@@ -311,11 +284,18 @@ func (g *gen) scaleHeadRows(op, ldo reg.GPVirtual, count string, shift uint8) {
 	t := g.vec()
 	g.VMULPS(operand.Mem{Base: at}, a, t)
 	g.VMOVUPS(t, operand.Mem{Base: at})
-	g.ADDQ(operand.Imm(uint64(g.isa.bytes())), at)
-	g.DECQ(nv)
-	g.JNZ(operand.LabelRef("scale_vec"))
-	g.ADDQ(ldo, or)
-	g.ADDQ(operand.Imm(4), ap)
-	g.DECQ(h)
-	g.JNZ(operand.LabelRef("scale_head"))
+	g.loopBack(nv, "scale_vec", add{operand.Imm(uint64(g.isa.bytes())), at})
+	g.loopBack(h, "scale_head", add{ldo, or}, add{operand.Imm(4), ap})
+}
+
+// add is one pointer step at a loop's end: ADDQ by, to.
+type add struct{ by, to operand.Op }
+
+// loopBack emits a loop's end: each add, then DECQ n and JNZ back to lbl.
+func (g *gen) loopBack(n reg.GPVirtual, lbl string, adds ...add) {
+	for _, a := range adds {
+		g.ADDQ(a.by, a.to)
+	}
+	g.DECQ(n)
+	g.JNZ(operand.LabelRef(lbl))
 }
