@@ -51,7 +51,9 @@ func keyMajorGroup(p *Problem) int {
 // [k0, k1) key by key across the heads and saves each head's state. It
 // reports false, having done nothing, where ks has no head kernels or the
 // chunk holds keys its rows do not all see (a window's or a causal
-// offset's edge): the caller then runs the heads one by one.
+// offset's edge): the caller then runs the heads in interleaved groups of
+// a page. Softmax's lanes past the heads (rp > heads) start at zero
+// scores, so they stay finite and never slow the exp with stale values.
 func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k1 int, ws *Workspace, part []float32) bool {
 	dk, dv := p.HeadDim, p.ValueDim
 	if !ks.HasHeads(p.KVType, dk, dv) {
@@ -68,6 +70,9 @@ func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k
 	ws.o = grow(ws.o, heads*dv)
 	ws.m, ws.l, ws.al = grow(ws.m, rp), grow(ws.l, rp), grow(ws.al, rp)
 	ws.s = grow(ws.s, keyMajorBlock*rp)
+	if rp > heads {
+		clear(ws.s)
+	}
 	for g := g0; g < g1; g++ {
 		packRows(p, sp.headItem(p, b, g), ws.qr[(g-g0)*dk:])
 	}
