@@ -246,25 +246,24 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 			}
 		},
 		heads: &headKernels{
-			lanes: asm.LanesAVX2,
-			scores: func(s []float32, lds int, q []float32, kr KVRows, nk, heads, nvec int) {
+			scores: func(s []float32, lds int, q []float32, kr KVRows, nk, heads, dk int) {
 				switch kr.Type {
 				case fallback.KVFloat32:
-					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, nvec)
+					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, dk/headVector)
 				case fallback.KVInt8:
-					k.headScoresI8(&s[0], lds, &q[0], &kr.I8[0], kr.Ld, &kr.S[0], kr.LdS, nk, heads, nvec/4)
+					k.headScoresI8(&s[0], lds, &q[0], &kr.I8[0], kr.Ld, &kr.S[0], kr.LdS, nk, heads, dk/fallback.Int8Block)
 				default:
-					k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, nvec)
+					k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, dk/headVector)
 				}
 			},
-			pv: func(o []float32, ldo int, p []float32, ldp int, vr KVRows, alpha []float32, nk, heads, nvec int) {
+			pv: func(o []float32, ldo int, p []float32, ldp int, vr KVRows, alpha []float32, nk, heads, dv int) {
 				switch vr.Type {
 				case fallback.KVFloat32:
-					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, nvec)
+					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, dv/headVector)
 				case fallback.KVInt8:
-					k.headPVI8(&o[0], ldo, &p[0], ldp, &vr.I8[0], vr.Ld, &vr.S[0], vr.LdS, &alpha[0], nk, heads, nvec/4)
+					k.headPVI8(&o[0], ldo, &p[0], ldp, &vr.I8[0], vr.Ld, &vr.S[0], vr.LdS, &alpha[0], nk, heads, dv/fallback.Int8Block)
 				default:
-					k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, nvec)
+					k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, dv/headVector)
 				}
 			},
 		},

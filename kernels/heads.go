@@ -7,27 +7,34 @@ import (
 )
 
 // headKernels are a set's kernels of a decode step read key by key across
-// the heads (HeadScores, HeadPV), one pair per K/V type.
+// the heads (HeadScores, HeadPV), one pair per K/V type, taking the head
+// dim (HeadDims holds).
 type headKernels struct {
-	scores func(s []float32, lds int, q []float32, k KVRows, nk, heads, nvec int)
-	pv     func(o []float32, ldo int, p []float32, ldp int, v KVRows, alpha []float32, nk, heads, nvec int)
-	lanes  int // the vector width the head dims are whole vectors of
+	scores func(s []float32, lds int, q []float32, k KVRows, nk, heads, dk int)
+	pv     func(o []float32, ldo int, p []float32, ldp int, v KVRows, alpha []float32, nk, heads, dv int)
 }
 
-// HasHeads reports whether the set has HeadScores and HeadPV for K/V of
-// type t and head dims dk and dv: float32, float16 or bfloat16 rows of
-// whole vectors of 8 floats, or int8 rows of whole blocks of 32 (int4:
-// none).
-func (ks *Set) HasHeads(t KVType, dk, dv int) bool {
-	h := ks.heads
-	if h == nil {
-		return false
-	}
-	w := h.lanes
+// headVector is the float32 vector the head kernels are generated for
+// (AVX2's, which the AVX-512 set runs too).
+const headVector = 8
+
+// HeadDims reports whether head dims dk and dv of K/V type t suit the
+// head kernels, on any set that has them: float32, float16 or bfloat16
+// rows of whole vectors of 8 floats, or int8 rows of whole blocks of 32
+// (int4: none). It depends on the shape alone, for plans made before a
+// set is chosen.
+func HeadDims(t KVType, dk, dv int) bool {
+	w := headVector
 	if t == fallback.KVInt8 {
 		w = fallback.Int8Block
 	}
 	return t != fallback.KVInt4 && dk > 0 && dv > 0 && dk%w == 0 && dv%w == 0
+}
+
+// HasHeads reports whether the set has HeadScores and HeadPV for K/V of
+// type t and head dims dk and dv (HeadDims).
+func (ks *Set) HasHeads(t KVType, dk, dv int) bool {
+	return ks.heads != nil && HeadDims(t, dk, dv)
 }
 
 // HeadScores is fallback.HeadScores: the scores of a decode step of one
@@ -45,7 +52,7 @@ func (ks *Set) HeadScores(s []float32, lds int, q []float32, k KVRows, nk, heads
 	if k.Type == fallback.KVInt8 {
 		checkIn("HeadScores", "k scales", k.S, nk, heads*fallback.Int8Blocks(dk), k.LdS)
 	}
-	ks.heads.scores(s, lds, q, k, nk, heads, dk/ks.heads.lanes)
+	ks.heads.scores(s, lds, q, k, nk, heads, dk)
 }
 
 // HeadPV is fallback.HeadPV: the rescale of the heads' output rows (o:
@@ -64,5 +71,5 @@ func (ks *Set) HeadPV(o []float32, ldo int, p []float32, ldp int, v KVRows, alph
 		checkIn("HeadPV", "v scales", v.S, nk, heads*fallback.Int8Blocks(dv), v.LdS)
 	}
 	checkInN("HeadPV", "alpha", alpha, heads)
-	ks.heads.pv(o, ldo, p, ldp, v, alpha, nk, heads, dv/ks.heads.lanes)
+	ks.heads.pv(o, ldo, p, ldp, v, alpha, nk, heads, dv)
 }

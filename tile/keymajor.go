@@ -1,9 +1,6 @@
 package tile
 
-import (
-	"github.com/fastattn/fastattn/fallback"
-	"github.com/fastattn/fastattn/kernels"
-)
+import "github.com/fastattn/fastattn/kernels"
 
 // A decode step of one query row per KV head (MHA) over BSHD K/V reads its
 // keys key by key across the heads: each key position's rows of every KV
@@ -24,19 +21,14 @@ import (
 const keyMajorBlock = 64
 
 // keyMajor reports whether p's split items take their KV heads key by key:
-// one query row per KV head, BSHD K/V that are not paged, float32,
-// 16-bit or int8 (V its own tensor), several KV heads, and nothing on the
-// scores but the scale (no bias, mask, softcap or ALiBi) in float32
-// arithmetic. The head dims must be whole vectors of 8 floats, and for
-// int8 whole blocks of 32 (kernels.HasHeads).
+// one query row per KV head, BSHD K/V that are not paged, with head dims
+// the head kernels take (kernels.HeadDims: float32, 16-bit or int8), V
+// its own tensor, several KV heads, and nothing on the scores but the
+// scale (no bias, mask, softcap or ALiBi) in float32 arithmetic.
 func keyMajor(p *Problem) bool {
-	w := 8
-	if p.KVType == fallback.KVInt8 {
-		w = fallback.Int8Block
-	}
 	return !p.KVHeadsMajor && p.PageKeys == 0 && p.KVHeads >= 2 && p.Heads == p.KVHeads && p.QLen == 1 &&
-		p.KVType != fallback.KVInt4 && !p.VInK && p.Bias == nil && p.Mask == nil && p.Slopes == nil && p.Softcap == 0 &&
-		!p.BF16 && !p.Q8 && p.HeadDim%w == 0 && p.ValueDim%w == 0
+		!p.VInK && p.Bias == nil && p.Mask == nil && p.Slopes == nil && p.Softcap == 0 && !p.BF16 && !p.Q8 &&
+		kernels.HeadDims(p.KVType, p.HeadDim, p.ValueDim)
 }
 
 // keyMajorGroup is the KV heads a key-major split item takes: all of
