@@ -500,7 +500,7 @@ vecs2_whole_groups:
 	ADDQ         $0x04, R12
 	DECQ         R13
 	JZ           vecs2_whole_rows6_store
-	JMP          vecs2_whole_rows6
+	JMP          vecs2_whole_rows6_by4
 
 vecs2_whole_rows6_load:
 	MOVQ    AX, R14
@@ -521,6 +521,105 @@ vecs2_whole_rows6_load:
 	ADDQ    CX, R14
 	VMOVUPS (R14), Y10
 	VMOVUPS 32(R14), Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_whole_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_steps4:
+	VMOVUPS      (R11), Y12
+	VMOVUPS      32(R11), Y13
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y12
+	VMOVUPS      32(R11), Y13
+	VBROADCASTSS 4(R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 4(R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 4(R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 4(R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 4(R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y12
+	VMOVUPS      32(R11), Y13
+	VBROADCASTSS 8(R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8(R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 8(R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 8(R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 8(R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y12
+	VMOVUPS      32(R11), Y13
+	VBROADCASTSS 12(R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 12(R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 12(R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 12(R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 12(R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	ADDQ         $0x10, R12
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs2_whole_rows6_steps4
+
+vecs2_whole_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs2_whole_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_whole_rows6:
@@ -603,7 +702,7 @@ vecs2_whole_tail4:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs2_whole_rows4_store
-	JMP          vecs2_whole_rows4
+	JMP          vecs2_whole_rows4_by4
 
 vecs2_whole_rows4_load:
 	MOVQ    AX, R13
@@ -618,6 +717,81 @@ vecs2_whole_rows4_load:
 	ADDQ    CX, R13
 	VMOVUPS (R13), Y6
 	VMOVUPS 32(R13), Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_whole_rows4_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_steps4:
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 4(R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 4(R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 8(R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 8(R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 12(R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 12(R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_whole_rows4_steps4
+
+vecs2_whole_rows4_rest:
+	TESTQ R12, R12
+	JZ    vecs2_whole_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_whole_rows4:
@@ -680,7 +854,7 @@ vecs2_whole_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R11
 	JZ           vecs2_whole_rows2_store
-	JMP          vecs2_whole_rows2
+	JMP          vecs2_whole_rows2_by4
 
 vecs2_whole_rows2_load:
 	MOVQ    AX, R12
@@ -689,6 +863,57 @@ vecs2_whole_rows2_load:
 	ADDQ    CX, R12
 	VMOVUPS (R12), Y2
 	VMOVUPS 32(R12), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_whole_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_steps4:
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS 4(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS 8(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS 12(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows2_steps4
+
+vecs2_whole_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_whole_rows2:
@@ -736,12 +961,51 @@ vecs2_whole_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs2_whole_rows1_store
-	JMP          vecs2_whole_rows1
+	JMP          vecs2_whole_rows1_by4
 
 vecs2_whole_rows1_load:
 	MOVQ    AX, R9
 	VMOVUPS (R9), Y0
 	VMOVUPS 32(R9), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_steps4:
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS 4(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS 8(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS 12(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows1_steps4
+
+vecs2_whole_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_whole_rows1:
@@ -797,7 +1061,7 @@ vecs1_whole_groups:
 	ADDQ         $0x04, R12
 	DECQ         R13
 	JZ           vecs1_whole_rows6_store
-	JMP          vecs1_whole_rows6
+	JMP          vecs1_whole_rows6_by4
 
 vecs1_whole_rows6_load:
 	MOVQ    AX, R14
@@ -812,6 +1076,77 @@ vecs1_whole_rows6_load:
 	VMOVUPS (R14), Y4
 	ADDQ    CX, R14
 	VMOVUPS (R14), Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_whole_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_steps4:
+	VMOVUPS      (R11), Y6
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y6
+	VBROADCASTSS 4(R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 4(R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 4(R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 4(R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y6
+	VBROADCASTSS 8(R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 8(R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 8(R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 8(R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 8(R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y6
+	VBROADCASTSS 12(R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 12(R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 12(R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 12(R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 12(R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	ADDQ         $0x10, R12
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs1_whole_rows6_steps4
+
+vecs1_whole_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs1_whole_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_whole_rows6:
@@ -876,7 +1211,7 @@ vecs1_whole_tail4:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs1_whole_rows4_store
-	JMP          vecs1_whole_rows4
+	JMP          vecs1_whole_rows4_by4
 
 vecs1_whole_rows4_load:
 	MOVQ    AX, R13
@@ -887,6 +1222,61 @@ vecs1_whole_rows4_load:
 	VMOVUPS (R13), Y2
 	ADDQ    CX, R13
 	VMOVUPS (R13), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_whole_rows4_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_steps4:
+	VMOVUPS      (DI), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y4
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 4(R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 4(R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y4
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 8(R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 8(R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y4
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 12(R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 12(R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_whole_rows4_steps4
+
+vecs1_whole_rows4_rest:
+	TESTQ R12, R12
+	JZ    vecs1_whole_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_whole_rows4:
@@ -937,13 +1327,52 @@ vecs1_whole_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R11
 	JZ           vecs1_whole_rows2_store
-	JMP          vecs1_whole_rows2
+	JMP          vecs1_whole_rows2_by4
 
 vecs1_whole_rows2_load:
 	MOVQ    AX, R12
 	VMOVUPS (R12), Y0
 	ADDQ    CX, R12
 	VMOVUPS (R12), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_whole_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_steps4:
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS 4(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS 8(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 8(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS 12(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows2_steps4
+
+vecs1_whole_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_whole_rows2:
@@ -984,11 +1413,42 @@ vecs1_whole_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs1_whole_rows1_store
-	JMP          vecs1_whole_rows1
+	JMP          vecs1_whole_rows1_by4
 
 vecs1_whole_rows1_load:
 	MOVQ    AX, R9
 	VMOVUPS (R9), Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_steps4:
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS (DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS 4(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS 8(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS 12(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows1_steps4
+
+vecs1_whole_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_whole_rows1:
@@ -1049,7 +1509,7 @@ vecs2_masked_groups:
 	ADDQ         $0x04, R12
 	DECQ         R14
 	JZ           vecs2_masked_rows6_store
-	JMP          vecs2_masked_rows6
+	JMP          vecs2_masked_rows6_by4
 
 vecs2_masked_rows6_load:
 	MOVQ       AX, R15
@@ -1076,6 +1536,109 @@ vecs2_masked_rows6_load:
 	VMOVUPS    (R15), Y10
 	VMOVDQU    (R13), Y11
 	VMASKMOVPS 32(R15), Y11, Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_masked_rows6_by4:
+	CMPQ R14, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_steps4:
+	VMOVUPS      (R11), Y12
+	VMOVDQU      (R13), Y13
+	VMASKMOVPS   32(R11), Y13, Y13
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y12
+	VMOVDQU      (R13), Y13
+	VMASKMOVPS   32(R11), Y13, Y13
+	VBROADCASTSS 4(R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 4(R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 4(R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 4(R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 4(R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y12
+	VMOVDQU      (R13), Y13
+	VMASKMOVPS   32(R11), Y13, Y13
+	VBROADCASTSS 8(R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8(R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 8(R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 8(R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 8(R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	VMOVUPS      (R11), Y12
+	VMOVDQU      (R13), Y13
+	VMASKMOVPS   32(R11), Y13, Y13
+	VBROADCASTSS 12(R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 12(R12)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 12(R12)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R12)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 12(R12)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 12(R12)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R11
+	ADDQ         $0x10, R12
+	SUBQ         $0x04, R14
+	CMPQ         R14, $0x04
+	JGE          vecs2_masked_rows6_steps4
+
+vecs2_masked_rows6_rest:
+	TESTQ R14, R14
+	JZ    vecs2_masked_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_masked_rows6:
@@ -1166,7 +1729,7 @@ vecs2_masked_tail4:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs2_masked_rows4_store
-	JMP          vecs2_masked_rows4
+	JMP          vecs2_masked_rows4_by4
 
 vecs2_masked_rows4_load:
 	MOVQ       AX, R14
@@ -1185,6 +1748,85 @@ vecs2_masked_rows4_load:
 	VMOVUPS    (R14), Y6
 	VMOVDQU    (R13), Y7
 	VMASKMOVPS 32(R14), Y7, Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_masked_rows4_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_steps4:
+	VMOVUPS      (DI), Y8
+	VMOVDQU      (R13), Y9
+	VMASKMOVPS   32(DI), Y9, Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y8
+	VMOVDQU      (R13), Y9
+	VMASKMOVPS   32(DI), Y9, Y9
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 4(R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 4(R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y8
+	VMOVDQU      (R13), Y9
+	VMASKMOVPS   32(DI), Y9, Y9
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 8(R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 8(R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VMOVUPS      (DI), Y8
+	VMOVDQU      (R13), Y9
+	VMASKMOVPS   32(DI), Y9, Y9
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 12(R11)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 12(R11)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_masked_rows4_steps4
+
+vecs2_masked_rows4_rest:
+	TESTQ R12, R12
+	JZ    vecs2_masked_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_masked_rows4:
@@ -1253,7 +1895,7 @@ vecs2_masked_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R11
 	JZ           vecs2_masked_rows2_store
-	JMP          vecs2_masked_rows2
+	JMP          vecs2_masked_rows2_by4
 
 vecs2_masked_rows2_load:
 	MOVQ       AX, R12
@@ -1264,6 +1906,61 @@ vecs2_masked_rows2_load:
 	VMOVUPS    (R12), Y2
 	VMOVDQU    (R13), Y3
 	VMASKMOVPS 32(R12), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_masked_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_steps4:
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R13), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R13), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS 4(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R13), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS 8(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R13), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS 12(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_masked_rows2_steps4
+
+vecs2_masked_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs2_masked_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_masked_rows2:
@@ -1315,13 +2012,56 @@ vecs2_masked_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs2_masked_rows1_store
-	JMP          vecs2_masked_rows1
+	JMP          vecs2_masked_rows1_by4
 
 vecs2_masked_rows1_load:
 	MOVQ       AX, R9
 	VMOVUPS    (R9), Y0
 	VMOVDQU    (R13), Y1
 	VMASKMOVPS 32(R9), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_steps4:
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R13), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R13), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS 4(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R13), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS 8(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R13), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS 12(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows1_steps4
+
+vecs2_masked_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_masked_rows1:
@@ -1380,7 +2120,7 @@ vecs1_masked_groups:
 	ADDQ         $0x04, R12
 	DECQ         R14
 	JZ           vecs1_masked_rows6_store
-	JMP          vecs1_masked_rows6
+	JMP          vecs1_masked_rows6_by4
 
 vecs1_masked_rows6_load:
 	MOVQ       AX, R15
@@ -1401,6 +2141,81 @@ vecs1_masked_rows6_load:
 	ADDQ       CX, R15
 	VMOVDQU    (R13), Y5
 	VMASKMOVPS (R15), Y5, Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_masked_rows6_by4:
+	CMPQ R14, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_steps4:
+	VMOVDQU      (R13), Y6
+	VMASKMOVPS   (R11), Y6, Y6
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	VMOVDQU      (R13), Y6
+	VMASKMOVPS   (R11), Y6, Y6
+	VBROADCASTSS 4(R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 4(R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 4(R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 4(R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	VMOVDQU      (R13), Y6
+	VMASKMOVPS   (R11), Y6, Y6
+	VBROADCASTSS 8(R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 8(R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 8(R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 8(R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 8(R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	VMOVDQU      (R13), Y6
+	VMASKMOVPS   (R11), Y6, Y6
+	VBROADCASTSS 12(R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 12(R12)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 12(R12)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R12)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 12(R12)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 12(R12)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R11
+	ADDQ         $0x10, R12
+	SUBQ         $0x04, R14
+	CMPQ         R14, $0x04
+	JGE          vecs1_masked_rows6_steps4
+
+vecs1_masked_rows6_rest:
+	TESTQ R14, R14
+	JZ    vecs1_masked_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_masked_rows6:
@@ -1473,7 +2288,7 @@ vecs1_masked_tail4:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs1_masked_rows4_store
-	JMP          vecs1_masked_rows4
+	JMP          vecs1_masked_rows4_by4
 
 vecs1_masked_rows4_load:
 	MOVQ       AX, R14
@@ -1488,6 +2303,65 @@ vecs1_masked_rows4_load:
 	ADDQ       CX, R14
 	VMOVDQU    (R13), Y3
 	VMASKMOVPS (R14), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_masked_rows4_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_steps4:
+	VMOVDQU      (R13), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VMOVDQU      (R13), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 4(R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 4(R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VMOVDQU      (R13), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 8(R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 8(R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VMOVDQU      (R13), Y4
+	VMASKMOVPS   (DI), Y4, Y4
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 12(R11)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 12(R11)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_masked_rows4_steps4
+
+vecs1_masked_rows4_rest:
+	TESTQ R12, R12
+	JZ    vecs1_masked_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_masked_rows4:
@@ -1544,7 +2418,7 @@ vecs1_masked_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R11
 	JZ           vecs1_masked_rows2_store
-	JMP          vecs1_masked_rows2
+	JMP          vecs1_masked_rows2_by4
 
 vecs1_masked_rows2_load:
 	MOVQ       AX, R12
@@ -1553,6 +2427,49 @@ vecs1_masked_rows2_load:
 	ADDQ       CX, R12
 	VMOVDQU    (R13), Y1
 	VMASKMOVPS (R12), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_masked_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_steps4:
+	VMOVDQU      (R13), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VMOVDQU      (R13), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS 4(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VMOVDQU      (R13), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS 8(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 8(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VMOVDQU      (R13), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS 12(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_masked_rows2_steps4
+
+vecs1_masked_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs1_masked_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_masked_rows2:
@@ -1597,12 +2514,47 @@ vecs1_masked_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs1_masked_rows1_store
-	JMP          vecs1_masked_rows1
+	JMP          vecs1_masked_rows1_by4
 
 vecs1_masked_rows1_load:
 	MOVQ       AX, R9
 	VMOVDQU    (R13), Y0
 	VMASKMOVPS (R9), Y0, Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_steps4:
+	VMOVDQU      (R13), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS (DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VMOVDQU      (R13), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS 4(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VMOVDQU      (R13), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS 8(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VMOVDQU      (R13), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS 12(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows1_steps4
+
+vecs1_masked_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_masked_rows1:
@@ -1618,6 +2570,2160 @@ vecs1_masked_rows1:
 	// Store the tile row by row; cp ends one row past it.
 vecs1_masked_rows1_store:
 	VMOVDQU    (R13), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func GemmPackedAVX2(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, FMA3
+TEXT ·GemmPackedAVX2(SB), NOSPLIT, $0-88
+	MOVQ c+0(FP), AX
+	MOVQ ldc+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ a+16(FP), DX
+	MOVQ lda+24(FP), BX
+	SHLQ $0x02, BX
+	LEAQ (BX)(BX*2), SI
+	LEAQ (BX)(BX*4), DI
+	MOVQ ldb+40(FP), DI
+	SHLQ $0x02, DI
+	MOVQ acc+80(FP), R8
+	MOVQ m+48(FP), R9
+	MOVQ tail+72(FP), R10
+	MOVQ $0x00000008, R11
+	SUBQ R10, R11
+	LEAQ constsAVX2<>+1568(SB), R12
+	LEAQ (R12)(R11*4), R12
+	MOVQ nv+64(FP), R11
+	CMPQ R10, $0x08
+	JNE  tail_masked
+	CMPQ R11, $0x02
+	JEQ  vecs2_whole
+	CMPQ R11, $0x01
+	JEQ  vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R11, $0x02
+	JEQ  vecs2_masked
+	CMPQ R11, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_whole_rows6_load
+	VMOVUPS      (R10), Y10
+	VMOVUPS      32(R10), Y11
+	VBROADCASTSS (R11), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R11), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R11), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R11), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R11), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R11), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R12
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6_by4
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	VMOVUPS 32(R13), Y1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y2
+	VMOVUPS 32(R13), Y3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y4
+	VMOVUPS 32(R13), Y5
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y6
+	VMOVUPS 32(R13), Y7
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y8
+	VMOVUPS 32(R13), Y9
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y10
+	VMOVUPS 32(R13), Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_whole_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_steps4:
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS 24(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS 48(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 52(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 56(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 60(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 64(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 68(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS 72(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 76(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 80(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 84(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 88(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 92(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	ADDQ         $0x60, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_whole_rows6_steps4
+
+vecs2_whole_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs2_whole_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R12
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_whole_rows4_load
+	VMOVUPS      (SI), Y6
+	VMOVUPS      32(SI), Y7
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R10), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4_by4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_whole_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_steps4:
+	VMOVUPS      (SI), Y8
+	VMOVUPS      32(SI), Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y8
+	VMOVUPS      32(SI), Y9
+	VBROADCASTSS 16(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y8
+	VMOVUPS      32(SI), Y9
+	VBROADCASTSS 32(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 36(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 40(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 44(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y8
+	VMOVUPS      32(SI), Y9
+	VBROADCASTSS 48(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 52(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 56(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 60(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x40, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows4_steps4
+
+vecs2_whole_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VMOVUPS      (SI), Y8
+	VMOVUPS      32(SI), Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_whole_rows2_load
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R10), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2_by4
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_whole_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_steps4:
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS (R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS 8(R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS 16(R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 20(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS 24(R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 28(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows2_steps4
+
+vecs2_whole_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
+	VBROADCASTSS (R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_whole_rows1_load
+	VMOVUPS      (SI), Y0
+	VMOVUPS      32(SI), Y1
+	VBROADCASTSS (R9), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1_by4
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R8
+	VMOVUPS (R8), Y0
+	VMOVUPS 32(R8), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_steps4:
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS 4(R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS 8(R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS 12(R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows1_steps4
+
+vecs2_whole_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VMOVUPS      (SI), Y2
+	VMOVUPS      32(SI), Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_whole_rows6_load
+	VMOVUPS      (R10), Y5
+	VBROADCASTSS (R11), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R11), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R11), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R11), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R11), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R11), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R12
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6_by4
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R13
+	VMOVUPS (R13), Y0
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y1
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y2
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y3
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y4
+	ADDQ    CX, R13
+	VMOVUPS (R13), Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_whole_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_steps4:
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS 24(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS 48(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 52(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 56(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 60(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 64(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 68(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS 72(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 76(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 80(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 84(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 88(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 92(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	ADDQ         $0x60, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_whole_rows6_steps4
+
+vecs1_whole_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs1_whole_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R12
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R9
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_whole_rows4_load
+	VMOVUPS      (SI), Y3
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R10), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4_by4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_whole_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_steps4:
+	VMOVUPS      (SI), Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VBROADCASTSS 16(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VBROADCASTSS 32(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 36(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 40(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 44(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VBROADCASTSS 48(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 52(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 56(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 60(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x40, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows4_steps4
+
+vecs1_whole_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VMOVUPS      (SI), Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_whole_rows2_load
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R10), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2_by4
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_whole_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_steps4:
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS (R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS 8(R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS 16(R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 20(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS 24(R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 28(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x20, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows2_steps4
+
+vecs1_whole_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VMOVUPS      (SI), Y2
+	VBROADCASTSS (R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_whole_rows1_load
+	VMOVUPS      (SI), Y0
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1_by4
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R8
+	VMOVUPS (R8), Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_steps4:
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS 4(R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS 8(R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS 12(R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows1_steps4
+
+vecs1_whole_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VMOVUPS      (SI), Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_masked_rows6_load
+	VMOVUPS      (R10), Y10
+	VMOVDQU      (R12), Y11
+	VMASKMOVPS   32(R10), Y11, Y11
+	VBROADCASTSS (R11), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R11), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R11), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R11), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R11), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R11), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R13
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6_by4
+
+vecs2_masked_rows6_load:
+	MOVQ       AX, R14
+	VMOVUPS    (R14), Y0
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS 32(R14), Y1, Y1
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y2
+	VMOVDQU    (R12), Y3
+	VMASKMOVPS 32(R14), Y3, Y3
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y4
+	VMOVDQU    (R12), Y5
+	VMASKMOVPS 32(R14), Y5, Y5
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y6
+	VMOVDQU    (R12), Y7
+	VMASKMOVPS 32(R14), Y7, Y7
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y8
+	VMOVDQU    (R12), Y9
+	VMASKMOVPS 32(R14), Y9, Y9
+	ADDQ       CX, R14
+	VMOVUPS    (R14), Y10
+	VMOVDQU    (R12), Y11
+	VMASKMOVPS 32(R14), Y11, Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_masked_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_steps4:
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R12), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R12), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS 24(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R12), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS 48(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 52(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 56(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 60(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 64(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 68(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R12), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS 72(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 76(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 80(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 84(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 88(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 92(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	ADDQ         $0x60, R11
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs2_masked_rows6_steps4
+
+vecs2_masked_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs2_masked_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R12), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R13
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y9, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y11, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R9
+	JMP        vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_masked_rows4_load
+	VMOVUPS      (SI), Y6
+	VMOVDQU      (R12), Y7
+	VMASKMOVPS   32(SI), Y7, Y7
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R10), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4_by4
+
+vecs2_masked_rows4_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R12), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y4
+	VMOVDQU    (R12), Y5
+	VMASKMOVPS 32(R13), Y5, Y5
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y6
+	VMOVDQU    (R12), Y7
+	VMASKMOVPS 32(R13), Y7, Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_masked_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_steps4:
+	VMOVUPS      (SI), Y8
+	VMOVDQU      (R12), Y9
+	VMASKMOVPS   32(SI), Y9, Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y8
+	VMOVDQU      (R12), Y9
+	VMASKMOVPS   32(SI), Y9, Y9
+	VBROADCASTSS 16(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y8
+	VMOVDQU      (R12), Y9
+	VMASKMOVPS   32(SI), Y9, Y9
+	VBROADCASTSS 32(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 36(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 40(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 44(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y8
+	VMOVDQU      (R12), Y9
+	VMASKMOVPS   32(SI), Y9, Y9
+	VBROADCASTSS 48(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 52(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 56(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 60(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x40, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_masked_rows4_steps4
+
+vecs2_masked_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs2_masked_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VMOVUPS      (SI), Y8
+	VMOVDQU      (R12), Y9
+	VMASKMOVPS   32(SI), Y9, Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_masked_rows2_load
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R10), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2_by4
+
+vecs2_masked_rows2_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R12), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_masked_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_steps4:
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R12), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS (R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R12), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS 8(R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R12), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS 16(R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 20(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R12), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS 24(R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 28(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_masked_rows2_steps4
+
+vecs2_masked_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs2_masked_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VMOVUPS      (SI), Y4
+	VMOVDQU      (R12), Y5
+	VMASKMOVPS   32(SI), Y5, Y5
+	VBROADCASTSS (R10), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R10), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs2_masked_rows1_load
+	VMOVUPS      (SI), Y0
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   32(SI), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1_by4
+
+vecs2_masked_rows1_load:
+	MOVQ       AX, R8
+	VMOVUPS    (R8), Y0
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS 32(R8), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_steps4:
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS 4(R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS 8(R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS 12(R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows1_steps4
+
+vecs2_masked_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VMOVUPS      (SI), Y2
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   32(SI), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R9, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R10
+	MOVQ DX, R11
+	MOVQ k+56(FP), R13
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_masked_rows6_load
+	VMOVDQU      (R12), Y5
+	VMASKMOVPS   (R10), Y5, Y5
+	VBROADCASTSS (R11), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R11), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R11), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R11), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R11), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R11), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R13
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6_by4
+
+vecs1_masked_rows6_load:
+	MOVQ       AX, R14
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS (R14), Y0, Y0
+	ADDQ       CX, R14
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS (R14), Y1, Y1
+	ADDQ       CX, R14
+	VMOVDQU    (R12), Y2
+	VMASKMOVPS (R14), Y2, Y2
+	ADDQ       CX, R14
+	VMOVDQU    (R12), Y3
+	VMASKMOVPS (R14), Y3, Y3
+	ADDQ       CX, R14
+	VMOVDQU    (R12), Y4
+	VMASKMOVPS (R14), Y4, Y4
+	ADDQ       CX, R14
+	VMOVDQU    (R12), Y5
+	VMASKMOVPS (R14), Y5, Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_masked_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_steps4:
+	VMOVDQU      (R12), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	VMOVDQU      (R12), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS 24(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	VMOVDQU      (R12), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS 48(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 52(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 56(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 60(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 64(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 68(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	VMOVDQU      (R12), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS 72(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 76(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 80(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 84(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 88(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 92(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	ADDQ         $0x60, R11
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs1_masked_rows6_steps4
+
+vecs1_masked_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs1_masked_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VMOVDQU      (R12), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R10
+	ADDQ         $0x18, R11
+	DECQ         R13
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVDQU    (R12), Y6
+	VMASKMOVPS Y0, Y6, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y4, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y5, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R9
+	JMP        vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R9
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_masked_rows4_load
+	VMOVDQU      (R12), Y3
+	VMASKMOVPS   (SI), Y3, Y3
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R10), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4_by4
+
+vecs1_masked_rows4_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS (R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVDQU    (R12), Y2
+	VMASKMOVPS (R13), Y2, Y2
+	ADDQ       CX, R13
+	VMOVDQU    (R12), Y3
+	VMASKMOVPS (R13), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_masked_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_steps4:
+	VMOVDQU      (R12), Y4
+	VMASKMOVPS   (SI), Y4, Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y4
+	VMASKMOVPS   (SI), Y4, Y4
+	VBROADCASTSS 16(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y4
+	VMASKMOVPS   (SI), Y4, Y4
+	VBROADCASTSS 32(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 36(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 40(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 44(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y4
+	VMASKMOVPS   (SI), Y4, Y4
+	VBROADCASTSS 48(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 52(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 56(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 60(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x40, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_masked_rows4_steps4
+
+vecs1_masked_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs1_masked_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VMOVDQU      (R12), Y4
+	VMASKMOVPS   (SI), Y4, Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVDQU    (R12), Y4
+	VMASKMOVPS Y0, Y4, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R9
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R10
+	MOVQ  k+56(FP), R11
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_masked_rows2_load
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R10), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2_by4
+
+vecs1_masked_rows2_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R12), Y1
+	VMASKMOVPS (R13), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_masked_rows2_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_steps4:
+	VMOVDQU      (R12), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS (R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS 8(R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS 16(R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 20(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS 24(R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 28(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x20, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_masked_rows2_steps4
+
+vecs1_masked_rows2_rest:
+	TESTQ R11, R11
+	JZ    vecs1_masked_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VMOVDQU      (R12), Y2
+	VMASKMOVPS   (SI), Y2, Y2
+	VBROADCASTSS (R10), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R10), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVDQU    (R12), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R9
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	TESTQ        R8, R8
+	JNZ          vecs1_masked_rows1_load
+	VMOVDQU      (R12), Y0
+	VMASKMOVPS   (SI), Y0, Y0
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1_by4
+
+vecs1_masked_rows1_load:
+	MOVQ       AX, R8
+	VMOVDQU    (R12), Y0
+	VMASKMOVPS (R8), Y0, Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows1_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_steps4:
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS 4(R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS 12(R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows1_steps4
+
+vecs1_masked_rows1_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VMOVDQU      (R12), Y1
+	VMASKMOVPS   (SI), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVDQU    (R12), Y1
 	VMASKMOVPS Y0, Y1, (AX)
 	ADDQ       CX, AX
 	ADDQ       BX, DX

@@ -19,6 +19,22 @@ package asm
 //go:noescape
 func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 
+// GemmPackedAVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} A(i, p) · b[p*ldb+j]
+//
+// with A(i, p) = a[r0*lda + p*mr + i-r0] for row i in the tile of mr rows
+// from row r0: tiles of 6 rows, then the last m%6 in tiles of 4, 2 and 1
+// (each if m%6 has that bit), the layout kernels.PackA writes, k <= lda.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements.
+// Nothing past column (nv-1)*lanes+tail of C or B is touched. Gemm's
+// tiles and order of sums: the same bits.
+//
+//go:noescape
+func GemmPackedAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
+
 // GemmWF16AVX512 is
 //
 //	for i := 0; i < m; i++ {

@@ -39,20 +39,26 @@ func measureGemm(cfg *config, ks *kernels.Set, gc GemmCase, wt mha.DType, cm mha
 		gc.K, gc.N, tile.PanelCols(ks), fallback.KVType(wt))
 	w.PairRows(ks)
 	g := tile.Gemm{A: fill(gc.M * gc.K), LDA: gc.K, B: w, C: make([]float32, gc.M*gc.N), LDC: gc.N, M: gc.M, BF16: cm == mha.ComputeBF16, Tiles: ks.AMX()}
-	items := g.Items()
 	wss := make([]tile.Workspace, threads)
-	run := func() error {
+	var pa tile.PackedA
+	// runItems runs w's items on the threads, as the layer's pool does.
+	runItems := func(w tile.Work) {
 		var wg sync.WaitGroup
 		for t := 0; t < threads; t++ {
 			wg.Add(1)
 			go func(t int) {
 				defer wg.Done()
-				for it := t; it < items; it += threads {
-					g.Run(ks, it, &wss[t])
+				for it := t; it < w.Items(); it += threads {
+					w.Run(ks, it, &wss[t])
 				}
 			}(t)
 		}
 		wg.Wait()
+	}
+	run := func() error {
+		pk := g.PackA(ks, &pa) // as the layer does: once a call, then the items
+		runItems(&pk)
+		runItems(&g)
 		return nil
 	}
 	var d time.Duration

@@ -22,7 +22,7 @@ var (
 		peakChains: asm.PeakChainsAVX2, decodeKeys: asm.DecodeKeysAVX2, decodeScratch: asm.DecodeScratchAVX2,
 		decodeScaleWidth: asm.DecodeScaleWidthAVX2, decodePairs: asm.DecodePairsAVX2,
 	}, x86Kernels{
-		gemm: asm.GemmAVX2, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, gemmWP: asm.GemmWPairsAVX2,
+		gemm: asm.GemmAVX2, gemmPacked: asm.GemmPackedAVX2, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, gemmWP: asm.GemmWPairsAVX2,
 		gemvWI8: asm.GemvWI8AVX2, gemvWI4: asm.GemvWI4AVX2, widenI4: asm.WidenWI4AVX2, widenI8: asm.WidenWI8AVX2,
 		pv: asm.PVAVX2, softmax: asm.SoftmaxAVX2, softmaxPairs: asm.SoftmaxPairsAVX2, softmaxRound: asm.SoftmaxRoundAVX2, scaleCols: asm.ScaleColumnsAVX2, bias: asm.ScoreBiasAVX2, exp: asm.ExpAVX2, tr: asm.TransposeScaleAVX2, tr32: asm.Transpose32AVX2,
 		dot: asm.DotAVX2, peak: asm.FMAPeakAVX2, prefetch: asm.PrefetchLinesAVX2,
@@ -43,7 +43,7 @@ var (
 		peakChains: asm.PeakChainsAVX512, decodeKeys: asm.DecodeKeysAVX512, decodeScratch: asm.DecodeScratchAVX512,
 		decodeScaleWidth: asm.DecodeScaleWidthAVX512, decodePairs: asm.DecodePairsAVX512,
 	}, x86Kernels{
-		gemm: asm.GemmAVX512, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, gemmWP: asm.GemmWPairsAVX512,
+		gemm: asm.GemmAVX512, gemmPacked: asm.GemmPackedAVX512, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, gemmWP: asm.GemmWPairsAVX512,
 		gemvWI8: asm.GemvWI8AVX512, gemvWI4: asm.GemvWI4AVX512, widenI4: asm.WidenWI4AVX512, widenI8: asm.WidenWI8AVX512,
 		pv: asm.PVAVX512, softmax: asm.SoftmaxAVX512, softmaxPairs: asm.SoftmaxPairsAVX512, softmaxRound: asm.SoftmaxRoundAVX512, scaleCols: asm.ScaleColumnsAVX512, bias: asm.ScoreBiasAVX512, exp: asm.ExpAVX512, tr: asm.TransposeScaleAVX512, tr32: asm.Transpose32AVX512,
 		dot: asm.DotAVX512, peak: asm.FMAPeakAVX512, prefetch: asm.PrefetchLinesAVX512,
@@ -135,6 +135,7 @@ type x86Params struct {
 // x86Kernels are one amd64 ISA's generated functions.
 type x86Kernels struct {
 	gemm         gemmFunc
+	gemmPacked   gemmFunc
 	gemmW16      [2]gemmW16Func // float16, bfloat16
 	gemmWP       gemmWPairsFunc // bfloat16 held in pairs
 	gemvWI8      gemmWI8Func
@@ -177,6 +178,9 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		Name: name, Lanes: lanes, requires: requires,
 		gemm: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, kk int, accumulate bool) {
 			gemmPanels(k.gemm, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
+		},
+		gemmPacked: func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, kk int, accumulate bool) {
+			gemmPanels(k.gemmPacked, lanes, maxNV, 0, c, ldc, a, lda, b, ldb, m, n, kk, accumulate)
 		},
 		gemmW: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
 			weightPanels(k.gemmW16, k.gemmWP, nil, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)

@@ -449,7 +449,7 @@ func TestGemm(t *testing.T) {
 			for _, atEnd := range []bool{true, false} {
 				for m := 1; m <= 14; m++ {
 					for _, n := range ns {
-						for _, k := range []int{1, 2, 5, 16, 33} {
+						for _, k := range []int{1, 2, 3, 4, 5, 6, 7, 9, 16, 33} {
 							accumulate := rng.IntN(2) == 0
 							ldc, lda, ldb := n+rng.IntN(3), k+rng.IntN(3), n+rng.IntN(3)
 							c, f1 := operand(t, rng, span(m, n, ldc), atEnd)

@@ -68,16 +68,17 @@ type Set struct {
 	// or more rows: int4 widened to int8 (int4kv.go).
 	decodeQ8I4    decodeQ8Kernel
 	decodeQ8I4Max int
-	widen         func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType) // rows of whole vectors; nil: Go
-	narrow        func(dst []uint16, src []float32, t KVType)                                // whole vectors; nil: Go
-	roundBF16     func(dst, src *float32, n int)                                             // whole vectors; nil: Go
-	gemmW         gemmWKernel                                                                // nil: WidenWeights + Gemm
-	pairsW        bool                                                                       // gemmW reads bfloat16 weights held in pairs (WeightRows.P)
-	gemvI8        gemmWKernel                                                                // nil: fallback.GemvI8
-	gemvI4        gemmWKernel                                                                // rows of Half = int4Half; nil: fallback.GemvI4
-	widenW        func(dst []float32, ldd int, b WeightRows, k, n int)                       // int8, int4 (Half = Lanes) in whole vectors; nil: Go
-	bf16          *bf16Kernels                                                               // nil: no bfloat16 dot products (bf16.go)
-	heads         *headKernels                                                               // nil: no key-major decode of BSHD heads (heads.go)
+	widen         func(dst []float32, ldd int, src []uint16, lds int, rows, n int, t KVType)                           // rows of whole vectors; nil: Go
+	narrow        func(dst []uint16, src []float32, t KVType)                                                          // whole vectors; nil: Go
+	roundBF16     func(dst, src *float32, n int)                                                                       // whole vectors; nil: Go
+	gemmPacked    func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) // nil: GemmPacked in Go
+	gemmW         gemmWKernel                                                                                          // nil: WidenWeights + Gemm
+	pairsW        bool                                                                                                 // gemmW reads bfloat16 weights held in pairs (WeightRows.P)
+	gemvI8        gemmWKernel                                                                                          // nil: fallback.GemvI8
+	gemvI4        gemmWKernel                                                                                          // rows of Half = int4Half; nil: fallback.GemvI4
+	widenW        func(dst []float32, ldd int, b WeightRows, k, n int)                                                 // int8, int4 (Half = Lanes) in whole vectors; nil: Go
+	bf16          *bf16Kernels                                                                                         // nil: no bfloat16 dot products (bf16.go)
+	heads         *headKernels                                                                                         // nil: no key-major decode of BSHD heads (heads.go)
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
 	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)

@@ -141,11 +141,12 @@ type layerScratch struct {
 	tree          *treeScratch  // DecodeTree's, made by its first call
 	paged         *pagedScratch // DecodePaged's, made by its first call
 	q, k, v, attn []float32
-	qa            []float32  // an MLA layer's low-rank queries
-	opts          Options    // a call's options with an MLA layer's scale
-	step          Options    // a decoding step's options (Layer.step), cleared after it
-	spans         []span     // a decoding step's outputs for noOverlap
-	bf16a         tile.BF16A // a projection's activations rounded once (the bfloat16 mode)
+	qa            []float32    // an MLA layer's low-rank queries
+	opts          Options      // a call's options with an MLA layer's scale
+	step          Options      // a decoding step's options (Layer.step), cleared after it
+	spans         []span       // a decoding step's outputs for noOverlap
+	bf16a         tile.BF16A   // a projection's activations rounded once (the bfloat16 mode)
+	packedA       tile.PackedA // a projection's activations packed for GemmPacked (float32 weights)
 	pos           []int
 	cs            []float32
 }
@@ -297,12 +298,16 @@ func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
 // w is [in][out] packed, c is [m][out]. In the bfloat16 mode (cl.bf16) a
 // projection of bfloat16 weights rounds a's elements to bfloat16 first,
-// once for all its items (tile.Gemm.RoundA, into sc). It reports whether
-// it ran to the end.
+// once for all its items (tile.Gemm.RoundA, into sc); a float32 one packs
+// a for the items' kernel (tile.Gemm.PackA). It reports whether it ran to
+// the end.
 func (l *Layer) project(sc *layerScratch, c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
 	bf16 := cl.bf16 && w.Type == fallback.KVBFloat16
 	g := tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16, Tiles: l.e.ks.AMX()}
 	g.RoundA(l.e.ks, &sc.bf16a)
+	if pk := g.PackA(l.e.ks, &sc.packedA); pk.Items() > 0 && !packWorks.run(l.e.pool, pk, l.e.ks, cl) {
+		return false
+	}
 	return l.e.gemm(g, cl)
 }
 

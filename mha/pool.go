@@ -157,6 +157,7 @@ var (
 	gemmWorks  works[tile.Gemm, *tile.Gemm]
 	prepWorks  works[prepWork, *prepWork]
 	regroups   works[tile.Regroup, *tile.Regroup]
+	packWorks  works[tile.APack, *tile.APack]
 )
 
 // close stops the workers once; jobs already taken finish first.

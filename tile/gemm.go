@@ -150,9 +150,10 @@ type Gemm struct {
 	// bits do not depend on it.
 	Tiles bool
 
-	ap      []uint32 // RoundA: A as bfloat16 pairs, [M][K/2] at stride ldp
-	ldp     int      // ap's row stride in uint32
-	rounded bool     // RoundA: A holds bfloat16 values (the float32 kernels' path)
+	ap      []uint32  // RoundA: A as bfloat16 pairs, [M][K/2] at stride ldp
+	ldp     int       // ap's row stride in uint32
+	rounded bool      // RoundA: A holds bfloat16 values (the float32 kernels' path)
+	pa      []float32 // PackA: A packed for GemmPacked, in slabs (packeda.go)
 }
 
 // BF16A holds a Gemm's A rounded once for the bfloat16 mode (RoundA); a
@@ -249,6 +250,7 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	if g.tiles(ks) {
 		depth = gemmDepthTiles
 	}
+	packed := g.pa != nil && mc > gemvRows // slabs of depth columns (PackA)
 	if mc <= gemvRows {
 		depth = g.B.K
 	}
@@ -270,9 +272,11 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 			continue
 		case g.BF16 && !g.rounded:
 			a, lda = roundedRows(ks, ws, a, lda, mc, kc), kc
+		case packed:
+			a, lda = g.packedSlab(m0, k0, kc)
 		}
 		for j := 0; j < nc; j += cols {
-			g.gemmPanel(ks, ws, c[j:], a, lda, (n0+j)/cols, k0, kc, mc, min(cols, nc-j), accumulate)
+			g.gemmPanel(ks, ws, c[j:], a, lda, (n0+j)/cols, k0, kc, mc, min(cols, nc-j), accumulate, packed)
 		}
 		accumulate = true
 	}

@@ -46,6 +46,7 @@ func generate(x isa, dir string) error {
 	c.ConstraintExpr("amd64,!purego")
 	g := newGen(c, x)
 	g.gemm()
+	g.gemmPacked()
 	for _, e := range []elem{f16, bf16} {
 		g.gemmW(e)
 	}
