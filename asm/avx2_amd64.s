@@ -52863,7 +52863,108 @@ vecs2_whole_rows6_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-	// The key loop: a row of V, 6 broadcasts of P, 12 FMAs.
+	// 4 keys a pass: 4 rows of V, 24 broadcasts of P, 48 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_keys4:
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y12
+	VMOVUPS      32(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R11), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R11), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows6_keys4
+
+vecs2_whole_rows6_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows6_store
+
+	// The last keys, one a pass.
 vecs2_whole_rows6:
 	VMOVUPS      (R10), Y12
 	VMOVUPS      32(R10), Y13
@@ -52955,7 +53056,84 @@ vecs2_whole_rows4_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-	// The key loop: a row of V, 4 broadcasts of P, 8 FMAs.
+	// 4 keys a pass: 4 rows of V, 16 broadcasts of P, 32 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_keys4:
+	VMOVUPS      (R10), Y8
+	VMOVUPS      32(R10), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y8
+	VMOVUPS      32(R10), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y8
+	VMOVUPS      32(R10), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y8
+	VMOVUPS      32(R10), Y9
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R11), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R11), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R11), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows4_keys4
+
+vecs2_whole_rows4_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows4_store
+
+	// The last keys, one a pass.
 vecs2_whole_rows4:
 	VMOVUPS      (R10), Y8
 	VMOVUPS      32(R10), Y9
@@ -53021,7 +53199,60 @@ vecs2_whole_rows2_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-	// The key loop: a row of V, 2 broadcasts of P, 4 FMAs.
+	// 4 keys a pass: 4 rows of V, 8 broadcasts of P, 16 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_keys4:
+	VMOVUPS      (R10), Y4
+	VMOVUPS      32(R10), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y4
+	VMOVUPS      32(R10), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y4
+	VMOVUPS      32(R10), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y4
+	VMOVUPS      32(R10), Y5
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R11), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows2_keys4
+
+vecs2_whole_rows2_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows2_store
+
+	// The last keys, one a pass.
 vecs2_whole_rows2:
 	VMOVUPS      (R10), Y4
 	VMOVUPS      32(R10), Y5
@@ -53069,7 +53300,48 @@ vecs2_whole_rows1_noscale:
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-	// The key loop: a row of V, 1 broadcasts of P, 2 FMAs.
+	// 4 keys a pass: 4 rows of V, 4 broadcasts of P, 8 FMAs.
+	CMPQ DI, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_keys4:
+	VMOVUPS      (R8), Y2
+	VMOVUPS      32(R8), Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y2
+	VMOVUPS      32(R8), Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y2
+	VMOVUPS      32(R8), Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y2
+	VMOVUPS      32(R8), Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	SUBQ         $0x04, DI
+	CMPQ         DI, $0x04
+	JGE          vecs2_whole_rows1_keys4
+
+vecs2_whole_rows1_rest:
+	TESTQ DI, DI
+	JZ    vecs2_whole_rows1_store
+
+	// The last keys, one a pass.
 vecs2_whole_rows1:
 	VMOVUPS      (R8), Y2
 	VMOVUPS      32(R8), Y3
@@ -53135,7 +53407,80 @@ vecs1_whole_rows6_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-	// The key loop: a row of V, 6 broadcasts of P, 6 FMAs.
+	// 4 keys a pass: 4 rows of V, 24 broadcasts of P, 24 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_keys4:
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R11), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R11), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows6_keys4
+
+vecs1_whole_rows6_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows6_store
+
+	// The last keys, one a pass.
 vecs1_whole_rows6:
 	VMOVUPS      (R10), Y6
 	VBROADCASTSS (R11), Y7
@@ -53206,7 +53551,64 @@ vecs1_whole_rows4_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-	// The key loop: a row of V, 4 broadcasts of P, 4 FMAs.
+	// 4 keys a pass: 4 rows of V, 16 broadcasts of P, 16 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_keys4:
+	VMOVUPS      (R10), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y4
+	VBROADCASTSS (R11), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R11), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R11), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R11), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows4_keys4
+
+vecs1_whole_rows4_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows4_store
+
+	// The last keys, one a pass.
 vecs1_whole_rows4:
 	VMOVUPS      (R10), Y4
 	VBROADCASTSS (R11), Y5
@@ -53259,7 +53661,48 @@ vecs1_whole_rows2_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R11
 
-	// The key loop: a row of V, 2 broadcasts of P, 2 FMAs.
+	// 4 keys a pass: 4 rows of V, 8 broadcasts of P, 8 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_keys4:
+	VMOVUPS      (R10), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	VMOVUPS      (R10), Y2
+	VBROADCASTSS (R11), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R11), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R11
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows2_keys4
+
+vecs1_whole_rows2_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows2_store
+
+	// The last keys, one a pass.
 vecs1_whole_rows2:
 	VMOVUPS      (R10), Y2
 	VBROADCASTSS (R11), Y3
@@ -53300,7 +53743,40 @@ vecs1_whole_rows1_noscale:
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-	// The key loop: a row of V, 1 broadcasts of P, 1 FMAs.
+	// 4 keys a pass: 4 rows of V, 4 broadcasts of P, 4 FMAs.
+	CMPQ DI, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_keys4:
+	VMOVUPS      (R8), Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	SUBQ         $0x04, DI
+	CMPQ         DI, $0x04
+	JGE          vecs1_whole_rows1_keys4
+
+vecs1_whole_rows1_rest:
+	TESTQ DI, DI
+	JZ    vecs1_whole_rows1_store
+
+	// The last keys, one a pass.
 vecs1_whole_rows1:
 	VMOVUPS      (R8), Y1
 	VBROADCASTSS (R9), Y2
@@ -53381,7 +53857,112 @@ vecs2_masked_rows6_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-	// The key loop: a row of V, 6 broadcasts of P, 12 FMAs.
+	// 4 keys a pass: 4 rows of V, 24 broadcasts of P, 48 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_keys4:
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R11), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R12), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R12), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R12), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R12), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R12), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R11), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R12), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R12), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R12), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R12), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R12), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R11), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R12), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R12), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R12), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R12), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R12), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y12
+	VMOVDQU      (R11), Y13
+	VMASKMOVPS   32(R10), Y13, Y13
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R12), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R12), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R12), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R12), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R12), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows6_keys4
+
+vecs2_masked_rows6_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows6_store
+
+	// The last keys, one a pass.
 vecs2_masked_rows6:
 	VMOVUPS      (R10), Y12
 	VMOVDQU      (R11), Y13
@@ -53484,7 +54065,88 @@ vecs2_masked_rows4_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-	// The key loop: a row of V, 4 broadcasts of P, 8 FMAs.
+	// 4 keys a pass: 4 rows of V, 16 broadcasts of P, 32 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_keys4:
+	VMOVUPS      (R10), Y8
+	VMOVDQU      (R11), Y9
+	VMASKMOVPS   32(R10), Y9, Y9
+	VBROADCASTSS (R12), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R12), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R12), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R12), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y8
+	VMOVDQU      (R11), Y9
+	VMASKMOVPS   32(R10), Y9, Y9
+	VBROADCASTSS (R12), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R12), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R12), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R12), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y8
+	VMOVDQU      (R11), Y9
+	VMASKMOVPS   32(R10), Y9, Y9
+	VBROADCASTSS (R12), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R12), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R12), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R12), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y8
+	VMOVDQU      (R11), Y9
+	VMASKMOVPS   32(R10), Y9, Y9
+	VBROADCASTSS (R12), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R12), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R12), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R12), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows4_keys4
+
+vecs2_masked_rows4_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows4_store
+
+	// The last keys, one a pass.
 vecs2_masked_rows4:
 	VMOVUPS      (R10), Y8
 	VMOVDQU      (R11), Y9
@@ -53557,7 +54219,64 @@ vecs2_masked_rows2_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-	// The key loop: a row of V, 2 broadcasts of P, 4 FMAs.
+	// 4 keys a pass: 4 rows of V, 8 broadcasts of P, 16 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_keys4:
+	VMOVUPS      (R10), Y4
+	VMOVDQU      (R11), Y5
+	VMASKMOVPS   32(R10), Y5, Y5
+	VBROADCASTSS (R12), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R12), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y4
+	VMOVDQU      (R11), Y5
+	VMASKMOVPS   32(R10), Y5, Y5
+	VBROADCASTSS (R12), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R12), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y4
+	VMOVDQU      (R11), Y5
+	VMASKMOVPS   32(R10), Y5, Y5
+	VBROADCASTSS (R12), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R12), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVUPS      (R10), Y4
+	VMOVDQU      (R11), Y5
+	VMASKMOVPS   32(R10), Y5, Y5
+	VBROADCASTSS (R12), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R12), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows2_keys4
+
+vecs2_masked_rows2_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows2_store
+
+	// The last keys, one a pass.
 vecs2_masked_rows2:
 	VMOVUPS      (R10), Y4
 	VMOVDQU      (R11), Y5
@@ -53609,7 +54328,52 @@ vecs2_masked_rows1_noscale:
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-	// The key loop: a row of V, 1 broadcasts of P, 2 FMAs.
+	// 4 keys a pass: 4 rows of V, 4 broadcasts of P, 8 FMAs.
+	CMPQ DI, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_keys4:
+	VMOVUPS      (R8), Y2
+	VMOVDQU      (R11), Y3
+	VMASKMOVPS   32(R8), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y2
+	VMOVDQU      (R11), Y3
+	VMASKMOVPS   32(R8), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y2
+	VMOVDQU      (R11), Y3
+	VMASKMOVPS   32(R8), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVUPS      (R8), Y2
+	VMOVDQU      (R11), Y3
+	VMASKMOVPS   32(R8), Y3, Y3
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	SUBQ         $0x04, DI
+	CMPQ         DI, $0x04
+	JGE          vecs2_masked_rows1_keys4
+
+vecs2_masked_rows1_rest:
+	TESTQ DI, DI
+	JZ    vecs2_masked_rows1_store
+
+	// The last keys, one a pass.
 vecs2_masked_rows1:
 	VMOVUPS      (R8), Y2
 	VMOVDQU      (R11), Y3
@@ -53683,7 +54447,84 @@ vecs1_masked_rows6_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-	// The key loop: a row of V, 6 broadcasts of P, 6 FMAs.
+	// 4 keys a pass: 4 rows of V, 24 broadcasts of P, 24 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_keys4:
+	VMOVDQU      (R11), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R12), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R12), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R12), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R12), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R12), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R12), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R12), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R12), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R12), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R12), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R12), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R12), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R12), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R12), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R12), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y6
+	VMASKMOVPS   (R10), Y6, Y6
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R12), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R12), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R12), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R12), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R12), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows6_keys4
+
+vecs1_masked_rows6_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows6_store
+
+	// The last keys, one a pass.
 vecs1_masked_rows6:
 	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (R10), Y6, Y6
@@ -53765,7 +54606,68 @@ vecs1_masked_rows4_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-	// The key loop: a row of V, 4 broadcasts of P, 4 FMAs.
+	// 4 keys a pass: 4 rows of V, 16 broadcasts of P, 16 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_keys4:
+	VMOVDQU      (R11), Y4
+	VMASKMOVPS   (R10), Y4, Y4
+	VBROADCASTSS (R12), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R12), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R12), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R12), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y4
+	VMASKMOVPS   (R10), Y4, Y4
+	VBROADCASTSS (R12), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R12), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R12), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R12), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y4
+	VMASKMOVPS   (R10), Y4, Y4
+	VBROADCASTSS (R12), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R12), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R12), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R12), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y4
+	VMASKMOVPS   (R10), Y4, Y4
+	VBROADCASTSS (R12), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R12), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R12), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R12), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows4_keys4
+
+vecs1_masked_rows4_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows4_store
+
+	// The last keys, one a pass.
 vecs1_masked_rows4:
 	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (R10), Y4, Y4
@@ -53825,7 +54727,52 @@ vecs1_masked_rows2_noscale:
 	MOVQ  v+32(FP), R10
 	MOVQ  DX, R12
 
-	// The key loop: a row of V, 2 broadcasts of P, 2 FMAs.
+	// 4 keys a pass: 4 rows of V, 8 broadcasts of P, 8 FMAs.
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_keys4:
+	VMOVDQU      (R11), Y2
+	VMASKMOVPS   (R10), Y2, Y2
+	VBROADCASTSS (R12), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R12), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y2
+	VMASKMOVPS   (R10), Y2, Y2
+	VBROADCASTSS (R12), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R12), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y2
+	VMASKMOVPS   (R10), Y2, Y2
+	VBROADCASTSS (R12), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R12), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	VMOVDQU      (R11), Y2
+	VMASKMOVPS   (R10), Y2, Y2
+	VBROADCASTSS (R12), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R12), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         SI, R10
+	ADDQ         BX, R12
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows2_keys4
+
+vecs1_masked_rows2_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows2_store
+
+	// The last keys, one a pass.
 vecs1_masked_rows2:
 	VMOVDQU      (R11), Y2
 	VMASKMOVPS   (R10), Y2, Y2
@@ -53870,7 +54817,44 @@ vecs1_masked_rows1_noscale:
 	MOVQ  v+32(FP), R8
 	MOVQ  DX, R9
 
-	// The key loop: a row of V, 1 broadcasts of P, 1 FMAs.
+	// 4 keys a pass: 4 rows of V, 4 broadcasts of P, 4 FMAs.
+	CMPQ DI, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_keys4:
+	VMOVDQU      (R11), Y1
+	VMASKMOVPS   (R8), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVDQU      (R11), Y1
+	VMASKMOVPS   (R8), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVDQU      (R11), Y1
+	VMASKMOVPS   (R8), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	VMOVDQU      (R11), Y1
+	VMASKMOVPS   (R8), Y1, Y1
+	VBROADCASTSS (R9), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, R8
+	ADDQ         BX, R9
+	SUBQ         $0x04, DI
+	CMPQ         DI, $0x04
+	JGE          vecs1_masked_rows1_keys4
+
+vecs1_masked_rows1_rest:
+	TESTQ DI, DI
+	JZ    vecs1_masked_rows1_store
+
+	// The last keys, one a pass.
 vecs1_masked_rows1:
 	VMOVDQU      (R11), Y1
 	VMASKMOVPS   (R8), Y1, Y1

@@ -83,14 +83,30 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 	vp := g.param("v")
 	pk := g.GP64()
 	g.MOVQ(r.pp, pk)
-	g.Comment(fmt.Sprintf("The key loop: a row of V, %d broadcasts of P, %d FMAs.", mr, mr*nv))
-	g.Label(lbl)
 	load := func(j int, dst reg.VecVirtual) {
 		g.loadVec(r.tailRegs, operand.Mem{Base: vp, Disp: j * g.isa.bytes()}, j, nv, masked, dst)
 	}
-	g.broadcastStep(load, nv, func(i int) operand.Mem { return operand.Mem{Base: pk, Disp: 4 * i} }, acc, false)
-	g.ADDQ(r.ldv, vp)
-	g.ADDQ(r.ldp, pk)
+	key := func() { // one key: a row of V, mr broadcasts of P, mr·nv FMAs
+		g.broadcastStep(load, nv, func(i int) operand.Mem { return operand.Mem{Base: pk, Disp: 4 * i} }, acc, false)
+		g.ADDQ(r.ldv, vp)
+		g.ADDQ(r.ldp, pk)
+	}
+	g.Comment(fmt.Sprintf("%d keys a pass: %d rows of V, %d broadcasts of P, %d FMAs.", gemmUnroll, gemmUnroll, gemmUnroll*mr, gemmUnroll*mr*nv))
+	g.CMPQ(c, operand.Imm(gemmUnroll))
+	g.JLT(operand.LabelRef(label(lbl, "rest")))
+	g.Label(label(lbl, "keys4"))
+	for u := 0; u < gemmUnroll; u++ {
+		key()
+	}
+	g.SUBQ(operand.Imm(gemmUnroll), c)
+	g.CMPQ(c, operand.Imm(gemmUnroll))
+	g.JGE(operand.LabelRef(label(lbl, "keys4")))
+	g.Label(label(lbl, "rest"))
+	g.TESTQ(c, c)
+	g.JZ(operand.LabelRef(label(lbl, "store")))
+	g.Comment("The last keys, one a pass.")
+	g.Label(lbl)
+	key()
 	g.DECQ(c)
 	g.JNZ(operand.LabelRef(lbl))
 	g.Comment("Store the tile.")
