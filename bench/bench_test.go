@@ -177,13 +177,12 @@ func benchGemm(b *testing.B, ks *kernels.Set, t fallback.KVType, m, n, k int, pa
 	}
 	g := tile.Gemm{A: fill(m * k), LDA: k, B: w, C: make([]float32, m*n), LDC: n, M: m}
 	var ws tile.Workspace
-	items := g.Items()
 	var pa tile.PackedA
 	report(b, ks, 1, 2*float64(m*n*k), func() {
 		for i := 0; i < b.N; i++ {
-			pk := g.PackA(ks, &pa) // as the layer does, once a call
+			pk := g.PackA(ks, &pa) // as the layer does, once a call, before Items
 			pk.RunAll(ks)
-			for it := 0; it < items; it++ {
+			for it := 0; it < g.Items(); it++ {
 				g.Run(ks, it, &ws)
 			}
 		}
